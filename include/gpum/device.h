@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The device layer: discover GPUs and read them, behind one backend interface.
+ *
+ * Backends: "nvml" (libnvidia-ml loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
+ * set) and "host" (the CPU fallback: one device "cpu" with host RAM as memory and CPU load as
+ * utilisation, flagged is_host everywhere it is shown). "auto" picks nvml when it loads and
+ * finds at least one device, else host, and logs which at info level.
+ *
+ * Every metric of a sample carries a validity bit: a metric the driver does not support
+ * (NVML_ERROR_NOT_SUPPORTED) is invalid, never 0. Transient driver errors are retried with
+ * exponential backoff and jitter before they are returned.
+ *
+ * A session is safe to use from several threads: calls are serialised by the session.
+ */
+#ifndef GPUM_DEVICE_H
+#define GPUM_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  GPUM_BACKEND_AUTO = 0,
+  GPUM_BACKEND_NVML = 1,
+  GPUM_BACKEND_HOST = 2,
+} gpum_backend_kind_t;
+
+/* "auto", "nvml", "host". */
+const char *gpum_backend_name(gpum_backend_kind_t kind);
+/* Parses a backend name. Returns 0 or GPUM_EINVAL. */
+int gpum_backend_parse(const char *s, gpum_backend_kind_t *out);
+
+typedef struct {
+  gpum_backend_kind_t backend; /* default GPUM_BACKEND_AUTO */
+  /* NVML library to dlopen. NULL: $GPUM_NVML_LIBRARY, else libgpum_sim.so when $GPUM_SIM_NODE
+   * is set, else libnvidia-ml.so.1 then libnvidia-ml.so. */
+  const char *nvml_library;
+  /* Transient-error retries per call (default 3) and the first backoff (default 10 ms, doubled
+   * each time, with +-50% jitter). 0 retries: fail at once. Use -1 for the defaults. */
+  int retries;
+  int retry_base_ms;
+} gpum_device_open_opts_t;
+
+/* Fills opts with the defaults. */
+void gpum_device_open_opts_init(gpum_device_open_opts_t *opts);
+
+typedef struct gpum_device_session gpum_device_session_t;
+
+/* Opens a session (opts NULL: defaults). Returns 0, GPUM_EDRIVER (library missing or its init
+ * failed; the detail names the library and the driver's message), GPUM_ENODEV (nvml asked for
+ * explicitly and no device found) or GPUM_ENOMEM. Caller closes with gpum_device_close. */
+int gpum_device_open(const gpum_device_open_opts_t *opts, gpum_device_session_t **out);
+void gpum_device_close(gpum_device_session_t *s);
+
+/* The backend actually in use (never AUTO), and a description of the loaded library
+ * ("libnvidia-ml.so.1", "/path/libgpum_sim.so (simulated node 'demo')", "host"). */
+gpum_backend_kind_t gpum_device_backend(const gpum_device_session_t *s);
+const char *gpum_device_backend_detail(const gpum_device_session_t *s);
+/* Driver version string ("550.54.15"), or "" when unknown. Owned by the session. */
+const char *gpum_device_driver_version(const gpum_device_session_t *s);
+/* True when the nvml backend runs on libgpum_sim.so. */
+bool gpum_device_is_simulated(const gpum_device_session_t *s);
+
+unsigned gpum_device_count(const gpum_device_session_t *s);
+
+#define GPUM_UUID_LEN 96
+#define GPUM_NAME_LEN 96
+#define GPUM_BUSID_LEN 32
+
+/* Validity bits of gpum_device_info_t.valid. */
+enum {
+  GPUM_INFO_UUID = 1u << 0,
+  GPUM_INFO_NAME = 1u << 1,
+  GPUM_INFO_PCI = 1u << 2,
+  GPUM_INFO_MEMORY_TOTAL = 1u << 3,
+  GPUM_INFO_COMPUTE_CAP = 1u << 4,
+  GPUM_INFO_POWER_LIMIT = 1u << 5,
+  GPUM_INFO_TEMP_SLOWDOWN = 1u << 6,
+  GPUM_INFO_TEMP_SHUTDOWN = 1u << 7,
+  GPUM_INFO_ECC_MODE = 1u << 8,
+};
+
+typedef struct {
+  unsigned index;
+  char uuid[GPUM_UUID_LEN];
+  char name[GPUM_NAME_LEN];
+  char pci_bus_id[GPUM_BUSID_LEN];
+  uint64_t memory_total; /* bytes */
+  int cc_major, cc_minor;
+  unsigned power_limit_mw;
+  int temp_slowdown_c, temp_shutdown_c;
+  bool ecc_enabled;
+  bool is_host; /* the CPU fallback device */
+  const char *vendor; /* "nvidia", "host" */
+  uint32_t valid;     /* GPUM_INFO_* */
+} gpum_device_info_t;
+
+/* Static info for device index. Returns 0, GPUM_ENODEV (bad index), GPUM_ELOST, GPUM_ERESET or
+ * the mapped driver error. */
+int gpum_device_get_info(gpum_device_session_t *s, unsigned index, gpum_device_info_t *out);
+
+/* Metrics of a dynamic sample. Order is stable (used as bit numbers and array indexes). */
+#define GPUM_METRICS(X)                                                                         \
+  X(MEMORY_TOTAL, "memory_total", "bytes")                                                      \
+  X(MEMORY_USED, "memory_used", "bytes")                                                        \
+  X(MEMORY_FREE, "memory_free", "bytes")                                                        \
+  X(MEMORY_RESERVED, "memory_reserved", "bytes")                                                \
+  X(UTIL_GPU, "utilization_gpu", "percent")                                                     \
+  X(UTIL_MEMORY, "utilization_memory", "percent")                                               \
+  X(TEMPERATURE, "temperature", "celsius")                                                      \
+  X(POWER, "power", "milliwatts")                                                               \
+  X(CLOCK_SM, "clock_sm", "MHz")                                                                \
+  X(CLOCK_MEM, "clock_mem", "MHz")                                                              \
+  X(ECC_CORRECTED, "ecc_corrected", "count")                                                    \
+  X(ECC_UNCORRECTED, "ecc_uncorrected", "count")
+
+typedef enum {
+#define GPUM__METRIC_ENUM(id, name, unit) GPUM_METRIC_##id,
+  GPUM_METRICS(GPUM__METRIC_ENUM)
+#undef GPUM__METRIC_ENUM
+      GPUM_METRIC_COUNT
+} gpum_metric_t;
+
+const char *gpum_metric_name(gpum_metric_t m); /* "memory_used" */
+const char *gpum_metric_unit(gpum_metric_t m); /* "bytes" */
+
+typedef struct {
+  uint64_t timestamp_ns; /* CLOCK_REALTIME */
+  uint32_t valid;        /* bit (1u << gpum_metric_t) per valid metric */
+  uint64_t memory_total, memory_used, memory_free, memory_reserved; /* bytes */
+  unsigned util_gpu, util_memory;                                     /* percent */
+  int temperature_c;
+  unsigned power_mw;
+  unsigned clock_sm_mhz, clock_mem_mhz;
+  uint64_t ecc_corrected, ecc_uncorrected; /* volatile counts since driver load */
+} gpum_device_sample_t;
+
+static inline bool gpum_sample_valid(const gpum_device_sample_t *s, gpum_metric_t m) {
+  return (s->valid >> m) & 1u;
+}
+/* The metric as a double; returns false (and leaves *v alone) when it is not valid. */
+bool gpum_sample_get(const gpum_device_sample_t *s, gpum_metric_t m, double *v);
+
+/* Reads the dynamic metrics. Unsupported metrics are left invalid. Returns 0 when the device
+ * answered (even with some metrics invalid), GPUM_ELOST / GPUM_ERESET when the device is lost or
+ * needs a reset, GPUM_EAGAIN when transient errors outlasted the retries, GPUM_ENODEV for a bad
+ * index. */
+int gpum_device_sample(gpum_device_session_t *s, unsigned index, gpum_device_sample_t *out);
+
+#define GPUM_USER_LEN 32
+#define GPUM_COMMAND_LEN 256
+
+typedef struct {
+  unsigned pid;
+  uint64_t memory; /* bytes */
+  bool memory_valid; /* false when the driver reports "not available" */
+  char user[GPUM_USER_LEN];       /* from /proc; "" when the pid is not visible here */
+  char command[GPUM_COMMAND_LEN]; /* from /proc/PID/cmdline, spaces between args */
+} gpum_process_t;
+
+/* Lists the processes using device index (compute and graphics, each pid once). Writes up to
+ * cap entries into procs and the total into *count. Returns 0, GPUM_ENOSPC when cap < *count (the
+ * first cap entries are filled), or a device error as gpum_device_sample. */
+int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process_t *procs,
+                          size_t cap, size_t *count);
+
+typedef enum {
+  GPUM_DEVEV_XID = 1,
+  GPUM_DEVEV_ECC_SINGLE = 2,
+  GPUM_DEVEV_ECC_DOUBLE = 3,
+  GPUM_DEVEV_GPU_LOST = 4,
+} gpum_device_event_kind_t;
+
+typedef struct {
+  gpum_device_event_kind_t kind;
+  unsigned device;  /* index */
+  uint64_t xid;     /* GPUM_DEVEV_XID: the Xid number (999 = unknown) */
+  uint64_t timestamp_ns;
+} gpum_device_event_t;
+
+/* Subscribes the session to XID and ECC events of every device that supports them.
+ * Returns 0 or GPUM_ENOTSUP when no device supports events. */
+int gpum_device_events_enable(gpum_device_session_t *s);
+/* Waits up to timeout_ms for one event. Returns 0, GPUM_ETIMEDOUT, GPUM_ESTATE (events not
+ * enabled) or a driver error. A device that fell off the bus yields GPUM_DEVEV_GPU_LOST. */
+int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_t *ev,
+                           unsigned timeout_ms);
+
+/* Maps an NVML return code to a GPUM_E* code (GPU_IS_LOST -> GPUM_ELOST, RESET_REQUIRED ->
+ * GPUM_ERESET, NOT_SUPPORTED -> GPUM_ENOTSUP, TIMEOUT/UNKNOWN/... -> GPUM_EAGAIN, ...).
+ * Exposed for tests and tools. */
+int gpum_device_map_nvml_error(int nvml_ret);
+/* True for NVML codes the device layer retries (transient). */
+bool gpum_device_nvml_error_is_transient(int nvml_ret);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUM_DEVICE_H */

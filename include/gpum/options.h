@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Configuration: one options table drives the YAML config file, the GPUM_* environment
+ * variables, the command-line flags, GET /api/v1/config and docs/config.md.
+ *
+ * Each option has a dotted key ("http.listen"). Its environment variable is GPUM_ + the key
+ * upper-cased with '.' and '-' turned into '_' ("GPUM_HTTP_LISTEN"); its flag is "--" + the key
+ * with '.' and '_' turned into '-' ("--http-listen"). In the YAML file the key is written
+ * nested (http:\n  listen: ...) or dotted ("http.listen: ..."), both accepted.
+ *
+ * Precedence: flag > environment > file > default. Unknown keys (in the file, as GPUM_* variables
+ * that look like options, or as flags) and bad values are rejected with GPUM_EUNKNOWN_KEY or
+ * GPUM_EINVAL and a detail message that names the key and where it came from; a rejected value
+ * changes nothing.
+ *
+ * A gpum_config_t is not thread-safe for writing; concurrent reads are fine once loading is done.
+ */
+#ifndef GPUM_OPTIONS_H
+#define GPUM_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  GPUM_OPT_STRING,
+  GPUM_OPT_BOOL,     /* true/false, yes/no, on/off, 1/0 */
+  GPUM_OPT_INT,      /* signed 64-bit, within [min, max] */
+  GPUM_OPT_DOUBLE,   /* within [min, max] */
+  GPUM_OPT_SIZE,     /* bytes, parsed with gpum_size_parse */
+  GPUM_OPT_DURATION, /* milliseconds, parsed with gpum_duration_parse */
+  GPUM_OPT_ENUM,     /* one of the '|'-separated choices */
+} gpum_opt_type_t;
+
+typedef enum {
+  GPUM_OPT_SRC_DEFAULT = 0,
+  GPUM_OPT_SRC_FILE = 1,
+  GPUM_OPT_SRC_ENV = 2,
+  GPUM_OPT_SRC_FLAG = 3,
+  GPUM_OPT_SRC_API = 4, /* gpum_config_set by a program */
+} gpum_opt_source_t;
+
+typedef struct {
+  const char *key;           /* "http.listen" */
+  gpum_opt_type_t type;
+  const char *default_value; /* textual default, as a user would write it; "" for none */
+  const char *choices;       /* GPUM_OPT_ENUM: "auto|nvml|host"; else NULL */
+  double min, max;           /* GPUM_OPT_INT/DOUBLE bounds (inclusive); ignored otherwise */
+  bool secret;               /* hidden when the effective config is shown */
+  const char *help;          /* one sentence */
+} gpum_option_def_t;
+
+/* The table. Index order is the documentation order. */
+size_t gpum_option_count(void);
+const gpum_option_def_t *gpum_option_at(size_t i);
+/* NULL when unknown. */
+const gpum_option_def_t *gpum_option_find(const char *key);
+/* Derived names, written into buf (always NUL-terminated). Return buf. */
+char *gpum_option_env_name(const gpum_option_def_t *def, char *buf, size_t len);
+char *gpum_option_flag_name(const gpum_option_def_t *def, char *buf, size_t len);
+
+typedef struct gpum_config gpum_config_t;
+
+/* A config holding every option's default. Caller frees with gpum_config_free.
+ * Returns 0 or GPUM_ENOMEM. */
+int gpum_config_new(gpum_config_t **out);
+void gpum_config_free(gpum_config_t *cfg);
+
+/* Sets key from text, validated by type; source records where it came from. A value from a
+ * lower-precedence source never replaces one from a higher one. Returns 0, GPUM_EUNKNOWN_KEY or
+ * GPUM_EINVAL/GPUM_ERANGE (the config is unchanged on error). */
+int gpum_config_set(gpum_config_t *cfg, const char *key, const char *value,
+                    gpum_opt_source_t source);
+
+/* Loads a YAML file (a mapping, nested or dotted keys; scalars only). GPUM_ENOENT when the
+ * file does not exist, GPUM_EPARSE on YAML errors (with line and column), GPUM_EUNKNOWN_KEY or
+ * GPUM_EINVAL on a bad entry. All-or-nothing: on any error nothing from the file is applied. */
+int gpum_config_load_file(gpum_config_t *cfg, const char *path);
+
+/* Applies GPUM_* variables from envp (NULL: the process environment). Variables that are not
+ * options are rejected with GPUM_EUNKNOWN_KEY only if they start with a known section prefix
+ * (e.g. GPUM_HTTP_LISTNE); other GPUM_* names are ignored, since tools set their own. */
+int gpum_config_load_env(gpum_config_t *cfg, char *const *envp);
+
+/* Consumes option flags from argv: "--http-listen VALUE" and "--http-listen=VALUE" ("--flag"
+ * alone for booleans, "--no-flag" for false). Flags that are not options are left in place;
+ * argv is compacted and *argc updated so the caller parses its own flags afterwards.
+ * Stops at "--". Returns 0 or an error naming the flag. */
+int gpum_config_load_args(gpum_config_t *cfg, int *argc, char **argv);
+
+/* The usual sequence: file (path or, if NULL, GPUM_CONFIG or no file), environment, flags.
+ * A missing file named explicitly is an error; a missing default file is not. */
+int gpum_config_load_all(gpum_config_t *cfg, const char *path, int *argc, char **argv);
+
+/* Typed reads. The key must exist and have that type (programming error otherwise: returns the
+ * zero value and logs at error level). Strings are owned by cfg. */
+const char *gpum_config_get_string(const gpum_config_t *cfg, const char *key);
+bool gpum_config_get_bool(const gpum_config_t *cfg, const char *key);
+int64_t gpum_config_get_int(const gpum_config_t *cfg, const char *key);
+double gpum_config_get_double(const gpum_config_t *cfg, const char *key);
+uint64_t gpum_config_get_size(const gpum_config_t *cfg, const char *key);     /* bytes */
+uint64_t gpum_config_get_duration(const gpum_config_t *cfg, const char *key); /* ms */
+gpum_opt_source_t gpum_config_source(const gpum_config_t *cfg, const char *key);
+const char *gpum_opt_source_name(gpum_opt_source_t src);
+
+/* Writes the effective configuration as YAML (secrets shown as "(hidden)") into a malloc'd
+ * string the caller frees. Returns 0 or GPUM_ENOMEM. */
+int gpum_config_dump_yaml(const gpum_config_t *cfg, char **out);
+
+/* Writes docs/config.md's body (a Markdown table of every option) to a malloc'd string. */
+int gpum_options_markdown(char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUM_OPTIONS_H */
