@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared helpers for integration tests (sourced, not run). Each test gets a scratch directory
+# and a unique simulated-node name; everything it starts is stopped on exit.
+set -euo pipefail
+
+: "${GPUM_BIN:?run through ctest (GPUM_BIN unset)}"
+: "${GPUM_SOURCE_DIR:?}"
+: "${GPUM_TEST_PROGS:?}"
+export GPUM_SIM_LIBRARY GPUM_BIN
+
+T_SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/gpum-test.XXXXXX")
+T_NODE="t$$-$RANDOM"
+T_PIDS=()
+T_NODES=()
+
+t_cleanup() {
+  local rc=$?
+  for p in "${T_PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  for n in "${T_NODES[@]:-}"; do [ -n "$n" ] && "$GPUM_BIN" sim stop "$n" >/dev/null 2>&1 || true; done
+  rm -rf "$T_SCRATCH"
+  exit $rc
+}
+trap t_cleanup EXIT
+
+t_fail() { echo "FAIL: $*" >&2; exit 1; }
+t_ok() { echo "ok: $*"; }
+
+# t_sim_start SPEC [NAME]: starts a simulated node (registered for cleanup), exports GPUM_SIM_NODE.
+t_sim_start() {
+  local spec=$1 name=${2:-$T_NODE}
+  "$GPUM_BIN" sim start "$spec" --name "$name" >/dev/null || t_fail "sim start $spec"
+  T_NODES+=("$name")
+  export GPUM_SIM_NODE="$name"
+}
+
+# t_bg CMD...: runs CMD in the background, remembers its pid in T_LAST_PID (killed at exit).
+t_bg() {
+  "$@" &
+  T_LAST_PID=$!
+  T_PIDS+=("$T_LAST_PID")
+}
+
+# t_wait_file FILE [SECONDS]: waits until FILE exists and is non-empty (a readiness signal written
+# by the process under test; polling a file is synchronisation, not a sleep standing in for it).
+t_wait_file() {
+  local f=$1 secs=${2:-10} i=0
+  while [ ! -s "$f" ]; do
+    i=$((i + 1))
+    [ $i -gt $((secs * 100)) ] && t_fail "timed out waiting for $f"
+    sleep 0.01
+  done
+}
+
+# t_until SECONDS CMD...: retries CMD until it succeeds or SECONDS pass.
+t_until() {
+  local secs=$1 i=0
+  shift
+  until "$@" >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -gt $((secs * 50)) ] && return 1
+    sleep 0.02
+  done
+}
