@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake pkg-config
   libyaml-dev libjansson-dev libcmocka-dev
   clang-format cppcheck clang-tidy
-  procps
+  procps python3
 )
 
 missing=()
