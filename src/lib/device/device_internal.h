@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals of the device layer: the backend vtable every backend implements, the session
+ * that wraps one backend behind a mutex, the retry policy for transient driver errors, the
+ * driver-library path selection shared by the NVML backend and the CUDA loader, and the pure
+ * helpers (process-list stride detection, /proc parsing, backoff schedule) that the unit tests
+ * call directly. Never installed.
+ */
+#ifndef GPUM_DEVICE_INTERNAL_H
+#define GPUM_DEVICE_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpum/device.h>
+
+/* One process using a device, as a backend reports it (before the /proc lookup). */
+typedef struct {
+  unsigned pid;
+  uint64_t memory;
+  bool memory_valid;
+} gpum__rawproc_t;
+
+/* Retry policy for transient driver errors (see gpum_device_nvml_error_is_transient). */
+typedef struct {
+  int retries;      /* extra attempts after the first */
+  unsigned base_ms; /* first delay; doubled per attempt */
+  unsigned cap_ms;  /* no single delay exceeds this (before jitter) */
+  uint64_t rng;     /* xorshift state for the jitter; guarded by the session lock */
+} gpum__retry_t;
+
+#define GPUM__RETRY_DEFAULT_COUNT 3
+#define GPUM__RETRY_DEFAULT_BASE_MS 10
+#define GPUM__RETRY_CAP_MS 1000
+#define GPUM__RETRY_MAX_COUNT 100
+#define GPUM__RETRY_MAX_BASE_MS 60000
+
+/*
+ * The backend vtable. Every function is called with the session lock held, except
+ * events_enable and event_wait: those take the backend's event lock first and the session
+ * lock only for short sections (always in that order), so that sampling from other threads
+ * goes on while one thread waits for events.
+ * All return 0 or a negative GPUM_E* with the detail set.
+ */
+struct gpum__backend {
+  const char *name;
+  gpum_backend_kind_t kind;
+  /* Loads and initialises; sets s->count, s->detail, s->driver_version, s->simulated and
+   * s->impl. On failure leaves nothing allocated. */
+  int (*open)(gpum_device_session_t *s, const gpum_device_open_opts_t *opts);
+  void (*close)(gpum_device_session_t *s);
+  int (*get_info)(gpum_device_session_t *s, unsigned index, gpum_device_info_t *out);
+  int (*sample)(gpum_device_session_t *s, unsigned index, gpum_device_sample_t *out);
+  /* *out is malloc'd (caller frees), each pid once; *n its length (may be 0 with *out NULL). */
+  int (*processes)(gpum_device_session_t *s, unsigned index, gpum__rawproc_t **out, size_t *n);
+  int (*events_enable)(gpum_device_session_t *s);
+  int (*event_wait)(gpum_device_session_t *s, gpum_device_event_t *ev, unsigned timeout_ms);
+};
+
+extern const struct gpum__backend gpum__backend_nvml;
+extern const struct gpum__backend gpum__backend_host;
+
+struct gpum_device_session {
+  pthread_mutex_t lock;
+  const struct gpum__backend *ops;
+  void *impl; /* backend state */
+  gpum__retry_t retry;
+  unsigned count;
+  bool simulated;
+  char detail[PATH_MAX + 128];
+  char driver_version[96];
+};
+
+/* Locks/unlocks the session (used by backends inside event_wait). */
+void gpum__session_lock(gpum_device_session_t *s);
+void gpum__session_unlock(gpum_device_session_t *s);
+
+/* ---- retry (device.c) ---- */
+
+/* Delay before retry number attempt (0 = the first retry): base * 2^attempt, capped at cap_ms,
+ * then scaled by a jitter factor in [0.5, 1.5) taken from r01 (a number in [0, 1)).
+ * In microseconds. Pure. */
+uint64_t gpum__backoff_delay_us(unsigned base_ms, unsigned cap_ms, int attempt, double r01);
+/* Draws the next jitter number in [0, 1) from the policy's generator. */
+double gpum__retry_rand01(gpum__retry_t *r);
+/* Sleeps the backoff delay for attempt. */
+void gpum__retry_sleep(gpum__retry_t *r, int attempt);
+/* Validates and applies opts (-1 = default). Returns 0 or GPUM_EINVAL naming the value. */
+int gpum__retry_init(gpum__retry_t *r, const gpum_device_open_opts_t *opts);
+
+/* ---- /proc lookups (procinfo.c) ---- */
+
+/* The real uid from the text of /proc/PID/status ("Uid:\t1000\t1000\t..."). 0 or GPUM_EPARSE. */
+int gpum__parse_status_uid(const char *status, unsigned *uid);
+/* Turns a /proc/PID/cmdline buffer (NUL-separated args) into one line with spaces; trailing
+ * NULs dropped, control characters replaced by '?'. Always NUL-terminates out. */
+void gpum__cmdline_to_string(const char *buf, size_t n, char *out, size_t outlen);
+/* Fills user (name, or the numeric uid when there is no passwd entry) and command (cmdline,
+ * else the comm name) for pid; both "" when the pid is not visible here. Never fails. */
+void gpum__proc_identity(unsigned pid, char *user, size_t ulen, char *cmd, size_t clen);
+
+/* ---- process-list stride (nvml_proc.c) ---- */
+
+#define GPUM__PROC_FILL 0xAA
+/* Decides the entry stride the driver really wrote into a _v3 process buffer that was filled
+ * with GPUM__PROC_FILL before the call: n entries were reported, buf holds len bytes (at least
+ * 32 * n). Returns 32 when any byte of [24n, 32n) was overwritten, 24 when that range is
+ * untouched, and hint (24 or 32) when n is 0 or the buffer is too short to tell. Pure. */
+unsigned gpum__proc_detect_stride(const unsigned char *buf, size_t len, unsigned n, unsigned hint);
+/* The symbol-presence rule (nvitop): 32 only if nvmlDeviceGetConfComputeMemSizeInfo is exported
+ * and nvmlDeviceGetRunningProcessDetailList is not; else 24. Pure. */
+unsigned gpum__proc_stride_hint(bool has_conf_compute_mem, bool has_detail_list);
+/* Decodes n entries of the given stride (16, 24 or 32) into out. Pure. */
+void gpum__proc_decode(const unsigned char *buf, unsigned n, unsigned stride, gpum__rawproc_t *out);
+/* Adds the entries of add to list (each pid once; for a pid in both, the larger valid memory
+ * is kept, since compute and graphics share one context). *list grows with realloc.
+ * Returns 0 or GPUM_ENOMEM. */
+int gpum__proc_merge(gpum__rawproc_t **list, size_t *n, const gpum__rawproc_t *add, size_t nadd);
+
+/* ---- host backend parsing (host.c) ---- */
+
+typedef struct {
+  uint64_t busy, total; /* jiffies */
+} gpum__cpu_times_t;
+
+/* Parses the aggregate "cpu " line of /proc/stat. 0 or GPUM_EPARSE. */
+int gpum__parse_proc_stat(const char *text, gpum__cpu_times_t *out);
+/* Percentage busy between two snapshots (0..100); -1 when total did not advance. */
+int gpum__cpu_util_percent(const gpum__cpu_times_t *a, const gpum__cpu_times_t *b);
+/* MemTotal and MemAvailable of /proc/meminfo in bytes. 0 or GPUM_EPARSE. */
+int gpum__parse_meminfo(const char *text, uint64_t *total, uint64_t *available);
+/* The 1-minute load average of /proc/loadavg as a percentage of ncpu (0..100). 0 or
+ * GPUM_EPARSE. */
+int gpum__parse_loadavg_percent(const char *text, unsigned ncpu, unsigned *percent);
+
+/* ---- driver library selection (libpath.c) ---- */
+
+typedef enum { GPUM__LIB_NVML = 0, GPUM__LIB_CUDA = 1 } gpum__lib_kind_t;
+
+#define GPUM__LIBPATH_MAX 3
+typedef struct {
+  unsigned n;                                /* candidates, tried in order */
+  const char *candidates[GPUM__LIBPATH_MAX]; /* point into storage or static strings */
+  const char *source; /* "option", "GPUM_NVML_LIBRARY", "GPUM_SIM_NODE", "default" */
+  bool simulated;     /* the sim library was chosen because of GPUM_SIM_NODE */
+  char sim_node[128]; /* $GPUM_SIM_NODE when simulated */
+  char storage[PATH_MAX];
+} gpum__libpath_t;
+
+/* Decides which library to load for kind: the explicit path (opts/config) if not NULL or
+ * empty, else $GPUM_NVML_LIBRARY / $GPUM_CUDA_LIBRARY, else libgpum_sim.so when $GPUM_SIM_NODE
+ * is set (found as $GPUM_SIM_LIBRARY, else beside the loaded libgpum, else in
+ * GPUM_INSTALL_LIBDIR, else by the loader's search path), else the system driver names.
+ * Returns 0 or GPUM_EINVAL (path too long). */
+int gpum__libpath_resolve(gpum__lib_kind_t kind, const char *explicit_path, gpum__libpath_t *out);
+/* Tries each candidate with dlopen(RTLD_NOW | RTLD_LOCAL). On success *dl and *used (the
+ * candidate that loaded) are set. On failure returns GPUM_EDRIVER with a detail that names
+ * every path tried, dlerror()'s message and where the choice came from. */
+int gpum__libpath_open(const gpum__libpath_t *lp, const char *what, void **dl, const char **used);
+
+#endif /* GPUM_DEVICE_INTERNAL_H */

@@ -1,0 +1,515 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The NVML backend: loads libnvidia-ml (or libgpum_sim.so, or whatever GPUM_NVML_LIBRARY
+ * names) with dlopen, resolves our declared ABI subset newest symbol first, and reads static
+ * info and dynamic samples. Process lists live in nvml_proc.c, events in nvml_events.c.
+ *
+ * Symbols: nvmlInit_v2 -> nvmlInit, nvmlDeviceGetCount_v2 -> plain,
+ * nvmlDeviceGetHandleByIndex_v2 -> plain, nvmlShutdown, nvmlDeviceGetName,
+ * nvmlDeviceGetUUID and one of nvmlDeviceGetMemoryInfo_v2 / nvmlDeviceGetMemoryInfo are
+ * required (missing -> GPUM_EDRIVER naming the symbol); every other symbol is optional and
+ * its field is simply invalid when absent. Versioned structs carry the encoded version
+ * (nvmlMemory_v2 = 0x02000028, nvmlTemperature_v1 = 0x0100000C); when a driver rejects one
+ * (FUNCTION_NOT_FOUND, ARGUMENT_VERSION_MISMATCH) the device falls back to the older call for
+ * the rest of the session.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/error.h>
+#include <gpum/log.h>
+
+#include "device/nvml_internal.h"
+
+_Static_assert(sizeof(void *) == sizeof(gpum_nvmlInit_v2_fn), "function pointers fit void *");
+
+static const struct {
+  const char *name;
+  size_t off;
+} sym_table[] = {
+#define GPUM__NVML_SYM(ret, name, params) {#name, offsetof(gpum__nvml_syms_t, name)},
+    GPUM_NVML_FUNCS(GPUM__NVML_SYM)
+#undef GPUM__NVML_SYM
+};
+
+/* True when name is one of the comma-separated names in list. */
+static bool listed(const char *list, const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = list; p && *p;) {
+    size_t n = strcspn(p, ",");
+    if (n == len && !strncmp(p, name, len))
+      return true;
+    p += n;
+    if (*p == ',')
+      p++;
+  }
+  return false;
+}
+
+/* GPUM_TEST_NVML_HIDE, a testing aid (GPUM_TEST_* is not an option section): comma-separated
+ * NVML symbols to treat as not exported, so that every fallback path (memory v1, the old
+ * temperature call, _v3 -> _v2 -> v1 process lists, ...) runs against one simulated driver. */
+static void resolve_all(gpum__nvml_t *nv) {
+  const char *hide = getenv("GPUM_TEST_NVML_HIDE");
+  for (size_t i = 0; i < sizeof sym_table / sizeof sym_table[0]; i++) {
+    void *p = dlsym(nv->dl, sym_table[i].name);
+    if (p && hide && listed(hide, sym_table[i].name)) {
+      gpum_log(GPUM_LOG_DEBUG, "device", "symbol hidden by GPUM_TEST_NVML_HIDE symbol=%s",
+               sym_table[i].name);
+      p = NULL;
+    }
+    memcpy((char *)&nv->f + sym_table[i].off, &p, sizeof p);
+  }
+}
+
+/* Picks the newest of each required family. Returns 0 or GPUM_EDRIVER naming the symbol. */
+static int choose_symbols(gpum__nvml_t *nv) {
+  const char *missing = NULL;
+  nv->init = nv->f.nvmlInit_v2 ? nv->f.nvmlInit_v2 : nv->f.nvmlInit;
+  nv->get_count =
+      nv->f.nvmlDeviceGetCount_v2 ? nv->f.nvmlDeviceGetCount_v2 : nv->f.nvmlDeviceGetCount;
+  nv->get_handle = nv->f.nvmlDeviceGetHandleByIndex_v2 ? nv->f.nvmlDeviceGetHandleByIndex_v2
+                                                       : nv->f.nvmlDeviceGetHandleByIndex;
+  nv->event_wait = nv->f.nvmlEventSetWait_v2 ? nv->f.nvmlEventSetWait_v2 : nv->f.nvmlEventSetWait;
+  if (!nv->init)
+    missing = "nvmlInit_v2 (or nvmlInit)";
+  else if (!nv->f.nvmlShutdown)
+    missing = "nvmlShutdown";
+  else if (!nv->get_count)
+    missing = "nvmlDeviceGetCount_v2 (or nvmlDeviceGetCount)";
+  else if (!nv->get_handle)
+    missing = "nvmlDeviceGetHandleByIndex_v2 (or nvmlDeviceGetHandleByIndex)";
+  else if (!nv->f.nvmlDeviceGetName)
+    missing = "nvmlDeviceGetName";
+  else if (!nv->f.nvmlDeviceGetUUID)
+    missing = "nvmlDeviceGetUUID";
+  else if (!nv->f.nvmlDeviceGetMemoryInfo_v2 && !nv->f.nvmlDeviceGetMemoryInfo)
+    missing = "nvmlDeviceGetMemoryInfo_v2 (or nvmlDeviceGetMemoryInfo)";
+  if (missing)
+    return gpum_error(GPUM_EDRIVER, "%s does not export %s: not a usable NVML library", nv->path,
+                      missing);
+  nv->stride_hint = gpum__proc_stride_hint(nv->f.nvmlDeviceGetConfComputeMemSizeInfo != NULL,
+                                           nv->f.nvmlDeviceGetRunningProcessDetailList != NULL);
+  return 0;
+}
+
+static const char *const nvml_names[] = {"Success",
+                                         "Uninitialized",
+                                         "Invalid Argument",
+                                         "Not Supported",
+                                         "Insufficient Permissions",
+                                         "Already Initialized",
+                                         "Not Found",
+                                         "Insufficient Size",
+                                         "Insufficient External Power",
+                                         "Driver Not Loaded",
+                                         "Timeout",
+                                         "Interrupt Request Issue",
+                                         "NVML Shared Library Not Found",
+                                         "Function Not Found",
+                                         "Corrupted infoROM",
+                                         "GPU is lost",
+                                         "GPU requires restart",
+                                         "Operating System Error",
+                                         "RM has detected an NVML/RM version mismatch",
+                                         "In use by another client",
+                                         "Insufficient Memory",
+                                         "No data",
+                                         "The requested vgpu operation is not available on target "
+                                         "device, because ECC is enabled",
+                                         "Insufficient resources",
+                                         "Frequency not supported",
+                                         "Argument version mismatch",
+                                         "Deprecated",
+                                         "Not Ready",
+                                         "GPU not found",
+                                         "Invalid state",
+                                         "Reset type not supported"};
+
+const char *gpum__nvml_strerror(const gpum__nvml_t *nv, int rv) {
+  if (nv && nv->f.nvmlErrorString) {
+    const char *m = nv->f.nvmlErrorString(rv);
+    if (m && *m)
+      return m;
+  }
+  if (rv >= 0 && (size_t)rv < sizeof nvml_names / sizeof nvml_names[0])
+    return nvml_names[rv];
+  return "Unknown Error";
+}
+
+int gpum__nvml_fail(const gpum__nvml_t *nv, const char *call, unsigned i, int rv) {
+  int code = gpum_device_map_nvml_error(rv);
+  if (gpum_device_nvml_error_is_transient(rv))
+    return gpum_error(code, "%s on device %u: %s (NVML %d), still failing after retries", call, i,
+                      gpum__nvml_strerror(nv, rv), rv);
+  return gpum_error(code, "%s on device %u: %s (NVML %d)", call, i, gpum__nvml_strerror(nv, rv),
+                    rv);
+}
+
+bool gpum__nvml_is_fatal(int rv) {
+  return rv == NVML_ERROR_GPU_IS_LOST || rv == NVML_ERROR_RESET_REQUIRED ||
+         gpum_device_nvml_error_is_transient(rv);
+}
+
+void gpum__nvml_note(gpum__nvml_t *nv, unsigned i, int rv) {
+  if (i >= nv->ndev)
+    return;
+  gpum__nvml_dev_t *d = &nv->dev[i];
+  if (rv == NVML_ERROR_GPU_IS_LOST) {
+    if (!d->lost) {
+      d->lost = true;
+      d->lost_pending = true;
+      gpum_log(GPUM_LOG_WARN, "device", "device lost index=%u", i);
+    }
+  } else if (rv == NVML_SUCCESS) {
+    d->lost = false;
+  }
+}
+
+static void unload(gpum__nvml_t *nv) {
+  if (!nv)
+    return;
+  gpum__nvml_events_close(nv);
+  if (nv->initialised)
+    nv->f.nvmlShutdown();
+  if (nv->dl)
+    dlclose(nv->dl);
+  pthread_mutex_destroy(&nv->ev_lock);
+  free(nv->dev);
+  free(nv);
+}
+
+static int enumerate(gpum_device_session_t *s, gpum__nvml_t *nv) {
+  unsigned count = 0;
+  int rv;
+  GPUM__NV_RETRY(s, rv, nv->get_count(&count));
+  if (rv != NVML_SUCCESS)
+    return gpum_error(gpum_device_map_nvml_error(rv), "nvmlDeviceGetCount in %s: %s (NVML %d)",
+                      nv->path, gpum__nvml_strerror(nv, rv), rv);
+  if (count > 4096)
+    return gpum_error(GPUM_EDRIVER, "%s reports %u devices: not plausible", nv->path, count);
+  nv->dev = calloc(count ? count : 1, sizeof *nv->dev);
+  if (!nv->dev)
+    return gpum_error(GPUM_ENOMEM, "cannot allocate %u device records", count);
+  nv->ndev = count;
+  for (unsigned i = 0; i < count; i++) {
+    GPUM__NV_RETRY(s, rv, nv->get_handle(i, &nv->dev[i].handle));
+    if (rv != NVML_SUCCESS) {
+      nv->dev[i].handle = NULL;
+      nv->dev[i].handle_err = rv;
+      gpum__nvml_note(nv, i, rv);
+      gpum_log(GPUM_LOG_WARN, "device", "no handle for device index=%u error=\"%s\"", i,
+               gpum__nvml_strerror(nv, rv));
+    }
+  }
+  return 0;
+}
+
+static void describe(gpum_device_session_t *s, gpum__nvml_t *nv, const gpum__libpath_t *lp) {
+  if (nv->f.nvmlSystemGetDriverVersion &&
+      nv->f.nvmlSystemGetDriverVersion(s->driver_version, sizeof s->driver_version) != NVML_SUCCESS)
+    s->driver_version[0] = '\0';
+  s->driver_version[sizeof s->driver_version - 1] = '\0';
+  /* The simulator also exports its control API; that tells it apart however it was named. */
+  s->simulated = lp->simulated || dlsym(nv->dl, "gpum_sim_last_error") != NULL;
+  const char *node = getenv("GPUM_SIM_NODE");
+  if (s->simulated && node && *node)
+    snprintf(s->detail, sizeof s->detail, "%s (simulated node '%s')", nv->path, node);
+  else
+    snprintf(s->detail, sizeof s->detail, "%s", nv->path);
+}
+
+static int nvml_open(gpum_device_session_t *s, const gpum_device_open_opts_t *opts) {
+  gpum__libpath_t lp;
+  int rc = gpum__libpath_resolve(GPUM__LIB_NVML, opts ? opts->nvml_library : NULL, &lp);
+  if (rc)
+    return rc;
+  gpum__nvml_t *nv = calloc(1, sizeof *nv);
+  if (!nv)
+    return gpum_error(GPUM_ENOMEM, "cannot allocate the NVML backend");
+  pthread_mutex_init(&nv->ev_lock, NULL);
+  const char *used = NULL;
+  rc = gpum__libpath_open(&lp, "NVML", &nv->dl, &used);
+  if (rc)
+    goto out_unload;
+  snprintf(nv->path, sizeof nv->path, "%s", used);
+  resolve_all(nv);
+  rc = choose_symbols(nv);
+  if (rc)
+    goto out_unload;
+  int rv;
+  GPUM__NV_RETRY(s, rv, nv->init());
+  if (rv != NVML_SUCCESS) {
+    rc = gpum_error(GPUM_EDRIVER, "nvmlInit in %s failed: %s (NVML %d)", nv->path,
+                    gpum__nvml_strerror(nv, rv), rv);
+    goto out_unload;
+  }
+  nv->initialised = true;
+  rc = enumerate(s, nv);
+  if (rc)
+    goto out_unload;
+  describe(s, nv, &lp);
+  s->impl = nv;
+  s->count = nv->ndev;
+  gpum_log(GPUM_LOG_DEBUG, "device", "nvml loaded library=\"%s\" devices=%u driver=%s", nv->path,
+           nv->ndev, s->driver_version);
+  return 0;
+out_unload:
+  unload(nv);
+  return rc;
+}
+
+static void nvml_close(gpum_device_session_t *s) {
+  unload(s->impl);
+  s->impl = NULL;
+}
+
+/* The device handle, or an error for a device whose handle lookup failed. */
+static int handle_of(gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h) {
+  if (nv->dev[i].handle_err)
+    return gpum__nvml_fail(nv, "nvmlDeviceGetHandleByIndex", i, nv->dev[i].handle_err);
+  *h = nv->dev[i].handle;
+  return 0;
+}
+
+/* Memory info, v2 preferred. On success fills total/used/free and (v2) reserved. */
+static int read_memory(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, nvmlDevice_t h,
+                       uint64_t *total, uint64_t *used, uint64_t *freeb, uint64_t *reserved,
+                       bool *have_reserved) {
+  int rv = NVML_ERROR_FUNCTION_NOT_FOUND;
+  gpum__nvml_dev_t *d = &nv->dev[i];
+  if (nv->f.nvmlDeviceGetMemoryInfo_v2 && !d->mem_v1) {
+    nvmlMemory_v2_t m2;
+    memset(&m2, 0, sizeof m2);
+    m2.version = nvmlMemory_v2;
+    GPUM__NV_DEV(s, nv, i, rv, nv->f.nvmlDeviceGetMemoryInfo_v2(h, &m2));
+    if (rv == NVML_SUCCESS) {
+      *total = m2.total, *used = m2.used, *freeb = m2.free, *reserved = m2.reserved;
+      *have_reserved = true;
+      return rv;
+    }
+    if (rv == NVML_ERROR_FUNCTION_NOT_FOUND || rv == NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
+      d->mem_v1 = true;
+      gpum_log(GPUM_LOG_DEBUG, "device", "memory info v2 rejected index=%u nvml=%d", i, rv);
+    } else if (gpum__nvml_is_fatal(rv) || rv != NVML_ERROR_NOT_SUPPORTED) {
+      return rv;
+    }
+  }
+  if (!nv->f.nvmlDeviceGetMemoryInfo)
+    return rv;
+  nvmlMemory_t m1;
+  memset(&m1, 0, sizeof m1);
+  GPUM__NV_DEV(s, nv, i, rv, nv->f.nvmlDeviceGetMemoryInfo(h, &m1));
+  if (rv == NVML_SUCCESS) {
+    *total = m1.total, *used = m1.used, *freeb = m1.free;
+    *have_reserved = false;
+  }
+  return rv;
+}
+
+/* Fails the whole read for a fatal result; otherwise the field just stays invalid. */
+#define FIELD(call, expr, on_ok)                    \
+  do {                                              \
+    int rv_;                                        \
+    GPUM__NV_DEV(s, nv, index, rv_, expr);          \
+    if (rv_ == NVML_SUCCESS) {                      \
+      on_ok;                                        \
+    } else if (gpum__nvml_is_fatal(rv_)) {          \
+      return gpum__nvml_fail(nv, call, index, rv_); \
+    }                                               \
+  } while (0)
+
+static int info_query(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned index, nvmlDevice_t h,
+                      gpum_device_info_t *out) {
+  FIELD("nvmlDeviceGetName", nv->f.nvmlDeviceGetName(h, out->name, sizeof out->name),
+        out->valid |= GPUM_INFO_NAME);
+  FIELD("nvmlDeviceGetUUID", nv->f.nvmlDeviceGetUUID(h, out->uuid, sizeof out->uuid),
+        out->valid |= GPUM_INFO_UUID);
+  out->name[sizeof out->name - 1] = out->uuid[sizeof out->uuid - 1] = '\0';
+  if (nv->f.nvmlDeviceGetPciInfo_v3) {
+    nvmlPciInfo_t pci;
+    memset(&pci, 0, sizeof pci);
+    FIELD("nvmlDeviceGetPciInfo_v3", nv->f.nvmlDeviceGetPciInfo_v3(h, &pci), {
+      snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%.*s", (int)sizeof pci.busId - 1,
+               pci.busId);
+      out->valid |= GPUM_INFO_PCI;
+    });
+  }
+  uint64_t total, used, freeb, reserved;
+  bool have_reserved;
+  int rv = read_memory(s, nv, index, h, &total, &used, &freeb, &reserved, &have_reserved);
+  if (rv == NVML_SUCCESS) {
+    out->memory_total = total;
+    out->valid |= GPUM_INFO_MEMORY_TOTAL;
+  } else if (gpum__nvml_is_fatal(rv)) {
+    return gpum__nvml_fail(nv, "nvmlDeviceGetMemoryInfo", index, rv);
+  }
+  if (nv->f.nvmlDeviceGetCudaComputeCapability)
+    FIELD("nvmlDeviceGetCudaComputeCapability",
+          nv->f.nvmlDeviceGetCudaComputeCapability(h, &out->cc_major, &out->cc_minor),
+          out->valid |= GPUM_INFO_COMPUTE_CAP);
+  if (nv->f.nvmlDeviceGetEnforcedPowerLimit)
+    FIELD("nvmlDeviceGetEnforcedPowerLimit",
+          nv->f.nvmlDeviceGetEnforcedPowerLimit(h, &out->power_limit_mw),
+          out->valid |= GPUM_INFO_POWER_LIMIT);
+  if (nv->f.nvmlDeviceGetTemperatureThreshold) {
+    unsigned t = 0;
+    FIELD("nvmlDeviceGetTemperatureThreshold",
+          nv->f.nvmlDeviceGetTemperatureThreshold(h, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &t), {
+            out->temp_slowdown_c = (int)t;
+            out->valid |= GPUM_INFO_TEMP_SLOWDOWN;
+          });
+    FIELD("nvmlDeviceGetTemperatureThreshold",
+          nv->f.nvmlDeviceGetTemperatureThreshold(h, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &t), {
+            out->temp_shutdown_c = (int)t;
+            out->valid |= GPUM_INFO_TEMP_SHUTDOWN;
+          });
+  }
+  if (nv->f.nvmlDeviceGetEccMode) {
+    nvmlEnableState_t cur = 0, pend = 0;
+    FIELD("nvmlDeviceGetEccMode", nv->f.nvmlDeviceGetEccMode(h, &cur, &pend), {
+      out->ecc_enabled = cur == NVML_FEATURE_ENABLED;
+      out->valid |= GPUM_INFO_ECC_MODE;
+    });
+  }
+  return 0;
+}
+
+/* On a failure after a successful earlier read, *out keeps that earlier info (its valid bits
+ * say which fields), so a lost device can still be shown by name. */
+static int nvml_get_info(gpum_device_session_t *s, unsigned index, gpum_device_info_t *out) {
+  gpum__nvml_t *nv = s->impl;
+  gpum__nvml_dev_t *d = &nv->dev[index];
+  out->vendor = "nvidia";
+  out->is_host = false;
+  nvmlDevice_t h = NULL;
+  int rc = handle_of(nv, index, &h);
+  if (rc == 0)
+    rc = info_query(s, nv, index, h, out);
+  if (rc == 0) {
+    d->info = *out;
+    d->info_cached = true;
+  } else if (d->info_cached) {
+    *out = d->info;
+  } else {
+    memset(out, 0, sizeof *out);
+    out->index = index;
+    out->vendor = "nvidia";
+  }
+  return rc;
+}
+
+static int sample_temperature(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned index,
+                              nvmlDevice_t h, gpum_device_sample_t *out) {
+  gpum__nvml_dev_t *d = &nv->dev[index];
+  if (nv->f.nvmlDeviceGetTemperatureV && !d->temp_legacy) {
+    nvmlTemperature_t t;
+    memset(&t, 0, sizeof t);
+    t.version = nvmlTemperature_v1;
+    t.sensorType = NVML_TEMPERATURE_GPU;
+    int rv;
+    GPUM__NV_DEV(s, nv, index, rv, nv->f.nvmlDeviceGetTemperatureV(h, &t));
+    if (rv == NVML_SUCCESS) {
+      out->temperature_c = t.temperature;
+      out->valid |= 1u << GPUM_METRIC_TEMPERATURE;
+      return 0;
+    }
+    if (gpum__nvml_is_fatal(rv))
+      return gpum__nvml_fail(nv, "nvmlDeviceGetTemperatureV", index, rv);
+    if (rv != NVML_ERROR_FUNCTION_NOT_FOUND && rv != NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+      return 0;
+    d->temp_legacy = true;
+  }
+  if (nv->f.nvmlDeviceGetTemperature) {
+    unsigned t = 0;
+    FIELD("nvmlDeviceGetTemperature", nv->f.nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU, &t), {
+      out->temperature_c = (int)t;
+      out->valid |= 1u << GPUM_METRIC_TEMPERATURE;
+    });
+  }
+  return 0;
+}
+
+static int sample_rest(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned index, nvmlDevice_t h,
+                       gpum_device_sample_t *out) {
+  if (nv->f.nvmlDeviceGetUtilizationRates) {
+    nvmlUtilization_t u = {0, 0};
+    FIELD("nvmlDeviceGetUtilizationRates", nv->f.nvmlDeviceGetUtilizationRates(h, &u), {
+      out->util_gpu = u.gpu;
+      out->util_memory = u.memory;
+      out->valid |= 1u << GPUM_METRIC_UTIL_GPU | 1u << GPUM_METRIC_UTIL_MEMORY;
+    });
+  }
+  int rc = sample_temperature(s, nv, index, h, out);
+  if (rc)
+    return rc;
+  if (nv->f.nvmlDeviceGetPowerUsage)
+    FIELD("nvmlDeviceGetPowerUsage", nv->f.nvmlDeviceGetPowerUsage(h, &out->power_mw),
+          out->valid |= 1u << GPUM_METRIC_POWER);
+  if (nv->f.nvmlDeviceGetClockInfo) {
+    FIELD("nvmlDeviceGetClockInfo",
+          nv->f.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, &out->clock_sm_mhz),
+          out->valid |= 1u << GPUM_METRIC_CLOCK_SM);
+    FIELD("nvmlDeviceGetClockInfo",
+          nv->f.nvmlDeviceGetClockInfo(h, NVML_CLOCK_MEM, &out->clock_mem_mhz),
+          out->valid |= 1u << GPUM_METRIC_CLOCK_MEM);
+  }
+  if (nv->f.nvmlDeviceGetTotalEccErrors) {
+    unsigned long long c = 0;
+    FIELD("nvmlDeviceGetTotalEccErrors",
+          nv->f.nvmlDeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,
+                                            &c),
+          {
+            out->ecc_corrected = c;
+            out->valid |= 1u << GPUM_METRIC_ECC_CORRECTED;
+          });
+    FIELD("nvmlDeviceGetTotalEccErrors",
+          nv->f.nvmlDeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                            NVML_VOLATILE_ECC, &c),
+          {
+            out->ecc_uncorrected = c;
+            out->valid |= 1u << GPUM_METRIC_ECC_UNCORRECTED;
+          });
+  }
+  return 0;
+}
+
+static int nvml_sample(gpum_device_session_t *s, unsigned index, gpum_device_sample_t *out) {
+  gpum__nvml_t *nv = s->impl;
+  nvmlDevice_t h = NULL;
+  int rc = handle_of(nv, index, &h);
+  if (rc)
+    return rc;
+  uint64_t total, used, freeb, reserved;
+  bool have_reserved = false;
+  int rv = read_memory(s, nv, index, h, &total, &used, &freeb, &reserved, &have_reserved);
+  if (rv == NVML_SUCCESS) {
+    out->memory_total = total, out->memory_used = used, out->memory_free = freeb;
+    out->valid |= 1u << GPUM_METRIC_MEMORY_TOTAL | 1u << GPUM_METRIC_MEMORY_USED |
+                  1u << GPUM_METRIC_MEMORY_FREE;
+    if (have_reserved) {
+      out->memory_reserved = reserved;
+      out->valid |= 1u << GPUM_METRIC_MEMORY_RESERVED;
+    }
+  } else if (gpum__nvml_is_fatal(rv)) {
+    return gpum__nvml_fail(nv, "nvmlDeviceGetMemoryInfo", index, rv);
+  }
+  rc = sample_rest(s, nv, index, h, out);
+  if (rc)
+    out->valid = 0;
+  return rc;
+}
+
+const struct gpum__backend gpum__backend_nvml = {
+    .name = "nvml",
+    .kind = GPUM_BACKEND_NVML,
+    .open = nvml_open,
+    .close = nvml_close,
+    .get_info = nvml_get_info,
+    .sample = nvml_sample,
+    .processes = gpum__nvml_processes,
+    .events_enable = gpum__nvml_events_enable,
+    .event_wait = gpum__nvml_event_wait,
+};
