@@ -4,11 +4,27 @@
  * command gets argv with argv[0] = its own name, parses its own flags (after the options-table
  * flags were consumed by main), prints its --help, and returns the process exit code:
  * 0 success, 1 failure (with the reason on stderr), 2 usage error.
+ *
+ * This header also declares the small helpers the commands share (common.c): opening a device
+ * session from the configuration, parsing device lists, deciding on colour. CLI-internal
+ * functions are named cli_<name>; they may print to stderr (the library never does).
  */
 #ifndef GPUM_CLI_H
 #define GPUM_CLI_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <gpum/device.h>
 #include <gpum/options.h>
+
+/* Exit codes shared by every command. */
+enum {
+  CLI_EXIT_OK = 0,
+  CLI_EXIT_FAIL = 1,  /* the command ran and failed; the reason is on stderr */
+  CLI_EXIT_USAGE = 2, /* bad flags, bad values, bad configuration */
+};
 
 typedef struct {
   const char *name;
@@ -19,5 +35,38 @@ typedef struct {
 int cmd_status(gpum_config_t *cfg, int argc, char **argv);
 int cmd_doctor(gpum_config_t *cfg, int argc, char **argv);
 int cmd_sim(gpum_config_t *cfg, int argc, char **argv);
+
+/* The configuration file main loaded (from --config or GPUM_CONFIG), or NULL when none. */
+const char *cli_config_path(void);
+
+/* Fills opts from the configuration (backend, nvml.library, retry.count, retry.base). Returns 0
+ * or GPUM_EINVAL (bad backend name; detail set). */
+int cli_device_opts(const gpum_config_t *cfg, gpum_device_open_opts_t *opts);
+
+/* Opens a device session as configured. Returns what gpum_device_open returns. */
+int cli_open_session(const gpum_config_t *cfg, gpum_device_session_t **out);
+/* The same with the backend forced (GPUM_BACKEND_AUTO: as configured). */
+int cli_open_session_as(const gpum_config_t *cfg, gpum_backend_kind_t backend,
+                        gpum_device_session_t **out);
+
+/* The reason of the last library failure as one line: the thread's detail message when there
+ * is one, else gpum_strerror(err). Points to static or thread-local storage. */
+const char *cli_reason(int err);
+
+/* Parses a device list such as "0,2" or "0-3,6" into ascending, de-duplicated indexes
+ * (at most cap). Returns 0, or GPUM_EINVAL with a detail naming the bad part. An empty string
+ * means "no filter" and gives *n = 0 with *all = true. */
+int cli_parse_device_list(const char *s, unsigned *idx, size_t cap, size_t *n, bool *all);
+
+/* Whether to use ANSI colours on out: the `color` option (always/never/auto), NO_COLOR in the
+ * environment, and whether out is a terminal (auto). */
+bool cli_use_color(const gpum_config_t *cfg, FILE *out);
+
+/* Parses a positive interval in seconds ("2", "0.5") or a duration ("500ms", "1m") into
+ * milliseconds. Returns 0 or GPUM_EINVAL. */
+int cli_parse_interval(const char *s, unsigned long *out_ms);
+
+/* Prints "gpum CMD: unknown option 'X'" plus a hint to stderr and returns CLI_EXIT_USAGE. */
+int cli_bad_option(const char *cmd, const char *opt);
 
 #endif /* GPUM_CLI_H */

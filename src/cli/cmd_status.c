@@ -1,9 +1,331 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Placeholder until the command is written. */
-#include <stdio.h>
+/*
+ * `gpum status`: one line per GPU with its processes (like gpustat), or JSON, once or every N
+ * seconds. The data comes from status_snapshot.c and is drawn by status_render.c; this file
+ * handles the flags, the device selection, the exit code and the watch loop.
+ *
+ * Exit codes: 0 when at least one selected device could be read; 1 when none could (the
+ * driver library is missing, every device is lost, ...) or a selected index does not exist;
+ * 2 for bad flags or a malformed device list.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gpum/error.h>
+#include <gpum/size.h>
+#include <jansson.h>
+
 #include "cli.h"
+#include "status.h"
+
+#define MAX_SELECTED 1024
+
+typedef struct {
+  bool json;
+  bool watch;
+  bool show_processes;
+  unsigned long interval_ms;
+  bool color;
+  bool tty;
+  unsigned sel[MAX_SELECTED];
+  size_t nsel;
+  bool all;
+} status_opts_t;
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: gpum status [--json] [--watch [SECONDS]] [--devices LIST] [--no-color]\n"
+          "                   [--no-processes]\n"
+          "\n"
+          "Shows each GPU: index, name, state, temperature, utilisation, memory used/total,\n"
+          "power and power limit, and below it the processes holding its memory (pid, user,\n"
+          "memory, command). Metrics the driver does not report are shown as n/a (null in\n"
+          "JSON), never as 0.\n"
+          "\n"
+          "options:\n"
+          "  --json              print a JSON document (schema in docs/cli.md); with --watch,\n"
+          "                      one compact document per line\n"
+          "  --watch [SECONDS]   redraw every SECONDS (default: the status.interval option, 2s);\n"
+          "                      stop with Ctrl-C\n"
+          "  --devices LIST      only these devices, e.g. 0,2 or 0-3 (option 'devices')\n"
+          "  --no-color          no colours (also NO_COLOR=1 or --color never)\n"
+          "  --no-processes      do not list processes\n"
+          "  -h, --help          this help\n"
+          "\n"
+          "Global options such as --backend, --nvml-library and --sim-node are listed by\n"
+          "'gpum --help'.\n"
+          "\n"
+          "exit status: 0 when at least one device was read, 1 when none could be read or a\n"
+          "selected device does not exist, 2 for usage errors.\n");
+}
+
+/* Parses the command's own flags. Returns -1 to continue, else an exit code. */
+static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, status_opts_t *o) {
+  o->show_processes = true;
+  o->interval_ms = (unsigned long)gpum_config_get_duration(cfg, "status.interval");
+  if (o->interval_ms == 0)
+    o->interval_ms = 2000;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    } else if (!strcmp(a, "--json")) {
+      o->json = true;
+    } else if (!strcmp(a, "--no-processes")) {
+      o->show_processes = false;
+    } else if (!strcmp(a, "--watch") || !strcmp(a, "-w") || !strncmp(a, "--watch=", 8)) {
+      o->watch = true;
+      const char *val = !strncmp(a, "--watch=", 8) ? a + 8 : NULL;
+      if (!val && i + 1 < argc && argv[i + 1][0] != '-')
+        val = argv[++i];
+      if (val && cli_parse_interval(val, &o->interval_ms) != 0) {
+        fprintf(stderr, "gpum status: --watch: %s\n", gpum_last_error());
+        return CLI_EXIT_USAGE;
+      }
+    } else if (a[0] == '-') {
+      return cli_bad_option("status", a);
+    } else {
+      fprintf(stderr, "gpum status: unexpected argument '%s'\n", a);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  const char *devices = gpum_config_get_string(cfg, "devices");
+  if (cli_parse_device_list(devices, o->sel, MAX_SELECTED, &o->nsel, &o->all) != 0) {
+    fprintf(stderr, "gpum status: --devices: %s\n", gpum_last_error());
+    return CLI_EXIT_USAGE;
+  }
+  o->color = cli_use_color(cfg, stdout);
+  o->tty = isatty(STDOUT_FILENO) == 1;
+  return -1;
+}
+
+/* Checks the selection against the session. Returns 0 or GPUM_ENODEV with a message in buf. */
+static int check_selection(const status_opts_t *o, gpum_device_session_t *s, char *buf,
+                           size_t len) {
+  unsigned count = gpum_device_count(s);
+  for (size_t i = 0; i < o->nsel; i++) {
+    if (o->sel[i] >= count) {
+      if (count == 0)
+        snprintf(buf, len, "device %u does not exist: no devices found", o->sel[i]);
+      else if (count == 1)
+        snprintf(buf, len, "device %u does not exist (there is 1 device: 0)", o->sel[i]);
+      else
+        snprintf(buf, len, "device %u does not exist (this node has %u devices: 0-%u)", o->sel[i],
+                 count, count - 1);
+      return GPUM_ENODEV;
+    }
+  }
+  return 0;
+}
+
+/* Renders one frame (a snapshot, or the reason no snapshot could be taken) into f. */
+static void render_frame(FILE *f, const status_opts_t *o, const cli_snapshot_t *snap,
+                         const char *error) {
+  if (error && o->json) {
+    json_t *e = json_pack("{s:s}", "error", error);
+    if (e)
+      json_dumpf(e, f, JSON_COMPACT);
+    fputc('\n', f);
+    json_decref(e);
+  } else if (error) {
+    fprintf(f, "gpum status: %s\n", error);
+  } else if (o->json) {
+    cli_render_json(f, snap, o->watch);
+  } else {
+    cli_render_opts_t ro = {o->color, o->show_processes, cli_term_width(stdout)};
+    cli_render_text(f, snap, &ro);
+  }
+}
+
+/* Takes one snapshot. Returns 0 with *snap filled, or an exit code (1) with the reason in err. */
+static int take(const status_opts_t *o, gpum_device_session_t *s, cli_snapshot_t *snap, char *err,
+                size_t len) {
+  if (check_selection(o, s, err, len) != 0)
+    return CLI_EXIT_FAIL;
+  int rc = cli_snapshot_take(s, o->sel, o->nsel, o->all, snap);
+  if (rc != 0) {
+    snprintf(err, len, "%s", gpum_strerror(rc));
+    return CLI_EXIT_FAIL;
+  }
+  return 0;
+}
+
+/* "auto" falls back to the host quietly; when a simulated node was asked for, say why the
+ * output shows the CPU instead. */
+static void note_host_fallback(const gpum_config_t *cfg, const cli_snapshot_t *snap) {
+  const char *node = getenv("GPUM_SIM_NODE");
+  const char *backend = gpum_config_get_string(cfg, "backend");
+  if (snap->backend == GPUM_BACKEND_HOST && node && *node && backend && !strcmp(backend, "auto"))
+    fprintf(stderr,
+            "gpum status: note: simulated node '%s' cannot be used, showing the host instead "
+            "(is it started? see 'gpum sim status %s' and 'gpum doctor')\n",
+            node, node);
+}
+
+static int run_once(const gpum_config_t *cfg, const status_opts_t *o) {
+  gpum_device_session_t *s = NULL;
+  int rc = cli_open_session(cfg, &s);
+  if (rc != 0) {
+    fprintf(stderr, "gpum status: cannot read any device: %s\n", cli_reason(rc));
+    return CLI_EXIT_FAIL;
+  }
+  char err[512];
+  cli_snapshot_t snap;
+  int code = take(o, s, &snap, err, sizeof err);
+  if (code != 0) {
+    fprintf(stderr, "gpum status: %s\n", err);
+    gpum_device_close(s);
+    return code;
+  }
+  render_frame(stdout, o, &snap, NULL);
+  fflush(stdout);
+  note_host_fallback(cfg, &snap);
+  code = CLI_EXIT_OK;
+  if (snap.device_count == 0) {
+    fprintf(stderr, "gpum status: no devices found (%s)\n", snap.backend_detail);
+    code = CLI_EXIT_FAIL;
+  } else if (snap.nreadable == 0) {
+    fprintf(stderr, "gpum status: no device could be read%s%s\n", snap.ndevs ? ": " : "",
+            snap.ndevs ? snap.devs[0].reason : "");
+    code = CLI_EXIT_FAIL;
+  }
+  cli_snapshot_free(&snap);
+  gpum_device_close(s);
+  return code;
+}
+
+/* ---- watch ---- */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig) {
+  if (stop_signal) /* a second signal: the driver may be hung, leave at once */
+    _exit(128 + sig);
+  stop_signal = sig;
+}
+
+/* Waits ms or until SIGINT/SIGTERM. The signals are blocked outside ppoll, so one arriving
+ * just before the wait is not lost. */
+static void wait_interval(unsigned long ms, const sigset_t *unblocked) {
+  struct timespec end, now;
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  end.tv_sec += (time_t)(ms / 1000);
+  end.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (end.tv_nsec >= 1000000000L) {
+    end.tv_sec++;
+    end.tv_nsec -= 1000000000L;
+  }
+  while (!stop_signal) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    struct timespec left = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
+    if (left.tv_nsec < 0) {
+      left.tv_sec--;
+      left.tv_nsec += 1000000000L;
+    }
+    if (left.tv_sec < 0)
+      return;
+    if (ppoll(NULL, 0, &left, unblocked) == 0)
+      return;
+  }
+}
+
+/* Writes a finished frame: on a terminal, home + clear screen first; else a blank line between
+ * frames, so a pipe receives a readable log. */
+static void emit(const status_opts_t *o, const char *buf, size_t len, bool first) {
+  if (o->tty && !o->json)
+    fputs("\033[H\033[2J", stdout);
+  else if (!first && !o->json)
+    fputc('\n', stdout);
+  fwrite(buf, 1, len, stdout);
+  fflush(stdout);
+}
+
+static int run_watch(const gpum_config_t *cfg, const status_opts_t *o) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigset_t block, unblocked;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+
+  gpum_device_session_t *s = NULL;
+  gpum_backend_kind_t pinned = GPUM_BACKEND_AUTO;
+  bool first = true;
+  int code = CLI_EXIT_OK;
+  char err[640];
+  while (!stop_signal) {
+    const char *error = NULL;
+    cli_snapshot_t snap = {0};
+    bool have = false;
+    if (!s) {
+      /* Once a backend worked, stay with it: if the GPUs go away mid-watch, show that rather
+       * than switching to the host fallback as "auto" would. */
+      int rc = cli_open_session_as(cfg, pinned, &s);
+      if (rc == 0)
+        pinned = gpum_device_backend(s);
+      if (rc != 0) {
+        snprintf(err, sizeof err, "cannot read any device: %s", cli_reason(rc));
+        error = err;
+        s = NULL;
+      }
+    }
+    if (s) {
+      int rc = take(o, s, &snap, err, sizeof err);
+      if (rc != 0 && first) { /* a bad --devices index is a usage problem: stop now */
+        fprintf(stderr, "gpum status: %s\n", err);
+        code = rc;
+        break;
+      }
+      have = rc == 0;
+      error = have ? NULL : err;
+      if (!have || snap.nreadable == 0) { /* reopen next time: the driver may come back */
+        gpum_device_close(s);
+        s = NULL;
+      }
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+      code = CLI_EXIT_FAIL;
+      if (have)
+        cli_snapshot_free(&snap);
+      break;
+    }
+    render_frame(mem, o, have ? &snap : NULL, error);
+    fclose(mem);
+    if (have)
+      cli_snapshot_free(&snap);
+    emit(o, buf, len, first);
+    free(buf);
+    first = false;
+    sigprocmask(SIG_BLOCK, &block, &unblocked);
+    wait_interval(o->interval_ms, &unblocked);
+    sigprocmask(SIG_SETMASK, &unblocked, NULL);
+  }
+  if (s)
+    gpum_device_close(s);
+  return code;
+}
+
 int cmd_status(gpum_config_t *cfg, int argc, char **argv) {
-  (void)cfg; (void)argc; (void)argv;
-  fprintf(stderr, "gpum status: not implemented yet\n");
-  return 1;
+  status_opts_t *o = calloc(1, sizeof *o);
+  if (!o) {
+    fprintf(stderr, "gpum status: out of memory\n");
+    return CLI_EXIT_FAIL;
+  }
+  int code = parse_flags(cfg, argc, argv, o);
+  if (code < 0)
+    code = o->watch ? run_watch(cfg, o) : run_once(cfg, o);
+  free(o);
+  return code;
 }

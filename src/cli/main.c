@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gpum: the command-line entry point. Loads the configuration (file, GPUM_* environment,
- * option flags from the one options table), then dispatches to the subcommand.
+ * gpum: the command-line entry point. Loads the configuration (the file named by --config or
+ * GPUM_CONFIG, the GPUM_* environment, then option flags from the one options table, which may
+ * stand before or after the command name, up to "--"), sets up logging as configured (the
+ * library is silent until told), and dispatches to the subcommand.
+ *
+ * Exit codes: whatever the command returns; 2 for an unknown command or option and for any
+ * configuration error (the message names the key and where it came from).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <gpum/error.h>
@@ -17,32 +23,230 @@ static const gpum_cli_command_t commands[] = {
     {"doctor", cmd_doctor, "check drivers, permissions and configuration"},
     {"sim", cmd_sim, "start, control and stop simulated GPU nodes"},
 };
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static const char *config_path;
+
+const char *cli_config_path(void) {
+  return config_path;
+}
+
+#define HELP_COL 24
+#define HELP_WIDTH 79
+
+/* Prints "  LEFT    text..." with text wrapped at HELP_WIDTH under column HELP_COL. */
+static void help_line(FILE *out, const char *left, const char *text) {
+  int col = fprintf(out, "  %s", left);
+  if (col >= HELP_COL - 1) {
+    fputc('\n', out);
+    col = 0;
+  }
+  fprintf(out, "%*s", HELP_COL - col, "");
+  col = HELP_COL;
+  const char *p = text;
+  while (*p) {
+    while (*p == ' ')
+      p++;
+    size_t w = strcspn(p, " ");
+    if (w == 0)
+      break;
+    if (col > HELP_COL && col + 1 + (int)w > HELP_WIDTH) {
+      fprintf(out, "\n%*s", HELP_COL, "");
+      col = HELP_COL;
+    } else if (col > HELP_COL) {
+      fputc(' ', out);
+      col++;
+    }
+    fprintf(out, "%.*s", (int)w, p);
+    col += (int)w;
+    p += w;
+  }
+  fputc('\n', out);
+}
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: gpum [OPTIONS] COMMAND [ARGS]\n\ncommands:\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+  fprintf(out, "usage: gpum [OPTIONS] COMMAND [ARGS]\n"
+               "       gpum --help | --version | help COMMAND\n\n"
+               "gpum manages GPUs for machine-learning workloads.\n\ncommands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
     fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\nRun 'gpum COMMAND --help' for a command's options.\n");
+  fprintf(out,
+          "\noptions (before or after COMMAND; each also as a GPUM_* environment variable and\n"
+          "in the configuration file; precedence: flag > environment > file > default):\n");
+  help_line(out, "--config FILE", "configuration file (YAML); default: $GPUM_CONFIG, else none");
+  for (size_t i = 0; i < gpum_option_count(); i++) {
+    const gpum_option_def_t *def = gpum_option_at(i);
+    char flag[96], env[96], left[128], text[1024];
+    gpum_option_flag_name(def, flag, sizeof flag);
+    gpum_option_env_name(def, env, sizeof env);
+    static const char *const metavar[] = {
+        [GPUM_OPT_STRING] = "VALUE", [GPUM_OPT_BOOL] = "",     [GPUM_OPT_INT] = "N",
+        [GPUM_OPT_DOUBLE] = "X",     [GPUM_OPT_SIZE] = "SIZE", [GPUM_OPT_DURATION] = "TIME",
+        [GPUM_OPT_ENUM] = "MODE",
+    };
+    snprintf(left, sizeof left, "%s%s%s", flag, def->type == GPUM_OPT_BOOL ? "" : " ",
+             metavar[def->type]);
+    int n = snprintf(text, sizeof text, "%s [%s", def->help ? def->help : "", env);
+    if (n > 0 && (size_t)n < sizeof text && def->type == GPUM_OPT_ENUM)
+      n += snprintf(text + n, sizeof text - (size_t)n, "; %s", def->choices);
+    if (n > 0 && (size_t)n < sizeof text && def->default_value && *def->default_value)
+      n += snprintf(text + n, sizeof text - (size_t)n, "; default %s", def->default_value);
+    if (n > 0 && (size_t)n < sizeof text)
+      snprintf(text + n, sizeof text - (size_t)n, "]");
+    help_line(out, left, text);
+  }
+  help_line(out, "--no-color", "same as --color never");
+  help_line(out, "-h, --help", "this help");
+  help_line(out, "--version", "print the version");
+  fprintf(out,
+          "\nRun 'gpum COMMAND --help' for a command's options. Documentation: docs/cli.md.\n");
+}
+
+/* The short form for usage errors: the commands and a pointer to --help. */
+static void short_usage(void) {
+  fprintf(stderr, "usage: gpum [OPTIONS] COMMAND [ARGS]\n\ncommands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    fprintf(stderr, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(stderr, "\nRun 'gpum --help' for the options.\n");
+}
+
+static const gpum_cli_command_t *find_command(const char *name) {
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(name, commands[i].name))
+      return &commands[i];
+  return NULL;
+}
+
+/* Takes --config FILE / --config=FILE out of argv (up to "--") and turns --no-color into
+ * --color=never, so that the options table sees only its own flags. Returns 0 or 2. */
+static int pre_scan(int *argc, char **argv) {
+  static char no_color[] = "--color=never";
+  int out = 1;
+  bool passthrough = false;
+  for (int i = 1; i < *argc; i++) {
+    char *a = argv[i];
+    if (passthrough || strcmp(a, "--") == 0) {
+      passthrough = true;
+      argv[out++] = a;
+    } else if (!strcmp(a, "--no-color")) {
+      argv[out++] = no_color;
+    } else if (!strcmp(a, "--config")) {
+      if (i + 1 >= *argc) {
+        fprintf(stderr, "gpum: --config needs a file name\n");
+        return CLI_EXIT_USAGE;
+      }
+      config_path = argv[++i];
+    } else if (!strncmp(a, "--config=", 9)) {
+      config_path = a + 9;
+    } else {
+      argv[out++] = a;
+    }
+  }
+  argv[out] = NULL;
+  *argc = out;
+  return 0;
+}
+
+static int setup_logging(const gpum_config_t *cfg) {
+  gpum_log_level_t level = GPUM_LOG_WARN;
+  const char *lv = gpum_config_get_string(cfg, "log.level");
+  if (lv && *lv && gpum_log_level_parse(lv, &level) != 0) {
+    fprintf(stderr, "gpum: invalid log.level '%s'\n", lv);
+    return CLI_EXIT_USAGE;
+  }
+  const char *target = gpum_config_get_string(cfg, "log.target");
+  gpum_log_target_t t = GPUM_LOG_TARGET_STDERR;
+  if (target && !strcmp(target, "syslog"))
+    t = GPUM_LOG_TARGET_SYSLOG;
+  else if (target && !strcmp(target, "none"))
+    t = GPUM_LOG_TARGET_NONE;
+  gpum_log_set_level(level);
+  gpum_log_set_target(t);
+  return 0;
+}
+
+/* The device layer and libgpum_sim.so read GPUM_SIM_NODE / GPUM_SIM_LIBRARY from the
+ * environment; a value given in the file or as a flag is exported so that they (and any child
+ * process) see the configured node. */
+static void export_sim_options(const gpum_config_t *cfg) {
+  static const char *const keys[][2] = {{"sim.node", "GPUM_SIM_NODE"},
+                                        {"sim.library", "GPUM_SIM_LIBRARY"}};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    gpum_opt_source_t src = gpum_config_source(cfg, keys[i][0]);
+    const char *v = gpum_config_get_string(cfg, keys[i][0]);
+    if ((src == GPUM_OPT_SRC_FILE || src == GPUM_OPT_SRC_FLAG) && v && *v)
+      setenv(keys[i][1], v, 1);
+  }
+}
+
+static int dispatch(gpum_config_t *cfg, int argc, char **argv) {
+  if (argc < 2) {
+    short_usage();
+    return CLI_EXIT_USAGE;
+  }
+  const char *a = argv[1];
+  if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+    printf("gpum %s\n", GPUM_VERSION);
+    return CLI_EXIT_OK;
+  }
+  if (!strcmp(a, "help")) {
+    if (argc < 3) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    }
+    const gpum_cli_command_t *c = find_command(argv[2]);
+    if (!c) {
+      fprintf(stderr, "gpum: unknown command '%s'\n\n", argv[2]);
+      short_usage();
+      return CLI_EXIT_USAGE;
+    }
+    char help[] = "--help";
+    char *hargv[] = {argv[2], help, NULL};
+    return c->run(cfg, 2, hargv);
+  }
+  if (a[0] == '-') {
+    fprintf(stderr, "gpum: unknown option '%s'\n\n", a);
+    short_usage();
+    return CLI_EXIT_USAGE;
+  }
+  const gpum_cli_command_t *c = find_command(a);
+  if (!c) {
+    fprintf(stderr, "gpum: unknown command '%s'\n\n", a);
+    short_usage();
+    return CLI_EXIT_USAGE;
+  }
+  return c->run(cfg, argc - 1, argv + 1);
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    usage(stderr);
-    return 2;
+  int code = pre_scan(&argc, argv);
+  if (code != 0)
+    return code;
+  gpum_config_t *cfg = NULL;
+  if (gpum_config_new(&cfg) != 0) {
+    fprintf(stderr, "gpum: out of memory\n");
+    return CLI_EXIT_FAIL;
   }
-  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    usage(stdout);
-    return 0;
+  if (!config_path) {
+    const char *env = getenv("GPUM_CONFIG");
+    config_path = env && *env ? env : NULL;
   }
-  if (!strcmp(argv[1], "--version")) {
-    printf("gpum %s\n", GPUM_VERSION);
-    return 0;
+  gpum_error_clear();
+  int rc = gpum_config_load_all(cfg, config_path, &argc, argv);
+  if (rc != 0) {
+    fprintf(stderr, "gpum: configuration error: %s\n", cli_reason(rc));
+    gpum_config_free(cfg);
+    return CLI_EXIT_USAGE;
   }
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-    if (!strcmp(argv[1], commands[i].name))
-      return commands[i].run(NULL, argc - 1, argv + 1);
+  code = setup_logging(cfg);
+  if (code == 0) {
+    export_sim_options(cfg);
+    code = dispatch(cfg, argc, argv);
   }
-  fprintf(stderr, "gpum: unknown command '%s'\n", argv[1]);
-  usage(stderr);
-  return 2;
+  gpum_config_free(cfg);
+  return code;
 }

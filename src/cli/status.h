@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpum status` in three parts: a snapshot of the node taken through the device layer
+ * (status_snapshot.c), its rendering as gpustat-like text or as JSON (status_render.c), and the
+ * command with its flags and watch loop (cmd_status.c).
+ *
+ * A device's state is derived in one place, cli_snapshot_classify(), from what the device
+ * layer returned. States come from the CLI_DEVICE_STATES table below so that the monitor's
+ * BUSY and DISABLED states can be added as rows, with their colour, without touching the
+ * renderers.
+ */
+#ifndef GPUM_CLI_STATUS_H
+#define GPUM_CLI_STATUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include <gpum/device.h>
+
+#include "output.h"
+
+/* X(id, name shown and in JSON, style) */
+#define CLI_DEVICE_STATES(X)           \
+  X(AVAILABLE, "AVAILABLE", CLI_GREEN) \
+  X(ERROR, "ERROR", CLI_BOLD_RED)
+
+typedef enum {
+#define CLI__STATE_ENUM(id, name, style) CLI_STATE_##id,
+  CLI_DEVICE_STATES(CLI__STATE_ENUM)
+#undef CLI__STATE_ENUM
+      CLI_STATE_COUNT
+} cli_state_t;
+
+const char *cli_state_name(cli_state_t st);
+cli_style_t cli_state_style(cli_state_t st);
+
+#define CLI_REASON_LEN 320
+
+typedef struct {
+  unsigned index;
+  int info_rc, sample_rc, procs_rc; /* 0 or the GPUM_E* code of that read */
+  gpum_device_info_t info;
+  gpum_device_sample_t sample;
+  gpum_process_t *procs; /* malloc'd; nprocs entries */
+  size_t nprocs;
+  cli_state_t state;
+  int error;                   /* the code behind a non-AVAILABLE state, else 0 */
+  char reason[CLI_REASON_LEN]; /* why the state is not AVAILABLE; "" otherwise */
+} cli_dev_snap_t;
+
+typedef struct {
+  char hostname[256];
+  struct timespec time; /* CLOCK_REALTIME when the snapshot began */
+  gpum_backend_kind_t backend;
+  char backend_detail[512];
+  char driver_version[96];
+  bool simulated;
+  const char *sim_node;  /* $GPUM_SIM_NODE when simulated, else NULL */
+  unsigned device_count; /* devices the session found, before filtering */
+  cli_dev_snap_t *devs;
+  size_t ndevs;
+  size_t nreadable; /* devices in state other than ERROR */
+} cli_snapshot_t;
+
+/* Takes a snapshot of the devices in sel[0..nsel) (all devices when all is true). Indexes must
+ * have been checked against gpum_device_count. Returns 0 or GPUM_ENOMEM; per-device failures
+ * are recorded in the device's state, not returned. Free with cli_snapshot_free. */
+int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel, bool all,
+                      cli_snapshot_t *out);
+void cli_snapshot_free(cli_snapshot_t *snap);
+
+/* Derives state and reason of one device from its read results. */
+void cli_snapshot_classify(cli_dev_snap_t *d);
+
+typedef struct {
+  bool color;
+  bool show_processes;
+  int width; /* terminal width for truncating commands, 0: no truncation */
+} cli_render_opts_t;
+
+/* gpustat-like text: a header line, one line per device, its processes below. */
+void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_t *ro);
+/* The JSON document of docs/cli.md; compact (one line) or indented. Returns 0 or GPUM_ENOMEM. */
+int cli_render_json(FILE *f, const cli_snapshot_t *snap, bool compact);
+
+#endif /* GPUM_CLI_STATUS_H */
