@@ -49,11 +49,12 @@ typedef enum {
 #undef GPUM__ERR_ENUM
 } gpum_errno_t;
 
-/* The static message for a code ("out of device memory"); "unknown error" for codes not in
- * the table. Never NULL. Thread-safe. */
+/* The static message for a code ("out of device memory"); "success" for 0, "unknown error"
+ * for other codes not in the table. Never NULL. Thread-safe. */
 const char *gpum_strerror(int err);
 
-/* The code's name without the prefix ("EDEVOOM"); "UNKNOWN" for codes not in the table. */
+/* The code's name without the prefix ("EDEVOOM"); "OK" for 0, "UNKNOWN" for other codes not in
+ * the table. */
 const char *gpum_err_name(int err);
 
 /* The detail message of the last error set on this thread, or "" when none. The string is

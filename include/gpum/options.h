@@ -87,17 +87,23 @@ int gpum_config_load_file(gpum_config_t *cfg, const char *path);
 int gpum_config_load_env(gpum_config_t *cfg, char *const *envp);
 
 /* Consumes option flags from argv: "--http-listen VALUE" and "--http-listen=VALUE" ("--flag"
- * alone for booleans, "--no-flag" for false). Flags that are not options are left in place;
- * argv is compacted and *argc updated so the caller parses its own flags afterwards.
- * Stops at "--". Returns 0 or an error naming the flag. */
+ * alone for booleans, "--no-flag" for false). Option flags are taken from anywhere in
+ * argv[1..] before "--" (before or after the subcommand); other arguments are left in place and
+ * in order, argv is compacted (and stays NULL-terminated) and *argc updated so the caller parses
+ * its own flags afterwards. "--" and everything after it are left alone. Returns 0 or an error
+ * naming the flag; on error neither cfg nor argv changes. */
 int gpum_config_load_args(gpum_config_t *cfg, int *argc, char **argv);
 
-/* The usual sequence: file (path or, if NULL, GPUM_CONFIG or no file), environment, flags.
- * A missing file named explicitly is an error; a missing default file is not. */
+/* The usual sequence: file, environment (the process's), flags. The file is the first of:
+ * "--config PATH" / "--config=PATH" in argv (consumed), path, $GPUM_CONFIG, the default
+ * (/etc/gpum/gpum.yaml for root, else ${XDG_CONFIG_HOME:-~/.config}/gpum/gpum.yaml). A missing
+ * file named explicitly is an error; a missing default file is not. argc/argv may be NULL.
+ * All-or-nothing: on error neither cfg nor argv changes. */
 int gpum_config_load_all(gpum_config_t *cfg, const char *path, int *argc, char **argv);
 
 /* Typed reads. The key must exist and have that type (programming error otherwise: returns the
- * zero value and logs at error level). Strings are owned by cfg. */
+ * zero value, "" for strings, and logs at error level); gpum_config_get_string reads the text
+ * of an option of any type (enums as their choice). Strings are owned by cfg. */
 const char *gpum_config_get_string(const gpum_config_t *cfg, const char *key);
 bool gpum_config_get_bool(const gpum_config_t *cfg, const char *key);
 int64_t gpum_config_get_int(const gpum_config_t *cfg, const char *key);

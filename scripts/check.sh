@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Static checks behind `make check`: formatting (clang-format, dry run), cppcheck over the
+# compilation database, the banned-function grep, and the SPDX header on every source file.
+# Usage: scripts/check.sh BUILD_DIR   (BUILD_DIR holds compile_commands.json)
+# Prints each problem found and exits non-zero if there was any.
+set -uo pipefail
+
+build=${1:-build}
+cd "$(dirname "$0")/.." || exit 2
+failed=0
+problem() {
+  echo "check: $*" >&2
+  failed=1
+}
+
+# Source files: tracked ones plus new ones not ignored by .gitignore (not yet committed).
+mapfile -t sources < <(git ls-files --cached --others --exclude-standard -- '*.c' '*.h' | sort -u |
+  while read -r f; do [ -f "$f" ] && echo "$f"; done)
+mapfile -t scripts < <(git ls-files --cached --others --exclude-standard -- '*.sh' '*CMakeLists.txt' \
+  Makefile | sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+
+echo "check: clang-format on ${#sources[@]} files"
+for f in "${sources[@]}"; do
+  if ! clang-format --dry-run -Werror "$f" >/dev/null 2>&1; then
+    problem "$f is not clang-formatted (run: clang-format -i $f)"
+  fi
+done
+
+echo "check: cppcheck"
+if [ ! -f "$build/compile_commands.json" ]; then
+  problem "$build/compile_commands.json is missing: configure the build first (make build)"
+else
+  cppcheck_out=$(cppcheck --enable=warning,performance,portability --inline-suppr \
+    --error-exitcode=1 --suppress=missingIncludeSystem -q \
+    --project="$build/compile_commands.json" 2>&1)
+  if [ $? -ne 0 ]; then
+    echo "$cppcheck_out" >&2
+    problem "cppcheck found problems (above)"
+  fi
+fi
+
+# Whole-word calls only: snprintf, vsnprintf, strtok_r and fgets do not match.
+echo "check: banned functions"
+banned='\b(sprintf|vsprintf|strcpy|strcat|atoi|strtok|gets)[[:space:]]*\('
+dirs=()
+for d in src include tests bench; do [ -d "$d" ] && dirs+=("$d"); done
+if hits=$(grep -rnE --include='*.c' --include='*.h' "$banned" "${dirs[@]}"); then
+  while IFS= read -r line; do
+    problem "banned function: $line"
+  done <<<"$hits"
+fi
+
+echo "check: SPDX headers"
+for f in "${sources[@]}" "${scripts[@]}"; do
+  if ! head -n 2 "$f" | grep -q 'SPDX-License-Identifier: Apache-2.0'; then
+    problem "$f lacks the SPDX-License-Identifier line at the top"
+  fi
+done
+
+if [ "$failed" -ne 0 ]; then
+  echo "check: FAILED" >&2
+  exit 1
+fi
+echo "check: all clean"

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals shared by the options modules (options_table.c, options.c, config_yaml.c,
+ * options_doc.c) and their unit tests: the growable string used to build documents, the
+ * config's storage, staging for all-or-nothing loads, and seams for tests (another table,
+ * another environment and user id for the default config file).
+ */
+#ifndef GPUM_OPTIONS_INTERNAL_H
+#define GPUM_OPTIONS_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <gpum/options.h>
+
+/* A growable NUL-terminated string. After an allocation failure every append is a no-op and
+ * gpum__strbuf_finish() reports GPUM_ENOMEM. */
+typedef struct {
+  char *data;
+  size_t len, cap;
+  bool failed;
+} gpum__strbuf_t;
+
+void gpum__strbuf_printf(gpum__strbuf_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void gpum__strbuf_puts(gpum__strbuf_t *b, const char *s);
+/* Hands the string to *out (caller frees) or frees it and returns GPUM_ENOMEM. */
+int gpum__strbuf_finish(gpum__strbuf_t *b, char **out);
+
+/* The current table (the built-in one unless a test replaced it). */
+const gpum_option_def_t *gpum__options_table(size_t *count);
+/* Test seam: use defs[0..count) as the table; NULL restores the built-in one. Configs made
+ * with one table must be freed before the table changes. Not thread-safe. */
+void gpum__options_use_table(const gpum_option_def_t *defs, size_t count);
+/* Index of key in the current table, or -1. */
+long gpum__option_index(const char *key);
+/* Length of the section part of key ("log" in "log.level"), 0 for keys without a dot. */
+size_t gpum__option_section_len(const char *key);
+/* The option whose key (or env or flag name) is nearest to name by edit distance, or NULL
+ * when none is within two edits. For "did you mean" hints. */
+typedef enum { GPUM__NAME_KEY, GPUM__NAME_ENV, GPUM__NAME_FLAG } gpum__name_form_t;
+const gpum_option_def_t *gpum__option_suggest(const char *name, gpum__name_form_t form);
+
+typedef struct {
+  char *text; /* canonical text: enum choice as in the table, "true"/"false", else as given */
+  gpum_opt_source_t source;
+  union {
+    bool b;
+    int64_t i;
+    double d;
+    uint64_t u; /* size in bytes, duration in ms */
+  } v;
+} gpum__opt_value_t;
+
+struct gpum_config {
+  const gpum_option_def_t *defs;
+  size_t count;
+  gpum__opt_value_t *values;
+};
+
+/* Validates text for def. On success fills *out (text malloc'd) and returns 0; on failure
+ * returns GPUM_EINVAL/GPUM_ERANGE/GPUM_ENOMEM with a detail describing the value only
+ * ("'loud' is not one of trace|debug|info|warn|error|off"). */
+int gpum__option_parse(const gpum_option_def_t *def, const char *text, gpum__opt_value_t *out);
+
+/* gpum_config_set with a description of where the value came from ("GPUM_LOG_LEVEL",
+ * "--log-level", "/etc/gpum/gpum.yaml:3:10"); the detail message names it. */
+int gpum__config_set_from(gpum_config_t *cfg, const char *key, const char *value,
+                          gpum_opt_source_t source, const char *origin);
+
+/* A copy of cfg to load into; gpum__config_commit moves it into cfg (and frees it). */
+int gpum__config_clone(const gpum_config_t *cfg, gpum_config_t **out);
+void gpum__config_commit(gpum_config_t *cfg, gpum_config_t *staged);
+
+/* The default config file for this environment and user: /etc/gpum/gpum.yaml for root, else
+ * ${XDG_CONFIG_HOME:-$HOME/.config}/gpum/gpum.yaml. Returns 0, or GPUM_ENOENT when neither
+ * XDG_CONFIG_HOME nor HOME is usable, GPUM_ENOSPC when buf is too small. */
+int gpum__config_default_path(char *const *envp, uid_t euid, char *buf, size_t len);
+/* gpum_config_load_all with the environment and user id given. */
+int gpum__config_load_all_from(gpum_config_t *cfg, const char *path, int *argc, char **argv,
+                               char *const *envp, uid_t euid);
+/* The value of name in envp, or NULL. */
+const char *gpum__env_get(char *const *envp, const char *name);
+
+/* examples/gpum.yaml: every option at its default, with its help as a comment. */
+int gpum__options_example_yaml(char **out);
+
+#endif /* GPUM_OPTIONS_INTERNAL_H */

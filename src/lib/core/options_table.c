@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The options table: every configurable setting of gpum, in one place.
+ *
+ * The YAML file, the GPUM_* environment variables, the command-line flags, the effective-config
+ * dump and docs/config.md are all derived from the rows below. To add an option, add a row
+ * (documentation order), then regenerate docs/config.md and examples/gpum.yaml with
+ * `GPUM_WRITE_DOCS=1 ctest --test-dir build -R unit.test_options`. Enum choices are '|'-separated;
+ * INT and DOUBLE bounds apply when min < max. Secrets are never shown in dumps.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/options_internal.h"
+
+#define UNBOUNDED 0, 0
+
+static const gpum_option_def_t builtin_table[] = {
+    {"backend", GPUM_OPT_ENUM, "auto", "auto|nvml|host", UNBOUNDED, false,
+     "Device backend: nvml for NVIDIA GPUs, host for the CPU fallback, auto for NVML when it "
+     "loads and finds devices and host otherwise."},
+    {"devices", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Devices to use, as comma-separated indices such as \"0,2\"; empty means all."},
+    {"nvml.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Path of the NVML library to load instead of libnvidia-ml.so.1."},
+    {"cuda.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Path of the CUDA driver library to load instead of libcuda.so.1."},
+    {"sim.node", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Name of a simulated node (gpum sim start); when set, NVML and CUDA come from "
+     "libgpum_sim.so unless nvml.library or cuda.library say otherwise."},
+    {"sim.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Path of libgpum_sim.so; by default it is looked up beside libgpum.so, then in the "
+     "install directory, then through the loader path."},
+    {"retry.count", GPUM_OPT_INT, "3", NULL, 0, 100, false,
+     "How many times a transient driver error is retried before it is reported."},
+    {"retry.base", GPUM_OPT_DURATION, "10ms", NULL, UNBOUNDED, false,
+     "Delay before the first retry; it doubles with each further retry, with jitter."},
+    {"log.level", GPUM_OPT_ENUM, "warn", "trace|debug|info|warn|error|off", UNBOUNDED, false,
+     "Lowest level of the log lines that are written."},
+    {"log.target", GPUM_OPT_ENUM, "stderr", "stderr|syslog|none", UNBOUNDED, false,
+     "Where log lines go: stderr, syslog (journald picks it up) or none."},
+    {"status.interval", GPUM_OPT_DURATION, "2s", NULL, UNBOUNDED, false,
+     "Refresh interval of gpum status --watch when no interval is given."},
+    {"color", GPUM_OPT_ENUM, "auto", "auto|always|never", UNBOUNDED, false,
+     "Colour in terminal output: auto colours only when the output is a terminal and NO_COLOR "
+     "is not set."},
+};
+
+static const gpum_option_def_t *table = builtin_table;
+static size_t table_len = sizeof builtin_table / sizeof builtin_table[0];
+
+const gpum_option_def_t *gpum__options_table(size_t *count) {
+  *count = table_len;
+  return table;
+}
+
+void gpum__options_use_table(const gpum_option_def_t *defs, size_t count) {
+  if (defs == NULL) {
+    table = builtin_table;
+    table_len = sizeof builtin_table / sizeof builtin_table[0];
+  } else {
+    table = defs;
+    table_len = count;
+  }
+}
+
+size_t gpum_option_count(void) {
+  return table_len;
+}
+
+const gpum_option_def_t *gpum_option_at(size_t i) {
+  return i < table_len ? &table[i] : NULL;
+}
+
+long gpum__option_index(const char *key) {
+  for (size_t i = 0; key != NULL && i < table_len; i++)
+    if (!strcmp(table[i].key, key))
+      return (long)i;
+  return -1;
+}
+
+const gpum_option_def_t *gpum_option_find(const char *key) {
+  long i = gpum__option_index(key);
+  return i < 0 ? NULL : &table[i];
+}
+
+size_t gpum__option_section_len(const char *key) {
+  const char *dot = strchr(key, '.');
+  return dot ? (size_t)(dot - key) : 0;
+}
+
+/* Copies prefix + key into buf with each character mapped, always NUL-terminating. */
+static char *derive(const char *prefix, const char *key, bool upper, char sep, char *buf,
+                    size_t len) {
+  size_t o = 0;
+  if (buf == NULL || len == 0)
+    return buf;
+  for (const char *p = prefix; *p && o + 1 < len; p++)
+    buf[o++] = *p;
+  for (const char *p = key; *p && o + 1 < len; p++) {
+    char c = *p;
+    if (c == '.' || c == '-' || c == '_')
+      c = sep;
+    else if (upper && c >= 'a' && c <= 'z')
+      c = (char)(c - 'a' + 'A');
+    buf[o++] = c;
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+char *gpum_option_env_name(const gpum_option_def_t *def, char *buf, size_t len) {
+  return derive("GPUM_", def->key, true, '_', buf, len);
+}
+
+char *gpum_option_flag_name(const gpum_option_def_t *def, char *buf, size_t len) {
+  return derive("--", def->key, false, '-', buf, len);
+}
+
+/* Levenshtein distance, capped: keys are short, so a two-row table on the stack suffices. */
+static size_t edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  size_t prev[65], cur[65];
+  if (la > 64 || lb > 64)
+    return (size_t)-1;
+  for (size_t j = 0; j <= lb; j++)
+    prev[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    cur[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+      size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+      cur[j] = del < ins ? (del < sub ? del : sub) : (ins < sub ? ins : sub);
+    }
+    memcpy(prev, cur, sizeof prev);
+  }
+  return prev[lb];
+}
+
+const gpum_option_def_t *gpum__option_suggest(const char *name, gpum__name_form_t form) {
+  const gpum_option_def_t *best = NULL;
+  size_t best_d = 3; /* suggest only near misses: at most two edits */
+  char derived[128];
+  for (size_t i = 0; name != NULL && i < table_len; i++) {
+    const char *cand = table[i].key;
+    if (form == GPUM__NAME_ENV)
+      cand = gpum_option_env_name(&table[i], derived, sizeof derived);
+    else if (form == GPUM__NAME_FLAG)
+      cand = gpum_option_flag_name(&table[i], derived, sizeof derived);
+    size_t d = edit_distance(name, cand);
+    if (d < best_d) {
+      best_d = d;
+      best = &table[i];
+    }
+  }
+  return best;
+}
