@@ -148,9 +148,14 @@ int gpum__nvml_fail(const gpum__nvml_t *nv, const char *call, unsigned i, int rv
                     rv);
 }
 
+/* Fatal: the whole read fails rather than leaving one field invalid. Besides a lost device and
+ * transient errors that outlasted the retries, that is a driver which is gone or unusable
+ * (unloaded, not initialised, library and kernel module out of step): reporting "no data" as a
+ * healthy device would hide it. */
 bool gpum__nvml_is_fatal(int rv) {
   return rv == NVML_ERROR_GPU_IS_LOST || rv == NVML_ERROR_RESET_REQUIRED ||
-         gpum_device_nvml_error_is_transient(rv);
+         rv == NVML_ERROR_DRIVER_NOT_LOADED || rv == NVML_ERROR_UNINITIALIZED ||
+         rv == NVML_ERROR_LIB_RM_VERSION_MISMATCH || gpum_device_nvml_error_is_transient(rv);
 }
 
 void gpum__nvml_note(gpum__nvml_t *nv, unsigned i, int rv) {
@@ -161,7 +166,7 @@ void gpum__nvml_note(gpum__nvml_t *nv, unsigned i, int rv) {
     if (!d->lost) {
       d->lost = true;
       d->lost_pending = true;
-      gpum_log(GPUM_LOG_WARN, "device", "device lost index=%u", i);
+      gpum_log(GPUM_LOG_INFO, "device", "device lost index=%u", i);
     }
   } else if (rv == NVML_SUCCESS) {
     d->lost = false;
