@@ -205,7 +205,7 @@ static int enumerate(gpum_device_session_t *s, gpum__nvml_t *nv) {
       nv->dev[i].handle = NULL;
       nv->dev[i].handle_err = rv;
       gpum__nvml_note(nv, i, rv);
-      gpum_log(GPUM_LOG_WARN, "device", "no handle for device index=%u error=\"%s\"", i,
+      gpum_log(GPUM_LOG_INFO, "device", "no handle for device index=%u error=\"%s\"", i,
                gpum__nvml_strerror(nv, rv));
     }
   }
