@@ -1,9 +1,634 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Placeholder until the command is written. */
+/*
+ * `gpum sim ...`: start, inspect, fault and stop simulated GPU nodes (docs/sim.md).
+ *
+ * The command dlopens libgpum_sim.so (RTLD_LOCAL, found like the device layer finds it: the
+ * sim.library option / $GPUM_SIM_LIBRARY, else beside libgpum.so, else by name) and calls its
+ * control API (include/gpum/sim.h) through dlsym. gpum is never linked against the simulator:
+ * its nvml and cu symbols must not stand in for a real driver's.
+ *
+ * Exit codes: 0 success, 1 failure (reason on stderr, nothing changed), 2 usage error.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gpum/error.h>
+#include <gpum/sim.h>
+#include <gpum/size.h>
+
 #include "cli.h"
-int cmd_sim(gpum_config_t *cfg, int argc, char **argv) {
-  (void)cfg; (void)argc; (void)argv;
-  fprintf(stderr, "gpum sim: not implemented yet\n");
+
+#define SIM_SO "libgpum_sim.so"
+
+/* The control API, resolved with dlsym. */
+typedef struct {
+  void *dl;
+  const char *(*last_error)(void);
+  int (*create)(const char *, const char *, char *, size_t);
+  int (*destroy)(const char *);
+  int (*list)(char (*)[GPUM_SIM_NAME_MAX + 1], size_t, size_t *);
+  int (*inject)(const char *, unsigned, const gpum_sim_fault_t *);
+  int (*clear)(const char *, unsigned);
+  int (*set_util)(const char *, unsigned, int, int);
+  int (*hold)(const char *, unsigned, uint64_t, uint64_t, pid_t *);
+  int (*status)(const char *, gpum_sim_status_t *);
+} simapi_t;
+
+static void *sym(void *dl, const char *name, int *missing) {
+  void *p = dlsym(dl, name);
+  if (!p) {
+    fprintf(stderr, "gpum sim: %s lacks %s (a different gpum version?)\n", SIM_SO, name);
+    *missing = 1;
+  }
+  return p;
+}
+
+/* Where libgpum_sim.so is: option or environment, beside libgpum.so, or by name. */
+static const char *sim_path(gpum_config_t *cfg, char *buf, size_t len) {
+  const char *opt = cfg ? gpum_config_get_string(cfg, "sim.library") : NULL;
+  if (opt && *opt)
+    return opt;
+  const char *env = getenv("GPUM_SIM_LIBRARY");
+  if (env && *env)
+    return env;
+  Dl_info info;
+  const char *(*fn)(int) = gpum_strerror; /* any function of libgpum.so */
+  void *addr;
+  memcpy(&addr, &fn, sizeof addr);
+  if (dladdr(addr, &info) && info.dli_fname) {
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (slash) {
+      int w = snprintf(buf, len, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, SIM_SO);
+      if (w > 0 && (size_t)w < len && access(buf, R_OK) == 0)
+        return buf;
+    }
+  }
+  return SIM_SO;
+}
+
+static int load_api(gpum_config_t *cfg, simapi_t *api) {
+  char buf[PATH_MAX];
+  const char *path = sim_path(cfg, buf, sizeof buf);
+  memset(api, 0, sizeof *api);
+  api->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!api->dl) {
+    fprintf(stderr, "gpum sim: cannot load the simulator %s: %s\n", path, dlerror());
+    fprintf(stderr, "  set GPUM_SIM_LIBRARY to the path of %s\n", SIM_SO);
+    return 1;
+  }
+  int missing = 0;
+  /* POSIX: a dlsym result converts to a function pointer; memcpy keeps ISO C quiet. */
+#define RESOLVE(field, name)                 \
+  do {                                       \
+    void *p_ = sym(api->dl, name, &missing); \
+    memcpy(&api->field, &p_, sizeof p_);     \
+  } while (0)
+  RESOLVE(last_error, "gpum_sim_last_error");
+  RESOLVE(create, "gpum_sim_create");
+  RESOLVE(destroy, "gpum_sim_destroy");
+  RESOLVE(list, "gpum_sim_list");
+  RESOLVE(inject, "gpum_sim_inject");
+  RESOLVE(clear, "gpum_sim_clear");
+  RESOLVE(set_util, "gpum_sim_set_util");
+  RESOLVE(hold, "gpum_sim_hold");
+  RESOLVE(status, "gpum_sim_status");
+#undef RESOLVE
+  if (missing) {
+    dlclose(api->dl);
+    return 1;
+  }
+  return 0;
+}
+
+/* Reports a failed control call: 1. */
+static int failed(const simapi_t *api, const char *what, int rc) {
+  const char *detail = api->last_error();
+  fprintf(stderr, "gpum sim %s: %s\n", what, detail && *detail ? detail : gpum_strerror(rc));
   return 1;
+}
+
+/* ---- argument parsing ---- */
+
+typedef struct {
+  const char *name;   /* "--device" */
+  const char **value; /* NULL for a boolean flag */
+  int *flag;
+} opt_t;
+
+/* Parses argv (argv[0] is the subcommand) into opts and up to max positionals.
+ * Returns 0, 2 (usage error, reported) or -1 (--help: the caller prints help, exits 0). */
+static int parse(const char *sub, int argc, char **argv, const opt_t *opts, const char **pos,
+                 int min, int max, int *npos) {
+  *npos = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+      return -1;
+    if (a[0] == '-' && a[1] == '-' && a[2]) {
+      size_t nl = strcspn(a, "=");
+      const opt_t *o = opts;
+      while (o && o->name && (strlen(o->name) != nl || strncmp(o->name, a, nl)))
+        o++;
+      if (!o || !o->name) {
+        fprintf(stderr, "gpum sim %s: unknown option '%s' (see gpum sim %s --help)\n", sub, a, sub);
+        return 2;
+      }
+      if (!o->value) {
+        if (a[nl]) {
+          fprintf(stderr, "gpum sim %s: %s takes no value\n", sub, o->name);
+          return 2;
+        }
+        *o->flag = 1;
+      } else if (a[nl] == '=') {
+        *o->value = a + nl + 1;
+      } else if (i + 1 < argc) {
+        *o->value = argv[++i];
+      } else {
+        fprintf(stderr, "gpum sim %s: %s needs a value\n", sub, o->name);
+        return 2;
+      }
+      continue;
+    }
+    if (*npos >= max) {
+      fprintf(stderr, "gpum sim %s: unexpected argument '%s' (see gpum sim %s --help)\n", sub, a,
+              sub);
+      return 2;
+    }
+    pos[(*npos)++] = a;
+  }
+  if (*npos < min) {
+    fprintf(stderr, "gpum sim %s: missing argument (see gpum sim %s --help)\n", sub, sub);
+    return 2;
+  }
+  return 0;
+}
+
+/* Parses an unsigned integer in [lo, hi] (an optional trailing '%' when pct). */
+static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, bool pct,
+                      unsigned long long *out) {
+  if (!s || !*s || *s == '-' || *s == '+')
+    return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (pct && *end == '%')
+    end++;
+  if (errno || end == s || *end || v < lo || v > hi)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+static int bad(const char *sub, const char *opt, const char *val, const char *expect) {
+  fprintf(stderr, "gpum sim %s: bad value '%s' for %s (expected %s)\n", sub, val ? val : "", opt,
+          expect);
+  return 2;
+}
+
+static int parse_device(const char *sub, const char *s, unsigned *out) {
+  unsigned long long v;
+  if (!s) {
+    fprintf(stderr, "gpum sim %s: --device I is required\n", sub);
+    return 2;
+  }
+  if (parse_uint(s, 0, GPUM_SIM_MAX_DEVICES - 1, false, &v))
+    return bad(sub, "--device", s, "a device index from 0 to 15");
+  *out = (unsigned)v;
+  return 0;
+}
+
+/* ---- subcommands ---- */
+
+static int sim_start(const simapi_t *api, int argc, char **argv) {
+  const char *name = NULL, *pos[1];
+  opt_t opts[] = {{"--name", &name, NULL}, {NULL, NULL, NULL}};
+  int np, rc = parse("start", argc, argv, opts, pos, 1, 1, &np);
+  if (rc < 0) {
+    printf("usage: gpum sim start SPEC [--name NAME]\n\n"
+           "Starts a simulated GPU node described by the YAML file SPEC (see examples/sim/ and\n"
+           "docs/sim.md). NAME defaults to the spec's 'name'. Programs use the node when\n"
+           "GPUM_SIM_NODE=NAME is in their environment.\n");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  char actual[GPUM_SIM_NAME_MAX + 1];
+  if ((rc = api->create(pos[0], name, actual, sizeof actual)))
+    return failed(api, "start", rc);
+  gpum_sim_status_t st = {.api_version = GPUM_SIM_API_VERSION};
+  unsigned ndev = api->status(actual, &st) == 0 ? st.device_count : 0;
+  printf("started simulated node '%s' with %u device%s\nuse it with: export GPUM_SIM_NODE=%s\n",
+         actual, ndev, ndev == 1 ? "" : "s", actual);
+  return 0;
+}
+
+static int sim_stop(const simapi_t *api, int argc, char **argv) {
+  const char *pos[1];
+  opt_t opts[] = {{NULL, NULL, NULL}};
+  int np, rc = parse("stop", argc, argv, opts, pos, 1, 1, &np);
+  if (rc < 0) {
+    printf("usage: gpum sim stop NAME\n\n"
+           "Stops the simulated node NAME: processes holding memory with 'gpum sim hold' end,\n"
+           "and programs still using the node see the driver go away.\n");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  if ((rc = api->destroy(pos[0])))
+    return failed(api, "stop", rc);
+  return 0;
+}
+
+static int sim_list(const simapi_t *api, int argc, char **argv) {
+  const char *pos[1];
+  opt_t opts[] = {{NULL, NULL, NULL}};
+  int np, rc = parse("list", argc, argv, opts, pos, 0, 0, &np);
+  if (rc < 0) {
+    printf("usage: gpum sim list\n\nLists this user's simulated nodes, one name a line.\n");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  char names[64][GPUM_SIM_NAME_MAX + 1];
+  size_t n;
+  if ((rc = api->list(names, 64, &n)))
+    return failed(api, "list", rc);
+  for (size_t i = 0; i < n && i < 64; i++)
+    printf("%s\n", names[i]);
+  return 0;
+}
+
+static const char *const metric_names[] = {GPUM_SIM_METRIC_NAMES};
+
+static const char *dev_state(const gpum_sim_device_status_t *d) {
+  return d->lost ? "lost" : d->reset_required ? "reset_required" : "ok";
+}
+
+static json_t *status_json(const gpum_sim_status_t *st) {
+  json_t *root = json_object(), *devs = json_array(), *procs = json_array();
+  char cuda[16];
+  snprintf(cuda, sizeof cuda, "%d.%d", st->cuda_version / 1000, st->cuda_version % 1000 / 10);
+  json_object_set_new(root, "name", json_string(st->name));
+  json_object_set_new(root, "driver_version", json_string(st->driver_version));
+  json_object_set_new(root, "cuda_version", json_string(cuda));
+  json_object_set_new(root, "created_unix", json_integer((json_int_t)st->created_unix));
+  for (unsigned i = 0; i < st->device_count; i++) {
+    const gpum_sim_device_status_t *d = &st->devices[i];
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", d->cc_major, d->cc_minor);
+    uint64_t taken = d->memory_reserved + d->memory_used;
+    json_t *unsup = json_array();
+    for (unsigned b = 0; b < sizeof metric_names / sizeof metric_names[0]; b++)
+      if (d->unsupported & (1u << b))
+        json_array_append_new(unsup, json_string(metric_names[b]));
+    json_t *faults =
+        json_pack("{s:o, s:i, s:o, s:f, s:i, s:o}", "last_xid",
+                  d->last_xid ? json_integer(d->last_xid) : json_null(), "xid_count",
+                  (int)d->xid_count, "temperature_override_c",
+                  d->temp_override > -1000 ? json_integer(d->temp_override) : json_null(),
+                  "error_rate", d->error_rate, "slow_ms", (int)d->slow_ms, "fail_after_left",
+                  d->fail_after_set ? json_integer((json_int_t)d->fail_after_left) : json_null());
+    json_t *ecc = json_pack(
+        "{s:I, s:I, s:I, s:I}", "single_bit_volatile", (json_int_t)d->ecc_sbe_volatile,
+        "double_bit_volatile", (json_int_t)d->ecc_dbe_volatile, "single_bit_aggregate",
+        (json_int_t)d->ecc_sbe_aggregate, "double_bit_aggregate", (json_int_t)d->ecc_dbe_aggregate);
+    json_array_append_new(
+        devs, json_pack("{s:i, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:{s:i, s:i}, "
+                        "s:i, s:f, s:f, s:s, s:o, s:o, s:o}",
+                        "index", (int)d->index, "name", d->name, "uuid", d->uuid, "pci_bus_id",
+                        d->pci_bus_id, "compute_capability", cc, "memory", "total",
+                        (json_int_t)d->memory_total, "reserved", (json_int_t)d->memory_reserved,
+                        "used", (json_int_t)d->memory_used, "free",
+                        (json_int_t)(taken >= d->memory_total ? 0 : d->memory_total - taken),
+                        "utilization", "gpu", (int)d->util_gpu, "memory", (int)d->util_mem,
+                        "temperature_c", (int)d->temperature_c, "power_w", d->power_mw / 1000.0,
+                        "power_limit_w", d->power_limit_mw / 1000.0, "state", dev_state(d),
+                        "faults", faults, "ecc", ecc, "unsupported", unsup));
+  }
+  for (unsigned i = 0; i < st->process_count; i++)
+    json_array_append_new(procs, json_pack("{s:i, s:i, s:I}", "pid", (int)st->processes[i].pid,
+                                           "device", (int)st->processes[i].device, "bytes",
+                                           (json_int_t)st->processes[i].bytes));
+  json_object_set_new(root, "devices", devs);
+  json_object_set_new(root, "processes", procs);
+  return root;
+}
+
+static void print_faults(const gpum_sim_device_status_t *d) {
+  char b[GPUM_SIZE_BUFSZ];
+  int n = 0;
+  printf("      faults:");
+  if (d->lost)
+    n += printf(" LOST (fallen off the bus)");
+  if (d->reset_required)
+    n += printf(" RESET REQUIRED (Xid %d)", d->last_xid);
+  if (d->last_xid)
+    n += printf(" last-xid=%d (%u seen)", d->last_xid, d->xid_count);
+  if (d->temp_override > -1000)
+    n += printf(" temp=%dC", d->temp_override);
+  if (d->error_rate > 0)
+    n += printf(" error-rate=%g", d->error_rate);
+  if (d->slow_ms)
+    n += printf(" slow=%ums", d->slow_ms);
+  if (d->fail_after_set)
+    n += printf(" fail-after=%s left", gpum_size_format(d->fail_after_left, b, sizeof b));
+  if (d->ecc_sbe_volatile || d->ecc_dbe_volatile)
+    n += printf(" ecc=%llu single/%llu double", (unsigned long long)d->ecc_sbe_volatile,
+                (unsigned long long)d->ecc_dbe_volatile);
+  printf("%s\n", n ? "" : " none");
+}
+
+static void status_text(const gpum_sim_status_t *st) {
+  char a[GPUM_SIZE_BUFSZ], b[GPUM_SIZE_BUFSZ], c[GPUM_SIZE_BUFSZ];
+  printf("node %s: %u device%s, driver %s, CUDA %d.%d\n", st->name, st->device_count,
+         st->device_count == 1 ? "" : "s", st->driver_version, st->cuda_version / 1000,
+         st->cuda_version % 1000 / 10);
+  for (unsigned i = 0; i < st->device_count; i++) {
+    const gpum_sim_device_status_t *d = &st->devices[i];
+    printf("  [%u] %s  %s  %s  cc %d.%d  %s\n", d->index, d->name, d->uuid, d->pci_bus_id,
+           d->cc_major, d->cc_minor, dev_state(d));
+    printf("      memory %s used + %s reserved of %s; util %u%% (mem %u%%); %u C; %.0f/%.0f W\n",
+           gpum_size_format(d->memory_used, a, sizeof a),
+           gpum_size_format(d->memory_reserved, b, sizeof b),
+           gpum_size_format(d->memory_total, c, sizeof c), d->util_gpu, d->util_mem,
+           d->temperature_c, d->power_mw / 1000.0, d->power_limit_mw / 1000.0);
+    print_faults(d);
+  }
+  printf("  processes:%s\n", st->process_count ? "" : " none");
+  for (unsigned i = 0; i < st->process_count; i++)
+    printf("    pid %-8u device %-2u %s\n", st->processes[i].pid, st->processes[i].device,
+           gpum_size_format(st->processes[i].bytes, a, sizeof a));
+}
+
+static int sim_status(const simapi_t *api, int argc, char **argv) {
+  const char *pos[1];
+  int json = 0;
+  opt_t opts[] = {{"--json", NULL, &json}, {NULL, NULL, NULL}};
+  int np, rc = parse("status", argc, argv, opts, pos, 1, 1, &np);
+  if (rc < 0) {
+    printf("usage: gpum sim status NAME [--json]\n\n"
+           "Shows the simulated node NAME: its devices with memory, utilisation, temperature,\n"
+           "power and injected faults, and the processes holding memory.\n");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  gpum_sim_status_t *st = calloc(1, sizeof *st);
+  if (!st)
+    return 1;
+  st->api_version = GPUM_SIM_API_VERSION;
+  if ((rc = api->status(pos[0], st))) {
+    free(st);
+    return failed(api, "status", rc);
+  }
+  if (json) {
+    json_t *j = status_json(st);
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    putchar('\n');
+    json_decref(j);
+  } else {
+    status_text(st);
+  }
+  free(st);
+  return 0;
+}
+
+/* Fills the fault from exactly one of the inject flags. Returns 0 or 2. */
+static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_fault_t *f) {
+  static const char *const names[] = {"--xid",        "--ecc",  "--temp",
+                                      "--error-rate", "--slow", "--fail-after"};
+  int given = 0;
+  for (int i = 0; i < 6; i++)
+    given += v[i] != NULL;
+  if (given != 1) {
+    fprintf(stderr, "gpum sim inject: give exactly one of --xid, --ecc, --temp, --error-rate, "
+                    "--slow, --fail-after\n");
+    return 2;
+  }
+  unsigned long long x;
+  if (v[0]) {
+    if (parse_uint(v[0], 1, 999, false, &x))
+      return bad("inject", names[0], v[0], "an Xid from 1 to 999");
+    *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_XID, .value = (int64_t)x};
+  } else if (v[1]) {
+    if (strcmp(v[1], "single") && strcmp(v[1], "double"))
+      return bad("inject", names[1], v[1], "single or double");
+    x = 1;
+    if (count && parse_uint(count, 1, 1000000, false, &x))
+      return bad("inject", "--count", count, "a count from 1 to 1000000");
+    *f = (gpum_sim_fault_t){.kind = v[1][0] == 's' ? GPUM_SIM_FAULT_ECC_SINGLE
+                                                   : GPUM_SIM_FAULT_ECC_DOUBLE,
+                            .value = (int64_t)x};
+  } else if (v[2]) {
+    char *end;
+    errno = 0;
+    long t = strtol(v[2], &end, 10);
+    if (errno || end == v[2] || (*end && strcmp(end, "C")) || t < -50 || t > 200)
+      return bad("inject", names[2], v[2], "degrees C from -50 to 200");
+    *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_TEMP, .value = t};
+  } else if (v[3]) {
+    char *end;
+    errno = 0;
+    double r = strtod(v[3], &end);
+    bool pct = *end == '%';
+    if (pct) {
+      end++;
+      r /= 100.0;
+    }
+    if (errno || end == v[3] || *end || !(r >= 0 && r <= 1))
+      return bad("inject", names[3], v[3], "a fraction from 0 to 1, or a percentage like 20%");
+    *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_ERROR_RATE, .rate = r};
+  } else if (v[4]) {
+    uint64_t ms;
+    if (parse_uint(v[4], 0, 86400000, false, &x) == 0)
+      ms = x; /* a bare number is milliseconds here */
+    else if (gpum_duration_parse(v[4], &ms) != 0 || ms > 86400000)
+      return bad("inject", names[4], v[4], "milliseconds, or a duration like 2s, up to 1d");
+    *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_SLOW, .value = (int64_t)ms};
+  } else {
+    uint64_t bytes;
+    if (gpum_size_parse(v[5], &bytes) != 0 || bytes > INT64_MAX)
+      return bad("inject", names[5], v[5], "a size like 1GiB or 512MiB");
+    *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_FAIL_AFTER, .value = (int64_t)bytes};
+  }
+  return 0;
+}
+
+static int sim_inject(const simapi_t *api, int argc, char **argv) {
+  const char *pos[1], *dev = NULL, *v[6] = {0}, *count = NULL;
+  opt_t opts[] = {
+      {"--device", &dev, NULL},      {"--xid", &v[0], NULL},        {"--ecc", &v[1], NULL},
+      {"--temp", &v[2], NULL},       {"--error-rate", &v[3], NULL}, {"--slow", &v[4], NULL},
+      {"--fail-after", &v[5], NULL}, {"--count", &count, NULL},     {NULL, NULL, NULL}};
+  int np, rc = parse("inject", argc, argv, opts, pos, 1, 1, &np);
+  if (rc < 0) {
+    printf("usage: gpum sim inject NAME --device I FAULT\n\n"
+           "FAULT is one of:\n"
+           "  --xid N              an Xid error (79: GPU lost; 48, 74, 94, 95: reset required)\n"
+           "  --ecc single|double  ECC errors (--count N, default 1) and their event\n"
+           "  --temp C             pin the temperature at C degrees\n"
+           "  --error-rate P       fraction P (0..1, or 20%%) of NVML calls fail with UNKNOWN\n"
+           "  --slow MS            every NVML call on the device takes MS milliseconds longer\n"
+           "  --fail-after BYTES   CUDA allocations fail once BYTES more were allocated\n"
+           "See docs/sim.md for what each makes NVML and CUDA return. Undo with gpum sim clear.\n");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  unsigned d;
+  gpum_sim_fault_t f;
+  if ((rc = parse_device("inject", dev, &d)) || (rc = fault_from_flags(v, count, &f)))
+    return rc;
+  if (count && !v[1])
+    return bad("inject", "--count", count, "--count only with --ecc");
+  if ((rc = api->inject(pos[0], d, &f)))
+    return failed(api, "inject", rc);
+  return 0;
+}
+
+static int sim_clear(const simapi_t *api, int argc, char **argv) {
+  const char *pos[1], *dev = NULL;
+  opt_t opts[] = {{"--device", &dev, NULL}, {NULL, NULL, NULL}};
+  int np, rc = parse("clear", argc, argv, opts, pos, 1, 1, &np);
+  if (rc < 0) {
+    printf("usage: gpum sim clear NAME [--device I]\n\n"
+           "Removes every injected fault of device I (all devices without --device), like a GPU\n"
+           "reset: a lost GPU comes back and volatile ECC counters restart from 0.\n");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  unsigned d = UINT32_MAX;
+  if (dev && (rc = parse_device("clear", dev, &d)))
+    return rc;
+  if ((rc = api->clear(pos[0], d)))
+    return failed(api, "clear", rc);
+  return 0;
+}
+
+static int sim_set(const simapi_t *api, int argc, char **argv) {
+  const char *pos[1], *dev = NULL, *util = NULL, *mem = NULL;
+  opt_t opts[] = {{"--device", &dev, NULL},
+                  {"--util", &util, NULL},
+                  {"--mem-util", &mem, NULL},
+                  {NULL, NULL, NULL}};
+  int np, rc = parse("set", argc, argv, opts, pos, 1, 1, &np);
+  if (rc < 0) {
+    printf("usage: gpum sim set NAME --device I --util PCT [--mem-util PCT]\n\n"
+           "Sets the GPU utilisation device I reports (memory utilisation defaults to half of\n"
+           "it). Temperature and power follow with a lag of a few seconds.\n");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  unsigned d;
+  unsigned long long u, m = ULLONG_MAX;
+  if ((rc = parse_device("set", dev, &d)))
+    return rc;
+  if (!util) {
+    fprintf(stderr, "gpum sim set: --util PCT is required\n");
+    return 2;
+  }
+  if (parse_uint(util, 0, 100, true, &u))
+    return bad("set", "--util", util, "a percentage from 0 to 100");
+  if (mem && parse_uint(mem, 0, 100, true, &m))
+    return bad("set", "--mem-util", mem, "a percentage from 0 to 100");
+  if ((rc = api->set_util(pos[0], d, (int)u, mem ? (int)m : -1)))
+    return failed(api, "set", rc);
+  return 0;
+}
+
+static int sim_hold(const simapi_t *api, int argc, char **argv) {
+  const char *pos[1], *dev = NULL, *bytes = NULL, *dur = NULL;
+  opt_t opts[] = {{"--device", &dev, NULL},
+                  {"--bytes", &bytes, NULL},
+                  {"--for", &dur, NULL},
+                  {NULL, NULL, NULL}};
+  int np, rc = parse("hold", argc, argv, opts, pos, 1, 1, &np);
+  if (rc < 0) {
+    printf("usage: gpum sim hold NAME --device I --bytes SIZE [--for DURATION]\n\n"
+           "Starts a detached process that holds SIZE of memory on device I, like a program\n"
+           "that no scheduler manages; it shows in the process list. Prints its pid once the\n"
+           "memory is held. It lets go after DURATION (default: when killed or the node stops).\n");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  unsigned d;
+  uint64_t size, ms = 0;
+  if ((rc = parse_device("hold", dev, &d)))
+    return rc;
+  if (!bytes) {
+    fprintf(stderr, "gpum sim hold: --bytes SIZE is required\n");
+    return 2;
+  }
+  if (gpum_size_parse(bytes, &size) != 0 || size == 0)
+    return bad("hold", "--bytes", bytes, "a size like 8GiB");
+  if (dur && (gpum_duration_parse(dur, &ms) != 0 || ms == 0))
+    return bad("hold", "--for", dur, "a duration like 30s or 5m");
+  pid_t pid;
+  if ((rc = api->hold(pos[0], d, size, ms, &pid)))
+    return failed(api, "hold", rc);
+  printf("%d\n", (int)pid);
+  return 0;
+}
+
+static const struct {
+  const char *name;
+  int (*run)(const simapi_t *, int, char **);
+  const char *summary;
+} subs[] = {
+    {"start", sim_start, "start a node from a YAML spec"},
+    {"stop", sim_stop, "stop a node"},
+    {"status", sim_status, "show a node's devices, faults and processes"},
+    {"list", sim_list, "list the running nodes"},
+    {"inject", sim_inject, "inject a fault into a device"},
+    {"clear", sim_clear, "clear a device's faults (like a GPU reset)"},
+    {"set", sim_set, "set a device's utilisation"},
+    {"hold", sim_hold, "hold memory from an unmanaged process"},
+};
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: gpum sim COMMAND [ARGS]\n\n"
+          "Simulated GPU nodes: develop and test GPU scheduling without GPUs (docs/sim.md).\n\n"
+          "commands:\n");
+  for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+    fprintf(out, "  %-8s %s\n", subs[i].name, subs[i].summary);
+  fprintf(out, "\nRun 'gpum sim COMMAND --help' for its options.\n");
+}
+
+int cmd_sim(gpum_config_t *cfg, int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+    if (strcmp(argv[1], subs[i].name) != 0)
+      continue;
+    /* --help needs no simulator: every subcommand prints it before touching the API. */
+    for (int k = 2; k < argc; k++)
+      if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h"))
+        return subs[i].run(NULL, argc - 1, argv + 1);
+    simapi_t api;
+    if (load_api(cfg, &api))
+      return 1;
+    int rc = subs[i].run(&api, argc - 1, argv + 1);
+    dlclose(api.dl);
+    return rc;
+  }
+  fprintf(stderr, "gpum sim: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
 }

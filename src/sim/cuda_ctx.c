@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * CUDA driver entry points of the simulated driver: cuInit, CUDA_VISIBLE_DEVICES, device
+ * queries, primary contexts and the per-thread current context. The other cuda_*.c files use
+ * gpum__cu_begin() to check that a call has an initialised driver, a current context and a
+ * healthy device.
+ *
+ * CUDA_VISIBLE_DEVICES is read once, at the first successful cuInit, as the real driver does:
+ * a comma-separated list of indices or "GPU-" UUIDs (unique prefixes accepted); parsing stops
+ * at the first invalid entry, and devices listed after it are not visible. NVML ignores it.
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/error.h>
+
+#include "sim_internal.h"
+
+#define CUDA_CHECK(name, params) \
+  _Static_assert(__builtin_types_compatible_p(__typeof__(&name), gpum_##name##_fn), #name);
+GPUM_CUDA_FUNCS(CUDA_CHECK)
+
+#define CTX_MAGIC 0x63747821u
+
+struct CUctx_st {
+  uint32_t magic;
+  CUdevice ordinal;
+  unsigned simdev;
+  int refcount;
+};
+
+static pthread_mutex_t cu_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool cu_inited;
+static struct sim_node *cu_node;
+static unsigned visible[SIM_MAX_DEVICES];
+static int nvisible;
+static struct CUctx_st primary[SIM_MAX_DEVICES];
+static _Thread_local CUcontext current;
+
+bool gpum__cu_initialized(void) {
+  pthread_mutex_lock(&cu_mu);
+  bool ok = cu_inited;
+  pthread_mutex_unlock(&cu_mu);
+  return ok;
+}
+
+/* One CUDA_VISIBLE_DEVICES entry to a device index; -1 when invalid. */
+static int visible_entry(const struct sim_node *n, const char *tok, size_t len) {
+  char buf[128];
+  if (len == 0 || len >= sizeof buf)
+    return -1;
+  memcpy(buf, tok, len);
+  buf[len] = '\0';
+  if (isdigit((unsigned char)buf[0])) {
+    char *end;
+    long v = strtol(buf, &end, 10);
+    return *end || v < 0 || v >= (long)n->spec.device_count ? -1 : (int)v;
+  }
+  if (strncmp(buf, "GPU-", 4) != 0)
+    return -1; /* MIG-..., negative numbers, junk */
+  int found = -1;
+  for (unsigned i = 0; i < n->spec.device_count; i++) {
+    if (strncmp(n->spec.dev[i].uuid, buf, len) == 0) {
+      if (found >= 0)
+        return -1; /* ambiguous prefix */
+      found = (int)i;
+    }
+  }
+  return found;
+}
+
+static void parse_visible(const struct sim_node *n) {
+  const char *env = getenv("CUDA_VISIBLE_DEVICES");
+  nvisible = 0;
+  if (!env) {
+    for (unsigned i = 0; i < n->spec.device_count; i++)
+      visible[nvisible++] = i;
+    return;
+  }
+  const char *p = env;
+  while (*p && nvisible < SIM_MAX_DEVICES) {
+    while (isspace((unsigned char)*p))
+      p++;
+    size_t len = strcspn(p, ",");
+    size_t tlen = len;
+    while (tlen > 0 && isspace((unsigned char)p[tlen - 1]))
+      tlen--;
+    int idx = visible_entry(n, p, tlen);
+    if (idx < 0)
+      return;
+    for (int k = 0; k < nvisible; k++)
+      if (visible[k] == (unsigned)idx)
+        return; /* a device listed twice ends the list, as in CUDA */
+    visible[nvisible++] = (unsigned)idx;
+    if (!p[len])
+      break;
+    p += len + 1;
+  }
+}
+
+CUresult cuInit(unsigned int Flags) {
+  if (Flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult ret = CUDA_SUCCESS;
+  pthread_mutex_lock(&cu_mu);
+  if (cu_inited && !__atomic_load_n(&cu_node->hdr.stopped, __ATOMIC_ACQUIRE))
+    goto out;
+  int err = 0;
+  struct sim_node *n = gpum__sim_attach(&err);
+  if (!n) {
+    ret = err == GPUM_EDRIVERVER ? SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH : CUDA_ERROR_NO_DEVICE;
+    goto out;
+  }
+  parse_visible(n);
+  if (nvisible == 0) {
+    ret = CUDA_ERROR_NO_DEVICE;
+    goto out;
+  }
+  for (int i = 0; i < SIM_MAX_DEVICES; i++)
+    primary[i] = (struct CUctx_st){
+        .magic = CTX_MAGIC, .ordinal = i, .simdev = i < nvisible ? visible[i] : 0};
+  cu_node = n;
+  cu_inited = true;
+out:
+  pthread_mutex_unlock(&cu_mu);
+  return ret;
+}
+
+/* The node of an initialised driver: NOT_INITIALIZED before cuInit, DEINITIALIZED once the node
+ * was stopped. */
+static CUresult live(struct sim_node **out) {
+  pthread_mutex_lock(&cu_mu);
+  bool ok = cu_inited;
+  struct sim_node *n = cu_node;
+  pthread_mutex_unlock(&cu_mu);
+  if (!ok)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (__atomic_load_n(&n->hdr.stopped, __ATOMIC_ACQUIRE))
+    return CUDA_ERROR_DEINITIALIZED;
+  *out = n;
+  return CUDA_SUCCESS;
+}
+
+CUresult gpum__cu_device(CUdevice dev, unsigned *simdev) {
+  struct sim_node *n;
+  CUresult r = live(&n);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (dev < 0 || dev >= nvisible)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *simdev = visible[dev];
+  return CUDA_SUCCESS;
+}
+
+CUresult gpum__cu_fault(const struct sim_node *n, unsigned simdev) {
+  const struct sim_dev_state *d = &n->dev[simdev];
+  if (d->lost)
+    return CUDA_ERROR_UNKNOWN;
+  if (d->reset_required)
+    return d->reset_required == 74 ? CUDA_ERROR_UNKNOWN : CUDA_ERROR_ECC_UNCORRECTABLE;
+  return CUDA_SUCCESS;
+}
+
+/* Whether ctx is a live context of ours. */
+static bool ctx_ok(CUcontext ctx) {
+  uintptr_t p = (uintptr_t)ctx, base = (uintptr_t)primary;
+  if (p < base || p >= base + sizeof primary || (p - base) % sizeof primary[0] != 0)
+    return false;
+  return __atomic_load_n(&ctx->refcount, __ATOMIC_ACQUIRE) > 0;
+}
+
+CUresult gpum__cu_begin(struct sim_node **out, unsigned *simdev) {
+  struct sim_node *n;
+  CUresult r = live(&n);
+  if (r != CUDA_SUCCESS)
+    return r;
+  CUcontext c = current;
+  if (!c || !ctx_ok(c))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (gpum__sim_lock(n) != 0)
+    return CUDA_ERROR_UNKNOWN;
+  gpum__sim_tick(n);
+  if ((r = gpum__cu_fault(n, c->simdev)) != CUDA_SUCCESS) {
+    gpum__sim_unlock(n);
+    return r;
+  }
+  *out = n;
+  *simdev = c->simdev;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count) {
+  struct sim_node *n;
+  if (!count)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = live(&n);
+  if (r == CUDA_SUCCESS)
+    *count = nvisible;
+  return r;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  unsigned s;
+  if (!device)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = gpum__cu_device(ordinal, &s);
+  if (r == CUDA_SUCCESS)
+    *device = ordinal;
+  return r;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+  unsigned s;
+  if (!name || len <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = gpum__cu_device(dev, &s);
+  if (r == CUDA_SUCCESS)
+    snprintf(name, (size_t)len, "%s", cu_node->spec.dev[s].name); /* truncates, as CUDA does */
+  return r;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+  unsigned s;
+  if (!uuid)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = gpum__cu_device(dev, &s);
+  if (r != CUDA_SUCCESS)
+    return r;
+  /* "GPU-xxxxxxxx-xxxx-...": the 32 hex digits are the 16 bytes. */
+  const char *p = cu_node->spec.dev[s].uuid;
+  p += strncmp(p, "GPU-", 4) == 0 ? 4 : 0;
+  memset(uuid->bytes, 0, sizeof uuid->bytes);
+  for (int nib = 0; *p && nib < 32; p++) {
+    if (!isxdigit((unsigned char)*p))
+      continue;
+    int v = isdigit((unsigned char)*p) ? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10);
+    uuid->bytes[nib / 2] = (char)(uuid->bytes[nib / 2] | (nib % 2 ? v : v << 4));
+    nib++;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+  unsigned s;
+  if (!bytes)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = gpum__cu_device(dev, &s);
+  if (r == CUDA_SUCCESS)
+    *bytes = cu_node->spec.dev[s].memory;
+  return r;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  unsigned s;
+  if (!pi)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = gpum__cu_device(dev, &s);
+  if (r != CUDA_SUCCESS)
+    return r;
+  const struct sim_dev_spec *d = &cu_node->spec.dev[s];
+  switch (attrib) {
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *pi = (int)d->multiprocessors;
+    break;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+    *pi = (int)d->pci_bus;
+    break;
+  case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+    *pi = (int)d->pci_device;
+    break;
+  case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+    *pi = (int)d->pci_domain;
+    break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *pi = d->cc_major;
+    break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *pi = d->cc_minor;
+    break;
+  case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+  case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+  case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+    *pi = 1;
+    break;
+  case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+    *pi = 0; /* cuMemExportToShareableHandle is not simulated */
+    break;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+  unsigned s;
+  if (!pciBusId || len <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = gpum__cu_device(dev, &s);
+  if (r == CUDA_SUCCESS) {
+    const struct sim_dev_spec *d = &cu_node->spec.dev[s];
+    snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", d->pci_domain & 0xffff, d->pci_bus,
+             d->pci_device);
+  }
+  return r;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  unsigned s;
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = gpum__cu_device(dev, &s);
+  if (r != CUDA_SUCCESS)
+    return r;
+  struct sim_node *n = cu_node;
+  if (gpum__sim_lock(n) != 0)
+    return CUDA_ERROR_UNKNOWN;
+  gpum__sim_tick(n);
+  struct CUctx_st *c = &primary[dev];
+  if ((r = gpum__cu_fault(n, s)) != CUDA_SUCCESS)
+    goto out;
+  if (__atomic_load_n(&c->refcount, __ATOMIC_ACQUIRE) == 0) {
+    /* A new context: it costs context_memory and makes the process show in NVML's list. */
+    gpum__sim_reap(n);
+    uint64_t need = n->spec.dev[s].context_memory;
+    if (need > gpum__sim_free(n, s)) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+      goto out;
+    }
+    if (gpum__sim_alloc_add(n, SIM_K_CTX, s, s, need, 0, 0) < 0) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+      goto out;
+    }
+  }
+  __atomic_add_fetch(&c->refcount, 1, __ATOMIC_ACQ_REL);
+  *pctx = c;
+out:
+  gpum__sim_unlock(n);
+  return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  unsigned s;
+  CUresult r = gpum__cu_device(dev, &s);
+  if (r != CUDA_SUCCESS)
+    return r;
+  struct sim_node *n = cu_node;
+  struct CUctx_st *c = &primary[dev];
+  if (gpum__sim_lock(n) != 0)
+    return CUDA_ERROR_UNKNOWN;
+  if (__atomic_load_n(&c->refcount, __ATOMIC_ACQUIRE) == 0) {
+    r = CUDA_ERROR_INVALID_CONTEXT;
+  } else if (__atomic_sub_fetch(&c->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
+    /* The primary context is destroyed: its memory goes with it. */
+    gpum__cu_free_all(n, s);
+    gpum__sim_alloc_remove(n, gpum__sim_alloc_find(n, SIM_K_CTX, s));
+  }
+  gpum__sim_unlock(n);
+  return r;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+  struct sim_node *n;
+  CUresult r = live(&n);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (ctx && !ctx_ok(ctx))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  current = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx) {
+  struct sim_node *n;
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = live(&n);
+  if (r == CUDA_SUCCESS)
+    *pctx = current;
+  return r;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device) {
+  struct sim_node *n;
+  if (!device)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = live(&n);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!current || !ctx_ok(current))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *device = current->ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void) {
+  struct sim_node *n;
+  unsigned s;
+  CUresult r = gpum__cu_begin(&n, &s);
+  if (r == CUDA_SUCCESS)
+    gpum__sim_unlock(n); /* execution is synchronous: nothing is ever pending */
+  return r;
+}

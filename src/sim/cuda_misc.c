@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The rest of the simulated CUDA driver: streams and events (execution is synchronous, so work
+ * is always complete and events complete when recorded, but handles are validated as the real
+ * driver does), stream-ordered allocation, the driver version, error names and strings, and
+ * cuGetProcAddress_v2, which hands out the simulator's own entry points.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+#define STREAM_MAGIC 0x7374726du
+#define EVENT_MAGIC 0x6576656eu
+
+struct CUstream_st {
+  uint32_t magic;
+  struct CUstream_st *next;
+};
+
+struct CUevent_st {
+  uint32_t magic;
+  unsigned flags;
+  bool recorded;
+  uint64_t when_ns;
+  struct CUevent_st *next;
+};
+
+static pthread_mutex_t obj_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct CUstream_st *streams;
+static struct CUevent_st *events;
+
+/* Context and device check for calls that need no lock. */
+static CUresult need_ctx(void) {
+  struct sim_node *n;
+  unsigned dev;
+  CUresult r = gpum__cu_begin(&n, &dev);
+  if (r == CUDA_SUCCESS)
+    gpum__sim_unlock(n);
+  return r;
+}
+
+bool gpum__cu_stream_ok(CUstream h) {
+  if (!h)
+    return true;
+  pthread_mutex_lock(&obj_mu);
+  struct CUstream_st *s = streams;
+  while (s && s != h)
+    s = s->next;
+  pthread_mutex_unlock(&obj_mu);
+  return s != NULL;
+}
+
+static bool event_ok(CUevent h) {
+  pthread_mutex_lock(&obj_mu);
+  struct CUevent_st *e = events;
+  while (e && e != h)
+    e = e->next;
+  pthread_mutex_unlock(&obj_mu);
+  return e != NULL;
+}
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+  if (!phStream || Flags > CU_STREAM_NON_BLOCKING)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = need_ctx();
+  if (r != CUDA_SUCCESS)
+    return r;
+  struct CUstream_st *s = calloc(1, sizeof *s);
+  if (!s)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  s->magic = STREAM_MAGIC;
+  pthread_mutex_lock(&obj_mu);
+  s->next = streams;
+  streams = s;
+  pthread_mutex_unlock(&obj_mu);
+  *phStream = s;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream) {
+  if (!gpum__cu_initialized())
+    return CUDA_ERROR_NOT_INITIALIZED;
+  pthread_mutex_lock(&obj_mu);
+  struct CUstream_st **pp = &streams;
+  while (*pp && *pp != hStream)
+    pp = &(*pp)->next;
+  struct CUstream_st *s = *pp;
+  if (s)
+    *pp = s->next;
+  pthread_mutex_unlock(&obj_mu);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  free(s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream hStream) {
+  CUresult r = need_ctx();
+  if (r == CUDA_SUCCESS && !gpum__cu_stream_ok(hStream))
+    r = CUDA_ERROR_INVALID_HANDLE;
+  return r;
+}
+
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  CUresult r = need_ctx();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (Flags > 1)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!gpum__cu_stream_ok(hStream) || !event_ok(hEvent))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+  if (!phEvent || (Flags & ~7u)) /* BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS */
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = need_ctx();
+  if (r != CUDA_SUCCESS)
+    return r;
+  struct CUevent_st *e = calloc(1, sizeof *e);
+  if (!e)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  e->magic = EVENT_MAGIC;
+  e->flags = Flags;
+  pthread_mutex_lock(&obj_mu);
+  e->next = events;
+  events = e;
+  pthread_mutex_unlock(&obj_mu);
+  *phEvent = e;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+  CUresult r = need_ctx();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!event_ok(hEvent) || !gpum__cu_stream_ok(hStream))
+    return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&obj_mu);
+  hEvent->recorded = true;
+  hEvent->when_ns = gpum__sim_now_ns();
+  pthread_mutex_unlock(&obj_mu);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventQuery(CUevent hEvent) {
+  CUresult r = need_ctx();
+  if (r == CUDA_SUCCESS && !event_ok(hEvent))
+    r = CUDA_ERROR_INVALID_HANDLE;
+  return r; /* recorded work is always complete */
+}
+
+CUresult cuEventSynchronize(CUevent hEvent) {
+  return cuEventQuery(hEvent);
+}
+
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+  CUresult r = need_ctx();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (!pMilliseconds)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!event_ok(hStart) || !event_ok(hEnd))
+    return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&obj_mu);
+  bool ok = hStart->recorded && hEnd->recorded &&
+            !((hStart->flags | hEnd->flags) & CU_EVENT_DISABLE_TIMING);
+  if (ok)
+    *pMilliseconds = (float)(((double)hEnd->when_ns - (double)hStart->when_ns) / 1e6);
+  pthread_mutex_unlock(&obj_mu);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent) {
+  if (!gpum__cu_initialized())
+    return CUDA_ERROR_NOT_INITIALIZED;
+  pthread_mutex_lock(&obj_mu);
+  struct CUevent_st **pp = &events;
+  while (*pp && *pp != hEvent)
+    pp = &(*pp)->next;
+  struct CUevent_st *e = *pp;
+  if (e)
+    *pp = e->next;
+  pthread_mutex_unlock(&obj_mu);
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  free(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  if (!gpum__cu_stream_ok(hStream))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return cuMemAlloc_v2(dptr, bytesize);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  if (!gpum__cu_stream_ok(hStream))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return cuMemFree_v2(dptr);
+}
+
+CUresult cuDriverGetVersion(int *driverVersion) {
+  if (!driverVersion)
+    return CUDA_ERROR_INVALID_VALUE;
+  /* Works before cuInit, as in CUDA; without a node, the version the spec defaults to. */
+  int err = 0;
+  struct sim_node *n = gpum__sim_attach(&err);
+  *driverVersion = n ? n->spec.cuda_version : 12040;
+  return CUDA_SUCCESS;
+}
+
+static const struct {
+  CUresult code;
+  const char *name, *text;
+} cu_errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE",
+     "uncorrectable ECC error encountered"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+     "system has unsupported display driver / cuda driver combination"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static CUresult error_lookup(CUresult error, const char **pStr, bool name) {
+  if (!pStr)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < sizeof cu_errors / sizeof cu_errors[0]; i++) {
+    if (cu_errors[i].code == error) {
+      *pStr = name ? cu_errors[i].name : cu_errors[i].text;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pStr = NULL;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr) {
+  return error_lookup(error, pStr, true);
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr) {
+  return error_lookup(error, pStr, false);
+}
+
+static const struct {
+  const char *name;
+  void (*fn)(void); /* cast back by the caller to the function's real type */
+} procs[] = {
+#define SIM_PROC(name, params) {#name, (void (*)(void)) & name},
+    GPUM_CUDA_FUNCS(SIM_PROC)
+#undef SIM_PROC
+};
+
+/* Length of name without a trailing "_v<digits>" suffix. */
+static size_t base_len(const char *name) {
+  size_t len = strlen(name), i = len;
+  while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+    i--;
+  if (i < len && i >= 2 && name[i - 1] == 'v' && name[i - 2] == '_')
+    return i - 2;
+  return len;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus) {
+  if (!symbol || !pfn || cudaVersion <= 0 || flags > 2)
+    return CUDA_ERROR_INVALID_VALUE;
+  const size_t n = sizeof procs / sizeof procs[0];
+  void (*found)(void) = NULL;
+  /* An exported name as given, else the name CUDA asks with (the base name, no _vN suffix). */
+  for (size_t i = 0; i < n && !found; i++)
+    if (!strcmp(procs[i].name, symbol))
+      found = procs[i].fn;
+  for (size_t i = 0; i < n && !found; i++) {
+    size_t bl = base_len(procs[i].name);
+    if (bl == strlen(symbol) && !strncmp(procs[i].name, symbol, bl))
+      found = procs[i].fn;
+  }
+  /* POSIX (dlsym) guarantees a function pointer fits a void *; ISO C has no cast for it. */
+  memcpy(pfn, &found, sizeof found);
+  if (symbolStatus)
+    *symbolStatus = found ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}

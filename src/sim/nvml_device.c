@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * NVML entry points of the simulated driver: initialisation (reference counted, as in the real
+ * library), the system queries, device handles and every per-device query except the process
+ * lists and events (nvml_events.c). Return codes follow the real library: UNINITIALIZED before
+ * nvmlInit, INVALID_ARGUMENT for NULL pointers and foreign handles, INSUFFICIENT_SIZE for short
+ * buffers, FUNCTION_NOT_FOUND for a memory_v2 struct with a plain version number, NOT_SUPPORTED
+ * for the metrics a spec marks unsupported, and the injected faults' codes.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gpum/error.h>
+
+#include "sim_internal.h"
+
+/* Every exported NVML function has exactly the prototype of our ABI declarations. */
+#define NVML_CHECK(ret, name, params) \
+  _Static_assert(__builtin_types_compatible_p(__typeof__(&name), gpum_##name##_fn), #name);
+GPUM_NVML_FUNCS(NVML_CHECK)
+
+struct nvmlDevice_st {
+  unsigned index;
+};
+
+static struct nvmlDevice_st handles[SIM_MAX_DEVICES] = {
+    {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned init_count;
+static struct sim_node *init_node;
+
+nvmlDevice_t gpum__nvml_handle(unsigned idx) {
+  return &handles[idx];
+}
+
+struct sim_node *gpum__nvml_node(void) {
+  pthread_mutex_lock(&init_mu);
+  struct sim_node *n = init_count ? init_node : NULL;
+  pthread_mutex_unlock(&init_mu);
+  return n;
+}
+
+static nvmlReturn_t do_init(void) {
+  nvmlReturn_t ret = NVML_SUCCESS;
+  pthread_mutex_lock(&init_mu);
+  if (init_count == 0) {
+    int err = 0;
+    struct sim_node *n = gpum__sim_attach(&err);
+    if (!n) {
+      ret = err == GPUM_EDRIVERVER ? NVML_ERROR_LIB_RM_VERSION_MISMATCH
+            : err == GPUM_EPERM    ? NVML_ERROR_NO_PERMISSION
+                                   : NVML_ERROR_DRIVER_NOT_LOADED;
+      goto out;
+    }
+    init_node = n;
+  }
+  init_count++;
+out:
+  pthread_mutex_unlock(&init_mu);
+  return ret;
+}
+
+nvmlReturn_t nvmlInit_v2(void) {
+  return do_init();
+}
+nvmlReturn_t nvmlInit(void) {
+  return do_init();
+}
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+  (void)flags;
+  return do_init();
+}
+
+nvmlReturn_t nvmlShutdown(void) {
+  nvmlReturn_t ret = NVML_SUCCESS;
+  pthread_mutex_lock(&init_mu);
+  if (init_count == 0)
+    ret = NVML_ERROR_UNINITIALIZED;
+  else
+    init_count--;
+  pthread_mutex_unlock(&init_mu);
+  return ret;
+}
+
+const char *nvmlErrorString(nvmlReturn_t result) {
+  static const char *const s[] = {
+      "Success",
+      "Uninitialized",
+      "Invalid Argument",
+      "Not Supported",
+      "Insufficient Permissions",
+      "Already Initialized",
+      "Not Found",
+      "Insufficient Size",
+      "Insufficient External Power",
+      "Driver Not Loaded",
+      "Timeout",
+      "Interrupt Request Issue",
+      "NVML Shared Library Not Found",
+      "Function Not Found",
+      "Corrupted infoROM",
+      "GPU is lost",
+      "GPU requires restart",
+      "The operating system has blocked the request.",
+      "RM has detected an NVML/RM version mismatch.",
+      "In use by another client",
+      "Insufficient Memory",
+      "No data",
+      "The requested vgpu operation is not available on target device, because ECC is enabled",
+      "Insufficient resources for request",
+      "Frequency not supported",
+      "Argument version mismatch",
+      "Deprecated",
+      "Not Ready",
+      "GPU not found",
+      "Invalid state",
+      "Reset type not supported"};
+  if (result >= 0 && (size_t)result < sizeof s / sizeof s[0])
+    return s[result];
+  return "Unknown Error";
+}
+
+/* Node of an initialised library, with its state: UNINITIALIZED, DRIVER_NOT_LOADED (stopped). */
+static nvmlReturn_t live_node(struct sim_node **out) {
+  struct sim_node *n = gpum__nvml_node();
+  if (!n)
+    return NVML_ERROR_UNINITIALIZED;
+  if (__atomic_load_n(&n->hdr.stopped, __ATOMIC_ACQUIRE))
+    return NVML_ERROR_DRIVER_NOT_LOADED;
+  *out = n;
+  return NVML_SUCCESS;
+}
+
+static nvmlReturn_t enter_index(struct sim_node *n, unsigned idx, uint32_t metric) {
+  if (gpum__sim_lock(n) != 0)
+    return NVML_ERROR_UNKNOWN;
+  gpum__sim_tick(n);
+  const struct sim_dev_state *d = &n->dev[idx];
+  nvmlReturn_t ret = NVML_SUCCESS;
+  if (d->lost)
+    ret = NVML_ERROR_GPU_IS_LOST;
+  else if (d->reset_required)
+    ret = NVML_ERROR_RESET_REQUIRED;
+  else if (metric & n->spec.dev[idx].unsupported)
+    ret = NVML_ERROR_NOT_SUPPORTED;
+  else if (d->error_rate_ppm && gpum__sim_rand01() * 1e6 < d->error_rate_ppm)
+    ret = NVML_ERROR_UNKNOWN;
+  if (ret != NVML_SUCCESS) {
+    gpum__sim_unlock(n);
+    return ret;
+  }
+  uint32_t slow = d->slow_ms;
+  if (slow) {
+    /* Never sleep with the lock held: a hanging call must hang only its caller. */
+    gpum__sim_unlock(n);
+    gpum__sim_sleep_ms(slow);
+    if (gpum__sim_lock(n) != 0)
+      return NVML_ERROR_UNKNOWN;
+    gpum__sim_tick(n);
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t gpum__nvml_enter(nvmlDevice_t h, uint32_t metric, struct sim_node **out,
+                              unsigned *idx) {
+  struct sim_node *n;
+  nvmlReturn_t ret = live_node(&n);
+  if (ret != NVML_SUCCESS)
+    return ret;
+  uintptr_t p = (uintptr_t)h, base = (uintptr_t)handles;
+  if (p < base || p >= base + sizeof handles || (p - base) % sizeof handles[0] != 0)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned i = (unsigned)((p - base) / sizeof handles[0]);
+  if (i >= n->spec.device_count)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  ret = enter_index(n, i, metric);
+  if (ret == NVML_SUCCESS) {
+    *out = n;
+    *idx = i;
+  }
+  return ret;
+}
+
+static nvmlReturn_t copy_str(char *dst, unsigned int length, const char *src) {
+  size_t need = strlen(src) + 1;
+  if (length < need)
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  memcpy(dst, src, need);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+  struct sim_node *n;
+  nvmlReturn_t ret = live_node(&n);
+  if (ret == NVML_SUCCESS && !version)
+    ret = NVML_ERROR_INVALID_ARGUMENT;
+  return ret == NVML_SUCCESS ? copy_str(version, length, n->spec.driver_version) : ret;
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion) {
+  struct sim_node *n;
+  nvmlReturn_t ret = live_node(&n);
+  if (ret == NVML_SUCCESS && !cudaDriverVersion)
+    ret = NVML_ERROR_INVALID_ARGUMENT;
+  if (ret == NVML_SUCCESS)
+    *cudaDriverVersion = n->spec.cuda_version;
+  return ret;
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
+  struct sim_node *n;
+  nvmlReturn_t ret = live_node(&n);
+  if (ret == NVML_SUCCESS && !deviceCount)
+    ret = NVML_ERROR_INVALID_ARGUMENT;
+  if (ret == NVML_SUCCESS)
+    *deviceCount = n->spec.device_count;
+  return ret;
+}
+
+nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) {
+  return nvmlDeviceGetCount_v2(deviceCount);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+  struct sim_node *n;
+  nvmlReturn_t ret = live_node(&n);
+  if (ret != NVML_SUCCESS)
+    return ret;
+  if (!device || index >= n->spec.device_count)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  /* As with a real GPU that fell off the bus, even the handle lookup fails. */
+  if ((ret = enter_index(n, index, 0)) != NVML_SUCCESS)
+    return ret;
+  gpum__sim_unlock(n);
+  *device = &handles[index];
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+  struct sim_node *n;
+  nvmlReturn_t ret = live_node(&n);
+  if (ret != NVML_SUCCESS)
+    return ret;
+  if (!uuid || !device)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < n->spec.device_count; i++) {
+    if (strcmp(n->spec.dev[i].uuid, uuid) != 0)
+      continue;
+    if ((ret = enter_index(n, i, 0)) != NVML_SUCCESS)
+      return ret;
+    gpum__sim_unlock(n);
+    *device = &handles[i];
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+/* The body of a simple device query: checks out, enters, runs stmt with n and i, unlocks. */
+#define DEVICE_QUERY(h, metric, check, stmt)                 \
+  do {                                                       \
+    struct sim_node *n;                                      \
+    unsigned i;                                              \
+    if (!gpum__nvml_node())                                  \
+      return NVML_ERROR_UNINITIALIZED;                       \
+    if (!(check))                                            \
+      return NVML_ERROR_INVALID_ARGUMENT;                    \
+    nvmlReturn_t ret_ = gpum__nvml_enter(h, metric, &n, &i); \
+    if (ret_ != NVML_SUCCESS)                                \
+      return ret_;                                           \
+    stmt;                                                    \
+    gpum__sim_unlock(n);                                     \
+    return ret_;                                             \
+  } while (0)
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+  DEVICE_QUERY(device, 0, name, ret_ = copy_str(name, length, n->spec.dev[i].name));
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+  DEVICE_QUERY(device, 0, uuid, ret_ = copy_str(uuid, length, n->spec.dev[i].uuid));
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+  DEVICE_QUERY(device, 0, index, *index = i);
+}
+
+static void fill_pci(const struct sim_dev_spec *d, nvmlPciInfo_t *pci) {
+  memset(pci, 0, sizeof *pci);
+  snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", d->pci_domain & 0xffff,
+           d->pci_bus, d->pci_device);
+  memcpy(pci->busId, d->pci_bus_id, sizeof pci->busId);
+  pci->domain = d->pci_domain;
+  pci->bus = d->pci_bus;
+  pci->device = d->pci_device;
+  pci->pciDeviceId = d->pci_device_id;
+  pci->pciSubSystemId = d->pci_subsystem_id;
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+  DEVICE_QUERY(device, SIM_M_PCI, pci, fill_pci(&n->spec.dev[i], pci));
+}
+
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor) {
+  DEVICE_QUERY(device, 0, major && minor,
+               (*major = n->spec.dev[i].cc_major, *minor = n->spec.dev[i].cc_minor));
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+  DEVICE_QUERY(device, SIM_M_MEMORY, memory, {
+    gpum__sim_reap(n);
+    const struct sim_dev_spec *d = &n->spec.dev[i];
+    /* v1: "used" includes the driver's reserve, as with R510+ drivers. */
+    memory->total = d->memory;
+    memory->free = gpum__sim_free(n, i);
+    memory->used = d->memory - memory->free;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
+  if (memory && memory->version != nvmlMemory_v2 && gpum__nvml_node())
+    return NVML_ERROR_FUNCTION_NOT_FOUND; /* what real drivers say to a plain "2" */
+  DEVICE_QUERY(device, SIM_M_MEMORY_V2, memory, {
+    gpum__sim_reap(n);
+    const struct sim_dev_spec *d = &n->spec.dev[i];
+    memory->total = d->memory;
+    memory->reserved = d->reserved;
+    memory->free = gpum__sim_free(n, i);
+    memory->used = d->memory - d->reserved - memory->free;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *util) {
+  DEVICE_QUERY(device, SIM_M_UTILIZATION, util,
+               (util->gpu = n->dev[i].util_gpu, util->memory = n->dev[i].util_mem));
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                      unsigned int *temp) {
+  DEVICE_QUERY(device, SIM_M_TEMPERATURE, temp && sensorType == NVML_TEMPERATURE_GPU,
+               *temp = gpum__sim_temp(n, i));
+}
+
+nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temp) {
+  if (temp && temp->version != nvmlTemperature_v1 && gpum__nvml_node())
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  DEVICE_QUERY(device, SIM_M_TEMPERATURE, temp && temp->sensorType == NVML_TEMPERATURE_GPU,
+               temp->temperature = (int)gpum__sim_temp(n, i));
+}
+
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
+                                               nvmlTemperatureThresholds_t thresholdType,
+                                               unsigned int *temp) {
+  DEVICE_QUERY(device, SIM_M_TEMPERATURE, temp && thresholdType >= 0 && thresholdType <= 7, {
+    const struct sim_dev_spec *d = &n->spec.dev[i];
+    switch (thresholdType) {
+    case NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
+      *temp = d->temp_shutdown;
+      break;
+    case NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:
+      *temp = d->temp_slowdown;
+      break;
+    case NVML_TEMPERATURE_THRESHOLD_MEM_MAX:
+      *temp = d->temp_mem_max;
+      break;
+    case NVML_TEMPERATURE_THRESHOLD_GPU_MAX:
+      *temp = d->temp_gpu_max;
+      break;
+    default: /* acoustic and GPS thresholds: not on data-centre boards */
+      ret_ = NVML_ERROR_NOT_SUPPORTED;
+      break;
+    }
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
+  DEVICE_QUERY(device, SIM_M_POWER, power, *power = gpum__sim_power_mw(n, i));
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit) {
+  DEVICE_QUERY(device, SIM_M_POWER, limit, *limit = n->spec.dev[i].power_limit_mw);
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                    unsigned int *clock) {
+  DEVICE_QUERY(device, SIM_M_CLOCKS, clock && type >= 0 && type <= NVML_CLOCK_VIDEO,
+               *clock = gpum__sim_clock(n, i, type, false));
+}
+
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                       unsigned int *clock) {
+  DEVICE_QUERY(device, SIM_M_CLOCKS, clock && type >= 0 && type <= NVML_CLOCK_VIDEO,
+               *clock = gpum__sim_clock(n, i, type, true));
+}
+
+nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
+                                  nvmlEnableState_t *pending) {
+  DEVICE_QUERY(device, SIM_M_ECC, current && pending, {
+    *current = *pending = n->spec.dev[i].ecc ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                         nvmlEccCounterType_t counterType,
+                                         unsigned long long *eccCounts) {
+  DEVICE_QUERY(
+      device, SIM_M_ECC,
+      eccCounts && (errorType == 0 || errorType == 1) && (counterType == 0 || counterType == 1), {
+        const struct sim_dev_state *d = &n->dev[i];
+        if (!n->spec.dev[i].ecc)
+          ret_ = NVML_ERROR_NOT_SUPPORTED; /* needs ECC mode enabled */
+        else if (errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED)
+          *eccCounts =
+              counterType == NVML_VOLATILE_ECC ? d->ecc_sbe_volatile : d->ecc_sbe_aggregate;
+        else
+          *eccCounts =
+              counterType == NVML_VOLATILE_ECC ? d->ecc_dbe_volatile : d->ecc_dbe_aggregate;
+      });
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                    nvmlEnableState_t *isPending) {
+  DEVICE_QUERY(device, SIM_M_RETIRED_PAGES, isPending,
+               *isPending =
+                   n->dev[i].retired_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED);
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
+                                       unsigned int *uncRows, unsigned int *isPending,
+                                       unsigned int *failureOccurred) {
+  DEVICE_QUERY(device, SIM_M_REMAPPED_ROWS, corrRows && uncRows && isPending && failureOccurred, {
+    const struct sim_dev_state *d = &n->dev[i];
+    *corrRows = d->remap_corr;
+    *uncRows = d->remap_unc;
+    *isPending = d->remap_pending;
+    *failureOccurred = d->remap_failure;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, void *memInfo) {
+  /* Confidential computing is never enabled on a simulated GPU. */
+  DEVICE_QUERY(device, 0, memInfo, ret_ = NVML_ERROR_NOT_SUPPORTED);
+}

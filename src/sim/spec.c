@@ -1,0 +1,521 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Reads a simulated node's YAML spec (docs/sim.md, "Spec format") into a struct sim_node_spec.
+ * Every error names the file and line. Absent fields get realistic defaults; UUIDs and PCI bus
+ * ids are generated deterministically from the node name and device index, so the same spec
+ * always gives the same devices.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include <gpum/error.h>
+
+#include "sim_internal.h"
+
+#define MIB (1024ull * 1024ull)
+#define GIB (1024ull * MIB)
+
+typedef struct {
+  yaml_document_t *doc;
+  const char *path;
+} pctx_t;
+
+static int fail(const pctx_t *c, const yaml_node_t *at, const char *fmt, const char *what) {
+  return gpum__sim_err(GPUM_EINVAL, "%s:%lu: %s%s", c->path,
+                       at ? (unsigned long)at->start_mark.line + 1 : 0ul, fmt, what);
+}
+
+static const char *scalar(const yaml_node_t *v) {
+  return v && v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : NULL;
+}
+
+/* A bad or missing scalar value for key: an error naming it. */
+static int bad_value(const pctx_t *c, const yaml_node_t *v, const char *key, const char *expect) {
+  char msg[160];
+  const char *s = scalar(v);
+  snprintf(msg, sizeof msg, "bad value '%.40s' for '%s' (expected %s)", s ? s : "(not a scalar)",
+           key, expect);
+  return fail(c, v, msg, "");
+}
+
+static int get_ull(const pctx_t *c, const yaml_node_t *v, const char *key, unsigned long long min,
+                   unsigned long long max, unsigned long long *out) {
+  const char *s = scalar(v);
+  char range[96];
+  snprintf(range, sizeof range, "an integer from %llu to %llu", min, max);
+  if (!s || !*s || *s == '-')
+    return bad_value(c, v, key, range);
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(s, &end, 0);
+  if (errno || *end || x < min || x > max)
+    return bad_value(c, v, key, range);
+  *out = x;
+  return 0;
+}
+
+static int get_uint(const pctx_t *c, const yaml_node_t *v, const char *key, unsigned min,
+                    unsigned max, unsigned *out) {
+  unsigned long long x;
+  int rc = get_ull(c, v, key, min, max, &x);
+  if (rc == 0)
+    *out = (unsigned)x;
+  return rc;
+}
+
+static int get_size(const pctx_t *c, const yaml_node_t *v, const char *key, uint64_t *out) {
+  if (gpum__sim_parse_size(scalar(v), out) != 0)
+    return bad_value(c, v, key, "a size like 80GiB or 512MiB");
+  return 0;
+}
+
+static int get_bool(const pctx_t *c, const yaml_node_t *v, const char *key, bool *out) {
+  const char *s = scalar(v);
+  if (s && (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on")))
+    *out = true;
+  else if (s && (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off")))
+    *out = false;
+  else
+    return bad_value(c, v, key, "true or false");
+  return 0;
+}
+
+static int get_string(const pctx_t *c, const yaml_node_t *v, const char *key, char *dst,
+                      size_t len) {
+  const char *s = scalar(v);
+  char expect[64];
+  snprintf(expect, sizeof expect, "a string of 1 to %zu characters", len - 1);
+  if (!s || !*s || !gpum__sim_strfit(dst, len, s))
+    return bad_value(c, v, key, expect);
+  return 0;
+}
+
+/* "MAJOR.MINOR" version strings: "9.0" (compute capability), "12.4" (CUDA). */
+static int get_version(const pctx_t *c, const yaml_node_t *v, const char *key, int *major,
+                       int *minor) {
+  const char *s = scalar(v);
+  unsigned a, b;
+  char tail;
+  if (!s || sscanf(s, "%u.%u%c", &a, &b, &tail) != 2 || a > 99 || b > 99)
+    return bad_value(c, v, key, "MAJOR.MINOR, like \"9.0\"");
+  *major = (int)a;
+  *minor = (int)b;
+  return 0;
+}
+
+#define FOR_PAIRS(c, map, p)                                                                     \
+  for (yaml_node_pair_t *p = (map)->data.mapping.pairs.start; p < (map)->data.mapping.pairs.top; \
+       p++)
+
+static yaml_node_t *node(const pctx_t *c, int id) {
+  return yaml_document_get_node(c->doc, id);
+}
+
+static int need_mapping(const pctx_t *c, const yaml_node_t *n, const char *what) {
+  if (!n || n->type != YAML_MAPPING_NODE)
+    return fail(c, n, "expected a mapping for ", what);
+  return 0;
+}
+
+uint32_t gpum__sim_metric_bit(const char *name) {
+  static const char *const names[] = {GPUM_SIM_METRIC_NAMES};
+  _Static_assert(sizeof names / sizeof names[0] == 12 && SIM_M_PCI == 1u << 11,
+                 "GPUM_SIM_METRIC_NAMES and SIM_M_* disagree");
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (name && !strcmp(name, names[i]))
+      return 1u << i;
+  return 0;
+}
+
+static int parse_sub(const pctx_t *c, yaml_node_t *map, const char *what, const char *const *keys,
+                     unsigned *const *dst, unsigned max) {
+  int rc = need_mapping(c, map, what);
+  if (rc)
+    return rc;
+  FOR_PAIRS(c, map, p) {
+    yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
+    const char *key = scalar(k);
+    size_t i = 0;
+    while (keys[i] && (!key || strcmp(keys[i], key)))
+      i++;
+    if (!keys[i])
+      return fail(c, k, "unknown key in ", what);
+    if ((rc = get_uint(c, v, keys[i], 0, max, dst[i])))
+      return rc;
+  }
+  return 0;
+}
+
+static int parse_unsupported(const pctx_t *c, yaml_node_t *v, uint32_t *mask) {
+  if (!v || v->type != YAML_SEQUENCE_NODE)
+    return fail(c, v, "'unsupported' must be a list of metric names", "");
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    yaml_node_t *e = node(c, *it);
+    uint32_t bit = gpum__sim_metric_bit(scalar(e));
+    if (!bit)
+      return bad_value(c, e, "unsupported",
+                       "memory, memory_v2, utilization, temperature, power, clocks, ecc, "
+                       "retired_pages, remapped_rows, processes, events or pci");
+    *mask |= bit;
+  }
+  return 0;
+}
+
+static void device_defaults(struct sim_dev_spec *d) {
+  memset(d, 0, sizeof *d);
+  d->power_limit_mw = 300000;
+  d->cc_major = 8;
+  d->multiprocessors = 108;
+  d->temp_idle = 32;
+  d->temp_max = 78;
+  d->temp_slowdown = 87;
+  d->temp_shutdown = 92;
+  d->temp_mem_max = 95;
+  d->temp_gpu_max = 88;
+  d->clock_sm_idle = 210;
+  d->clock_sm_max = 1410;
+  d->clock_mem_idle = 405;
+  d->clock_mem_max = 1215;
+  d->clock_video_max = 1290;
+  d->ecc = true;
+  d->process_stride = 24;
+  d->thermal_tau_s = 5.0;
+  d->power_tau_s = 1.0;
+  d->pci_device_id = 0x20B010DE;
+  d->pci_subsystem_id = 0x134F10DE;
+  d->reserved = UINT64_MAX; /* derived from memory below */
+}
+
+static int parse_device_key(const pctx_t *c, const char *key, yaml_node_t *k, yaml_node_t *v,
+                            struct sim_dev_spec *d, unsigned *count, unsigned *pwr_idle_w,
+                            unsigned *pwr_max_w) {
+  unsigned w;
+  if (!strcmp(key, "count"))
+    return get_uint(c, v, key, 1, SIM_MAX_DEVICES, count);
+  if (!strcmp(key, "name"))
+    return get_string(c, v, key, d->name, NVML_DEVICE_NAME_BUFFER_SIZE);
+  if (!strcmp(key, "uuid"))
+    return get_string(c, v, key, d->uuid, NVML_DEVICE_UUID_BUFFER_SIZE);
+  if (!strcmp(key, "pci_bus_id")) {
+    const char *s = scalar(v);
+    unsigned dom, bus, dev, fn;
+    char tail;
+    if (!s || sscanf(s, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4 || bus > 255 ||
+        dev > 31 || fn > 7)
+      return bad_value(c, v, key, "DOMAIN:BUS:DEVICE.FUNCTION in hex, like 0000:18:00.0");
+    d->pci_domain = dom;
+    d->pci_bus = bus;
+    d->pci_device = dev;
+    d->pci_bus_id[0] = '\x01'; /* given: formatted later */
+    return 0;
+  }
+  if (!strcmp(key, "pci_device_id")) {
+    unsigned long long x;
+    int rc = get_ull(c, v, key, 0, UINT32_MAX, &x);
+    d->pci_device_id = (unsigned)x;
+    return rc;
+  }
+  if (!strcmp(key, "memory"))
+    return get_size(c, v, key, &d->memory);
+  if (!strcmp(key, "reserved"))
+    return get_size(c, v, key, &d->reserved);
+  if (!strcmp(key, "context_memory"))
+    return get_size(c, v, key, &d->context_memory);
+  if (!strcmp(key, "power_limit")) {
+    int rc = get_uint(c, v, key, 1, 100000, &w);
+    d->power_limit_mw = w * 1000;
+    return rc;
+  }
+  if (!strcmp(key, "compute_capability"))
+    return get_version(c, v, key, &d->cc_major, &d->cc_minor);
+  if (!strcmp(key, "multiprocessors"))
+    return get_uint(c, v, key, 1, 10000, &d->multiprocessors);
+  if (!strcmp(key, "ecc"))
+    return get_bool(c, v, key, &d->ecc);
+  if (!strcmp(key, "unsupported"))
+    return parse_unsupported(c, v, &d->unsupported);
+  if (!strcmp(key, "process_stride")) {
+    int rc = get_uint(c, v, key, 24, 32, &d->process_stride);
+    if (rc == 0 && d->process_stride != 24 && d->process_stride != 32)
+      return bad_value(c, v, key, "24 or 32");
+    return rc;
+  }
+  if (!strcmp(key, "thermal_time_constant") || !strcmp(key, "power_time_constant")) {
+    uint64_t ms;
+    if (gpum__sim_parse_duration_ms(scalar(v), &ms) != 0 || ms > 3600000)
+      return bad_value(c, v, key, "a duration like 5s or 500ms, at most 1h");
+    *(key[0] == 't' ? &d->thermal_tau_s : &d->power_tau_s) = (double)ms / 1000.0;
+    return 0;
+  }
+  if (!strcmp(key, "temperature")) {
+    static const char *const keys[] = {"idle",       "max",     "slowdown", "shutdown",
+                                       "memory_max", "gpu_max", NULL};
+    unsigned *const dst[] = {&d->temp_idle,     &d->temp_max,     &d->temp_slowdown,
+                             &d->temp_shutdown, &d->temp_mem_max, &d->temp_gpu_max};
+    return parse_sub(c, v, "'temperature' (idle, max, slowdown, shutdown, memory_max, gpu_max)",
+                     keys, dst, 200);
+  }
+  if (!strcmp(key, "power")) {
+    static const char *const keys[] = {"idle", "max", NULL};
+    unsigned *const dst[] = {pwr_idle_w, pwr_max_w};
+    return parse_sub(c, v, "'power' (idle, max: watts)", keys, dst, 100000);
+  }
+  if (!strcmp(key, "clocks")) {
+    static const char *const keys[] = {"sm_idle", "sm_max",    "mem_idle",
+                                       "mem_max", "video_max", NULL};
+    unsigned *const dst[] = {&d->clock_sm_idle, &d->clock_sm_max, &d->clock_mem_idle,
+                             &d->clock_mem_max, &d->clock_video_max};
+    return parse_sub(c, v, "'clocks' (sm_idle, sm_max, mem_idle, mem_max, video_max: MHz)", keys,
+                     dst, 100000);
+  }
+  return fail(c, k, "unknown device key ", key);
+}
+
+static uint64_t fnv1a(const char *s, uint64_t h) {
+  for (; *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* Fills what the spec left out: PCI ids, derived power and reserve. UUIDs depend on the node's
+ * name, which may differ from the spec's, so gpum__sim_spec_set_name makes them. */
+/* splitmix64's finaliser: neighbouring keys give unrelated UUIDs. */
+static uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void gpum__sim_spec_set_name(struct sim_node_spec *s, const char *name) {
+  gpum__sim_strfit(s->name, sizeof s->name, name);
+  for (unsigned i = 0; i < s->device_count; i++) {
+    struct sim_dev_spec *d = &s->dev[i];
+    if (d->uuid[0] && !d->uuid_generated)
+      continue;
+    char key[128];
+    snprintf(key, sizeof key, "%s/%u", name, i);
+    uint64_t a = mix(fnv1a(key, 14695981039346656037ull)), b = mix(a ^ 0x9e3779b97f4a7c15ull);
+    snprintf(d->uuid, sizeof d->uuid, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
+             (unsigned)(a >> 16) & 0xffff, (unsigned)a & 0xffff, (unsigned)(b >> 48),
+             (unsigned long long)(b & 0xffffffffffffull));
+    d->uuid_generated = true;
+  }
+}
+
+static void device_finish(unsigned index, struct sim_dev_spec *d, unsigned pwr_idle_w,
+                          unsigned pwr_max_w) {
+  if (!d->pci_bus_id[0]) {
+    d->pci_domain = 0;
+    d->pci_bus = 0x18 + 0x0d * index;
+    d->pci_device = 0;
+  }
+  snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%08X:%02X:%02X.0", d->pci_domain, d->pci_bus,
+           d->pci_device);
+  if (d->reserved == UINT64_MAX)
+    d->reserved = d->memory >= 32 * GIB ? 512 * MIB : 256 * MIB;
+  d->power_idle_mw = pwr_idle_w ? pwr_idle_w * 1000 : d->power_limit_mw / 6;
+  d->power_max_mw = pwr_max_w ? pwr_max_w * 1000 : d->power_limit_mw / 100 * 95;
+}
+
+static int parse_device(const pctx_t *c, yaml_node_t *dn, struct sim_node_spec *s) {
+  struct sim_dev_spec d;
+  unsigned count = 1, pwr_idle_w = 0, pwr_max_w = 0;
+  int rc = need_mapping(c, dn, "a device");
+  if (rc)
+    return rc;
+  device_defaults(&d);
+  FOR_PAIRS(c, dn, p) {
+    yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
+    const char *key = scalar(k);
+    if (!key)
+      return fail(c, k, "device keys must be scalars", "");
+    if ((rc = parse_device_key(c, key, k, v, &d, &count, &pwr_idle_w, &pwr_max_w)))
+      return rc;
+  }
+  if (!d.name[0])
+    return fail(c, dn, "device without 'name'", "");
+  if (!d.memory)
+    return fail(c, dn, "device without 'memory' (a size like 80GiB)", "");
+  if (d.reserved != UINT64_MAX && d.reserved >= d.memory)
+    return fail(c, dn, "'reserved' must be smaller than 'memory'", "");
+  if (count > 1 && (d.uuid[0] || d.pci_bus_id[0]))
+    return fail(c, dn, "'uuid' and 'pci_bus_id' need 'count: 1' (they must be unique)", "");
+  if (d.temp_idle > d.temp_max)
+    return fail(c, dn, "temperature 'idle' is above 'max'", "");
+  if (s->device_count + count > SIM_MAX_DEVICES)
+    return fail(c, dn, "too many devices (at most 16 per node)", "");
+  for (unsigned i = 0; i < count; i++) {
+    struct sim_dev_spec *t = &s->dev[s->device_count];
+    *t = d;
+    device_finish(s->device_count, t, pwr_idle_w, pwr_max_w);
+    s->device_count++;
+  }
+  return 0;
+}
+
+static int parse_fault(const pctx_t *c, yaml_node_t *fn, struct sim_node_spec *s) {
+  int rc = need_mapping(c, fn, "a fault");
+  if (rc)
+    return rc;
+  if (s->sched_count >= SIM_MAX_SCHED)
+    return fail(c, fn, "too many scheduled faults (at most 32)", "");
+  struct sim_sched_fault f = {.device = UINT32_MAX};
+  bool have_at = false;
+  FOR_PAIRS(c, fn, p) {
+    yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
+    const char *key = scalar(k);
+    unsigned long long x;
+    if (!key)
+      return fail(c, k, "fault keys must be scalars", "");
+    if (!strcmp(key, "device")) {
+      if ((rc = get_uint(c, v, key, 0, SIM_MAX_DEVICES - 1, &f.device)))
+        return rc;
+    } else if (!strcmp(key, "at")) {
+      if (gpum__sim_parse_duration_ms(scalar(v), &f.at_ms) != 0)
+        return bad_value(c, v, key, "a duration like 30s");
+      have_at = true;
+    } else if (f.fault.kind) {
+      return fail(c, k, "a fault has one kind; extra key ", key);
+    } else if (!strcmp(key, "xid")) {
+      if ((rc = get_ull(c, v, key, 1, 999, &x)))
+        return rc;
+      f.fault = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_XID, .value = (int64_t)x};
+    } else if (!strcmp(key, "ecc")) {
+      const char *e = scalar(v);
+      if (!e || (strcmp(e, "single") && strcmp(e, "double")))
+        return bad_value(c, v, key, "single or double");
+      f.fault = (gpum_sim_fault_t){
+          .kind = e[0] == 's' ? GPUM_SIM_FAULT_ECC_SINGLE : GPUM_SIM_FAULT_ECC_DOUBLE, .value = 1};
+    } else if (!strcmp(key, "temp")) {
+      if ((rc = get_ull(c, v, key, 0, 200, &x)))
+        return rc;
+      f.fault = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_TEMP, .value = (int64_t)x};
+    } else if (!strcmp(key, "slow")) {
+      uint64_t ms;
+      if (gpum__sim_parse_duration_ms(scalar(v), &ms) != 0 || ms > UINT32_MAX)
+        return bad_value(c, v, key, "a duration like 500ms");
+      f.fault = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_SLOW, .value = (int64_t)ms};
+    } else if (!strcmp(key, "fail_after")) {
+      uint64_t b;
+      if ((rc = get_size(c, v, key, &b)))
+        return rc;
+      f.fault = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_FAIL_AFTER, .value = (int64_t)b};
+    } else if (!strcmp(key, "error_rate")) {
+      const char *e = scalar(v);
+      char *end;
+      double r = e ? strtod(e, &end) : -1;
+      if (!e || *end || !(r >= 0 && r <= 1))
+        return bad_value(c, v, key, "a fraction from 0 to 1");
+      f.fault = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_ERROR_RATE, .rate = r};
+    } else {
+      return fail(c, k, "unknown fault key ", key);
+    }
+  }
+  if (f.device == UINT32_MAX || !have_at || !f.fault.kind)
+    return fail(c, fn,
+                "a fault needs 'device', 'at' and one of xid, ecc, temp, slow, fail_after, "
+                "error_rate",
+                "");
+  s->sched[s->sched_count++] = f;
+  return 0;
+}
+
+static int parse_seq(const pctx_t *c, yaml_node_t *v, const char *what, struct sim_node_spec *s,
+                     int (*fn)(const pctx_t *, yaml_node_t *, struct sim_node_spec *)) {
+  if (!v || v->type != YAML_SEQUENCE_NODE)
+    return fail(c, v, "expected a list for ", what);
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    int rc = fn(c, node(c, *it), s);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static int parse_root(const pctx_t *c, yaml_node_t *root, struct sim_node_spec *s) {
+  yaml_node_t *devices = NULL, *faults = NULL;
+  int rc = need_mapping(c, root, "the spec (name, driver_version, cuda_version, devices)");
+  if (rc)
+    return rc;
+  s->cuda_version = 12040;
+  gpum__sim_strfit(s->driver_version, sizeof s->driver_version, "550.54.15");
+  FOR_PAIRS(c, root, p) {
+    yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
+    const char *key = scalar(k);
+    if (!key)
+      return fail(c, k, "keys must be scalars", "");
+    if (!strcmp(key, "name")) {
+      if ((rc = get_string(c, v, key, s->name, sizeof s->name)))
+        return rc;
+      if (!gpum__sim_valid_name(s->name))
+        return bad_value(c, v, key, "1-64 characters from A-Z a-z 0-9 _ . -");
+    } else if (!strcmp(key, "driver_version")) {
+      if ((rc = get_string(c, v, key, s->driver_version, 32)))
+        return rc;
+    } else if (!strcmp(key, "cuda_version")) {
+      int major, minor;
+      if ((rc = get_version(c, v, key, &major, &minor)))
+        return rc;
+      s->cuda_version = major * 1000 + minor * 10;
+    } else if (!strcmp(key, "devices")) {
+      devices = v;
+    } else if (!strcmp(key, "faults")) {
+      faults = v;
+    } else {
+      return fail(c, k, "unknown key ", key);
+    }
+  }
+  if (!devices)
+    return fail(c, root, "the spec has no 'devices' list", "");
+  if ((rc = parse_seq(c, devices, "'devices'", s, parse_device)))
+    return rc;
+  if (s->device_count == 0)
+    return fail(c, devices, "'devices' is empty", "");
+  if (faults && (rc = parse_seq(c, faults, "'faults'", s, parse_fault)))
+    return rc;
+  for (unsigned i = 0; i < s->sched_count; i++)
+    if (s->sched[i].device >= s->device_count)
+      return gpum__sim_err(GPUM_EINVAL,
+                           "%s: scheduled fault %u names device %u, but the node has %u", c->path,
+                           i, s->sched[i].device, s->device_count);
+  return 0;
+}
+
+int gpum__sim_spec_load(const char *path, struct sim_node_spec *out) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return gpum__sim_err(errno == ENOENT ? GPUM_ENOENT : GPUM_EIO, "cannot open spec %s: %s", path,
+                         strerror(errno));
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  int rc = 0;
+  memset(out, 0, sizeof *out);
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_file(&parser, f);
+  if (!yaml_parser_load(&parser, &doc)) {
+    rc = gpum__sim_err(GPUM_EPARSE, "%s:%lu:%lu: YAML error: %s", path,
+                       (unsigned long)parser.problem_mark.line + 1,
+                       (unsigned long)parser.problem_mark.column + 1,
+                       parser.problem ? parser.problem : "malformed");
+    goto out_parser;
+  }
+  yaml_node_t *root = yaml_document_get_root_node(&doc);
+  if (!root) {
+    rc = gpum__sim_err(GPUM_EPARSE, "%s: the spec is empty", path);
+    goto out_doc;
+  }
+  pctx_t c = {.doc = &doc, .path = path};
+  rc = parse_root(&c, root, out);
+out_doc:
+  yaml_document_delete(&doc);
+out_parser:
+  yaml_parser_delete(&parser);
+  fclose(f);
+  return rc;
+}
