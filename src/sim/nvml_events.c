@@ -95,6 +95,12 @@ nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
   nvmlReturn_t ret = gpum__nvml_enter(device, SIM_M_PROCESSES, &n, &idx);
   if (ret != NVML_SUCCESS)
     return ret;
+  if (n->spec.dev[idx].process_stride == 32) {
+    /* The early R535 drivers that wrote 32-byte _v3 entries predate this call (nvitop's rule):
+     * on such a device it behaves as if the driver lacked it. */
+    gpum__sim_unlock(n);
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  }
   gpum__sim_reap(n);
   gpum_sim_process_t procs[GPUM_SIM_MAX_PROCESSES];
   bool compute = plist->mode == 0 || plist->mode == 3;
