@@ -95,7 +95,7 @@ typedef struct {
   unsigned power_limit_mw;
   int temp_slowdown_c, temp_shutdown_c;
   bool ecc_enabled;
-  bool is_host; /* the CPU fallback device */
+  bool is_host;       /* the CPU fallback device */
   const char *vendor; /* "nvidia", "host" */
   uint32_t valid;     /* GPUM_INFO_* */
 } gpum_device_info_t;
@@ -105,18 +105,18 @@ typedef struct {
 int gpum_device_get_info(gpum_device_session_t *s, unsigned index, gpum_device_info_t *out);
 
 /* Metrics of a dynamic sample. Order is stable (used as bit numbers and array indexes). */
-#define GPUM_METRICS(X)                                                                         \
-  X(MEMORY_TOTAL, "memory_total", "bytes")                                                      \
-  X(MEMORY_USED, "memory_used", "bytes")                                                        \
-  X(MEMORY_FREE, "memory_free", "bytes")                                                        \
-  X(MEMORY_RESERVED, "memory_reserved", "bytes")                                                \
-  X(UTIL_GPU, "utilization_gpu", "percent")                                                     \
-  X(UTIL_MEMORY, "utilization_memory", "percent")                                               \
-  X(TEMPERATURE, "temperature", "celsius")                                                      \
-  X(POWER, "power", "milliwatts")                                                               \
-  X(CLOCK_SM, "clock_sm", "MHz")                                                                \
-  X(CLOCK_MEM, "clock_mem", "MHz")                                                              \
-  X(ECC_CORRECTED, "ecc_corrected", "count")                                                    \
+#define GPUM_METRICS(X)                           \
+  X(MEMORY_TOTAL, "memory_total", "bytes")        \
+  X(MEMORY_USED, "memory_used", "bytes")          \
+  X(MEMORY_FREE, "memory_free", "bytes")          \
+  X(MEMORY_RESERVED, "memory_reserved", "bytes")  \
+  X(UTIL_GPU, "utilization_gpu", "percent")       \
+  X(UTIL_MEMORY, "utilization_memory", "percent") \
+  X(TEMPERATURE, "temperature", "celsius")        \
+  X(POWER, "power", "milliwatts")                 \
+  X(CLOCK_SM, "clock_sm", "MHz")                  \
+  X(CLOCK_MEM, "clock_mem", "MHz")                \
+  X(ECC_CORRECTED, "ecc_corrected", "count")      \
   X(ECC_UNCORRECTED, "ecc_uncorrected", "count")
 
 typedef enum {
@@ -133,7 +133,7 @@ typedef struct {
   uint64_t timestamp_ns; /* CLOCK_REALTIME */
   uint32_t valid;        /* bit (1u << gpum_metric_t) per valid metric */
   uint64_t memory_total, memory_used, memory_free, memory_reserved; /* bytes */
-  unsigned util_gpu, util_memory;                                     /* percent */
+  unsigned util_gpu, util_memory;                                   /* percent */
   int temperature_c;
   unsigned power_mw;
   unsigned clock_sm_mhz, clock_mem_mhz;
@@ -157,8 +157,8 @@ int gpum_device_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
 
 typedef struct {
   unsigned pid;
-  uint64_t memory; /* bytes */
-  bool memory_valid; /* false when the driver reports "not available" */
+  uint64_t memory;                /* bytes */
+  bool memory_valid;              /* false when the driver reports "not available" */
   char user[GPUM_USER_LEN];       /* from /proc; "" when the pid is not visible here */
   char command[GPUM_COMMAND_LEN]; /* from /proc/PID/cmdline, spaces between args */
 } gpum_process_t;
@@ -178,8 +178,8 @@ typedef enum {
 
 typedef struct {
   gpum_device_event_kind_t kind;
-  unsigned device;  /* index */
-  uint64_t xid;     /* GPUM_DEVEV_XID: the Xid number (999 = unknown) */
+  unsigned device; /* index */
+  uint64_t xid;    /* GPUM_DEVEV_XID: the Xid number (999 = unknown) */
   uint64_t timestamp_ns;
 } gpum_device_event_t;
 
@@ -188,8 +188,7 @@ typedef struct {
 int gpum_device_events_enable(gpum_device_session_t *s);
 /* Waits up to timeout_ms for one event. Returns 0, GPUM_ETIMEDOUT, GPUM_ESTATE (events not
  * enabled) or a driver error. A device that fell off the bus yields GPUM_DEVEV_GPU_LOST. */
-int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_t *ev,
-                           unsigned timeout_ms);
+int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_t *ev, unsigned timeout_ms);
 
 /* Maps an NVML return code to a GPUM_E* code (GPU_IS_LOST -> GPUM_ELOST, RESET_REQUIRED ->
  * GPUM_ERESET, NOT_SUPPORTED -> GPUM_ENOTSUP, TIMEOUT/UNKNOWN/... -> GPUM_EAGAIN, ...).

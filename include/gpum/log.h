@@ -52,7 +52,6 @@ void gpum_log(gpum_log_level_t level, const char *module, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void gpum_vlog(gpum_log_level_t level, const char *module, const char *fmt, va_list ap);
 
-
 #ifdef __cplusplus
 }
 #endif

@@ -45,7 +45,7 @@ typedef enum {
 } gpum_opt_source_t;
 
 typedef struct {
-  const char *key;           /* "http.listen" */
+  const char *key; /* "http.listen" */
   gpum_opt_type_t type;
   const char *default_value; /* textual default, as a user would write it; "" for none */
   const char *choices;       /* GPUM_OPT_ENUM: "auto|nvml|host"; else NULL */

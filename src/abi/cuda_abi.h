@@ -17,76 +17,76 @@
 #include <stdint.h>
 
 /* X(name, value): enum constants, by the names cuda.h gives them. */
-#define GPUM_CUDA_CONSTS(X)                                                                     \
-  X(CUDA_SUCCESS, 0)                                                                            \
-  X(CUDA_ERROR_INVALID_VALUE, 1)                                                                \
-  X(CUDA_ERROR_OUT_OF_MEMORY, 2)                                                                \
-  X(CUDA_ERROR_NOT_INITIALIZED, 3)                                                              \
-  X(CUDA_ERROR_DEINITIALIZED, 4)                                                                \
-  X(CUDA_ERROR_STUB_LIBRARY, 34)                                                                \
-  X(CUDA_ERROR_NO_DEVICE, 100)                                                                  \
-  X(CUDA_ERROR_INVALID_DEVICE, 101)                                                             \
-  X(CUDA_ERROR_INVALID_CONTEXT, 201)                                                            \
-  X(CUDA_ERROR_ECC_UNCORRECTABLE, 214)                                                          \
-  X(CUDA_ERROR_NOT_FOUND, 500)                                                                  \
-  X(CUDA_ERROR_NOT_READY, 600)                                                                  \
-  X(CUDA_ERROR_INVALID_HANDLE, 400)                                                             \
-  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700)                                                            \
-  X(CUDA_ERROR_LAUNCH_FAILED, 719)                                                              \
-  X(CUDA_ERROR_NOT_PERMITTED, 800)                                                              \
-  X(CUDA_ERROR_NOT_SUPPORTED, 801)                                                              \
-  X(CUDA_ERROR_UNKNOWN, 999)                                                                    \
-  X(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 16)                                               \
-  X(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 19)                                                \
-  X(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 33)                                                         \
-  X(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 34)                                                      \
-  X(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 41)                                                 \
-  X(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 50)                                                      \
-  X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 75)                                           \
-  X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 76)                                           \
-  X(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 102)                               \
-  X(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 103)                       \
-  X(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 115)                                            \
-  X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)                                                           \
-  X(CU_MEM_HANDLE_TYPE_NONE, 0)                                                                 \
-  X(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1)                                                \
-  X(CU_MEM_LOCATION_TYPE_DEVICE, 1)                                                             \
-  X(CU_MEM_LOCATION_TYPE_HOST, 2)                                                               \
-  X(CU_MEM_ACCESS_FLAGS_PROT_NONE, 0)                                                           \
-  X(CU_MEM_ACCESS_FLAGS_PROT_READ, 1)                                                           \
-  X(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 3)                                                      \
-  X(CU_MEM_ALLOC_GRANULARITY_MINIMUM, 0)                                                        \
-  X(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, 1)                                                    \
-  X(CU_GET_PROC_ADDRESS_DEFAULT, 0)                                                             \
-  X(CU_GET_PROC_ADDRESS_SUCCESS, 0)                                                             \
-  X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)                                                    \
-  X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)                                              \
-  X(CU_STREAM_DEFAULT, 0)                                                                       \
-  X(CU_STREAM_NON_BLOCKING, 1)                                                                  \
-  X(CU_EVENT_DEFAULT, 0)                                                                        \
-  X(CU_EVENT_DISABLE_TIMING, 2)                                                                 \
+#define GPUM_CUDA_CONSTS(X)                                               \
+  X(CUDA_SUCCESS, 0)                                                      \
+  X(CUDA_ERROR_INVALID_VALUE, 1)                                          \
+  X(CUDA_ERROR_OUT_OF_MEMORY, 2)                                          \
+  X(CUDA_ERROR_NOT_INITIALIZED, 3)                                        \
+  X(CUDA_ERROR_DEINITIALIZED, 4)                                          \
+  X(CUDA_ERROR_STUB_LIBRARY, 34)                                          \
+  X(CUDA_ERROR_NO_DEVICE, 100)                                            \
+  X(CUDA_ERROR_INVALID_DEVICE, 101)                                       \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201)                                      \
+  X(CUDA_ERROR_ECC_UNCORRECTABLE, 214)                                    \
+  X(CUDA_ERROR_NOT_FOUND, 500)                                            \
+  X(CUDA_ERROR_NOT_READY, 600)                                            \
+  X(CUDA_ERROR_INVALID_HANDLE, 400)                                       \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700)                                      \
+  X(CUDA_ERROR_LAUNCH_FAILED, 719)                                        \
+  X(CUDA_ERROR_NOT_PERMITTED, 800)                                        \
+  X(CUDA_ERROR_NOT_SUPPORTED, 801)                                        \
+  X(CUDA_ERROR_UNKNOWN, 999)                                              \
+  X(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 16)                         \
+  X(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 19)                          \
+  X(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 33)                                   \
+  X(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 34)                                \
+  X(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 41)                           \
+  X(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 50)                                \
+  X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 75)                     \
+  X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 76)                     \
+  X(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 102)         \
+  X(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 103) \
+  X(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 115)                      \
+  X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)                                     \
+  X(CU_MEM_HANDLE_TYPE_NONE, 0)                                           \
+  X(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1)                          \
+  X(CU_MEM_LOCATION_TYPE_DEVICE, 1)                                       \
+  X(CU_MEM_LOCATION_TYPE_HOST, 2)                                         \
+  X(CU_MEM_ACCESS_FLAGS_PROT_NONE, 0)                                     \
+  X(CU_MEM_ACCESS_FLAGS_PROT_READ, 1)                                     \
+  X(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 3)                                \
+  X(CU_MEM_ALLOC_GRANULARITY_MINIMUM, 0)                                  \
+  X(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, 1)                              \
+  X(CU_GET_PROC_ADDRESS_DEFAULT, 0)                                       \
+  X(CU_GET_PROC_ADDRESS_SUCCESS, 0)                                       \
+  X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)                              \
+  X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)                        \
+  X(CU_STREAM_DEFAULT, 0)                                                 \
+  X(CU_STREAM_NON_BLOCKING, 1)                                            \
+  X(CU_EVENT_DEFAULT, 0)                                                  \
+  X(CU_EVENT_DISABLE_TIMING, 2)                                           \
   X(CU_MEMHOSTALLOC_PORTABLE, 1)
 
 /* X(type, field, offset) and sizes: the layouts we declare, as the fact sheet gives them. */
-#define GPUM_CUDA_LAYOUT(X)                                                                     \
-  X(CUmemLocation, type, 0)                                                                     \
-  X(CUmemLocation, id, 4)                                                                       \
-  X(CUmemAllocationProp, type, 0)                                                               \
-  X(CUmemAllocationProp, requestedHandleTypes, 4)                                               \
-  X(CUmemAllocationProp, location, 8)                                                           \
-  X(CUmemAllocationProp, win32HandleMetaData, 16)                                               \
-  X(CUmemAllocationProp, allocFlags, 24)                                                        \
-  X(CUmemAccessDesc, location, 0)                                                               \
-  X(CUmemAccessDesc, flags, 8)                                                                  \
+#define GPUM_CUDA_LAYOUT(X)                       \
+  X(CUmemLocation, type, 0)                       \
+  X(CUmemLocation, id, 4)                         \
+  X(CUmemAllocationProp, type, 0)                 \
+  X(CUmemAllocationProp, requestedHandleTypes, 4) \
+  X(CUmemAllocationProp, location, 8)             \
+  X(CUmemAllocationProp, win32HandleMetaData, 16) \
+  X(CUmemAllocationProp, allocFlags, 24)          \
+  X(CUmemAccessDesc, location, 0)                 \
+  X(CUmemAccessDesc, flags, 8)                    \
   X(CUuuid, bytes, 0)
-#define GPUM_CUDA_SIZES(X)                                                                      \
-  X(CUmemLocation, 8)                                                                           \
-  X(CUmemAllocationProp, 32)                                                                    \
-  X(CUmemAccessDesc, 12)                                                                        \
-  X(CUuuid, 16)                                                                                 \
-  X(CUresult, 4)                                                                                \
-  X(CUdevice, 4)                                                                                \
-  X(CUdeviceptr, 8)                                                                             \
+#define GPUM_CUDA_SIZES(X)   \
+  X(CUmemLocation, 8)        \
+  X(CUmemAllocationProp, 32) \
+  X(CUmemAccessDesc, 12)     \
+  X(CUuuid, 16)              \
+  X(CUresult, 4)             \
+  X(CUdevice, 4)             \
+  X(CUdeviceptr, 8)          \
   X(CUmemGenericAllocationHandle, 8)
 
 #ifndef GPUM_CUDA_ABI_USE_SYSTEM_HEADER
@@ -134,7 +134,7 @@ typedef struct {
   int flags; /* CU_MEM_ACCESS_FLAGS_PROT_* */
 } CUmemAccessDesc;
 
-#define GPUM__CUDA_OFF(type, field, off)                                                        \
+#define GPUM__CUDA_OFF(type, field, off) \
   _Static_assert(offsetof(type, field) == (off), #type "." #field);
 GPUM_CUDA_LAYOUT(GPUM__CUDA_OFF)
 #undef GPUM__CUDA_OFF
@@ -148,60 +148,60 @@ GPUM_CUDA_SIZES(GPUM__CUDA_SIZE)
  * Prototypes, by the versioned names libcuda.so.1 exports (cuda.h #defines the plain names to
  * these). X(name, params); every function returns CUresult.
  */
-#define GPUM_CUDA_FUNCS(X)                                                                      \
-  X(cuInit, (unsigned int Flags))                                                               \
-  X(cuDriverGetVersion, (int *driverVersion))                                                   \
-  X(cuGetErrorName, (CUresult error, const char **pStr))                                        \
-  X(cuGetErrorString, (CUresult error, const char **pStr))                                      \
-  X(cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,   \
-                          CUdriverProcAddressQueryResult *symbolStatus))                        \
-  X(cuDeviceGetCount, (int *count))                                                             \
-  X(cuDeviceGet, (CUdevice * device, int ordinal))                                              \
-  X(cuDeviceGetName, (char *name, int len, CUdevice dev))                                       \
-  X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))                                          \
-  X(cuDeviceTotalMem_v2, (size_t * bytes, CUdevice dev))                                        \
-  X(cuDeviceGetAttribute, (int *pi, CUdevice_attribute attrib, CUdevice dev))                   \
-  X(cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev))                               \
-  X(cuDevicePrimaryCtxRetain, (CUcontext * pctx, CUdevice dev))                                 \
-  X(cuDevicePrimaryCtxRelease_v2, (CUdevice dev))                                               \
-  X(cuCtxSetCurrent, (CUcontext ctx))                                                           \
-  X(cuCtxGetCurrent, (CUcontext * pctx))                                                        \
-  X(cuCtxGetDevice, (CUdevice * device))                                                        \
-  X(cuCtxSynchronize, (void))                                                                   \
-  X(cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize))                                       \
-  X(cuMemFree_v2, (CUdeviceptr dptr))                                                           \
-  X(cuMemGetInfo_v2, (size_t * free, size_t * total))                                          \
-  X(cuMemGetAddressRange_v2, (CUdeviceptr * pbase, size_t * psize, CUdeviceptr dptr))           \
-  X(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))                   \
-  X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                       \
-  X(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount))            \
-  X(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount))                  \
-  X(cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount))          \
-  X(cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N))                         \
-  X(cuMemAllocHost_v2, (void **pp, size_t bytesize))                                            \
-  X(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags))                           \
-  X(cuMemFreeHost, (void *p))                                                                   \
-  X(cuMemAddressReserve, (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr,  \
-                          unsigned long long flags))                                            \
-  X(cuMemAddressFree, (CUdeviceptr ptr, size_t size))                                           \
-  X(cuMemCreate, (CUmemGenericAllocationHandle * handle, size_t size,                          \
-                  const CUmemAllocationProp *prop, unsigned long long flags))                   \
-  X(cuMemRelease, (CUmemGenericAllocationHandle handle))                                        \
+#define GPUM_CUDA_FUNCS(X)                                                                       \
+  X(cuInit, (unsigned int Flags))                                                                \
+  X(cuDriverGetVersion, (int *driverVersion))                                                    \
+  X(cuGetErrorName, (CUresult error, const char **pStr))                                         \
+  X(cuGetErrorString, (CUresult error, const char **pStr))                                       \
+  X(cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,     \
+                          CUdriverProcAddressQueryResult *symbolStatus))                         \
+  X(cuDeviceGetCount, (int *count))                                                              \
+  X(cuDeviceGet, (CUdevice * device, int ordinal))                                               \
+  X(cuDeviceGetName, (char *name, int len, CUdevice dev))                                        \
+  X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))                                           \
+  X(cuDeviceTotalMem_v2, (size_t * bytes, CUdevice dev))                                         \
+  X(cuDeviceGetAttribute, (int *pi, CUdevice_attribute attrib, CUdevice dev))                    \
+  X(cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev))                                \
+  X(cuDevicePrimaryCtxRetain, (CUcontext * pctx, CUdevice dev))                                  \
+  X(cuDevicePrimaryCtxRelease_v2, (CUdevice dev))                                                \
+  X(cuCtxSetCurrent, (CUcontext ctx))                                                            \
+  X(cuCtxGetCurrent, (CUcontext * pctx))                                                         \
+  X(cuCtxGetDevice, (CUdevice * device))                                                         \
+  X(cuCtxSynchronize, (void))                                                                    \
+  X(cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize))                                        \
+  X(cuMemFree_v2, (CUdeviceptr dptr))                                                            \
+  X(cuMemGetInfo_v2, (size_t * free, size_t * total))                                            \
+  X(cuMemGetAddressRange_v2, (CUdeviceptr * pbase, size_t * psize, CUdeviceptr dptr))            \
+  X(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))                    \
+  X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                        \
+  X(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount))             \
+  X(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount))                   \
+  X(cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount))           \
+  X(cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N))                          \
+  X(cuMemAllocHost_v2, (void **pp, size_t bytesize))                                             \
+  X(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags))                            \
+  X(cuMemFreeHost, (void *p))                                                                    \
+  X(cuMemAddressReserve, (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr,    \
+                          unsigned long long flags))                                             \
+  X(cuMemAddressFree, (CUdeviceptr ptr, size_t size))                                            \
+  X(cuMemCreate, (CUmemGenericAllocationHandle * handle, size_t size,                            \
+                  const CUmemAllocationProp *prop, unsigned long long flags))                    \
+  X(cuMemRelease, (CUmemGenericAllocationHandle handle))                                         \
   X(cuMemMap, (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, \
-               unsigned long long flags))                                                       \
-  X(cuMemUnmap, (CUdeviceptr ptr, size_t size))                                                 \
-  X(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))  \
-  X(cuMemGetAllocationGranularity, (size_t * granularity, const CUmemAllocationProp *prop,     \
-                                    CUmemAllocationGranularity_flags option))                   \
-  X(cuStreamCreate, (CUstream * phStream, unsigned int Flags))                                  \
-  X(cuStreamDestroy_v2, (CUstream hStream))                                                     \
-  X(cuStreamSynchronize, (CUstream hStream))                                                    \
-  X(cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int Flags))                  \
-  X(cuEventCreate, (CUevent * phEvent, unsigned int Flags))                                     \
-  X(cuEventRecord, (CUevent hEvent, CUstream hStream))                                          \
-  X(cuEventQuery, (CUevent hEvent))                                                             \
-  X(cuEventSynchronize, (CUevent hEvent))                                                       \
-  X(cuEventElapsedTime, (float *pMilliseconds, CUevent hStart, CUevent hEnd))                   \
+               unsigned long long flags))                                                        \
+  X(cuMemUnmap, (CUdeviceptr ptr, size_t size))                                                  \
+  X(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))   \
+  X(cuMemGetAllocationGranularity, (size_t * granularity, const CUmemAllocationProp *prop,       \
+                                    CUmemAllocationGranularity_flags option))                    \
+  X(cuStreamCreate, (CUstream * phStream, unsigned int Flags))                                   \
+  X(cuStreamDestroy_v2, (CUstream hStream))                                                      \
+  X(cuStreamSynchronize, (CUstream hStream))                                                     \
+  X(cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int Flags))                   \
+  X(cuEventCreate, (CUevent * phEvent, unsigned int Flags))                                      \
+  X(cuEventRecord, (CUevent hEvent, CUstream hStream))                                           \
+  X(cuEventQuery, (CUevent hEvent))                                                              \
+  X(cuEventSynchronize, (CUevent hEvent))                                                        \
+  X(cuEventElapsedTime, (float *pMilliseconds, CUevent hStart, CUevent hEnd))                    \
   X(cuEventDestroy_v2, (CUevent hEvent))
 
 /* Function-pointer typedefs: gpum_<name>_fn. */

@@ -226,70 +226,70 @@ _Static_assert(sizeof(nvmlTemperature_t) == 12 && nvmlTemperature_v1 == 0x010000
  * the loader builds its function-pointer table and the simulator its definitions from this
  * one list, so both agree on every signature.
  */
-#define GPUM_NVML_FUNCS(X)                                                                      \
-  X(nvmlReturn_t, nvmlInit_v2, (void))                                                          \
-  X(nvmlReturn_t, nvmlInit, (void))                                                             \
-  X(nvmlReturn_t, nvmlInitWithFlags, (unsigned int flags))                                      \
-  X(nvmlReturn_t, nvmlShutdown, (void))                                                         \
-  X(const char *, nvmlErrorString, (nvmlReturn_t result))                                       \
-  X(nvmlReturn_t, nvmlSystemGetDriverVersion, (char *version, unsigned int length))             \
-  X(nvmlReturn_t, nvmlSystemGetCudaDriverVersion_v2, (int *cudaDriverVersion))                  \
-  X(nvmlReturn_t, nvmlDeviceGetCount_v2, (unsigned int *deviceCount))                           \
-  X(nvmlReturn_t, nvmlDeviceGetCount, (unsigned int *deviceCount))                              \
-  X(nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2, (unsigned int index, nvmlDevice_t *device))    \
-  X(nvmlReturn_t, nvmlDeviceGetHandleByIndex, (unsigned int index, nvmlDevice_t *device))       \
-  X(nvmlReturn_t, nvmlDeviceGetHandleByUUID, (const char *uuid, nvmlDevice_t *device))          \
-  X(nvmlReturn_t, nvmlDeviceGetName, (nvmlDevice_t device, char *name, unsigned int length))    \
-  X(nvmlReturn_t, nvmlDeviceGetUUID, (nvmlDevice_t device, char *uuid, unsigned int length))    \
-  X(nvmlReturn_t, nvmlDeviceGetIndex, (nvmlDevice_t device, unsigned int *index))               \
-  X(nvmlReturn_t, nvmlDeviceGetPciInfo_v3, (nvmlDevice_t device, nvmlPciInfo_t *pci))           \
-  X(nvmlReturn_t, nvmlDeviceGetCudaComputeCapability,                                           \
-    (nvmlDevice_t device, int *major, int *minor))                                              \
-  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t *memory))         \
-  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t *memory))   \
-  X(nvmlReturn_t, nvmlDeviceGetUtilizationRates,                                                \
-    (nvmlDevice_t device, nvmlUtilization_t *utilization))                                      \
-  X(nvmlReturn_t, nvmlDeviceGetTemperature,                                                     \
-    (nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int *temp))             \
-  X(nvmlReturn_t, nvmlDeviceGetTemperatureV, (nvmlDevice_t device, nvmlTemperature_t *temp))    \
-  X(nvmlReturn_t, nvmlDeviceGetTemperatureThreshold,                                            \
-    (nvmlDevice_t device, nvmlTemperatureThresholds_t thresholdType, unsigned int *temp))       \
-  X(nvmlReturn_t, nvmlDeviceGetPowerUsage, (nvmlDevice_t device, unsigned int *power))          \
-  X(nvmlReturn_t, nvmlDeviceGetEnforcedPowerLimit, (nvmlDevice_t device, unsigned int *limit))  \
-  X(nvmlReturn_t, nvmlDeviceGetClockInfo,                                                       \
-    (nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock))                           \
-  X(nvmlReturn_t, nvmlDeviceGetMaxClockInfo,                                                    \
-    (nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock))                           \
-  X(nvmlReturn_t, nvmlDeviceGetEccMode,                                                         \
-    (nvmlDevice_t device, nvmlEnableState_t *current, nvmlEnableState_t *pending))              \
-  X(nvmlReturn_t, nvmlDeviceGetTotalEccErrors,                                                  \
-    (nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType,   \
-     unsigned long long *eccCounts))                                                            \
-  X(nvmlReturn_t, nvmlDeviceGetRetiredPagesPendingStatus,                                       \
-    (nvmlDevice_t device, nvmlEnableState_t *isPending))                                        \
-  X(nvmlReturn_t, nvmlDeviceGetRemappedRows,                                                    \
-    (nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,                       \
-     unsigned int *isPending, unsigned int *failureOccurred))                                   \
-  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,                                      \
-    (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                   \
-  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v2,                                      \
-    (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                   \
-  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses,                                         \
-    (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos))                \
-  X(nvmlReturn_t, nvmlDeviceGetGraphicsRunningProcesses_v3,                                     \
-    (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                   \
-  X(nvmlReturn_t, nvmlDeviceGetRunningProcessDetailList,                                        \
-    (nvmlDevice_t device, nvmlProcessDetailList_t *plist))                                      \
-  X(nvmlReturn_t, nvmlDeviceGetConfComputeMemSizeInfo, (nvmlDevice_t device, void *memInfo))    \
-  X(nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t * set))                                   \
-  X(nvmlReturn_t, nvmlDeviceGetSupportedEventTypes,                                             \
-    (nvmlDevice_t device, unsigned long long *eventTypes))                                      \
-  X(nvmlReturn_t, nvmlDeviceRegisterEvents,                                                     \
-    (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                   \
-  X(nvmlReturn_t, nvmlEventSetWait_v2,                                                          \
-    (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                       \
-  X(nvmlReturn_t, nvmlEventSetWait,                                                             \
-    (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                       \
+#define GPUM_NVML_FUNCS(X)                                                                        \
+  X(nvmlReturn_t, nvmlInit_v2, (void))                                                            \
+  X(nvmlReturn_t, nvmlInit, (void))                                                               \
+  X(nvmlReturn_t, nvmlInitWithFlags, (unsigned int flags))                                        \
+  X(nvmlReturn_t, nvmlShutdown, (void))                                                           \
+  X(const char *, nvmlErrorString, (nvmlReturn_t result))                                         \
+  X(nvmlReturn_t, nvmlSystemGetDriverVersion, (char *version, unsigned int length))               \
+  X(nvmlReturn_t, nvmlSystemGetCudaDriverVersion_v2, (int *cudaDriverVersion))                    \
+  X(nvmlReturn_t, nvmlDeviceGetCount_v2, (unsigned int *deviceCount))                             \
+  X(nvmlReturn_t, nvmlDeviceGetCount, (unsigned int *deviceCount))                                \
+  X(nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2, (unsigned int index, nvmlDevice_t *device))      \
+  X(nvmlReturn_t, nvmlDeviceGetHandleByIndex, (unsigned int index, nvmlDevice_t *device))         \
+  X(nvmlReturn_t, nvmlDeviceGetHandleByUUID, (const char *uuid, nvmlDevice_t *device))            \
+  X(nvmlReturn_t, nvmlDeviceGetName, (nvmlDevice_t device, char *name, unsigned int length))      \
+  X(nvmlReturn_t, nvmlDeviceGetUUID, (nvmlDevice_t device, char *uuid, unsigned int length))      \
+  X(nvmlReturn_t, nvmlDeviceGetIndex, (nvmlDevice_t device, unsigned int *index))                 \
+  X(nvmlReturn_t, nvmlDeviceGetPciInfo_v3, (nvmlDevice_t device, nvmlPciInfo_t * pci))            \
+  X(nvmlReturn_t, nvmlDeviceGetCudaComputeCapability,                                             \
+    (nvmlDevice_t device, int *major, int *minor))                                                \
+  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t * memory))          \
+  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t * memory))    \
+  X(nvmlReturn_t, nvmlDeviceGetUtilizationRates,                                                  \
+    (nvmlDevice_t device, nvmlUtilization_t * utilization))                                       \
+  X(nvmlReturn_t, nvmlDeviceGetTemperature,                                                       \
+    (nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int *temp))               \
+  X(nvmlReturn_t, nvmlDeviceGetTemperatureV, (nvmlDevice_t device, nvmlTemperature_t * temp))     \
+  X(nvmlReturn_t, nvmlDeviceGetTemperatureThreshold,                                              \
+    (nvmlDevice_t device, nvmlTemperatureThresholds_t thresholdType, unsigned int *temp))         \
+  X(nvmlReturn_t, nvmlDeviceGetPowerUsage, (nvmlDevice_t device, unsigned int *power))            \
+  X(nvmlReturn_t, nvmlDeviceGetEnforcedPowerLimit, (nvmlDevice_t device, unsigned int *limit))    \
+  X(nvmlReturn_t, nvmlDeviceGetClockInfo,                                                         \
+    (nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock))                             \
+  X(nvmlReturn_t, nvmlDeviceGetMaxClockInfo,                                                      \
+    (nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock))                             \
+  X(nvmlReturn_t, nvmlDeviceGetEccMode,                                                           \
+    (nvmlDevice_t device, nvmlEnableState_t * current, nvmlEnableState_t * pending))              \
+  X(nvmlReturn_t, nvmlDeviceGetTotalEccErrors,                                                    \
+    (nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType,      \
+     unsigned long long *eccCounts))                                                              \
+  X(nvmlReturn_t, nvmlDeviceGetRetiredPagesPendingStatus,                                         \
+    (nvmlDevice_t device, nvmlEnableState_t * isPending))                                         \
+  X(nvmlReturn_t, nvmlDeviceGetRemappedRows,                                                      \
+    (nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows, unsigned int *isPending, \
+     unsigned int *failureOccurred))                                                              \
+  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,                                        \
+    (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                     \
+  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v2,                                        \
+    (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                     \
+  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses,                                           \
+    (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos))                  \
+  X(nvmlReturn_t, nvmlDeviceGetGraphicsRunningProcesses_v3,                                       \
+    (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                     \
+  X(nvmlReturn_t, nvmlDeviceGetRunningProcessDetailList,                                          \
+    (nvmlDevice_t device, nvmlProcessDetailList_t * plist))                                       \
+  X(nvmlReturn_t, nvmlDeviceGetConfComputeMemSizeInfo, (nvmlDevice_t device, void *memInfo))      \
+  X(nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t * set))                                     \
+  X(nvmlReturn_t, nvmlDeviceGetSupportedEventTypes,                                               \
+    (nvmlDevice_t device, unsigned long long *eventTypes))                                        \
+  X(nvmlReturn_t, nvmlDeviceRegisterEvents,                                                       \
+    (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                     \
+  X(nvmlReturn_t, nvmlEventSetWait_v2,                                                            \
+    (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                         \
+  X(nvmlReturn_t, nvmlEventSetWait,                                                               \
+    (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                         \
   X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))
 
 /* Function-pointer typedefs: gpum_nvml_<name>_fn. */

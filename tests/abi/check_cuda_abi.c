@@ -12,14 +12,14 @@
 
 #define CHECK_CONST(name, value) _Static_assert((long long)(name) == (value), "constant " #name);
 GPUM_CUDA_CONSTS(CHECK_CONST)
-#define CHECK_FIELD(type, field, off)                                                           \
+#define CHECK_FIELD(type, field, off) \
   _Static_assert(offsetof(type, field) == (off), "offset of " #type "." #field);
 GPUM_CUDA_LAYOUT(CHECK_FIELD)
 #define CHECK_SIZE(type, size) _Static_assert(sizeof(type) == (size), "sizeof " #type);
 GPUM_CUDA_SIZES(CHECK_SIZE)
 /* Our prototypes, spelled with cuda.h's types, must be the very types cuda.h declares. */
-#define CHECK_FUNC(name, params)                                                                \
-  _Static_assert(__builtin_types_compatible_p(__typeof__(&name), gpum_##name##_fn),            \
+#define CHECK_FUNC(name, params)                                                    \
+  _Static_assert(__builtin_types_compatible_p(__typeof__(&name), gpum_##name##_fn), \
                  "prototype of " #name);
 GPUM_CUDA_FUNCS(CHECK_FUNC)
 /* Types our header declares as int must have int's size in cuda.h. */
