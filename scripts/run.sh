@@ -5,6 +5,7 @@
 # started (and stopped again on exit) and watched instead.
 set -euo pipefail
 BUILD=${1:-build}
+shift || true
 cd "$(dirname "$0")/.."
 GPUM="$BUILD/bin/gpum"
 [ -x "$GPUM" ] || { echo "run: $GPUM not built (run 'make build')" >&2; exit 1; }
