@@ -152,6 +152,34 @@ bool gpum_sample_get(const gpum_device_sample_t *s, gpum_metric_t m, double *v);
  * index. */
 int gpum_device_sample(gpum_device_session_t *s, unsigned index, gpum_device_sample_t *out);
 
+/* Validity bits of gpum_memory_health_t.valid. */
+enum {
+  /* retired_pages_pending (page retirement: GPUs before Ampere, with ECC) */
+  GPUM_MEMHEALTH_RETIRED_PENDING = 1u << 0,
+  /* remapped_rows_*, remap_pending and remap_failure (row remapping: Ampere and later) */
+  GPUM_MEMHEALTH_REMAPPED_ROWS = 1u << 1,
+};
+
+/* How the device's memory copes with bad cells. GPUs before Ampere retire a bad page: the
+ * retirement is pending until the driver next loads (reboot or GPU reset). Ampere and later
+ * remap the bad row instead: the remap is pending until the GPU is reset, and a failed remap
+ * (no spare row left) means the GPU needs service. A device supports one scheme, or neither
+ * (consumer boards, ECC off): what it does not support is invalid, never false or 0. */
+typedef struct {
+  uint32_t valid;             /* GPUM_MEMHEALTH_* */
+  bool retired_pages_pending; /* a page retirement waits for the next driver load */
+  unsigned remapped_rows_correctable, remapped_rows_uncorrectable; /* rows remapped so far */
+  bool remap_pending; /* a row remap waits for a GPU reset */
+  bool remap_failure; /* a row remap failed */
+} gpum_memory_health_t;
+
+/* Reads retired-page and remapped-row state of device index (NVML's
+ * nvmlDeviceGetRetiredPagesPendingStatus and nvmlDeviceGetRemappedRows). Returns 0 when the
+ * device answered, even when no field is valid (unsupported, or the host backend, which has
+ * none); GPUM_ELOST / GPUM_ERESET / GPUM_EAGAIN / GPUM_ENODEV as gpum_device_sample (then
+ * nothing is valid); GPUM_EINVAL when out is NULL. Thread-safe like every session call. */
+int gpum_device_memory_health(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out);
+
 #define GPUM_USER_LEN 32
 #define GPUM_COMMAND_LEN 256
 

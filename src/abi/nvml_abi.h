@@ -18,38 +18,58 @@
 
 typedef int nvmlReturn_t; /* a C enum in nvml.h: 4 bytes */
 
-#define NVML_SUCCESS 0
-#define NVML_ERROR_UNINITIALIZED 1
-#define NVML_ERROR_INVALID_ARGUMENT 2
-#define NVML_ERROR_NOT_SUPPORTED 3
-#define NVML_ERROR_NO_PERMISSION 4
-#define NVML_ERROR_ALREADY_INITIALIZED 5
-#define NVML_ERROR_NOT_FOUND 6
-#define NVML_ERROR_INSUFFICIENT_SIZE 7
-#define NVML_ERROR_INSUFFICIENT_POWER 8
-#define NVML_ERROR_DRIVER_NOT_LOADED 9
-#define NVML_ERROR_TIMEOUT 10
-#define NVML_ERROR_IRQ_ISSUE 11
-#define NVML_ERROR_LIBRARY_NOT_FOUND 12
-#define NVML_ERROR_FUNCTION_NOT_FOUND 13
-#define NVML_ERROR_CORRUPTED_INFOROM 14
-#define NVML_ERROR_GPU_IS_LOST 15
-#define NVML_ERROR_RESET_REQUIRED 16
-#define NVML_ERROR_OPERATING_SYSTEM 17
-#define NVML_ERROR_LIB_RM_VERSION_MISMATCH 18
-#define NVML_ERROR_IN_USE 19
-#define NVML_ERROR_MEMORY 20
-#define NVML_ERROR_NO_DATA 21
-#define NVML_ERROR_VGPU_ECC_NOT_SUPPORTED 22
-#define NVML_ERROR_INSUFFICIENT_RESOURCES 23
-#define NVML_ERROR_FREQ_NOT_SUPPORTED 24
-#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
-#define NVML_ERROR_DEPRECATED 26
-#define NVML_ERROR_NOT_READY 27
-#define NVML_ERROR_GPU_NOT_FOUND 28
-#define NVML_ERROR_INVALID_STATE 29
-#define NVML_ERROR_RESET_TYPE_NOT_SUPPORTED 30
-#define NVML_ERROR_UNKNOWN 999
+/* X(name, value, message): every nvmlReturn_t value of the fact sheet (§1.5) with the message
+ * nvmlErrorString gives for it. */
+#define GPUM_NVML_RETURNS(X)                                                                  \
+  X(NVML_SUCCESS, 0, "Success")                                                               \
+  X(NVML_ERROR_UNINITIALIZED, 1, "Uninitialized")                                             \
+  X(NVML_ERROR_INVALID_ARGUMENT, 2, "Invalid Argument")                                       \
+  X(NVML_ERROR_NOT_SUPPORTED, 3, "Not Supported")                                             \
+  X(NVML_ERROR_NO_PERMISSION, 4, "Insufficient Permissions")                                  \
+  X(NVML_ERROR_ALREADY_INITIALIZED, 5, "Already Initialized")                                 \
+  X(NVML_ERROR_NOT_FOUND, 6, "Not Found")                                                     \
+  X(NVML_ERROR_INSUFFICIENT_SIZE, 7, "Insufficient Size")                                     \
+  X(NVML_ERROR_INSUFFICIENT_POWER, 8, "Insufficient External Power")                          \
+  X(NVML_ERROR_DRIVER_NOT_LOADED, 9, "Driver Not Loaded")                                     \
+  X(NVML_ERROR_TIMEOUT, 10, "Timeout")                                                        \
+  X(NVML_ERROR_IRQ_ISSUE, 11, "Interrupt Request Issue")                                      \
+  X(NVML_ERROR_LIBRARY_NOT_FOUND, 12, "NVML Shared Library Not Found")                        \
+  X(NVML_ERROR_FUNCTION_NOT_FOUND, 13, "Function Not Found")                                  \
+  X(NVML_ERROR_CORRUPTED_INFOROM, 14, "Corrupted infoROM")                                    \
+  X(NVML_ERROR_GPU_IS_LOST, 15, "GPU is lost")                                                \
+  X(NVML_ERROR_RESET_REQUIRED, 16, "GPU requires restart")                                    \
+  X(NVML_ERROR_OPERATING_SYSTEM, 17, "The operating system has blocked the request.")         \
+  X(NVML_ERROR_LIB_RM_VERSION_MISMATCH, 18, "RM has detected an NVML/RM version mismatch.")   \
+  X(NVML_ERROR_IN_USE, 19, "In use by another client")                                        \
+  X(NVML_ERROR_MEMORY, 20, "Insufficient Memory")                                             \
+  X(NVML_ERROR_NO_DATA, 21, "No data")                                                        \
+  X(NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, 22,                                                    \
+    "The requested vgpu operation is not available on target device, because ECC is enabled") \
+  X(NVML_ERROR_INSUFFICIENT_RESOURCES, 23, "Insufficient resources for request")              \
+  X(NVML_ERROR_FREQ_NOT_SUPPORTED, 24, "Frequency not supported")                             \
+  X(NVML_ERROR_ARGUMENT_VERSION_MISMATCH, 25, "Argument version mismatch")                    \
+  X(NVML_ERROR_DEPRECATED, 26, "Deprecated")                                                  \
+  X(NVML_ERROR_NOT_READY, 27, "Not Ready")                                                    \
+  X(NVML_ERROR_GPU_NOT_FOUND, 28, "GPU not found")                                            \
+  X(NVML_ERROR_INVALID_STATE, 29, "Invalid state")                                            \
+  X(NVML_ERROR_RESET_TYPE_NOT_SUPPORTED, 30, "Reset type not supported")                      \
+  X(NVML_ERROR_UNKNOWN, 999, "Unknown Error")
+
+#define GPUM__NVML_RET_ENUM(name, value, msg) name = (value),
+enum { GPUM_NVML_RETURNS(GPUM__NVML_RET_ENUM) };
+#undef GPUM__NVML_RET_ENUM
+
+/* nvmlErrorString's message for rv; "Unknown Error" for values not in the table. */
+static inline const char *gpum_nvml_return_message(int rv) {
+  switch (rv) {
+#define GPUM__NVML_RET_CASE(name, value, msg) \
+  case (value):                               \
+    return msg;
+    GPUM_NVML_RETURNS(GPUM__NVML_RET_CASE)
+#undef GPUM__NVML_RET_CASE
+  }
+  return "Unknown Error";
+}
 
 #define NVML_INIT_FLAG_NO_GPUS 1u
 #define NVML_INIT_FLAG_NO_ATTACH 2u

@@ -85,41 +85,7 @@ nvmlReturn_t nvmlShutdown(void) {
 }
 
 const char *nvmlErrorString(nvmlReturn_t result) {
-  static const char *const s[] = {
-      "Success",
-      "Uninitialized",
-      "Invalid Argument",
-      "Not Supported",
-      "Insufficient Permissions",
-      "Already Initialized",
-      "Not Found",
-      "Insufficient Size",
-      "Insufficient External Power",
-      "Driver Not Loaded",
-      "Timeout",
-      "Interrupt Request Issue",
-      "NVML Shared Library Not Found",
-      "Function Not Found",
-      "Corrupted infoROM",
-      "GPU is lost",
-      "GPU requires restart",
-      "The operating system has blocked the request.",
-      "RM has detected an NVML/RM version mismatch.",
-      "In use by another client",
-      "Insufficient Memory",
-      "No data",
-      "The requested vgpu operation is not available on target device, because ECC is enabled",
-      "Insufficient resources for request",
-      "Frequency not supported",
-      "Argument version mismatch",
-      "Deprecated",
-      "Not Ready",
-      "GPU not found",
-      "Invalid state",
-      "Reset type not supported"};
-  if (result >= 0 && (size_t)result < sizeof s / sizeof s[0])
-    return s[result];
-  return "Unknown Error";
+  return gpum_nvml_return_message(result);
 }
 
 /* Node of an initialised library, with its state: UNINITIALIZED, DRIVER_NOT_LOADED (stopped). */

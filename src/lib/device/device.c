@@ -424,6 +424,22 @@ int gpum_device_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
   return rc;
 }
 
+int gpum_device_memory_health(gpum_device_session_t *s, unsigned index,
+                              gpum_memory_health_t *out) {
+  if (!out)
+    return gpum_error(GPUM_EINVAL, "gpum_device_memory_health: out is NULL");
+  memset(out, 0, sizeof *out);
+  int rc = check_index(s, index);
+  if (rc)
+    return rc;
+  gpum__session_lock(s);
+  rc = s->ops->memory_health(s, index, out);
+  gpum__session_unlock(s);
+  if (rc)
+    memset(out, 0, sizeof *out); /* a failed read leaves nothing valid */
+  return rc;
+}
+
 int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process_t *procs,
                           size_t cap, size_t *count) {
   if (!count || (cap > 0 && !procs))

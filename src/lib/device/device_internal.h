@@ -54,6 +54,8 @@ struct gpum__backend {
   void (*close)(gpum_device_session_t *s);
   int (*get_info)(gpum_device_session_t *s, unsigned index, gpum_device_info_t *out);
   int (*sample)(gpum_device_session_t *s, unsigned index, gpum_device_sample_t *out);
+  /* *out is zeroed by the caller; unsupported fields stay invalid. */
+  int (*memory_health)(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out);
   /* *out is malloc'd (caller frees), each pid once; *n its length (may be 0 with *out NULL). */
   int (*processes)(gpum_device_session_t *s, unsigned index, gpum__rawproc_t **out, size_t *n);
   int (*events_enable)(gpum_device_session_t *s);

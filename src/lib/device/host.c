@@ -10,7 +10,8 @@
  *     first sample: since the session opened). When less than 50 ms passed, a delta of jiffies
  *     (10 ms each) means nothing, so the 1-minute load average divided by the CPU count (capped
  *     at 100) stands in for it;
- *   - util_memory, temperature, power, clocks and ECC are invalid (never 0);
+ *   - util_memory, temperature, power, clocks and ECC are invalid (never 0), and so is every
+ *     field of the memory health (retired pages, remapped rows);
  *   - processes: none (host processes do not "use" the device; a list of every process would
  *     not help anyone), events: GPUM_ENOTSUP.
  */
@@ -283,6 +284,14 @@ static int host_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
   return 0;
 }
 
+static int host_memory_health(gpum_device_session_t *s, unsigned index,
+                              gpum_memory_health_t *out) {
+  (void)s;
+  (void)index;
+  (void)out; /* host RAM has no page retirement or row remapping to report: nothing valid */
+  return 0;
+}
+
 static int host_processes(gpum_device_session_t *s, unsigned index, gpum__rawproc_t **out,
                           size_t *n) {
   (void)s;
@@ -311,6 +320,7 @@ const struct gpum__backend gpum__backend_host = {
     .close = host_close,
     .get_info = host_get_info,
     .sample = host_sample,
+    .memory_health = host_memory_health,
     .processes = host_processes,
     .events_enable = host_events_enable,
     .event_wait = host_event_wait,

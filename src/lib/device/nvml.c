@@ -2,7 +2,8 @@
 /*
  * The NVML backend: loads libnvidia-ml (or libgpum_sim.so, or whatever GPUM_NVML_LIBRARY
  * names) with dlopen, resolves our declared ABI subset newest symbol first, and reads static
- * info and dynamic samples. Process lists live in nvml_proc.c, events in nvml_events.c.
+ * info, dynamic samples and memory health (retired pages, remapped rows). Process lists live
+ * in nvml_proc.c, events in nvml_events.c.
  *
  * Symbols: nvmlInit_v2 -> nvmlInit, nvmlDeviceGetCount_v2 -> plain,
  * nvmlDeviceGetHandleByIndex_v2 -> plain, nvmlShutdown, nvmlDeviceGetName,
@@ -95,48 +96,13 @@ static int choose_symbols(gpum__nvml_t *nv) {
   return 0;
 }
 
-static const char *const nvml_names[] = {"Success",
-                                         "Uninitialized",
-                                         "Invalid Argument",
-                                         "Not Supported",
-                                         "Insufficient Permissions",
-                                         "Already Initialized",
-                                         "Not Found",
-                                         "Insufficient Size",
-                                         "Insufficient External Power",
-                                         "Driver Not Loaded",
-                                         "Timeout",
-                                         "Interrupt Request Issue",
-                                         "NVML Shared Library Not Found",
-                                         "Function Not Found",
-                                         "Corrupted infoROM",
-                                         "GPU is lost",
-                                         "GPU requires restart",
-                                         "Operating System Error",
-                                         "RM has detected an NVML/RM version mismatch",
-                                         "In use by another client",
-                                         "Insufficient Memory",
-                                         "No data",
-                                         "The requested vgpu operation is not available on target "
-                                         "device, because ECC is enabled",
-                                         "Insufficient resources",
-                                         "Frequency not supported",
-                                         "Argument version mismatch",
-                                         "Deprecated",
-                                         "Not Ready",
-                                         "GPU not found",
-                                         "Invalid state",
-                                         "Reset type not supported"};
-
 const char *gpum__nvml_strerror(const gpum__nvml_t *nv, int rv) {
   if (nv && nv->f.nvmlErrorString) {
     const char *m = nv->f.nvmlErrorString(rv);
     if (m && *m)
       return m;
   }
-  if (rv >= 0 && (size_t)rv < sizeof nvml_names / sizeof nvml_names[0])
-    return nvml_names[rv];
-  return "Unknown Error";
+  return gpum_nvml_return_message(rv);
 }
 
 int gpum__nvml_fail(const gpum__nvml_t *nv, const char *call, unsigned i, int rv) {
@@ -507,6 +473,37 @@ static int nvml_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
   return rc;
 }
 
+/* Page retirement (before Ampere) and row remapping (Ampere on): a device answers one and
+ * returns NOT_SUPPORTED for the other, which leaves its fields invalid. */
+static int nvml_memory_health(gpum_device_session_t *s, unsigned index,
+                              gpum_memory_health_t *out) {
+  gpum__nvml_t *nv = s->impl;
+  nvmlDevice_t h = NULL;
+  int rc = handle_of(nv, index, &h);
+  if (rc)
+    return rc;
+  if (nv->f.nvmlDeviceGetRetiredPagesPendingStatus) {
+    nvmlEnableState_t pending = NVML_FEATURE_DISABLED;
+    FIELD("nvmlDeviceGetRetiredPagesPendingStatus",
+          nv->f.nvmlDeviceGetRetiredPagesPendingStatus(h, &pending), {
+            out->retired_pages_pending = pending == NVML_FEATURE_ENABLED;
+            out->valid |= GPUM_MEMHEALTH_RETIRED_PENDING;
+          });
+  }
+  if (nv->f.nvmlDeviceGetRemappedRows) {
+    unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+    FIELD("nvmlDeviceGetRemappedRows",
+          nv->f.nvmlDeviceGetRemappedRows(h, &corr, &unc, &pending, &failed), {
+            out->remapped_rows_correctable = corr;
+            out->remapped_rows_uncorrectable = unc;
+            out->remap_pending = pending != 0;
+            out->remap_failure = failed != 0;
+            out->valid |= GPUM_MEMHEALTH_REMAPPED_ROWS;
+          });
+  }
+  return 0;
+}
+
 const struct gpum__backend gpum__backend_nvml = {
     .name = "nvml",
     .kind = GPUM_BACKEND_NVML,
@@ -514,6 +511,7 @@ const struct gpum__backend gpum__backend_nvml = {
     .close = nvml_close,
     .get_info = nvml_get_info,
     .sample = nvml_sample,
+    .memory_health = nvml_memory_health,
     .processes = gpum__nvml_processes,
     .events_enable = gpum__nvml_events_enable,
     .event_wait = gpum__nvml_event_wait,
