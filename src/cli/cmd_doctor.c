@@ -57,7 +57,8 @@ static void usage(FILE *out) {
                "Checks what gpum needs and reports each finding as OK, WARN or FAIL with a\n"
                "suggestion: the configuration, the NVML library and driver version, the CUDA\n"
                "driver library, /dev/nvidia* permissions, CUDA_VISIBLE_DEVICES against the\n"
-               "devices, device health and ECC, and the simulated node in use.\n"
+               "devices, device health and ECC, retired pages and remapped rows, and the\n"
+               "simulated node in use.\n"
                "\n"
                "options:\n"
                "  --json       print the findings as JSON\n"
@@ -132,6 +133,7 @@ int cmd_doctor(gpum_config_t *cfg, int argc, char **argv) {
   doc_check_dev_files(&c, &r);
   doc_check_visible_devices(&c, &r);
   doc_check_devices(&c, &r);
+  doc_check_memory_repair(&c, &r);
   if (c.nvml)
     gpum_device_close(c.nvml);
   int code = CLI_EXIT_OK;

@@ -50,5 +50,7 @@ void doc_check_cuda(doc_ctx_t *c, doc_report_t *r);
 void doc_check_dev_files(doc_ctx_t *c, doc_report_t *r);
 void doc_check_visible_devices(doc_ctx_t *c, doc_report_t *r);
 void doc_check_devices(doc_ctx_t *c, doc_report_t *r); /* health and ECC per device */
+/* Retired pages and remapped rows per device: a failed remap fails, a pending one warns. */
+void doc_check_memory_repair(doc_ctx_t *c, doc_report_t *r);
 
 #endif /* GPUM_CLI_DOCTOR_H */

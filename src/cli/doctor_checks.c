@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The checks of `gpum doctor`. Each looks at one thing (configuration, the NVML and CUDA
- * driver libraries, /dev/nvidia* permissions, CUDA_VISIBLE_DEVICES, device health and ECC)
- * and adds findings with a suggestion the user can act on. Devices are read through the
- * device layer only; the CUDA driver through libgpum's internal CUDA loader, so that doctor
- * sees exactly what the memory pool will see.
+ * driver libraries, /dev/nvidia* permissions, CUDA_VISIBLE_DEVICES, device health and ECC,
+ * retired pages and remapped rows) and adds findings with a suggestion the user can act on.
+ * Devices are read through the device layer only; the CUDA driver through libgpum's internal
+ * CUDA loader, so that doctor sees exactly what the memory pool will see.
  */
 #include <ctype.h>
 #include <glob.h>
@@ -397,5 +397,89 @@ void doc_check_devices(doc_ctx_t *c, doc_report_t *r) {
     else
       doc_add(r, "ecc", DOC_OK, "ECC enabled on %u device%s; %u report%s no ECC mode", ecc_on,
               ecc_on == 1 ? "" : "s", n - ecc_known, n - ecc_known == 1 ? "s" : "");
+  }
+}
+
+/* ---- retired pages and remapped rows ---- */
+
+typedef struct {
+  unsigned known;    /* devices that report page retirement or row remapping */
+  unsigned problems; /* devices with a finding of their own */
+  unsigned rows;     /* rows remapped so far, over all devices */
+} memrepair_tally_t;
+
+static void check_memory_repair_one(doc_ctx_t *c, doc_report_t *r, unsigned i,
+                                    memrepair_tally_t *t) {
+  gpum_memory_health_t mh;
+  gpum_device_info_t info;
+  gpum_error_clear();
+  /* A device that cannot be read already has its 'device' finding. */
+  if (gpum_device_memory_health(c->nvml, i, &mh) != 0 || !mh.valid)
+    return;
+  t->known++;
+  if (gpum_device_get_info(c->nvml, i, &info) != 0 || !(info.valid & GPUM_INFO_NAME))
+    snprintf(info.name, sizeof info.name, "%s", "name unknown");
+  bool rows = mh.valid & GPUM_MEMHEALTH_REMAPPED_ROWS;
+  unsigned nrows = rows ? mh.remapped_rows_correctable + mh.remapped_rows_uncorrectable : 0;
+  t->rows += nrows;
+  doc_finding_t *f = NULL;
+  if (rows && mh.remap_failure) {
+    f = doc_add(r, "memory", DOC_FAIL,
+                "GPU %u (%s): a row remapping failed (%u row%s remapped so far): the memory could "
+                "not replace a bad row",
+                i, info.name, nrows, nrows == 1 ? "" : "s");
+    doc_suggest(f,
+                "drain the node (or keep jobs off GPU %u) and have the GPU serviced (RMA); "
+                "'nvidia-smi -q -d ROW_REMAPPER -i %u' shows the details",
+                i, i);
+  } else if (rows && mh.remap_pending) {
+    f = doc_add(r, "memory", DOC_WARN,
+                "GPU %u (%s): a row remap is pending (%u uncorrectable, %u correctable row%s "
+                "remapped): it takes effect at the next GPU reset",
+                i, info.name, mh.remapped_rows_uncorrectable, mh.remapped_rows_correctable,
+                mh.remapped_rows_correctable == 1 ? "" : "s");
+    doc_suggest(f,
+                "when the GPU is idle, reset it ('nvidia-smi -r -i %u') or reboot, so that the "
+                "bad row is replaced",
+                i);
+  }
+  if ((mh.valid & GPUM_MEMHEALTH_RETIRED_PENDING) && mh.retired_pages_pending) {
+    f = doc_add(r, "memory", DOC_WARN,
+                "GPU %u (%s): a page retirement is pending: the bad page is retired when the "
+                "driver next loads",
+                i, info.name);
+    doc_suggest(f,
+                "when the GPU is idle, reset it ('nvidia-smi -r -i %u') or reboot, so that the "
+                "retirement takes effect; many retired pages mean the GPU needs service",
+                i);
+  }
+  if (f)
+    t->problems++;
+}
+
+void doc_check_memory_repair(doc_ctx_t *c, doc_report_t *r) {
+  if (!c->nvml)
+    return;
+  unsigned n = gpum_device_count(c->nvml);
+  memrepair_tally_t t = {0, 0, 0};
+  for (unsigned i = 0; i < n; i++)
+    check_memory_repair_one(c, r, i, &t);
+  if (n == 0 || t.problems > 0)
+    return;
+  if (t.known == 0) {
+    doc_add(r, "memory", DOC_OK,
+            "retired pages and remapped rows: not reported by %s device%s (usual for consumer "
+            "GPUs and with ECC off)",
+            n == 1 ? "this" : "these", n == 1 ? "" : "s");
+    return;
+  }
+  doc_finding_t *f = doc_add(r, "memory", DOC_OK,
+                             "no pending page retirement or row remap and no remap failure on "
+                             "%u device%s (%u row%s remapped)",
+                             t.known, t.known == 1 ? "" : "s", t.rows, t.rows == 1 ? "" : "s");
+  if (f && t.known < n) {
+    size_t len = strlen(f->message);
+    snprintf(f->message + len, sizeof f->message - len, "; %u report%s neither", n - t.known,
+             n - t.known == 1 ? "s" : "");
   }
 }

@@ -11,8 +11,13 @@
  *                          NVML_ERROR_GPU_IS_LOST, CUDA calls CUDA_ERROR_UNKNOWN;
  *   48, 74, 94, 95         the GPU needs a reset: NVML_ERROR_RESET_REQUIRED, CUDA calls
  *                          CUDA_ERROR_ECC_UNCORRECTABLE (48, 94, 95) or CUDA_ERROR_UNKNOWN (74);
- *   63                     a row remapping is pending (nvmlDeviceGetRemappedRows isPending=1);
- *   64                     a row remapping failed (failureOccurred=1);
+ *   63                     the record of a bad row or page: a row remapping is pending
+ *                          (nvmlDeviceGetRemappedRows isPending=1, one more uncorrectable row)
+ *                          on Ampere and later, a page retirement on older GPUs
+ *                          (nvmlDeviceGetRetiredPagesPendingStatus enabled); the spec makes
+ *                          only the call of the device's generation supported;
+ *   64                     a row remapping failed (failureOccurred=1; like the real flag it
+ *                          survives resets, so `gpum sim clear` keeps it);
  *   any                    an nvmlEventTypeXidCriticalError event carrying the number.
  */
 #include <linux/futex.h>
@@ -124,6 +129,15 @@ unsigned gpum__sim_clock(const struct sim_node *n, unsigned dev, int type, bool 
   return c;
 }
 
+/* The driver's answer to an uncorrectable memory error: the bad row is remapped at the next
+ * reset (Ampere and later), the bad page retired at the next driver load (older GPUs). Both
+ * are recorded; which one a client sees depends on the device's generation (spec.c). */
+static void mark_bad_row(struct sim_dev_state *d) {
+  d->remap_pending = 1;
+  d->retired_pending = 1;
+  d->remap_unc++;
+}
+
 static void apply_xid(struct sim_node *n, unsigned dev, int xid) {
   struct sim_dev_state *d = &n->dev[dev];
   switch (xid) {
@@ -137,9 +151,7 @@ static void apply_xid(struct sim_node *n, unsigned dev, int xid) {
     d->reset_required = (uint32_t)xid;
     break;
   case 63:
-    d->remap_pending = 1;
-    d->retired_pending = 1;
-    d->remap_unc++;
+    mark_bad_row(d);
     break;
   case 64:
     d->remap_failure = 1;
@@ -173,6 +185,8 @@ int gpum__sim_fault_apply(struct sim_node *n, unsigned dev, const gpum_sim_fault
     } else {
       d->ecc_dbe_volatile += k;
       d->ecc_dbe_aggregate += k;
+      if (n->spec.dev[dev].ecc)
+        mark_bad_row(d);
     }
     gpum__sim_post_event(
         n, dev, single ? nvmlEventTypeSingleBitEccError : nvmlEventTypeDoubleBitEccError, 0);
@@ -207,7 +221,9 @@ int gpum__sim_fault_apply(struct sim_node *n, unsigned dev, const gpum_sim_fault
 
 void gpum__sim_fault_clear(struct sim_node *n, unsigned dev) {
   struct sim_dev_state *d = &n->dev[dev];
-  /* Like a GPU reset: faults go, volatile ECC counters restart, aggregate ones stay. */
+  /* Like a GPU reset: faults go, volatile ECC counters restart, aggregate ones stay; pending
+   * row remaps and page retirements take effect (the remapped-row counts stay), and a failed
+   * remap stays recorded, as it does in a real GPU's InfoROM. */
   d->lost = 0;
   d->reset_required = 0;
   d->temp_override = -1000;
@@ -219,6 +235,5 @@ void gpum__sim_fault_clear(struct sim_node *n, unsigned dev) {
   d->ecc_dbe_volatile = 0;
   d->remap_pending = 0;
   d->retired_pending = 0;
-  d->remap_failure = 0;
   d->last_xid = 0;
 }

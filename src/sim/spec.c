@@ -321,6 +321,9 @@ static void device_finish(unsigned index, struct sim_dev_spec *d, unsigned pwr_i
     d->reserved = d->memory >= 32 * GIB ? 512 * MIB : 256 * MIB;
   d->power_idle_mw = pwr_idle_w ? pwr_idle_w * 1000 : d->power_limit_mw / 6;
   d->power_max_mw = pwr_max_w ? pwr_max_w * 1000 : d->power_limit_mw / 100 * 95;
+  /* One memory-repair scheme per generation, as on the real boards: Ampere (8.0) and later
+   * remap rows and have no page retirement; older GPUs retire pages and cannot remap rows. */
+  d->unsupported |= d->cc_major >= 8 ? SIM_M_RETIRED_PAGES : SIM_M_REMAPPED_ROWS;
 }
 
 static int parse_device(const pctx_t *c, yaml_node_t *dn, struct sim_node_spec *s) {

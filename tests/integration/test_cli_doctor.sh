@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # `gpum doctor`: on a simulated node every check passes (exit 0) and the node is named;
 # CUDA_VISIBLE_DEVICES is checked against the devices (bad index, unknown UUID, empty); a lost
-# device and uncorrected ECC errors fail; without a driver it says so and explains the simulated
-# node; --json carries the same findings.
+# device and uncorrected ECC errors fail; a pending row remap or page retirement warns and a
+# failed remap fails; without a driver it says so and explains the simulated node; --json
+# carries the same findings.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES GPUM_NVML_LIBRARY GPUM_CUDA_LIBRARY GPUM_COLOR
 unset NO_COLOR CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER
@@ -36,7 +37,7 @@ grep -Eq '^\[OK *\] cuda .*CUDA driver API' "$out" || t_fail "CUDA finding: $(ca
 expect 0 "$G" doctor --json
 pyjson "$out" '
 assert d["fail"] == 0, f
-for c in ("config", "nvml", "cuda", "cuda_visible", "device", "ecc", "sim"):
+for c in ("config", "nvml", "cuda", "cuda_visible", "device", "ecc", "memory", "sim"):
     assert status(c) and "FAIL" not in status(c), (c, f)
 for x in f:
     assert x["status"] in ("OK", "WARN", "FAIL") and x["message"], x
@@ -69,6 +70,48 @@ grep -q "loaded $T_SCRATCH/gpum.yaml" "$out" && grep -q 'retry.count (file)' "$o
 expect 1 "$G" doctor --cuda-library "$T_SCRATCH/nope.so"
 grep -Eq '^\[FAIL\] config .*cuda.library' "$out" || t_fail "bad cuda.library: $(cat "$out")"
 t_ok "configuration findings"
+
+# Retired pages and remapped rows: a pending remap warns (exit 0) with the reset to do; a failed
+# remap fails (exit 1) and asks for service; a reset applies the remap but not the failure.
+N=$GPUM_SIM_NODE
+"$G" sim inject "$N" --device 1 --xid 63 >/dev/null || t_fail "inject xid 63"
+expect 0 "$G" doctor
+grep -Eq '^\[WARN\] memory .*GPU 1 .*row remap is pending' "$out" || t_fail "pending remap: $(cat "$out")"
+grep -q "nvidia-smi -r -i 1" "$out" || t_fail "no reset suggestion: $(cat "$out")"
+"$G" sim inject "$N" --device 2 --xid 64 >/dev/null || t_fail "inject xid 64"
+expect 1 "$G" doctor --json
+pyjson "$out" '
+m = [x for x in f if x["check"] == "memory"]
+assert [x["status"] for x in m] == ["WARN", "FAIL"], m
+assert "GPU 1 " in m[0]["message"] and "GPU 2 " in m[1]["message"], m
+assert "RMA" in m[1]["suggestion"], m
+assert d["fail"] == 1, f
+' || t_fail "remap failure: $(cat "$out")"
+"$G" sim clear "$N" --device 1 >/dev/null || t_fail "clear 1"
+"$G" sim clear "$N" --device 2 >/dev/null || t_fail "clear 2"
+expect 1 "$G" doctor --json
+pyjson "$out" '
+m = [x for x in f if x["check"] == "memory"]
+assert [x["status"] for x in m] == ["FAIL"] and "GPU 2 " in m[0]["message"], m
+' || t_fail "after a reset: $(cat "$out")"
+t_ok "pending remap warns, remap failure fails and survives a reset"
+
+# Pre-Ampere boards retire pages instead; a node with neither scheme says so, without a warning.
+t_sim_start "$GPUM_SOURCE_DIR/examples/sim/mixed-t4-v100.yaml" "v$T_NODE"
+expect 0 "$G" doctor
+grep -Eq '^\[OK *\] memory .*no pending page retirement .* on 4 devices' "$out" ||
+  t_fail "healthy mixed node: $(cat "$out")"
+"$G" sim inject "v$T_NODE" --device 3 --ecc double >/dev/null || t_fail "inject ecc double"
+expect 1 "$G" doctor # uncorrected ECC errors fail on their own
+grep -Eq '^\[WARN\] memory .*GPU 3 .*page retirement is pending' "$out" ||
+  t_fail "pending retirement: $(cat "$out")"
+printf 'name: c\ndevices:\n  - {name: Sim RTX, memory: 8GiB, ecc: false, unsupported: [remapped_rows]}\n' \
+  >"$T_SCRATCH/consumer.yaml"
+t_sim_start "$T_SCRATCH/consumer.yaml" "c$T_NODE"
+expect 0 "$G" doctor
+grep -Eq '^\[OK *\] memory .*not reported by this device' "$out" || t_fail "neither: $(cat "$out")"
+export GPUM_SIM_NODE=$N
+t_ok "retired pages on older GPUs; nothing to report on consumer boards"
 
 # A lost device fails with a suggestion to reset it.
 "$G" sim inject "$GPUM_SIM_NODE" --device 6 --xid 79 >/dev/null || t_fail "inject xid 79"

@@ -5,7 +5,8 @@
  * names, the metric table, /proc parsing (status Uid, cmdline, meminfo, stat, loadavg) and the
  * identity lookup, the process-list stride detection and decoding on synthetic buffers, the
  * compute+graphics merge, driver-library selection, and the host backend end to end
- * (including auto falling back to it when NVML cannot load).
+ * (including auto falling back to it when NVML cannot load, and its memory health, where
+ * nothing is valid).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -483,6 +484,20 @@ static void test_host_backend(void **state) {
   }
   assert_int_equal(gpum_device_sample(s, 3, &smp), GPUM_ENODEV);
   assert_int_equal(gpum_device_sample(s, 0, NULL), GPUM_EINVAL);
+
+  /* Host RAM has neither page retirement nor row remapping: nothing valid, still success. */
+  gpum_memory_health_t mh;
+  memset(&mh, 0xff, sizeof mh);
+  assert_int_equal(gpum_device_memory_health(s, 0, &mh), 0);
+  assert_int_equal(mh.valid, 0);
+  assert_false(mh.retired_pages_pending || mh.remap_pending || mh.remap_failure);
+  memset(&mh, 0xff, sizeof mh);
+  assert_int_equal(gpum_device_memory_health(s, 1, &mh), GPUM_ENODEV);
+  assert_non_null(strstr(gpum_last_error(), "index 1"));
+  assert_int_equal(mh.valid, 0);
+  assert_int_equal(gpum_device_memory_health(s, 0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpum_device_memory_health(NULL, 0, &mh), GPUM_EINVAL);
+  assert_int_equal(mh.valid, 0);
 
   gpum_process_t procs[4];
   size_t count = 99;

@@ -424,8 +424,7 @@ int gpum_device_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
   return rc;
 }
 
-int gpum_device_memory_health(gpum_device_session_t *s, unsigned index,
-                              gpum_memory_health_t *out) {
+int gpum_device_memory_health(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out) {
   if (!out)
     return gpum_error(GPUM_EINVAL, "gpum_device_memory_health: out is NULL");
   memset(out, 0, sizeof *out);

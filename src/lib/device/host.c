@@ -284,8 +284,7 @@ static int host_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
   return 0;
 }
 
-static int host_memory_health(gpum_device_session_t *s, unsigned index,
-                              gpum_memory_health_t *out) {
+static int host_memory_health(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out) {
   (void)s;
   (void)index;
   (void)out; /* host RAM has no page retirement or row remapping to report: nothing valid */

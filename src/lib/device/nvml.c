@@ -475,8 +475,7 @@ static int nvml_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
 
 /* Page retirement (before Ampere) and row remapping (Ampere on): a device answers one and
  * returns NOT_SUPPORTED for the other, which leaves its fields invalid. */
-static int nvml_memory_health(gpum_device_session_t *s, unsigned index,
-                              gpum_memory_health_t *out) {
+static int nvml_memory_health(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out) {
   gpum__nvml_t *nv = s->impl;
   nvmlDevice_t h = NULL;
   int rc = handle_of(nv, index, &h);

@@ -6,6 +6,8 @@
  *   session backend=nvml simulated=1 count=8 driver=550.54.15 detail="..."
  *   info 0 rc=OK name="..." uuid=... pci=... total=... cc=8.0 power_limit_mw=... ...
  *   sample 0 rc=OK memory_total=... memory_used=... ... temperature=null ...
+ *   memhealth 0 rc=OK retired_pending=null remapped_corr=0 remapped_unc=1 remap_pending=1
+ *     remap_failure=0          (one line; the remap fields are null together)
  *   proc 0 pid=123 memory=1073741824 user=root command="..."
  *   samples ok=20 fail=0 last=OK     (with --samples N: N samples of every device)
  * On an open failure: "open rc=EDRIVER msg=..." and exit status 1.
@@ -83,6 +85,22 @@ static int print_sample(gpum_device_session_t *s, unsigned i, bool print) {
   return rc;
 }
 
+static void print_memhealth(gpum_device_session_t *s, unsigned i) {
+  gpum_memory_health_t mh;
+  int rc = gpum_device_memory_health(s, i, &mh);
+  printf("memhealth %u rc=%s", i, gpum_err_name(rc));
+  if (mh.valid & GPUM_MEMHEALTH_RETIRED_PENDING)
+    printf(" retired_pending=%d", mh.retired_pages_pending);
+  else
+    printf(" retired_pending=null");
+  if (mh.valid & GPUM_MEMHEALTH_REMAPPED_ROWS)
+    printf(" remapped_corr=%u remapped_unc=%u remap_pending=%d remap_failure=%d\n",
+           mh.remapped_rows_correctable, mh.remapped_rows_uncorrectable, mh.remap_pending,
+           mh.remap_failure);
+  else
+    printf(" remapped_corr=null remapped_unc=null remap_pending=null remap_failure=null\n");
+}
+
 static void print_procs(gpum_device_session_t *s, unsigned i) {
   gpum_process_t procs[64];
   size_t n = 0;
@@ -156,6 +174,7 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; i < n; i++) {
       print_info(s, i);
       print_sample(s, i, true);
+      print_memhealth(s, i);
       if (procs)
         print_procs(s, i);
     }
