@@ -61,3 +61,26 @@ t_until() {
     sleep 0.02
   done
 }
+
+T_OUT=$T_SCRATCH/out
+T_ERR=$T_SCRATCH/err
+
+# t_expect CODE CMD...: runs CMD with stdout in $T_OUT and stderr in $T_ERR and fails the test
+# (showing both) unless CMD exits with CODE.
+t_expect() {
+  local want=$1 rc=0
+  shift
+  "$@" >"$T_OUT" 2>"$T_ERR" || rc=$?
+  [ "$rc" -eq "$want" ] || { cat "$T_OUT" "$T_ERR" >&2; t_fail "'$*' exited $rc, expected $want"; }
+}
+
+# t_pyjson FILE SCRIPT [ARGS...]: runs a python3 snippet (standard library only) with d = the JSON
+# document in FILE and args = ARGS; the snippet's exit status is the result.
+t_pyjson() {
+  local file=$1 script=$2
+  shift 2
+  python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+args = sys.argv[2:]
+$script" "$file" "$@"
+}

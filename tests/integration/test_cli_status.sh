@@ -6,36 +6,22 @@
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES GPUM_NVML_LIBRARY GPUM_COLOR NO_COLOR
 G=$GPUM_BIN
-out=$T_SCRATCH/out err=$T_SCRATCH/err
+out=$T_OUT err=$T_ERR
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/a100x8.yaml"
 
-expect() {
-  local want=$1 rc=0
-  shift
-  "$@" >"$out" 2>"$err" || rc=$?
-  [ "$rc" -eq "$want" ] || { cat "$out" "$err" >&2; t_fail "'$*' exited $rc, expected $want"; }
-}
 
-# pyjson FILE SCRIPT [ARGS...]: runs SCRIPT with d = the JSON document in FILE.
-pyjson() {
-  local file=$1 script=$2
-  shift 2
-  python3 -c "import json, sys
-d = json.load(open(sys.argv[1]))
-args = sys.argv[2:]
-$script" "$file" "$@"
-}
+# t_pyjson FILE SCRIPT [ARGS...]: runs SCRIPT with d = the JSON document in FILE.
 
 # Eight devices, in order, each AVAILABLE with its name, in text and in JSON.
-expect 0 "$G" status
+t_expect 0 "$G" status
 [ "$(grep -c '^\[[0-9]\] ' "$out")" -eq 8 ] || t_fail "expected 8 device lines: $(cat "$out")"
 for i in 0 1 2 3 4 5 6 7; do
   grep -Eq "^\[$i\] .*A100.*AVAILABLE" "$out" || t_fail "device $i line: $(cat "$out")"
 done
 grep -q 'simulated' "$out" || t_fail "the header does not say the node is simulated"
 if grep -q $'\033' "$out"; then t_fail "colour escapes written to a pipe"; fi
-expect 0 "$G" status --json
-pyjson "$out" '
+t_expect 0 "$G" status --json
+t_pyjson "$out" '
 assert d["backend"] == "nvml" and d["simulated"] is True, d
 assert d["sim_node"] == args[0], d["sim_node"]
 assert isinstance(d["hostname"], str) and d["time"].endswith("Z")
@@ -63,13 +49,13 @@ T_PIDS+=("$holder")
 me=$(id -un)
 holder_visible() {
   "$G" status --json >"$T_SCRATCH/poll.json" 2>/dev/null &&
-    pyjson "$T_SCRATCH/poll.json" '
+    t_pyjson "$T_SCRATCH/poll.json" '
 p = [p for p in d["devices"][3]["processes"] if p["pid"] == int(args[0])]
 assert p and p[0]["memory"] >= 4 * 2**30' "$holder"
 }
 t_until 20 holder_visible || t_fail "holder pid $holder never appeared on device 3"
-expect 0 "$G" status --json
-pyjson "$out" '
+t_expect 0 "$G" status --json
+t_pyjson "$out" '
 pid, user = int(args[0]), args[1]
 for x in d["devices"]:
     mine = [p for p in x["processes"] if p["pid"] == pid]
@@ -80,13 +66,13 @@ assert isinstance(p["command"], str) and p["command"], p
 assert 4 * 2**30 <= p["memory"] <= 5 * 2**30, p
 assert d["devices"][3]["memory"]["used"] >= p["memory"], d["devices"][3]
 ' "$holder" "$me" || t_fail "holder in JSON: $(cat "$out")"
-expect 0 "$G" status
+t_expect 0 "$G" status
 # The process line sits below device 3's line and before device 4's.
 awk -v pid="$holder" -v me="$me" '
   /^\[[0-9]+\] / { dev = substr($1, 2, length($1) - 2) }
   $1 == pid { found = 1; if (dev != 3 || $2 != me || $0 !~ / 4\.00 GiB /) bad = 1 }
   END { exit !(found && !bad) }' "$out" || t_fail "holder in text: $(cat "$out")"
-expect 0 "$G" status --no-processes
+t_expect 0 "$G" status --no-processes
 if grep -q "^ *$holder " "$out"; then t_fail "--no-processes still lists processes"; fi
 t_ok "a holder's pid, user, command and memory under device 3"
 
@@ -94,44 +80,44 @@ t_ok "a holder's pid, user, command and memory under device 3"
 kill -9 "$holder"
 holder_gone() {
   "$G" status --json >"$T_SCRATCH/poll.json" 2>/dev/null &&
-    pyjson "$T_SCRATCH/poll.json" 'assert not d["devices"][3]["processes"]'
+    t_pyjson "$T_SCRATCH/poll.json" 'assert not d["devices"][3]["processes"]'
 }
 t_until 20 holder_gone || t_fail "the killed holder still shows"
 t_ok "a killed holder disappears"
 
 # --devices filters, as flag (two spellings), range, environment and configuration file.
-expect 0 "$G" status --devices 0,2
+t_expect 0 "$G" status --devices 0,2
 [ "$(grep -c '^\[[0-9]\] ' "$out")" -eq 2 ] && grep -q '^\[0\] ' "$out" && grep -q '^\[2\] ' "$out" ||
   t_fail "--devices 0,2: $(cat "$out")"
-expect 0 "$G" status --json --devices=5-7
-pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [5, 6, 7], d["devices"]' ||
+t_expect 0 "$G" status --json --devices=5-7
+t_pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [5, 6, 7], d["devices"]' ||
   t_fail "--devices=5-7"
-GPUM_DEVICES=4 expect 0 "$G" status --json
-pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [4]' || t_fail "GPUM_DEVICES=4"
+GPUM_DEVICES=4 t_expect 0 "$G" status --json
+t_pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [4]' || t_fail "GPUM_DEVICES=4"
 printf 'devices: "1"\n' >"$T_SCRATCH/dev.yaml"
-GPUM_DEVICES=6 expect 0 "$G" --config "$T_SCRATCH/dev.yaml" status --json --devices 2,1,2
-pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [1, 2]' || t_fail "flag over env"
-GPUM_DEVICES=6 expect 0 "$G" --config "$T_SCRATCH/dev.yaml" status --json
-pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [6]' || t_fail "env over file"
-expect 0 "$G" --config "$T_SCRATCH/dev.yaml" status --json
-pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [1]' || t_fail "file"
+GPUM_DEVICES=6 t_expect 0 "$G" --config "$T_SCRATCH/dev.yaml" status --json --devices 2,1,2
+t_pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [1, 2]' || t_fail "flag over env"
+GPUM_DEVICES=6 t_expect 0 "$G" --config "$T_SCRATCH/dev.yaml" status --json
+t_pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [6]' || t_fail "env over file"
+t_expect 0 "$G" --config "$T_SCRATCH/dev.yaml" status --json
+t_pyjson "$out" 'assert [x["index"] for x in d["devices"]] == [1]' || t_fail "file"
 t_ok "--devices filters (flag > env > file)"
 
-expect 1 "$G" status --devices 0,9
+t_expect 1 "$G" status --devices 0,9
 grep -q 'device 9 does not exist' "$err" && grep -q '8 devices' "$err" ||
   t_fail "--devices 0,9: $(cat "$err")"
 [ ! -s "$out" ] || t_fail "--devices 0,9 printed a status anyway"
-expect 1 "$G" status --json --devices 8
+t_expect 1 "$G" status --json --devices 8
 t_ok "a device that does not exist exits 1 with the reason"
 
 # Colour: never on a pipe by default; --color always forces it; --no-color and NO_COLOR win
 # over auto.
-expect 0 "$G" status --color always
+t_expect 0 "$G" status --color always
 grep -q $'\033\[' "$out" || t_fail "--color always wrote no escapes"
-expect 0 "$G" status --color always --no-color
+t_expect 0 "$G" status --color always --no-color
 if grep -q $'\033' "$out"; then t_fail "--no-color after --color always still colours"; fi
-NO_COLOR=1 expect 0 "$G" status
+NO_COLOR=1 t_expect 0 "$G" status
 if grep -q $'\033' "$out"; then t_fail "NO_COLOR colours"; fi
-GPUM_COLOR=always expect 0 "$G" status --json
+GPUM_COLOR=always t_expect 0 "$G" status --json
 if grep -q $'\033' "$out"; then t_fail "JSON output has colour escapes"; fi
 t_ok "colour only when asked for"
