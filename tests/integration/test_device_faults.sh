@@ -2,9 +2,8 @@
 # Faults on a simulated node: transient NVML errors at a 20% rate are absorbed by the retries
 # (and surface as failures without them); an injected XID 79 arrives as an XID event followed
 # by one GPU_LOST event, after which the device answers GPUM_ELOST while the others work; a
-# single-bit ECC error arrives as an ECC event; waiting before enabling is a state error; one
-# session serves several threads, sampling while another thread waits for events; XID 48
-# makes reads fail with GPUM_ERESET at once.
+# single-bit ECC error arrives as an ECC event; waiting before enabling is a state error; XID 48
+# makes reads fail with GPUM_ERESET at once. (Threads: test_device_threads.sh.)
 source "$GPUM_SOURCE_DIR/tests/integration/device_lib.sh"
 
 cat >"$T_SCRATCH/spec.yaml" <<'YAML'
@@ -51,11 +50,7 @@ d_expect "$out" "^info 1 rc=ELOST" "info of the lost device"
 d_expect "$out" "^sample 0 rc=OK" "the other device still works"
 t_ok "XID 79: event, GPU_LOST, ELOST"
 
-# One session, several threads: sampling goes on while another thread waits for events.
 "$SIMCTL" clear "$T_NODE" 1 || t_fail "clear the lost device"
-out=$("$GPUM_TEST_PROGS/device_threads") || t_fail "threads: $out"
-d_expect "$out" "^ok samplers=4 rounds=50 waiter=blocked$" "sampling during an event wait"
-t_ok "thread-safe session"
 
 # XID 48 (double-bit ECC): the device needs a reset; reads fail with GPUM_ERESET, not retried.
 "$SIMCTL" inject "$T_NODE" 0 xid 48 || t_fail "inject xid 48"
