@@ -51,6 +51,7 @@ run: build
 	@scripts/run.sh $(BUILD)
 
 bench: build
+	@scripts/deps.sh bench
 	@bench/run.sh $(BUILD)
 
 check: deps $(BUILD)/CMakeCache.txt

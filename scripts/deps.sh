@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages gpum's build and tests need. Quick no-op when all are present.
-# Uses apt-get (with sudo when not root). Nothing else is downloaded.
+# `scripts/deps.sh bench` also installs the BENCH list (the allocators bench/pool compares the
+# pool with; `make bench` asks for it). Uses apt-get (with sudo when not root). Nothing else is
+# downloaded.
 set -euo pipefail
 
 PKGS=(
@@ -10,6 +12,15 @@ PKGS=(
   clang-format cppcheck clang-tidy
   procps python3
 )
+
+# Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc).
+BENCH=(libjemalloc-dev libmimalloc-dev)
+
+case "${1:-}" in
+  "") ;;
+  bench) PKGS+=("${BENCH[@]}") ;;
+  *) echo "usage: scripts/deps.sh [bench]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -142,6 +142,15 @@ int gpum_sim_status(const char *name, gpum_sim_status_t *out);
  * the lock does not block the others. Returns only on failure. */
 int gpum_sim_debug_hold_lock(const char *name, int ready_fd);
 
+/* Test hook: hold (hold != 0) or release (0) a CUDA stream of the calling process (a CUstream
+ * from cuStreamCreate, or NULL for the default stream). While a stream is held its work does not
+ * complete: events recorded on it stay pending (cuEventQuery returns CUDA_ERROR_NOT_READY) and
+ * cuEventSynchronize, cuStreamSynchronize and cuCtxSynchronize block until it is released.
+ * Releasing completes everything recorded on it; destroying a held stream releases it. Used to
+ * test stream-ordered code deterministically. Returns 0 or GPUM_EINVAL (not a stream of this
+ * process). */
+int gpum_sim_debug_stream_hold(void *stream, int hold);
+
 #ifdef __cplusplus
 }
 #endif

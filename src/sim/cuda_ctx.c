@@ -280,9 +280,11 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) 
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
     *pi = d->cc_minor;
     break;
+  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    *pi = d->virtual_memory ? 1 : 0;
+    break;
   case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
   case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
   case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
     *pi = 1;
     break;
@@ -400,7 +402,10 @@ CUresult cuCtxSynchronize(void) {
   struct sim_node *n;
   unsigned s;
   CUresult r = gpum__cu_begin(&n, &s);
-  if (r == CUDA_SUCCESS)
-    gpum__sim_unlock(n); /* execution is synchronous: nothing is ever pending */
-  return r;
+  if (r != CUDA_SUCCESS)
+    return r;
+  gpum__sim_unlock(n);
+  /* Execution is synchronous: only streams held by gpum_sim_debug_stream_hold have work. */
+  gpum__cu_streams_wait_idle();
+  return CUDA_SUCCESS;
 }

@@ -4,10 +4,17 @@
  * is always complete and events complete when recorded, but handles are validated as the real
  * driver does), stream-ordered allocation, the driver version, error names and strings, and
  * cuGetProcAddress_v2, which hands out the simulator's own entry points.
+ *
+ * Test aid: gpum_sim_debug_stream_hold() makes a stream busy, so that events recorded on it stay
+ * pending (cuEventQuery: CUDA_ERROR_NOT_READY) and synchronising with it blocks, until the hold is
+ * released. Tests of stream-ordered code (the pool's cross-stream reuse) use it to control when
+ * work "completes", deterministically.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <gpum/error.h>
 
 #include "sim_internal.h"
 
@@ -16,6 +23,7 @@
 
 struct CUstream_st {
   uint32_t magic;
+  bool held; /* gpum_sim_debug_stream_hold: work on it does not complete */
   struct CUstream_st *next;
 };
 
@@ -23,13 +31,18 @@ struct CUevent_st {
   uint32_t magic;
   unsigned flags;
   bool recorded;
+  bool pending;           /* recorded on a held stream that has not been released since */
+  struct CUstream_st *on; /* the held stream it was recorded on (only while pending) */
   uint64_t when_ns;
   struct CUevent_st *next;
 };
 
 static pthread_mutex_t obj_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t obj_cond = PTHREAD_COND_INITIALIZER; /* a hold was released */
 static struct CUstream_st *streams;
 static struct CUevent_st *events;
+/* The default stream (handle NULL), for holds. */
+static struct CUstream_st default_stream = {.magic = STREAM_MAGIC};
 
 /* Context and device check for calls that need no lock. */
 static CUresult need_ctx(void) {
@@ -52,13 +65,71 @@ bool gpum__cu_stream_ok(CUstream h) {
   return s != NULL;
 }
 
-static bool event_ok(CUevent h) {
+/* The stream state behind a handle, NULL for an unknown one (obj_mu held). */
+static struct CUstream_st *stream_find(CUstream h) {
+  if (!h)
+    return &default_stream;
+  struct CUstream_st *s = streams;
+  while (s && s != h)
+    s = s->next;
+  return s;
+}
+
+/* Completes the work held on s: its pending events and its waiters (obj_mu held). */
+static void stream_release(struct CUstream_st *s) {
+  s->held = false;
+  for (struct CUevent_st *e = events; e; e = e->next) {
+    if (e->pending && e->on == s) {
+      e->pending = false;
+      e->on = NULL;
+    }
+  }
+  pthread_cond_broadcast(&obj_cond);
+}
+
+static bool any_held(void) {
+  bool held = default_stream.held;
+  for (struct CUstream_st *s = streams; s && !held; s = s->next)
+    held = s->held;
+  return held;
+}
+
+int gpum_sim_debug_stream_hold(void *stream, int hold) {
   pthread_mutex_lock(&obj_mu);
+  struct CUstream_st *s = stream_find(stream);
+  if (s && hold)
+    s->held = true;
+  else if (s)
+    stream_release(s);
+  pthread_mutex_unlock(&obj_mu);
+  if (!s)
+    return gpum__sim_err(GPUM_EINVAL,
+                         "gpum_sim_debug_stream_hold: %p is not a stream of this "
+                         "process",
+                         stream);
+  return 0;
+}
+
+void gpum__cu_streams_wait_idle(void) {
+  pthread_mutex_lock(&obj_mu);
+  while (any_held())
+    pthread_cond_wait(&obj_cond, &obj_mu);
+  pthread_mutex_unlock(&obj_mu);
+}
+
+/* obj_mu held. */
+static bool event_known(CUevent h) {
   struct CUevent_st *e = events;
   while (e && e != h)
     e = e->next;
-  pthread_mutex_unlock(&obj_mu);
   return e != NULL;
+}
+
+static bool event_ok(CUevent h) {
+  pthread_mutex_lock(&obj_mu);
+  bool ok = event_known(h);
+  pthread_mutex_unlock(&obj_mu);
+  return ok;
 }
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
@@ -87,8 +158,10 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
   while (*pp && *pp != hStream)
     pp = &(*pp)->next;
   struct CUstream_st *s = *pp;
-  if (s)
+  if (s) {
     *pp = s->next;
+    stream_release(s); /* as in CUDA, its work still completes */
+  }
   pthread_mutex_unlock(&obj_mu);
   if (!s)
     return CUDA_ERROR_INVALID_HANDLE;
@@ -98,9 +171,16 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
 
 CUresult cuStreamSynchronize(CUstream hStream) {
   CUresult r = need_ctx();
-  if (r == CUDA_SUCCESS && !gpum__cu_stream_ok(hStream))
-    r = CUDA_ERROR_INVALID_HANDLE;
-  return r;
+  if (r != CUDA_SUCCESS)
+    return r;
+  pthread_mutex_lock(&obj_mu);
+  struct CUstream_st *s = stream_find(hStream);
+  while (s && s->held) {
+    pthread_cond_wait(&obj_cond, &obj_mu);
+    s = stream_find(hStream);
+  }
+  pthread_mutex_unlock(&obj_mu);
+  return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
@@ -140,8 +220,11 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   if (!event_ok(hEvent) || !gpum__cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&obj_mu);
+  struct CUstream_st *s = stream_find(hStream);
   hEvent->recorded = true;
   hEvent->when_ns = gpum__sim_now_ns();
+  hEvent->pending = s && s->held;
+  hEvent->on = hEvent->pending ? s : NULL;
   pthread_mutex_unlock(&obj_mu);
   return CUDA_SUCCESS;
 }
@@ -150,11 +233,25 @@ CUresult cuEventQuery(CUevent hEvent) {
   CUresult r = need_ctx();
   if (r == CUDA_SUCCESS && !event_ok(hEvent))
     r = CUDA_ERROR_INVALID_HANDLE;
-  return r; /* recorded work is always complete */
+  if (r != CUDA_SUCCESS)
+    return r;
+  pthread_mutex_lock(&obj_mu);
+  bool pending = hEvent->pending;
+  pthread_mutex_unlock(&obj_mu);
+  return pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; /* unheld work is always complete */
 }
 
 CUresult cuEventSynchronize(CUevent hEvent) {
-  return cuEventQuery(hEvent);
+  CUresult r = need_ctx();
+  if (r == CUDA_SUCCESS && !event_ok(hEvent))
+    r = CUDA_ERROR_INVALID_HANDLE;
+  if (r != CUDA_SUCCESS)
+    return r;
+  pthread_mutex_lock(&obj_mu);
+  while (event_known(hEvent) && hEvent->pending)
+    pthread_cond_wait(&obj_cond, &obj_mu);
+  pthread_mutex_unlock(&obj_mu);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {

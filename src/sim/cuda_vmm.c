@@ -59,7 +59,14 @@ static CUresult check_prop(const CUmemAllocationProp *prop, unsigned *simdev) {
       (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
        prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
     return CUDA_ERROR_INVALID_VALUE;
-  return gpum__cu_device(prop->location.id, simdev);
+  CUresult r = gpum__cu_device(prop->location.id, simdev);
+  if (r != CUDA_SUCCESS)
+    return r;
+  /* A device without virtual memory management (spec: virtual_memory: false). */
+  struct sim_node *n = gpum__sim_attached();
+  if (n && !n->spec.dev[*simdev].virtual_memory)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,

@@ -86,6 +86,7 @@ struct sim_dev_spec {
   unsigned clock_sm_idle, clock_sm_max, clock_mem_idle, clock_mem_max, clock_video_max;
   bool ecc;
   bool uuid_generated;
+  bool virtual_memory;     /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
   uint32_t unsupported;    /* SIM_M_* */
   unsigned process_stride; /* 24, or 32 for the early-R535 quirk */
   double thermal_tau_s;    /* time constant of the temperature lag */
@@ -295,5 +296,7 @@ void gpum__cu_free_all(struct sim_node *n, unsigned simdev);
 CUresult gpum__cu_take_capacity(struct sim_node *n, unsigned dev, uint64_t size);
 /* Whether h is a live stream of this process (NULL, the default stream, counts). */
 bool gpum__cu_stream_ok(CUstream h);
+/* Blocks while any stream of this process is held by gpum_sim_debug_stream_hold (cuda_misc.c). */
+void gpum__cu_streams_wait_idle(void);
 
 #endif /* GPUM_SIM_INTERNAL_H */

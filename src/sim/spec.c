@@ -182,6 +182,7 @@ static void device_defaults(struct sim_dev_spec *d) {
   d->clock_mem_max = 1215;
   d->clock_video_max = 1290;
   d->ecc = true;
+  d->virtual_memory = true;
   d->process_stride = 24;
   d->thermal_tau_s = 5.0;
   d->power_tau_s = 1.0;
@@ -236,6 +237,8 @@ static int parse_device_key(const pctx_t *c, const char *key, yaml_node_t *k, ya
     return get_uint(c, v, key, 1, 10000, &d->multiprocessors);
   if (!strcmp(key, "ecc"))
     return get_bool(c, v, key, &d->ecc);
+  if (!strcmp(key, "virtual_memory"))
+    return get_bool(c, v, key, &d->virtual_memory);
   if (!strcmp(key, "unsupported"))
     return parse_unsupported(c, v, &d->unsupported);
   if (!strcmp(key, "process_stride")) {

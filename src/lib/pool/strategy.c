@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Strategies: how big segments are, which free block serves a request, when blocks are split,
+ * and when cached memory goes back to the source.
+ *
+ *   BALANCED (default)   PyTorch's sizes (2 MiB small segments, 20 MiB large ones, own 2 MiB
+ *                        multiples above 10 MiB); cached until trim or the OOM ladder.
+ *   GREEDY               large segments of at least 64 MiB, doubling up to 1 GiB, small ones of
+ *                        16 MiB; nothing is given back except by trim or, as the last step
+ *                        before failing, the OOM ladder.
+ *   CONSOLIDATED         the lowest address among the candidates of a size class; an empty
+ *                        segment goes back at once, keeping one spare per pool kind; the free
+ *                        tail of the expandable segment is unmapped down to one granule.
+ *   FRAGMENTATION_AWARE  max_split_size (default 64 MiB): big cached blocks are not split for
+ *                        smaller requests; garbage collection of cached segments, oldest
+ *                        first, when growing would pass gc_threshold (default 0.8) of the limit
+ *                        or device; the expandable segment when the source can map.
+ *
+ * When a segment of the strategy's size does not fit under the limit or the source refuses
+ * it, growth falls back to a segment sized to the room left (limit or device free memory),
+ * and then to one just big enough for the request.
+ */
+#include <gpum/error.h>
+
+#include "pool/pool_internal.h"
+
+#define MIB ((uint64_t)1 << 20)
+#define GREEDY_SMALL_SEG (16 * MIB)
+#define GREEDY_STEP_MAX ((uint64_t)1 << 30)
+
+static uint64_t round_up(uint64_t x, uint64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+uint64_t gpum__pool_segment_size(gpum_pool_t *p, int kind, uint64_t rsize) {
+  if (kind == GPUM__KIND_SMALL)
+    return p->strategy == GPUM_POOL_GREEDY ? GREEDY_SMALL_SEG : GPUM__POOL_SMALL_SEG;
+  uint64_t size =
+      rsize < GPUM__POOL_OWN_SEG_MIN ? GPUM__POOL_LARGE_SEG : round_up(rsize, GPUM__POOL_GRANULE);
+  if (p->strategy == GPUM_POOL_GREEDY && size < p->greedy_step)
+    size = p->greedy_step;
+  return size;
+}
+
+/* PyTorch's rule for blocks of max_split_size or more: they serve only requests of at least
+ * max_split_size that are at most 20 MiB smaller. The expandable segment is exempt: its free
+ * space is given back by unmapping instead. */
+static bool usable(const gpum_pool_t *p, const gpum__block_t *b, uint64_t rsize) {
+  if (b == NULL)
+    return false;
+  if (p->max_split == 0 || b->seg->va_size != 0)
+    return true;
+  if (rsize < p->max_split)
+    return b->size < p->max_split;
+  return b->size < rsize + GPUM__POOL_LARGE_SEG;
+}
+
+gpum__block_t *gpum__pool_find(gpum_pool_t *p, gpum__owner_t *o, int kind, uint64_t rsize) {
+  gpum__fit_t fit = p->strategy == GPUM_POOL_CONSOLIDATED ? GPUM__FIT_LOW : GPUM__FIT_FIRST;
+  gpum__block_t *mine = o != NULL ? gpum__tlsf_find(&o->tlsf[kind], rsize, fit) : NULL;
+  gpum__block_t *shared = gpum__tlsf_find(&p->shared.tlsf[kind], rsize, fit);
+  if (!usable(p, mine, rsize))
+    mine = NULL;
+  if (!usable(p, shared, rsize))
+    shared = NULL;
+  if (mine == NULL || shared == NULL)
+    return mine ? mine : shared;
+  if (fit == GPUM__FIT_LOW)
+    return shared->addr < mine->addr ? shared : mine;
+  return shared->size < mine->size ? shared : mine;
+}
+
+bool gpum__pool_should_split(const gpum_pool_t *p, const gpum__block_t *b, uint64_t rsize) {
+  uint64_t rest = b->size - rsize;
+  /* Small pool, and the expandable segment (whose slivers merge with what is mapped next). */
+  if (b->seg->kind == GPUM__KIND_SMALL || b->seg->va_size != 0)
+    return rest >= GPUM__POOL_ROUND;
+  if (p->max_split != 0 && rsize >= p->max_split)
+    return false;
+  return rest > GPUM__POOL_SMALL_MAX;
+}
+
+void gpum__pool_on_empty(gpum_pool_t *p, gpum__seg_t *s) {
+  if (p->strategy != GPUM_POOL_CONSOLIDATED)
+    return;
+  if (s == p->xseg) {
+    gpum__pool_xseg_shrink(p, UINT64_MAX, GPUM__POOL_GRANULE);
+    return;
+  }
+  /* Keep the newest empty segment of this kind as a spare; give the others back. */
+  int kind = s->kind;
+  gpum__seg_t *spare = NULL;
+  for (gpum__seg_t *e = p->empty_tail; e != NULL; e = e->prev_empty)
+    if (e->kind == kind) {
+      spare = e;
+      break;
+    }
+  gpum__seg_t *e = p->empty_head;
+  while (e != NULL) {
+    gpum__seg_t *next = e->next_empty;
+    if (e->kind == kind && e != spare)
+      gpum__pool_seg_release(p, e);
+    e = next;
+  }
+}
+
+void gpum__pool_gc(gpum_pool_t *p, uint64_t grow) {
+  if (p->gc_threshold <= 0)
+    return;
+  uint64_t ref = p->limit ? p->limit : p->device_total;
+  if (ref == 0)
+    return;
+  uint64_t threshold = (uint64_t)(p->gc_threshold * (double)ref);
+  while (p->st.reserved_bytes.current + grow > threshold && p->empty_head != NULL) {
+    gpum__pool_seg_release(p, p->empty_head);
+    p->st.num_gc_frees++;
+  }
+  uint64_t reserved = p->st.reserved_bytes.current;
+  if (reserved + grow > threshold && gpum__pool_xseg_shrink(p, reserved + grow - threshold, 0) != 0)
+    p->st.num_gc_frees++;
+}
+
+static uint64_t room_left(gpum_pool_t *p) {
+  if (p->limit == 0)
+    return UINT64_MAX;
+  uint64_t r = p->st.reserved_bytes.current;
+  return r >= p->limit ? 0 : p->limit - r;
+}
+
+int gpum__pool_grow(gpum_pool_t *p, int kind, uint64_t rsize, gpum__block_t **out) {
+  if (kind == GPUM__KIND_LARGE && p->expandable) {
+    gpum__pool_gc(p, round_up(rsize, GPUM__POOL_GRANULE));
+    if (gpum__pool_xseg_grow(p, rsize, out) == 0)
+      return 0;
+    /* Full, over the limit or refused: plain segments may still fit. */
+  }
+  uint64_t want = gpum__pool_segment_size(p, kind, rsize);
+  gpum__pool_gc(p, want);
+  uint64_t room = room_left(p);
+  uint64_t tried = UINT64_MAX; /* the smallest size the source refused */
+  int rc = gpum_error(GPUM_EDEVOOM, "pool '%s': the limit leaves no room", p->name);
+  if (want <= room) {
+    rc = gpum__pool_seg_new(p, kind, want, out);
+    if (rc == 0) {
+      if (p->strategy == GPUM_POOL_GREEDY && kind == GPUM__KIND_LARGE && want >= p->greedy_step &&
+          p->greedy_step < GREEDY_STEP_MAX)
+        p->greedy_step *= 2;
+      return 0;
+    }
+    if (rc != GPUM_EDEVOOM)
+      return rc;
+    tried = want;
+  }
+  /* Fall back to what is left: the room under the limit and on the device. */
+  uint64_t fit = room;
+  uint64_t dev_free = 0, dev_total = 0;
+  if (p->ops->mem_info != NULL && p->ops->mem_info(p->ctx, &dev_free, &dev_total) == 0 &&
+      dev_free < fit)
+    fit = dev_free;
+  fit &= ~(GPUM__POOL_ROUND - 1);
+  if (fit > want)
+    fit = want;
+  uint64_t sizes[2] = {fit, rsize};
+  for (int i = 0; i < 2; i++) {
+    uint64_t size = sizes[i];
+    if (size < rsize || size >= tried || size > room)
+      continue;
+    rc = gpum__pool_seg_new(p, kind, size, out);
+    if (rc != GPUM_EDEVOOM)
+      return rc;
+    tried = size;
+  }
+  return rc;
+}
+
+uint64_t gpum__pool_release_cached(gpum_pool_t *p, uint64_t target) {
+  uint64_t released = 0;
+  while (p->st.reserved_bytes.current > target && p->empty_head != NULL) {
+    released += p->empty_head->size;
+    gpum__pool_seg_release(p, p->empty_head);
+  }
+  uint64_t reserved = p->st.reserved_bytes.current;
+  if (reserved > target)
+    released += gpum__pool_xseg_shrink(p, reserved - target, 0);
+  return released;
+}
