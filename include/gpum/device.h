@@ -40,7 +40,7 @@ typedef struct {
   /* NVML library to dlopen. NULL: $GPUM_NVML_LIBRARY, else libgpum_sim.so when $GPUM_SIM_NODE
    * is set, else libnvidia-ml.so.1 then libnvidia-ml.so. */
   const char *nvml_library;
-  /* Transient-error retries per call (default 3) and the first backoff (default 10 ms, doubled
+  /* Transient-error retries per call (default 5) and the first backoff (default 10 ms, doubled
    * each time, with +-50% jitter). 0 retries: fail at once. Use -1 for the defaults. */
   int retries;
   int retry_base_ms;

@@ -36,6 +36,8 @@ int cmd_status(gpum_config_t *cfg, int argc, char **argv);
 int cmd_doctor(gpum_config_t *cfg, int argc, char **argv);
 int cmd_sim(gpum_config_t *cfg, int argc, char **argv);
 int cmd_pool(gpum_config_t *cfg, int argc, char **argv);
+int cmd_monitor(gpum_config_t *cfg, int argc, char **argv);
+int cmd_alerts(gpum_config_t *cfg, int argc, char **argv);
 
 /* The configuration file main loaded (from --config or GPUM_CONFIG), or NULL when none. */
 const char *cli_config_path(void);

@@ -34,6 +34,7 @@ typedef struct {
   unsigned sel[MAX_SELECTED];
   size_t nsel;
   bool all;
+  gpum_busy_thresholds_t busy;
 } status_opts_t;
 
 static void usage(FILE *out) {
@@ -45,6 +46,11 @@ static void usage(FILE *out) {
           "power and power limit, and below it the processes holding its memory (pid, user,\n"
           "memory, command). Metrics the driver does not report are shown as n/a (null in\n"
           "JSON), never as 0.\n"
+          "\n"
+          "The state is AVAILABLE; BUSY when GPU utilisation or memory use is at or over the\n"
+          "busy thresholds (90%% each by default); ERROR when the device is lost, needs a\n"
+          "reset, its row remapping failed or it cannot be read. The reason follows every\n"
+          "state other than AVAILABLE.\n"
           "\n"
           "options:\n"
           "  --json              print a JSON document (schema in docs/cli.md); with --watch,\n"
@@ -99,6 +105,7 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, status_o
     fprintf(stderr, "gpum status: --devices: %s\n", gpum_last_error());
     return CLI_EXIT_USAGE;
   }
+  cli_busy_thresholds(cfg, &o->busy);
   o->color = cli_use_color(cfg, stdout);
   o->tty = isatty(STDOUT_FILENO) == 1;
   return -1;
@@ -147,7 +154,7 @@ static int take(const status_opts_t *o, gpum_device_session_t *s, cli_snapshot_t
                 size_t len) {
   if (check_selection(o, s, err, len) != 0)
     return CLI_EXIT_FAIL;
-  int rc = cli_snapshot_take(s, o->sel, o->nsel, o->all, snap);
+  int rc = cli_snapshot_take(s, o->sel, o->nsel, o->all, &o->busy, snap);
   if (rc != 0) {
     snprintf(err, len, "%s", gpum_strerror(rc));
     return CLI_EXIT_FAIL;

@@ -19,10 +19,12 @@
 #include "cli.h"
 
 static const gpum_cli_command_t commands[] = {
-    {"status", cmd_status, "show each GPU, its memory, utilisation and processes"},
+    {"status", cmd_status, "show each GPU, its state, memory, utilisation and processes"},
     {"doctor", cmd_doctor, "check drivers, permissions and configuration"},
     {"sim", cmd_sim, "start, control and stop simulated GPU nodes"},
     {"pool", cmd_pool, "replay allocation logs against the pool allocator"},
+    {"monitor", cmd_monitor, "stream samples of every GPU, for scripts"},
+    {"alerts", cmd_alerts, "evaluate the alert rules: active alerts and their history"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -5,9 +5,10 @@
  * command with its flags and watch loop (cmd_status.c).
  *
  * A device's state is derived in one place, cli_snapshot_classify(), from what the device
- * layer returned. States come from the CLI_DEVICE_STATES table below so that the monitor's
- * BUSY and DISABLED states can be added as rows, with their colour, without touching the
- * renderers.
+ * layer returned, by the monitor's single-probe classifier (gpum_health_classify in
+ * include/gpum/monitor.h): ERROR for a lost device, one needing a reset or a failed row remap,
+ * BUSY at or over the busy thresholds, else AVAILABLE. The rows of CLI_DEVICE_STATES are in
+ * gpum_health_t order and carry the colour each state is shown in.
  */
 #ifndef GPUM_CLI_STATUS_H
 #define GPUM_CLI_STATUS_H
@@ -17,13 +18,17 @@
 #include <time.h>
 
 #include <gpum/device.h>
+#include <gpum/monitor.h>
+#include <gpum/options.h>
 
 #include "output.h"
 
-/* X(id, name shown and in JSON, style) */
+/* X(id, name shown and in JSON, style), in gpum_health_t order (checked in status_snapshot.c). */
 #define CLI_DEVICE_STATES(X)           \
   X(AVAILABLE, "AVAILABLE", CLI_GREEN) \
-  X(ERROR, "ERROR", CLI_BOLD_RED)
+  X(BUSY, "BUSY", CLI_YELLOW)          \
+  X(ERROR, "ERROR", CLI_BOLD_RED)      \
+  X(DISABLED, "DISABLED", CLI_DIM)
 
 typedef enum {
 #define CLI__STATE_ENUM(id, name, style) CLI_STATE_##id,
@@ -40,13 +45,16 @@ cli_style_t cli_state_style(cli_state_t st);
 typedef struct {
   unsigned index;
   int info_rc, sample_rc, procs_rc; /* 0 or the GPUM_E* code of that read */
+  int memhealth_rc;                 /* of gpum_device_memory_health; not read: GPUM_ENOTSUP */
   gpum_device_info_t info;
   gpum_device_sample_t sample;
+  gpum_memory_health_t memhealth;
   gpum_process_t *procs; /* malloc'd; nprocs entries */
   size_t nprocs;
   cli_state_t state;
-  int error;                   /* the code behind a non-AVAILABLE state, else 0 */
-  char reason[CLI_REASON_LEN]; /* why the state is not AVAILABLE; "" otherwise */
+  int error;                   /* the code behind an ERROR state (or a transient failure), else 0 */
+  char reason[CLI_REASON_LEN]; /* why the state is not AVAILABLE, or a note (transient driver
+                                  errors) on an AVAILABLE device; "" otherwise */
 } cli_dev_snap_t;
 
 typedef struct {
@@ -60,18 +68,26 @@ typedef struct {
   unsigned device_count; /* devices the session found, before filtering */
   cli_dev_snap_t *devs;
   size_t ndevs;
-  size_t nreadable; /* devices in state other than ERROR */
+  size_t nreadable; /* devices not in ERROR whose sample could be read */
 } cli_snapshot_t;
 
-/* Takes a snapshot of the devices in sel[0..nsel) (all devices when all is true). Indexes must
- * have been checked against gpum_device_count. Returns 0 or GPUM_ENOMEM; per-device failures
- * are recorded in the device's state, not returned. Free with cli_snapshot_free. */
+/* Takes a snapshot of the devices in sel[0..nsel) (all devices when all is true), classifying
+ * each with the BUSY thresholds busy (NULL: the defaults of gpum_busy_thresholds_init). Indexes
+ * must have been checked against gpum_device_count. Returns 0 or GPUM_ENOMEM; per-device
+ * failures are recorded in the device's state, not returned. Free with cli_snapshot_free. */
 int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel, bool all,
-                      cli_snapshot_t *out);
+                      const gpum_busy_thresholds_t *busy, cli_snapshot_t *out);
 void cli_snapshot_free(cli_snapshot_t *snap);
 
-/* Derives state and reason of one device from its read results. */
-void cli_snapshot_classify(cli_dev_snap_t *d);
+/* Derives state and reason of one device from its read results (busy NULL: defaults). */
+void cli_snapshot_classify(cli_dev_snap_t *d, const gpum_busy_thresholds_t *busy);
+
+/* The CLI state of a health state (the table's rows are in gpum_health_t order). */
+cli_state_t cli_state_of_health(gpum_health_t h);
+
+/* Fills busy from the configuration: the monitor.busy_util, monitor.busy_memory and
+ * monitor.busy_jobs options when the options table has them, else the library defaults. */
+void cli_busy_thresholds(const gpum_config_t *cfg, gpum_busy_thresholds_t *busy);
 
 typedef struct {
   bool color;

@@ -2,7 +2,9 @@
 /*
  * Renders a `gpum status` snapshot: gpustat-like text for people (a header, one line per
  * device, its processes below) and the JSON document documented in docs/cli.md for scripts.
- * A metric the device did not report is "n/a" in text and null in JSON, never 0.
+ * A metric the device did not report is "n/a" in text and null in JSON, never 0. The reason of
+ * every state other than AVAILABLE is shown: in place of the metrics for an ERROR device that
+ * could not be read, else after them in parentheses.
  */
 #include <string.h>
 #include <time.h>
@@ -151,7 +153,7 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
     fputs("  ", f);
     cli_styled(&o, cli_state_style(d->state), "%-*s", state_w, cli_state_name(d->state));
     fputs("  ", f);
-    if (d->state == CLI_STATE_ERROR) {
+    if (d->state == CLI_STATE_ERROR && d->sample.valid == 0) { /* nothing to show but why */
       cli_styled(&o, CLI_RED, "%s\n", d->reason);
       continue;
     }
@@ -160,6 +162,9 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
     text_memory(&o, d, mem_w);
     fputs("  |  ", f);
     text_power(&o, d);
+    if (d->reason[0]) /* BUSY, DISABLED, or a note such as transient driver errors */
+      cli_styled(&o, d->state == CLI_STATE_AVAILABLE ? CLI_DIM : cli_state_style(d->state),
+                 "  (%s)", d->reason);
     fputc('\n', f);
     if (ro->show_processes)
       for (size_t k = 0; k < d->nprocs; k++)

@@ -2,8 +2,8 @@
 /*
  * A snapshot of the node for `gpum status`: static info, one dynamic sample and the process
  * list of each selected device, read through the device layer only, plus the state derived
- * from those reads. Rendering is elsewhere (status_render.c), so text, JSON and watch frames
- * all show the same data.
+ * from those reads by the monitor's single-probe classifier. Rendering is elsewhere
+ * (status_render.c), so text, JSON and watch frames all show the same data.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,19 +33,43 @@ cli_style_t cli_state_style(cli_state_t st) {
   return st < CLI_STATE_COUNT ? state_styles[st] : CLI_PLAIN;
 }
 
-/* Records "message: detail" for a failed read, keeping the first failure of the device. */
+_Static_assert(CLI_STATE_AVAILABLE == (int)GPUM_HEALTH_AVAILABLE &&
+                   CLI_STATE_BUSY == (int)GPUM_HEALTH_BUSY &&
+                   CLI_STATE_ERROR == (int)GPUM_HEALTH_ERROR &&
+                   CLI_STATE_DISABLED == (int)GPUM_HEALTH_DISABLED &&
+                   CLI_STATE_COUNT == GPUM_HEALTH_COUNT,
+               "CLI_DEVICE_STATES rows must follow gpum_health_t");
+
+cli_state_t cli_state_of_health(gpum_health_t h) {
+  return (unsigned)h < CLI_STATE_COUNT ? (cli_state_t)h : CLI_STATE_ERROR;
+}
+
+/* Reads an optional integer option: the options table may not have it (yet). */
+static bool opt_uint(const gpum_config_t *cfg, const char *key, unsigned *out) {
+  if (!cfg || !gpum_option_find(key))
+    return false;
+  int64_t v = gpum_config_get_int(cfg, key);
+  if (v < 0)
+    return false;
+  *out = v > 100000 ? 100000u : (unsigned)v;
+  return true;
+}
+
+void cli_busy_thresholds(const gpum_config_t *cfg, gpum_busy_thresholds_t *busy) {
+  gpum_busy_thresholds_init(busy);
+  opt_uint(cfg, "monitor.busy_util", &busy->util_gpu_pct);
+  opt_uint(cfg, "monitor.busy_memory", &busy->memory_pct);
+  opt_uint(cfg, "monitor.busy_jobs", &busy->jobs);
+}
+
+/* Records the first failure of the device: its code, and the device layer's detail message in
+ * reason (the classifier's wording is put in front of it later). */
 static void note_failure(cli_dev_snap_t *d, int rc) {
   if (d->error != 0)
     return;
   d->error = rc;
-  const char *msg = gpum_strerror(rc);
   const char *detail = gpum_last_error();
-  if (detail && *detail && !strstr(detail, msg))
-    snprintf(d->reason, sizeof d->reason, "%s: %s", msg, detail);
-  else if (detail && *detail)
-    snprintf(d->reason, sizeof d->reason, "%s", detail);
-  else
-    snprintf(d->reason, sizeof d->reason, "%s", msg);
+  snprintf(d->reason, sizeof d->reason, "%s", detail ? detail : "");
 }
 
 /* A read failure that makes the device unreadable (as opposed to a metric it lacks). */
@@ -53,17 +77,43 @@ static bool is_device_failure(int rc) {
   return rc != 0 && rc != GPUM_ENOTSUP && rc != GPUM_ENOSPC;
 }
 
-void cli_snapshot_classify(cli_dev_snap_t *d) {
-  d->state = CLI_STATE_AVAILABLE;
+void cli_snapshot_classify(cli_dev_snap_t *d, const gpum_busy_thresholds_t *busy) {
+  char detail[CLI_REASON_LEN], why[GPUM_HEALTH_REASON_LEN];
+  snprintf(detail, sizeof detail, "%s", d->reason);
+  d->reason[0] = '\0';
   if (d->error == 0 && d->info.valid == 0 && d->sample.valid == 0) {
     /* Every read "succeeded" with nothing in it: nothing about the device is known (a driver
      * that went away answers like this), which is not a device anyone can use. */
     d->error = GPUM_EIO;
+    d->state = CLI_STATE_ERROR;
     snprintf(d->reason, sizeof d->reason, "the driver returned no data for this device");
-  }
-  if (d->error == 0 && d->reason[0] == '\0')
     return;
-  d->state = CLI_STATE_ERROR;
+  }
+  gpum_health_probe_t probe = {
+      .rc = d->error,
+      .sample = d->sample_rc == 0 ? &d->sample : NULL,
+      .memory_health = d->memhealth_rc == 0 ? &d->memhealth : NULL,
+      .jobs_valid = d->procs_rc == 0,
+      .jobs = (unsigned)d->nprocs,
+  };
+  gpum_health_t h = gpum_health_classify(&probe, busy, why, sizeof why);
+  d->state = cli_state_of_health(h);
+  if (h == GPUM_HEALTH_BUSY)
+    d->error = 0;
+  else if (h == GPUM_HEALTH_ERROR && d->error == 0)
+    d->error = GPUM_EIO; /* a failed row remap: the device answers but needs service */
+  if (why[0] && detail[0] && !strstr(why, detail)) {
+    /* "why: detail", the detail cut to fit (why is < GPUM_HEALTH_REASON_LEN < CLI_REASON_LEN) */
+    size_t n = strlen(why), room = sizeof d->reason - 1 - n - 2, k = strlen(detail);
+    memcpy(d->reason, why, n);
+    memcpy(d->reason + n, ": ", 2);
+    memcpy(d->reason + n + 2, detail, k < room ? k : room);
+    d->reason[n + 2 + (k < room ? k : room)] = '\0';
+  } else if (why[0]) {
+    snprintf(d->reason, sizeof d->reason, "%s", why);
+  } else if (d->error != 0) {
+    snprintf(d->reason, sizeof d->reason, "%s", detail[0] ? detail : gpum_strerror(d->error));
+  }
 }
 
 static int read_processes(gpum_device_session_t *s, cli_dev_snap_t *d) {
@@ -88,7 +138,8 @@ static int read_processes(gpum_device_session_t *s, cli_dev_snap_t *d) {
   return 0;
 }
 
-static int read_device(gpum_device_session_t *s, cli_dev_snap_t *d) {
+static int read_device(gpum_device_session_t *s, cli_dev_snap_t *d,
+                       const gpum_busy_thresholds_t *busy) {
   gpum_error_clear();
   d->info_rc = gpum_device_get_info(s, d->index, &d->info);
   if (is_device_failure(d->info_rc))
@@ -103,6 +154,16 @@ static int read_device(gpum_device_session_t *s, cli_dev_snap_t *d) {
   if (d->sample_rc != 0)
     d->sample.valid = 0;
 
+  d->memhealth_rc = GPUM_ENOTSUP;
+  if (d->error == 0) {
+    /* A failed row remap makes the device ERROR (it needs service); lost or reset-needing
+     * devices were caught above, other failures of this read leave the state alone. */
+    gpum_error_clear();
+    d->memhealth_rc = gpum_device_memory_health(s, d->index, &d->memhealth);
+    if (d->memhealth_rc == GPUM_ELOST || d->memhealth_rc == GPUM_ERESET)
+      note_failure(d, d->memhealth_rc);
+  }
+
   if (d->error == 0) {
     d->procs_rc = read_processes(s, d);
     if (d->procs_rc == GPUM_ENOMEM)
@@ -112,7 +173,7 @@ static int read_device(gpum_device_session_t *s, cli_dev_snap_t *d) {
   } else {
     d->procs_rc = d->error;
   }
-  cli_snapshot_classify(d);
+  cli_snapshot_classify(d, busy);
   return 0;
 }
 
@@ -132,7 +193,7 @@ static void fill_header(gpum_device_session_t *s, cli_snapshot_t *out) {
 }
 
 int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel, bool all,
-                      cli_snapshot_t *out) {
+                      const gpum_busy_thresholds_t *busy, cli_snapshot_t *out) {
   memset(out, 0, sizeof *out);
   fill_header(s, out);
   size_t n = all ? out->device_count : nsel;
@@ -145,11 +206,11 @@ int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel
   for (size_t i = 0; i < n; i++) {
     cli_dev_snap_t *d = &out->devs[i];
     d->index = all ? (unsigned)i : sel[i];
-    if (read_device(s, d) != 0) {
+    if (read_device(s, d, busy) != 0) {
       cli_snapshot_free(out);
       return GPUM_ENOMEM;
     }
-    if (d->state != CLI_STATE_ERROR)
+    if (d->state != CLI_STATE_ERROR && d->sample_rc == 0)
       out->nreadable++;
   }
   return 0;

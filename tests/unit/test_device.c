@@ -103,7 +103,7 @@ static void test_retry_rand_and_init(void **state) {
   assert_int_equal(o.backend, GPUM_BACKEND_AUTO);
   assert_null(o.nvml_library);
   assert_int_equal(gpum__retry_init(&r, &o), 0);
-  assert_int_equal(r.retries, 3);
+  assert_int_equal(r.retries, 5);
   assert_int_equal(r.base_ms, 10);
   double lo = 1, hi = 0;
   for (int i = 0; i < 10000; i++) {
@@ -118,7 +118,7 @@ static void test_retry_rand_and_init(void **state) {
   assert_int_equal(gpum__retry_init(&r, &o), 0);
   assert_int_equal(r.retries, 0);
   assert_int_equal(gpum__retry_init(&r, NULL), 0);
-  assert_int_equal(r.retries, 3);
+  assert_int_equal(r.retries, 5);
   o.retries = -2;
   assert_int_equal(gpum__retry_init(&r, &o), GPUM_EINVAL);
   assert_non_null(strstr(gpum_last_error(), "retries -2"));

@@ -154,7 +154,7 @@ static void test_builtin_keys_and_defaults(void **state) {
       {"cuda.library", GPUM_OPT_STRING, ""},        {"sim.node", GPUM_OPT_STRING, ""},
       {"sim.library", GPUM_OPT_STRING, ""},         {"devices", GPUM_OPT_STRING, ""},
       {"log.level", GPUM_OPT_ENUM, "warn"},         {"log.target", GPUM_OPT_ENUM, "stderr"},
-      {"retry.count", GPUM_OPT_INT, "3"},           {"retry.base", GPUM_OPT_DURATION, "10ms"},
+      {"retry.count", GPUM_OPT_INT, "5"},           {"retry.base", GPUM_OPT_DURATION, "10ms"},
       {"status.interval", GPUM_OPT_DURATION, "2s"}, {"color", GPUM_OPT_ENUM, "auto"},
   };
   gpum_config_t *cfg = new_config();
@@ -171,7 +171,7 @@ static void test_builtin_keys_and_defaults(void **state) {
   assert_string_equal(gpum_option_find("log.level")->choices, "trace|debug|info|warn|error|off");
   assert_string_equal(gpum_option_find("log.target")->choices, "stderr|syslog|none");
   assert_string_equal(gpum_option_find("color")->choices, "auto|always|never");
-  assert_int_equal(gpum_config_get_int(cfg, "retry.count"), 3);
+  assert_int_equal(gpum_config_get_int(cfg, "retry.count"), 5);
   assert_int_equal(gpum_config_get_duration(cfg, "retry.base"), 10);
   assert_int_equal(gpum_config_get_duration(cfg, "status.interval"), 2000);
   gpum_config_free(cfg);

@@ -31,7 +31,7 @@ static const gpum_option_def_t builtin_table[] = {
     {"sim.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
      "Path of libgpum_sim.so; by default it is looked up beside libgpum.so, then in the "
      "install directory, then through the loader path."},
-    {"retry.count", GPUM_OPT_INT, "3", NULL, 0, 100, false,
+    {"retry.count", GPUM_OPT_INT, "5", NULL, 0, 100, false,
      "How many times a transient driver error is retried before it is reported."},
     {"retry.base", GPUM_OPT_DURATION, "10ms", NULL, UNBOUNDED, false,
      "Delay before the first retry; it doubles with each further retry, with jitter."},
@@ -41,6 +41,30 @@ static const gpum_option_def_t builtin_table[] = {
      "Where log lines go: stderr, syslog (journald picks it up) or none."},
     {"status.interval", GPUM_OPT_DURATION, "2s", NULL, UNBOUNDED, false,
      "Refresh interval of gpum status --watch when no interval is given."},
+    {"monitor.interval", GPUM_OPT_DURATION, "1s", NULL, UNBOUNDED, false,
+     "Sampling interval of the monitor (gpum monitor, gpum alerts, and the daemon)."},
+    {"monitor.busy_util", GPUM_OPT_INT, "90", NULL, 0, 100, false,
+     "A healthy device is BUSY at or above this GPU utilisation, in percent; 0 turns it off."},
+    {"monitor.busy_memory", GPUM_OPT_INT, "90", NULL, 0, 100, false,
+     "A healthy device is BUSY at or above this share of its memory in use, in percent; 0 "
+     "turns it off."},
+    {"monitor.busy_jobs", GPUM_OPT_INT, "0", NULL, 0, 100000, false,
+     "A healthy device is BUSY with at least this many processes or jobs on it; 0 turns it "
+     "off."},
+    {"alerts.defaults", GPUM_OPT_BOOL, "true", NULL, UNBOUNDED, false,
+     "Add the default alert rules (memory above 90%, temperature near the slowdown and "
+     "shutdown thresholds, any Xid, a device in ERROR) before the configured ones."},
+    {"alerts.rules", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Alert rules separated by ';', such as \"power_pct > 95 for 1m WARNING; xid 79 CRITICAL\" "
+     "(syntax in docs/monitoring.md)."},
+    {"alerts.file", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Path of a file of alert rules, one per line, with '#' comments; added after "
+     "alerts.rules."},
+    {"alerts.xid_window", GPUM_OPT_DURATION, "5m", NULL, UNBOUNDED, false,
+     "How long an Xid alert stays active after the last occurrence of its Xid; 0 records Xid "
+     "alerts in the history only."},
+    {"alerts.history", GPUM_OPT_INT, "256", NULL, 1, 100000, false,
+     "How many alerts (fired and cleared) the alert history keeps."},
     {"color", GPUM_OPT_ENUM, "auto", "auto|always|never", UNBOUNDED, false,
      "Colour in terminal output: auto colours only when the output is a terminal and NO_COLOR "
      "is not set."},

@@ -32,7 +32,10 @@ typedef struct {
   uint64_t rng;     /* xorshift state for the jitter; guarded by the session lock */
 } gpum__retry_t;
 
-#define GPUM__RETRY_DEFAULT_COUNT 3
+/* 5 retries: at a 30% transient error rate a call still fails 0.3^6 = 0.07% of the time, so a
+ * sample of 8 calls fails 0.6% of the time and the monitor's 3-in-a-row rule for ERROR is met
+ * about once in 5 million rounds (two months at 1 Hz). With 3 retries it would be once a day. */
+#define GPUM__RETRY_DEFAULT_COUNT 5
 #define GPUM__RETRY_DEFAULT_BASE_MS 10
 #define GPUM__RETRY_CAP_MS 1000
 #define GPUM__RETRY_MAX_COUNT 100

@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpum alerts`: evaluates the alert rules (the defaults, the configured ones and --rules
+ * FILE) on the devices and shows the active alerts and the history. Until gpumd exists there
+ * is no long-lived history to read, so the command runs its own monitor and alert engine for
+ * an evaluation window (three sampling rounds, or --for) and prints what that window raised;
+ * with --watch it keeps running and prints each alert as it fires and clears. The daemon will
+ * keep the persistent history and this command will then read it.
+ *
+ * Exit codes: 0 (whether or not alerts fired: scripts read the output), 1 when no device can be
+ * read or a selected device does not exist, 2 for bad flags or rules.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gpum/error.h>
+#include <gpum/size.h>
+#include <gpum/xid.h>
+
+#include "cli.h"
+#include "monitor_run.h"
+
+typedef struct {
+  bool watch, json, no_defaults, list_rules, xids;
+  bool have_for;
+  uint64_t for_ms;
+  const char *rules_file;
+  cli_mon_setup_t setup;
+} alerts_opts_t;
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: gpum alerts [--watch] [--json] [--for DURATION] [--interval MS|DURATION]\n"
+          "                   [--rules FILE] [--no-defaults] [--devices LIST]\n"
+          "       gpum alerts --list-rules [--rules FILE] [--no-defaults]\n"
+          "       gpum alerts --xids [--json]\n"
+          "\n"
+          "Evaluates the alert rules on the devices: the default rules (memory > 90%%,\n"
+          "temperature near the slowdown and shutdown thresholds, any Xid, a device in ERROR),\n"
+          "those of the configuration (alerts.rules, alerts.file) and those of --rules FILE.\n"
+          "Until the gpum daemon keeps a persistent history, gpum alerts samples the devices\n"
+          "itself for an evaluation window (3 sampling rounds, or --for) and prints the alerts\n"
+          "active at its end and the history of the window. With --watch it keeps running and\n"
+          "prints each alert as it fires and as it clears. Rule syntax: docs/monitoring.md.\n"
+          "\n"
+          "options:\n"
+          "  --watch                 print alerts as they fire and clear until Ctrl-C (or --for)\n"
+          "  --json                  JSON: one document; with --watch one object per line\n"
+          "  --for DURATION          evaluation window (default: 3 sampling rounds)\n"
+          "  --interval MS|DURATION  sampling interval: milliseconds (250) or a duration\n"
+          "                          (500ms, 2s); default: the monitor.interval option, else 1s\n"
+          "  --rules FILE            more rules, one per line ('#' comments)\n"
+          "  --no-defaults           without the default rules\n"
+          "  --list-rules            print the rules in effect and exit\n"
+          "  --xids                  print the table of known Xid errors and exit\n"
+          "  --devices LIST          only these devices, e.g. 0,2 or 0-3 (option 'devices')\n"
+          "  -h, --help              this help\n"
+          "\n"
+          "exit status: 0 (alerts or not), 1 when no device can be read or a selected device\n"
+          "does not exist, 2 for usage errors and bad rules.\n");
+}
+
+/* "--name V" / "--name=V": sets *v (NULL when the value is missing) and returns true when
+ * argv[*i] is that flag. */
+static bool take_flag(int argc, char **argv, int *i, const char *name, const char **v) {
+  size_t n = strlen(name);
+  const char *a = argv[*i];
+  if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
+    return false;
+  if (a[n] == '=')
+    *v = a + n + 1;
+  else
+    *v = *i + 1 < argc ? argv[++*i] : NULL;
+  return true;
+}
+
+static int need_value(const char *flag, const char *v, const char *what) {
+  if (v && *v)
+    return 0;
+  fprintf(stderr, "gpum alerts: %s needs %s\n", flag, what);
+  return CLI_EXIT_USAGE;
+}
+
+/* Returns -1 to go on, else an exit code. */
+static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_opts_t *o) {
+  o->setup.interval_ms = cli_default_monitor_interval(cfg);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    } else if (!strcmp(a, "--watch") || !strcmp(a, "-w")) {
+      o->watch = true;
+    } else if (!strcmp(a, "--json")) {
+      o->json = true;
+    } else if (!strcmp(a, "--no-defaults")) {
+      o->no_defaults = true;
+    } else if (!strcmp(a, "--list-rules")) {
+      o->list_rules = true;
+    } else if (!strcmp(a, "--xids")) {
+      o->xids = true;
+    } else if (take_flag(argc, argv, &i, "--for", &v)) {
+      if (need_value("--for", v, "a duration (500ms, 10s)"))
+        return CLI_EXIT_USAGE;
+      if (gpum_duration_parse(v, &o->for_ms) != 0 || o->for_ms == 0) {
+        fprintf(stderr,
+                "gpum alerts: --for: invalid duration '%s' (expected e.g. 500ms, 10s, 2m)\n", v);
+        return CLI_EXIT_USAGE;
+      }
+      o->have_for = true;
+    } else if (take_flag(argc, argv, &i, "--interval", &v)) {
+      if (need_value("--interval", v, "a value (250, 500ms, 2s)"))
+        return CLI_EXIT_USAGE;
+      if (cli_parse_interval_ms(v, &o->setup.interval_ms) != 0) {
+        fprintf(stderr, "gpum alerts: --interval: %s\n", gpum_last_error());
+        return CLI_EXIT_USAGE;
+      }
+    } else if (take_flag(argc, argv, &i, "--rules", &v)) {
+      if (need_value("--rules", v, "a file name"))
+        return CLI_EXIT_USAGE;
+      o->rules_file = v;
+    } else if (a[0] == '-') {
+      return cli_bad_option("alerts", a);
+    } else {
+      fprintf(stderr, "gpum alerts: unexpected argument '%s'\n", a);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  return cli_mon_parse_devices(cfg, "alerts", &o->setup);
+}
+
+/* Adds the rules: the configuration's (alerts.defaults, alerts.rules, alerts.file; --no-defaults
+ * sets alerts.defaults to false), then --rules FILE. Returns 0 or an exit
+ * code after a message. */
+static int load_rules(gpum_config_t *cfg, const alerts_opts_t *o, gpum_alert_engine_t *e) {
+  int rc = 0;
+  gpum_error_clear();
+  if (gpum_option_find("alerts.defaults")) {
+    if (o->no_defaults)
+      rc = gpum_config_set(cfg, "alerts.defaults", "false", GPUM_OPT_SRC_FLAG);
+    if (rc == 0)
+      rc = gpum_alert_engine_configure(e, cfg);
+  } else if (!o->no_defaults) {
+    rc = gpum_alert_engine_add_default_rules(e);
+  }
+  if (rc == 0 && o->rules_file)
+    rc = gpum_alert_engine_load_file(e, o->rules_file);
+  if (rc == 0)
+    return 0;
+  fprintf(stderr, "gpum alerts: %s\n", cli_reason(rc));
+  return CLI_EXIT_USAGE;
+}
+
+/* ---- output ---- */
+
+static json_t *jtime(uint64_t ns) {
+  if (ns == 0)
+    return json_null();
+  char buf[40];
+  cli_fmt_time_ns(ns, true, buf, sizeof buf);
+  return json_string(buf);
+}
+
+static json_t *alert_json(const gpum_alert_t *a, const char *event) {
+  json_t *o = json_object();
+  if (event)
+    json_object_set_new(o, "event", json_string(event));
+  bool active = a->state == GPUM_ALERT_FIRED;
+  bool is_xid = !strcmp(a->metric, "xid");
+  bool is_metric = !is_xid && strcmp(a->metric, "health") != 0;
+  json_object_set_new(o, "id", json_integer((json_int_t)a->id));
+  json_object_set_new(o, "level", json_string(gpum_alert_level_name(a->level)));
+  json_object_set_new(o, "state", json_string(active ? "active" : "cleared"));
+  json_object_set_new(o, "device", json_integer(a->device));
+  json_object_set_new(o, "rule", json_integer(a->rule));
+  json_object_set_new(o, "rule_text", json_string(a->rule_text));
+  json_object_set_new(o, "metric", json_string(a->metric));
+  json_object_set_new(o, "value", json_real(a->value));
+  json_object_set_new(o, "threshold", is_xid ? json_null() : json_real(a->threshold));
+  json_object_set_new(o, "clear_threshold",
+                      is_metric ? json_real(a->clear_threshold) : json_null());
+  json_object_set_new(o, "clear_value",
+                      is_metric && !active ? json_real(a->clear_value) : json_null());
+  json_object_set_new(o, "xid", is_xid ? json_integer((json_int_t)a->xid) : json_null());
+  if (is_xid) {
+    gpum_xid_info_t xi = gpum_xid_info((unsigned)a->xid);
+    json_object_set_new(o, "xid_name", json_string(xi.name));
+    json_object_set_new(o, "repeats", json_integer(a->repeats));
+  } else {
+    json_object_set_new(o, "xid_name", json_null());
+    json_object_set_new(o, "repeats", json_null());
+  }
+  json_object_set_new(o, "since", jtime(a->since_ns));
+  json_object_set_new(o, "fired", jtime(a->fired_ns));
+  json_object_set_new(o, "cleared", jtime(a->cleared_ns));
+  json_object_set_new(o, "message", json_string(a->message));
+  return o;
+}
+
+static void dump_json(json_t *o, FILE *f, bool compact) {
+  size_t flags =
+      JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10) | (compact ? JSON_COMPACT : JSON_INDENT(2));
+  json_dumpf(o, f, flags);
+  fputc('\n', f);
+}
+
+/* "05:30:12.345  FIRED    CRITICAL  GPU 5  message". */
+static void alert_text(FILE *f, const gpum_alert_t *a, bool event_line) {
+  char t[40];
+  bool active = a->state == GPUM_ALERT_FIRED;
+  uint64_t when = event_line && !active ? a->cleared_ns : a->fired_ns;
+  cli_fmt_time_ns(when, event_line, t, sizeof t);
+  if (event_line)
+    fprintf(f, "%s  %-7s  %-8s  GPU %u  %s\n", t, active ? "FIRED" : "CLEARED",
+            gpum_alert_level_name(a->level), a->device, a->message);
+  else
+    fprintf(f, "  %s  %-8s  GPU %-2u  %-7s  %s\n", t, gpum_alert_level_name(a->level), a->device,
+            active ? "active" : "cleared", a->message);
+}
+
+/* ---- --watch: alerts reach the main thread through a pipe ---- */
+
+typedef struct {
+  int wfd;
+  bool json;
+} watch_ctx_t;
+
+/* Called on the monitor's sampler thread: formats the line and hands it to the main thread
+ * through a non-blocking pipe (a line is far below PIPE_BUF, so writes are atomic). */
+static void on_alert(const gpum_alert_t *a, void *arg) {
+  const watch_ctx_t *w = arg;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m)
+    return;
+  if (w->json) {
+    json_t *o = alert_json(a, a->state == GPUM_ALERT_FIRED ? "fired" : "cleared");
+    dump_json(o, m, true);
+    json_decref(o);
+  } else {
+    alert_text(m, a, true);
+  }
+  fclose(m);
+  if (len > 0 && write(w->wfd, buf, len) < 0) {
+    /* pipe full: the main thread is far behind; the alert stays in the history */
+  }
+  free(buf);
+}
+
+static void drain(int rfd) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(rfd, buf, sizeof buf)) > 0)
+    fwrite(buf, 1, (size_t)n, stdout);
+  fflush(stdout);
+}
+
+static int run_watch(const alerts_opts_t *o, gpum_monitor_t *mon, int rfd) {
+  (void)mon;
+  uint64_t start = cli_now_ns();
+  for (;;) {
+    unsigned wait = 200;
+    if (o->have_for) {
+      uint64_t done = (cli_now_ns() - start) / 1000000u;
+      if (done >= o->for_ms)
+        break;
+      if (o->for_ms - done < wait)
+        wait = (unsigned)(o->for_ms - done);
+    }
+    int sig = cli_mon_wait_fd(rfd, wait);
+    drain(rfd);
+    if (sig)
+      break;
+  }
+  return CLI_EXIT_OK;
+}
+
+/* ---- one evaluation window ---- */
+
+static int print_window(const alerts_opts_t *o, gpum_alert_engine_t *e, gpum_monitor_t *mon,
+                        uint64_t window_ms) {
+  size_t nact = 0, nhist = 0;
+  gpum_alert_engine_active(e, NULL, 0, &nact);
+  gpum_alert_engine_history(e, NULL, 0, &nhist);
+  gpum_alert_t *act = calloc(nact + 1, sizeof *act), *hist = calloc(nhist + 1, sizeof *hist);
+  if (!act || !hist) {
+    free(act);
+    free(hist);
+    fprintf(stderr, "gpum alerts: out of memory\n");
+    return CLI_EXIT_FAIL;
+  }
+  gpum_alert_engine_active(e, act, nact, &nact);
+  gpum_alert_engine_history(e, hist, nhist, &nhist);
+  unsigned ndev = gpum_monitor_device_count(mon);
+  size_t nrules = gpum_alert_engine_rule_count(e);
+  if (o->json) {
+    json_t *root = json_object(), *ja = json_array(), *jh = json_array(), *jr = json_array();
+    char rule[GPUM_ALERT_RULE_LEN];
+    for (size_t i = 0; i < nrules; i++)
+      if (gpum_alert_engine_rule_text(e, (unsigned)i, rule, sizeof rule) == 0)
+        json_array_append_new(jr, json_string(rule));
+    for (size_t i = 0; i < nact; i++)
+      json_array_append_new(ja, alert_json(&act[i], NULL));
+    for (size_t i = 0; i < nhist; i++)
+      json_array_append_new(jh, alert_json(&hist[i], NULL));
+    json_object_set_new(root, "window_ms", json_integer((json_int_t)window_ms));
+    json_object_set_new(root, "interval_ms", json_integer(o->setup.interval_ms));
+    json_object_set_new(root, "devices", json_integer(ndev));
+    json_object_set_new(root, "rules", jr);
+    json_object_set_new(root, "active", ja);
+    json_object_set_new(root, "history", jh);
+    dump_json(root, stdout, false);
+    json_decref(root);
+  } else {
+    printf("evaluated %zu rules on %u device%s for %.1fs (sampling every %u ms)\n", nrules, ndev,
+           ndev == 1 ? "" : "s", window_ms / 1000.0, o->setup.interval_ms);
+    printf("active alerts: %zu\n", nact);
+    for (size_t i = 0; i < nact; i++)
+      alert_text(stdout, &act[i], false);
+    printf("history: %zu\n", nhist);
+    for (size_t i = 0; i < nhist; i++)
+      alert_text(stdout, &hist[i], false);
+  }
+  fflush(stdout);
+  free(act);
+  free(hist);
+  return CLI_EXIT_OK;
+}
+
+static int run_window(const alerts_opts_t *o, gpum_alert_engine_t *e, gpum_monitor_t *mon) {
+  uint64_t window = o->have_for ? o->for_ms : 3ull * o->setup.interval_ms;
+  uint64_t start = cli_now_ns();
+  for (;;) {
+    uint64_t done = (cli_now_ns() - start) / 1000000u;
+    if (done >= window)
+      break;
+    uint64_t left = window - done;
+    if (cli_mon_wait_signal(left > 1000 ? 1000 : (unsigned)left))
+      break;
+  }
+  uint64_t elapsed_ms = (cli_now_ns() - start) / 1000000u;
+  gpum_monitor_stop(mon);
+  return print_window(o, e, mon, elapsed_ms);
+}
+
+/* ---- listings ---- */
+
+static int list_rules(gpum_alert_engine_t *e) {
+  char rule[GPUM_ALERT_RULE_LEN];
+  for (size_t i = 0; i < gpum_alert_engine_rule_count(e); i++)
+    if (gpum_alert_engine_rule_text(e, (unsigned)i, rule, sizeof rule) == 0)
+      printf("%s\n", rule);
+  return CLI_EXIT_OK;
+}
+
+static int list_xids(bool json) {
+  size_t n = 0;
+  const gpum_xid_info_t *t = gpum_xid_table(&n);
+  json_t *arr = json ? json_array() : NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (json) {
+      json_array_append_new(arr, json_pack("{s:i, s:s, s:b, s:s, s:s}", "xid", (int)t[i].xid,
+                                           "name", t[i].name, "critical", t[i].critical,
+                                           "description", t[i].description, "action", t[i].action));
+    } else {
+      printf("%4u  %-8s  %s\n", t[i].xid, t[i].critical ? "CRITICAL" : "ERROR", t[i].name);
+    }
+  }
+  if (json) {
+    dump_json(arr, stdout, false);
+    json_decref(arr);
+  }
+  return CLI_EXIT_OK;
+}
+
+/* ---- the command ---- */
+
+static int run(gpum_config_t *cfg, const alerts_opts_t *o, gpum_alert_engine_t *e) {
+  int code = load_rules(cfg, o, e);
+  if (code != 0 || o->list_rules)
+    return code != 0 ? code : list_rules(e);
+  int fds[2] = {-1, -1};
+  watch_ctx_t w = {-1, o->json};
+  if (o->watch) {
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+      fprintf(stderr, "gpum alerts: pipe: %s\n", strerror(errno));
+      return CLI_EXIT_FAIL;
+    }
+    w.wfd = fds[1];
+    gpum_alert_engine_add_callback(e, on_alert, &w);
+  }
+  cli_mon_block_signals();
+  cli_mon_setup_t setup = o->setup;
+  setup.alerts = e;
+  gpum_monitor_t *mon = NULL;
+  code = cli_mon_open(cfg, "alerts", &setup, &mon);
+  if (code == 0 && o->watch) /* also the readiness signal for scripts and tests */
+    fprintf(stderr, "gpum alerts: watching %u device%s with %zu rules (Ctrl-C to stop)\n",
+            gpum_monitor_device_count(mon), gpum_monitor_device_count(mon) == 1 ? "" : "s",
+            gpum_alert_engine_rule_count(e));
+  if (code == 0) {
+    code = o->watch ? run_watch(o, mon, fds[0]) : run_window(o, e, mon);
+    cli_mon_unblock_signals();
+    gpum_monitor_destroy(mon);
+    if (o->watch)
+      drain(fds[0]);
+  } else {
+    cli_mon_unblock_signals();
+  }
+  if (fds[0] >= 0) {
+    close(fds[0]);
+    close(fds[1]);
+  }
+  return code;
+}
+
+int cmd_alerts(gpum_config_t *cfg, int argc, char **argv) {
+  alerts_opts_t o;
+  memset(&o, 0, sizeof o);
+  int code = parse_flags(cfg, argc, argv, &o);
+  if (code >= 0)
+    return code;
+  if (o.xids)
+    return list_xids(o.json);
+  gpum_alert_engine_opts_t eo;
+  gpum_alert_engine_opts_init(&eo);
+  if (gpum_option_find("alerts.xid_window"))
+    eo.xid_window_ms = gpum_config_get_duration(cfg, "alerts.xid_window");
+  if (gpum_option_find("alerts.history")) {
+    int64_t h = gpum_config_get_int(cfg, "alerts.history");
+    eo.history_cap = h > 0 ? (size_t)h : eo.history_cap;
+  }
+  gpum_alert_engine_t *e = NULL;
+  gpum_error_clear();
+  int rc = gpum_alert_engine_create(&eo, &e);
+  if (rc != 0) {
+    fprintf(stderr, "gpum alerts: %s\n", cli_reason(rc));
+    return rc == GPUM_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+  }
+  code = run(cfg, &o, e);
+  gpum_alert_engine_destroy(e);
+  return code;
+}

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The monitor object: options and their defaults, creation (one device session per worker,
+ * static info, history rings), the lifecycle, and the read-side queries (latest sample,
+ * history, window statistics, health, the operator's DISABLED switch). The threads live in
+ * sampler.c, the event ring and delivery in events.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gpum/alert.h>
+#include <gpum/error.h>
+#include <gpum/log.h>
+#include <gpum/monitor.h>
+
+#include "monitor/monitor_internal.h"
+
+#define MAX_INTERVAL_MS 3600000u
+#define MAX_RING 10000000u /* records per device (640 MB): a sanity bound on the options */
+
+uint64_t gpum__mon_now(int clock_id) {
+  struct timespec ts;
+  clock_gettime((clockid_t)clock_id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void gpum_monitor_opts_init(gpum_monitor_opts_t *opts) {
+  memset(opts, 0, sizeof(*opts));
+  opts->interval_ms = 1000;
+  opts->history_seconds = 3600;
+  gpum_busy_thresholds_init(&opts->busy);
+  opts->fail_threshold = 3;
+  opts->recover_probes = 3;
+  opts->jitter = 0.2;
+  opts->events = true;
+  opts->memory_health_every = 60;
+}
+
+static int resolve_opts(gpum_monitor_t *mon, const gpum_monitor_opts_t *in) {
+  gpum_monitor_opts_t o;
+  if (in == NULL)
+    gpum_monitor_opts_init(&o);
+  else
+    o = *in;
+  if (o.interval_ms == 0 || o.interval_ms > MAX_INTERVAL_MS)
+    return gpum_error(GPUM_EINVAL, "monitor interval %u ms out of range (1..%u)", o.interval_ms,
+                      MAX_INTERVAL_MS);
+  if (o.history_seconds == 0)
+    return gpum_error(GPUM_EINVAL, "monitor history must be at least 1 second");
+  uint64_t cap = (uint64_t)o.history_seconds * 1000u / o.interval_ms;
+  if (cap == 0)
+    cap = 1;
+  if (cap > MAX_RING)
+    return gpum_error(GPUM_EINVAL,
+                      "monitor history of %u s at %u ms is %llu samples per device (max %u)",
+                      o.history_seconds, o.interval_ms, (unsigned long long)cap, MAX_RING);
+  if (o.fail_threshold == 0 || o.recover_probes == 0)
+    return gpum_error(GPUM_EINVAL,
+                      "monitor fail_threshold (%u) and recover_probes (%u) must be "
+                      ">= 1",
+                      o.fail_threshold, o.recover_probes);
+  if (o.jitter < 0)
+    o.jitter = 0.2;
+  if (o.jitter > 0.5)
+    return gpum_error(GPUM_EINVAL, "monitor jitter %g out of range (0..0.5)", o.jitter);
+  if (o.busy.util_gpu_pct > 100 || o.busy.memory_pct > 100)
+    return gpum_error(GPUM_EINVAL, "BUSY thresholds are percentages (0..100): util %u, memory %u",
+                      o.busy.util_gpu_pct, o.busy.memory_pct);
+  if (o.watchdog_ms == 0)
+    o.watchdog_ms = o.interval_ms * 5u > 2000u ? o.interval_ms * 5u : 2000u;
+  if (o.backoff_base_ms == 0)
+    o.backoff_base_ms = o.interval_ms;
+  if (o.backoff_max_ms == 0) {
+    uint64_t m = (uint64_t)o.backoff_base_ms * 60u;
+    o.backoff_max_ms = m > 600000u ? 600000u : (unsigned)m;
+  }
+  if (o.backoff_max_ms < o.backoff_base_ms)
+    return gpum_error(GPUM_EINVAL, "monitor backoff_max_ms %u is below backoff_base_ms %u",
+                      o.backoff_max_ms, o.backoff_base_ms);
+  if (o.device_count > 0 && o.devices == NULL)
+    return gpum_error(GPUM_EINVAL, "monitor device_count %zu without a device list",
+                      o.device_count);
+  if (o.seed == 0)
+    o.seed = gpum__mon_now(CLOCK_MONOTONIC) ^ ((uint64_t)(uintptr_t)mon << 7);
+  mon->rng = o.seed;
+  mon->ring_cap = (size_t)cap;
+  mon->cfg = (gpum__hsm_cfg_t){.fail_threshold = o.fail_threshold,
+                               .recover_probes = o.recover_probes,
+                               .interval_ms = o.interval_ms,
+                               .backoff_base_ms = o.backoff_base_ms,
+                               .backoff_max_ms = o.backoff_max_ms,
+                               .jitter = o.jitter,
+                               .busy = o.busy};
+  mon->alerts = o.alerts;
+  mon->opts = o;
+  mon->opts.devices = NULL;
+  mon->opts.device_count = 0;
+  return 0;
+}
+
+static int copy_dev_opts(gpum_monitor_t *mon, const gpum_device_open_opts_t *d) {
+  if (d == NULL) {
+    gpum_device_open_opts_init(&mon->dev_opts);
+    return 0;
+  }
+  mon->dev_opts = *d;
+  if (d->nvml_library != NULL) {
+    mon->nvml_library = strdup(d->nvml_library);
+    if (mon->nvml_library == NULL)
+      return gpum_error(GPUM_ENOMEM, "monitor: out of memory");
+    mon->dev_opts.nvml_library = mon->nvml_library;
+  }
+  return 0;
+}
+
+/* Resolves the watched device list against the session's device count. */
+static int pick_devices(gpum_monitor_t *mon, const gpum_monitor_opts_t *in, unsigned count) {
+  size_t n = in != NULL && in->device_count > 0 ? in->device_count : count;
+  if (n == 0)
+    return gpum_error(GPUM_ENODEV, "monitor: no device to watch");
+  mon->devlist = calloc(n, sizeof(*mon->devlist));
+  mon->devs = calloc(n, sizeof(*mon->devs));
+  if (mon->devlist == NULL || mon->devs == NULL)
+    return gpum_error(GPUM_ENOMEM, "monitor: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    unsigned d = in != NULL && in->device_count > 0 ? in->devices[i] : (unsigned)i;
+    if (d >= count)
+      return gpum_error(GPUM_ENODEV, "monitor: no device %u (the node has %u)", d, count);
+    for (size_t j = 0; j < i; j++)
+      if (mon->devlist[j] == d)
+        return gpum_error(GPUM_EINVAL, "monitor: device %u listed twice", d);
+    mon->devlist[i] = d;
+  }
+  mon->ndev = (unsigned)n;
+  mon->opts.devices = mon->devlist;
+  mon->opts.device_count = n;
+  return 0;
+}
+
+static int init_device(gpum_monitor_t *mon, gpum__mdev_t *md, unsigned index,
+                       gpum_device_session_t *info_session) {
+  md->index = index;
+  int rc = gpum_device_get_info(info_session, index, &md->info);
+  if (rc != 0) /* a lost device is still watched: it will show ERROR */
+    gpum_log(GPUM_LOG_WARN, "monitor", "device %u: no static info: %s", index, gpum_last_error());
+  md->info.index = index;
+  gpum__hsm_init(&md->hsm, gpum__mon_now(CLOCK_REALTIME));
+  rc = gpum__ring_init(&md->ring, mon->ring_cap);
+  if (rc != 0)
+    return rc;
+  gpum__worker_t *w = calloc(1, sizeof(*w));
+  if (w == NULL)
+    return gpum_error(GPUM_ENOMEM, "monitor: out of memory");
+  md->worker = w;
+  w->device = index;
+  w->mon = mon;
+  w->jobs_fn = mon->opts.jobs_fn;
+  w->jobs_user = mon->opts.jobs_user;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&w->lock, NULL);
+  pthread_cond_init(&w->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  return gpum_device_open(&mon->dev_opts, &w->session);
+}
+
+static void init_sync(gpum_monitor_t *mon) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&mon->lock, NULL);
+  pthread_cond_init(&mon->ev_cond, &ca);
+  pthread_mutex_init(&mon->wake_lock, NULL);
+  pthread_cond_init(&mon->wake_cond, &ca);
+  pthread_mutex_init(&mon->cb_lock, NULL);
+  pthread_condattr_destroy(&ca);
+}
+
+int gpum_monitor_create(const gpum_device_open_opts_t *dev_opts, const gpum_monitor_opts_t *opts,
+                        gpum_monitor_t **out) {
+  if (out == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_monitor_create: out is NULL");
+  *out = NULL;
+  gpum_monitor_t *mon = calloc(1, sizeof(*mon));
+  if (mon == NULL)
+    return gpum_error(GPUM_ENOMEM, "monitor: out of memory");
+  init_sync(mon);
+  int rc = resolve_opts(mon, opts);
+  if (rc == 0)
+    rc = copy_dev_opts(mon, dev_opts);
+  if (rc == 0) {
+    mon->events = calloc(GPUM_MONITOR_EVENT_KEEP, sizeof(*mon->events));
+    if (mon->events == NULL)
+      rc = gpum_error(GPUM_ENOMEM, "monitor: out of memory");
+  }
+  if (rc == 0)
+    rc = gpum_device_open(&mon->dev_opts, &mon->ev_session);
+  if (rc == 0)
+    rc = pick_devices(mon, opts, gpum_device_count(mon->ev_session));
+  for (unsigned i = 0; rc == 0 && i < mon->ndev; i++)
+    rc = init_device(mon, &mon->devs[i], mon->devlist[i], mon->ev_session);
+  if (rc != 0)
+    goto out_fail;
+  if (mon->alerts != NULL)
+    gpum_monitor_set_alert_engine(mon, mon->alerts);
+  *out = mon;
+  return 0;
+out_fail:
+  gpum_monitor_destroy(mon);
+  return rc;
+}
+
+int gpum_monitor_start(gpum_monitor_t *mon) {
+  if (mon == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_monitor_start: monitor is NULL");
+  if (mon->started)
+    return gpum_error(GPUM_ESTATE, "the monitor was already started (a stopped monitor cannot be "
+                                   "restarted: create a new one)");
+  return gpum__mon_start_threads(mon);
+}
+
+void gpum_monitor_stop(gpum_monitor_t *mon) {
+  if (mon == NULL || !mon->started || mon->stopped)
+    return;
+  if (pthread_equal(pthread_self(), mon->sampler)) {
+    gpum_log(GPUM_LOG_ERROR, "monitor",
+             "gpum_monitor_stop called from a monitor callback: "
+             "ignored");
+    return;
+  }
+  gpum__mon_stop_threads(mon);
+  mon->stopped = true;
+  gpum__mon_deliver(mon);
+}
+
+void gpum_monitor_destroy(gpum_monitor_t *mon) {
+  if (mon == NULL)
+    return;
+  gpum_monitor_stop(mon);
+  for (unsigned i = 0; mon->devs != NULL && i < mon->ndev; i++) {
+    gpum__ring_free(&mon->devs[i].ring);
+    if (mon->devs[i].worker != NULL)
+      gpum__worker_free(mon->devs[i].worker);
+  }
+  if (mon->ev_session != NULL)
+    gpum_device_close(mon->ev_session);
+  free(mon->devs);
+  free(mon->devlist);
+  free(mon->events);
+  free(mon->nvml_library);
+  pthread_mutex_destroy(&mon->lock);
+  pthread_cond_destroy(&mon->ev_cond);
+  pthread_mutex_destroy(&mon->wake_lock);
+  pthread_cond_destroy(&mon->wake_cond);
+  pthread_mutex_destroy(&mon->cb_lock);
+  free(mon);
+}
+
+int gpum_monitor_set_alert_engine(gpum_monitor_t *mon, struct gpum_alert_engine *engine) {
+  if (mon == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_monitor_set_alert_engine: monitor is NULL");
+  if (mon->started)
+    return gpum_error(GPUM_ESTATE, "attach the alert engine before gpum_monitor_start");
+  mon->alerts = engine;
+  for (unsigned i = 0; engine != NULL && i < mon->ndev; i++)
+    gpum_alert_engine_set_device_info(engine, mon->devs[i].index, &mon->devs[i].info);
+  return 0;
+}
+
+gpum__mdev_t *gpum__mon_dev(const gpum_monitor_t *mon, unsigned device) {
+  for (unsigned i = 0; mon != NULL && i < mon->ndev; i++)
+    if (mon->devs[i].index == device)
+      return &mon->devs[i];
+  return NULL;
+}
+
+static int no_dev(unsigned device) {
+  return gpum_error(GPUM_ENODEV, "the monitor does not watch device %u", device);
+}
+
+unsigned gpum_monitor_device_count(const gpum_monitor_t *mon) {
+  return mon ? mon->ndev : 0;
+}
+
+int gpum_monitor_device_index(const gpum_monitor_t *mon, unsigned slot, unsigned *device) {
+  if (mon == NULL || device == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_monitor_device_index: NULL argument");
+  if (slot >= mon->ndev)
+    return gpum_error(GPUM_ENODEV, "monitor slot %u out of range (%u devices)", slot, mon->ndev);
+  *device = mon->devs[slot].index;
+  return 0;
+}
+
+int gpum_monitor_device_info(const gpum_monitor_t *mon, unsigned device, gpum_device_info_t *out) {
+  if (mon == NULL || out == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_monitor_device_info: NULL argument");
+  const gpum__mdev_t *md = gpum__mon_dev(mon, device);
+  if (md == NULL)
+    return no_dev(device);
+  *out = md->info;
+  return 0;
+}

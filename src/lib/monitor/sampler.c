@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The monitor's threads. The sampler thread runs the rounds: every interval it hands each
+ * device that is due a request, and in between it collects the results, stores the samples,
+ * steps the health machines, handles the driver events and delivers the monitor events. The
+ * driver calls themselves run on one worker thread per device, each with its own session, so
+ * a call that hangs holds up only its own device: the sampler never waits for a worker, it
+ * only notices (watchdog) when a request has been running longer than watchdog_ms.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gpum/alert.h>
+#include <gpum/error.h>
+#include <gpum/log.h>
+#include <gpum/monitor.h>
+
+#include "monitor/monitor_internal.h"
+
+#define EVENT_WAIT_MS 250u
+
+static struct timespec abs_mono(uint64_t ns) {
+  return (struct timespec){(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+}
+
+static void wake_sampler(gpum_monitor_t *mon) {
+  pthread_mutex_lock(&mon->wake_lock);
+  mon->wake_pending = true;
+  pthread_cond_signal(&mon->wake_cond);
+  pthread_mutex_unlock(&mon->wake_lock);
+}
+
+/* ---- worker ----------------------------------------------------------------------------- */
+
+void gpum__worker_free(gpum__worker_t *w) {
+  if (w->session != NULL)
+    gpum_device_close(w->session);
+  pthread_mutex_destroy(&w->lock);
+  pthread_cond_destroy(&w->cond);
+  free(w);
+}
+
+static unsigned count_jobs(gpum__worker_t *w, bool *valid) {
+  unsigned jobs = 0;
+  *valid = false;
+  if (w->jobs_fn != NULL) {
+    *valid = w->jobs_fn(w->jobs_user, w->device, &jobs) == 0;
+    return jobs;
+  }
+  size_t n = 0;
+  int rc = gpum_device_processes(w->session, w->device, NULL, 0, &n);
+  *valid = rc == 0 || rc == GPUM_ENOSPC;
+  return (unsigned)n;
+}
+
+/* One request: the calls, made without the worker lock. */
+static void worker_calls(gpum__worker_t *w, bool want_mh, bool want_jobs, int *rc,
+                         gpum_device_sample_t *s, char *detail, int *mh_rc,
+                         gpum_memory_health_t *mh, bool *jobs_valid, unsigned *jobs) {
+  memset(s, 0, sizeof(*s));
+  memset(mh, 0, sizeof(*mh));
+  gpum_error_clear();
+  *rc = gpum_device_sample(w->session, w->device, s);
+  snprintf(detail, GPUM_HEALTH_REASON_LEN, "%s", *rc != 0 ? gpum_last_error() : "");
+  *mh_rc = GPUM_ENOENT;
+  *jobs_valid = false;
+  if (*rc == 0 && want_mh)
+    *mh_rc = gpum_device_memory_health(w->session, w->device, mh);
+  if (*rc == 0 && want_jobs)
+    *jobs = count_jobs(w, jobs_valid);
+}
+
+static void *worker_main(void *arg) {
+  gpum__worker_t *w = arg;
+  gpum_device_sample_t s;
+  gpum_memory_health_t mh;
+  char detail[GPUM_HEALTH_REASON_LEN];
+  pthread_mutex_lock(&w->lock);
+  for (;;) {
+    while (!w->request && !w->quit)
+      pthread_cond_wait(&w->cond, &w->lock);
+    if (w->quit)
+      break;
+    w->request = false;
+    bool want_mh = w->want_mh, want_jobs = w->want_jobs;
+    pthread_mutex_unlock(&w->lock);
+    int rc, mh_rc;
+    bool jobs_valid;
+    unsigned jobs = 0;
+    worker_calls(w, want_mh, want_jobs, &rc, &s, detail, &mh_rc, &mh, &jobs_valid, &jobs);
+    pthread_mutex_lock(&w->lock);
+    w->rc = rc;
+    w->sample = s;
+    memcpy(w->detail, detail, sizeof detail);
+    w->mh_rc = mh_rc;
+    w->mh = mh;
+    w->jobs_valid = jobs_valid;
+    w->jobs = jobs;
+    w->done = true;
+    if (w->orphaned)
+      break;
+    wake_sampler(w->mon); /* lock order: worker, then wake */
+  }
+  bool orphaned = w->orphaned;
+  w->exited = true;
+  pthread_mutex_unlock(&w->lock);
+  if (orphaned)
+    gpum__worker_free(w);
+  return NULL;
+}
+
+/* ---- event thread ----------------------------------------------------------------------- */
+
+static void evthread_free(gpum__evthread_t *e) {
+  if (e->session != NULL)
+    gpum_device_close(e->session);
+  pthread_mutex_destroy(&e->lock);
+  pthread_cond_destroy(&e->cond);
+  free(e);
+}
+
+static void push_devev(gpum_monitor_t *mon, const gpum_device_event_t *ev) {
+  pthread_mutex_lock(&mon->wake_lock);
+  if (mon->evq_len < GPUM__MON_EVQ)
+    mon->evq[mon->evq_len++] = *ev;
+  else
+    mon->evq_dropped++;
+  mon->wake_pending = true;
+  pthread_cond_signal(&mon->wake_cond);
+  pthread_mutex_unlock(&mon->wake_lock);
+}
+
+/* Waits up to ms on the event thread's condition; returns true when asked to quit. */
+static bool ev_pause(gpum__evthread_t *e, unsigned ms) {
+  struct timespec ts = abs_mono(gpum__mon_now(CLOCK_MONOTONIC) + (uint64_t)ms * 1000000ull);
+  pthread_mutex_lock(&e->lock);
+  while (!e->quit && pthread_cond_timedwait(&e->cond, &e->lock, &ts) != ETIMEDOUT) {
+  }
+  bool quit = e->quit;
+  pthread_mutex_unlock(&e->lock);
+  return quit;
+}
+
+static void *evthread_main(void *arg) {
+  gpum__evthread_t *e = arg;
+  int rc = gpum_device_events_enable(e->session);
+  if (rc != 0)
+    gpum_log(GPUM_LOG_INFO, "monitor", "no driver events (%s): XIDs are not watched",
+             gpum_last_error());
+  unsigned failures = 0;
+  for (;;) {
+    pthread_mutex_lock(&e->lock);
+    bool quit = e->quit || rc != 0;
+    pthread_mutex_unlock(&e->lock);
+    if (quit)
+      break;
+    gpum_device_event_t ev;
+    int wrc = gpum_device_event_wait(e->session, &ev, EVENT_WAIT_MS);
+    if (wrc == 0) {
+      failures = 0;
+      pthread_mutex_lock(&e->lock);
+      if (!e->orphaned)
+        push_devev(e->mon, &ev); /* lock order: event thread, then wake */
+      pthread_mutex_unlock(&e->lock);
+    } else if (wrc != GPUM_ETIMEDOUT) {
+      unsigned ms = 100u << (failures < 6 ? failures : 6);
+      failures++;
+      gpum_log(GPUM_LOG_DEBUG, "monitor", "event wait failed: %s", gpum_last_error());
+      if (ev_pause(e, ms))
+        break;
+    }
+  }
+  pthread_mutex_lock(&e->lock);
+  bool orphaned = e->orphaned;
+  e->exited = true;
+  pthread_mutex_unlock(&e->lock);
+  if (orphaned)
+    evthread_free(e);
+  return NULL;
+}
+
+/* ---- sampler: results and events -------------------------------------------------------- */
+
+static void handle_result(gpum_monitor_t *mon, gpum__mdev_t *md, const gpum__worker_t *r) {
+  uint64_t real = gpum__mon_now(CLOCK_REALTIME), mono = gpum__mon_now(CLOCK_MONOTONIC);
+  double u = gpum__mon_rand01(&mon->rng);
+  gpum__hsm_out_t o;
+  pthread_mutex_lock(&mon->lock);
+  if (r->rc == 0) {
+    gpum__hrec_t rec;
+    gpum__hrec_pack(&r->sample, &rec);
+    gpum__ring_push(&md->ring, &rec);
+  }
+  gpum__hsm_result(&md->hsm, &mon->cfg, r->rc, r->detail, &r->sample, r->mh_rc == 0 ? &r->mh : NULL,
+                   r->jobs_valid ? &r->jobs : NULL, real, mono, u, &o);
+  gpum__mon_emit_hsm(mon, md->index, &o, real);
+  pthread_mutex_unlock(&mon->lock);
+  if (r->rc == 0 && mon->alerts != NULL)
+    gpum_alert_engine_feed_sample(mon->alerts, md->index, &r->sample, r->sample.timestamp_ns);
+}
+
+/* Takes the finished results from the workers. */
+static void collect(gpum_monitor_t *mon) {
+  for (unsigned i = 0; i < mon->ndev; i++) {
+    gpum__mdev_t *md = &mon->devs[i];
+    gpum__worker_t *w = md->worker;
+    if (!md->inflight || w == NULL)
+      continue;
+    pthread_mutex_lock(&w->lock);
+    bool done = w->done;
+    w->done = false;
+    pthread_mutex_unlock(&w->lock);
+    if (!done)
+      continue;
+    /* The worker is idle until the next request: its result fields are stable. */
+    md->inflight = false;
+    md->hung = false;
+    handle_result(mon, md, w);
+  }
+}
+
+static void critical(gpum_monitor_t *mon, gpum__mdev_t *md, const char *reason) {
+  uint64_t real = gpum__mon_now(CLOCK_REALTIME), mono = gpum__mon_now(CLOCK_MONOTONIC);
+  gpum__hsm_out_t o;
+  /* mon->lock held by the caller */
+  gpum__hsm_critical(&md->hsm, &mon->cfg, reason, real, mono, gpum__mon_rand01(&mon->rng), &o);
+  gpum__mon_emit_hsm(mon, md->index, &o, real);
+}
+
+static void handle_devev(gpum_monitor_t *mon, const gpum_device_event_t *dev) {
+  gpum__mdev_t *md = gpum__mon_dev(mon, dev->device);
+  if (md == NULL)
+    return;
+  gpum_monitor_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.device = md->index;
+  ev.time_ns = dev->timestamp_ns;
+  char why[GPUM_HEALTH_REASON_LEN];
+  pthread_mutex_lock(&mon->lock);
+  switch (dev->kind) {
+  case GPUM_DEVEV_XID: {
+    bool crit = gpum__mon_xid_critical(dev->xid, why, sizeof why);
+    md->hsm.last_xid = dev->xid;
+    ev.kind = GPUM_MONEV_XID;
+    ev.xid = dev->xid;
+    snprintf(ev.reason, sizeof ev.reason, "%s", why);
+    gpum__mon_emit(mon, &ev);
+    if (crit)
+      critical(mon, md, why);
+    break;
+  }
+  case GPUM_DEVEV_ECC_DOUBLE:
+  case GPUM_DEVEV_ECC_SINGLE: {
+    bool dbe = dev->kind == GPUM_DEVEV_ECC_DOUBLE;
+    ev.kind = GPUM_MONEV_ECC;
+    snprintf(ev.reason, sizeof ev.reason, "%s",
+             dbe ? "double-bit (uncorrectable) ECC error" : "single-bit (corrected) ECC error");
+    gpum__mon_emit(mon, &ev);
+    if (dbe)
+      critical(mon, md, ev.reason);
+    break;
+  }
+  case GPUM_DEVEV_GPU_LOST:
+    critical(mon, md, "GPU is lost (fallen off the bus)");
+    break;
+  }
+  pthread_mutex_unlock(&mon->lock);
+}
+
+static void drain_devevs(gpum_monitor_t *mon) {
+  gpum_device_event_t q[GPUM__MON_EVQ];
+  pthread_mutex_lock(&mon->wake_lock);
+  size_t n = mon->evq_len;
+  memcpy(q, mon->evq, n * sizeof(q[0]));
+  mon->evq_len = 0;
+  pthread_mutex_unlock(&mon->wake_lock);
+  for (size_t i = 0; i < n; i++)
+    handle_devev(mon, &q[i]);
+}
+
+/* Marks the devices whose request runs past the watchdog. */
+static void watchdog(gpum_monitor_t *mon, uint64_t now) {
+  uint64_t limit = (uint64_t)mon->opts.watchdog_ms * 1000000ull;
+  for (unsigned i = 0; i < mon->ndev; i++) {
+    gpum__mdev_t *md = &mon->devs[i];
+    if (!md->inflight || md->hung || now - md->issued_mono < limit)
+      continue;
+    md->hung = true;
+    char why[GPUM_HEALTH_REASON_LEN];
+    snprintf(why, sizeof why, "driver call hung for %llu ms (watchdog %u ms)",
+             (unsigned long long)((now - md->issued_mono) / 1000000ull), mon->opts.watchdog_ms);
+    gpum_log(GPUM_LOG_WARN, "monitor", "device %u: %s", md->index, why);
+    pthread_mutex_lock(&mon->lock);
+    md->hsm.responsive = false;
+    critical(mon, md, why);
+    pthread_mutex_unlock(&mon->lock);
+  }
+}
+
+/* ---- sampler: rounds -------------------------------------------------------------------- */
+
+static void issue(gpum_monitor_t *mon, gpum__mdev_t *md, uint64_t now) {
+  gpum__worker_t *w = md->worker;
+  unsigned every = mon->opts.memory_health_every;
+  pthread_mutex_lock(&mon->lock);
+  bool in_error = md->hsm.inner == GPUM_HEALTH_ERROR;
+  pthread_mutex_unlock(&mon->lock);
+  pthread_mutex_lock(&w->lock);
+  w->request = true;
+  w->want_mh = every > 0 && (md->rounds % every == 0 || in_error);
+  w->want_jobs = mon->opts.busy.jobs > 0;
+  pthread_cond_signal(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+  md->rounds++;
+  md->inflight = true;
+  md->issued_mono = now;
+}
+
+/* Issues the requests due now; returns the earliest future time something is due (or
+ * UINT64_MAX). A device with a backoff pending is called at its own time, the others with
+ * the round. */
+static uint64_t issue_due(gpum_monitor_t *mon, uint64_t now, bool round) {
+  uint64_t next = UINT64_MAX;
+  uint64_t limit = (uint64_t)mon->opts.watchdog_ms * 1000000ull;
+  for (unsigned i = 0; i < mon->ndev; i++) {
+    gpum__mdev_t *md = &mon->devs[i];
+    if (md->inflight) {
+      if (!md->hung && md->issued_mono + limit < next)
+        next = md->issued_mono + limit;
+      continue;
+    }
+    pthread_mutex_lock(&mon->lock);
+    uint64_t at = md->hsm.next_attempt_mono;
+    pthread_mutex_unlock(&mon->lock);
+    if ((at == 0 && round) || (at != 0 && now >= at))
+      issue(mon, md, now);
+    else if (at != 0 && at < next)
+      next = at;
+  }
+  return next;
+}
+
+static void *sampler_main(void *arg) {
+  gpum_monitor_t *mon = arg;
+  uint64_t interval = (uint64_t)mon->opts.interval_ms * 1000000ull;
+  uint64_t next_tick = gpum__mon_now(CLOCK_MONOTONIC);
+  pthread_mutex_lock(&mon->wake_lock);
+  while (!mon->stopping) {
+    mon->wake_pending = false;
+    pthread_mutex_unlock(&mon->wake_lock);
+    drain_devevs(mon);
+    collect(mon);
+    uint64_t now = gpum__mon_now(CLOCK_MONOTONIC);
+    watchdog(mon, now);
+    bool round = now >= next_tick;
+    if (round) {
+      next_tick += interval;
+      if (next_tick <= now) /* missed ticks (suspend, overload): no catch-up burst */
+        next_tick = now + interval;
+    }
+    uint64_t deadline = issue_due(mon, now, round);
+    if (round && mon->alerts != NULL)
+      gpum_alert_engine_advance(mon->alerts, gpum__mon_now(CLOCK_REALTIME));
+    gpum__mon_deliver(mon);
+    if (next_tick < deadline)
+      deadline = next_tick;
+    struct timespec ts = abs_mono(deadline);
+    pthread_mutex_lock(&mon->wake_lock);
+    while (!mon->wake_pending && !mon->stopping &&
+           pthread_cond_timedwait(&mon->wake_cond, &mon->wake_lock, &ts) != ETIMEDOUT) {
+    }
+  }
+  pthread_mutex_unlock(&mon->wake_lock);
+  return NULL;
+}
+
+/* ---- start / stop ----------------------------------------------------------------------- */
+
+static int start_evthread(gpum_monitor_t *mon) {
+  gpum__evthread_t *e = calloc(1, sizeof(*e));
+  if (e == NULL)
+    return gpum_error(GPUM_ENOMEM, "monitor: out of memory");
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&e->lock, NULL);
+  pthread_cond_init(&e->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  e->mon = mon;
+  e->session = mon->ev_session;
+  mon->ev_session = NULL;
+  mon->evt = e;
+  if (pthread_create(&e->thread, NULL, evthread_main, e) != 0)
+    return gpum_error(GPUM_ENOMEM, "monitor: cannot start the event thread");
+  e->started = true;
+  return 0;
+}
+
+int gpum__mon_start_threads(gpum_monitor_t *mon) {
+  mon->started = true;
+  int rc = 0;
+  for (unsigned i = 0; rc == 0 && i < mon->ndev; i++) {
+    gpum__worker_t *w = mon->devs[i].worker;
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+      rc = gpum_error(GPUM_ENOMEM, "monitor: cannot start the worker of device %u", w->device);
+    else
+      w->started = true;
+  }
+  if (rc == 0 && mon->opts.events)
+    rc = start_evthread(mon);
+  if (rc == 0) {
+    if (pthread_create(&mon->sampler, NULL, sampler_main, mon) != 0)
+      rc = gpum_error(GPUM_ENOMEM, "monitor: cannot start the sampler thread");
+  }
+  if (rc != 0) {
+    gpum__mon_stop_threads(mon);
+    mon->stopped = true;
+  }
+  return rc;
+}
+
+/* Joins a thread by deadline; false when it is still running. */
+static bool join_by(pthread_t t, uint64_t deadline_real) {
+  struct timespec ts = {(time_t)(deadline_real / 1000000000ull),
+                        (long)(deadline_real % 1000000000ull)};
+  return pthread_timedjoin_np(t, NULL, &ts) == 0;
+}
+
+static void stop_worker(gpum__mdev_t *md, uint64_t deadline_real) {
+  gpum__worker_t *w = md->worker;
+  if (w == NULL || !w->started)
+    return;
+  if (join_by(w->thread, deadline_real))
+    return;
+  pthread_mutex_lock(&w->lock);
+  bool exited = w->exited;
+  if (!exited)
+    w->orphaned = true;
+  pthread_mutex_unlock(&w->lock);
+  if (exited) {
+    pthread_join(w->thread, NULL);
+    return;
+  }
+  gpum_log(GPUM_LOG_WARN, "monitor",
+           "device %u: a driver call is still hung; abandoning its "
+           "worker thread",
+           md->index);
+  pthread_detach(w->thread);
+  md->worker = NULL; /* frees itself when the call returns */
+}
+
+static void stop_evthread(gpum_monitor_t *mon, uint64_t deadline_real) {
+  gpum__evthread_t *e = mon->evt;
+  if (e == NULL)
+    return;
+  mon->evt = NULL;
+  if (!e->started) {
+    evthread_free(e);
+    return;
+  }
+  if (!join_by(e->thread, deadline_real)) {
+    pthread_mutex_lock(&e->lock);
+    bool exited = e->exited;
+    e->orphaned = !exited;
+    pthread_mutex_unlock(&e->lock);
+    if (!exited) {
+      pthread_detach(e->thread);
+      return;
+    }
+    pthread_join(e->thread, NULL);
+  }
+  evthread_free(e);
+}
+
+void gpum__mon_stop_threads(gpum_monitor_t *mon) {
+  pthread_mutex_lock(&mon->wake_lock);
+  bool sampler_running = !mon->stopping;
+  mon->stopping = true;
+  pthread_cond_broadcast(&mon->wake_cond);
+  pthread_mutex_unlock(&mon->wake_lock);
+  if (sampler_running && mon->sampler != 0)
+    pthread_join(mon->sampler, NULL);
+  for (unsigned i = 0; i < mon->ndev; i++) {
+    gpum__worker_t *w = mon->devs[i].worker;
+    pthread_mutex_lock(&w->lock);
+    w->quit = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+  }
+  if (mon->evt != NULL) {
+    pthread_mutex_lock(&mon->evt->lock);
+    mon->evt->quit = true;
+    pthread_cond_signal(&mon->evt->cond);
+    pthread_mutex_unlock(&mon->evt->lock);
+  }
+  uint64_t deadline = gpum__mon_now(CLOCK_REALTIME) + 2ull * mon->opts.watchdog_ms * 1000000ull;
+  for (unsigned i = 0; i < mon->ndev; i++)
+    stop_worker(&mon->devs[i], deadline);
+  stop_evthread(mon, deadline);
+}
