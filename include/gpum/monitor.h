@@ -147,7 +147,10 @@ typedef struct gpum_monitor gpum_monitor_t;
  */
 int gpum_monitor_create(const gpum_device_open_opts_t *dev_opts, const gpum_monitor_opts_t *opts,
                         gpum_monitor_t **out);
-/* Starts the threads. Returns 0, GPUM_ESTATE (already started) or GPUM_ENOMEM. */
+/* Registers for the driver's XID/ECC events (when opts.events) on the caller's thread, so that
+ * no event raised after it returns is missed, then starts the threads. Returns 0, GPUM_ESTATE
+ * (already started) or GPUM_ENOMEM; a driver without events is logged at info level, not an
+ * error. */
 int gpum_monitor_start(gpum_monitor_t *mon);
 /* Stops the threads; waits for them up to about 2 watchdog timeouts. A worker stuck in a hung
  * driver call after that is abandoned: it frees its session when the call returns. History,

@@ -18,12 +18,10 @@ t_bg "$G" alerts --watch --json --interval 50 --log-level error >"$W" 2>"$W.err"
 watcher=$T_LAST_PID
 t_until 20 grep -q 'watching 2 devices' "$W.err" || t_fail "no readiness line: $(cat "$W.err")"
 
-# The monitor subscribes to driver events on its own thread: inject Xid 13 (an application
-# error: the device stays usable) until the watcher has seen one, so that it is listening.
-xid13_seen() {
-  "$G" sim inject "$N" --device 0 --xid 13 >/dev/null &&
-    grep -q '"event":"fired".*"level":"ERROR".*"metric":"xid".*"xid":13,' "$W"
-}
+# The monitor has registered for driver events before the readiness line: one Xid 13 (an
+# application error: the device stays usable) must arrive.
+"$G" sim inject "$N" --device 0 --xid 13 >/dev/null || t_fail "inject --xid 13"
+xid13_seen() { grep -q '"event":"fired".*"level":"ERROR".*"metric":"xid".*"xid":13,' "$W"; }
 t_until 20 xid13_seen || t_fail "Xid 13 never raised an alert: $(cat "$W")"
 if grep -q '"level":"CRITICAL"' "$W"; then t_fail "Xid 13 raised a CRITICAL alert: $(cat "$W")"; fi
 

@@ -168,6 +168,7 @@ typedef struct gpum__evthread {
   pthread_cond_t cond;
   gpum_device_session_t *session;
   struct gpum_monitor *mon;
+  int enable_rc; /* gpum_device_events_enable's result, from gpum_monitor_start */
   bool quit, orphaned, exited;
 } gpum__evthread_t;
 

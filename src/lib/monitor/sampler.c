@@ -146,10 +146,7 @@ static bool ev_pause(gpum__evthread_t *e, unsigned ms) {
 
 static void *evthread_main(void *arg) {
   gpum__evthread_t *e = arg;
-  int rc = gpum_device_events_enable(e->session);
-  if (rc != 0)
-    gpum_log(GPUM_LOG_INFO, "monitor", "no driver events (%s): XIDs are not watched",
-             gpum_last_error());
+  int rc = e->enable_rc;
   unsigned failures = 0;
   for (;;) {
     pthread_mutex_lock(&e->lock);
@@ -393,6 +390,12 @@ static int start_evthread(gpum_monitor_t *mon) {
   e->session = mon->ev_session;
   mon->ev_session = NULL;
   mon->evt = e;
+  /* Registered here, before gpum_monitor_start returns, so that an XID raised right after
+   * start is not missed while the event thread is still starting. */
+  e->enable_rc = gpum_device_events_enable(e->session);
+  if (e->enable_rc != 0)
+    gpum_log(GPUM_LOG_INFO, "monitor", "no driver events (%s): XIDs are not watched",
+             gpum_last_error());
   if (pthread_create(&e->thread, NULL, evthread_main, e) != 0)
     return gpum_error(GPUM_ENOMEM, "monitor: cannot start the event thread");
   e->started = true;
