@@ -6,12 +6,16 @@
  *
  * The sequence: a live set of N blocks; each pair frees a block chosen at random from the set
  * and allocates a new one in its place, with sizes from a mix shaped like a training step's
- * tensors (see MIX below). One untimed pass warms the allocator; then batches of pairs are
- * timed and the median batch gives ns per pair. With --threads T, T threads run the same
- * number of pairs each, on their own live sets, against one pool (or malloc), and the result is
- * the aggregate pairs per second.
+ * tensors (see MIX below). With --window W the victims are drawn from W fixed slots of the set
+ * only: the other N - W blocks stay allocated throughout (weights, optimizer state) while the
+ * churn touches a small, recently used part of the pool, as a training step does; this
+ * separates the cost of the algorithm from the cache misses of touching N random blocks. One
+ * untimed pass warms the allocator; then batches of pairs are timed and the median batch gives ns
+ * per pair. With --threads T, T threads run the same number of pairs each, on their own live sets,
+ * against one pool (or malloc), and the result is the aggregate pairs per second.
  *
- * Usage: pool_hotpath gpum|malloc [--live N] [--batches B] [--batch P] [--threads T]
+ * Usage: pool_hotpath gpum|malloc [--live N] [--window W] [--batches B] [--batch P]
+ *                     [--threads T]
  * Prints one line: "ns_per_pair=X pairs_per_sec=Y". Built by bench/pool/run.sh.
  */
 #include <math.h>
@@ -158,11 +162,16 @@ static unsigned arg_uint(int argc, char **argv, const char *name, unsigned def) 
 
 int main(int argc, char **argv) {
   if (argc < 2 || (strcmp(argv[1], "gpum") && strcmp(argv[1], "malloc"))) {
-    fprintf(stderr, "usage: pool_hotpath gpum|malloc [--live N] [--batches B] [--batch P] "
-                    "[--threads T]\n");
+    fprintf(stderr, "usage: pool_hotpath gpum|malloc [--live N] [--window W] [--batches B] "
+                    "[--batch P] [--threads T]\n");
     return 2;
   }
   unsigned live = arg_uint(argc, argv, "--live", 100);
+  unsigned window = arg_uint(argc, argv, "--window", live);
+  if (window > live) {
+    fprintf(stderr, "pool_hotpath: --window %u is larger than --live %u\n", window, live);
+    return 2;
+  }
   unsigned batches = arg_uint(argc, argv, "--batches", 300);
   unsigned batch = arg_uint(argc, argv, "--batch", 1000);
   unsigned nthreads = arg_uint(argc, argv, "--threads", 1);
@@ -193,7 +202,7 @@ int main(int argc, char **argv) {
     uint64_t s = w[t].seed;
     for (unsigned i = 0; i < SEQ_LEN; i++) {
       w[t].sizes[i] = draw_size(&s);
-      w[t].victims[i] = (uint32_t)(rng(&s) % live);
+      w[t].victims[i] = (uint32_t)(rng(&s) % window);
     }
     pthread_create(&th[t], NULL, work, &w[t]);
   }

@@ -55,6 +55,8 @@ typedef struct {
   bool fail_all;   /* every alloc fails */
   long records, syncs, events_live;
   tl_event_t *events;
+  gpum_stream_t idle[8]; /* streams with no work queued: their new events are complete */
+  int nidle;
   char calls[4096]; /* "alloc free sync ..." in order */
   uint64_t total;   /* mem_info total (capacity when 0) */
 } tl_src_t;
@@ -159,6 +161,8 @@ static inline int tl_record(void *ctx, gpum_stream_t stream, void **event) {
     return GPUM_ENOMEM;
   pthread_mutex_lock(&s->lock);
   e->stream = stream;
+  for (int i = 0; i < s->nidle; i++)
+    e->done = e->done || s->idle[i] == stream;
   e->next = s->events;
   s->events = e;
   s->records++;
@@ -195,6 +199,15 @@ static inline void tl_complete(tl_src_t *s, bool all, gpum_stream_t stream) {
   for (tl_event_t *e = s->events; e; e = e->next)
     if (all || e->stream == stream)
       e->done = true;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* The stream's work has finished: its events complete, and so will any recorded on it later. */
+static inline void tl_idle(tl_src_t *s, gpum_stream_t stream) {
+  tl_complete(s, false, stream);
+  pthread_mutex_lock(&s->lock);
+  if (s->nidle < (int)(sizeof(s->idle) / sizeof(s->idle[0])))
+    s->idle[s->nidle++] = stream;
   pthread_mutex_unlock(&s->lock);
 }
 

@@ -3,14 +3,16 @@
  * Unit tests for the pool core: rounding, small and large segments, splitting and merging,
  * reuse, trim, limits in bytes and as a fraction, the OOM ladder's order and its message, OOM
  * callbacks run without the lock, the strategies, stats, the JSON snapshot (parsed with
- * jansson and compared with the stats), the CSV event log, the built-in sources, and bad input
- * that must change nothing.
+ * jansson and compared with the stats), the CSV event log, the built-in sources, the pool's own
+ * host memory (huge-page chunks and map tables, exercised by a pool of 70,000 blocks), the
+ * rule for big cached segments near the limit, and bad input that must change nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -123,6 +125,66 @@ static void test_pool_split_rules(void **state) {
   assert_int_equal(gpum_pool_free(f.pool, b), 0);
   assert_int_equal(gpum_pool_free(f.pool, a), 0);
   assert_int_equal(gpum__pool_check(f.pool), 0);
+  fx_close(&f);
+}
+
+/* BALANCED near its limit: a cached segment of its own (larger than 20 MiB) is not split for a
+ * request of half its size or less; without pressure it is, as in PyTorch. */
+static void test_pool_oversize_rule(void **state) {
+  (void)state;
+  fx_t f;
+  fx_open(&f, 0, 0, NULL); /* no limit, no device size: never under pressure */
+  gpum_devptr_t big = must_alloc(f.pool, 40 * MiB);
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
+  assert_int_equal(must_alloc(f.pool, 6 * MiB), big); /* split */
+  assert_int_equal(stats(f.pool).segment.current, 1);
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
+  fx_close(&f);
+
+  /* Limit 50 MiB: 40 + a 20 MiB segment would pass 80% of it. The 40 MiB segment stays whole
+   * and the request gets a segment of the 10 MiB left. */
+  gpum_pool_opts_t o;
+  gpum_pool_opts_init(&o);
+  o.limit_bytes = 50 * MiB;
+  fx_open(&f, 0, 0, &o);
+  big = must_alloc(f.pool, 40 * MiB);
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
+  gpum_devptr_t a = must_alloc(f.pool, 6 * MiB);
+  gpum_pool_stats_t st = stats(f.pool);
+  assert_int_equal(st.segment.current, 2);
+  assert_int_equal(st.reserved_bytes.current, 50 * MiB);
+  assert_true(a < big || a >= big + 40 * MiB);
+  assert_int_equal(must_alloc(f.pool, 40 * MiB), big); /* still whole for its own size */
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
+  assert_int_equal(gpum_pool_free(f.pool, a), 0);
+  fx_close(&f);
+
+  /* Limit 45 MiB: no room for 6 MiB beside it. The ladder gives the empty 40 MiB segment back
+   * and makes a 20 MiB one. */
+  o.limit_bytes = 45 * MiB;
+  fx_open(&f, 0, 0, &o);
+  big = must_alloc(f.pool, 40 * MiB);
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
+  assert_int_equal(must_alloc(f.pool, 21 * MiB), big); /* over half its size: split */
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
+  a = must_alloc(f.pool, 6 * MiB);
+  st = stats(f.pool);
+  assert_int_equal(st.segment.current, 1);
+  assert_int_equal(st.reserved_bytes.current, 20 * MiB);
+  assert_int_equal(st.num_alloc_retries, 1);
+  assert_int_equal(gpum_pool_free(f.pool, a), 0);
+  fx_close(&f);
+
+  /* GREEDY keeps PyTorch's rule under a limit too: its big segments are split for anything. */
+  gpum_pool_opts_init(&o);
+  o.strategy = GPUM_POOL_GREEDY;
+  o.limit_bytes = 70 * MiB;
+  fx_open(&f, 0, 0, &o);
+  big = must_alloc(f.pool, 40 * MiB); /* a 64 MiB segment */
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
+  assert_int_equal(must_alloc(f.pool, 6 * MiB), big);
+  assert_int_equal(stats(f.pool).segment.current, 1);
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
   fx_close(&f);
 }
 
@@ -809,6 +871,54 @@ static void test_pool_source_host(void **state) {
   gpum_pool_source_destroy(src);
 }
 
+/* The pool's own memory: small requests cache-line aligned, from 2 MiB up huge-page aligned;
+ * both zeroed. */
+static void test_pool_hostmem(void **state) {
+  (void)state;
+  assert_null(gpum__pool_hostmem_alloc(0));
+  size_t sizes[] = {1, 100, 4096, 2 * MiB - 1, 2 * MiB, 3 * MiB + 5};
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    unsigned char *m = gpum__pool_hostmem_alloc(sizes[i]);
+    assert_non_null(m);
+    assert_int_equal((uintptr_t)m % (sizes[i] >= 2 * MiB ? 2 * MiB : 64), 0);
+    for (size_t j = 0; j < sizes[i]; j += 4093)
+      assert_int_equal(m[j], 0);
+    assert_int_equal(m[sizes[i] - 1], 0);
+    memset(m, 0xa5, sizes[i]);
+    gpum__pool_hostmem_free(m, sizes[i]);
+  }
+  gpum__pool_hostmem_free(NULL, 0);
+}
+
+/* Enough blocks that nodes come in 2 MiB chunks and the pointer map outgrows 2 MiB (both on
+ * huge pages), with growth of the map in steps along the way. */
+static void test_pool_many_blocks(void **state) {
+  (void)state;
+  enum { N = 70000 };
+  fx_t f;
+  fx_open(&f, 0, 0, NULL);
+  gpum_devptr_t *v = calloc(N, sizeof(*v));
+  assert_non_null(v);
+  for (size_t i = 0; i < N; i++)
+    v[i] = must_alloc(f.pool, 512);
+  gpum_pool_stats_t st = stats(f.pool);
+  assert_int_equal(st.allocation.current, N);
+  assert_int_equal(st.segment.current, (N + 4095) / 4096); /* 4096 blocks per 2 MiB */
+  assert_true(f.pool->nchunks > 8);                        /* past the 2 MiB chunk size */
+  assert_true(f.pool->map.cur_cap * sizeof(gpum__map_slot_t) > 2 * MiB);
+  assert_int_equal(gpum__pool_check(f.pool), 0);
+  for (size_t i = 0; i < N; i += 2) /* every other one: no merges */
+    assert_int_equal(gpum_pool_free(f.pool, v[i]), 0);
+  assert_int_equal(gpum__pool_check(f.pool), 0);
+  for (size_t i = 1; i < N; i += 2)
+    assert_int_equal(gpum_pool_free(f.pool, v[i]), 0);
+  st = stats(f.pool);
+  assert_int_equal(st.allocation.current, 0);
+  assert_int_equal(st.inactive_split.current, 0); /* everything merged back */
+  free(v);
+  fx_close(&f);
+}
+
 static void test_pool_destroy_with_live_blocks(void **state) {
   (void)state;
   fx_t f;
@@ -824,6 +934,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pool_rounding_and_segments),
       cmocka_unit_test(test_pool_split_rules),
+      cmocka_unit_test(test_pool_oversize_rule),
       cmocka_unit_test(test_pool_fragmentation_stat),
       cmocka_unit_test(test_pool_bad_input),
       cmocka_unit_test(test_pool_bad_options),
@@ -844,6 +955,8 @@ int main(void) {
       cmocka_unit_test(test_pool_source_custom_checks),
       cmocka_unit_test(test_pool_source_simulated),
       cmocka_unit_test(test_pool_source_host),
+      cmocka_unit_test(test_pool_hostmem),
+      cmocka_unit_test(test_pool_many_blocks),
       cmocka_unit_test(test_pool_destroy_with_live_blocks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

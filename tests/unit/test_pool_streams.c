@@ -4,8 +4,10 @@
  * a block freed on a stream is reused on that stream at once; another stream gets it only
  * after the event recorded at the free has completed; record_stream defers the free until the
  * events on the named streams complete; an idle stream's free blocks go back to the shared
- * lists (counted, and merged with their free neighbours); the OOM ladder's synchronize makes
- * every stream's blocks available; a source without events reuses across streams at once.
+ * lists (counted, and merged with their free neighbours), at the first miss after the stream
+ * went idle even when its blocks were freed again after its last event; the OOM ladder's
+ * synchronize makes every stream's blocks available; a source without events reuses across streams
+ * at once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,6 +94,29 @@ static void test_streams_other_stream_after_event(void **state) {
   assert_int_equal(stats(f.pool).segment.current, 3);
   assert_int_equal(gpum_pool_free(f.pool, a), 0);
   assert_int_equal(gpum_pool_free(f.pool, c), 0);
+  fx_close(&f);
+}
+
+/* The cuda-source helper's case: stream 1 reuses and frees its block again while the event of
+ * the first free is outstanding, so the block is stamped after that event. Once stream 1 has
+ * no work left, the first allocation on stream 2 must find the block (the poll records a new
+ * event and sees at once that it completed), not take a new segment. */
+static void test_streams_idle_stream_reused_at_first_miss(void **state) {
+  (void)state;
+  fx_t f;
+  fx_open(&f, TL_EVENTS, 0);
+  gpum_devptr_t a = on(f.pool, 12 * MiB, 1);
+  assert_int_equal(gpum_pool_free(f.pool, a), 0); /* event 1 recorded */
+  assert_int_equal(on(f.pool, 12 * MiB, 1), a);   /* reused on stream 1 */
+  assert_int_equal(gpum_pool_free(f.pool, a), 0); /* event 1 still outstanding: no new one */
+  assert_int_equal(f.tl->records, 1);
+  tl_idle(f.tl, 1);
+  assert_int_equal(on(f.pool, 12 * MiB, 2), a);
+  gpum_pool_stats_t st = stats(f.pool);
+  assert_int_equal(st.segment.current, 1);
+  assert_int_equal(st.num_source_allocs, 1);
+  assert_true(st.num_stream_merges >= 1);
+  assert_int_equal(gpum_pool_free(f.pool, a), 0);
   fx_close(&f);
 }
 
@@ -201,6 +226,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_streams_same_stream_at_once),
       cmocka_unit_test(test_streams_other_stream_after_event),
+      cmocka_unit_test(test_streams_idle_stream_reused_at_first_miss),
       cmocka_unit_test(test_streams_record_stream_defers),
       cmocka_unit_test(test_streams_idle_stream_merge),
       cmocka_unit_test(test_streams_ladder_synchronizes),

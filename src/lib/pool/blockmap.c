@@ -9,6 +9,7 @@
 #include <gpum/error.h>
 
 #include "pool/blockmap_internal.h"
+#include "pool/pool_internal.h"
 
 #define MAP_MIN_CAP 64
 /* Old slots moved per insert or remove: migration ends long before the next growth. */
@@ -25,9 +26,19 @@ void gpum__blockmap_init(gpum__blockmap_t *m) {
   *m = (gpum__blockmap_t){0};
 }
 
+/* Tables come zeroed from hostmem.c: from 2 MiB up, on huge pages, zero-filled by the kernel as
+ * they are first touched. */
+static gpum__map_slot_t *table_new(size_t cap) {
+  return gpum__pool_hostmem_alloc(cap * sizeof(gpum__map_slot_t));
+}
+
+static void table_free(gpum__map_slot_t *t, size_t cap) {
+  gpum__pool_hostmem_free(t, cap * sizeof(gpum__map_slot_t));
+}
+
 void gpum__blockmap_free(gpum__blockmap_t *m) {
-  free(m->cur);
-  free(m->old);
+  table_free(m->cur, m->cur_cap);
+  table_free(m->old, m->old_cap);
   *m = (gpum__blockmap_t){0};
 }
 
@@ -42,7 +53,7 @@ static void put(gpum__map_slot_t *t, size_t cap, uint64_t key, struct gpum__bloc
 static void migrate(gpum__blockmap_t *m, size_t steps) {
   while (m->old != NULL && steps-- > 0) {
     if (m->old_count == 0) {
-      free(m->old);
+      table_free(m->old, m->old_cap);
       m->old = NULL;
       m->old_cap = m->old_pos = 0;
       return;
@@ -55,7 +66,7 @@ static void migrate(gpum__blockmap_t *m, size_t steps) {
       s->val = TOMB;
     }
     if (++m->old_pos == m->old_cap) {
-      free(m->old);
+      table_free(m->old, m->old_cap);
       m->old = NULL;
       m->old_cap = m->old_count = m->old_pos = 0;
     }
@@ -73,7 +84,7 @@ int gpum__blockmap_reserve(gpum__blockmap_t *m) {
   size_t cap = m->cur_cap ? m->cur_cap * 2 : MAP_MIN_CAP;
   while (total * 2 > cap)
     cap *= 2;
-  gpum__map_slot_t *t = calloc(cap, sizeof(*t));
+  gpum__map_slot_t *t = table_new(cap);
   if (t == NULL)
     return gpum_error(GPUM_ENOMEM, "pool: out of host memory for the pointer map (%zu slots)", cap);
   m->old = m->cur;
@@ -81,7 +92,7 @@ int gpum__blockmap_reserve(gpum__blockmap_t *m) {
   m->old_count = m->cur_count;
   m->old_pos = 0;
   if (m->old_count == 0) {
-    free(m->old);
+    table_free(m->old, m->old_cap);
     m->old = NULL;
     m->old_cap = 0;
   }

@@ -29,6 +29,8 @@ static int check_block(gpum_pool_t *p, const gpum__seg_t *s, const gpum__block_t
   if (n != NULL && (n->prev_phys != b || n->addr != b->addr + b->size))
     FAIL("block 0x%llx: its next block 0x%llx does not follow it", a, (unsigned long long)n->addr);
   bool split = b->prev_phys != NULL || n != NULL;
+  if (b->state != GPUM__B_FREE && b->owner != NULL)
+    FAIL("block 0x%llx is not free but has a free-list owner", a);
   switch (b->state) {
   case GPUM__B_ALLOC:
     if (gpum__blockmap_get(&p->map, b->addr) != b)

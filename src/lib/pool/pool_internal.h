@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internals of the pool allocator, shared by its modules (tlsf.c, blockmap.c, segment.c,
- * streams.c, pool.c, oom.c, strategy.c, stats.c, snapshot.c, eventlog.c, check.c) and its unit
- * tests.
+ * Internals of the pool allocator, shared by its modules (tlsf.c, blockmap.c, hostmem.c,
+ * segment.c, streams.c, pool.c, oom.c, strategy.c, stats.c, snapshot.c, eventlog.c, check.c)
+ * and its unit tests.
  *
  * Data model: a pool holds segments taken from its source; a segment is covered, end to end,
  * by blocks linked in address order (the physical list). Blocks are out-of-band nodes taken
@@ -43,25 +43,40 @@ enum { GPUM__B_FREE = 0, GPUM__B_ALLOC = 1, GPUM__B_AWAIT = 2 };
 typedef struct gpum__seg gpum__seg_t;
 typedef struct gpum__owner gpum__owner_t;
 
+/* A block node: 128 bytes, cache-line aligned. The first line holds everything that free-list
+ * operations and the merge checks of a neighbour touch, so that touching a neighbour or a list
+ * member costs one cache line; the second line holds what only the block's own alloc and free
+ * read. owner is set only while the block is free (so "n->owner == o" alone says that a
+ * neighbour is free and mergeable); an allocated block's stream owner is alloc_owner. */
 typedef struct gpum__block {
-  gpum_devptr_t addr;
-  uint64_t size;      /* bytes, a multiple of 512 */
-  uint64_t requested; /* bytes asked for (allocated and awaiting blocks) */
+  /* Line 1: hot. */
+  _Alignas(64) gpum_devptr_t addr;
+  uint64_t size; /* bytes, a multiple of 512 */
   struct gpum__block *prev_phys, *next_phys;
   /* Free: the TLSF list. Awaiting: the pool's deferred list. Unused node: the slab list. */
   struct gpum__block *prev_free, *next_free;
-  /* Free and owned by a stream: that stream's list in free order (oldest first). */
-  struct gpum__block *prev_age, *next_age;
   gpum__seg_t *seg;
-  gpum__owner_t *owner; /* free: the owner whose lists hold it; else the allocating stream's */
+  gpum__owner_t *owner; /* free: the owner whose lists hold it; NULL otherwise */
+  /* Line 2: the block's own details. */
+  uint64_t requested;   /* bytes asked for (allocated and awaiting blocks) */
   gpum_stream_t stream; /* the stream it was allocated on */
-  uint64_t stamp;       /* free and stream-owned: the owner's sequence number at free */
-  gpum_stream_t *uses;  /* record_stream streams (malloc'd), nuses of cap_uses */
-  void **events;        /* awaiting: events still pending (malloc'd), nevents */
-  uint32_t nuses, cap_uses, nevents;
-  uint8_t state;  /* GPUM__B_* */
-  uint8_t fl, sl; /* free: its TLSF list */
+  union {
+    struct {          /* free and owned by a stream: its place in that stream's free order */
+      uint64_t stamp; /* the owner's sequence number at free */
+      struct gpum__block *prev_age, *next_age;
+    };
+    struct {                      /* allocated or awaiting */
+      gpum__owner_t *alloc_owner; /* the allocating stream's owner, or NULL */
+      gpum_stream_t *uses;        /* record_stream streams (malloc'd), nuses of cap_uses */
+      void **events;              /* awaiting: events still pending (malloc'd), nevents */
+      uint32_t nuses, cap_uses, nevents;
+    };
+  };
+  uint8_t state; /* GPUM__B_* */
 } gpum__block_t;
+
+_Static_assert(sizeof(gpum__block_t) == 128, "a block node is two cache lines");
+_Static_assert(offsetof(gpum__block_t, requested) == 64, "the hot fields fill the first line");
 
 struct gpum__seg {
   gpum_devptr_t base;
@@ -120,7 +135,7 @@ struct gpum_pool {
   gpum__blockmap_t map;
   gpum__block_t *node_free;
   size_t node_avail;
-  void **chunks;
+  void **chunks; /* chunk i holds 64 << min(i, 8) nodes (segment.c) */
   size_t nchunks, cap_chunks;
   gpum__block_t *deferred; /* awaiting blocks */
 
@@ -140,6 +155,12 @@ struct gpum_pool_source {
   void *ctx;
   char name[32];
 };
+
+/* ---- hostmem.c: zeroed, cache-line aligned host memory for nodes and the pointer map;
+ * from 2 MiB up, 2 MiB aligned and advised to use transparent huge pages (fewer TLB misses
+ * when the pool holds many blocks) ---- */
+void *gpum__pool_hostmem_alloc(size_t bytes); /* NULL when out of memory */
+void gpum__pool_hostmem_free(void *ptr, size_t bytes);
 
 /* ---- segment.c: nodes, segments, free-list membership, split and merge ---- */
 int gpum__pool_nodes_reserve(gpum_pool_t *p, size_t n); /* 0 or GPUM_ENOMEM */

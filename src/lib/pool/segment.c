@@ -13,7 +13,13 @@
 
 #include "pool/pool_internal.h"
 
-#define NODES_PER_CHUNK 256
+/* Chunks of nodes grow from 64 nodes (8 KiB) by doubling up to 16384 (2 MiB, one huge page). */
+#define CHUNK_MIN_LOG2 6
+#define CHUNK_MAX_LOG2 14
+
+static size_t chunk_nodes(size_t i) {
+  return (size_t)1 << (CHUNK_MIN_LOG2 + i < CHUNK_MAX_LOG2 ? CHUNK_MIN_LOG2 + i : CHUNK_MAX_LOG2);
+}
 
 /* ---- Node slab ---- */
 
@@ -27,15 +33,18 @@ int gpum__pool_nodes_reserve(gpum_pool_t *p, size_t n) {
       p->chunks = c;
       p->cap_chunks = cap;
     }
-    gpum__block_t *chunk = calloc(NODES_PER_CHUNK, sizeof(*chunk));
+    size_t count = chunk_nodes(p->nchunks);
+    gpum__block_t *chunk = gpum__pool_hostmem_alloc(count * sizeof(*chunk));
     if (chunk == NULL)
-      return gpum_error(GPUM_ENOMEM, "pool '%s': out of host memory for block nodes", p->name);
+      return gpum_error(GPUM_ENOMEM, "pool '%s': out of host memory for %zu block nodes", p->name,
+                        count);
     p->chunks[p->nchunks++] = chunk;
-    for (size_t i = 0; i < NODES_PER_CHUNK; i++) {
+    /* Pushed in reverse so that nodes are handed out in address order. */
+    for (size_t i = count; i-- > 0;) {
       chunk[i].next_free = p->node_free;
       p->node_free = &chunk[i];
     }
-    p->node_avail += NODES_PER_CHUNK;
+    p->node_avail += count;
   }
   return 0;
 }
@@ -44,34 +53,38 @@ gpum__block_t *gpum__pool_node_get(gpum_pool_t *p) {
   gpum__block_t *b = p->node_free;
   p->node_free = b->next_free;
   p->node_avail--;
-  /* Field by field: a whole-struct clear compiles to rep stos, slow for 136 bytes. uses and
-   * events are NULL already (node_put). */
-  b->addr = b->size = b->requested = b->stamp = 0;
+  /* Field by field: a whole-struct clear compiles to rep stos. uses and events are NULL
+   * already (node_put). */
+  b->addr = b->size = b->requested = 0;
   b->prev_phys = b->next_phys = b->prev_free = b->next_free = NULL;
-  b->prev_age = b->next_age = NULL;
   b->seg = NULL;
-  b->owner = NULL;
+  b->owner = b->alloc_owner = NULL;
   b->stream = 0;
   b->nuses = b->cap_uses = b->nevents = 0;
-  b->state = b->fl = b->sl = 0;
+  b->state = GPUM__B_FREE;
   return b;
 }
 
-void gpum__pool_node_put(gpum_pool_t *p, gpum__block_t *b) {
-  if (b->uses != NULL || b->events != NULL) {
-    free(b->uses);
-    free(b->events);
-    b->uses = NULL;
-    b->events = NULL;
-  }
+/* Returns a node known to be free (so with no uses or events) to the slab. */
+static inline void node_recycle(gpum_pool_t *p, gpum__block_t *b) {
+  b->uses = NULL; /* the union held the age links */
+  b->events = NULL;
   b->next_free = p->node_free;
   p->node_free = b;
   p->node_avail++;
 }
 
+void gpum__pool_node_put(gpum_pool_t *p, gpum__block_t *b) {
+  if (b->state != GPUM__B_FREE) {
+    free(b->uses);
+    free(b->events);
+  }
+  node_recycle(p, b);
+}
+
 void gpum__pool_nodes_free(gpum_pool_t *p) {
   for (size_t i = 0; i < p->nchunks; i++)
-    free(p->chunks[i]);
+    gpum__pool_hostmem_free(p->chunks[i], chunk_nodes(i) * sizeof(gpum__block_t));
   free(p->chunks);
   p->chunks = NULL;
   p->nchunks = p->cap_chunks = p->node_avail = 0;
@@ -144,7 +157,7 @@ static void list_add(gpum_pool_t *p, gpum__block_t *b, gpum__owner_t *o) {
 gpum__block_t *gpum__pool_free_insert(gpum_pool_t *p, gpum__block_t *b, gpum__owner_t *owner) {
   gpum__seg_t *s = b->seg;
   gpum__block_t *n = b->prev_phys;
-  if (n != NULL && n->state == GPUM__B_FREE && n->owner == owner) {
+  if (n != NULL && n->owner == owner) { /* owner is set on free blocks only */
     gpum__pool_free_remove(p, n);
     b->addr = n->addr;
     b->size += n->size;
@@ -153,11 +166,11 @@ gpum__block_t *gpum__pool_free_insert(gpum_pool_t *p, gpum__block_t *b, gpum__ow
       b->prev_phys->next_phys = b;
     else
       s->first = b;
-    gpum__pool_node_put(p, n);
+    node_recycle(p, n);
     p->st.num_merges++;
   }
   n = b->next_phys;
-  if (n != NULL && n->state == GPUM__B_FREE && n->owner == owner) {
+  if (n != NULL && n->owner == owner) {
     gpum__pool_free_remove(p, n);
     b->size += n->size;
     b->next_phys = n->next_phys;
@@ -165,7 +178,7 @@ gpum__block_t *gpum__pool_free_insert(gpum_pool_t *p, gpum__block_t *b, gpum__ow
       b->next_phys->prev_phys = b;
     else
       s->last = b;
-    gpum__pool_node_put(p, n);
+    node_recycle(p, n);
     p->st.num_merges++;
   }
   list_add(p, b, owner);
@@ -228,7 +241,11 @@ void gpum__pool_take(gpum_pool_t *p, gpum__block_t *b, uint64_t rsize, uint64_t 
   b->state = GPUM__B_ALLOC;
   b->requested = size;
   b->stream = stream;
-  b->owner = owner;
+  b->owner = NULL;
+  b->alloc_owner = owner;
+  b->uses = NULL;
+  b->events = NULL;
+  b->nuses = b->cap_uses = b->nevents = 0;
   if (s->used++ == 0)
     gpum__pool_seg_mark(p, s);
   gpum__blockmap_insert(&p->map, b->addr, b); /* reserved by the caller */
@@ -249,8 +266,9 @@ void gpum__pool_block_release(gpum_pool_t *p, gpum__block_t *b) {
     b->nuses = b->cap_uses = 0;
   }
   b->requested = 0;
-  gpum__owner_t *o = (p->has_events && b->owner != NULL) ? b->owner : &p->shared;
-  b->owner = NULL;
+  gpum__owner_t *o = (p->has_events && b->alloc_owner != NULL) ? b->alloc_owner : &p->shared;
+  b->alloc_owner = NULL;
+  b->events = NULL;
   b->state = GPUM__B_FREE;
   gpum__pool_free_insert(p, b, o);
   if (--s->used == 0) {

@@ -82,16 +82,25 @@ static void give_back(gpum_pool_t *p, gpum__owner_t *o, uint64_t upto) {
   }
 }
 
+/* An event that completes gives back the blocks freed before it; the blocks freed after it
+ * (reused and freed again meanwhile) need a new event. That one is queried at once too: on an
+ * idle stream it has completed already, and waiting for the next miss to notice would make
+ * this allocation take a new segment while the stream's blocks sit unused. At most two rounds
+ * per stream: the second event covers every block the stream holds. */
 void gpum__pool_streams_poll(gpum_pool_t *p) {
   for (gpum__owner_t *o = p->owners; o != NULL; o = o->next) {
-    if (o->event != NULL) {
-      if (p->ops->event_query(p->ctx, o->event) != 0)
-        continue;
-      p->ops->event_destroy(p->ctx, o->event);
-      o->event = NULL;
-      give_back(p, o, o->event_seq);
+    for (int round = 0; round < 2; round++) {
+      if (o->event != NULL) {
+        if (p->ops->event_query(p->ctx, o->event) != 0)
+          break;
+        p->ops->event_destroy(p->ctx, o->event);
+        o->event = NULL;
+        give_back(p, o, o->event_seq);
+      }
+      gpum__pool_owner_arm(p, o);
+      if (o->event == NULL)
+        break; /* nothing left to give back (or the record failed: tried at the next poll) */
     }
-    gpum__pool_owner_arm(p, o);
   }
 }
 

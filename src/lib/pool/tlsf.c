@@ -40,8 +40,6 @@ void gpum__tlsf_insert(gpum__tlsf_t *t, gpum__block_t *b) {
   unsigned fl, sl;
   mapping(b->size, &fl, &sl);
   gpum__block_t *head = t->heads[fl][sl];
-  b->fl = (uint8_t)fl;
-  b->sl = (uint8_t)sl;
   b->prev_free = NULL;
   b->next_free = head;
   if (head != NULL)
@@ -53,7 +51,8 @@ void gpum__tlsf_insert(gpum__tlsf_t *t, gpum__block_t *b) {
 }
 
 void gpum__tlsf_remove(gpum__tlsf_t *t, gpum__block_t *b) {
-  unsigned fl = b->fl, sl = b->sl;
+  unsigned fl, sl;
+  mapping(b->size, &fl, &sl); /* cheaper than keeping it in the node's hot line */
   if (b->prev_free != NULL)
     b->prev_free->next_free = b->next_free;
   else
@@ -148,7 +147,7 @@ int gpum__tlsf_check(const gpum__tlsf_t *t, const char **why) {
       for (const gpum__block_t *b = t->heads[fl][sl]; b != NULL; b = b->next_free, n++) {
         unsigned bfl, bsl;
         gpum__tlsf_mapping(b->size, &bfl, &bsl);
-        if (bfl != fl || bsl != sl || b->fl != fl || b->sl != sl) {
+        if (bfl != fl || bsl != sl) {
           *why = "a free block is in the wrong size list";
           return -1;
         }
