@@ -161,15 +161,17 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     r = CUDA_ERROR_OUT_OF_MEMORY;
     goto out_free;
   }
+  /* Lock order: vmm_mu before the node lock (phys_destroy takes the node lock under vmm_mu),
+   * so the id is taken before the node is locked. */
+  pthread_mutex_lock(&vmm_mu);
+  uint64_t id = next_id++;
+  pthread_mutex_unlock(&vmm_mu);
   struct sim_node *n = gpum__sim_attached();
   if (!n || gpum__sim_lock(n) != 0) {
     r = CUDA_ERROR_UNKNOWN;
     goto out_free;
   }
   gpum__sim_tick(n);
-  pthread_mutex_lock(&vmm_mu);
-  uint64_t id = next_id++;
-  pthread_mutex_unlock(&vmm_mu);
   r = gpum__cu_fault(n, s);
   if (r == CUDA_SUCCESS)
     r = gpum__cu_take_capacity(n, s, size);
