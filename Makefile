@@ -32,8 +32,8 @@ $(BUILD_TSAN)/CMakeCache.txt:
 build-tsan: deps $(BUILD_TSAN)/CMakeCache.txt
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
 
-# The whole suite twice, on the normal build and on ASan+UBSan, then the threaded tests (label
-# "threads") under ThreadSanitizer.
+# The whole suite three times: on the normal build, on ASan+UBSan and on ThreadSanitizer (the
+# multi-threaded stress tests carry the ctest label "threads": `ctest -L threads` runs just them).
 test: test-normal test-asan test-tsan
 
 test-normal: build
@@ -45,7 +45,7 @@ test-asan: build-asan
 
 test-tsan: build-tsan
 	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  ctest --output-on-failure -j $(JOBS) -L threads
+	  ctest --output-on-failure -j $(JOBS)
 
 run: build
 	@scripts/run.sh $(BUILD)
