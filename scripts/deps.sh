@@ -8,13 +8,14 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config
-  libyaml-dev libjansson-dev libcmocka-dev
+  libyaml-dev libjansson-dev libcmocka-dev libevent-dev libsqlite3-dev
   clang-format cppcheck clang-tidy
   procps python3
 )
 
-# Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc).
-BENCH=(libjemalloc-dev libmimalloc-dev)
+# Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc; bench/broker:
+# gpumd beside redis-server).
+BENCH=(libjemalloc-dev libmimalloc-dev redis-server redis-tools)
 
 case "${1:-}" in
   "") ;;

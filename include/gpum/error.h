@@ -40,7 +40,8 @@ extern "C" {
   XX(EDRIVERVER, -21, "driver too old for this operation")    \
   XX(ECLOSED, -22, "connection closed")                       \
   XX(EPROTO, -23, "protocol error")                           \
-  XX(EINTERNAL, -24, "internal error")
+  XX(EINTERNAL, -24, "internal error")                        \
+  XX(ENEVERFIT, -25, "request can never be satisfied on this node")
 
 typedef enum {
   GPUM_OK = 0,

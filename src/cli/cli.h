@@ -38,6 +38,10 @@ int cmd_sim(gpum_config_t *cfg, int argc, char **argv);
 int cmd_pool(gpum_config_t *cfg, int argc, char **argv);
 int cmd_monitor(gpum_config_t *cfg, int argc, char **argv);
 int cmd_alerts(gpum_config_t *cfg, int argc, char **argv);
+int cmd_run(gpum_config_t *cfg, int argc, char **argv);
+int cmd_reserve(gpum_config_t *cfg, int argc, char **argv);
+int cmd_jobs(gpum_config_t *cfg, int argc, char **argv);
+int cmd_release(gpum_config_t *cfg, int argc, char **argv);
 
 /* The configuration file main loaded (from --config or GPUM_CONFIG), or NULL when none. */
 const char *cli_config_path(void);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <gpum/client.h>
 #include <gpum/error.h>
 #include <gpum/size.h>
 #include <jansson.h>
@@ -35,6 +36,7 @@ typedef struct {
   size_t nsel;
   bool all;
   gpum_busy_thresholds_t busy;
+  char socket[256]; /* gpumd's, to add its reservations; "" when it cannot be resolved */
 } status_opts_t;
 
 static void usage(FILE *out) {
@@ -106,6 +108,8 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, status_o
     return CLI_EXIT_USAGE;
   }
   cli_busy_thresholds(cfg, &o->busy);
+  if (gpum_socket_path(cfg, o->socket, sizeof o->socket) != 0)
+    o->socket[0] = '\0';
   o->color = cli_use_color(cfg, stdout);
   o->tty = isatty(STDOUT_FILENO) == 1;
   return -1;
@@ -159,6 +163,7 @@ static int take(const status_opts_t *o, gpum_device_session_t *s, cli_snapshot_t
     snprintf(err, len, "%s", gpum_strerror(rc));
     return CLI_EXIT_FAIL;
   }
+  cli_snapshot_add_gpumd(snap, o->socket);
   return 0;
 }
 

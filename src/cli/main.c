@@ -25,6 +25,10 @@ static const gpum_cli_command_t commands[] = {
     {"pool", cmd_pool, "replay allocation logs against the pool allocator"},
     {"monitor", cmd_monitor, "stream samples of every GPU, for scripts"},
     {"alerts", cmd_alerts, "evaluate the alert rules: active alerts and their history"},
+    {"run", cmd_run, "run a command on GPUs reserved from gpumd (waits its turn)"},
+    {"reserve", cmd_reserve, "reserve GPU memory from gpumd and hold it"},
+    {"jobs", cmd_jobs, "list the reservations and the queue of gpumd"},
+    {"release", cmd_release, "release or cancel gpumd reservations"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -68,7 +68,8 @@ typedef struct {
   unsigned device_count; /* devices the session found, before filtering */
   cli_dev_snap_t *devs;
   size_t ndevs;
-  size_t nreadable; /* devices not in ERROR whose sample could be read */
+  size_t nreadable;     /* devices not in ERROR whose sample could be read */
+  struct json_t *gpumd; /* gpumd's status reply when the daemon answered, else NULL */
 } cli_snapshot_t;
 
 /* Takes a snapshot of the devices in sel[0..nsel) (all devices when all is true), classifying
@@ -78,6 +79,15 @@ typedef struct {
 int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel, bool all,
                       const gpum_busy_thresholds_t *busy, cli_snapshot_t *out);
 void cli_snapshot_free(cli_snapshot_t *snap);
+
+/* Asks gpumd at socket (with a short timeout) for its status and keeps the reply in
+ * snap->gpumd (freed by cli_snapshot_free). Silent when no daemon answers: status works without
+ * one. (status_gpumd.c) */
+void cli_snapshot_add_gpumd(cli_snapshot_t *snap, const char *socket);
+/* Text: the reservations of device index under its line, and the queue at the end. Nothing
+ * when snap->gpumd is NULL. */
+void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, unsigned index);
+void cli_render_gpumd_queue(const cli_out_t *o, const cli_snapshot_t *snap);
 
 /* Derives state and reason of one device from its read results (busy NULL: defaults). */
 void cli_snapshot_classify(cli_dev_snap_t *d, const gpum_busy_thresholds_t *busy);

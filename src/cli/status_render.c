@@ -169,9 +169,11 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
     if (ro->show_processes)
       for (size_t k = 0; k < d->nprocs; k++)
         text_process(&o, &d->procs[k], ro);
+    cli_render_gpumd_device(&o, snap, d->index);
   }
   if (snap->ndevs == 0)
     fprintf(f, "no devices\n");
+  cli_render_gpumd_queue(&o, snap);
 }
 
 /* ---- JSON ---- */
@@ -279,6 +281,7 @@ int cli_render_json(FILE *f, const cli_snapshot_t *snap, bool compact) {
   for (size_t i = 0; i < snap->ndevs; i++)
     json_array_append_new(devs, json_device(&snap->devs[i]));
   json_object_set_new(root, "devices", devs);
+  json_object_set(root, "gpumd", snap->gpumd ? snap->gpumd : json_null());
   size_t flags =
       JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10) | (compact ? JSON_COMPACT : JSON_INDENT(2));
   int rc = json_dumpf(root, f, flags);

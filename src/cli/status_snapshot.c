@@ -11,6 +11,8 @@
 
 #include <gpum/error.h>
 
+#include <jansson.h>
+
 #include "status.h"
 
 static const char *const state_names[] = {
@@ -217,6 +219,8 @@ int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel
 }
 
 void cli_snapshot_free(cli_snapshot_t *snap) {
+  json_decref(snap->gpumd);
+  snap->gpumd = NULL;
   for (size_t i = 0; i < snap->ndevs; i++)
     free(snap->devs[i].procs);
   free(snap->devs);

@@ -65,6 +65,42 @@ static const gpum_option_def_t builtin_table[] = {
      "alerts in the history only."},
     {"alerts.history", GPUM_OPT_INT, "256", NULL, 1, 100000, false,
      "How many alerts (fired and cleared) the alert history keeps."},
+    {"socket", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Path of gpumd's Unix socket; empty means /run/gpum/gpumd.sock as root, else "
+     "$XDG_RUNTIME_DIR/gpum/gpumd.sock (or /tmp/gpum-UID/gpumd.sock)."},
+    {"state_dir", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Directory of gpumd's ledger and lock file; empty means /var/lib/gpum as root, else "
+     "$XDG_STATE_HOME/gpum (or ~/.local/state/gpum)."},
+    {"socket_mode", GPUM_OPT_STRING, "0660", NULL, UNBOUNDED, false,
+     "Octal permission bits of gpumd's socket."},
+    {"socket_group", GPUM_OPT_STRING, "gpum", NULL, UNBOUNDED, false,
+     "Group of gpumd's socket, used when it exists; empty keeps the daemon's group."},
+    {"admin_group", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Members of this group may release or change any reservation, like root; empty means "
+     "root only."},
+    {"memory_fraction", GPUM_OPT_DOUBLE, "0.95", NULL, 0.01, 1.0, false,
+     "Share of each device's total memory that gpumd may grant."},
+    {"safety_margin", GPUM_OPT_SIZE, "256MiB", NULL, UNBOUNDED, false,
+     "Memory kept free on every device, subtracted from what gpumd may grant."},
+    {"max_concurrent_jobs", GPUM_OPT_INT, "0", NULL, 0, 100000, false,
+     "Most granted reservations per device; 0 means no limit."},
+    {"job_timeout", GPUM_OPT_DURATION, "0", NULL, UNBOUNDED, false,
+     "Default queue timeout of a reservation that gives none; 0 means wait without limit."},
+    {"placement", GPUM_OPT_ENUM, "pack", "pack|spread|score", UNBOUNDED, false,
+     "How gpumd picks devices: pack (best fit), spread (least loaded) or score (free memory, "
+     "utilisation, temperature and health)."},
+    {"queue.max", GPUM_OPT_INT, "10000", NULL, 1, 1000000, false,
+     "Most queued reservations; a request beyond it is rejected with EAGAIN."},
+    {"queue.backfill_bound", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
+     "Smaller requests may be granted past a blocked queue head until the head has waited "
+     "this long; 0 turns backfill off."},
+    {"pressure.high", GPUM_OPT_DOUBLE, "0.90", NULL, 0.0, 1.0, false,
+     "Used share of a device's memory above which its clients get a pressure event."},
+    {"pressure.critical", GPUM_OPT_DOUBLE, "0.97", NULL, 0.0, 1.0, false,
+     "Used share of a device's memory above which gpumd grants nothing more on it."},
+    {"lease.grace", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
+     "After a gpumd restart, how long a connection-bound reservation waits for its client to "
+     "re-attach with its token before it is released."},
     {"color", GPUM_OPT_ENUM, "auto", "auto|always|never", UNBOUNDED, false,
      "Colour in terminal output: auto colours only when the output is a terminal and NO_COLOR "
      "is not set."},

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/broker: gpumd as a broker (issue 5), on a simulated 2x H100 node, each figure beside a
+# baseline measured in the same run:
+#   1. reserve+release round trips per second with 1, 16 and 256 concurrent clients (each op is
+#      two requests, each committed to the SQLite ledger before its reply), p50 and p99
+#      latency (the client threads share the machine's CPUs with gpumd); beside `redis-benchmark -t set` against a local redis-server with the same
+#      client counts (when installed: scripts/deps.sh bench). Aim: at least half of Redis's
+#      rate at 16 clients, p99 under 2 ms at 256 clients.
+#   2. gpumd's resident memory with 10,000 live reservations. Aim: under 32 MiB.
+# Usage: bench/broker/run.sh BUILD_DIR [SECONDS]. About 4 x SECONDS + 10 s. Not in `make test`.
+set -euo pipefail
+BUILD=$(cd "${1:?usage: run.sh BUILD_DIR [SECONDS]}" && pwd)
+SECS=${2:-5}
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+GPUM=$BUILD/bin/gpum
+GPUMD=$BUILD/bin/gpumd
+[ -x "$GPUM" ] && [ -x "$GPUMD" ] || { echo "bench/broker: $BUILD is not built" >&2; exit 1; }
+OUT=$BUILD/bench
+mkdir -p "$OUT"
+P=$OUT/broker
+if [ ! -x "$P" ] || [ "$HERE/broker.c" -nt "$P" ]; then
+  "${CC:-cc}" -O2 -std=c17 -D_GNU_SOURCE -Wall -Wextra -o "$P" "$HERE/broker.c" -lpthread
+fi
+export GPUM_SIM_LIBRARY=${GPUM_SIM_LIBRARY:-$BUILD/lib/libgpum_sim.so}
+unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES GPUM_NVML_LIBRARY
+NODE="bench-broker-$$"
+TMP=$(mktemp -d)
+export GPUM_SIM_NODE=$NODE GPUM_SOCKET=$TMP/gpumd.sock GPUM_STATE_DIR=$TMP/state
+"$GPUM" sim start "$SRC/examples/sim/h100x2.yaml" --name "$NODE" >/dev/null
+GD=""
+REDIS=""
+cleanup() {
+  [ -n "$GD" ] && kill "$GD" 2>/dev/null && wait "$GD" 2>/dev/null
+  [ -n "$REDIS" ] && kill "$REDIS" 2>/dev/null && wait "$REDIS" 2>/dev/null
+  "$GPUM" sim stop "$NODE" >/dev/null 2>&1 || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+start_gpumd() {
+  "$GPUMD" >"$TMP/gpumd.out" 2>"$TMP/gpumd.err" &
+  GD=$!
+  local i=0
+  until grep -q '^gpumd ready' "$TMP/gpumd.out"; do
+    i=$((i + 1))
+    [ $i -gt 2000 ] && { cat "$TMP/gpumd.err" >&2; echo "gpumd not ready" >&2; exit 1; }
+    sleep 0.01
+  done
+}
+
+start_gpumd
+echo "gpumd on a simulated 2x H100 node ($(nproc) CPUs), ${SECS}s per point"
+echo "-- reserve+release round trips (durable: SQLite WAL, one commit per loop turn)"
+declare -A RATE
+for n in 1 16 256; do
+  line=$("$P" rtt "$GPUM_SOCKET" "$n" "$SECS")
+  echo "gpumd  $line"
+  RATE[$n]=$(sed -E 's/.* rate=([0-9]+).*/\1/' <<<"$line")
+done
+
+if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
+  redis-server --port 0 --unixsocket "$TMP/redis.sock" --save "" --appendonly no \
+    --daemonize no >"$TMP/redis.log" 2>&1 &
+  REDIS=$!
+  i=0
+  until [ -S "$TMP/redis.sock" ]; do
+    i=$((i + 1))
+    [ $i -gt 1000 ] && { echo "redis-server did not start" >&2; exit 1; }
+    sleep 0.01
+  done
+  echo "-- baseline: redis-benchmark -t set (in memory, no persistence), same client counts"
+  for n in 1 16 256; do
+    csv=$(redis-benchmark -s "$TMP/redis.sock" -t set -c "$n" -n $((n * 20000 > 200000 ? n * 20000 : 200000)) --csv | tail -1)
+    rate=$(cut -d, -f2 <<<"$csv" | tr -d '"')
+    p50=$(cut -d, -f5 <<<"$csv" | tr -d '"')
+    p99=$(cut -d, -f7 <<<"$csv" | tr -d '"')
+    echo "redis  clients=$n rate=${rate%.*} p50_ms=$p50 p99_ms=$p99"
+    if [ "$n" = 16 ]; then
+      echo "ratio at 16 clients: gpumd/redis = $(awk -v a="${RATE[16]}" -v b="$rate" 'BEGIN { printf "%.2f", a / b }') (aim >= 0.5)"
+    fi
+  done
+else
+  echo "-- baseline skipped: redis-server / redis-benchmark not installed (scripts/deps.sh bench)"
+fi
+
+echo "-- resident memory"
+base=$(awk '/VmRSS/ { print $2 }' "/proc/$GD/status")
+coproc HOLD { "$P" hold "$GPUM_SOCKET" 10000; }
+hold_pid=$HOLD_PID
+read -r held <&"${HOLD[0]}"
+rss=$(awk '/VmRSS/ { print $2 }' "/proc/$GD/status")
+echo "gpumd RSS: ${base} KiB idle, ${rss} KiB with $held live reservations (aim < 32768 KiB)"
+exec {HOLD[1]}>&-
+wait "$hold_pid" 2>/dev/null || true

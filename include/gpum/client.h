@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gpumd client library: talks to the node daemon over its Unix socket (newline-delimited
+ * JSON, docs/protocol.md) to reserve GPU memory, wait for grants, release, renew, list and read
+ * the node's status; plus the socket and state-directory resolution the daemon itself uses, so
+ * that both sides agree on the paths.
+ *
+ * Paths. The socket is the `socket` option (GPUM_SOCKET); when empty, /run/gpum/gpumd.sock for
+ * root, else $XDG_RUNTIME_DIR/gpum/gpumd.sock, or /tmp/gpum-<uid>/gpumd.sock when
+ * XDG_RUNTIME_DIR is unset. The state directory is the `state_dir` option (GPUM_STATE_DIR);
+ * when empty, /var/lib/gpum for root, else $XDG_STATE_HOME/gpum or ~/.local/state/gpum.
+ *
+ * Calls. Every call sends one request with a fresh id and reads until the reply with that id
+ * arrives (or the client's timeout passes: GPUM_ETIMEDOUT). Events the server pushes meanwhile
+ * (granted, queued, failed, expired, released, pressure) are queued and handed to the event
+ * callback just before the call returns, or by gpum_client_process(). A failed request returns
+ * the daemon's error code (GPUM_EINVAL, GPUM_EPERM, GPUM_ENOENT, GPUM_ENEVERFIT, ...) with the
+ * daemon's message as the detail (gpum_last_error()). GPUM_ECLOSED: the daemon closed the
+ * connection (it stopped, or rejected an over-long message), or sent a message over the limit;
+ * the client is then unusable (close it; connect again). A malformed message from the daemon
+ * is GPUM_EPROTO and the connection stays usable.
+ *
+ * Polling: when a call returns, every complete message the client has read has been handed
+ * out, so poll(2) on gpum_client_fd() never misses one that waits in the client's buffer.
+ *
+ * Thread safety: a gpum_client_t is not thread-safe. Use one connection per thread, or
+ * serialise every call on a client with your own mutex. Callbacks run on the thread that
+ * called into the client, inside that call; they must not call gpum_client_* on the same
+ * client (they may record what they saw and let the caller act).
+ *
+ * Leases: a reservation made with the default lease (GPUM_LEASE_CONNECTION) is released by the
+ * daemon when this connection closes, so a process that dies never leaks its reservation.
+ */
+#ifndef GPUM_CLIENT_H
+#define GPUM_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpum/options.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUM_CLIENT_PROTOCOL 1
+#define GPUM_CLIENT_MAX_MESSAGE (64 * 1024) /* bytes per message, newline included */
+#define GPUM_CLIENT_MAX_DEVICES 16          /* devices kept per reservation */
+
+/* --- Paths ------------------------------------------------------------------------------ */
+
+/* The built-in default socket path (the rules above, without the option). Returns 0, or
+ * GPUM_ENOSPC when len is too small (buf then holds ""). */
+int gpum_default_socket_path(char *buf, size_t len);
+/* The built-in default state directory. Returns 0, GPUM_ENOSPC, or GPUM_ENOENT when a
+ * non-root user has no home directory. XDG_* variables that are not absolute are ignored. */
+int gpum_default_state_dir(char *buf, size_t len);
+/* The effective socket path: the `socket` option of cfg when set; with cfg NULL, $GPUM_SOCKET
+ * when set; else the default. Same returns as gpum_default_socket_path. */
+int gpum_socket_path(const gpum_config_t *cfg, char *buf, size_t len);
+/* The effective state directory: `state_dir` of cfg, else $GPUM_STATE_DIR (cfg NULL), else the
+ * default. */
+int gpum_state_dir(const gpum_config_t *cfg, char *buf, size_t len);
+
+/* --- Reservations ----------------------------------------------------------------------- */
+
+typedef enum {
+  GPUM_RES_UNKNOWN = 0, /* a state name this library does not know */
+  GPUM_RES_QUEUED,
+  GPUM_RES_GRANTED,
+  GPUM_RES_RELEASED,
+  GPUM_RES_EXPIRED,
+  GPUM_RES_CANCELLED,
+  GPUM_RES_FAILED,
+} gpum_res_state_t;
+
+typedef enum {
+  GPUM_LEASE_CONNECTION = 0, /* released when the connection closes (default) */
+  GPUM_LEASE_PID,            /* released when the process exits */
+  GPUM_LEASE_TTL,            /* released when not renewed within ttl_ms */
+} gpum_lease_t;
+
+typedef struct {
+  unsigned index;
+  char uuid[96];
+} gpum_res_device_t;
+
+/* A reservation as the daemon reported it. Strings are "" when absent; numbers 0. */
+typedef struct {
+  char id[64];
+  char token[80]; /* only shown to the owner */
+  gpum_res_state_t state;
+  char reason[256];
+  uint32_t uid;
+  int32_t pid;
+  char label[128];
+  uint64_t bytes_per_gpu;
+  unsigned gpus;
+  int priority;
+  gpum_lease_t lease;
+  uint64_t ttl_ms;
+  uint64_t expires_ns;
+  size_t ndevices;
+  gpum_res_device_t devices[GPUM_CLIENT_MAX_DEVICES];
+  long queue_position; /* while QUEUED: 0 = next in line; -1 otherwise */
+  char waiting_for[256];
+  uint64_t created_ns, granted_ns, ended_ns;
+} gpum_reservation_t;
+
+/* "QUEUED", "GRANTED", ...; "UNKNOWN". */
+const char *gpum_res_state_name(gpum_res_state_t st);
+/* True for RELEASED, EXPIRED, CANCELLED and FAILED. */
+bool gpum_res_state_is_final(gpum_res_state_t st);
+
+/* A reservation request. Zero-initialise and fill what you need: gpus 0 means 1. */
+typedef struct {
+  uint64_t bytes_per_gpu; /* required, > 0 */
+  unsigned gpus;
+  const char *model;          /* fnmatch pattern on the device name, or NULL */
+  uint64_t min_memory;        /* devices with at least this much total memory; 0: any */
+  const char *const *devices; /* indexes or UUIDs to choose from, or NULL */
+  size_t ndevices;
+  int priority;              /* -100..100, higher first */
+  uint64_t queue_timeout_ms; /* the daemon's queue timeout; 0 none */
+  bool wait_on_timeout;      /* on queue timeout: keep waiting (true) or be rejected */
+  const char *label;         /* job name shown in listings, or NULL */
+  gpum_lease_t lease;
+  int32_t pid;     /* GPUM_LEASE_PID: the process; 0 = the caller */
+  uint64_t ttl_ms; /* GPUM_LEASE_TTL */
+} gpum_reserve_req_t;
+
+/* --- Events ----------------------------------------------------------------------------- */
+
+typedef enum {
+  GPUM_CLIENT_EV_OTHER = 0, /* an event name this library does not know */
+  GPUM_CLIENT_EV_QUEUED,    /* queued, or the queue position changed */
+  GPUM_CLIENT_EV_GRANTED,
+  GPUM_CLIENT_EV_FAILED, /* device lost */
+  GPUM_CLIENT_EV_EXPIRED,
+  GPUM_CLIENT_EV_RELEASED,
+  GPUM_CLIENT_EV_PRESSURE,
+} gpum_client_event_kind_t;
+
+typedef struct {
+  gpum_client_event_kind_t kind;
+  const char *name;                      /* the event's name as sent */
+  const gpum_reservation_t *reservation; /* NULL for pressure */
+  int device;                            /* pressure: the device index */
+  double used_ratio;                     /* pressure */
+  const char *level;                     /* pressure: "high" or "critical" */
+} gpum_client_event_t;
+
+typedef void (*gpum_client_event_fn)(const gpum_client_event_t *ev, void *user);
+
+/* --- Connection ------------------------------------------------------------------------- */
+
+typedef struct gpum_client gpum_client_t;
+
+/* Connects to the daemon at path (NULL: gpum_socket_path(NULL)) and says hello. timeout_ms
+ * bounds the handshake (0: 5 s) and becomes the client's call timeout. Returns 0, or
+ * GPUM_ENOENT / GPUM_ECLOSED ("cannot connect to gpumd at PATH: ... (is gpumd running? ...)"),
+ * GPUM_EPERM (socket permissions), GPUM_ETIMEDOUT, GPUM_EPROTO. */
+int gpum_client_connect(const char *path, unsigned timeout_ms, gpum_client_t **out);
+/* Closes the connection (connection-bound reservations are released by the daemon) and frees
+ * the client. NULL is fine. */
+void gpum_client_close(gpum_client_t *c);
+
+/* How long a call waits for its reply (ms, > 0). */
+void gpum_client_set_timeout(gpum_client_t *c, unsigned timeout_ms);
+void gpum_client_set_event_cb(gpum_client_t *c, gpum_client_event_fn fn, void *user);
+/* The connection's file descriptor, for poll(2) (POLLIN: call gpum_client_process). */
+int gpum_client_fd(const gpum_client_t *c);
+/* What the daemon said in hello. */
+const char *gpum_client_server_version(const gpum_client_t *c);
+const char *gpum_client_socket(const gpum_client_t *c);
+
+/* Reads what has arrived (waiting up to timeout_ms for something when nothing is pending; 0:
+ * do not wait, -1: forever) and dispatches the events. Returns the number of events
+ * dispatched (>= 0), or GPUM_ECLOSED / GPUM_EPROTO. */
+int gpum_client_process(gpum_client_t *c, int timeout_ms);
+
+/* --- Operations ------------------------------------------------------------------------- */
+
+/* Asks for a reservation and returns at once with it in *out: GRANTED, or QUEUED (then wait
+ * for the "granted" event with gpum_client_process or gpum_client_wait). */
+int gpum_client_reserve_async(gpum_client_t *c, const gpum_reserve_req_t *req,
+                              gpum_reservation_t *out);
+/* Waits until reservation id leaves QUEUED (dispatching events meanwhile), up to timeout_ms
+ * (-1: forever; 0: only take what has already arrived, e.g. after poll(2) said POLLIN). *out gets
+ * its latest state. Returns 0 when GRANTED; GPUM_ETIMEDOUT when still queued; GPUM_ESTATE when it
+ * ended otherwise (expired, cancelled, failed; the reason is the detail); GPUM_ECLOSED. */
+int gpum_client_wait(gpum_client_t *c, const char *id, int timeout_ms, gpum_reservation_t *out);
+/* reserve_async + wait. When the wait times out the queued reservation is cancelled and
+ * GPUM_ETIMEDOUT returned. */
+int gpum_client_reserve(gpum_client_t *c, const gpum_reserve_req_t *req, int timeout_ms,
+                        gpum_reservation_t *out);
+/* Releases (GRANTED) or cancels (QUEUED) a reservation. out may be NULL. */
+int gpum_client_release(gpum_client_t *c, const char *id, gpum_reservation_t *out);
+/* Renews a TTL lease (ttl_ms 0: keep the current TTL). out may be NULL. */
+int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms, gpum_reservation_t *out);
+/* Rebinds a connection-bound reservation to this connection (after a daemon restart). */
+int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
+                       gpum_reservation_t *out);
+/* The caller's reservations (all: everyone's) in a malloc'd array (*out, *n) the caller frees
+ * with free(). */
+int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n);
+
+/* The daemon's view of one device. */
+typedef struct {
+  unsigned index;
+  char uuid[96];
+  char name[128];
+  char state[32];
+  char reason[256];
+  uint64_t total, used, free;
+  uint64_t committed, reserved, unmanaged;
+  unsigned jobs;
+  size_t nreservations;
+  char (*reservations)[64]; /* their ids */
+} gpum_client_device_status_t;
+
+typedef struct {
+  size_t ndevices;
+  gpum_client_device_status_t *devices;
+  size_t nqueue;
+  gpum_reservation_t *queue;
+} gpum_client_status_t;
+
+int gpum_client_status(gpum_client_t *c, gpum_client_status_t *out);
+void gpum_client_status_free(gpum_client_status_t *st);
+
+/* Sends {"id": <fresh>, "op": op, ...args} where args_json is a JSON object text (or NULL)
+ * and returns the whole reply as JSON text in *reply (malloc'd; the caller frees), for tools
+ * that want the raw document (gpum jobs --json). A reply with ok false returns the daemon's
+ * error like every other call. */
+int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_json, char **reply);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUM_CLIENT_H */

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the commands that talk to gpumd share (client_cli.c): connecting with the configured
+ * socket, the reservation flags of `gpum run` and `gpum reserve`, waiting for a grant while
+ * showing the queue position on stderr (Ctrl-C cancels), and formatting reservations.
+ */
+#ifndef GPUM_CLI_CLIENT_H
+#define GPUM_CLI_CLIENT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpum/client.h>
+#include <gpum/options.h>
+
+typedef struct {
+  gpum_reserve_req_t req;
+  uint64_t timeout_ms; /* --timeout: how long to wait in the queue; 0 forever */
+  uint64_t ttl_ms;     /* --ttl (gpum reserve) */
+  bool quiet;          /* no queue progress on stderr */
+} cli_reserve_opts_t;
+
+/* The reservation flags' help lines, for the commands' usage texts. */
+extern const char cli_reserve_flags_help[];
+
+/* Takes a flag "--name VALUE" / "--name=VALUE" at argv[*i] (advancing *i past the value). */
+bool cli_take_flag(int argc, char **argv, int *i, const char *name, const char **v);
+
+/* Parses the reservation flag at argv[*i] (--mem, --gpus, --type, --priority, --timeout,
+ * --label). Returns 1 when taken, 0 when argv[*i] is not one of them, -1 after printing a
+ * usage error. */
+int cli_take_reserve_flag(const char *cmd, int argc, char **argv, int *i, cli_reserve_opts_t *o);
+
+/* Connects to gpumd at the configured socket; prints the reason (with the hint to start gpumd)
+ * and returns CLI_EXIT_FAIL on failure. */
+int cli_client_connect(const gpum_config_t *cfg, const char *cmd, unsigned timeout_ms,
+                       gpum_client_t **out);
+
+/* The signal that interrupted the wait (SIGINT/SIGTERM/SIGHUP), 0 when none. Set by the
+ * handlers cli_catch_signals installs (without SA_RESTART). */
+extern volatile sig_atomic_t cli_signal_caught;
+void cli_catch_signals(void);
+
+/* Reserves as o says and waits for the grant, printing the queue position on stderr as it
+ * changes. Returns 0 with *r GRANTED; else prints why and returns CLI_EXIT_FAIL, or 128+signal
+ * when interrupted (the queued reservation is then cancelled). */
+int cli_reserve_and_wait(const char *cmd, gpum_client_t *c, const cli_reserve_opts_t *o,
+                         gpum_reservation_t *r);
+
+/* "GPU-a,GPU-b" (indexes for devices without a UUID) into buf. */
+void cli_res_visible_devices(const gpum_reservation_t *r, char *buf, size_t len);
+
+#endif /* GPUM_CLI_CLIENT_H */

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpum jobs [--all] [--json]`: the reservations gpumd holds for the caller (--all: everyone's),
+ * granted ones first, then the queue in order, as a table or as JSON.
+ */
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gpum/error.h>
+#include <gpum/size.h>
+#include <jansson.h>
+
+#include "cli.h"
+#include "client_cli.h"
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: gpum jobs [--all] [--json]\n"
+               "\n"
+               "Lists your reservations in gpumd: granted ones with their GPUs, queued ones with\n"
+               "their position and what they wait for.\n"
+               "\n"
+               "options:\n"
+               "  --all    every user's reservations (tokens are only shown to their owners)\n"
+               "  --json   the daemon's document: {\"reservations\": [...]} (docs/protocol.md)\n"
+               "\n"
+               "Exit status: 0, or 1 when gpumd cannot be reached.\n");
+}
+
+static void user_name(uint32_t uid, char *buf, size_t len) {
+  struct passwd pw, *res = NULL;
+  char tmp[1024];
+  if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
+    snprintf(buf, len, "%s", pw.pw_name);
+  else
+    snprintf(buf, len, "%u", uid);
+}
+
+static uint64_t wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* "2m30s" since ns (a wall-clock time), "-" when unknown. */
+static void age(uint64_t ns, char *buf, size_t len) {
+  uint64_t now = wall_ns();
+  if (ns == 0 || ns > now) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  gpum_duration_format((now - ns) / 1000000000ull * 1000ull, buf, len);
+}
+
+static int by_state(const void *a, const void *b) {
+  const gpum_reservation_t *x = a, *y = b;
+  int kx = x->state == GPUM_RES_GRANTED ? 0 : x->state == GPUM_RES_QUEUED ? 1 : 2;
+  int ky = y->state == GPUM_RES_GRANTED ? 0 : y->state == GPUM_RES_QUEUED ? 1 : 2;
+  if (kx != ky)
+    return kx - ky;
+  if (kx == 1)
+    return (x->queue_position > y->queue_position) - (x->queue_position < y->queue_position);
+  return strcmp(x->id, y->id);
+}
+
+static void print_table(gpum_reservation_t *list, size_t n) {
+  if (n == 0) {
+    printf("no reservations\n");
+    return;
+  }
+  qsort(list, n, sizeof *list, by_state);
+  printf("%-10s %-9s %-10s %8s %-8s %10s %4s %-8s %s\n", "ID", "STATE", "USER", "PID", "GPUS",
+         "MEM/GPU", "PRIO", "AGE", "LABEL / WAITING FOR");
+  for (size_t i = 0; i < n; i++) {
+    const gpum_reservation_t *r = &list[i];
+    char user[64], gpus[64] = "", size[GPUM_SIZE_BUFSZ], when[GPUM_DURATION_BUFSZ];
+    user_name(r->uid, user, sizeof user);
+    size_t o = 0;
+    for (size_t d = 0; d < r->ndevices && o < sizeof gpus; d++) {
+      int k = snprintf(gpus + o, sizeof gpus - o, "%s%u", d ? "," : "", r->devices[d].index);
+      o += k > 0 ? (size_t)k : 0;
+    }
+    if (r->state == GPUM_RES_QUEUED)
+      snprintf(gpus, sizeof gpus, "#%ld", r->queue_position + 1); /* 0: next in line */
+    else if (gpus[0] == '\0')
+      snprintf(gpus, sizeof gpus, "-");
+    age(r->state == GPUM_RES_GRANTED && r->granted_ns ? r->granted_ns : r->created_ns, when,
+        sizeof when);
+    printf("%-10s %-9s %-10s %8d %-8s %10s %4d %-8s %s", r->id, gpum_res_state_name(r->state), user,
+           (int)r->pid, gpus, gpum_size_format(r->bytes_per_gpu, size, sizeof size), r->priority,
+           when, r->label[0] ? r->label : "-");
+    if (r->state == GPUM_RES_QUEUED && r->waiting_for[0])
+      printf(" (waiting for %s)", r->waiting_for);
+    else if (r->reason[0])
+      printf(" (%s)", r->reason);
+    putchar('\n');
+  }
+}
+
+static int print_json(gpum_client_t *c, bool all) {
+  char *text = NULL;
+  int rc = gpum_client_call_json(c, "list", all ? "{\"all\":true}" : "{\"all\":false}", &text);
+  if (rc != 0) {
+    fprintf(stderr, "gpum jobs: %s\n", cli_reason(rc));
+    return CLI_EXIT_FAIL;
+  }
+  json_t *doc = json_loads(text, 0, NULL);
+  free(text);
+  json_t *out = json_pack("{s:O}", "reservations", json_object_get(doc, "reservations"));
+  json_decref(doc);
+  if (out == NULL) {
+    fprintf(stderr, "gpum jobs: gpumd's reply has no reservation list\n");
+    return CLI_EXIT_FAIL;
+  }
+  json_dumpf(out, stdout, JSON_INDENT(2));
+  putchar('\n');
+  json_decref(out);
+  return CLI_EXIT_OK;
+}
+
+int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
+  bool json = false, all = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    } else if (!strcmp(a, "--json")) {
+      json = true;
+    } else if (!strcmp(a, "--all") || !strcmp(a, "-a")) {
+      all = true;
+    } else if (a[0] == '-') {
+      return cli_bad_option("jobs", a);
+    } else {
+      fprintf(stderr, "gpum jobs: unexpected argument '%s'\n", a);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  gpum_client_t *c = NULL;
+  int code = cli_client_connect(cfg, "jobs", 0, &c);
+  if (code != 0)
+    return code;
+  if (json) {
+    code = print_json(c, all);
+    gpum_client_close(c);
+    return code;
+  }
+  gpum_reservation_t *list = NULL;
+  size_t n = 0;
+  int rc = gpum_client_list(c, all, &list, &n);
+  gpum_client_close(c);
+  if (rc != 0) {
+    fprintf(stderr, "gpum jobs: %s\n", cli_reason(rc));
+    return CLI_EXIT_FAIL;
+  }
+  print_table(list, n);
+  free(list);
+  return CLI_EXIT_OK;
+}

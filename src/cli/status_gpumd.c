@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpum status` with gpumd running: asks the daemon (short timeout, silent when there is none)
+ * for its status and every reservation, and draws under each GPU the bytes reserved and
+ * committed there and its reservations, and the queue at the end. JSON: the "gpumd" member is
+ * the daemon's status document plus "reservations" (docs/protocol.md), or null.
+ */
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/client.h>
+#include <gpum/error.h>
+#include <gpum/size.h>
+#include <jansson.h>
+
+#include "status.h"
+
+#define GPUMD_STATUS_TIMEOUT_MS 500
+
+/* op's reply as a JSON object without "id" and "ok", or NULL. */
+static json_t *ask(gpum_client_t *c, const char *op, const char *args) {
+  char *text = NULL;
+  if (gpum_client_call_json(c, op, args, &text) != 0)
+    return NULL;
+  json_t *doc = json_loads(text, 0, NULL);
+  free(text);
+  json_object_del(doc, "id");
+  json_object_del(doc, "ok");
+  return doc;
+}
+
+void cli_snapshot_add_gpumd(cli_snapshot_t *snap, const char *socket) {
+  gpum_client_t *c = NULL;
+  if (socket == NULL || *socket == '\0' ||
+      gpum_client_connect(socket, GPUMD_STATUS_TIMEOUT_MS, &c) != 0) {
+    gpum_error_clear();
+    return;
+  }
+  json_t *st = ask(c, "status", NULL);
+  json_t *list = st ? ask(c, "list", "{\"all\":true}") : NULL;
+  gpum_client_close(c);
+  gpum_error_clear();
+  if (st && list)
+    json_object_set(st, "reservations", json_object_get(list, "reservations"));
+  json_decref(list);
+  json_decref(snap->gpumd);
+  snap->gpumd = st;
+}
+
+static const json_t *find_res(const cli_snapshot_t *snap, const char *id) {
+  size_t i;
+  const json_t *r;
+  const json_t *all = json_object_get(snap->gpumd, "reservations");
+  for (i = 0; i < json_array_size(all) && (r = json_array_get(all, i)); i++) {
+    const char *rid = json_string_value(json_object_get(r, "id"));
+    if (rid && !strcmp(rid, id))
+      return r;
+  }
+  return NULL;
+}
+
+static uint64_t num(const json_t *o, const char *key) {
+  json_int_t v = json_integer_value(json_object_get(o, key));
+  return v > 0 ? (uint64_t)v : 0;
+}
+
+static void user_name(uint64_t uid, char *buf, size_t len) {
+  struct passwd pw, *res = NULL;
+  char tmp[1024];
+  if (getpwuid_r((uid_t)uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
+    snprintf(buf, len, "%s", pw.pw_name);
+  else
+    snprintf(buf, len, "%llu", (unsigned long long)uid);
+}
+
+/* "r-1 alice train 8.00 GiB" */
+static void res_line(const cli_out_t *o, const json_t *r, const char *id) {
+  char user[64], size[GPUM_SIZE_BUFSZ];
+  if (r == NULL) {
+    cli_styled(o, CLI_DIM, "      %s\n", id);
+    return;
+  }
+  const char *label = json_string_value(json_object_get(r, "label"));
+  user_name(num(r, "uid"), user, sizeof user);
+  fprintf(o->f, "      %-8s %-10s %10s/GPU  pid %-7llu %s\n", id, user,
+          gpum_size_format(num(r, "bytes_per_gpu"), size, sizeof size),
+          (unsigned long long)num(r, "pid"), label && *label ? label : "");
+}
+
+void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, unsigned index) {
+  size_t i;
+  const json_t *d;
+  const json_t *devs = json_object_get(snap->gpumd, "devices");
+  for (i = 0; i < json_array_size(devs) && (d = json_array_get(devs, i)); i++) {
+    if (num(d, "index") != index)
+      continue;
+    char res[GPUM_SIZE_BUFSZ], com[GPUM_SIZE_BUFSZ];
+    const json_t *ids = json_object_get(d, "reservations");
+    cli_styled(o, CLI_DIM, "    gpumd: reserved %s, committed %s, %zu reservation%s\n",
+               gpum_size_format(num(d, "reserved"), res, sizeof res),
+               gpum_size_format(num(d, "committed"), com, sizeof com), json_array_size(ids),
+               json_array_size(ids) == 1 ? "" : "s");
+    size_t k;
+    const json_t *id;
+    for (k = 0; k < json_array_size(ids) && (id = json_array_get(ids, k)); k++) {
+      const char *s = json_string_value(id);
+      if (s)
+        res_line(o, find_res(snap, s), s);
+    }
+    return;
+  }
+}
+
+void cli_render_gpumd_queue(const cli_out_t *o, const cli_snapshot_t *snap) {
+  const json_t *queue = json_object_get(snap->gpumd, "queue");
+  if (snap->gpumd == NULL)
+    return;
+  if (json_array_size(queue) == 0) {
+    cli_styled(o, CLI_DIM, "gpumd: queue empty\n");
+    return;
+  }
+  fprintf(o->f, "gpumd: %zu queued\n", json_array_size(queue));
+  size_t i;
+  const json_t *r;
+  for (i = 0; i < json_array_size(queue) && (r = json_array_get(queue, i)); i++) {
+    const char *id = json_string_value(json_object_get(r, "id"));
+    const char *why = json_string_value(json_object_get(r, "waiting_for"));
+    res_line(o, r, id ? id : "?");
+    if (why && *why)
+      cli_styled(o, CLI_DIM, "        waiting for %s\n", why);
+  }
+}

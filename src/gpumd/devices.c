@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's view of the devices: the monitor (sampling and health on its own threads), a bridge
+ * that carries the monitor's events into the libevent loop (the sampler thread queues them and
+ * writes a byte into a socketpair the loop watches), a timer that reads the newest samples for
+ * memory pressure and the scheduler's device state, and the "devices" part of the status reply.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include <gpum/error.h>
+#include <gpum/log.h>
+
+#include "gpumd_internal.h"
+
+/* On the sampler thread: queue the event and wake the loop. Must be quick. */
+static void on_monitor_event(const gpum_monitor_event_t *ev, void *user) {
+  gpumd_t *d = user;
+  if (ev->kind != GPUM_MONEV_HEALTH && ev->kind != GPUM_MONEV_XID)
+    return;
+  gpumd_monq_t *q = malloc(sizeof *q);
+  if (!q)
+    return;
+  q->ev = *ev;
+  q->next = NULL;
+  pthread_mutex_lock(&d->monq_lock);
+  bool wake = d->monq_head == NULL;
+  if (d->monq_tail)
+    d->monq_tail->next = q;
+  else
+    d->monq_head = q;
+  d->monq_tail = q;
+  d->monq_len++;
+  pthread_mutex_unlock(&d->monq_lock);
+  if (wake) {
+    char b = 1;
+    ssize_t n = write(d->mon_fds[1], &b, 1);
+    (void)n; /* a full pipe already has a wake-up pending */
+  }
+}
+
+/* On the loop: take every queued event. */
+static void on_monitor_wake(evutil_socket_t fd, short what, void *arg) {
+  (void)what;
+  gpumd_t *d = arg;
+  char buf[64];
+  while (read(fd, buf, sizeof buf) > 0) {
+  }
+  pthread_mutex_lock(&d->monq_lock);
+  gpumd_monq_t *q = d->monq_head;
+  d->monq_head = d->monq_tail = NULL;
+  d->monq_len = 0;
+  pthread_mutex_unlock(&d->monq_lock);
+  while (q) {
+    gpumd_monq_t *next = q->next;
+    const gpum_monitor_event_t *ev = &q->ev;
+    if (ev->kind == GPUM_MONEV_HEALTH) {
+      gpum_log(GPUM_LOG_INFO, "gpumd", "device %u: %s -> %s (%s)", ev->device,
+               gpum_health_state_name(ev->from), gpum_health_state_name(ev->to), ev->reason);
+      gpumd_ops_device_health(d, ev->device, ev->to, ev->reason);
+    }
+    free(q);
+    q = next;
+  }
+}
+
+static gpumd_device_t *device_by_index(gpumd_t *d, unsigned index) {
+  for (unsigned i = 0; i < d->device_count; i++)
+    if (d->devices[i].index == index)
+      return &d->devices[i];
+  return NULL;
+}
+
+/* Every monitor interval: the newest samples go to the scheduler (memory pressure, used and
+ * unmanaged memory). */
+static void on_sample_timer(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  gpumd_t *d = arg;
+  for (unsigned i = 0; i < d->device_count; i++) {
+    gpum_device_sample_t s;
+    if (gpum_monitor_latest(d->mon, d->devices[i].index, &s) == 0)
+      gpumd_ops_device_sample(d, d->devices[i].index, &s);
+  }
+}
+
+static int parse_devices(const char *s, unsigned *out, unsigned cap, unsigned *n) {
+  *n = 0;
+  const char *p = s;
+  while (*p) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(p, &end, 10);
+    if (end == p || errno || v > 1023 || (*end && *end != ','))
+      return gpum_error(GPUM_EINVAL, "devices '%s': expected indices such as \"0,2\"", s);
+    if (*n == cap)
+      return gpum_error(GPUM_ERANGE, "devices '%s': more than %u devices", s, cap);
+    out[(*n)++] = (unsigned)v;
+    p = *end ? end + 1 : end;
+  }
+  return 0;
+}
+
+int gpumd_devices_start(gpumd_t *d) {
+  gpum_device_open_opts_t dopts;
+  gpum_device_open_opts_init(&dopts);
+  const char *backend = gpum_config_get_string(d->cfg, "backend");
+  if (backend && *backend && gpum_backend_parse(backend, &dopts.backend) != 0)
+    return gpum_error(GPUM_EINVAL, "invalid backend '%s' (expected auto, nvml or host)", backend);
+  const char *lib = gpum_config_get_string(d->cfg, "nvml.library");
+  dopts.nvml_library = (lib && *lib) ? lib : NULL;
+  int64_t retries = gpum_config_get_int(d->cfg, "retry.count");
+  dopts.retries = retries > 100 ? 100 : (int)retries;
+  uint64_t base = gpum_config_get_duration(d->cfg, "retry.base");
+  dopts.retry_base_ms = base > 60000 ? 60000 : (int)base;
+
+  unsigned sel[GPUMD_MAX_DEVICES], nsel = 0;
+  int rc = parse_devices(gpum_config_get_string(d->cfg, "devices"), sel, GPUMD_MAX_DEVICES, &nsel);
+  if (rc != 0)
+    return rc;
+  gpum_monitor_opts_t mo;
+  gpum_monitor_opts_init(&mo);
+  uint64_t iv = gpum_config_get_duration(d->cfg, "monitor.interval");
+  mo.interval_ms = iv == 0 ? 1000 : (iv > 3600000 ? 3600000 : (unsigned)iv);
+  mo.history_seconds = 600;
+  mo.busy.util_gpu_pct = (unsigned)gpum_config_get_int(d->cfg, "monitor.busy_util");
+  mo.busy.memory_pct = (unsigned)gpum_config_get_int(d->cfg, "monitor.busy_memory");
+  mo.busy.jobs = (unsigned)gpum_config_get_int(d->cfg, "monitor.busy_jobs");
+  mo.devices = nsel ? sel : NULL;
+  mo.device_count = nsel;
+  rc = gpum_monitor_create(&dopts, &mo, &d->mon);
+  if (rc != 0)
+    return rc;
+  d->device_count = gpum_monitor_device_count(d->mon);
+  if (d->device_count > GPUMD_MAX_DEVICES)
+    d->device_count = GPUMD_MAX_DEVICES;
+  for (unsigned i = 0; i < d->device_count; i++) {
+    gpumd_device_t *dev = &d->devices[i];
+    gpum_monitor_device_index(d->mon, i, &dev->index);
+    gpum_monitor_device_info(d->mon, dev->index, &dev->info);
+  }
+  if (evutil_socketpair(AF_UNIX, SOCK_STREAM, 0, d->mon_fds) != 0)
+    return gpum_error(GPUM_EIO, "socketpair: %s", strerror(errno));
+  evutil_make_socket_nonblocking(d->mon_fds[0]);
+  evutil_make_socket_nonblocking(d->mon_fds[1]);
+  evutil_make_socket_closeonexec(d->mon_fds[0]);
+  evutil_make_socket_closeonexec(d->mon_fds[1]);
+  d->mon_ev = event_new(d->base, d->mon_fds[0], EV_READ | EV_PERSIST, on_monitor_wake, d);
+  d->pressure_timer = event_new(d->base, -1, EV_PERSIST, on_sample_timer, d);
+  if (!d->mon_ev || !d->pressure_timer)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  event_add(d->mon_ev, NULL);
+  struct timeval tv = {.tv_sec = mo.interval_ms / 1000, .tv_usec = (mo.interval_ms % 1000) * 1000};
+  event_add(d->pressure_timer, &tv);
+  rc = gpumd_procs_start(d, &dopts, mo.interval_ms);
+  if (rc != 0)
+    return rc;
+  rc = gpum_monitor_subscribe(d->mon, on_monitor_event, d, NULL);
+  if (rc == 0)
+    rc = gpum_monitor_start(d->mon);
+  return rc;
+}
+
+void gpumd_devices_stop(gpumd_t *d) {
+  if (d->mon) {
+    gpum_monitor_stop(d->mon);
+    gpum_monitor_destroy(d->mon);
+    d->mon = NULL;
+  }
+  gpumd_procs_stop(d);
+  if (d->mon_ev)
+    event_free(d->mon_ev);
+  if (d->pressure_timer)
+    event_free(d->pressure_timer);
+  d->mon_ev = d->pressure_timer = NULL;
+  for (int i = 0; i < 2; i++)
+    if (d->mon_fds[i] >= 0) {
+      close(d->mon_fds[i]);
+      d->mon_fds[i] = -1;
+    }
+  gpumd_monq_t *q = d->monq_head;
+  while (q) {
+    gpumd_monq_t *next = q->next;
+    free(q);
+    q = next;
+  }
+  d->monq_head = d->monq_tail = NULL;
+}
+
+json_t *gpumd_devices_json(gpumd_t *d) {
+  json_t *arr = json_array();
+  for (unsigned i = 0; i < d->device_count; i++) {
+    gpumd_device_t *dev = &d->devices[i];
+    gpum_device_health_t h;
+    memset(&h, 0, sizeof h);
+    gpum_monitor_health(d->mon, dev->index, &h);
+    gpum_device_sample_t s;
+    bool have = gpum_monitor_latest(d->mon, dev->index, &s) == 0;
+    uint64_t total = dev->info.memory_total;
+    uint64_t used = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_USED) ? s.memory_used : 0;
+    json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I}}", "index",
+                          (json_int_t)dev->index, "uuid", dev->info.uuid, "name", dev->info.name,
+                          "state", gpum_health_state_name(h.state), "reason", h.reason, "memory",
+                          "total", (json_int_t)total, "used", (json_int_t)used, "free",
+                          (json_int_t)(total > used ? total - used : 0));
+    if (o) {
+      gpumd_ops_device_json(d, dev->index, o);
+      json_array_append_new(arr, o);
+    }
+  }
+  return arr;
+}
+
+gpumd_device_t *gpumd_device_find(gpumd_t *d, unsigned index) {
+  return device_by_index(d, index);
+}

@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The core of gpumd between the protocol and the scheduler: it owns the scheduler and the
+ * ledger, writes every transition the scheduler reports to the ledger (row + audit) and turns
+ * it into an event for the owner's connection, feeds the scheduler the device views (monitor
+ * samples and health, unmanaged memory from the process list), ends leases (connection
+ * closed, pid exited, ttl passed, not re-attached after a restart), and recovers the
+ * reservations from the ledger at start.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include <gpum/error.h>
+#include <gpum/log.h>
+
+#include "gpumd_internal.h"
+
+/* ---- JSON of a reservation ---------------------------------------------------------------- */
+
+json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token) {
+  char id[GPUM_RESV_ID_BUFSZ];
+  json_t *o = json_object();
+  json_object_set_new(o, "id", json_string(gpum_resv_id_format(r->id, id, sizeof id)));
+  if (with_token)
+    json_object_set_new(o, "token", json_string(r->token));
+  json_object_set_new(o, "state", json_string(gpum_resv_state_name(r->state)));
+  json_object_set_new(o, "reason", json_string(r->reason));
+  json_object_set_new(o, "uid", json_integer(r->uid));
+  json_object_set_new(o, "pid", json_integer(r->pid));
+  json_object_set_new(o, "label", json_string(r->label));
+  json_object_set_new(o, "bytes_per_gpu", json_integer((json_int_t)r->bytes_per_gpu));
+  json_object_set_new(o, "gpus", json_integer(r->gpus));
+  json_object_set_new(o, "priority", json_integer(r->priority));
+  json_object_set_new(o, "lease", json_string(gpum_lease_kind_name(r->lease)));
+  if (r->lease == GPUM_LEASE_PID)
+    json_object_set_new(o, "lease_pid", json_integer(r->lease_pid));
+  json_object_set_new(o, "ttl_ms", json_integer((json_int_t)r->ttl_ms));
+  json_object_set_new(o, "expires_ns", json_integer((json_int_t)r->expires_ns));
+  json_t *devs = json_array();
+  for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++) {
+    if (!(r->device_mask >> i & 1u))
+      continue;
+    gpum_sched_device_t v;
+    const char *uuid = gpum_sched_device(d->sched, i, &v) == 0 ? v.uuid : "";
+    json_array_append_new(devs, json_pack("{s:i, s:s}", "index", (int)i, "uuid", uuid));
+  }
+  json_object_set_new(o, "devices", devs);
+  if (r->state == GPUM_RESV_QUEUED) {
+    size_t pos = 0;
+    if (gpum_sched_queue_position(d->sched, r->id, &pos) == 0)
+      json_object_set_new(o, "queue_position", json_integer((json_int_t)pos));
+    char why[512];
+    json_object_set_new(o, "waiting_for",
+                        json_string(gpum_sched_waiting_for(d->sched, r->id, why, sizeof why)));
+  }
+  json_object_set_new(o, "created_ns", json_integer((json_int_t)r->created_ns));
+  json_object_set_new(o, "granted_ns", json_integer((json_int_t)r->granted_ns));
+  json_object_set_new(o, "ended_ns", json_integer((json_int_t)r->ended_ns));
+  return o;
+}
+
+/* ---- events ---------------------------------------------------------------------------- */
+
+/* Sends an event about r to its bound connection, else to every connection of its owner. */
+static void event_to_owner(gpumd_t *d, const gpum_resv_t *r, const char *name) {
+  gpumd_lease_t *l = gpumd_lease_get(d, r->id);
+  /* The reply to the request that caused it carries it. */
+  if (d->submit_id == r->id && (d->in_submit || (l && l->conn == d->actor_conn)))
+    return;
+  if (l && l->conn) {
+    gpumd_send_event(l->conn, name, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+    return;
+  }
+  for (gpumd_conn_t *c = d->conns; c; c = c->next)
+    if (!c->dead && c->uid == r->uid)
+      gpumd_send_event(c, name, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+}
+
+static const char *event_name(gpum_resv_state_t to) {
+  switch (to) {
+  case GPUM_RESV_QUEUED:
+    return "queued";
+  case GPUM_RESV_GRANTED:
+    return "granted";
+  case GPUM_RESV_EXPIRED:
+    return "expired";
+  case GPUM_RESV_FAILED:
+    return "failed";
+  default:
+    return "released";
+  }
+}
+
+static void on_transition(void *user, const gpum_resv_t *r, gpum_resv_state_t from,
+                          gpum_resv_state_t to, uint64_t time_ns, const char *reason) {
+  gpumd_t *d = user;
+  gpum_ledger_audit_t a = {.reservation = r->id,
+                           .from = from,
+                           .to = to,
+                           .time_ns = time_ns,
+                           .reason = reason,
+                           .uid = d->actor_uid,
+                           .pid = d->actor_pid};
+  if (gpum_ledger_put(d->ledger, r) != 0 || gpum_ledger_audit(d->ledger, &a) != 0) {
+    gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger write failed: %s", gpum_last_error());
+    d->ledger_failed = true;
+  }
+  if (from == GPUM_RESV_NEW && d->in_submit)
+    d->submit_id = r->id;
+  gpum_log(GPUM_LOG_DEBUG, "gpumd", "r-%llu %s -> %s: %s", (unsigned long long)r->id,
+           gpum_resv_state_name(from), gpum_resv_state_name(to), reason ? reason : "");
+  if ((from == GPUM_RESV_QUEUED) != (to == GPUM_RESV_QUEUED))
+    d->queue_changed = true;
+  if (from != GPUM_RESV_NEW)
+    event_to_owner(d, r, event_name(to));
+  if (gpum_resv_state_final(to)) {
+    if (r->id == d->capture_id) {
+      d->captured = *r;
+      d->captured_set = true;
+    }
+    gpumd_lease_remove(d, r->id);
+  }
+}
+
+static void on_pressure(void *user, unsigned device, double used_ratio, gpum_pressure_t from,
+                        gpum_pressure_t to) {
+  gpumd_t *d = user;
+  if (to <= from || to == GPUM_PRESSURE_NONE)
+    return;
+  gpum_log(GPUM_LOG_INFO, "gpumd", "device %u memory pressure %s (%.0f%% used)", device,
+           gpum_pressure_name(to), used_ratio * 100.0);
+  /* To every connection bound to a reservation on the device, once each. */
+  for (gpumd_conn_t *c = d->conns; c; c = c->next) {
+    if (c->dead)
+      continue;
+    for (gpumd_lease_t *l = c->leases; l; l = l->cnext) {
+      const gpum_resv_t *r = gpum_sched_find(d->sched, l->id);
+      if (r && (r->device_mask >> device & 1u)) {
+        gpumd_send_event(c, "pressure",
+                         json_pack("{s:i, s:f, s:s}", "device", (int)device, "used_ratio",
+                                   used_ratio, "level", gpum_pressure_name(to)));
+        break;
+      }
+    }
+  }
+}
+
+void gpumd_ops_turn_events(gpumd_t *d) {
+  if (!d->queue_changed || !d->sched)
+    return;
+  d->queue_changed = false;
+  size_t n = gpum_sched_queue_length(d->sched);
+  for (size_t pos = 0; pos < n; pos++) {
+    const gpum_resv_t *r = gpum_sched_queue_at(d->sched, pos);
+    gpumd_lease_t *l = gpumd_lease_get(d, r->id);
+    if (!l || l->told_position == pos + 1)
+      continue;
+    l->told_position = pos + 1;
+    if (l->conn)
+      gpumd_send_event(l->conn, "queued",
+                       json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+  }
+}
+
+/* ---- device views ------------------------------------------------------------------------ */
+
+static bool pid_managed(gpumd_t *d, unsigned device, int32_t pid) {
+  size_t n = gpum_sched_count(d->sched);
+  for (size_t i = 0; i < n; i++) {
+    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
+    if (r->state != GPUM_RESV_GRANTED || !(r->device_mask >> device & 1u))
+      continue;
+    if (r->pid == pid || (r->lease == GPUM_LEASE_PID && r->lease_pid == pid))
+      return true;
+    gpumd_lease_t *l = gpumd_lease_get(d, r->id);
+    if (l && l->conn && l->conn->pid == pid)
+      return true;
+  }
+  return false;
+}
+
+static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device) {
+  static gpumd_procs_t procs; /* loop thread only; too big for the stack */
+  if (gpumd_procs_get(d, device, &procs) != 0)
+    return 0;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < procs.count; i++)
+    if (!pid_managed(d, device, (int32_t)procs.pid[i]))
+      sum += procs.memory[i];
+  return sum;
+}
+
+/* Builds the view of device index from the monitor and hands it to the scheduler. */
+static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample,
+                        bool procs) {
+  gpumd_device_t *dev = gpumd_device_find(d, index);
+  if (!dev || index >= GPUM_SCHED_MAX_DEVICES)
+    return;
+  gpum_sched_device_t v;
+  memset(&v, 0, sizeof v);
+  gpum_sched_device_t old;
+  bool have_old = gpum_sched_device(d->sched, index, &old) == 0;
+  v.index = index;
+  snprintf(v.uuid, sizeof v.uuid, "%s", dev->info.uuid);
+  snprintf(v.name, sizeof v.name, "%s", dev->info.name);
+  v.memory_total = dev->info.memory_total;
+  gpum_device_sample_t s;
+  if (!sample && gpum_monitor_latest(d->mon, index, &s) == 0)
+    sample = &s;
+  if (sample) {
+    if (gpum_sample_valid(sample, GPUM_METRIC_MEMORY_USED))
+      v.memory_used = sample->memory_used;
+    if (gpum_sample_valid(sample, GPUM_METRIC_MEMORY_TOTAL) && sample->memory_total)
+      v.memory_total = sample->memory_total;
+    v.util_valid = gpum_sample_valid(sample, GPUM_METRIC_UTIL_GPU);
+    v.util_gpu_pct = sample->util_gpu;
+    v.temp_valid = gpum_sample_valid(sample, GPUM_METRIC_TEMPERATURE);
+    v.temperature_c = sample->temperature_c;
+  }
+  v.unmanaged = procs ? unmanaged_bytes(d, index) : (have_old ? old.unmanaged : 0);
+  gpum_device_health_t h;
+  if (gpum_monitor_health(d->mon, index, &h) == 0) {
+    v.health = h.state;
+    snprintf(v.reason, sizeof v.reason, "%s", h.reason);
+  }
+  gpum_sched_update_device(d->sched, &v, gpumd_now_ns());
+}
+
+void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason) {
+  (void)to, (void)reason; /* the monitor's current state is read again in feed_device */
+  d->actor_uid = 0;
+  d->actor_pid = 0;
+  d->actor_conn = NULL;
+  feed_device(d, index, NULL, false);
+}
+
+void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s) {
+  d->actor_uid = 0;
+  d->actor_pid = 0;
+  d->actor_conn = NULL;
+  feed_device(d, index, s, true);
+}
+
+void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o) {
+  gpum_sched_device_stats_t st;
+  if (gpum_sched_device_stats(d->sched, index, &st) != 0)
+    return;
+  json_object_set_new(o, "capacity", json_integer((json_int_t)st.capacity));
+  json_object_set_new(o, "committed", json_integer((json_int_t)st.committed));
+  json_object_set_new(o, "reserved", json_integer((json_int_t)st.reserved));
+  json_object_set_new(o, "unmanaged", json_integer((json_int_t)st.unmanaged));
+  json_object_set_new(o, "jobs", json_integer(st.jobs));
+  json_object_set_new(o, "pressure", json_string(gpum_pressure_name(st.pressure)));
+  json_t *ids = json_array();
+  size_t n = gpum_sched_count(d->sched);
+  for (size_t i = 0; i < n; i++) {
+    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
+    char id[GPUM_RESV_ID_BUFSZ];
+    if (r->state == GPUM_RESV_GRANTED && (r->device_mask >> index & 1u))
+      json_array_append_new(ids, json_string(gpum_resv_id_format(r->id, id, sizeof id)));
+  }
+  json_object_set_new(o, "reservations", ids);
+}
+
+/* ---- timers and lease ends ---------------------------------------------------------------- */
+
+static void arm_tick(gpumd_t *d, uint64_t next_ns) {
+  if (next_ns == UINT64_MAX) {
+    event_del(d->tick_timer);
+    return;
+  }
+  uint64_t now = gpumd_now_ns();
+  uint64_t left = next_ns > now ? next_ns - now : 0;
+  struct timeval tv = {.tv_sec = (time_t)(left / 1000000000ull),
+                       .tv_usec = (suseconds_t)((left % 1000000000ull) / 1000 + 1)};
+  event_add(d->tick_timer, &tv);
+}
+
+void gpumd_ops_tick(gpumd_t *d) {
+  uint64_t next = UINT64_MAX;
+  d->actor_uid = 0;
+  d->actor_pid = 0;
+  d->actor_conn = NULL;
+  gpum_sched_tick(d->sched, gpumd_now_ns(), &next);
+  arm_tick(d, next);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  gpumd_ops_tick(arg);
+}
+
+void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpum_resv_state_t to, const char *reason) {
+  d->actor_uid = 0;
+  d->actor_pid = 0;
+  d->actor_conn = NULL;
+  if (gpum_sched_end(d->sched, id, to, gpumd_now_ns(), reason) != 0)
+    gpumd_lease_remove(d, id); /* already final */
+  gpumd_ops_tick(d);
+}
+
+void gpumd_ops_conn_closed(gpumd_conn_t *c) {
+  gpumd_t *d = c->d;
+  char reason[128];
+  snprintf(reason, sizeof reason, "client disconnected (uid %lu pid %ld)", (unsigned long)c->uid,
+           (long)c->pid);
+  while (c->leases) {
+    gpumd_lease_t *l = c->leases;
+    const gpum_resv_t *r = gpum_sched_find(d->sched, l->id);
+    if (r && r->lease == GPUM_LEASE_CONNECTION) {
+      d->actor_uid = c->uid;
+      d->actor_pid = c->pid;
+      d->actor_conn = c;
+      uint64_t id = l->id;
+      if (gpum_sched_release(d->sched, id, gpumd_now_ns(), reason) != 0)
+        gpumd_lease_remove(d, id);
+    } else {
+      gpumd_lease_bind(l, NULL);
+    }
+  }
+  d->actor_conn = NULL;
+  gpumd_ops_tick(d);
+}
+
+static void on_grace(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  gpumd_t *d = arg;
+  size_t n = gpum_sched_count(d->sched), k = 0;
+  uint64_t *ids = calloc(n ? n : 1, sizeof *ids);
+  if (!ids)
+    return;
+  for (size_t i = 0; i < n; i++) {
+    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
+    gpumd_lease_t *l = gpumd_lease_get(d, r->id);
+    if (l && l->awaiting_attach)
+      ids[k++] = r->id;
+  }
+  for (size_t i = 0; i < k; i++)
+    gpumd_ops_lease_ended(d, ids[i], GPUM_RESV_RELEASED,
+                          "client did not re-attach within lease.grace after a gpumd restart");
+  free(ids);
+}
+
+/* ---- start, recovery, reload ------------------------------------------------------------- */
+
+int gpumd_ops_reload(gpumd_t *d) {
+  gpum_sched_opts_t o;
+  gpum_sched_opts_init(&o);
+  o.memory_fraction = gpum_config_get_double(d->cfg, "memory_fraction");
+  o.safety_margin = gpum_config_get_size(d->cfg, "safety_margin");
+  o.max_concurrent_jobs = (unsigned)gpum_config_get_int(d->cfg, "max_concurrent_jobs");
+  const char *p = gpum_config_get_string(d->cfg, "placement");
+  if (gpum_placement_parse(p, &o.placement) != 0)
+    return gpum_error(GPUM_EINVAL, "placement '%s': expected pack, spread or score", p);
+  uint64_t bound = gpum_config_get_duration(d->cfg, "queue.backfill_bound");
+  o.backfill = bound > 0;
+  o.backfill_bound_ns = bound * 1000000ull;
+  o.pressure_high = gpum_config_get_double(d->cfg, "pressure.high");
+  o.pressure_critical = gpum_config_get_double(d->cfg, "pressure.critical");
+  if (gpum_sched_opts_check(&o) != 0)
+    return GPUM_EINVAL;
+  if (!d->sched) {
+    gpum_sched_callbacks_t cb = {
+        .on_transition = on_transition, .on_pressure = on_pressure, .user = d};
+    return gpum_sched_create(&o, &cb, &d->sched);
+  }
+  int rc = gpum_sched_set_opts(d->sched, &o);
+  if (rc == 0)
+    gpumd_ops_tick(d);
+  return rc;
+}
+
+static bool pid_alive(void *user, int32_t pid) {
+  (void)user;
+  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* Restores one loaded reservation as the recovery policy says. Returns true when it waits
+ * for a re-attach. */
+static bool recover_one(gpumd_t *d, gpum_resv_t *r, uint64_t now) {
+  gpum_recover_decision_t dec;
+  gpum_ledger_recover_decide(r, now, pid_alive, NULL, &dec);
+  char id[GPUM_RESV_ID_BUFSZ];
+  gpum_resv_id_format(r->id, id, sizeof id);
+  if (dec.action != GPUM_RECOVER_END && gpum_sched_restore(d->sched, r) == 0) {
+    gpumd_lease_t *l = gpumd_lease_add(d, r->id);
+    if (l && r->lease == GPUM_LEASE_PID && gpumd_lease_watch_pid(d, l, r->lease_pid) != 0) {
+      gpumd_ops_lease_ended(d, r->id, GPUM_RESV_RELEASED, "lease process exited");
+      return false;
+    }
+    if (l && r->lease == GPUM_LEASE_TTL)
+      gpumd_lease_arm_ttl(d, l, r->expires_ns);
+    if (l && dec.action == GPUM_RECOVER_AWAIT_ATTACH)
+      l->awaiting_attach = true;
+    gpum_log(GPUM_LOG_INFO, "gpumd", "recovered %s (%s, %s)%s", id, gpum_resv_state_name(r->state),
+             gpum_lease_kind_name(r->lease),
+             dec.action == GPUM_RECOVER_AWAIT_ATTACH ? ": waiting for its client" : "");
+    return l && l->awaiting_attach;
+  }
+  gpum_resv_state_t from = r->state;
+  r->state = dec.action == GPUM_RECOVER_END ? dec.to : GPUM_RESV_RELEASED;
+  snprintf(r->reason, sizeof r->reason, "%s",
+           dec.action == GPUM_RECOVER_END ? dec.reason : "could not be restored");
+  r->ended_ns = now;
+  gpum_ledger_audit_t a = {
+      .reservation = r->id, .from = from, .to = r->state, .time_ns = now, .reason = r->reason};
+  if (gpum_ledger_put(d->ledger, r) != 0 || gpum_ledger_audit(d->ledger, &a) != 0)
+    d->ledger_failed = true;
+  gpum_log(GPUM_LOG_INFO, "gpumd", "recovery: %s %s: %s", id, gpum_resv_state_name(r->state),
+           r->reason);
+  return false;
+}
+
+int gpumd_ops_start(gpumd_t *d) {
+  int rc = gpumd_ops_reload(d);
+  if (rc != 0)
+    return rc;
+  d->tick_timer = event_new(d->base, -1, 0, on_tick, d);
+  d->grace_timer = event_new(d->base, -1, 0, on_grace, d);
+  if (!d->tick_timer || !d->grace_timer)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  rc = gpum_ledger_open(d->state_dir, NULL, &d->ledger);
+  if (rc != 0)
+    return rc;
+  for (unsigned i = 0; i < d->device_count; i++)
+    feed_device(d, d->devices[i].index, NULL, false);
+  gpum_resv_t *rs = NULL;
+  size_t n = 0;
+  rc = gpum_ledger_load_all(d->ledger, &rs, &n);
+  if (rc != 0)
+    return rc;
+  uint64_t max_id = 0, now = gpumd_now_ns();
+  size_t waiting = 0;
+  rc = gpum_ledger_begin_turn(d->ledger);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    waiting += recover_one(d, &rs[i], now);
+  free(rs);
+  if (rc == 0)
+    rc = gpum_ledger_max_id(d->ledger, &max_id);
+  if (rc != 0)
+    return rc;
+  gpum_sched_set_next_id(d->sched, max_id + 1);
+  gpumd_ops_tick(d);
+  if (waiting) {
+    uint64_t grace = gpum_config_get_duration(d->cfg, "lease.grace");
+    struct timeval tv = {.tv_sec = (time_t)(grace / 1000),
+                         .tv_usec = (suseconds_t)(grace % 1000) * 1000};
+    event_add(d->grace_timer, &tv);
+    gpum_log(GPUM_LOG_INFO, "gpumd", "%zu reservations wait up to %llu ms for their clients",
+             waiting, (unsigned long long)grace);
+  }
+  return gpumd_ops_commit(d);
+}
+
+void gpumd_ops_stop(gpumd_t *d) {
+  gpumd_leases_free_all(d);
+  if (d->tick_timer)
+    event_free(d->tick_timer);
+  if (d->grace_timer)
+    event_free(d->grace_timer);
+  d->tick_timer = d->grace_timer = NULL;
+  gpum_sched_destroy(d->sched);
+  d->sched = NULL;
+  gpum_ledger_close(d->ledger);
+  d->ledger = NULL;
+}
+
+int gpumd_ops_commit(gpumd_t *d) {
+  if (!d->ledger)
+    return 0;
+  if (d->ledger_failed) {
+    gpum_ledger_rollback_turn(d->ledger);
+    return gpum_error(GPUM_EIO, "a ledger write of this turn failed");
+  }
+  return gpum_ledger_commit_turn(d->ledger);
+}

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's internals shared by its modules: the daemon state (one libevent loop, the listening
+ * socket, the client connections, the leases, the scheduler and ledger, the monitor bridge),
+ * and the functions each module offers the others (main.c: start/stop/signals; server.c:
+ * socket, connections, framing, end of turn; proto.c: lines, replies, events; ops.c: the
+ * requests; engine.c: scheduler + ledger + events + recovery; leases.c: connection/pid/ttl
+ * leases; devices.c: monitor bridge; procs.c: process lists). Everything here runs on the
+ * loop thread except the monitor callback in devices.c, which only queues events for the
+ * loop, and the process-list thread of procs.c, which only publishes snapshots.
+ *
+ * A loop turn is one event_base_loop(EVLOOP_ONCE). Replies and events produced during a turn
+ * are staged per connection and written only at the end of the turn, after the ledger's
+ * transaction for that turn has committed (gpumd_end_turn), so no client ever sees a state
+ * that is not durable.
+ */
+#ifndef GPUMD_INTERNAL_H
+#define GPUMD_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include <jansson.h>
+
+#include <gpum/monitor.h>
+#include <gpum/options.h>
+
+#include "ledger.h"
+#include "paths_internal.h"
+#include "sched.h"
+
+struct event_base;
+struct event;
+struct bufferevent;
+struct evbuffer;
+struct evconnlistener;
+
+#define GPUMD_PROTOCOL 1
+#define GPUMD_MAX_MESSAGE (64u * 1024u)       /* bytes per message, newline excluded */
+#define GPUMD_MAX_DEPTH 8                     /* nesting of arrays/objects */
+#define GPUMD_MAX_OUTPUT (4u * 1024u * 1024u) /* unread output before a client is dropped */
+#define GPUMD_MAX_DEVICES 64
+
+typedef struct gpumd gpumd_t;
+typedef struct gpumd_conn gpumd_conn_t;
+typedef struct gpumd_lease gpumd_lease_t;
+
+#define GPUMD_LEASE_BUCKETS 4096 /* power of two */
+
+/* The daemon's side of a live reservation (leases.c). */
+struct gpumd_lease {
+  gpumd_t *d;
+  uint64_t id;
+  gpumd_conn_t *conn;           /* bound connection (events go there), or NULL */
+  gpumd_lease_t *cprev, *cnext; /* in conn->leases */
+  int pidfd;
+  int32_t pid;
+  struct event *pid_ev;
+  struct event *ttl_ev;
+  uint64_t expires_ns;
+  bool awaiting_attach; /* restored connection lease: ends at the grace unless attached */
+  size_t told_position; /* queue position + 1 the client last learnt; 0 = none */
+  gpumd_lease_t *next;  /* hash chain */
+};
+
+struct gpumd_conn {
+  gpumd_t *d;
+  struct bufferevent *bev;
+  struct evbuffer *staged; /* replies/events of this turn, written after the commit */
+  uint64_t id;             /* 1, 2, ... per daemon run */
+  uid_t uid;
+  gid_t gid;
+  pid_t pid;
+  bool admin;                /* root or a member of admin_group */
+  bool closing;              /* close once the output is written */
+  bool dead;                 /* closed; freed at the end of the turn */
+  bool dirty;                /* on the dirty list */
+  gpumd_lease_t *leases;     /* reservations bound to this connection */
+  gpumd_conn_t *prev, *next; /* all connections */
+  gpumd_conn_t *dirty_next;  /* connections with staged output */
+};
+
+/* A monitor event queued by the sampler thread for the loop. */
+typedef struct gpumd_monq {
+  gpum_monitor_event_t ev;
+  struct gpumd_monq *next;
+} gpumd_monq_t;
+
+typedef struct {
+  unsigned index;
+  gpum_device_info_t info;
+} gpumd_device_t;
+
+#define GPUMD_MAX_PROCS 128 /* processes counted per device */
+
+/* A device's newest process list (procs.c). */
+typedef struct {
+  bool valid;
+  size_t count;
+  unsigned pid[GPUMD_MAX_PROCS];
+  uint64_t memory[GPUMD_MAX_PROCS];
+} gpumd_procs_t;
+
+struct gpumd {
+  gpum_config_t *cfg;
+  const char *config_path; /* NULL: defaults/env only */
+  struct event_base *base;
+  struct evconnlistener *listener;
+  struct event *sig_term, *sig_int, *sig_hup, *pressure_timer;
+  struct event *accept_timer; /* resumes accepting after a failed accept */
+  struct event *kick;         /* makes the loop turn once more (work left for the next turn) */
+  char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  char state_dir[PATH_MAX];
+  int state_lock_fd, socket_lock_fd;
+  bool socket_bound;
+
+  gpumd_conn_t *conns;
+  gpumd_conn_t *dirty;
+  uint64_t next_conn_id;
+  size_t conn_count;
+
+  /* Devices and the monitor bridge (devices.c). */
+  gpum_monitor_t *mon;
+  gpumd_device_t devices[GPUMD_MAX_DEVICES];
+  unsigned device_count;
+  int mon_fds[2]; /* socketpair: [1] written by the sampler thread, [0] read by the loop */
+  struct event *mon_ev;
+  pthread_mutex_t monq_lock;
+  gpumd_monq_t *monq_head, *monq_tail;
+  unsigned monq_len;
+
+  /* Reloadable settings (SIGHUP). */
+  gid_t admin_gid;
+  bool admin_gid_set;
+
+  /* Scheduler, ledger and leases (ops.c, leases.c). */
+  gpum_sched_t *sched;
+  gpum_ledger_t *ledger;
+  bool ledger_failed;  /* a write of this turn failed: the turn must not be sent */
+  uint64_t capture_id; /* copy this reservation's final state into captured */
+  gpum_resv_t captured;
+  bool captured_set;
+  gpumd_lease_t *leases[GPUMD_LEASE_BUCKETS];
+  struct event *tick_timer;  /* queue timeouts */
+  struct event *grace_timer; /* end of lease.grace after a restart */
+  /* Process lists for unmanaged memory, read on their own thread (procs.c). */
+  gpum_device_session_t *procs_session;
+  pthread_t procs_thread;
+  pthread_mutex_t procs_lock;
+  pthread_cond_t procs_cond;
+  bool procs_init, procs_running, procs_stop;
+  unsigned procs_interval_ms;
+  gpumd_procs_t procs[GPUMD_MAX_DEVICES];
+  /* Who causes the transitions of the current request (audit), and the reservation a
+   * reply is about (no event for it to the requesting connection). */
+  uint32_t actor_uid;
+  int32_t actor_pid;
+  gpumd_conn_t *actor_conn;
+  bool in_submit;
+  uint64_t submit_id;
+  bool queue_changed; /* queue positions may have moved this turn */
+
+  bool stop;
+  int exit_code;
+  uint64_t start_ns;
+};
+
+/* ---- server.c ---- */
+int gpumd_server_start(gpumd_t *d);
+void gpumd_server_stop(gpumd_t *d);
+/* Appends one JSON message (plus '\n') to conn's staged output. Steals msg. */
+void gpumd_conn_send(gpumd_conn_t *c, json_t *msg);
+/* Marks c for closing after its staged output is written. */
+void gpumd_conn_close_after_flush(gpumd_conn_t *c);
+/* End of a loop turn: commit, then write staged output, then free closed connections. */
+void gpumd_end_turn(gpumd_t *d);
+uint64_t gpumd_now_ns(void); /* CLOCK_REALTIME */
+
+/* ---- proto.c ---- */
+/* Deepest nesting of arrays/objects in a JSON text (strings skipped), stopping early once it
+ * passes limit. */
+int gpumd_json_depth(const char *s, size_t len, int limit);
+/* Handles one complete line from c (without the newline). */
+void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len);
+/* Replies. id may be NULL (the request had none or could not be parsed): then "id": null. */
+void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body /* stolen, may be NULL */);
+void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Checks that obj has only the named fields (NULL-terminated list). Returns 0, or GPUM_EINVAL
+ * with the detail naming the first unknown field. */
+int gpumd_check_fields(json_t *obj, const char *const *allowed);
+/* {"event": name, ...body} to c. Steals body (may be NULL). */
+void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body);
+
+/* ---- ops.c ---- */
+/* Dispatches a parsed request (an object with a valid op). */
+void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req);
+/* Called when c closes (connection leases end). */
+void gpumd_ops_conn_closed(gpumd_conn_t *c);
+/* Device news from devices.c, on the loop: a health transition, a fresh sample (every
+ * monitor interval), a pressure level reached (1 high, 2 critical). */
+void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason);
+void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s);
+/* Runs the scheduler's timers (queue timeouts) and re-arms its timer. */
+void gpumd_ops_tick(gpumd_t *d);
+/* The protocol's reservation object (token only when with_token). */
+json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token);
+/* Adds the scheduler's fields ("committed", "reserved", "unmanaged", "jobs", "reservations")
+ * to a device object of the status reply. */
+void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o);
+/* A lease ended (pid exit, ttl): end the reservation with state to. */
+void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpum_resv_state_t to, const char *reason);
+/* Opens the ledger, restores its reservations (recovery) and feeds the devices. */
+int gpumd_ops_start(gpumd_t *d);
+void gpumd_ops_stop(gpumd_t *d);
+/* Rebuilds the scheduler options from the config (start and SIGHUP). */
+int gpumd_ops_reload(gpumd_t *d);
+/* End of turn, before the commit: "queued" events to clients whose queue position moved. */
+void gpumd_ops_turn_events(gpumd_t *d);
+/* Commits the ledger transaction of this turn, if any. Returns 0 or a negative code. */
+int gpumd_ops_commit(gpumd_t *d);
+
+/* ---- procs.c ---- */
+/* Starts the process-list thread (a session opened with dopts; none: unmanaged memory is not
+ * counted, logged). Returns 0 or GPUM_ENOMEM. */
+int gpumd_procs_start(gpumd_t *d, const gpum_device_open_opts_t *dopts, unsigned interval_ms);
+void gpumd_procs_stop(gpumd_t *d);
+/* Copies device index's newest process list. Returns 0, GPUM_ENOENT (none yet or unreadable)
+ * or GPUM_ENODEV. */
+int gpumd_procs_get(gpumd_t *d, unsigned index, gpumd_procs_t *out);
+
+/* ---- leases.c ---- */
+gpumd_lease_t *gpumd_lease_get(gpumd_t *d, uint64_t id);
+/* The lease of id, created when missing (NULL: out of memory). */
+gpumd_lease_t *gpumd_lease_add(gpumd_t *d, uint64_t id);
+void gpumd_lease_bind(gpumd_lease_t *l, gpumd_conn_t *c); /* c NULL: unbind */
+/* Watches pid through a pidfd. Returns 0, GPUM_ENOENT (no such process) or GPUM_EIO. */
+int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid);
+int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns);
+void gpumd_lease_remove(gpumd_t *d, uint64_t id);
+void gpumd_leases_free_all(gpumd_t *d);
+
+/* ---- devices.c ---- */
+int gpumd_devices_start(gpumd_t *d);
+void gpumd_devices_stop(gpumd_t *d);
+/* The "devices" array of the status reply. */
+json_t *gpumd_devices_json(gpumd_t *d);
+gpumd_device_t *gpumd_device_find(gpumd_t *d, unsigned index);
+
+#endif /* GPUMD_INTERNAL_H */

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gpumd ledger: the durable record of reservations and of every state transition, in a
+ * SQLite database (state_dir/ledger.db) in WAL mode.
+ *
+ * Group commit. The daemon's loop opens one transaction per loop turn: it calls
+ * gpum_ledger_begin_turn(), writes every reservation that changed (gpum_ledger_put()) and one
+ * audit row per transition (gpum_ledger_audit()), calls gpum_ledger_commit_turn(), and only
+ * then sends the replies and events of that turn. put/audit outside a turn open one
+ * implicitly; commit_turn without a write is a no-op (nothing to commit, no fsync).
+ *
+ * Durability. Default synchronous=NORMAL: in WAL mode a commit is in the WAL file when
+ * COMMIT returns, so it survives a crash (even SIGKILL) of gpumd; only a power loss or kernel
+ * crash may lose the last commits (the database stays consistent). That is the failure the
+ * daemon promises to survive; sync_full (synchronous=FULL: fsync of the WAL on every commit)
+ * also survives power loss at the price of one fsync per loop turn.
+ *
+ * Schema (PRAGMA user_version = GPUM_LEDGER_SCHEMA_VERSION): reservations (one row per
+ * reservation, every field of gpum_resv_t, final ones kept as history) and audit (id,
+ * reservation, from_state, to_state, time_ns, reason, uid, pid). A database with a newer
+ * version is refused.
+ *
+ * Not thread-safe: one thread (the loop) uses a ledger.
+ */
+#ifndef GPUMD_LEDGER_H
+#define GPUMD_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUM_LEDGER_SCHEMA_VERSION 1
+#define GPUM_LEDGER_FILE "ledger.db"
+
+typedef struct {
+  bool sync_full; /* synchronous=FULL instead of NORMAL (see above); default false */
+} gpum_ledger_opts_t;
+
+typedef struct gpum_ledger gpum_ledger_t;
+
+/*
+ * Opens (creating when missing) state_dir/ledger.db. state_dir and missing parents are
+ * created with mode 0700; the database file is created 0600. Takes an exclusive flock on
+ * state_dir/ledger.lock (held until close; the kernel drops it when the process dies). Sets
+ * WAL mode and the sync level, creates or checks the schema. opts NULL: defaults. Returns 0;
+ * GPUM_EINVAL (state_dir NULL or empty); GPUM_EBUSY (another process has the ledger open);
+ * GPUM_EPERM (directory or file not accessible); GPUM_EIO
+ * (cannot create or open, not a database or corrupt, newer schema: the detail names the
+ * path and SQLite's message); GPUM_ENOMEM.
+ */
+int gpum_ledger_open(const char *state_dir, const gpum_ledger_opts_t *opts, gpum_ledger_t **out);
+/* Rolls back an uncommitted turn and closes. NULL is fine. */
+void gpum_ledger_close(gpum_ledger_t *l);
+/* The database path ("<state_dir>/ledger.db"). */
+const char *gpum_ledger_path(const gpum_ledger_t *l);
+
+/* Starts the turn's transaction. Returns 0, GPUM_ESTATE (one is open) or GPUM_EIO. */
+int gpum_ledger_begin_turn(gpum_ledger_t *l);
+/* Inserts or replaces the row of r (by r->id). Returns 0 or GPUM_EIO. */
+int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r);
+
+/* One audit row. reason NULL = "". */
+typedef struct {
+  uint64_t id; /* filled by gpum_ledger_audit_list; ignored by gpum_ledger_audit */
+  uint64_t reservation;
+  gpum_resv_state_t from, to;
+  uint64_t time_ns;
+  const char *reason;
+  uint32_t uid; /* who caused it (owner, admin, or 0 for the daemon) */
+  int32_t pid;
+} gpum_ledger_audit_t;
+/* Appends an audit row. Returns 0 or GPUM_EIO. */
+int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a);
+
+/* Commits the open turn (no-op without one). Returns 0 or GPUM_EIO (the turn is rolled back:
+ * the caller must not send the turn's replies as successes). */
+int gpum_ledger_commit_turn(gpum_ledger_t *l);
+/* Rolls back the open turn (no-op without one). */
+void gpum_ledger_rollback_turn(gpum_ledger_t *l);
+/* Commits done since open (for tests and metrics). */
+uint64_t gpum_ledger_commit_count(const gpum_ledger_t *l);
+
+/* Every non-final reservation (QUEUED, GRANTED), in id order, in a malloc'ed array the caller
+ * frees with free(); *count = 0 and *out = NULL when none. Returns 0, GPUM_EIO (unreadable or
+ * invalid row: the detail names the id) or GPUM_ENOMEM. */
+int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count);
+/* Loads one reservation in any state. Returns 0, GPUM_ENOENT or GPUM_EIO. */
+int gpum_ledger_get(gpum_ledger_t *l, uint64_t id, gpum_resv_t *out);
+/* The highest reservation id ever stored (0 when none): new ids start above it. */
+int gpum_ledger_max_id(gpum_ledger_t *l, uint64_t *out);
+
+/* Calls fn for every audit row of a reservation (0 = all), oldest first; fn returns false to
+ * stop. The reason pointer is valid during the call. Returns 0 or GPUM_EIO. */
+typedef bool (*gpum_ledger_audit_fn)(void *user, const gpum_ledger_audit_t *a);
+int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_audit_fn fn,
+                           void *user);
+
+/* ---- Recovery policy (pure) ------------------------------------------------------------ */
+
+typedef enum {
+  GPUM_RECOVER_KEEP = 0,         /* restore as is */
+  GPUM_RECOVER_AWAIT_ATTACH = 1, /* restore; the daemon ends it (to `to`) unless a client
+                                    attaches with the token within the grace period */
+  GPUM_RECOVER_END = 2,          /* do not restore: move it to `to` now */
+} gpum_recover_action_t;
+
+typedef struct {
+  gpum_recover_action_t action;
+  gpum_resv_state_t to; /* AWAIT_ATTACH / END: the final state (RELEASED, CANCELLED,
+                           EXPIRED) */
+  char reason[GPUM_RESV_REASON_LEN];
+} gpum_recover_decision_t;
+
+/* Whether a process is alive (the daemon's version checks kill(pid, 0) / pidfd). */
+typedef bool (*gpum_pid_alive_fn)(void *user, int32_t pid);
+
+/*
+ * Decides what to do with one loaded non-final reservation after a restart:
+ *   - lease pid: KEEP while lease_pid is alive, else END (RELEASED, or CANCELLED if QUEUED);
+ *   - lease ttl: KEEP while expires_ns > now_ns, else END (EXPIRED);
+ *   - lease connection: the connection died with the old daemon; AWAIT_ATTACH while the
+ *     owner pid is alive (its client may re-attach), else END (RELEASED / CANCELLED).
+ * A final reservation gets END with its own state. Pure and thread-safe.
+ */
+void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_alive_fn alive,
+                                void *user, gpum_recover_decision_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUMD_LEDGER_H */

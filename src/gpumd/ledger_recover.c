@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The recovery policy of gpumd after a restart (see ledger.h): which reservations loaded from
+ * the ledger are kept, which wait for their client to re-attach, and which end now. Pure
+ * logic: process liveness comes from the caller, the clock too.
+ */
+#include "ledger.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void decide(gpum_recover_decision_t *out, gpum_recover_action_t action, gpum_resv_state_t to,
+                   const char *reason) {
+  out->action = action;
+  out->to = to;
+  snprintf(out->reason, sizeof(out->reason), "%s", reason);
+}
+
+void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_alive_fn alive,
+                                void *user, gpum_recover_decision_t *out) {
+  char reason[GPUM_RESV_REASON_LEN];
+  bool queued = r->state == GPUM_RESV_QUEUED;
+  gpum_resv_state_t released = queued ? GPUM_RESV_CANCELLED : GPUM_RESV_RELEASED;
+  if (gpum_resv_state_final(r->state)) {
+    decide(out, GPUM_RECOVER_END, r->state, r->reason);
+    return;
+  }
+  switch (r->lease) {
+  case GPUM_LEASE_PID:
+    if (alive(user, r->lease_pid)) {
+      snprintf(reason, sizeof(reason), "restored after a gpumd restart: lease pid %d is alive",
+               (int)r->lease_pid);
+      decide(out, GPUM_RECOVER_KEEP, r->state, reason);
+    } else {
+      snprintf(reason, sizeof(reason), "lease pid %d exited while gpumd was down",
+               (int)r->lease_pid);
+      decide(out, GPUM_RECOVER_END, released, reason);
+    }
+    return;
+  case GPUM_LEASE_TTL:
+    if (r->expires_ns > now_ns)
+      decide(out, GPUM_RECOVER_KEEP, r->state, "restored after a gpumd restart: TTL not passed");
+    else
+      decide(out, GPUM_RECOVER_END, GPUM_RESV_EXPIRED, "TTL passed while gpumd was down");
+    return;
+  case GPUM_LEASE_CONNECTION:
+  default:
+    if (alive(user, r->pid)) {
+      snprintf(reason, sizeof(reason),
+               "gpumd restarted: waiting for owner pid %d to re-attach with the token",
+               (int)r->pid);
+      decide(out, GPUM_RECOVER_AWAIT_ATTACH, released, reason);
+    } else {
+      snprintf(reason, sizeof(reason), "owner pid %d exited while gpumd was down", (int)r->pid);
+      decide(out, GPUM_RECOVER_END, released, reason);
+    }
+    return;
+  }
+}

@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The protocol's operations (docs/protocol.md): hello, status, reserve, release, renew,
+ * attach and list. Each handler checks the request's fields (unknown ones are EINVAL naming
+ * the field), checks the peer's right to act (owner from SO_PEERCRED, or an admin), calls the
+ * scheduler, and replies; the transitions it causes reach the ledger through engine.c and are
+ * committed before the reply leaves (end of the loop turn).
+ */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gpum/error.h>
+#include <gpum/size.h>
+
+#include "gpumd_internal.h"
+
+#define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
+
+static void set_actor(gpumd_t *d, gpumd_conn_t *c) {
+  d->actor_uid = c->uid;
+  d->actor_pid = c->pid;
+  d->actor_conn = c;
+  d->submit_id = 0;
+  d->in_submit = false;
+}
+
+/* A size field: a non-negative integer (bytes) or a string such as "8GiB". */
+static int get_size(json_t *req, const char *key, uint64_t *out, bool *present) {
+  json_t *v = json_object_get(req, key);
+  *present = v != NULL;
+  if (!v)
+    return 0;
+  if (json_is_integer(v) && json_integer_value(v) >= 0) {
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+  }
+  if (json_is_string(v) && gpum_size_parse(json_string_value(v), out) == 0)
+    return 0;
+  return gpum_error(GPUM_EINVAL, "\"%s\" must be a size in bytes or a string such as \"8GiB\"",
+                    key);
+}
+
+static int get_int(json_t *req, const char *key, long long lo, long long hi, long long *out,
+                   bool *present) {
+  json_t *v = json_object_get(req, key);
+  *present = v != NULL;
+  if (!v)
+    return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+    return gpum_error(GPUM_EINVAL, "\"%s\" must be an integer from %lld to %lld", key, lo, hi);
+  *out = json_integer_value(v);
+  return 0;
+}
+
+static int get_str(json_t *req, const char *key, const char **out) {
+  json_t *v = json_object_get(req, key);
+  if (!v)
+    return 0;
+  if (!json_is_string(v))
+    return gpum_error(GPUM_EINVAL, "\"%s\" must be a string", key);
+  *out = json_string_value(v);
+  return 0;
+}
+
+/* Finds the live reservation named by the request's "reservation" field. */
+static int get_resv(gpumd_t *d, json_t *req, const gpum_resv_t **out, uint64_t *id) {
+  const char *s = NULL;
+  if (get_str(req, "reservation", &s) != 0 || !s)
+    return gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
+  if (gpum_resv_id_parse(s, id) != 0)
+    return gpum_error(GPUM_EINVAL, "\"reservation\": '%.64s' is not an id such as \"r-1\"", s);
+  *out = gpum_sched_find(d->sched, *id);
+  if (*out)
+    return 0;
+  gpum_resv_t old;
+  if (d->ledger && gpum_ledger_get(d->ledger, *id, &old) == 0)
+    return gpum_error(GPUM_ENOENT, "reservation %s already ended: %s (%s)", s,
+                      gpum_resv_state_name(old.state), old.reason);
+  return gpum_error(GPUM_ENOENT, "no reservation %s", s);
+}
+
+static bool may_change(const gpumd_conn_t *c, const gpum_resv_t *r) {
+  return c->admin || c->uid == r->uid;
+}
+
+/* ---- hello, status, list ------------------------------------------------------------------ */
+
+static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
+  static const char *const fields[] = {"id", "op", "client", "protocol", NULL};
+  json_t *proto = json_object_get(req, "protocol");
+  if (gpumd_check_fields(req, fields) != 0) {
+    gpumd_reply_err(c, id, GPUM_EINVAL, "%s", gpum_last_error());
+    return;
+  }
+  if (proto && (!json_is_integer(proto) || json_integer_value(proto) < 1)) {
+    gpumd_reply_err(c, id, GPUM_EINVAL, "\"protocol\" must be a positive integer");
+    return;
+  }
+  if (proto && json_integer_value(proto) != GPUMD_PROTOCOL) {
+    gpumd_reply_err(c, id, GPUM_ENOTSUP, "protocol %lld not supported (gpumd speaks %d)",
+                    (long long)json_integer_value(proto), GPUMD_PROTOCOL);
+    return;
+  }
+  gpumd_reply_ok(c, id,
+                 json_pack("{s:s, s:s, s:i, s:I, s:I, s:b}", "server", "gpumd", "version",
+                           GPUM_VERSION, "protocol", GPUMD_PROTOCOL, "uid", (json_int_t)c->uid,
+                           "pid", (json_int_t)c->pid, "admin", c->admin));
+}
+
+static void op_status(gpumd_conn_t *c, json_t *id, json_t *req) {
+  static const char *const fields[] = {"id", "op", NULL};
+  if (gpumd_check_fields(req, fields) != 0) {
+    gpumd_reply_err(c, id, GPUM_EINVAL, "%s", gpum_last_error());
+    return;
+  }
+  gpumd_t *d = c->d;
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  json_t *queue = json_array();
+  size_t qn = gpum_sched_queue_length(d->sched);
+  for (size_t i = 0; i < qn; i++) {
+    const gpum_resv_t *r = gpum_sched_queue_at(d->sched, i);
+    json_array_append_new(queue, gpumd_resv_json(d, r, r->uid == c->uid));
+  }
+  json_t *node =
+      json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "hostname", host, "version", GPUM_VERSION,
+                "pid", (json_int_t)getpid(), "started_ns", (json_int_t)d->start_ns, "reservations",
+                (json_int_t)gpum_sched_count(d->sched), "queued", (json_int_t)qn, "clients",
+                (json_int_t)d->conn_count);
+  gpumd_reply_ok(
+      c, id,
+      json_pack("{s:o, s:o, s:o}", "node", node, "devices", gpumd_devices_json(d), "queue", queue));
+}
+
+static void op_list(gpumd_conn_t *c, json_t *id, json_t *req) {
+  static const char *const fields[] = {"id", "op", "all", NULL};
+  json_t *all = json_object_get(req, "all");
+  if (gpumd_check_fields(req, fields) != 0 || (all && !json_is_boolean(all))) {
+    gpumd_reply_err(c, id, GPUM_EINVAL, "%s",
+                    all && !json_is_boolean(all) ? "\"all\" must be true or false"
+                                                 : gpum_last_error());
+    return;
+  }
+  gpumd_t *d = c->d;
+  json_t *arr = json_array();
+  size_t n = gpum_sched_count(d->sched);
+  for (size_t i = 0; i < n; i++) {
+    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
+    if (r->uid == c->uid || json_is_true(all))
+      json_array_append_new(arr, gpumd_resv_json(d, r, r->uid == c->uid));
+  }
+  gpumd_reply_ok(c, id, json_pack("{s:o}", "reservations", arr));
+}
+
+/* ---- reserve ------------------------------------------------------------------------------ */
+
+static int pid_owned_by(pid_t pid, uid_t uid) {
+  char path[64];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/%ld", (long)pid);
+  if (stat(path, &st) != 0)
+    return gpum_error(GPUM_ENOENT, "\"pid\": process %ld does not exist", (long)pid);
+  if (st.st_uid != uid)
+    return gpum_error(GPUM_EPERM, "\"pid\": process %ld belongs to another user", (long)pid);
+  return 0;
+}
+
+/* The lease part of a reserve request: "lease", "pid", "ttl_ms". */
+static int parse_lease(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req) {
+  const char *s = NULL;
+  bool has;
+  long long v;
+  int rc = get_str(j, "lease", &s);
+  if (rc != 0)
+    return rc;
+  if (s && gpum_lease_kind_parse(s, &req->lease) != 0)
+    return gpum_error(GPUM_EINVAL, "\"lease\": '%.32s' is not connection, pid or ttl", s);
+  if ((rc = get_int(j, "pid", 1, 0x7fffffff, &v, &has)) != 0)
+    return rc;
+  if (has && req->lease != GPUM_LEASE_PID)
+    return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
+  req->lease_pid = has ? (int32_t)v : (int32_t)c->pid;
+  if (req->lease == GPUM_LEASE_PID && has && !c->admin &&
+      (rc = pid_owned_by((pid_t)v, c->uid)) != 0)
+    return rc;
+  if ((rc = get_int(j, "ttl_ms", 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
+    return rc;
+  if (has != (req->lease == GPUM_LEASE_TTL))
+    return gpum_error(GPUM_EINVAL, has ? "\"ttl_ms\" is only for \"lease\": \"ttl\""
+                                       : "\"lease\": \"ttl\" needs \"ttl_ms\"");
+  req->ttl_ms = has ? (uint64_t)v : 0;
+  return 0;
+}
+
+/* Parses the reserve request into req (strings point into the JSON). */
+static int parse_reserve(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req, const char **devs,
+                         size_t cap) {
+  static const char *const fields[] = {"id",         "op",         "bytes_per_gpu", "gpus",
+                                       "model",      "min_memory", "devices",       "priority",
+                                       "timeout_ms", "on_timeout", "label",         "lease",
+                                       "pid",        "ttl_ms",     "wait",          NULL};
+  int rc = gpumd_check_fields(j, fields);
+  if (rc != 0)
+    return rc;
+  gpum_sched_request_init(req);
+  bool has;
+  long long v;
+  uint64_t u;
+  if ((rc = get_size(j, "bytes_per_gpu", &req->bytes_per_gpu, &has)) != 0)
+    return rc;
+  if (!has || req->bytes_per_gpu == 0)
+    return gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
+  if ((rc = get_int(j, "gpus", 1, GPUM_SCHED_MAX_DEVICES, &v, &has)) != 0)
+    return rc;
+  if (has)
+    req->gpus = (unsigned)v;
+  if ((rc = get_str(j, "model", &req->model)) != 0)
+    return rc;
+  if ((rc = get_size(j, "min_memory", &u, &has)) != 0)
+    return rc;
+  req->min_memory = has ? u : 0;
+  json_t *dv = json_object_get(j, "devices");
+  if (dv) {
+    if (!json_is_array(dv) || json_array_size(dv) > cap || json_array_size(dv) == 0)
+      return gpum_error(GPUM_EINVAL,
+                        "\"devices\" must be a list of 1 to %zu device indices "
+                        "or UUIDs (strings)",
+                        cap);
+    for (size_t i = 0; i < json_array_size(dv); i++) {
+      json_t *e = json_array_get(dv, i);
+      if (!json_is_string(e))
+        return gpum_error(GPUM_EINVAL,
+                          "\"devices\"[%zu] must be a string such as \"0\" or a "
+                          "UUID",
+                          i);
+      devs[i] = json_string_value(e);
+    }
+    req->devices = devs;
+    req->device_count = json_array_size(dv);
+  }
+  if ((rc = get_int(j, "priority", -100, 100, &v, &has)) != 0)
+    return rc;
+  req->priority = has ? (int)v : 0;
+  if ((rc = get_int(j, "timeout_ms", 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
+    return rc;
+  req->timeout_ms = has ? (uint64_t)v : gpum_config_get_duration(c->d->cfg, "job_timeout");
+  const char *s = NULL;
+  if ((rc = get_str(j, "on_timeout", &s)) != 0)
+    return rc;
+  if (s && gpum_on_timeout_parse(s, &req->on_timeout) != 0)
+    return gpum_error(GPUM_EINVAL, "\"on_timeout\": '%.32s' is not reject or wait", s);
+  if ((rc = get_str(j, "label", &req->label)) != 0)
+    return rc;
+  json_t *w = json_object_get(j, "wait");
+  if (w && !json_is_boolean(w))
+    return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
+  req->uid = c->uid;
+  req->pid = (int32_t)c->pid;
+  return parse_lease(c, j, req);
+}
+
+static void op_reserve(gpumd_conn_t *c, json_t *id, json_t *j) {
+  gpumd_t *d = c->d;
+  gpum_sched_request_t req;
+  const char *devs[GPUM_SCHED_MAX_DEVICES];
+  int rc = parse_reserve(c, j, &req, devs, GPUM_SCHED_MAX_DEVICES);
+  if (rc != 0) {
+    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
+    return;
+  }
+  int64_t qmax = gpum_config_get_int(d->cfg, "queue.max");
+  if ((int64_t)gpum_sched_queue_length(d->sched) >= qmax) {
+    gpumd_reply_err(c, id, GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)",
+                    (long long)qmax);
+    return;
+  }
+  set_actor(d, c);
+  d->in_submit = true;
+  uint64_t now = gpumd_now_ns();
+  const gpum_resv_t *r = NULL;
+  rc = gpum_sched_submit(d->sched, &req, now, &r);
+  d->in_submit = false;
+  if (rc != 0) {
+    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
+    return;
+  }
+  uint64_t rid = r->id;
+  gpumd_lease_t *l = gpumd_lease_add(d, rid);
+  if (!l) {
+    gpum_sched_release(d->sched, rid, now, "out of memory");
+    gpumd_reply_err(c, id, GPUM_ENOMEM, "out of memory");
+    return;
+  }
+  gpumd_lease_bind(l, c);
+  if (req.lease == GPUM_LEASE_PID && gpumd_lease_watch_pid(d, l, req.lease_pid) != 0) {
+    gpumd_reply_err(c, id, GPUM_ENOENT, "%s", gpum_last_error());
+    gpum_sched_release(d->sched, rid, now, "lease process gone");
+    return;
+  }
+  if (req.lease == GPUM_LEASE_TTL) {
+    uint64_t exp = now + req.ttl_ms * 1000000ull;
+    gpum_sched_set_expiry(d->sched, rid, exp);
+    gpumd_lease_arm_ttl(d, l, exp);
+    r = gpum_sched_find(d->sched, rid);
+    if (r && gpum_ledger_put(d->ledger, r) != 0)
+      d->ledger_failed = true;
+  }
+  r = gpum_sched_find(d->sched, rid);
+  size_t pos = 0;
+  if (r && r->state == GPUM_RESV_QUEUED && gpum_sched_queue_position(d->sched, rid, &pos) == 0)
+    l->told_position = pos + 1; /* the reply tells it */
+  if (r)
+    gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+  else
+    gpumd_reply_err(c, id, GPUM_EINTERNAL, "reservation ended at once");
+  gpumd_ops_tick(d);
+}
+
+/* ---- release, renew, attach ----------------------------------------------------------------- */
+
+static void op_release(gpumd_conn_t *c, json_t *id, json_t *j) {
+  static const char *const fields[] = {"id", "op", "reservation", NULL};
+  gpumd_t *d = c->d;
+  const gpum_resv_t *r = NULL;
+  uint64_t rid = 0;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_resv(d, j, &r, &rid);
+  if (rc == 0 && !may_change(c, r))
+    rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
+                    (unsigned long)r->uid);
+  if (rc != 0) {
+    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
+    return;
+  }
+  bool own = r->uid == c->uid;
+  set_actor(d, c);
+  d->submit_id = rid; /* no event to this connection: the reply says it */
+  d->capture_id = rid;
+  d->captured_set = false;
+  char reason[96];
+  snprintf(reason, sizeof reason, "released by uid %lu pid %ld", (unsigned long)c->uid,
+           (long)c->pid);
+  rc = gpum_sched_release(d->sched, rid, gpumd_now_ns(), reason);
+  d->capture_id = 0;
+  if (rc != 0 || !d->captured_set) {
+    gpumd_reply_err(c, id, rc ? rc : GPUM_EINTERNAL, "%s", gpum_last_error());
+    return;
+  }
+  gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, &d->captured, own)));
+  gpumd_ops_tick(d);
+}
+
+static void op_renew(gpumd_conn_t *c, json_t *id, json_t *j) {
+  static const char *const fields[] = {"id", "op", "reservation", "ttl_ms", NULL};
+  gpumd_t *d = c->d;
+  const gpum_resv_t *r = NULL;
+  uint64_t rid = 0;
+  long long ttl = 0;
+  bool has = false;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_resv(d, j, &r, &rid);
+  if (rc == 0)
+    rc = get_int(j, "ttl_ms", 1, (long long)MAX_TTL_MS, &ttl, &has);
+  if (rc == 0 && !may_change(c, r))
+    rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
+                    (unsigned long)r->uid);
+  if (rc == 0 && r->lease != GPUM_LEASE_TTL)
+    rc = gpum_error(GPUM_EINVAL, "reservation r-%llu has a %s lease, not a ttl",
+                    (unsigned long long)rid, gpum_lease_kind_name(r->lease));
+  if (rc != 0) {
+    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
+    return;
+  }
+  uint64_t exp = gpumd_now_ns() + (has ? (uint64_t)ttl : r->ttl_ms) * 1000000ull;
+  gpum_sched_set_expiry(d->sched, rid, exp);
+  gpumd_lease_t *l = gpumd_lease_add(d, rid);
+  if (l)
+    gpumd_lease_arm_ttl(d, l, exp);
+  r = gpum_sched_find(d->sched, rid);
+  if (gpum_ledger_put(d->ledger, r) != 0)
+    d->ledger_failed = true;
+  gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, r->uid == c->uid)));
+}
+
+static bool token_equal(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  unsigned char diff = (unsigned char)(la != lb);
+  for (size_t i = 0; i < la && i < lb; i++)
+    diff |= (unsigned char)(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
+  static const char *const fields[] = {"id", "op", "reservation", "token", NULL};
+  gpumd_t *d = c->d;
+  const gpum_resv_t *r = NULL;
+  uint64_t rid = 0;
+  const char *token = NULL;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_str(j, "token", &token);
+  if (rc == 0 && !token)
+    rc = gpum_error(GPUM_EINVAL, "\"token\" is required");
+  if (rc == 0)
+    rc = get_resv(d, j, &r, &rid);
+  if (rc == 0 && (!may_change(c, r) || !token_equal(token, r->token)))
+    rc = gpum_error(GPUM_EPERM, "wrong token for reservation r-%llu or not its owner",
+                    (unsigned long long)rid);
+  if (rc != 0) {
+    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
+    return;
+  }
+  gpumd_lease_t *l = gpumd_lease_add(d, rid);
+  if (!l) {
+    gpumd_reply_err(c, id, GPUM_ENOMEM, "out of memory");
+    return;
+  }
+  gpumd_lease_bind(l, c);
+  l->awaiting_attach = false;
+  gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+}
+
+void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
+  static const struct {
+    const char *name;
+    void (*fn)(gpumd_conn_t *, json_t *, json_t *);
+  } ops[] = {{"hello", op_hello},     {"status", op_status},   {"list", op_list},
+             {"reserve", op_reserve}, {"release", op_release}, {"renew", op_renew},
+             {"attach", op_attach}};
+  gpum_error_clear();
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp(op, ops[i].name) == 0) {
+      ops[i].fn(c, id, req);
+      c->d->actor_conn = NULL;
+      c->d->submit_id = 0;
+      return;
+    }
+  gpumd_reply_err(c, id, GPUM_EINVAL,
+                  "unknown op '%.64s' (hello, status, reserve, release, renew, attach, list)", op);
+}

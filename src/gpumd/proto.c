@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's wire protocol, one JSON object per line (docs/protocol.md): checking a line against
+ * the nesting limit before it is parsed, parsing it into a request with an id and an op, and
+ * building the replies ({"id", "ok": true, ...} or {"id", "ok": false, "error": {"code",
+ * "message"}}) and the server-pushed events ({"event": NAME, ...}). A bad line gets an error
+ * reply and changes nothing; the connection stays open (over-long lines are handled by the
+ * framing in server.c, which closes).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gpum/error.h>
+
+#include "gpumd_internal.h"
+
+int gpumd_json_depth(const char *s, size_t len, int limit) {
+  int depth = 0, max = 0;
+  bool in_str = false;
+  for (size_t i = 0; i < len; i++) {
+    char ch = s[i];
+    if (in_str) {
+      if (ch == '\\')
+        i++;
+      else if (ch == '"')
+        in_str = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_str = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > max) {
+        max = depth;
+        if (max > limit)
+          return max;
+      }
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      depth--; /* stray closers cannot hide the openers that follow */
+    }
+  }
+  return max;
+}
+
+static json_t *id_or_null(json_t *id) {
+  return id ? json_incref(id) : json_null();
+}
+
+void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body) {
+  json_t *msg = body && json_is_object(body) ? body : json_object();
+  if (body && msg != body)
+    json_decref(body);
+  json_object_set_new(msg, "id", id_or_null(id));
+  json_object_set_new(msg, "ok", json_true());
+  gpumd_conn_send(c, msg);
+}
+
+void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...) {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  json_t *msg = json_pack("{s:o, s:b, s:{s:s, s:s}}", "id", id_or_null(id), "ok", 0, "error",
+                          "code", gpum_err_name(code), "message", text);
+  gpumd_conn_send(c, msg);
+}
+
+void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body) {
+  json_t *msg = body ? body : json_object();
+  json_object_set_new(msg, "event", json_string(name));
+  gpumd_conn_send(c, msg);
+}
+
+int gpumd_check_fields(json_t *obj, const char *const *allowed) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    bool ok = false;
+    for (const char *const *a = allowed; *a && !ok; a++)
+      ok = strcmp(*a, key) == 0;
+    if (!ok)
+      return gpum_error(GPUM_EINVAL, "unknown field '%s'", key);
+  }
+  return 0;
+}
+
+void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
+  while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+    len--;
+  size_t start = 0;
+  while (start < len && (line[start] == ' ' || line[start] == '\t'))
+    start++;
+  if (start == len)
+    return; /* blank lines are allowed (keep-alives) */
+  line += start;
+  len -= start;
+  if (gpumd_json_depth(line, len, GPUMD_MAX_DEPTH) > GPUMD_MAX_DEPTH) {
+    gpumd_reply_err(c, NULL, GPUM_EPROTO, "message nested deeper than %d levels", GPUMD_MAX_DEPTH);
+    return;
+  }
+  json_error_t jerr;
+  json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!req) {
+    gpumd_reply_err(c, NULL, GPUM_EPARSE, "malformed JSON at byte %d: %s", jerr.position,
+                    jerr.text);
+    return;
+  }
+  if (!json_is_object(req)) {
+    gpumd_reply_err(c, NULL, GPUM_EPROTO, "a request must be a JSON object");
+    goto out_req;
+  }
+  json_t *id = json_object_get(req, "id");
+  if (!id || !(json_is_integer(id) || (json_is_string(id) && json_string_length(id) <= 256))) {
+    gpumd_reply_err(c, NULL, GPUM_EINVAL,
+                    "a request needs an \"id\": an integer or a string of at most 256 bytes");
+    goto out_req;
+  }
+  json_t *op = json_object_get(req, "op");
+  if (!json_is_string(op)) {
+    gpumd_reply_err(c, id, GPUM_EINVAL, "a request needs an \"op\" string");
+    goto out_req;
+  }
+  gpumd_ops_dispatch(c, id, json_string_value(op), req);
+out_req:
+  json_decref(req);
+}

@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gpumd scheduler: admission, placement and the wait queue of GPU memory reservations.
+ *
+ * Pure logic. The scheduler makes no system call except getrandom() for reservation tokens,
+ * reads no clock (every call takes now_ns from the caller: CLOCK_REALTIME nanoseconds, since
+ * these times are persisted and shown to users) and is NOT thread-safe: the daemon's event
+ * loop owns it and is the only caller. The daemon feeds it device views (from the monitor and
+ * the NVML process list), requests and releases; the scheduler reports every state change of
+ * a reservation through the on_transition callback, synchronously, before the call that
+ * caused it returns. The daemon writes each transition to the ledger, commits the loop turn,
+ * and only then sends replies and events.
+ *
+ * Admission, per device d and request of B bytes per GPU:
+ *     committed(d) + B <= total(d) * memory_fraction - safety_margin
+ * where committed(d) = bytes of GRANTED reservations on d + unmanaged(d), and unmanaged(d) is
+ * the memory used on d by processes that hold no reservation (computed by the daemon). A
+ * device also takes no new grant when it is ERROR or DISABLED, when it already runs
+ * max_concurrent_jobs granted reservations (0 = unlimited; only reservations count as jobs),
+ * or when its used-memory ratio is at or over the critical pressure watermark.
+ *
+ * Never-fit: a request that could not be granted even on an idle node (no device matches the
+ * model pattern / min_memory / explicit list, an explicit device does not exist, more GPUs
+ * than matching devices, or bytes_per_gpu above total*fraction-margin of too many matching
+ * devices) is rejected by gpum_sched_submit() with GPUM_SCHED_ENEVERFIT and a reason; it
+ * never enters the queue. Device health does not count here (an ERROR device may recover).
+ *
+ * Placement, among the devices that admit the request: pack = best fit (least headroom left
+ * after placing), spread = most headroom left, score = highest weighted score of free memory
+ * fraction (0.5), idle utilisation (0.25), coolness (0.15) and health (0.1; BUSY counts half).
+ * Ties go to the lower index. A request for N GPUs gets N distinct devices at once or none.
+ *
+ * Queue: ordered by priority (higher first), FIFO inside a priority (submission order). A
+ * scheduling pass walks the queue in that order and grants every request that fits. The
+ * first request that does not fit is the blocked head. Requests behind it that fit are
+ * granted past it (backfill) only while backfill is enabled and the head has been queued for
+ * at most backfill_bound_ns; once the head has waited longer (or at once with backfill off),
+ * nothing passes it on a device it could use (matching it, not ERROR/DISABLED) until it is
+ * granted, so the head's extra delay from backfill is bounded. Devices the head can never use
+ * stay open to the others (a head waiting for a failed GPU does not stall the node). (Without
+ * run-time estimates this bound is what keeps large requests from starving. "Smaller" is implicit:
+ * what passes a blocked head is whatever fits while the head does not.)
+ *
+ * Reservation memory: a reservation reaches a final state (RELEASED, EXPIRED, CANCELLED,
+ * FAILED), is reported through on_transition (the pointer is valid during the callback only)
+ * and is then freed by the scheduler. Pointers returned by gpum_sched_find() and friends are
+ * valid until the next call that changes the scheduler.
+ */
+#ifndef GPUMD_SCHED_H
+#define GPUMD_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpum/device.h>
+#include <gpum/error.h>
+#include <gpum/monitor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Devices are addressed by their device-layer index, 0..GPUM_SCHED_MAX_DEVICES-1: the
+ * scheduler keeps device sets as 64-bit masks. */
+#define GPUM_SCHED_MAX_DEVICES 64
+
+/* Returned by gpum_sched_submit() for a request that can never fit (an alias kept for the
+ * daemon's code written before the error code existed). */
+#define GPUM_SCHED_ENEVERFIT GPUM_ENEVERFIT
+
+#define GPUM_RESV_TOKEN_LEN 33  /* 32 lowercase hex digits + NUL */
+#define GPUM_RESV_LABEL_LEN 128 /* label, NUL included (longer: EINVAL at submit) */
+#define GPUM_RESV_MODEL_LEN 128 /* model pattern, NUL included (longer: EINVAL) */
+#define GPUM_RESV_REASON_LEN 256
+#define GPUM_RESV_ID_BUFSZ 24 /* "r-" + 20 digits + NUL */
+
+/* ---- Reservation states, leases ------------------------------------------------------- */
+
+typedef enum {
+  GPUM_RESV_NEW = -1, /* only as the `from` of the first transition of a reservation */
+  GPUM_RESV_QUEUED = 0,
+  GPUM_RESV_GRANTED = 1,
+  GPUM_RESV_RELEASED = 2,  /* released by its owner, an admin, or its lease ending */
+  GPUM_RESV_EXPIRED = 3,   /* queue timeout with REJECT, or TTL lease passed */
+  GPUM_RESV_CANCELLED = 4, /* released while QUEUED */
+  GPUM_RESV_FAILED = 5,    /* a device it held went to ERROR */
+} gpum_resv_state_t;
+
+/* "NEW", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED"; "UNKNOWN"
+ * otherwise. Never NULL. */
+const char *gpum_resv_state_name(gpum_resv_state_t s);
+/* Parses a state name (case-insensitive; not "NEW"). Returns 0 or GPUM_EINVAL. */
+int gpum_resv_state_parse(const char *s, gpum_resv_state_t *out);
+/* True for RELEASED, EXPIRED, CANCELLED and FAILED. */
+bool gpum_resv_state_final(gpum_resv_state_t s);
+
+typedef enum {
+  GPUM_LEASE_CONNECTION = 0, /* ends when the client's connection closes (default) */
+  GPUM_LEASE_PID = 1,        /* ends when lease_pid exits */
+  GPUM_LEASE_TTL = 2,        /* ends at expires_ns unless renewed */
+} gpum_lease_kind_t;
+/* "connection", "pid", "ttl"; parse is case-insensitive. Returns 0 or GPUM_EINVAL. */
+const char *gpum_lease_kind_name(gpum_lease_kind_t k);
+int gpum_lease_kind_parse(const char *s, gpum_lease_kind_t *out);
+
+typedef enum {
+  GPUM_ON_TIMEOUT_REJECT = 0, /* queue timeout passed: EXPIRED */
+  GPUM_ON_TIMEOUT_WAIT = 1,   /* queue timeout passed: the client is told once, stays QUEUED */
+} gpum_on_timeout_t;
+/* "reject", "wait"; parse is case-insensitive. Returns 0 or GPUM_EINVAL. */
+const char *gpum_on_timeout_name(gpum_on_timeout_t t);
+int gpum_on_timeout_parse(const char *s, gpum_on_timeout_t *out);
+
+typedef enum {
+  GPUM_PLACEMENT_PACK = 0, /* best fit (default) */
+  GPUM_PLACEMENT_SPREAD = 1,
+  GPUM_PLACEMENT_SCORE = 2,
+} gpum_placement_t;
+/* "pack", "spread", "score"; parse is case-insensitive. Returns 0 or GPUM_EINVAL. */
+const char *gpum_placement_name(gpum_placement_t p);
+int gpum_placement_parse(const char *s, gpum_placement_t *out);
+
+typedef enum {
+  GPUM_PRESSURE_NONE = 0,
+  GPUM_PRESSURE_HIGH = 1,     /* used ratio >= pressure_high: tell the device's clients */
+  GPUM_PRESSURE_CRITICAL = 2, /* used ratio >= pressure_critical: also no new grants */
+} gpum_pressure_t;
+/* "none", "high", "critical". */
+const char *gpum_pressure_name(gpum_pressure_t p);
+
+/* ---- Reservations --------------------------------------------------------------------- */
+
+/* One reservation, as the scheduler keeps it and the ledger stores it. */
+typedef struct {
+  uint64_t id; /* n of "r-<n>", from 1, monotonic over the ledger's life */
+  char token[GPUM_RESV_TOKEN_LEN];
+  gpum_resv_state_t state;
+  char reason[GPUM_RESV_REASON_LEN]; /* of the last transition */
+  uint32_t uid;                      /* owner (SO_PEERCRED of the submitting peer) */
+  int32_t pid;                       /* submitting process */
+  char label[GPUM_RESV_LABEL_LEN];
+  /* The request. */
+  uint64_t bytes_per_gpu;
+  unsigned gpus;
+  char model[GPUM_RESV_MODEL_LEN]; /* fnmatch(3) pattern on the device name; "" = any */
+  uint64_t min_memory;             /* minimum total memory of a device; 0 = any */
+  uint64_t want_mask;              /* explicit devices (bit = index); 0 = any device */
+  int priority;                    /* -100..100, higher first */
+  uint64_t timeout_ms;             /* queue timeout; 0 = none */
+  gpum_on_timeout_t on_timeout;
+  /* The lease: stored for the daemon, the scheduler does not act on it. */
+  gpum_lease_kind_t lease;
+  int32_t lease_pid;   /* GPUM_LEASE_PID */
+  uint64_t ttl_ms;     /* GPUM_LEASE_TTL */
+  uint64_t expires_ns; /* GPUM_LEASE_TTL: current deadline (the daemon renews it); else 0 */
+  /* The outcome. */
+  uint64_t device_mask; /* granted devices (bit = index); 0 unless GRANTED or later */
+  uint64_t created_ns;  /* submitted (also the start of its wait in the queue) */
+  uint64_t granted_ns;  /* 0 when never granted */
+  uint64_t ended_ns;    /* reached a final state; 0 before */
+  bool timeout_told;    /* WAIT: the timeout notice was reported */
+} gpum_resv_t;
+
+/* Writes "r-<id>" into buf (GPUM_RESV_ID_BUFSZ suffices) and returns buf. */
+char *gpum_resv_id_format(uint64_t id, char *buf, size_t len);
+/* Parses "r-<n>" (n >= 1, decimal, no sign or junk). Returns 0 or GPUM_EINVAL naming s. */
+int gpum_resv_id_parse(const char *s, uint64_t *out);
+
+/* A request as the daemon parsed it from the protocol. Pointers are read during
+ * gpum_sched_submit() only. */
+typedef struct {
+  uint64_t bytes_per_gpu; /* > 0 */
+  unsigned gpus;          /* 1..GPUM_SCHED_MAX_DEVICES */
+  const char *model;      /* NULL or "" = any */
+  uint64_t min_memory;
+  const char *const *devices; /* explicit devices: decimal index or exact UUID; NULL = any */
+  size_t device_count;
+  int priority;
+  uint64_t timeout_ms;
+  gpum_on_timeout_t on_timeout;
+  const char *label; /* NULL = "" */
+  gpum_lease_kind_t lease;
+  int32_t lease_pid;
+  uint64_t ttl_ms;
+  uint32_t uid;
+  int32_t pid;
+} gpum_sched_request_t;
+
+/* Zeroes req and sets gpus = 1, lease = connection, on_timeout = reject. */
+void gpum_sched_request_init(gpum_sched_request_t *req);
+
+/* ---- Devices ---------------------------------------------------------------------------- */
+
+/* What the daemon knows of one device; replaced on every gpum_sched_update_device(). */
+typedef struct {
+  unsigned index; /* device-layer index, < GPUM_SCHED_MAX_DEVICES */
+  char uuid[GPUM_UUID_LEN];
+  char name[GPUM_NAME_LEN]; /* matched by the model pattern */
+  uint64_t memory_total;
+  uint64_t memory_used; /* all processes (NVML); the pressure ratio is used / total */
+  uint64_t unmanaged;   /* used by processes that hold no reservation */
+  gpum_health_t health;
+  char reason[GPUM_HEALTH_REASON_LEN]; /* why (for ERROR: becomes the FAILED reason) */
+  bool util_valid;
+  unsigned util_gpu_pct;
+  bool temp_valid;
+  int temperature_c;
+} gpum_sched_device_t;
+
+/* Per-device accounting, as `status` shows it. */
+typedef struct {
+  uint64_t capacity;  /* total * memory_fraction - safety_margin (0 when negative) */
+  uint64_t reserved;  /* bytes of GRANTED reservations */
+  uint64_t unmanaged; /* from the view */
+  uint64_t committed; /* reserved + unmanaged */
+  uint64_t headroom;  /* capacity - committed (0 when over) */
+  unsigned jobs;      /* GRANTED reservations on the device */
+  double used_ratio;  /* memory_used / memory_total (0 when total is 0) */
+  gpum_pressure_t pressure;
+} gpum_sched_device_stats_t;
+
+/* ---- Options, callbacks, lifecycle ------------------------------------------------------ */
+
+typedef struct {
+  double memory_fraction;       /* of total memory that may be committed; default 0.95;
+                                   (0, 1] */
+  uint64_t safety_margin;       /* bytes kept free per device; default 256 MiB */
+  unsigned max_concurrent_jobs; /* per device; default 0 = unlimited */
+  gpum_placement_t placement;   /* default pack */
+  bool backfill;                /* default true */
+  uint64_t backfill_bound_ns;   /* default 60 s; 0 = no backfill once anything is blocked */
+  double pressure_high;         /* used ratio; default 0.90; (0, 1] */
+  double pressure_critical;     /* used ratio; default 0.97; [pressure_high, 1] */
+} gpum_sched_opts_t;
+
+/* Fills opts with the defaults above. */
+void gpum_sched_opts_init(gpum_sched_opts_t *opts);
+/* Checks opts. Returns 0 or GPUM_EINVAL with a detail naming the bad field and value. */
+int gpum_sched_opts_check(const gpum_sched_opts_t *opts);
+
+/* A reservation changed state (from == GPUM_RESV_NEW for a new one, which is always QUEUED
+ * first; a granted-at-once request reports NEW->QUEUED then QUEUED->GRANTED; from == to ==
+ * QUEUED when a WAIT timeout passes). r already holds the new state and reason; it is valid
+ * during the call only (final reservations are freed right after). The callback must not
+ * call any gpum_sched_* function that changes the scheduler. */
+typedef void (*gpum_sched_transition_fn)(void *user, const gpum_resv_t *r, gpum_resv_state_t from,
+                                         gpum_resv_state_t to, uint64_t time_ns,
+                                         const char *reason);
+/* A device's pressure level changed (reported on gpum_sched_update_device()). */
+typedef void (*gpum_sched_pressure_fn)(void *user, unsigned device, double used_ratio,
+                                       gpum_pressure_t from, gpum_pressure_t to);
+
+typedef struct {
+  gpum_sched_transition_fn on_transition; /* may be NULL */
+  gpum_sched_pressure_fn on_pressure;     /* may be NULL */
+  void *user;
+} gpum_sched_callbacks_t;
+
+typedef struct gpum_sched gpum_sched_t;
+
+/* Creates a scheduler with no devices. opts NULL: defaults; cb NULL: no callbacks. Returns 0,
+ * GPUM_EINVAL (bad opts) or GPUM_ENOMEM. Free with gpum_sched_destroy(). */
+int gpum_sched_create(const gpum_sched_opts_t *opts, const gpum_sched_callbacks_t *cb,
+                      gpum_sched_t **out);
+/* Frees the scheduler and every reservation in it, without callbacks. NULL is fine. */
+void gpum_sched_destroy(gpum_sched_t *s);
+/* Replaces the options (reload). Returns 0 or GPUM_EINVAL (nothing changed). Takes effect at
+ * the next scheduling pass (gpum_sched_tick()). */
+int gpum_sched_set_opts(gpum_sched_t *s, const gpum_sched_opts_t *opts);
+
+/* ---- Devices ---------------------------------------------------------------------------- */
+
+/*
+ * Adds or replaces the view of device dev->index, then:
+ *   - a device that went to ERROR: every GRANTED reservation holding it becomes FAILED with
+ *     the device's reason (a multi-GPU reservation fails as a whole); a DISABLED device keeps
+ *     its grants and only takes no new ones. A device that vanished should be reported as
+ *     ERROR (there is no removal);
+ *   - a pressure level change is reported through on_pressure;
+ *   - a scheduling pass runs (freed or new capacity may grant queued requests).
+ * Returns 0 or GPUM_EINVAL (index out of range; the detail names it).
+ */
+int gpum_sched_update_device(gpum_sched_t *s, const gpum_sched_device_t *dev, uint64_t now_ns);
+/* The stored view / accounting of a device. Return 0 or GPUM_ENODEV. */
+int gpum_sched_device(const gpum_sched_t *s, unsigned index, gpum_sched_device_t *out);
+int gpum_sched_device_stats(const gpum_sched_t *s, unsigned index, gpum_sched_device_stats_t *out);
+/* Mask of known devices (bit = index). */
+uint64_t gpum_sched_device_mask(const gpum_sched_t *s);
+/* The pressure level of a used ratio under the scheduler's watermarks. */
+gpum_pressure_t gpum_sched_pressure_level(const gpum_sched_t *s, double used_ratio);
+
+/* ---- Reservations ----------------------------------------------------------------------- */
+
+/*
+ * Submits a request: validates it, rejects a never-fit one, creates the reservation (id = the
+ * next "r-<n>", 32-hex token from getrandom), queues it and runs a scheduling pass, so it may
+ * come back GRANTED. *out (may be NULL) points at the reservation. Returns 0; GPUM_EINVAL
+ * (bad field: bytes 0, gpus 0 or too many, priority out of -100..100, label or model too
+ * long, bad explicit device spelling, the detail names it); GPUM_SCHED_ENEVERFIT (the detail
+ * is the reason); GPUM_EIO (getrandom failed); GPUM_ENOMEM. Nothing changes on error.
+ */
+int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
+                      const gpum_resv_t **out);
+
+/*
+ * Ends a reservation: a GRANTED one becomes to (RELEASED, EXPIRED or FAILED), a QUEUED one
+ * becomes CANCELLED when to is RELEASED, else to (EXPIRED, FAILED). reason NULL: "released".
+ * A scheduling pass follows. Returns 0, GPUM_ENOENT (no live reservation with that id: never
+ * existed or already final) or GPUM_EINVAL (to is not a final state).
+ */
+int gpum_sched_end(gpum_sched_t *s, uint64_t id, gpum_resv_state_t to, uint64_t now_ns,
+                   const char *reason);
+/* gpum_sched_end(s, id, GPUM_RESV_RELEASED, now_ns, reason). */
+int gpum_sched_release(gpum_sched_t *s, uint64_t id, uint64_t now_ns, const char *reason);
+
+/* Sets a TTL reservation's expires_ns (renew). Returns 0 or GPUM_ENOENT. No transition. */
+int gpum_sched_set_expiry(gpum_sched_t *s, uint64_t id, uint64_t expires_ns);
+
+/*
+ * Timers and the queue: every QUEUED reservation whose timeout_ms passed becomes EXPIRED
+ * (REJECT) or is reported once QUEUED->QUEUED (WAIT); then a scheduling pass. *next_ns (may
+ * be NULL) receives the next queue-timeout deadline, UINT64_MAX when none. Call it when that
+ * deadline passes and whenever convenient (it is cheap when nothing changed).
+ */
+void gpum_sched_tick(gpum_sched_t *s, uint64_t now_ns, uint64_t *next_ns);
+
+/* The live (QUEUED or GRANTED) reservation with this id, or NULL. */
+const gpum_resv_t *gpum_sched_find(const gpum_sched_t *s, uint64_t id);
+/* Live reservations, in id order: 0 <= i < gpum_sched_count(). */
+size_t gpum_sched_count(const gpum_sched_t *s);
+const gpum_resv_t *gpum_sched_at(const gpum_sched_t *s, size_t i);
+/* The queue in service order: position 0 is the head. */
+size_t gpum_sched_queue_length(const gpum_sched_t *s);
+const gpum_resv_t *gpum_sched_queue_at(const gpum_sched_t *s, size_t pos);
+/* The queue position of a QUEUED reservation (0 = head). Returns 0 or GPUM_ENOENT. */
+int gpum_sched_queue_position(const gpum_sched_t *s, uint64_t id, size_t *pos);
+/* What a QUEUED reservation waits for, for humans: "40.00 GiB free on 1 device matching
+ * A100*; best now: 12.00 GiB on GPU 1", or "behind r-3 (blocked head past the backfill
+ * bound)". Writes "" for others. Returns buf. */
+char *gpum_sched_waiting_for(const gpum_sched_t *s, uint64_t id, char *buf, size_t len);
+
+/* ---- Recovery ---------------------------------------------------------------------------- */
+
+/*
+ * Puts back a reservation loaded from the ledger (QUEUED or GRANTED), as it was, with no
+ * transition and no scheduling pass: GRANTED ones count on their devices even when those
+ * are unknown yet or over capacity now (they exist; call gpum_sched_tick() after restoring
+ * all). Returns 0, GPUM_EEXIST (id already live), GPUM_EINVAL (final state, bad device
+ * mask) or GPUM_ENOMEM. Raises the next id above r->id.
+ */
+int gpum_sched_restore(gpum_sched_t *s, const gpum_resv_t *r);
+/* Makes the next new id at least next_id (the ledger's max id + 1 after a restart). */
+void gpum_sched_set_next_id(gpum_sched_t *s, uint64_t next_id);
+uint64_t gpum_sched_next_id(const gpum_sched_t *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUMD_SCHED_H */

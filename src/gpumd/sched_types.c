@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Names and spellings of the scheduler's types: reservation states, lease kinds, timeout
+ * actions, placement strategies, pressure levels and reservation ids ("r-<n>"), plus the
+ * defaults and checks of the scheduler options. Shared by the scheduler, the ledger (which
+ * stores states by name) and the protocol code.
+ */
+#include "sched.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <gpum/error.h>
+
+static const char *const state_names[] = {"QUEUED",  "GRANTED",   "RELEASED",
+                                          "EXPIRED", "CANCELLED", "FAILED"};
+static const char *const lease_names[] = {"connection", "pid", "ttl"};
+static const char *const timeout_names[] = {"reject", "wait"};
+static const char *const placement_names[] = {"pack", "spread", "score"};
+static const char *const pressure_names[] = {"none", "high", "critical"};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Index of s in names (case-insensitive), or -1. */
+static int lookup(const char *const *names, size_t n, const char *s) {
+  if (s == NULL)
+    return -1;
+  for (size_t i = 0; i < n; i++)
+    if (strcasecmp(names[i], s) == 0)
+      return (int)i;
+  return -1;
+}
+
+const char *gpum_resv_state_name(gpum_resv_state_t s) {
+  if (s == GPUM_RESV_NEW)
+    return "NEW";
+  if ((int)s >= 0 && (size_t)s < COUNT(state_names))
+    return state_names[s];
+  return "UNKNOWN";
+}
+
+int gpum_resv_state_parse(const char *s, gpum_resv_state_t *out) {
+  int i = lookup(state_names, COUNT(state_names), s);
+  if (i < 0)
+    return gpum_error(GPUM_EINVAL, "unknown reservation state '%s'", s ? s : "(null)");
+  *out = (gpum_resv_state_t)i;
+  return 0;
+}
+
+bool gpum_resv_state_final(gpum_resv_state_t s) {
+  return s == GPUM_RESV_RELEASED || s == GPUM_RESV_EXPIRED || s == GPUM_RESV_CANCELLED ||
+         s == GPUM_RESV_FAILED;
+}
+
+const char *gpum_lease_kind_name(gpum_lease_kind_t k) {
+  return (int)k >= 0 && (size_t)k < COUNT(lease_names) ? lease_names[k] : "unknown";
+}
+
+int gpum_lease_kind_parse(const char *s, gpum_lease_kind_t *out) {
+  int i = lookup(lease_names, COUNT(lease_names), s);
+  if (i < 0)
+    return gpum_error(GPUM_EINVAL, "unknown lease '%s' (expected connection, pid or ttl)",
+                      s ? s : "(null)");
+  *out = (gpum_lease_kind_t)i;
+  return 0;
+}
+
+const char *gpum_on_timeout_name(gpum_on_timeout_t t) {
+  return (int)t >= 0 && (size_t)t < COUNT(timeout_names) ? timeout_names[t] : "unknown";
+}
+
+int gpum_on_timeout_parse(const char *s, gpum_on_timeout_t *out) {
+  int i = lookup(timeout_names, COUNT(timeout_names), s);
+  if (i < 0)
+    return gpum_error(GPUM_EINVAL, "unknown timeout action '%s' (expected reject or wait)",
+                      s ? s : "(null)");
+  *out = (gpum_on_timeout_t)i;
+  return 0;
+}
+
+const char *gpum_placement_name(gpum_placement_t p) {
+  return (int)p >= 0 && (size_t)p < COUNT(placement_names) ? placement_names[p] : "unknown";
+}
+
+int gpum_placement_parse(const char *s, gpum_placement_t *out) {
+  int i = lookup(placement_names, COUNT(placement_names), s);
+  if (i < 0)
+    return gpum_error(GPUM_EINVAL, "unknown placement '%s' (expected pack, spread or score)",
+                      s ? s : "(null)");
+  *out = (gpum_placement_t)i;
+  return 0;
+}
+
+const char *gpum_pressure_name(gpum_pressure_t p) {
+  return (int)p >= 0 && (size_t)p < COUNT(pressure_names) ? pressure_names[p] : "unknown";
+}
+
+char *gpum_resv_id_format(uint64_t id, char *buf, size_t len) {
+  if (len > 0)
+    snprintf(buf, len, "r-%" PRIu64, id);
+  return buf;
+}
+
+int gpum_resv_id_parse(const char *s, uint64_t *out) {
+  if (s == NULL || strncmp(s, "r-", 2) != 0 || s[2] < '1' || s[2] > '9')
+    return gpum_error(GPUM_EINVAL, "bad reservation id '%s' (expected r-<n>)", s ? s : "(null)");
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s + 2, &end, 10);
+  if (errno != 0 || *end != '\0')
+    return gpum_error(GPUM_EINVAL, "bad reservation id '%s' (expected r-<n>)", s);
+  *out = (uint64_t)v;
+  return 0;
+}
+
+void gpum_sched_request_init(gpum_sched_request_t *req) {
+  memset(req, 0, sizeof(*req));
+  req->gpus = 1;
+  req->lease = GPUM_LEASE_CONNECTION;
+  req->on_timeout = GPUM_ON_TIMEOUT_REJECT;
+}
+
+void gpum_sched_opts_init(gpum_sched_opts_t *opts) {
+  memset(opts, 0, sizeof(*opts));
+  opts->memory_fraction = 0.95;
+  opts->safety_margin = 256ull << 20;
+  opts->max_concurrent_jobs = 0;
+  opts->placement = GPUM_PLACEMENT_PACK;
+  opts->backfill = true;
+  opts->backfill_bound_ns = 60ull * 1000000000ull;
+  opts->pressure_high = 0.90;
+  opts->pressure_critical = 0.97;
+}
+
+int gpum_sched_opts_check(const gpum_sched_opts_t *o) {
+  if (!(o->memory_fraction > 0.0 && o->memory_fraction <= 1.0))
+    return gpum_error(GPUM_EINVAL, "memory_fraction %g is out of range (0, 1]", o->memory_fraction);
+  if ((int)o->placement < 0 || (size_t)o->placement >= COUNT(placement_names))
+    return gpum_error(GPUM_EINVAL, "placement %d is not pack, spread or score", (int)o->placement);
+  if (!(o->pressure_high > 0.0 && o->pressure_high <= 1.0))
+    return gpum_error(GPUM_EINVAL, "pressure.high %g is out of range (0, 1]", o->pressure_high);
+  if (!(o->pressure_critical >= o->pressure_high && o->pressure_critical <= 1.0))
+    return gpum_error(GPUM_EINVAL, "pressure.critical %g must be in [pressure.high (%g), 1]",
+                      o->pressure_critical, o->pressure_high);
+  return 0;
+}

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's Unix-socket server: the lock files that keep a second daemon off the same socket
+ * and state directory, the listening socket (mode and group from the config), accepting
+ * clients with their SO_PEERCRED identity, line framing with the message-size limit, and the
+ * end-of-turn step that commits the ledger before any staged reply or event is written. A
+ * client whose unread output passes GPUMD_MAX_OUTPUT is disconnected so a reader that never
+ * reads cannot grow the daemon without bound or stall the loop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include <gpum/error.h>
+#include <gpum/log.h>
+
+#include "gpumd_internal.h"
+
+uint64_t gpumd_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Takes an exclusive lock on path (created 0644) and writes our pid into it. */
+static int take_lock(const char *path, const char *what, int *out_fd) {
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return gpum_error(GPUM_EIO, "cannot open lock file %s: %s", path, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char pid[32] = "";
+    ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+    pid[n > 0 ? n : 0] = '\0';
+    pid[strcspn(pid, "\n")] = '\0';
+    close(fd);
+    if (e == EWOULDBLOCK)
+      return gpum_error(GPUM_EBUSY, "another gpumd (pid %s) is using %s (lock %s)",
+                        *pid ? pid : "?", what, path);
+    return gpum_error(GPUM_EIO, "cannot lock %s: %s", path, strerror(e));
+  }
+  char buf[32];
+  int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+    gpum_log(GPUM_LOG_WARN, "gpumd", "cannot write pid into %s: %s", path, strerror(errno));
+  *out_fd = fd;
+  return 0;
+}
+
+static int set_socket_access(gpumd_t *d) {
+  const char *mode_s = gpum_config_get_string(d->cfg, "socket_mode");
+  char *end = NULL;
+  errno = 0;
+  unsigned long mode = strtoul(mode_s ? mode_s : "", &end, 8);
+  if (!mode_s || !*mode_s || errno || *end || mode > 07777)
+    return gpum_error(GPUM_EINVAL, "socket_mode '%s' is not an octal mode such as 0660",
+                      mode_s ? mode_s : "");
+  const char *group = gpum_config_get_string(d->cfg, "socket_group");
+  if (group && *group) {
+    struct group gr, *res = NULL;
+    char buf[4096];
+    if (getgrnam_r(group, &gr, buf, sizeof buf, &res) == 0 && res) {
+      if (chown(d->socket_path, (uid_t)-1, gr.gr_gid) != 0)
+        gpum_log(GPUM_LOG_WARN, "gpumd", "cannot give %s to group %s: %s", d->socket_path, group,
+                 strerror(errno));
+    } else if (gpum_config_source(d->cfg, "socket_group") != GPUM_OPT_SRC_DEFAULT) {
+      return gpum_error(GPUM_EINVAL, "socket_group '%s' does not exist", group);
+    }
+  }
+  if (chmod(d->socket_path, (mode_t)mode) != 0)
+    return gpum_error(GPUM_EIO, "cannot chmod %s: %s", d->socket_path, strerror(errno));
+  return 0;
+}
+
+static bool in_group(uid_t uid, gid_t gid, gid_t want) {
+  if (gid == want)
+    return true;
+  struct passwd pw, *res = NULL;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) != 0 || !res)
+    return false;
+  gid_t groups[256];
+  int n = 256;
+  if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
+    return false;
+  for (int i = 0; i < n; i++)
+    if (groups[i] == want)
+      return true;
+  return false;
+}
+
+/* ---- connections ---------------------------------------------------------------------- */
+
+static void conn_free(gpumd_conn_t *c) {
+  gpumd_t *d = c->d;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    d->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  d->conn_count--;
+  if (c->bev)
+    bufferevent_free(c->bev);
+  evbuffer_free(c->staged);
+  free(c);
+}
+
+/* Closes c now (its connection leases end); the memory goes at the end of the turn. */
+static void conn_close(gpumd_conn_t *c, const char *why) {
+  if (c->dead)
+    return;
+  gpum_log(GPUM_LOG_DEBUG, "gpumd", "client %llu (uid %lu pid %ld) closed: %s",
+           (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid, why);
+  c->dead = true;
+  if (c->bev) {
+    bufferevent_free(c->bev);
+    c->bev = NULL;
+  }
+  gpumd_ops_conn_closed(c);
+  if (!c->dirty) {
+    c->dirty = true;
+    c->dirty_next = c->d->dirty;
+    c->d->dirty = c;
+  }
+}
+
+void gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
+  if (!msg)
+    return;
+  if (!c->dead) {
+    char *s = json_dumps(msg, JSON_COMPACT);
+    if (s) {
+      evbuffer_add(c->staged, s, strlen(s));
+      evbuffer_add(c->staged, "\n", 1);
+      free(s);
+    }
+    if (!c->dirty) {
+      c->dirty = true;
+      c->dirty_next = c->d->dirty;
+      c->d->dirty = c;
+    }
+  }
+  json_decref(msg);
+}
+
+void gpumd_conn_close_after_flush(gpumd_conn_t *c) {
+  c->closing = true;
+  if (c->bev)
+    bufferevent_disable(c->bev, EV_READ);
+}
+
+static void on_read(struct bufferevent *bev, void *arg) {
+  gpumd_conn_t *c = arg;
+  struct evbuffer *in = bufferevent_get_input(bev);
+  while (!c->dead && !c->closing) {
+    size_t eol_len = 0;
+    struct evbuffer_ptr p = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
+    size_t avail = evbuffer_get_length(in);
+    if (p.pos < 0) {
+      if (avail > GPUMD_MAX_MESSAGE) {
+        gpumd_reply_err(c, NULL, GPUM_EPROTO, "message longer than %u bytes: closing",
+                        GPUMD_MAX_MESSAGE);
+        gpumd_conn_close_after_flush(c);
+      }
+      return;
+    }
+    size_t len = (size_t)p.pos;
+    if (len > GPUMD_MAX_MESSAGE) {
+      gpumd_reply_err(c, NULL, GPUM_EPROTO, "message longer than %u bytes: closing",
+                      GPUMD_MAX_MESSAGE);
+      gpumd_conn_close_after_flush(c);
+      return;
+    }
+    char *line = malloc(len + 1);
+    if (!line) {
+      conn_close(c, "out of memory");
+      return;
+    }
+    evbuffer_remove(in, line, len);
+    evbuffer_drain(in, eol_len);
+    line[len] = '\0';
+    gpumd_proto_line(c, line, len);
+    free(line);
+  }
+}
+
+static void on_write(struct bufferevent *bev, void *arg) {
+  gpumd_conn_t *c = arg;
+  if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+    conn_close(c, "closed by the server after an error");
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg) {
+  gpumd_conn_t *c = arg;
+  bool pending = evbuffer_get_length(c->staged) || evbuffer_get_length(bufferevent_get_output(bev));
+  if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && pending && !c->dead) {
+    /* The client shut down its writing side but may still read: its leases end now (it is
+     * going away), the replies it is owed are written, then the connection closes. */
+    gpumd_ops_conn_closed(c);
+    gpumd_conn_close_after_flush(c);
+    return;
+  }
+  conn_close(c, (what & BEV_EVENT_EOF) ? "end of file" : "socket error");
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+                      void *arg) {
+  (void)l, (void)sa, (void)salen;
+  gpumd_t *d = arg;
+  struct ucred cred;
+  socklen_t clen = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+    gpum_log(GPUM_LOG_WARN, "gpumd", "SO_PEERCRED failed: %s; client refused", strerror(errno));
+    close(fd);
+    return;
+  }
+  gpumd_conn_t *c = calloc(1, sizeof *c);
+  struct bufferevent *bev = NULL;
+  if (c)
+    c->staged = evbuffer_new();
+  if (c && c->staged)
+    bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
+  if (!bev) {
+    gpum_log(GPUM_LOG_ERROR, "gpumd", "out of memory accepting a client");
+    if (c && c->staged)
+      evbuffer_free(c->staged);
+    free(c);
+    close(fd);
+    return;
+  }
+  c->d = d;
+  c->bev = bev;
+  c->id = ++d->next_conn_id;
+  c->uid = cred.uid;
+  c->gid = cred.gid;
+  c->pid = cred.pid;
+  c->admin = cred.uid == 0 || (d->admin_gid_set && in_group(cred.uid, cred.gid, d->admin_gid));
+  c->next = d->conns;
+  if (d->conns)
+    d->conns->prev = c;
+  d->conns = c;
+  d->conn_count++;
+  bufferevent_setcb(bev, on_read, on_write, on_event, c);
+  bufferevent_setwatermark(bev, EV_READ, 0, GPUMD_MAX_MESSAGE + 2);
+  bufferevent_enable(bev, EV_READ | EV_WRITE);
+  gpum_log(GPUM_LOG_DEBUG, "gpumd", "client %llu connected: uid %lu pid %ld%s",
+           (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid,
+           c->admin ? " (admin)" : "");
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  gpumd_t *d = arg;
+  if (d->listener)
+    evconnlistener_enable(d->listener);
+}
+
+static void on_listen_error(struct evconnlistener *l, void *arg) {
+  gpumd_t *d = arg;
+  int e = errno;
+  /* Out of descriptors (EMFILE, ENFILE) or memory: the pending connection stays in the
+   * backlog and would wake the loop at once again; pause accepting for 100 ms instead of
+   * spinning. */
+  gpum_log(GPUM_LOG_WARN, "gpumd", "accept failed: %s; pausing accept for 100 ms", strerror(e));
+  evconnlistener_disable(l);
+  struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+  event_add(d->accept_timer, &tv);
+}
+
+/* Raises the soft limit of open files to the hard one: every client is a descriptor. */
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int gpumd_server_start(gpumd_t *d) {
+  char lock[PATH_MAX + 16];
+  int rc = gpumd_mkdirs(d->state_dir, 0755);
+  if (rc != 0)
+    return rc;
+  snprintf(lock, sizeof lock, "%s/gpumd.lock", d->state_dir);
+  rc = take_lock(lock, d->state_dir, &d->state_lock_fd);
+  if (rc != 0)
+    return rc;
+  char dir[sizeof d->socket_path];
+  memcpy(dir, d->socket_path, sizeof dir);
+  char *slash = strrchr(dir, '/');
+  if (slash && slash != dir) {
+    *slash = '\0';
+    rc = gpumd_mkdirs(dir, 0755);
+    if (rc != 0)
+      return rc;
+  }
+  snprintf(lock, sizeof lock, "%s.lock", d->socket_path);
+  rc = take_lock(lock, d->socket_path, &d->socket_lock_fd);
+  if (rc != 0)
+    return rc;
+  /* We hold the socket's lock: a socket file left there is a stale one from a crash. */
+  if (unlink(d->socket_path) != 0 && errno != ENOENT)
+    return gpum_error(GPUM_EIO, "cannot remove stale socket %s: %s", d->socket_path,
+                      strerror(errno));
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  memcpy(sun.sun_path, d->socket_path, strlen(d->socket_path) + 1);
+  mode_t old = umask(0177);
+  d->listener =
+      evconnlistener_new_bind(d->base, on_accept, d, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                              128, (struct sockaddr *)&sun, (int)sizeof sun);
+  umask(old);
+  if (!d->listener)
+    return gpum_error(GPUM_EIO, "cannot listen on %s: %s", d->socket_path, strerror(errno));
+  d->socket_bound = true;
+  evconnlistener_set_error_cb(d->listener, on_listen_error);
+  d->accept_timer = evtimer_new(d->base, on_accept_resume, d);
+  if (!d->accept_timer)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  raise_nofile();
+  return set_socket_access(d);
+}
+
+void gpumd_server_stop(gpumd_t *d) {
+  if (d->listener) {
+    evconnlistener_free(d->listener);
+    d->listener = NULL;
+  }
+  if (d->accept_timer) {
+    event_free(d->accept_timer);
+    d->accept_timer = NULL;
+  }
+  if (d->socket_bound) {
+    unlink(d->socket_path);
+    d->socket_bound = false;
+  }
+  while (d->conns) {
+    gpumd_conn_t *c = d->conns;
+    if (c->bev) { /* shutdown: leases stay in the ledger for the restart */
+      bufferevent_free(c->bev);
+      c->bev = NULL;
+    }
+    conn_free(c);
+  }
+  d->dirty = NULL;
+  if (d->socket_lock_fd >= 0) {
+    /* The lock file stays: unlinking it could let two daemons lock two different files. */
+    close(d->socket_lock_fd);
+    d->socket_lock_fd = -1;
+  }
+  if (d->state_lock_fd >= 0) {
+    close(d->state_lock_fd);
+    d->state_lock_fd = -1;
+  }
+}
+
+void gpumd_end_turn(gpumd_t *d) {
+  gpumd_ops_turn_events(d);
+  if (gpumd_ops_commit(d) != 0) {
+    /* Nothing of this turn may reach a client: stop without writing; the restart recovers
+     * from the last committed state. */
+    gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger commit failed: %s; stopping", gpum_last_error());
+    d->exit_code = 1;
+    d->stop = true;
+    return;
+  }
+  gpumd_conn_t *c = d->dirty;
+  d->dirty = NULL;
+  while (c) {
+    gpumd_conn_t *next = c->dirty_next;
+    c->dirty = false;
+    c->dirty_next = NULL;
+    if (c->dead) {
+      conn_free(c);
+    } else {
+      struct evbuffer *out = bufferevent_get_output(c->bev);
+      evbuffer_add_buffer(out, c->staged);
+      if (evbuffer_get_length(out) > GPUMD_MAX_OUTPUT) {
+        gpum_log(GPUM_LOG_WARN, "gpumd",
+                 "client %llu (uid %lu pid %ld) does not read its replies: disconnected",
+                 (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid);
+        /* Its leases end now; what that changes is committed and sent next turn. */
+        conn_close(c, "output buffer full");
+      }
+    }
+    c = next;
+  }
+  if (d->dirty)
+    event_active(d->kick, 0, 0);
+}

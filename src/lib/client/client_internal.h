@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Inside the gpumd client: the connection state (conn.c does the framing, ids and events;
+ * ops.c builds the requests; parse.c turns reply objects into the public structs).
+ */
+#ifndef GPUM_CLIENT_INTERNAL_H
+#define GPUM_CLIENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpum/client.h>
+#include <jansson.h>
+
+struct gpum_client {
+  int fd;
+  bool closed;
+  char path[256];
+  char version[64];
+  unsigned timeout_ms;
+  int64_t next_id;
+  char *buf; /* read buffer: up to GPUM_CLIENT_MAX_MESSAGE bytes of unparsed input */
+  size_t len;
+  json_t *pending; /* events read while waiting for a reply, dispatched after it */
+  gpum_client_event_fn cb;
+  void *user;
+  /* gpum_client_wait: the reservation being watched and whether it left QUEUED. */
+  const char *watch_id; /* points into watch_res while a wait runs, else NULL */
+  gpum_reservation_t watch_res;
+  bool watch_done;
+};
+
+/* A client over an already connected fd (taken over; closed by gpum_client_close), without
+ * the hello handshake: for gpum_client_connect and for tests with a fake server. */
+int gpum__client_from_fd(int fd, const char *path, unsigned timeout_ms, gpum_client_t **out);
+/* Sends req (borrowed; an "id" is added) and waits for the reply with that id. ok true: 0 and
+ * the reply in *reply (caller decrefs); ok false: the server's code and message (no reply).
+ * Queued events are dispatched before returning. */
+int gpum__client_call(gpum_client_t *c, json_t *req, json_t **reply);
+/* The same without dispatching: the events stay queued for gpum__client_latest and
+ * gpum__client_dispatch_pending. */
+int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply);
+/* Updates res from the queued events about res->id (the last one wins). */
+void gpum__client_latest(const gpum_client_t *c, gpum_reservation_t *res);
+void gpum__client_dispatch_pending(gpum_client_t *c);
+/* The GPUM_E* code for a protocol error name ("EINVAL"); GPUM_EPROTO when unknown. */
+int gpum__client_code(const char *name);
+
+/* parse.c */
+void gpum__res_parse(const json_t *obj, gpum_reservation_t *out);
+int gpum__status_parse(const json_t *reply, gpum_client_status_t *out);
+
+#endif /* GPUM_CLIENT_INTERNAL_H */

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gpumd client's operations: each builds its request object, makes the call (conn.c) and
+ * reads the reply into the public structs (parse.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/error.h>
+
+#include "client/client_internal.h"
+
+/* Builds {"op": op} (+ one string field when key is set). NULL on allocation failure. */
+static json_t *request(const char *op, const char *key, const char *value) {
+  json_t *req = json_object();
+  if (req == NULL)
+    return NULL;
+  if (json_object_set_new(req, "op", json_string(op)) != 0 ||
+      (key && json_object_set_new(req, key, json_string(value)) != 0)) {
+    json_decref(req);
+    return NULL;
+  }
+  return req;
+}
+
+/* Makes the call and parses the reply's "reservation" into out (may be NULL). Consumes req. */
+static int call_res(gpum_client_t *c, json_t *req, gpum_reservation_t *out) {
+  if (req == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+  json_t *reply = NULL;
+  int rc = gpum__client_call(c, req, &reply);
+  json_decref(req);
+  if (rc != 0)
+    return rc;
+  const json_t *r = json_object_get(reply, "reservation");
+  if (!json_is_object(r))
+    rc = gpum_error(GPUM_EPROTO, "gpumd's reply has no reservation");
+  else if (out)
+    gpum__res_parse(r, out);
+  json_decref(reply);
+  return rc;
+}
+
+static int set_u64(json_t *o, const char *key, uint64_t v) {
+  if (v > (uint64_t)INT64_MAX)
+    return gpum_error(GPUM_ERANGE, "%s %llu is too large", key, (unsigned long long)v);
+  return json_object_set_new(o, key, json_integer((json_int_t)v)) ? GPUM_ENOMEM : 0;
+}
+
+static int reserve_fields(json_t *o, const gpum_reserve_req_t *q) {
+  static const char *const leases[] = {"connection", "pid", "ttl"};
+  if (q->bytes_per_gpu == 0)
+    return gpum_error(GPUM_EINVAL, "a reservation needs bytes_per_gpu > 0");
+  if ((unsigned)q->lease > GPUM_LEASE_TTL)
+    return gpum_error(GPUM_EINVAL, "unknown lease kind %d", (int)q->lease);
+  int rc = set_u64(o, "bytes_per_gpu", q->bytes_per_gpu);
+  rc = rc ? rc : set_u64(o, "gpus", q->gpus ? q->gpus : 1);
+  if (rc == 0 && json_object_set_new(o, "priority", json_integer(q->priority)))
+    rc = GPUM_ENOMEM;
+  if (rc == 0 && q->model && json_object_set_new(o, "model", json_string(q->model)))
+    rc = GPUM_ENOMEM;
+  if (rc == 0 && q->min_memory)
+    rc = set_u64(o, "min_memory", q->min_memory);
+  if (rc == 0 && q->queue_timeout_ms) {
+    rc = set_u64(o, "timeout_ms", q->queue_timeout_ms);
+    if (rc == 0 &&
+        json_object_set_new(o, "on_timeout", json_string(q->wait_on_timeout ? "wait" : "reject")))
+      rc = GPUM_ENOMEM;
+  }
+  if (rc == 0 && q->label && json_object_set_new(o, "label", json_string(q->label)))
+    rc = GPUM_ENOMEM;
+  if (rc == 0 && json_object_set_new(o, "lease", json_string(leases[q->lease])))
+    rc = GPUM_ENOMEM;
+  if (rc == 0 && q->lease == GPUM_LEASE_PID && q->pid > 0)
+    rc = set_u64(o, "pid", (uint64_t)q->pid);
+  if (rc == 0 && q->lease == GPUM_LEASE_TTL)
+    rc = set_u64(o, "ttl_ms", q->ttl_ms);
+  if (rc == 0 && q->ndevices) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < q->ndevices; i++)
+      if (json_array_append_new(a, json_string(q->devices[i])) != 0)
+        rc = GPUM_ENOMEM;
+    if (a == NULL || json_object_set_new(o, "devices", a) != 0)
+      rc = GPUM_ENOMEM;
+  }
+  if (rc == GPUM_ENOMEM)
+    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+  return rc;
+}
+
+int gpum_client_reserve_async(gpum_client_t *c, const gpum_reserve_req_t *req,
+                              gpum_reservation_t *out) {
+  json_t *o = request("reserve", NULL, NULL);
+  if (o == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+  int rc = reserve_fields(o, req);
+  json_t *reply = NULL;
+  if (rc == 0)
+    rc = gpum__client_call_nodispatch(c, o, &reply);
+  json_decref(o);
+  const json_t *r = json_object_get(reply, "reservation");
+  if (rc == 0 && !json_is_object(r))
+    rc = gpum_error(GPUM_EPROTO, "gpumd's reply has no reservation");
+  gpum_reservation_t res;
+  if (rc == 0) {
+    /* A grant (or an end) that arrived with the reply is already part of the answer. */
+    gpum__res_parse(r, &res);
+    gpum__client_latest(c, &res);
+    if (out)
+      *out = res;
+  }
+  json_decref(reply);
+  gpum__client_dispatch_pending(c);
+  return rc;
+}
+
+int gpum_client_reserve(gpum_client_t *c, const gpum_reserve_req_t *req, int timeout_ms,
+                        gpum_reservation_t *out) {
+  gpum_reservation_t r;
+  int rc = gpum_client_reserve_async(c, req, &r);
+  if (rc != 0)
+    return rc;
+  if (r.state == GPUM_RES_QUEUED) {
+    rc = gpum_client_wait(c, r.id, timeout_ms, &r);
+    if (rc == GPUM_ETIMEDOUT) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", gpum_last_error());
+      gpum_client_release(c, r.id, NULL);
+      gpum_error(GPUM_ETIMEDOUT, "%s; cancelled", msg);
+    }
+  } else if (r.state != GPUM_RES_GRANTED) {
+    rc = gpum_error(GPUM_ESTATE, "reservation %s is %s%s%s", r.id, gpum_res_state_name(r.state),
+                    r.reason[0] ? ": " : "", r.reason);
+  }
+  if (out)
+    *out = r;
+  return rc;
+}
+
+int gpum_client_release(gpum_client_t *c, const char *id, gpum_reservation_t *out) {
+  return call_res(c, request("release", "reservation", id), out);
+}
+
+int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms, gpum_reservation_t *out) {
+  json_t *o = request("renew", "reservation", id);
+  if (o && ttl_ms && set_u64(o, "ttl_ms", ttl_ms) != 0) {
+    json_decref(o);
+    return gpum_error(GPUM_ERANGE, "ttl %llu ms out of range", (unsigned long long)ttl_ms);
+  }
+  return call_res(c, o, out);
+}
+
+int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
+                       gpum_reservation_t *out) {
+  json_t *o = request("attach", "reservation", id);
+  if (o && json_object_set_new(o, "token", json_string(token ? token : "")) != 0) {
+    json_decref(o);
+    o = NULL;
+  }
+  return call_res(c, o, out);
+}
+
+int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n) {
+  json_t *o = request("list", NULL, NULL);
+  if (o == NULL || json_object_set_new(o, "all", json_boolean(all)) != 0) {
+    json_decref(o);
+    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+  }
+  json_t *reply = NULL;
+  int rc = gpum__client_call(c, o, &reply);
+  json_decref(o);
+  if (rc != 0)
+    return rc;
+  const json_t *arr = json_object_get(reply, "reservations");
+  size_t k = json_array_size(arr);
+  gpum_reservation_t *list = calloc(k ? k : 1, sizeof *list);
+  if (list == NULL) {
+    json_decref(reply);
+    return gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", k);
+  }
+  size_t i;
+  const json_t *r;
+  for (i = 0; i < json_array_size(arr) && (r = json_array_get(arr, i)); i++)
+    gpum__res_parse(r, &list[i]);
+  json_decref(reply);
+  *out = list;
+  *n = k;
+  return 0;
+}
+
+int gpum_client_status(gpum_client_t *c, gpum_client_status_t *out) {
+  json_t *o = request("status", NULL, NULL);
+  if (o == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+  json_t *reply = NULL;
+  int rc = gpum__client_call(c, o, &reply);
+  json_decref(o);
+  if (rc != 0)
+    return rc;
+  rc = gpum__status_parse(reply, out);
+  json_decref(reply);
+  return rc;
+}
+
+int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_json, char **reply) {
+  json_t *o = NULL;
+  if (args_json && *args_json) {
+    json_error_t jerr;
+    o = json_loads(args_json, 0, &jerr);
+    if (!json_is_object(o)) {
+      json_decref(o);
+      return gpum_error(GPUM_EINVAL, "request arguments are not a JSON object: %s",
+                        o ? "not an object" : jerr.text);
+    }
+  } else {
+    o = json_object();
+  }
+  if (o == NULL || json_object_set_new(o, "op", json_string(op)) != 0) {
+    json_decref(o);
+    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+  }
+  json_t *r = NULL;
+  int rc = gpum__client_call(c, o, &r);
+  json_decref(o);
+  if (rc != 0)
+    return rc;
+  *reply = json_dumps(r, JSON_COMPACT);
+  json_decref(r);
+  return *reply ? 0 : gpum_error(GPUM_ENOMEM, "out of memory encoding the reply");
+}

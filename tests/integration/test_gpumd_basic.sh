@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# gpumd basics on a simulated 2xH100 node: it starts in the foreground, answers hello and
+# status, refuses a second daemon on the same socket and state directory, survives malformed,
+# oversized, deeply nested and unknown input (errors, nothing changes), drops a client that
+# never reads, and stops cleanly on SIGTERM and SIGINT (exit 0, socket removed).
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/gpumd_lib.sh"
+
+t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
+gd_start
+[ -S "$GPUM_SOCKET" ] || t_fail "no socket at $GPUM_SOCKET"
+
+gd_py '
+c = Client()
+h = c.ok("hello", client="test", protocol=1)
+assert h["server"] == "gpumd" and h["protocol"] == 1, h
+assert h["uid"] == os.getuid() and h["pid"] == os.getpid(), h
+c.err("hello", "ENOTSUP", protocol=99)
+s = c.ok("status")
+assert len(s["devices"]) == 2, s
+d0 = s["devices"][0]
+assert d0["name"].startswith("NVIDIA H100"), d0
+assert d0["state"] == "AVAILABLE" and d0["memory"]["total"] == 80 * 2**30, d0
+assert d0["reserved"] == 0 and d0["reservations"] == [] and s["queue"] == [], s
+' || t_fail "hello/status"
+t_ok "hello and status"
+
+t_expect 1 "$GPUMD"
+grep -q "another gpumd" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "second gpumd: no clear message"; }
+t_ok "a second gpumd on the same socket is refused"
+
+gd_py '
+c = Client()
+# Malformed JSON: an error reply, the connection stays.
+c.send_raw(b"{\"id\": 1, \"op\": \n")
+m = c.read_msg(); assert m["ok"] is False and m["error"]["code"] == "EPARSE" and m["id"] is None, m
+c.send_raw(b"[1, 2]\n")
+m = c.read_msg(); assert m["error"]["code"] == "EPROTO", m
+c.send_raw(b"{\"id\": 2, \"op\": \"status\", \"x\": \"\xff\xfe\"}\n")
+m = c.read_msg(); assert m["error"]["code"] == "EPARSE", m
+deep = "{\"id\": 3, \"op\": \"status\", \"a\": " + "[" * 9 + "]" * 9 + "}\n"
+c.send_raw(deep.encode())
+m = c.read_msg(); assert m["error"]["code"] == "EPROTO" and "nested" in m["error"]["message"], m
+ok8 = "{\"id\": 4, \"op\": \"status\", \"a\": " + "[" * 7 + "]" * 7 + "}\n"
+c.send_raw(ok8.encode())
+m = c.read_msg(); assert m["error"]["code"] == "EINVAL" and "a" in m["error"]["message"], m
+assert "unknown field" in c.err("status", "EINVAL", bogus=1)
+assert "unknown op" in c.err("explode", "EINVAL")
+c.send_raw(b"{\"op\": \"status\"}\n")
+m = c.read_msg(); assert m["error"]["code"] == "EINVAL" and "id" in m["error"]["message"], m
+c.send_raw(b"{\"id\": 5, \"id\": 6, \"op\": \"status\"}\n")
+m = c.read_msg(); assert m["error"]["code"] == "EPARSE", m
+c.send_raw(b"\n  \n")
+assert "bytes_per_gpu" in c.err("reserve", "EINVAL")
+assert "gpus" in c.err("reserve", "EINVAL", bytes_per_gpu=1, gpus=0)
+assert "priority" in c.err("reserve", "EINVAL", bytes_per_gpu=1, priority=101)
+assert "lease" in c.err("reserve", "EINVAL", bytes_per_gpu=1, lease="forever")
+assert "ttl_ms" in c.err("reserve", "EINVAL", bytes_per_gpu=1, lease="ttl")
+c.err("release", "EINVAL", reservation="x-1")
+c.err("release", "ENOENT", reservation="r-999")
+assert c.ok("status")["node"]["reservations"] == 0
+# The same connection still works after all that.
+c.ok("hello")
+# An over-long line: an error, then gpumd closes the connection.
+c.send_raw(b"{\"id\": 7, \"op\": \"status\", \"pad\": \"" + b"x" * 70000 + b"\"}\n")
+m = c.read_msg(); assert m["error"]["code"] == "EPROTO" and "longer" in m["error"]["message"], m
+assert c.at_eof(), "connection not closed after an over-long line"
+# So is one without a newline at all.
+c = Client()
+c.send_raw(b"x" * 200000)
+m = c.read_msg(); assert m["error"]["code"] == "EPROTO", m
+assert c.at_eof()
+Client().ok("hello")
+' || t_fail "bad input"
+t_ok "malformed, oversized, nested and unknown input get errors; gpumd stays up"
+
+gd_py '
+import socket
+lazy = Client()
+lazy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+other = Client()
+req = (json.dumps({"id": 1, "op": "status"}) + "\n").encode() * 64
+lazy.sock.settimeout(20)
+dropped = False
+for i in range(20000):
+    try:
+        lazy.send_raw(req)
+    except (BrokenPipeError, ConnectionResetError):
+        dropped = True
+        break
+    except socket.timeout:
+        break
+    if i % 50 == 0:
+        other.ok("hello")  # the loop is not stalled by the lazy reader
+if not dropped:
+    dropped = lazy.at_eof(5)
+assert dropped, "a client that never reads was not disconnected"
+other.ok("hello")
+' || t_fail "non-reading client"
+t_ok "a client that never reads is disconnected; others are served meanwhile"
+
+gd_py '
+import socket
+c = Client()
+c.send_raw(b"{\"id\": 1, \"op\": \"hello\"}\n{\"id\": 2, \"op\": \"reserve\", \"bytes_per_gpu\": 1}\n")
+c.sock.shutdown(socket.SHUT_WR)
+assert c.read_msg()["id"] == 1
+r = c.read_msg()
+assert r["id"] == 2 and r["reservation"]["state"] == "GRANTED", r
+assert c.read_msg() is None
+deadline = time.monotonic() + 10
+while Client().ok("list", all=True)["reservations"]:
+    assert time.monotonic() < deadline, "the half-closed client kept its reservation"
+' || t_fail "half-closed client"
+t_ok "a client that shuts down its writing side still gets its replies; its lease ends"
+
+gd_stop TERM
+[ "$GD_RC" -eq 0 ] || { cat "$GD_ERR" >&2; t_fail "SIGTERM: exit $GD_RC"; }
+[ ! -e "$GPUM_SOCKET" ] || t_fail "socket left behind after SIGTERM"
+t_ok "SIGTERM: exit 0, socket removed"
+
+gd_start
+gd_py 'Client().ok("hello")' || t_fail "restart"
+if command -v prlimit >/dev/null; then
+  # Out of descriptors: gpumd pauses accepting instead of spinning or dying, and serves the
+  # waiting clients once others leave.
+  prlimit --pid "$GD_PID" --nofile=48:48 || t_fail "prlimit"
+  gd_py '
+cs = [Client() for _ in range(60)]
+for c in cs:
+    c.send({"id": 1, "op": "hello"})
+answered, waiting = [], []
+for c in cs:
+    try:
+        c.read_msg(time.monotonic() + 0.05)
+        answered.append(c)
+    except Fail:
+        waiting.append(c)
+assert answered and waiting, (len(answered), len(waiting))
+for c in answered:
+    c.close()
+for c in waiting:
+    m = c.read_msg(time.monotonic() + 10)
+    assert m and m["ok"], m
+' || t_fail "descriptor exhaustion"
+  grep -q "pausing accept" "$GD_ERR" || t_fail "accept failures not logged"
+  t_ok "out of descriptors: accept pauses, waiting clients are served later"
+fi
+gd_stop INT
+[ "$GD_RC" -eq 0 ] || t_fail "SIGINT: exit $GD_RC"
+[ ! -e "$GPUM_SOCKET" ] || t_fail "socket left behind after SIGINT"
+t_ok "SIGINT: exit 0, socket removed"
+
+# Start-up failures name the culprit and exit 1.
+GPUM_STATE_DIR=/dev/null/state t_expect 1 "$GPUMD"
+grep -q "/dev/null" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "bad state_dir not named"; }
+long="$T_SCRATCH/$(printf 'x%.0s' {1..120}).sock"
+GPUM_SOCKET=$long t_expect 1 "$GPUMD"
+grep -qi "socket" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "long socket path not reported"; }
+mkdir -p "$T_SCRATCH/bad"
+head -c 8192 /dev/urandom >"$T_SCRATCH/bad/ledger.db"
+GPUM_STATE_DIR=$T_SCRATCH/bad t_expect 1 "$GPUMD"
+grep -q "ledger.db" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "corrupt ledger not named"; }
+[ ! -e "$GPUM_SOCKET" ] || t_fail "a failed start left its socket"
+GPUM_SOCKET_MODE=abc t_expect 1 "$GPUMD"
+grep -q "socket_mode 'abc'" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "bad socket_mode not named"; }
+t_ok "start-up failures: bad state_dir, socket path, corrupt ledger, socket_mode"
+
+# Only the configured devices are managed.
+gd_start --devices 1
+gd_py '
+c = Client()
+s = c.ok("status")
+assert [d["index"] for d in s["devices"]] == [1], s["devices"]
+r = c.ok("reserve", bytes_per_gpu="1GiB")["reservation"]
+assert r["devices"][0]["index"] == 1, r
+c.err("reserve", "ENEVERFIT", bytes_per_gpu=1, devices=["0"])
+' || t_fail "devices option"
+gd_stop TERM
+t_ok "devices: only the listed devices are managed"
+
+t_expect 2 "$GPUMD" --no-such-flag
+grep -q "no-such-flag" "$T_ERR" || t_fail "bad flag not named"
+t_expect 0 "$GPUMD" --help
+grep -q "usage: gpumd" "$T_OUT" || t_fail "--help"
+t_ok "flags"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# gpum run against a real gpumd on a simulated 2xH100 node: CMD sees CUDA_VISIBLE_DEVICES with
+# the granted GPUs' UUIDs, GPUM_RESERVATION_ID and GPUM_MEM_LIMIT; gpum run exits with CMD's
+# status (128+N when CMD is killed by signal N) and releases the reservation; requests that
+# can never fit, bad flags, a missing command and a missing daemon fail with a clear message.
+source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
+source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
+
+t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
+gd_start
+G="$GPUM_BIN"
+
+"$G" status --json >"$T_SCRATCH/status.json" || t_fail "gpum status"
+mapfile -t UUIDS < <(t_pyjson "$T_SCRATCH/status.json" 'print("\n".join(x["uuid"] for x in d["devices"]))')
+[ ${#UUIDS[@]} -eq 2 ] || t_fail "expected 2 simulated GPUs, got ${#UUIDS[@]}"
+
+# 1 GPU: the environment, CMD's exit status, and the release afterwards.
+ENVF="$T_SCRATCH/env1"
+t_expect 7 "$G" run --mem 20GiB --label envtest -- sh -c \
+  'printf "%s\n%s\n%s\n" "$CUDA_VISIBLE_DEVICES" "$GPUM_RESERVATION_ID" "$GPUM_MEM_LIMIT" >"$1"; exit 7' sh "$ENVF"
+mapfile -t E <"$ENVF"
+[[ " ${UUIDS[*]} " == *" ${E[0]} "* ]] || t_fail "CUDA_VISIBLE_DEVICES '${E[0]}' is not one of ${UUIDS[*]}"
+[[ "${E[1]}" =~ ^r-[0-9]+$ ]] || t_fail "GPUM_RESERVATION_ID '${E[1]}'"
+[ "${E[2]}" = 21474836480 ] || t_fail "GPUM_MEM_LIMIT '${E[2]}', expected 21474836480 (20 GiB)"
+t_ok "run: CUDA_VISIBLE_DEVICES=${E[0]}, id ${E[1]}, limit ${E[2]}, exit status 7"
+
+t_expect 0 "$G" jobs --all --json
+t_pyjson "$T_OUT" 'sys.exit(0 if d["reservations"] == [] else 1)' ||
+  { cat "$T_OUT" >&2; t_fail "reservations left after gpum run exited"; }
+t_ok "released when CMD exits"
+
+# 2 GPUs: both UUIDs, comma-separated.
+t_expect 0 "$G" run --mem 1GiB --gpus 2 -- sh -c 'echo "$CUDA_VISIBLE_DEVICES"'
+got=$(cat "$T_OUT")
+[ "$got" = "${UUIDS[0]},${UUIDS[1]}" ] || [ "$got" = "${UUIDS[1]},${UUIDS[0]}" ] ||
+  t_fail "--gpus 2: CUDA_VISIBLE_DEVICES '$got'"
+t_ok "--gpus 2 gives both UUIDs"
+
+# --type filters by name: no such GPU can ever fit.
+t_expect 1 "$G" run --mem 1GiB --type 'A100*' -- true
+grep -q "cannot reserve" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "--type A100*: no reason"; }
+t_expect 0 "$G" run --mem 1GiB --type 'NVIDIA H100*' -- true
+t_ok "--type"
+
+# CMD killed by a signal: 128 + N.
+t_expect 137 "$G" run --mem 1GiB -- sh -c 'kill -KILL $$'
+t_ok "CMD killed by SIGKILL: exit 137"
+
+# Never fits: 200 GiB on an 80 GB GPU.
+t_expect 1 "$G" run --mem 200GiB -- true
+grep -q "cannot reserve" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "never-fit: no reason"; }
+t_ok "never-fit request rejected: $(head -1 "$T_ERR")"
+
+# Usage errors and CMD problems.
+t_expect 2 "$G" run -- true
+grep -q -- "--mem SIZE is required" "$T_ERR" || t_fail "missing --mem: $(cat "$T_ERR")"
+t_expect 2 "$G" run --mem 8XB -- true
+grep -q "invalid value '8XB'" "$T_ERR" || t_fail "bad --mem: $(cat "$T_ERR")"
+t_expect 2 "$G" run --mem 1GiB --gpus 0 -- true
+t_expect 2 "$G" run --mem 1GiB --priority 101 -- true
+t_expect 2 "$G" run --mem 1GiB --timeout soon -- true
+t_expect 2 "$G" run --mem 1GiB
+grep -q "no command given" "$T_ERR" || t_fail "no command: $(cat "$T_ERR")"
+t_expect 2 "$G" run --mem 1GiB --bogus -- true
+t_expect 127 "$G" run --mem 1GiB -- /nonexistent/cmd
+grep -q "cannot run '/nonexistent/cmd'" "$T_ERR" || t_fail "missing CMD: $(cat "$T_ERR")"
+t_expect 0 "$G" run --help
+t_ok "usage errors"
+
+t_expect 0 "$G" jobs --all --json
+t_pyjson "$T_OUT" 'sys.exit(0 if d["reservations"] == [] else 1)' || t_fail "reservations left"
+
+# No daemon: a clear message naming the socket.
+GPUM_SOCKET="$T_SCRATCH/none.sock" t_expect 1 "$G" run --mem 1GiB -- true
+grep -q "cannot connect to gpumd at $T_SCRATCH/none.sock" "$T_ERR" &&
+  grep -q "is gpumd running?" "$T_ERR" || t_fail "no-daemon message: $(cat "$T_ERR")"
+t_ok "no daemon: $(cat "$T_ERR")"

@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests for the gpumd ledger (src/gpumd/ledger.h): a full round trip of every reservation
+ * field, one transaction (one commit) per loop turn and its invisibility to other readers
+ * before the commit, rollback, the audit trail, reopening after close and after a process
+ * exits without closing (the SIGKILL case), file modes, the recovery policy, and the errors:
+ * no state directory, a state directory that cannot be created, a garbage file as database,
+ * a schema newer than ours. Each test works in its own mkdtemp directory and removes it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include <gpum/error.h>
+
+#include "ledger.h"
+
+#define GiB (UINT64_C(1) << 30)
+#define SEC UINT64_C(1000000000)
+#define T0 (UINT64_C(1700000000) * SEC)
+
+/* ---- Scratch directories ---------------------------------------------------------------- */
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+static int setup_dir(void **state) {
+  char *dir = test_malloc(64);
+  snprintf(dir, 64, "/tmp/gpum-test-ledger-XXXXXX");
+  if (mkdtemp(dir) == NULL) {
+    test_free(dir);
+    return -1;
+  }
+  *state = dir;
+  return 0;
+}
+
+static int teardown_dir(void **state) {
+  char *dir = *state;
+  nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  test_free(dir);
+  return 0;
+}
+
+/* "<dir>/<name>" in buf. */
+static const char *sub(const char *dir, const char *name, char *buf, size_t len) {
+  snprintf(buf, len, "%s/%s", dir, name);
+  return buf;
+}
+
+static gpum_ledger_t *open_ok(const char *state_dir) {
+  gpum_ledger_t *l = NULL;
+  int rc = gpum_ledger_open(state_dir, NULL, &l);
+  if (rc != 0)
+    fail_msg("gpum_ledger_open(%s): %s", state_dir, gpum_last_error());
+  return l;
+}
+
+/* A reservation with every field set to something distinctive. */
+static void sample(gpum_resv_t *r, uint64_t id, gpum_resv_state_t st) {
+  memset(r, 0, sizeof(*r));
+  r->id = id;
+  snprintf(r->token, sizeof(r->token), "%032llx", (unsigned long long)(id * 0x1234567u));
+  r->state = st;
+  snprintf(r->reason, sizeof(r->reason), "reason of r-%llu: 'quoted' \"text\"",
+           (unsigned long long)id);
+  r->uid = 1000 + (uint32_t)id;
+  r->pid = 4000 + (int32_t)id;
+  snprintf(r->label, sizeof(r->label), "train-%llu", (unsigned long long)id);
+  r->bytes_per_gpu = 40 * GiB + id;
+  r->gpus = 2;
+  snprintf(r->model, sizeof(r->model), "*H100*");
+  r->min_memory = 80 * GiB;
+  r->want_mask = UINT64_C(0x8000000000000005); /* the top bit survives the int64 column */
+  r->priority = -7;
+  r->timeout_ms = 30000;
+  r->on_timeout = GPUM_ON_TIMEOUT_WAIT;
+  r->lease = GPUM_LEASE_TTL;
+  r->lease_pid = 77;
+  r->ttl_ms = 60000;
+  r->expires_ns = T0 + 60 * SEC;
+  r->device_mask = st == GPUM_RESV_QUEUED ? 0 : 5;
+  r->created_ns = T0 + id;
+  r->granted_ns = st == GPUM_RESV_QUEUED ? 0 : T0 + id + 1;
+  r->ended_ns = gpum_resv_state_final(st) ? T0 + id + 2 : 0;
+  r->timeout_told = true;
+}
+
+static void assert_resv_equal(const gpum_resv_t *a, const gpum_resv_t *b) {
+  assert_int_equal(a->id, b->id);
+  assert_string_equal(a->token, b->token);
+  assert_int_equal(a->state, b->state);
+  assert_string_equal(a->reason, b->reason);
+  assert_int_equal(a->uid, b->uid);
+  assert_int_equal(a->pid, b->pid);
+  assert_string_equal(a->label, b->label);
+  assert_int_equal(a->bytes_per_gpu, b->bytes_per_gpu);
+  assert_int_equal(a->gpus, b->gpus);
+  assert_string_equal(a->model, b->model);
+  assert_int_equal(a->min_memory, b->min_memory);
+  assert_int_equal(a->want_mask, b->want_mask);
+  assert_int_equal(a->priority, b->priority);
+  assert_int_equal(a->timeout_ms, b->timeout_ms);
+  assert_int_equal(a->on_timeout, b->on_timeout);
+  assert_int_equal(a->lease, b->lease);
+  assert_int_equal(a->lease_pid, b->lease_pid);
+  assert_int_equal(a->ttl_ms, b->ttl_ms);
+  assert_int_equal(a->expires_ns, b->expires_ns);
+  assert_int_equal(a->device_mask, b->device_mask);
+  assert_int_equal(a->created_ns, b->created_ns);
+  assert_int_equal(a->granted_ns, b->granted_ns);
+  assert_int_equal(a->ended_ns, b->ended_ns);
+  assert_int_equal(a->timeout_told, b->timeout_told);
+}
+
+/* ---- Round trip, turns ------------------------------------------------------------------- */
+
+static void test_round_trip(void **state) {
+  const char *dir = *state;
+  char sd[256];
+  gpum_ledger_t *l = open_ok(sub(dir, "state", sd, sizeof(sd)));
+  gpum_resv_t in[4];
+  sample(&in[0], 1, GPUM_RESV_GRANTED);
+  sample(&in[1], 2, GPUM_RESV_RELEASED);
+  sample(&in[2], 3, GPUM_RESV_QUEUED);
+  sample(&in[3], 9, GPUM_RESV_FAILED);
+  assert_int_equal(gpum_ledger_begin_turn(l), 0);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(gpum_ledger_put(l, &in[i]), 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+
+  gpum_resv_t *out = NULL;
+  size_t n = 0;
+  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_int_equal(n, 2); /* the non-final ones, in id order */
+  assert_resv_equal(&out[0], &in[0]);
+  assert_resv_equal(&out[1], &in[2]);
+  free(out);
+  gpum_resv_t one;
+  assert_int_equal(gpum_ledger_get(l, 9, &one), 0);
+  assert_resv_equal(&one, &in[3]);
+  assert_int_equal(gpum_ledger_get(l, 10, &one), GPUM_ENOENT);
+  uint64_t max = 0;
+  assert_int_equal(gpum_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 9);
+  /* A put replaces the row: r-1 released. */
+  in[0].state = GPUM_RESV_RELEASED;
+  assert_int_equal(gpum_ledger_put(l, &in[0]), 0); /* implicit turn */
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(out[0].id, 3);
+  free(out);
+  gpum_ledger_close(l);
+}
+
+static void test_empty_ledger(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  gpum_resv_t *out = (gpum_resv_t *)&out;
+  size_t n = 7;
+  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_null(out);
+  assert_int_equal(n, 0);
+  uint64_t max = 5;
+  assert_int_equal(gpum_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 0);
+  gpum_ledger_close(l);
+}
+
+/* Rows in the reservations table as another connection sees them. */
+static int outside_count(const char *path) {
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM reservations", -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  int n = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+static void test_one_commit_per_turn(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  uint64_t c0 = gpum_ledger_commit_count(l);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0); /* nothing open: no commit */
+  assert_int_equal(gpum_ledger_commit_count(l), c0);
+
+  assert_int_equal(gpum_ledger_begin_turn(l), 0);
+  assert_int_equal(gpum_ledger_begin_turn(l), GPUM_ESTATE);
+  for (uint64_t id = 1; id <= 50; id++) {
+    gpum_resv_t r;
+    sample(&r, id, GPUM_RESV_QUEUED);
+    assert_int_equal(gpum_ledger_put(l, &r), 0);
+    gpum_ledger_audit_t a = {.reservation = id,
+                             .from = GPUM_RESV_NEW,
+                             .to = GPUM_RESV_QUEUED,
+                             .time_ns = T0 + id,
+                             .reason = "queued",
+                             .uid = 1000,
+                             .pid = 42};
+    assert_int_equal(gpum_ledger_audit(l, &a), 0);
+  }
+  /* Not visible to another reader before the commit. */
+  assert_int_equal(outside_count(gpum_ledger_path(l)), 0);
+  assert_int_equal(gpum_ledger_commit_count(l), c0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpum_ledger_commit_count(l), c0 + 1); /* 100 writes, one commit */
+  assert_int_equal(outside_count(gpum_ledger_path(l)), 50);
+
+  /* A rolled-back turn leaves nothing. */
+  gpum_resv_t r;
+  sample(&r, 51, GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_ledger_put(l, &r), 0);
+  gpum_ledger_rollback_turn(l);
+  assert_int_equal(gpum_ledger_get(l, 51, &r), GPUM_ENOENT);
+  assert_int_equal(gpum_ledger_commit_count(l), c0 + 1);
+  gpum_ledger_close(l);
+}
+
+typedef struct {
+  size_t n;
+  gpum_ledger_audit_t rows[8];
+  char reasons[8][64];
+} audit_acc_t;
+
+static bool collect(void *user, const gpum_ledger_audit_t *a) {
+  audit_acc_t *acc = user;
+  if (acc->n == 8)
+    return false;
+  acc->rows[acc->n] = *a;
+  snprintf(acc->reasons[acc->n], sizeof(acc->reasons[0]), "%s", a->reason);
+  acc->n++;
+  return true;
+}
+
+static void test_audit_trail(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  const gpum_ledger_audit_t rows[] = {
+      {.reservation = 1,
+       .from = GPUM_RESV_NEW,
+       .to = GPUM_RESV_QUEUED,
+       .time_ns = T0,
+       .reason = "queued",
+       .uid = 1000,
+       .pid = 10},
+      {.reservation = 2,
+       .from = GPUM_RESV_NEW,
+       .to = GPUM_RESV_QUEUED,
+       .time_ns = T0 + 1,
+       .reason = NULL,
+       .uid = 1001,
+       .pid = 11},
+      {.reservation = 1,
+       .from = GPUM_RESV_QUEUED,
+       .to = GPUM_RESV_GRANTED,
+       .time_ns = T0 + 2,
+       .reason = "granted on GPU 0",
+       .uid = 0,
+       .pid = 0},
+      {.reservation = 1,
+       .from = GPUM_RESV_GRANTED,
+       .to = GPUM_RESV_FAILED,
+       .time_ns = T0 + 3,
+       .reason = "GPU 0 failed",
+       .uid = 0,
+       .pid = 0},
+  };
+  assert_int_equal(gpum_ledger_begin_turn(l), 0);
+  for (size_t i = 0; i < 4; i++)
+    assert_int_equal(gpum_ledger_audit(l, &rows[i]), 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  audit_acc_t acc = {0};
+  assert_int_equal(gpum_ledger_audit_list(l, 1, collect, &acc), 0);
+  assert_int_equal(acc.n, 3);
+  assert_int_equal(acc.rows[0].from, GPUM_RESV_NEW);
+  assert_int_equal(acc.rows[1].to, GPUM_RESV_GRANTED);
+  assert_int_equal(acc.rows[2].to, GPUM_RESV_FAILED);
+  assert_int_equal(acc.rows[2].time_ns, T0 + 3);
+  assert_string_equal(acc.reasons[2], "GPU 0 failed");
+  assert_true(acc.rows[0].id < acc.rows[1].id && acc.rows[1].id < acc.rows[2].id);
+  memset(&acc, 0, sizeof(acc));
+  assert_int_equal(gpum_ledger_audit_list(l, 0, collect, &acc), 0);
+  assert_int_equal(acc.n, 4);
+  assert_int_equal(acc.rows[1].reservation, 2);
+  assert_string_equal(acc.reasons[1], "");
+  assert_int_equal(acc.rows[1].uid, 1001);
+  gpum_ledger_close(l);
+}
+
+/* ---- Reopen, crash, files ----------------------------------------------------------------- */
+
+static void test_reopen_after_close(void **state) {
+  const char *dir = *state;
+  char sd[256], db[300];
+  sub(dir, "a/b/state", sd, sizeof(sd)); /* parents are created too */
+  gpum_ledger_t *l = open_ok(sd);
+  gpum_resv_t r;
+  sample(&r, 12, GPUM_RESV_GRANTED);
+  assert_int_equal(gpum_ledger_put(l, &r), 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  sample(&r, 13, GPUM_RESV_GRANTED);
+  assert_int_equal(gpum_ledger_put(l, &r), 0); /* never committed: lost on close */
+  char wal[320];
+  struct stat st;
+  snprintf(wal, sizeof(wal), "%s-wal", gpum_ledger_path(l));
+  assert_int_equal(stat(wal, &st), 0); /* WAL mode, and the log is private too */
+  assert_int_equal(st.st_mode & 0777, 0600);
+  gpum_ledger_close(l);
+
+  assert_int_equal(stat(sd, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+  assert_int_equal(stat(sub(sd, GPUM_LEDGER_FILE, db, sizeof(db)), &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0600);
+
+  l = open_ok(sd);
+  gpum_resv_t *out = NULL;
+  size_t n = 0;
+  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_int_equal(n, 1);
+  sample(&r, 12, GPUM_RESV_GRANTED);
+  assert_resv_equal(&out[0], &r);
+  free(out);
+  gpum_ledger_close(l);
+}
+
+static void test_commit_survives_process_death(void **state) {
+  const char *dir = *state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    gpum_ledger_t *l = NULL;
+    gpum_resv_t r;
+    sample(&r, 5, GPUM_RESV_GRANTED);
+    if (gpum_ledger_open(dir, NULL, &l) != 0 || gpum_ledger_put(l, &r) != 0 ||
+        gpum_ledger_commit_turn(l) != 0)
+      _exit(1);
+    sample(&r, 6, GPUM_RESV_GRANTED);
+    gpum_ledger_put(l, &r); /* uncommitted at death */
+    _exit(0);               /* no close, no checkpoint: like SIGKILL after the commit */
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  gpum_ledger_t *l = open_ok(dir);
+  gpum_resv_t *out = NULL;
+  size_t n = 0;
+  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(out[0].id, 5);
+  free(out);
+  gpum_ledger_close(l);
+}
+
+static void test_second_open_is_refused(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  gpum_ledger_t *l2 = NULL;
+  assert_int_equal(gpum_ledger_open(dir, NULL, &l2), GPUM_EBUSY);
+  assert_non_null(strstr(gpum_last_error(), "in use by another gpumd"));
+  assert_null(l2);
+  gpum_ledger_close(l);
+  gpum_ledger_close(open_ok(dir)); /* free again after close */
+}
+
+static void test_sync_full_option(void **state) {
+  const char *dir = *state;
+  gpum_ledger_opts_t o = {.sync_full = true};
+  gpum_ledger_t *l = NULL;
+  assert_int_equal(gpum_ledger_open(dir, &o, &l), 0);
+  gpum_resv_t r;
+  sample(&r, 1, GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_ledger_put(l, &r), 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpum_ledger_get(l, 1, &r), 0);
+  gpum_ledger_close(l);
+}
+
+/* ---- Errors ------------------------------------------------------------------------------- */
+
+static void test_bad_state_dirs(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = NULL;
+  assert_int_equal(gpum_ledger_open(NULL, NULL, &l), GPUM_EINVAL);
+  assert_int_equal(gpum_ledger_open("", NULL, &l), GPUM_EINVAL);
+  /* A parent that is a regular file: the directory cannot be created, even by root. */
+  char file[256], sd[300];
+  sub(dir, "plain-file", file, sizeof(file));
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fclose(f);
+  int rc = gpum_ledger_open(sub(file, "state", sd, sizeof(sd)), NULL, &l);
+  assert_true(rc == GPUM_EIO || rc == GPUM_EPERM);
+  assert_non_null(strstr(gpum_last_error(), "plain-file"));
+  /* The state dir itself is a file. */
+  rc = gpum_ledger_open(file, NULL, &l);
+  assert_true(rc == GPUM_EIO || rc == GPUM_EPERM);
+  assert_non_null(strstr(gpum_last_error(), "not a directory"));
+  /* An unwritable directory (permission bits bind only non-root users). */
+  if (geteuid() != 0) {
+    char ro[256];
+    sub(dir, "readonly", ro, sizeof(ro));
+    assert_int_equal(mkdir(ro, 0500), 0);
+    assert_int_equal(gpum_ledger_open(ro, NULL, &l), GPUM_EPERM);
+    assert_non_null(strstr(gpum_last_error(), "not writable"));
+    chmod(ro, 0700);
+  }
+}
+
+static void test_garbage_database(void **state) {
+  const char *dir = *state;
+  char db[300];
+  FILE *f = fopen(sub(dir, GPUM_LEDGER_FILE, db, sizeof(db)), "w");
+  assert_non_null(f);
+  for (int i = 0; i < 1024; i++)
+    fputs("this is not a database ", f);
+  fclose(f);
+  gpum_ledger_t *l = (gpum_ledger_t *)0x1;
+  assert_int_equal(gpum_ledger_open(dir, NULL, &l), GPUM_EIO);
+  assert_ptr_equal(l, (gpum_ledger_t *)0x1);
+  const char *msg = gpum_last_error();
+  assert_non_null(strstr(msg, db));
+  assert_non_null(strstr(msg, "not a database"));
+}
+
+static void test_newer_schema_refused(void **state) {
+  const char *dir = *state;
+  gpum_ledger_close(open_ok(dir));
+  char db[300];
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUM_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  gpum_ledger_t *l = NULL;
+  assert_int_equal(gpum_ledger_open(dir, NULL, &l), GPUM_EIO);
+  assert_non_null(strstr(gpum_last_error(), "schema version 99 is newer"));
+}
+
+/* ---- Recovery policy ---------------------------------------------------------------------- */
+
+static bool alive_set(void *user, int32_t pid) {
+  const int32_t *alive = user; /* 0-terminated */
+  for (; *alive != 0; alive++)
+    if (*alive == pid)
+      return true;
+  return false;
+}
+
+static void test_recovery_decisions(void **state) {
+  (void)state;
+  int32_t alive[] = {100, 200, 0};
+  gpum_recover_decision_t d;
+  gpum_resv_t r;
+  const uint64_t now = T0 + 100 * SEC;
+
+  /* pid lease. */
+  sample(&r, 1, GPUM_RESV_GRANTED);
+  r.lease = GPUM_LEASE_PID;
+  r.lease_pid = 100;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_KEEP);
+  r.lease_pid = 101;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_END);
+  assert_int_equal(d.to, GPUM_RESV_RELEASED);
+  assert_string_equal(d.reason, "lease pid 101 exited while gpumd was down");
+  r.state = GPUM_RESV_QUEUED;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_END);
+  assert_int_equal(d.to, GPUM_RESV_CANCELLED);
+
+  /* ttl lease: the deadline, not the pid, decides. */
+  sample(&r, 2, GPUM_RESV_GRANTED);
+  r.lease = GPUM_LEASE_TTL;
+  r.pid = 999; /* dead */
+  r.expires_ns = now + 1;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_KEEP);
+  r.expires_ns = now;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_END);
+  assert_int_equal(d.to, GPUM_RESV_EXPIRED);
+
+  /* connection lease: the owner may re-attach while it lives. */
+  sample(&r, 3, GPUM_RESV_GRANTED);
+  r.lease = GPUM_LEASE_CONNECTION;
+  r.pid = 200;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_AWAIT_ATTACH);
+  assert_int_equal(d.to, GPUM_RESV_RELEASED);
+  assert_non_null(strstr(d.reason, "re-attach"));
+  r.pid = 201;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_END);
+  assert_int_equal(d.to, GPUM_RESV_RELEASED);
+  assert_string_equal(d.reason, "owner pid 201 exited while gpumd was down");
+  r.state = GPUM_RESV_QUEUED;
+  r.pid = 200;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_AWAIT_ATTACH);
+  assert_int_equal(d.to, GPUM_RESV_CANCELLED);
+
+  /* A final one stays final. */
+  sample(&r, 4, GPUM_RESV_EXPIRED);
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_END);
+  assert_int_equal(d.to, GPUM_RESV_EXPIRED);
+}
+
+#define DIR_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      DIR_TEST(test_round_trip),
+      DIR_TEST(test_empty_ledger),
+      DIR_TEST(test_one_commit_per_turn),
+      DIR_TEST(test_audit_trail),
+      DIR_TEST(test_reopen_after_close),
+      DIR_TEST(test_commit_survives_process_death),
+      DIR_TEST(test_second_open_is_refused),
+      DIR_TEST(test_sync_full_option),
+      DIR_TEST(test_bad_state_dirs),
+      DIR_TEST(test_garbage_database),
+      DIR_TEST(test_newer_schema_refused),
+      cmocka_unit_test(test_recovery_decisions),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

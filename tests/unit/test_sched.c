@@ -1,0 +1,1039 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests for the gpumd scheduler (src/gpumd/sched.h): the admission inequality with
+ * unmanaged memory and the safety margin, the pack / spread / score placements, multi-GPU
+ * all-or-nothing, every never-fit reason, priority order and FIFO, backfill inside and past
+ * its bound, queue timeouts with REJECT and WAIT, max_concurrent_jobs, device loss with
+ * re-placement, pressure watermarks, release/cancel, restore after a restart, and the
+ * spellings of ids and names. The clock is injected: every call gets an explicit time.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <gpum/error.h>
+
+#include "sched.h"
+
+#define MiB (UINT64_C(1) << 20)
+#define GiB (UINT64_C(1) << 30)
+#define SEC UINT64_C(1000000000)
+#define T0 (UINT64_C(1700000000) * SEC)
+
+/* ---- Fixture: a scheduler recording its transitions ------------------------------------- */
+
+#define MAX_EVENTS 128
+
+typedef struct {
+  uint64_t id;
+  gpum_resv_state_t from, to;
+  uint64_t time_ns;
+  uint64_t mask;
+  char reason[GPUM_RESV_REASON_LEN];
+} event_t;
+
+typedef struct {
+  unsigned device;
+  gpum_pressure_t from, to;
+} pressure_event_t;
+
+typedef struct {
+  gpum_sched_t *s;
+  event_t ev[MAX_EVENTS];
+  size_t n_ev;
+  pressure_event_t pev[16];
+  size_t n_pev;
+  unsigned count[GPUM_RESV_FAILED + 1]; /* transitions into each state, never reset */
+} fx_t;
+
+static void on_transition(void *user, const gpum_resv_t *r, gpum_resv_state_t from,
+                          gpum_resv_state_t to, uint64_t time_ns, const char *reason) {
+  fx_t *fx = user;
+  assert_true(fx->n_ev < MAX_EVENTS);
+  assert_int_equal(r->state, to);
+  fx->count[to]++;
+  event_t *e = &fx->ev[fx->n_ev++];
+  e->id = r->id;
+  e->from = from;
+  e->to = to;
+  e->time_ns = time_ns;
+  e->mask = r->device_mask;
+  snprintf(e->reason, sizeof(e->reason), "%s", reason);
+}
+
+static void on_pressure(void *user, unsigned device, double ratio, gpum_pressure_t from,
+                        gpum_pressure_t to) {
+  fx_t *fx = user;
+  (void)ratio;
+  assert_true(fx->n_pev < 16);
+  fx->pev[fx->n_pev++] = (pressure_event_t){device, from, to};
+}
+
+/* Options used by most tests: fraction 1.0 and no margin, so capacities are round. */
+static void plain_opts(gpum_sched_opts_t *o) {
+  gpum_sched_opts_init(o);
+  o->memory_fraction = 1.0;
+  o->safety_margin = 0;
+}
+
+static fx_t *fx_new(const gpum_sched_opts_t *opts) {
+  fx_t *fx = test_calloc(1, sizeof(*fx));
+  gpum_sched_callbacks_t cb = {on_transition, on_pressure, fx};
+  assert_int_equal(gpum_sched_create(opts, &cb, &fx->s), 0);
+  return fx;
+}
+
+static void fx_free(fx_t *fx) {
+  gpum_sched_destroy(fx->s);
+  test_free(fx);
+}
+
+/* The last transition of reservation id, or NULL. */
+static const event_t *last_event(const fx_t *fx, uint64_t id) {
+  for (size_t i = fx->n_ev; i-- > 0;)
+    if (fx->ev[i].id == id)
+      return &fx->ev[i];
+  return NULL;
+}
+
+static void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, uint64_t unmanaged,
+                    gpum_health_t health, uint64_t now) {
+  gpum_sched_device_t d;
+  memset(&d, 0, sizeof(d));
+  d.index = index;
+  snprintf(d.uuid, sizeof(d.uuid), "GPU-test-%u", index);
+  snprintf(d.name, sizeof(d.name), "%s", name);
+  d.memory_total = total;
+  d.memory_used = unmanaged;
+  d.unmanaged = unmanaged;
+  d.health = health;
+  if (health == GPUM_HEALTH_ERROR)
+    snprintf(d.reason, sizeof(d.reason), "XID 79: fallen off the bus");
+  assert_int_equal(gpum_sched_update_device(fx->s, &d, now), 0);
+}
+
+static void add_h100(fx_t *fx, unsigned index, uint64_t now) {
+  set_dev(fx, index, "NVIDIA H100 80GB HBM3", 80 * GiB, 0, GPUM_HEALTH_AVAILABLE, now);
+}
+
+/* Submits bytes x gpus at priority prio; returns the id; *state receives the state. */
+static uint64_t submit(fx_t *fx, uint64_t bytes, unsigned gpus, int prio, uint64_t now,
+                       gpum_resv_state_t *state) {
+  gpum_sched_request_t q;
+  gpum_sched_request_init(&q);
+  q.bytes_per_gpu = bytes;
+  q.gpus = gpus;
+  q.priority = prio;
+  q.uid = 1000;
+  q.pid = 4242;
+  const gpum_resv_t *r = NULL;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, now, &r), 0);
+  assert_non_null(r);
+  if (state != NULL)
+    *state = r->state;
+  return r->id;
+}
+
+static gpum_resv_state_t state_of(const fx_t *fx, uint64_t id) {
+  const gpum_resv_t *r = gpum_sched_find(fx->s, id);
+  if (r != NULL)
+    return r->state;
+  const event_t *e = last_event(fx, id);
+  assert_non_null(e);
+  return e->to;
+}
+
+static uint64_t mask_of(const fx_t *fx, uint64_t id) {
+  const gpum_resv_t *r = gpum_sched_find(fx->s, id);
+  assert_non_null(r);
+  return r->device_mask;
+}
+
+/* ---- Admission -------------------------------------------------------------------------- */
+
+static void test_admission_math(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  gpum_sched_opts_init(&o);
+  o.memory_fraction = 0.5;
+  o.safety_margin = 1 * GiB;
+  fx_t *fx = fx_new(&o);
+  /* capacity = 10 GiB x 0.5 - 1 GiB = 4 GiB; 1 GiB unmanaged: 3 GiB admissible. */
+  set_dev(fx, 0, "GPU", 10 * GiB, 1 * GiB, GPUM_HEALTH_AVAILABLE, T0);
+  gpum_sched_device_stats_t st;
+  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.capacity, 4 * GiB);
+  assert_int_equal(st.committed, 1 * GiB);
+  assert_int_equal(st.headroom, 3 * GiB);
+
+  gpum_resv_state_t s1, s2;
+  uint64_t a = submit(fx, 3 * GiB - 1, 1, 0, T0, &s1);
+  assert_int_equal(s1, GPUM_RESV_GRANTED);
+  uint64_t b = submit(fx, 2, 1, 0, T0, &s2); /* 1 GiB + 3 GiB - 1 + 2 > 4 GiB */
+  assert_int_equal(s2, GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.reserved, 3 * GiB - 1);
+  assert_int_equal(st.committed, 4 * GiB - 1);
+  assert_int_equal(st.headroom, 1);
+  assert_int_equal(st.jobs, 1);
+  /* The unmanaged process exits: b fits now (exactly at the boundary it would, too). */
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0 + 1);
+  assert_int_equal(state_of(fx, b), GPUM_RESV_GRANTED);
+  /* Exactly capacity fits: release both, ask for 4 GiB. */
+  assert_int_equal(gpum_sched_release(fx->s, a, T0 + 2, NULL), 0);
+  assert_int_equal(gpum_sched_release(fx->s, b, T0 + 2, NULL), 0);
+  uint64_t c = submit(fx, 4 * GiB, 1, 0, T0 + 3, &s1);
+  assert_int_equal(s1, GPUM_RESV_GRANTED);
+  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.headroom, 0);
+  (void)c;
+  fx_free(fx);
+}
+
+static void test_new_reservation_transitions(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  add_h100(fx, 0, T0);
+  uint64_t id = submit(fx, GiB, 1, 0, T0 + 5, NULL);
+  assert_int_equal(fx->n_ev, 2);
+  assert_int_equal(fx->ev[0].from, GPUM_RESV_NEW);
+  assert_int_equal(fx->ev[0].to, GPUM_RESV_QUEUED);
+  assert_int_equal(fx->ev[1].from, GPUM_RESV_QUEUED);
+  assert_int_equal(fx->ev[1].to, GPUM_RESV_GRANTED);
+  assert_int_equal(fx->ev[1].time_ns, T0 + 5);
+  assert_string_equal(fx->ev[1].reason, "granted on GPU 0");
+  const gpum_resv_t *r = gpum_sched_find(fx->s, id);
+  assert_int_equal(r->id, 1);
+  assert_int_equal(strlen(r->token), 32);
+  assert_int_equal(strspn(r->token, "0123456789abcdef"), 32);
+  assert_int_equal(r->granted_ns, T0 + 5);
+  assert_int_equal(r->uid, 1000);
+  /* Ids are monotonic; tokens differ. */
+  uint64_t id2 = submit(fx, GiB, 1, 0, T0 + 6, NULL);
+  assert_int_equal(id2, 2);
+  assert_string_not_equal(gpum_sched_find(fx->s, id2)->token, r->token);
+  fx_free(fx);
+}
+
+/* ---- Placement -------------------------------------------------------------------------- */
+
+static void test_placement_pack(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 1, "GPU", 40 * GiB, 25 * GiB, GPUM_HEALTH_AVAILABLE, T0); /* 15 GiB left */
+  set_dev(fx, 2, "GPU", 20 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  uint64_t a = submit(fx, 10 * GiB, 1, 0, T0, NULL);
+  assert_int_equal(mask_of(fx, a), 1u << 1); /* least left after placing: 5 GiB */
+  uint64_t b = submit(fx, 10 * GiB, 1, 0, T0, NULL);
+  assert_int_equal(mask_of(fx, b), 1u << 2); /* 10 GiB left beats 30 GiB */
+  fx_free(fx);
+}
+
+static void test_placement_spread(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.placement = GPUM_PLACEMENT_SPREAD;
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 1, "GPU", 40 * GiB, 25 * GiB, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 2, "GPU", 20 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  uint64_t a = submit(fx, 10 * GiB, 1, 0, T0, NULL);
+  assert_int_equal(mask_of(fx, a), 1u << 0);
+  uint64_t b = submit(fx, 10 * GiB, 1, 0, T0, NULL); /* dev 0: 20 left, dev 2: 10, dev 1: 5 */
+  assert_int_equal(mask_of(fx, b), 1u << 0);
+  uint64_t c = submit(fx, 10 * GiB, 1, 0, T0, NULL); /* dev 0: 10, dev 2: 10 -> lower index */
+  assert_int_equal(mask_of(fx, c), 1u << 0);
+  uint64_t d = submit(fx, 10 * GiB, 1, 0, T0, NULL); /* dev 0: 0, dev 2: 10 -> 2 */
+  assert_int_equal(mask_of(fx, d), 1u << 2);
+  fx_free(fx);
+}
+
+static void test_placement_score(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.placement = GPUM_PLACEMENT_SCORE;
+  fx_t *fx = fx_new(&o);
+  gpum_sched_device_t d;
+  memset(&d, 0, sizeof(d));
+  snprintf(d.name, sizeof(d.name), "GPU");
+  d.memory_total = 40 * GiB;
+  d.health = GPUM_HEALTH_BUSY; /* device 0: busy, hot, fully utilised */
+  d.util_valid = d.temp_valid = true;
+  d.util_gpu_pct = 100;
+  d.temperature_c = 85;
+  assert_int_equal(gpum_sched_update_device(fx->s, &d, T0), 0);
+  d.index = 1; /* device 1: same memory, idle and cool */
+  d.health = GPUM_HEALTH_AVAILABLE;
+  d.util_gpu_pct = 0;
+  d.temperature_c = 35;
+  assert_int_equal(gpum_sched_update_device(fx->s, &d, T0), 0);
+  uint64_t a = submit(fx, 10 * GiB, 1, 0, T0, NULL);
+  assert_int_equal(mask_of(fx, a), 1u << 1);
+  /* Pack would take the same memory tie by index: device 0. */
+  o.placement = GPUM_PLACEMENT_PACK;
+  assert_int_equal(gpum_sched_set_opts(fx->s, &o), 0);
+  uint64_t b = submit(fx, 10 * GiB, 1, 0, T0, NULL);
+  assert_int_equal(mask_of(fx, b), 1u << 1); /* device 1 has less left now: best fit */
+  fx_free(fx);
+}
+
+static void test_error_and_disabled_get_nothing(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_ERROR, T0);
+  set_dev(fx, 1, "GPU", 40 * GiB, 0, GPUM_HEALTH_DISABLED, T0);
+  gpum_resv_state_t s;
+  uint64_t a = submit(fx, GiB, 1, 0, T0, &s);
+  assert_int_equal(s, GPUM_RESV_QUEUED); /* not never-fit: the devices may come back */
+  char why[GPUM_RESV_REASON_LEN];
+  gpum_sched_waiting_for(fx->s, a, why, sizeof(why));
+  assert_non_null(strstr(why, "no matching device is usable now"));
+  set_dev(fx, 1, "GPU", 40 * GiB, 0, GPUM_HEALTH_BUSY, T0 + 1);
+  assert_int_equal(state_of(fx, a), GPUM_RESV_GRANTED);
+  assert_int_equal(mask_of(fx, a), 1u << 1);
+  fx_free(fx);
+}
+
+static void test_multi_gpu_all_or_nothing(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 1, "GPU", 40 * GiB, 30 * GiB, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 2, "GPU", 40 * GiB, 0, GPUM_HEALTH_ERROR, T0);
+  gpum_resv_state_t s;
+  uint64_t a = submit(fx, 20 * GiB, 2, 0, T0, &s);
+  assert_int_equal(s, GPUM_RESV_QUEUED);
+  gpum_sched_device_stats_t st;
+  for (unsigned d = 0; d < 3; d++) {
+    assert_int_equal(gpum_sched_device_stats(fx->s, d, &st), 0);
+    assert_int_equal(st.reserved, 0); /* nothing held while waiting */
+    assert_int_equal(st.jobs, 0);
+  }
+  char why[GPUM_RESV_REASON_LEN];
+  gpum_sched_waiting_for(fx->s, a, why, sizeof(why));
+  assert_string_equal(why, "20.00 GiB free on 2 devices; 1 of 2 fit now, best: 40.00 GiB on GPU 0");
+  set_dev(fx, 1, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0 + 1);
+  assert_int_equal(state_of(fx, a), GPUM_RESV_GRANTED);
+  assert_int_equal(mask_of(fx, a), 3u);
+  for (unsigned d = 0; d < 2; d++) {
+    assert_int_equal(gpum_sched_device_stats(fx->s, d, &st), 0);
+    assert_int_equal(st.reserved, 20 * GiB);
+    assert_int_equal(st.jobs, 1);
+  }
+  assert_string_equal(last_event(fx, a)->reason, "granted on GPU 0,1");
+  fx_free(fx);
+}
+
+/* ---- Never-fit -------------------------------------------------------------------------- */
+
+static void expect_never_fit(fx_t *fx, gpum_sched_request_t *q, const char *needle) {
+  size_t before = gpum_sched_count(fx->s);
+  uint64_t next = gpum_sched_next_id(fx->s);
+  size_t events = fx->n_ev;
+  const gpum_resv_t *r = (const gpum_resv_t *)0x1;
+  assert_int_equal(gpum_sched_submit(fx->s, q, T0, &r), GPUM_SCHED_ENEVERFIT);
+  if (strstr(gpum_last_error(), needle) == NULL)
+    fail_msg("reason '%s' lacks '%s'", gpum_last_error(), needle);
+  assert_int_equal(gpum_sched_count(fx->s), before);
+  assert_int_equal(gpum_sched_next_id(fx->s), next);
+  assert_int_equal(fx->n_ev, events);
+}
+
+static void test_never_fit(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  gpum_sched_opts_init(&o); /* 0.95, 256 MiB */
+  fx_t *fx = fx_new(&o);
+  add_h100(fx, 0, T0);
+  add_h100(fx, 1, T0);
+  set_dev(fx, 2, "NVIDIA A100-SXM4-40GB", 40 * GiB, 39 * GiB, GPUM_HEALTH_ERROR, T0);
+  gpum_sched_request_t q;
+  gpum_sched_request_init(&q);
+  q.bytes_per_gpu = GiB;
+
+  q.model = "*V100*";
+  expect_never_fit(fx, &q, "no device on this node matching model '*V100*'");
+  q.model = "*A100*";
+  q.gpus = 2;
+  expect_never_fit(fx, &q, "needs 2 GPUs but only 1 device matching model '*A100*'");
+  q.model = NULL;
+  q.gpus = 4;
+  expect_never_fit(fx, &q, "needs 4 GPUs but only 3 devices exist");
+  /* 80 GiB x 0.95 - 256 MiB = 75.75 GiB: one byte more never fits even on an empty H100. */
+  q.gpus = 1;
+  q.bytes_per_gpu = 80 * GiB * 95 / 100 - 256 * MiB + 1;
+  expect_never_fit(fx, &q, "only 0 devices can ever hold that (largest: 75.75 GiB on GPU 0");
+  /* 37.75 GiB fits the A100 when empty (unmanaged and ERROR do not count), not 3 of them. */
+  q.bytes_per_gpu = 30 * GiB;
+  q.gpus = 3;
+  gpum_resv_state_t s;
+  (void)s;
+  q.model = NULL;
+  const gpum_resv_t *r = NULL;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, &r), 0);
+  assert_int_equal(r->state, GPUM_RESV_QUEUED);
+  q.bytes_per_gpu = 40 * GiB;
+  expect_never_fit(fx, &q, "on each of 3 GPUs but only 2 devices");
+  q.bytes_per_gpu = GiB;
+  q.gpus = 1;
+  q.min_memory = 100 * GiB;
+  expect_never_fit(fx, &q, "no device on this node matching min_memory 100.00 GiB");
+  q.min_memory = 0;
+  const char *missing[] = {"7"};
+  q.devices = missing;
+  q.device_count = 1;
+  expect_never_fit(fx, &q, "device 7 does not exist");
+  const char *missing_uuid[] = {"0", "GPU-nope"};
+  q.devices = missing_uuid;
+  q.device_count = 2;
+  expect_never_fit(fx, &q, "device GPU-nope does not exist");
+  const char *two[] = {"GPU-test-1"};
+  q.devices = two;
+  q.device_count = 1;
+  q.gpus = 2;
+  expect_never_fit(fx, &q, "needs 2 GPUs but only 1 device matching devices 1");
+  /* An explicit UUID grants there. */
+  q.gpus = 1;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, &r), 0);
+  assert_int_equal(r->state, GPUM_RESV_GRANTED);
+  assert_int_equal(r->device_mask, 1u << 1);
+  fx_free(fx);
+}
+
+static void test_bad_requests(void **state) {
+  (void)state;
+  fx_t *fx = fx_new(NULL);
+  add_h100(fx, 0, T0);
+  gpum_sched_request_t q;
+  gpum_sched_request_init(&q);
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL); /* 0 bytes */
+  q.bytes_per_gpu = GiB;
+  q.gpus = 0;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  q.gpus = 65;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  q.gpus = 1;
+  q.priority = 101;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "priority 101"));
+  q.priority = 0;
+  char longlabel[300];
+  memset(longlabel, 'x', sizeof(longlabel) - 1);
+  longlabel[sizeof(longlabel) - 1] = '\0';
+  q.label = longlabel;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  q.label = NULL;
+  const char *bad[] = {"1x"};
+  q.devices = bad;
+  q.device_count = 1;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "'1x'"));
+  const char *empty[] = {""};
+  q.devices = empty;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpum_sched_count(fx->s), 0);
+  gpum_sched_opts_t o;
+  gpum_sched_opts_init(&o);
+  o.memory_fraction = 1.5;
+  assert_int_equal(gpum_sched_set_opts(fx->s, &o), GPUM_EINVAL);
+  gpum_sched_opts_init(&o);
+  o.pressure_critical = 0.5; /* below high */
+  assert_int_equal(gpum_sched_set_opts(fx->s, &o), GPUM_EINVAL);
+  gpum_sched_t *s2 = NULL;
+  assert_int_equal(gpum_sched_create(&o, NULL, &s2), GPUM_EINVAL);
+  gpum_sched_device_t d = {.index = 64};
+  assert_int_equal(gpum_sched_update_device(fx->s, &d, T0), GPUM_EINVAL);
+  fx_free(fx);
+}
+
+/* ---- Queue order ------------------------------------------------------------------------ */
+
+/* One 10 GiB device filled by a 10 GiB reservation; returns its id. */
+static uint64_t fill_one(fx_t *fx) {
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  gpum_resv_state_t s;
+  uint64_t id = submit(fx, 10 * GiB, 1, 0, T0, &s);
+  assert_int_equal(s, GPUM_RESV_GRANTED);
+  return id;
+}
+
+static void test_priority_order(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.backfill = false;
+  fx_t *fx = fx_new(&o);
+  uint64_t filler = fill_one(fx);
+  uint64_t lo = submit(fx, 6 * GiB, 1, -5, T0 + 1, NULL);
+  uint64_t mid = submit(fx, 6 * GiB, 1, 0, T0 + 2, NULL);
+  uint64_t hi = submit(fx, 6 * GiB, 1, 50, T0 + 3, NULL);
+  assert_int_equal(gpum_sched_queue_length(fx->s), 3);
+  assert_int_equal(gpum_sched_queue_at(fx->s, 0)->id, hi);
+  assert_int_equal(gpum_sched_queue_at(fx->s, 1)->id, mid);
+  assert_int_equal(gpum_sched_queue_at(fx->s, 2)->id, lo);
+  size_t pos;
+  assert_int_equal(gpum_sched_queue_position(fx->s, lo, &pos), 0);
+  assert_int_equal(pos, 2);
+  assert_int_equal(gpum_sched_queue_position(fx->s, filler, &pos), GPUM_ENOENT);
+  assert_int_equal(gpum_sched_release(fx->s, filler, T0 + 4, NULL), 0);
+  assert_int_equal(state_of(fx, hi), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, mid), GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_sched_release(fx->s, hi, T0 + 5, NULL), 0);
+  assert_int_equal(state_of(fx, mid), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, lo), GPUM_RESV_QUEUED);
+  fx_free(fx);
+}
+
+static void test_fifo_within_priority(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.backfill = false;
+  fx_t *fx = fx_new(&o);
+  uint64_t filler = fill_one(fx);
+  uint64_t ids[4];
+  for (int i = 0; i < 4; i++)
+    ids[i] = submit(fx, 6 * GiB, 1, 7, T0 + 1 + (uint64_t)i, NULL);
+  for (size_t i = 0; i < 4; i++)
+    assert_int_equal(gpum_sched_queue_at(fx->s, i)->id, ids[i]);
+  uint64_t prev = filler;
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(gpum_sched_release(fx->s, prev, T0 + 10 + (uint64_t)i, NULL), 0);
+    assert_int_equal(state_of(fx, ids[i]), GPUM_RESV_GRANTED);
+    for (int j = i + 1; j < 4; j++)
+      assert_int_equal(state_of(fx, ids[j]), GPUM_RESV_QUEUED);
+    prev = ids[i];
+  }
+  fx_free(fx);
+}
+
+/* ---- Backfill --------------------------------------------------------------------------- */
+
+static void test_backfill_within_bound(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.backfill_bound_ns = 30 * SEC;
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  uint64_t big0 = submit(fx, 6 * GiB, 1, 0, T0, NULL);
+  uint64_t head = submit(fx, 8 * GiB, 1, 0, T0 + 1 * SEC, NULL); /* blocked */
+  gpum_resv_state_t s;
+  uint64_t small = submit(fx, 2 * GiB, 1, 0, T0 + 10 * SEC, &s); /* head waited 9 s */
+  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_string_equal(last_event(fx, small)->reason, "granted on GPU 0 (backfilled past r-2)");
+  assert_int_equal(state_of(fx, head), GPUM_RESV_QUEUED);
+  /* The head gets its turn when memory frees. */
+  assert_int_equal(gpum_sched_release(fx->s, big0, T0 + 11 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, head), GPUM_RESV_GRANTED);
+  fx_free(fx);
+}
+
+static void test_backfill_bound_protects_head(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.backfill_bound_ns = 30 * SEC;
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  uint64_t big0 = submit(fx, 6 * GiB, 1, 0, T0, NULL);
+  uint64_t head = submit(fx, 8 * GiB, 1, 0, T0 + 1 * SEC, NULL);
+  gpum_resv_state_t s;
+  /* The head has waited 31 s > 30 s: nothing passes it any more. */
+  uint64_t small = submit(fx, 2 * GiB, 1, 0, T0 + 32 * SEC, &s);
+  assert_int_equal(s, GPUM_RESV_QUEUED);
+  char why[GPUM_RESV_REASON_LEN];
+  gpum_sched_waiting_for(fx->s, small, why, sizeof(why));
+  assert_string_equal(why, "behind r-2 (blocked head past the backfill bound)");
+  gpum_sched_waiting_for(fx->s, head, why, sizeof(why));
+  assert_string_equal(why, "8.00 GiB free on 1 device; best now: 4.00 GiB on GPU 0");
+  /* A tick does not change that; releasing the blocker grants the head, then the small one. */
+  gpum_sched_tick(fx->s, T0 + 40 * SEC, NULL);
+  assert_int_equal(state_of(fx, small), GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_sched_release(fx->s, big0, T0 + 41 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, head), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, small), GPUM_RESV_GRANTED);
+  fx_free(fx);
+}
+
+static void test_backfill_disabled(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.backfill = false;
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  submit(fx, 6 * GiB, 1, 0, T0, NULL);
+  submit(fx, 8 * GiB, 1, 0, T0, NULL);
+  gpum_resv_state_t s;
+  submit(fx, 2 * GiB, 1, 0, T0, &s); /* same instant: still no passing */
+  assert_int_equal(s, GPUM_RESV_QUEUED);
+  fx_free(fx);
+}
+
+/* Submits bytes pinned to one device index. */
+static uint64_t submit_on(fx_t *fx, uint64_t bytes, const char *dev, uint64_t now,
+                          gpum_resv_state_t *state) {
+  const char *devs[] = {dev};
+  gpum_sched_request_t q;
+  gpum_sched_request_init(&q);
+  q.bytes_per_gpu = bytes;
+  q.devices = devs;
+  q.device_count = 1;
+  const gpum_resv_t *r = NULL;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, now, &r), 0);
+  *state = r->state;
+  return r->id;
+}
+
+static void test_locked_head_leaves_other_devices_open(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.backfill = false; /* the head is protected at once */
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 1, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  gpum_resv_state_t s;
+  submit_on(fx, 6 * GiB, "0", T0, &s);
+  uint64_t head = submit_on(fx, 8 * GiB, "0", T0, &s); /* blocked, wants only GPU 0 */
+  assert_int_equal(s, GPUM_RESV_QUEUED);
+  uint64_t same = submit_on(fx, 2 * GiB, "0", T0, &s); /* would delay the head */
+  assert_int_equal(s, GPUM_RESV_QUEUED);
+  uint64_t any = submit(fx, 2 * GiB, 1, 0, T0, &s); /* goes to GPU 1, which the head cannot use */
+  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(mask_of(fx, any), 1u << 1);
+  assert_int_equal(state_of(fx, same), GPUM_RESV_QUEUED);
+  /* A head whose only device failed holds nothing back. */
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_ERROR, T0 + 1);
+  assert_int_equal(state_of(fx, head), GPUM_RESV_QUEUED);
+  uint64_t later = submit(fx, 2 * GiB, 1, 0, T0 + 2, &s);
+  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(mask_of(fx, later), 1u << 1);
+  fx_free(fx);
+}
+
+/* ---- Timeouts --------------------------------------------------------------------------- */
+
+static uint64_t submit_timeout(fx_t *fx, uint64_t timeout_ms, gpum_on_timeout_t action,
+                               uint64_t now) {
+  gpum_sched_request_t q;
+  gpum_sched_request_init(&q);
+  q.bytes_per_gpu = 8 * GiB;
+  q.timeout_ms = timeout_ms;
+  q.on_timeout = action;
+  const gpum_resv_t *r = NULL;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, now, &r), 0);
+  assert_int_equal(r->state, GPUM_RESV_QUEUED);
+  return r->id;
+}
+
+static void test_timeout_reject(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  fill_one(fx);
+  uint64_t id = submit_timeout(fx, 5000, GPUM_ON_TIMEOUT_REJECT, T0 + SEC);
+  uint64_t next = 0;
+  gpum_sched_tick(fx->s, T0 + 2 * SEC, &next);
+  assert_int_equal(next, T0 + 6 * SEC);
+  gpum_sched_tick(fx->s, T0 + 6 * SEC - 1, &next);
+  assert_int_equal(state_of(fx, id), GPUM_RESV_QUEUED);
+  gpum_sched_tick(fx->s, T0 + 6 * SEC, &next);
+  assert_null(gpum_sched_find(fx->s, id));
+  const event_t *e = last_event(fx, id);
+  assert_int_equal(e->from, GPUM_RESV_QUEUED);
+  assert_int_equal(e->to, GPUM_RESV_EXPIRED);
+  assert_int_equal(e->time_ns, T0 + 6 * SEC);
+  assert_non_null(strstr(e->reason, "queue timeout of 5s passed; was waiting for 8.00 GiB"));
+  assert_int_equal(next, UINT64_MAX);
+  assert_int_equal(gpum_sched_queue_length(fx->s), 0);
+  fx_free(fx);
+}
+
+static void test_timeout_wait(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  uint64_t filler = fill_one(fx);
+  uint64_t id = submit_timeout(fx, 1000, GPUM_ON_TIMEOUT_WAIT, T0);
+  size_t before = fx->n_ev;
+  uint64_t next = 0;
+  gpum_sched_tick(fx->s, T0 + 5 * SEC, &next);
+  assert_int_equal(state_of(fx, id), GPUM_RESV_QUEUED);
+  assert_int_equal(fx->n_ev, before + 1); /* told once */
+  assert_int_equal(fx->ev[before].from, GPUM_RESV_QUEUED);
+  assert_int_equal(fx->ev[before].to, GPUM_RESV_QUEUED);
+  assert_string_equal(fx->ev[before].reason, "queue timeout of 1s passed; still waiting");
+  assert_int_equal(next, UINT64_MAX);
+  gpum_sched_tick(fx->s, T0 + 9 * SEC, &next);
+  assert_int_equal(fx->n_ev, before + 1);
+  assert_int_equal(gpum_sched_release(fx->s, filler, T0 + 10 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, id), GPUM_RESV_GRANTED);
+  fx_free(fx);
+}
+
+/* ---- max_concurrent_jobs ---------------------------------------------------------------- */
+
+static void test_max_concurrent_jobs(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.max_concurrent_jobs = 2;
+  fx_t *fx = fx_new(&o);
+  add_h100(fx, 0, T0);
+  gpum_resv_state_t s;
+  uint64_t a = submit(fx, GiB, 1, 0, T0, &s);
+  assert_int_equal(s, GPUM_RESV_GRANTED);
+  submit(fx, GiB, 1, 0, T0, &s);
+  assert_int_equal(s, GPUM_RESV_GRANTED);
+  uint64_t c = submit(fx, GiB, 1, 0, T0, &s);
+  assert_int_equal(s, GPUM_RESV_QUEUED); /* memory is plenty; the job count is not */
+  add_h100(fx, 1, T0 + 1);               /* a second device takes it */
+  assert_int_equal(state_of(fx, c), GPUM_RESV_GRANTED);
+  assert_int_equal(mask_of(fx, c), 1u << 1);
+  uint64_t d = submit(fx, GiB, 1, 0, T0 + 2, &s);
+  assert_int_equal(s, GPUM_RESV_GRANTED);
+  uint64_t e = submit(fx, GiB, 1, 0, T0 + 2, &s);
+  assert_int_equal(s, GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_sched_release(fx->s, a, T0 + 3, NULL), 0);
+  assert_int_equal(state_of(fx, e), GPUM_RESV_GRANTED);
+  assert_int_equal(mask_of(fx, e), 1u << 0);
+  (void)d;
+  fx_free(fx);
+}
+
+/* ---- Device loss ------------------------------------------------------------------------ */
+
+static void test_device_loss(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 1, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  const char *on1[] = {"1"};
+  gpum_sched_request_t q;
+  gpum_sched_request_init(&q);
+  q.bytes_per_gpu = 30 * GiB;
+  q.devices = on1;
+  q.device_count = 1;
+  const gpum_resv_t *r;
+  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, &r), 0);
+  uint64_t on_dev1 = r->id;
+  uint64_t both = submit(fx, 5 * GiB, 2, 0, T0, NULL);
+  uint64_t on_dev0 = submit(fx, 20 * GiB, 1, 0, T0, NULL);
+  assert_int_equal(mask_of(fx, both), 3u);
+  assert_int_equal(mask_of(fx, on_dev0), 1u << 0);
+  gpum_resv_state_t s;
+  uint64_t waiting = submit(fx, 20 * GiB, 1, 0, T0, &s); /* dev 0: 15 left, dev 1: 5 left */
+  assert_int_equal(s, GPUM_RESV_QUEUED);
+  /* Device 0 falls off the bus. */
+  set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_ERROR, T0 + SEC);
+  assert_int_equal(state_of(fx, both), GPUM_RESV_FAILED);
+  assert_int_equal(state_of(fx, on_dev0), GPUM_RESV_FAILED);
+  const event_t *e = last_event(fx, on_dev0);
+  assert_string_equal(e->reason, "GPU 0 (GPU-test-0) failed: XID 79: fallen off the bus");
+  assert_int_equal(e->time_ns, T0 + SEC);
+  assert_int_equal(state_of(fx, on_dev1), GPUM_RESV_GRANTED);
+  /* The multi-GPU one also freed its share of device 1, so the queued one is re-placed. */
+  assert_int_equal(state_of(fx, waiting), GPUM_RESV_QUEUED); /* 10 GiB left on dev 1 */
+  assert_int_equal(gpum_sched_release(fx->s, on_dev1, T0 + 2 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, waiting), GPUM_RESV_GRANTED);
+  assert_int_equal(mask_of(fx, waiting), 1u << 1);
+  gpum_sched_device_stats_t st;
+  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.reserved, 0);
+  assert_int_equal(st.jobs, 0);
+  fx_free(fx);
+}
+
+/* ---- Pressure --------------------------------------------------------------------------- */
+
+static void set_used(fx_t *fx, uint64_t used, uint64_t now) {
+  gpum_sched_device_t d;
+  assert_int_equal(gpum_sched_device(fx->s, 0, &d), 0);
+  d.memory_used = used;
+  assert_int_equal(gpum_sched_update_device(fx->s, &d, now), 0);
+}
+
+static void test_pressure(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o); /* high 0.90, critical 0.97 */
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 100 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  assert_int_equal(fx->n_pev, 0);
+  set_used(fx, 89 * GiB, T0);
+  assert_int_equal(fx->n_pev, 0);
+  set_used(fx, 90 * GiB, T0);
+  assert_int_equal(fx->n_pev, 1);
+  assert_int_equal(fx->pev[0].from, GPUM_PRESSURE_NONE);
+  assert_int_equal(fx->pev[0].to, GPUM_PRESSURE_HIGH);
+  set_used(fx, 92 * GiB, T0); /* same level: no event */
+  assert_int_equal(fx->n_pev, 1);
+  gpum_resv_state_t s;
+  submit(fx, GiB, 1, 0, T0, &s); /* high still grants */
+  assert_int_equal(s, GPUM_RESV_GRANTED);
+  set_used(fx, 98 * GiB, T0);
+  assert_int_equal(fx->n_pev, 2);
+  assert_int_equal(fx->pev[1].to, GPUM_PRESSURE_CRITICAL);
+  gpum_sched_device_stats_t st;
+  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.pressure, GPUM_PRESSURE_CRITICAL);
+  assert_true(st.used_ratio > 0.979 && st.used_ratio < 0.981);
+  uint64_t id = submit(fx, GiB, 1, 0, T0, &s); /* critical: no new grant */
+  assert_int_equal(s, GPUM_RESV_QUEUED);
+  set_used(fx, 50 * GiB, T0 + 1);
+  assert_int_equal(fx->n_pev, 3);
+  assert_int_equal(fx->pev[2].from, GPUM_PRESSURE_CRITICAL);
+  assert_int_equal(fx->pev[2].to, GPUM_PRESSURE_NONE);
+  assert_int_equal(state_of(fx, id), GPUM_RESV_GRANTED);
+  assert_int_equal(gpum_sched_pressure_level(fx->s, 0.95), GPUM_PRESSURE_HIGH);
+  fx_free(fx);
+}
+
+/* ---- Release, restore, names ------------------------------------------------------------ */
+
+static void test_release_and_cancel(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  uint64_t filler = fill_one(fx);
+  uint64_t q = submit(fx, GiB, 1, 0, T0, NULL);
+  assert_int_equal(gpum_sched_release(fx->s, q, T0 + 1, "client asked"), 0);
+  const event_t *e = last_event(fx, q);
+  assert_int_equal(e->to, GPUM_RESV_CANCELLED);
+  assert_string_equal(e->reason, "client asked");
+  assert_int_equal(gpum_sched_release(fx->s, q, T0 + 2, NULL), GPUM_ENOENT);
+  assert_int_equal(gpum_sched_end(fx->s, filler, GPUM_RESV_GRANTED, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpum_sched_end(fx->s, filler, GPUM_RESV_EXPIRED, T0 + 3, "ttl"), 0);
+  e = last_event(fx, filler);
+  assert_int_equal(e->from, GPUM_RESV_GRANTED);
+  assert_int_equal(e->to, GPUM_RESV_EXPIRED);
+  assert_int_equal(gpum_sched_count(fx->s), 0);
+  assert_int_equal(gpum_sched_release(fx->s, 999, T0, NULL), GPUM_ENOENT);
+  assert_non_null(strstr(gpum_last_error(), "r-999"));
+  fx_free(fx);
+}
+
+static void test_restore(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  gpum_resv_t g;
+  memset(&g, 0, sizeof(g));
+  g.id = 41;
+  g.state = GPUM_RESV_GRANTED;
+  g.bytes_per_gpu = 6 * GiB;
+  g.gpus = 1;
+  g.device_mask = 1;
+  assert_int_equal(gpum_sched_restore(fx->s, &g), 0);
+  assert_int_equal(gpum_sched_restore(fx->s, &g), GPUM_EEXIST);
+  gpum_resv_t qd = g;
+  qd.id = 40;
+  qd.state = GPUM_RESV_QUEUED;
+  qd.bytes_per_gpu = 8 * GiB;
+  assert_int_equal(gpum_sched_restore(fx->s, &qd), 0);
+  gpum_resv_t bad = g;
+  bad.id = 50;
+  bad.state = GPUM_RESV_RELEASED;
+  assert_int_equal(gpum_sched_restore(fx->s, &bad), GPUM_EINVAL);
+  assert_int_equal(fx->n_ev, 0); /* restore reports nothing */
+  assert_int_equal(gpum_sched_next_id(fx->s), 42);
+  gpum_sched_set_next_id(fx->s, 100);
+  gpum_sched_set_next_id(fx->s, 7); /* never goes down */
+  assert_int_equal(gpum_sched_next_id(fx->s), 100);
+  gpum_sched_device_stats_t st;
+  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.reserved, 6 * GiB);
+  assert_int_equal(gpum_sched_at(fx->s, 0)->id, 40); /* id order */
+  gpum_sched_tick(fx->s, T0, NULL);
+  assert_int_equal(state_of(fx, 40), GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_sched_release(fx->s, 41, T0, NULL), 0);
+  assert_int_equal(state_of(fx, 40), GPUM_RESV_GRANTED);
+  uint64_t id = submit(fx, GiB, 1, 0, T0, NULL);
+  assert_int_equal(id, 100);
+  fx_free(fx);
+}
+
+static void test_names_and_ids(void **state) {
+  (void)state;
+  char buf[GPUM_RESV_ID_BUFSZ];
+  assert_string_equal(gpum_resv_id_format(UINT64_MAX, buf, sizeof(buf)), "r-18446744073709551615");
+  uint64_t id = 0;
+  assert_int_equal(gpum_resv_id_parse("r-17", &id), 0);
+  assert_int_equal(id, 17);
+  const char *bad[] = {"r-0", "r-", "17", "r-1x", "r--1", "R-1", "r-99999999999999999999"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    assert_int_equal(gpum_resv_id_parse(bad[i], &id), GPUM_EINVAL);
+  gpum_resv_state_t s;
+  for (int i = GPUM_RESV_QUEUED; i <= GPUM_RESV_FAILED; i++) {
+    assert_int_equal(gpum_resv_state_parse(gpum_resv_state_name((gpum_resv_state_t)i), &s), 0);
+    assert_int_equal(s, i);
+  }
+  assert_int_equal(gpum_resv_state_parse("NEW", &s), GPUM_EINVAL);
+  assert_string_equal(gpum_resv_state_name(GPUM_RESV_NEW), "NEW");
+  assert_true(gpum_resv_state_final(GPUM_RESV_CANCELLED));
+  assert_false(gpum_resv_state_final(GPUM_RESV_GRANTED));
+  gpum_lease_kind_t k;
+  assert_int_equal(gpum_lease_kind_parse("TTL", &k), 0);
+  assert_int_equal(k, GPUM_LEASE_TTL);
+  assert_int_equal(gpum_lease_kind_parse("socket", &k), GPUM_EINVAL);
+  gpum_placement_t p;
+  assert_int_equal(gpum_placement_parse("spread", &p), 0);
+  assert_int_equal(p, GPUM_PLACEMENT_SPREAD);
+  assert_int_equal(gpum_placement_parse("random", &p), GPUM_EINVAL);
+  gpum_on_timeout_t t;
+  assert_int_equal(gpum_on_timeout_parse("wait", &t), 0);
+  assert_int_equal(t, GPUM_ON_TIMEOUT_WAIT);
+  assert_int_equal(gpum_on_timeout_parse("", &t), GPUM_EINVAL);
+  assert_string_equal(gpum_pressure_name(GPUM_PRESSURE_CRITICAL), "critical");
+}
+
+/* ---- Invariants under random operations --------------------------------------------------- */
+
+/* xorshift64: deterministic, seeded. */
+static uint64_t rnd(uint64_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+/* Per device: reserved and jobs equal the sums over live GRANTED reservations; nothing granted
+ * sits on an ERROR device; the job limit holds; the queue is in service order and holds
+ * exactly the QUEUED reservations. */
+static void check_invariants(const fx_t *fx, unsigned max_jobs) {
+  uint64_t reserved[4] = {0};
+  unsigned jobs[4] = {0};
+  size_t queued = 0;
+  for (size_t i = 0; i < gpum_sched_count(fx->s); i++) {
+    const gpum_resv_t *r = gpum_sched_at(fx->s, i);
+    if (i > 0)
+      assert_true(gpum_sched_at(fx->s, i - 1)->id < r->id);
+    if (r->state == GPUM_RESV_QUEUED) {
+      queued++;
+      assert_int_equal(r->device_mask, 0);
+      continue;
+    }
+    assert_int_equal(r->state, GPUM_RESV_GRANTED);
+    assert_int_equal(__builtin_popcountll(r->device_mask), r->gpus);
+    for (unsigned d = 0; d < 4; d++)
+      if (r->device_mask & (1u << d)) {
+        reserved[d] += r->bytes_per_gpu;
+        jobs[d]++;
+      }
+  }
+  assert_int_equal(gpum_sched_queue_length(fx->s), queued);
+  for (size_t i = 1; i < queued; i++) {
+    const gpum_resv_t *a = gpum_sched_queue_at(fx->s, i - 1), *b = gpum_sched_queue_at(fx->s, i);
+    assert_true(a->priority > b->priority || (a->priority == b->priority && a->id < b->id));
+  }
+  for (unsigned d = 0; d < 4; d++) {
+    gpum_sched_device_stats_t st;
+    gpum_sched_device_t v;
+    assert_int_equal(gpum_sched_device_stats(fx->s, d, &st), 0);
+    assert_int_equal(gpum_sched_device(fx->s, d, &v), 0);
+    assert_int_equal(st.reserved, reserved[d]);
+    assert_int_equal(st.jobs, jobs[d]);
+    assert_true(jobs[d] <= max_jobs);
+    if (v.health == GPUM_HEALTH_ERROR)
+      assert_int_equal(jobs[d], 0);
+  }
+}
+
+static void test_random_operations_keep_invariants(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  gpum_sched_opts_init(&o);
+  o.max_concurrent_jobs = 5;
+  o.backfill_bound_ns = 20 * SEC;
+  fx_t *fx = fx_new(&o);
+  uint64_t x = 0x9e3779b97f4a7c15ull, now = T0;
+  for (unsigned d = 0; d < 4; d++)
+    set_dev(fx, d, d < 2 ? "H100" : "A100", (d < 2 ? 80 : 40) * GiB, 0, GPUM_HEALTH_AVAILABLE, now);
+  for (int step = 0; step < 3000; step++) {
+    fx->n_ev = 0; /* only the transitions of one step are kept */
+    now += rnd(&x) % (2 * SEC);
+    uint64_t k = rnd(&x) % 100;
+    if (k < 45) {
+      gpum_sched_request_t q;
+      gpum_sched_request_init(&q);
+      q.bytes_per_gpu = (1 + rnd(&x) % 36) * GiB;
+      q.gpus = 1 + (unsigned)(rnd(&x) % 3);
+      q.priority = (int)(rnd(&x) % 3) - 1;
+      q.timeout_ms = rnd(&x) % 4 == 0 ? 1000 + rnd(&x) % 30000 : 0;
+      q.on_timeout = rnd(&x) % 2 ? GPUM_ON_TIMEOUT_WAIT : GPUM_ON_TIMEOUT_REJECT;
+      q.model = rnd(&x) % 5 == 0 ? "A100" : NULL;
+      int rc = gpum_sched_submit(fx->s, &q, now, NULL);
+      assert_true(rc == 0 || rc == GPUM_ENEVERFIT);
+    } else if (k < 85 && gpum_sched_count(fx->s) > 0) {
+      const gpum_resv_t *r = gpum_sched_at(fx->s, rnd(&x) % gpum_sched_count(fx->s));
+      assert_int_equal(gpum_sched_release(fx->s, r->id, now, NULL), 0);
+    } else if (k < 92) {
+      unsigned d = (unsigned)(rnd(&x) % 4);
+      gpum_health_t h = rnd(&x) % 3 == 0 ? GPUM_HEALTH_ERROR : GPUM_HEALTH_AVAILABLE;
+      set_dev(fx, d, d < 2 ? "H100" : "A100", (d < 2 ? 80 : 40) * GiB, (rnd(&x) % 8) * GiB, h, now);
+    } else {
+      gpum_sched_tick(fx->s, now, NULL);
+    }
+    check_invariants(fx, o.max_concurrent_jobs);
+  }
+  /* The run went through every kind of transition. */
+  for (int st = GPUM_RESV_QUEUED; st <= GPUM_RESV_FAILED; st++)
+    if (fx->count[st] == 0)
+      fail_msg("no transition to %s", gpum_resv_state_name((gpum_resv_state_t)st));
+  fx_free(fx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_admission_math),
+      cmocka_unit_test(test_new_reservation_transitions),
+      cmocka_unit_test(test_placement_pack),
+      cmocka_unit_test(test_placement_spread),
+      cmocka_unit_test(test_placement_score),
+      cmocka_unit_test(test_error_and_disabled_get_nothing),
+      cmocka_unit_test(test_multi_gpu_all_or_nothing),
+      cmocka_unit_test(test_never_fit),
+      cmocka_unit_test(test_bad_requests),
+      cmocka_unit_test(test_priority_order),
+      cmocka_unit_test(test_fifo_within_priority),
+      cmocka_unit_test(test_backfill_within_bound),
+      cmocka_unit_test(test_backfill_bound_protects_head),
+      cmocka_unit_test(test_backfill_disabled),
+      cmocka_unit_test(test_locked_head_leaves_other_devices_open),
+      cmocka_unit_test(test_timeout_reject),
+      cmocka_unit_test(test_timeout_wait),
+      cmocka_unit_test(test_max_concurrent_jobs),
+      cmocka_unit_test(test_device_loss),
+      cmocka_unit_test(test_pressure),
+      cmocka_unit_test(test_release_and_cancel),
+      cmocka_unit_test(test_restore),
+      cmocka_unit_test(test_names_and_ids),
+      cmocka_unit_test(test_random_operations_keep_invariants),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
