@@ -117,6 +117,15 @@ const char *gpum_opt_source_name(gpum_opt_source_t src);
  * string the caller frees. Returns 0 or GPUM_ENOMEM. */
 int gpum_config_dump_yaml(const gpum_config_t *cfg, char **out);
 
+/* Sets the log level and target from log.level and log.target (the library logs nothing until a
+ * program does this). Returns 0 or GPUM_EINVAL. Not thread-safe with concurrent logging setup. */
+int gpum_config_apply_logging(const gpum_config_t *cfg);
+
+/* Exports sim.node and sim.library, when they come from the file or a flag, as GPUM_SIM_NODE and
+ * GPUM_SIM_LIBRARY (setenv), so that the device layer, libgpum_sim.so and child processes use
+ * the configured simulated node. Not thread-safe (setenv). */
+void gpum_config_export_sim(const gpum_config_t *cfg);
+
 /* Writes docs/config.md's body (a Markdown table of every option) to a malloc'd string. */
 int gpum_options_markdown(char **out);
 

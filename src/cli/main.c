@@ -155,35 +155,11 @@ static int pre_scan(int *argc, char **argv) {
 }
 
 static int setup_logging(const gpum_config_t *cfg) {
-  gpum_log_level_t level = GPUM_LOG_WARN;
-  const char *lv = gpum_config_get_string(cfg, "log.level");
-  if (lv && *lv && gpum_log_level_parse(lv, &level) != 0) {
-    fprintf(stderr, "gpum: invalid log.level '%s'\n", lv);
+  if (gpum_config_apply_logging(cfg) != 0) {
+    fprintf(stderr, "gpum: %s\n", gpum_last_error());
     return CLI_EXIT_USAGE;
   }
-  const char *target = gpum_config_get_string(cfg, "log.target");
-  gpum_log_target_t t = GPUM_LOG_TARGET_STDERR;
-  if (target && !strcmp(target, "syslog"))
-    t = GPUM_LOG_TARGET_SYSLOG;
-  else if (target && !strcmp(target, "none"))
-    t = GPUM_LOG_TARGET_NONE;
-  gpum_log_set_level(level);
-  gpum_log_set_target(t);
   return 0;
-}
-
-/* The device layer and libgpum_sim.so read GPUM_SIM_NODE / GPUM_SIM_LIBRARY from the
- * environment; a value given in the file or as a flag is exported so that they (and any child
- * process) see the configured node. */
-static void export_sim_options(const gpum_config_t *cfg) {
-  static const char *const keys[][2] = {{"sim.node", "GPUM_SIM_NODE"},
-                                        {"sim.library", "GPUM_SIM_LIBRARY"}};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    gpum_opt_source_t src = gpum_config_source(cfg, keys[i][0]);
-    const char *v = gpum_config_get_string(cfg, keys[i][0]);
-    if ((src == GPUM_OPT_SRC_FILE || src == GPUM_OPT_SRC_FLAG) && v && *v)
-      setenv(keys[i][1], v, 1);
-  }
 }
 
 static int dispatch(gpum_config_t *cfg, int argc, char **argv) {
@@ -251,7 +227,7 @@ int main(int argc, char **argv) {
   }
   code = setup_logging(cfg);
   if (code == 0) {
-    export_sim_options(cfg);
+    gpum_config_export_sim(cfg);
     code = dispatch(cfg, argc, argv);
   }
   gpum_config_free(cfg);

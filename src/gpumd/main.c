@@ -43,33 +43,6 @@ static void usage(FILE *out) {
           "admin_group and log.level.\n");
 }
 
-static int setup_logging(const gpum_config_t *cfg) {
-  gpum_log_level_t level = GPUM_LOG_WARN;
-  const char *lv = gpum_config_get_string(cfg, "log.level");
-  if (lv && *lv && gpum_log_level_parse(lv, &level) != 0)
-    return gpum_error(GPUM_EINVAL, "invalid log.level '%s'", lv);
-  const char *target = gpum_config_get_string(cfg, "log.target");
-  gpum_log_target_t t = GPUM_LOG_TARGET_STDERR;
-  if (target && !strcmp(target, "syslog"))
-    t = GPUM_LOG_TARGET_SYSLOG;
-  else if (target && !strcmp(target, "none"))
-    t = GPUM_LOG_TARGET_NONE;
-  gpum_log_set_level(level);
-  gpum_log_set_target(t);
-  return 0;
-}
-
-static void export_sim_options(const gpum_config_t *cfg) {
-  static const char *const keys[][2] = {{"sim.node", "GPUM_SIM_NODE"},
-                                        {"sim.library", "GPUM_SIM_LIBRARY"}};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    gpum_opt_source_t src = gpum_config_source(cfg, keys[i][0]);
-    const char *v = gpum_config_get_string(cfg, keys[i][0]);
-    if ((src == GPUM_OPT_SRC_FILE || src == GPUM_OPT_SRC_FLAG) && v && *v)
-      setenv(keys[i][1], v, 1);
-  }
-}
-
 static int load_admin_group(gpumd_t *d) {
   const char *g = gpum_config_get_string(d->cfg, "admin_group");
   d->admin_gid_set = false;
@@ -137,12 +110,12 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
       gpum_log(GPUM_LOG_WARN, "gpumd", "%s changed: it takes effect at the next start", fixed[i]);
   gpum_config_t *old = d->cfg;
   d->cfg = cfg;
-  if (setup_logging(cfg) != 0 || load_admin_group(d) != 0 || gpumd_ops_reload(d) != 0) {
+  if (gpum_config_apply_logging(cfg) != 0 || load_admin_group(d) != 0 || gpumd_ops_reload(d) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "reload failed, keeping the old configuration: %s",
              gpum_last_error());
     d->cfg = old;
     gpum_config_free(cfg);
-    setup_logging(old);
+    gpum_config_apply_logging(old);
     load_admin_group(d);
     return;
   }
@@ -217,14 +190,14 @@ int main(int argc, char **argv) {
   gpum_error_clear();
   int rc = load_config(&d.cfg, argc, argv);
   if (rc == 0)
-    rc = setup_logging(d.cfg);
+    rc = gpum_config_apply_logging(d.cfg);
   if (rc != 0) {
     fprintf(stderr, "gpumd: configuration error: %s\n", gpum_last_error());
     gpum_config_free(d.cfg);
     pthread_mutex_destroy(&d.monq_lock);
     return 2;
   }
-  export_sim_options(d.cfg);
+  gpum_config_export_sim(d.cfg);
   d.start_ns = gpumd_now_ns();
   rc = start(&d);
   if (rc != 0) {
