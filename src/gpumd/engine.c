@@ -19,6 +19,7 @@
 #include <gpum/log.h>
 
 #include "gpumd_internal.h"
+#include "pidstart_internal.h"
 
 /* ---- JSON of a reservation ---------------------------------------------------------------- */
 
@@ -36,8 +37,8 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token) {
   json_object_set_new(o, "bytes_per_gpu", json_integer((json_int_t)r->bytes_per_gpu));
   json_object_set_new(o, "gpus", json_integer(r->gpus));
   json_object_set_new(o, "priority", json_integer(r->priority));
-  json_object_set_new(o, "lease", json_string(gpum_lease_kind_name(r->lease)));
-  if (r->lease == GPUM_LEASE_PID)
+  json_object_set_new(o, "lease", json_string(gpumd_lease_kind_name(r->lease)));
+  if (r->lease == GPUMD_LEASE_PID)
     json_object_set_new(o, "lease_pid", json_integer(r->lease_pid));
   json_object_set_new(o, "ttl_ms", json_integer((json_int_t)r->ttl_ms));
   json_object_set_new(o, "expires_ns", json_integer((json_int_t)r->expires_ns));
@@ -175,7 +176,7 @@ static bool pid_managed(gpumd_t *d, unsigned device, int32_t pid) {
     const gpum_resv_t *r = gpum_sched_at(d->sched, i);
     if (r->state != GPUM_RESV_GRANTED || !(r->device_mask >> device & 1u))
       continue;
-    if (r->pid == pid || (r->lease == GPUM_LEASE_PID && r->lease_pid == pid))
+    if (r->pid == pid || (r->lease == GPUMD_LEASE_PID && r->lease_pid == pid))
       return true;
     gpumd_lease_t *l = gpumd_lease_get(d, r->id);
     if (l && l->conn && l->conn->pid == pid)
@@ -312,7 +313,7 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c) {
   while (c->leases) {
     gpumd_lease_t *l = c->leases;
     const gpum_resv_t *r = gpum_sched_find(d->sched, l->id);
-    if (r && r->lease == GPUM_LEASE_CONNECTION) {
+    if (r && r->lease == GPUMD_LEASE_CONNECTION) {
       d->actor_uid = c->uid;
       d->actor_pid = c->pid;
       d->actor_conn = c;
@@ -375,9 +376,9 @@ int gpumd_ops_reload(gpumd_t *d) {
   return rc;
 }
 
-static bool pid_alive(void *user, int32_t pid) {
+static bool pid_alive(void *user, int32_t pid, uint64_t start_time) {
   (void)user;
-  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+  return gpumd_pid_is_alive(pid, start_time);
 }
 
 /* Restores one loaded reservation as the recovery policy says. Returns true when it waits
@@ -389,16 +390,17 @@ static bool recover_one(gpumd_t *d, gpum_resv_t *r, uint64_t now) {
   gpum_resv_id_format(r->id, id, sizeof id);
   if (dec.action != GPUM_RECOVER_END && gpum_sched_restore(d->sched, r) == 0) {
     gpumd_lease_t *l = gpumd_lease_add(d, r->id);
-    if (l && r->lease == GPUM_LEASE_PID && gpumd_lease_watch_pid(d, l, r->lease_pid) != 0) {
+    if (l && r->lease == GPUMD_LEASE_PID &&
+        gpumd_lease_watch_pid(d, l, r->lease_pid, r->lease_pid_start) != 0) {
       gpumd_ops_lease_ended(d, r->id, GPUM_RESV_RELEASED, "lease process exited");
       return false;
     }
-    if (l && r->lease == GPUM_LEASE_TTL)
+    if (l && r->lease == GPUMD_LEASE_TTL)
       gpumd_lease_arm_ttl(d, l, r->expires_ns);
     if (l && dec.action == GPUM_RECOVER_AWAIT_ATTACH)
       l->awaiting_attach = true;
     gpum_log(GPUM_LOG_INFO, "gpumd", "recovered %s (%s, %s)%s", id, gpum_resv_state_name(r->state),
-             gpum_lease_kind_name(r->lease),
+             gpumd_lease_kind_name(r->lease),
              dec.action == GPUM_RECOVER_AWAIT_ATTACH ? ": waiting for its client" : "");
     return l && l->awaiting_attach;
   }

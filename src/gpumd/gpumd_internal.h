@@ -239,7 +239,7 @@ gpumd_lease_t *gpumd_lease_get(gpumd_t *d, uint64_t id);
 gpumd_lease_t *gpumd_lease_add(gpumd_t *d, uint64_t id);
 void gpumd_lease_bind(gpumd_lease_t *l, gpumd_conn_t *c); /* c NULL: unbind */
 /* Watches pid through a pidfd. Returns 0, GPUM_ENOENT (no such process) or GPUM_EIO. */
-int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid);
+int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid, uint64_t start_time);
 int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns);
 void gpumd_lease_remove(gpumd_t *d, uint64_t id);
 void gpumd_leases_free_all(gpumd_t *d);

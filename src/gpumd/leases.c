@@ -18,6 +18,7 @@
 #include <gpum/log.h>
 
 #include "gpumd_internal.h"
+#include "pidstart_internal.h"
 
 static size_t bucket(uint64_t id) {
   return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 52) & (GPUMD_LEASE_BUCKETS - 1);
@@ -111,13 +112,19 @@ static void on_pid_exit(evutil_socket_t fd, short what, void *arg) {
   gpumd_ops_lease_ended(d, l->id, GPUM_RESV_RELEASED, reason);
 }
 
-int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid) {
+int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid, uint64_t start_time) {
   stop_pid(l);
   int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
   if (fd < 0) {
     if (errno == ESRCH)
       return gpum_error(GPUM_ENOENT, "process %d does not exist", (int)pid);
     return gpum_error(GPUM_EIO, "pidfd_open(%d): %s", (int)pid, strerror(errno));
+  }
+  /* The pidfd pins the process: checked after opening it, the start time tells whether pid
+   * is still the recorded process and not a reuse of its number. */
+  if (!gpumd_pid_is_alive(pid, start_time)) {
+    close(fd);
+    return gpum_error(GPUM_ENOENT, "process %d has exited (its pid is gone or reused)", (int)pid);
   }
   l->d = d;
   l->pid = pid;

@@ -31,8 +31,8 @@ struct gpum_ledger {
 #define RESV_COLUMNS                                                                    \
   "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, " \
   "want_mask, priority, timeout_ms, on_timeout, lease, lease_pid, ttl_ms, expires_ns, " \
-  "device_mask, created_ns, granted_ns, ended_ns, timeout_told"
-#define RESV_NCOLS 24
+  "device_mask, created_ns, granted_ns, ended_ns, timeout_told, pid_start, lease_pid_start"
+#define RESV_NCOLS 26
 
 static const char schema_v1[] =
     "CREATE TABLE reservations ("
@@ -51,6 +51,12 @@ static const char schema_v1[] =
     " reason TEXT NOT NULL, uid INTEGER NOT NULL, pid INTEGER NOT NULL);"
     "CREATE INDEX audit_reservation ON audit(reservation);"
     "PRAGMA user_version = 1;";
+
+/* Version 2: process start times (0 = unknown, as for every row of a version-1 ledger). */
+static const char migrate_v2[] =
+    "ALTER TABLE reservations ADD COLUMN pid_start INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE reservations ADD COLUMN lease_pid_start INTEGER NOT NULL DEFAULT 0;"
+    "PRAGMA user_version = 2;";
 
 /* Sets the detail from SQLite's message and returns GPUM_EIO. */
 static int db_error(const gpum_ledger_t *l, const char *what) {
@@ -92,7 +98,7 @@ static int make_dirs(const char *dir) {
   return 0;
 }
 
-/* Creates the schema, or checks its version. */
+/* Creates the schema, or checks its version and migrates an older one. */
 static int setup_schema(gpum_ledger_t *l) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
@@ -107,8 +113,10 @@ static int setup_schema(gpum_ledger_t *l) {
   if (version == GPUM_LEDGER_SCHEMA_VERSION)
     return 0;
   int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin");
-  if (rc == 0)
+  if (rc == 0 && version == 0)
     rc = exec(l, schema_v1, "cannot create the schema");
+  if (rc == 0 && version < 2)
+    rc = exec(l, migrate_v2, "cannot migrate the schema to version 2");
   if (rc == 0)
     rc = exec(l, "COMMIT", "cannot commit the schema");
   if (rc < 0)
@@ -118,7 +126,7 @@ static int setup_schema(gpum_ledger_t *l) {
 
 static int prepare(gpum_ledger_t *l) {
   static const char put[] = "INSERT OR REPLACE INTO reservations (" RESV_COLUMNS ") VALUES "
-                            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+                            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
   static const char audit[] = "INSERT INTO audit (reservation, from_state, to_state, time_ns, "
                               "reason, uid, pid) VALUES (?,?,?,?,?,?,?)";
   if (sqlite3_prepare_v3(l->db, put, -1, SQLITE_PREPARE_PERSISTENT, &l->put, NULL) != SQLITE_OK ||
@@ -291,7 +299,7 @@ int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
   sqlite3_bind_int64(st, i++, r->priority);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->timeout_ms);
   sqlite3_bind_text(st, i++, gpum_on_timeout_name(r->on_timeout), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, i++, gpum_lease_kind_name(r->lease), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, gpumd_lease_kind_name(r->lease), -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, i++, r->lease_pid);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->ttl_ms);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->expires_ns);
@@ -300,6 +308,8 @@ int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->granted_ns);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->ended_ns);
   sqlite3_bind_int(st, i++, r->timeout_told ? 1 : 0);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)r->pid_start);
+  sqlite3_bind_int64(st, i++, (sqlite3_int64)r->lease_pid_start);
   return step_done(l, st, "cannot store a reservation");
 }
 
@@ -347,7 +357,7 @@ static int read_row(const gpum_ledger_t *l, sqlite3_stmt *st, gpum_resv_t *r) {
       col_text(st, 14, on_timeout, sizeof(on_timeout)) && col_text(st, 15, lease, sizeof(lease)) &&
       gpum_resv_state_parse(state, &r->state) == 0 &&
       gpum_on_timeout_parse(on_timeout, &r->on_timeout) == 0 &&
-      gpum_lease_kind_parse(lease, &r->lease) == 0;
+      gpumd_lease_kind_parse(lease, &r->lease) == 0;
   if (!ok)
     return gpum_error(GPUM_EIO, "ledger %s: reservation r-%llu has an invalid row", l->path,
                       (unsigned long long)r->id);
@@ -367,6 +377,8 @@ static int read_row(const gpum_ledger_t *l, sqlite3_stmt *st, gpum_resv_t *r) {
   r->granted_ns = col_u64(st, 21);
   r->ended_ns = col_u64(st, 22);
   r->timeout_told = sqlite3_column_int(st, 23) != 0;
+  r->pid_start = col_u64(st, 24);
+  r->lease_pid_start = col_u64(st, 25);
   return 0;
 }
 

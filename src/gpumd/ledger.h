@@ -18,7 +18,8 @@
  * Schema (PRAGMA user_version = GPUM_LEDGER_SCHEMA_VERSION): reservations (one row per
  * reservation, every field of gpum_resv_t, final ones kept as history) and audit (id,
  * reservation, from_state, to_state, time_ns, reason, uid, pid). A database with a newer
- * version is refused.
+ * version is refused. Version 2 added the columns pid_start and lease_pid_start (process start
+ * times); opening a version-1 database migrates it, the old rows getting 0 (= unknown).
  *
  * Not thread-safe: one thread (the loop) uses a ledger.
  */
@@ -35,7 +36,7 @@
 extern "C" {
 #endif
 
-#define GPUM_LEDGER_SCHEMA_VERSION 1
+#define GPUM_LEDGER_SCHEMA_VERSION 2
 #define GPUM_LEDGER_FILE "ledger.db"
 
 typedef struct {
@@ -117,11 +118,13 @@ typedef struct {
   char reason[GPUM_RESV_REASON_LEN];
 } gpum_recover_decision_t;
 
-/* Whether a process is alive (the daemon's version checks kill(pid, 0) / pidfd). */
-typedef bool (*gpum_pid_alive_fn)(void *user, int32_t pid);
+/* Whether pid is still the process that had start time start_time (clock ticks since boot,
+ * 0 = unknown: then only whether pid exists). The daemon's version is gpumd_pid_is_alive(). */
+typedef bool (*gpum_pid_alive_fn)(void *user, int32_t pid, uint64_t start_time);
 
 /*
  * Decides what to do with one loaded non-final reservation after a restart:
+ * "Alive" is asked with the recorded start time, so a reused pid counts as dead.
  *   - lease pid: KEEP while lease_pid is alive, else END (RELEASED, or CANCELLED if QUEUED);
  *   - lease ttl: KEEP while expires_ns > now_ns, else END (EXPIRED);
  *   - lease connection: the connection died with the old daemon; AWAIT_ATTACH while the

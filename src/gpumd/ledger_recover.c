@@ -26,8 +26,8 @@ void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_
     return;
   }
   switch (r->lease) {
-  case GPUM_LEASE_PID:
-    if (alive(user, r->lease_pid)) {
+  case GPUMD_LEASE_PID:
+    if (alive(user, r->lease_pid, r->lease_pid_start)) {
       snprintf(reason, sizeof(reason), "restored after a gpumd restart: lease pid %d is alive",
                (int)r->lease_pid);
       decide(out, GPUM_RECOVER_KEEP, r->state, reason);
@@ -37,15 +37,15 @@ void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_
       decide(out, GPUM_RECOVER_END, released, reason);
     }
     return;
-  case GPUM_LEASE_TTL:
+  case GPUMD_LEASE_TTL:
     if (r->expires_ns > now_ns)
       decide(out, GPUM_RECOVER_KEEP, r->state, "restored after a gpumd restart: TTL not passed");
     else
       decide(out, GPUM_RECOVER_END, GPUM_RESV_EXPIRED, "TTL passed while gpumd was down");
     return;
-  case GPUM_LEASE_CONNECTION:
+  case GPUMD_LEASE_CONNECTION:
   default:
-    if (alive(user, r->pid)) {
+    if (alive(user, r->pid, r->pid_start)) {
       snprintf(reason, sizeof(reason),
                "gpumd restarted: waiting for owner pid %d to re-attach with the token",
                (int)r->pid);

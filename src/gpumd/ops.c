@@ -17,6 +17,7 @@
 #include <gpum/size.h>
 
 #include "gpumd_internal.h"
+#include "pidstart_internal.h"
 
 #define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
 
@@ -177,19 +178,19 @@ static int parse_lease(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req) {
   int rc = get_str(j, "lease", &s);
   if (rc != 0)
     return rc;
-  if (s && gpum_lease_kind_parse(s, &req->lease) != 0)
+  if (s && gpumd_lease_kind_parse(s, &req->lease) != 0)
     return gpum_error(GPUM_EINVAL, "\"lease\": '%.32s' is not connection, pid or ttl", s);
   if ((rc = get_int(j, "pid", 1, 0x7fffffff, &v, &has)) != 0)
     return rc;
-  if (has && req->lease != GPUM_LEASE_PID)
+  if (has && req->lease != GPUMD_LEASE_PID)
     return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
   req->lease_pid = has ? (int32_t)v : (int32_t)c->pid;
-  if (req->lease == GPUM_LEASE_PID && has && !c->admin &&
+  if (req->lease == GPUMD_LEASE_PID && has && !c->admin &&
       (rc = pid_owned_by((pid_t)v, c->uid)) != 0)
     return rc;
   if ((rc = get_int(j, "ttl_ms", 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
     return rc;
-  if (has != (req->lease == GPUM_LEASE_TTL))
+  if (has != (req->lease == GPUMD_LEASE_TTL))
     return gpum_error(GPUM_EINVAL, has ? "\"ttl_ms\" is only for \"lease\": \"ttl\""
                                        : "\"lease\": \"ttl\" needs \"ttl_ms\"");
   req->ttl_ms = has ? (uint64_t)v : 0;
@@ -272,6 +273,11 @@ static void op_reserve(gpumd_conn_t *c, json_t *id, json_t *j) {
     gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
     return;
   }
+  /* Start times identify the processes across pid reuse (0 = unknown). */
+  req.pid_start = gpumd_pid_start_or_zero(req.pid);
+  if (req.lease == GPUMD_LEASE_PID)
+    req.lease_pid_start =
+        req.lease_pid == req.pid ? req.pid_start : gpumd_pid_start_or_zero(req.lease_pid);
   int64_t qmax = gpum_config_get_int(d->cfg, "queue.max");
   if ((int64_t)gpum_sched_queue_length(d->sched) >= qmax) {
     gpumd_reply_err(c, id, GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)",
@@ -296,12 +302,13 @@ static void op_reserve(gpumd_conn_t *c, json_t *id, json_t *j) {
     return;
   }
   gpumd_lease_bind(l, c);
-  if (req.lease == GPUM_LEASE_PID && gpumd_lease_watch_pid(d, l, req.lease_pid) != 0) {
+  if (req.lease == GPUMD_LEASE_PID &&
+      gpumd_lease_watch_pid(d, l, req.lease_pid, req.lease_pid_start) != 0) {
     gpumd_reply_err(c, id, GPUM_ENOENT, "%s", gpum_last_error());
     gpum_sched_release(d->sched, rid, now, "lease process gone");
     return;
   }
-  if (req.lease == GPUM_LEASE_TTL) {
+  if (req.lease == GPUMD_LEASE_TTL) {
     uint64_t exp = now + req.ttl_ms * 1000000ull;
     gpum_sched_set_expiry(d->sched, rid, exp);
     gpumd_lease_arm_ttl(d, l, exp);
@@ -370,9 +377,9 @@ static void op_renew(gpumd_conn_t *c, json_t *id, json_t *j) {
   if (rc == 0 && !may_change(c, r))
     rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
                     (unsigned long)r->uid);
-  if (rc == 0 && r->lease != GPUM_LEASE_TTL)
+  if (rc == 0 && r->lease != GPUMD_LEASE_TTL)
     rc = gpum_error(GPUM_EINVAL, "reservation r-%llu has a %s lease, not a ttl",
-                    (unsigned long long)rid, gpum_lease_kind_name(r->lease));
+                    (unsigned long long)rid, gpumd_lease_kind_name(r->lease));
   if (rc != 0) {
     gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
     return;

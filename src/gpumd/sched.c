@@ -361,7 +361,7 @@ static int fill_request(const gpum_sched_request_t *q, gpum_resv_t *r) {
                       GPUM_SCHED_MAX_DEVICES);
   if (q->priority < -100 || q->priority > 100)
     return gpum_error(GPUM_EINVAL, "priority %d is out of range -100..100", q->priority);
-  if ((int)q->lease < 0 || q->lease > GPUM_LEASE_TTL)
+  if ((int)q->lease < 0 || q->lease > GPUMD_LEASE_TTL)
     return gpum_error(GPUM_EINVAL, "bad lease kind %d", (int)q->lease);
   if ((int)q->on_timeout < 0 || q->on_timeout > GPUM_ON_TIMEOUT_WAIT)
     return gpum_error(GPUM_EINVAL, "bad timeout action %d", (int)q->on_timeout);
@@ -381,9 +381,11 @@ static int fill_request(const gpum_sched_request_t *q, gpum_resv_t *r) {
   r->on_timeout = q->on_timeout;
   r->lease = q->lease;
   r->lease_pid = q->lease_pid;
+  r->lease_pid_start = q->lease_pid_start;
   r->ttl_ms = q->ttl_ms;
   r->uid = q->uid;
   r->pid = q->pid;
+  r->pid_start = q->pid_start;
   return 0;
 }
 
@@ -410,7 +412,7 @@ int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t
   r->id = s->next_id++;
   r->state = GPUM_RESV_QUEUED;
   r->created_ns = now_ns;
-  if (r->lease == GPUM_LEASE_TTL)
+  if (r->lease == GPUMD_LEASE_TTL)
     r->expires_ns = now_ns + r->ttl_ms * 1000000ull;
   snprintf(r->reason, sizeof(r->reason), "queued");
   insert_all(s, r); /* cannot fail: grown above */

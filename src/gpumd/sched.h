@@ -96,13 +96,13 @@ int gpum_resv_state_parse(const char *s, gpum_resv_state_t *out);
 bool gpum_resv_state_final(gpum_resv_state_t s);
 
 typedef enum {
-  GPUM_LEASE_CONNECTION = 0, /* ends when the client's connection closes (default) */
-  GPUM_LEASE_PID = 1,        /* ends when lease_pid exits */
-  GPUM_LEASE_TTL = 2,        /* ends at expires_ns unless renewed */
-} gpum_lease_kind_t;
+  GPUMD_LEASE_CONNECTION = 0, /* ends when the client's connection closes (default) */
+  GPUMD_LEASE_PID = 1,        /* ends when lease_pid exits */
+  GPUMD_LEASE_TTL = 2,        /* ends at expires_ns unless renewed */
+} gpumd_lease_kind_t;
 /* "connection", "pid", "ttl"; parse is case-insensitive. Returns 0 or GPUM_EINVAL. */
-const char *gpum_lease_kind_name(gpum_lease_kind_t k);
-int gpum_lease_kind_parse(const char *s, gpum_lease_kind_t *out);
+const char *gpumd_lease_kind_name(gpumd_lease_kind_t k);
+int gpumd_lease_kind_parse(const char *s, gpumd_lease_kind_t *out);
 
 typedef enum {
   GPUM_ON_TIMEOUT_REJECT = 0, /* queue timeout passed: EXPIRED */
@@ -139,6 +139,8 @@ typedef struct {
   char reason[GPUM_RESV_REASON_LEN]; /* of the last transition */
   uint32_t uid;                      /* owner (SO_PEERCRED of the submitting peer) */
   int32_t pid;                       /* submitting process */
+  uint64_t pid_start; /* start time of pid (/proc/PID/stat field 22, clock ticks since boot);
+                         0 = unknown: liveness then falls back to kill(pid, 0) */
   char label[GPUM_RESV_LABEL_LEN];
   /* The request. */
   uint64_t bytes_per_gpu;
@@ -150,10 +152,11 @@ typedef struct {
   uint64_t timeout_ms;             /* queue timeout; 0 = none */
   gpum_on_timeout_t on_timeout;
   /* The lease: stored for the daemon, the scheduler does not act on it. */
-  gpum_lease_kind_t lease;
-  int32_t lease_pid;   /* GPUM_LEASE_PID */
-  uint64_t ttl_ms;     /* GPUM_LEASE_TTL */
-  uint64_t expires_ns; /* GPUM_LEASE_TTL: current deadline (the daemon renews it); else 0 */
+  gpumd_lease_kind_t lease;
+  int32_t lease_pid;        /* GPUMD_LEASE_PID */
+  uint64_t lease_pid_start; /* start time of lease_pid, as pid_start; 0 = unknown */
+  uint64_t ttl_ms;          /* GPUMD_LEASE_TTL */
+  uint64_t expires_ns;      /* GPUMD_LEASE_TTL: current deadline (the daemon renews it); else 0 */
   /* The outcome. */
   uint64_t device_mask; /* granted devices (bit = index); 0 unless GRANTED or later */
   uint64_t created_ns;  /* submitted (also the start of its wait in the queue) */
@@ -180,11 +183,13 @@ typedef struct {
   uint64_t timeout_ms;
   gpum_on_timeout_t on_timeout;
   const char *label; /* NULL = "" */
-  gpum_lease_kind_t lease;
+  gpumd_lease_kind_t lease;
   int32_t lease_pid;
+  uint64_t lease_pid_start; /* see gpum_resv_t; 0 = unknown */
   uint64_t ttl_ms;
   uint32_t uid;
   int32_t pid;
+  uint64_t pid_start; /* see gpum_resv_t; 0 = unknown */
 } gpum_sched_request_t;
 
 /* Zeroes req and sets gpus = 1, lease = connection, on_timeout = reject. */

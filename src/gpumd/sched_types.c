@@ -56,16 +56,16 @@ bool gpum_resv_state_final(gpum_resv_state_t s) {
          s == GPUM_RESV_FAILED;
 }
 
-const char *gpum_lease_kind_name(gpum_lease_kind_t k) {
+const char *gpumd_lease_kind_name(gpumd_lease_kind_t k) {
   return (int)k >= 0 && (size_t)k < COUNT(lease_names) ? lease_names[k] : "unknown";
 }
 
-int gpum_lease_kind_parse(const char *s, gpum_lease_kind_t *out) {
+int gpumd_lease_kind_parse(const char *s, gpumd_lease_kind_t *out) {
   int i = lookup(lease_names, COUNT(lease_names), s);
   if (i < 0)
     return gpum_error(GPUM_EINVAL, "unknown lease '%s' (expected connection, pid or ttl)",
                       s ? s : "(null)");
-  *out = (gpum_lease_kind_t)i;
+  *out = (gpumd_lease_kind_t)i;
   return 0;
 }
 
@@ -120,7 +120,7 @@ int gpum_resv_id_parse(const char *s, uint64_t *out) {
 void gpum_sched_request_init(gpum_sched_request_t *req) {
   memset(req, 0, sizeof(*req));
   req->gpus = 1;
-  req->lease = GPUM_LEASE_CONNECTION;
+  req->lease = GPUMD_LEASE_CONNECTION;
   req->on_timeout = GPUM_ON_TIMEOUT_REJECT;
 }
 

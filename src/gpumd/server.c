@@ -140,15 +140,174 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
   }
 }
 
+/* Replies are written with a small serialiser of our own: jansson's dumper checks every
+ * container for reference loops through a hash table keyed by a printed pointer, which made
+ * it a quarter of gpumd's CPU per request. The output is what json_dumps(JSON_COMPACT) gives
+ * (keys in insertion order, '/' and non-ASCII as is); reals, which are rare, still go through
+ * jansson for its number format. Pieces gather in a stack buffer and reach the evbuffer in
+ * few, large adds. */
+typedef struct {
+  struct evbuffer *out;
+  size_t used;
+  int rc;
+  char buf[4096];
+} dump_buf_t;
+
+static void dump_flush(dump_buf_t *b) {
+  if (b->used && evbuffer_add(b->out, b->buf, b->used) != 0)
+    b->rc = -1;
+  b->used = 0;
+}
+
+static void dump_bytes(dump_buf_t *b, const char *p, size_t n) {
+  if (n > sizeof b->buf - b->used) {
+    dump_flush(b);
+    if (n > sizeof b->buf) {
+      if (evbuffer_add(b->out, p, n) != 0)
+        b->rc = -1;
+      return;
+    }
+  }
+  memcpy(b->buf + b->used, p, n);
+  b->used += n;
+}
+
+static void dump_string(dump_buf_t *b, const char *s, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  dump_bytes(b, "\"", 1);
+  size_t run = 0; /* bytes since the last escape, copied in one go */
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch >= 0x20 && ch != '"' && ch != '\\')
+      continue;
+    dump_bytes(b, s + run, i - run);
+    run = i + 1;
+    char esc[6] = {'\\', (char)ch, 0, 0, 0, 0};
+    size_t len = 2;
+    switch (ch) {
+    case '"':
+    case '\\':
+      break;
+    case '\b':
+      esc[1] = 'b';
+      break;
+    case '\f':
+      esc[1] = 'f';
+      break;
+    case '\n':
+      esc[1] = 'n';
+      break;
+    case '\r':
+      esc[1] = 'r';
+      break;
+    case '\t':
+      esc[1] = 't';
+      break;
+    default:
+      memcpy(esc + 1, "u00", 3);
+      esc[4] = hex[ch >> 4];
+      esc[5] = hex[ch & 15];
+      len = 6;
+    }
+    dump_bytes(b, esc, len);
+  }
+  dump_bytes(b, s + run, n - run);
+  dump_bytes(b, "\"", 1);
+}
+
+static void dump_integer(dump_buf_t *b, json_int_t v) {
+  char tmp[24];
+  size_t i = sizeof tmp;
+  unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+  do {
+    tmp[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0)
+    tmp[--i] = '-';
+  dump_bytes(b, tmp + i, sizeof tmp - i);
+}
+
+static void dump_value(dump_buf_t *b, json_t *v, int depth) {
+  if (depth > 64) { /* our own messages are shallow: this is a cycle or a bug */
+    b->rc = -1;
+    return;
+  }
+  switch (json_typeof(v)) {
+  case JSON_OBJECT: {
+    const char *key;
+    json_t *val;
+    bool first = true;
+    dump_bytes(b, "{", 1);
+    json_object_foreach(v, key, val) {
+      if (!first)
+        dump_bytes(b, ",", 1);
+      first = false;
+      dump_string(b, key, strlen(key));
+      dump_bytes(b, ":", 1);
+      dump_value(b, val, depth + 1);
+    }
+    dump_bytes(b, "}", 1);
+    break;
+  }
+  case JSON_ARRAY:
+    dump_bytes(b, "[", 1);
+    for (size_t i = 0; i < json_array_size(v); i++) {
+      if (i)
+        dump_bytes(b, ",", 1);
+      dump_value(b, json_array_get(v, i), depth + 1);
+    }
+    dump_bytes(b, "]", 1);
+    break;
+  case JSON_STRING:
+    dump_string(b, json_string_value(v), json_string_length(v));
+    break;
+  case JSON_INTEGER:
+    dump_integer(b, json_integer_value(v));
+    break;
+  case JSON_REAL: {
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (s)
+      dump_bytes(b, s, strlen(s));
+    else
+      b->rc = -1;
+    free(s);
+    break;
+  }
+  case JSON_TRUE:
+    dump_bytes(b, "true", 4);
+    break;
+  case JSON_FALSE:
+    dump_bytes(b, "false", 5);
+    break;
+  default:
+    dump_bytes(b, "null", 4);
+  }
+}
+
 void gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
   if (!msg)
     return;
   if (!c->dead) {
-    char *s = json_dumps(msg, JSON_COMPACT);
-    if (s) {
-      evbuffer_add(c->staged, s, strlen(s));
-      evbuffer_add(c->staged, "\n", 1);
-      free(s);
+    /* Serialised straight into the staged buffer: no intermediate string. A failure (out of
+     * memory) may leave a partial line, so the buffer is cut back to where it was. */
+    dump_buf_t b;
+    size_t before = evbuffer_get_length(c->staged);
+    b.out = c->staged;
+    b.used = 0;
+    b.rc = 0;
+    dump_value(&b, msg, 0);
+    dump_bytes(&b, "\n", 1);
+    dump_flush(&b);
+    if (b.rc != 0) {
+      size_t now = evbuffer_get_length(c->staged);
+      struct evbuffer *keep = evbuffer_new();
+      if (keep) {
+        evbuffer_remove_buffer(c->staged, keep, before);
+        evbuffer_drain(c->staged, now - before);
+        evbuffer_add_buffer(c->staged, keep);
+        evbuffer_free(keep);
+      }
     }
     if (!c->dirty) {
       c->dirty = true;
@@ -187,16 +346,16 @@ static void on_read(struct bufferevent *bev, void *arg) {
       gpumd_conn_close_after_flush(c);
       return;
     }
-    char *line = malloc(len + 1);
+    /* Parsed in place (the line made contiguous, not copied out), then drained. */
+    const char *line = len ? (const char *)evbuffer_pullup(in, (ev_ssize_t)len) : "";
     if (!line) {
       conn_close(c, "out of memory");
       return;
     }
-    evbuffer_remove(in, line, len);
-    evbuffer_drain(in, eol_len);
-    line[len] = '\0';
     gpumd_proto_line(c, line, len);
-    free(line);
+    if (c->dead)
+      return; /* bev and its input buffer are gone */
+    evbuffer_drain(in, len + eol_len);
   }
 }
 
@@ -389,8 +548,17 @@ void gpumd_end_turn(gpumd_t *d) {
       conn_free(c);
     } else {
       struct evbuffer *out = bufferevent_get_output(c->bev);
+      /* Nothing queued before: write this turn's replies at once in one call, which spares
+       * arming the write event (epoll_ctl twice) and a second loop turn; what the socket does
+       * not take goes to the bufferevent. On an error the bytes stay and the bufferevent's
+       * own write reports it. */
+      if (evbuffer_get_length(out) == 0 && evbuffer_get_length(c->staged) > 0)
+        evbuffer_write(c->staged, bufferevent_getfd(c->bev));
       evbuffer_add_buffer(out, c->staged);
-      if (evbuffer_get_length(out) > GPUMD_MAX_OUTPUT) {
+      if (c->closing && evbuffer_get_length(out) == 0) {
+        /* All written here, so no write callback comes to close it. */
+        conn_close(c, "closed by the server after an error");
+      } else if (evbuffer_get_length(out) > GPUMD_MAX_OUTPUT) {
         gpum_log(GPUM_LOG_WARN, "gpumd",
                  "client %llu (uid %lu pid %ld) does not read its replies: disconnected",
                  (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid);

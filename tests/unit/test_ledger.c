@@ -5,7 +5,9 @@
  * before the commit, rollback, the audit trail, reopening after close and after a process
  * exits without closing (the SIGKILL case), file modes, the recovery policy, and the errors:
  * no state directory, a state directory that cannot be created, a garbage file as database,
- * a schema newer than ours. Each test works in its own mkdtemp directory and removes it.
+ * a schema newer than ours; the migration of a version-1 ledger (start-time columns added as
+ * 0 = unknown), process start times and pid reuse in the recovery decision. Each test works in its
+ * own mkdtemp directory and removes it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include <gpum/error.h>
 
 #include "ledger.h"
+#include "pidstart_internal.h"
 
 #define GiB (UINT64_C(1) << 30)
 #define SEC UINT64_C(1000000000)
@@ -90,7 +93,7 @@ static void sample(gpum_resv_t *r, uint64_t id, gpum_resv_state_t st) {
   r->priority = -7;
   r->timeout_ms = 30000;
   r->on_timeout = GPUM_ON_TIMEOUT_WAIT;
-  r->lease = GPUM_LEASE_TTL;
+  r->lease = GPUMD_LEASE_TTL;
   r->lease_pid = 77;
   r->ttl_ms = 60000;
   r->expires_ns = T0 + 60 * SEC;
@@ -99,6 +102,8 @@ static void sample(gpum_resv_t *r, uint64_t id, gpum_resv_state_t st) {
   r->granted_ns = st == GPUM_RESV_QUEUED ? 0 : T0 + id + 1;
   r->ended_ns = gpum_resv_state_final(st) ? T0 + id + 2 : 0;
   r->timeout_told = true;
+  r->pid_start = UINT64_C(0x8000000000001234) + id; /* the top bit survives too */
+  r->lease_pid_start = 987654321 + id;
 }
 
 static void assert_resv_equal(const gpum_resv_t *a, const gpum_resv_t *b) {
@@ -126,6 +131,8 @@ static void assert_resv_equal(const gpum_resv_t *a, const gpum_resv_t *b) {
   assert_int_equal(a->granted_ns, b->granted_ns);
   assert_int_equal(a->ended_ns, b->ended_ns);
   assert_int_equal(a->timeout_told, b->timeout_told);
+  assert_int_equal(a->pid_start, b->pid_start);
+  assert_int_equal(a->lease_pid_start, b->lease_pid_start);
 }
 
 /* ---- Round trip, turns ------------------------------------------------------------------- */
@@ -455,26 +462,147 @@ static void test_newer_schema_refused(void **state) {
   assert_non_null(strstr(gpum_last_error(), "schema version 99 is newer"));
 }
 
+/* The version-1 schema exactly as gpumd created it before start times were recorded. */
+static const char old_schema_v1[] =
+    "CREATE TABLE reservations ("
+    " id INTEGER PRIMARY KEY, token TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL,"
+    " uid INTEGER NOT NULL, pid INTEGER NOT NULL, label TEXT NOT NULL,"
+    " bytes_per_gpu INTEGER NOT NULL, gpus INTEGER NOT NULL, model TEXT NOT NULL,"
+    " min_memory INTEGER NOT NULL, want_mask INTEGER NOT NULL, priority INTEGER NOT NULL,"
+    " timeout_ms INTEGER NOT NULL, on_timeout TEXT NOT NULL, lease TEXT NOT NULL,"
+    " lease_pid INTEGER NOT NULL, ttl_ms INTEGER NOT NULL, expires_ns INTEGER NOT NULL,"
+    " device_mask INTEGER NOT NULL, created_ns INTEGER NOT NULL, granted_ns INTEGER NOT NULL,"
+    " ended_ns INTEGER NOT NULL, timeout_told INTEGER NOT NULL);"
+    "CREATE INDEX reservations_state ON reservations(state);"
+    "CREATE TABLE audit ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT, reservation INTEGER NOT NULL,"
+    " from_state TEXT NOT NULL, to_state TEXT NOT NULL, time_ns INTEGER NOT NULL,"
+    " reason TEXT NOT NULL, uid INTEGER NOT NULL, pid INTEGER NOT NULL);"
+    "CREATE INDEX audit_reservation ON audit(reservation);"
+    "INSERT INTO reservations VALUES (7, '0123456789abcdef0123456789abcdef', 'GRANTED',"
+    " 'granted', 1000, 4242, 'old', 1073741824, 1, '', 0, 0, 0, 0, 'reject', 'pid', 4343, 0,"
+    " 0, 1, 100, 200, 0, 0);"
+    "PRAGMA user_version = 1;";
+
+static int user_version(const char *db) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  int v = -1;
+  if (sqlite3_open(db, &h) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return v;
+}
+
+static void test_migration_from_v1(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUM_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  assert_int_equal(user_version(db), 1);
+
+  gpum_ledger_t *l = open_ok(dir);
+  gpum_resv_t r, back;
+  assert_int_equal(gpum_ledger_get(l, 7, &r), 0);
+  assert_int_equal(r.state, GPUM_RESV_GRANTED);
+  assert_int_equal(r.lease, GPUMD_LEASE_PID);
+  assert_int_equal(r.pid, 4242);
+  assert_int_equal(r.lease_pid, 4343);
+  assert_int_equal(r.pid_start, 0); /* unknown */
+  assert_int_equal(r.lease_pid_start, 0);
+  /* The migrated table takes the new fields. */
+  sample(&r, 8, GPUM_RESV_GRANTED);
+  assert_int_equal(gpum_ledger_put(l, &r), 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  gpum_ledger_close(l);
+  assert_int_equal(user_version(db), GPUM_LEDGER_SCHEMA_VERSION);
+  assert_int_equal(GPUM_LEDGER_SCHEMA_VERSION, 2);
+
+  l = open_ok(dir); /* a second open does not migrate again */
+  assert_int_equal(gpum_ledger_get(l, 8, &back), 0);
+  assert_resv_equal(&r, &back);
+  gpum_resv_t *all = NULL;
+  size_t n = 0;
+  assert_int_equal(gpum_ledger_load_all(l, &all, &n), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(all[0].id, 7);
+  assert_int_equal(all[0].pid_start, 0);
+  free(all);
+  gpum_ledger_close(l);
+}
+
+/* ---- Process start times ------------------------------------------------------------------- */
+
+static void test_pid_start_time(void **state) {
+  (void)state;
+  uint64_t self = 0, again = 0;
+  assert_int_equal(gpumd_pid_start_time((int32_t)getpid(), &self), 0);
+  assert_true(self > 0);
+  assert_int_equal(gpumd_pid_start_or_zero((int32_t)getpid()), self);
+  assert_true(gpumd_pid_is_alive((int32_t)getpid(), self));
+  assert_true(gpumd_pid_is_alive((int32_t)getpid(), 0));         /* unknown: pid alone */
+  assert_false(gpumd_pid_is_alive((int32_t)getpid(), self + 1)); /* "reused" */
+  /* A child started later has a later (or equal) start time; once reaped it is dead. */
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    char c;
+    close(go[1]);
+    _exit(read(go[0], &c, 1) == 0 ? 0 : 1);
+  }
+  close(go[0]);
+  assert_int_equal(gpumd_pid_start_time((int32_t)child, &again), 0);
+  assert_true(again >= self);
+  assert_true(gpumd_pid_is_alive((int32_t)child, again));
+  close(go[1]);
+  int st = 0;
+  assert_int_equal(waitpid(child, &st, 0), child);
+  assert_false(gpumd_pid_is_alive((int32_t)child, again));
+  assert_int_equal(gpumd_pid_start_time((int32_t)child, &again), GPUM_ENOENT);
+  /* Bad input. */
+  assert_int_equal(gpumd_pid_start_time(0, &again), GPUM_EINVAL);
+  assert_int_equal(gpumd_pid_start_time(-5, &again), GPUM_EINVAL);
+  assert_false(gpumd_pid_is_alive(0, 0));
+  assert_false(gpumd_pid_is_alive(-1, 0));
+}
+
 /* ---- Recovery policy ---------------------------------------------------------------------- */
 
-static bool alive_set(void *user, int32_t pid) {
+/* Live processes: pid 100 started at tick 5000, pid 200 at tick 7000, pid 300 unknown. */
+static bool alive_set(void *user, int32_t pid, uint64_t start_time) {
   const int32_t *alive = user; /* 0-terminated */
   for (; *alive != 0; alive++)
-    if (*alive == pid)
-      return true;
+    if (*alive == pid) {
+      uint64_t real = pid == 100 ? 5000 : pid == 200 ? 7000 : 0;
+      return start_time == 0 || real == 0 || start_time == real;
+    }
   return false;
+}
+
+/* sample() with unknown start times (0), as in a row written before they were recorded. */
+static void sample_unknown(gpum_resv_t *r, uint64_t id, gpum_resv_state_t st) {
+  sample(r, id, st);
+  r->pid_start = 0;
+  r->lease_pid_start = 0;
 }
 
 static void test_recovery_decisions(void **state) {
   (void)state;
-  int32_t alive[] = {100, 200, 0};
+  int32_t alive[] = {100, 200, 300, 0};
   gpum_recover_decision_t d;
   gpum_resv_t r;
   const uint64_t now = T0 + 100 * SEC;
 
   /* pid lease. */
-  sample(&r, 1, GPUM_RESV_GRANTED);
-  r.lease = GPUM_LEASE_PID;
+  sample_unknown(&r, 1, GPUM_RESV_GRANTED);
+  r.lease = GPUMD_LEASE_PID;
   r.lease_pid = 100;
   gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
   assert_int_equal(d.action, GPUM_RECOVER_KEEP);
@@ -489,8 +617,8 @@ static void test_recovery_decisions(void **state) {
   assert_int_equal(d.to, GPUM_RESV_CANCELLED);
 
   /* ttl lease: the deadline, not the pid, decides. */
-  sample(&r, 2, GPUM_RESV_GRANTED);
-  r.lease = GPUM_LEASE_TTL;
+  sample_unknown(&r, 2, GPUM_RESV_GRANTED);
+  r.lease = GPUMD_LEASE_TTL;
   r.pid = 999; /* dead */
   r.expires_ns = now + 1;
   gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
@@ -501,8 +629,8 @@ static void test_recovery_decisions(void **state) {
   assert_int_equal(d.to, GPUM_RESV_EXPIRED);
 
   /* connection lease: the owner may re-attach while it lives. */
-  sample(&r, 3, GPUM_RESV_GRANTED);
-  r.lease = GPUM_LEASE_CONNECTION;
+  sample_unknown(&r, 3, GPUM_RESV_GRANTED);
+  r.lease = GPUMD_LEASE_CONNECTION;
   r.pid = 200;
   gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
   assert_int_equal(d.action, GPUM_RECOVER_AWAIT_ATTACH);
@@ -519,8 +647,34 @@ static void test_recovery_decisions(void **state) {
   assert_int_equal(d.action, GPUM_RECOVER_AWAIT_ATTACH);
   assert_int_equal(d.to, GPUM_RESV_CANCELLED);
 
+  /* A recorded start time that differs: the pid was reused, the owner is dead. */
+  sample_unknown(&r, 5, GPUM_RESV_GRANTED);
+  r.lease = GPUMD_LEASE_PID;
+  r.lease_pid = 100;
+  r.lease_pid_start = 5000;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_KEEP);
+  r.lease_pid_start = 4999;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_END);
+  assert_int_equal(d.to, GPUM_RESV_RELEASED);
+  assert_string_equal(d.reason, "lease pid 100 exited while gpumd was down");
+  r.lease_pid_start = 0; /* unknown (a version-1 row): only the pid counts */
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_KEEP);
+  sample_unknown(&r, 6, GPUM_RESV_GRANTED);
+  r.lease = GPUMD_LEASE_CONNECTION;
+  r.pid = 200;
+  r.pid_start = 7000;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_AWAIT_ATTACH);
+  r.pid_start = 7001;
+  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_END);
+  assert_string_equal(d.reason, "owner pid 200 exited while gpumd was down");
+
   /* A final one stays final. */
-  sample(&r, 4, GPUM_RESV_EXPIRED);
+  sample_unknown(&r, 4, GPUM_RESV_EXPIRED);
   gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
   assert_int_equal(d.action, GPUM_RECOVER_END);
   assert_int_equal(d.to, GPUM_RESV_EXPIRED);
@@ -541,6 +695,8 @@ int main(void) {
       DIR_TEST(test_bad_state_dirs),
       DIR_TEST(test_garbage_database),
       DIR_TEST(test_newer_schema_refused),
+      DIR_TEST(test_migration_from_v1),
+      cmocka_unit_test(test_pid_start_time),
       cmocka_unit_test(test_recovery_decisions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -897,10 +897,10 @@ static void test_names_and_ids(void **state) {
   assert_string_equal(gpum_resv_state_name(GPUM_RESV_NEW), "NEW");
   assert_true(gpum_resv_state_final(GPUM_RESV_CANCELLED));
   assert_false(gpum_resv_state_final(GPUM_RESV_GRANTED));
-  gpum_lease_kind_t k;
-  assert_int_equal(gpum_lease_kind_parse("TTL", &k), 0);
-  assert_int_equal(k, GPUM_LEASE_TTL);
-  assert_int_equal(gpum_lease_kind_parse("socket", &k), GPUM_EINVAL);
+  gpumd_lease_kind_t k;
+  assert_int_equal(gpumd_lease_kind_parse("TTL", &k), 0);
+  assert_int_equal(k, GPUMD_LEASE_TTL);
+  assert_int_equal(gpumd_lease_kind_parse("socket", &k), GPUM_EINVAL);
   gpum_placement_t p;
   assert_int_equal(gpum_placement_parse("spread", &p), 0);
   assert_int_equal(p, GPUM_PLACEMENT_SPREAD);
