@@ -174,6 +174,10 @@ int gpumd_server_start(gpumd_t *d);
 void gpumd_server_stop(gpumd_t *d);
 /* Appends one JSON message (plus '\n') to conn's staged output. Steals msg. */
 void gpumd_conn_send(gpumd_conn_t *c, json_t *msg);
+/* Appends v to out as compact JSON, byte for byte what json_dumps(v, JSON_COMPACT) gives, without
+ * jansson's loop-detection cost. Returns 0, or -1 when out cannot grow (out may then hold a
+ * partial value). */
+int gpumd_json_write(struct evbuffer *out, json_t *v);
 /* Marks c for closing after its staged output is written. */
 void gpumd_conn_close_after_flush(gpumd_conn_t *c);
 /* End of a loop turn: commit, then write staged output, then free closed connections. */

@@ -141,11 +141,11 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
 }
 
 /* Replies are written with a small serialiser of our own: jansson's dumper checks every
- * container for reference loops through a hash table keyed by a printed pointer, which made
- * it a quarter of gpumd's CPU per request. The output is what json_dumps(JSON_COMPACT) gives
- * (keys in insertion order, '/' and non-ASCII as is); reals, which are rare, still go through
- * jansson for its number format. Pieces gather in a stack buffer and reach the evbuffer in
- * few, large adds. */
+ * container for reference loops through a hash table keyed by a printed pointer, which was
+ * a quarter of gpumd's instructions per request. The output is what
+ * json_dumps(JSON_COMPACT) gives (keys in insertion order, '/' and non-ASCII as is); reals,
+ * which are rare, still go through jansson for its number format. Pieces gather in a stack
+ * buffer and reach the evbuffer in few, large adds. */
 typedef struct {
   struct evbuffer *out;
   size_t used;
@@ -285,21 +285,27 @@ static void dump_value(dump_buf_t *b, json_t *v, int depth) {
   }
 }
 
+int gpumd_json_write(struct evbuffer *out, json_t *v) {
+  dump_buf_t b;
+  b.out = out;
+  b.used = 0;
+  b.rc = 0;
+  dump_value(&b, v, 0);
+  dump_flush(&b);
+  return b.rc;
+}
+
 void gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
   if (!msg)
     return;
   if (!c->dead) {
     /* Serialised straight into the staged buffer: no intermediate string. A failure (out of
      * memory) may leave a partial line, so the buffer is cut back to where it was. */
-    dump_buf_t b;
     size_t before = evbuffer_get_length(c->staged);
-    b.out = c->staged;
-    b.used = 0;
-    b.rc = 0;
-    dump_value(&b, msg, 0);
-    dump_bytes(&b, "\n", 1);
-    dump_flush(&b);
-    if (b.rc != 0) {
+    int rc = gpumd_json_write(c->staged, msg);
+    if (rc == 0 && evbuffer_add(c->staged, "\n", 1) != 0)
+      rc = -1;
+    if (rc != 0) {
       size_t now = evbuffer_get_length(c->staged);
       struct evbuffer *keep = evbuffer_new();
       if (keep) {
