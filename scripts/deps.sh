@@ -2,20 +2,58 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages gpum's build and tests need. Quick no-op when all are present.
 # `scripts/deps.sh bench` also installs the BENCH list (the allocators bench/pool compares the
-# pool with; `make bench` asks for it). Uses apt-get (with sudo when not root). Nothing else is
-# downloaded.
+# pool with; `make bench` asks for it). Uses apt-get (with sudo when not root); the REST API's
+# conformance test also gets its node packages with `npm ci` (tests/http/package-lock.json).
 set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config
   libyaml-dev libjansson-dev libcmocka-dev libevent-dev libsqlite3-dev
   clang-format cppcheck clang-tidy
-  procps python3
+  procps python3 curl
 )
 
 # Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc; bench/broker:
-# gpumd beside redis-server).
-BENCH=(libjemalloc-dev libmimalloc-dev redis-server redis-tools)
+# gpumd beside redis-server; bench/http: wrk against gpumd's HTTP face beside nginx).
+BENCH=(libjemalloc-dev libmimalloc-dev redis-server redis-tools wrk nginx-light)
+
+# promtool (tests/integration/test_metrics_promtool.sh) comes from Debian's `prometheus`
+# package, which would also install and start a Prometheus server: only the promtool binary
+# is extracted from the downloaded .deb into .cache/tools/bin (git-ignored), no service.
+TOOLS_DIR="$(cd "$(dirname "$0")/.." && pwd)/.cache/tools"
+install_promtool() {
+  command -v promtool >/dev/null && return 0
+  [ -x "$TOOLS_DIR/bin/promtool" ] && return 0
+  local tmp
+  tmp=$(mktemp -d)
+  echo "deps: extracting promtool from Debian's prometheus package into $TOOLS_DIR/bin" >&2
+  if (cd "$tmp" && apt-get download -qq prometheus 2>/dev/null && dpkg-deb -x prometheus_*.deb x); then
+    mkdir -p "$TOOLS_DIR/bin"
+    install -m 0755 "$tmp/x/usr/bin/promtool" "$TOOLS_DIR/bin/promtool"
+  else
+    echo "deps: could not download the prometheus package (apt-get download prometheus)" >&2
+  fi
+  rm -rf "$tmp"
+}
+
+# The REST API's conformance test (tests/integration/test_http_openapi.sh) runs node with the
+# packages pinned in tests/http/package-lock.json: node and npm from Debian when missing (a
+# node that brings its own npm is kept), then `npm ci` from the npm registry into
+# tests/http/node_modules (git-ignored).
+install_http_conformance() {
+  local dir sudo=""
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/http"
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    echo "deps: installing nodejs npm" >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  if [ ! -d "$dir/node_modules/ajv" ]; then
+    echo "deps: npm ci in $dir" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+      echo "deps: npm ci failed in $dir (is the npm registry reachable?)" >&2
+  fi
+}
 
 case "${1:-}" in
   "") ;;
@@ -29,7 +67,11 @@ for p in "${PKGS[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  install_promtool
+  install_http_conformance
+  exit 0
+fi
 
 echo "deps: installing ${missing[*]}" >&2
 SUDO=""
@@ -40,3 +82,10 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# bench/http runs its own nginx as the user (scratch config, pid and logs); the system service
+# the package starts is not wanted.
+if [[ " ${missing[*]} " == *" nginx-light "* ]] && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now nginx >/dev/null 2>&1 || true
+fi
+install_promtool
+install_http_conformance

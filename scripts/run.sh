@@ -54,6 +54,10 @@ run: try in another shell:
        $GPUM run --mem 70GiB -- nvidia-smi -L        # waits in the queue, then runs
        $GPUM jobs --all
        ${SIM_ENV}$GPUM status
+run: REST API, metrics and events on http://${GPUM_HTTP_LISTEN:-127.0.0.1:8642} (docs/rest.md):
+       curl -s http://${GPUM_HTTP_LISTEN:-127.0.0.1:8642}/api/v1/gpu/status
+       curl -s http://${GPUM_HTTP_LISTEN:-127.0.0.1:8642}/metrics | grep gpum_device_memory
+       curl -sN http://${GPUM_HTTP_LISTEN:-127.0.0.1:8642}/api/v1/events
 run: starting gpumd in the foreground (Ctrl-C to stop)
 MSG
 rc=0

@@ -128,6 +128,8 @@ typedef struct {
   gpum_lease_t lease;
   int32_t pid;     /* GPUM_LEASE_PID: the process; 0 = the caller */
   uint64_t ttl_ms; /* GPUM_LEASE_TTL */
+  bool no_wait;    /* never queue: granted at once, or the reserve call fails with GPUM_EBUSY
+                      and the daemon's reason (what it would have waited for) */
 } gpum_reserve_req_t;
 
 /* --- Events ----------------------------------------------------------------------------- */

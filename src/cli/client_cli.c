@@ -28,6 +28,8 @@ const char cli_reserve_flags_help[] =
     "  --timeout DURATION  give up when not granted within DURATION (e.g. 30s, 10m);\n"
     "                      default: wait as long as it takes\n"
     "  --label L           a name shown in 'gpum jobs' (default: the command's name)\n"
+    "  --no-wait           do not queue: fail at once (exit 1, with the reason) when the\n"
+    "                      reservation cannot be granted right now\n"
     "  -q, --quiet         do not show the queue position while waiting\n";
 
 bool cli_take_flag(int argc, char **argv, int *i, const char *name, const char **v) {
@@ -67,6 +69,8 @@ int cli_take_reserve_flag(const char *cmd, int argc, char **argv, int *i, cli_re
   long n = 0;
   if (!strcmp(argv[*i], "-q") || !strcmp(argv[*i], "--quiet")) {
     o->quiet = true;
+  } else if (!strcmp(argv[*i], "--no-wait")) {
+    o->req.no_wait = true;
   } else if (cli_take_flag(argc, argv, i, "--mem", &v)) {
     if (!v || gpum_size_parse(v, &o->req.bytes_per_gpu) != 0 || o->req.bytes_per_gpu == 0)
       return usage_error(cmd, "--mem", v, "a size such as 8GiB or 512MiB");
@@ -187,6 +191,32 @@ int cli_reserve_and_wait(const char *cmd, gpum_client_t *c, const cli_reserve_op
   }
   fprintf(stderr, "gpum %s: %s\n", cmd, cli_reason(rc));
   return CLI_EXIT_FAIL;
+}
+
+int cli_reattach(const char *cmd, const gpum_config_t *cfg, const gpum_reservation_t *r,
+                 gpum_client_t **out) {
+  char path[256];
+  gpum_client_t *c = NULL;
+  *out = NULL;
+  if (gpum_socket_path(cfg, path, sizeof path) != 0 || gpum_client_connect(path, 2000, &c) != 0) {
+    gpum_error_clear();
+    return GPUM_EAGAIN;
+  }
+  gpum_reservation_t now;
+  int rc = gpum_client_attach(c, r->id, r->token, &now);
+  if (rc == 0 && now.state == GPUM_RES_GRANTED) {
+    fprintf(stderr, "gpum %s: gpumd is back; %s re-attached\n", cmd, r->id);
+    *out = c;
+    return 0;
+  }
+  gpum_client_close(c);
+  if (rc == GPUM_ECLOSED || rc == GPUM_ETIMEDOUT) { /* gone again: try later */
+    gpum_error_clear();
+    return GPUM_EAGAIN;
+  }
+  fprintf(stderr, "gpum %s: gpumd is back but %s could not be re-attached: %s\n", cmd, r->id,
+          rc ? cli_reason(rc) : gpum_res_state_name(now.state));
+  return rc ? rc : GPUM_ESTATE;
 }
 
 void cli_res_visible_devices(const gpum_reservation_t *r, char *buf, size_t len) {

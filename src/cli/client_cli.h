@@ -29,8 +29,8 @@ extern const char cli_reserve_flags_help[];
 bool cli_take_flag(int argc, char **argv, int *i, const char *name, const char **v);
 
 /* Parses the reservation flag at argv[*i] (--mem, --gpus, --type, --priority, --timeout,
- * --label). Returns 1 when taken, 0 when argv[*i] is not one of them, -1 after printing a
- * usage error. */
+ * --label, --no-wait). Returns 1 when taken, 0 when argv[*i] is not one of them, -1 after printing
+ * a usage error. */
 int cli_take_reserve_flag(const char *cmd, int argc, char **argv, int *i, cli_reserve_opts_t *o);
 
 /* Connects to gpumd at the configured socket; prints the reason (with the hint to start gpumd)
@@ -48,6 +48,13 @@ void cli_catch_signals(void);
  * when interrupted (the queued reservation is then cancelled). */
 int cli_reserve_and_wait(const char *cmd, gpum_client_t *c, const cli_reserve_opts_t *o,
                          gpum_reservation_t *r);
+
+/* After the connection to gpumd was lost: connects again (socket of cfg) and re-attaches r
+ * with its token. Returns 0 with *out the new client when r is GRANTED again (prints "gpum
+ * CMD: gpumd is back; ID re-attached" on stderr); GPUM_EAGAIN when gpumd does not answer
+ * (yet); another negative code when gpumd answered but r cannot be re-attached (printed). */
+int cli_reattach(const char *cmd, const gpum_config_t *cfg, const gpum_reservation_t *r,
+                 gpum_client_t **out);
 
 /* "GPU-a,GPU-b" (indexes for devices without a UUID) into buf. */
 void cli_res_visible_devices(const gpum_reservation_t *r, char *buf, size_t len);

@@ -7,11 +7,16 @@
  *
  * stdout gets the reservation id (for scripts: ID=$(gpum reserve --mem 8GiB --ttl 1h)),
  * stderr what was granted and the shell lines to use it.
+ *
+ * When gpumd restarts while it holds a reservation, gpum reserve reconnects every 250 ms and
+ * re-attaches the reservation with its token (the daemon keeps it for lease.grace), as gpum
+ * run does; it gives up (exit 1) when gpumd is not back within lease.grace.
  */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <gpum/error.h>
 #include <gpum/size.h>
@@ -22,7 +27,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: gpum reserve --mem SIZE [--gpus N] [--type PATTERN] [--priority P]\n"
-          "                    [--timeout DURATION] [--label L] [--ttl DURATION] [-q]\n"
+          "                    [--timeout DURATION] [--label L] [--ttl DURATION] [--no-wait]\n"
+          "                    [-q]\n"
           "\n"
           "Reserves GPU memory from gpumd and holds it. Prints the reservation id on stdout\n"
           "and the CUDA_VISIBLE_DEVICES / GPUM_MEM_LIMIT lines for a shell on stderr.\n"
@@ -103,6 +109,55 @@ static void on_event(const gpum_client_event_t *ev, void *user) {
   }
 }
 
+#define RECONNECT_MS 250
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Holds r until a signal, or until it ends under us (cli_signal_caught < 0). When the
+ * connection is lost, re-attaches within lease.grace. Returns 0 with *cp the live client, or
+ * CLI_EXIT_FAIL (*cp NULL) when the reservation is lost. */
+static int hold(const gpum_config_t *cfg, gpum_client_t **cp, const gpum_reservation_t *r) {
+  int64_t grace = gpum_option_find("lease.grace")
+                      ? (int64_t)gpum_config_get_duration(cfg, "lease.grace")
+                      : 30000;
+  int64_t lost_at = 0;
+  while (!cli_signal_caught) {
+    if (*cp) {
+      int rc = gpum_client_process(*cp, 500);
+      if (rc >= 0)
+        continue;
+      fprintf(stderr,
+              "gpum reserve: lost the connection to gpumd (%s); re-attaching %s when "
+              "gpumd is back\n",
+              cli_reason(rc), r->id);
+      gpum_client_close(*cp);
+      *cp = NULL;
+      lost_at = now_ms();
+      continue;
+    }
+    int rc = cli_reattach("reserve", cfg, r, cp);
+    if (rc == 0) {
+      gpum_client_set_event_cb(*cp, on_event, (void *)r->id);
+      continue;
+    }
+    if (rc != GPUM_EAGAIN)
+      return CLI_EXIT_FAIL;
+    if (now_ms() - lost_at > grace) {
+      fprintf(stderr,
+              "gpum reserve: gpumd did not come back within %lld ms (lease.grace); %s is "
+              "lost\n",
+              (long long)grace, r->id);
+      return CLI_EXIT_FAIL;
+    }
+    poll(NULL, 0, RECONNECT_MS); /* the retry interval; a signal cuts it short */
+  }
+  return 0;
+}
+
 int cmd_reserve(gpum_config_t *cfg, int argc, char **argv) {
   cli_reserve_opts_t o;
   memset(&o, 0, sizeof o);
@@ -127,13 +182,17 @@ int cmd_reserve(gpum_config_t *cfg, int argc, char **argv) {
   }
   fprintf(stderr, "gpum reserve: holding %s; Ctrl-C to release\n", r.id);
   gpum_client_set_event_cb(c, on_event, r.id);
-  while (!cli_signal_caught) {
-    int rc = gpum_client_process(c, 500);
-    if (rc < 0) {
-      fprintf(stderr, "gpum reserve: %s\n", cli_reason(rc));
-      gpum_client_close(c);
-      return CLI_EXIT_FAIL;
-    }
+  code = hold(cfg, &c, &r);
+  if (code == 0 && c == NULL) { /* interrupted while gpumd was away */
+    fprintf(stderr,
+            "gpum reserve: interrupted while gpumd is away; it releases %s when it is back and "
+            "lease.grace passes\n",
+            r.id);
+    code = CLI_EXIT_FAIL;
+  }
+  if (code != 0) {
+    gpum_client_close(c);
+    return code;
   }
   gpum_client_set_event_cb(c, NULL, NULL);
   if (cli_signal_caught < 0) { /* ended under us */

@@ -31,7 +31,7 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: gpum run --mem SIZE [--gpus N] [--type PATTERN] [--priority P]\n"
-          "                [--timeout DURATION] [--label L] [-q] -- CMD [ARGS...]\n"
+          "                [--timeout DURATION] [--label L] [--no-wait] [-q] -- CMD [ARGS...]\n"
           "\n"
           "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
           "position on stderr), then runs CMD with:\n"
@@ -164,20 +164,9 @@ static int64_t now_ms(void) {
 
 /* After gpumd went away: connects again and re-attaches the reservation with its token. */
 static gpum_client_t *reattach(const gpum_config_t *cfg, const gpum_reservation_t *r) {
-  char path[256];
   gpum_client_t *c = NULL;
-  if (gpum_socket_path(cfg, path, sizeof path) != 0 || gpum_client_connect(path, 2000, &c) != 0)
-    return NULL;
-  gpum_reservation_t now;
-  int rc = gpum_client_attach(c, r->id, r->token, &now);
-  if (rc == 0 && now.state == GPUM_RES_GRANTED) {
-    fprintf(stderr, "gpum run: gpumd is back; %s re-attached\n", r->id);
-    return c;
-  }
-  fprintf(stderr, "gpum run: gpumd is back but %s could not be re-attached: %s\n", r->id,
-          rc ? cli_reason(rc) : gpum_res_state_name(now.state));
-  gpum_client_close(c);
-  return NULL;
+  cli_reattach("run", cfg, r, &c);
+  return c;
 }
 
 /* Waits for CMD, serving the daemon connection meanwhile; when gpumd restarts, re-attaches

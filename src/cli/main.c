@@ -29,6 +29,7 @@ static const gpum_cli_command_t commands[] = {
     {"reserve", cmd_reserve, "reserve GPU memory from gpumd and hold it"},
     {"jobs", cmd_jobs, "list the reservations and the queue of gpumd"},
     {"release", cmd_release, "release or cancel gpumd reservations"},
+    {"http-token", cmd_http_token, "show or rotate the bearer token of gpumd's REST API"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

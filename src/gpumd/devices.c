@@ -65,6 +65,7 @@ static void on_monitor_wake(evutil_socket_t fd, short what, void *arg) {
                gpum_health_state_name(ev->from), gpum_health_state_name(ev->to), ev->reason);
       gpumd_ops_device_health(d, ev->device, ev->to, ev->reason);
     }
+    gpumd_obs_monitor_event(d, ev);
     free(q);
     q = next;
   }
@@ -87,6 +88,7 @@ static void on_sample_timer(evutil_socket_t fd, short what, void *arg) {
     if (gpum_monitor_latest(d->mon, d->devices[i].index, &s) == 0)
       gpumd_ops_device_sample(d, d->devices[i].index, &s);
   }
+  gpumd_obs_round(d);
 }
 
 static int parse_devices(const char *s, unsigned *out, unsigned cap, unsigned *n) {
@@ -144,6 +146,9 @@ int gpumd_devices_start(gpumd_t *d) {
     gpum_monitor_device_index(d->mon, i, &dev->index);
     gpum_monitor_device_info(d->mon, dev->index, &dev->info);
   }
+  rc = gpumd_obs_start(d); /* the alert engine needs the devices' info */
+  if (rc != 0)
+    return rc;
   if (evutil_socketpair(AF_UNIX, SOCK_STREAM, 0, d->mon_fds) != 0)
     return gpum_error(GPUM_EIO, "socketpair: %s", strerror(errno));
   evutil_make_socket_nonblocking(d->mon_fds[0]);
@@ -190,6 +195,7 @@ void gpumd_devices_stop(gpumd_t *d) {
     q = next;
   }
   d->monq_head = d->monq_tail = NULL;
+  gpumd_obs_stop(d);
 }
 
 json_t *gpumd_devices_json(gpumd_t *d) {

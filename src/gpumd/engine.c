@@ -23,45 +23,61 @@
 
 /* ---- JSON of a reservation ---------------------------------------------------------------- */
 
+/* Keys are ASCII literals and ids, tokens, state and lease names ASCII by construction:
+ * they skip jansson's UTF-8 checks (a tenth of a reply's cost). Label, reason and model come
+ * from clients (UUIDs from the driver) and keep the check. */
+static void put_ascii(json_t *o, const char *key, const char *value) {
+  json_object_set_new_nocheck(o, key, json_string_nocheck(value));
+}
+
+static void put_int(json_t *o, const char *key, json_int_t value) {
+  json_object_set_new_nocheck(o, key, json_integer(value));
+}
+
 json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token) {
   char id[GPUM_RESV_ID_BUFSZ];
   json_t *o = json_object();
-  json_object_set_new(o, "id", json_string(gpum_resv_id_format(r->id, id, sizeof id)));
+  if (!o)
+    return NULL;
+  put_ascii(o, "id", gpum_resv_id_format(r->id, id, sizeof id));
   if (with_token)
-    json_object_set_new(o, "token", json_string(r->token));
-  json_object_set_new(o, "state", json_string(gpum_resv_state_name(r->state)));
-  json_object_set_new(o, "reason", json_string(r->reason));
-  json_object_set_new(o, "uid", json_integer(r->uid));
-  json_object_set_new(o, "pid", json_integer(r->pid));
-  json_object_set_new(o, "label", json_string(r->label));
-  json_object_set_new(o, "bytes_per_gpu", json_integer((json_int_t)r->bytes_per_gpu));
-  json_object_set_new(o, "gpus", json_integer(r->gpus));
-  json_object_set_new(o, "priority", json_integer(r->priority));
-  json_object_set_new(o, "lease", json_string(gpumd_lease_kind_name(r->lease)));
+    put_ascii(o, "token", r->token);
+  put_ascii(o, "state", gpum_resv_state_name(r->state));
+  json_object_set_new_nocheck(o, "reason", json_string(r->reason));
+  put_int(o, "uid", r->uid);
+  put_int(o, "pid", r->pid);
+  json_object_set_new_nocheck(o, "label", json_string(r->label));
+  put_int(o, "bytes_per_gpu", (json_int_t)r->bytes_per_gpu);
+  put_int(o, "gpus", r->gpus);
+  put_int(o, "priority", r->priority);
+  put_ascii(o, "lease", gpumd_lease_kind_name(r->lease));
   if (r->lease == GPUMD_LEASE_PID)
-    json_object_set_new(o, "lease_pid", json_integer(r->lease_pid));
-  json_object_set_new(o, "ttl_ms", json_integer((json_int_t)r->ttl_ms));
-  json_object_set_new(o, "expires_ns", json_integer((json_int_t)r->expires_ns));
+    put_int(o, "lease_pid", r->lease_pid);
+  put_int(o, "ttl_ms", (json_int_t)r->ttl_ms);
+  put_int(o, "expires_ns", (json_int_t)r->expires_ns);
   json_t *devs = json_array();
   for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++) {
     if (!(r->device_mask >> i & 1u))
       continue;
     gpum_sched_device_t v;
-    const char *uuid = gpum_sched_device(d->sched, i, &v) == 0 ? v.uuid : "";
-    json_array_append_new(devs, json_pack("{s:i, s:s}", "index", (int)i, "uuid", uuid));
+    json_t *dev = json_object();
+    put_int(dev, "index", (json_int_t)i);
+    json_object_set_new_nocheck(dev, "uuid",
+                                json_string(gpum_sched_device(d->sched, i, &v) == 0 ? v.uuid : ""));
+    json_array_append_new(devs, dev);
   }
-  json_object_set_new(o, "devices", devs);
+  json_object_set_new_nocheck(o, "devices", devs);
   if (r->state == GPUM_RESV_QUEUED) {
     size_t pos = 0;
     if (gpum_sched_queue_position(d->sched, r->id, &pos) == 0)
-      json_object_set_new(o, "queue_position", json_integer((json_int_t)pos));
+      put_int(o, "queue_position", (json_int_t)pos);
     char why[512];
-    json_object_set_new(o, "waiting_for",
-                        json_string(gpum_sched_waiting_for(d->sched, r->id, why, sizeof why)));
+    json_object_set_new_nocheck(
+        o, "waiting_for", json_string(gpum_sched_waiting_for(d->sched, r->id, why, sizeof why)));
   }
-  json_object_set_new(o, "created_ns", json_integer((json_int_t)r->created_ns));
-  json_object_set_new(o, "granted_ns", json_integer((json_int_t)r->granted_ns));
-  json_object_set_new(o, "ended_ns", json_integer((json_int_t)r->ended_ns));
+  put_int(o, "created_ns", (json_int_t)r->created_ns);
+  put_int(o, "granted_ns", (json_int_t)r->granted_ns);
+  put_int(o, "ended_ns", (json_int_t)r->ended_ns);
   return o;
 }
 
@@ -119,6 +135,7 @@ static void on_transition(void *user, const gpum_resv_t *r, gpum_resv_state_t fr
     d->queue_changed = true;
   if (from != GPUM_RESV_NEW)
     event_to_owner(d, r, event_name(to));
+  gpumd_obs_transition(d, r, from, to);
   if (gpum_resv_state_final(to)) {
     if (r->id == d->capture_id) {
       d->captured = *r;
@@ -349,6 +366,83 @@ static void on_grace(evutil_socket_t fd, short what, void *arg) {
 
 /* ---- start, recovery, reload ------------------------------------------------------------- */
 
+/* Arms ev to fire in ms milliseconds (0: at the next loop turn). */
+static void arm_ms(struct event *ev, uint64_t ms) {
+  struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+  event_add(ev, &tv);
+}
+
+/* (Re-)arms the end of the grace period: lease.grace after it began, at once when that
+ * passed (a SIGHUP that shortens lease.grace). */
+static void arm_grace(gpumd_t *d) {
+  uint64_t grace = gpum_config_get_duration(d->cfg, "lease.grace");
+  uint64_t grace_ns = grace > UINT64_MAX / 2000000ull ? UINT64_MAX / 2 : grace * 1000000ull;
+  uint64_t end = d->grace_start_ns + grace_ns, now = gpumd_now_ns();
+  uint64_t left_ms = end > now ? (end - now + 999999) / 1000000 : 0;
+  arm_ms(d->grace_timer, left_ms);
+  gpum_log(GPUM_LOG_INFO, "gpumd",
+           "lease.grace %llu ms: the grace period after the restart ends "
+           "in %llu ms",
+           (unsigned long long)grace, (unsigned long long)left_ms);
+}
+
+#define PRUNE_BATCH 256                      /* finished reservations deleted per turn */
+#define PRUNE_PERIOD_MAX_MS (3600ull * 1000) /* prune at least hourly */
+
+/* ledger.retention: deletes a batch of finished reservations older than the retention; the
+ * next batch follows at the next turn when this one was full, else after min(1 h,
+ * retention / 2) (at least 100 ms). */
+static void on_prune(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  gpumd_t *d = arg;
+  uint64_t keep_ms = gpum_config_get_duration(d->cfg, "ledger.retention");
+  if (keep_ms == 0 || !d->ledger)
+    return;
+  uint64_t now = gpumd_now_ns();
+  uint64_t keep_ns = keep_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : keep_ms * 1000000ull;
+  size_t n = 0;
+  if (now > keep_ns && gpum_ledger_prune(d->ledger, now - keep_ns, PRUNE_BATCH, &n) != 0) {
+    gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger pruning failed: %s", gpum_last_error());
+    d->ledger_failed = true;
+    return;
+  }
+  if (n > 0)
+    gpum_log(GPUM_LOG_DEBUG, "gpumd", "ledger.retention: pruned %zu finished reservations", n);
+  uint64_t period = keep_ms / 2 < 100 ? 100 : keep_ms / 2;
+  arm_ms(d->prune_timer, n == PRUNE_BATCH               ? 0
+                         : period < PRUNE_PERIOD_MAX_MS ? period
+                                                        : PRUNE_PERIOD_MAX_MS);
+}
+
+/* SIGHUP: a new lease.grace moves the end of a running grace period; a new ledger.retention
+ * applies from the next turn. */
+static void reload_timers(gpumd_t *d) {
+  if (d->grace_timer && event_pending(d->grace_timer, EV_TIMEOUT, NULL))
+    arm_grace(d);
+  if (d->prune_timer) {
+    if (gpum_config_get_duration(d->cfg, "ledger.retention") > 0)
+      arm_ms(d->prune_timer, 0);
+    else
+      event_del(d->prune_timer);
+  }
+}
+
+/* Tells the ledger this run's device UUIDs (grants are stored by UUID and mapped back). */
+static void ledger_devices(gpumd_t *d) {
+  const char *uuids[GPUM_SCHED_MAX_DEVICES] = {0};
+  unsigned count = 0;
+  for (unsigned i = 0; i < d->device_count; i++) {
+    unsigned idx = d->devices[i].index;
+    if (idx >= GPUM_SCHED_MAX_DEVICES)
+      continue;
+    uuids[idx] = d->devices[i].info.uuid;
+    count = idx + 1 > count ? idx + 1 : count;
+  }
+  if (gpum_ledger_set_devices(d->ledger, uuids, count) != 0)
+    gpum_log(GPUM_LOG_WARN, "gpumd", "grants are stored by device index only: %s",
+             gpum_last_error());
+}
+
 int gpumd_ops_reload(gpumd_t *d) {
   gpum_sched_opts_t o;
   gpum_sched_opts_init(&o);
@@ -373,6 +467,8 @@ int gpumd_ops_reload(gpumd_t *d) {
   int rc = gpum_sched_set_opts(d->sched, &o);
   if (rc == 0)
     gpumd_ops_tick(d);
+  if (rc == 0)
+    reload_timers(d);
   return rc;
 }
 
@@ -383,9 +479,10 @@ static bool pid_alive(void *user, int32_t pid, uint64_t start_time) {
 
 /* Restores one loaded reservation as the recovery policy says. Returns true when it waits
  * for a re-attach. */
-static bool recover_one(gpumd_t *d, gpum_resv_t *r, uint64_t now) {
+static bool recover_one(gpumd_t *d, gpum_ledger_row_t *row, uint64_t now) {
+  gpum_resv_t *r = &row->r;
   gpum_recover_decision_t dec;
-  gpum_ledger_recover_decide(r, now, pid_alive, NULL, &dec);
+  gpum_ledger_recover_decide_row(row, now, pid_alive, NULL, &dec);
   char id[GPUM_RESV_ID_BUFSZ];
   gpum_resv_id_format(r->id, id, sizeof id);
   if (dec.action != GPUM_RECOVER_END && gpum_sched_restore(d->sched, r) == 0) {
@@ -424,16 +521,18 @@ int gpumd_ops_start(gpumd_t *d) {
     return rc;
   d->tick_timer = event_new(d->base, -1, 0, on_tick, d);
   d->grace_timer = event_new(d->base, -1, 0, on_grace, d);
-  if (!d->tick_timer || !d->grace_timer)
+  d->prune_timer = event_new(d->base, -1, 0, on_prune, d);
+  if (!d->tick_timer || !d->grace_timer || !d->prune_timer)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   rc = gpum_ledger_open(d->state_dir, NULL, &d->ledger);
   if (rc != 0)
     return rc;
+  ledger_devices(d);
   for (unsigned i = 0; i < d->device_count; i++)
     feed_device(d, d->devices[i].index, NULL, false);
-  gpum_resv_t *rs = NULL;
+  gpum_ledger_row_t *rs = NULL;
   size_t n = 0;
-  rc = gpum_ledger_load_all(d->ledger, &rs, &n);
+  rc = gpum_ledger_load_rows(d->ledger, &rs, &n);
   if (rc != 0)
     return rc;
   uint64_t max_id = 0, now = gpumd_now_ns();
@@ -449,13 +548,13 @@ int gpumd_ops_start(gpumd_t *d) {
   gpum_sched_set_next_id(d->sched, max_id + 1);
   gpumd_ops_tick(d);
   if (waiting) {
-    uint64_t grace = gpum_config_get_duration(d->cfg, "lease.grace");
-    struct timeval tv = {.tv_sec = (time_t)(grace / 1000),
-                         .tv_usec = (suseconds_t)(grace % 1000) * 1000};
-    event_add(d->grace_timer, &tv);
+    d->grace_start_ns = now;
+    arm_grace(d);
     gpum_log(GPUM_LOG_INFO, "gpumd", "%zu reservations wait up to %llu ms for their clients",
-             waiting, (unsigned long long)grace);
+             waiting, (unsigned long long)gpum_config_get_duration(d->cfg, "lease.grace"));
   }
+  if (gpum_config_get_duration(d->cfg, "ledger.retention") > 0)
+    arm_ms(d->prune_timer, 0); /* the first batch at the first turn */
   return gpumd_ops_commit(d);
 }
 
@@ -465,7 +564,9 @@ void gpumd_ops_stop(gpumd_t *d) {
     event_free(d->tick_timer);
   if (d->grace_timer)
     event_free(d->grace_timer);
-  d->tick_timer = d->grace_timer = NULL;
+  if (d->prune_timer)
+    event_free(d->prune_timer);
+  d->tick_timer = d->grace_timer = d->prune_timer = NULL;
   gpum_sched_destroy(d->sched);
   d->sched = NULL;
   gpum_ledger_close(d->ledger);

@@ -26,6 +26,7 @@
 
 #include <jansson.h>
 
+#include <gpum/alert.h>
 #include <gpum/monitor.h>
 #include <gpum/options.h>
 
@@ -38,6 +39,8 @@ struct event;
 struct bufferevent;
 struct evbuffer;
 struct evconnlistener;
+struct evhttp_request;
+struct gpumd_obs;
 
 #define GPUMD_PROTOCOL 1
 #define GPUMD_MAX_MESSAGE (64u * 1024u)       /* bytes per message, newline excluded */
@@ -75,6 +78,7 @@ struct gpumd_conn {
   uid_t uid;
   gid_t gid;
   pid_t pid;
+  uint64_t pid_start;        /* the peer's start time read at connect (0 = unknown) */
   bool admin;                /* root or a member of admin_group */
   bool closing;              /* close once the output is written */
   bool dead;                 /* closed; freed at the end of the turn */
@@ -147,6 +151,8 @@ struct gpumd {
   gpumd_lease_t *leases[GPUMD_LEASE_BUCKETS];
   struct event *tick_timer;  /* queue timeouts */
   struct event *grace_timer; /* end of lease.grace after a restart */
+  uint64_t grace_start_ns;   /* when that grace period began (SIGHUP re-arms it from there) */
+  struct event *prune_timer; /* ledger.retention: deletes old finished reservations */
   /* Process lists for unmanaged memory, read on their own thread (procs.c). */
   gpum_device_session_t *procs_session;
   pthread_t procs_thread;
@@ -164,9 +170,14 @@ struct gpumd {
   uint64_t submit_id;
   bool queue_changed; /* queue positions may have moved this turn */
 
+  /* Observability (metrics.c, sse.c, alerts.c): SSE streams, alert engine, counters. */
+  struct gpumd_obs *obs;
+
   bool stop;
   int exit_code;
   uint64_t start_ns;
+
+  struct gpumd_http *http; /* the HTTP face (http.c); NULL when http.listen is off */
 };
 
 /* ---- server.c ---- */
@@ -201,6 +212,28 @@ int gpumd_check_fields(json_t *obj, const char *const *allowed);
 void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body);
 
 /* ---- ops.c ---- */
+/* Who asks for an operation: a socket peer (conn set, identity from SO_PEERCRED) or an HTTP
+ * caller (conn NULL; gpumd's own uid and pid, admin when it showed the API token). The op
+ * cores below are shared by the socket protocol and the REST API: each checks the request
+ * (fields in the protocol's spelling), acts, and returns 0 with *out = the reply body, or a
+ * negative code with the detail in gpum_last_error(). Transitions reach the ledger and are
+ * committed at the end of the turn, before any reply leaves. */
+typedef struct {
+  uint32_t uid;
+  int32_t pid;
+  uint64_t pid_start; /* start time of pid; 0 = look it up when needed */
+  bool admin;
+  gpumd_conn_t *conn; /* socket peer, or NULL over HTTP */
+  const char *via;    /* "HTTP" for audit reasons; NULL on the socket */
+} gpumd_actor_t;
+int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+/* A dry run of reserve (nothing changes): {"could_fit", "fits_now", "queue_first", "devices",
+ * "reason"}. */
+int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 /* Dispatches a parsed request (an object with a valid op). */
 void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req);
 /* Called when c closes (connection leases end). */
@@ -254,5 +287,52 @@ void gpumd_devices_stop(gpumd_t *d);
 /* The "devices" array of the status reply. */
 json_t *gpumd_devices_json(gpumd_t *d);
 gpumd_device_t *gpumd_device_find(gpumd_t *d, unsigned index);
+
+/* ---- metrics.c / sse.c / alerts.c ---- */
+/* Creates / frees d->obs (the alert engine configured from d->cfg, SSE streams, counters).
+ * Returns 0 or a negative code (a bad alert rule: the detail names it). */
+int gpumd_obs_start(gpumd_t *d);
+void gpumd_obs_stop(gpumd_t *d);
+/* SIGHUP: rebuilds the alert engine from d->cfg when its rules or options changed (active
+ * alerts and the history start over); rules that do not parse are logged, the old kept. */
+void gpumd_obs_reload(gpumd_t *d);
+/* Renders the Prometheus text format 0.0.4 into out. Returns 0 or a negative code. */
+int gpumd_metrics_render(gpumd_t *d, struct evbuffer *out);
+/* Takes over req as a Server-Sent Events stream (it sends the headers itself). It leaves the
+ * connection's close callback to http.c; a stream's connection must not be freed other than by
+ * sse.c (a slow reader) or evhttp_free after gpumd_sse_close_all. */
+void gpumd_sse_open(gpumd_t *d, struct evhttp_request *req);
+/* Publishes an event to every SSE stream; data is stolen. Reservation events published during a
+ * turn go out only after that turn's commit (gpumd_sse_flush from gpumd_end_turn). */
+void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data);
+void gpumd_sse_flush(gpumd_t *d);
+/* Ends every stream (before the HTTP server is freed at stop). */
+void gpumd_sse_close_all(gpumd_t *d);
+/* gpumd's alert engine (created at start, fed from devices.c); may be NULL. */
+gpum_alert_engine_t *gpumd_alerts(gpumd_t *d);
+/* The JSON of an alert, as "alert" events and GET /api/v1/alerts show it. */
+json_t *gpumd_alert_json(const gpum_alert_t *a);
+/* Hooks. devices.c: every monitor interval (feeds the newest samples to the alert engine,
+ * publishes "sample" events) and every monitor event taken on the loop (health, Xid). engine.c:
+ * every reservation transition ("reservation" events, counters, the queue-wait histogram). */
+void gpumd_obs_round(gpumd_t *d);
+void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev);
+void gpumd_obs_transition(gpumd_t *d, const gpum_resv_t *r, gpum_resv_state_t from,
+                          gpum_resv_state_t to);
+
+/* ---- http.c (REST API; docs/rest.md) ---- */
+/* Starts the HTTP server per http.listen (nothing when "off"); creates or reads the API token.
+ * Returns 0 or a negative code (bad address, non-loopback without http.token_file, ...). */
+int gpumd_http_start(gpumd_t *d);
+void gpumd_http_stop(gpumd_t *d);
+/* End of turn, after the commit: sends the HTTP responses of this turn. */
+void gpumd_http_flush(gpumd_t *d);
+/* SIGHUP: re-reads the token file. */
+void gpumd_http_reload(gpumd_t *d);
+/* "ADDR:PORT" the server listens on, or NULL when off. */
+const char *gpumd_http_addr(gpumd_t *d);
+/* Replaces the token with a fresh random one (written to the token file first) when rotate,
+ * and returns {"token", "token_file"} in *out. Returns 0, GPUM_ESTATE (HTTP off) or GPUM_EIO. */
+int gpumd_http_token_op(gpumd_t *d, bool rotate, json_t **out);
 
 #endif /* GPUMD_INTERNAL_H */

@@ -26,13 +26,23 @@ struct gpum_ledger {
   bool in_turn;
   uint64_t commits;
   sqlite3_stmt *put, *audit;
+  /* Reservation rows put during this turn, written at the commit (or before a read): a
+   * reservation that changes state several times in one turn is written once. */
+  gpum_resv_t *pend;
+  size_t n_pend, cap_pend;
+  /* This run's devices (gpum_ledger_set_devices), and put()'s buffers for their UUID lists. */
+  bool have_devices;
+  char uuid[GPUM_SCHED_MAX_DEVICES][GPUM_UUID_LEN];
+  char dev_buf[GPUM_SCHED_MAX_DEVICES * GPUM_UUID_LEN],
+      want_buf[GPUM_SCHED_MAX_DEVICES * GPUM_UUID_LEN];
 };
 
-#define RESV_COLUMNS                                                                    \
-  "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, " \
-  "want_mask, priority, timeout_ms, on_timeout, lease, lease_pid, ttl_ms, expires_ns, " \
-  "device_mask, created_ns, granted_ns, ended_ns, timeout_told, pid_start, lease_pid_start"
-#define RESV_NCOLS 26
+#define RESV_COLUMNS                                                                          \
+  "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
+  "want_mask, priority, timeout_ms, on_timeout, lease, lease_pid, ttl_ms, expires_ns, "       \
+  "device_mask, created_ns, granted_ns, ended_ns, timeout_told, pid_start, lease_pid_start, " \
+  "device_uuids, want_uuids"
+#define RESV_NCOLS 28
 
 static const char schema_v1[] =
     "CREATE TABLE reservations ("
@@ -57,6 +67,33 @@ static const char migrate_v2[] =
     "ALTER TABLE reservations ADD COLUMN pid_start INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE reservations ADD COLUMN lease_pid_start INTEGER NOT NULL DEFAULT 0;"
     "PRAGMA user_version = 2;";
+
+/* Version 3: device UUIDs next to the index masks ("" = indices only), and the index that
+ * retention (gpum_ledger_prune) walks. */
+static const char migrate_v3[] =
+    "ALTER TABLE reservations ADD COLUMN device_uuids TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE reservations ADD COLUMN want_uuids TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX reservations_ended ON reservations(ended_ns) WHERE ended_ns > 0;"
+    "PRAGMA user_version = 3;";
+
+/* Version 4: cheaper writes (half of a request's ledger cost went to index upkeep). The
+ * index on state goes (only the load at start filtered on it, and retention keeps the table
+ * small enough to scan), and the audit table drops AUTOINCREMENT, whose sqlite_sequence row
+ * was one more B-tree write per transition; audit ids still grow (max + 1), but the id of a
+ * pruned newest row can come back. */
+static const char migrate_v4[] =
+    "DROP INDEX IF EXISTS reservations_state;"
+    "CREATE TABLE audit_v4 ("
+    " id INTEGER PRIMARY KEY, reservation INTEGER NOT NULL,"
+    " from_state TEXT NOT NULL, to_state TEXT NOT NULL, time_ns INTEGER NOT NULL,"
+    " reason TEXT NOT NULL, uid INTEGER NOT NULL, pid INTEGER NOT NULL);"
+    "INSERT INTO audit_v4 SELECT id, reservation, from_state, to_state, time_ns, reason, uid, pid"
+    " FROM audit;"
+    "DROP TABLE audit;"
+    "DELETE FROM sqlite_sequence WHERE name = 'audit';"
+    "ALTER TABLE audit_v4 RENAME TO audit;"
+    "CREATE INDEX audit_reservation ON audit(reservation);"
+    "PRAGMA user_version = 4;";
 
 /* Sets the detail from SQLite's message and returns GPUM_EIO. */
 static int db_error(const gpum_ledger_t *l, const char *what) {
@@ -117,6 +154,10 @@ static int setup_schema(gpum_ledger_t *l) {
     rc = exec(l, schema_v1, "cannot create the schema");
   if (rc == 0 && version < 2)
     rc = exec(l, migrate_v2, "cannot migrate the schema to version 2");
+  if (rc == 0 && version < 3)
+    rc = exec(l, migrate_v3, "cannot migrate the schema to version 3");
+  if (rc == 0 && version < 4)
+    rc = exec(l, migrate_v4, "cannot migrate the schema to version 4");
   if (rc == 0)
     rc = exec(l, "COMMIT", "cannot commit the schema");
   if (rc < 0)
@@ -125,8 +166,23 @@ static int setup_schema(gpum_ledger_t *l) {
 }
 
 static int prepare(gpum_ledger_t *l) {
-  static const char put[] = "INSERT OR REPLACE INTO reservations (" RESV_COLUMNS ") VALUES "
-                            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  /* An upsert rather than INSERT OR REPLACE: an existing row is updated in place instead of
+   * deleted and inserted again with all its index entries. */
+  static const char put[] =
+      "INSERT INTO reservations (" RESV_COLUMNS ") VALUES "
+      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+      "token = excluded.token, state = excluded.state, reason = excluded.reason, "
+      "uid = excluded.uid, pid = excluded.pid, label = excluded.label, "
+      "bytes_per_gpu = excluded.bytes_per_gpu, gpus = excluded.gpus, model = excluded.model, "
+      "min_memory = excluded.min_memory, want_mask = excluded.want_mask, "
+      "priority = excluded.priority, timeout_ms = excluded.timeout_ms, "
+      "on_timeout = excluded.on_timeout, lease = excluded.lease, lease_pid = excluded.lease_pid, "
+      "ttl_ms = excluded.ttl_ms, expires_ns = excluded.expires_ns, "
+      "device_mask = excluded.device_mask, created_ns = excluded.created_ns, "
+      "granted_ns = excluded.granted_ns, ended_ns = excluded.ended_ns, "
+      "timeout_told = excluded.timeout_told, pid_start = excluded.pid_start, "
+      "lease_pid_start = excluded.lease_pid_start, device_uuids = excluded.device_uuids, "
+      "want_uuids = excluded.want_uuids";
   static const char audit[] = "INSERT INTO audit (reservation, from_state, to_state, time_ns, "
                               "reason, uid, pid) VALUES (?,?,?,?,?,?,?)";
   if (sqlite3_prepare_v3(l->db, put, -1, SQLITE_PREPARE_PERSISTENT, &l->put, NULL) != SQLITE_OK ||
@@ -219,6 +275,7 @@ void gpum_ledger_close(gpum_ledger_t *l) {
   sqlite3_finalize(l->put);
   sqlite3_finalize(l->audit);
   sqlite3_close(l->db);
+  free(l->pend);
   if (l->lock_fd >= 0)
     close(l->lock_fd);
   free(l->path);
@@ -244,10 +301,17 @@ static int ensure_turn(gpum_ledger_t *l) {
   return l->in_turn ? 0 : gpum_ledger_begin_turn(l);
 }
 
+static int flush_pending(gpum_ledger_t *l);
+
 int gpum_ledger_commit_turn(gpum_ledger_t *l) {
   if (!l->in_turn)
     return 0;
+  int frc = flush_pending(l);
   l->in_turn = false;
+  if (frc < 0) {
+    sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+    return frc;
+  }
   if (sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
     int rc = db_error(l, "cannot commit");
     sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
@@ -258,6 +322,7 @@ int gpum_ledger_commit_turn(gpum_ledger_t *l) {
 }
 
 void gpum_ledger_rollback_turn(gpum_ledger_t *l) {
+  l->n_pend = 0;
   if (!l->in_turn)
     return;
   l->in_turn = false;
@@ -266,6 +331,74 @@ void gpum_ledger_rollback_turn(gpum_ledger_t *l) {
 
 uint64_t gpum_ledger_commit_count(const gpum_ledger_t *l) {
   return l->commits;
+}
+
+/* ---- Devices by UUID --------------------------------------------------------------------- */
+
+int gpum_ledger_set_devices(gpum_ledger_t *l, const char *const *uuids, unsigned count) {
+  if (count > GPUM_SCHED_MAX_DEVICES)
+    return gpum_error(GPUM_EINVAL, "%u devices: the ledger keeps at most %d", count,
+                      GPUM_SCHED_MAX_DEVICES);
+  for (unsigned i = 0; i < count; i++) {
+    const char *u = uuids[i] ? uuids[i] : "";
+    if (strlen(u) >= GPUM_UUID_LEN || strchr(u, ',') != NULL)
+      return gpum_error(GPUM_EINVAL, "device %u: UUID '%.40s' is too long or has a comma", i, u);
+  }
+  memset(l->uuid, 0, sizeof(l->uuid));
+  for (unsigned i = 0; i < count; i++)
+    if (uuids[i] != NULL)
+      memcpy(l->uuid[i], uuids[i], strlen(uuids[i]) + 1);
+  l->have_devices = true;
+  return 0;
+}
+
+/* The UUIDs of mask's devices, comma-separated in index order, in buf; "" when mask is 0 or
+ * a device of it has no known UUID (then only the indices are stored). */
+static const char *format_uuids(const gpum_ledger_t *l, uint64_t mask, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  if (!l->have_devices)
+    return buf;
+  for (unsigned d = 0; d < GPUM_SCHED_MAX_DEVICES; d++) {
+    if (!(mask >> d & 1u))
+      continue;
+    size_t n = strlen(l->uuid[d]);
+    if (n == 0 || off + n + 2 > len) {
+      buf[0] = '\0';
+      return buf;
+    }
+    if (off > 0)
+      buf[off++] = ',';
+    memcpy(buf + off, l->uuid[d], n + 1);
+    off += n;
+  }
+  return buf;
+}
+
+/* Maps a stored UUID list to this run's indices in *mask; a UUID not present goes to gone
+ * (the first one only) and drops out of the mask. An empty list, or no devices set, keeps
+ * *mask (the stored indices). */
+static void map_uuids(const gpum_ledger_t *l, const unsigned char *list, uint64_t *mask, char *gone,
+                      size_t gone_len) {
+  if (!l->have_devices || list == NULL || list[0] == '\0')
+    return;
+  uint64_t m = 0;
+  const char *p = (const char *)list;
+  while (*p != '\0') {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    bool found = false;
+    for (unsigned d = 0; d < GPUM_SCHED_MAX_DEVICES && !found; d++) {
+      if (strlen(l->uuid[d]) == n && n > 0 && memcmp(l->uuid[d], p, n) == 0) {
+        m |= UINT64_C(1) << d;
+        found = true;
+      }
+    }
+    if (!found && gone != NULL && gone[0] == '\0')
+      snprintf(gone, gone_len, "%.*s", (int)(n < gone_len ? n : gone_len - 1), p);
+    p += n + (end ? 1 : 0);
+  }
+  *mask = m;
 }
 
 /* ---- Writes ------------------------------------------------------------------------------ */
@@ -278,10 +411,8 @@ static int step_done(gpum_ledger_t *l, sqlite3_stmt *st, const char *what) {
   return rc;
 }
 
-int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
-  int rc = ensure_turn(l);
-  if (rc < 0)
-    return rc;
+/* Writes one reservation row (INSERT OR REPLACE) in the open transaction. */
+static int write_row(gpum_ledger_t *l, const gpum_resv_t *r) {
   sqlite3_stmt *st = l->put;
   int i = 1;
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->id);
@@ -310,7 +441,54 @@ int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
   sqlite3_bind_int(st, i++, r->timeout_told ? 1 : 0);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->pid_start);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->lease_pid_start);
+  sqlite3_bind_text(st, i++, format_uuids(l, r->device_mask, l->dev_buf, sizeof(l->dev_buf)), -1,
+                    SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, format_uuids(l, r->want_mask, l->want_buf, sizeof(l->want_buf)), -1,
+                    SQLITE_STATIC);
   return step_done(l, st, "cannot store a reservation");
+}
+
+/* Writes the rows put during this turn. On an error the rest stays pending; the caller
+ * rolls the turn back. */
+static int flush_pending(gpum_ledger_t *l) {
+  size_t i = 0;
+  int rc = 0;
+  while (i < l->n_pend && (rc = write_row(l, &l->pend[i])) == 0)
+    i++;
+  if (rc == 0)
+    l->n_pend = 0;
+  return rc;
+}
+
+/* How many of the newest pending rows put() looks through for the same reservation: the
+ * transitions of one request (submit, grant; end) come together, and a row a longer search
+ * would have found is only written twice, which is correct too. */
+#define PEND_WINDOW 8
+#define PEND_MAX 1024 /* rows kept before they are written within the turn */
+
+int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
+  int rc = ensure_turn(l);
+  if (rc < 0)
+    return rc;
+  for (size_t k = 0; k < l->n_pend && k < PEND_WINDOW; k++) {
+    gpum_resv_t *p = &l->pend[l->n_pend - 1 - k];
+    if (p->id == r->id) {
+      *p = *r;
+      return 0;
+    }
+  }
+  if (l->n_pend == PEND_MAX && (rc = flush_pending(l)) < 0)
+    return rc;
+  if (l->n_pend == l->cap_pend) {
+    size_t cap = l->cap_pend ? 2 * l->cap_pend : 64;
+    gpum_resv_t *p = realloc(l->pend, cap * sizeof(*p));
+    if (p == NULL)
+      return write_row(l, r); /* no room to defer it: write it now */
+    l->pend = p;
+    l->cap_pend = cap;
+  }
+  l->pend[l->n_pend++] = *r;
+  return 0;
 }
 
 int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a) {
@@ -345,8 +523,9 @@ static uint64_t col_u64(sqlite3_stmt *st, int c) {
   return (uint64_t)sqlite3_column_int64(st, c);
 }
 
-/* Parses one row of RESV_COLUMNS. Returns 0 or GPUM_EIO naming the row. */
-static int read_row(const gpum_ledger_t *l, sqlite3_stmt *st, gpum_resv_t *r) {
+/* Parses one row of RESV_COLUMNS, its masks mapped to this run's devices (gone, when not NULL,
+ * gets a stored UUID not present; GPUM_UUID_LEN bytes). Returns 0 or GPUM_EIO naming the row. */
+static int read_row(const gpum_ledger_t *l, sqlite3_stmt *st, gpum_resv_t *r, char *gone) {
   char state[16], on_timeout[16], lease[16];
   memset(r, 0, sizeof(*r));
   r->id = col_u64(st, 0);
@@ -379,14 +558,26 @@ static int read_row(const gpum_ledger_t *l, sqlite3_stmt *st, gpum_resv_t *r) {
   r->timeout_told = sqlite3_column_int(st, 23) != 0;
   r->pid_start = col_u64(st, 24);
   r->lease_pid_start = col_u64(st, 25);
+  char want_gone[GPUM_UUID_LEN] = "";
+  if (gone != NULL)
+    gone[0] = '\0';
+  map_uuids(l, sqlite3_column_text(st, 26), &r->device_mask, gone, GPUM_UUID_LEN);
+  map_uuids(l, sqlite3_column_text(st, 27), &r->want_mask, want_gone, sizeof(want_gone));
+  /* A queued request whose explicit devices are too few now can never be granted. */
+  if (gone != NULL && gone[0] == '\0' && want_gone[0] != '\0' && r->state == GPUM_RESV_QUEUED &&
+      (unsigned)__builtin_popcountll(r->want_mask) < r->gpus)
+    memcpy(gone, want_gone, sizeof(want_gone));
   return 0;
 }
 
-int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count) {
+int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *count) {
+  int frc = flush_pending(l); /* reads see this turn's puts */
+  if (frc < 0)
+    return frc;
   static const char sql[] = "SELECT " RESV_COLUMNS " FROM reservations "
                             "WHERE state IN ('QUEUED', 'GRANTED') ORDER BY id";
   sqlite3_stmt *st = NULL;
-  gpum_resv_t *arr = NULL;
+  gpum_ledger_row_t *arr = NULL;
   size_t n = 0, cap = 0;
   int rc = 0, step;
   *out = NULL;
@@ -396,7 +587,7 @@ int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count) {
   while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
     if (n == cap) {
       size_t ncap = cap ? cap * 2 : 16;
-      gpum_resv_t *p = realloc(arr, ncap * sizeof(*p));
+      gpum_ledger_row_t *p = realloc(arr, ncap * sizeof(*p));
       if (p == NULL) {
         rc = gpum_error(GPUM_ENOMEM, "out of memory loading %zu reservations", ncap);
         break;
@@ -404,7 +595,7 @@ int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count) {
       arr = p;
       cap = ncap;
     }
-    rc = read_row(l, st, &arr[n]);
+    rc = read_row(l, st, &arr[n].r, arr[n].gone);
     n += rc == 0 ? 1 : 0;
   }
   if (rc == 0 && step != SQLITE_DONE)
@@ -419,7 +610,30 @@ int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count) {
   return 0;
 }
 
+int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count) {
+  gpum_ledger_row_t *rows = NULL;
+  int rc = gpum_ledger_load_rows(l, &rows, count);
+  *out = NULL;
+  if (rc < 0 || *count == 0)
+    return rc;
+  gpum_resv_t *arr = malloc(*count * sizeof(*arr));
+  if (arr == NULL) {
+    free(rows);
+    rc = gpum_error(GPUM_ENOMEM, "out of memory loading %zu reservations", *count);
+    *count = 0;
+    return rc;
+  }
+  for (size_t i = 0; i < *count; i++)
+    arr[i] = rows[i].r;
+  free(rows);
+  *out = arr;
+  return 0;
+}
+
 int gpum_ledger_get(gpum_ledger_t *l, uint64_t id, gpum_resv_t *out) {
+  int frc = flush_pending(l); /* reads see this turn's puts */
+  if (frc < 0)
+    return frc;
   static const char sql[] = "SELECT " RESV_COLUMNS " FROM reservations WHERE id = ?";
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
@@ -428,7 +642,7 @@ int gpum_ledger_get(gpum_ledger_t *l, uint64_t id, gpum_resv_t *out) {
   int step = sqlite3_step(st);
   int rc;
   if (step == SQLITE_ROW)
-    rc = read_row(l, st, out);
+    rc = read_row(l, st, out, NULL);
   else if (step == SQLITE_DONE)
     rc = gpum_error(GPUM_ENOENT, "no reservation r-%llu in the ledger", (unsigned long long)id);
   else
@@ -438,6 +652,9 @@ int gpum_ledger_get(gpum_ledger_t *l, uint64_t id, gpum_resv_t *out) {
 }
 
 int gpum_ledger_max_id(gpum_ledger_t *l, uint64_t *out) {
+  int frc = flush_pending(l); /* reads see this turn's puts */
+  if (frc < 0)
+    return frc;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "SELECT coalesce(max(id), 0) FROM reservations", -1, &st, NULL) !=
       SQLITE_OK)
@@ -462,6 +679,9 @@ static gpum_resv_state_t audit_state(const unsigned char *t) {
 
 int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_audit_fn fn,
                            void *user) {
+  int frc = flush_pending(l); /* reads see this turn's puts */
+  if (frc < 0)
+    return frc;
   static const char all[] = "SELECT id, reservation, from_state, to_state, time_ns, reason, "
                             "uid, pid FROM audit WHERE ?1 = 0 OR reservation = ?1 ORDER BY id";
   sqlite3_stmt *st = NULL;
@@ -488,5 +708,69 @@ int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_a
   }
   int rc = step == SQLITE_DONE ? 0 : db_error(l, "cannot read the audit log");
   sqlite3_finalize(st);
+  return rc;
+}
+
+/* ---- Retention --------------------------------------------------------------------------- */
+
+/* The ids of up to max finished reservations that ended before before_ns, oldest end first,
+ * never the highest id, into ids; *n gets their number. */
+static int prune_select(gpum_ledger_t *l, uint64_t before_ns, unsigned max, uint64_t *ids,
+                        size_t *n) {
+  int frc = flush_pending(l); /* reads see this turn's puts */
+  if (frc < 0)
+    return frc;
+  static const char sql[] =
+      "SELECT id FROM reservations WHERE ended_ns > 0 AND ended_ns < ?1 AND state IN "
+      "('RELEASED', 'EXPIRED', 'CANCELLED', 'FAILED') AND id < (SELECT max(id) FROM "
+      "reservations) ORDER BY ended_ns, id LIMIT ?2";
+  sqlite3_stmt *st = NULL;
+  *n = 0;
+  if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return db_error(l, "cannot select reservations to prune");
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)(before_ns > INT64_MAX ? INT64_MAX : before_ns));
+  sqlite3_bind_int64(st, 2, max);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW && *n < max)
+    ids[(*n)++] = col_u64(st, 0);
+  int rc = step == SQLITE_DONE || step == SQLITE_ROW
+               ? 0
+               : db_error(l, "cannot select reservations to prune");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted) {
+  if (deleted != NULL)
+    *deleted = 0;
+  if (max == 0 || max > 10000)
+    return gpum_error(GPUM_EINVAL, "prune batch of %u: expected 1..10000", max);
+  uint64_t *ids = malloc(max * sizeof(*ids));
+  if (ids == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory pruning the ledger");
+  size_t n = 0;
+  sqlite3_stmt *del_audit = NULL, *del_resv = NULL;
+  int rc = prune_select(l, before_ns, max, ids, &n);
+  if (rc == 0 && n > 0) /* no turn (no commit) when there is nothing to delete */
+    rc = ensure_turn(l);
+  if (rc == 0 && n > 0 &&
+      (sqlite3_prepare_v2(l->db, "DELETE FROM audit WHERE reservation = ?", -1, &del_audit, NULL) !=
+           SQLITE_OK ||
+       sqlite3_prepare_v2(l->db, "DELETE FROM reservations WHERE id = ?", -1, &del_resv, NULL) !=
+           SQLITE_OK))
+    rc = db_error(l, "cannot prepare the pruning");
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    sqlite3_bind_int64(del_audit, 1, (sqlite3_int64)ids[i]);
+    rc = step_done(l, del_audit, "cannot prune the audit log");
+    if (rc == 0) {
+      sqlite3_bind_int64(del_resv, 1, (sqlite3_int64)ids[i]);
+      rc = step_done(l, del_resv, "cannot prune a reservation");
+    }
+  }
+  sqlite3_finalize(del_audit);
+  sqlite3_finalize(del_resv);
+  free(ids);
+  if (rc == 0 && deleted != NULL)
+    *deleted = n;
   return rc;
 }

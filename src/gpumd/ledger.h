@@ -20,6 +20,19 @@
  * reservation, from_state, to_state, time_ns, reason, uid, pid). A database with a newer
  * version is refused. Version 2 added the columns pid_start and lease_pid_start (process start
  * times); opening a version-1 database migrates it, the old rows getting 0 (= unknown).
+ * Version 3 added device_uuids and want_uuids (the UUIDs of device_mask and want_mask, comma-
+ * separated in index order, so that grants follow the physical devices when a restart numbers
+ * them differently) and an index on ended_ns (retention); migrated rows get "" (= only the
+ * indices are known, as before). Version 4 dropped the index on state and AUTOINCREMENT on
+ * audit ids (cheaper writes; audit ids are max + 1, so a pruned newest id can recur).
+ *
+ * Devices. Masks in gpum_resv_t use this run's device indices. gpum_ledger_set_devices() tells
+ * the ledger which UUID each index has: put() then stores the UUIDs next to the masks, and
+ * the loads map stored UUIDs back to this run's indices.
+ *
+ * Retention. gpum_ledger_prune() deletes finished reservations (and their audit rows) that
+ * ended before a time, a small batch per call, so that the daemon's turns stay short. The
+ * newest reservation row is always kept, so ids never repeat.
  *
  * Not thread-safe: one thread (the loop) uses a ledger.
  */
@@ -36,7 +49,7 @@
 extern "C" {
 #endif
 
-#define GPUM_LEDGER_SCHEMA_VERSION 2
+#define GPUM_LEDGER_SCHEMA_VERSION 4
 #define GPUM_LEDGER_FILE "ledger.db"
 
 typedef struct {
@@ -63,7 +76,10 @@ const char *gpum_ledger_path(const gpum_ledger_t *l);
 
 /* Starts the turn's transaction. Returns 0, GPUM_ESTATE (one is open) or GPUM_EIO. */
 int gpum_ledger_begin_turn(gpum_ledger_t *l);
-/* Inserts or replaces the row of r (by r->id). Returns 0 or GPUM_EIO. */
+/* Inserts or replaces the row of r (by r->id), as part of the open turn (opened when none
+ * is). The row is kept in memory and written at the commit or before the next read, so a
+ * reservation put several times in one turn is written once; a write error then shows at
+ * the commit (or the read). Returns 0 or GPUM_EIO. */
 int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r);
 
 /* One audit row. reason NULL = "". */
@@ -95,6 +111,40 @@ int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count);
 int gpum_ledger_get(gpum_ledger_t *l, uint64_t id, gpum_resv_t *out);
 /* The highest reservation id ever stored (0 when none): new ids start above it. */
 int gpum_ledger_max_id(gpum_ledger_t *l, uint64_t *out);
+
+/* ---- Devices by UUID ------------------------------------------------------------------- */
+
+/* This run's devices: uuids[i] is the UUID of device index i (NULL or "" = no device there),
+ * count <= GPUM_SCHED_MAX_DEVICES. From then on put() stores the UUIDs of each mask (a mask
+ * with a bit on an index without a UUID is stored as indices only), and the loads map stored
+ * UUIDs to these indices. Returns 0 or GPUM_EINVAL (count too large, a UUID too long or with
+ * a comma). */
+int gpum_ledger_set_devices(gpum_ledger_t *l, const char *const *uuids, unsigned count);
+
+/* A loaded reservation and what became of its devices. */
+typedef struct {
+  gpum_resv_t r; /* device_mask and want_mask in this run's indices */
+  /* A stored UUID that is not among this run's devices and that the reservation cannot do
+   * without: one of its granted devices, or (QUEUED) one of its explicit devices when fewer
+   * than gpus of them are left. "" otherwise, and for rows without UUIDs (schema version 2
+   * rows, or no devices set: their stored indices are kept as they are). */
+  char gone[GPUM_UUID_LEN];
+} gpum_ledger_row_t;
+
+/* Every non-final reservation, in id order, mapped to this run's devices, in a malloc'ed
+ * array the caller frees; *count = 0 and *out = NULL when none. Returns 0, GPUM_EIO or
+ * GPUM_ENOMEM. (gpum_ledger_load_all() is the same without `gone`: the bits of gone devices
+ * are dropped from the masks.) */
+int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *count);
+
+/* ---- Retention --------------------------------------------------------------------------- */
+
+/* Deletes up to max (1..10000) finished reservations (RELEASED, EXPIRED, CANCELLED, FAILED)
+ * whose ended_ns is before before_ns, oldest end first, with their audit rows, in the current
+ * turn (opening one when none is open and there is something to delete). The reservation with the
+ * highest id is never deleted (ids continue above it). *deleted (may be NULL) gets how many were
+ * deleted: fewer than max means nothing older is left. Returns 0, GPUM_EINVAL (max) or GPUM_EIO. */
+int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted);
 
 /* Calls fn for every audit row of a reservation (0 = all), oldest first; fn returns false to
  * stop. The reason pointer is valid during the call. Returns 0 or GPUM_EIO. */
@@ -133,6 +183,11 @@ typedef bool (*gpum_pid_alive_fn)(void *user, int32_t pid, uint64_t start_time);
  */
 void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_alive_fn alive,
                                 void *user, gpum_recover_decision_t *out);
+/* The same for a loaded row: a row whose device is gone (row->gone set) gets END with FAILED
+ * and the reason "device GPU-... gone after restart"; otherwise gpum_ledger_recover_decide. */
+void gpum_ledger_recover_decide_row(const gpum_ledger_row_t *row, uint64_t now_ns,
+                                    gpum_pid_alive_fn alive, void *user,
+                                    gpum_recover_decision_t *out);
 
 #ifdef __cplusplus
 }

@@ -57,3 +57,15 @@ void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_
     return;
   }
 }
+
+void gpum_ledger_recover_decide_row(const gpum_ledger_row_t *row, uint64_t now_ns,
+                                    gpum_pid_alive_fn alive, void *user,
+                                    gpum_recover_decision_t *out) {
+  if (row->gone[0] == '\0' || gpum_resv_state_final(row->r.state)) {
+    gpum_ledger_recover_decide(&row->r, now_ns, alive, user, out);
+    return;
+  }
+  char reason[GPUM_RESV_REASON_LEN];
+  snprintf(reason, sizeof(reason), "device %.96s gone after restart", row->gone);
+  decide(out, GPUM_RECOVER_END, GPUM_RESV_FAILED, reason);
+}

@@ -38,9 +38,14 @@ static void usage(FILE *out) {
           "Every option of docs/config.md is also a flag (--socket PATH, --state-dir DIR,\n"
           "--memory-fraction 0.9, ...) and an environment variable (GPUM_SOCKET, ...).\n"
           "With GPUM_SIM_NODE set it manages that simulated node (gpum sim start).\n"
+          "The REST API listens on http.listen (default 127.0.0.1:8642, \"off\" disables;\n"
+          "docs/rest.md); its bearer token is STATE_DIR/http.token (gpum http-token), re-read\n"
+          "on SIGHUP.\n"
           "Signals: SIGTERM/SIGINT stop, SIGHUP reloads memory_fraction, safety_margin,\n"
           "max_concurrent_jobs, placement, queue.*, pressure.*, job_timeout,\n"
-          "admin_group and log.level.\n");
+          "admin_group, log.level, ledger.retention, alerts.* (active alerts start\n"
+          "over when the rules change) and lease.grace (a grace period\n"
+          "that is running then ends lease.grace after it began).\n");
 }
 
 static int load_admin_group(gpumd_t *d) {
@@ -104,7 +109,16 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
              gpum_last_error());
     return;
   }
-  static const char *const fixed[] = {"socket", "state_dir", "devices", "backend", "sim.node"};
+  static const char *const fixed[] = {"socket",
+                                      "state_dir",
+                                      "devices",
+                                      "backend",
+                                      "sim.node",
+                                      "http.listen",
+                                      "http.max_connections",
+                                      "http.max_body",
+                                      "http.max_header",
+                                      "http.timeout"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
     if (strcmp(gpum_config_get_string(cfg, fixed[i]), gpum_config_get_string(d->cfg, fixed[i])))
       gpum_log(GPUM_LOG_WARN, "gpumd", "%s changed: it takes effect at the next start", fixed[i]);
@@ -120,6 +134,8 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
     return;
   }
   gpum_config_free(old);
+  gpumd_http_reload(d);
+  gpumd_obs_reload(d); /* alert rules; bad ones are logged and the old ones kept */
   gpum_log(GPUM_LOG_INFO, "gpumd", "configuration reloaded");
 }
 
@@ -152,10 +168,14 @@ static int start(gpumd_t *d) {
     rc = gpumd_devices_start(d);
   if (rc == 0)
     rc = gpumd_ops_start(d);
+  if (rc == 0)
+    rc = gpumd_http_start(d);
   return rc;
 }
 
 static void stop(gpumd_t *d) {
+  gpumd_sse_close_all(d); /* the event streams hold requests of the HTTP server */
+  gpumd_http_stop(d);
   gpumd_devices_stop(d);
   gpumd_ops_stop(d);
   gpumd_server_stop(d);
@@ -207,8 +227,9 @@ int main(int argc, char **argv) {
     gpum_config_free(d.cfg);
     return 1;
   }
-  printf("gpumd ready: socket=%s pid=%ld devices=%u\n", d.socket_path, (long)getpid(),
-         d.device_count);
+  const char *http = gpumd_http_addr(&d);
+  printf("gpumd ready: socket=%s pid=%ld devices=%u%s%s\n", d.socket_path, (long)getpid(),
+         d.device_count, http ? " http=" : "", http ? http : "");
   fflush(stdout);
   gpum_log(GPUM_LOG_INFO, "gpumd", "listening on %s, state in %s, %u devices", d.socket_path,
            d.state_dir, d.device_count);

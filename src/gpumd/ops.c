@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The protocol's operations (docs/protocol.md): hello, status, reserve, release, renew,
- * attach and list. Each handler checks the request's fields (unknown ones are EINVAL naming
- * the field), checks the peer's right to act (owner from SO_PEERCRED, or an admin), calls the
- * scheduler, and replies; the transitions it causes reach the ledger through engine.c and are
- * committed before the reply leaves (end of the loop turn).
+ * attach, list and http_token. The cores (gpumd_op_*) check the request's fields (unknown ones
+ * are EINVAL naming the field), check the actor's right to act (owner from SO_PEERCRED, or an
+ * admin; over HTTP the API token makes an admin), call the scheduler and build the reply body;
+ * the socket handlers (op_*) and the REST API (http_api.c) both call them. The transitions
+ * reach the ledger through engine.c and are committed before any reply leaves (end of the
+ * loop turn).
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -21,12 +23,22 @@
 
 #define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
 
-static void set_actor(gpumd_t *d, gpumd_conn_t *c) {
-  d->actor_uid = c->uid;
-  d->actor_pid = c->pid;
-  d->actor_conn = c;
+static void set_actor(gpumd_t *d, const gpumd_actor_t *a) {
+  d->actor_uid = a->uid;
+  d->actor_pid = a->pid;
+  d->actor_conn = a->conn;
   d->submit_id = 0;
   d->in_submit = false;
+}
+
+static gpumd_actor_t actor_of(const gpumd_conn_t *c) {
+  gpumd_actor_t a = {.uid = c->uid,
+                     .pid = (int32_t)c->pid,
+                     .pid_start = c->pid_start,
+                     .admin = c->admin,
+                     .conn = (gpumd_conn_t *)c,
+                     .via = NULL};
+  return a;
 }
 
 /* A size field: a non-negative integer (bytes) or a string such as "8GiB". */
@@ -84,8 +96,16 @@ static int get_resv(gpumd_t *d, json_t *req, const gpum_resv_t **out, uint64_t *
   return gpum_error(GPUM_ENOENT, "no reservation %s", s);
 }
 
-static bool may_change(const gpumd_conn_t *c, const gpum_resv_t *r) {
-  return c->admin || c->uid == r->uid;
+static bool may_change(const gpumd_actor_t *a, const gpum_resv_t *r) {
+  return a->admin || a->uid == r->uid;
+}
+
+/* Replies to c with the core's result: body on rc 0, else the error and its detail. */
+static void reply(gpumd_conn_t *c, json_t *id, int rc, json_t *body) {
+  if (rc == 0)
+    gpumd_reply_ok(c, id, body);
+  else
+    gpumd_reply_err(c, id, rc, "%s", *gpum_last_error() ? gpum_last_error() : gpum_strerror(rc));
 }
 
 /* ---- hello, status, list ------------------------------------------------------------------ */
@@ -112,49 +132,58 @@ static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
                            "pid", (json_int_t)c->pid, "admin", c->admin));
 }
 
-static void op_status(gpumd_conn_t *c, json_t *id, json_t *req) {
+int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
   static const char *const fields[] = {"id", "op", NULL};
-  if (gpumd_check_fields(req, fields) != 0) {
-    gpumd_reply_err(c, id, GPUM_EINVAL, "%s", gpum_last_error());
-    return;
-  }
-  gpumd_t *d = c->d;
+  if (req && gpumd_check_fields(req, fields) != 0)
+    return GPUM_EINVAL;
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   json_t *queue = json_array();
   size_t qn = gpum_sched_queue_length(d->sched);
   for (size_t i = 0; i < qn; i++) {
     const gpum_resv_t *r = gpum_sched_queue_at(d->sched, i);
-    json_array_append_new(queue, gpumd_resv_json(d, r, r->uid == c->uid));
+    json_array_append_new(queue, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   }
   json_t *node =
       json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "hostname", host, "version", GPUM_VERSION,
                 "pid", (json_int_t)getpid(), "started_ns", (json_int_t)d->start_ns, "reservations",
                 (json_int_t)gpum_sched_count(d->sched), "queued", (json_int_t)qn, "clients",
                 (json_int_t)d->conn_count);
-  gpumd_reply_ok(
-      c, id,
-      json_pack("{s:o, s:o, s:o}", "node", node, "devices", gpumd_devices_json(d), "queue", queue));
+  *out =
+      json_pack("{s:o, s:o, s:o}", "node", node, "devices", gpumd_devices_json(d), "queue", queue);
+  return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
-static void op_list(gpumd_conn_t *c, json_t *id, json_t *req) {
+static void op_status(gpumd_conn_t *c, json_t *id, json_t *req) {
+  gpumd_actor_t a = actor_of(c);
+  json_t *body = NULL;
+  int rc = gpumd_op_status(c->d, &a, req, &body);
+  reply(c, id, rc, body);
+}
+
+int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
   static const char *const fields[] = {"id", "op", "all", NULL};
   json_t *all = json_object_get(req, "all");
-  if (gpumd_check_fields(req, fields) != 0 || (all && !json_is_boolean(all))) {
-    gpumd_reply_err(c, id, GPUM_EINVAL, "%s",
-                    all && !json_is_boolean(all) ? "\"all\" must be true or false"
-                                                 : gpum_last_error());
-    return;
-  }
-  gpumd_t *d = c->d;
+  if (gpumd_check_fields(req, fields) != 0)
+    return GPUM_EINVAL;
+  if (all && !json_is_boolean(all))
+    return gpum_error(GPUM_EINVAL, "\"all\" must be true or false");
   json_t *arr = json_array();
   size_t n = gpum_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
     const gpum_resv_t *r = gpum_sched_at(d->sched, i);
-    if (r->uid == c->uid || json_is_true(all))
-      json_array_append_new(arr, gpumd_resv_json(d, r, r->uid == c->uid));
+    if (r->uid == a->uid || json_is_true(all))
+      json_array_append_new(arr, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   }
-  gpumd_reply_ok(c, id, json_pack("{s:o}", "reservations", arr));
+  *out = json_pack("{s:o}", "reservations", arr);
+  return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
+}
+
+static void op_list(gpumd_conn_t *c, json_t *id, json_t *req) {
+  gpumd_actor_t a = actor_of(c);
+  json_t *body = NULL;
+  int rc = gpumd_op_list(c->d, &a, req, &body);
+  reply(c, id, rc, body);
 }
 
 /* ---- reserve ------------------------------------------------------------------------------ */
@@ -171,7 +200,7 @@ static int pid_owned_by(pid_t pid, uid_t uid) {
 }
 
 /* The lease part of a reserve request: "lease", "pid", "ttl_ms". */
-static int parse_lease(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req) {
+static int parse_lease(const gpumd_actor_t *a, json_t *j, gpum_sched_request_t *req) {
   const char *s = NULL;
   bool has;
   long long v;
@@ -184,9 +213,9 @@ static int parse_lease(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req) {
     return rc;
   if (has && req->lease != GPUMD_LEASE_PID)
     return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
-  req->lease_pid = has ? (int32_t)v : (int32_t)c->pid;
-  if (req->lease == GPUMD_LEASE_PID && has && !c->admin &&
-      (rc = pid_owned_by((pid_t)v, c->uid)) != 0)
+  req->lease_pid = has ? (int32_t)v : a->pid;
+  if (req->lease == GPUMD_LEASE_PID && has && !a->admin &&
+      (rc = pid_owned_by((pid_t)v, a->uid)) != 0)
     return rc;
   if ((rc = get_int(j, "ttl_ms", 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
     return rc;
@@ -198,8 +227,8 @@ static int parse_lease(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req) {
 }
 
 /* Parses the reserve request into req (strings point into the JSON). */
-static int parse_reserve(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req, const char **devs,
-                         size_t cap) {
+static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpum_sched_request_t *req,
+                         const char **devs, size_t cap) {
   static const char *const fields[] = {"id",         "op",         "bytes_per_gpu", "gpus",
                                        "model",      "min_memory", "devices",       "priority",
                                        "timeout_ms", "on_timeout", "label",         "lease",
@@ -248,7 +277,7 @@ static int parse_reserve(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req, 
   req->priority = has ? (int)v : 0;
   if ((rc = get_int(j, "timeout_ms", 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
     return rc;
-  req->timeout_ms = has ? (uint64_t)v : gpum_config_get_duration(c->d->cfg, "job_timeout");
+  req->timeout_ms = has ? (uint64_t)v : gpum_config_get_duration(d->cfg, "job_timeout");
   const char *s = NULL;
   if ((rc = get_str(j, "on_timeout", &s)) != 0)
     return rc;
@@ -259,54 +288,48 @@ static int parse_reserve(gpumd_conn_t *c, json_t *j, gpum_sched_request_t *req, 
   json_t *w = json_object_get(j, "wait");
   if (w && !json_is_boolean(w))
     return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
-  req->uid = c->uid;
-  req->pid = (int32_t)c->pid;
-  return parse_lease(c, j, req);
+  req->no_wait = json_is_false(w); /* grant now or EBUSY, never queue */
+  req->uid = a->uid;
+  req->pid = a->pid;
+  return parse_lease(a, j, req);
 }
 
-static void op_reserve(gpumd_conn_t *c, json_t *id, json_t *j) {
-  gpumd_t *d = c->d;
+int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   gpum_sched_request_t req;
   const char *devs[GPUM_SCHED_MAX_DEVICES];
-  int rc = parse_reserve(c, j, &req, devs, GPUM_SCHED_MAX_DEVICES);
-  if (rc != 0) {
-    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
-    return;
-  }
+  int rc = parse_reserve(d, a, j, &req, devs, GPUM_SCHED_MAX_DEVICES);
+  if (rc != 0)
+    return rc;
   /* Start times identify the processes across pid reuse (0 = unknown). */
-  req.pid_start = gpumd_pid_start_or_zero(req.pid);
+  req.pid_start = a->pid_start; /* req.pid is the actor's pid */
   if (req.lease == GPUMD_LEASE_PID)
     req.lease_pid_start =
         req.lease_pid == req.pid ? req.pid_start : gpumd_pid_start_or_zero(req.lease_pid);
   int64_t qmax = gpum_config_get_int(d->cfg, "queue.max");
-  if ((int64_t)gpum_sched_queue_length(d->sched) >= qmax) {
-    gpumd_reply_err(c, id, GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)",
-                    (long long)qmax);
-    return;
-  }
-  set_actor(d, c);
+  if (!req.no_wait && (int64_t)gpum_sched_queue_length(d->sched) >= qmax)
+    return gpum_error(GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)", (long long)qmax);
+  set_actor(d, a);
   d->in_submit = true;
   uint64_t now = gpumd_now_ns();
   const gpum_resv_t *r = NULL;
   rc = gpum_sched_submit(d->sched, &req, now, &r);
   d->in_submit = false;
-  if (rc != 0) {
-    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
-    return;
-  }
+  if (rc != 0)
+    return rc;
   uint64_t rid = r->id;
   gpumd_lease_t *l = gpumd_lease_add(d, rid);
   if (!l) {
     gpum_sched_release(d->sched, rid, now, "out of memory");
-    gpumd_reply_err(c, id, GPUM_ENOMEM, "out of memory");
-    return;
+    return gpum_error(GPUM_ENOMEM, "out of memory");
   }
-  gpumd_lease_bind(l, c);
+  if (a->conn)
+    gpumd_lease_bind(l, a->conn);
   if (req.lease == GPUMD_LEASE_PID &&
       gpumd_lease_watch_pid(d, l, req.lease_pid, req.lease_pid_start) != 0) {
-    gpumd_reply_err(c, id, GPUM_ENOENT, "%s", gpum_last_error());
+    char why[256];
+    snprintf(why, sizeof why, "%s", gpum_last_error());
     gpum_sched_release(d->sched, rid, now, "lease process gone");
-    return;
+    return gpum_error(GPUM_ENOENT, "%s", why);
   }
   if (req.lease == GPUMD_LEASE_TTL) {
     uint64_t exp = now + req.ttl_ms * 1000000ull;
@@ -320,51 +343,86 @@ static void op_reserve(gpumd_conn_t *c, json_t *id, json_t *j) {
   size_t pos = 0;
   if (r && r->state == GPUM_RESV_QUEUED && gpum_sched_queue_position(d->sched, rid, &pos) == 0)
     l->told_position = pos + 1; /* the reply tells it */
+  rc = 0;
   if (r)
-    gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+    *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, a->conn != NULL));
   else
-    gpumd_reply_err(c, id, GPUM_EINTERNAL, "reservation ended at once");
+    rc = gpum_error(GPUM_EINTERNAL, "reservation ended at once");
   gpumd_ops_tick(d);
+  return rc;
+}
+
+static void op_reserve(gpumd_conn_t *c, json_t *id, json_t *j) {
+  gpumd_actor_t a = actor_of(c);
+  json_t *body = NULL;
+  int rc = gpumd_op_reserve(c->d, &a, j, &body);
+  reply(c, id, rc, body);
+}
+
+/* A dry run of reserve: the same fields and checks, nothing changes. Body: {"could_fit",
+ * "fits_now", "queue_first", "devices": [index...], "reason"}. */
+int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpum_sched_request_t req;
+  const char *devs[GPUM_SCHED_MAX_DEVICES];
+  gpum_sched_check_t chk;
+  int rc = parse_reserve(d, a, j, &req, devs, GPUM_SCHED_MAX_DEVICES);
+  if (rc == 0)
+    rc = gpum_sched_check(d->sched, &req, gpumd_now_ns(), &chk);
+  if (rc != 0)
+    return rc;
+  json_t *ids = json_array();
+  for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++)
+    if (chk.device_mask >> i & 1u)
+      json_array_append_new(ids, json_integer(i));
+  *out =
+      json_pack("{s:b, s:b, s:b, s:o, s:s}", "could_fit", chk.could_fit, "fits_now", chk.fits_now,
+                "queue_first", chk.queue_first, "devices", ids, "reason", chk.reason);
+  return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
 /* ---- release, renew, attach ----------------------------------------------------------------- */
 
-static void op_release(gpumd_conn_t *c, json_t *id, json_t *j) {
+int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   static const char *const fields[] = {"id", "op", "reservation", NULL};
-  gpumd_t *d = c->d;
   const gpum_resv_t *r = NULL;
   uint64_t rid = 0;
   int rc = gpumd_check_fields(j, fields);
   if (rc == 0)
     rc = get_resv(d, j, &r, &rid);
-  if (rc == 0 && !may_change(c, r))
+  if (rc == 0 && !may_change(a, r))
     rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
                     (unsigned long)r->uid);
-  if (rc != 0) {
-    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
-    return;
-  }
-  bool own = r->uid == c->uid;
-  set_actor(d, c);
+  if (rc != 0)
+    return rc;
+  bool own = a->conn && r->uid == a->uid;
+  set_actor(d, a);
   d->submit_id = rid; /* no event to this connection: the reply says it */
   d->capture_id = rid;
   d->captured_set = false;
   char reason[96];
-  snprintf(reason, sizeof reason, "released by uid %lu pid %ld", (unsigned long)c->uid,
-           (long)c->pid);
+  if (a->via)
+    snprintf(reason, sizeof reason, "released over %s", a->via);
+  else
+    snprintf(reason, sizeof reason, "released by uid %lu pid %ld", (unsigned long)a->uid,
+             (long)a->pid);
   rc = gpum_sched_release(d->sched, rid, gpumd_now_ns(), reason);
   d->capture_id = 0;
-  if (rc != 0 || !d->captured_set) {
-    gpumd_reply_err(c, id, rc ? rc : GPUM_EINTERNAL, "%s", gpum_last_error());
-    return;
-  }
-  gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, &d->captured, own)));
+  if (rc != 0 || !d->captured_set)
+    return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
+  *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, &d->captured, own));
   gpumd_ops_tick(d);
+  return 0;
 }
 
-static void op_renew(gpumd_conn_t *c, json_t *id, json_t *j) {
+static void op_release(gpumd_conn_t *c, json_t *id, json_t *j) {
+  gpumd_actor_t a = actor_of(c);
+  json_t *body = NULL;
+  int rc = gpumd_op_release(c->d, &a, j, &body);
+  reply(c, id, rc, body);
+}
+
+int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   static const char *const fields[] = {"id", "op", "reservation", "ttl_ms", NULL};
-  gpumd_t *d = c->d;
   const gpum_resv_t *r = NULL;
   uint64_t rid = 0;
   long long ttl = 0;
@@ -374,16 +432,14 @@ static void op_renew(gpumd_conn_t *c, json_t *id, json_t *j) {
     rc = get_resv(d, j, &r, &rid);
   if (rc == 0)
     rc = get_int(j, "ttl_ms", 1, (long long)MAX_TTL_MS, &ttl, &has);
-  if (rc == 0 && !may_change(c, r))
+  if (rc == 0 && !may_change(a, r))
     rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
                     (unsigned long)r->uid);
   if (rc == 0 && r->lease != GPUMD_LEASE_TTL)
     rc = gpum_error(GPUM_EINVAL, "reservation r-%llu has a %s lease, not a ttl",
                     (unsigned long long)rid, gpumd_lease_kind_name(r->lease));
-  if (rc != 0) {
-    gpumd_reply_err(c, id, rc, "%s", gpum_last_error());
-    return;
-  }
+  if (rc != 0)
+    return rc;
   uint64_t exp = gpumd_now_ns() + (has ? (uint64_t)ttl : r->ttl_ms) * 1000000ull;
   gpum_sched_set_expiry(d->sched, rid, exp);
   gpumd_lease_t *l = gpumd_lease_add(d, rid);
@@ -392,7 +448,15 @@ static void op_renew(gpumd_conn_t *c, json_t *id, json_t *j) {
   r = gpum_sched_find(d->sched, rid);
   if (gpum_ledger_put(d->ledger, r) != 0)
     d->ledger_failed = true;
-  gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, r->uid == c->uid)));
+  *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
+  return 0;
+}
+
+static void op_renew(gpumd_conn_t *c, json_t *id, json_t *j) {
+  gpumd_actor_t a = actor_of(c);
+  json_t *body = NULL;
+  int rc = gpumd_op_renew(c->d, &a, j, &body);
+  reply(c, id, rc, body);
 }
 
 static bool token_equal(const char *a, const char *b) {
@@ -416,7 +480,8 @@ static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
     rc = gpum_error(GPUM_EINVAL, "\"token\" is required");
   if (rc == 0)
     rc = get_resv(d, j, &r, &rid);
-  if (rc == 0 && (!may_change(c, r) || !token_equal(token, r->token)))
+  gpumd_actor_t a = actor_of(c);
+  if (rc == 0 && (!may_change(&a, r) || !token_equal(token, r->token)))
     rc = gpum_error(GPUM_EPERM, "wrong token for reservation r-%llu or not its owner",
                     (unsigned long long)rid);
   if (rc != 0) {
@@ -433,13 +498,29 @@ static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
   gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
 }
 
+/* The REST API's bearer token (docs/rest.md): shown, or rotated, for admins only. */
+static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
+  static const char *const fields[] = {"id", "op", "rotate", NULL};
+  json_t *rot = json_object_get(j, "rotate");
+  json_t *body = NULL;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0 && rot && !json_is_boolean(rot))
+    rc = gpum_error(GPUM_EINVAL, "\"rotate\" must be true or false");
+  if (rc == 0 && !c->admin)
+    rc = gpum_error(GPUM_EPERM, "only an admin (root or admin_group) may see or rotate the HTTP "
+                                "API token");
+  if (rc == 0)
+    rc = gpumd_http_token_op(c->d, json_is_true(rot), &body);
+  reply(c, id, rc, body);
+}
+
 void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
   static const struct {
     const char *name;
     void (*fn)(gpumd_conn_t *, json_t *, json_t *);
-  } ops[] = {{"hello", op_hello},     {"status", op_status},   {"list", op_list},
-             {"reserve", op_reserve}, {"release", op_release}, {"renew", op_renew},
-             {"attach", op_attach}};
+  } ops[] = {{"hello", op_hello},     {"status", op_status},        {"list", op_list},
+             {"reserve", op_reserve}, {"release", op_release},      {"renew", op_renew},
+             {"attach", op_attach},   {"http_token", op_http_token}};
   gpum_error_clear();
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (strcmp(op, ops[i].name) == 0) {
@@ -449,5 +530,7 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
       return;
     }
   gpumd_reply_err(c, id, GPUM_EINVAL,
-                  "unknown op '%.64s' (hello, status, reserve, release, renew, attach, list)", op);
+                  "unknown op '%.64s' (hello, status, reserve, release, renew, attach, list, "
+                  "http_token)",
+                  op);
 }

@@ -332,23 +332,30 @@ uint64_t gpum_sched_device_mask(const gpum_sched_t *s) {
 
 /* ---- Reservations -------------------------------------------------------------------------- */
 
-static int make_token(char *out) {
-  unsigned char raw[16];
-  size_t got = 0;
-  while (got < sizeof(raw)) {
-    ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return gpum_error(GPUM_EIO, "getrandom failed: %s", strerror(errno));
-    got += (size_t)n;
+/* A token of 16 random bytes in hex. Bytes come from getrandom in blocks of 512 (one
+ * system call per 32 tokens); a used byte is wiped and never handed out twice. */
+static int make_token(gpum_sched_t *s, char *out) {
+  if (s->rand_used == 0 || s->rand_used + 16 > sizeof s->rand) {
+    size_t got = 0;
+    while (got < sizeof s->rand) {
+      ssize_t n = getrandom(s->rand + got, sizeof s->rand - got, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return gpum_error(GPUM_EIO, "getrandom failed: %s", strerror(errno));
+      got += (size_t)n;
+    }
+    s->rand_used = 0;
   }
+  unsigned char *raw = s->rand + s->rand_used;
   static const char hex[] = "0123456789abcdef";
-  for (size_t i = 0; i < sizeof(raw); i++) {
+  for (size_t i = 0; i < 16; i++) {
     out[2 * i] = hex[raw[i] >> 4];
     out[2 * i + 1] = hex[raw[i] & 15];
   }
   out[32] = '\0';
+  memset(raw, 0, 16);
+  s->rand_used += 16;
   return 0;
 }
 
@@ -389,6 +396,26 @@ static int fill_request(const gpum_sched_request_t *q, gpum_resv_t *r) {
   return 0;
 }
 
+/* req->no_wait: settles the queue, then 0 when the next pass would grant r (nothing ahead of
+ * it can be granted now; it may use the devices a locked head leaves open), else GPUM_EBUSY
+ * with what it would wait for. r (id, state and created_ns set) is in no table on return. */
+static int grant_now_or_busy(gpum_sched_t *s, gpum_resv_t *r, uint64_t now_ns) {
+  gpum__sched_pass(s, now_ns);
+  uint64_t allowed = s->known_mask, mask = 0;
+  const gpum_resv_t *head = s->n_queue > 0 ? s->queue[0] : NULL;
+  if (head != NULL && queue_before(head, r) && gpum__sched_head_locked(s, head, now_ns))
+    allowed &= ~gpum__sched_usable_mask(s, head);
+  if (allowed != 0 && gpum__sched_place_in(s, r, allowed, &mask))
+    return 0;
+  char why[GPUM_RESV_REASON_LEN];
+  insert_all(s, r); /* cannot fail: grown by the caller */
+  insert_queue(s, r);
+  gpum_sched_waiting_for(s, r->id, why, sizeof(why));
+  remove_queue(s, r);
+  remove_all(s, r);
+  return gpum_error(GPUM_EBUSY, "not granted now and \"wait\" is false; it would wait for %s", why);
+}
+
 int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
                       const gpum_resv_t **out) {
   gpum_resv_t *r = calloc(1, sizeof(*r));
@@ -400,18 +427,21 @@ int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t
   if (rc == 0)
     rc = gpum__sched_never_fit(s, r);
   if (rc == 0)
-    rc = make_token(r->token);
+    rc = make_token(s, r->token);
   if (rc == 0)
     rc = grow(&s->all, s->n_all, &s->cap_all);
   if (rc == 0)
     rc = grow(&s->queue, s->n_queue, &s->cap_queue);
+  r->id = s->next_id;
+  r->state = GPUM_RESV_QUEUED;
+  r->created_ns = now_ns;
+  if (rc == 0 && req->no_wait)
+    rc = grant_now_or_busy(s, r, now_ns);
   if (rc < 0) {
     free(r);
     return rc;
   }
-  r->id = s->next_id++;
-  r->state = GPUM_RESV_QUEUED;
-  r->created_ns = now_ns;
+  s->next_id++;
   if (r->lease == GPUMD_LEASE_TTL)
     r->expires_ns = now_ns + r->ttl_ms * 1000000ull;
   snprintf(r->reason, sizeof(r->reason), "queued");
@@ -577,4 +607,84 @@ void gpum_sched_set_next_id(gpum_sched_t *s, uint64_t next_id) {
 
 uint64_t gpum_sched_next_id(const gpum_sched_t *s) {
   return s->next_id;
+}
+
+/* ---- Dry run (REST validate) ------------------------------------------------------------- */
+
+/* Why r does not fit now, for humans: what it needs and the best device now. */
+static void not_now_text(const gpum_sched_t *s, const gpum_resv_t *r, char *buf, size_t len) {
+  char need[GPUM_SIZE_BUFSZ], best_s[GPUM_SIZE_BUFSZ];
+  unsigned fit = 0, best_d = 0, usable = 0;
+  uint64_t best = 0;
+  for (uint64_t m = s->known_mask; m != 0; m &= m - 1) {
+    unsigned d = (unsigned)__builtin_ctzll(m);
+    const sched_slot_t *slot = &s->dev[d];
+    if (!gpum__sched_matches(s, r, d) || slot->v.health == GPUM_HEALTH_ERROR ||
+        slot->v.health == GPUM_HEALTH_DISABLED || slot->pressure == GPUM_PRESSURE_CRITICAL ||
+        (s->opts.max_concurrent_jobs != 0 && slot->jobs >= s->opts.max_concurrent_jobs))
+      continue;
+    uint64_t h = gpum__sched_headroom(s, d);
+    fit += h >= r->bytes_per_gpu;
+    if (usable++ == 0 || h > best) {
+      best = h;
+      best_d = d;
+    }
+  }
+  gpum_size_format(r->bytes_per_gpu, need, sizeof(need));
+  if (usable == 0) {
+    snprintf(buf, len,
+             "needs %s on %u GPU%s; no matching device is usable now (error, disabled, "
+             "critical pressure or at max_concurrent_jobs)",
+             need, r->gpus, r->gpus == 1 ? "" : "s");
+    return;
+  }
+  gpum_size_format(best, best_s, sizeof(best_s));
+  snprintf(buf, len, "needs %s free on %u GPU%s; %u fit%s now, best: %s on GPU %u", need, r->gpus,
+           r->gpus == 1 ? "" : "s", fit, fit == 1 ? "s" : "", best_s, best_d);
+}
+
+int gpum_sched_check(const gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
+                     gpum_sched_check_t *out) {
+  memset(out, 0, sizeof(*out));
+  gpum_resv_t r;
+  memset(&r, 0, sizeof(r));
+  int rc = fill_request(req, &r);
+  if (rc == 0)
+    rc = gpum__sched_resolve_devices(s, req->devices, req->device_count, &r.want_mask);
+  if (rc == 0)
+    rc = gpum__sched_never_fit(s, &r);
+  if (rc == GPUM_SCHED_ENEVERFIT) {
+    snprintf(out->reason, sizeof(out->reason), "%s", gpum_last_error());
+    return 0;
+  }
+  if (rc != 0)
+    return rc;
+  out->could_fit = true;
+  r.state = GPUM_RESV_QUEUED;
+  r.created_ns = now_ns;
+  uint64_t mask = 0;
+  if (!gpum__sched_place(s, &r, &mask)) {
+    not_now_text(s, &r, out->reason, sizeof(out->reason));
+    return 0;
+  }
+  /* It would join the queue behind every request of its priority or higher: a blocked head
+   * there that is past the backfill bound keeps it off the devices the head could use. */
+  uint64_t allowed = s->known_mask;
+  for (size_t i = 0; i < s->n_queue && s->queue[i]->priority >= r.priority; i++) {
+    const gpum_resv_t *head = s->queue[i];
+    if (gpum__sched_head_locked(s, head, now_ns))
+      allowed &= ~gpum__sched_usable_mask(s, head);
+    if (!gpum__sched_place_in(s, &r, allowed, &mask)) {
+      char hid[GPUM_RESV_ID_BUFSZ];
+      out->queue_first = true;
+      snprintf(out->reason, sizeof(out->reason),
+               "fits, but would wait behind %s (blocked queue head past the backfill bound)",
+               gpum_resv_id_format(head->id, hid, sizeof(hid)));
+      return 0;
+    }
+    break; /* only the first blocked request can lock devices */
+  }
+  out->fits_now = true;
+  out->device_mask = mask;
+  return 0;
 }

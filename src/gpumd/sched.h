@@ -190,6 +190,7 @@ typedef struct {
   uint32_t uid;
   int32_t pid;
   uint64_t pid_start; /* see gpum_resv_t; 0 = unknown */
+  bool no_wait;       /* grant now or fail with GPUM_EBUSY; never queue (protocol "wait": false) */
 } gpum_sched_request_t;
 
 /* Zeroes req and sets gpus = 1, lease = connection, on_timeout = reject. */
@@ -304,6 +305,10 @@ gpum_pressure_t gpum_sched_pressure_level(const gpum_sched_t *s, double used_rat
  * (bad field: bytes 0, gpus 0 or too many, priority out of -100..100, label or model too
  * long, bad explicit device spelling, the detail names it); GPUM_SCHED_ENEVERFIT (the detail
  * is the reason); GPUM_EIO (getrandom failed); GPUM_ENOMEM. Nothing changes on error.
+ * With req->no_wait the request is granted at once or not at all: a scheduling pass settles
+ * the queue first (it may grant others, as a tick would), then a request that the next pass
+ * would not grant (no room, or a blocked head it may not pass) is refused with GPUM_EBUSY,
+ * the detail saying what it would have waited for; no reservation is created, no id used.
  */
 int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
                       const gpum_resv_t **out);
@@ -344,6 +349,21 @@ int gpum_sched_queue_position(const gpum_sched_t *s, uint64_t id, size_t *pos);
  * A100*; best now: 12.00 GiB on GPU 1", or "behind r-3 (blocked head past the backfill
  * bound)". Writes "" for others. Returns buf. */
 char *gpum_sched_waiting_for(const gpum_sched_t *s, uint64_t id, char *buf, size_t len);
+
+/* What gpum_sched_check() finds about a request. */
+typedef struct {
+  bool could_fit;       /* false: never-fit on this node (reason says why) */
+  bool fits_now;        /* a submit now would be granted at once, on device_mask */
+  bool queue_first;     /* devices admit it, but a locked queue head ahead keeps it waiting */
+  uint64_t device_mask; /* fits_now: the devices placement would choose */
+  char reason[GPUM_RESV_REASON_LEN]; /* why not (never-fit or not now); "" when it fits now */
+} gpum_sched_check_t;
+
+/* Dry run of gpum_sched_submit(): validates req and tells whether it could ever fit and
+ * whether it would be granted now, changing nothing (no reservation, no callback). Returns 0,
+ * GPUM_EINVAL (bad field, as submit) or GPUM_ENOMEM. */
+int gpum_sched_check(const gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
+                     gpum_sched_check_t *out);
 
 /* ---- Recovery ---------------------------------------------------------------------------- */
 

@@ -27,6 +27,8 @@ struct gpum_sched {
   gpum_resv_t **queue; /* QUEUED reservations in service order */
   size_t n_queue, cap_queue;
   uint64_t next_id;
+  unsigned char rand[512]; /* getrandom bytes for tokens, used from rand_used on */
+  size_t rand_used;
 };
 
 /* total * memory_fraction - safety_margin, saturating at 0. */

@@ -30,6 +30,7 @@
 #include <gpum/log.h>
 
 #include "gpumd_internal.h"
+#include "pidstart_internal.h"
 
 uint64_t gpumd_now_ns(void) {
   struct timespec ts;
@@ -172,8 +173,32 @@ static void dump_bytes(dump_buf_t *b, const char *p, size_t n) {
   b->used += n;
 }
 
+static void dump_char(dump_buf_t *b, char ch) {
+  if (b->used == sizeof b->buf)
+    dump_flush(b);
+  b->buf[b->used++] = ch;
+}
+
+/* Whether s needs no escape (the common case: keys, ids, names). */
+static bool plain(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch < 0x20 || ch == '"' || ch == '\\')
+      return false;
+  }
+  return true;
+}
+
 static void dump_string(dump_buf_t *b, const char *s, size_t n) {
   static const char hex[] = "0123456789ABCDEF";
+  if (n + 2 <= sizeof b->buf - b->used && plain(s, n)) { /* quote, bytes, quote in place */
+    char *p = b->buf + b->used;
+    p[0] = '"';
+    memcpy(p + 1, s, n);
+    p[n + 1] = '"';
+    b->used += n + 2;
+    return;
+  }
   dump_bytes(b, "\"", 1);
   size_t run = 0; /* bytes since the last escape, copied in one go */
   for (size_t i = 0; i < n; i++) {
@@ -238,26 +263,26 @@ static void dump_value(dump_buf_t *b, json_t *v, int depth) {
     const char *key;
     json_t *val;
     bool first = true;
-    dump_bytes(b, "{", 1);
+    dump_char(b, '{');
     json_object_foreach(v, key, val) {
       if (!first)
-        dump_bytes(b, ",", 1);
+        dump_char(b, ',');
       first = false;
       dump_string(b, key, strlen(key));
-      dump_bytes(b, ":", 1);
+      dump_char(b, ':');
       dump_value(b, val, depth + 1);
     }
-    dump_bytes(b, "}", 1);
+    dump_char(b, '}');
     break;
   }
   case JSON_ARRAY:
-    dump_bytes(b, "[", 1);
+    dump_char(b, '[');
     for (size_t i = 0; i < json_array_size(v); i++) {
       if (i)
-        dump_bytes(b, ",", 1);
+        dump_char(b, ',');
       dump_value(b, json_array_get(v, i), depth + 1);
     }
-    dump_bytes(b, "]", 1);
+    dump_char(b, ']');
     break;
   case JSON_STRING:
     dump_string(b, json_string_value(v), json_string_length(v));
@@ -415,6 +440,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
   c->uid = cred.uid;
   c->gid = cred.gid;
   c->pid = cred.pid;
+  /* Read once: the process that connected, even if its pid is reused while it stays open. */
+  c->pid_start = gpumd_pid_start_or_zero(cred.pid);
   c->admin = cred.uid == 0 || (d->admin_gid_set && in_group(cred.uid, cred.gid, d->admin_gid));
   c->next = d->conns;
   if (d->conns)
@@ -544,6 +571,8 @@ void gpumd_end_turn(gpumd_t *d) {
     d->stop = true;
     return;
   }
+  gpumd_sse_flush(d);  /* this turn's events, now that its transitions are durable */
+  gpumd_http_flush(d); /* this turn's HTTP responses, likewise */
   gpumd_conn_t *c = d->dirty;
   d->dirty = NULL;
   while (c) {

@@ -6,6 +6,8 @@ GPUMD="$GPUM_BUILD_DIR/bin/gpumd"
 [ -x "$GPUMD" ] || t_fail "gpumd not built: $GPUMD"
 export GPUM_SOCKET="$T_SCRATCH/gpumd.sock"
 export GPUM_STATE_DIR="$T_SCRATCH/state"
+# gpumd's REST API on a free port (tests run in parallel; the default 8642 would collide).
+export GPUM_HTTP_LISTEN="${GPUM_HTTP_LISTEN:-127.0.0.1:0}"
 export PYTHONPATH="$GPUM_SOURCE_DIR/tests/integration${PYTHONPATH:+:$PYTHONPATH}"
 GD_ERR="$T_SCRATCH/gpumd.err"
 

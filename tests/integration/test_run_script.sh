@@ -8,6 +8,7 @@ G="$GPUM_BIN"
 command -v setsid >/dev/null || t_fail "setsid (util-linux) is needed"
 
 export GPUM_SOCKET="$T_SCRATCH/gpumd.sock" GPUM_STATE_DIR="$T_SCRATCH/state"
+export GPUM_HTTP_LISTEN=127.0.0.1:0 # a free port: tests run in parallel
 export GPUM_RUN_NODE="run$$-$RANDOM"
 unset GPUM_SIM_NODE
 # In its own session, so that the test can send SIGINT to its whole group as a terminal would.

@@ -3,10 +3,11 @@
  * Unit tests for the gpumd client library against a fake server: a thread on the other end of
  * a socketpair (or a listening Unix socket, for connect) that plays a script of expected
  * requests and canned replies/events. Covers path resolution, the connect error, request ids
- * and fields, replies and errors (code mapping), events queued during a call and dispatched
- * after it, blocking reserve through queued -> granted, reserve timeout (cancels), a queued
- * reservation that ends otherwise, list and status parsing, the pollable non-blocking form, and
- * bad input from the server: malformed JSON, an over-long line, a closed connection.
+ * and fields ("wait": false for no_wait), replies and errors (code mapping), events queued during a
+ * call and dispatched after it, blocking reserve through queued -> granted, reserve timeout
+ * (cancels), a queued reservation that ends otherwise, list and status parsing, the pollable
+ * non-blocking form, and bad input from the server: malformed JSON, an over-long line, a closed
+ * connection.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -357,6 +358,25 @@ static void test_reserve_granted_fields(void **state) {
   assert_string_equal(json_string_value(json_object_get(req, "on_timeout")), "wait");
   assert_int_equal(json_integer_value(json_object_get(req, "timeout_ms")), 1500);
   assert_int_equal(json_array_size(json_object_get(req, "devices")), 2);
+  assert_null(json_object_get(req, "wait")); /* queueing is the default */
+  json_decref(s.requests);
+}
+
+static void test_reserve_no_wait(void **state) {
+  (void)state;
+  static const step_t steps[] = {
+      {"reserve", "{\"id\":$ID,\"ok\":false,\"error\":{\"code\":\"EBUSY\",\"message\":"
+                  "\"not granted now and \\\"wait\\\" is false; it would wait for 8 GiB\"}}\n"}};
+  server_t s;
+  gpum_client_t *c;
+  START(&s, steps, &c);
+  gpum_reserve_req_t q = {.bytes_per_gpu = 8ull << 30, .no_wait = true};
+  gpum_reservation_t r;
+  assert_int_equal(gpum_client_reserve(c, &q, 1000, &r), GPUM_EBUSY);
+  assert_non_null(strstr(gpum_last_error(), "it would wait for 8 GiB"));
+  finish(&s, c);
+  json_t *req = json_array_get(s.requests, 0);
+  assert_true(json_is_false(json_object_get(req, "wait")));
   json_decref(s.requests);
 }
 
@@ -746,6 +766,7 @@ int main(void) {
       cmocka_unit_test(test_connect_hello),
       cmocka_unit_test(test_connect_hello_refused),
       cmocka_unit_test(test_reserve_granted_fields),
+      cmocka_unit_test(test_reserve_no_wait),
       cmocka_unit_test(test_ids_increase),
       cmocka_unit_test(test_error_reply),
       cmocka_unit_test(test_bad_requests_not_sent),

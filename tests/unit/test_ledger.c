@@ -6,8 +6,11 @@
  * exits without closing (the SIGKILL case), file modes, the recovery policy, and the errors:
  * no state directory, a state directory that cannot be created, a garbage file as database,
  * a schema newer than ours; the migration of a version-1 ledger (start-time columns added as
- * 0 = unknown), process start times and pid reuse in the recovery decision. Each test works in its
- * own mkdtemp directory and removes it.
+ * 0 = unknown), process start times and pid reuse in the recovery decision; schema version 3:
+ * grants stored by device UUID and mapped to the devices of a renumbered node (a gone device
+ * fails the reservation at recovery), the migration of a version-2 ledger, and retention
+ * (pruning finished reservations and their audit rows in batches, never the newest id). Each
+ * test works in its own mkdtemp directory and removes it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -482,20 +485,28 @@ static const char old_schema_v1[] =
     "INSERT INTO reservations VALUES (7, '0123456789abcdef0123456789abcdef', 'GRANTED',"
     " 'granted', 1000, 4242, 'old', 1073741824, 1, '', 0, 0, 0, 0, 'reject', 'pid', 4343, 0,"
     " 0, 1, 100, 200, 0, 0);"
+    "INSERT INTO audit (reservation, from_state, to_state, time_ns, reason, uid, pid)"
+    " VALUES (7, 'QUEUED', 'GRANTED', 200, 'granted', 1000, 4242);"
     "PRAGMA user_version = 1;";
 
-static int user_version(const char *db) {
+/* The integer in the first column of a query's first row, or -1. */
+static int query_int(const char *db, const char *sql) {
   sqlite3 *h = NULL;
   sqlite3_stmt *st = NULL;
   int v = -1;
-  if (sqlite3_open(db, &h) == SQLITE_OK &&
-      sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+  if (sqlite3_open(db, &h) == SQLITE_OK && sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
       sqlite3_step(st) == SQLITE_ROW)
     v = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
   sqlite3_close(h);
   return v;
 }
+
+static int user_version(const char *db) {
+  return query_int(db, "PRAGMA user_version");
+}
+
+static int audit_rows(gpum_ledger_t *l, uint64_t id);
 
 static void test_migration_from_v1(void **state) {
   const char *dir = *state;
@@ -521,9 +532,18 @@ static void test_migration_from_v1(void **state) {
   assert_int_equal(gpum_ledger_commit_turn(l), 0);
   gpum_ledger_close(l);
   assert_int_equal(user_version(db), GPUM_LEDGER_SCHEMA_VERSION);
-  assert_int_equal(GPUM_LEDGER_SCHEMA_VERSION, 2);
+  assert_int_equal(GPUM_LEDGER_SCHEMA_VERSION, 4);
+  /* Version 4: no index on state, no AUTOINCREMENT; the old audit row kept, with its id. */
+  assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                 "'reservations_state' OR (name = 'audit' AND sql LIKE "
+                                 "'%AUTOINCREMENT%')"),
+                   0);
+  assert_int_equal(query_int(db, "SELECT count(*) FROM audit WHERE id = 1 AND reservation = 7 AND "
+                                 "to_state = 'GRANTED'"),
+                   1);
 
   l = open_ok(dir); /* a second open does not migrate again */
+  assert_int_equal(audit_rows(l, 7), 1);
   assert_int_equal(gpum_ledger_get(l, 8, &back), 0);
   assert_resv_equal(&r, &back);
   gpum_resv_t *all = NULL;
@@ -680,6 +700,260 @@ static void test_recovery_decisions(void **state) {
   assert_int_equal(d.to, GPUM_RESV_EXPIRED);
 }
 
+/* ---- Schema version 3: devices by UUID, migration from v2, retention ---------------------- */
+
+static const char *const uuids_abc[] = {"GPU-aaaa", "GPU-bbbb", "GPU-cccc"};
+
+static void test_devices_by_uuid(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  assert_int_equal(gpum_ledger_set_devices(l, uuids_abc, 3), 0);
+  gpum_resv_t on_b, on_c, queued, by_index;
+  sample(&on_b, 1, GPUM_RESV_GRANTED);
+  on_b.device_mask = 0x2; /* GPU-bbbb */
+  on_b.want_mask = 0x3;   /* GPU-aaaa, GPU-bbbb */
+  sample(&on_c, 2, GPUM_RESV_GRANTED);
+  on_c.device_mask = 0x5; /* GPU-aaaa, GPU-cccc */
+  on_c.want_mask = 0;
+  sample(&queued, 3, GPUM_RESV_QUEUED);
+  queued.want_mask = 0x4; /* GPU-cccc */
+  sample(&by_index, 4, GPUM_RESV_GRANTED);
+  by_index.device_mask = UINT64_C(1) << 9; /* index 9 has no UUID: stored as the index */
+  by_index.want_mask = 0;
+  gpum_resv_t granted_want_c, queued_ac_1, queued_ac_2;
+  sample(&granted_want_c, 5, GPUM_RESV_GRANTED);
+  granted_want_c.device_mask = 0x1; /* GPU-aaaa */
+  granted_want_c.want_mask = 0x5;   /* GPU-aaaa, GPU-cccc */
+  sample(&queued_ac_1, 6, GPUM_RESV_QUEUED);
+  queued_ac_1.want_mask = 0x5;
+  queued_ac_1.gpus = 1;
+  sample(&queued_ac_2, 7, GPUM_RESV_QUEUED);
+  queued_ac_2.want_mask = 0x5;
+  queued_ac_2.gpus = 2;
+  assert_int_equal(gpum_ledger_put(l, &on_b), 0);
+  assert_int_equal(gpum_ledger_put(l, &on_c), 0);
+  assert_int_equal(gpum_ledger_put(l, &queued), 0);
+  assert_int_equal(gpum_ledger_put(l, &by_index), 0);
+  assert_int_equal(gpum_ledger_put(l, &granted_want_c), 0);
+  assert_int_equal(gpum_ledger_put(l, &queued_ac_1), 0);
+  assert_int_equal(gpum_ledger_put(l, &queued_ac_2), 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  gpum_ledger_close(l);
+
+  /* The node comes back renumbered (B is now 0, A is 1) and without GPU-cccc. */
+  static const char *const renumbered[] = {"GPU-bbbb", "GPU-aaaa"};
+  l = open_ok(dir);
+  assert_int_equal(gpum_ledger_set_devices(l, renumbered, 2), 0);
+  gpum_ledger_row_t *rows = NULL;
+  size_t n = 0;
+  assert_int_equal(gpum_ledger_load_rows(l, &rows, &n), 0);
+  assert_int_equal(n, 7);
+  assert_int_equal(rows[0].r.device_mask, 0x1); /* still GPU-bbbb, now index 0 */
+  assert_int_equal(rows[0].r.want_mask, 0x3);
+  assert_string_equal(rows[0].gone, "");
+  assert_int_equal(rows[1].r.device_mask, 0x2); /* GPU-aaaa kept, GPU-cccc gone */
+  assert_string_equal(rows[1].gone, "GPU-cccc");
+  assert_int_equal(rows[2].r.want_mask, 0);
+  assert_string_equal(rows[2].gone, "GPU-cccc");
+  assert_int_equal(rows[3].r.device_mask, UINT64_C(1) << 9); /* indices only: kept */
+  assert_string_equal(rows[3].gone, "");
+  /* An explicit device that is gone matters only to a queued request left with too few. */
+  assert_int_equal(rows[4].r.device_mask, 0x2);
+  assert_int_equal(rows[4].r.want_mask, 0x2);
+  assert_string_equal(rows[4].gone, "");
+  assert_int_equal(rows[5].r.want_mask, 0x2);
+  assert_string_equal(rows[5].gone, "");
+  assert_string_equal(rows[6].gone, "GPU-cccc");
+
+  /* Recovery: a gone device fails the reservation, named in the reason. */
+  gpum_recover_decision_t d;
+  gpum_ledger_recover_decide_row(&rows[1], T0, NULL, NULL, &d);
+  assert_int_equal(d.action, GPUM_RECOVER_END);
+  assert_int_equal(d.to, GPUM_RESV_FAILED);
+  assert_string_equal(d.reason, "device GPU-cccc gone after restart");
+  gpum_ledger_recover_decide_row(&rows[2], T0, NULL, NULL, &d);
+  assert_int_equal(d.to, GPUM_RESV_FAILED);
+  free(rows);
+
+  /* load_all and get see the same mapping (gone devices dropped). */
+  gpum_resv_t *all = NULL;
+  assert_int_equal(gpum_ledger_load_all(l, &all, &n), 0);
+  assert_int_equal(n, 7);
+  assert_int_equal(all[0].device_mask, 0x1);
+  free(all);
+  gpum_resv_t one;
+  assert_int_equal(gpum_ledger_get(l, 1, &one), 0);
+  assert_int_equal(one.device_mask, 0x1);
+  /* Without devices set, the stored indices come back as they were. */
+  gpum_ledger_close(l);
+  l = open_ok(dir);
+  assert_int_equal(gpum_ledger_get(l, 1, &one), 0);
+  assert_int_equal(one.device_mask, 0x2);
+  gpum_ledger_close(l);
+}
+
+static void test_set_devices_bad_input(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  static const char *const comma[] = {"GPU-a,b"};
+  assert_int_equal(gpum_ledger_set_devices(l, comma, 1), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "GPU-a,b"));
+  char big[200];
+  memset(big, 'x', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  const char *const too_long[] = {big};
+  assert_int_equal(gpum_ledger_set_devices(l, too_long, 1), GPUM_EINVAL);
+  assert_int_equal(gpum_ledger_set_devices(l, uuids_abc, GPUM_SCHED_MAX_DEVICES + 1), GPUM_EINVAL);
+  static const char *const holes[] = {NULL, "GPU-x", ""};
+  assert_int_equal(gpum_ledger_set_devices(l, holes, 3), 0);
+  gpum_ledger_close(l);
+}
+
+/* The version-2 migration exactly as gpumd applied it before UUIDs were stored. */
+static const char old_migrate_v2[] =
+    "ALTER TABLE reservations ADD COLUMN pid_start INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE reservations ADD COLUMN lease_pid_start INTEGER NOT NULL DEFAULT 0;"
+    "INSERT INTO reservations VALUES (9, 'fedcba9876543210fedcba9876543210', 'GRANTED',"
+    " 'granted', 1000, 4242, 'v2', 1073741824, 1, '', 0, 0, 0, 0, 'reject', 'ttl', 0, 60000,"
+    " 9000000000000000000, 2, 100, 200, 0, 0, 55, 0);"
+    "PRAGMA user_version = 2;";
+
+static void test_migration_from_v2(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUM_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v2, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  assert_int_equal(user_version(db), 2);
+
+  gpum_ledger_t *l = open_ok(dir);
+  assert_int_equal(user_version(db), GPUM_LEDGER_SCHEMA_VERSION);
+  assert_int_equal(gpum_ledger_set_devices(l, uuids_abc, 3), 0);
+  gpum_ledger_row_t *rows = NULL;
+  size_t n = 0;
+  assert_int_equal(gpum_ledger_load_rows(l, &rows, &n), 0);
+  assert_int_equal(n, 2); /* r-7 of the v1 rows and r-9 */
+  assert_int_equal(rows[1].r.id, 9);
+  assert_int_equal(rows[1].r.device_mask, 0x2); /* no UUIDs stored: the index is kept */
+  assert_int_equal(rows[1].r.pid_start, 55);
+  assert_string_equal(rows[1].gone, "");
+  /* Re-stored, the row gets its UUID and follows it. */
+  assert_int_equal(gpum_ledger_put(l, &rows[1].r), 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  free(rows);
+  gpum_ledger_close(l);
+  static const char *const moved[] = {"GPU-cccc", "GPU-bbbb", "GPU-aaaa"};
+  l = open_ok(dir);
+  assert_int_equal(gpum_ledger_set_devices(l, moved, 3), 0);
+  gpum_resv_t r;
+  assert_int_equal(gpum_ledger_get(l, 9, &r), 0);
+  assert_int_equal(r.device_mask, 0x2); /* GPU-bbbb is index 1 in both */
+  gpum_ledger_close(l);
+  l = open_ok(dir);
+  static const char *const swapped[] = {"GPU-bbbb", "GPU-aaaa"};
+  assert_int_equal(gpum_ledger_set_devices(l, swapped, 2), 0);
+  assert_int_equal(gpum_ledger_get(l, 9, &r), 0);
+  assert_int_equal(r.device_mask, 0x1);
+  gpum_ledger_close(l);
+}
+
+static int count_rows(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  int v = -1;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return v;
+}
+
+static bool count_audit(void *user, const gpum_ledger_audit_t *a) {
+  (void)a;
+  ++*(int *)user;
+  return true;
+}
+
+/* Audit rows of reservation id (0 = all), read through the ledger itself. */
+static int audit_rows(gpum_ledger_t *l, uint64_t id) {
+  int n = 0;
+  assert_int_equal(gpum_ledger_audit_list(l, id, count_audit, &n), 0);
+  return n;
+}
+
+static bool exists(gpum_ledger_t *l, uint64_t id) {
+  gpum_resv_t r;
+  return gpum_ledger_get(l, id, &r) == 0;
+}
+
+static void test_prune(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sub(dir, GPUM_LEDGER_FILE, db, sizeof(db));
+  gpum_ledger_t *l = open_ok(dir);
+  /* r-1..r-10 ended at T0+1s..T0+10s; r-11, r-12 live; r-13 ended first of all but has the
+   * highest id. Two audit rows each. */
+  for (uint64_t id = 1; id <= 13; id++) {
+    gpum_resv_t r;
+    sample(&r, id, id == 11 ? GPUM_RESV_GRANTED : id == 12 ? GPUM_RESV_QUEUED : GPUM_RESV_RELEASED);
+    r.ended_ns = id <= 10 ? T0 + id * SEC : id == 13 ? T0 : 0;
+    gpum_ledger_audit_t a = {.reservation = id,
+                             .from = GPUM_RESV_NEW,
+                             .to = GPUM_RESV_QUEUED,
+                             .time_ns = T0,
+                             .reason = "x"};
+    assert_int_equal(gpum_ledger_put(l, &r), 0);
+    assert_int_equal(gpum_ledger_audit(l, &a), 0);
+    assert_int_equal(gpum_ledger_audit(l, &a), 0);
+  }
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  uint64_t commits = gpum_ledger_commit_count(l);
+  size_t n = 99;
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 0, &n), GPUM_EINVAL);
+  assert_int_equal(n, 0);
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 10001, NULL), GPUM_EINVAL);
+  /* Nothing that old: no turn is opened, nothing to commit. */
+  assert_int_equal(gpum_ledger_prune(l, T0, 3, &n), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpum_ledger_commit_count(l), commits);
+  /* A batch of 3: the oldest ends first (r-1..r-3; never r-13), in the turn: a rollback
+   * undoes it. */
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n), 0);
+  assert_int_equal(n, 3);
+  assert_false(exists(l, 1));
+  gpum_ledger_rollback_turn(l);
+  assert_true(exists(l, 1));
+  assert_int_equal(audit_rows(l, 1), 2);
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  for (uint64_t id = 1; id <= 13; id++)
+    assert_int_equal(exists(l, id), id > 3);
+  assert_int_equal(audit_rows(l, 3), 0);
+  assert_int_equal(audit_rows(l, 0), 20);
+  /* The rest before T0+5s: only r-4 (ended_ns < before, strictly). */
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n), 0);
+  assert_int_equal(n, 0);
+  /* Everything ended: live rows and the highest id stay. */
+  assert_int_equal(gpum_ledger_prune(l, UINT64_MAX, 100, &n), 0);
+  assert_int_equal(n, 6);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  uint64_t max = 0;
+  assert_int_equal(gpum_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 13);
+  gpum_ledger_close(l);
+  assert_int_equal(count_rows(db, "SELECT count(*) FROM reservations"), 3);
+  assert_int_equal(count_rows(db, "SELECT min(id) FROM reservations"), 11);
+  assert_int_equal(count_rows(db, "SELECT count(*) FROM audit"), 6);
+  assert_int_equal(count_rows(db, "SELECT count(*) FROM audit WHERE reservation IN (11,12,13)"), 6);
+}
+
 #define DIR_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
 int main(void) {
@@ -696,6 +970,10 @@ int main(void) {
       DIR_TEST(test_garbage_database),
       DIR_TEST(test_newer_schema_refused),
       DIR_TEST(test_migration_from_v1),
+      DIR_TEST(test_devices_by_uuid),
+      DIR_TEST(test_set_devices_bad_input),
+      DIR_TEST(test_migration_from_v2),
+      DIR_TEST(test_prune),
       cmocka_unit_test(test_pid_start_time),
       cmocka_unit_test(test_recovery_decisions),
   };

@@ -4,8 +4,10 @@
  * unmanaged memory and the safety margin, the pack / spread / score placements, multi-GPU
  * all-or-nothing, every never-fit reason, priority order and FIFO, backfill inside and past
  * its bound, queue timeouts with REJECT and WAIT, max_concurrent_jobs, device loss with
- * re-placement, pressure watermarks, release/cancel, restore after a restart, and the
- * spellings of ids and names. The clock is injected: every call gets an explicit time.
+ * re-placement, pressure watermarks, release/cancel, restore after a restart, the
+ * spellings of ids and names, "wait": false requests (granted now or GPUM_EBUSY), and the dry run
+ * gpum_sched_check (REST validate). The clock is
+ * injected: every call gets an explicit time.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1008,6 +1010,127 @@ static void test_random_operations_keep_invariants(void **state) {
   fx_free(fx);
 }
 
+/* Submits a "wait": false request; returns its code, *id the new id (0 on error). */
+static int submit_no_wait(fx_t *fx, uint64_t bytes, int prio, uint64_t now, uint64_t *id) {
+  gpum_sched_request_t q;
+  gpum_sched_request_init(&q);
+  q.bytes_per_gpu = bytes;
+  q.priority = prio;
+  q.uid = 1000;
+  q.pid = 4242;
+  q.no_wait = true;
+  const gpum_resv_t *r = NULL;
+  int rc = gpum_sched_submit(fx->s, &q, now, &r);
+  *id = rc == 0 ? r->id : 0;
+  if (rc == 0)
+    assert_int_equal(r->state, GPUM_RESV_GRANTED);
+  return rc;
+}
+
+static void test_no_wait(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.backfill_bound_ns = 30 * SEC;
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  uint64_t id = 0;
+  /* Room now: granted at once, like a waiting request. */
+  assert_int_equal(submit_no_wait(fx, 6 * GiB, 0, T0, &id), 0);
+  assert_int_equal(id, 1);
+  assert_int_equal(last_event(fx, 1)->to, GPUM_RESV_GRANTED);
+  /* No room: EBUSY with what it would wait for; nothing changes, no id is used. */
+  size_t n_ev = fx->n_ev;
+  assert_int_equal(submit_no_wait(fx, 6 * GiB, 0, T0, &id), GPUM_EBUSY);
+  assert_string_equal(gpum_last_error(),
+                      "not granted now and \"wait\" is false; it would wait for 6.00 GiB free on "
+                      "1 device; best now: 4.00 GiB on GPU 0");
+  assert_int_equal(fx->n_ev, n_ev);
+  assert_int_equal(gpum_sched_count(fx->s), 1);
+  assert_int_equal(gpum_sched_queue_length(fx->s), 0);
+  assert_int_equal(gpum_sched_next_id(fx->s), 2);
+  /* A queued head within the backfill bound may be passed ... */
+  uint64_t head = submit(fx, 8 * GiB, 1, 0, T0 + 1 * SEC, NULL);
+  assert_int_equal(head, 2);
+  assert_int_equal(submit_no_wait(fx, 2 * GiB, 0, T0 + 2 * SEC, &id), 0);
+  assert_int_equal(id, 3);
+  assert_int_equal(gpum_sched_release(fx->s, 3, T0 + 3 * SEC, NULL), 0);
+  /* ... but not once it has waited past the bound, */
+  assert_int_equal(submit_no_wait(fx, 2 * GiB, 0, T0 + 40 * SEC, &id), GPUM_EBUSY);
+  assert_non_null(strstr(gpum_last_error(), "behind r-2 (blocked head past the backfill bound)"));
+  assert_int_equal(state_of(fx, head), GPUM_RESV_QUEUED);
+  /* unless the request goes before it (higher priority). */
+  assert_int_equal(submit_no_wait(fx, 2 * GiB, 5, T0 + 41 * SEC, &id), 0);
+  assert_int_equal(id, 4);
+  /* Never-fit is still ENEVERFIT, bad fields EINVAL. */
+  assert_int_equal(submit_no_wait(fx, 11 * GiB, 0, T0 + 42 * SEC, &id), GPUM_ENEVERFIT);
+  assert_int_equal(submit_no_wait(fx, 0, 0, T0 + 42 * SEC, &id), GPUM_EINVAL);
+  /* The settling pass grants what is due before deciding: freeing r-1 lets the head in, and
+   * the no-wait request behind it finds no room. */
+  assert_int_equal(gpum_sched_release(fx->s, 1, T0 + 43 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, head), GPUM_RESV_GRANTED);
+  assert_int_equal(gpum_sched_queue_length(fx->s), 0);
+  fx_free(fx);
+}
+
+/* gpum_sched_check: the dry run answers like submit would, and changes nothing. */
+static void test_check(void **state) {
+  (void)state;
+  gpum_sched_opts_t o;
+  plain_opts(&o);
+  o.backfill = false;
+  fx_t *fx = fx_new(&o);
+  add_h100(fx, 0, T0);
+  add_h100(fx, 1, T0);
+  gpum_sched_request_t q;
+  gpum_sched_check_t c;
+  gpum_sched_request_init(&q);
+  q.bytes_per_gpu = 30 * GiB;
+  q.gpus = 2;
+  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_true(c.could_fit && c.fits_now && !c.queue_first);
+  assert_int_equal(c.device_mask, 3);
+  assert_string_equal(c.reason, "");
+  q.bytes_per_gpu = 90 * GiB; /* over every device */
+  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_false(c.could_fit || c.fits_now);
+  assert_non_null(strstr(c.reason, "90.00 GiB"));
+  q.bytes_per_gpu = GiB;
+  q.model = "*A100*"; /* no such model */
+  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_false(c.could_fit);
+  q.model = NULL;
+  q.gpus = 0;
+  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), GPUM_EINVAL);
+  assert_int_equal(fx->n_ev, 0); /* nothing was created */
+  assert_int_equal(gpum_sched_count(fx->s), 0);
+  /* Not now: 60 GiB held on each device, 30 GiB asked on two. */
+  submit(fx, 60 * GiB, 2, 0, T0, NULL);
+  q.gpus = 2;
+  q.bytes_per_gpu = 30 * GiB;
+  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_true(c.could_fit && !c.fits_now);
+  assert_string_equal(c.reason,
+                      "needs 30.00 GiB free on 2 GPUs; 0 fit now, best: 20.00 GiB on GPU 0");
+  /* A blocked head (backfill off: locked at once) keeps a small request waiting. */
+  uint64_t head = submit(fx, 30 * GiB, 1, 0, T0, NULL);
+  assert_int_equal(state_of(fx, head), GPUM_RESV_QUEUED);
+  q.gpus = 1;
+  q.bytes_per_gpu = GiB;
+  size_t before = fx->n_ev;
+  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_true(c.could_fit && !c.fits_now && c.queue_first);
+  assert_string_equal(
+      c.reason, "fits, but would wait behind r-2 (blocked queue head past the backfill bound)");
+  /* ... unless it has a higher priority than the head. */
+  q.priority = 5;
+  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_true(c.fits_now && !c.queue_first);
+  assert_int_equal(fx->n_ev, before);
+  assert_int_equal(gpum_sched_count(fx->s), 2);
+  fx_free(fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_admission_math),
@@ -1034,6 +1157,8 @@ int main(void) {
       cmocka_unit_test(test_restore),
       cmocka_unit_test(test_names_and_ids),
       cmocka_unit_test(test_random_operations_keep_invariants),
+      cmocka_unit_test(test_no_wait),
+      cmocka_unit_test(test_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

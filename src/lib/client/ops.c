@@ -76,6 +76,8 @@ static int reserve_fields(json_t *o, const gpum_reserve_req_t *q) {
     rc = set_u64(o, "pid", (uint64_t)q->pid);
   if (rc == 0 && q->lease == GPUM_LEASE_TTL)
     rc = set_u64(o, "ttl_ms", q->ttl_ms);
+  if (rc == 0 && q->no_wait && json_object_set_new(o, "wait", json_false()))
+    rc = GPUM_ENOMEM;
   if (rc == 0 && q->ndevices) {
     json_t *a = json_array();
     for (size_t i = 0; a && i < q->ndevices; i++)

@@ -100,7 +100,27 @@ static const gpum_option_def_t builtin_table[] = {
      "Used share of a device's memory above which gpumd grants nothing more on it."},
     {"lease.grace", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
      "After a gpumd restart, how long a connection-bound reservation waits for its client to "
-     "re-attach with its token before it is released."},
+     "re-attach with its token before it is released. Reloaded on SIGHUP: a grace period "
+     "that is running then ends lease.grace after it began (at once when that has passed)."},
+    {"ledger.retention", GPUM_OPT_DURATION, "7d", NULL, UNBOUNDED, false,
+     "How long gpumd keeps finished reservations (released, expired, cancelled, failed) and "
+     "their audit rows in the ledger; older ones are deleted at start and then periodically "
+     "(hourly at most), in small batches. 0 keeps them forever. Reloaded on SIGHUP."},
+    {"http.listen", GPUM_OPT_STRING, "127.0.0.1:8642", NULL, UNBOUNDED, false,
+     "Address and port of gpumd's REST API (docs/rest.md), such as 127.0.0.1:8642 or "
+     "[::1]:8642; port 0 picks a free port; \"off\" or empty turns the API off. A "
+     "non-loopback address needs http.token_file and then every call needs the token."},
+    {"http.token_file", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "File holding the REST API's bearer token (created with mode 0600 when missing); empty "
+     "means STATE_DIR/http.token. Re-read on SIGHUP; rotate with gpum http-token --rotate."},
+    {"http.max_connections", GPUM_OPT_INT, "256", NULL, 1, 100000, false,
+     "Most open HTTP connections; more are answered 503 and closed."},
+    {"http.max_body", GPUM_OPT_SIZE, "64KiB", NULL, UNBOUNDED, false,
+     "Largest HTTP request body; a larger one is answered 413."},
+    {"http.max_header", GPUM_OPT_SIZE, "8KiB", NULL, UNBOUNDED, false,
+     "Largest HTTP request header block; a larger one is refused and the connection closed."},
+    {"http.timeout", GPUM_OPT_DURATION, "10s", NULL, UNBOUNDED, false,
+     "An HTTP client that sends or reads nothing for this long is disconnected."},
     {"color", GPUM_OPT_ENUM, "auto", "auto|always|never", UNBOUNDED, false,
      "Colour in terminal output: auto colours only when the output is a terminal and NO_COLOR "
      "is not set."},

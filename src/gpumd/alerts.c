@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's alert engine and the device feeds of its observability state. The engine is created
+ * at start from the configuration (alerts.defaults, alerts.rules, alerts.file, alerts.history,
+ * alerts.xid_window: the same keys as `gpum monitor` and `gpum alerts`; rebuilt on SIGHUP when
+ * they changed) and fed on the loop
+ * thread from devices.c: the newest sample of every device each monitor interval, health
+ * transitions and Xids. Fired and cleared alerts are counted by level and published as "alert"
+ * events; samples, health changes and Xids become "sample", "health" and "xid" events; the
+ * reservation transitions from engine.c become "reservation" events and feed the counters and
+ * the queue-wait histogram that /metrics exports.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/log.h>
+
+#include "obs_internal.h"
+
+const double gpumd_wait_bounds[GPUMD_OBS_WAIT_BUCKETS] = {0.005, 0.01, 0.05, 0.1, 0.5, 1,    5,
+                                                          10,    30,   60,   300, 900, 3600, 14400};
+
+double gpumd_sample_value(const gpum_device_sample_t *s, gpum_metric_t m) {
+  switch (m) {
+  case GPUM_METRIC_MEMORY_TOTAL:
+    return (double)s->memory_total;
+  case GPUM_METRIC_MEMORY_USED:
+    return (double)s->memory_used;
+  case GPUM_METRIC_MEMORY_FREE:
+    return (double)s->memory_free;
+  case GPUM_METRIC_MEMORY_RESERVED:
+    return (double)s->memory_reserved;
+  case GPUM_METRIC_UTIL_GPU:
+    return s->util_gpu;
+  case GPUM_METRIC_UTIL_MEMORY:
+    return s->util_memory;
+  case GPUM_METRIC_TEMPERATURE:
+    return s->temperature_c;
+  case GPUM_METRIC_POWER:
+    return s->power_mw;
+  case GPUM_METRIC_CLOCK_SM:
+    return s->clock_sm_mhz;
+  case GPUM_METRIC_CLOCK_MEM:
+    return s->clock_mem_mhz;
+  case GPUM_METRIC_ECC_CORRECTED:
+    return (double)s->ecc_corrected;
+  case GPUM_METRIC_ECC_UNCORRECTED:
+    return (double)s->ecc_uncorrected;
+  default:
+    return 0;
+  }
+}
+
+static json_t *jtime(uint64_t ns) {
+  return ns ? json_integer((json_int_t)ns) : json_null();
+}
+
+json_t *gpumd_alert_json(const gpum_alert_t *a) {
+  bool is_xid = strcmp(a->metric, "xid") == 0;
+  bool is_metric = !is_xid && strcmp(a->metric, "health") != 0;
+  json_t *o = json_object();
+  json_object_set_new(o, "id", json_integer((json_int_t)a->id));
+  json_object_set_new(o, "level", json_string(gpum_alert_level_name(a->level)));
+  json_object_set_new(o, "state", json_string(a->state == GPUM_ALERT_FIRED ? "active" : "cleared"));
+  json_object_set_new(o, "device", json_integer(a->device));
+  json_object_set_new(o, "rule", json_integer(a->rule));
+  json_object_set_new(o, "rule_text", json_string(a->rule_text));
+  json_object_set_new(o, "metric", json_string(a->metric));
+  json_object_set_new(o, "value", json_real(a->value));
+  json_object_set_new(o, "threshold", is_metric ? json_real(a->threshold) : json_null());
+  json_object_set_new(o, "clear_threshold",
+                      is_metric ? json_real(a->clear_threshold) : json_null());
+  json_object_set_new(o, "xid", is_xid ? json_integer((json_int_t)a->xid) : json_null());
+  if (is_xid) {
+    gpum_xid_info_t xi = gpum_xid_info((unsigned)a->xid);
+    json_object_set_new(o, "xid_name", json_string(xi.name));
+    json_object_set_new(o, "repeats", json_integer(a->repeats));
+  }
+  json_object_set_new(o, "since_ns", jtime(a->since_ns));
+  json_object_set_new(o, "fired_ns", jtime(a->fired_ns));
+  json_object_set_new(o, "cleared_ns", jtime(a->cleared_ns));
+  json_object_set_new(o, "message", json_string(a->message));
+  return o;
+}
+
+/* Engine callback, on the loop thread (the engine is fed only there). */
+static void on_alert(const gpum_alert_t *a, void *arg) {
+  gpumd_t *d = arg;
+  bool fired = a->state == GPUM_ALERT_FIRED;
+  gpumd_obs_changed(d->obs);
+  if (fired && (unsigned)a->level < 4)
+    d->obs->alerts_fired[a->level]++;
+  gpum_log(fired ? GPUM_LOG_WARN : GPUM_LOG_INFO, "gpumd", "alert %s: %s",
+           fired ? "fired" : "cleared", a->message);
+  json_t *o = gpumd_alert_json(a);
+  json_object_set_new(o, "event", json_string(fired ? "fired" : "cleared"));
+  gpumd_sse_publish(d, "alert", o);
+}
+
+/* A configured engine for d (rules, callback, device info), or a negative code. */
+static int build_engine(gpumd_t *d, gpum_alert_engine_t **out) {
+  gpum_alert_engine_opts_t eo;
+  gpum_alert_engine_opts_from_config(&eo, d->cfg);
+  gpum_alert_engine_t *e = NULL;
+  int rc = gpum_alert_engine_create(&eo, &e);
+  if (rc == 0)
+    rc = gpum_alert_engine_configure(e, d->cfg);
+  if (rc == 0)
+    rc = gpum_alert_engine_add_callback(e, on_alert, d);
+  if (rc != 0) {
+    gpum_alert_engine_destroy(e);
+    return rc;
+  }
+  for (unsigned i = 0; i < d->device_count; i++)
+    gpum_alert_engine_set_device_info(e, d->devices[i].index, &d->devices[i].info);
+  *out = e;
+  return 0;
+}
+
+int gpumd_obs_start(gpumd_t *d) {
+  struct gpumd_obs *o = calloc(1, sizeof *o);
+  if (!o)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  d->obs = o;
+  gpum_alert_engine_opts_from_config(&o->alert_opts, d->cfg);
+  int rc = build_engine(d, &o->alerts);
+  if (rc != 0)
+    return rc;
+  return gpumd_sse_start(d);
+}
+
+static bool same_rules(gpum_alert_engine_t *a, gpum_alert_engine_t *b) {
+  size_t n = gpum_alert_engine_rule_count(a);
+  if (n != gpum_alert_engine_rule_count(b))
+    return false;
+  for (unsigned i = 0; i < n; i++) {
+    char ta[GPUM_ALERT_RULE_LEN], tb[GPUM_ALERT_RULE_LEN];
+    if (gpum_alert_engine_rule_text(a, i, ta, sizeof ta) != 0 ||
+        gpum_alert_engine_rule_text(b, i, tb, sizeof tb) != 0 || strcmp(ta, tb) != 0)
+      return false;
+  }
+  return true;
+}
+
+void gpumd_obs_reload(gpumd_t *d) {
+  struct gpumd_obs *o = d->obs;
+  if (!o)
+    return;
+  gpum_alert_engine_t *e = NULL;
+  gpum_error_clear();
+  if (build_engine(d, &e) != 0) {
+    gpum_log(GPUM_LOG_ERROR, "gpumd", "alert rules not reloaded, keeping the old ones: %s",
+             gpum_last_error());
+    return;
+  }
+  gpum_alert_engine_opts_t eo;
+  gpum_alert_engine_opts_from_config(&eo, d->cfg);
+  if (same_rules(e, o->alerts) && eo.history_cap == o->alert_opts.history_cap &&
+      eo.xid_window_ms == o->alert_opts.xid_window_ms) {
+    gpum_alert_engine_destroy(e);
+    return;
+  }
+  gpum_alert_engine_destroy(o->alerts);
+  o->alerts = e;
+  o->alert_opts = eo;
+  gpumd_obs_changed(o);
+  gpum_log(GPUM_LOG_INFO, "gpumd", "alert rules reloaded: %zu rules (active alerts start over)",
+           gpum_alert_engine_rule_count(e));
+}
+
+void gpumd_obs_stop(gpumd_t *d) {
+  if (!d->obs)
+    return;
+  gpumd_sse_stop(d);
+  gpumd_metrics_cache_free(d->obs);
+  gpum_alert_engine_destroy(d->obs->alerts);
+  free(d->obs);
+  d->obs = NULL;
+}
+
+gpum_alert_engine_t *gpumd_alerts(gpumd_t *d) {
+  return d && d->obs ? d->obs->alerts : NULL;
+}
+
+/* The engine wants one non-decreasing clock; samples and events carry CLOCK_REALTIME
+ * stamps taken on different threads, so a stamp older than the newest fed is raised to it. */
+static uint64_t feed_time(struct gpumd_obs *o, uint64_t ns) {
+  if (ns > o->alert_now_ns)
+    o->alert_now_ns = ns;
+  return o->alert_now_ns;
+}
+
+static json_t *sample_json(const gpumd_device_t *dev, const gpum_device_sample_t *s) {
+  json_t *o = json_pack("{s:i, s:s, s:s, s:I}", "gpu", (int)dev->index, "uuid", dev->info.uuid,
+                        "model", dev->info.name, "time_ns", (json_int_t)s->timestamp_ns);
+  for (int m = 0; o && m < GPUM_METRIC_COUNT; m++)
+    if (gpum_sample_valid(s, (gpum_metric_t)m))
+      json_object_set_new(o, gpum_metric_name((gpum_metric_t)m),
+                          json_integer((json_int_t)gpumd_sample_value(s, (gpum_metric_t)m)));
+  return o;
+}
+
+void gpumd_obs_round(gpumd_t *d) {
+  struct gpumd_obs *o = d->obs;
+  if (!o)
+    return;
+  gpumd_obs_changed(o); /* new samples, process lists, scheduler views */
+  for (unsigned i = 0; i < d->device_count; i++) {
+    const gpumd_device_t *dev = &d->devices[i];
+    gpum_device_sample_t s;
+    if (gpum_monitor_latest(d->mon, dev->index, &s) != 0 || s.timestamp_ns <= o->last_sample_ns[i])
+      continue;
+    o->last_sample_ns[i] = s.timestamp_ns;
+    gpum_alert_engine_feed_sample(o->alerts, dev->index, &s, feed_time(o, s.timestamp_ns));
+    if (o->stream_count > 0 &&
+        s.timestamp_ns >= o->last_event_ns[i] + (uint64_t)GPUMD_SSE_SAMPLE_MS * 1000000u) {
+      o->last_event_ns[i] = s.timestamp_ns;
+      gpumd_sse_publish(d, "sample", sample_json(dev, &s));
+    }
+  }
+  gpum_alert_engine_advance(o->alerts, feed_time(o, gpumd_now_ns()));
+}
+
+static void count_xid(struct gpumd_obs *o, unsigned device, uint64_t xid) {
+  for (size_t i = 0; i < o->xid_count; i++)
+    if (o->xids[i].device == device && o->xids[i].xid == xid) {
+      o->xids[i].count++;
+      return;
+    }
+  if (o->xid_count == GPUMD_OBS_MAX_XIDS) {
+    gpum_log(GPUM_LOG_WARN, "gpumd", "more than %d distinct Xid counters: Xid %llu not counted",
+             GPUMD_OBS_MAX_XIDS, (unsigned long long)xid);
+    return;
+  }
+  o->xids[o->xid_count++] = (gpumd_xid_count_t){.device = device, .xid = xid, .count = 1};
+}
+
+void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev) {
+  struct gpumd_obs *o = d->obs;
+  if (!o)
+    return;
+  gpumd_obs_changed(o);
+  const gpumd_device_t *dev = gpumd_device_find(d, ev->device);
+  const char *uuid = dev ? dev->info.uuid : "";
+  if (ev->kind == GPUM_MONEV_HEALTH) {
+    gpum_alert_engine_feed_health(o->alerts, ev->device, (int)ev->to, ev->reason,
+                                  feed_time(o, ev->time_ns));
+    gpumd_sse_publish(d, "health",
+                      json_pack("{s:i, s:s, s:s, s:s, s:s, s:I}", "gpu", (int)ev->device, "uuid",
+                                uuid, "from", gpum_health_state_name(ev->from), "to",
+                                gpum_health_state_name(ev->to), "reason", ev->reason, "time_ns",
+                                (json_int_t)ev->time_ns));
+  } else if (ev->kind == GPUM_MONEV_XID) {
+    count_xid(o, ev->device, ev->xid);
+    gpum_xid_info_t xi = gpum_xid_info((unsigned)ev->xid);
+    gpumd_sse_publish(d, "xid",
+                      json_pack("{s:i, s:s, s:I, s:s, s:b, s:I}", "gpu", (int)ev->device, "uuid",
+                                uuid, "xid", (json_int_t)ev->xid, "name", xi.name, "critical",
+                                xi.critical, "time_ns", (json_int_t)ev->time_ns));
+    gpum_alert_engine_feed_xid(o->alerts, ev->device, ev->xid, feed_time(o, ev->time_ns));
+  }
+}
+
+static const char *transition_name(gpum_resv_state_t to) {
+  switch (to) {
+  case GPUM_RESV_QUEUED:
+    return "queued";
+  case GPUM_RESV_GRANTED:
+    return "granted";
+  case GPUM_RESV_RELEASED:
+    return "released";
+  case GPUM_RESV_EXPIRED:
+    return "expired";
+  case GPUM_RESV_CANCELLED:
+    return "cancelled";
+  case GPUM_RESV_FAILED:
+    return "failed";
+  default:
+    return "unknown";
+  }
+}
+
+void gpumd_obs_transition(gpumd_t *d, const gpum_resv_t *r, gpum_resv_state_t from,
+                          gpum_resv_state_t to) {
+  struct gpumd_obs *o = d->obs;
+  if (!o || to < GPUM_RESV_QUEUED || to > GPUM_RESV_FAILED)
+    return;
+  gpumd_obs_changed(o);
+  o->transitions[to]++;
+  if (to == GPUM_RESV_GRANTED && from == GPUM_RESV_QUEUED) {
+    double wait = r->granted_ns > r->created_ns ? (double)(r->granted_ns - r->created_ns) / 1e9 : 0;
+    for (int i = 0; i < GPUMD_OBS_WAIT_BUCKETS; i++)
+      if (wait <= gpumd_wait_bounds[i])
+        o->wait_buckets[i]++;
+    o->wait_count++;
+    o->wait_sum += wait;
+  }
+  if (o->stream_count == 0)
+    return;
+  json_t *ev = json_pack("{s:s, s:s, s:o}", "transition", transition_name(to), "from",
+                         from == GPUM_RESV_NEW ? "new" : transition_name(from), "reservation",
+                         gpumd_resv_json(d, r, false));
+  gpumd_sse_publish(d, "reservation", ev);
+}

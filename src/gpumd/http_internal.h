@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The REST API's internals shared by http.c (server, limits, auth, token, router, the
+ * end-of-turn flush) and http_api.c (the endpoints). Everything runs on gpumd's loop thread.
+ */
+#ifndef GPUMD_HTTP_INTERNAL_H
+#define GPUMD_HTTP_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "gpumd_internal.h"
+
+struct evhttp;
+struct evhttp_request;
+struct evhttp_bound_socket;
+struct bufferevent;
+struct evkeyvalq;
+
+#define GPUMD_HTTP_TOKEN_HEX 64 /* 32 random bytes as hex */
+
+/* One request being answered. A handler fills status and body (or returns an error code). */
+typedef struct {
+  gpumd_t *d;
+  struct evhttp_request *req;
+  const char *id;          /* the {ID} of /reservations/{ID}[/renew], else NULL */
+  struct evkeyvalq *query; /* parsed query string (may be empty) */
+  json_t *body;            /* parsed JSON body (an object; {} when none) */
+  bool admin;              /* showed the right token */
+  int status;              /* success status (default 200) */
+  json_t *out;             /* success body (stolen by the router) */
+  int err_status;          /* error status override (0: from the code) */
+} gpumd_http_call_t;
+
+typedef int (*gpumd_http_fn)(gpumd_http_call_t *call);
+
+typedef struct {
+  struct evhttp_request *req;
+  int status;
+} gpumd_http_pending_t;
+
+struct gpumd_http {
+  gpumd_t *d;
+  struct evhttp *http;
+  struct evhttp_bound_socket *sock;
+  char addr[96]; /* "127.0.0.1:8642", "[::1]:8642" */
+  bool loopback;
+  char token[GPUMD_HTTP_TOKEN_HEX + 1];
+  char token_path[PATH_MAX];
+  size_t max_body, max_conns;
+  gpumd_http_pending_t *pend; /* responses of this turn, sent after the commit */
+  size_t npend, cappend;
+  struct bufferevent **fresh; /* connections accepted this turn (see http.c) */
+  size_t nfresh, capfresh;
+  size_t live;     /* open connections counted against max_conns */
+  uint64_t served; /* requests seen */
+};
+
+/* ---- http_api.c: the endpoints ---- */
+int gpumd_http_status(gpumd_http_call_t *call);
+int gpumd_http_nodes(gpumd_http_call_t *call);
+int gpumd_http_validate(gpumd_http_call_t *call);
+int gpumd_http_allocate(gpumd_http_call_t *call);
+int gpumd_http_resv_list(gpumd_http_call_t *call);
+int gpumd_http_resv_get(gpumd_http_call_t *call);
+int gpumd_http_resv_delete(gpumd_http_call_t *call);
+int gpumd_http_resv_renew(gpumd_http_call_t *call);
+int gpumd_http_setup_pytorch(gpumd_http_call_t *call);
+int gpumd_http_setup_tensorflow(gpumd_http_call_t *call);
+int gpumd_http_health(gpumd_http_call_t *call);
+int gpumd_http_monitoring(gpumd_http_call_t *call);
+int gpumd_http_alerts(gpumd_http_call_t *call);
+int gpumd_http_config(gpumd_http_call_t *call);
+
+/* ---- http.c: pieces with unit tests (tests/unit/test_gpumd_http.c) ---- */
+/* Splits http.listen ("HOST:PORT", "[V6]:PORT", host an IP address or localhost) into host
+ * and port, and tells whether the host is loopback. 0 or GPUM_EINVAL naming s. */
+int gpumd_http_parse_listen(const char *s, char *host, size_t hlen, unsigned *port, bool *loopback);
+/* Reads the token in path into out (16..256 printable characters, trailing newline
+ * stripped); a missing file is created with a fresh random token when create. GPUM_EPERM
+ * when the file is readable by group or others, GPUM_EINVAL for a bad token, GPUM_EIO. */
+int gpumd_http_token_load(const char *path, bool create, char *out, size_t outlen);
+/* Constant-time comparison of a presented token (got, got_len bytes) with want. */
+bool gpumd_http_token_matches(const char *want, const char *got, size_t got_len);
+/* Matches path against a route pattern where "{ID}" stands for one segment (copied to id,
+ * at most idlen - 1 bytes). */
+bool gpumd_http_path_match(const char *pattern, const char *path, char *id, size_t idlen);
+/* The HTTP status of a gpum error code (EINVAL 400, EPERM 403, ENOENT 404, ESTATE/EBUSY 409,
+ * ENEVERFIT 422, EAGAIN 503, others 500). */
+int gpumd_http_status_of(int code);
+
+/* Checks that the query has only the named parameters (NULL-terminated). 0 or GPUM_EINVAL
+ * naming the first unknown one. */
+int gpumd_http_check_query(gpumd_http_call_t *call, const char *const *allowed);
+
+#endif /* GPUMD_HTTP_INTERNAL_H */

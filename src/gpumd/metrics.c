@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GET /metrics: gpumd's state in the Prometheus text exposition format 0.0.4 (docs/metrics.md
+ * lists every family). Device metrics come from the monitor's newest sample and carry the
+ * labels gpu, uuid and model; a field the device could not read (its validity bit is clear:
+ * unsupported or failed) is left out, never written as a sentinel value. Scheduler, queue,
+ * process, Xid and alert metrics come from the scheduler, the process lists and the counters
+ * of struct gpumd_obs. Every family is written once, with HELP and TYPE, its samples together;
+ * label values are escaped (backslash, double quote, newline).
+ */
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <event2/buffer.h>
+
+#include "obs_internal.h"
+
+#define LABELS_LEN 1024
+
+typedef struct {
+  struct evbuffer *out;
+  int rc;
+} writer_t;
+
+/* What the render needs of one device, read once. */
+typedef struct {
+  const gpumd_device_t *dev;
+  char labels[LABELS_LEN]; /* gpu="0",uuid="...",model="..." */
+  bool have_sample;
+  gpum_device_sample_t s;
+  bool have_health;
+  gpum_device_health_t h;
+  bool have_stats;
+  gpum_sched_device_stats_t st;
+  bool have_procs;
+  gpumd_procs_t procs;
+  const gpum_resv_t *owner[GPUMD_MAX_PROCS]; /* the reservation of procs.pid[k], or NULL */
+} devview_t;
+
+static void put(writer_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(writer_t *w, const char *fmt, ...) {
+  if (w->rc != 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  if (evbuffer_add_vprintf(w->out, fmt, ap) < 0)
+    w->rc = gpum_error(GPUM_ENOMEM, "out of memory rendering the metrics");
+  va_end(ap);
+}
+
+static void family(writer_t *w, const char *name, const char *type, const char *help) {
+  put(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Appends name="value" (with a leading comma when buf is not empty) to buf, escaped as the
+ * text format wants. Truncation keeps buf a valid, shorter label set. */
+static void label(char *buf, size_t cap, const char *name, const char *value) {
+  size_t n = strlen(buf);
+  char tmp[LABELS_LEN];
+  size_t t = 0;
+  for (const char *p = value; *p && t + 3 < sizeof tmp; p++) {
+    if (*p == '\\' || *p == '"') {
+      tmp[t++] = '\\';
+      tmp[t++] = *p;
+    } else if (*p == '\n') {
+      tmp[t++] = '\\';
+      tmp[t++] = 'n';
+    } else {
+      tmp[t++] = *p;
+    }
+  }
+  tmp[t] = '\0';
+  int k = snprintf(buf + n, cap - n, "%s%s=\"%s\"", n ? "," : "", name, tmp);
+  if (k < 0 || (size_t)k >= cap - n)
+    buf[n] = '\0';
+}
+
+static void label_u(char *buf, size_t cap, const char *name, unsigned long long v) {
+  char num[24];
+  snprintf(num, sizeof num, "%llu", v);
+  label(buf, cap, name, num);
+}
+
+/* One sample: name{labels} value. Integers print exactly; others with 15 significant digits
+ * (%g trims trailing zeros), which keeps 0.37 from printing as 0.36999999999999999. */
+static void sample_u(writer_t *w, const char *name, const char *labels, unsigned long long v) {
+  put(w, "%s{%s} %llu\n", name, labels, v);
+}
+
+static void sample_d(writer_t *w, const char *name, const char *labels, double v) {
+  put(w, "%s{%s} %.15g\n", name, labels, v);
+}
+
+/* ---- users of processes (uid -> name, cached: /etc/passwd changes rarely) ---------------- */
+
+#define USER_CACHE 32
+static struct {
+  uid_t uid;
+  char name[64];
+} user_cache[USER_CACHE];
+static unsigned user_cache_n, user_cache_next;
+
+static const char *pid_user(unsigned pid, char *buf, size_t len) {
+  char path[32];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/%u", pid);
+  if (stat(path, &st) != 0)
+    return ""; /* not visible here (another PID namespace) */
+  for (unsigned i = 0; i < user_cache_n; i++)
+    if (user_cache[i].uid == st.st_uid)
+      return user_cache[i].name;
+  struct passwd pw, *res = NULL;
+  char pwbuf[1024];
+  if (getpwuid_r(st.st_uid, &pw, pwbuf, sizeof pwbuf, &res) == 0 && res)
+    snprintf(buf, len, "%s", res->pw_name);
+  else
+    snprintf(buf, len, "%lu", (unsigned long)st.st_uid);
+  unsigned slot = user_cache_n < USER_CACHE ? user_cache_n++ : user_cache_next++ % USER_CACHE;
+  user_cache[slot].uid = st.st_uid;
+  snprintf(user_cache[slot].name, sizeof user_cache[slot].name, "%s", buf);
+  return buf;
+}
+
+/* The GRANTED reservation on device index that process pid belongs to, or NULL. */
+static const gpum_resv_t *resv_of_pid(gpumd_t *d, unsigned index, unsigned pid) {
+  size_t n = gpum_sched_count(d->sched);
+  for (size_t i = 0; i < n; i++) {
+    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
+    if (r->state != GPUM_RESV_GRANTED || !(r->device_mask >> index & 1u))
+      continue;
+    if ((unsigned)r->pid == pid || (r->lease == GPUMD_LEASE_PID && (unsigned)r->lease_pid == pid))
+      return r;
+    gpumd_lease_t *l = gpumd_lease_get(d, r->id);
+    if (l && l->conn && (unsigned)l->conn->pid == pid)
+      return r;
+  }
+  return NULL;
+}
+
+/* ---- families ------------------------------------------------------------------------------ */
+
+static void daemon_metrics(gpumd_t *d, writer_t *w) {
+  family(w, "gpumd_up", "gauge", "1 while gpumd serves.");
+  put(w, "gpumd_up 1\n");
+  family(w, "gpumd_build_info", "gauge", "gpumd's version, as a label; always 1.");
+  put(w, "gpumd_build_info{version=\"%s\"} 1\n", GPUM_VERSION);
+  family(w, "gpumd_start_time_seconds", "gauge", "When gpumd started, seconds since the epoch.");
+  put(w, "gpumd_start_time_seconds %.3f\n", (double)d->start_ns / 1e9);
+  family(w, "gpumd_clients", "gauge", "Clients connected to the Unix socket.");
+  put(w, "gpumd_clients %zu\n", d->conn_count);
+  struct gpumd_obs *o = d->obs;
+  family(w, "gpumd_event_streams", "gauge", "Open Server-Sent Events streams (/api/v1/events).");
+  put(w, "gpumd_event_streams %zu\n", o ? o->stream_count : 0);
+  family(w, "gpumd_event_streams_dropped_total", "counter",
+         "Event streams dropped because their reader did not keep up.");
+  put(w, "gpumd_event_streams_dropped_total %llu\n",
+      (unsigned long long)(o ? o->streams_dropped : 0));
+}
+
+/* A family of one sample metric: devices whose newest sample has it valid. */
+static void sample_family(writer_t *w, devview_t *v, unsigned n, gpum_metric_t m, const char *name,
+                          const char *type, const char *help, double mul, double div) {
+  bool any = false;
+  for (unsigned i = 0; i < n && !any; i++)
+    any = v[i].have_sample && gpum_sample_valid(&v[i].s, m);
+  if (!any)
+    return;
+  family(w, name, type, help);
+  for (unsigned i = 0; i < n; i++) {
+    if (!v[i].have_sample || !gpum_sample_valid(&v[i].s, m))
+      continue;
+    double x = gpumd_sample_value(&v[i].s, m);
+    if (mul == 1 && div == 1)
+      sample_u(w, name, v[i].labels, (unsigned long long)x);
+    else
+      sample_d(w, name, v[i].labels, x * mul / div); /* 37 / 100 prints as 0.37 */
+  }
+}
+
+static void device_metrics(writer_t *w, devview_t *v, unsigned n) {
+  sample_family(w, v, n, GPUM_METRIC_MEMORY_TOTAL, "gpum_device_memory_total_bytes", "gauge",
+                "Device memory in total, bytes.", 1, 1);
+  sample_family(w, v, n, GPUM_METRIC_MEMORY_USED, "gpum_device_memory_used_bytes", "gauge",
+                "Device memory in use by all processes, bytes.", 1, 1);
+  sample_family(w, v, n, GPUM_METRIC_MEMORY_FREE, "gpum_device_memory_free_bytes", "gauge",
+                "Device memory free, bytes.", 1, 1);
+  sample_family(w, v, n, GPUM_METRIC_MEMORY_RESERVED, "gpum_device_memory_driver_reserved_bytes",
+                "gauge", "Device memory the driver keeps for itself, bytes.", 1, 1);
+  sample_family(w, v, n, GPUM_METRIC_UTIL_GPU, "gpum_device_utilization_ratio", "gauge",
+                "Share of the last sample period a kernel ran on the GPU, 0 to 1.", 1, 100);
+  sample_family(w, v, n, GPUM_METRIC_UTIL_MEMORY, "gpum_device_memory_utilization_ratio", "gauge",
+                "Share of the last sample period device memory was read or written, 0 to 1.", 1,
+                100);
+  /* Temperature may be negative: print it signed. */
+  bool any = false;
+  for (unsigned i = 0; i < n && !any; i++)
+    any = v[i].have_sample && gpum_sample_valid(&v[i].s, GPUM_METRIC_TEMPERATURE);
+  if (any) {
+    family(w, "gpum_device_temperature_celsius", "gauge", "GPU core temperature, degrees Celsius.");
+    for (unsigned i = 0; i < n; i++)
+      if (v[i].have_sample && gpum_sample_valid(&v[i].s, GPUM_METRIC_TEMPERATURE))
+        put(w, "gpum_device_temperature_celsius{%s} %d\n", v[i].labels, v[i].s.temperature_c);
+  }
+  sample_family(w, v, n, GPUM_METRIC_POWER, "gpum_device_power_watts", "gauge",
+                "Power drawn by the device, watts.", 1, 1000);
+  sample_family(w, v, n, GPUM_METRIC_CLOCK_SM, "gpum_device_sm_clock_hertz", "gauge",
+                "Streaming multiprocessor clock, hertz.", 1e6, 1);
+  sample_family(w, v, n, GPUM_METRIC_CLOCK_MEM, "gpum_device_memory_clock_hertz", "gauge",
+                "Memory clock, hertz.", 1e6, 1);
+  any = false;
+  for (unsigned i = 0; i < n && !any; i++)
+    any = v[i].have_sample && (gpum_sample_valid(&v[i].s, GPUM_METRIC_ECC_CORRECTED) ||
+                               gpum_sample_valid(&v[i].s, GPUM_METRIC_ECC_UNCORRECTED));
+  if (any) {
+    family(w, "gpum_device_ecc_errors_total", "counter",
+           "ECC errors since the driver loaded (volatile counters), by type.");
+    for (unsigned i = 0; i < n; i++) {
+      if (!v[i].have_sample)
+        continue;
+      if (gpum_sample_valid(&v[i].s, GPUM_METRIC_ECC_CORRECTED))
+        put(w, "gpum_device_ecc_errors_total{%s,type=\"corrected\"} %llu\n", v[i].labels,
+            (unsigned long long)v[i].s.ecc_corrected);
+      if (gpum_sample_valid(&v[i].s, GPUM_METRIC_ECC_UNCORRECTED))
+        put(w, "gpum_device_ecc_errors_total{%s,type=\"uncorrected\"} %llu\n", v[i].labels,
+            (unsigned long long)v[i].s.ecc_uncorrected);
+    }
+  }
+  any = false;
+  for (unsigned i = 0; i < n && !any; i++)
+    any = v[i].have_sample;
+  if (any) {
+    family(w, "gpum_device_last_sample_timestamp_seconds", "gauge",
+           "When the newest sample of the device was taken, seconds since the epoch.");
+    for (unsigned i = 0; i < n; i++)
+      if (v[i].have_sample)
+        put(w, "gpum_device_last_sample_timestamp_seconds{%s} %.3f\n", v[i].labels,
+            (double)v[i].s.timestamp_ns / 1e9);
+  }
+}
+
+static void device_static_metrics(writer_t *w, devview_t *v, unsigned n) {
+  family(w, "gpum_device_info", "gauge",
+         "Static facts of each device as labels (pci_bus_id, compute_capability); always 1.");
+  for (unsigned i = 0; i < n; i++) {
+    const gpum_device_info_t *in = &v[i].dev->info;
+    char l[LABELS_LEN];
+    snprintf(l, sizeof l, "%s", v[i].labels);
+    label(l, sizeof l, "pci_bus_id", in->valid & GPUM_INFO_PCI ? in->pci_bus_id : "");
+    char cc[16] = "";
+    if (in->valid & GPUM_INFO_COMPUTE_CAP)
+      snprintf(cc, sizeof cc, "%d.%d", in->cc_major, in->cc_minor);
+    label(l, sizeof l, "compute_capability", cc);
+    put(w, "gpum_device_info{%s} 1\n", l);
+  }
+  bool any = false;
+  for (unsigned i = 0; i < n && !any; i++)
+    any = v[i].dev->info.valid & GPUM_INFO_POWER_LIMIT;
+  if (any) {
+    family(w, "gpum_device_power_limit_watts", "gauge", "Power limit of the device, watts.");
+    for (unsigned i = 0; i < n; i++)
+      if (v[i].dev->info.valid & GPUM_INFO_POWER_LIMIT)
+        sample_d(w, "gpum_device_power_limit_watts", v[i].labels,
+                 v[i].dev->info.power_limit_mw / 1000.0);
+  }
+  family(w, "gpum_device_health_state", "gauge",
+         "1 for the device's current health state (AVAILABLE, BUSY, ERROR, DISABLED), 0 for the "
+         "others.");
+  for (unsigned i = 0; i < n; i++) {
+    if (!v[i].have_health)
+      continue;
+    for (int st = 0; st < GPUM_HEALTH_COUNT; st++)
+      put(w, "gpum_device_health_state{%s,state=\"%s\"} %d\n", v[i].labels,
+          gpum_health_state_name((gpum_health_t)st), v[i].h.state == (gpum_health_t)st);
+  }
+}
+
+static void sched_device_metrics(writer_t *w, devview_t *v, unsigned n) {
+  static const struct {
+    const char *name, *help;
+  } fams[] = {
+      {"gpum_device_capacity_bytes",
+       "Memory gpum may commit on the device (total x memory_fraction - safety_margin), bytes."},
+      {"gpum_device_reserved_bytes", "Memory held by granted reservations on the device, bytes."},
+      {"gpum_device_unmanaged_bytes",
+       "Memory used by processes that hold no reservation on the device, bytes."},
+      {"gpum_device_reservations", "Granted reservations on the device."},
+  };
+  for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+    family(w, fams[f].name, "gauge", fams[f].help);
+    for (unsigned i = 0; i < n; i++) {
+      if (!v[i].have_stats)
+        continue;
+      const gpum_sched_device_stats_t *st = &v[i].st;
+      unsigned long long x = f == 0   ? st->capacity
+                             : f == 1 ? st->reserved
+                             : f == 2 ? st->unmanaged
+                                      : st->jobs;
+      sample_u(w, fams[f].name, v[i].labels, x);
+    }
+  }
+}
+
+static void process_metrics(writer_t *w, devview_t *v, unsigned n) {
+  family(w, "gpum_process_memory_used_bytes", "gauge",
+         "Device memory used by a process, bytes; reservation is the granted reservation the "
+         "process belongs to (\"\" for none).");
+  for (unsigned i = 0; i < n; i++) {
+    if (!v[i].have_procs)
+      continue;
+    const gpumd_procs_t *p = &v[i].procs;
+    for (size_t k = 0; k < p->count; k++) {
+      /* A pid listed twice (compute and graphics contexts) is one series: the sum. */
+      bool seen = false;
+      uint64_t bytes = 0;
+      for (size_t j = 0; j < p->count && !seen; j++) {
+        seen = j < k && p->pid[j] == p->pid[k];
+        bytes += p->pid[j] == p->pid[k] ? p->memory[j] : 0;
+      }
+      if (seen)
+        continue;
+      char l[LABELS_LEN], user[64], id[GPUM_RESV_ID_BUFSZ] = "";
+      snprintf(l, sizeof l, "%s", v[i].labels);
+      label_u(l, sizeof l, "pid", p->pid[k]);
+      label(l, sizeof l, "user", pid_user(p->pid[k], user, sizeof user));
+      const gpum_resv_t *r = v[i].owner[k];
+      if (r)
+        gpum_resv_id_format(r->id, id, sizeof id);
+      label(l, sizeof l, "reservation", id);
+      sample_u(w, "gpum_process_memory_used_bytes", l, (unsigned long long)bytes);
+    }
+  }
+}
+
+static uint64_t resv_used(const gpum_resv_t *r, const devview_t *v) {
+  if (!v->have_procs)
+    return 0;
+  uint64_t sum = 0;
+  for (size_t k = 0; k < v->procs.count; k++)
+    if (v->owner[k] == r)
+      sum += v->procs.memory[k];
+  return sum;
+}
+
+static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
+  size_t count = gpum_sched_count(d->sched);
+  for (int pass = 0; pass < 2; pass++) {
+    const char *name = pass ? "gpum_reservation_used_bytes" : "gpum_reservation_reserved_bytes";
+    family(w, name, "gauge",
+           pass ? "Device memory used by the processes of a granted reservation, per device, "
+                  "bytes."
+                : "Device memory a granted reservation holds, per device, bytes.");
+    for (size_t i = 0; i < count; i++) {
+      const gpum_resv_t *r = gpum_sched_at(d->sched, i);
+      if (r->state != GPUM_RESV_GRANTED)
+        continue;
+      char id[GPUM_RESV_ID_BUFSZ];
+      gpum_resv_id_format(r->id, id, sizeof id);
+      for (unsigned k = 0; k < n; k++) {
+        if (!(r->device_mask >> v[k].dev->index & 1u))
+          continue;
+        char l[LABELS_LEN] = "";
+        label(l, sizeof l, "reservation", id);
+        label(l, sizeof l, "label", r->label);
+        size_t len = strlen(l);
+        snprintf(l + len, sizeof l - len, ",%s", v[k].labels);
+        sample_u(w, name, l, (unsigned long long)(pass ? resv_used(r, &v[k]) : r->bytes_per_gpu));
+      }
+    }
+  }
+}
+
+static void queue_metrics(gpumd_t *d, writer_t *w) {
+  struct gpumd_obs *o = d->obs;
+  size_t queued = 0, granted = 0, count = gpum_sched_count(d->sched);
+  for (size_t i = 0; i < count; i++) {
+    gpum_resv_state_t st = gpum_sched_at(d->sched, i)->state;
+    queued += st == GPUM_RESV_QUEUED;
+    granted += st == GPUM_RESV_GRANTED;
+  }
+  family(w, "gpum_reservations", "gauge", "Live reservations by state.");
+  put(w, "gpum_reservations{state=\"queued\"} %zu\ngpum_reservations{state=\"granted\"} %zu\n",
+      queued, granted);
+  family(w, "gpum_queue_length", "gauge", "Reservations waiting in the queue.");
+  put(w, "gpum_queue_length %zu\n", gpum_sched_queue_length(d->sched));
+  family(w, "gpum_reservation_transitions_total", "counter",
+         "Reservation transitions since gpumd started, by the state entered.");
+  static const char *const names[] = {"queued",  "granted",   "released",
+                                      "expired", "cancelled", "failed"};
+  for (int i = 0; i <= GPUM_RESV_FAILED; i++)
+    put(w, "gpum_reservation_transitions_total{state=\"%s\"} %llu\n", names[i],
+        (unsigned long long)(o ? o->transitions[i] : 0));
+  family(w, "gpum_queue_wait_seconds", "histogram",
+         "Time from submission to grant of the reservations granted since gpumd started, "
+         "seconds.");
+  for (int i = 0; i < GPUMD_OBS_WAIT_BUCKETS; i++)
+    put(w, "gpum_queue_wait_seconds_bucket{le=\"%g\"} %llu\n", gpumd_wait_bounds[i],
+        (unsigned long long)(o ? o->wait_buckets[i] : 0));
+  unsigned long long cnt = o ? o->wait_count : 0;
+  put(w, "gpum_queue_wait_seconds_bucket{le=\"+Inf\"} %llu\n", cnt);
+  put(w, "gpum_queue_wait_seconds_sum %.9g\ngpum_queue_wait_seconds_count %llu\n",
+      o ? o->wait_sum : 0.0, cnt);
+}
+
+static void xid_alert_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
+  struct gpumd_obs *o = d->obs;
+  family(w, "gpum_xid_errors_total", "counter",
+         "Xid errors the driver reported, by device and Xid.");
+  for (size_t i = 0; o && i < o->xid_count; i++) {
+    const devview_t *dv = NULL;
+    for (unsigned k = 0; k < n && !dv; k++)
+      if (v[k].dev->index == o->xids[i].device)
+        dv = &v[k];
+    if (!dv)
+      continue;
+    char l[LABELS_LEN];
+    snprintf(l, sizeof l, "%s", dv->labels);
+    label_u(l, sizeof l, "xid", o->xids[i].xid);
+    sample_u(w, "gpum_xid_errors_total", l, o->xids[i].count);
+  }
+  family(w, "gpum_alerts_total", "counter", "Alerts fired since gpumd started, by level.");
+  for (int lv = 0; lv < 4; lv++)
+    put(w, "gpum_alerts_total{level=\"%s\"} %llu\n", gpum_alert_level_name((gpum_alert_level_t)lv),
+        (unsigned long long)(o ? o->alerts_fired[lv] : 0));
+  size_t active[4] = {0}, cnt = 0;
+  if (o && o->alerts) {
+    /* At most one active alert per (rule, device) plus the Xid alerts of the window. */
+    gpum_alert_engine_active(o->alerts, NULL, 0, &cnt);
+    size_t cap = cnt;
+    gpum_alert_t *buf = cap ? calloc(cap, sizeof *buf) : NULL;
+    if (cap && !buf)
+      w->rc = gpum_error(GPUM_ENOMEM, "out of memory rendering the metrics");
+    if (buf)
+      gpum_alert_engine_active(o->alerts, buf, cap, &cnt); /* ENOSPC: the first cap */
+    for (size_t i = 0; buf && i < cnt && i < cap; i++)
+      if ((unsigned)buf[i].level < 4)
+        active[buf[i].level]++;
+    free(buf);
+  }
+  family(w, "gpum_alerts_active", "gauge", "Alerts active now, by level.");
+  for (int lv = 0; lv < 4; lv++)
+    put(w, "gpum_alerts_active{level=\"%s\"} %zu\n", gpum_alert_level_name((gpum_alert_level_t)lv),
+        active[lv]);
+}
+
+static int render(gpumd_t *d, struct evbuffer *out) {
+  static devview_t v[GPUMD_MAX_DEVICES]; /* loop thread only; too big for the stack */
+  writer_t w = {.out = out, .rc = 0};
+  unsigned n = d->device_count;
+  for (unsigned i = 0; i < n; i++) {
+    const gpumd_device_t *dev = &d->devices[i];
+    devview_t *x = &v[i];
+    x->dev = dev;
+    x->labels[0] = '\0';
+    label_u(x->labels, sizeof x->labels, "gpu", dev->index);
+    label(x->labels, sizeof x->labels, "uuid", dev->info.uuid);
+    label(x->labels, sizeof x->labels, "model", dev->info.name);
+    x->have_sample = d->mon && gpum_monitor_latest(d->mon, dev->index, &x->s) == 0;
+    x->have_health = d->mon && gpum_monitor_health(d->mon, dev->index, &x->h) == 0;
+    x->have_stats = d->sched && gpum_sched_device_stats(d->sched, dev->index, &x->st) == 0;
+    x->have_procs = gpumd_procs_get(d, dev->index, &x->procs) == 0;
+    for (size_t k = 0; x->have_procs && k < x->procs.count; k++)
+      x->owner[k] = d->sched ? resv_of_pid(d, dev->index, x->procs.pid[k]) : NULL;
+  }
+  daemon_metrics(d, &w);
+  device_static_metrics(&w, v, n);
+  device_metrics(&w, v, n);
+  xid_alert_metrics(d, &w, v, n);
+  if (d->sched) {
+    sched_device_metrics(&w, v, n);
+    process_metrics(&w, v, n);
+    reservation_metrics(d, &w, v, n);
+    queue_metrics(d, &w);
+  }
+  return w.rc;
+}
+
+/* A rendering shared by the responses that send it: evbuffer_add_reference points each
+ * response at the same bytes (no copy per scrape), and the last reference frees it. All on the
+ * loop thread. */
+struct gpumd_metrics_blob {
+  size_t refs;
+  size_t len;
+  char data[];
+};
+
+static void blob_unref(struct gpumd_metrics_blob *b) {
+  if (b && --b->refs == 0)
+    free(b);
+}
+
+static void blob_cleanup(const void *data, size_t len, void *arg) {
+  (void)data, (void)len;
+  blob_unref(arg);
+}
+
+void gpumd_metrics_cache_free(struct gpumd_obs *o) {
+  blob_unref(o->cache);
+  o->cache = NULL;
+}
+
+/* Renders into a new blob that becomes the cache. */
+static int refresh(gpumd_t *d, struct gpumd_obs *o) {
+  struct evbuffer *tmp = evbuffer_new();
+  if (!tmp)
+    return gpum_error(GPUM_ENOMEM, "out of memory rendering the metrics");
+  int rc = render(d, tmp);
+  size_t n = evbuffer_get_length(tmp);
+  struct gpumd_metrics_blob *b = rc == 0 ? malloc(sizeof *b + n) : NULL;
+  if (rc == 0 && !b)
+    rc = gpum_error(GPUM_ENOMEM, "out of memory rendering the metrics");
+  if (rc == 0) {
+    b->refs = 1;
+    b->len = n;
+    evbuffer_remove(tmp, b->data, n);
+    gpumd_metrics_cache_free(o);
+    o->cache = b;
+    o->cache_generation = o->generation;
+    o->cache_clients = d->conn_count;
+  }
+  evbuffer_free(tmp);
+  return rc;
+}
+
+/* Scrapes come far more often than changes (a new sample each monitor interval): the text is
+ * rendered once per change (struct gpumd_obs.generation, plus the client count, which has no
+ * hook) and shared by the responses otherwise. */
+int gpumd_metrics_render(gpumd_t *d, struct evbuffer *out) {
+  struct gpumd_obs *o = d->obs;
+  if (!o)
+    return render(d, out);
+  if (!o->cache || o->cache_generation != o->generation || o->cache_clients != d->conn_count) {
+    int rc = refresh(d, o);
+    if (rc != 0)
+      return rc;
+  }
+  struct gpumd_metrics_blob *b = o->cache;
+  b->refs++;
+  if (evbuffer_add_reference(out, b->data, b->len, blob_cleanup, b) != 0) {
+    b->refs--;
+    return gpum_error(GPUM_ENOMEM, "out of memory rendering the metrics");
+  }
+  return 0;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's observability state (struct gpumd_obs, behind d->obs), shared by alerts.c (the alert
+ * engine and the device feeds), metrics.c (the Prometheus text) and sse.c (the Server-Sent
+ * Events streams). Everything here is touched on the loop thread only: the alert engine is fed
+ * from the loop (devices.c), so its callbacks run there too.
+ */
+#ifndef GPUMD_OBS_INTERNAL_H
+#define GPUMD_OBS_INTERNAL_H
+
+#include <gpum/error.h>
+
+#include "gpumd_internal.h"
+
+#define GPUMD_OBS_MAX_XIDS 256       /* distinct (device, Xid) counters */
+#define GPUMD_OBS_WAIT_BUCKETS 14    /* queue-wait histogram buckets, +Inf excluded */
+#define GPUMD_SSE_MAX_STREAMS 64     /* concurrent event streams */
+#define GPUMD_SSE_MAX_OUTPUT 262144u /* unread bytes before a stream is dropped */
+#define GPUMD_SSE_KEEPALIVE_S 15     /* comment line when idle */
+#define GPUMD_SSE_SAMPLE_MS 1000     /* at most one "sample" event per device per second */
+
+/* Upper bounds of the queue-wait histogram, seconds (metrics.c). */
+extern const double gpumd_wait_bounds[GPUMD_OBS_WAIT_BUCKETS];
+
+typedef struct {
+  unsigned device;
+  uint64_t xid;
+  uint64_t count;
+} gpumd_xid_count_t;
+
+struct gpumd_sse_stream;
+struct gpumd_metrics_blob;
+
+/* metrics.c: drops the cached rendering (responses still being sent keep it alive). */
+void gpumd_metrics_cache_free(struct gpumd_obs *o);
+
+struct gpumd_obs {
+  /* alerts.c */
+  gpum_alert_engine_t *alerts;
+  gpum_alert_engine_opts_t alert_opts; /* what alerts was created with */
+  uint64_t alerts_fired[4];            /* by gpum_alert_level_t */
+  uint64_t alert_now_ns;               /* newest time fed to the engine (kept non-decreasing) */
+  uint64_t last_sample_ns[GPUMD_MAX_DEVICES]; /* per device slot: newest sample fed */
+  uint64_t last_event_ns[GPUMD_MAX_DEVICES];  /* per device slot: newest "sample" event */
+  gpumd_xid_count_t xids[GPUMD_OBS_MAX_XIDS];
+  size_t xid_count;
+  /* engine.c hooks (counted in alerts.c) */
+  uint64_t transitions[GPUM_RESV_FAILED + 1]; /* by the state entered */
+  uint64_t wait_buckets[GPUMD_OBS_WAIT_BUCKETS];
+  uint64_t wait_count;
+  double wait_sum;
+  /* metrics.c: the last rendering, reused while nothing it shows has changed */
+  uint64_t generation; /* bumped by every change the metrics show (see gpumd_obs_changed) */
+  struct gpumd_metrics_blob *cache; /* NULL: none */
+  uint64_t cache_generation;
+  size_t cache_clients;
+  /* sse.c */
+  struct gpumd_sse_stream *streams;
+  size_t stream_count;
+  uint64_t streams_dropped;
+  uint64_t event_seq;
+  struct evbuffer *pending; /* this turn's events, sent after the commit */
+  struct event *keepalive;
+};
+
+/* The value of metric m of s, in the device layer's unit (bytes, percent, celsius, milliwatts,
+ * MHz, count); check gpum_sample_valid first. */
+double gpumd_sample_value(const gpum_device_sample_t *s, gpum_metric_t m);
+
+/* Something /metrics shows changed: the cached rendering is stale. */
+static inline void gpumd_obs_changed(struct gpumd_obs *o) {
+  o->generation++;
+}
+
+/* sse.c: frees the streams (ends their replies) and the pending events. */
+void gpumd_sse_stop(gpumd_t *d);
+int gpumd_sse_start(gpumd_t *d);
+
+#endif /* GPUMD_OBS_INTERNAL_H */

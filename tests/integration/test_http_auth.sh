@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The REST API's token: created at first start in the state directory with mode 0600 and
+# kept across restarts; read-only calls work without it on loopback, mutating ones get 401
+# without it and 403 with a wrong one (and change nothing); `gpum http-token` shows it and
+# `--rotate` replaces it at once (old token 403, new one works, file updated); SIGHUP re-reads
+# a token written into the file by hand; a token file readable by others is refused; a
+# non-loopback http.listen is refused without http.token_file, and with it every call (even a
+# GET) needs the token; http.listen off starts no server.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/gpumd_lib.sh"
+source "$(dirname "$0")/http_lib.sh"
+
+t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
+gd_start
+tokf="$GPUM_STATE_DIR/http.token"
+[ "$(stat -c %a "$tokf")" = 600 ] || t_fail "token file mode $(stat -c %a "$tokf")"
+[[ $(cat "$tokf") =~ ^[0-9a-f]{64}$ ]] || t_fail "token is not 64 hex digits"
+first=$(cat "$tokf")
+t_ok "token created at first start: 64 hex digits, mode 0600"
+
+hp '
+tok = token()
+expect("GET", "/api/v1/gpu/status", 200)
+expect("GET", "/api/v1/reservations", 200)
+expect("GET", "/api/v1/gpu/status", 200, tok=tok)
+expect_err("GET", "/api/v1/gpu/status", 403, "EPERM", "wrong", tok="x" * 64)
+expect_err("POST", "/api/v1/gpu/allocate", 401, "EPERM", "Bearer", body={"memory_gb": 1})
+st, hd, _ = call("POST", "/api/v1/gpu/allocate", body={"memory_gb": 1})
+assert st == 401 and hd["www-authenticate"].startswith("Bearer"), hd
+expect_err("POST", "/api/v1/gpu/allocate", 403, "EPERM", "wrong", tok=tok[:-1] + "0"
+           if tok[-1] != "0" else tok[:-1] + "1", body={"memory_gb": 1})
+expect_err("POST", "/api/v1/gpu/allocate", 403, "EPERM", None, tok=tok + "0", body={"memory_gb": 1})
+expect_err("POST", "/api/v1/gpu/allocate", 401, "EPERM", "Bearer", body={"memory_gb": 1},
+           headers={"Authorization": "Basic dXNlcjpwdw=="})
+r = expect("POST", "/api/v1/gpu/allocate", 201, tok=tok, body={"memory_gb": 1})["reservation"]
+expect_err("DELETE", "/api/v1/reservations/" + r["id"], 401, "EPERM", None)
+expect_err("POST", "/api/v1/reservations/%s/renew" % r["id"], 401, "EPERM", None)
+expect_err("DELETE", "/api/v1/reservations/" + r["id"], 403, "EPERM", None, tok="y" * 64)
+# refused calls changed nothing: one reservation, still granted
+lst = expect("GET", "/api/v1/reservations", 200)["reservations"]
+assert len(lst) == 1 and lst[0]["state"] == "GRANTED" and lst[0]["expires_ns"] == r["expires_ns"], lst
+expect("DELETE", "/api/v1/reservations/" + r["id"], 200, tok=tok)
+' || t_fail "token required where it must be"
+t_ok "loopback: reads open, mutations 401 without / 403 with a wrong token, nothing changed"
+
+t_expect 0 "$GPUM_BIN" http-token
+[ "$(cat "$T_OUT")" = "$first" ] || t_fail "gpum http-token printed '$(cat "$T_OUT")'"
+t_expect 0 "$GPUM_BIN" http-token --rotate
+second=$(cat "$T_OUT")
+[[ $second =~ ^[0-9a-f]{64}$ && $second != "$first" ]] || t_fail "rotate printed '$second'"
+[ "$(cat "$tokf")" = "$second" ] && [ "$(stat -c %a "$tokf")" = 600 ] || t_fail "token file not rotated"
+hp '
+expect_err("POST", "/api/v1/gpu/validate", 403, "EPERM", None, tok=args[0], body={"memory_gb": 1})
+expect("POST", "/api/v1/gpu/validate", 200, tok=args[1], body={"memory_gb": 1})
+' "$first" "$second" || t_fail "rotation"
+t_expect 2 "$GPUM_BIN" http-token --bogus
+# Only admins: nobody cannot see it (setpriv drops to uid 65534 when we are root).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  chmod 0777 "$(dirname "$GPUM_SOCKET")"
+  chmod 0666 "$GPUM_SOCKET"
+  rc=0
+  setpriv --reuid 65534 --regid 65534 --clear-groups env -u XDG_CONFIG_HOME -u GPUM_CONFIG \
+    HOME="$T_SCRATCH" "$GPUM_BIN" http-token >"$T_OUT" 2>"$T_ERR" || rc=$?
+  [ $rc -eq 1 ] && grep -q "admin" "$T_ERR" || { cat "$T_ERR"; t_fail "a non-admin saw the token (rc $rc)"; }
+  # The token acts as an admin: it releases another uid's reservation.
+  other=$(gd_pyfile other '
+c = Client()
+r = c.ok("reserve", bytes_per_gpu="1GiB", lease="ttl", ttl_ms=120000)["reservation"]
+open(args[0], "w").write(r["id"])
+')
+  chmod 0644 "$other"
+  setpriv --reuid 65534 --regid 65534 --clear-groups env PYTHONPATH="$PYTHONPATH" \
+    GPUM_SOCKET="$GPUM_SOCKET" python3 "$other" "$T_SCRATCH/other.id" >"$T_OUT" 2>&1 ||
+    { cat "$T_OUT"; t_fail "reserve as nobody"; }
+  hp '
+rid = open(args[0]).read()
+r = expect("GET", "/api/v1/reservations/" + rid, 200)["reservation"]
+assert r["uid"] == 65534, r
+r = expect("DELETE", "/api/v1/reservations/" + rid, 200, tok=token())["reservation"]
+assert r["state"] == "RELEASED" and r["reason"] == "released over HTTP", r
+' "$T_SCRATCH/other.id" || t_fail "admin release over HTTP"
+fi
+t_ok "gpum http-token shows the token; --rotate replaces it at once (old 403, new works); admins only; the token releases another uid's reservation"
+
+# SIGHUP re-reads a token written into the file by hand.
+umask 077
+echo "hand-written-token-0123456789" >"$tokf.tmp" && mv "$tokf.tmp" "$tokf"
+kill -HUP "$GD_PID"
+hp '
+until(lambda: call("POST", "/api/v1/gpu/validate", tok="hand-written-token-0123456789",
+                   body={"memory_gb": 1})[0] == 200, what="the reloaded token")
+expect_err("POST", "/api/v1/gpu/validate", 403, "EPERM", None, tok=args[0], body={"memory_gb": 1})
+' "$second" || t_fail "SIGHUP reload"
+t_ok "SIGHUP re-reads the token file"
+
+gd_stop TERM
+[ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC"
+[ "$(cat "$tokf")" = "hand-written-token-0123456789" ] || t_fail "the token changed across a restart"
+chmod 0644 "$tokf"
+t_expect 1 "$GPUMD"
+grep -q "readable by others" "$T_ERR" || { cat "$T_ERR"; t_fail "no clear message for a 0644 token"; }
+chmod 0600 "$tokf"
+t_ok "a token file readable by others is refused at start"
+
+GPUM_HTTP_LISTEN=0.0.0.0:0 t_expect 1 "$GPUMD"
+grep -q "not a loopback address: set http.token_file" "$T_ERR" || { cat "$T_ERR"; t_fail "non-loopback: no clear message"; }
+GPUM_HTTP_LISTEN=0.0.0.0:0 GPUM_HTTP_TOKEN_FILE="$T_SCRATCH/remote.token" gd_start
+[ "$(stat -c %a "$T_SCRATCH/remote.token")" = 600 ] || t_fail "remote token not created 0600"
+hp '
+tok = open(args[0]).read().strip()
+expect_err("GET", "/api/v1/gpu/status", 401, "EPERM", "non-loopback")
+expect_err("GET", "/metrics", 401, "EPERM", None)
+expect_err("GET", "/api/v1/gpu/health", 403, "EPERM", None, tok="z" * 64)
+expect("GET", "/api/v1/gpu/status", 200, tok=tok)
+' "$T_SCRATCH/remote.token" || t_fail "non-loopback"
+gd_stop TERM
+[ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC"
+t_ok "non-loopback listen: refused without http.token_file; with it every call needs the token"
+
+GPUM_HTTP_LISTEN=off gd_start
+out=$(ls -t "$T_SCRATCH"/gpumd.out.* | head -1)
+grep -q "http=" "$out" && t_fail "http=... printed with http.listen off"
+gd_stop TERM
+GPUM_HTTP_LISTEN=127.0.0.1:99999 t_expect 1 "$GPUMD"
+grep -q "port must be 0 to 65535" "$T_ERR" || { cat "$T_ERR"; t_fail "bad port: no clear message"; }
+GPUM_HTTP_LISTEN=example.com:80 t_expect 1 "$GPUMD"
+grep -q "IP address or localhost" "$T_ERR" || { cat "$T_ERR"; t_fail "bad host: no clear message"; }
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+time.sleep(60)' "$T_SCRATCH/busy.port" &
+busy=$!
+T_PIDS+=("$busy")
+t_wait_file "$T_SCRATCH/busy.port"
+GPUM_HTTP_LISTEN=127.0.0.1:$(cat "$T_SCRATCH/busy.port") t_expect 1 "$GPUMD"
+grep -q "cannot listen on http.listen 127.0.0.1:[0-9]*" "$T_ERR" || { cat "$T_ERR"; t_fail "port in use: no clear message"; }
+kill "$busy"
+t_ok "http.listen off starts no server; bad or busy addresses are refused with the value named"
