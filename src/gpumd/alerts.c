@@ -172,7 +172,8 @@ void gpumd_obs_stop(gpumd_t *d) {
   if (!d->obs)
     return;
   gpumd_sse_stop(d);
-  gpumd_metrics_cache_free(d->obs);
+  gpumd_render_cache_free(&d->obs->metrics_cache);
+  gpumd_render_cache_free(&d->obs->status_cache);
   gpum_alert_engine_destroy(d->obs->alerts);
   free(d->obs);
   d->obs = NULL;

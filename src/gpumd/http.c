@@ -406,6 +406,14 @@ int gpumd_http_check_query(gpumd_http_call_t *call, const char *const *allowed) 
   return 0;
 }
 
+void gpumd_http_reply_raw(gpumd_http_call_t *call, const char *content_type) {
+  struct evkeyvalq *hd = evhttp_request_get_output_headers(call->req);
+  evhttp_add_header(hd, "Content-Type", content_type);
+  evhttp_add_header(hd, "Cache-Control", "no-store");
+  queue_reply(call->d->http, call->req, 200);
+  call->status = -1; /* answered */
+}
+
 static int route_metrics(gpumd_http_call_t *call) {
   struct evbuffer *out = evhttp_request_get_output_buffer(call->req);
   int rc = gpumd_metrics_render(call->d, out);
@@ -413,10 +421,7 @@ static int route_metrics(gpumd_http_call_t *call) {
     evbuffer_drain(out, evbuffer_get_length(out));
     return rc;
   }
-  evhttp_add_header(evhttp_request_get_output_headers(call->req), "Content-Type",
-                    "text/plain; version=0.0.4; charset=utf-8");
-  queue_reply(call->d->http, call->req, 200);
-  call->status = -1; /* answered */
+  gpumd_http_reply_raw(call, "text/plain; version=0.0.4; charset=utf-8");
   return 0;
 }
 

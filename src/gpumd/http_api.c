@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -22,6 +23,7 @@
 #include <gpum/size.h>
 
 #include "http_internal.h"
+#include "obs_internal.h"
 #include "pidstart_internal.h"
 
 #define GIB 1073741824.0
@@ -169,13 +171,13 @@ static json_t *ratio(uint64_t part, uint64_t total) {
   return total ? json_real((double)part / (double)total) : json_real(0);
 }
 
-int gpumd_http_status(gpumd_http_call_t *call) {
-  static const char *const params[] = {NULL};
-  gpumd_actor_t a = http_actor(call);
+/* The status body: the protocol's status (the queue without tokens: HTTP callers own none)
+ * plus per-device utilisation and a node summary. The same for every caller, so it is
+ * rendered once per change (gpumd_render_cached). */
+static int render_status(gpumd_t *d, struct evbuffer *out) {
+  gpumd_actor_t a = {.uid = (uint32_t)getuid(), .pid = (int32_t)getpid(), .via = "HTTP"};
   json_t *body = NULL;
-  int rc = gpumd_http_check_query(call, params);
-  if (rc == 0)
-    rc = gpumd_op_status(call->d, &a, NULL, &body);
+  int rc = gpumd_op_status(d, &a, NULL, &body);
   if (rc != 0)
     return rc;
   uint64_t total = 0, used = 0, reserved = 0;
@@ -192,8 +194,7 @@ int gpumd_http_status(gpumd_http_call_t *call) {
     usable += st && (!strcmp(st, "AVAILABLE") || !strcmp(st, "BUSY"));
     gpum_device_sample_t s;
     unsigned idx = (unsigned)json_integer_value(json_object_get(dev, "index"));
-    if (gpum_monitor_latest(call->d->mon, idx, &s) == 0 &&
-        gpum_sample_valid(&s, GPUM_METRIC_UTIL_GPU)) {
+    if (gpum_monitor_latest(d->mon, idx, &s) == 0 && gpum_sample_valid(&s, GPUM_METRIC_UTIL_GPU)) {
       json_object_set_new(dev, "utilization_ratio", json_real(s.util_gpu / 100.0));
       util += s.util_gpu / 100.0;
       nutil++;
@@ -208,7 +209,24 @@ int gpumd_http_status(gpumd_http_call_t *call) {
       (json_int_t)reserved, "memory_used_ratio", ratio(used, total), "memory_reserved_ratio",
       ratio(reserved, total), "utilization_ratio", nutil ? json_real(util / nutil) : json_null());
   json_object_set_new(body, "summary", sum);
-  call->out = body;
+  rc = gpumd_json_write(out, body) == 0 && evbuffer_add(out, "\n", 1) == 0
+           ? 0
+           : gpum_error(GPUM_ENOMEM, "out of memory writing the status");
+  json_decref(body);
+  return rc;
+}
+
+int gpumd_http_status(gpumd_http_call_t *call) {
+  static const char *const params[] = {NULL};
+  int rc = gpumd_http_check_query(call, params);
+  if (rc != 0)
+    return rc;
+  gpumd_t *d = call->d;
+  struct evbuffer *out = evhttp_request_get_output_buffer(call->req);
+  rc = gpumd_render_cached(d, d->obs ? &d->obs->status_cache : NULL, render_status, out);
+  if (rc != 0)
+    return rc;
+  gpumd_http_reply_raw(call, "application/json");
   return 0;
 }
 

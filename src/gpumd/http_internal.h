@@ -92,6 +92,10 @@ bool gpumd_http_path_match(const char *pattern, const char *path, char *id, size
  * ENEVERFIT 422, EAGAIN 503, others 500). */
 int gpumd_http_status_of(int code);
 
+/* Answers call with the 200 body already in the request's output buffer (a rendering that
+ * is not JSON built by the handler, such as a cached one). */
+void gpumd_http_reply_raw(gpumd_http_call_t *call, const char *content_type);
+
 /* Checks that the query has only the named parameters (NULL-terminated). 0 or GPUM_EINVAL
  * naming the first unknown one. */
 int gpumd_http_check_query(gpumd_http_call_t *call, const char *const *allowed);

@@ -479,15 +479,15 @@ static int render(gpumd_t *d, struct evbuffer *out) {
 }
 
 /* A rendering shared by the responses that send it: evbuffer_add_reference points each
- * response at the same bytes (no copy per scrape), and the last reference frees it. All on the
- * loop thread. */
-struct gpumd_metrics_blob {
+ * response at the same bytes (no copy per request), and the last reference frees it. All on
+ * the loop thread. */
+struct gpumd_render_blob {
   size_t refs;
   size_t len;
   char data[];
 };
 
-static void blob_unref(struct gpumd_metrics_blob *b) {
+static void blob_unref(struct gpumd_render_blob *b) {
   if (b && --b->refs == 0)
     free(b);
 }
@@ -497,51 +497,55 @@ static void blob_cleanup(const void *data, size_t len, void *arg) {
   blob_unref(arg);
 }
 
-void gpumd_metrics_cache_free(struct gpumd_obs *o) {
-  blob_unref(o->cache);
-  o->cache = NULL;
+void gpumd_render_cache_free(gpumd_render_cache_t *c) {
+  blob_unref(c->blob);
+  c->blob = NULL;
 }
 
 /* Renders into a new blob that becomes the cache. */
-static int refresh(gpumd_t *d, struct gpumd_obs *o) {
+static int refresh(gpumd_t *d, gpumd_render_cache_t *c, gpumd_render_fn fn) {
   struct evbuffer *tmp = evbuffer_new();
   if (!tmp)
-    return gpum_error(GPUM_ENOMEM, "out of memory rendering the metrics");
-  int rc = render(d, tmp);
+    return gpum_error(GPUM_ENOMEM, "out of memory rendering a response");
+  int rc = fn(d, tmp);
   size_t n = evbuffer_get_length(tmp);
-  struct gpumd_metrics_blob *b = rc == 0 ? malloc(sizeof *b + n) : NULL;
+  struct gpumd_render_blob *b = rc == 0 ? malloc(sizeof *b + n) : NULL;
   if (rc == 0 && !b)
-    rc = gpum_error(GPUM_ENOMEM, "out of memory rendering the metrics");
+    rc = gpum_error(GPUM_ENOMEM, "out of memory rendering a response");
   if (rc == 0) {
     b->refs = 1;
     b->len = n;
     evbuffer_remove(tmp, b->data, n);
-    gpumd_metrics_cache_free(o);
-    o->cache = b;
-    o->cache_generation = o->generation;
-    o->cache_clients = d->conn_count;
+    gpumd_render_cache_free(c);
+    c->blob = b;
+    c->generation = d->obs->generation;
+    c->clients = d->conn_count;
   }
   evbuffer_free(tmp);
   return rc;
 }
 
-/* Scrapes come far more often than changes (a new sample each monitor interval): the text is
+/* Requests come far more often than changes (a new sample each monitor interval): a body is
  * rendered once per change (struct gpumd_obs.generation, plus the client count, which has no
  * hook) and shared by the responses otherwise. */
-int gpumd_metrics_render(gpumd_t *d, struct evbuffer *out) {
-  struct gpumd_obs *o = d->obs;
-  if (!o)
-    return render(d, out);
-  if (!o->cache || o->cache_generation != o->generation || o->cache_clients != d->conn_count) {
-    int rc = refresh(d, o);
+int gpumd_render_cached(gpumd_t *d, gpumd_render_cache_t *c, gpumd_render_fn fn,
+                        struct evbuffer *out) {
+  if (!d->obs)
+    return fn(d, out);
+  if (!c->blob || c->generation != d->obs->generation || c->clients != d->conn_count) {
+    int rc = refresh(d, c, fn);
     if (rc != 0)
       return rc;
   }
-  struct gpumd_metrics_blob *b = o->cache;
+  struct gpumd_render_blob *b = c->blob;
   b->refs++;
   if (evbuffer_add_reference(out, b->data, b->len, blob_cleanup, b) != 0) {
     b->refs--;
-    return gpum_error(GPUM_ENOMEM, "out of memory rendering the metrics");
+    return gpum_error(GPUM_ENOMEM, "out of memory sending a response");
   }
   return 0;
+}
+
+int gpumd_metrics_render(gpumd_t *d, struct evbuffer *out) {
+  return gpumd_render_cached(d, d->obs ? &d->obs->metrics_cache : NULL, render, out);
 }

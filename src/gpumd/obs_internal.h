@@ -29,10 +29,24 @@ typedef struct {
 } gpumd_xid_count_t;
 
 struct gpumd_sse_stream;
-struct gpumd_metrics_blob;
+struct gpumd_render_blob;
 
-/* metrics.c: drops the cached rendering (responses still being sent keep it alive). */
-void gpumd_metrics_cache_free(struct gpumd_obs *o);
+/* A rendered response body reused while nothing it shows has changed (metrics.c): valid while
+ * the observed generation and the client count are those it was rendered at. Responses
+ * point at the same bytes (evbuffer references), the last one frees them. */
+typedef struct {
+  struct gpumd_render_blob *blob; /* NULL: none */
+  uint64_t generation;
+  size_t clients;
+} gpumd_render_cache_t;
+
+typedef int (*gpumd_render_fn)(gpumd_t *d, struct evbuffer *out);
+/* Adds the body to out: the cached rendering when it is current, else a fresh one from fn
+ * (which becomes the cache). Returns 0 or fn's / GPUM_ENOMEM's code (out then unchanged). */
+int gpumd_render_cached(gpumd_t *d, gpumd_render_cache_t *c, gpumd_render_fn fn,
+                        struct evbuffer *out);
+/* Drops the cached rendering (responses still being sent keep it alive). */
+void gpumd_render_cache_free(gpumd_render_cache_t *c);
 
 struct gpumd_obs {
   /* alerts.c */
@@ -49,11 +63,10 @@ struct gpumd_obs {
   uint64_t wait_buckets[GPUMD_OBS_WAIT_BUCKETS];
   uint64_t wait_count;
   double wait_sum;
-  /* metrics.c: the last rendering, reused while nothing it shows has changed */
-  uint64_t generation; /* bumped by every change the metrics show (see gpumd_obs_changed) */
-  struct gpumd_metrics_blob *cache; /* NULL: none */
-  uint64_t cache_generation;
-  size_t cache_clients;
+  /* The last renderings of /metrics and of /api/v1/gpu/status (http_api.c), reused while
+   * nothing they show has changed. */
+  uint64_t generation; /* bumped by every change they show (see gpumd_obs_changed) */
+  gpumd_render_cache_t metrics_cache, status_cache;
   /* sse.c */
   struct gpumd_sse_stream *streams;
   size_t stream_count;
@@ -67,7 +80,7 @@ struct gpumd_obs {
  * MHz, count); check gpum_sample_valid first. */
 double gpumd_sample_value(const gpum_device_sample_t *s, gpum_metric_t m);
 
-/* Something /metrics shows changed: the cached rendering is stale. */
+/* Something /metrics or the status shows changed: the cached renderings are stale. */
 static inline void gpumd_obs_changed(struct gpumd_obs *o) {
   o->generation++;
 }

@@ -84,6 +84,11 @@ expect_err("POST", "/api/v1/gpu/allocate", 400, "EINVAL", "devices", tok=tok,
            body={"memory_gb": 1, "devices": "0"})
 expect_err("POST", "/api/v1/gpu/allocate", 400, "EINVAL", "lease", tok=tok,
            body={"memory_gb": 1, "lease": "pid"})
+# the status (a cached rendering) follows every change: the grant and the queued request
+s = expect("GET", "/api/v1/gpu/status", 200)
+assert s["node"]["reservations"] == 2 and [x["id"] for x in s["queue"]] == [q["id"]], s
+assert s["summary"]["memory_reserved"] == 2 * 60 * 2**30, s
+assert all(r["id"] in d["reservations"] for d in s["devices"]), s
 # list and get; the socket protocol sees the same reservations (owned by gpumd, ttl leases)
 lst = expect("GET", "/api/v1/reservations", 200)["reservations"]
 assert [x["id"] for x in lst] == [r["id"], q["id"]], lst
@@ -140,6 +145,8 @@ until(lambda: expect("GET", "/api/v1/reservations/" + q["id"], 200)["reservation
       what="the queued reservation to be granted")
 g = expect("GET", "/api/v1/reservations/" + r["id"], 200)["reservation"]
 assert g["state"] == "RELEASED", g
+s = expect("GET", "/api/v1/gpu/status", 200)
+assert s["queue"] == [] and s["summary"]["memory_reserved"] == 40 * 2**30, s
 expect_err("DELETE", "/api/v1/reservations/" + r["id"], 404, "ENOENT", "already ended", tok=tok)
 expect_err("DELETE", "/api/v1/reservations/r-999", 404, "ENOENT", None, tok=tok)
 expect_err("DELETE", "/api/v1/reservations/" + q["id"], 400, "EINVAL", "body", tok=tok, body={"x": 1})
