@@ -3,7 +3,8 @@
  * bench/broker's load generator for gpumd (bench/broker/run.sh drives it).
  *
  *   broker rtt SOCKET CLIENTS SECONDS
- *     CLIENTS threads, each with its own connection, do reserve + release round trips
+ *     CLIENTS connections, driven by one thread with epoll as redis-benchmark drives its
+ *     clients, each with one request in flight, do reserve + release round trips
  *     (1 MiB on one GPU, connection lease) for SECONDS; prints one line
  *     "clients=N ops=... rate=... p50_us=... p99_us=..." where an op is one reserve followed
  *     by its release (two requests, both committed to the ledger before their replies).
@@ -15,12 +16,12 @@
  * library's.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -107,107 +108,138 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-typedef struct {
-  const char *path;
-  uint64_t end_ns;
-  uint32_t *lat_us;
-  size_t n, cap;
-  int failed;
-} worker_t;
-
-static atomic_int ready;
-static atomic_int go;
-
-static void *worker(void *arg) {
-  worker_t *w = arg;
-  conn_t c;
-  char line[4096], id[32], req[256];
-  if (conn_open(&c, w->path) != 0) {
-    w->failed = 1;
-    atomic_fetch_add(&ready, 1);
-    return NULL;
-  }
-  atomic_fetch_add(&ready, 1);
-  while (!atomic_load(&go))
-    ;
-  unsigned seq = 0;
-  while (now_ns() < w->end_ns) {
-    uint64_t t0 = now_ns();
-    int n = snprintf(req, sizeof req, "{\"id\":%u,\"op\":\"reserve\",\"bytes_per_gpu\":1048576}\n",
-                     ++seq);
-    if (send_all(&c, req, (size_t)n) || read_line(&c, line, sizeof line) ||
-        reply_id(line, id, sizeof id)) {
-      w->failed = 1;
-      break;
-    }
-    n = snprintf(req, sizeof req, "{\"id\":%u,\"op\":\"release\",\"reservation\":\"%s\"}\n", ++seq,
-                 id);
-    if (send_all(&c, req, (size_t)n) || read_line(&c, line, sizeof line) ||
-        !strstr(line, "\"ok\":true")) {
-      w->failed = 1;
-      break;
-    }
-    if (w->n == w->cap) {
-      size_t cap = w->cap ? 2 * w->cap : 4096;
-      uint32_t *p = realloc(w->lat_us, cap * sizeof *p);
-      if (!p) {
-        w->failed = 1;
-        break;
-      }
-      w->lat_us = p;
-      w->cap = cap;
-    }
-    w->lat_us[w->n++] = (uint32_t)((now_ns() - t0) / 1000);
-  }
-  close(c.fd);
-  return NULL;
-}
-
 static int cmp_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return (x > y) - (x < y);
 }
 
+/* One client of the rtt run: a connection that alternates reserve and release. */
+typedef struct {
+  conn_t c;
+  unsigned seq;
+  int phase;   /* 0: waiting for a reserve reply, 1: for a release reply */
+  bool busy;   /* a request is in flight */
+  uint64_t t0; /* when this op's reserve was sent */
+} client_t;
+
+typedef struct {
+  uint32_t *v;
+  size_t n, cap;
+} lat_t;
+
+static int lat_add(lat_t *l, uint32_t us) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 65536;
+    uint32_t *p = realloc(l->v, cap * sizeof *p);
+    if (!p)
+      return -1;
+    l->v = p;
+    l->cap = cap;
+  }
+  l->v[l->n++] = us;
+  return 0;
+}
+
+static int send_reserve(client_t *k) {
+  char req[128];
+  int n = snprintf(req, sizeof req, "{\"id\":%u,\"op\":\"reserve\",\"bytes_per_gpu\":1048576}\n",
+                   ++k->seq);
+  k->phase = 0;
+  k->busy = true;
+  k->t0 = now_ns();
+  return send_all(&k->c, req, (size_t)n);
+}
+
+/* Handles every complete reply buffered on k. Returns 0, or -1 on an error reply. */
+static int client_replies(client_t *k, lat_t *lat, bool timing) {
+  char line[4096], id[32], req[128];
+  for (;;) {
+    char *nl = memchr(k->c.buf, '\n', k->c.len);
+    if (!nl)
+      return 0;
+    if (read_line(&k->c, line, sizeof line) != 0)
+      return -1;
+    if (k->phase == 0) {
+      if (reply_id(line, id, sizeof id) != 0)
+        return -1;
+      int n = snprintf(req, sizeof req, "{\"id\":%u,\"op\":\"release\",\"reservation\":\"%s\"}\n",
+                       ++k->seq, id);
+      k->phase = 1;
+      if (send_all(&k->c, req, (size_t)n) != 0)
+        return -1;
+    } else {
+      if (!strstr(line, "\"ok\":true"))
+        return -1;
+      k->busy = false;
+      if (!timing)
+        continue; /* the run is over: this client stops */
+      if (lat_add(lat, (uint32_t)((now_ns() - k->t0) / 1000)) != 0 || send_reserve(k) != 0)
+        return -1;
+    }
+  }
+}
+
+/* CLIENTS connections driven by one thread with epoll, like redis-benchmark drives its
+ * clients: each keeps one request in flight. */
 static int run_rtt(const char *path, int clients, double secs) {
-  worker_t *ws = calloc((size_t)clients, sizeof *ws);
-  pthread_t *ts = calloc((size_t)clients, sizeof *ts);
-  if (!ws || !ts)
-    return 1;
-  uint64_t start = 0;
-  for (int i = 0; i < clients; i++) {
-    ws[i].path = path;
-    ws[i].end_ns = UINT64_MAX;
-    pthread_create(&ts[i], NULL, worker, &ws[i]);
-  }
-  while (atomic_load(&ready) < clients)
-    ;
-  start = now_ns();
-  for (int i = 0; i < clients; i++)
-    ws[i].end_ns = start + (uint64_t)(secs * 1e9);
-  atomic_store(&go, 1);
-  size_t total = 0;
+  client_t *ks = calloc((size_t)clients, sizeof *ks);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  lat_t lat = {0};
   int failed = 0;
+  if (!ks || ep < 0)
+    return 1;
   for (int i = 0; i < clients; i++) {
-    pthread_join(ts[i], NULL);
-    total += ws[i].n;
-    failed |= ws[i].failed;
+    if (conn_open(&ks[i].c, path) != 0) {
+      fprintf(stderr, "broker: cannot connect to %s\n", path);
+      return 1;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ks[i]};
+    epoll_ctl(ep, EPOLL_CTL_ADD, ks[i].c.fd, &ev);
   }
-  double wall = (double)(now_ns() - start) / 1e9;
-  uint32_t *all = malloc((total ? total : 1) * sizeof *all);
-  size_t k = 0;
-  for (int i = 0; i < clients; i++) {
-    memcpy(all + k, ws[i].lat_us, ws[i].n * sizeof *all);
-    k += ws[i].n;
-    free(ws[i].lat_us);
+  uint64_t start = now_ns(), end = start + (uint64_t)(secs * 1e9);
+  for (int i = 0; i < clients && !failed; i++)
+    failed = send_reserve(&ks[i]) != 0;
+  size_t in_flight = (size_t)clients;
+  struct epoll_event evs[256];
+  bool timing = true;
+  while (!failed && in_flight > 0) {
+    if (timing && now_ns() >= end)
+      timing = false; /* finish the ops in flight, start no new ones */
+    int n = epoll_wait(ep, evs, 256, 1000);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      failed = 1;
+      break;
+    }
+    for (int i = 0; i < n && !failed; i++) {
+      client_t *k = evs[i].data.ptr;
+      ssize_t r = read(k->c.fd, k->c.buf + k->c.len, sizeof k->c.buf - k->c.len);
+      if (r <= 0) {
+        failed = !(r < 0 && errno == EINTR);
+        continue;
+      }
+      k->c.len += (size_t)r;
+      failed = client_replies(k, &lat, timing) != 0;
+    }
+    if (!timing) {
+      in_flight = 0;
+      for (int i = 0; i < clients; i++)
+        in_flight += ks[i].busy;
+    }
   }
-  qsort(all, total, sizeof *all, cmp_u32);
-  uint32_t p50 = total ? all[(total * 50 + 99) / 100 - 1] : 0;
-  uint32_t p99 = total ? all[(total * 99 + 99) / 100 - 1] : 0;
+  double wall = secs; /* ops are counted when they end inside the run */
+  for (int i = 0; i < clients; i++)
+    close(ks[i].c.fd);
+  close(ep);
+  qsort(lat.v, lat.n, sizeof *lat.v, cmp_u32);
+  size_t total = lat.n;
+  uint32_t p50 = total ? lat.v[(total * 50 + 99) / 100 - 1] : 0;
+  uint32_t p99 = total ? lat.v[(total * 99 + 99) / 100 - 1] : 0;
   printf("clients=%d ops=%zu rate=%.0f p50_us=%u p99_us=%u%s\n", clients, total,
          (double)total / wall, p50, p99, failed ? " errors=yes" : "");
-  free(all);
-  free(ws);
-  free(ts);
+  free(lat.v);
+  free(ks);
   return failed;
 }
 
