@@ -25,35 +25,10 @@ P=$OUT/broker
 if [ ! -x "$P" ] || [ "$HERE/broker.c" -nt "$P" ]; then
   "${CC:-cc}" -O2 -std=c17 -D_GNU_SOURCE -Wall -Wextra -o "$P" "$HERE/broker.c"
 fi
-export GPUM_SIM_LIBRARY=${GPUM_SIM_LIBRARY:-$BUILD/lib/libgpum_sim.so}
-unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES GPUM_NVML_LIBRARY
 export GPUM_HTTP_LISTEN=off # the socket protocol is what is measured (and no port clash)
-NODE="bench-broker-$$"
-TMP=$(mktemp -d)
-export GPUM_SIM_NODE=$NODE GPUM_SOCKET=$TMP/gpumd.sock GPUM_STATE_DIR=$TMP/state
-"$GPUM" sim start "$SRC/examples/sim/h100x2.yaml" --name "$NODE" >/dev/null
-GD=""
-REDIS=""
-cleanup() {
-  [ -n "$GD" ] && kill "$GD" 2>/dev/null && wait "$GD" 2>/dev/null
-  [ -n "$REDIS" ] && kill "$REDIS" 2>/dev/null && wait "$REDIS" 2>/dev/null
-  "$GPUM" sim stop "$NODE" >/dev/null 2>&1 || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-start_gpumd() {
-  "$GPUMD" >"$TMP/gpumd.out" 2>"$TMP/gpumd.err" &
-  GD=$!
-  local i=0
-  until grep -q '^gpumd ready' "$TMP/gpumd.out"; do
-    i=$((i + 1))
-    [ $i -gt 2000 ] && { cat "$TMP/gpumd.err" >&2; echo "gpumd not ready" >&2; exit 1; }
-    sleep 0.01
-  done
-}
-
-start_gpumd
+source "$HERE/../gpumd_lib.sh"
+bench_node bench-broker "$SRC/examples/sim/h100x2.yaml"
+bench_gpumd
 echo "gpumd on a simulated 2x H100 node ($(nproc) CPUs), ${SECS}s per point"
 echo "-- reserve+release round trips (durable: SQLite WAL, one commit per loop turn)"
 declare -A RATE P99
@@ -69,6 +44,7 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
   redis-server --port 0 --unixsocket "$TMP/redis.sock" --save "" --appendonly no \
     --daemonize no >"$TMP/redis.log" 2>&1 &
   REDIS=$!
+  BENCH_PIDS+=("$REDIS")
   i=0
   until [ -S "$TMP/redis.sock" ]; do
     i=$((i + 1))

@@ -23,32 +23,11 @@ if ! command -v wrk >/dev/null || [ ! -x "$NGINX" ]; then
   echo "bench/http: skipped: wrk and nginx are needed (scripts/deps.sh bench)"
   exit 0
 fi
-export GPUM_SIM_LIBRARY=${GPUM_SIM_LIBRARY:-$BUILD/lib/libgpum_sim.so}
-unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES GPUM_NVML_LIBRARY
-NODE="bench-http-$$"
-TMP=$(mktemp -d)
-chmod 0755 "$TMP" # nginx workers started by root run as nobody and read www/
-export GPUM_SIM_NODE=$NODE GPUM_SOCKET=$TMP/gpumd.sock GPUM_STATE_DIR=$TMP/state
 export GPUM_HTTP_LISTEN=127.0.0.1:0 GPUM_LOG_LEVEL=error
-"$GPUM" sim start "$SRC/examples/sim/a100x8.yaml" --name "$NODE" >/dev/null
-GD=""
-NG=""
-cleanup() {
-  [ -n "$GD" ] && kill "$GD" 2>/dev/null && wait "$GD" 2>/dev/null
-  [ -n "$NG" ] && kill "$NG" 2>/dev/null && wait "$NG" 2>/dev/null
-  "$GPUM" sim stop "$NODE" >/dev/null 2>&1 || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-"$GPUMD" >"$TMP/gpumd.out" 2>"$TMP/gpumd.err" &
-GD=$!
-i=0
-until [ -s "$GPUM_STATE_DIR/http.addr" ] && grep -q '^gpumd ready' "$TMP/gpumd.out"; do
-  i=$((i + 1))
-  [ $i -gt 2000 ] && { cat "$TMP/gpumd.err" >&2; echo "gpumd not ready" >&2; exit 1; }
-  sleep 0.01
-done
+source "$HERE/../gpumd_lib.sh"
+bench_node bench-http "$SRC/examples/sim/a100x8.yaml"
+chmod 0755 "$TMP" # nginx workers started by root run as nobody and read www/
+bench_gpumd
 GADDR=$(cat "$GPUM_STATE_DIR/http.addr")
 
 # 100 reservations (ttl leases, so they outlive the client): 1-, 2- and 4-GPU, 1 GiB a GPU
@@ -90,6 +69,7 @@ http {
 CONF
 "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" 2>"$TMP/nginx/stderr" &
 NG=$!
+BENCH_PIDS+=("$NG")
 i=0
 until curl -s -f -o /dev/null "http://127.0.0.1:$NPORT/status.json"; do
   i=$((i + 1))

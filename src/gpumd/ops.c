@@ -154,13 +154,6 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
-static void op_status(gpumd_conn_t *c, json_t *id, json_t *req) {
-  gpumd_actor_t a = actor_of(c);
-  json_t *body = NULL;
-  int rc = gpumd_op_status(c->d, &a, req, &body);
-  reply(c, id, rc, body);
-}
-
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
   static const char *const fields[] = {"id", "op", "all", NULL};
   json_t *all = json_object_get(req, "all");
@@ -177,13 +170,6 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out)
   }
   *out = json_pack("{s:o}", "reservations", arr);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
-}
-
-static void op_list(gpumd_conn_t *c, json_t *id, json_t *req) {
-  gpumd_actor_t a = actor_of(c);
-  json_t *body = NULL;
-  int rc = gpumd_op_list(c->d, &a, req, &body);
-  reply(c, id, rc, body);
 }
 
 /* ---- reserve ------------------------------------------------------------------------------ */
@@ -352,13 +338,6 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   return rc;
 }
 
-static void op_reserve(gpumd_conn_t *c, json_t *id, json_t *j) {
-  gpumd_actor_t a = actor_of(c);
-  json_t *body = NULL;
-  int rc = gpumd_op_reserve(c->d, &a, j, &body);
-  reply(c, id, rc, body);
-}
-
 /* A dry run of reserve: the same fields and checks, nothing changes. Body: {"could_fit",
  * "fits_now", "queue_first", "devices": [index...], "reason"}. */
 int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
@@ -414,13 +393,6 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   return 0;
 }
 
-static void op_release(gpumd_conn_t *c, json_t *id, json_t *j) {
-  gpumd_actor_t a = actor_of(c);
-  json_t *body = NULL;
-  int rc = gpumd_op_release(c->d, &a, j, &body);
-  reply(c, id, rc, body);
-}
-
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   static const char *const fields[] = {"id", "op", "reservation", "ttl_ms", NULL};
   const gpum_resv_t *r = NULL;
@@ -450,13 +422,6 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
     d->ledger_failed = true;
   *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   return 0;
-}
-
-static void op_renew(gpumd_conn_t *c, json_t *id, json_t *j) {
-  gpumd_actor_t a = actor_of(c);
-  json_t *body = NULL;
-  int rc = gpumd_op_renew(c->d, &a, j, &body);
-  reply(c, id, rc, body);
 }
 
 static bool token_equal(const char *a, const char *b) {
@@ -514,21 +479,35 @@ static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
   reply(c, id, rc, body);
 }
 
+typedef int (*op_core_fn)(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+
 void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
+  /* An op is either a socket-only handler or a core shared with the REST API, called with
+   * the peer as actor and answered with its body or error. */
   static const struct {
     const char *name;
     void (*fn)(gpumd_conn_t *, json_t *, json_t *);
-  } ops[] = {{"hello", op_hello},     {"status", op_status},        {"list", op_list},
-             {"reserve", op_reserve}, {"release", op_release},      {"renew", op_renew},
-             {"attach", op_attach},   {"http_token", op_http_token}};
+    op_core_fn core;
+  } ops[] = {{"hello", op_hello, NULL},           {"status", NULL, gpumd_op_status},
+             {"list", NULL, gpumd_op_list},       {"reserve", NULL, gpumd_op_reserve},
+             {"release", NULL, gpumd_op_release}, {"renew", NULL, gpumd_op_renew},
+             {"attach", op_attach, NULL},         {"http_token", op_http_token, NULL}};
   gpum_error_clear();
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (strcmp(op, ops[i].name) == 0) {
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    if (strcmp(op, ops[i].name) != 0)
+      continue;
+    if (ops[i].fn) {
       ops[i].fn(c, id, req);
-      c->d->actor_conn = NULL;
-      c->d->submit_id = 0;
-      return;
+    } else {
+      gpumd_actor_t a = actor_of(c);
+      json_t *body = NULL;
+      int rc = ops[i].core(c->d, &a, req, &body);
+      reply(c, id, rc, body);
     }
+    c->d->actor_conn = NULL;
+    c->d->submit_id = 0;
+    return;
+  }
   gpumd_reply_err(c, id, GPUM_EINVAL,
                   "unknown op '%.64s' (hello, status, reserve, release, renew, attach, list, "
                   "http_token)",
