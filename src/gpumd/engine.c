@@ -81,6 +81,103 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token) {
   return o;
 }
 
+/* Whether s is valid UTF-8 as jansson checks it (no overlong forms, no surrogates, nothing
+ * past U+10FFFF): such a string gpumd_resv_json leaves out, and so must the writer. */
+static bool utf8_valid(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p) {
+    unsigned c = *p++, n, min;
+    if (c < 0x80)
+      continue;
+    if (c >= 0xc2 && c <= 0xdf)
+      n = 1, min = 0x80, c &= 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+      n = 2, min = 0x800, c &= 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+      n = 3, min = 0x10000, c &= 0x07;
+    else
+      return false;
+    for (unsigned i = 0; i < n; i++, p++) {
+      if ((*p & 0xc0) != 0x80)
+        return false;
+      c = c << 6 | (*p & 0x3fu);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+      return false;
+  }
+  return true;
+}
+
+static void w_key(gpumd_jw_t *w, const char *key) {
+  gpumd_jw_raw(w, ",\"", 2);
+  gpumd_jw_raw(w, key, strlen(key));
+  gpumd_jw_raw(w, "\":", 2);
+}
+
+static void w_int(gpumd_jw_t *w, const char *key, long long v) {
+  w_key(w, key);
+  gpumd_jw_int(w, v);
+}
+
+/* A client-given or driver-given string: left out when it is not UTF-8, as jansson does. */
+static void w_text(gpumd_jw_t *w, const char *key, const char *v) {
+  if (!utf8_valid(v))
+    return;
+  w_key(w, key);
+  gpumd_jw_string(w, v);
+}
+
+void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with_token) {
+  char id[GPUM_RESV_ID_BUFSZ];
+  gpumd_jw_raw(w, "{\"id\":", 6);
+  gpumd_jw_string(w, gpum_resv_id_format(r->id, id, sizeof id));
+  if (with_token) {
+    w_key(w, "token");
+    gpumd_jw_string(w, r->token);
+  }
+  w_key(w, "state");
+  gpumd_jw_string(w, gpum_resv_state_name(r->state));
+  w_text(w, "reason", r->reason);
+  w_int(w, "uid", r->uid);
+  w_int(w, "pid", r->pid);
+  w_text(w, "label", r->label);
+  w_int(w, "bytes_per_gpu", (long long)r->bytes_per_gpu);
+  w_int(w, "gpus", r->gpus);
+  w_int(w, "priority", r->priority);
+  w_key(w, "lease");
+  gpumd_jw_string(w, gpumd_lease_kind_name(r->lease));
+  if (r->lease == GPUMD_LEASE_PID)
+    w_int(w, "lease_pid", r->lease_pid);
+  w_int(w, "ttl_ms", (long long)r->ttl_ms);
+  w_int(w, "expires_ns", (long long)r->expires_ns);
+  w_key(w, "devices");
+  gpumd_jw_raw(w, "[", 1);
+  bool first = true;
+  for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++) {
+    if (!(r->device_mask >> i & 1u))
+      continue;
+    gpum_sched_device_t v;
+    const char *uuid = gpum_sched_device(d->sched, i, &v) == 0 ? v.uuid : "";
+    gpumd_jw_raw(w, first ? "{\"index\":" : ",{\"index\":", first ? 9 : 10);
+    first = false;
+    gpumd_jw_int(w, i);
+    w_text(w, "uuid", uuid);
+    gpumd_jw_raw(w, "}", 1);
+  }
+  gpumd_jw_raw(w, "]", 1);
+  if (r->state == GPUM_RESV_QUEUED) {
+    size_t pos = 0;
+    if (gpum_sched_queue_position(d->sched, r->id, &pos) == 0)
+      w_int(w, "queue_position", (long long)pos);
+    char why[512];
+    w_text(w, "waiting_for", gpum_sched_waiting_for(d->sched, r->id, why, sizeof why));
+  }
+  w_int(w, "created_ns", (long long)r->created_ns);
+  w_int(w, "granted_ns", (long long)r->granted_ns);
+  w_int(w, "ended_ns", (long long)r->ended_ns);
+  gpumd_jw_raw(w, "}", 1);
+}
+
 /* ---- events ---------------------------------------------------------------------------- */
 
 /* Sends an event about r to its bound connection, else to every connection of its owner. */

@@ -189,6 +189,23 @@ void gpumd_conn_send(gpumd_conn_t *c, json_t *msg);
  * jansson's loop-detection cost. Returns 0, or -1 when out cannot grow (out may then hold a
  * partial value). */
 int gpumd_json_write(struct evbuffer *out, json_t *v);
+/* A JSON writer with the output of gpumd_json_write, for messages written without building
+ * jansson values first (the hot replies): pieces gather in a buffer and reach out in few adds.
+ * gpumd_jw_end flushes and returns 0, or -1 when out could not grow. */
+typedef struct {
+  struct evbuffer *out;
+  size_t used;
+  int rc;
+  char buf[4096];
+} gpumd_jw_t;
+void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out);
+void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n); /* as is */
+void gpumd_jw_string(gpumd_jw_t *w, const char *s);        /* quoted and escaped */
+void gpumd_jw_int(gpumd_jw_t *w, long long v);
+void gpumd_jw_value(gpumd_jw_t *w, json_t *v);
+int gpumd_jw_end(gpumd_jw_t *w);
+/* Appends one message written by fill (plus '\n') to c's staged output. */
+void gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg);
 /* Marks c for closing after its staged output is written. */
 void gpumd_conn_close_after_flush(gpumd_conn_t *c);
 /* End of a loop turn: commit, then write staged output, then free closed connections. */
@@ -203,6 +220,8 @@ int gpumd_json_depth(const char *s, size_t len, int limit);
 void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len);
 /* Replies. id may be NULL (the request had none or could not be parsed): then "id": null. */
 void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body /* stolen, may be NULL */);
+/* gpumd_reply_ok with the body {"reservation": R}, written without building it. */
+void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpum_resv_t *r, bool with_token);
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Checks that obj has only the named fields (NULL-terminated list). Returns 0, or GPUM_EINVAL
@@ -218,13 +237,22 @@ void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body);
  * (fields in the protocol's spelling), acts, and returns 0 with *out = the reply body, or a
  * negative code with the detail in gpum_last_error(). Transitions reach the ledger and are
  * committed at the end of the turn, before any reply leaves. */
+/* Where a socket reserve or release leaves its reservation instead of building the
+ * {"reservation": R} body: the reply is then written directly (gpumd_resv_write). */
+typedef struct {
+  gpum_resv_t r;
+  bool with_token;
+  bool set;
+} gpumd_resv_reply_t;
+
 typedef struct {
   uint32_t uid;
   int32_t pid;
   uint64_t pid_start; /* start time of pid; 0 = look it up when needed */
   bool admin;
-  gpumd_conn_t *conn; /* socket peer, or NULL over HTTP */
-  const char *via;    /* "HTTP" for audit reasons; NULL on the socket */
+  gpumd_conn_t *conn;       /* socket peer, or NULL over HTTP */
+  const char *via;          /* "HTTP" for audit reasons; NULL on the socket */
+  gpumd_resv_reply_t *fast; /* reserve/release: fill this, leave *out NULL (may be NULL) */
 } gpumd_actor_t;
 int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
@@ -246,6 +274,9 @@ void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sampl
 void gpumd_ops_tick(gpumd_t *d);
 /* The protocol's reservation object (token only when with_token). */
 json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token);
+/* The same object written straight to w, byte for byte what gpumd_json_write gives for
+ * gpumd_resv_json (the hot replies skip building it). */
+void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with_token);
 /* Adds the scheduler's fields ("committed", "reserved", "unmanaged", "jobs", "reservations")
  * to a device object of the status reply. */
 void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o);

@@ -108,6 +108,19 @@ static void reply(gpumd_conn_t *c, json_t *id, int rc, json_t *body) {
     gpumd_reply_err(c, id, rc, "%s", *gpum_last_error() ? gpum_last_error() : gpum_strerror(rc));
 }
 
+/* The {"reservation": R} body, or R left in a->fast for a reply written directly. */
+static void resv_body(gpumd_t *d, const gpumd_actor_t *a, const gpum_resv_t *r, bool with_token,
+                      json_t **out) {
+  if (a->fast) {
+    a->fast->r = *r;
+    a->fast->with_token = with_token;
+    a->fast->set = true;
+    *out = NULL;
+    return;
+  }
+  *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, with_token));
+}
+
 /* ---- hello, status, list ------------------------------------------------------------------ */
 
 static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
@@ -331,7 +344,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
     l->told_position = pos + 1; /* the reply tells it */
   rc = 0;
   if (r)
-    *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, a->conn != NULL));
+    resv_body(d, a, r, a->conn != NULL, out);
   else
     rc = gpum_error(GPUM_EINTERNAL, "reservation ended at once");
   gpumd_ops_tick(d);
@@ -388,7 +401,7 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   d->capture_id = 0;
   if (rc != 0 || !d->captured_set)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
-  *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, &d->captured, own));
+  resv_body(d, a, &d->captured, own, out);
   gpumd_ops_tick(d);
   return 0;
 }
@@ -500,9 +513,14 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
       ops[i].fn(c, id, req);
     } else {
       gpumd_actor_t a = actor_of(c);
+      gpumd_resv_reply_t fast = {.set = false};
+      a.fast = &fast;
       json_t *body = NULL;
       int rc = ops[i].core(c->d, &a, req, &body);
-      reply(c, id, rc, body);
+      if (rc == 0 && fast.set)
+        gpumd_reply_ok_resv(c, id, &fast.r, fast.with_token);
+      else
+        reply(c, id, rc, body);
     }
     c->d->actor_conn = NULL;
     c->d->submit_id = 0;

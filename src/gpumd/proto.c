@@ -55,6 +55,31 @@ void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body) {
   gpumd_conn_send(c, msg);
 }
 
+typedef struct {
+  gpumd_t *d;
+  json_t *id;
+  const gpum_resv_t *r;
+  bool with_token;
+} resv_reply_t;
+
+/* The same bytes as gpumd_reply_ok(c, id, {"reservation": R}): the body's key, then id, ok. */
+static void fill_resv_reply(gpumd_jw_t *w, void *arg) {
+  const resv_reply_t *a = arg;
+  gpumd_jw_raw(w, "{\"reservation\":", 15);
+  gpumd_resv_write(a->d, w, a->r, a->with_token);
+  gpumd_jw_raw(w, ",\"id\":", 6);
+  if (a->id)
+    gpumd_jw_value(w, a->id);
+  else
+    gpumd_jw_raw(w, "null", 4);
+  gpumd_jw_raw(w, ",\"ok\":true}", 11);
+}
+
+void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpum_resv_t *r, bool with_token) {
+  resv_reply_t a = {.d = c->d, .id = id, .r = r, .with_token = with_token};
+  gpumd_conn_send_with(c, fill_resv_reply, &a);
+}
+
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...) {
   char text[1024];
   va_list ap;

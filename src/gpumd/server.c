@@ -147,20 +147,13 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
  * json_dumps(JSON_COMPACT) gives (keys in insertion order, '/' and non-ASCII as is); reals,
  * which are rare, still go through jansson for its number format. Pieces gather in a stack
  * buffer and reach the evbuffer in few, large adds. */
-typedef struct {
-  struct evbuffer *out;
-  size_t used;
-  int rc;
-  char buf[4096];
-} dump_buf_t;
-
-static void dump_flush(dump_buf_t *b) {
+static void dump_flush(gpumd_jw_t *b) {
   if (b->used && evbuffer_add(b->out, b->buf, b->used) != 0)
     b->rc = -1;
   b->used = 0;
 }
 
-static void dump_bytes(dump_buf_t *b, const char *p, size_t n) {
+static void dump_bytes(gpumd_jw_t *b, const char *p, size_t n) {
   if (n > sizeof b->buf - b->used) {
     dump_flush(b);
     if (n > sizeof b->buf) {
@@ -173,7 +166,7 @@ static void dump_bytes(dump_buf_t *b, const char *p, size_t n) {
   b->used += n;
 }
 
-static void dump_char(dump_buf_t *b, char ch) {
+static void dump_char(gpumd_jw_t *b, char ch) {
   if (b->used == sizeof b->buf)
     dump_flush(b);
   b->buf[b->used++] = ch;
@@ -189,7 +182,7 @@ static bool plain(const char *s, size_t n) {
   return true;
 }
 
-static void dump_string(dump_buf_t *b, const char *s, size_t n) {
+static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
   static const char hex[] = "0123456789ABCDEF";
   if (n + 2 <= sizeof b->buf - b->used && plain(s, n)) { /* quote, bytes, quote in place */
     char *p = b->buf + b->used;
@@ -240,7 +233,7 @@ static void dump_string(dump_buf_t *b, const char *s, size_t n) {
   dump_bytes(b, "\"", 1);
 }
 
-static void dump_integer(dump_buf_t *b, json_int_t v) {
+static void dump_integer(gpumd_jw_t *b, json_int_t v) {
   char tmp[24];
   size_t i = sizeof tmp;
   unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
@@ -253,7 +246,7 @@ static void dump_integer(dump_buf_t *b, json_int_t v) {
   dump_bytes(b, tmp + i, sizeof tmp - i);
 }
 
-static void dump_value(dump_buf_t *b, json_t *v, int depth) {
+static void dump_value(gpumd_jw_t *b, json_t *v, int depth) {
   if (depth > 64) { /* our own messages are shallow: this is a cycle or a bug */
     b->rc = -1;
     return;
@@ -310,42 +303,75 @@ static void dump_value(dump_buf_t *b, json_t *v, int depth) {
   }
 }
 
+void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out) {
+  w->out = out;
+  w->used = 0;
+  w->rc = 0;
+}
+
 int gpumd_json_write(struct evbuffer *out, json_t *v) {
-  dump_buf_t b;
-  b.out = out;
-  b.used = 0;
-  b.rc = 0;
-  dump_value(&b, v, 0);
-  dump_flush(&b);
-  return b.rc;
+  gpumd_jw_t w;
+  gpumd_jw_init(&w, out);
+  dump_value(&w, v, 0);
+  return gpumd_jw_end(&w);
+}
+
+void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n) {
+  dump_bytes(w, s, n);
+}
+
+void gpumd_jw_string(gpumd_jw_t *w, const char *s) {
+  dump_string(w, s, strlen(s));
+}
+
+void gpumd_jw_int(gpumd_jw_t *w, long long v) {
+  dump_integer(w, (json_int_t)v);
+}
+
+void gpumd_jw_value(gpumd_jw_t *w, json_t *v) {
+  dump_value(w, v, 0);
+}
+
+int gpumd_jw_end(gpumd_jw_t *w) {
+  dump_flush(w);
+  return w->rc;
+}
+
+void gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg) {
+  if (c->dead)
+    return;
+  /* Serialised straight into the staged buffer: no intermediate string. A failure (out of
+   * memory) may leave a partial line, so the buffer is cut back to where it was. */
+  size_t before = evbuffer_get_length(c->staged);
+  gpumd_jw_t w;
+  gpumd_jw_init(&w, c->staged);
+  fill(&w, arg);
+  dump_char(&w, '\n');
+  if (gpumd_jw_end(&w) != 0) {
+    size_t now = evbuffer_get_length(c->staged);
+    struct evbuffer *keep = evbuffer_new();
+    if (keep) {
+      evbuffer_remove_buffer(c->staged, keep, before);
+      evbuffer_drain(c->staged, now - before);
+      evbuffer_add_buffer(c->staged, keep);
+      evbuffer_free(keep);
+    }
+  }
+  if (!c->dirty) {
+    c->dirty = true;
+    c->dirty_next = c->d->dirty;
+    c->d->dirty = c;
+  }
+}
+
+static void fill_value(gpumd_jw_t *w, void *arg) {
+  gpumd_jw_value(w, arg);
 }
 
 void gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
   if (!msg)
     return;
-  if (!c->dead) {
-    /* Serialised straight into the staged buffer: no intermediate string. A failure (out of
-     * memory) may leave a partial line, so the buffer is cut back to where it was. */
-    size_t before = evbuffer_get_length(c->staged);
-    int rc = gpumd_json_write(c->staged, msg);
-    if (rc == 0 && evbuffer_add(c->staged, "\n", 1) != 0)
-      rc = -1;
-    if (rc != 0) {
-      size_t now = evbuffer_get_length(c->staged);
-      struct evbuffer *keep = evbuffer_new();
-      if (keep) {
-        evbuffer_remove_buffer(c->staged, keep, before);
-        evbuffer_drain(c->staged, now - before);
-        evbuffer_add_buffer(c->staged, keep);
-        evbuffer_free(keep);
-      }
-    }
-    if (!c->dirty) {
-      c->dirty = true;
-      c->dirty_next = c->d->dirty;
-      c->d->dirty = c;
-    }
-  }
+  gpumd_conn_send_with(c, fill_value, msg);
   json_decref(msg);
 }
 

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The direct reply writer of the hot socket replies (gpumd_reply_ok_resv, gpumd_resv_write)
+ * against the jansson path it replaces (gpumd_reply_ok with {"reservation":
+ * gpumd_resv_json}): byte for byte the same line for granted, queued (position and what it
+ * waits for), pid-leased and multi-GPU reservations, with and without the token, with ids
+ * of every JSON kind, and with labels and reasons that need escaping or are not UTF-8
+ * (jansson leaves such a field out, and so must the writer).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <event2/buffer.h>
+#include <jansson.h>
+
+#include "gpumd_internal.h"
+
+#define GIB (1024ull * 1024 * 1024)
+
+typedef struct {
+  gpumd_t d;
+  gpumd_conn_t c;
+} fixture_t;
+
+static void add_device(gpumd_t *d, unsigned index, const char *uuid) {
+  gpum_sched_device_t v = {.index = index, .memory_total = 80 * GIB};
+  snprintf(v.uuid, sizeof v.uuid, "%s", uuid);
+  snprintf(v.name, sizeof v.name, "NVIDIA H100");
+  assert_int_equal(gpum_sched_update_device(d->sched, &v, 1000), 0);
+}
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  assert_int_equal(gpum_sched_create(NULL, NULL, &f->d.sched), 0);
+  add_device(&f->d, 0, "GPU-0000");
+  add_device(&f->d, 1, "GPU-a\"b\\c\x01");
+  f->c.d = &f->d;
+  f->c.staged = evbuffer_new();
+  assert_non_null(f->c.staged);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  evbuffer_free(f->c.staged);
+  gpum_sched_destroy(f->d.sched);
+  free(f);
+  return 0;
+}
+
+/* The staged line, taken out of the buffer (caller frees). */
+static char *take(fixture_t *f) {
+  size_t n = evbuffer_get_length(f->c.staged);
+  char *s = malloc(n + 1);
+  assert_non_null(s);
+  evbuffer_remove(f->c.staged, s, n);
+  s[n] = '\0';
+  return s;
+}
+
+/* Both ways of replying about reservation id must give the same line. */
+static void check_same(fixture_t *f, uint64_t id, json_t *req_id) {
+  const gpum_resv_t *r = gpum_sched_find(f->d.sched, id);
+  assert_non_null(r);
+  for (int tok = 0; tok < 2; tok++) {
+    gpumd_reply_ok(&f->c, req_id,
+                   json_pack("{s:o}", "reservation", gpumd_resv_json(&f->d, r, tok != 0)));
+    char *want = take(f);
+    gpumd_reply_ok_resv(&f->c, req_id, r, tok != 0);
+    char *got = take(f);
+    assert_string_equal(got, want);
+    assert_non_null(strstr(want, "\"reservation\":{\"id\":"));
+    free(want);
+    free(got);
+  }
+}
+
+static uint64_t submit(fixture_t *f, uint64_t bytes, unsigned gpus, const char *label,
+                       gpumd_lease_kind_t lease) {
+  gpum_sched_request_t q;
+  gpum_sched_request_init(&q);
+  q.bytes_per_gpu = bytes;
+  q.gpus = gpus;
+  q.label = label;
+  q.uid = 1000;
+  q.pid = 4242;
+  q.lease = lease;
+  q.lease_pid = 4343;
+  const gpum_resv_t *r = NULL;
+  assert_int_equal(gpum_sched_submit(f->d.sched, &q, 2000, &r), 0);
+  return r->id;
+}
+
+static void test_same_as_jansson(void **state) {
+  fixture_t *f = *state;
+  json_t *ids[] = {json_integer(7), json_string("req \"a\"\n"), json_null(), NULL};
+  uint64_t granted = submit(f, 10 * GIB, 1, "plain", GPUMD_LEASE_CONNECTION);
+  uint64_t both = submit(f, 20 * GIB, 2, "tab\there \"quoted\" \\ ünï", GPUMD_LEASE_PID);
+  uint64_t bad_utf8 = submit(f, 1 * GIB, 1, "cut \xc3", GPUMD_LEASE_CONNECTION);
+  uint64_t queued = submit(f, 70 * GIB, 2, "waits", GPUMD_LEASE_CONNECTION);
+  assert_int_equal(gpum_sched_find(f->d.sched, queued)->state, GPUM_RESV_QUEUED);
+  uint64_t all[] = {granted, both, bad_utf8, queued};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++)
+      check_same(f, all[i], ids[k]);
+  /* The invalid label is left out by both. */
+  gpumd_reply_ok_resv(&f->c, NULL, gpum_sched_find(f->d.sched, bad_utf8), false);
+  char *line = take(f);
+  assert_null(strstr(line, "\"label\""));
+  free(line);
+  for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++)
+    json_decref(ids[k]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_same_as_jansson, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
