@@ -18,6 +18,9 @@
 #include <sqlite3.h>
 
 #include <gpum/error.h>
+#include <gpum/log.h>
+
+#include "ledger_internal.h"
 
 struct gpum_ledger {
   sqlite3 *db;
@@ -26,6 +29,7 @@ struct gpum_ledger {
   bool in_turn;
   uint64_t commits;
   sqlite3_stmt *put, *audit;
+  gpum_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
   /* Reservation rows put during this turn, written at the commit (or before a read): a
    * reservation that changes state several times in one turn is written once. */
   gpum_resv_t *pend;
@@ -236,6 +240,8 @@ static int open_db(gpum_ledger_t *l, const gpum_ledger_opts_t *opts) {
     rc = setup_schema(l);
   if (rc == 0)
     rc = prepare(l);
+  if (rc == 0 && gpum__ledger_ckpt_start(l->db, l->path, &l->ckpt) != 0)
+    gpum_log(GPUM_LOG_WARN, "gpumd", "%s; checkpoints stay in the commits", gpum_last_error());
   return rc;
 }
 
@@ -272,6 +278,7 @@ void gpum_ledger_close(gpum_ledger_t *l) {
     return;
   if (l->in_turn)
     gpum_ledger_rollback_turn(l);
+  gpum__ledger_ckpt_stop(l->ckpt);
   sqlite3_finalize(l->put);
   sqlite3_finalize(l->audit);
   sqlite3_close(l->db);
@@ -331,6 +338,10 @@ void gpum_ledger_rollback_turn(gpum_ledger_t *l) {
 
 uint64_t gpum_ledger_commit_count(const gpum_ledger_t *l) {
   return l->commits;
+}
+
+uint64_t gpum_ledger_checkpoint_count(const gpum_ledger_t *l) {
+  return gpum__ledger_ckpt_count(l->ckpt);
 }
 
 /* ---- Devices by UUID --------------------------------------------------------------------- */

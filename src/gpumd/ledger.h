@@ -102,6 +102,10 @@ int gpum_ledger_commit_turn(gpum_ledger_t *l);
 void gpum_ledger_rollback_turn(gpum_ledger_t *l);
 /* Commits done since open (for tests and metrics). */
 uint64_t gpum_ledger_commit_count(const gpum_ledger_t *l);
+/* Checkpoints (WAL copied back into the database) run so far by the ledger's checkpointer
+ * thread, which keeps that work out of the commits: after a commit leaves 1000 or more pages
+ * in the log, the thread runs a PASSIVE checkpoint with its own connection. */
+uint64_t gpum_ledger_checkpoint_count(const gpum_ledger_t *l);
 
 /* Every non-final reservation (QUEUED, GRANTED), in id order, in a malloc'ed array the caller
  * frees with free(); *count = 0 and *out = NULL when none. Returns 0, GPUM_EIO (unreadable or

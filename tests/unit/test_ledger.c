@@ -22,6 +22,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -243,6 +244,38 @@ static void test_one_commit_per_turn(void **state) {
   gpum_ledger_rollback_turn(l);
   assert_int_equal(gpum_ledger_get(l, 51, &r), GPUM_ENOENT);
   assert_int_equal(gpum_ledger_commit_count(l), c0 + 1);
+  gpum_ledger_close(l);
+}
+
+/* The WAL is checkpointed by the ledger's own thread once commits have left 1000 pages in
+ * it: the count moves without any further commit, and the rows are
+ * all there (and in the database file itself after the close). */
+static void test_checkpoints_off_the_commit(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  assert_int_equal(gpum_ledger_checkpoint_count(l), 0);
+  uint64_t id = 0;
+  for (int turn = 0; turn < 3000; turn++) { /* a page or two per turn: well past 1000 */
+    for (int k = 0; k < 4; k++) {
+      gpum_resv_t r;
+      sample(&r, ++id, GPUM_RESV_GRANTED);
+      assert_int_equal(gpum_ledger_put(l, &r), 0);
+    }
+    assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  }
+  struct timespec t0, now, nap = {0, 1000000};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (gpum_ledger_checkpoint_count(l) == 0) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    assert_true(now.tv_sec - t0.tv_sec < 20); /* a deadline, not a wait for it */
+    nanosleep(&nap, NULL);
+  }
+  gpum_resv_t back;
+  assert_int_equal(gpum_ledger_get(l, id, &back), 0);
+  assert_int_equal(outside_count(gpum_ledger_path(l)), (int)id);
+  gpum_ledger_close(l);
+  l = open_ok(dir);
+  assert_int_equal(gpum_ledger_get(l, id, &back), 0);
   gpum_ledger_close(l);
 }
 
@@ -961,6 +994,7 @@ int main(void) {
       DIR_TEST(test_round_trip),
       DIR_TEST(test_empty_ledger),
       DIR_TEST(test_one_commit_per_turn),
+      DIR_TEST(test_checkpoints_off_the_commit),
       DIR_TEST(test_audit_trail),
       DIR_TEST(test_reopen_after_close),
       DIR_TEST(test_commit_survives_process_death),
