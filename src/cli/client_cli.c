@@ -5,9 +5,11 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gpum/error.h>
@@ -151,8 +153,49 @@ static void on_event(const gpum_client_event_t *ev, void *user) {
     show_position(p, ev->reservation);
 }
 
-int cli_reserve_and_wait(const char *cmd, gpum_client_t *c, const cli_reserve_opts_t *o,
-                         gpum_reservation_t *r) {
+#define RECONNECT_MS 250
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t cli_lease_grace_ms(const gpum_config_t *cfg) {
+  return gpum_option_find("lease.grace") ? (int64_t)gpum_config_get_duration(cfg, "lease.grace")
+                                         : 30000;
+}
+
+/* The connection to gpumd was lost while r waited in the queue: connects again every
+ * RECONNECT_MS and re-attaches r within lease.grace. Returns 0 with *cp the new client and *r
+ * the reservation as gpumd has it now; 1 on a signal; a negative code when r is lost. */
+static int requeue(const char *cmd, const gpum_config_t *cfg, gpum_client_t **cp,
+                   const gpum_reservation_t *mine, gpum_reservation_t *r, int why) {
+  fprintf(stderr,
+          "gpum %s: lost the connection to gpumd (%s) while %s was queued; re-attaching "
+          "when gpumd is back\n",
+          cmd, cli_reason(why), mine->id);
+  gpum_client_close(*cp);
+  *cp = NULL;
+  int64_t lost_at = mono_ms(), grace = cli_lease_grace_ms(cfg);
+  for (;;) {
+    if (cli_signal_caught)
+      return 1;
+    int rc = cli_reattach(cmd, cfg, mine, cp, r);
+    if (rc != GPUM_EAGAIN)
+      return rc;
+    if (mono_ms() - lost_at > grace) {
+      fprintf(stderr, "gpum %s: gpumd did not come back within %lld ms (lease.grace); %s is lost\n",
+              cmd, (long long)grace, mine->id);
+      return GPUM_ECLOSED;
+    }
+    poll(NULL, 0, RECONNECT_MS); /* the retry interval; a signal cuts it short */
+  }
+}
+
+int cli_reserve_and_wait(const char *cmd, const gpum_config_t *cfg, gpum_client_t **cp,
+                         const cli_reserve_opts_t *o, gpum_reservation_t *r) {
+  gpum_client_t *c = *cp;
   progress_t p = {.cmd = cmd, .quiet = o->quiet, .shown_position = -2};
   gpum_client_set_event_cb(c, on_event, &p);
   gpum_reserve_req_t req = o->req;
@@ -166,7 +209,8 @@ int cli_reserve_and_wait(const char *cmd, gpum_client_t *c, const cli_reserve_op
     gpum_client_set_event_cb(c, NULL, NULL);
     return CLI_EXIT_FAIL;
   }
-  p.id = r->id;
+  gpum_reservation_t mine = *r; /* id and token, for a re-attach */
+  p.id = mine.id;
   show_position(&p, r);
   char id[sizeof r->id];
   snprintf(id, sizeof id, "%s", r->id);
@@ -176,6 +220,22 @@ int cli_reserve_and_wait(const char *cmd, gpum_client_t *c, const cli_reserve_op
   while (rc == GPUM_ETIMEDOUT && !cli_signal_caught && (limit < 0 || waited < limit)) {
     rc = gpum_client_wait(c, id, WAIT_SLICE_MS, r);
     waited += WAIT_SLICE_MS;
+    if (rc == GPUM_ECLOSED || rc == GPUM_EIO) { /* gpumd went away: the queue survives it */
+      rc = requeue(cmd, cfg, cp, &mine, r, rc);
+      c = *cp;
+      if (rc == 1) { /* interrupted */
+        fprintf(stderr,
+                "gpum %s: interrupted while gpumd is away; it cancels %s when it is back and "
+                "lease.grace passes\n",
+                cmd, id);
+        return 128 + cli_signal_caught;
+      }
+      if (rc != 0)
+        return CLI_EXIT_FAIL;
+      gpum_client_set_event_cb(c, on_event, &p);
+      show_position(&p, r);
+      rc = r->state == GPUM_RES_GRANTED ? 0 : GPUM_ETIMEDOUT;
+    }
   }
   gpum_client_set_event_cb(c, NULL, NULL);
   if (rc == 0)
@@ -194,7 +254,7 @@ int cli_reserve_and_wait(const char *cmd, gpum_client_t *c, const cli_reserve_op
 }
 
 int cli_reattach(const char *cmd, const gpum_config_t *cfg, const gpum_reservation_t *r,
-                 gpum_client_t **out) {
+                 gpum_client_t **out, gpum_reservation_t *now_out) {
   char path[256];
   gpum_client_t *c = NULL;
   *out = NULL;
@@ -204,9 +264,12 @@ int cli_reattach(const char *cmd, const gpum_config_t *cfg, const gpum_reservati
   }
   gpum_reservation_t now;
   int rc = gpum_client_attach(c, r->id, r->token, &now);
-  if (rc == 0 && now.state == GPUM_RES_GRANTED) {
-    fprintf(stderr, "gpum %s: gpumd is back; %s re-attached\n", cmd, r->id);
+  if (rc == 0 && (now.state == GPUM_RES_GRANTED || now.state == GPUM_RES_QUEUED)) {
+    fprintf(stderr, "gpum %s: gpumd is back; %s re-attached (%s)\n", cmd, r->id,
+            gpum_res_state_name(now.state));
     *out = c;
+    if (now_out)
+      *now_out = now;
     return 0;
   }
   gpum_client_close(c);

@@ -43,18 +43,24 @@ int cli_client_connect(const gpum_config_t *cfg, const char *cmd, unsigned timeo
 extern volatile sig_atomic_t cli_signal_caught;
 void cli_catch_signals(void);
 
-/* Reserves as o says and waits for the grant, printing the queue position on stderr as it
- * changes. Returns 0 with *r GRANTED; else prints why and returns CLI_EXIT_FAIL, or 128+signal
- * when interrupted (the queued reservation is then cancelled). */
-int cli_reserve_and_wait(const char *cmd, gpum_client_t *c, const cli_reserve_opts_t *o,
-                         gpum_reservation_t *r);
+/* Reserves as o says over *cp and waits for the grant, printing the queue position on stderr
+ * as it changes. When gpumd goes away meanwhile, connects again (socket of cfg) and
+ * re-attaches the queued reservation within lease.grace (*cp is then the new client).
+ * Returns 0 with *r GRANTED; else prints why and returns CLI_EXIT_FAIL, or 128+signal when
+ * interrupted (the queued reservation is then cancelled). */
+int cli_reserve_and_wait(const char *cmd, const gpum_config_t *cfg, gpum_client_t **cp,
+                         const cli_reserve_opts_t *o, gpum_reservation_t *r);
+
+/* The lease.grace option in ms (30000 when the table has no such option). */
+int64_t cli_lease_grace_ms(const gpum_config_t *cfg);
 
 /* After the connection to gpumd was lost: connects again (socket of cfg) and re-attaches r
- * with its token. Returns 0 with *out the new client when r is GRANTED again (prints "gpum
- * CMD: gpumd is back; ID re-attached" on stderr); GPUM_EAGAIN when gpumd does not answer
- * (yet); another negative code when gpumd answered but r cannot be re-attached (printed). */
+ * with its token. Returns 0 with *out the new client (and *now_out, when not NULL, the
+ * reservation as gpumd has it) when r is GRANTED or QUEUED (prints "gpum CMD: gpumd is back;
+ * ID re-attached" on stderr); GPUM_EAGAIN when gpumd does not answer (yet); another negative
+ * code when gpumd answered but r cannot be re-attached (printed). */
 int cli_reattach(const char *cmd, const gpum_config_t *cfg, const gpum_reservation_t *r,
-                 gpum_client_t **out);
+                 gpum_client_t **out, gpum_reservation_t *now_out);
 
 /* "GPU-a,GPU-b" (indexes for devices without a UUID) into buf. */
 void cli_res_visible_devices(const gpum_reservation_t *r, char *buf, size_t len);

@@ -121,9 +121,7 @@ static int64_t now_ms(void) {
  * connection is lost, re-attaches within lease.grace. Returns 0 with *cp the live client, or
  * CLI_EXIT_FAIL (*cp NULL) when the reservation is lost. */
 static int hold(const gpum_config_t *cfg, gpum_client_t **cp, const gpum_reservation_t *r) {
-  int64_t grace = gpum_option_find("lease.grace")
-                      ? (int64_t)gpum_config_get_duration(cfg, "lease.grace")
-                      : 30000;
+  int64_t grace = cli_lease_grace_ms(cfg);
   int64_t lost_at = 0;
   while (!cli_signal_caught) {
     if (*cp) {
@@ -139,7 +137,7 @@ static int hold(const gpum_config_t *cfg, gpum_client_t **cp, const gpum_reserva
       lost_at = now_ms();
       continue;
     }
-    int rc = cli_reattach("reserve", cfg, r, cp);
+    int rc = cli_reattach("reserve", cfg, r, cp, NULL);
     if (rc == 0) {
       gpum_client_set_event_cb(*cp, on_event, (void *)r->id);
       continue;
@@ -170,7 +168,7 @@ int cmd_reserve(gpum_config_t *cfg, int argc, char **argv) {
     return code;
   cli_catch_signals();
   gpum_reservation_t r;
-  code = cli_reserve_and_wait("reserve", c, &o, &r);
+  code = cli_reserve_and_wait("reserve", cfg, &c, &o, &r);
   if (code != 0) {
     gpum_client_close(c);
     return code;

@@ -165,7 +165,7 @@ static int64_t now_ms(void) {
 /* After gpumd went away: connects again and re-attaches the reservation with its token. */
 static gpum_client_t *reattach(const gpum_config_t *cfg, const gpum_reservation_t *r) {
   gpum_client_t *c = NULL;
-  cli_reattach("run", cfg, r, &c);
+  cli_reattach("run", cfg, r, &c, NULL);
   return c;
 }
 
@@ -175,9 +175,7 @@ static gpum_client_t *reattach(const gpum_config_t *cfg, const gpum_reservation_
 static int supervise(const gpum_config_t *cfg, gpum_client_t **cp, const gpum_reservation_t *r) {
   watch_t w = {r->id};
   gpum_client_set_event_cb(*cp, on_event, &w);
-  int64_t grace = gpum_option_find("lease.grace")
-                      ? (int64_t)gpum_config_get_duration(cfg, "lease.grace")
-                      : 30000;
+  int64_t grace = cli_lease_grace_ms(cfg);
   int64_t lost_at = 0;
   bool gave_up = false;
   for (;;) {
@@ -232,7 +230,7 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
     return code;
   cli_catch_signals();
   gpum_reservation_t r;
-  code = cli_reserve_and_wait("run", c, &o, &r);
+  code = cli_reserve_and_wait("run", cfg, &c, &o, &r);
   if (code == 0 && cli_signal_caught) { /* a signal right as the grant came: do not start CMD */
     gpum_client_release(c, r.id, NULL);
     fprintf(stderr, "gpum run: interrupted; %s released before CMD started\n", r.id);
