@@ -51,7 +51,7 @@ run: try in another shell:
        export GPUM_SOCKET=$SOCK
        $GPUM run --mem 20GiB -- env | grep -E 'CUDA_VISIBLE|GPUM_'
        $GPUM run --mem 70GiB --gpus 2 -- sleep 30 &   # holds both GPUs for 30 s
-       $GPUM run --mem 70GiB -- nvidia-smi -L        # waits in the queue, then runs
+       $GPUM run --mem 70GiB -- sh -c 'echo granted \$CUDA_VISIBLE_DEVICES'   # waits in the queue, then runs
        $GPUM jobs --all
        ${SIM_ENV}$GPUM status
 run: REST API, metrics and events on http://${GPUM_HTTP_LISTEN:-127.0.0.1:8642} (docs/rest.md):
