@@ -3,7 +3,8 @@
  * gpumd's HTTP face (docs/rest.md): a libevent evhttp server on the daemon's own event loop,
  * listening on http.listen. This file holds the server's frame: the listening address (port 0
  * = any free port, written to STATE_DIR/http.addr), the limits (connections, header and body
- * size, idle timeout: a slow or stalled client never blocks the loop, it is dropped), the
+ * size, unread input, idle timeout and a deadline per request: a slow, stalled or flooding
+ * client never blocks the loop nor holds memory or a connection slot, it is dropped), the
  * bearer token (created 0600 at first start, re-read on SIGHUP, rotated over the socket
  * protocol), the router with its one error shape {"error": {"code", "message"}}, and the
  * end-of-turn flush. Every response of a loop turn is held back and sent from gpumd_end_turn
@@ -33,8 +34,9 @@
 #include <gpum/log.h>
 
 #include "http_internal.h"
+#include "obs_internal.h"
 
-#define TOKEN_MAX 256 /* longest token accepted from a hand-written file */
+#define TOKEN_MAX GPUMD_HTTP_TOKEN_MAX
 
 /* ---- the bearer token ------------------------------------------------------------------- */
 
@@ -229,8 +231,17 @@ int gpumd_http_status_of(int code) {
   }
 }
 
-/* Queues req's response (headers and body already set) for the end of the turn. */
+/* Queues req's response (headers and body already set) for the end of the turn. The answer
+ * to HEAD is GET's without its body: evhttp would send a body it is given (and then no
+ * Content-Length), which the client would read as the start of the next response. */
 static void queue_reply(struct gpumd_http *h, struct evhttp_request *req, int status) {
+  if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+    struct evbuffer *out = evhttp_request_get_output_buffer(req);
+    char len[24];
+    snprintf(len, sizeof len, "%zu", evbuffer_get_length(out));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", len);
+    evbuffer_drain(out, evbuffer_get_length(out));
+  }
   if (h->npend == h->cappend) {
     size_t cap = h->cappend ? h->cappend * 2 : 16;
     gpumd_http_pending_t *p = realloc(h->pend, cap * sizeof *p);
@@ -259,11 +270,58 @@ static void reply_json(struct gpumd_http *h, struct evhttp_request *req, int sta
   queue_reply(h, req, status);
 }
 
+/* The length of the valid UTF-8 sequence at s (at most n bytes), 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+  unsigned char c = s[0];
+  size_t len = c < 0x80                 ? 1
+               : c >= 0xC2 && c <= 0xDF ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
+  if (len == 0 || len > n)
+    return 0;
+  unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, surrogates) */
+  if (c == 0xE0)
+    lo = 0xA0;
+  else if (c == 0xED)
+    hi = 0x9F;
+  else if (c == 0xF0)
+    lo = 0x90;
+  else if (c == 0xF4)
+    hi = 0x8F;
+  for (size_t i = 1; i < len; i++)
+    if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF))
+      return 0;
+  return len;
+}
+
+/* Error messages quote the client's bytes (paths, query parameters, ids), which need not be
+ * UTF-8 and may have been cut inside a character; a JSON string cannot hold those. */
+void gpumd_http_utf8_clean(const char *msg, char *out, size_t outlen) {
+  const unsigned char *s = (const unsigned char *)msg;
+  size_t n = strlen(msg), o = 0;
+  for (size_t i = 0; i < n && o + 1 < outlen;) {
+    size_t k = utf8_seq(s + i, n - i);
+    if (k == 0) {
+      out[o++] = '?';
+      i++;
+    } else if (o + k < outlen) {
+      memcpy(out + o, s + i, k);
+      o += k;
+      i += k;
+    } else {
+      break;
+    }
+  }
+  out[o] = '\0';
+}
+
 static void reply_error(struct gpumd_http *h, struct evhttp_request *req, int status, int code,
                         const char *msg) {
   const char *name = gpum_err_name(code);
-  json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message",
-                           msg && *msg ? msg : gpum_strerror(code));
+  char clean[1024];
+  gpumd_http_utf8_clean(msg && *msg ? msg : gpum_strerror(code), clean, sizeof clean);
+  json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message", clean);
   if (status == 401)
     evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                       "Bearer realm=\"gpumd\"");
@@ -287,6 +345,9 @@ typedef struct {
 
 static int route_metrics(gpumd_http_call_t *call);
 static int route_events(gpumd_http_call_t *call);
+static void check_fresh(struct gpumd_http *h, struct evhttp_connection *current);
+static void uncount(struct gpumd_http *h, struct evhttp_connection *evcon);
+static void request_deadline(struct gpumd_http *h, struct evhttp_connection *evcon, bool arm);
 
 static const route_t routes[] = {
     {"/api/v1/gpu/status", M_GET, gpumd_http_status, false},
@@ -402,6 +463,9 @@ int gpumd_http_check_query(gpumd_http_call_t *call, const char *const *allowed) 
       ok = strcmp(*a, kv->key) == 0;
     if (!ok)
       return gpum_error(GPUM_EINVAL, "unknown query parameter '%.64s'", kv->key);
+    for (struct evkeyval *o = call->query->tqh_first; o != kv; o = o->next.tqe_next)
+      if (strcmp(o->key, kv->key) == 0)
+        return gpum_error(GPUM_EINVAL, "query parameter '%.64s' given twice", kv->key);
   }
   return 0;
 }
@@ -429,13 +493,16 @@ static int route_events(gpumd_http_call_t *call) {
   /* The stream module takes the connection over with its own close callback and its own
    * limit on streams: it no longer counts against http.max_connections. */
   struct gpumd_http *h = call->d->http;
-  struct evhttp_connection *evcon = evhttp_request_get_connection(call->req);
-  if (evcon) {
-    evhttp_connection_set_closecb(evcon, NULL, NULL);
-    if (h->live > 0)
-      h->live--;
+  if (evhttp_request_get_command(call->req) == EVHTTP_REQ_HEAD) {
+    gpumd_http_reply_raw(call, "text/event-stream; charset=utf-8"); /* the headers only */
+    return 0;
   }
-  gpumd_sse_open(call->d, call->req); /* takes the request over */
+  struct evhttp_connection *evcon = evhttp_request_get_connection(call->req);
+  gpumd_sse_open(call->d, call->req); /* takes the request over, or answers 503 */
+  if (evcon && gpumd_sse_is_stream(call->d, call->req))
+    uncount(h, evcon); /* a refused one stays an ordinary, counted connection */
+  else
+    request_deadline(h, evcon, true); /* answered at once: the next request's deadline */
   call->status = -1;
   return 0;
 }
@@ -451,6 +518,8 @@ static void dispatch(struct gpumd_http *h, struct evhttp_request *req, const rou
   const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
   if (q && *q && evhttp_parse_query_str(q, &query) != 0)
     rc = gpum_error(GPUM_EINVAL, "malformed query string");
+  else if (q && strcasestr(q, "%00")) /* decoded, it would cut the value short unseen */
+    rc = gpum_error(GPUM_EINVAL, "a NUL byte (%%00) in the query string");
   if (rc == 0 && r->method == M_GET)
     call.body = json_object();
   else if (rc == 0)
@@ -475,6 +544,9 @@ static void dispatch(struct gpumd_http *h, struct evhttp_request *req, const rou
 static void on_request(struct evhttp_request *req, void *arg) {
   struct gpumd_http *h = arg;
   h->served++;
+  if (h->nfresh) /* no connection is served before it is counted */
+    check_fresh(h, evhttp_request_get_connection(req));
+  request_deadline(h, evhttp_request_get_connection(req), false); /* it is in */
   const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
   int method = (int)evhttp_request_get_command(req);
   const route_t *found = NULL;
@@ -520,21 +592,107 @@ static void on_request(struct evhttp_request *req, void *arg) {
 
 /* ---- connections and their limit ---------------------------------------------------------- */
 
-static void on_conn_closed(struct evhttp_connection *evcon, void *arg) {
-  (void)evcon;
-  struct gpumd_http *h = arg;
+/* A counted connection: its deadline for the request it is reading. evhttp's own timeout
+ * (http.timeout) is an idle timeout, restarted by every byte read: a client that trickles a
+ * byte at a time would hold its connection (and a slot of http.max_connections) forever. So
+ * each request must also arrive whole within http.timeout of the connection being ready for
+ * it (accepted, or its previous response handed to evhttp); past that the connection is
+ * closed. */
+struct gpumd_http_conn {
+  struct gpumd_http *h;
+  struct evhttp_connection *evcon;
+  struct event *deadline;
+  struct gpumd_http_conn *next; /* hash chain */
+};
+
+static size_t conn_bucket(const struct gpumd_http *h, const struct evhttp_connection *evcon) {
+  uintptr_t k = (uintptr_t)evcon;
+  return (size_t)((k >> 4) ^ (k >> 12)) % h->nbuckets;
+}
+
+static struct gpumd_http_conn **conn_slot(struct gpumd_http *h, struct evhttp_connection *evcon) {
+  struct gpumd_http_conn **p = &h->conns[conn_bucket(h, evcon)];
+  while (*p && (*p)->evcon != evcon)
+    p = &(*p)->next;
+  return p;
+}
+
+/* Forgets a counted connection (closed, or handed to the event streams). */
+static void conn_forget(struct gpumd_http *h, struct gpumd_http_conn *c) {
+  struct gpumd_http_conn **p = conn_slot(h, c->evcon);
+  if (*p == c)
+    *p = c->next;
+  event_free(c->deadline);
+  free(c);
   if (h->live > 0)
     h->live--;
 }
 
+static void on_conn_closed(struct evhttp_connection *evcon, void *arg) {
+  struct gpumd_http_conn *c = arg;
+  (void)evcon;
+  conn_forget(c->h, c);
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  struct gpumd_http_conn *c = arg;
+  /* Info, not a warning: most are merely idle kept-alive connections. */
+  gpum_log(GPUM_LOG_INFO, "gpumd", "HTTP: no complete request within http.timeout: closed");
+  evhttp_connection_free(c->evcon); /* its close callback frees c */
+}
+
+/* Arms (or stops) the request deadline of a counted connection. */
+static void request_deadline(struct gpumd_http *h, struct evhttp_connection *evcon, bool arm) {
+  struct gpumd_http_conn *c = evcon ? *conn_slot(h, evcon) : NULL;
+  if (c && arm)
+    event_add(c->deadline, &h->request_tv);
+  else if (c)
+    event_del(c->deadline);
+}
+
+static void uncount(struct gpumd_http *h, struct evhttp_connection *evcon) {
+  struct gpumd_http_conn *c = *conn_slot(h, evcon);
+  evhttp_connection_set_closecb(evcon, NULL, NULL);
+  if (c)
+    conn_forget(h, c);
+}
+
+/* Unread input of one connection beyond which it is closed (set at start; loop thread). */
+static size_t input_limit;
+
+/* evhttp reads a connection's bytes into its input buffer whenever the socket is readable,
+ * also while no one consumes them: while a reply is written (readers of the event stream,
+ * pipelined bytes behind a request) and inside a chunk-size line, which evhttp does not
+ * bound. A client that sends more than any request can hold (the header and body limits)
+ * is closed, through the connection's error path (deferred: this runs inside the read). */
+static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg) {
+  if (info->n_added == 0 || evbuffer_get_length(buf) <= input_limit)
+    return;
+  struct bufferevent *bev = arg;
+  gpum_log(GPUM_LOG_WARN, "gpumd",
+           "HTTP: a client sent %zu bytes that no request can hold: "
+           "closed",
+           evbuffer_get_length(buf));
+  bufferevent_disable(bev, EV_READ);
+  bufferevent_trigger_event(bev, BEV_EVENT_READING | BEV_EVENT_ERROR, BEV_TRIG_DEFER_CALLBACKS);
+}
+
 /* evhttp asks us for each accepted connection's bufferevent: it is remembered as fresh and
- * checked against http.max_connections at the end of the turn, before anything is read from
- * it (its first read needs another turn of the loop). */
+ * checked against http.max_connections at the end of the turn (its first read normally needs
+ * another turn of the loop), or before a request on it is served if one is read sooner
+ * (libevent may poll again within a turn). evhttp can free a connection before that (its
+ * client closed at once): the reference held here keeps the bufferevent valid until the
+ * check, which then finds its callbacks cleared. */
 static struct bufferevent *make_bev(struct event_base *base, void *arg) {
   struct gpumd_http *h = arg;
   struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
   if (!bev)
     return NULL;
+  if (!evbuffer_add_cb(bufferevent_get_input(bev), on_input, bev)) {
+    bufferevent_free(bev);
+    return NULL;
+  }
   if (h->nfresh == h->capfresh) {
     size_t cap = h->capfresh ? h->capfresh * 2 : 16;
     struct bufferevent **p = realloc(h->fresh, cap * sizeof *p);
@@ -543,13 +701,52 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg) {
     h->fresh = p;
     h->capfresh = cap;
   }
+  bufferevent_incref(bev);
   h->fresh[h->nfresh++] = bev;
   return bev;
 }
 
+/* Counts a new connection (until on_conn_closed), or refuses it past the limit when it may. */
+static void admit(struct gpumd_http *h, struct bufferevent *bev, struct evhttp_connection *evcon,
+                  bool may_refuse, const char *busy, size_t busy_len) {
+  /* Responses go out whole: without this, a reply of more than one segment waits for the
+   * client's delayed ACK (about 40 ms) before its last piece leaves. */
+  int one = 1;
+  if (setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+    gpum_log(GPUM_LOG_DEBUG, "gpumd", "HTTP: TCP_NODELAY: %s", strerror(errno));
+  if (may_refuse && h->live >= h->max_conns) {
+    ssize_t w = send(bufferevent_getfd(bev), busy, busy_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w; /* a fresh socket's buffer takes it; if not, the close says enough */
+    gpum_log(GPUM_LOG_WARN, "gpumd",
+             "HTTP: %zu connections open (http.max_connections): one "
+             "refused",
+             h->live);
+    evhttp_connection_free(evcon);
+    return;
+  }
+  struct gpumd_http_conn *c = calloc(1, sizeof *c);
+  if (c)
+    c->deadline = evtimer_new(bufferevent_get_base(bev), on_deadline, c);
+  if (!c || !c->deadline) {
+    free(c);
+    gpum_log(GPUM_LOG_ERROR, "gpumd", "HTTP: out of memory: a connection refused");
+    evhttp_connection_free(evcon);
+    return;
+  }
+  c->h = h;
+  c->evcon = evcon;
+  struct gpumd_http_conn **slot = conn_slot(h, evcon);
+  c->next = *slot;
+  *slot = c;
+  event_add(c->deadline, &h->request_tv);
+  evhttp_connection_set_closecb(evcon, on_conn_closed, c);
+  h->live++;
+}
+
 /* The connections accepted this turn: counted (until on_conn_closed), or answered 503 and
- * closed past the limit. */
-static void check_fresh(struct gpumd_http *h) {
+ * closed past the limit; current (the connection of a request being served, or NULL) is
+ * always counted: its request is in hand. */
+static void check_fresh(struct gpumd_http *h, struct evhttp_connection *current) {
   static const char body[] = "{\"error\":{\"code\":\"EAGAIN\",\"message\":\"too many connections "
                              "(http.max_connections)\"}}\n";
   char busy[512];
@@ -562,27 +759,10 @@ static void check_fresh(struct gpumd_http *h) {
     bufferevent_event_cb ev;
     void *cbarg = NULL;
     bufferevent_getcb(h->fresh[i], &rd, &wr, &ev, &cbarg);
-    struct evhttp_connection *evcon = cbarg; /* evhttp's callback argument */
-    if (!evcon)
-      continue;
-    /* Responses go out whole: without this, a reply of more than one segment waits for the
-     * client's delayed ACK (about 40 ms) before its last piece leaves. */
-    int one = 1;
-    if (setsockopt(bufferevent_getfd(h->fresh[i]), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-      gpum_log(GPUM_LOG_DEBUG, "gpumd", "HTTP: TCP_NODELAY: %s", strerror(errno));
-    if (h->live >= h->max_conns) {
-      ssize_t w =
-          send(bufferevent_getfd(h->fresh[i]), busy, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-      (void)w; /* a fresh socket's buffer takes it; if not, the close says enough */
-      gpum_log(GPUM_LOG_WARN, "gpumd",
-               "HTTP: %zu connections open (http.max_connections): one "
-               "refused",
-               h->live);
-      evhttp_connection_free(evcon);
-      continue;
-    }
-    evhttp_connection_set_closecb(evcon, on_conn_closed, h);
-    h->live++;
+    struct evhttp_connection *evcon = cbarg; /* evhttp's callback argument; NULL: freed */
+    if (evcon)
+      admit(h, h->fresh[i], evcon, evcon != current, busy, (size_t)n);
+    bufferevent_decref(h->fresh[i]);
   }
   h->nfresh = 0;
 }
@@ -592,9 +772,12 @@ void gpumd_http_flush(gpumd_t *d) {
   if (!h)
     return;
   if (h->nfresh)
-    check_fresh(h);
-  for (size_t i = 0; i < h->npend; i++)
+    check_fresh(h, NULL);
+  for (size_t i = 0; i < h->npend; i++) {
+    /* The connection reads its next request from now on (after this response). */
+    request_deadline(h, evhttp_request_get_connection(h->pend[i].req), true);
     evhttp_send_reply(h->pend[i].req, h->pend[i].status, phrase(h->pend[i].status), NULL);
+  }
   h->npend = 0;
 }
 
@@ -696,11 +879,17 @@ int gpumd_http_start(gpumd_t *d) {
   uint64_t hdr = gpum_config_get_size(d->cfg, "http.max_header");
   evhttp_set_max_headers_size(h->http, (ev_ssize_t)(hdr ? hdr : 1));
   evhttp_set_max_body_size(h->http, (ev_ssize_t)(h->max_body * 4 + 4096));
+  input_limit = (size_t)hdr + h->max_body * 4 + 4096 + 65536;
   uint64_t to = gpum_config_get_duration(d->cfg, "http.timeout");
   struct timeval tv = {.tv_sec = (time_t)(to / 1000), .tv_usec = (suseconds_t)(to % 1000) * 1000};
   if (to == 0)
     tv.tv_sec = 10;
   evhttp_set_timeout_tv(h->http, &tv);
+  h->request_tv = tv;
+  h->nbuckets = 1024;
+  h->conns = calloc(h->nbuckets, sizeof *h->conns);
+  if (!h->conns)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
   evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                                           EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH |
                                           EVHTTP_REQ_OPTIONS);
@@ -722,6 +911,12 @@ void gpumd_http_stop(gpumd_t *d) {
     return;
   if (h->http)
     evhttp_free(h->http); /* closes the connections; unsent replies go with them */
+  for (size_t i = 0; i < h->nfresh; i++)
+    bufferevent_decref(h->fresh[i]);
+  for (size_t i = 0; h->conns && i < h->nbuckets; i++)
+    while (h->conns[i]) /* none: evhttp_free closed them all (their close callbacks ran) */
+      conn_forget(h, h->conns[i]);
+  free(h->conns);
   if (h->addr[0]) {
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/http.addr", d->state_dir);

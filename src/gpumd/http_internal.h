@@ -19,8 +19,10 @@ struct evhttp_request;
 struct evhttp_bound_socket;
 struct bufferevent;
 struct evkeyvalq;
+struct gpumd_http_conn;
 
-#define GPUMD_HTTP_TOKEN_HEX 64 /* 32 random bytes as hex */
+#define GPUMD_HTTP_TOKEN_HEX 64  /* 32 random bytes as hex */
+#define GPUMD_HTTP_TOKEN_MAX 256 /* longest token accepted from a hand-written file */
 
 /* One request being answered. A handler fills status and body (or returns an error code). */
 typedef struct {
@@ -48,15 +50,18 @@ struct gpumd_http {
   struct evhttp_bound_socket *sock;
   char addr[96]; /* "127.0.0.1:8642", "[::1]:8642" */
   bool loopback;
-  char token[GPUMD_HTTP_TOKEN_HEX + 1];
+  char token[GPUMD_HTTP_TOKEN_MAX + 1];
   char token_path[PATH_MAX];
   size_t max_body, max_conns;
   gpumd_http_pending_t *pend; /* responses of this turn, sent after the commit */
   size_t npend, cappend;
   struct bufferevent **fresh; /* connections accepted this turn (see http.c) */
   size_t nfresh, capfresh;
-  size_t live;     /* open connections counted against max_conns */
-  uint64_t served; /* requests seen */
+  size_t live;                    /* open connections counted against max_conns */
+  struct gpumd_http_conn **conns; /* the counted connections, hashed by evhttp connection */
+  size_t nbuckets;
+  struct timeval request_tv; /* http.timeout: the deadline of each request (see http.c) */
+  uint64_t served;           /* requests seen */
 };
 
 /* ---- http_api.c: the endpoints ---- */
@@ -88,6 +93,10 @@ bool gpumd_http_token_matches(const char *want, const char *got, size_t got_len)
 /* Matches path against a route pattern where "{ID}" stands for one segment (copied to id,
  * at most idlen - 1 bytes). */
 bool gpumd_http_path_match(const char *pattern, const char *path, char *id, size_t idlen);
+/* Copies msg into out (outlen > 0) as valid UTF-8 (RFC 3629: no overlong forms, surrogates
+ * or code points past U+10FFFF): each byte that does not start a valid sequence becomes '?';
+ * a character that does not fit whole is left out. */
+void gpumd_http_utf8_clean(const char *msg, char *out, size_t outlen);
 /* The HTTP status of a gpum error code (EINVAL 400, EPERM 403, ENOENT 404, ESTATE/EBUSY 409,
  * ENEVERFIT 422, EAGAIN 503, others 500). */
 int gpumd_http_status_of(int code);

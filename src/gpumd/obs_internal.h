@@ -85,6 +85,9 @@ static inline void gpumd_obs_changed(struct gpumd_obs *o) {
   o->generation++;
 }
 
+/* sse.c: whether req is an open event stream (gpumd_sse_open took it over rather than
+ * refusing it). */
+bool gpumd_sse_is_stream(gpumd_t *d, struct evhttp_request *req);
 /* sse.c: frees the streams (ends their replies) and the pending events. */
 void gpumd_sse_stop(gpumd_t *d);
 int gpumd_sse_start(gpumd_t *d);

@@ -219,6 +219,13 @@ void gpumd_sse_open(gpumd_t *d, struct evhttp_request *req) {
   stream_write(o, s, hello, (size_t)n);
 }
 
+bool gpumd_sse_is_stream(gpumd_t *d, struct evhttp_request *req) {
+  for (struct gpumd_sse_stream *s = d->obs ? d->obs->streams : NULL; s; s = s->next)
+    if (s->req == req)
+      return true;
+  return false;
+}
+
 void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data) {
   struct gpumd_obs *o = d ? d->obs : NULL;
   if (!o || !o->pending || o->stream_count == 0 || !data) {

@@ -103,6 +103,22 @@ grep -q "readable by others" "$T_ERR" || { cat "$T_ERR"; t_fail "no clear messag
 chmod 0600 "$tokf"
 t_ok "a token file readable by others is refused at start"
 
+# The longest hand-written token docs/rest.md allows (256 characters) works; 257 are refused.
+long=$(printf 'k%.0s' $(seq 256))
+printf '%s\n' "$long" >"$tokf"
+gd_start
+hp '
+expect("POST", "/api/v1/gpu/validate", 200, tok=args[0], body={"memory_gb": 1})
+expect_err("POST", "/api/v1/gpu/validate", 403, "EPERM", None, tok=args[0][:-1],
+           body={"memory_gb": 1})
+' "$long" || t_fail "a 256-character token"
+gd_stop TERM
+printf '%sk\n' "$long" >"$tokf"
+t_expect 1 "$GPUMD"
+grep -q "16 to 256 characters" "$T_ERR" || { cat "$T_ERR"; t_fail "257 characters: no clear message"; }
+echo "hand-written-token-0123456789" >"$tokf"
+t_ok "a hand-written token of 256 characters works, 257 are refused at start"
+
 GPUM_HTTP_LISTEN=0.0.0.0:0 t_expect 1 "$GPUMD"
 grep -q "not a loopback address: set http.token_file" "$T_ERR" || { cat "$T_ERR"; t_fail "non-loopback: no clear message"; }
 GPUM_HTTP_LISTEN=0.0.0.0:0 GPUM_HTTP_TOKEN_FILE="$T_SCRATCH/remote.token" gd_start

@@ -4,7 +4,8 @@
  * IPv6, localhost, loopback detection, bad hosts and ports), the token file (created 0600
  * with 64 hex digits, read back, refused when readable by others, too short, with spaces, or
  * missing without create), the constant-time token comparison, route matching with an {ID}
- * segment, and the mapping of gpum error codes to HTTP statuses.
+ * segment, the mapping of gpum error codes to HTTP statuses, and the UTF-8 cleaning of error
+ * messages that quote a client's bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -149,11 +150,37 @@ static void test_status_of(void **state) {
   assert_int_equal(gpumd_http_status_of(GPUM_EINTERNAL), 500);
 }
 
+static void test_utf8_clean(void **state) {
+  (void)state;
+  char out[16];
+  gpumd_http_utf8_clean("plain r-1", out, sizeof out);
+  assert_string_equal(out, "plain r-1");
+  gpumd_http_utf8_clean("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", out, sizeof out);
+  assert_string_equal(out, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  gpumd_http_utf8_clean("a\xff\xfe", out, sizeof out); /* not UTF-8 at all */
+  assert_string_equal(out, "a??");
+  gpumd_http_utf8_clean("x\xc3", out, sizeof out); /* cut inside a character */
+  assert_string_equal(out, "x?");
+  gpumd_http_utf8_clean("\xc0\xaf\xe0\x80\xaf", out, sizeof out); /* overlong '/' */
+  assert_string_equal(out, "?????");
+  gpumd_http_utf8_clean("\xed\xa0\x80", out, sizeof out); /* a surrogate, U+D800 */
+  assert_string_equal(out, "???");
+  gpumd_http_utf8_clean("\xf4\x90\x80\x80", out, sizeof out); /* past U+10FFFF */
+  assert_string_equal(out, "????");
+  gpumd_http_utf8_clean("\xf4\x8f\xbf\xbf", out, sizeof out); /* U+10FFFF itself */
+  assert_string_equal(out, "\xf4\x8f\xbf\xbf");
+  char small[5];
+  gpumd_http_utf8_clean("ab\xe2\x82\xac", small, sizeof small); /* the euro does not fit */
+  assert_string_equal(small, "ab");
+  gpumd_http_utf8_clean("abcdefgh", small, sizeof small);
+  assert_string_equal(small, "abcd");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_listen),  cmocka_unit_test_setup(test_token_file, make_dir),
       cmocka_unit_test(test_token_matches), cmocka_unit_test(test_path_match),
-      cmocka_unit_test(test_status_of),
+      cmocka_unit_test(test_status_of),     cmocka_unit_test(test_utf8_clean),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
