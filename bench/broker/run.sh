@@ -68,6 +68,25 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
       echo "p99 at 256 clients: gpumd $(awk -v u="${P99[256]}" 'BEGIN { printf "%.2f", u / 1000 }') ms, redis ${p99} ms (aim < 2 ms): $(verdict "$(awk -v u="${P99[256]}" 'BEGIN { print (u < 2000) }')")"
     fi
   done
+  # For reference (not the aim's baseline): Redis as durable as gpumd's ledger — every write
+  # in its log before the reply, so a crash of the server loses nothing, and the log synced
+  # to disk in the background (appendonly yes, appendfsync everysec; gpumd: WAL with
+  # synchronous=NORMAL).
+  mkdir -p "$TMP/redis-aof"
+  redis-server --port 0 --unixsocket "$TMP/redis-aof.sock" --save "" --appendonly yes \
+    --appendfsync everysec --dir "$TMP/redis-aof" --daemonize no >"$TMP/redis-aof.log" 2>&1 &
+  BENCH_PIDS+=("$!")
+  i=0
+  until [ -S "$TMP/redis-aof.sock" ]; do
+    i=$((i + 1))
+    [ $i -gt 1000 ] && { echo "redis-server (aof) did not start" >&2; exit 1; }
+    sleep 0.01
+  done
+  csv=$(redis-benchmark -s "$TMP/redis-aof.sock" -t set -c 16 -n 100000 --csv | tail -1)
+  rate=$(cut -d, -f2 <<<"$csv" | tr -d '"')
+  p99=$(cut -d, -f7 <<<"$csv" | tr -d '"')
+  echo "redis  clients=16 rate=${rate%.*} p99_ms=$p99 (appendonly yes, appendfsync everysec: as durable as gpumd, for reference)"
+  echo "ratio at 16 clients: gpumd/durable redis = $(awk -v a="${RATE[16]}" -v b="$rate" 'BEGIN { printf "%.2f", a / b }') (no aim)"
 else
   echo "-- baseline skipped: redis-server / redis-benchmark not installed (scripts/deps.sh bench)"
 fi
