@@ -8,13 +8,19 @@
  *   - one sampler thread: it runs the rounds, stores the samples, evaluates health, calls the
  *     subscribers and the alert engine. All health state changes happen on this thread;
  *   - one worker thread per device, each with its own device session, that makes the driver
- *     calls. The sampler hands a worker a request and waits for it with a deadline, so a call
- *     that hangs on one device (the simulated driver's --slow) holds up only that device's
- *     worker: the others are sampled on time. A call still running after the watchdog timeout
- *     marks its device ERROR ("driver call hung for N ms"); when the call returns, the device
- *     is re-probed and recovers like any ERROR device;
- *   - one event thread (opts.events) waiting for the driver's XID / ECC events on its own
- *     session and passing them to the sampler.
+ *     calls. Its first call reads the device's static info (name, UUID, memory, limits):
+ *     gpum_monitor_create makes no call on any device, so a device whose driver calls hang
+ *     holds up neither the caller nor the other devices. Until the info is read,
+ *     gpum_monitor_device_info returns GPUM_EAGAIN and the device has no samples; when it is
+ *     read, a GPUM_MONEV_INFO event is emitted (gpum_monitor_wait_info waits for all of them
+ *     with a deadline). The sampler hands a worker a request and waits for it with a
+ *     deadline, so a call that hangs on one device (the simulated driver's --slow) holds up
+ *     only that device's worker: the others are sampled on time. A call still running after
+ *     the watchdog timeout (the info read included) marks its device ERROR ("driver call hung
+ *     for N ms"); when the call returns, the device is re-probed and recovers like any ERROR
+ *     device;
+ *   - one event thread (opts.events) registering for and waiting for the driver's XID / ECC
+ *     events on its own session and passing them to the sampler.
  * Every gpum_monitor_* query is thread-safe and cheap (a short lock, no driver call).
  *
  * Health rules (design.md section 4), evaluated per device on the sampler thread:
@@ -140,17 +146,20 @@ typedef struct gpum_monitor gpum_monitor_t;
 
 /*
  * Creates a monitor over the devices of a session opened with dev_opts (NULL: defaults).
- * The monitor opens its own sessions (one per device worker plus one for events and one for
- * static info) with the same options, so no caller session is shared with a possibly hung
- * call. opts NULL: defaults. Returns 0, GPUM_EINVAL (bad option: the detail names it),
+ * The monitor opens its own sessions (one per device worker plus one for events) with the
+ * same options, so no caller session is shared with a possibly hung call. Opening a session
+ * loads the driver and counts the devices but makes no call on any one device (handles are
+ * looked up on first use), and create reads no static info: it returns without waiting for
+ * a device. opts NULL: defaults. Returns 0, GPUM_EINVAL (bad option: the detail names it),
  * GPUM_ENODEV (a listed device does not exist), a gpum_device_open error, or GPUM_ENOMEM.
  */
 int gpum_monitor_create(const gpum_device_open_opts_t *dev_opts, const gpum_monitor_opts_t *opts,
                         gpum_monitor_t **out);
-/* Registers for the driver's XID/ECC events (when opts.events) on the caller's thread, so that
- * no event raised after it returns is missed, then starts the threads. Returns 0, GPUM_ESTATE
- * (already started) or GPUM_ENOMEM; a driver without events is logged at info level, not an
- * error. */
+/* Starts the threads. The event thread registers for the driver's XID/ECC events (when
+ * opts.events) and start waits for that up to the watchdog timeout, so that no event raised
+ * after it returns is missed; a registration held up by a device that does not answer is
+ * logged (warning) and completes in the background. Returns 0, GPUM_ESTATE (already started)
+ * or GPUM_ENOMEM; a driver without events is logged at info level, not an error. */
 int gpum_monitor_start(gpum_monitor_t *mon);
 /* Stops the threads; waits for them up to about 2 watchdog timeouts. A worker stuck in a hung
  * driver call after that is abandoned: it frees its session when the call returns. History,
@@ -166,8 +175,16 @@ int gpum_monitor_set_alert_engine(gpum_monitor_t *mon, struct gpum_alert_engine 
  * All per-device calls below take the device index, not the slot. */
 unsigned gpum_monitor_device_count(const gpum_monitor_t *mon);
 int gpum_monitor_device_index(const gpum_monitor_t *mon, unsigned slot, unsigned *device);
-/* Static info read at create. Returns 0 or GPUM_ENODEV (not watched). */
+/* The device's static info, read by its worker after start. Returns 0, GPUM_ENODEV (not
+ * watched) or GPUM_EAGAIN (not read yet: the device has not answered since start; out then
+ * holds only the index). A device whose read failed (e.g. lost) returns 0 with only the index
+ * set, and its worker tries again until a read works (then a new GPUM_MONEV_INFO event). */
 int gpum_monitor_device_info(const gpum_monitor_t *mon, unsigned device, gpum_device_info_t *out);
+/* Waits up to timeout_ms until every watched device's info read has returned (no polling: the
+ * info events wake it). *missing (may be NULL) receives how many have not. Returns 0,
+ * GPUM_ETIMEDOUT (the detail names the first silent device), GPUM_ESTATE (not started) or
+ * GPUM_EINVAL. Callers that need the info at once call it after gpum_monitor_start. */
+int gpum_monitor_wait_info(gpum_monitor_t *mon, unsigned timeout_ms, unsigned *missing);
 
 /* ---- Samples and statistics ------------------------------------------------------------ */
 
@@ -234,9 +251,12 @@ typedef enum {
   GPUM_MONEV_XID = 2,    /* the driver reported an XID: xid, reason (its meaning) */
   GPUM_MONEV_ECC = 3,    /* an ECC event: reason ("double-bit ECC error") */
   GPUM_MONEV_PROBE = 4,  /* a re-probe of a failing / ERROR device: rc, reason */
+  GPUM_MONEV_INFO = 5,   /* the device's static info was read: rc (0, or the failed read's
+                            code), reason ("NAME (UUID)" or why it failed). Once per device,
+                            and again when a failed read is followed by a good one */
 } gpum_monitor_event_kind_t;
 
-/* "health", "xid", "ecc", "probe". */
+/* "health", "xid", "ecc", "probe", "info". */
 const char *gpum_monitor_event_kind_name(gpum_monitor_event_kind_t kind);
 
 typedef struct {

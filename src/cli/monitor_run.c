@@ -67,6 +67,8 @@ int cli_mon_parse_devices(const gpum_config_t *cfg, const char *cmd, cli_mon_set
   return -1;
 }
 
+#define INFO_WAIT_MS 2000u /* how long the commands wait for the devices' static info */
+
 int cli_mon_open(const gpum_config_t *cfg, const char *cmd, const cli_mon_setup_t *setup,
                  gpum_monitor_t **out) {
   gpum_device_open_opts_t dopts;
@@ -98,8 +100,14 @@ int cli_mon_open(const gpum_config_t *cfg, const char *cmd, const cli_mon_setup_
       *out = NULL;
     }
   }
-  if (rc == 0)
+  if (rc == 0) {
+    /* The first lines show the devices' names: wait for their static info, but a device
+     * that does not answer must not hold up the others (its lines come without it). */
+    unsigned missing = 0;
+    if (gpum_monitor_wait_info(*out, INFO_WAIT_MS, &missing) != 0 && missing > 0)
+      fprintf(stderr, "gpum %s: %s; going on without their names\n", cmd, gpum_last_error());
     return 0;
+  }
   if (rc == GPUM_EINVAL) {
     fprintf(stderr, "gpum %s: %s\n", cmd, cli_reason(rc));
     return CLI_EXIT_USAGE;

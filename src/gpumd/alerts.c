@@ -111,8 +111,9 @@ static int build_engine(gpumd_t *d, gpum_alert_engine_t **out) {
     gpum_alert_engine_destroy(e);
     return rc;
   }
-  for (unsigned i = 0; i < d->device_count; i++)
-    gpum_alert_engine_set_device_info(e, d->devices[i].index, &d->devices[i].info);
+  for (unsigned i = 0; i < d->device_count; i++) /* a silent device's info comes when it answers */
+    if (d->devices[i].answered)
+      gpum_alert_engine_set_device_info(e, d->devices[i].index, &d->devices[i].info);
   *out = e;
   return 0;
 }

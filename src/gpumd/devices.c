@@ -2,13 +2,18 @@
 /*
  * gpumd's view of the devices: the monitor (sampling and health on its own threads), a bridge
  * that carries the monitor's events into the libevent loop (the sampler thread queues them and
- * writes a byte into a socketpair the loop watches), a timer that reads the newest samples for
- * memory pressure and the scheduler's device state, and the "devices" part of the status reply.
+ * writes a byte into a socketpair the loop watches), the wait for the devices' static info at
+ * start (monitor.start_timeout) and the info of a device that answers later, a timer that
+ * reads the newest samples for memory pressure and the scheduler's device state, and the
+ * "devices" part of the status reply.
  */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -22,7 +27,7 @@
 /* On the sampler thread: queue the event and wake the loop. Must be quick. */
 static void on_monitor_event(const gpum_monitor_event_t *ev, void *user) {
   gpumd_t *d = user;
-  if (ev->kind != GPUM_MONEV_HEALTH && ev->kind != GPUM_MONEV_XID)
+  if (ev->kind != GPUM_MONEV_HEALTH && ev->kind != GPUM_MONEV_XID && ev->kind != GPUM_MONEV_INFO)
     return;
   gpumd_monq_t *q = malloc(sizeof *q);
   if (!q)
@@ -45,6 +50,41 @@ static void on_monitor_event(const gpum_monitor_event_t *ev, void *user) {
   }
 }
 
+static gpumd_device_t *device_by_index(gpumd_t *d, unsigned index) {
+  for (unsigned i = 0; i < d->device_count; i++)
+    if (d->devices[i].index == index)
+      return &d->devices[i];
+  return NULL;
+}
+
+/* Copies a device's static info from the monitor once it has been read. Returns true then. */
+static bool take_info(gpumd_t *d, gpumd_device_t *dev) {
+  gpum_device_info_t info;
+  if (gpum_monitor_device_info(d->mon, dev->index, &info) != 0)
+    return false;
+  dev->info = info;
+  dev->answered = true;
+  gpum_alert_engine_t *e = gpumd_alerts(d);
+  if (e)
+    gpum_alert_engine_set_device_info(e, dev->index, &dev->info);
+  return true;
+}
+
+/* On the loop: a device's static info was read (at start, or later by a device that was
+ * silent at start, or again after a failed read). */
+static void on_info(gpumd_t *d, const gpum_monitor_event_t *ev) {
+  gpumd_device_t *dev = device_by_index(d, ev->device);
+  if (!dev)
+    return;
+  bool was = dev->answered;
+  if (!take_info(d, dev))
+    return;
+  if (!was)
+    gpum_log(GPUM_LOG_WARN, "gpumd", "device %u answered at last (%s): schedulable from now on",
+             dev->index, ev->reason);
+  gpumd_ops_device_answered(d, dev->index);
+}
+
 /* On the loop: take every queued event. */
 static void on_monitor_wake(evutil_socket_t fd, short what, void *arg) {
   (void)what;
@@ -60,6 +100,12 @@ static void on_monitor_wake(evutil_socket_t fd, short what, void *arg) {
   while (q) {
     gpumd_monq_t *next = q->next;
     const gpum_monitor_event_t *ev = &q->ev;
+    if (ev->kind == GPUM_MONEV_INFO) {
+      on_info(d, ev);
+      free(q);
+      q = next;
+      continue;
+    }
     if (ev->kind == GPUM_MONEV_HEALTH) {
       gpum_log(GPUM_LOG_INFO, "gpumd", "device %u: %s -> %s (%s)", ev->device,
                gpum_health_state_name(ev->from), gpum_health_state_name(ev->to), ev->reason);
@@ -69,13 +115,6 @@ static void on_monitor_wake(evutil_socket_t fd, short what, void *arg) {
     free(q);
     q = next;
   }
-}
-
-static gpumd_device_t *device_by_index(gpumd_t *d, unsigned index) {
-  for (unsigned i = 0; i < d->device_count; i++)
-    if (d->devices[i].index == index)
-      return &d->devices[i];
-  return NULL;
 }
 
 /* Every monitor interval: the newest samples go to the scheduler (memory pressure, used and
@@ -106,6 +145,35 @@ static int parse_devices(const char *s, unsigned *out, unsigned cap, unsigned *n
     p = *end ? end + 1 : end;
   }
   return 0;
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits up to monitor.start_timeout for every device's static info (the monitor reads it on
+ * each device's own thread), so that recovery knows the devices' UUIDs. A device still silent
+ * then stays unusable until its info arrives (on_info): one hung GPU must not keep the whole
+ * node's broker from starting. */
+static void wait_devices(gpumd_t *d, uint64_t started_ns) {
+  uint64_t ms = gpum_config_get_duration(d->cfg, "monitor.start_timeout");
+  /* Counted from the monitor's start: its wait for the event registration is part of it. */
+  uint64_t spent = (mono_ns() - started_ns) / 1000000u, left = ms > spent ? ms - spent : 0;
+  unsigned missing = 0;
+  gpum_monitor_wait_info(d->mon, left > UINT32_MAX ? UINT32_MAX : (unsigned)left, &missing);
+  if (missing > 0)
+    gpum_log(GPUM_LOG_WARN, "gpumd", "%u of %u devices did not answer within %llu ms", missing,
+             d->device_count, (unsigned long long)ms);
+  for (unsigned i = 0; i < d->device_count; i++) {
+    gpumd_device_t *dev = &d->devices[i];
+    if (!take_info(d, dev))
+      gpum_log(GPUM_LOG_WARN, "gpumd",
+               "device %u did not answer within monitor.start_timeout: it is unusable (ERROR, "
+               "\"%s\") until it answers; recovered grants on it fail",
+               dev->index, GPUMD_SILENT_REASON);
+  }
 }
 
 int gpumd_devices_start(gpumd_t *d) {
@@ -144,9 +212,9 @@ int gpumd_devices_start(gpumd_t *d) {
   for (unsigned i = 0; i < d->device_count; i++) {
     gpumd_device_t *dev = &d->devices[i];
     gpum_monitor_device_index(d->mon, i, &dev->index);
-    gpum_monitor_device_info(d->mon, dev->index, &dev->info);
+    dev->info.index = dev->index;
   }
-  rc = gpumd_obs_start(d); /* the alert engine needs the devices' info */
+  rc = gpumd_obs_start(d); /* the devices' info reaches the alert engine as it is read */
   if (rc != 0)
     return rc;
   if (evutil_socketpair(AF_UNIX, SOCK_STREAM, 0, d->mon_fds) != 0)
@@ -166,8 +234,11 @@ int gpumd_devices_start(gpumd_t *d) {
   if (rc != 0)
     return rc;
   rc = gpum_monitor_subscribe(d->mon, on_monitor_event, d, NULL);
+  uint64_t started = mono_ns();
   if (rc == 0)
     rc = gpum_monitor_start(d->mon);
+  if (rc == 0)
+    wait_devices(d, started);
   return rc;
 }
 
@@ -205,6 +276,10 @@ json_t *gpumd_devices_json(gpumd_t *d) {
     gpum_device_health_t h;
     memset(&h, 0, sizeof h);
     gpum_monitor_health(d->mon, dev->index, &h);
+    if (!dev->answered) {
+      h.state = GPUM_HEALTH_ERROR;
+      snprintf(h.reason, sizeof h.reason, "%s", GPUMD_SILENT_REASON);
+    }
     gpum_device_sample_t s;
     bool have = gpum_monitor_latest(d->mon, dev->index, &s) == 0;
     uint64_t total = dev->info.memory_total;

@@ -339,7 +339,10 @@ static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *
   }
   v.unmanaged = procs ? unmanaged_bytes(d, index) : (have_old ? old.unmanaged : 0);
   gpum_device_health_t h;
-  if (gpum_monitor_health(d->mon, index, &h) == 0) {
+  if (!dev->answered) { /* silent since start: nothing may be granted on it */
+    v.health = GPUM_HEALTH_ERROR;
+    snprintf(v.reason, sizeof v.reason, "%s", GPUMD_SILENT_REASON);
+  } else if (gpum_monitor_health(d->mon, index, &h) == 0) {
     v.health = h.state;
     snprintf(v.reason, sizeof v.reason, "%s", h.reason);
   }
@@ -352,6 +355,18 @@ void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const
   d->actor_pid = 0;
   d->actor_conn = NULL;
   feed_device(d, index, NULL, false);
+}
+
+static void ledger_devices(gpumd_t *d);
+
+void gpumd_ops_device_answered(gpumd_t *d, unsigned index) {
+  d->actor_uid = 0;
+  d->actor_pid = 0;
+  d->actor_conn = NULL;
+  if (d->ledger)
+    ledger_devices(d); /* grants on it are stored with its UUID from now on */
+  if (d->sched)
+    feed_device(d, index, NULL, false);
 }
 
 void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s) {
@@ -530,8 +545,8 @@ static void ledger_devices(gpumd_t *d) {
   unsigned count = 0;
   for (unsigned i = 0; i < d->device_count; i++) {
     unsigned idx = d->devices[i].index;
-    if (idx >= GPUM_SCHED_MAX_DEVICES)
-      continue;
+    if (idx >= GPUM_SCHED_MAX_DEVICES || !d->devices[i].answered)
+      continue; /* a silent device has no UUID yet: grants stored on it do not map to it */
     uuids[idx] = d->devices[i].info.uuid;
     count = idx + 1 > count ? idx + 1 : count;
   }
@@ -574,12 +589,27 @@ static bool pid_alive(void *user, int32_t pid, uint64_t start_time) {
   return gpumd_pid_is_alive(pid, start_time);
 }
 
+/* Devices that have not answered since start (their UUIDs are unknown). */
+static unsigned silent_devices(const gpumd_t *d) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < d->device_count; i++)
+    n += !d->devices[i].answered;
+  return n;
+}
+
 /* Restores one loaded reservation as the recovery policy says. Returns true when it waits
  * for a re-attach. */
 static bool recover_one(gpumd_t *d, gpum_ledger_row_t *row, uint64_t now) {
   gpum_resv_t *r = &row->r;
   gpum_recover_decision_t dec;
   gpum_ledger_recover_decide_row(row, now, pid_alive, NULL, &dec);
+  unsigned silent = silent_devices(d);
+  if (dec.action == GPUM_RECOVER_END && row->gone[0] != '\0' && silent > 0 &&
+      !gpum_resv_state_final(r->state))
+    snprintf(dec.reason, sizeof dec.reason,
+             "device %.96s not found after restart: gone, or one of the %u devices that did "
+             "not answer within monitor.start_timeout",
+             row->gone, silent);
   char id[GPUM_RESV_ID_BUFSZ];
   gpum_resv_id_format(r->id, id, sizeof id);
   if (dec.action != GPUM_RECOVER_END && gpum_sched_restore(d->sched, r) == 0) {

@@ -96,8 +96,12 @@ typedef struct gpumd_monq {
 
 typedef struct {
   unsigned index;
-  gpum_device_info_t info;
+  gpum_device_info_t info; /* valid once answered */
+  bool answered;           /* the monitor read its static info (or the read failed at once) */
 } gpumd_device_t;
+
+/* The reason of a device that has not answered since start (its view is ERROR). */
+#define GPUMD_SILENT_REASON "no answer since gpumd started"
 
 #define GPUMD_MAX_PROCS 128 /* processes counted per device */
 
@@ -270,6 +274,9 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c);
  * monitor interval), a pressure level reached (1 high, 2 critical). */
 void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason);
 void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s);
+/* A device that was silent answered (its info is in gpumd_device_find(d, index)): the ledger
+ * learns its UUID and the scheduler its view, with its health from then on. */
+void gpumd_ops_device_answered(gpumd_t *d, unsigned index);
 /* Runs the scheduler's timers (queue timeouts) and re-arms its timer. */
 void gpumd_ops_tick(gpumd_t *d);
 /* The protocol's reservation object (token only when with_token). */
@@ -313,6 +320,8 @@ void gpumd_lease_remove(gpumd_t *d, uint64_t id);
 void gpumd_leases_free_all(gpumd_t *d);
 
 /* ---- devices.c ---- */
+/* Creates and starts the monitor, then waits up to monitor.start_timeout for the devices'
+ * static info; a device still silent is left !answered (unusable until its info arrives). */
 int gpumd_devices_start(gpumd_t *d);
 void gpumd_devices_stop(gpumd_t *d);
 /* The "devices" array of the status reply. */

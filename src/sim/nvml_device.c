@@ -99,6 +99,8 @@ static nvmlReturn_t live_node(struct sim_node **out) {
   return NVML_SUCCESS;
 }
 
+#define SLOW_STEP_MS 50u /* --slow: how often a slowed call looks whether the fault is gone */
+
 static nvmlReturn_t enter_index(struct sim_node *n, unsigned idx, uint32_t metric) {
   if (gpum__sim_lock(n) != 0)
     return NVML_ERROR_UNKNOWN;
@@ -118,14 +120,20 @@ static nvmlReturn_t enter_index(struct sim_node *n, unsigned idx, uint32_t metri
     return ret;
   }
   uint32_t slow = d->slow_ms;
-  if (slow) {
-    /* Never sleep with the lock held: a hanging call must hang only its caller. */
+  while (slow) {
+    /* Never sleep with the lock held: a hanging call must hang only its caller. Slept in
+     * steps: a call in progress ends once the fault is cleared (or shortened), as a call
+     * of a driver that got unstuck returns. */
+    uint32_t step = slow < SLOW_STEP_MS ? slow : SLOW_STEP_MS;
     gpum__sim_unlock(n);
-    gpum__sim_sleep_ms(slow);
+    gpum__sim_sleep_ms(step);
     if (gpum__sim_lock(n) != 0)
       return NVML_ERROR_UNKNOWN;
-    gpum__sim_tick(n);
+    slow -= step;
+    if (slow > d->slow_ms)
+      slow = d->slow_ms;
   }
+  gpum__sim_tick(n);
   return NVML_SUCCESS;
 }
 

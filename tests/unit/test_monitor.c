@@ -387,10 +387,10 @@ static void test_bad_options(void **state) {
   gpum_monitor_stop(NULL);
 }
 
-/* Counts events delivered to a subscriber. */
+/* Counts the health events delivered to a subscriber. */
 static void count_cb(const gpum_monitor_event_t *ev, void *user) {
-  (void)ev;
-  (*(unsigned *)user)++;
+  if (ev->kind == GPUM_MONEV_HEALTH)
+    (*(unsigned *)user)++;
 }
 
 static void test_live_host(void **state) {
@@ -420,8 +420,9 @@ static void test_live_host(void **state) {
   assert_int_equal(dev, 0);
   assert_int_equal(gpum_monitor_device_index(mon, 1, &dev), GPUM_ENODEV);
   gpum_device_info_t info;
-  assert_int_equal(gpum_monitor_device_info(mon, 0, &info), 0);
-  assert_true(info.is_host);
+  /* No device is called before start: the worker reads the info. */
+  assert_int_equal(gpum_monitor_device_info(mon, 0, &info), GPUM_EAGAIN);
+  assert_int_equal(gpum_monitor_wait_info(mon, 0, NULL), GPUM_ESTATE);
   gpum_device_sample_t s;
   assert_int_equal(gpum_monitor_latest(mon, 0, &s), GPUM_ENOENT);
   assert_int_equal(gpum_monitor_latest(mon, 1, &s), GPUM_ENODEV);
@@ -430,6 +431,11 @@ static void test_live_host(void **state) {
   assert_int_equal(gpum_monitor_start(mon), 0);
   assert_int_equal(gpum_monitor_start(mon), GPUM_ESTATE);
   assert_int_equal(gpum_monitor_set_alert_engine(mon, NULL), GPUM_ESTATE);
+  unsigned missing = 9;
+  assert_int_equal(gpum_monitor_wait_info(mon, 10000, &missing), 0);
+  assert_int_equal(missing, 0);
+  assert_int_equal(gpum_monitor_device_info(mon, 0, &info), 0);
+  assert_true(info.is_host);
   uint64_t n = 0, cur = 0;
   gpum_monitor_event_t ev;
   while (n < 250) { /* poll with a deadline (the ctest timeout) */

@@ -43,6 +43,9 @@ static const gpum_option_def_t builtin_table[] = {
      "Refresh interval of gpum status --watch when no interval is given."},
     {"monitor.interval", GPUM_OPT_DURATION, "1s", NULL, UNBOUNDED, false,
      "Sampling interval of the monitor (gpum monitor, gpum alerts, and the daemon)."},
+    {"monitor.start_timeout", GPUM_OPT_DURATION, "10s", NULL, UNBOUNDED, false,
+     "gpumd: how long start waits for every device to answer (its static info) before it "
+     "recovers the ledger; a device still silent then is unusable (ERROR) until it answers."},
     {"monitor.busy_util", GPUM_OPT_INT, "90", NULL, 0, 100, false,
      "A healthy device is BUSY at or above this GPU utilisation, in percent; 0 turns it off."},
     {"monitor.busy_memory", GPUM_OPT_INT, "90", NULL, 0, 100, false,

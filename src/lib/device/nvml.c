@@ -13,6 +13,10 @@
  * (nvmlMemory_v2 = 0x02000028, nvmlTemperature_v1 = 0x0100000C); when a driver rejects one
  * (FUNCTION_NOT_FOUND, ARGUMENT_VERSION_MISMATCH) the device falls back to the older call for
  * the rest of the session.
+ *
+ * Opening a session calls nvmlInit and nvmlDeviceGetCount only: each device's handle is looked
+ * up by the first call on that device (and again after a failed lookup), so a GPU whose
+ * driver calls hang holds up the callers of that device, not everyone opening a session.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -165,16 +169,8 @@ static int enumerate(gpum_device_session_t *s, gpum__nvml_t *nv) {
   if (!nv->dev)
     return gpum_error(GPUM_ENOMEM, "cannot allocate %u device records", count);
   nv->ndev = count;
-  for (unsigned i = 0; i < count; i++) {
-    GPUM__NV_RETRY(s, rv, nv->get_handle(i, &nv->dev[i].handle));
-    if (rv != NVML_SUCCESS) {
-      nv->dev[i].handle = NULL;
-      nv->dev[i].handle_err = rv;
-      gpum__nvml_note(nv, i, rv);
-      gpum_log(GPUM_LOG_INFO, "device", "no handle for device index=%u error=\"%s\"", i,
-               gpum__nvml_strerror(nv, rv));
-    }
-  }
+  /* The handles are looked up on first use (gpum__nvml_handle): a device whose driver calls
+   * hang must not hold up opening a session, only the calls on that device. */
   return 0;
 }
 
@@ -237,11 +233,26 @@ static void nvml_close(gpum_device_session_t *s) {
   s->impl = NULL;
 }
 
-/* The device handle, or an error for a device whose handle lookup failed. */
-static int handle_of(gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h) {
-  if (nv->dev[i].handle_err)
-    return gpum__nvml_fail(nv, "nvmlDeviceGetHandleByIndex", i, nv->dev[i].handle_err);
-  *h = nv->dev[i].handle;
+int gpum__nvml_handle(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h) {
+  if (nv->dev[i].handle) {
+    *h = nv->dev[i].handle;
+    return 0;
+  }
+  nvmlDevice_t found = NULL;
+  int rv;
+  GPUM__NV_DEV(s, nv, i, rv, nv->get_handle(i, &found));
+  if (rv == NVML_SUCCESS && found == NULL)
+    return gpum_error(GPUM_EDRIVER, "nvmlDeviceGetHandleByIndex on device %u gave no handle", i);
+  if (rv != NVML_SUCCESS) {
+    if (nv->dev[i].handle_err != rv)
+      gpum_log(GPUM_LOG_INFO, "device", "no handle for device index=%u error=\"%s\"", i,
+               gpum__nvml_strerror(nv, rv));
+    nv->dev[i].handle_err = rv;
+    return gpum__nvml_fail(nv, "nvmlDeviceGetHandleByIndex", i, rv);
+  }
+  nv->dev[i].handle_err = 0;
+  nv->dev[i].handle = found;
+  *h = found;
   return 0;
 }
 
@@ -356,7 +367,7 @@ static int nvml_get_info(gpum_device_session_t *s, unsigned index, gpum_device_i
   out->vendor = "nvidia";
   out->is_host = false;
   nvmlDevice_t h = NULL;
-  int rc = handle_of(nv, index, &h);
+  int rc = gpum__nvml_handle(s, nv, index, &h);
   if (rc == 0)
     rc = info_query(s, nv, index, h, out);
   if (rc == 0) {
@@ -450,7 +461,7 @@ static int sample_rest(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned inde
 static int nvml_sample(gpum_device_session_t *s, unsigned index, gpum_device_sample_t *out) {
   gpum__nvml_t *nv = s->impl;
   nvmlDevice_t h = NULL;
-  int rc = handle_of(nv, index, &h);
+  int rc = gpum__nvml_handle(s, nv, index, &h);
   if (rc)
     return rc;
   uint64_t total, used, freeb, reserved;
@@ -478,7 +489,7 @@ static int nvml_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
 static int nvml_memory_health(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out) {
   gpum__nvml_t *nv = s->impl;
   nvmlDevice_t h = NULL;
-  int rc = handle_of(nv, index, &h);
+  int rc = gpum__nvml_handle(s, nv, index, &h);
   if (rc)
     return rc;
   if (nv->f.nvmlDeviceGetRetiredPagesPendingStatus) {

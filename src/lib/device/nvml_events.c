@@ -46,12 +46,12 @@ void gpum__nvml_events_close(gpum__nvml_t *nv) {
  * the device was skipped: no supported event types, or asking for them failed). */
 static int register_device(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i,
                            bool *registered) {
-  nvmlDevice_t h = nv->dev[i].handle;
+  nvmlDevice_t h;
   unsigned long long supported = 0;
   int rv;
   *registered = false;
-  if (!h)
-    return 0;
+  if (gpum__nvml_handle(s, nv, i, &h) != 0)
+    return 0; /* no handle (lost): nothing to register */
   if (nv->f.nvmlDeviceGetSupportedEventTypes) {
     GPUM__NV_DEV(s, nv, i, rv, nv->f.nvmlDeviceGetSupportedEventTypes(h, &supported));
     if (rv != NVML_SUCCESS) {

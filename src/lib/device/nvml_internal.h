@@ -22,13 +22,13 @@ typedef struct {
 } gpum__nvml_syms_t;
 
 typedef struct {
-  nvmlDevice_t handle;
-  int handle_err;    /* NVML code when the handle lookup failed, else 0 */
-  bool lost;         /* the last call on it returned GPU_IS_LOST */
-  bool lost_pending; /* a GPUM_DEVEV_GPU_LOST event is waiting to be delivered */
-  bool mem_v1;       /* memory info v2 was rejected: use v1 */
-  bool temp_legacy;  /* nvmlDeviceGetTemperatureV was rejected: use the old call */
-  bool info_cached;  /* info holds the last successful static info */
+  nvmlDevice_t handle; /* looked up on first use (gpum__nvml_handle); NULL until then */
+  int handle_err;      /* NVML code of the last failed lookup, else 0 */
+  bool lost;           /* the last call on it returned GPU_IS_LOST */
+  bool lost_pending;   /* a GPUM_DEVEV_GPU_LOST event is waiting to be delivered */
+  bool mem_v1;         /* memory info v2 was rejected: use v1 */
+  bool temp_legacy;    /* nvmlDeviceGetTemperatureV was rejected: use the old call */
+  bool info_cached;    /* info holds the last successful static info */
   gpum_device_info_t info;
 } gpum__nvml_dev_t;
 
@@ -71,6 +71,9 @@ typedef struct {
     gpum__nvml_note((nv), (i), (rv));    \
   } while (0)
 
+/* Device i's handle, looked up on the first call and kept once found (a failed lookup is
+ * tried again by the next call). Session lock held. Returns 0 or the mapped error. */
+int gpum__nvml_handle(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h);
 /* Records a device call's result: GPU_IS_LOST marks the device lost and queues one
  * GPU_LOST event; success clears the lost mark. Session lock held. */
 void gpum__nvml_note(gpum__nvml_t *nv, unsigned i, int rv);

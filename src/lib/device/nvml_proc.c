@@ -238,10 +238,10 @@ int gpum__nvml_processes(gpum_device_session_t *s, unsigned index, gpum__rawproc
   gpum__nvml_t *nv = s->impl;
   *out = NULL;
   *n = 0;
-  if (nv->dev[index].handle_err)
-    return gpum__nvml_fail(nv, "nvmlDeviceGetHandleByIndex", index, nv->dev[index].handle_err);
-  nvmlDevice_t h = nv->dev[index].handle;
-  int rc = 0;
+  nvmlDevice_t h;
+  int rc = gpum__nvml_handle(s, nv, index, &h);
+  if (rc)
+    return rc;
   if (nv->f.nvmlDeviceGetRunningProcessDetailList && !nv->detail_list_off) {
     bool done;
     rc = via_detail_list(s, nv, index, h, out, n, &done);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Monitor events: the ring of the last GPUM_MONITOR_EVENT_KEEP events (health transitions,
- * XIDs, ECC events, re-probes), the cursor-based wait for pollers, and delivery to the
- * subscribers and the alert engine. Delivery runs in event order under one lock, on the
- * thread that produced the events (the sampler, or an operator calling set_disabled); a
- * thread already delivering does not re-enter (its loop picks up what it produced).
+ * XIDs, ECC events, re-probes, static info read), the cursor-based wait for pollers, and
+ * delivery to the subscribers and the alert engine. Delivery runs in event order under one
+ * lock, on the thread that produced the events (the sampler, or an operator calling
+ * set_disabled); a thread already delivering does not re-enter (its loop picks up what it
+ * produced).
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +30,8 @@ const char *gpum_monitor_event_kind_name(gpum_monitor_event_kind_t kind) {
     return "ecc";
   case GPUM_MONEV_PROBE:
     return "probe";
+  case GPUM_MONEV_INFO:
+    return "info";
   }
   return "unknown";
 }

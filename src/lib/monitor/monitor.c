@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The monitor object: options and their defaults, creation (one device session per worker,
- * static info, history rings), the lifecycle, and the read-side queries (latest sample,
- * history, window statistics, health, the operator's DISABLED switch). The threads live in
- * sampler.c, the event ring and delivery in events.c.
+ * history rings; no call on any device: each worker reads its device's static info), the
+ * lifecycle, the static info and the wait for it, and the device queries. The threads live
+ * in sampler.c, the event ring and delivery in events.c, the sample queries in query.c.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -138,15 +139,13 @@ static int pick_devices(gpum_monitor_t *mon, const gpum_monitor_opts_t *in, unsi
   return 0;
 }
 
-static int init_device(gpum_monitor_t *mon, gpum__mdev_t *md, unsigned index,
-                       gpum_device_session_t *info_session) {
+/* Sets up one device's slot and worker. No driver call on the device: its static info is
+ * read by its worker once started (a device that hangs must not hold up the caller). */
+static int init_device(gpum_monitor_t *mon, gpum__mdev_t *md, unsigned index) {
   md->index = index;
-  int rc = gpum_device_get_info(info_session, index, &md->info);
-  if (rc != 0) /* a lost device is still watched: it will show ERROR */
-    gpum_log(GPUM_LOG_WARN, "monitor", "device %u: no static info: %s", index, gpum_last_error());
   md->info.index = index;
   gpum__hsm_init(&md->hsm, gpum__mon_now(CLOCK_REALTIME));
-  rc = gpum__ring_init(&md->ring, mon->ring_cap);
+  int rc = gpum__ring_init(&md->ring, mon->ring_cap);
   if (rc != 0)
     return rc;
   gpum__worker_t *w = calloc(1, sizeof(*w));
@@ -200,7 +199,7 @@ int gpum_monitor_create(const gpum_device_open_opts_t *dev_opts, const gpum_moni
   if (rc == 0)
     rc = pick_devices(mon, opts, gpum_device_count(mon->ev_session));
   for (unsigned i = 0; rc == 0 && i < mon->ndev; i++)
-    rc = init_device(mon, &mon->devs[i], mon->devlist[i], mon->ev_session);
+    rc = init_device(mon, &mon->devs[i], mon->devlist[i]);
   if (rc != 0)
     goto out_fail;
   if (mon->alerts != NULL)
@@ -264,8 +263,13 @@ int gpum_monitor_set_alert_engine(gpum_monitor_t *mon, struct gpum_alert_engine 
   if (mon->started)
     return gpum_error(GPUM_ESTATE, "attach the alert engine before gpum_monitor_start");
   mon->alerts = engine;
+  /* Before start no info has been read yet: the workers hand it to the engine (under the
+   * monitor lock: a stopped monitor keeps what its workers read). */
+  pthread_mutex_lock(&mon->lock);
   for (unsigned i = 0; engine != NULL && i < mon->ndev; i++)
-    gpum_alert_engine_set_device_info(engine, mon->devs[i].index, &mon->devs[i].info);
+    if (mon->devs[i].info_done && mon->devs[i].info_rc == 0)
+      gpum_alert_engine_set_device_info(engine, mon->devs[i].index, &mon->devs[i].info);
+  pthread_mutex_unlock(&mon->lock);
   return 0;
 }
 
@@ -299,6 +303,51 @@ int gpum_monitor_device_info(const gpum_monitor_t *mon, unsigned device, gpum_de
   const gpum__mdev_t *md = gpum__mon_dev(mon, device);
   if (md == NULL)
     return no_dev(device);
+  /* The lock is not part of the monitor's observable state: a const query may take it. */
+  pthread_mutex_t *lock = (pthread_mutex_t *)&mon->lock;
+  pthread_mutex_lock(lock);
   *out = md->info;
+  bool done = md->info_done;
+  pthread_mutex_unlock(lock);
+  if (!done)
+    return gpum_error(GPUM_EAGAIN, "device %u has not answered yet: its static info is pending",
+                      device);
+  return 0;
+}
+
+/* Devices whose info is still pending (mon->lock held); *first: the first of them. */
+static unsigned info_pending(const gpum_monitor_t *mon, unsigned *first) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < mon->ndev; i++) {
+    if (!mon->devs[i].info_done && n++ == 0)
+      *first = mon->devs[i].index;
+  }
+  return n;
+}
+
+int gpum_monitor_wait_info(gpum_monitor_t *mon, unsigned timeout_ms, unsigned *missing) {
+  if (missing != NULL)
+    *missing = 0;
+  if (mon == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_monitor_wait_info: monitor is NULL");
+  if (!mon->started)
+    return gpum_error(GPUM_ESTATE, "gpum_monitor_wait_info before gpum_monitor_start: the "
+                                   "workers read the info");
+  uint64_t deadline = gpum__mon_now(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull;
+  struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
+  unsigned first = 0, n;
+  pthread_mutex_lock(&mon->lock);
+  /* Every info read emits an event, which broadcasts ev_cond. */
+  while ((n = info_pending(mon, &first)) > 0 &&
+         pthread_cond_timedwait(&mon->ev_cond, &mon->lock, &ts) != ETIMEDOUT) {
+  }
+  n = info_pending(mon, &first);
+  pthread_mutex_unlock(&mon->lock);
+  if (missing != NULL)
+    *missing = n;
+  if (n > 0)
+    return gpum_error(GPUM_ETIMEDOUT,
+                      "%u of %u devices did not answer within %u ms (device %u is the first)", n,
+                      mon->ndev, timeout_ms, first);
   return 0;
 }

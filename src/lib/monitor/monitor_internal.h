@@ -158,6 +158,7 @@ typedef struct gpum__worker {
   unsigned jobs;
   gpum_monitor_jobs_fn jobs_fn;
   void *jobs_user;
+  bool info_ok; /* worker thread only: the static info was read */
 } gpum__worker_t;
 
 /* The thread waiting for driver events (XID, ECC, lost), same orphan rules as a worker. */
@@ -168,15 +169,18 @@ typedef struct gpum__evthread {
   pthread_cond_t cond;
   gpum_device_session_t *session;
   struct gpum_monitor *mon;
-  int enable_rc; /* gpum_device_events_enable's result, from gpum_monitor_start */
+  int enable_rc;    /* gpum_device_events_enable's result (lock), valid once enable_done */
+  bool enable_done; /* the registration returned (lock; cond is broadcast) */
   bool quit, orphaned, exited;
 } gpum__evthread_t;
 
 typedef struct {
   unsigned index;
-  gpum_device_info_t info;
-  gpum__ring_t ring; /* mon->lock */
-  gpum__hsm_t hsm;   /* mon->lock */
+  gpum_device_info_t info; /* mon->lock; read by the device's worker after start */
+  bool info_done;          /* mon->lock: the worker's first info read returned */
+  int info_rc;             /* mon->lock: its result (0: info holds the device's info) */
+  gpum__ring_t ring;       /* mon->lock */
+  gpum__hsm_t hsm;         /* mon->lock */
   gpum__worker_t *worker;
   /* sampler thread only */
   bool inflight, hung;
@@ -240,6 +244,11 @@ void gpum__mon_emit_hsm(gpum_monitor_t *mon, unsigned device, const gpum__hsm_ou
 /* Calls the subscribers and the alert engine for the events not yet delivered. Any thread,
  * no lock held; returns at once when called from inside a delivery. */
 void gpum__mon_deliver(gpum_monitor_t *mon);
+/* A worker read its device's static info (rc 0: info) and is not orphaned: stores it, feeds
+ * the alert engine and emits GPUM_MONEV_INFO the first time, and again when a failed read is
+ * followed by a good one. Called with the worker lock held, no monitor lock (sampler.c). */
+void gpum__mon_info_read(gpum_monitor_t *mon, unsigned device, int rc,
+                         const gpum_device_info_t *info, const char *detail);
 /* Threads (sampler.c). */
 int gpum__mon_start_threads(gpum_monitor_t *mon);
 void gpum__mon_stop_threads(gpum_monitor_t *mon);

@@ -73,20 +73,71 @@ static void worker_calls(gpum__worker_t *w, bool want_mh, bool want_jobs, int *r
     *jobs = count_jobs(w, jobs_valid);
 }
 
+void gpum__mon_info_read(gpum_monitor_t *mon, unsigned device, int rc,
+                         const gpum_device_info_t *info, const char *detail) {
+  gpum__mdev_t *md = gpum__mon_dev(mon, device);
+  if (md == NULL)
+    return;
+  if (rc == 0 && mon->alerts != NULL)
+    gpum_alert_engine_set_device_info(mon->alerts, device, info);
+  pthread_mutex_lock(&mon->lock);
+  bool emit = !md->info_done || (rc == 0 && md->info_rc != 0);
+  if (emit) {
+    if (rc == 0)
+      md->info = *info;
+    md->info_done = true;
+    md->info_rc = rc;
+    gpum_monitor_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = GPUM_MONEV_INFO;
+    ev.device = device;
+    ev.rc = rc;
+    if (rc == 0)
+      snprintf(ev.reason, sizeof ev.reason, "%.90s (%.64s)", info->name, info->uuid);
+    else
+      snprintf(ev.reason, sizeof ev.reason, "no static info: %s", detail);
+    gpum__mon_emit(mon, &ev);
+  }
+  pthread_mutex_unlock(&mon->lock);
+  if (emit && rc != 0)
+    gpum_log(GPUM_LOG_WARN, "monitor", "device %u: no static info: %s", device, detail);
+  if (emit)
+    wake_sampler(mon); /* it delivers the event; lock order: worker, then wake */
+}
+
+/* Reads the device's static info on the worker's session; a device whose calls hang holds up
+ * only this thread. Worker lock not held. */
+static void worker_read_info(gpum__worker_t *w) {
+  gpum_device_info_t info;
+  char detail[GPUM_HEALTH_REASON_LEN];
+  gpum_error_clear();
+  int rc = gpum_device_get_info(w->session, w->device, &info);
+  snprintf(detail, sizeof detail, "%s", rc != 0 ? gpum_last_error() : "");
+  info.index = w->device;
+  w->info_ok = rc == 0;
+  pthread_mutex_lock(&w->lock);
+  if (!w->orphaned) /* lock order: worker, then monitor */
+    gpum__mon_info_read(w->mon, w->device, rc, &info, detail);
+  pthread_mutex_unlock(&w->lock);
+}
+
 static void *worker_main(void *arg) {
   gpum__worker_t *w = arg;
   gpum_device_sample_t s;
   gpum_memory_health_t mh;
   char detail[GPUM_HEALTH_REASON_LEN];
+  worker_read_info(w);
   pthread_mutex_lock(&w->lock);
   for (;;) {
-    while (!w->request && !w->quit)
+    while (!w->request && !w->quit && !w->orphaned)
       pthread_cond_wait(&w->cond, &w->lock);
-    if (w->quit)
+    if (w->quit || w->orphaned)
       break;
     w->request = false;
     bool want_mh = w->want_mh, want_jobs = w->want_jobs;
     pthread_mutex_unlock(&w->lock);
+    if (!w->info_ok) /* a failed read (lost device) is tried again until it works */
+      worker_read_info(w);
     int rc, mh_rc;
     bool jobs_valid;
     unsigned jobs = 0;
@@ -146,7 +197,18 @@ static bool ev_pause(gpum__evthread_t *e, unsigned ms) {
 
 static void *evthread_main(void *arg) {
   gpum__evthread_t *e = arg;
-  int rc = e->enable_rc;
+  /* Registered here, not on the thread calling gpum_monitor_start: the registration calls
+   * into every device, and one that hangs must not hold up the caller (which waits for it
+   * with a deadline). */
+  int rc = gpum_device_events_enable(e->session);
+  if (rc != 0)
+    gpum_log(GPUM_LOG_INFO, "monitor", "no driver events (%s): XIDs are not watched",
+             gpum_last_error());
+  pthread_mutex_lock(&e->lock);
+  e->enable_rc = rc;
+  e->enable_done = true;
+  pthread_cond_broadcast(&e->cond);
+  pthread_mutex_unlock(&e->lock);
   unsigned failures = 0;
   for (;;) {
     pthread_mutex_lock(&e->lock);
@@ -390,15 +452,24 @@ static int start_evthread(gpum_monitor_t *mon) {
   e->session = mon->ev_session;
   mon->ev_session = NULL;
   mon->evt = e;
-  /* Registered here, before gpum_monitor_start returns, so that an XID raised right after
-   * start is not missed while the event thread is still starting. */
-  e->enable_rc = gpum_device_events_enable(e->session);
-  if (e->enable_rc != 0)
-    gpum_log(GPUM_LOG_INFO, "monitor", "no driver events (%s): XIDs are not watched",
-             gpum_last_error());
   if (pthread_create(&e->thread, NULL, evthread_main, e) != 0)
     return gpum_error(GPUM_ENOMEM, "monitor: cannot start the event thread");
   e->started = true;
+  /* Waits for the registration (up to the watchdog timeout), so that an XID raised right
+   * after start is not missed while the event thread is still starting; a device that does
+   * not answer only delays it. */
+  uint64_t deadline = gpum__mon_now(CLOCK_MONOTONIC) + (uint64_t)mon->opts.watchdog_ms * 1000000ull;
+  struct timespec ts = abs_mono(deadline);
+  pthread_mutex_lock(&e->lock);
+  while (!e->enable_done && pthread_cond_timedwait(&e->cond, &e->lock, &ts) != ETIMEDOUT) {
+  }
+  bool done = e->enable_done;
+  pthread_mutex_unlock(&e->lock);
+  if (!done)
+    gpum_log(GPUM_LOG_WARN, "monitor",
+             "the driver's event registration still runs after %u ms (a device does not "
+             "answer): XIDs raised until it completes may be missed",
+             mon->opts.watchdog_ms);
   return 0;
 }
 
