@@ -40,17 +40,24 @@ for n in 1 16 256; do
 done
 verdict() { if [ "$1" = 1 ]; then echo MEETS; else echo MISSES; fi; }
 
-if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
-  redis-server --port 0 --unixsocket "$TMP/redis.sock" --save "" --appendonly no \
-    --daemonize no >"$TMP/redis.log" 2>&1 &
-  REDIS=$!
-  BENCH_PIDS+=("$REDIS")
-  i=0
-  until [ -S "$TMP/redis.sock" ]; do
+# start_redis NAME ARGS...: a redis-server on the Unix socket $TMP/NAME.sock (data in
+# $TMP/NAME), waited for.
+start_redis() {
+  local name=$1 i=0
+  shift
+  mkdir -p "$TMP/$name"
+  redis-server --port 0 --unixsocket "$TMP/$name.sock" --save "" --dir "$TMP/$name" "$@" \
+    --daemonize no >"$TMP/$name.log" 2>&1 &
+  BENCH_PIDS+=("$!")
+  until [ -S "$TMP/$name.sock" ]; do
     i=$((i + 1))
-    [ $i -gt 1000 ] && { echo "redis-server did not start" >&2; exit 1; }
+    [ $i -gt 1000 ] && { echo "redis-server ($name) did not start" >&2; exit 1; }
     sleep 0.01
   done
+}
+
+if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
+  start_redis redis --appendonly no
   echo "-- baseline: redis-benchmark -t set (in memory, no persistence), same client counts"
   for n in 1 16 256; do
     csv=$(redis-benchmark -s "$TMP/redis.sock" -t set -c "$n" -n $((n * 20000 > 200000 ? n * 20000 : 200000)) --csv | tail -1)
@@ -72,16 +79,7 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
   # in its log before the reply, so a crash of the server loses nothing, and the log synced
   # to disk in the background (appendonly yes, appendfsync everysec; gpumd: WAL with
   # synchronous=NORMAL).
-  mkdir -p "$TMP/redis-aof"
-  redis-server --port 0 --unixsocket "$TMP/redis-aof.sock" --save "" --appendonly yes \
-    --appendfsync everysec --dir "$TMP/redis-aof" --daemonize no >"$TMP/redis-aof.log" 2>&1 &
-  BENCH_PIDS+=("$!")
-  i=0
-  until [ -S "$TMP/redis-aof.sock" ]; do
-    i=$((i + 1))
-    [ $i -gt 1000 ] && { echo "redis-server (aof) did not start" >&2; exit 1; }
-    sleep 0.01
-  done
+  start_redis redis-aof --appendonly yes --appendfsync everysec
   csv=$(redis-benchmark -s "$TMP/redis-aof.sock" -t set -c 16 -n 100000 --csv | tail -1)
   rate=$(cut -d, -f2 <<<"$csv" | tr -d '"')
   p99=$(cut -d, -f7 <<<"$csv" | tr -d '"')
