@@ -315,7 +315,8 @@ int gpum_ledger_commit_turn(gpum_ledger_t *l) {
     return 0;
   int frc = flush_pending(l);
   l->in_turn = false;
-  if (frc < 0) {
+  if (frc < 0) { /* the turn is rolled back whole, its unwritten rows with it */
+    l->n_pend = 0;
     sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
     return frc;
   }
