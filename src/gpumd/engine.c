@@ -85,26 +85,10 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token) {
  * past U+10FFFF): such a string gpumd_resv_json leaves out, and so must the writer. */
 static bool utf8_valid(const char *s) {
   const unsigned char *p = (const unsigned char *)s;
-  while (*p) {
-    unsigned c = *p++, n, min;
-    if (c < 0x80)
-      continue;
-    if (c >= 0xc2 && c <= 0xdf)
-      n = 1, min = 0x80, c &= 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-      n = 2, min = 0x800, c &= 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-      n = 3, min = 0x10000, c &= 0x07;
-    else
+  size_t n = strlen(s);
+  for (size_t i = 0, k; i < n; i += k)
+    if ((k = gpumd_utf8_seq(p + i, n - i)) == 0)
       return false;
-    for (unsigned i = 0; i < n; i++, p++) {
-      if ((*p & 0xc0) != 0x80)
-        return false;
-      c = c << 6 | (*p & 0x3fu);
-    }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-      return false;
-  }
   return true;
 }
 

@@ -220,6 +220,9 @@ uint64_t gpumd_now_ns(void); /* CLOCK_REALTIME */
 /* Deepest nesting of arrays/objects in a JSON text (strings skipped), stopping early once it
  * passes limit. */
 int gpumd_json_depth(const char *s, size_t len, int limit);
+/* The length of the valid UTF-8 sequence at s (at most n bytes; no overlong forms, surrogates
+ * or code points past U+10FFFF, as jansson checks), 0 when it is not one. */
+size_t gpumd_utf8_seq(const unsigned char *s, size_t n);
 /* Handles one complete line from c (without the newline). */
 void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len);
 /* Replies. id may be NULL (the request had none or could not be parsed): then "id": null. */

@@ -270,38 +270,13 @@ static void reply_json(struct gpumd_http *h, struct evhttp_request *req, int sta
   queue_reply(h, req, status);
 }
 
-/* The length of the valid UTF-8 sequence at s (at most n bytes), 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  size_t len = c < 0x80                 ? 1
-               : c >= 0xC2 && c <= 0xDF ? 2
-               : c >= 0xE0 && c <= 0xEF ? 3
-               : c >= 0xF0 && c <= 0xF4 ? 4
-                                        : 0;
-  if (len == 0 || len > n)
-    return 0;
-  unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, surrogates) */
-  if (c == 0xE0)
-    lo = 0xA0;
-  else if (c == 0xED)
-    hi = 0x9F;
-  else if (c == 0xF0)
-    lo = 0x90;
-  else if (c == 0xF4)
-    hi = 0x8F;
-  for (size_t i = 1; i < len; i++)
-    if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF))
-      return 0;
-  return len;
-}
-
 /* Error messages quote the client's bytes (paths, query parameters, ids), which need not be
  * UTF-8 and may have been cut inside a character; a JSON string cannot hold those. */
 void gpumd_http_utf8_clean(const char *msg, char *out, size_t outlen) {
   const unsigned char *s = (const unsigned char *)msg;
   size_t n = strlen(msg), o = 0;
   for (size_t i = 0; i < n && o + 1 < outlen;) {
-    size_t k = utf8_seq(s + i, n - i);
+    size_t k = gpumd_utf8_seq(s + i, n - i);
     if (k == 0) {
       out[o++] = '?';
       i++;

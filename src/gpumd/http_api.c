@@ -30,17 +30,22 @@
 #define MAX_SECONDS (30.0 * 24 * 3600)
 #define DEFAULT_TTL_S 600
 
-static gpumd_actor_t http_actor(const gpumd_http_call_t *call) {
+/* HTTP callers act as gpumd itself (its uid and pid), as an admin when they showed the token. */
+static gpumd_actor_t actor_as_daemon(bool admin) {
   static uint64_t self_start;
   if (!self_start)
     self_start = gpumd_pid_start_or_zero((int32_t)getpid());
   gpumd_actor_t a = {.uid = (uint32_t)getuid(),
                      .pid = (int32_t)getpid(),
                      .pid_start = self_start,
-                     .admin = call->admin,
+                     .admin = admin,
                      .conn = NULL,
                      .via = "HTTP"};
   return a;
+}
+
+static gpumd_actor_t http_actor(const gpumd_http_call_t *call) {
+  return actor_as_daemon(call->admin);
 }
 
 /* A number field within [lo, hi] (integers or reals). */
@@ -175,7 +180,7 @@ static json_t *ratio(uint64_t part, uint64_t total) {
  * plus per-device utilisation and a node summary. The same for every caller, so it is
  * rendered once per change (gpumd_render_cached). */
 static int render_status(gpumd_t *d, struct evbuffer *out) {
-  gpumd_actor_t a = {.uid = (uint32_t)getuid(), .pid = (int32_t)getpid(), .via = "HTTP"};
+  gpumd_actor_t a = actor_as_daemon(false);
   json_t *body = NULL;
   int rc = gpumd_op_status(d, &a, NULL, &body);
   if (rc != 0)

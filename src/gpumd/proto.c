@@ -150,3 +150,27 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
 out_req:
   json_decref(req);
 }
+
+size_t gpumd_utf8_seq(const unsigned char *s, size_t n) {
+  unsigned char c = s[0];
+  size_t len = c < 0x80                 ? 1
+               : c >= 0xC2 && c <= 0xDF ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
+  if (len == 0 || len > n)
+    return 0;
+  unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, surrogates) */
+  if (c == 0xE0)
+    lo = 0xA0;
+  else if (c == 0xED)
+    hi = 0x9F;
+  else if (c == 0xF0)
+    lo = 0x90;
+  else if (c == 0xF4)
+    hi = 0x8F;
+  for (size_t i = 1; i < len; i++)
+    if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF))
+      return 0;
+  return len;
+}

@@ -216,6 +216,7 @@ int gpum_sched_create(const gpum_sched_opts_t *opts, const gpum_sched_callbacks_
   if (cb != NULL)
     s->cb = *cb;
   s->next_id = 1;
+  s->rand_used = sizeof s->rand; /* empty: the first token fills it */
   *out = s;
   return 0;
 }
@@ -335,7 +336,7 @@ uint64_t gpum_sched_device_mask(const gpum_sched_t *s) {
 /* A token of 16 random bytes in hex. Bytes come from getrandom in blocks of 512 (one
  * system call per 32 tokens); a used byte is wiped and never handed out twice. */
 static int make_token(gpum_sched_t *s, char *out) {
-  if (s->rand_used == 0 || s->rand_used + 16 > sizeof s->rand) {
+  if (s->rand_used + 16 > sizeof s->rand) {
     size_t got = 0;
     while (got < sizeof s->rand) {
       ssize_t n = getrandom(s->rand + got, sizeof s->rand - got, 0);
