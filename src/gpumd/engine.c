@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -164,18 +165,21 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with
 
 /* ---- events ---------------------------------------------------------------------------- */
 
-/* Sends an event about r to its bound connection, else to every connection of its owner. */
+/* Sends an event about r to its bound connection, else to every connection of its owner. A
+ * connection the server is closing gets no more events. */
 static void event_to_owner(gpumd_t *d, const gpum_resv_t *r, const char *name) {
   gpumd_lease_t *l = gpumd_lease_get(d, r->id);
   /* The reply to the request that caused it carries it. */
   if (d->submit_id == r->id && (d->in_submit || (l && l->conn == d->actor_conn)))
+    return;
+  if (l && l->conn && l->conn->closing)
     return;
   if (l && l->conn) {
     gpumd_send_event(l->conn, name, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
     return;
   }
   for (gpumd_conn_t *c = d->conns; c; c = c->next)
-    if (!c->dead && c->uid == r->uid)
+    if (!c->dead && !c->closing && c->uid == r->uid)
       gpumd_send_event(c, name, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
 }
 
@@ -626,6 +630,27 @@ static bool recover_one(gpumd_t *d, gpum_ledger_row_t *row, uint64_t now) {
   return false;
 }
 
+/* The loop is woken when the writer thread has committed a batch; gpumd_end_turn, right
+ * after this callback's turn, sends what waited for it. */
+static void on_ledger_written(evutil_socket_t fd, short what, void *arg) {
+  (void)what, (void)arg;
+  uint64_t n;
+  ssize_t r = read(fd, &n, sizeof n); /* clears the eventfd; EAGAIN: nothing new */
+  (void)r;
+}
+
+/* Turns' ledger writes go to the writer thread from now on (recovery committed on this one). */
+static int start_writer(gpumd_t *d) {
+  int rc = gpum_ledger_start_writer(d->ledger);
+  if (rc != 0)
+    return rc;
+  d->ledger_ev = event_new(d->base, gpum_ledger_writer_fd(d->ledger), EV_READ | EV_PERSIST,
+                           on_ledger_written, d);
+  if (!d->ledger_ev || event_add(d->ledger_ev, NULL) != 0)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  return 0;
+}
+
 int gpumd_ops_start(gpumd_t *d) {
   int rc = gpumd_ops_reload(d);
   if (rc != 0)
@@ -666,7 +691,10 @@ int gpumd_ops_start(gpumd_t *d) {
   }
   if (gpum_config_get_duration(d->cfg, "ledger.retention") > 0)
     arm_ms(d->prune_timer, 0); /* the first batch at the first turn */
-  return gpumd_ops_commit(d);
+  rc = gpumd_ops_commit(d);
+  if (rc == 0)
+    rc = start_writer(d);
+  return rc;
 }
 
 void gpumd_ops_stop(gpumd_t *d) {
@@ -677,7 +705,9 @@ void gpumd_ops_stop(gpumd_t *d) {
     event_free(d->grace_timer);
   if (d->prune_timer)
     event_free(d->prune_timer);
-  d->tick_timer = d->grace_timer = d->prune_timer = NULL;
+  if (d->ledger_ev)
+    event_free(d->ledger_ev);
+  d->tick_timer = d->grace_timer = d->prune_timer = d->ledger_ev = NULL;
   gpum_sched_destroy(d->sched);
   d->sched = NULL;
   gpum_ledger_close(d->ledger);
@@ -691,5 +721,5 @@ int gpumd_ops_commit(gpumd_t *d) {
     gpum_ledger_rollback_turn(d->ledger);
     return gpum_error(GPUM_EIO, "a ledger write of this turn failed");
   }
-  return gpum_ledger_commit_turn(d->ledger);
+  return gpum_ledger_commit_async(d->ledger);
 }

@@ -10,9 +10,12 @@
  * loop, and the process-list thread of procs.c, which only publishes snapshots.
  *
  * A loop turn is one event_base_loop(EVLOOP_ONCE). Replies and events produced during a turn
- * are staged per connection and written only at the end of the turn, after the ledger's
- * transaction for that turn has committed (gpumd_end_turn), so no client ever sees a state
- * that is not durable.
+ * are staged per connection and written only after the ledger's transaction for that turn
+ * has committed (gpumd_end_turn), so no client ever sees a state that is not durable. The
+ * ledger's writer thread commits while the loop serves the next turn: at the end of a turn,
+ * the staged output becomes held (sealed) when the turn's writes go to the writer, and held
+ * output is written when the writer says they are committed; while the writer is busy, the
+ * next turns' output stays staged and their writes go with the next batch.
  */
 #ifndef GPUMD_INTERNAL_H
 #define GPUMD_INTERNAL_H
@@ -74,6 +77,7 @@ struct gpumd_conn {
   gpumd_t *d;
   struct bufferevent *bev;
   struct evbuffer *staged; /* replies/events of this turn, written after the commit */
+  struct evbuffer *held;   /* of turns the ledger's writer is committing, written after it */
   uint64_t id;             /* 1, 2, ... per daemon run */
   uid_t uid;
   gid_t gid;
@@ -83,9 +87,11 @@ struct gpumd_conn {
   bool closing;              /* close once the output is written */
   bool dead;                 /* closed; freed at the end of the turn */
   bool dirty;                /* on the dirty list */
+  bool in_held;              /* on the held list */
   gpumd_lease_t *leases;     /* reservations bound to this connection */
   gpumd_conn_t *prev, *next; /* all connections */
   gpumd_conn_t *dirty_next;  /* connections with staged output */
+  gpumd_conn_t *held_next;   /* connections with held output */
 };
 
 /* A monitor event queued by the sampler thread for the loop. */
@@ -128,6 +134,7 @@ struct gpumd {
 
   gpumd_conn_t *conns;
   gpumd_conn_t *dirty;
+  gpumd_conn_t *held; /* connections with output held for the ledger's writer */
   uint64_t next_conn_id;
   size_t conn_count;
 
@@ -149,6 +156,7 @@ struct gpumd {
   gpum_sched_t *sched;
   gpum_ledger_t *ledger;
   bool ledger_failed;  /* a write of this turn failed: the turn must not be sent */
+  bool commit_failed;  /* a commit failed: gpumd stops, sending nothing more */
   uint64_t capture_id; /* copy this reservation's final state into captured */
   gpum_resv_t captured;
   bool captured_set;
@@ -157,6 +165,7 @@ struct gpumd {
   struct event *grace_timer; /* end of lease.grace after a restart */
   uint64_t grace_start_ns;   /* when that grace period began (SIGHUP re-arms it from there) */
   struct event *prune_timer; /* ledger.retention: deletes old finished reservations */
+  struct event *ledger_ev;   /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on their own thread (procs.c). */
   gpum_device_session_t *procs_session;
   pthread_t procs_thread;
@@ -212,8 +221,12 @@ int gpumd_jw_end(gpumd_jw_t *w);
 void gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg);
 /* Marks c for closing after its staged output is written. */
 void gpumd_conn_close_after_flush(gpumd_conn_t *c);
-/* End of a loop turn: commit, then write staged output, then free closed connections. */
+/* End of a loop turn: commit (or hand the writes to the ledger's writer), write the output
+ * that is committed, free closed connections. */
 void gpumd_end_turn(gpumd_t *d);
+/* The last turns before stopping: waits for the ledger's writer until all is committed and
+ * written. */
+void gpumd_finish_turns(gpumd_t *d);
 uint64_t gpumd_now_ns(void); /* CLOCK_REALTIME */
 
 /* ---- proto.c ---- */
@@ -299,7 +312,10 @@ void gpumd_ops_stop(gpumd_t *d);
 int gpumd_ops_reload(gpumd_t *d);
 /* End of turn, before the commit: "queued" events to clients whose queue position moved. */
 void gpumd_ops_turn_events(gpumd_t *d);
-/* Commits the ledger transaction of this turn, if any. Returns 0 or a negative code. */
+/* Commits the ledger writes of this turn (and of the turns before it that waited for the
+ * writer thread), if any. Returns 0 (committed, or nothing to commit: the output may go), 1
+ * (handed to the writer thread: the output waits for gpum_ledger_poll) or a negative code.
+ * Not while gpum_ledger_writing(). */
 int gpumd_ops_commit(gpumd_t *d);
 
 /* ---- procs.c ---- */
@@ -349,6 +365,9 @@ void gpumd_sse_open(gpumd_t *d, struct evhttp_request *req);
  * turn go out only after that turn's commit (gpumd_sse_flush from gpumd_end_turn). */
 void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data);
 void gpumd_sse_flush(gpumd_t *d);
+/* As gpumd_http_seal and gpumd_http_release, for the events. */
+void gpumd_sse_seal(gpumd_t *d);
+void gpumd_sse_release(gpumd_t *d);
 /* Ends every stream (before the HTTP server is freed at stop). */
 void gpumd_sse_close_all(gpumd_t *d);
 /* gpumd's alert engine (created at start, fed from devices.c); may be NULL. */
@@ -368,8 +387,12 @@ void gpumd_obs_transition(gpumd_t *d, const gpum_resv_t *r, gpum_resv_state_t fr
  * Returns 0 or a negative code (bad address, non-loopback without http.token_file, ...). */
 int gpumd_http_start(gpumd_t *d);
 void gpumd_http_stop(gpumd_t *d);
-/* End of turn, after the commit: sends the HTTP responses of this turn. */
+/* End of turn: sends the HTTP responses staged so far (their turns are committed). */
 void gpumd_http_flush(gpumd_t *d);
+/* End of turn: the staged responses wait for the ledger's writer (held), and
+ * gpumd_http_release sends them once it has committed. */
+void gpumd_http_seal(gpumd_t *d);
+void gpumd_http_release(gpumd_t *d);
 /* SIGHUP: re-reads the token file. */
 void gpumd_http_reload(gpumd_t *d);
 /* "ADDR:PORT" the server listens on, or NULL when off. */

@@ -742,18 +742,49 @@ static void check_fresh(struct gpumd_http *h, struct evhttp_connection *current)
   h->nfresh = 0;
 }
 
+/* Sends n queued responses. A request whose client went away meanwhile is still valid
+ * (evhttp detaches it from its connection; sending frees it). */
+static void send_queued(struct gpumd_http *h, const gpumd_http_pending_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    /* The connection reads its next request from now on (after this response). */
+    request_deadline(h, evhttp_request_get_connection(p[i].req), true);
+    evhttp_send_reply(p[i].req, p[i].status, phrase(p[i].status), NULL);
+  }
+}
+
 void gpumd_http_flush(gpumd_t *d) {
   struct gpumd_http *h = d->http;
   if (!h)
     return;
   if (h->nfresh)
     check_fresh(h, NULL);
-  for (size_t i = 0; i < h->npend; i++) {
-    /* The connection reads its next request from now on (after this response). */
-    request_deadline(h, evhttp_request_get_connection(h->pend[i].req), true);
-    evhttp_send_reply(h->pend[i].req, h->pend[i].status, phrase(h->pend[i].status), NULL);
-  }
+  send_queued(h, h->pend, h->npend);
   h->npend = 0;
+}
+
+void gpumd_http_seal(gpumd_t *d) {
+  struct gpumd_http *h = d->http;
+  if (!h)
+    return;
+  if (h->nfresh)
+    check_fresh(h, NULL);
+  /* The held responses went out before the writer took this batch: swap the arrays. */
+  gpumd_http_pending_t *p = h->held;
+  size_t cap = h->capheld;
+  h->held = h->pend;
+  h->capheld = h->cappend;
+  h->nheld = h->npend;
+  h->pend = p;
+  h->cappend = cap;
+  h->npend = 0;
+}
+
+void gpumd_http_release(gpumd_t *d) {
+  struct gpumd_http *h = d->http;
+  if (!h)
+    return;
+  send_queued(h, h->held, h->nheld);
+  h->nheld = 0;
 }
 
 /* ---- start and stop ---------------------------------------------------------------------- */
@@ -898,6 +929,7 @@ void gpumd_http_stop(gpumd_t *d) {
     unlink(path); /* no stale address for the next reader */
   }
   free(h->pend);
+  free(h->held);
   free(h->fresh);
   explicit_bzero(h->token, sizeof h->token);
   free(h);

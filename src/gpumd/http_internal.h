@@ -55,6 +55,8 @@ struct gpumd_http {
   size_t max_body, max_conns;
   gpumd_http_pending_t *pend; /* responses of this turn, sent after the commit */
   size_t npend, cappend;
+  gpumd_http_pending_t *held; /* responses of turns the ledger's writer is committing */
+  size_t nheld, capheld;
   struct bufferevent **fresh; /* connections accepted this turn (see http.c) */
   size_t nfresh, capfresh;
   size_t live;                    /* open connections counted against max_conns */

@@ -3,6 +3,12 @@
  * The gpumd ledger (see ledger.h): reservations and their audit trail in SQLite, WAL mode,
  * one transaction per loop turn. Opening creates the state directory (0700) and the database
  * (0600), sets the journal and sync modes, and creates or checks the versioned schema.
+ *
+ * Writes are staged in memory (a batch of rows and audit rows) and written in one go: by
+ * commit_turn on the caller's thread, by the writer thread after commit_async (ledger_writer.c
+ * runs write_job), or into a transaction opened on the caller's thread when a read needs to
+ * see them (flush_pending). The caller's thread touches the database only while the writer
+ * is idle: every read and every synchronous commit first waits for the writer's batch.
  */
 #include "ledger.h"
 
@@ -11,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,24 +29,49 @@
 
 #include "ledger_internal.h"
 
+/* An audit row waiting to be written. */
+typedef struct {
+  uint64_t reservation;
+  gpum_resv_state_t from, to;
+  uint64_t time_ns;
+  uint32_t uid;
+  int32_t pid;
+  char reason[GPUM_RESV_REASON_LEN];
+} staged_audit_t;
+
+/* Writes waiting for a transaction: reservation rows (a reservation put several times in a
+ * turn is kept once, as last put) and audit rows in the order they came. */
+typedef struct {
+  gpum_resv_t *rows;
+  size_t n_rows, cap_rows;
+  staged_audit_t *audits;
+  size_t n_audits, cap_audits;
+} batch_t;
+
 struct gpum_ledger {
   sqlite3 *db;
   int lock_fd; /* flock'ed state_dir/ledger.lock: one gpumd per state directory */
   char *path;
-  bool in_turn;
+  bool in_turn;     /* a transaction is open on the caller's thread */
+  bool turn_failed; /* a staged write failed to go into it: the commit rolls back */
   uint64_t commits;
   sqlite3_stmt *put, *audit;
   gpum_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
-  /* Reservation rows put during this turn, written at the commit (or before a read): a
-   * reservation that changes state several times in one turn is written once. */
-  gpum_resv_t *pend;
-  size_t n_pend, cap_pend;
+  batch_t stage; /* the caller's writes since the last commit */
+  /* The writer thread (gpum_ledger_start_writer; NULL: commits on the caller's thread). */
+  gpum_ledger_writer_t *writer;
+  batch_t flight; /* the batch the writer has (or had: empty once collected) */
+  bool writing;   /* flight handed over and not collected */
+  int done;       /* for gpum_ledger_poll: 1 a batch committed, < 0 one failed, 0 nothing */
+  char fail[512]; /* the failed batch's error */
   /* This run's devices (gpum_ledger_set_devices), and put()'s buffers for their UUID lists. */
   bool have_devices;
   char uuid[GPUM_SCHED_MAX_DEVICES][GPUM_UUID_LEN];
   char dev_buf[GPUM_SCHED_MAX_DEVICES * GPUM_UUID_LEN],
       want_buf[GPUM_SCHED_MAX_DEVICES * GPUM_UUID_LEN];
 };
+
+static void batch_free(batch_t *b);
 
 #define RESV_COLUMNS                                                                          \
   "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
@@ -276,13 +308,15 @@ int gpum_ledger_open(const char *state_dir, const gpum_ledger_opts_t *opts, gpum
 void gpum_ledger_close(gpum_ledger_t *l) {
   if (l == NULL)
     return;
+  gpum__ledger_writer_stop(l->writer); /* after the batch it has: committed, as promised */
   if (l->in_turn)
     gpum_ledger_rollback_turn(l);
   gpum__ledger_ckpt_stop(l->ckpt);
   sqlite3_finalize(l->put);
   sqlite3_finalize(l->audit);
   sqlite3_close(l->db);
-  free(l->pend);
+  batch_free(&l->stage);
+  batch_free(&l->flight);
   if (l->lock_fd >= 0)
     close(l->lock_fd);
   free(l->path);
@@ -293,11 +327,115 @@ const char *gpum_ledger_path(const gpum_ledger_t *l) {
   return l->path;
 }
 
+/* ---- Batches ---------------------------------------------------------------------------- */
+
+static bool batch_empty(const batch_t *b) {
+  return b->n_rows == 0 && b->n_audits == 0;
+}
+
+static void batch_clear(batch_t *b) {
+  b->n_rows = b->n_audits = 0;
+}
+
+static void batch_free(batch_t *b) {
+  free(b->rows);
+  free(b->audits);
+  memset(b, 0, sizeof(*b));
+}
+
+/* Grows *arr (elements of size) to hold one more; false when out of memory. */
+static bool grow(void **arr, size_t n, size_t *cap, size_t size) {
+  if (n < *cap)
+    return true;
+  size_t ncap = *cap ? 2 * *cap : 64;
+  void *p = realloc(*arr, ncap * size);
+  if (p == NULL)
+    return false;
+  *arr = p;
+  *cap = ncap;
+  return true;
+}
+
+static int write_row(gpum_ledger_t *l, const gpum_resv_t *r);
+static int write_audit(gpum_ledger_t *l, const staged_audit_t *a);
+
+/* Writes a batch into the open transaction; stops at the first error. */
+static int write_batch(gpum_ledger_t *l, const batch_t *b) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < b->n_rows; i++)
+    rc = write_row(l, &b->rows[i]);
+  for (size_t i = 0; rc == 0 && i < b->n_audits; i++)
+    rc = write_audit(l, &b->audits[i]);
+  return rc;
+}
+
+/* ---- The writer thread ------------------------------------------------------------------- */
+
+/* The writer's job: one transaction with a batch. Runs on the writer thread, while the
+ * caller's thread keeps off the database (it waits in collect() for any access). */
+static int write_job(void *user, void *job) {
+  gpum_ledger_t *l = user;
+  int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin a transaction");
+  if (rc == 0)
+    rc = write_batch(l, job);
+  if (rc == 0 && sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    rc = db_error(l, "cannot commit");
+  if (rc < 0)
+    sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+/* Takes the writer's batch back once it has finished (waiting for it when wait), keeping its
+ * result for gpum_ledger_poll. */
+static void collect(gpum_ledger_t *l, bool wait) {
+  int rc = 0;
+  if (!l->writing || gpum__ledger_writer_collect(l->writer, wait, &rc) == 0)
+    return;
+  l->writing = false;
+  batch_clear(&l->flight);
+  if (rc < 0) {
+    snprintf(l->fail, sizeof(l->fail), "%s", gpum_last_error());
+    l->done = rc;
+  } else {
+    l->commits++;
+    if (l->done == 0)
+      l->done = 1;
+  }
+}
+
+int gpum_ledger_start_writer(gpum_ledger_t *l) {
+  if (l->writer != NULL)
+    return gpum_error(GPUM_ESTATE, "the ledger writer is already running");
+  return gpum__ledger_writer_start(write_job, l, &l->writer);
+}
+
+int gpum_ledger_writer_fd(const gpum_ledger_t *l) {
+  return l->writer ? gpum__ledger_writer_fd(l->writer) : -1;
+}
+
+bool gpum_ledger_writing(const gpum_ledger_t *l) {
+  return l->writing;
+}
+
+void gpum_ledger_wait(gpum_ledger_t *l) {
+  collect(l, true);
+}
+
+int gpum_ledger_poll(gpum_ledger_t *l) {
+  collect(l, false);
+  int done = l->done;
+  l->done = 0;
+  if (done < 0)
+    return gpum_error(done, "%s", l->fail);
+  return done;
+}
+
 /* ---- Turns ------------------------------------------------------------------------------- */
 
 int gpum_ledger_begin_turn(gpum_ledger_t *l) {
   if (l->in_turn)
     return gpum_error(GPUM_ESTATE, "ledger turn already open");
+  collect(l, true); /* the database is the writer's until then */
   int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin a transaction");
   if (rc == 0)
     l->in_turn = true;
@@ -308,15 +446,31 @@ static int ensure_turn(gpum_ledger_t *l) {
   return l->in_turn ? 0 : gpum_ledger_begin_turn(l);
 }
 
-static int flush_pending(gpum_ledger_t *l);
+/* Puts the staged writes into a transaction on the caller's thread (opened when needed,
+ * after the writer's batch), so that reads see them and commit_turn commits them. A failed
+ * write drops the staged writes and makes the commit roll back. */
+static int flush_pending(gpum_ledger_t *l) {
+  collect(l, true);
+  if (batch_empty(&l->stage))
+    return 0;
+  int rc = ensure_turn(l);
+  if (rc == 0)
+    rc = write_batch(l, &l->stage);
+  batch_clear(&l->stage);
+  if (rc < 0)
+    l->turn_failed = true;
+  return rc;
+}
 
 int gpum_ledger_commit_turn(gpum_ledger_t *l) {
-  if (!l->in_turn)
-    return 0;
   int frc = flush_pending(l);
+  if (!l->in_turn)
+    return frc;
   l->in_turn = false;
-  if (frc < 0) { /* the turn is rolled back whole, its unwritten rows with it */
-    l->n_pend = 0;
+  if (frc < 0 || l->turn_failed) { /* the turn is rolled back whole */
+    if (frc == 0)
+      frc = gpum_error(GPUM_EIO, "ledger %s: a write of this turn failed", l->path);
+    l->turn_failed = false;
     sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
     return frc;
   }
@@ -329,8 +483,25 @@ int gpum_ledger_commit_turn(gpum_ledger_t *l) {
   return 0;
 }
 
+int gpum_ledger_commit_async(gpum_ledger_t *l) {
+  if (l->writer == NULL || l->in_turn)
+    return gpum_ledger_commit_turn(l);
+  collect(l, false);
+  if (l->writing)
+    return gpum_error(GPUM_ESTATE, "the ledger writer has not finished its batch");
+  if (batch_empty(&l->stage))
+    return 0;
+  batch_t t = l->flight; /* empty: collected */
+  l->flight = l->stage;
+  l->stage = t;
+  l->writing = true;
+  gpum__ledger_writer_submit(l->writer, &l->flight);
+  return 1;
+}
+
 void gpum_ledger_rollback_turn(gpum_ledger_t *l) {
-  l->n_pend = 0;
+  batch_clear(&l->stage);
+  l->turn_failed = false;
   if (!l->in_turn)
     return;
   l->in_turn = false;
@@ -460,62 +631,73 @@ static int write_row(gpum_ledger_t *l, const gpum_resv_t *r) {
   return step_done(l, st, "cannot store a reservation");
 }
 
-/* Writes the rows put during this turn. On an error the rest stays pending; the caller
- * rolls the turn back. */
-static int flush_pending(gpum_ledger_t *l) {
-  size_t i = 0;
-  int rc = 0;
-  while (i < l->n_pend && (rc = write_row(l, &l->pend[i])) == 0)
-    i++;
-  if (rc == 0)
-    l->n_pend = 0;
-  return rc;
-}
-
-/* How many of the newest pending rows put() looks through for the same reservation: the
- * transitions of one request (submit, grant; end) come together, and a row a longer search
- * would have found is only written twice, which is correct too. */
-#define PEND_WINDOW 8
-#define PEND_MAX 1024 /* rows kept before they are written within the turn */
-
-int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
-  int rc = ensure_turn(l);
-  if (rc < 0)
-    return rc;
-  for (size_t k = 0; k < l->n_pend && k < PEND_WINDOW; k++) {
-    gpum_resv_t *p = &l->pend[l->n_pend - 1 - k];
-    if (p->id == r->id) {
-      *p = *r;
-      return 0;
-    }
-  }
-  if (l->n_pend == PEND_MAX && (rc = flush_pending(l)) < 0)
-    return rc;
-  if (l->n_pend == l->cap_pend) {
-    size_t cap = l->cap_pend ? 2 * l->cap_pend : 64;
-    gpum_resv_t *p = realloc(l->pend, cap * sizeof(*p));
-    if (p == NULL)
-      return write_row(l, r); /* no room to defer it: write it now */
-    l->pend = p;
-    l->cap_pend = cap;
-  }
-  l->pend[l->n_pend++] = *r;
-  return 0;
-}
-
-int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a) {
-  int rc = ensure_turn(l);
-  if (rc < 0)
-    return rc;
+static int write_audit(gpum_ledger_t *l, const staged_audit_t *a) {
   sqlite3_stmt *st = l->audit;
   sqlite3_bind_int64(st, 1, (sqlite3_int64)a->reservation);
   sqlite3_bind_text(st, 2, gpum_resv_state_name(a->from), -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, gpum_resv_state_name(a->to), -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 4, (sqlite3_int64)a->time_ns);
-  sqlite3_bind_text(st, 5, a->reason ? a->reason : "", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, a->reason, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 6, a->uid);
   sqlite3_bind_int64(st, 7, a->pid);
   return step_done(l, st, "cannot append to the audit log");
+}
+
+/* How many of the newest staged rows put() looks through for the same reservation: the
+ * transitions of one request (submit, grant; end) come together, and a row a longer search
+ * would have found is only written twice, which is correct too. */
+#define PEND_WINDOW 8
+#define PEND_MAX 4096 /* staged writes kept before they go into a transaction within the turn */
+
+/* Makes room for one more staged write: false when there is none (out of memory: the
+ * staged writes then went into a transaction, or failed to, *rc says). */
+static bool stage_room(gpum_ledger_t *l, void **arr, size_t n, size_t *cap, size_t size, int *rc) {
+  batch_t *b = &l->stage;
+  *rc = 0;
+  if (b->n_rows + b->n_audits >= PEND_MAX && (*rc = flush_pending(l)) < 0)
+    return false;
+  if (grow(arr, n, cap, size))
+    return true;
+  *rc = flush_pending(l); /* no room to defer it: the caller writes it now */
+  return false;
+}
+
+int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
+  batch_t *b = &l->stage;
+  for (size_t k = 0; k < b->n_rows && k < PEND_WINDOW; k++) {
+    gpum_resv_t *p = &b->rows[b->n_rows - 1 - k];
+    if (p->id == r->id) {
+      *p = *r;
+      return 0;
+    }
+  }
+  int rc;
+  if (!stage_room(l, (void **)&b->rows, b->n_rows, &b->cap_rows, sizeof(*b->rows), &rc)) {
+    if (rc == 0 && (rc = ensure_turn(l)) == 0 && (rc = write_row(l, r)) < 0)
+      l->turn_failed = true;
+    return rc;
+  }
+  b->rows[b->n_rows++] = *r;
+  return 0;
+}
+
+int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a) {
+  batch_t *b = &l->stage;
+  staged_audit_t one = {.reservation = a->reservation,
+                        .from = a->from,
+                        .to = a->to,
+                        .time_ns = a->time_ns,
+                        .uid = a->uid,
+                        .pid = a->pid};
+  snprintf(one.reason, sizeof(one.reason), "%s", a->reason ? a->reason : "");
+  int rc;
+  if (!stage_room(l, (void **)&b->audits, b->n_audits, &b->cap_audits, sizeof(*b->audits), &rc)) {
+    if (rc == 0 && (rc = ensure_turn(l)) == 0 && (rc = write_audit(l, &one)) < 0)
+      l->turn_failed = true;
+    return rc;
+  }
+  b->audits[b->n_audits++] = one;
+  return 0;
 }
 
 /* ---- Reads ------------------------------------------------------------------------------- */

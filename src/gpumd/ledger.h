@@ -3,11 +3,20 @@
  * The gpumd ledger: the durable record of reservations and of every state transition, in a
  * SQLite database (state_dir/ledger.db) in WAL mode.
  *
- * Group commit. The daemon's loop opens one transaction per loop turn: it calls
- * gpum_ledger_begin_turn(), writes every reservation that changed (gpum_ledger_put()) and one
- * audit row per transition (gpum_ledger_audit()), calls gpum_ledger_commit_turn(), and only
- * then sends the replies and events of that turn. put/audit outside a turn open one
- * implicitly; commit_turn without a write is a no-op (nothing to commit, no fsync).
+ * Group commit. The daemon's loop commits once per loop turn: it puts every reservation that
+ * changed (gpum_ledger_put()) and one audit row per transition (gpum_ledger_audit()), commits
+ * (gpum_ledger_commit_turn()), and only then sends the replies and events of that turn.
+ * put/audit stage their rows in memory; the commit writes them in one transaction (a read
+ * writes them first into a transaction it opens, so that it sees them). commit_turn without
+ * a write is a no-op (nothing to commit, no fsync).
+ *
+ * Writer thread. With gpum_ledger_start_writer() the loop can hand a turn's writes to a
+ * thread of the ledger's (gpum_ledger_commit_async()) and go on with the next turn while
+ * they are written; gpum_ledger_poll() tells when they are committed (its fd wakes the
+ * loop), and only then may the loop send that turn's replies. Writes staged while the writer
+ * is busy wait for the next commit_async, so a busy writer commits several turns at once.
+ * Everything else (reads, commit_turn, begin_turn, prune) first waits for the writer's
+ * batch, and a turn that read the ledger is committed with commit_turn on the loop's thread.
  *
  * Durability. Default synchronous=NORMAL: in WAL mode a commit is in the WAL file when
  * COMMIT returns, so it survives a crash (even SIGKILL) of gpumd; only a power loss or kernel
@@ -34,7 +43,7 @@
  * ended before a time, a small batch per call, so that the daemon's turns stay short. The
  * newest reservation row is always kept, so ids never repeat.
  *
- * Not thread-safe: one thread (the loop) uses a ledger.
+ * Not thread-safe: one thread (the loop) uses a ledger; the writer thread is internal.
  */
 #ifndef GPUMD_LEDGER_H
 #define GPUMD_LEDGER_H
@@ -95,9 +104,31 @@ typedef struct {
 /* Appends an audit row. Returns 0 or GPUM_EIO. */
 int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a);
 
-/* Commits the open turn (no-op without one). Returns 0 or GPUM_EIO (the turn is rolled back:
- * the caller must not send the turn's replies as successes). */
+/* Commits the open turn (no-op without one) on the caller's thread, after the writer's batch.
+ * Returns 0 or GPUM_EIO (the turn is rolled back: the caller must not send the turn's replies
+ * as successes; also when the writer's batch failed and was not polled yet). */
 int gpum_ledger_commit_turn(gpum_ledger_t *l);
+
+/* Starts the writer thread (see above). Returns 0, GPUM_ESTATE (running), GPUM_EIO or
+ * GPUM_ENOMEM. gpum_ledger_close() stops it after the batch it has is committed. */
+int gpum_ledger_start_writer(gpum_ledger_t *l);
+/* A descriptor that becomes readable when the writer finishes a batch (an eventfd: the loop
+ * reads 8 bytes to clear it, then calls gpum_ledger_poll()); -1 without a writer. */
+int gpum_ledger_writer_fd(const gpum_ledger_t *l);
+/* Commits the turn: hands the staged writes to the writer and returns 1 (the turn's replies
+ * wait for gpum_ledger_poll()); or commits at once as commit_turn does and returns 0 (no
+ * writer, a read opened a transaction in this turn, or nothing to commit: the replies may
+ * go now). GPUM_ESTATE while gpum_ledger_writing(): keep staging and call again later.
+ * GPUM_EIO as commit_turn. */
+int gpum_ledger_commit_async(gpum_ledger_t *l);
+/* Whether the writer has a batch not yet collected by gpum_ledger_poll() (or a wait). */
+bool gpum_ledger_writing(const gpum_ledger_t *l);
+/* Waits until the writer has finished its batch (its result kept for gpum_ledger_poll()). */
+void gpum_ledger_wait(gpum_ledger_t *l);
+/* Whether batches handed over have been committed since the last call: 1 (their turns'
+ * replies may go now), 0 (none finished), or GPUM_EIO (one failed, the detail says why: it was
+ * rolled back, so none of its turns may be answered). */
+int gpum_ledger_poll(gpum_ledger_t *l);
 /* Rolls back the open turn (no-op without one). */
 void gpum_ledger_rollback_turn(gpum_ledger_t *l);
 /* Commits done since open (for tests and metrics). */

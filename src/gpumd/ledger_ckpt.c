@@ -39,6 +39,7 @@ struct gpum_ledger_ckpt {
 
 static void *run(void *arg) {
   gpum_ledger_ckpt_t *c = arg;
+  pthread_setname_np(pthread_self(), "gpumd-ckpt");
   pthread_mutex_lock(&c->lock);
   for (;;) {
     while (!c->want && !c->stop)

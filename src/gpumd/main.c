@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
     event_base_loop(d.base, EVLOOP_ONCE);
     gpumd_end_turn(&d);
   }
-  gpumd_end_turn(&d);
+  gpumd_finish_turns(&d);
   int code = d.exit_code;
   stop(&d);
   gpum_config_free(d.cfg);

@@ -73,6 +73,7 @@ struct gpumd_obs {
   uint64_t streams_dropped;
   uint64_t event_seq;
   struct evbuffer *pending; /* this turn's events, sent after the commit */
+  struct evbuffer *held;    /* events of turns the ledger's writer is committing */
   struct event *keepalive;
 };
 

@@ -119,7 +119,13 @@ static void conn_free(gpumd_conn_t *c) {
   if (c->bev)
     bufferevent_free(c->bev);
   evbuffer_free(c->staged);
+  evbuffer_free(c->held);
   free(c);
+}
+
+/* Whether c still has output to write after what its bufferevent holds. */
+static bool conn_owes(const gpumd_conn_t *c) {
+  return evbuffer_get_length(c->staged) > 0 || evbuffer_get_length(c->held) > 0;
 }
 
 /* Closes c now (its connection leases end); the memory goes at the end of the turn. */
@@ -418,18 +424,18 @@ static void on_read(struct bufferevent *bev, void *arg) {
 
 static void on_write(struct bufferevent *bev, void *arg) {
   gpumd_conn_t *c = arg;
-  if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+  if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0 && !conn_owes(c))
     conn_close(c, "closed by the server after an error");
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg) {
   gpumd_conn_t *c = arg;
-  bool pending = evbuffer_get_length(c->staged) || evbuffer_get_length(bufferevent_get_output(bev));
+  bool pending = conn_owes(c) || evbuffer_get_length(bufferevent_get_output(bev));
   if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && pending && !c->dead) {
     /* The client shut down its writing side but may still read: its leases end now (it is
      * going away), the replies it is owed are written, then the connection closes. */
+    gpumd_conn_close_after_flush(c); /* first: no events about its own leases' end */
     gpumd_ops_conn_closed(c);
-    gpumd_conn_close_after_flush(c);
     return;
   }
   conn_close(c, (what & BEV_EVENT_EOF) ? "end of file" : "socket error");
@@ -448,14 +454,18 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
   }
   gpumd_conn_t *c = calloc(1, sizeof *c);
   struct bufferevent *bev = NULL;
-  if (c)
+  if (c) {
     c->staged = evbuffer_new();
-  if (c && c->staged)
+    c->held = evbuffer_new();
+  }
+  if (c && c->staged && c->held)
     bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
   if (!bev) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "out of memory accepting a client");
     if (c && c->staged)
       evbuffer_free(c->staged);
+    if (c && c->held)
+      evbuffer_free(c->held);
     free(c);
     close(fd);
     return;
@@ -575,7 +585,7 @@ void gpumd_server_stop(gpumd_t *d) {
     }
     conn_free(c);
   }
-  d->dirty = NULL;
+  d->dirty = d->held = NULL;
   if (d->socket_lock_fd >= 0) {
     /* The lock file stays: unlinking it could let two daemons lock two different files. */
     close(d->socket_lock_fd);
@@ -587,48 +597,126 @@ void gpumd_server_stop(gpumd_t *d) {
   }
 }
 
-void gpumd_end_turn(gpumd_t *d) {
-  gpumd_ops_turn_events(d);
-  if (gpumd_ops_commit(d) != 0) {
-    /* Nothing of this turn may reach a client: stop without writing; the restart recovers
-     * from the last committed state. */
-    gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger commit failed: %s; stopping", gpum_last_error());
-    d->exit_code = 1;
-    d->stop = true;
-    return;
+/* Writes buf (c's staged or held output) to c: at once in one call when nothing is queued
+ * before, which spares arming the write event (epoll_ctl twice) and a second loop turn; what
+ * the socket does not take goes to the bufferevent. On an error the bytes stay and the
+ * bufferevent's own write reports it. */
+static void conn_write(gpumd_conn_t *c, struct evbuffer *buf) {
+  struct evbuffer *out = bufferevent_get_output(c->bev);
+  if (evbuffer_get_length(out) == 0 && evbuffer_get_length(buf) > 0)
+    evbuffer_write(buf, bufferevent_getfd(c->bev));
+  evbuffer_add_buffer(out, buf);
+  if (c->closing && evbuffer_get_length(out) == 0 && !conn_owes(c)) {
+    /* All written here, so no write callback comes to close it. */
+    conn_close(c, "closed by the server after an error");
+  } else if (evbuffer_get_length(out) > GPUMD_MAX_OUTPUT) {
+    gpum_log(GPUM_LOG_WARN, "gpumd",
+             "client %llu (uid %lu pid %ld) does not read its replies: disconnected",
+             (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid);
+    /* Its leases end now; what that changes is committed and sent next turn. */
+    conn_close(c, "output buffer full");
   }
-  gpumd_sse_flush(d);  /* this turn's events, now that its transitions are durable */
-  gpumd_http_flush(d); /* this turn's HTTP responses, likewise */
+}
+
+/* The staged output of the turns just committed: written; closed connections freed (none
+ * is held: this runs only when the writer has nothing of ours). */
+static void flush_staged(gpumd_t *d) {
+  gpumd_sse_flush(d);  /* events, now that their transitions are durable */
+  gpumd_http_flush(d); /* HTTP responses, likewise */
   gpumd_conn_t *c = d->dirty;
   d->dirty = NULL;
   while (c) {
     gpumd_conn_t *next = c->dirty_next;
     c->dirty = false;
     c->dirty_next = NULL;
-    if (c->dead) {
+    if (!c->dead)
+      conn_write(c, c->staged);
+    else if (!c->in_held)
       conn_free(c);
-    } else {
-      struct evbuffer *out = bufferevent_get_output(c->bev);
-      /* Nothing queued before: write this turn's replies at once in one call, which spares
-       * arming the write event (epoll_ctl twice) and a second loop turn; what the socket does
-       * not take goes to the bufferevent. On an error the bytes stay and the bufferevent's
-       * own write reports it. */
-      if (evbuffer_get_length(out) == 0 && evbuffer_get_length(c->staged) > 0)
-        evbuffer_write(c->staged, bufferevent_getfd(c->bev));
-      evbuffer_add_buffer(out, c->staged);
-      if (c->closing && evbuffer_get_length(out) == 0) {
-        /* All written here, so no write callback comes to close it. */
-        conn_close(c, "closed by the server after an error");
-      } else if (evbuffer_get_length(out) > GPUMD_MAX_OUTPUT) {
-        gpum_log(GPUM_LOG_WARN, "gpumd",
-                 "client %llu (uid %lu pid %ld) does not read its replies: disconnected",
-                 (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid);
-        /* Its leases end now; what that changes is committed and sent next turn. */
-        conn_close(c, "output buffer full");
-      }
+    c = next;
+  }
+}
+
+/* The staged output of the turns handed to the ledger's writer: held until it has committed
+ * them. The held list is empty here (the writer had finished and its output was released). */
+static void seal_staged(gpumd_t *d) {
+  gpumd_sse_seal(d);
+  gpumd_http_seal(d);
+  gpumd_conn_t *c = d->dirty;
+  d->dirty = NULL;
+  while (c) {
+    gpumd_conn_t *next = c->dirty_next;
+    c->dirty = false;
+    c->dirty_next = NULL;
+    if (!c->dead)
+      evbuffer_add_buffer(c->held, c->staged);
+    if (!c->in_held) {
+      c->in_held = true;
+      c->held_next = d->held;
+      d->held = c;
     }
     c = next;
   }
+}
+
+/* The writer has committed: the held output goes. A closed connection is freed here unless it
+ * has become dirty since (then flush_staged or the next release frees it). */
+static void release_held(gpumd_t *d) {
+  gpumd_sse_release(d);
+  gpumd_http_release(d);
+  gpumd_conn_t *c = d->held;
+  d->held = NULL;
+  while (c) {
+    gpumd_conn_t *next = c->held_next;
+    c->in_held = false;
+    c->held_next = NULL;
+    if (!c->dead)
+      conn_write(c, c->held);
+    else if (!c->dirty)
+      conn_free(c);
+    c = next;
+  }
+}
+
+/* A ledger failure: nothing of this turn (or of turns waiting for the writer) may reach a
+ * client. Stop without writing; the restart recovers from the last committed state. */
+static void commit_failed(gpumd_t *d) {
+  gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger commit failed: %s; stopping", gpum_last_error());
+  d->commit_failed = true;
+  d->exit_code = 1;
+  d->stop = true;
+}
+
+void gpumd_end_turn(gpumd_t *d) {
+  if (d->commit_failed)
+    return; /* what is staged or held may rest on the failed writes: it never goes out */
+  gpumd_ops_turn_events(d);
+  int rc = d->ledger ? gpum_ledger_poll(d->ledger) : 0;
+  if (rc < 0) {
+    commit_failed(d);
+    return;
+  }
+  if (rc == 1)
+    release_held(d);
+  if (d->ledger && gpum_ledger_writing(d->ledger))
+    return; /* this turn waits for the writer: staged, it goes with the next batch */
+  rc = gpumd_ops_commit(d);
+  if (rc < 0) {
+    commit_failed(d);
+    return;
+  }
+  if (rc == 1)
+    seal_staged(d);
+  else
+    flush_staged(d);
   if (d->dirty)
     event_active(d->kick, 0, 0);
+}
+
+void gpumd_finish_turns(gpumd_t *d) {
+  do {
+    if (d->ledger)
+      gpum_ledger_wait(d->ledger);
+    gpumd_end_turn(d);
+  } while (!d->commit_failed && d->ledger && gpum_ledger_writing(d->ledger));
 }

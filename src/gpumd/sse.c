@@ -138,8 +138,9 @@ void gpumd_sse_close_all(gpumd_t *d) {
 int gpumd_sse_start(gpumd_t *d) {
   struct gpumd_obs *o = d->obs;
   o->pending = evbuffer_new();
+  o->held = evbuffer_new();
   o->keepalive = event_new(d->base, -1, EV_PERSIST, on_keepalive, d);
-  if (!o->pending || !o->keepalive)
+  if (!o->pending || !o->held || !o->keepalive)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   struct timeval tv = {.tv_sec = GPUMD_SSE_KEEPALIVE_S, .tv_usec = 0};
   event_add(o->keepalive, &tv);
@@ -153,8 +154,10 @@ void gpumd_sse_stop(gpumd_t *d) {
     event_free(o->keepalive);
   if (o->pending)
     evbuffer_free(o->pending);
+  if (o->held)
+    evbuffer_free(o->held);
   o->keepalive = NULL;
-  o->pending = NULL;
+  o->pending = o->held = NULL;
 }
 
 static void reply_error(struct evhttp_request *req, int status, const char *reason,
@@ -242,19 +245,35 @@ void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data) {
   free(text);
 }
 
-void gpumd_sse_flush(gpumd_t *d) {
-  struct gpumd_obs *o = d ? d->obs : NULL;
-  if (!o || !o->pending)
-    return;
-  size_t len = evbuffer_get_length(o->pending);
+/* Writes the events in buf to every stream and empties it. */
+static void send_events(struct gpumd_obs *o, struct evbuffer *buf) {
+  size_t len = evbuffer_get_length(buf);
   if (o->stream_count > 0)
     reap_closed(o);
   if (len == 0)
     return;
   if (o->stream_count > 0) {
-    const unsigned char *p = evbuffer_pullup(o->pending, -1);
+    const unsigned char *p = evbuffer_pullup(buf, -1);
     if (p)
       write_all(o, p, len);
   }
-  evbuffer_drain(o->pending, len);
+  evbuffer_drain(buf, len);
+}
+
+void gpumd_sse_flush(gpumd_t *d) {
+  struct gpumd_obs *o = d ? d->obs : NULL;
+  if (o && o->pending)
+    send_events(o, o->pending);
+}
+
+void gpumd_sse_seal(gpumd_t *d) {
+  struct gpumd_obs *o = d ? d->obs : NULL;
+  if (o && o->pending)
+    evbuffer_add_buffer(o->held, o->pending);
+}
+
+void gpumd_sse_release(gpumd_t *d) {
+  struct gpumd_obs *o = d ? d->obs : NULL;
+  if (o && o->held)
+    send_events(o, o->held);
 }

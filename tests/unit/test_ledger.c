@@ -9,8 +9,10 @@
  * 0 = unknown), process start times and pid reuse in the recovery decision; schema version 3:
  * grants stored by device UUID and mapped to the devices of a renumbered node (a gone device
  * fails the reservation at recovery), the migration of a version-2 ledger, and retention
- * (pruning finished reservations and their audit rows in batches, never the newest id). Each
- * test works in its own mkdtemp directory and removes it.
+ * (pruning finished reservations and their audit rows in batches, never the newest id); the
+ * writer thread (turns committed off the caller's thread, a busy writer, reads that wait for
+ * it, a failed batch, close with a batch in flight). Each test works in its own mkdtemp
+ * directory and removes it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ftw.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -987,6 +990,126 @@ static void test_prune(void **state) {
   assert_int_equal(count_rows(db, "SELECT count(*) FROM audit WHERE reservation IN (11,12,13)"), 6);
 }
 
+/* ---- The writer thread ------------------------------------------------------------------- */
+
+/* Stages one turn: reservation id (QUEUED) and its audit row with reason. */
+static void stage_turn(gpum_ledger_t *l, uint64_t id, const char *reason) {
+  gpum_resv_t r;
+  sample(&r, id, GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_ledger_put(l, &r), 0);
+  gpum_ledger_audit_t a = {.reservation = id,
+                           .from = GPUM_RESV_NEW,
+                           .to = GPUM_RESV_QUEUED,
+                           .time_ns = T0 + id,
+                           .reason = reason,
+                           .uid = 1000,
+                           .pid = 42};
+  assert_int_equal(gpum_ledger_audit(l, &a), 0);
+}
+
+/* As the daemon's loop does: until gpum_ledger_poll tells something, wait for the writer's
+ * eventfd (a wake-up may be stale: its batch was already collected by a read) and clear it. */
+static int poll_done(gpum_ledger_t *l, int fd) {
+  int rc;
+  while ((rc = gpum_ledger_poll(l)) == 0) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 10000), 1);
+    uint64_t n;
+    assert_int_equal(read(fd, &n, sizeof n), (ssize_t)sizeof n);
+  }
+  return rc;
+}
+
+/* An outside connection on the ledger, for locks and triggers. */
+static sqlite3 *outside_open(const char *path) {
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  return db;
+}
+
+static void outside_exec(sqlite3 *db, const char *sql) {
+  char *err = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+    fail_msg("%s: %s", sql, err ? err : "?");
+}
+
+/* Turns handed to the writer thread: committed off the caller's thread, told through the
+ * eventfd and gpum_ledger_poll; while the writer is busy (held here by an outside write
+ * lock) more turns stage and a second hand-over is refused; a read waits for the writer and
+ * sees its rows; a failed batch (an outside trigger aborts it) is rolled back whole and
+ * reported once by poll, and the next batch commits. */
+static void test_writer_thread(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  assert_int_equal(gpum_ledger_writer_fd(l), -1);
+  assert_int_equal(gpum_ledger_commit_async(l), 0); /* no writer, nothing staged */
+  assert_int_equal(gpum_ledger_start_writer(l), 0);
+  assert_int_equal(gpum_ledger_start_writer(l), GPUM_ESTATE);
+  int fd = gpum_ledger_writer_fd(l);
+  assert_true(fd >= 0);
+  uint64_t c0 = gpum_ledger_commit_count(l);
+  assert_int_equal(gpum_ledger_commit_async(l), 0); /* nothing staged: nothing to wait for */
+  assert_false(gpum_ledger_writing(l));
+
+  /* The writer blocked by an outside transaction. */
+  sqlite3 *out = outside_open(gpum_ledger_path(l));
+  outside_exec(out, "BEGIN IMMEDIATE");
+  for (uint64_t id = 1; id <= 20; id++)
+    stage_turn(l, id, "queued");
+  assert_int_equal(gpum_ledger_commit_async(l), 1);
+  assert_true(gpum_ledger_writing(l));
+  stage_turn(l, 21, "queued"); /* the next turn, while the writer is busy */
+  assert_int_equal(gpum_ledger_commit_async(l), GPUM_ESTATE);
+  assert_int_equal(gpum_ledger_poll(l), 0);
+  assert_true(gpum_ledger_writing(l));
+  outside_exec(out, "COMMIT");
+  assert_int_equal(poll_done(l, fd), 1);
+  assert_false(gpum_ledger_writing(l));
+  assert_int_equal(gpum_ledger_poll(l), 0); /* told once */
+  assert_int_equal(gpum_ledger_commit_count(l), c0 + 1);
+  assert_int_equal(outside_count(gpum_ledger_path(l)), 20); /* 21 is still staged */
+  assert_int_equal(gpum_ledger_commit_async(l), 1);
+  /* A read waits for the writer's batch and sees it; poll still tells. */
+  gpum_resv_t r;
+  assert_int_equal(gpum_ledger_get(l, 21, &r), 0);
+  assert_int_equal(gpum_ledger_poll(l), 1);
+  assert_int_equal(outside_count(gpum_ledger_path(l)), 21);
+
+  /* A batch that fails: nothing of it stays, the error is reported once. */
+  outside_exec(out, "CREATE TRIGGER boom BEFORE INSERT ON audit WHEN NEW.reason = 'boom' "
+                    "BEGIN SELECT RAISE(ABORT, 'boom refused'); END");
+  stage_turn(l, 22, "queued");
+  stage_turn(l, 23, "boom");
+  assert_int_equal(gpum_ledger_commit_async(l), 1);
+  gpum_ledger_wait(l);
+  assert_false(gpum_ledger_writing(l));
+  assert_int_equal(gpum_ledger_poll(l), GPUM_EIO);
+  assert_non_null(strstr(gpum_last_error(), "boom refused"));
+  assert_int_equal(gpum_ledger_poll(l), 0);
+  assert_int_equal(gpum_ledger_get(l, 22, &r), GPUM_ENOENT);
+  assert_int_equal(outside_count(gpum_ledger_path(l)), 21);
+  stage_turn(l, 24, "queued");
+  assert_int_equal(gpum_ledger_commit_async(l), 1);
+  assert_int_equal(poll_done(l, fd), 1);
+  assert_int_equal(outside_count(gpum_ledger_path(l)), 22);
+
+  /* A turn that read the ledger commits on the caller's thread: 0, nothing to wait for. */
+  stage_turn(l, 25, "queued");
+  assert_int_equal(gpum_ledger_get(l, 25, &r), 0);
+  assert_int_equal(gpum_ledger_commit_async(l), 0);
+  assert_int_equal(outside_count(gpum_ledger_path(l)), 23);
+
+  /* Closing with a batch in flight commits it first. */
+  stage_turn(l, 26, "queued");
+  assert_int_equal(gpum_ledger_commit_async(l), 1);
+  sqlite3_close(out);
+  gpum_ledger_close(l);
+  l = open_ok(dir);
+  assert_int_equal(gpum_ledger_get(l, 26, &r), 0);
+  gpum_ledger_close(l);
+}
+
 #define DIR_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
 int main(void) {
@@ -1008,6 +1131,7 @@ int main(void) {
       DIR_TEST(test_set_devices_bad_input),
       DIR_TEST(test_migration_from_v2),
       DIR_TEST(test_prune),
+      DIR_TEST(test_writer_thread),
       cmocka_unit_test(test_pid_start_time),
       cmocka_unit_test(test_recovery_decisions),
   };
