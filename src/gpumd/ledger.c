@@ -57,7 +57,7 @@ struct gpum_ledger {
   uint64_t commits;
   sqlite3_stmt *put, *audit;
   gpum_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
-  batch_t stage; /* the caller's writes since the last commit */
+  batch_t stage;            /* the caller's writes since the last commit */
   /* The writer thread (gpum_ledger_start_writer; NULL: commits on the caller's thread). */
   gpum_ledger_writer_t *writer;
   batch_t flight; /* the batch the writer has (or had: empty once collected) */
