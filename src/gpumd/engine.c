@@ -559,6 +559,8 @@ int gpumd_ops_reload(gpumd_t *d) {
   o.pressure_critical = gpum_config_get_double(d->cfg, "pressure.critical");
   if (gpum_sched_opts_check(&o) != 0)
     return GPUM_EINVAL;
+  d->job_timeout_ms = gpum_config_get_duration(d->cfg, "job_timeout");
+  d->queue_max = gpum_config_get_int(d->cfg, "queue.max");
   if (!d->sched) {
     gpum_sched_callbacks_t cb = {
         .on_transition = on_transition, .on_pressure = on_pressure, .user = d};

@@ -151,6 +151,8 @@ struct gpumd {
   /* Reloadable settings (SIGHUP). */
   gid_t admin_gid;
   bool admin_gid_set;
+  uint64_t job_timeout_ms; /* job_timeout and queue.max, read per request (gpumd_ops_reload) */
+  int64_t queue_max;
 
   /* Scheduler, ledger and leases (ops.c, leases.c). */
   gpum_sched_t *sched;

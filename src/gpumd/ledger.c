@@ -56,6 +56,7 @@ struct gpum_ledger {
   bool turn_failed; /* a staged write failed to go into it: the commit rolls back */
   uint64_t commits;
   sqlite3_stmt *put, *audit;
+  sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
   gpum_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
   batch_t stage;            /* the caller's writes since the last commit */
   /* The writer thread (gpum_ledger_start_writer; NULL: commits on the caller's thread). */
@@ -222,7 +223,13 @@ static int prepare(gpum_ledger_t *l) {
   static const char audit[] = "INSERT INTO audit (reservation, from_state, to_state, time_ns, "
                               "reason, uid, pid) VALUES (?,?,?,?,?,?,?)";
   if (sqlite3_prepare_v3(l->db, put, -1, SQLITE_PREPARE_PERSISTENT, &l->put, NULL) != SQLITE_OK ||
-      sqlite3_prepare_v3(l->db, audit, -1, SQLITE_PREPARE_PERSISTENT, &l->audit, NULL) != SQLITE_OK)
+      sqlite3_prepare_v3(l->db, audit, -1, SQLITE_PREPARE_PERSISTENT, &l->audit, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v3(l->db, "BEGIN IMMEDIATE", -1, SQLITE_PREPARE_PERSISTENT, &l->begin, NULL) !=
+          SQLITE_OK ||
+      sqlite3_prepare_v3(l->db, "COMMIT", -1, SQLITE_PREPARE_PERSISTENT, &l->commit, NULL) !=
+          SQLITE_OK ||
+      sqlite3_prepare_v3(l->db, "ROLLBACK", -1, SQLITE_PREPARE_PERSISTENT, &l->rollback, NULL) !=
+          SQLITE_OK)
     return db_error(l, "cannot prepare statements");
   return 0;
 }
@@ -277,7 +284,16 @@ static int open_db(gpum_ledger_t *l, const gpum_ledger_opts_t *opts) {
   return rc;
 }
 
+/* Before SQLite's first use: no global memory statistics, which would take a global mutex on
+ * every allocation (both ledger threads allocate). Fails harmlessly (SQLITE_MISUSE) when the
+ * process used SQLite before. */
+static void sqlite_setup(void) {
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 int gpum_ledger_open(const char *state_dir, const gpum_ledger_opts_t *opts, gpum_ledger_t **out) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, sqlite_setup);
   gpum_ledger_opts_t def = {0};
   if (opts == NULL)
     opts = &def;
@@ -314,6 +330,9 @@ void gpum_ledger_close(gpum_ledger_t *l) {
   gpum__ledger_ckpt_stop(l->ckpt);
   sqlite3_finalize(l->put);
   sqlite3_finalize(l->audit);
+  sqlite3_finalize(l->begin);
+  sqlite3_finalize(l->commit);
+  sqlite3_finalize(l->rollback);
   sqlite3_close(l->db);
   batch_free(&l->stage);
   batch_free(&l->flight);
@@ -358,6 +377,15 @@ static bool grow(void **arr, size_t n, size_t *cap, size_t size) {
 
 static int write_row(gpum_ledger_t *l, const gpum_resv_t *r);
 static int write_audit(gpum_ledger_t *l, const staged_audit_t *a);
+static int step_done(gpum_ledger_t *l, sqlite3_stmt *st, const char *what);
+
+/* Ends the open transaction without its writes, keeping the error detail of what failed. */
+static void roll_back(gpum_ledger_t *l) {
+  if (sqlite3_get_autocommit(l->db))
+    return; /* SQLite rolled back already (a failed COMMIT can) */
+  sqlite3_step(l->rollback);
+  sqlite3_reset(l->rollback);
+}
 
 /* Writes a batch into the open transaction; stops at the first error. */
 static int write_batch(gpum_ledger_t *l, const batch_t *b) {
@@ -375,13 +403,13 @@ static int write_batch(gpum_ledger_t *l, const batch_t *b) {
  * caller's thread keeps off the database (it waits in collect() for any access). */
 static int write_job(void *user, void *job) {
   gpum_ledger_t *l = user;
-  int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin a transaction");
+  int rc = step_done(l, l->begin, "cannot begin a transaction");
   if (rc == 0)
     rc = write_batch(l, job);
-  if (rc == 0 && sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-    rc = db_error(l, "cannot commit");
+  if (rc == 0)
+    rc = step_done(l, l->commit, "cannot commit");
   if (rc < 0)
-    sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+    roll_back(l);
   return rc;
 }
 
@@ -436,7 +464,7 @@ int gpum_ledger_begin_turn(gpum_ledger_t *l) {
   if (l->in_turn)
     return gpum_error(GPUM_ESTATE, "ledger turn already open");
   collect(l, true); /* the database is the writer's until then */
-  int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin a transaction");
+  int rc = step_done(l, l->begin, "cannot begin a transaction");
   if (rc == 0)
     l->in_turn = true;
   return rc;
@@ -471,12 +499,12 @@ int gpum_ledger_commit_turn(gpum_ledger_t *l) {
     if (frc == 0)
       frc = gpum_error(GPUM_EIO, "ledger %s: a write of this turn failed", l->path);
     l->turn_failed = false;
-    sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+    roll_back(l);
     return frc;
   }
-  if (sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-    int rc = db_error(l, "cannot commit");
-    sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+  int rc = step_done(l, l->commit, "cannot commit");
+  if (rc < 0) {
+    roll_back(l);
     return rc;
   }
   l->commits++;
@@ -505,7 +533,7 @@ void gpum_ledger_rollback_turn(gpum_ledger_t *l) {
   if (!l->in_turn)
     return;
   l->in_turn = false;
-  sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+  roll_back(l);
 }
 
 uint64_t gpum_ledger_commit_count(const gpum_ledger_t *l) {
@@ -689,7 +717,10 @@ int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a) {
                         .time_ns = a->time_ns,
                         .uid = a->uid,
                         .pid = a->pid};
-  snprintf(one.reason, sizeof(one.reason), "%s", a->reason ? a->reason : "");
+  const char *reason = a->reason ? a->reason : "";
+  size_t n = strnlen(reason, sizeof(one.reason) - 1); /* as the reservation row keeps it */
+  memcpy(one.reason, reason, n);
+  one.reason[n] = '\0';
   int rc;
   if (!stage_room(l, (void **)&b->audits, b->n_audits, &b->cap_audits, sizeof(*b->audits), &rc)) {
     if (rc == 0 && (rc = ensure_turn(l)) == 0 && (rc = write_audit(l, &one)) < 0)

@@ -276,7 +276,7 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpum_sch
   req->priority = has ? (int)v : 0;
   if ((rc = get_int(j, "timeout_ms", 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
     return rc;
-  req->timeout_ms = has ? (uint64_t)v : gpum_config_get_duration(d->cfg, "job_timeout");
+  req->timeout_ms = has ? (uint64_t)v : d->job_timeout_ms;
   const char *s = NULL;
   if ((rc = get_str(j, "on_timeout", &s)) != 0)
     return rc;
@@ -304,7 +304,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   if (req.lease == GPUMD_LEASE_PID)
     req.lease_pid_start =
         req.lease_pid == req.pid ? req.pid_start : gpumd_pid_start_or_zero(req.lease_pid);
-  int64_t qmax = gpum_config_get_int(d->cfg, "queue.max");
+  int64_t qmax = d->queue_max;
   if (!req.no_wait && (int64_t)gpum_sched_queue_length(d->sched) >= qmax)
     return gpum_error(GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)", (long long)qmax);
   set_actor(d, a);
@@ -391,12 +391,19 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   d->submit_id = rid; /* no event to this connection: the reply says it */
   d->capture_id = rid;
   d->captured_set = false;
-  char reason[96];
-  if (a->via)
-    snprintf(reason, sizeof reason, "released over %s", a->via);
-  else
-    snprintf(reason, sizeof reason, "released by uid %lu pid %ld", (unsigned long)a->uid,
-             (long)a->pid);
+  char reason[96] = "";
+  size_t off = 0;
+  if (a->via) {
+    gpum_cat(reason, sizeof reason, &off, "released over ");
+    gpum_cat(reason, sizeof reason, &off, a->via);
+  } else {
+    gpum_cat(reason, sizeof reason, &off, "released by uid ");
+    gpum_cat_u64(reason, sizeof reason, &off, a->uid);
+    gpum_cat(reason, sizeof reason, &off, " pid ");
+    if (a->pid < 0)
+      gpum_cat(reason, sizeof reason, &off, "-");
+    gpum_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
+  }
   rc = gpum_sched_release(d->sched, rid, gpumd_now_ns(), reason);
   d->capture_id = 0;
   if (rc != 0 || !d->captured_set)

@@ -134,11 +134,14 @@ void gpum__sched_grant(gpum_sched_t *s, gpum_resv_t *r, uint64_t mask, uint64_t 
   char devs[GPUM_SCHED_MAX_DEVICES * 4];
   gpum__sched_mask_format(mask, devs, sizeof(devs));
   char id[GPUM_RESV_ID_BUFSZ];
-  if (passed != NULL)
+  if (passed != NULL) {
     snprintf(r->reason, sizeof(r->reason), "granted on GPU %.200s (backfilled past %s)", devs,
              gpum_resv_id_format(passed->id, id, sizeof(id)));
-  else
-    snprintf(r->reason, sizeof(r->reason), "granted on GPU %.200s", devs);
+  } else { /* the common case, without snprintf's cost */
+    size_t off = 0;
+    gpum_cat(r->reason, sizeof(r->reason), &off, "granted on GPU ");
+    gpum_cat(r->reason, sizeof(r->reason), &off, devs);
+  }
   account(s, r, +1);
   report(s, r, GPUM_RESV_QUEUED, now_ns);
 }
@@ -158,7 +161,8 @@ static void finish(gpum_sched_t *s, gpum_resv_t *r, gpum_resv_state_t to, uint64
   }
   r->state = to;
   r->ended_ns = now_ns;
-  snprintf(r->reason, sizeof(r->reason), "%s", reason);
+  size_t off = 0;
+  gpum_cat(r->reason, sizeof(r->reason), &off, reason);
   remove_all(s, r);
   report(s, r, from, now_ns);
   free(r);
@@ -445,7 +449,7 @@ int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t
   s->next_id++;
   if (r->lease == GPUMD_LEASE_TTL)
     r->expires_ns = now_ns + r->ttl_ms * 1000000ull;
-  snprintf(r->reason, sizeof(r->reason), "queued");
+  memcpy(r->reason, "queued", sizeof("queued"));
   insert_all(s, r); /* cannot fail: grown above */
   insert_queue(s, r);
   report(s, r, GPUM_RESV_NEW, now_ns);

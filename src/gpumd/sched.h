@@ -167,6 +167,11 @@ typedef struct {
 
 /* Writes "r-<id>" into buf (GPUM_RESV_ID_BUFSZ suffices) and returns buf. */
 char *gpum_resv_id_format(uint64_t id, char *buf, size_t len);
+
+/* snprintf's job on the request path, at a fraction of its cost: append s, or the decimal v,
+ * to buf[len] at *off, cutting at the end of buf; buf stays NUL-terminated (len > 0). */
+void gpum_cat(char *buf, size_t len, size_t *off, const char *s);
+void gpum_cat_u64(char *buf, size_t len, size_t *off, uint64_t v);
 /* Parses "r-<n>" (n >= 1, decimal, no sign or junk). Returns 0 or GPUM_EINVAL naming s. */
 int gpum_resv_id_parse(const char *s, uint64_t *out);
 

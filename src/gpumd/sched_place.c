@@ -25,10 +25,9 @@ char *gpum__sched_mask_format(uint64_t mask, char *buf, size_t len) {
   ALL_DEVICES(d) {
     if (!(mask & (1ull << d)))
       continue;
-    int n = snprintf(buf + off, len - off, "%s%u", off ? "," : "", d);
-    if (n < 0 || (size_t)n >= len - off)
-      break;
-    off += (size_t)n;
+    if (off > 0)
+      gpum_cat(buf, len, &off, ",");
+    gpum_cat_u64(buf, len, &off, d);
   }
   return buf;
 }

@@ -99,9 +99,32 @@ const char *gpum_pressure_name(gpum_pressure_t p) {
   return (int)p >= 0 && (size_t)p < COUNT(pressure_names) ? pressure_names[p] : "unknown";
 }
 
+void gpum_cat(char *buf, size_t len, size_t *off, const char *s) {
+  size_t o = *off < len ? *off : len - 1;
+  size_t n = strnlen(s, len - 1 - o);
+  memcpy(buf + o, s, n);
+  buf[o + n] = '\0';
+  *off = o + n;
+}
+
+void gpum_cat_u64(char *buf, size_t len, size_t *off, uint64_t v) {
+  char tmp[24];
+  size_t i = sizeof(tmp) - 1;
+  tmp[i] = '\0';
+  do {
+    tmp[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  gpum_cat(buf, len, off, tmp + i);
+}
+
 char *gpum_resv_id_format(uint64_t id, char *buf, size_t len) {
-  if (len > 0)
-    snprintf(buf, len, "r-%" PRIu64, id);
+  size_t off = 0;
+  if (len > 0) {
+    buf[0] = '\0';
+    gpum_cat(buf, len, &off, "r-");
+    gpum_cat_u64(buf, len, &off, id);
+  }
   return buf;
 }
 

@@ -696,15 +696,18 @@ void gpumd_end_turn(gpumd_t *d) {
     commit_failed(d);
     return;
   }
-  if (rc == 1)
-    release_held(d);
+  bool released = rc == 1;
   if (d->ledger && gpum_ledger_writing(d->ledger))
     return; /* this turn waits for the writer: staged, it goes with the next batch */
+  /* The writer gets the next batch first, then the last batch's output goes out while it
+   * works (the writes to the clients overlap the commit). */
   rc = gpumd_ops_commit(d);
   if (rc < 0) {
     commit_failed(d);
     return;
   }
+  if (released)
+    release_held(d);
   if (rc == 1)
     seal_staged(d);
   else
