@@ -223,9 +223,10 @@ static int prepare(gpum_ledger_t *l) {
   static const char audit[] = "INSERT INTO audit (reservation, from_state, to_state, time_ns, "
                               "reason, uid, pid) VALUES (?,?,?,?,?,?,?)";
   if (sqlite3_prepare_v3(l->db, put, -1, SQLITE_PREPARE_PERSISTENT, &l->put, NULL) != SQLITE_OK ||
-      sqlite3_prepare_v3(l->db, audit, -1, SQLITE_PREPARE_PERSISTENT, &l->audit, NULL) != SQLITE_OK ||
-      sqlite3_prepare_v3(l->db, "BEGIN IMMEDIATE", -1, SQLITE_PREPARE_PERSISTENT, &l->begin, NULL) !=
+      sqlite3_prepare_v3(l->db, audit, -1, SQLITE_PREPARE_PERSISTENT, &l->audit, NULL) !=
           SQLITE_OK ||
+      sqlite3_prepare_v3(l->db, "BEGIN IMMEDIATE", -1, SQLITE_PREPARE_PERSISTENT, &l->begin,
+                         NULL) != SQLITE_OK ||
       sqlite3_prepare_v3(l->db, "COMMIT", -1, SQLITE_PREPARE_PERSISTENT, &l->commit, NULL) !=
           SQLITE_OK ||
       sqlite3_prepare_v3(l->db, "ROLLBACK", -1, SQLITE_PREPARE_PERSISTENT, &l->rollback, NULL) !=
