@@ -56,6 +56,7 @@ struct gpum_ledger {
   bool turn_failed; /* a staged write failed to go into it: the commit rolls back */
   uint64_t commits;
   sqlite3_stmt *put, *audit;
+  sqlite3_stmt *audit8;                    /* AUDIT_CHUNK audit rows in one INSERT */
   sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
   gpum_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
   batch_t stage;            /* the caller's writes since the last commit */
@@ -73,6 +74,9 @@ struct gpum_ledger {
 };
 
 static void batch_free(batch_t *b);
+
+#define AUDIT_CHUNK 8                  /* audit rows per multi-row INSERT */
+#define GPUM_LEDGER_PAGE_SIZE_S "1024" /* of a new ledger */
 
 #define RESV_COLUMNS                                                                          \
   "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
@@ -220,9 +224,16 @@ static int prepare(gpum_ledger_t *l) {
       "timeout_told = excluded.timeout_told, pid_start = excluded.pid_start, "
       "lease_pid_start = excluded.lease_pid_start, device_uuids = excluded.device_uuids, "
       "want_uuids = excluded.want_uuids";
-  static const char audit[] = "INSERT INTO audit (reservation, from_state, to_state, time_ns, "
-                              "reason, uid, pid) VALUES (?,?,?,?,?,?,?)";
-  if (sqlite3_prepare_v3(l->db, put, -1, SQLITE_PREPARE_PERSISTENT, &l->put, NULL) != SQLITE_OK ||
+#define AUDIT_INSERT \
+  "INSERT INTO audit (reservation, from_state, to_state, time_ns, reason, uid, pid) VALUES "
+  static const char audit[] = AUDIT_INSERT "(?,?,?,?,?,?,?)";
+  char audit8[1024];
+  size_t off = (size_t)snprintf(audit8, sizeof(audit8), "%s", AUDIT_INSERT);
+  for (int k = 0; k < AUDIT_CHUNK; k++)
+    off += (size_t)snprintf(audit8 + off, sizeof(audit8) - off, "%s(?,?,?,?,?,?,?)", k ? "," : "");
+  if (sqlite3_prepare_v3(l->db, audit8, -1, SQLITE_PREPARE_PERSISTENT, &l->audit8, NULL) !=
+          SQLITE_OK ||
+      sqlite3_prepare_v3(l->db, put, -1, SQLITE_PREPARE_PERSISTENT, &l->put, NULL) != SQLITE_OK ||
       sqlite3_prepare_v3(l->db, audit, -1, SQLITE_PREPARE_PERSISTENT, &l->audit, NULL) !=
           SQLITE_OK ||
       sqlite3_prepare_v3(l->db, "BEGIN IMMEDIATE", -1, SQLITE_PREPARE_PERSISTENT, &l->begin,
@@ -258,12 +269,18 @@ static int open_db(gpum_ledger_t *l, const gpum_ledger_opts_t *opts) {
   if (fd < 0)
     return gpum_error(errno == EACCES || errno == EROFS ? GPUM_EPERM : GPUM_EIO,
                       "cannot open ledger %s: %s", l->path, strerror(errno));
+  struct stat sb;
+  bool fresh = fstat(fd, &sb) == 0 && sb.st_size == 0;
   close(fd);
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(l->path, &l->db, flags, NULL) != SQLITE_OK)
     return db_error(l, "cannot open");
   sqlite3_extended_result_codes(l->db, 1);
   sqlite3_busy_timeout(l->db, 2000);
+  /* A new ledger gets 1 KiB pages (before WAL mode, which fixes the size): a turn changes a
+   * few rows, and each page it touches is one frame of the log, checksummed and written. */
+  if (fresh && exec(l, "PRAGMA page_size=" GPUM_LEDGER_PAGE_SIZE_S, "cannot set the page size") < 0)
+    return GPUM_EIO;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
     return db_error(l, "not a usable SQLite database");
@@ -331,6 +348,7 @@ void gpum_ledger_close(gpum_ledger_t *l) {
   gpum__ledger_ckpt_stop(l->ckpt);
   sqlite3_finalize(l->put);
   sqlite3_finalize(l->audit);
+  sqlite3_finalize(l->audit8);
   sqlite3_finalize(l->begin);
   sqlite3_finalize(l->commit);
   sqlite3_finalize(l->rollback);
@@ -378,6 +396,7 @@ static bool grow(void **arr, size_t n, size_t *cap, size_t size) {
 
 static int write_row(gpum_ledger_t *l, const gpum_resv_t *r);
 static int write_audit(gpum_ledger_t *l, const staged_audit_t *a);
+static int write_audits(gpum_ledger_t *l, const staged_audit_t *a);
 static int step_done(gpum_ledger_t *l, sqlite3_stmt *st, const char *what);
 
 /* Ends the open transaction without its writes, keeping the error detail of what failed. */
@@ -393,7 +412,10 @@ static int write_batch(gpum_ledger_t *l, const batch_t *b) {
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < b->n_rows; i++)
     rc = write_row(l, &b->rows[i]);
-  for (size_t i = 0; rc == 0 && i < b->n_audits; i++)
+  size_t i = 0;
+  for (; rc == 0 && i + AUDIT_CHUNK <= b->n_audits; i += AUDIT_CHUNK)
+    rc = write_audits(l, &b->audits[i]);
+  for (; rc == 0 && i < b->n_audits; i++)
     rc = write_audit(l, &b->audits[i]);
   return rc;
 }
@@ -571,9 +593,8 @@ static const char *format_uuids(const gpum_ledger_t *l, uint64_t mask, char *buf
   buf[0] = '\0';
   if (!l->have_devices)
     return buf;
-  for (unsigned d = 0; d < GPUM_SCHED_MAX_DEVICES; d++) {
-    if (!(mask >> d & 1u))
-      continue;
+  for (uint64_t m = mask; m != 0; m &= m - 1) {
+    unsigned d = (unsigned)__builtin_ctzll(m);
     size_t n = strlen(l->uuid[d]);
     if (n == 0 || off + n + 2 > len) {
       buf[0] = '\0';
@@ -615,11 +636,10 @@ static void map_uuids(const gpum_ledger_t *l, const unsigned char *list, uint64_
 
 /* ---- Writes ------------------------------------------------------------------------------ */
 
-/* Runs a prepared INSERT and resets it. */
+/* Runs a prepared statement that returns no rows and resets it. */
 static int step_done(gpum_ledger_t *l, sqlite3_stmt *st, const char *what) {
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_error(l, what);
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
+  sqlite3_reset(st); /* every use binds all the parameters: no clearing needed */
   return rc;
 }
 
@@ -660,16 +680,26 @@ static int write_row(gpum_ledger_t *l, const gpum_resv_t *r) {
   return step_done(l, st, "cannot store a reservation");
 }
 
+static void bind_audit(sqlite3_stmt *st, int i, const staged_audit_t *a) {
+  sqlite3_bind_int64(st, i + 1, (sqlite3_int64)a->reservation);
+  sqlite3_bind_text(st, i + 2, gpum_resv_state_name(a->from), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i + 3, gpum_resv_state_name(a->to), -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, i + 4, (sqlite3_int64)a->time_ns);
+  sqlite3_bind_text(st, i + 5, a->reason, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, i + 6, a->uid);
+  sqlite3_bind_int64(st, i + 7, a->pid);
+}
+
 static int write_audit(gpum_ledger_t *l, const staged_audit_t *a) {
-  sqlite3_stmt *st = l->audit;
-  sqlite3_bind_int64(st, 1, (sqlite3_int64)a->reservation);
-  sqlite3_bind_text(st, 2, gpum_resv_state_name(a->from), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, gpum_resv_state_name(a->to), -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 4, (sqlite3_int64)a->time_ns);
-  sqlite3_bind_text(st, 5, a->reason, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 6, a->uid);
-  sqlite3_bind_int64(st, 7, a->pid);
-  return step_done(l, st, "cannot append to the audit log");
+  bind_audit(l->audit, 0, a);
+  return step_done(l, l->audit, "cannot append to the audit log");
+}
+
+/* AUDIT_CHUNK audit rows with one statement (cheaper than one by one). */
+static int write_audits(gpum_ledger_t *l, const staged_audit_t *a) {
+  for (int k = 0; k < AUDIT_CHUNK; k++)
+    bind_audit(l->audit8, 7 * k, &a[k]);
+  return step_done(l, l->audit8, "cannot append to the audit log");
 }
 
 /* How many of the newest staged rows put() looks through for the same reservation: the

@@ -18,6 +18,9 @@
  * Everything else (reads, commit_turn, begin_turn, prune) first waits for the writer's
  * batch, and a turn that read the ledger is committed with commit_turn on the loop's thread.
  *
+ * Pages. A new ledger has 1 KiB pages (SQLite's default is 4 KiB): a turn changes a few rows,
+ * and every page it touches is a frame of the write-ahead log. Existing ledgers keep theirs.
+ *
  * Durability. Default synchronous=NORMAL: in WAL mode a commit is in the WAL file when
  * COMMIT returns, so it survives a crash (even SIGKILL) of gpumd; only a power loss or kernel
  * crash may lose the last commits (the database stays consistent). That is the failure the
@@ -134,8 +137,8 @@ void gpum_ledger_rollback_turn(gpum_ledger_t *l);
 /* Commits done since open (for tests and metrics). */
 uint64_t gpum_ledger_commit_count(const gpum_ledger_t *l);
 /* Checkpoints (WAL copied back into the database) run so far by the ledger's checkpointer
- * thread, which keeps that work out of the commits: after a commit leaves 1000 or more pages
- * in the log, the thread runs a PASSIVE checkpoint with its own connection. */
+ * thread, which keeps that work out of the commits: after a commit leaves 4 MiB or more in
+ * the log, the thread runs a PASSIVE checkpoint with its own connection. */
 uint64_t gpum_ledger_checkpoint_count(const gpum_ledger_t *l);
 
 /* Every non-final reservation (QUEUED, GRANTED), in id order, in a malloc'ed array the caller

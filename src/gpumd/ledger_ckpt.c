@@ -5,13 +5,13 @@
  * SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, which made
  * one turn in a few hundred take milliseconds longer (the p99 of every request). The main
  * connection turns the automatic checkpoint off and tells the thread, from its WAL hook, when
- * the log passes GPUM_CKPT_FRAMES pages; the thread then runs a PASSIVE checkpoint, which
- * never blocks the writer. The log can only start over from its beginning when a write
- * begins with every frame copied, which a busy writer rarely lets the thread achieve, so at
- * GPUM_CKPT_INLINE_FRAMES pages the hook checkpoints inline: by then the thread has copied
- * nearly everything, and the inline pass copies the rest and lets the next turn restart the
- * log. Inline passes are four times rarer than SQLite's and copy little; the log file stays
- * under about 16 MiB.
+ * the log passes GPUM_CKPT_BYTES; the thread then runs a PASSIVE checkpoint, which never
+ * blocks the writer. The log can only start over from its beginning when a write begins with
+ * every frame copied, which a busy writer rarely lets the thread achieve, so at
+ * GPUM_CKPT_INLINE_BYTES the hook checkpoints inline: by then the thread has copied nearly
+ * everything, and the inline pass copies the rest and lets the next turn restart the log.
+ * Inline passes are four times rarer than SQLite's and copy little; the log file stays under
+ * about 16 MiB. The thresholds are in bytes, whatever the page size (a log frame is a page).
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -24,8 +24,8 @@
 
 #include "ledger_internal.h"
 
-#define GPUM_CKPT_FRAMES 1000        /* SQLite's default automatic threshold */
-#define GPUM_CKPT_INLINE_FRAMES 4000 /* 16 MiB of log with 4 KiB pages */
+#define GPUM_CKPT_BYTES (4u << 20)         /* SQLite's default threshold with 4 KiB pages */
+#define GPUM_CKPT_INLINE_BYTES (16u << 20) /* see above */
 
 struct gpum_ledger_ckpt {
   sqlite3 *main_db;
@@ -34,7 +34,8 @@ struct gpum_ledger_ckpt {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   bool want, stop;
-  uint64_t done; /* checkpoints run by the thread */
+  int frames, inline_frames; /* the thresholds in pages of main_db */
+  uint64_t done;             /* checkpoints run by the thread */
 };
 
 static void *run(void *arg) {
@@ -62,11 +63,11 @@ static void *run(void *arg) {
 /* After every commit of the main connection, with the log's size in pages. */
 static int on_wal(void *arg, sqlite3 *db, const char *name, int frames) {
   gpum_ledger_ckpt_t *c = arg;
-  if (frames >= GPUM_CKPT_INLINE_FRAMES) {
+  if (frames >= c->inline_frames) {
     sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return SQLITE_OK;
   }
-  if (frames >= GPUM_CKPT_FRAMES) {
+  if (frames >= c->frames) {
     pthread_mutex_lock(&c->lock);
     c->want = true;
     pthread_cond_signal(&c->cond);
@@ -80,6 +81,14 @@ int gpum__ledger_ckpt_start(sqlite3 *main_db, const char *path, gpum_ledger_ckpt
   if (c == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory starting the ledger checkpointer");
   c->main_db = main_db;
+  int page = 4096;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(main_db, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0)
+    page = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  c->frames = (int)(GPUM_CKPT_BYTES / (unsigned)page);
+  c->inline_frames = (int)(GPUM_CKPT_INLINE_BYTES / (unsigned)page);
   if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
       SQLITE_OK) {
     int rc = gpum_error(GPUM_EIO, "ledger %s: cannot open for checkpoints: %s", path,
@@ -116,7 +125,7 @@ void gpum__ledger_ckpt_stop(gpum_ledger_ckpt_t *c) {
   sqlite3_close(c->db);
   pthread_cond_destroy(&c->cond);
   pthread_mutex_destroy(&c->lock);
-  sqlite3_wal_autocheckpoint(c->main_db, GPUM_CKPT_FRAMES);
+  sqlite3_wal_autocheckpoint(c->main_db, c->frames);
   free(c);
 }
 

@@ -10,9 +10,9 @@
  * grants stored by device UUID and mapped to the devices of a renumbered node (a gone device
  * fails the reservation at recovery), the migration of a version-2 ledger, and retention
  * (pruning finished reservations and their audit rows in batches, never the newest id); the
- * writer thread (turns committed off the caller's thread, a busy writer, reads that wait for
- * it, a failed batch, close with a batch in flight). Each test works in its own mkdtemp
- * directory and removes it.
+ * page size of new and existing ledgers; the writer thread (turns committed off the caller's
+ * thread, a busy writer, reads that wait for it, a failed batch, close with a batch in flight).
+ * Each test works in its own mkdtemp directory and removes it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -211,6 +211,19 @@ static int outside_count(const char *path) {
   return n;
 }
 
+/* Checks that audit rows come for reservations 1, 2, 3, ... with the fields of
+ * test_one_commit_per_turn; *user is the next expected id. */
+static bool audit_in_order(void *user, const gpum_ledger_audit_t *a) {
+  uint64_t *next = user;
+  assert_int_equal(a->reservation, *next);
+  assert_int_equal(a->time_ns, T0 + *next);
+  assert_int_equal(a->to, GPUM_RESV_QUEUED);
+  assert_string_equal(a->reason, "queued");
+  assert_int_equal(a->pid, 42);
+  ++*next;
+  return true;
+}
+
 static void test_one_commit_per_turn(void **state) {
   const char *dir = *state;
   gpum_ledger_t *l = open_ok(dir);
@@ -239,6 +252,10 @@ static void test_one_commit_per_turn(void **state) {
   assert_int_equal(gpum_ledger_commit_turn(l), 0);
   assert_int_equal(gpum_ledger_commit_count(l), c0 + 1); /* 100 writes, one commit */
   assert_int_equal(outside_count(gpum_ledger_path(l)), 50);
+  /* The 50 audit rows (written 8 to a statement, then the rest) in the order they came. */
+  uint64_t next = 1;
+  assert_int_equal(gpum_ledger_audit_list(l, 0, audit_in_order, &next), 0);
+  assert_int_equal(next, 51);
 
   /* A rolled-back turn leaves nothing. */
   gpum_resv_t r;
@@ -250,15 +267,15 @@ static void test_one_commit_per_turn(void **state) {
   gpum_ledger_close(l);
 }
 
-/* The WAL is checkpointed by the ledger's own thread once commits have left 1000 pages in
- * it: the count moves without any further commit, and the rows are
- * all there (and in the database file itself after the close). */
+/* The WAL is checkpointed by the ledger's own thread once commits have left 4 MiB in it
+ * (4096 pages of 1 KiB): the count moves without any further commit, and the rows are all
+ * there (and in the database file itself after the close). */
 static void test_checkpoints_off_the_commit(void **state) {
   const char *dir = *state;
   gpum_ledger_t *l = open_ok(dir);
   assert_int_equal(gpum_ledger_checkpoint_count(l), 0);
   uint64_t id = 0;
-  for (int turn = 0; turn < 3000; turn++) { /* a page or two per turn: well past 1000 */
+  for (int turn = 0; turn < 3000; turn++) { /* 2-3 pages per turn: well past 4096 */
     for (int k = 0; k < 4; k++) {
       gpum_resv_t r;
       sample(&r, ++id, GPUM_RESV_GRANTED);
@@ -990,6 +1007,32 @@ static void test_prune(void **state) {
   assert_int_equal(count_rows(db, "SELECT count(*) FROM audit WHERE reservation IN (11,12,13)"), 6);
 }
 
+/* A new ledger has 1 KiB pages; a database that exists keeps its page size (and works). */
+static void test_page_size(void **state) {
+  const char *dir = *state;
+  char sd[256], db[300];
+  gpum_ledger_t *l = open_ok(sub(dir, "new", sd, sizeof(sd)));
+  gpum_ledger_close(l);
+  assert_int_equal(count_rows(sub(sd, GPUM_LEDGER_FILE, db, sizeof(db)), "PRAGMA page_size"), 1024);
+
+  sub(dir, "old", sd, sizeof(sd));
+  assert_int_equal(mkdir(sd, 0700), 0);
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(sd, GPUM_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(
+      sqlite3_exec(h, "PRAGMA page_size=4096; CREATE TABLE other(a)", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  l = open_ok(sd);
+  gpum_resv_t r, back;
+  sample(&r, 3, GPUM_RESV_GRANTED);
+  assert_int_equal(gpum_ledger_put(l, &r), 0);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpum_ledger_get(l, 3, &back), 0);
+  assert_resv_equal(&back, &r);
+  gpum_ledger_close(l);
+  assert_int_equal(count_rows(db, "PRAGMA page_size"), 4096);
+}
+
 /* ---- The writer thread ------------------------------------------------------------------- */
 
 /* Stages one turn: reservation id (QUEUED) and its audit row with reason. */
@@ -1132,6 +1175,7 @@ int main(void) {
       DIR_TEST(test_migration_from_v2),
       DIR_TEST(test_prune),
       DIR_TEST(test_writer_thread),
+      DIR_TEST(test_page_size),
       cmocka_unit_test(test_pid_start_time),
       cmocka_unit_test(test_recovery_decisions),
   };
