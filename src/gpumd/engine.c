@@ -83,59 +83,61 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token) {
 }
 
 /* Whether s is valid UTF-8 as jansson checks it (no overlong forms, no surrogates, nothing
- * past U+10FFFF): such a string gpumd_resv_json leaves out, and so must the writer. */
+ * past U+10FFFF): such a string gpumd_resv_json leaves out, and so must the writer. ASCII (most
+ * strings) is passed over first. */
 static bool utf8_valid(const char *s) {
   const unsigned char *p = (const unsigned char *)s;
-  size_t n = strlen(s);
+  while (*p != 0 && *p < 0x80)
+    p++;
+  size_t n = strlen((const char *)p);
   for (size_t i = 0, k; i < n; i += k)
     if ((k = gpumd_utf8_seq(p + i, n - i)) == 0)
       return false;
   return true;
 }
 
-static void w_key(gpumd_jw_t *w, const char *key) {
-  gpumd_jw_raw(w, ",\"", 2);
-  gpumd_jw_raw(w, key, strlen(key));
-  gpumd_jw_raw(w, "\":", 2);
-}
+/* ,"key": as one piece (key a string literal). */
+#define W_KEY(w, key) gpumd_jw_raw((w), ",\"" key "\":", sizeof(",\"" key "\":") - 1)
 
-static void w_int(gpumd_jw_t *w, const char *key, long long v) {
-  w_key(w, key);
-  gpumd_jw_int(w, v);
-}
+#define W_INT(w, key, v)    \
+  do {                      \
+    W_KEY(w, key);          \
+    gpumd_jw_int((w), (v)); \
+  } while (0)
 
 /* A client-given or driver-given string: left out when it is not UTF-8, as jansson does. */
-static void w_text(gpumd_jw_t *w, const char *key, const char *v) {
-  if (!utf8_valid(v))
-    return;
-  w_key(w, key);
-  gpumd_jw_string(w, v);
-}
+#define W_TEXT(w, key, v)        \
+  do {                           \
+    if (utf8_valid(v)) {         \
+      W_KEY(w, key);             \
+      gpumd_jw_string((w), (v)); \
+    }                            \
+  } while (0)
 
 void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with_token) {
   char id[GPUM_RESV_ID_BUFSZ];
   gpumd_jw_raw(w, "{\"id\":", 6);
   gpumd_jw_string(w, gpum_resv_id_format(r->id, id, sizeof id));
   if (with_token) {
-    w_key(w, "token");
+    W_KEY(w, "token");
     gpumd_jw_string(w, r->token);
   }
-  w_key(w, "state");
+  W_KEY(w, "state");
   gpumd_jw_string(w, gpum_resv_state_name(r->state));
-  w_text(w, "reason", r->reason);
-  w_int(w, "uid", r->uid);
-  w_int(w, "pid", r->pid);
-  w_text(w, "label", r->label);
-  w_int(w, "bytes_per_gpu", (long long)r->bytes_per_gpu);
-  w_int(w, "gpus", r->gpus);
-  w_int(w, "priority", r->priority);
-  w_key(w, "lease");
+  W_TEXT(w, "reason", r->reason);
+  W_INT(w, "uid", r->uid);
+  W_INT(w, "pid", r->pid);
+  W_TEXT(w, "label", r->label);
+  W_INT(w, "bytes_per_gpu", (long long)r->bytes_per_gpu);
+  W_INT(w, "gpus", r->gpus);
+  W_INT(w, "priority", r->priority);
+  W_KEY(w, "lease");
   gpumd_jw_string(w, gpumd_lease_kind_name(r->lease));
   if (r->lease == GPUMD_LEASE_PID)
-    w_int(w, "lease_pid", r->lease_pid);
-  w_int(w, "ttl_ms", (long long)r->ttl_ms);
-  w_int(w, "expires_ns", (long long)r->expires_ns);
-  w_key(w, "devices");
+    W_INT(w, "lease_pid", r->lease_pid);
+  W_INT(w, "ttl_ms", (long long)r->ttl_ms);
+  W_INT(w, "expires_ns", (long long)r->expires_ns);
+  W_KEY(w, "devices");
   gpumd_jw_raw(w, "[", 1);
   bool first = true;
   for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++) {
@@ -146,20 +148,20 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with
     gpumd_jw_raw(w, first ? "{\"index\":" : ",{\"index\":", first ? 9 : 10);
     first = false;
     gpumd_jw_int(w, i);
-    w_text(w, "uuid", uuid);
+    W_TEXT(w, "uuid", uuid);
     gpumd_jw_raw(w, "}", 1);
   }
   gpumd_jw_raw(w, "]", 1);
   if (r->state == GPUM_RESV_QUEUED) {
     size_t pos = 0;
     if (gpum_sched_queue_position(d->sched, r->id, &pos) == 0)
-      w_int(w, "queue_position", (long long)pos);
+      W_INT(w, "queue_position", (long long)pos);
     char why[512];
-    w_text(w, "waiting_for", gpum_sched_waiting_for(d->sched, r->id, why, sizeof why));
+    W_TEXT(w, "waiting_for", gpum_sched_waiting_for(d->sched, r->id, why, sizeof why));
   }
-  w_int(w, "created_ns", (long long)r->created_ns);
-  w_int(w, "granted_ns", (long long)r->granted_ns);
-  w_int(w, "ended_ns", (long long)r->ended_ns);
+  W_INT(w, "created_ns", (long long)r->created_ns);
+  W_INT(w, "granted_ns", (long long)r->granted_ns);
+  W_INT(w, "ended_ns", (long long)r->ended_ns);
   gpumd_jw_raw(w, "}", 1);
 }
 

@@ -238,6 +238,12 @@ int gpumd_json_depth(const char *s, size_t len, int limit);
 /* The length of the valid UTF-8 sequence at s (at most n bytes; no overlong forms, surrogates
  * or code points past U+10FFFF, as jansson checks), 0 when it is not one. */
 size_t gpumd_utf8_seq(const unsigned char *s, size_t n);
+/* Parses a request as json_loadb(s, len, JSON_REJECT_DUPLICATES, err) does, with the same
+ * result (value, or NULL and err) for every input; faster for the common shape of requests
+ * (json_fast.c). The caller owns the value. */
+json_t *gpumd_json_parse(const char *s, size_t len, json_error_t *err);
+/* Its fast path alone: the value, or NULL when the input is not of the shape it takes. */
+json_t *gpumd_json_parse_fast(const char *s, size_t len);
 /* Handles one complete line from c (without the newline). */
 void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len);
 /* Replies. id may be NULL (the request had none or could not be parsed): then "id": null. */

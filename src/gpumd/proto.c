@@ -125,7 +125,7 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
     return;
   }
   json_error_t jerr;
-  json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+  json_t *req = gpumd_json_parse(line, len, &jerr);
   if (!req) {
     gpumd_reply_err(c, NULL, GPUM_EPARSE, "malformed JSON at byte %d: %s", jerr.position,
                     jerr.text);

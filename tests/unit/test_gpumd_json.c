@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests for gpumd_json_parse (src/gpumd/json_fast.c): for every input its result is
+ * json_loadb's with JSON_REJECT_DUPLICATES (the same value, types included, or NULL and the
+ * same error for both), and its fast path alone gives that value or nothing; the protocol's
+ * common requests take the fast path;
+ * on hand-picked inputs at the edges of its fast path (escapes, UTF-8, reals, integer
+ * limits, leading zeros, duplicates, literals, trailing bytes, scalars on top, nesting) and
+ * on random requests, well-formed and mangled (seeded: the same inputs every run).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "gpumd_internal.h"
+
+static unsigned fast_taken; /* inputs the fast path took itself */
+
+/* Same kind of value all the way down (json_equal already tells integer from real); the fast
+ * path alone gives that value or nothing. */
+static void assert_same(const char *s, size_t len) {
+  json_error_t e1, e2;
+  json_t *alone = gpumd_json_parse_fast(s, len);
+  json_t *fast = gpumd_json_parse(s, len, &e1);
+  json_t *ref = json_loadb(s, len, JSON_REJECT_DUPLICATES, &e2);
+  if ((fast == NULL) != (ref == NULL) || (fast && !json_equal(fast, ref))) {
+    char *a = fast ? json_dumps(fast, JSON_ENCODE_ANY) : NULL;
+    char *b = ref ? json_dumps(ref, JSON_ENCODE_ANY) : NULL;
+    fail_msg("input '%.*s': gpumd_json_parse gave %s, json_loadb %s", (int)len, s, a ? a : "NULL",
+             b ? b : "NULL");
+  }
+  if (!fast)
+    assert_string_equal(e1.text, e2.text); /* jansson's own error */
+  if (alone) {
+    assert_true(json_equal(alone, ref));
+    fast_taken++;
+  }
+  json_decref(alone);
+  json_decref(fast);
+  json_decref(ref);
+}
+
+static void same(const char *s) {
+  assert_same(s, strlen(s));
+}
+
+/* The requests of the protocol's hot path take the fast path. */
+static void test_common_requests_fast(void **state) {
+  (void)state;
+  static const char *const reqs[] = {
+      "{\"id\":1,\"op\":\"reserve\",\"bytes_per_gpu\":1048576}",
+      "{\"id\": 7, \"op\": \"release\", \"reservation\": \"r-12\"}",
+      "{\"id\":\"x-1\",\"op\":\"reserve\",\"bytes_per_gpu\":\"1GiB\",\"gpus\":2,"
+      "\"devices\":[0,1],\"lease\":\"ttl\",\"ttl_ms\":60000,\"wait\":false,\"label\":\"job\"}",
+      "{\"id\": 3, \"op\": \"list\", \"all\": true}"};
+  for (size_t i = 0; i < sizeof reqs / sizeof *reqs; i++) {
+    json_t *v = gpumd_json_parse_fast(reqs[i], strlen(reqs[i]));
+    assert_non_null(v);
+    json_decref(v);
+    same(reqs[i]);
+  }
+}
+
+static void test_edges(void **state) {
+  (void)state;
+  static const char *const cases[] = {
+      "{}", "[]", " { } ", "{\"id\":1,\"op\":\"reserve\",\"bytes_per_gpu\":1048576}",
+      "{\"id\": \"abc\", \"op\": \"release\", \"reservation\": \"r-12\"}\r\n",
+      "{\"a\":[1,2,[3,{\"b\":null}]],\"t\":true,\"f\":false}", "[1,\"x\",null,true,false,[],{}]",
+      /* integers at and past the limits, signs, zeros */
+      "[9223372036854775807]", "[9223372036854775808]", "[-9223372036854775808]",
+      "[-9223372036854775809]", "[18446744073709551616]", "[0]", "[-0]", "[00]", "[01]", "[-01]",
+      "[-]", "[+1]", "[1.5]", "[1e3]", "[1E3]", "[-0.0]", "[1.]", "[.5]",
+      "[123456789012345678901234567890]",
+      /* strings: escapes, UTF-8, control bytes, DEL, unterminated */
+      "[\"a\\nb\"]", "[\"\\u00e9\"]", "[\"\\u0000\"]", "[\"\xc3\xa9\"]", "[\"\xff\"]", "[\"\x01\"]",
+      "[\"\x7f\"]", "[\"abc]", "[\"\"]", "{\"\":1}",
+      /* duplicates, syntax errors, trailing bytes */
+      "{\"a\":1,\"a\":2}", "{\"a\":1,}", "[1,]", "{\"a\" 1}", "{a:1}", "{\"a\":1} x", "{\"a\":1}{}",
+      "[1 2]", "[tru]", "[truex]", "[nul]", "[nullx]", "[falsey]", "", "   ", "{", "[", "}", "]",
+      "{\"a\":}",
+      /* scalars on top: jansson wants an array or an object */
+      "1", "\"x\"", "true", "null",
+      /* nesting */
+      "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+      "[[[[[[[[]]]]]]]]"};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    same(cases[i]);
+  assert_same("{\"a\":\"x\0y\"}", 12); /* a NUL byte inside */
+  assert_same("{\"a\":1}\0", 8);
+}
+
+/* Random requests built from pieces, then mangled: a byte changed, dropped or cut short. */
+static void test_random(void **state) {
+  (void)state;
+  static const char *const keys[] = {"id", "op", "bytes_per_gpu", "gpus", "label", "a", "id"};
+  static const char *const vals[] = {"1",           "-7",           "\"reserve\"",
+                                     "\"r-1\"",     "true",         "null",
+                                     "[1,2]",       "{}",           "1.5",
+                                     "\"\\u00e9\"", "\"\xc3\xa9\"", "9223372036854775807",
+                                     "[[{}]]",      "\"\"",         "0"};
+  static const char mangle[] = "{}[]\",: \t\\-0e.x\xff\x01";
+  unsigned seed = 12345;
+  char buf[512];
+  for (int round = 0; round < 20000; round++) {
+    size_t n = 0;
+    int fields = (int)(rand_r(&seed) % 5);
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "{");
+    for (int k = 0; k < fields; k++)
+      n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\"%s\":%s", k ? "," : "",
+                            keys[rand_r(&seed) % 7], vals[rand_r(&seed) % 15]);
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "}");
+    switch (rand_r(&seed) % 4) {
+    case 0: /* as built */
+      break;
+    case 1:
+      buf[rand_r(&seed) % n] = mangle[rand_r(&seed) % (sizeof mangle - 1)];
+      break;
+    case 2: {
+      size_t at = rand_r(&seed) % n;
+      memmove(buf + at, buf + at + 1, n - at - 1);
+      n--;
+      break;
+    }
+    default:
+      n = rand_r(&seed) % (n + 1);
+    }
+    assert_same(buf, n);
+  }
+  assert_true(fast_taken > 2000); /* the comparison covered the fast path, not only jansson */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_common_requests_fast),
+      cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_random),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
