@@ -8,8 +8,9 @@
  * bearer token (created 0600 at first start, re-read on SIGHUP, rotated over the socket
  * protocol), the router with its one error shape {"error": {"code", "message"}}, and the
  * end-of-turn flush. Every response of a loop turn is held back and sent from gpumd_end_turn
- * after the ledger's commit (gpumd_http_flush), so no HTTP client sees a state that is not
- * durable. The endpoints are in http_api.c.
+ * after the ledger's commit (gpumd_http_flush; or gpumd_http_seal and gpumd_http_release when
+ * the ledger's writer thread commits it), so no HTTP client sees a state that is not durable. The
+ * endpoints are in http_api.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>

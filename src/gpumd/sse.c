@@ -3,13 +3,15 @@
  * GET /api/v1/events: Server-Sent Events. http.c routes the request here after its auth and
  * limit checks; gpumd_sse_open takes it over as a chunked text/event-stream reply. Events are
  * published with gpumd_sse_publish at any point of a loop turn, formatted once
- * ("id: N\nevent: NAME\ndata: JSON\n\n") into a pending buffer, and written to every stream by
- * gpumd_sse_flush at the end of the turn, after the ledger's commit: a "reservation" event
- * never shows a state that is not durable. A comment line every GPUMD_SSE_KEEPALIVE_S seconds
- * keeps idle streams (and proxies) alive and finds closed peers (reaped at the next write or
- * flush: the connection's close callback belongs to http.c). Each stream's output is
- * bounded: a reader with more than GPUMD_SSE_MAX_OUTPUT bytes unread (or whose writes stall for
- * the write timeout) is dropped, so a slow reader never stalls the loop or grows memory.
+ * ("id: N\nevent: NAME\ndata: JSON\n\n") into a pending buffer, and written to every stream
+ * after the turn's ledger commit: by gpumd_sse_flush at the end of the turn, or, when the
+ * ledger's writer thread commits it, held (gpumd_sse_seal) until it has (gpumd_sse_release).
+ * A "reservation" event never shows a state that is not durable. A comment line every
+ * GPUMD_SSE_KEEPALIVE_S seconds keeps idle streams (and proxies) alive and finds closed peers
+ * (reaped at the next write or flush: the connection's close callback belongs to http.c). Each
+ * stream's output is bounded: a reader with more than GPUMD_SSE_MAX_OUTPUT bytes unread (or whose
+ * writes stall for the write timeout) is dropped, so a slow reader never stalls the loop or grows
+ * memory.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>

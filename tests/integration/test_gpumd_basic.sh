@@ -23,8 +23,13 @@ d0 = s["devices"][0]
 assert d0["name"].startswith("NVIDIA H100"), d0
 assert d0["state"] == "AVAILABLE" and d0["memory"]["total"] == 80 * 2**30, d0
 assert d0["reserved"] == 0 and d0["reservations"] == [] and s["queue"] == [], s
+r = c.ok("reserve", bytes_per_gpu=1)["reservation"]
+assert r["state"] == "GRANTED" and r["reason"] == "granted on GPU 0", r
+r = c.ok("release", reservation=r["id"])["reservation"]
+why = "released by uid %d pid %d" % (os.getuid(), os.getpid())
+assert r["state"] == "RELEASED" and r["reason"] == why, r
 ' || t_fail "hello/status"
-t_ok "hello and status"
+t_ok "hello and status; a reservation granted and released with its reasons"
 
 t_expect 1 "$GPUMD"
 grep -q "another gpumd" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "second gpumd: no clear message"; }

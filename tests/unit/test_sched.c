@@ -884,6 +884,22 @@ static void test_names_and_ids(void **state) {
   (void)state;
   char buf[GPUM_RESV_ID_BUFSZ];
   assert_string_equal(gpum_resv_id_format(UINT64_MAX, buf, sizeof(buf)), "r-18446744073709551615");
+  assert_string_equal(gpum_resv_id_format(0, buf, sizeof(buf)), "r-0");
+  /* gpum_cat / gpum_cat_u64: appended at *off, cut at the end of the buffer, NUL-terminated. */
+  char small[8] = "";
+  size_t off = 0;
+  gpum_cat(small, sizeof(small), &off, "abc");
+  assert_string_equal(small, "abc");
+  assert_int_equal(off, 3);
+  gpum_cat_u64(small, sizeof(small), &off, 123456);
+  assert_string_equal(small, "abc1234");
+  assert_int_equal(off, 7);
+  gpum_cat(small, sizeof(small), &off, "x");
+  assert_string_equal(small, "abc1234");
+  assert_int_equal(off, 7);
+  off = 0;
+  gpum_cat_u64(small, sizeof(small), &off, 0);
+  assert_string_equal(small, "0");
   uint64_t id = 0;
   assert_int_equal(gpum_resv_id_parse("r-17", &id), 0);
   assert_int_equal(id, 17);
