@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -618,64 +619,76 @@ static void conn_write(gpumd_conn_t *c, struct evbuffer *buf) {
   }
 }
 
-/* The staged output of the turns just committed: written; closed connections freed (none
- * is held: this runs only when the writer has nothing of ours). */
+/* Takes each connection off the list at *head (linked through the field at offset next_at,
+ * its flag cleared) and calls fn on it. */
+static void drain_list(gpumd_t *d, gpumd_conn_t **head, size_t next_at, size_t flag_at,
+                       void (*fn)(gpumd_t *d, gpumd_conn_t *c)) {
+  gpumd_conn_t *c = *head;
+  *head = NULL;
+  while (c) {
+    gpumd_conn_t **link = (gpumd_conn_t **)((char *)c + next_at);
+    gpumd_conn_t *next = *link;
+    *link = NULL;
+    *(bool *)((char *)c + flag_at) = false;
+    fn(d, c);
+    c = next;
+  }
+}
+
+#define DRAIN(d, list, next, flag, fn) \
+  drain_list((d), &(d)->list, offsetof(gpumd_conn_t, next), offsetof(gpumd_conn_t, flag), (fn))
+
+/* Written now; a closed connection freed unless the held list still has it. */
+static void flush_one(gpumd_t *d, gpumd_conn_t *c) {
+  (void)d;
+  if (!c->dead)
+    conn_write(c, c->staged);
+  else if (!c->in_held)
+    conn_free(c);
+}
+
+/* Held until the writer has committed; closed connections too (release_held frees them). */
+static void seal_one(gpumd_t *d, gpumd_conn_t *c) {
+  if (!c->dead)
+    evbuffer_add_buffer(c->held, c->staged);
+  if (!c->in_held) {
+    c->in_held = true;
+    c->held_next = d->held;
+    d->held = c;
+  }
+}
+
+/* Written now that the writer has committed; a closed connection freed unless it has become
+ * dirty since (then flush_one or the next release frees it). */
+static void release_one(gpumd_t *d, gpumd_conn_t *c) {
+  (void)d;
+  if (!c->dead)
+    conn_write(c, c->held);
+  else if (!c->dirty)
+    conn_free(c);
+}
+
+/* The staged output of the turns just committed (none is held: this runs only when the
+ * writer has nothing of ours). */
 static void flush_staged(gpumd_t *d) {
   gpumd_sse_flush(d);  /* events, now that their transitions are durable */
   gpumd_http_flush(d); /* HTTP responses, likewise */
-  gpumd_conn_t *c = d->dirty;
-  d->dirty = NULL;
-  while (c) {
-    gpumd_conn_t *next = c->dirty_next;
-    c->dirty = false;
-    c->dirty_next = NULL;
-    if (!c->dead)
-      conn_write(c, c->staged);
-    else if (!c->in_held)
-      conn_free(c);
-    c = next;
-  }
+  DRAIN(d, dirty, dirty_next, dirty, flush_one);
 }
 
-/* The staged output of the turns handed to the ledger's writer: held until it has committed
- * them. The held list is empty here (the writer had finished and its output was released). */
+/* The staged output of the turns handed to the ledger's writer. The held list is empty here
+ * (the writer had finished and its output was released). */
 static void seal_staged(gpumd_t *d) {
   gpumd_sse_seal(d);
   gpumd_http_seal(d);
-  gpumd_conn_t *c = d->dirty;
-  d->dirty = NULL;
-  while (c) {
-    gpumd_conn_t *next = c->dirty_next;
-    c->dirty = false;
-    c->dirty_next = NULL;
-    if (!c->dead)
-      evbuffer_add_buffer(c->held, c->staged);
-    if (!c->in_held) {
-      c->in_held = true;
-      c->held_next = d->held;
-      d->held = c;
-    }
-    c = next;
-  }
+  DRAIN(d, dirty, dirty_next, dirty, seal_one);
 }
 
-/* The writer has committed: the held output goes. A closed connection is freed here unless it
- * has become dirty since (then flush_staged or the next release frees it). */
+/* The writer has committed: the held output goes. */
 static void release_held(gpumd_t *d) {
   gpumd_sse_release(d);
   gpumd_http_release(d);
-  gpumd_conn_t *c = d->held;
-  d->held = NULL;
-  while (c) {
-    gpumd_conn_t *next = c->held_next;
-    c->in_held = false;
-    c->held_next = NULL;
-    if (!c->dead)
-      conn_write(c, c->held);
-    else if (!c->dirty)
-      conn_free(c);
-    c = next;
-  }
+  DRAIN(d, held, held_next, in_held, release_one);
 }
 
 /* A ledger failure: nothing of this turn (or of turns waiting for the writer) may reach a

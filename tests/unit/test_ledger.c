@@ -211,6 +211,21 @@ static int outside_count(const char *path) {
   return n;
 }
 
+/* Stages reservation id (QUEUED) and its audit row with reason (a turn's writes). */
+static void stage_turn(gpum_ledger_t *l, uint64_t id, const char *reason) {
+  gpum_resv_t r;
+  sample(&r, id, GPUM_RESV_QUEUED);
+  assert_int_equal(gpum_ledger_put(l, &r), 0);
+  gpum_ledger_audit_t a = {.reservation = id,
+                           .from = GPUM_RESV_NEW,
+                           .to = GPUM_RESV_QUEUED,
+                           .time_ns = T0 + id,
+                           .reason = reason,
+                           .uid = 1000,
+                           .pid = 42};
+  assert_int_equal(gpum_ledger_audit(l, &a), 0);
+}
+
 /* Checks that audit rows come for reservations 1, 2, 3, ... with the fields of
  * test_one_commit_per_turn; *user is the next expected id. */
 static bool audit_in_order(void *user, const gpum_ledger_audit_t *a) {
@@ -233,19 +248,8 @@ static void test_one_commit_per_turn(void **state) {
 
   assert_int_equal(gpum_ledger_begin_turn(l), 0);
   assert_int_equal(gpum_ledger_begin_turn(l), GPUM_ESTATE);
-  for (uint64_t id = 1; id <= 50; id++) {
-    gpum_resv_t r;
-    sample(&r, id, GPUM_RESV_QUEUED);
-    assert_int_equal(gpum_ledger_put(l, &r), 0);
-    gpum_ledger_audit_t a = {.reservation = id,
-                             .from = GPUM_RESV_NEW,
-                             .to = GPUM_RESV_QUEUED,
-                             .time_ns = T0 + id,
-                             .reason = "queued",
-                             .uid = 1000,
-                             .pid = 42};
-    assert_int_equal(gpum_ledger_audit(l, &a), 0);
-  }
+  for (uint64_t id = 1; id <= 50; id++)
+    stage_turn(l, id, "queued");
   /* Not visible to another reader before the commit. */
   assert_int_equal(outside_count(gpum_ledger_path(l)), 0);
   assert_int_equal(gpum_ledger_commit_count(l), c0);
@@ -1034,21 +1038,6 @@ static void test_page_size(void **state) {
 }
 
 /* ---- The writer thread ------------------------------------------------------------------- */
-
-/* Stages one turn: reservation id (QUEUED) and its audit row with reason. */
-static void stage_turn(gpum_ledger_t *l, uint64_t id, const char *reason) {
-  gpum_resv_t r;
-  sample(&r, id, GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_ledger_put(l, &r), 0);
-  gpum_ledger_audit_t a = {.reservation = id,
-                           .from = GPUM_RESV_NEW,
-                           .to = GPUM_RESV_QUEUED,
-                           .time_ns = T0 + id,
-                           .reason = reason,
-                           .uid = 1000,
-                           .pid = 42};
-  assert_int_equal(gpum_ledger_audit(l, &a), 0);
-}
 
 /* As the daemon's loop does: until gpum_ledger_poll tells something, wait for the writer's
  * eventfd (a wake-up may be stale: its batch was already collected by a read) and clear it. */
