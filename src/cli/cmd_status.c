@@ -36,7 +36,8 @@ typedef struct {
   size_t nsel;
   bool all;
   gpum_busy_thresholds_t busy;
-  char socket[256]; /* gpumd's, to add its reservations; "" when it cannot be resolved */
+  unsigned timeout_ms; /* status.timeout: how long a device may take to answer */
+  char socket[256];    /* gpumd's, to add its reservations; "" when it cannot be resolved */
 } status_opts_t;
 
 static void usage(FILE *out) {
@@ -51,7 +52,8 @@ static void usage(FILE *out) {
           "\n"
           "The state is AVAILABLE; BUSY when GPU utilisation or memory use is at or over the\n"
           "busy thresholds (90%% each by default); ERROR when the device is lost, needs a\n"
-          "reset, its row remapping failed or it cannot be read. The reason follows every\n"
+          "reset, its row remapping failed, it cannot be read or it does not answer within\n"
+          "status.timeout (5s; the other devices are not held up). The reason follows every\n"
           "state other than AVAILABLE.\n"
           "\n"
           "options:\n"
@@ -108,6 +110,8 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, status_o
     return CLI_EXIT_USAGE;
   }
   cli_busy_thresholds(cfg, &o->busy);
+  uint64_t timeout = gpum_config_get_duration(cfg, "status.timeout");
+  o->timeout_ms = timeout > 3600000 ? 3600000u : timeout == 0 ? 1u : (unsigned)timeout;
   if (gpum_socket_path(cfg, o->socket, sizeof o->socket) != 0)
     o->socket[0] = '\0';
   o->color = cli_use_color(cfg, stdout);
@@ -154,11 +158,11 @@ static void render_frame(FILE *f, const status_opts_t *o, const cli_snapshot_t *
 }
 
 /* Takes one snapshot. Returns 0 with *snap filled, or an exit code (1) with the reason in err. */
-static int take(const status_opts_t *o, gpum_device_session_t *s, cli_snapshot_t *snap, char *err,
-                size_t len) {
+static int take(const status_opts_t *o, gpum_device_session_t *s, cli_readers_t *readers,
+                cli_snapshot_t *snap, char *err, size_t len) {
   if (check_selection(o, s, err, len) != 0)
     return CLI_EXIT_FAIL;
-  int rc = cli_snapshot_take(s, o->sel, o->nsel, o->all, &o->busy, snap);
+  int rc = cli_snapshot_take(s, readers, o->sel, o->nsel, o->all, o->timeout_ms, snap);
   if (rc != 0) {
     snprintf(err, len, "%s", gpum_strerror(rc));
     return CLI_EXIT_FAIL;
@@ -186,11 +190,18 @@ static int run_once(const gpum_config_t *cfg, const status_opts_t *o) {
     fprintf(stderr, "gpum status: cannot read any device: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
   }
+  cli_readers_t *readers = NULL;
+  if (cli_readers_start(cfg, gpum_device_backend(s), &o->busy, &readers) != 0) {
+    fprintf(stderr, "gpum status: out of memory\n");
+    gpum_device_close(s);
+    return CLI_EXIT_FAIL;
+  }
   char err[512];
   cli_snapshot_t snap;
-  int code = take(o, s, &snap, err, sizeof err);
+  int code = take(o, s, readers, &snap, err, sizeof err);
   if (code != 0) {
     fprintf(stderr, "gpum status: %s\n", err);
+    cli_readers_free(readers);
     gpum_device_close(s);
     return code;
   }
@@ -207,6 +218,7 @@ static int run_once(const gpum_config_t *cfg, const status_opts_t *o) {
     code = CLI_EXIT_FAIL;
   }
   cli_snapshot_free(&snap);
+  cli_readers_free(readers);
   gpum_device_close(s);
   return code;
 }
@@ -257,6 +269,14 @@ static void emit(const status_opts_t *o, const char *buf, size_t len, bool first
   fflush(stdout);
 }
 
+/* Whether a device of snap did not answer in time (its reader is in a call that hangs). */
+static bool any_stuck(const cli_snapshot_t *snap) {
+  for (size_t i = 0; snap && i < snap->ndevs; i++)
+    if (snap->devs[i].error == GPUM_ETIMEDOUT)
+      return true;
+  return false;
+}
+
 static int run_watch(const gpum_config_t *cfg, const status_opts_t *o) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -270,6 +290,7 @@ static int run_watch(const gpum_config_t *cfg, const status_opts_t *o) {
   sigaddset(&block, SIGTERM);
 
   gpum_device_session_t *s = NULL;
+  cli_readers_t *readers = NULL; /* kept across frames: a reader stuck in a call stays one */
   gpum_backend_kind_t pinned = GPUM_BACKEND_AUTO;
   bool first = true;
   int code = CLI_EXIT_OK;
@@ -284,6 +305,10 @@ static int run_watch(const gpum_config_t *cfg, const status_opts_t *o) {
       int rc = cli_open_session_as(cfg, pinned, &s);
       if (rc == 0)
         pinned = gpum_device_backend(s);
+      if (rc == 0 && !readers && cli_readers_start(cfg, pinned, &o->busy, &readers) != 0) {
+        gpum_device_close(s);
+        rc = GPUM_ENOMEM;
+      }
       if (rc != 0) {
         snprintf(err, sizeof err, "cannot read any device: %s", cli_reason(rc));
         error = err;
@@ -291,7 +316,7 @@ static int run_watch(const gpum_config_t *cfg, const status_opts_t *o) {
       }
     }
     if (s) {
-      int rc = take(o, s, &snap, err, sizeof err);
+      int rc = take(o, s, readers, &snap, err, sizeof err);
       if (rc != 0 && first) { /* a bad --devices index is a usage problem: stop now */
         fprintf(stderr, "gpum status: %s\n", err);
         code = rc;
@@ -302,6 +327,10 @@ static int run_watch(const gpum_config_t *cfg, const status_opts_t *o) {
       if (!have || snap.nreadable == 0) { /* reopen next time: the driver may come back */
         gpum_device_close(s);
         s = NULL;
+        if (!any_stuck(have ? &snap : NULL)) { /* new readers would hang as well */
+          cli_readers_free(readers);
+          readers = NULL;
+        }
       }
     }
     char *buf = NULL;
@@ -324,6 +353,7 @@ static int run_watch(const gpum_config_t *cfg, const status_opts_t *o) {
     wait_interval(o->interval_ms, &unblocked);
     sigprocmask(SIG_SETMASK, &unblocked, NULL);
   }
+  cli_readers_free(readers);
   if (s)
     gpum_device_close(s);
   return code;

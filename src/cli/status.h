@@ -72,12 +72,29 @@ typedef struct {
   struct json_t *gpumd; /* gpumd's status reply when the daemon answered, else NULL */
 } cli_snapshot_t;
 
-/* Takes a snapshot of the devices in sel[0..nsel) (all devices when all is true), classifying
- * each with the BUSY thresholds busy (NULL: the defaults of gpum_busy_thresholds_init). Indexes
- * must have been checked against gpum_device_count. Returns 0 or GPUM_ENOMEM; per-device
- * failures are recorded in the device's state, not returned. Free with cli_snapshot_free. */
-int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel, bool all,
-                      const gpum_busy_thresholds_t *busy, cli_snapshot_t *out);
+/* Device readers (status_readers.c): each device is read on a thread of its own with its own
+ * session of the given backend, classified with busy. Returns 0 or GPUM_ENOMEM. */
+typedef struct cli_readers cli_readers_t;
+int cli_readers_start(const gpum_config_t *cfg, gpum_backend_kind_t backend,
+                      const gpum_busy_thresholds_t *busy, cli_readers_t **out);
+/* Reads devs[0..n) (their index set) at once, each by its reader, waiting at most timeout_ms: a
+ * device that has not answered by then (or whose reader is still in a call from an earlier
+ * read) gets an ERROR row that says so (error GPUM_ETIMEDOUT). Returns 0 or GPUM_ENOMEM. */
+int cli_readers_read(cli_readers_t *r, cli_dev_snap_t *devs, size_t n, unsigned timeout_ms);
+/* Stops the readers; one stuck in a driver call is left to end with the process. NULL is
+ * fine. */
+void cli_readers_free(cli_readers_t *r);
+
+/* Reads device d->index on session s into d and classifies it with busy (NULL: defaults).
+ * Returns 0 or GPUM_ENOMEM; failures of the device are recorded in d, not returned. */
+int cli_snapshot_read(gpum_device_session_t *s, cli_dev_snap_t *d,
+                      const gpum_busy_thresholds_t *busy);
+/* Takes a snapshot: the header from session s, and the devices in sel[0..nsel) (all devices
+ * when all is true) read by readers, waiting at most timeout_ms for them. Indexes must have
+ * been checked against gpum_device_count. Returns 0 or GPUM_ENOMEM; per-device failures are
+ * recorded in the device's state, not returned. Free with cli_snapshot_free. */
+int cli_snapshot_take(gpum_device_session_t *s, cli_readers_t *readers, const unsigned *sel,
+                      size_t nsel, bool all, unsigned timeout_ms, cli_snapshot_t *out);
 void cli_snapshot_free(cli_snapshot_t *snap);
 
 /* Asks gpumd at socket (with a short timeout) for its status and keeps the reply in

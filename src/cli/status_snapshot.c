@@ -140,8 +140,8 @@ static int read_processes(gpum_device_session_t *s, cli_dev_snap_t *d) {
   return 0;
 }
 
-static int read_device(gpum_device_session_t *s, cli_dev_snap_t *d,
-                       const gpum_busy_thresholds_t *busy) {
+int cli_snapshot_read(gpum_device_session_t *s, cli_dev_snap_t *d,
+                      const gpum_busy_thresholds_t *busy) {
   gpum_error_clear();
   d->info_rc = gpum_device_get_info(s, d->index, &d->info);
   if (is_device_failure(d->info_rc))
@@ -194,8 +194,8 @@ static void fill_header(gpum_device_session_t *s, cli_snapshot_t *out) {
   out->device_count = gpum_device_count(s);
 }
 
-int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel, bool all,
-                      const gpum_busy_thresholds_t *busy, cli_snapshot_t *out) {
+int cli_snapshot_take(gpum_device_session_t *s, cli_readers_t *readers, const unsigned *sel,
+                      size_t nsel, bool all, unsigned timeout_ms, cli_snapshot_t *out) {
   memset(out, 0, sizeof *out);
   fill_header(s, out);
   size_t n = all ? out->device_count : nsel;
@@ -205,16 +205,15 @@ int cli_snapshot_take(gpum_device_session_t *s, const unsigned *sel, size_t nsel
   if (!out->devs)
     return GPUM_ENOMEM;
   out->ndevs = n;
-  for (size_t i = 0; i < n; i++) {
-    cli_dev_snap_t *d = &out->devs[i];
-    d->index = all ? (unsigned)i : sel[i];
-    if (read_device(s, d, busy) != 0) {
-      cli_snapshot_free(out);
-      return GPUM_ENOMEM;
-    }
-    if (d->state != CLI_STATE_ERROR && d->sample_rc == 0)
-      out->nreadable++;
+  for (size_t i = 0; i < n; i++)
+    out->devs[i].index = all ? (unsigned)i : sel[i];
+  if (cli_readers_read(readers, out->devs, n, timeout_ms) != 0) {
+    cli_snapshot_free(out);
+    return GPUM_ENOMEM;
   }
+  for (size_t i = 0; i < n; i++)
+    if (out->devs[i].state != CLI_STATE_ERROR && out->devs[i].sample_rc == 0)
+      out->nreadable++;
   return 0;
 }
 

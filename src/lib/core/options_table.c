@@ -41,6 +41,9 @@ static const gpum_option_def_t builtin_table[] = {
      "Where log lines go: stderr, syslog (journald picks it up) or none."},
     {"status.interval", GPUM_OPT_DURATION, "2s", NULL, UNBOUNDED, false,
      "Refresh interval of gpum status --watch when no interval is given."},
+    {"status.timeout", GPUM_OPT_DURATION, "5s", NULL, UNBOUNDED, false,
+     "How long gpum status waits for a device to answer; one that has not (a driver call "
+     "that hangs) is shown as ERROR, not waited for."},
     {"monitor.interval", GPUM_OPT_DURATION, "1s", NULL, UNBOUNDED, false,
      "Sampling interval of the monitor (gpum monitor, gpum alerts, and the daemon)."},
     {"monitor.start_timeout", GPUM_OPT_DURATION, "10s", NULL, UNBOUNDED, false,
