@@ -92,6 +92,8 @@ struct gpumd_conn {
   gpumd_conn_t *prev, *next; /* all connections */
   gpumd_conn_t *dirty_next;  /* connections with staged output */
   gpumd_conn_t *held_next;   /* connections with held output */
+  const char *close_why;     /* to be closed next turn, why (on the to_close list) */
+  gpumd_conn_t *close_next;
 };
 
 /* A monitor event queued by the sampler thread for the loop. */
@@ -134,7 +136,8 @@ struct gpumd {
 
   gpumd_conn_t *conns;
   gpumd_conn_t *dirty;
-  gpumd_conn_t *held; /* connections with output held for the ledger's writer */
+  gpumd_conn_t *held;     /* connections with output held for the ledger's writer */
+  gpumd_conn_t *to_close; /* connections to close at the start of the next turn */
   uint64_t next_conn_id;
   size_t conn_count;
 
@@ -226,6 +229,9 @@ void gpumd_conn_close_after_flush(gpumd_conn_t *c);
 /* End of a loop turn: commit (or hand the writes to the ledger's writer), write the output
  * that is committed, free closed connections. */
 void gpumd_end_turn(gpumd_t *d);
+/* Closes the connections that writing their output at the end of the last turn found gone
+ * or hopeless (from the kick event, at the start of a turn). */
+void gpumd_close_deferred(gpumd_t *d);
 /* The last turns before stopping: waits for the ledger's writer until all is committed and
  * written. */
 void gpumd_finish_turns(gpumd_t *d);

@@ -140,7 +140,8 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
 }
 
 static void on_kick(evutil_socket_t fd, short what, void *arg) {
-  (void)fd, (void)what, (void)arg; /* only makes the loop turn (end-of-turn work) */
+  (void)fd, (void)what; /* makes the loop turn (end-of-turn work left over) */
+  gpumd_close_deferred(arg);
 }
 
 static int start(gpumd_t *d) {

@@ -586,7 +586,7 @@ void gpumd_server_stop(gpumd_t *d) {
     }
     conn_free(c);
   }
-  d->dirty = d->held = NULL;
+  d->dirty = d->held = d->to_close = NULL;
   if (d->socket_lock_fd >= 0) {
     /* The lock file stays: unlinking it could let two daemons lock two different files. */
     close(d->socket_lock_fd);
@@ -596,6 +596,20 @@ void gpumd_server_stop(gpumd_t *d) {
     close(d->state_lock_fd);
     d->state_lock_fd = -1;
   }
+}
+
+/* Closes c at the start of the next turn (gpumd_close_deferred, from the kick): what closing
+ * changes (its leases end, events to others) is then committed and sent with that turn, never
+ * with the output being written at the end of this one. Reads no more meanwhile. */
+static void close_later(gpumd_conn_t *c, const char *why) {
+  if (c->close_why)
+    return;
+  c->close_why = why;
+  if (c->bev)
+    bufferevent_disable(c->bev, EV_READ);
+  c->close_next = c->d->to_close;
+  c->d->to_close = c;
+  event_active(c->d->kick, 0, 0);
 }
 
 /* Writes buf (c's staged or held output) to c: at once in one call when nothing is queued
@@ -609,13 +623,28 @@ static void conn_write(gpumd_conn_t *c, struct evbuffer *buf) {
   evbuffer_add_buffer(out, buf);
   if (c->closing && evbuffer_get_length(out) == 0 && !conn_owes(c)) {
     /* All written here, so no write callback comes to close it. */
-    conn_close(c, "closed by the server after an error");
+    close_later(c, "closed by the server after an error");
   } else if (evbuffer_get_length(out) > GPUMD_MAX_OUTPUT) {
     gpum_log(GPUM_LOG_WARN, "gpumd",
              "client %llu (uid %lu pid %ld) does not read its replies: disconnected",
              (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid);
-    /* Its leases end now; what that changes is committed and sent next turn. */
-    conn_close(c, "output buffer full");
+    close_later(c, "output buffer full");
+  }
+}
+
+void gpumd_close_deferred(gpumd_t *d) {
+  gpumd_conn_t *c = d->to_close;
+  d->to_close = NULL;
+  while (c) {
+    gpumd_conn_t *next = c->close_next;
+    const char *why = c->close_why;
+    c->close_next = NULL;
+    c->close_why = NULL;
+    if (!c->dead)
+      conn_close(c, why); /* freed at the end of this turn */
+    else if (!c->dirty && !c->in_held)
+      conn_free(c); /* closed meanwhile, and no list has it any more */
+    c = next;
   }
 }
 
@@ -643,7 +672,7 @@ static void flush_one(gpumd_t *d, gpumd_conn_t *c) {
   (void)d;
   if (!c->dead)
     conn_write(c, c->staged);
-  else if (!c->in_held)
+  else if (!c->in_held && !c->close_why)
     conn_free(c);
 }
 
@@ -664,7 +693,7 @@ static void release_one(gpumd_t *d, gpumd_conn_t *c) {
   (void)d;
   if (!c->dead)
     conn_write(c, c->held);
-  else if (!c->dirty)
+  else if (!c->dirty && !c->close_why)
     conn_free(c);
 }
 
