@@ -503,7 +503,8 @@ static void on_prune(evutil_socket_t fd, short what, void *arg) {
   uint64_t now = gpumd_now_ns();
   uint64_t keep_ns = keep_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : keep_ms * 1000000ull;
   size_t n = 0;
-  if (now > keep_ns && gpum_ledger_prune(d->ledger, now - keep_ns, PRUNE_BATCH, &n) != 0) {
+  bool more = false;
+  if (now > keep_ns && gpum_ledger_prune(d->ledger, now - keep_ns, PRUNE_BATCH, &n, &more) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger pruning failed: %s", gpum_last_error());
     d->ledger_failed = true;
     return;
@@ -511,9 +512,7 @@ static void on_prune(evutil_socket_t fd, short what, void *arg) {
   if (n > 0)
     gpum_log(GPUM_LOG_DEBUG, "gpumd", "ledger.retention: pruned %zu finished reservations", n);
   uint64_t period = keep_ms / 2 < 100 ? 100 : keep_ms / 2;
-  arm_ms(d->prune_timer, n == PRUNE_BATCH               ? 0
-                         : period < PRUNE_PERIOD_MAX_MS ? period
-                                                        : PRUNE_PERIOD_MAX_MS);
+  arm_ms(d->prune_timer, more ? 0 : period < PRUNE_PERIOD_MAX_MS ? period : PRUNE_PERIOD_MAX_MS);
 }
 
 /* SIGHUP: a new lease.grace moves the end of a running grace period; a new ledger.retention

@@ -136,6 +136,12 @@ static const char migrate_v4[] =
     "CREATE INDEX audit_reservation ON audit(reservation);"
     "PRAGMA user_version = 4;";
 
+/* Version 5: no secondary indexes (their upkeep was over a quarter of a ledger write):
+ * retention finds finished reservations in id order and deletes audit rows by age. */
+static const char migrate_v5[] = "DROP INDEX IF EXISTS reservations_ended;"
+                                 "DROP INDEX IF EXISTS audit_reservation;"
+                                 "PRAGMA user_version = 5;";
+
 /* Sets the detail from SQLite's message and returns GPUM_EIO. */
 static int db_error(const gpum_ledger_t *l, const char *what) {
   return gpum_error(GPUM_EIO, "ledger %s: %s: %s", l->path, what, sqlite3_errmsg(l->db));
@@ -199,6 +205,8 @@ static int setup_schema(gpum_ledger_t *l) {
     rc = exec(l, migrate_v3, "cannot migrate the schema to version 3");
   if (rc == 0 && version < 4)
     rc = exec(l, migrate_v4, "cannot migrate the schema to version 4");
+  if (rc == 0 && version < 5)
+    rc = exec(l, migrate_v5, "cannot migrate the schema to version 5");
   if (rc == 0)
     rc = exec(l, "COMMIT", "cannot commit the schema");
   if (rc < 0)
@@ -969,26 +977,33 @@ int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_a
 
 /* ---- Retention --------------------------------------------------------------------------- */
 
-/* The ids of up to max finished reservations that ended before before_ns, oldest end first,
- * never the highest id, into ids; *n gets their number. */
+#define PRUNE_SCAN_MAX 20000 /* reservation rows looked at per call, survivors included */
+
+/* The ids of up to max finished reservations that ended before before_ns, into ids (*n of
+ * them), in id order, which is the order they were created in: the scan stops at the first
+ * one created at or after before_ns (none after it can have ended before), after
+ * PRUNE_SCAN_MAX rows (*more then), or when max are found (*more). Never the highest id. */
 static int prune_select(gpum_ledger_t *l, uint64_t before_ns, unsigned max, uint64_t *ids,
-                        size_t *n) {
-  int frc = flush_pending(l); /* reads see this turn's puts */
-  if (frc < 0)
-    return frc;
+                        size_t *n, bool *more) {
   static const char sql[] =
-      "SELECT id FROM reservations WHERE ended_ns > 0 AND ended_ns < ?1 AND state IN "
-      "('RELEASED', 'EXPIRED', 'CANCELLED', 'FAILED') AND id < (SELECT max(id) FROM "
-      "reservations) ORDER BY ended_ns, id LIMIT ?2";
+      "SELECT id, created_ns >= ?1, ended_ns > 0 AND ended_ns < ?1 AND state IN "
+      "('RELEASED', 'EXPIRED', 'CANCELLED', 'FAILED') FROM reservations "
+      "WHERE id < (SELECT max(id) FROM reservations) ORDER BY id";
   sqlite3_stmt *st = NULL;
   *n = 0;
   if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
     return db_error(l, "cannot select reservations to prune");
   sqlite3_bind_int64(st, 1, (sqlite3_int64)(before_ns > INT64_MAX ? INT64_MAX : before_ns));
-  sqlite3_bind_int64(st, 2, max);
   int step;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW && *n < max)
-    ids[(*n)++] = col_u64(st, 0);
+  unsigned scanned = 0;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW && !sqlite3_column_int(st, 1)) {
+    if (sqlite3_column_int(st, 2))
+      ids[(*n)++] = col_u64(st, 0);
+    if (*n == max || ++scanned == PRUNE_SCAN_MAX) {
+      *more = true;
+      break;
+    }
+  }
   int rc = step == SQLITE_DONE || step == SQLITE_ROW
                ? 0
                : db_error(l, "cannot select reservations to prune");
@@ -996,7 +1011,46 @@ static int prune_select(gpum_ledger_t *l, uint64_t before_ns, unsigned max, uint
   return rc;
 }
 
-int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted) {
+/* Deletes up to max audit rows older than before_ns, oldest first (id order, which is the
+ * order they were written in), never the newest; *n gets how many (max: *more). */
+static int prune_audit(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *n, bool *more) {
+  static const char sql[] = "SELECT id, time_ns < ?1 FROM audit WHERE id < (SELECT max(id) FROM "
+                            "audit) ORDER BY id LIMIT ?2";
+  sqlite3_stmt *st = NULL;
+  *n = 0;
+  if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return db_error(l, "cannot select audit rows to prune");
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)(before_ns > INT64_MAX ? INT64_MAX : before_ns));
+  sqlite3_bind_int64(st, 2, max);
+  int step;
+  uint64_t last = 0;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_int(st, 1)) {
+    last = col_u64(st, 0);
+    ++*n;
+  }
+  int rc = step == SQLITE_DONE || step == SQLITE_ROW ? 0 : db_error(l, "cannot select audit rows");
+  sqlite3_finalize(st);
+  if (rc < 0 || *n == 0)
+    return rc;
+  *more |= *n == max;
+  rc = ensure_turn(l);
+  if (rc == 0 &&
+      sqlite3_prepare_v2(l->db, "DELETE FROM audit WHERE id <= ?", -1, &st, NULL) != SQLITE_OK)
+    rc = db_error(l, "cannot prepare the pruning");
+  if (rc == 0) {
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)last);
+    rc = step_done(l, st, "cannot prune the audit log");
+    sqlite3_finalize(st);
+  }
+  return rc;
+}
+
+int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted,
+                      bool *more) {
+  bool more_ = false;
+  if (more == NULL)
+    more = &more_;
+  *more = false;
   if (deleted != NULL)
     *deleted = 0;
   if (max == 0 || max > 10000)
@@ -1004,28 +1058,25 @@ int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t
   uint64_t *ids = malloc(max * sizeof(*ids));
   if (ids == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory pruning the ledger");
-  size_t n = 0;
-  sqlite3_stmt *del_audit = NULL, *del_resv = NULL;
-  int rc = prune_select(l, before_ns, max, ids, &n);
+  size_t n = 0, n_audit = 0;
+  sqlite3_stmt *del_resv = NULL;
+  int rc = flush_pending(l); /* the selection sees this turn's puts */
+  if (rc == 0)
+    rc = prune_select(l, before_ns, max, ids, &n, more);
   if (rc == 0 && n > 0) /* no turn (no commit) when there is nothing to delete */
     rc = ensure_turn(l);
   if (rc == 0 && n > 0 &&
-      (sqlite3_prepare_v2(l->db, "DELETE FROM audit WHERE reservation = ?", -1, &del_audit, NULL) !=
-           SQLITE_OK ||
-       sqlite3_prepare_v2(l->db, "DELETE FROM reservations WHERE id = ?", -1, &del_resv, NULL) !=
-           SQLITE_OK))
+      sqlite3_prepare_v2(l->db, "DELETE FROM reservations WHERE id = ?", -1, &del_resv, NULL) !=
+          SQLITE_OK)
     rc = db_error(l, "cannot prepare the pruning");
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    sqlite3_bind_int64(del_audit, 1, (sqlite3_int64)ids[i]);
-    rc = step_done(l, del_audit, "cannot prune the audit log");
-    if (rc == 0) {
-      sqlite3_bind_int64(del_resv, 1, (sqlite3_int64)ids[i]);
-      rc = step_done(l, del_resv, "cannot prune a reservation");
-    }
+    sqlite3_bind_int64(del_resv, 1, (sqlite3_int64)ids[i]);
+    rc = step_done(l, del_resv, "cannot prune a reservation");
   }
-  sqlite3_finalize(del_audit);
   sqlite3_finalize(del_resv);
   free(ids);
+  if (rc == 0)
+    rc = prune_audit(l, before_ns, max * 4, &n_audit, more);
   if (rc == 0 && deleted != NULL)
     *deleted = n;
   return rc;

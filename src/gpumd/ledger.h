@@ -36,15 +36,18 @@
  * separated in index order, so that grants follow the physical devices when a restart numbers
  * them differently) and an index on ended_ns (retention); migrated rows get "" (= only the
  * indices are known, as before). Version 4 dropped the index on state and AUTOINCREMENT on
- * audit ids (cheaper writes; audit ids are max + 1, so a pruned newest id can recur).
+ * audit ids (cheaper writes; audit ids are max + 1). Version 5 dropped the two secondary
+ * indexes left (ended_ns, audit.reservation): no table has one, so a write touches only the
+ * pages of its rows.
  *
  * Devices. Masks in gpum_resv_t use this run's device indices. gpum_ledger_set_devices() tells
  * the ledger which UUID each index has: put() then stores the UUIDs next to the masks, and
  * the loads map stored UUIDs back to this run's indices.
  *
- * Retention. gpum_ledger_prune() deletes finished reservations (and their audit rows) that
- * ended before a time, a small batch per call, so that the daemon's turns stay short. The
- * newest reservation row is always kept, so ids never repeat.
+ * Retention. gpum_ledger_prune() deletes finished reservations that ended before a time, and
+ * audit rows written before it (the audit log keeps the same period, whatever became of the
+ * reservation), a small batch per call, so that the daemon's turns stay short. The newest
+ * reservation row and the newest audit row are always kept, so ids never repeat.
  *
  * Not thread-safe: one thread (the loop) uses a ledger; the writer thread is internal.
  */
@@ -61,7 +64,7 @@
 extern "C" {
 #endif
 
-#define GPUM_LEDGER_SCHEMA_VERSION 4
+#define GPUM_LEDGER_SCHEMA_VERSION 5
 #define GPUM_LEDGER_FILE "ledger.db"
 
 typedef struct {
@@ -178,11 +181,15 @@ int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *cou
 /* ---- Retention --------------------------------------------------------------------------- */
 
 /* Deletes up to max (1..10000) finished reservations (RELEASED, EXPIRED, CANCELLED, FAILED)
- * whose ended_ns is before before_ns, oldest end first, with their audit rows, in the current
- * turn (opening one when none is open and there is something to delete). The reservation with the
- * highest id is never deleted (ids continue above it). *deleted (may be NULL) gets how many were
- * deleted: fewer than max means nothing older is left. Returns 0, GPUM_EINVAL (max) or GPUM_EIO. */
-int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted);
+ * whose ended_ns is before before_ns, and up to 4 x max audit rows whose time_ns is before it,
+ * in the current turn (opening one when none is open and there is something to delete).
+ * Reservations are found in id order (creation order), looking at up to 20,000 rows per call,
+ * audit rows oldest first. The reservation and the audit row with the highest id are never
+ * deleted (ids continue above them). *deleted (may be NULL) gets how many reservations were
+ * deleted; *more (may be NULL) whether another call may find more to delete now (a batch or
+ * the scan was full). Returns 0, GPUM_EINVAL (max) or GPUM_EIO. */
+int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted,
+                      bool *more);
 
 /* Calls fn for every audit row of a reservation (0 = all), oldest first; fn returns false to
  * stop. The reason pointer is valid during the call. Returns 0 or GPUM_EIO. */

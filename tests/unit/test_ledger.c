@@ -9,7 +9,8 @@
  * 0 = unknown), process start times and pid reuse in the recovery decision; schema version 3:
  * grants stored by device UUID and mapped to the devices of a renumbered node (a gone device
  * fails the reservation at recovery), the migration of a version-2 ledger, and retention
- * (pruning finished reservations and their audit rows in batches, never the newest id); the
+ * (pruning finished reservations in creation order and audit rows by age, in batches, never
+ * the newest ids; version 5 has no secondary index); the
  * page size of new and existing ledgers; the writer thread (turns committed off the caller's
  * thread, a busy writer, reads that wait for it, a failed batch, close with a batch in flight).
  * Each test works in its own mkdtemp directory and removes it.
@@ -589,7 +590,8 @@ static void test_migration_from_v1(void **state) {
   assert_int_equal(gpum_ledger_commit_turn(l), 0);
   gpum_ledger_close(l);
   assert_int_equal(user_version(db), GPUM_LEDGER_SCHEMA_VERSION);
-  assert_int_equal(GPUM_LEDGER_SCHEMA_VERSION, 4);
+  assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
+  assert_int_equal(GPUM_LEDGER_SCHEMA_VERSION, 5);
   /* Version 4: no index on state, no AUTOINCREMENT; the old audit row kept, with its id. */
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
                                  "'reservations_state' OR (name = 'audit' AND sql LIKE "
@@ -887,6 +889,7 @@ static void test_migration_from_v2(void **state) {
 
   gpum_ledger_t *l = open_ok(dir);
   assert_int_equal(user_version(db), GPUM_LEDGER_SCHEMA_VERSION);
+  assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
   assert_int_equal(gpum_ledger_set_devices(l, uuids_abc, 3), 0);
   gpum_ledger_row_t *rows = NULL;
   size_t n = 0;
@@ -952,7 +955,7 @@ static void test_prune(void **state) {
   sub(dir, GPUM_LEDGER_FILE, db, sizeof(db));
   gpum_ledger_t *l = open_ok(dir);
   /* r-1..r-10 ended at T0+1s..T0+10s; r-11, r-12 live; r-13 ended first of all but has the
-   * highest id. Two audit rows each. */
+   * highest id. Two audit rows each, written at T0+id s - 1 ns. */
   for (uint64_t id = 1; id <= 13; id++) {
     gpum_resv_t r;
     sample(&r, id, id == 11 ? GPUM_RESV_GRANTED : id == 12 ? GPUM_RESV_QUEUED : GPUM_RESV_RELEASED);
@@ -960,7 +963,7 @@ static void test_prune(void **state) {
     gpum_ledger_audit_t a = {.reservation = id,
                              .from = GPUM_RESV_NEW,
                              .to = GPUM_RESV_QUEUED,
-                             .time_ns = T0,
+                             .time_ns = T0 + id * SEC - 1,
                              .reason = "x"};
     assert_int_equal(gpum_ledger_put(l, &r), 0);
     assert_int_equal(gpum_ledger_audit(l, &a), 0);
@@ -969,36 +972,42 @@ static void test_prune(void **state) {
   assert_int_equal(gpum_ledger_commit_turn(l), 0);
   uint64_t commits = gpum_ledger_commit_count(l);
   size_t n = 99;
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 0, &n), GPUM_EINVAL);
+  bool more = true;
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 0, &n, &more), GPUM_EINVAL);
   assert_int_equal(n, 0);
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 10001, NULL), GPUM_EINVAL);
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 10001, NULL, NULL), GPUM_EINVAL);
   /* Nothing that old: no turn is opened, nothing to commit. */
-  assert_int_equal(gpum_ledger_prune(l, T0, 3, &n), 0);
+  assert_int_equal(gpum_ledger_prune(l, T0, 3, &n, &more), 0);
   assert_int_equal(n, 0);
+  assert_false(more);
   assert_int_equal(gpum_ledger_commit_turn(l), 0);
   assert_int_equal(gpum_ledger_commit_count(l), commits);
-  /* A batch of 3: the oldest ends first (r-1..r-3; never r-13), in the turn: a rollback
-   * undoes it. */
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n), 0);
+  /* A batch of 3: the first created (r-1..r-3; never r-13), with 12 audit rows (4 x 3) of
+   * those written before T0+5s, in the turn: a rollback undoes it. */
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
   assert_int_equal(n, 3);
+  assert_true(more);
   assert_false(exists(l, 1));
   gpum_ledger_rollback_turn(l);
   assert_true(exists(l, 1));
   assert_int_equal(audit_rows(l, 1), 2);
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n), 0);
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
   assert_int_equal(n, 3);
   assert_int_equal(gpum_ledger_commit_turn(l), 0);
   for (uint64_t id = 1; id <= 13; id++)
     assert_int_equal(exists(l, id), id > 3);
   assert_int_equal(audit_rows(l, 3), 0);
-  assert_int_equal(audit_rows(l, 0), 20);
-  /* The rest before T0+5s: only r-4 (ended_ns < before, strictly). */
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n), 0);
+  assert_int_equal(audit_rows(l, 0), 16); /* 26 - 10 (the audit rows before T0+5s) */
+  /* The rest before T0+5s: only r-4 (ended_ns < before, strictly), and nothing is left. */
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
   assert_int_equal(n, 1);
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n), 0);
+  assert_false(more);
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
   assert_int_equal(n, 0);
-  /* Everything ended: live rows and the highest id stay. */
-  assert_int_equal(gpum_ledger_prune(l, UINT64_MAX, 100, &n), 0);
+  assert_false(more);
+  /* Live reservations created before the time stay (and do not stop the scan); audit rows go
+   * by age, live reservation or not: everything ended, the highest ids stay. */
+  assert_int_equal(gpum_ledger_prune(l, UINT64_MAX, 100, &n, &more), 0);
   assert_int_equal(n, 6);
   assert_int_equal(gpum_ledger_commit_turn(l), 0);
   uint64_t max = 0;
@@ -1007,8 +1016,32 @@ static void test_prune(void **state) {
   gpum_ledger_close(l);
   assert_int_equal(count_rows(db, "SELECT count(*) FROM reservations"), 3);
   assert_int_equal(count_rows(db, "SELECT min(id) FROM reservations"), 11);
-  assert_int_equal(count_rows(db, "SELECT count(*) FROM audit"), 6);
-  assert_int_equal(count_rows(db, "SELECT count(*) FROM audit WHERE reservation IN (11,12,13)"), 6);
+  assert_int_equal(count_rows(db, "SELECT count(*) FROM audit"), 1);
+  assert_int_equal(count_rows(db, "SELECT reservation FROM audit"), 13);
+}
+
+/* A reservation created at or after the time stops the scan: none after it can have ended
+ * before, so rows behind it are not looked at. */
+static void test_prune_stops_at_creation(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  for (uint64_t id = 1; id <= 4; id++) {
+    gpum_resv_t r;
+    sample(&r, id, GPUM_RESV_RELEASED);
+    r.created_ns = id == 2 ? T0 + 10 * SEC : T0; /* r-2 created late, r-3 (odd) early again */
+    r.ended_ns = T0 + SEC;
+    assert_int_equal(gpum_ledger_put(l, &r), 0);
+  }
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  size_t n = 0;
+  bool more = true;
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
+  assert_int_equal(n, 1); /* r-1 only: the scan stopped at r-2 */
+  assert_false(more);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_false(exists(l, 1));
+  assert_true(exists(l, 3));
+  gpum_ledger_close(l);
 }
 
 /* A new ledger has 1 KiB pages; a database that exists keeps its page size (and works). */
@@ -1163,6 +1196,7 @@ int main(void) {
       DIR_TEST(test_set_devices_bad_input),
       DIR_TEST(test_migration_from_v2),
       DIR_TEST(test_prune),
+      DIR_TEST(test_prune_stops_at_creation),
       DIR_TEST(test_writer_thread),
       DIR_TEST(test_page_size),
       cmocka_unit_test(test_pid_start_time),

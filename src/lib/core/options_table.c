@@ -110,7 +110,7 @@ static const gpum_option_def_t builtin_table[] = {
      "that is running then ends lease.grace after it began (at once when that has passed)."},
     {"ledger.retention", GPUM_OPT_DURATION, "7d", NULL, UNBOUNDED, false,
      "How long gpumd keeps finished reservations (released, expired, cancelled, failed) and "
-     "their audit rows in the ledger; older ones are deleted at start and then periodically "
+     "audit rows in the ledger; older ones are deleted at start and then periodically "
      "(hourly at most), in small batches. 0 keeps them forever. Reloaded on SIGHUP."},
     {"http.listen", GPUM_OPT_STRING, "127.0.0.1:8642", NULL, UNBOUNDED, false,
      "Address and port of gpumd's REST API (docs/rest.md), such as 127.0.0.1:8642 or "
