@@ -192,7 +192,8 @@ int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t
                       bool *more);
 
 /* Calls fn for every audit row of a reservation (0 = all), oldest first; fn returns false to
- * stop. The reason pointer is valid during the call. Returns 0 or GPUM_EIO. */
+ * stop. The reason pointer is valid during the call. A scan of the whole table (there is no
+ * index by reservation): for tools and tests, not for the loop. Returns 0 or GPUM_EIO. */
 typedef bool (*gpum_ledger_audit_fn)(void *user, const gpum_ledger_audit_t *a);
 int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_audit_fn fn,
                            void *user);
