@@ -7,7 +7,7 @@
  * requests; engine.c: scheduler + ledger + events + recovery; leases.c: connection/pid/ttl
  * leases; devices.c: monitor bridge; procs.c: process lists). Everything here runs on the
  * loop thread except the monitor callback in devices.c, which only queues events for the
- * loop, and the process-list thread of procs.c, which only publishes snapshots.
+ * loop, and the process-list threads of procs.c, which only publish snapshots.
  *
  * A loop turn is one event_base_loop(EVLOOP_ONCE). Replies and events produced during a turn
  * are staged per connection and written only after the ledger's transaction for that turn
@@ -171,14 +171,8 @@ struct gpumd {
   uint64_t grace_start_ns;   /* when that grace period began (SIGHUP re-arms it from there) */
   struct event *prune_timer; /* ledger.retention: deletes old finished reservations */
   struct event *ledger_ev;   /* the ledger's writer has committed a batch */
-  /* Process lists for unmanaged memory, read on their own thread (procs.c). */
-  gpum_device_session_t *procs_session;
-  pthread_t procs_thread;
-  pthread_mutex_t procs_lock;
-  pthread_cond_t procs_cond;
-  bool procs_init, procs_running, procs_stop;
-  unsigned procs_interval_ms;
-  gpumd_procs_t procs[GPUMD_MAX_DEVICES];
+  /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
+  struct gpumd_procs_block *procs;
   /* Who causes the transitions of the current request (audit), and the reservation a
    * reply is about (no event for it to the requesting connection). */
   uint32_t actor_uid;
@@ -333,8 +327,8 @@ void gpumd_ops_turn_events(gpumd_t *d);
 int gpumd_ops_commit(gpumd_t *d);
 
 /* ---- procs.c ---- */
-/* Starts the process-list thread (a session opened with dopts; none: unmanaged memory is not
- * counted, logged). Returns 0 or GPUM_ENOMEM. */
+/* Starts a process-list thread per device (each with a session opened with dopts; a device
+ * without one: its unmanaged memory is not counted, logged). Returns 0 or GPUM_ENOMEM. */
 int gpumd_procs_start(gpumd_t *d, const gpum_device_open_opts_t *dopts, unsigned interval_ms);
 void gpumd_procs_stop(gpumd_t *d);
 /* Copies device index's newest process list. Returns 0, GPUM_ENOENT (none yet or unreadable)

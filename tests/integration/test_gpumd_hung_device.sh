@@ -4,7 +4,8 @@
 # 60 s per NVML call (a hang, for this test) before gpumd starts and monitor.start_timeout 2s,
 # gpumd is ready well before the hang ends, a grant recovered from the ledger on the silent
 # device is FAILED with a clear reason, new reservations land on device 0, and status shows
-# device 1 as ERROR "no answer since gpumd started". Once the fault is cleared, device 1
+# device 1 as ERROR "no answer since gpumd started", and memory held outside gpumd on device 0
+# is still counted (process lists are read per device). Once the fault is cleared, device 1
 # answers, gets its UUID and becomes usable: a 2-GPU reservation is granted.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
@@ -47,6 +48,18 @@ r = c.ok("reserve", bytes_per_gpu="1GiB")["reservation"]
 assert r["state"] == "GRANTED" and [x["index"] for x in r["devices"]] == [0], r
 ' "$U1" || t_fail "while device 1 is silent"
 t_ok "device 1 is ERROR with its reason, its recovered grant FAILED, a reserve lands on device 0"
+
+# Memory taken on device 0 by a process without a reservation still counts while device 1
+# hangs: each device's process list is read on a thread of its own.
+holder=$("$GPUM_BIN" sim hold "$T_NODE" --device 0 --bytes 20GiB) || t_fail "sim hold"
+gd_py '
+c, deadline = Client(), time.monotonic() + 15
+while c.ok("status")["devices"][0]["unmanaged"] < 20 * 2**30:
+    assert time.monotonic() < deadline, "unmanaged memory of device 0 not seen: %r" % c.ok("status")
+    time.sleep(0.05)
+' || t_fail "unmanaged memory while device 1 hangs"
+kill "$holder" 2>/dev/null
+t_ok "memory held outside gpumd on device 0 is seen while device 1 hangs"
 
 "$GPUM_BIN" sim clear "$T_NODE" --device 1 >/dev/null || t_fail "sim clear"
 # usable: polls gpumd's status until device 1 has its UUID back and is AVAILABLE.
