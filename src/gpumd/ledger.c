@@ -55,6 +55,7 @@ struct gpum_ledger {
   bool in_turn;     /* a transaction is open on the caller's thread */
   bool turn_failed; /* a staged write failed to go into it: the commit rolls back */
   uint64_t commits;
+  uint64_t prune_cursor; /* the id the scan of the next gpum_ledger_prune goes on after */
   sqlite3_stmt *put, *audit;
   sqlite3_stmt *audit8;                    /* AUDIT_CHUNK audit rows in one INSERT */
   sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
@@ -561,6 +562,7 @@ int gpum_ledger_commit_async(gpum_ledger_t *l) {
 void gpum_ledger_rollback_turn(gpum_ledger_t *l) {
   batch_clear(&l->stage);
   l->turn_failed = false;
+  l->prune_cursor = 0; /* what a pruning of this turn skipped past is looked at again */
   if (!l->in_turn)
     return;
   l->in_turn = false;
@@ -980,30 +982,36 @@ int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_a
 #define PRUNE_SCAN_MAX 20000 /* reservation rows looked at per call, survivors included */
 
 /* The ids of up to max finished reservations that ended before before_ns, into ids (*n of
- * them), in id order, which is the order they were created in: the scan stops at the first
- * one created at or after before_ns (none after it can have ended before), after
- * PRUNE_SCAN_MAX rows (*more then), or when max are found (*more). Never the highest id. */
+ * them), in id order, which is the order they were created in: the scan goes on from where
+ * the last call stopped (l->prune_cursor) and stops at the first reservation created at or
+ * after before_ns (none after it can have ended before: the next call starts over), after
+ * PRUNE_SCAN_MAX rows or when max are found (*more then: the next call goes on from there).
+ * Never the highest id. */
 static int prune_select(gpum_ledger_t *l, uint64_t before_ns, unsigned max, uint64_t *ids,
                         size_t *n, bool *more) {
   static const char sql[] =
       "SELECT id, created_ns >= ?1, ended_ns > 0 AND ended_ns < ?1 AND state IN "
       "('RELEASED', 'EXPIRED', 'CANCELLED', 'FAILED') FROM reservations "
-      "WHERE id < (SELECT max(id) FROM reservations) ORDER BY id";
+      "WHERE id > ?2 AND id < (SELECT max(id) FROM reservations) ORDER BY id";
   sqlite3_stmt *st = NULL;
   *n = 0;
   if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
     return db_error(l, "cannot select reservations to prune");
   sqlite3_bind_int64(st, 1, (sqlite3_int64)(before_ns > INT64_MAX ? INT64_MAX : before_ns));
+  sqlite3_bind_int64(st, 2, (sqlite3_int64)l->prune_cursor);
   int step;
   unsigned scanned = 0;
+  uint64_t cursor = 0; /* where the next call goes on; 0: from the start */
   while ((step = sqlite3_step(st)) == SQLITE_ROW && !sqlite3_column_int(st, 1)) {
     if (sqlite3_column_int(st, 2))
       ids[(*n)++] = col_u64(st, 0);
     if (*n == max || ++scanned == PRUNE_SCAN_MAX) {
       *more = true;
+      cursor = col_u64(st, 0);
       break;
     }
   }
+  l->prune_cursor = cursor;
   int rc = step == SQLITE_DONE || step == SQLITE_ROW
                ? 0
                : db_error(l, "cannot select reservations to prune");

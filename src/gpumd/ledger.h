@@ -183,8 +183,9 @@ int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *cou
 /* Deletes up to max (1..10000) finished reservations (RELEASED, EXPIRED, CANCELLED, FAILED)
  * whose ended_ns is before before_ns, and up to 4 x max audit rows whose time_ns is before it,
  * in the current turn (opening one when none is open and there is something to delete).
- * Reservations are found in id order (creation order), looking at up to 20,000 rows per call,
- * audit rows oldest first. The reservation and the audit row with the highest id are never
+ * Reservations are found in id order (creation order), looking at up to 20,000 rows per call
+ * (the next call goes on from there; a rolled-back turn starts the scan over), audit rows
+ * oldest first. The reservation and the audit row with the highest id are never
  * deleted (ids continue above them). *deleted (may be NULL) gets how many reservations were
  * deleted; *more (may be NULL) whether another call may find more to delete now (a batch or
  * the scan was full). Returns 0, GPUM_EINVAL (max) or GPUM_EIO. */

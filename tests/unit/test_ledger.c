@@ -1044,6 +1044,35 @@ static void test_prune_stops_at_creation(void **state) {
   gpum_ledger_close(l);
 }
 
+/* More than a scan's worth (20,000) of live reservations created before the time: a call that
+ * finds nothing in its scan says there is more, and the next goes on from where it stopped
+ * instead of scanning the same rows again. */
+static void test_prune_goes_on(void **state) {
+  const char *dir = *state;
+  gpum_ledger_t *l = open_ok(dir);
+  uint64_t last = 20003;
+  for (uint64_t id = 1; id <= last; id++) {
+    gpum_resv_t r;
+    sample(&r, id, id == 20002 ? GPUM_RESV_RELEASED : GPUM_RESV_GRANTED);
+    r.created_ns = T0;
+    r.ended_ns = id == 20002 ? T0 + SEC : 0;
+    assert_int_equal(gpum_ledger_put(l, &r), 0);
+  }
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  size_t n = 99;
+  bool more = false;
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
+  assert_int_equal(n, 0); /* 20,000 live rows looked at */
+  assert_true(more);
+  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
+  assert_int_equal(n, 1); /* r-20002, past them */
+  assert_false(more);
+  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_false(exists(l, 20002));
+  assert_true(exists(l, 20001));
+  gpum_ledger_close(l);
+}
+
 /* A new ledger has 1 KiB pages; a database that exists keeps its page size (and works). */
 static void test_page_size(void **state) {
   const char *dir = *state;
@@ -1197,6 +1226,7 @@ int main(void) {
       DIR_TEST(test_migration_from_v2),
       DIR_TEST(test_prune),
       DIR_TEST(test_prune_stops_at_creation),
+      DIR_TEST(test_prune_goes_on),
       DIR_TEST(test_writer_thread),
       DIR_TEST(test_page_size),
       cmocka_unit_test(test_pid_start_time),
