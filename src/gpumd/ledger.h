@@ -112,7 +112,7 @@ int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a);
 
 /* Commits the open turn (no-op without one) on the caller's thread, after the writer's batch.
  * Returns 0 or GPUM_EIO (the turn is rolled back: the caller must not send the turn's replies
- * as successes; also when the writer's batch failed and was not polled yet). */
+ * as successes). A failure of the writer's batch is told by gpum_ledger_poll, not here. */
 int gpum_ledger_commit_turn(gpum_ledger_t *l);
 
 /* Starts the writer thread (see above). Returns 0, GPUM_ESTATE (running), GPUM_EIO or
