@@ -4,10 +4,13 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
+BUILD_REL_GCC ?= build-release-gcc
+BUILD_REL_CLANG ?= build-release-clang
 CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build build-asan build-tsan test test-normal test-asan test-tsan run bench check format clean
+.PHONY: all deps build build-asan build-tsan build-release test test-normal test-asan test-tsan \
+        test-release run bench check format clean
 
 all: build
 
@@ -32,9 +35,22 @@ $(BUILD_TSAN)/CMakeCache.txt:
 build-tsan: deps $(BUILD_TSAN)/CMakeCache.txt
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
 
+# Release builds, as packagers make them (-O3, NDEBUG), with gcc and with clang: each compiler
+# warns about different things and warnings are errors, so both must build.
+$(BUILD_REL_GCC)/CMakeCache.txt:
+	CC=gcc cmake -S . -B $(BUILD_REL_GCC) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+$(BUILD_REL_CLANG)/CMakeCache.txt:
+	CC=clang cmake -S . -B $(BUILD_REL_CLANG) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build-release: deps $(BUILD_REL_GCC)/CMakeCache.txt $(BUILD_REL_CLANG)/CMakeCache.txt
+	cmake --build $(BUILD_REL_GCC) -j $(JOBS)
+	cmake --build $(BUILD_REL_CLANG) -j $(JOBS)
+
 # The whole suite three times: on the normal build, on ASan+UBSan and on ThreadSanitizer (the
-# multi-threaded stress tests carry the ctest label "threads": `ctest -L threads` runs just them).
-test: test-normal test-asan test-tsan
+# multi-threaded stress tests carry the ctest label "threads": `ctest -L threads` runs just them);
+# then the Release builds with gcc and clang, whose unit tests run too.
+test: test-normal test-asan test-tsan test-release
 
 test-normal: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -46,6 +62,10 @@ test-asan: build-asan
 test-tsan: build-tsan
 	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+test-release: build-release
+	cd $(BUILD_REL_GCC) && ctest --output-on-failure -j $(JOBS) -R '^unit\.'
+	cd $(BUILD_REL_CLANG) && ctest --output-on-failure -j $(JOBS) -R '^unit\.'
 
 run: build
 	@scripts/run.sh $(BUILD)
@@ -61,4 +81,4 @@ format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_REL_GCC) $(BUILD_REL_CLANG)

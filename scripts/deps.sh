@@ -7,7 +7,7 @@
 set -euo pipefail
 
 PKGS=(
-  build-essential cmake pkg-config
+  build-essential clang cmake pkg-config
   libyaml-dev libjansson-dev libcmocka-dev libevent-dev libsqlite3-dev
   clang-format cppcheck clang-tidy
   procps python3 curl

@@ -202,7 +202,7 @@ static int pid_owned_by(pid_t pid, uid_t uid) {
 static int parse_lease(const gpumd_actor_t *a, json_t *j, gpum_sched_request_t *req) {
   const char *s = NULL;
   bool has;
-  long long v;
+  long long v = 0;
   int rc = get_str(j, "lease", &s);
   if (rc != 0)
     return rc;
@@ -237,7 +237,7 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpum_sch
     return rc;
   gpum_sched_request_init(req);
   bool has;
-  long long v;
+  long long v = 0;
   uint64_t u;
   if ((rc = get_size(j, "bytes_per_gpu", &req->bytes_per_gpu, &has)) != 0)
     return rc;

@@ -35,11 +35,10 @@ static const char *scalar(const yaml_node_t *v) {
 
 /* A bad or missing scalar value for key: an error naming it. */
 static int bad_value(const pctx_t *c, const yaml_node_t *v, const char *key, const char *expect) {
-  char msg[160];
   const char *s = scalar(v);
-  snprintf(msg, sizeof msg, "bad value '%.40s' for '%s' (expected %s)", s ? s : "(not a scalar)",
-           key, expect);
-  return fail(c, v, msg, "");
+  return gpum__sim_err(GPUM_EINVAL, "%s:%lu: bad value '%.40s' for '%s' (expected %s)", c->path,
+                       v ? (unsigned long)v->start_mark.line + 1 : 0ul,
+                       s ? s : "(not a scalar)", key, expect);
 }
 
 static int get_ull(const pctx_t *c, const yaml_node_t *v, const char *key, unsigned long long min,
@@ -465,7 +464,7 @@ static int parse_root(const pctx_t *c, yaml_node_t *root, struct sim_node_spec *
       if ((rc = get_string(c, v, key, s->driver_version, 32)))
         return rc;
     } else if (!strcmp(key, "cuda_version")) {
-      int major, minor;
+      int major = 0, minor = 0;
       if ((rc = get_version(c, v, key, &major, &minor)))
         return rc;
       s->cuda_version = major * 1000 + minor * 10;

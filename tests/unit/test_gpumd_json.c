@@ -57,8 +57,8 @@ static void test_common_requests_fast(void **state) {
   static const char *const reqs[] = {
       "{\"id\":1,\"op\":\"reserve\",\"bytes_per_gpu\":1048576}",
       "{\"id\": 7, \"op\": \"release\", \"reservation\": \"r-12\"}",
-      "{\"id\":\"x-1\",\"op\":\"reserve\",\"bytes_per_gpu\":\"1GiB\",\"gpus\":2,"
-      "\"devices\":[0,1],\"lease\":\"ttl\",\"ttl_ms\":60000,\"wait\":false,\"label\":\"job\"}",
+      ("{\"id\":\"x-1\",\"op\":\"reserve\",\"bytes_per_gpu\":\"1GiB\",\"gpus\":2,"
+       "\"devices\":[0,1],\"lease\":\"ttl\",\"ttl_ms\":60000,\"wait\":false,\"label\":\"job\"}"),
       "{\"id\": 3, \"op\": \"list\", \"all\": true}"};
   for (size_t i = 0; i < sizeof reqs / sizeof *reqs; i++) {
     json_t *v = gpumd_json_parse_fast(reqs[i], strlen(reqs[i]));
