@@ -263,33 +263,33 @@ void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev) {
   }
 }
 
-static const char *transition_name(gpum_resv_state_t to) {
+static const char *transition_name(gpumd_resv_state_t to) {
   switch (to) {
-  case GPUM_RESV_QUEUED:
+  case GPUMD_RESV_QUEUED:
     return "queued";
-  case GPUM_RESV_GRANTED:
+  case GPUMD_RESV_GRANTED:
     return "granted";
-  case GPUM_RESV_RELEASED:
+  case GPUMD_RESV_RELEASED:
     return "released";
-  case GPUM_RESV_EXPIRED:
+  case GPUMD_RESV_EXPIRED:
     return "expired";
-  case GPUM_RESV_CANCELLED:
+  case GPUMD_RESV_CANCELLED:
     return "cancelled";
-  case GPUM_RESV_FAILED:
+  case GPUMD_RESV_FAILED:
     return "failed";
   default:
     return "unknown";
   }
 }
 
-void gpumd_obs_transition(gpumd_t *d, const gpum_resv_t *r, gpum_resv_state_t from,
-                          gpum_resv_state_t to) {
+void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
+                          gpumd_resv_state_t to) {
   struct gpumd_obs *o = d->obs;
-  if (!o || to < GPUM_RESV_QUEUED || to > GPUM_RESV_FAILED)
+  if (!o || to < GPUMD_RESV_QUEUED || to > GPUMD_RESV_FAILED)
     return;
   gpumd_obs_changed(o);
   o->transitions[to]++;
-  if (to == GPUM_RESV_GRANTED && from == GPUM_RESV_QUEUED) {
+  if (to == GPUMD_RESV_GRANTED && from == GPUMD_RESV_QUEUED) {
     double wait = r->granted_ns > r->created_ns ? (double)(r->granted_ns - r->created_ns) / 1e9 : 0;
     for (int i = 0; i < GPUMD_OBS_WAIT_BUCKETS; i++)
       if (wait <= gpumd_wait_bounds[i])
@@ -300,7 +300,7 @@ void gpumd_obs_transition(gpumd_t *d, const gpum_resv_t *r, gpum_resv_state_t fr
   if (o->stream_count == 0)
     return;
   json_t *ev = json_pack("{s:s, s:s, s:o}", "transition", transition_name(to), "from",
-                         from == GPUM_RESV_NEW ? "new" : transition_name(from), "reservation",
+                         from == GPUMD_RESV_NEW ? "new" : transition_name(from), "reservation",
                          gpumd_resv_json(d, r, false));
   gpumd_sse_publish(d, "reservation", ev);
 }

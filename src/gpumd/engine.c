@@ -35,15 +35,15 @@ static void put_int(json_t *o, const char *key, json_int_t value) {
   json_object_set_new_nocheck(o, key, json_integer(value));
 }
 
-json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token) {
-  char id[GPUM_RESV_ID_BUFSZ];
+json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
+  char id[GPUMD_RESV_ID_BUFSZ];
   json_t *o = json_object();
   if (!o)
     return NULL;
-  put_ascii(o, "id", gpum_resv_id_format(r->id, id, sizeof id));
+  put_ascii(o, "id", gpumd_resv_id_format(r->id, id, sizeof id));
   if (with_token)
     put_ascii(o, "token", r->token);
-  put_ascii(o, "state", gpum_resv_state_name(r->state));
+  put_ascii(o, "state", gpumd_resv_state_name(r->state));
   json_object_set_new_nocheck(o, "reason", json_string(r->reason));
   put_int(o, "uid", r->uid);
   put_int(o, "pid", r->pid);
@@ -57,24 +57,24 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token) {
   put_int(o, "ttl_ms", (json_int_t)r->ttl_ms);
   put_int(o, "expires_ns", (json_int_t)r->expires_ns);
   json_t *devs = json_array();
-  for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++) {
+  for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++) {
     if (!(r->device_mask >> i & 1u))
       continue;
-    gpum_sched_device_t v;
+    gpumd_sched_device_t v;
     json_t *dev = json_object();
     put_int(dev, "index", (json_int_t)i);
     json_object_set_new_nocheck(dev, "uuid",
-                                json_string(gpum_sched_device(d->sched, i, &v) == 0 ? v.uuid : ""));
+                                json_string(gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : ""));
     json_array_append_new(devs, dev);
   }
   json_object_set_new_nocheck(o, "devices", devs);
-  if (r->state == GPUM_RESV_QUEUED) {
+  if (r->state == GPUMD_RESV_QUEUED) {
     size_t pos = 0;
-    if (gpum_sched_queue_position(d->sched, r->id, &pos) == 0)
+    if (gpumd_sched_queue_position(d->sched, r->id, &pos) == 0)
       put_int(o, "queue_position", (json_int_t)pos);
     char why[512];
     json_object_set_new_nocheck(
-        o, "waiting_for", json_string(gpum_sched_waiting_for(d->sched, r->id, why, sizeof why)));
+        o, "waiting_for", json_string(gpumd_sched_waiting_for(d->sched, r->id, why, sizeof why)));
   }
   put_int(o, "created_ns", (json_int_t)r->created_ns);
   put_int(o, "granted_ns", (json_int_t)r->granted_ns);
@@ -114,16 +114,16 @@ static bool utf8_valid(const char *s) {
     }                            \
   } while (0)
 
-void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with_token) {
-  char id[GPUM_RESV_ID_BUFSZ];
+void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
+  char id[GPUMD_RESV_ID_BUFSZ];
   gpumd_jw_raw(w, "{\"id\":", 6);
-  gpumd_jw_string(w, gpum_resv_id_format(r->id, id, sizeof id));
+  gpumd_jw_string(w, gpumd_resv_id_format(r->id, id, sizeof id));
   if (with_token) {
     W_KEY(w, "token");
     gpumd_jw_string(w, r->token);
   }
   W_KEY(w, "state");
-  gpumd_jw_string(w, gpum_resv_state_name(r->state));
+  gpumd_jw_string(w, gpumd_resv_state_name(r->state));
   W_TEXT(w, "reason", r->reason);
   W_INT(w, "uid", r->uid);
   W_INT(w, "pid", r->pid);
@@ -140,11 +140,11 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with
   W_KEY(w, "devices");
   gpumd_jw_raw(w, "[", 1);
   bool first = true;
-  for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++) {
+  for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++) {
     if (!(r->device_mask >> i & 1u))
       continue;
-    gpum_sched_device_t v;
-    const char *uuid = gpum_sched_device(d->sched, i, &v) == 0 ? v.uuid : "";
+    gpumd_sched_device_t v;
+    const char *uuid = gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : "";
     gpumd_jw_raw(w, first ? "{\"index\":" : ",{\"index\":", first ? 9 : 10);
     first = false;
     gpumd_jw_int(w, i);
@@ -152,12 +152,12 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with
     gpumd_jw_raw(w, "}", 1);
   }
   gpumd_jw_raw(w, "]", 1);
-  if (r->state == GPUM_RESV_QUEUED) {
+  if (r->state == GPUMD_RESV_QUEUED) {
     size_t pos = 0;
-    if (gpum_sched_queue_position(d->sched, r->id, &pos) == 0)
+    if (gpumd_sched_queue_position(d->sched, r->id, &pos) == 0)
       W_INT(w, "queue_position", (long long)pos);
     char why[512];
-    W_TEXT(w, "waiting_for", gpum_sched_waiting_for(d->sched, r->id, why, sizeof why));
+    W_TEXT(w, "waiting_for", gpumd_sched_waiting_for(d->sched, r->id, why, sizeof why));
   }
   W_INT(w, "created_ns", (long long)r->created_ns);
   W_INT(w, "granted_ns", (long long)r->granted_ns);
@@ -169,7 +169,7 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with
 
 /* Sends an event about r to its bound connection, else to every connection of its owner. A
  * connection the server is closing gets no more events. */
-static void event_to_owner(gpumd_t *d, const gpum_resv_t *r, const char *name) {
+static void event_to_owner(gpumd_t *d, const gpumd_resv_t *r, const char *name) {
   gpumd_lease_t *l = gpumd_lease_get(d, r->id);
   /* The reply to the request that caused it carries it. */
   if (d->submit_id == r->id && (d->in_submit || (l && l->conn == d->actor_conn)))
@@ -185,45 +185,45 @@ static void event_to_owner(gpumd_t *d, const gpum_resv_t *r, const char *name) {
       gpumd_send_event(c, name, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
 }
 
-static const char *event_name(gpum_resv_state_t to) {
+static const char *event_name(gpumd_resv_state_t to) {
   switch (to) {
-  case GPUM_RESV_QUEUED:
+  case GPUMD_RESV_QUEUED:
     return "queued";
-  case GPUM_RESV_GRANTED:
+  case GPUMD_RESV_GRANTED:
     return "granted";
-  case GPUM_RESV_EXPIRED:
+  case GPUMD_RESV_EXPIRED:
     return "expired";
-  case GPUM_RESV_FAILED:
+  case GPUMD_RESV_FAILED:
     return "failed";
   default:
     return "released";
   }
 }
 
-static void on_transition(void *user, const gpum_resv_t *r, gpum_resv_state_t from,
-                          gpum_resv_state_t to, uint64_t time_ns, const char *reason) {
+static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
+                          gpumd_resv_state_t to, uint64_t time_ns, const char *reason) {
   gpumd_t *d = user;
-  gpum_ledger_audit_t a = {.reservation = r->id,
+  gpumd_ledger_audit_t a = {.reservation = r->id,
                            .from = from,
                            .to = to,
                            .time_ns = time_ns,
                            .reason = reason,
                            .uid = d->actor_uid,
                            .pid = d->actor_pid};
-  if (gpum_ledger_put(d->ledger, r) != 0 || gpum_ledger_audit(d->ledger, &a) != 0) {
+  if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &a) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger write failed: %s", gpum_last_error());
     d->ledger_failed = true;
   }
-  if (from == GPUM_RESV_NEW && d->in_submit)
+  if (from == GPUMD_RESV_NEW && d->in_submit)
     d->submit_id = r->id;
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "r-%llu %s -> %s: %s", (unsigned long long)r->id,
-           gpum_resv_state_name(from), gpum_resv_state_name(to), reason ? reason : "");
-  if ((from == GPUM_RESV_QUEUED) != (to == GPUM_RESV_QUEUED))
+           gpumd_resv_state_name(from), gpumd_resv_state_name(to), reason ? reason : "");
+  if ((from == GPUMD_RESV_QUEUED) != (to == GPUMD_RESV_QUEUED))
     d->queue_changed = true;
-  if (from != GPUM_RESV_NEW)
+  if (from != GPUMD_RESV_NEW)
     event_to_owner(d, r, event_name(to));
   gpumd_obs_transition(d, r, from, to);
-  if (gpum_resv_state_final(to)) {
+  if (gpumd_resv_state_final(to)) {
     if (r->id == d->capture_id) {
       d->captured = *r;
       d->captured_set = true;
@@ -232,23 +232,23 @@ static void on_transition(void *user, const gpum_resv_t *r, gpum_resv_state_t fr
   }
 }
 
-static void on_pressure(void *user, unsigned device, double used_ratio, gpum_pressure_t from,
-                        gpum_pressure_t to) {
+static void on_pressure(void *user, unsigned device, double used_ratio, gpumd_pressure_t from,
+                        gpumd_pressure_t to) {
   gpumd_t *d = user;
-  if (to <= from || to == GPUM_PRESSURE_NONE)
+  if (to <= from || to == GPUMD_PRESSURE_NONE)
     return;
   gpum_log(GPUM_LOG_INFO, "gpumd", "device %u memory pressure %s (%.0f%% used)", device,
-           gpum_pressure_name(to), used_ratio * 100.0);
+           gpumd_pressure_name(to), used_ratio * 100.0);
   /* To every connection bound to a reservation on the device, once each. */
   for (gpumd_conn_t *c = d->conns; c; c = c->next) {
     if (c->dead)
       continue;
     for (gpumd_lease_t *l = c->leases; l; l = l->cnext) {
-      const gpum_resv_t *r = gpum_sched_find(d->sched, l->id);
+      const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
       if (r && (r->device_mask >> device & 1u)) {
         gpumd_send_event(c, "pressure",
                          json_pack("{s:i, s:f, s:s}", "device", (int)device, "used_ratio",
-                                   used_ratio, "level", gpum_pressure_name(to)));
+                                   used_ratio, "level", gpumd_pressure_name(to)));
         break;
       }
     }
@@ -259,9 +259,9 @@ void gpumd_ops_turn_events(gpumd_t *d) {
   if (!d->queue_changed || !d->sched)
     return;
   d->queue_changed = false;
-  size_t n = gpum_sched_queue_length(d->sched);
+  size_t n = gpumd_sched_queue_length(d->sched);
   for (size_t pos = 0; pos < n; pos++) {
-    const gpum_resv_t *r = gpum_sched_queue_at(d->sched, pos);
+    const gpumd_resv_t *r = gpumd_sched_queue_at(d->sched, pos);
     gpumd_lease_t *l = gpumd_lease_get(d, r->id);
     if (!l || l->told_position == pos + 1)
       continue;
@@ -275,10 +275,10 @@ void gpumd_ops_turn_events(gpumd_t *d) {
 /* ---- device views ------------------------------------------------------------------------ */
 
 static bool pid_managed(gpumd_t *d, unsigned device, int32_t pid) {
-  size_t n = gpum_sched_count(d->sched);
+  size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
-    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
-    if (r->state != GPUM_RESV_GRANTED || !(r->device_mask >> device & 1u))
+    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
+    if (r->state != GPUMD_RESV_GRANTED || !(r->device_mask >> device & 1u))
       continue;
     if (r->pid == pid || (r->lease == GPUMD_LEASE_PID && r->lease_pid == pid))
       return true;
@@ -304,12 +304,12 @@ static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device) {
 static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample,
                         bool procs) {
   gpumd_device_t *dev = gpumd_device_find(d, index);
-  if (!dev || index >= GPUM_SCHED_MAX_DEVICES)
+  if (!dev || index >= GPUMD_SCHED_MAX_DEVICES)
     return;
-  gpum_sched_device_t v;
+  gpumd_sched_device_t v;
   memset(&v, 0, sizeof v);
-  gpum_sched_device_t old;
-  bool have_old = gpum_sched_device(d->sched, index, &old) == 0;
+  gpumd_sched_device_t old;
+  bool have_old = gpumd_sched_device(d->sched, index, &old) == 0;
   v.index = index;
   snprintf(v.uuid, sizeof v.uuid, "%s", dev->info.uuid);
   snprintf(v.name, sizeof v.name, "%s", dev->info.name);
@@ -336,7 +336,7 @@ static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *
     v.health = h.state;
     snprintf(v.reason, sizeof v.reason, "%s", h.reason);
   }
-  gpum_sched_update_device(d->sched, &v, gpumd_now_ns());
+  gpumd_sched_update_device(d->sched, &v, gpumd_now_ns());
 }
 
 void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason) {
@@ -367,22 +367,22 @@ void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sampl
 }
 
 void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o) {
-  gpum_sched_device_stats_t st;
-  if (gpum_sched_device_stats(d->sched, index, &st) != 0)
+  gpumd_sched_device_stats_t st;
+  if (gpumd_sched_device_stats(d->sched, index, &st) != 0)
     return;
   json_object_set_new(o, "capacity", json_integer((json_int_t)st.capacity));
   json_object_set_new(o, "committed", json_integer((json_int_t)st.committed));
   json_object_set_new(o, "reserved", json_integer((json_int_t)st.reserved));
   json_object_set_new(o, "unmanaged", json_integer((json_int_t)st.unmanaged));
   json_object_set_new(o, "jobs", json_integer(st.jobs));
-  json_object_set_new(o, "pressure", json_string(gpum_pressure_name(st.pressure)));
+  json_object_set_new(o, "pressure", json_string(gpumd_pressure_name(st.pressure)));
   json_t *ids = json_array();
-  size_t n = gpum_sched_count(d->sched);
+  size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
-    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
-    char id[GPUM_RESV_ID_BUFSZ];
-    if (r->state == GPUM_RESV_GRANTED && (r->device_mask >> index & 1u))
-      json_array_append_new(ids, json_string(gpum_resv_id_format(r->id, id, sizeof id)));
+    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
+    char id[GPUMD_RESV_ID_BUFSZ];
+    if (r->state == GPUMD_RESV_GRANTED && (r->device_mask >> index & 1u))
+      json_array_append_new(ids, json_string(gpumd_resv_id_format(r->id, id, sizeof id)));
   }
   json_object_set_new(o, "reservations", ids);
 }
@@ -406,7 +406,7 @@ void gpumd_ops_tick(gpumd_t *d) {
   d->actor_uid = 0;
   d->actor_pid = 0;
   d->actor_conn = NULL;
-  gpum_sched_tick(d->sched, gpumd_now_ns(), &next);
+  gpumd_sched_tick(d->sched, gpumd_now_ns(), &next);
   arm_tick(d, next);
 }
 
@@ -415,11 +415,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
   gpumd_ops_tick(arg);
 }
 
-void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpum_resv_state_t to, const char *reason) {
+void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
   d->actor_uid = 0;
   d->actor_pid = 0;
   d->actor_conn = NULL;
-  if (gpum_sched_end(d->sched, id, to, gpumd_now_ns(), reason) != 0)
+  if (gpumd_sched_end(d->sched, id, to, gpumd_now_ns(), reason) != 0)
     gpumd_lease_remove(d, id); /* already final */
   gpumd_ops_tick(d);
 }
@@ -431,13 +431,13 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c) {
            (long)c->pid);
   while (c->leases) {
     gpumd_lease_t *l = c->leases;
-    const gpum_resv_t *r = gpum_sched_find(d->sched, l->id);
+    const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
     if (r && r->lease == GPUMD_LEASE_CONNECTION) {
       d->actor_uid = c->uid;
       d->actor_pid = c->pid;
       d->actor_conn = c;
       uint64_t id = l->id;
-      if (gpum_sched_release(d->sched, id, gpumd_now_ns(), reason) != 0)
+      if (gpumd_sched_release(d->sched, id, gpumd_now_ns(), reason) != 0)
         gpumd_lease_remove(d, id);
     } else {
       gpumd_lease_bind(l, NULL);
@@ -450,18 +450,18 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c) {
 static void on_grace(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
   gpumd_t *d = arg;
-  size_t n = gpum_sched_count(d->sched), k = 0;
+  size_t n = gpumd_sched_count(d->sched), k = 0;
   uint64_t *ids = calloc(n ? n : 1, sizeof *ids);
   if (!ids)
     return;
   for (size_t i = 0; i < n; i++) {
-    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
+    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     gpumd_lease_t *l = gpumd_lease_get(d, r->id);
     if (l && l->awaiting_attach)
       ids[k++] = r->id;
   }
   for (size_t i = 0; i < k; i++)
-    gpumd_ops_lease_ended(d, ids[i], GPUM_RESV_RELEASED,
+    gpumd_ops_lease_ended(d, ids[i], GPUMD_RESV_RELEASED,
                           "client did not re-attach within lease.grace after a gpumd restart");
   free(ids);
 }
@@ -504,7 +504,7 @@ static void on_prune(evutil_socket_t fd, short what, void *arg) {
   uint64_t keep_ns = keep_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : keep_ms * 1000000ull;
   size_t n = 0;
   bool more = false;
-  if (now > keep_ns && gpum_ledger_prune(d->ledger, now - keep_ns, PRUNE_BATCH, &n, &more) != 0) {
+  if (now > keep_ns && gpumd_ledger_prune(d->ledger, now - keep_ns, PRUNE_BATCH, &n, &more) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger pruning failed: %s", gpum_last_error());
     d->ledger_failed = true;
     return;
@@ -530,44 +530,44 @@ static void reload_timers(gpumd_t *d) {
 
 /* Tells the ledger this run's device UUIDs (grants are stored by UUID and mapped back). */
 static void ledger_devices(gpumd_t *d) {
-  const char *uuids[GPUM_SCHED_MAX_DEVICES] = {0};
+  const char *uuids[GPUMD_SCHED_MAX_DEVICES] = {0};
   unsigned count = 0;
   for (unsigned i = 0; i < d->device_count; i++) {
     unsigned idx = d->devices[i].index;
-    if (idx >= GPUM_SCHED_MAX_DEVICES || !d->devices[i].answered)
+    if (idx >= GPUMD_SCHED_MAX_DEVICES || !d->devices[i].answered)
       continue; /* a silent device has no UUID yet: grants stored on it do not map to it */
     uuids[idx] = d->devices[i].info.uuid;
     count = idx + 1 > count ? idx + 1 : count;
   }
-  if (gpum_ledger_set_devices(d->ledger, uuids, count) != 0)
+  if (gpumd_ledger_set_devices(d->ledger, uuids, count) != 0)
     gpum_log(GPUM_LOG_WARN, "gpumd", "grants are stored by device index only: %s",
              gpum_last_error());
 }
 
 int gpumd_ops_reload(gpumd_t *d) {
-  gpum_sched_opts_t o;
-  gpum_sched_opts_init(&o);
+  gpumd_sched_opts_t o;
+  gpumd_sched_opts_init(&o);
   o.memory_fraction = gpum_config_get_double(d->cfg, "memory_fraction");
   o.safety_margin = gpum_config_get_size(d->cfg, "safety_margin");
   o.max_concurrent_jobs = (unsigned)gpum_config_get_int(d->cfg, "max_concurrent_jobs");
   const char *p = gpum_config_get_string(d->cfg, "placement");
-  if (gpum_placement_parse(p, &o.placement) != 0)
+  if (gpumd_placement_parse(p, &o.placement) != 0)
     return gpum_error(GPUM_EINVAL, "placement '%s': expected pack, spread or score", p);
   uint64_t bound = gpum_config_get_duration(d->cfg, "queue.backfill_bound");
   o.backfill = bound > 0;
   o.backfill_bound_ns = bound * 1000000ull;
   o.pressure_high = gpum_config_get_double(d->cfg, "pressure.high");
   o.pressure_critical = gpum_config_get_double(d->cfg, "pressure.critical");
-  if (gpum_sched_opts_check(&o) != 0)
+  if (gpumd_sched_opts_check(&o) != 0)
     return GPUM_EINVAL;
   d->job_timeout_ms = gpum_config_get_duration(d->cfg, "job_timeout");
   d->queue_max = gpum_config_get_int(d->cfg, "queue.max");
   if (!d->sched) {
-    gpum_sched_callbacks_t cb = {
+    gpumd_sched_callbacks_t cb = {
         .on_transition = on_transition, .on_pressure = on_pressure, .user = d};
-    return gpum_sched_create(&o, &cb, &d->sched);
+    return gpumd_sched_create(&o, &cb, &d->sched);
   }
-  int rc = gpum_sched_set_opts(d->sched, &o);
+  int rc = gpumd_sched_set_opts(d->sched, &o);
   if (rc == 0)
     gpumd_ops_tick(d);
   if (rc == 0)
@@ -590,45 +590,45 @@ static unsigned silent_devices(const gpumd_t *d) {
 
 /* Restores one loaded reservation as the recovery policy says. Returns true when it waits
  * for a re-attach. */
-static bool recover_one(gpumd_t *d, gpum_ledger_row_t *row, uint64_t now) {
-  gpum_resv_t *r = &row->r;
-  gpum_recover_decision_t dec;
-  gpum_ledger_recover_decide_row(row, now, pid_alive, NULL, &dec);
+static bool recover_one(gpumd_t *d, gpumd_ledger_row_t *row, uint64_t now) {
+  gpumd_resv_t *r = &row->r;
+  gpumd_recover_decision_t dec;
+  gpumd_ledger_recover_decide_row(row, now, pid_alive, NULL, &dec);
   unsigned silent = silent_devices(d);
-  if (dec.action == GPUM_RECOVER_END && row->gone[0] != '\0' && silent > 0 &&
-      !gpum_resv_state_final(r->state))
+  if (dec.action == GPUMD_RECOVER_END && row->gone[0] != '\0' && silent > 0 &&
+      !gpumd_resv_state_final(r->state))
     snprintf(dec.reason, sizeof dec.reason,
              "device %.96s not found after restart: gone, or one of the %u devices that did "
              "not answer within monitor.start_timeout",
              row->gone, silent);
-  char id[GPUM_RESV_ID_BUFSZ];
-  gpum_resv_id_format(r->id, id, sizeof id);
-  if (dec.action != GPUM_RECOVER_END && gpum_sched_restore(d->sched, r) == 0) {
+  char id[GPUMD_RESV_ID_BUFSZ];
+  gpumd_resv_id_format(r->id, id, sizeof id);
+  if (dec.action != GPUMD_RECOVER_END && gpumd_sched_restore(d->sched, r) == 0) {
     gpumd_lease_t *l = gpumd_lease_add(d, r->id);
     if (l && r->lease == GPUMD_LEASE_PID &&
         gpumd_lease_watch_pid(d, l, r->lease_pid, r->lease_pid_start) != 0) {
-      gpumd_ops_lease_ended(d, r->id, GPUM_RESV_RELEASED, "lease process exited");
+      gpumd_ops_lease_ended(d, r->id, GPUMD_RESV_RELEASED, "lease process exited");
       return false;
     }
     if (l && r->lease == GPUMD_LEASE_TTL)
       gpumd_lease_arm_ttl(d, l, r->expires_ns);
-    if (l && dec.action == GPUM_RECOVER_AWAIT_ATTACH)
+    if (l && dec.action == GPUMD_RECOVER_AWAIT_ATTACH)
       l->awaiting_attach = true;
-    gpum_log(GPUM_LOG_INFO, "gpumd", "recovered %s (%s, %s)%s", id, gpum_resv_state_name(r->state),
+    gpum_log(GPUM_LOG_INFO, "gpumd", "recovered %s (%s, %s)%s", id, gpumd_resv_state_name(r->state),
              gpumd_lease_kind_name(r->lease),
-             dec.action == GPUM_RECOVER_AWAIT_ATTACH ? ": waiting for its client" : "");
+             dec.action == GPUMD_RECOVER_AWAIT_ATTACH ? ": waiting for its client" : "");
     return l && l->awaiting_attach;
   }
-  gpum_resv_state_t from = r->state;
-  r->state = dec.action == GPUM_RECOVER_END ? dec.to : GPUM_RESV_RELEASED;
+  gpumd_resv_state_t from = r->state;
+  r->state = dec.action == GPUMD_RECOVER_END ? dec.to : GPUMD_RESV_RELEASED;
   snprintf(r->reason, sizeof r->reason, "%s",
-           dec.action == GPUM_RECOVER_END ? dec.reason : "could not be restored");
+           dec.action == GPUMD_RECOVER_END ? dec.reason : "could not be restored");
   r->ended_ns = now;
-  gpum_ledger_audit_t a = {
+  gpumd_ledger_audit_t a = {
       .reservation = r->id, .from = from, .to = r->state, .time_ns = now, .reason = r->reason};
-  if (gpum_ledger_put(d->ledger, r) != 0 || gpum_ledger_audit(d->ledger, &a) != 0)
+  if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &a) != 0)
     d->ledger_failed = true;
-  gpum_log(GPUM_LOG_INFO, "gpumd", "recovery: %s %s: %s", id, gpum_resv_state_name(r->state),
+  gpum_log(GPUM_LOG_INFO, "gpumd", "recovery: %s %s: %s", id, gpumd_resv_state_name(r->state),
            r->reason);
   return false;
 }
@@ -644,10 +644,10 @@ static void on_ledger_written(evutil_socket_t fd, short what, void *arg) {
 
 /* Turns' ledger writes go to the writer thread from now on (recovery committed on this one). */
 static int start_writer(gpumd_t *d) {
-  int rc = gpum_ledger_start_writer(d->ledger);
+  int rc = gpumd_ledger_start_writer(d->ledger);
   if (rc != 0)
     return rc;
-  d->ledger_ev = event_new(d->base, gpum_ledger_writer_fd(d->ledger), EV_READ | EV_PERSIST,
+  d->ledger_ev = event_new(d->base, gpumd_ledger_writer_fd(d->ledger), EV_READ | EV_PERSIST,
                            on_ledger_written, d);
   if (!d->ledger_ev || event_add(d->ledger_ev, NULL) != 0)
     return gpum_error(GPUM_ENOMEM, "out of memory");
@@ -663,28 +663,28 @@ int gpumd_ops_start(gpumd_t *d) {
   d->prune_timer = event_new(d->base, -1, 0, on_prune, d);
   if (!d->tick_timer || !d->grace_timer || !d->prune_timer)
     return gpum_error(GPUM_ENOMEM, "out of memory");
-  rc = gpum_ledger_open(d->state_dir, NULL, &d->ledger);
+  rc = gpumd_ledger_open(d->state_dir, NULL, &d->ledger);
   if (rc != 0)
     return rc;
   ledger_devices(d);
   for (unsigned i = 0; i < d->device_count; i++)
     feed_device(d, d->devices[i].index, NULL, false);
-  gpum_ledger_row_t *rs = NULL;
+  gpumd_ledger_row_t *rs = NULL;
   size_t n = 0;
-  rc = gpum_ledger_load_rows(d->ledger, &rs, &n);
+  rc = gpumd_ledger_load_rows(d->ledger, &rs, &n);
   if (rc != 0)
     return rc;
   uint64_t max_id = 0, now = gpumd_now_ns();
   size_t waiting = 0;
-  rc = gpum_ledger_begin_turn(d->ledger);
+  rc = gpumd_ledger_begin_turn(d->ledger);
   for (size_t i = 0; rc == 0 && i < n; i++)
     waiting += recover_one(d, &rs[i], now);
   free(rs);
   if (rc == 0)
-    rc = gpum_ledger_max_id(d->ledger, &max_id);
+    rc = gpumd_ledger_max_id(d->ledger, &max_id);
   if (rc != 0)
     return rc;
-  gpum_sched_set_next_id(d->sched, max_id + 1);
+  gpumd_sched_set_next_id(d->sched, max_id + 1);
   gpumd_ops_tick(d);
   if (waiting) {
     d->grace_start_ns = now;
@@ -711,9 +711,9 @@ void gpumd_ops_stop(gpumd_t *d) {
   if (d->ledger_ev)
     event_free(d->ledger_ev);
   d->tick_timer = d->grace_timer = d->prune_timer = d->ledger_ev = NULL;
-  gpum_sched_destroy(d->sched);
+  gpumd_sched_destroy(d->sched);
   d->sched = NULL;
-  gpum_ledger_close(d->ledger);
+  gpumd_ledger_close(d->ledger);
   d->ledger = NULL;
 }
 
@@ -721,8 +721,8 @@ int gpumd_ops_commit(gpumd_t *d) {
   if (!d->ledger)
     return 0;
   if (d->ledger_failed) {
-    gpum_ledger_rollback_turn(d->ledger);
+    gpumd_ledger_rollback_turn(d->ledger);
     return gpum_error(GPUM_EIO, "a ledger write of this turn failed");
   }
-  return gpum_ledger_commit_async(d->ledger);
+  return gpumd_ledger_commit_async(d->ledger);
 }

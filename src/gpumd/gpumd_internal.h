@@ -158,12 +158,12 @@ struct gpumd {
   int64_t queue_max;
 
   /* Scheduler, ledger and leases (ops.c, leases.c). */
-  gpum_sched_t *sched;
-  gpum_ledger_t *ledger;
+  gpumd_sched_t *sched;
+  gpumd_ledger_t *ledger;
   bool ledger_failed;  /* a write of this turn failed: the turn must not be sent */
   bool commit_failed;  /* a commit failed: gpumd stops, sending nothing more */
   uint64_t capture_id; /* copy this reservation's final state into captured */
-  gpum_resv_t captured;
+  gpumd_resv_t captured;
   bool captured_set;
   gpumd_lease_t *leases[GPUMD_LEASE_BUCKETS];
   struct event *tick_timer;  /* queue timeouts */
@@ -249,7 +249,7 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len);
 /* Replies. id may be NULL (the request had none or could not be parsed): then "id": null. */
 void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body /* stolen, may be NULL */);
 /* gpumd_reply_ok with the body {"reservation": R}, written without building it. */
-void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpum_resv_t *r, bool with_token);
+void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, bool with_token);
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Checks that obj has only the named fields (NULL-terminated list). Returns 0, or GPUM_EINVAL
@@ -268,7 +268,7 @@ void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body);
 /* Where a socket reserve or release leaves its reservation instead of building the
  * {"reservation": R} body: the reply is then written directly (gpumd_resv_write). */
 typedef struct {
-  gpum_resv_t r;
+  gpumd_resv_t r;
   bool with_token;
   bool set;
 } gpumd_resv_reply_t;
@@ -304,15 +304,15 @@ void gpumd_ops_device_answered(gpumd_t *d, unsigned index);
 /* Runs the scheduler's timers (queue timeouts) and re-arms its timer. */
 void gpumd_ops_tick(gpumd_t *d);
 /* The protocol's reservation object (token only when with_token). */
-json_t *gpumd_resv_json(gpumd_t *d, const gpum_resv_t *r, bool with_token);
+json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token);
 /* The same object written straight to w, byte for byte what gpumd_json_write gives for
  * gpumd_resv_json (the hot replies skip building it). */
-void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpum_resv_t *r, bool with_token);
+void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token);
 /* Adds the scheduler's fields ("committed", "reserved", "unmanaged", "jobs", "reservations")
  * to a device object of the status reply. */
 void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o);
 /* A lease ended (pid exit, ttl): end the reservation with state to. */
-void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpum_resv_state_t to, const char *reason);
+void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason);
 /* Opens the ledger, restores its reservations (recovery) and feeds the devices. */
 int gpumd_ops_start(gpumd_t *d);
 void gpumd_ops_stop(gpumd_t *d);
@@ -322,8 +322,8 @@ int gpumd_ops_reload(gpumd_t *d);
 void gpumd_ops_turn_events(gpumd_t *d);
 /* Commits the ledger writes of this turn (and of the turns before it that waited for the
  * writer thread), if any. Returns 0 (committed, or nothing to commit: the output may go), 1
- * (handed to the writer thread: the output waits for gpum_ledger_poll) or a negative code.
- * Not while gpum_ledger_writing(). */
+ * (handed to the writer thread: the output waits for gpumd_ledger_poll) or a negative code.
+ * Not while gpumd_ledger_writing(). */
 int gpumd_ops_commit(gpumd_t *d);
 
 /* ---- procs.c ---- */
@@ -387,8 +387,8 @@ json_t *gpumd_alert_json(const gpum_alert_t *a);
  * every reservation transition ("reservation" events, counters, the queue-wait histogram). */
 void gpumd_obs_round(gpumd_t *d);
 void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev);
-void gpumd_obs_transition(gpumd_t *d, const gpum_resv_t *r, gpum_resv_state_t from,
-                          gpum_resv_state_t to);
+void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
+                          gpumd_resv_state_t to);
 
 /* ---- http.c (REST API; docs/rest.md) ---- */
 /* Starts the HTTP server per http.listen (nothing when "off"); creates or reads the API token.

@@ -106,7 +106,7 @@ static int reserve_request(json_t *b, json_t **out) {
   if (rc == 0 && (!has_mem || mem * GIB < 1))
     rc = gpum_error(GPUM_EINVAL, "\"memory_gb\" is required: GiB per GPU, above 0");
   if (rc == 0)
-    rc = get_integer(b, "gpu_count", 1, GPUM_SCHED_MAX_DEVICES, &gpus, &has);
+    rc = get_integer(b, "gpu_count", 1, GPUMD_SCHED_MAX_DEVICES, &gpus, &has);
   if (rc == 0)
     rc = get_string(b, "gpu_type", 100, &type);
   if (rc == 0)
@@ -120,16 +120,16 @@ static int reserve_request(json_t *b, json_t **out) {
   if (rc == 0)
     rc = get_number(b, "ttl", 0.001, MAX_SECONDS, &ttl, &has);
   if (rc == 0)
-    rc = get_string(b, "label", GPUM_RESV_LABEL_LEN - 1, &label);
+    rc = get_string(b, "label", GPUMD_RESV_LABEL_LEN - 1, &label);
   json_t *wait = json_object_get(b, "wait");
   if (rc == 0 && wait && !json_is_boolean(wait))
     rc = gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
   json_t *devs = json_object_get(b, "devices");
   if (rc == 0 && devs &&
       (!json_is_array(devs) || json_array_size(devs) == 0 ||
-       json_array_size(devs) > GPUM_SCHED_MAX_DEVICES))
+       json_array_size(devs) > GPUMD_SCHED_MAX_DEVICES))
     rc = gpum_error(GPUM_EINVAL, "\"devices\" must be a list of 1 to %d device indices or UUIDs",
-                    GPUM_SCHED_MAX_DEVICES);
+                    GPUMD_SCHED_MAX_DEVICES);
   if (rc != 0)
     return rc;
   json_t *r = json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I}", "bytes_per_gpu",
@@ -314,11 +314,11 @@ int gpumd_http_resv_list(gpumd_http_call_t *call) {
 
 int gpumd_http_resv_get(gpumd_http_call_t *call) {
   uint64_t id = 0;
-  if (gpum_resv_id_parse(call->id, &id) != 0)
+  if (gpumd_resv_id_parse(call->id, &id) != 0)
     return gpum_error(GPUM_EINVAL, "'%.64s' is not a reservation id such as r-1", call->id);
-  const gpum_resv_t *r = gpum_sched_find(call->d->sched, id);
-  gpum_resv_t old;
-  if (!r && call->d->ledger && gpum_ledger_get(call->d->ledger, id, &old) == 0)
+  const gpumd_resv_t *r = gpumd_sched_find(call->d->sched, id);
+  gpumd_resv_t old;
+  if (!r && call->d->ledger && gpumd_ledger_get(call->d->ledger, id, &old) == 0)
     r = &old;
   if (!r)
     return gpum_error(GPUM_ENOENT, "no reservation %s", call->id);
@@ -357,9 +357,9 @@ int gpumd_http_resv_renew(gpumd_http_call_t *call) {
 /* ---- framework setup ------------------------------------------------------------------------ */
 
 typedef struct {
-  const gpum_resv_t *r;
-  char id[GPUM_RESV_ID_BUFSZ];
-  char visible[GPUM_SCHED_MAX_DEVICES * (GPUM_UUID_LEN + 1)];
+  const gpumd_resv_t *r;
+  char id[GPUMD_RESV_ID_BUFSZ];
+  char visible[GPUMD_SCHED_MAX_DEVICES * (GPUM_UUID_LEN + 1)];
   double fraction; /* reserved / total, smallest over the devices */
   json_t *devices;
 } granted_t;
@@ -371,21 +371,21 @@ static int find_granted(gpumd_http_call_t *call, const char *const *fields, gran
   int rc = gpumd_check_fields(call->body, fields);
   if (rc == 0)
     rc = get_string(call->body, "reservation", 32, &s);
-  if (rc == 0 && (!s || gpum_resv_id_parse(s, &id) != 0))
+  if (rc == 0 && (!s || gpumd_resv_id_parse(s, &id) != 0))
     rc = gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
   if (rc != 0)
     return rc;
-  g->r = gpum_sched_find(call->d->sched, id);
+  g->r = gpumd_sched_find(call->d->sched, id);
   if (!g->r)
     return gpum_error(GPUM_ENOENT, "no live reservation %s", s);
-  if (g->r->state != GPUM_RESV_GRANTED)
+  if (g->r->state != GPUMD_RESV_GRANTED)
     return gpum_error(GPUM_ESTATE, "reservation %s is %s, not GRANTED yet", s,
-                      gpum_resv_state_name(g->r->state));
-  gpum_resv_id_format(id, g->id, sizeof g->id);
+                      gpumd_resv_state_name(g->r->state));
+  gpumd_resv_id_format(id, g->id, sizeof g->id);
   g->fraction = 1.0;
   g->devices = json_array();
   size_t off = 0;
-  for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++) {
+  for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++) {
     if (!(g->r->device_mask >> i & 1u))
       continue;
     gpumd_device_t *dev = gpumd_device_find(call->d, i);

@@ -109,7 +109,7 @@ static void on_pid_exit(evutil_socket_t fd, short what, void *arg) {
   gpumd_t *d = l->d;
   char reason[96];
   snprintf(reason, sizeof reason, "lease process %d exited", (int)l->pid);
-  gpumd_ops_lease_ended(d, l->id, GPUM_RESV_RELEASED, reason);
+  gpumd_ops_lease_ended(d, l->id, GPUMD_RESV_RELEASED, reason);
 }
 
 int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid, uint64_t start_time) {
@@ -146,7 +146,7 @@ static void on_ttl(evutil_socket_t fd, short what, void *arg) {
     gpumd_lease_arm_ttl(d, l, l->expires_ns);
     return;
   }
-  gpumd_ops_lease_ended(d, l->id, GPUM_RESV_EXPIRED, "lease ttl passed without renewal");
+  gpumd_ops_lease_ended(d, l->id, GPUMD_RESV_EXPIRED, "lease ttl passed without renewal");
 }
 
 int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns) {

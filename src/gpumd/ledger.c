@@ -32,52 +32,52 @@
 /* An audit row waiting to be written. */
 typedef struct {
   uint64_t reservation;
-  gpum_resv_state_t from, to;
+  gpumd_resv_state_t from, to;
   uint64_t time_ns;
   uint32_t uid;
   int32_t pid;
-  char reason[GPUM_RESV_REASON_LEN];
+  char reason[GPUMD_RESV_REASON_LEN];
 } staged_audit_t;
 
 /* Writes waiting for a transaction: reservation rows (a reservation put several times in a
  * turn is kept once, as last put) and audit rows in the order they came. */
 typedef struct {
-  gpum_resv_t *rows;
+  gpumd_resv_t *rows;
   size_t n_rows, cap_rows;
   staged_audit_t *audits;
   size_t n_audits, cap_audits;
 } batch_t;
 
-struct gpum_ledger {
+struct gpumd_ledger {
   sqlite3 *db;
   int lock_fd; /* flock'ed state_dir/ledger.lock: one gpumd per state directory */
   char *path;
   bool in_turn;     /* a transaction is open on the caller's thread */
   bool turn_failed; /* a staged write failed to go into it: the commit rolls back */
   uint64_t commits;
-  uint64_t prune_cursor; /* the id the scan of the next gpum_ledger_prune goes on after */
+  uint64_t prune_cursor; /* the id the scan of the next gpumd_ledger_prune goes on after */
   sqlite3_stmt *put, *audit;
   sqlite3_stmt *audit8;                    /* AUDIT_CHUNK audit rows in one INSERT */
   sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
-  gpum_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
+  gpumd_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
   batch_t stage;            /* the caller's writes since the last commit */
-  /* The writer thread (gpum_ledger_start_writer; NULL: commits on the caller's thread). */
-  gpum_ledger_writer_t *writer;
+  /* The writer thread (gpumd_ledger_start_writer; NULL: commits on the caller's thread). */
+  gpumd_ledger_writer_t *writer;
   batch_t flight; /* the batch the writer has (or had: empty once collected) */
   bool writing;   /* flight handed over and not collected */
-  int done;       /* for gpum_ledger_poll: 1 a batch committed, < 0 one failed, 0 nothing */
+  int done;       /* for gpumd_ledger_poll: 1 a batch committed, < 0 one failed, 0 nothing */
   char fail[512]; /* the failed batch's error */
-  /* This run's devices (gpum_ledger_set_devices), and put()'s buffers for their UUID lists. */
+  /* This run's devices (gpumd_ledger_set_devices), and put()'s buffers for their UUID lists. */
   bool have_devices;
-  char uuid[GPUM_SCHED_MAX_DEVICES][GPUM_UUID_LEN];
-  char dev_buf[GPUM_SCHED_MAX_DEVICES * GPUM_UUID_LEN],
-      want_buf[GPUM_SCHED_MAX_DEVICES * GPUM_UUID_LEN];
+  char uuid[GPUMD_SCHED_MAX_DEVICES][GPUM_UUID_LEN];
+  char dev_buf[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN],
+      want_buf[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN];
 };
 
 static void batch_free(batch_t *b);
 
 #define AUDIT_CHUNK 8                  /* audit rows per multi-row INSERT */
-#define GPUM_LEDGER_PAGE_SIZE_S "1024" /* of a new ledger */
+#define GPUMD_LEDGER_PAGE_SIZE_S "1024" /* of a new ledger */
 
 #define RESV_COLUMNS                                                                          \
   "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
@@ -111,7 +111,7 @@ static const char migrate_v2[] =
     "PRAGMA user_version = 2;";
 
 /* Version 3: device UUIDs next to the index masks ("" = indices only), and the index that
- * retention (gpum_ledger_prune) walks. */
+ * retention (gpumd_ledger_prune) walks. */
 static const char migrate_v3[] =
     "ALTER TABLE reservations ADD COLUMN device_uuids TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE reservations ADD COLUMN want_uuids TEXT NOT NULL DEFAULT '';"
@@ -144,11 +144,11 @@ static const char migrate_v5[] = "DROP INDEX IF EXISTS reservations_ended;"
                                  "PRAGMA user_version = 5;";
 
 /* Sets the detail from SQLite's message and returns GPUM_EIO. */
-static int db_error(const gpum_ledger_t *l, const char *what) {
+static int db_error(const gpumd_ledger_t *l, const char *what) {
   return gpum_error(GPUM_EIO, "ledger %s: %s: %s", l->path, what, sqlite3_errmsg(l->db));
 }
 
-static int exec(gpum_ledger_t *l, const char *sql, const char *what) {
+static int exec(gpumd_ledger_t *l, const char *sql, const char *what) {
   if (sqlite3_exec(l->db, sql, NULL, NULL, NULL) != SQLITE_OK)
     return db_error(l, what);
   return 0;
@@ -184,7 +184,7 @@ static int make_dirs(const char *dir) {
 }
 
 /* Creates the schema, or checks its version and migrates an older one. */
-static int setup_schema(gpum_ledger_t *l) {
+static int setup_schema(gpumd_ledger_t *l) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
     return db_error(l, "cannot read the schema version");
@@ -192,10 +192,10 @@ static int setup_schema(gpum_ledger_t *l) {
   sqlite3_finalize(st);
   if (version < 0)
     return db_error(l, "cannot read the schema version");
-  if (version > GPUM_LEDGER_SCHEMA_VERSION)
+  if (version > GPUMD_LEDGER_SCHEMA_VERSION)
     return gpum_error(GPUM_EIO, "ledger %s: schema version %d is newer than this gpumd's (%d)",
-                      l->path, version, GPUM_LEDGER_SCHEMA_VERSION);
-  if (version == GPUM_LEDGER_SCHEMA_VERSION)
+                      l->path, version, GPUMD_LEDGER_SCHEMA_VERSION);
+  if (version == GPUMD_LEDGER_SCHEMA_VERSION)
     return 0;
   int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin");
   if (rc == 0 && version == 0)
@@ -215,7 +215,7 @@ static int setup_schema(gpum_ledger_t *l) {
   return rc;
 }
 
-static int prepare(gpum_ledger_t *l) {
+static int prepare(gpumd_ledger_t *l) {
   /* An upsert rather than INSERT OR REPLACE: an existing row is updated in place instead of
    * deleted and inserted again with all its index entries. */
   static const char put[] =
@@ -257,7 +257,7 @@ static int prepare(gpum_ledger_t *l) {
 
 /* Takes state_dir/ledger.lock so that two daemons never share a ledger. The kernel drops the
  * lock when the process dies, so a SIGKILLed gpumd never blocks its successor. */
-static int lock_dir(gpum_ledger_t *l, const char *state_dir) {
+static int lock_dir(gpumd_ledger_t *l, const char *state_dir) {
   char path[4096];
   if ((size_t)snprintf(path, sizeof(path), "%s/ledger.lock", state_dir) >= sizeof(path))
     return gpum_error(GPUM_EINVAL, "state directory path is too long");
@@ -271,7 +271,7 @@ static int lock_dir(gpum_ledger_t *l, const char *state_dir) {
   return 0;
 }
 
-static int open_db(gpum_ledger_t *l, const gpum_ledger_opts_t *opts) {
+static int open_db(gpumd_ledger_t *l, const gpumd_ledger_opts_t *opts) {
   /* Create the file ourselves so that it is 0600 whatever the umask; SQLite gives the -wal
    * and -shm files the database file's mode. */
   int fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -288,7 +288,7 @@ static int open_db(gpum_ledger_t *l, const gpum_ledger_opts_t *opts) {
   sqlite3_busy_timeout(l->db, 2000);
   /* A new ledger gets 1 KiB pages (before WAL mode, which fixes the size): a turn changes a
    * few rows, and each page it touches is one frame of the log, checksummed and written. */
-  if (fresh && exec(l, "PRAGMA page_size=" GPUM_LEDGER_PAGE_SIZE_S, "cannot set the page size") < 0)
+  if (fresh && exec(l, "PRAGMA page_size=" GPUMD_LEDGER_PAGE_SIZE_S, "cannot set the page size") < 0)
     return GPUM_EIO;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
@@ -306,7 +306,7 @@ static int open_db(gpum_ledger_t *l, const gpum_ledger_opts_t *opts) {
     rc = setup_schema(l);
   if (rc == 0)
     rc = prepare(l);
-  if (rc == 0 && gpum__ledger_ckpt_start(l->db, l->path, &l->ckpt) != 0)
+  if (rc == 0 && gpumd__ledger_ckpt_start(l->db, l->path, &l->ckpt) != 0)
     gpum_log(GPUM_LOG_WARN, "gpumd", "%s; checkpoints stay in the commits", gpum_last_error());
   return rc;
 }
@@ -318,10 +318,10 @@ static void sqlite_setup(void) {
   sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-int gpum_ledger_open(const char *state_dir, const gpum_ledger_opts_t *opts, gpum_ledger_t **out) {
+int gpumd_ledger_open(const char *state_dir, const gpumd_ledger_opts_t *opts, gpumd_ledger_t **out) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, sqlite_setup);
-  gpum_ledger_opts_t def = {0};
+  gpumd_ledger_opts_t def = {0};
   if (opts == NULL)
     opts = &def;
   if (state_dir == NULL || state_dir[0] == '\0')
@@ -329,32 +329,32 @@ int gpum_ledger_open(const char *state_dir, const gpum_ledger_opts_t *opts, gpum
   int rc = make_dirs(state_dir);
   if (rc < 0)
     return rc;
-  gpum_ledger_t *l = calloc(1, sizeof(*l));
-  size_t len = strlen(state_dir) + sizeof("/" GPUM_LEDGER_FILE);
+  gpumd_ledger_t *l = calloc(1, sizeof(*l));
+  size_t len = strlen(state_dir) + sizeof("/" GPUMD_LEDGER_FILE);
   if (l == NULL || (l->path = malloc(len)) == NULL) {
     free(l);
     return gpum_error(GPUM_ENOMEM, "out of memory opening the ledger");
   }
-  snprintf(l->path, len, "%s/%s", state_dir, GPUM_LEDGER_FILE);
+  snprintf(l->path, len, "%s/%s", state_dir, GPUMD_LEDGER_FILE);
   l->lock_fd = -1;
   rc = lock_dir(l, state_dir);
   if (rc == 0)
     rc = open_db(l, opts);
   if (rc < 0) {
-    gpum_ledger_close(l);
+    gpumd_ledger_close(l);
     return rc;
   }
   *out = l;
   return 0;
 }
 
-void gpum_ledger_close(gpum_ledger_t *l) {
+void gpumd_ledger_close(gpumd_ledger_t *l) {
   if (l == NULL)
     return;
-  gpum__ledger_writer_stop(l->writer); /* after the batch it has: committed, as promised */
+  gpumd__ledger_writer_stop(l->writer); /* after the batch it has: committed, as promised */
   if (l->in_turn)
-    gpum_ledger_rollback_turn(l);
-  gpum__ledger_ckpt_stop(l->ckpt);
+    gpumd_ledger_rollback_turn(l);
+  gpumd__ledger_ckpt_stop(l->ckpt);
   sqlite3_finalize(l->put);
   sqlite3_finalize(l->audit);
   sqlite3_finalize(l->audit8);
@@ -370,7 +370,7 @@ void gpum_ledger_close(gpum_ledger_t *l) {
   free(l);
 }
 
-const char *gpum_ledger_path(const gpum_ledger_t *l) {
+const char *gpumd_ledger_path(const gpumd_ledger_t *l) {
   return l->path;
 }
 
@@ -403,13 +403,13 @@ static bool grow(void **arr, size_t n, size_t *cap, size_t size) {
   return true;
 }
 
-static int write_row(gpum_ledger_t *l, const gpum_resv_t *r);
-static int write_audit(gpum_ledger_t *l, const staged_audit_t *a);
-static int write_audits(gpum_ledger_t *l, const staged_audit_t *a);
-static int step_done(gpum_ledger_t *l, sqlite3_stmt *st, const char *what);
+static int write_row(gpumd_ledger_t *l, const gpumd_resv_t *r);
+static int write_audit(gpumd_ledger_t *l, const staged_audit_t *a);
+static int write_audits(gpumd_ledger_t *l, const staged_audit_t *a);
+static int step_done(gpumd_ledger_t *l, sqlite3_stmt *st, const char *what);
 
 /* Ends the open transaction without its writes, keeping the error detail of what failed. */
-static void roll_back(gpum_ledger_t *l) {
+static void roll_back(gpumd_ledger_t *l) {
   if (sqlite3_get_autocommit(l->db))
     return; /* SQLite rolled back already (a failed COMMIT can) */
   sqlite3_step(l->rollback);
@@ -417,7 +417,7 @@ static void roll_back(gpum_ledger_t *l) {
 }
 
 /* Writes a batch into the open transaction; stops at the first error. */
-static int write_batch(gpum_ledger_t *l, const batch_t *b) {
+static int write_batch(gpumd_ledger_t *l, const batch_t *b) {
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < b->n_rows; i++)
     rc = write_row(l, &b->rows[i]);
@@ -434,7 +434,7 @@ static int write_batch(gpum_ledger_t *l, const batch_t *b) {
 /* The writer's job: one transaction with a batch. Runs on the writer thread, while the
  * caller's thread keeps off the database (it waits in collect() for any access). */
 static int write_job(void *user, void *job) {
-  gpum_ledger_t *l = user;
+  gpumd_ledger_t *l = user;
   int rc = step_done(l, l->begin, "cannot begin a transaction");
   if (rc == 0)
     rc = write_batch(l, job);
@@ -446,10 +446,10 @@ static int write_job(void *user, void *job) {
 }
 
 /* Takes the writer's batch back once it has finished (waiting for it when wait), keeping its
- * result for gpum_ledger_poll. */
-static void collect(gpum_ledger_t *l, bool wait) {
+ * result for gpumd_ledger_poll. */
+static void collect(gpumd_ledger_t *l, bool wait) {
   int rc = 0;
-  if (!l->writing || gpum__ledger_writer_collect(l->writer, wait, &rc) == 0)
+  if (!l->writing || gpumd__ledger_writer_collect(l->writer, wait, &rc) == 0)
     return;
   l->writing = false;
   batch_clear(&l->flight);
@@ -463,25 +463,25 @@ static void collect(gpum_ledger_t *l, bool wait) {
   }
 }
 
-int gpum_ledger_start_writer(gpum_ledger_t *l) {
+int gpumd_ledger_start_writer(gpumd_ledger_t *l) {
   if (l->writer != NULL)
     return gpum_error(GPUM_ESTATE, "the ledger writer is already running");
-  return gpum__ledger_writer_start(write_job, l, &l->writer);
+  return gpumd__ledger_writer_start(write_job, l, &l->writer);
 }
 
-int gpum_ledger_writer_fd(const gpum_ledger_t *l) {
-  return l->writer ? gpum__ledger_writer_fd(l->writer) : -1;
+int gpumd_ledger_writer_fd(const gpumd_ledger_t *l) {
+  return l->writer ? gpumd__ledger_writer_fd(l->writer) : -1;
 }
 
-bool gpum_ledger_writing(const gpum_ledger_t *l) {
+bool gpumd_ledger_writing(const gpumd_ledger_t *l) {
   return l->writing;
 }
 
-void gpum_ledger_wait(gpum_ledger_t *l) {
+void gpumd_ledger_wait(gpumd_ledger_t *l) {
   collect(l, true);
 }
 
-int gpum_ledger_poll(gpum_ledger_t *l) {
+int gpumd_ledger_poll(gpumd_ledger_t *l) {
   collect(l, false);
   int done = l->done;
   l->done = 0;
@@ -492,7 +492,7 @@ int gpum_ledger_poll(gpum_ledger_t *l) {
 
 /* ---- Turns ------------------------------------------------------------------------------- */
 
-int gpum_ledger_begin_turn(gpum_ledger_t *l) {
+int gpumd_ledger_begin_turn(gpumd_ledger_t *l) {
   if (l->in_turn)
     return gpum_error(GPUM_ESTATE, "ledger turn already open");
   collect(l, true); /* the database is the writer's until then */
@@ -502,14 +502,14 @@ int gpum_ledger_begin_turn(gpum_ledger_t *l) {
   return rc;
 }
 
-static int ensure_turn(gpum_ledger_t *l) {
-  return l->in_turn ? 0 : gpum_ledger_begin_turn(l);
+static int ensure_turn(gpumd_ledger_t *l) {
+  return l->in_turn ? 0 : gpumd_ledger_begin_turn(l);
 }
 
 /* Puts the staged writes into a transaction on the caller's thread (opened when needed,
  * after the writer's batch), so that reads see them and commit_turn commits them. A failed
  * write drops the staged writes and makes the commit roll back. */
-static int flush_pending(gpum_ledger_t *l) {
+static int flush_pending(gpumd_ledger_t *l) {
   collect(l, true);
   if (batch_empty(&l->stage))
     return 0;
@@ -522,7 +522,7 @@ static int flush_pending(gpum_ledger_t *l) {
   return rc;
 }
 
-int gpum_ledger_commit_turn(gpum_ledger_t *l) {
+int gpumd_ledger_commit_turn(gpumd_ledger_t *l) {
   int frc = flush_pending(l);
   if (!l->in_turn)
     return frc;
@@ -543,9 +543,9 @@ int gpum_ledger_commit_turn(gpum_ledger_t *l) {
   return 0;
 }
 
-int gpum_ledger_commit_async(gpum_ledger_t *l) {
+int gpumd_ledger_commit_async(gpumd_ledger_t *l) {
   if (l->writer == NULL || l->in_turn)
-    return gpum_ledger_commit_turn(l);
+    return gpumd_ledger_commit_turn(l);
   collect(l, false);
   if (l->writing)
     return gpum_error(GPUM_ESTATE, "the ledger writer has not finished its batch");
@@ -555,11 +555,11 @@ int gpum_ledger_commit_async(gpum_ledger_t *l) {
   l->flight = l->stage;
   l->stage = t;
   l->writing = true;
-  gpum__ledger_writer_submit(l->writer, &l->flight);
+  gpumd__ledger_writer_submit(l->writer, &l->flight);
   return 1;
 }
 
-void gpum_ledger_rollback_turn(gpum_ledger_t *l) {
+void gpumd_ledger_rollback_turn(gpumd_ledger_t *l) {
   batch_clear(&l->stage);
   l->turn_failed = false;
   l->prune_cursor = 0; /* what a pruning of this turn skipped past is looked at again */
@@ -569,20 +569,20 @@ void gpum_ledger_rollback_turn(gpum_ledger_t *l) {
   roll_back(l);
 }
 
-uint64_t gpum_ledger_commit_count(const gpum_ledger_t *l) {
+uint64_t gpumd_ledger_commit_count(const gpumd_ledger_t *l) {
   return l->commits;
 }
 
-uint64_t gpum_ledger_checkpoint_count(const gpum_ledger_t *l) {
-  return gpum__ledger_ckpt_count(l->ckpt);
+uint64_t gpumd_ledger_checkpoint_count(const gpumd_ledger_t *l) {
+  return gpumd__ledger_ckpt_count(l->ckpt);
 }
 
 /* ---- Devices by UUID --------------------------------------------------------------------- */
 
-int gpum_ledger_set_devices(gpum_ledger_t *l, const char *const *uuids, unsigned count) {
-  if (count > GPUM_SCHED_MAX_DEVICES)
+int gpumd_ledger_set_devices(gpumd_ledger_t *l, const char *const *uuids, unsigned count) {
+  if (count > GPUMD_SCHED_MAX_DEVICES)
     return gpum_error(GPUM_EINVAL, "%u devices: the ledger keeps at most %d", count,
-                      GPUM_SCHED_MAX_DEVICES);
+                      GPUMD_SCHED_MAX_DEVICES);
   for (unsigned i = 0; i < count; i++) {
     const char *u = uuids[i] ? uuids[i] : "";
     if (strlen(u) >= GPUM_UUID_LEN || strchr(u, ',') != NULL)
@@ -598,7 +598,7 @@ int gpum_ledger_set_devices(gpum_ledger_t *l, const char *const *uuids, unsigned
 
 /* The UUIDs of mask's devices, comma-separated in index order, in buf; "" when mask is 0 or
  * a device of it has no known UUID (then only the indices are stored). */
-static const char *format_uuids(const gpum_ledger_t *l, uint64_t mask, char *buf, size_t len) {
+static const char *format_uuids(const gpumd_ledger_t *l, uint64_t mask, char *buf, size_t len) {
   size_t off = 0;
   buf[0] = '\0';
   if (!l->have_devices)
@@ -621,7 +621,7 @@ static const char *format_uuids(const gpum_ledger_t *l, uint64_t mask, char *buf
 /* Maps a stored UUID list to this run's indices in *mask; a UUID not present goes to gone
  * (the first one only) and drops out of the mask. An empty list, or no devices set, keeps
  * *mask (the stored indices). */
-static void map_uuids(const gpum_ledger_t *l, const unsigned char *list, uint64_t *mask, char *gone,
+static void map_uuids(const gpumd_ledger_t *l, const unsigned char *list, uint64_t *mask, char *gone,
                       size_t gone_len) {
   if (!l->have_devices || list == NULL || list[0] == '\0')
     return;
@@ -631,7 +631,7 @@ static void map_uuids(const gpum_ledger_t *l, const unsigned char *list, uint64_
     const char *end = strchr(p, ',');
     size_t n = end ? (size_t)(end - p) : strlen(p);
     bool found = false;
-    for (unsigned d = 0; d < GPUM_SCHED_MAX_DEVICES && !found; d++) {
+    for (unsigned d = 0; d < GPUMD_SCHED_MAX_DEVICES && !found; d++) {
       if (strlen(l->uuid[d]) == n && n > 0 && memcmp(l->uuid[d], p, n) == 0) {
         m |= UINT64_C(1) << d;
         found = true;
@@ -647,19 +647,19 @@ static void map_uuids(const gpum_ledger_t *l, const unsigned char *list, uint64_
 /* ---- Writes ------------------------------------------------------------------------------ */
 
 /* Runs a prepared statement that returns no rows and resets it. */
-static int step_done(gpum_ledger_t *l, sqlite3_stmt *st, const char *what) {
+static int step_done(gpumd_ledger_t *l, sqlite3_stmt *st, const char *what) {
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_error(l, what);
   sqlite3_reset(st); /* every use binds all the parameters: no clearing needed */
   return rc;
 }
 
 /* Writes one reservation row (INSERT OR REPLACE) in the open transaction. */
-static int write_row(gpum_ledger_t *l, const gpum_resv_t *r) {
+static int write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   sqlite3_stmt *st = l->put;
   int i = 1;
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->id);
   sqlite3_bind_text(st, i++, r->token, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, i++, gpum_resv_state_name(r->state), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, gpumd_resv_state_name(r->state), -1, SQLITE_STATIC);
   sqlite3_bind_text(st, i++, r->reason, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, i++, r->uid);
   sqlite3_bind_int64(st, i++, r->pid);
@@ -671,7 +671,7 @@ static int write_row(gpum_ledger_t *l, const gpum_resv_t *r) {
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->want_mask);
   sqlite3_bind_int64(st, i++, r->priority);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->timeout_ms);
-  sqlite3_bind_text(st, i++, gpum_on_timeout_name(r->on_timeout), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, gpumd_on_timeout_name(r->on_timeout), -1, SQLITE_STATIC);
   sqlite3_bind_text(st, i++, gpumd_lease_kind_name(r->lease), -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, i++, r->lease_pid);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->ttl_ms);
@@ -692,21 +692,21 @@ static int write_row(gpum_ledger_t *l, const gpum_resv_t *r) {
 
 static void bind_audit(sqlite3_stmt *st, int i, const staged_audit_t *a) {
   sqlite3_bind_int64(st, i + 1, (sqlite3_int64)a->reservation);
-  sqlite3_bind_text(st, i + 2, gpum_resv_state_name(a->from), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, i + 3, gpum_resv_state_name(a->to), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i + 2, gpumd_resv_state_name(a->from), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i + 3, gpumd_resv_state_name(a->to), -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, i + 4, (sqlite3_int64)a->time_ns);
   sqlite3_bind_text(st, i + 5, a->reason, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, i + 6, a->uid);
   sqlite3_bind_int64(st, i + 7, a->pid);
 }
 
-static int write_audit(gpum_ledger_t *l, const staged_audit_t *a) {
+static int write_audit(gpumd_ledger_t *l, const staged_audit_t *a) {
   bind_audit(l->audit, 0, a);
   return step_done(l, l->audit, "cannot append to the audit log");
 }
 
 /* AUDIT_CHUNK audit rows with one statement (cheaper than one by one). */
-static int write_audits(gpum_ledger_t *l, const staged_audit_t *a) {
+static int write_audits(gpumd_ledger_t *l, const staged_audit_t *a) {
   for (int k = 0; k < AUDIT_CHUNK; k++)
     bind_audit(l->audit8, 7 * k, &a[k]);
   return step_done(l, l->audit8, "cannot append to the audit log");
@@ -720,7 +720,7 @@ static int write_audits(gpum_ledger_t *l, const staged_audit_t *a) {
 
 /* Makes room for one more staged write: false when there is none (out of memory: the
  * staged writes then went into a transaction, or failed to, *rc says). */
-static bool stage_room(gpum_ledger_t *l, void **arr, size_t n, size_t *cap, size_t size, int *rc) {
+static bool stage_room(gpumd_ledger_t *l, void **arr, size_t n, size_t *cap, size_t size, int *rc) {
   batch_t *b = &l->stage;
   *rc = 0;
   if (b->n_rows + b->n_audits >= PEND_MAX && (*rc = flush_pending(l)) < 0)
@@ -731,10 +731,10 @@ static bool stage_room(gpum_ledger_t *l, void **arr, size_t n, size_t *cap, size
   return false;
 }
 
-int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
+int gpumd_ledger_put(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   batch_t *b = &l->stage;
   for (size_t k = 0; k < b->n_rows && k < PEND_WINDOW; k++) {
-    gpum_resv_t *p = &b->rows[b->n_rows - 1 - k];
+    gpumd_resv_t *p = &b->rows[b->n_rows - 1 - k];
     if (p->id == r->id) {
       *p = *r;
       return 0;
@@ -750,7 +750,7 @@ int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r) {
   return 0;
 }
 
-int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a) {
+int gpumd_ledger_audit(gpumd_ledger_t *l, const gpumd_ledger_audit_t *a) {
   batch_t *b = &l->stage;
   staged_audit_t one = {.reservation = a->reservation,
                         .from = a->from,
@@ -791,7 +791,7 @@ static uint64_t col_u64(sqlite3_stmt *st, int c) {
 
 /* Parses one row of RESV_COLUMNS, its masks mapped to this run's devices (gone, when not NULL,
  * gets a stored UUID not present; GPUM_UUID_LEN bytes). Returns 0 or GPUM_EIO naming the row. */
-static int read_row(const gpum_ledger_t *l, sqlite3_stmt *st, gpum_resv_t *r, char *gone) {
+static int read_row(const gpumd_ledger_t *l, sqlite3_stmt *st, gpumd_resv_t *r, char *gone) {
   char state[16], on_timeout[16], lease[16];
   memset(r, 0, sizeof(*r));
   r->id = col_u64(st, 0);
@@ -800,8 +800,8 @@ static int read_row(const gpum_ledger_t *l, sqlite3_stmt *st, gpum_resv_t *r, ch
       col_text(st, 3, r->reason, sizeof(r->reason)) &&
       col_text(st, 6, r->label, sizeof(r->label)) && col_text(st, 9, r->model, sizeof(r->model)) &&
       col_text(st, 14, on_timeout, sizeof(on_timeout)) && col_text(st, 15, lease, sizeof(lease)) &&
-      gpum_resv_state_parse(state, &r->state) == 0 &&
-      gpum_on_timeout_parse(on_timeout, &r->on_timeout) == 0 &&
+      gpumd_resv_state_parse(state, &r->state) == 0 &&
+      gpumd_on_timeout_parse(on_timeout, &r->on_timeout) == 0 &&
       gpumd_lease_kind_parse(lease, &r->lease) == 0;
   if (!ok)
     return gpum_error(GPUM_EIO, "ledger %s: reservation r-%llu has an invalid row", l->path,
@@ -830,20 +830,20 @@ static int read_row(const gpum_ledger_t *l, sqlite3_stmt *st, gpum_resv_t *r, ch
   map_uuids(l, sqlite3_column_text(st, 26), &r->device_mask, gone, GPUM_UUID_LEN);
   map_uuids(l, sqlite3_column_text(st, 27), &r->want_mask, want_gone, sizeof(want_gone));
   /* A queued request whose explicit devices are too few now can never be granted. */
-  if (gone != NULL && gone[0] == '\0' && want_gone[0] != '\0' && r->state == GPUM_RESV_QUEUED &&
+  if (gone != NULL && gone[0] == '\0' && want_gone[0] != '\0' && r->state == GPUMD_RESV_QUEUED &&
       (unsigned)__builtin_popcountll(r->want_mask) < r->gpus)
     memcpy(gone, want_gone, sizeof(want_gone));
   return 0;
 }
 
-int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *count) {
+int gpumd_ledger_load_rows(gpumd_ledger_t *l, gpumd_ledger_row_t **out, size_t *count) {
   int frc = flush_pending(l); /* reads see this turn's puts */
   if (frc < 0)
     return frc;
   static const char sql[] = "SELECT " RESV_COLUMNS " FROM reservations "
                             "WHERE state IN ('QUEUED', 'GRANTED') ORDER BY id";
   sqlite3_stmt *st = NULL;
-  gpum_ledger_row_t *arr = NULL;
+  gpumd_ledger_row_t *arr = NULL;
   size_t n = 0, cap = 0;
   int rc = 0, step;
   *out = NULL;
@@ -853,7 +853,7 @@ int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *cou
   while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
     if (n == cap) {
       size_t ncap = cap ? cap * 2 : 16;
-      gpum_ledger_row_t *p = realloc(arr, ncap * sizeof(*p));
+      gpumd_ledger_row_t *p = realloc(arr, ncap * sizeof(*p));
       if (p == NULL) {
         rc = gpum_error(GPUM_ENOMEM, "out of memory loading %zu reservations", ncap);
         break;
@@ -876,13 +876,13 @@ int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *cou
   return 0;
 }
 
-int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count) {
-  gpum_ledger_row_t *rows = NULL;
-  int rc = gpum_ledger_load_rows(l, &rows, count);
+int gpumd_ledger_load_all(gpumd_ledger_t *l, gpumd_resv_t **out, size_t *count) {
+  gpumd_ledger_row_t *rows = NULL;
+  int rc = gpumd_ledger_load_rows(l, &rows, count);
   *out = NULL;
   if (rc < 0 || *count == 0)
     return rc;
-  gpum_resv_t *arr = malloc(*count * sizeof(*arr));
+  gpumd_resv_t *arr = malloc(*count * sizeof(*arr));
   if (arr == NULL) {
     free(rows);
     rc = gpum_error(GPUM_ENOMEM, "out of memory loading %zu reservations", *count);
@@ -896,7 +896,7 @@ int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count) {
   return 0;
 }
 
-int gpum_ledger_get(gpum_ledger_t *l, uint64_t id, gpum_resv_t *out) {
+int gpumd_ledger_get(gpumd_ledger_t *l, uint64_t id, gpumd_resv_t *out) {
   int frc = flush_pending(l); /* reads see this turn's puts */
   if (frc < 0)
     return frc;
@@ -917,7 +917,7 @@ int gpum_ledger_get(gpum_ledger_t *l, uint64_t id, gpum_resv_t *out) {
   return rc;
 }
 
-int gpum_ledger_max_id(gpum_ledger_t *l, uint64_t *out) {
+int gpumd_ledger_max_id(gpumd_ledger_t *l, uint64_t *out) {
   int frc = flush_pending(l); /* reads see this turn's puts */
   if (frc < 0)
     return frc;
@@ -935,15 +935,15 @@ int gpum_ledger_max_id(gpum_ledger_t *l, uint64_t *out) {
 }
 
 /* "NEW" or a state name. */
-static gpum_resv_state_t audit_state(const unsigned char *t) {
-  gpum_resv_state_t s = GPUM_RESV_NEW;
+static gpumd_resv_state_t audit_state(const unsigned char *t) {
+  gpumd_resv_state_t s = GPUMD_RESV_NEW;
   if (t != NULL && strcmp((const char *)t, "NEW") != 0 &&
-      gpum_resv_state_parse((const char *)t, &s) != 0)
-    s = GPUM_RESV_NEW;
+      gpumd_resv_state_parse((const char *)t, &s) != 0)
+    s = GPUMD_RESV_NEW;
   return s;
 }
 
-int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_audit_fn fn,
+int gpumd_ledger_audit_list(gpumd_ledger_t *l, uint64_t reservation, gpumd_ledger_audit_fn fn,
                            void *user) {
   int frc = flush_pending(l); /* reads see this turn's puts */
   if (frc < 0)
@@ -957,7 +957,7 @@ int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_a
   int step;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     const unsigned char *reason = sqlite3_column_text(st, 5);
-    gpum_ledger_audit_t a = {
+    gpumd_ledger_audit_t a = {
         .id = col_u64(st, 0),
         .reservation = col_u64(st, 1),
         .from = audit_state(sqlite3_column_text(st, 2)),
@@ -987,7 +987,7 @@ int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_a
  * after before_ns (none after it can have ended before: the next call starts over), after
  * PRUNE_SCAN_MAX rows or when max are found (*more then: the next call goes on from there).
  * Never the highest id. */
-static int prune_select(gpum_ledger_t *l, uint64_t before_ns, unsigned max, uint64_t *ids,
+static int prune_select(gpumd_ledger_t *l, uint64_t before_ns, unsigned max, uint64_t *ids,
                         size_t *n, bool *more) {
   static const char sql[] =
       "SELECT id, created_ns >= ?1, ended_ns > 0 AND ended_ns < ?1 AND state IN "
@@ -1021,7 +1021,7 @@ static int prune_select(gpum_ledger_t *l, uint64_t before_ns, unsigned max, uint
 
 /* Deletes up to max audit rows older than before_ns, oldest first (id order, which is the
  * order they were written in), never the newest; *n gets how many (max: *more). */
-static int prune_audit(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *n, bool *more) {
+static int prune_audit(gpumd_ledger_t *l, uint64_t before_ns, unsigned max, size_t *n, bool *more) {
   static const char sql[] = "SELECT id, time_ns < ?1 FROM audit WHERE id < (SELECT max(id) FROM "
                             "audit) ORDER BY id LIMIT ?2";
   sqlite3_stmt *st = NULL;
@@ -1053,7 +1053,7 @@ static int prune_audit(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_
   return rc;
 }
 
-int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted,
+int gpumd_ledger_prune(gpumd_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted,
                       bool *more) {
   bool more_ = false;
   if (more == NULL)

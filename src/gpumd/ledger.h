@@ -4,15 +4,15 @@
  * SQLite database (state_dir/ledger.db) in WAL mode.
  *
  * Group commit. The daemon's loop commits once per loop turn: it puts every reservation that
- * changed (gpum_ledger_put()) and one audit row per transition (gpum_ledger_audit()), commits
- * (gpum_ledger_commit_turn()), and only then sends the replies and events of that turn.
+ * changed (gpumd_ledger_put()) and one audit row per transition (gpumd_ledger_audit()), commits
+ * (gpumd_ledger_commit_turn()), and only then sends the replies and events of that turn.
  * put/audit stage their rows in memory; the commit writes them in one transaction (a read
  * writes them first into a transaction it opens, so that it sees them). commit_turn without
  * a write is a no-op (nothing to commit, no fsync).
  *
- * Writer thread. With gpum_ledger_start_writer() the loop can hand a turn's writes to a
- * thread of the ledger's (gpum_ledger_commit_async()) and go on with the next turn while
- * they are written; gpum_ledger_poll() tells when they are committed (its fd wakes the
+ * Writer thread. With gpumd_ledger_start_writer() the loop can hand a turn's writes to a
+ * thread of the ledger's (gpumd_ledger_commit_async()) and go on with the next turn while
+ * they are written; gpumd_ledger_poll() tells when they are committed (its fd wakes the
  * loop), and only then may the loop send that turn's replies. Writes staged while the writer
  * is busy wait for the next commit_async, so a busy writer commits several turns at once.
  * Everything else (reads, commit_turn, begin_turn, prune) first waits for the writer's
@@ -27,8 +27,8 @@
  * daemon promises to survive; sync_full (synchronous=FULL: fsync of the WAL on every commit)
  * also survives power loss at the price of one fsync per loop turn.
  *
- * Schema (PRAGMA user_version = GPUM_LEDGER_SCHEMA_VERSION): reservations (one row per
- * reservation, every field of gpum_resv_t, final ones kept as history) and audit (id,
+ * Schema (PRAGMA user_version = GPUMD_LEDGER_SCHEMA_VERSION): reservations (one row per
+ * reservation, every field of gpumd_resv_t, final ones kept as history) and audit (id,
  * reservation, from_state, to_state, time_ns, reason, uid, pid). A database with a newer
  * version is refused. Version 2 added the columns pid_start and lease_pid_start (process start
  * times); opening a version-1 database migrates it, the old rows getting 0 (= unknown).
@@ -40,11 +40,11 @@
  * indexes left (ended_ns, audit.reservation): no table has one, so a write touches only the
  * pages of its rows.
  *
- * Devices. Masks in gpum_resv_t use this run's device indices. gpum_ledger_set_devices() tells
+ * Devices. Masks in gpumd_resv_t use this run's device indices. gpumd_ledger_set_devices() tells
  * the ledger which UUID each index has: put() then stores the UUIDs next to the masks, and
  * the loads map stored UUIDs back to this run's indices.
  *
- * Retention. gpum_ledger_prune() deletes finished reservations that ended before a time, and
+ * Retention. gpumd_ledger_prune() deletes finished reservations that ended before a time, and
  * audit rows written before it (the audit log keeps the same period, whatever became of the
  * reservation), a small batch per call, so that the daemon's turns stay short. The newest
  * reservation row and the newest audit row are always kept, so ids never repeat.
@@ -64,14 +64,14 @@
 extern "C" {
 #endif
 
-#define GPUM_LEDGER_SCHEMA_VERSION 5
-#define GPUM_LEDGER_FILE "ledger.db"
+#define GPUMD_LEDGER_SCHEMA_VERSION 5
+#define GPUMD_LEDGER_FILE "ledger.db"
 
 typedef struct {
   bool sync_full; /* synchronous=FULL instead of NORMAL (see above); default false */
-} gpum_ledger_opts_t;
+} gpumd_ledger_opts_t;
 
-typedef struct gpum_ledger gpum_ledger_t;
+typedef struct gpumd_ledger gpumd_ledger_t;
 
 /*
  * Opens (creating when missing) state_dir/ledger.db. state_dir and missing parents are
@@ -83,100 +83,100 @@ typedef struct gpum_ledger gpum_ledger_t;
  * (cannot create or open, not a database or corrupt, newer schema: the detail names the
  * path and SQLite's message); GPUM_ENOMEM.
  */
-int gpum_ledger_open(const char *state_dir, const gpum_ledger_opts_t *opts, gpum_ledger_t **out);
+int gpumd_ledger_open(const char *state_dir, const gpumd_ledger_opts_t *opts, gpumd_ledger_t **out);
 /* Rolls back an uncommitted turn and closes. NULL is fine. */
-void gpum_ledger_close(gpum_ledger_t *l);
+void gpumd_ledger_close(gpumd_ledger_t *l);
 /* The database path ("<state_dir>/ledger.db"). */
-const char *gpum_ledger_path(const gpum_ledger_t *l);
+const char *gpumd_ledger_path(const gpumd_ledger_t *l);
 
 /* Starts the turn's transaction. Returns 0, GPUM_ESTATE (one is open) or GPUM_EIO. */
-int gpum_ledger_begin_turn(gpum_ledger_t *l);
+int gpumd_ledger_begin_turn(gpumd_ledger_t *l);
 /* Inserts or replaces the row of r (by r->id), as part of the open turn (opened when none
  * is). The row is kept in memory and written at the commit or before the next read, so a
  * reservation put several times in one turn is written once; a write error then shows at
  * the commit (or the read). Returns 0 or GPUM_EIO. */
-int gpum_ledger_put(gpum_ledger_t *l, const gpum_resv_t *r);
+int gpumd_ledger_put(gpumd_ledger_t *l, const gpumd_resv_t *r);
 
 /* One audit row. reason NULL = "". */
 typedef struct {
-  uint64_t id; /* filled by gpum_ledger_audit_list; ignored by gpum_ledger_audit */
+  uint64_t id; /* filled by gpumd_ledger_audit_list; ignored by gpumd_ledger_audit */
   uint64_t reservation;
-  gpum_resv_state_t from, to;
+  gpumd_resv_state_t from, to;
   uint64_t time_ns;
   const char *reason;
   uint32_t uid; /* who caused it (owner, admin, or 0 for the daemon) */
   int32_t pid;
-} gpum_ledger_audit_t;
+} gpumd_ledger_audit_t;
 /* Appends an audit row. Returns 0 or GPUM_EIO. */
-int gpum_ledger_audit(gpum_ledger_t *l, const gpum_ledger_audit_t *a);
+int gpumd_ledger_audit(gpumd_ledger_t *l, const gpumd_ledger_audit_t *a);
 
 /* Commits the open turn (no-op without one) on the caller's thread, after the writer's batch.
  * Returns 0 or GPUM_EIO (the turn is rolled back: the caller must not send the turn's replies
- * as successes). A failure of the writer's batch is told by gpum_ledger_poll, not here. */
-int gpum_ledger_commit_turn(gpum_ledger_t *l);
+ * as successes). A failure of the writer's batch is told by gpumd_ledger_poll, not here. */
+int gpumd_ledger_commit_turn(gpumd_ledger_t *l);
 
 /* Starts the writer thread (see above). Returns 0, GPUM_ESTATE (running), GPUM_EIO or
- * GPUM_ENOMEM. gpum_ledger_close() stops it after the batch it has is committed. */
-int gpum_ledger_start_writer(gpum_ledger_t *l);
+ * GPUM_ENOMEM. gpumd_ledger_close() stops it after the batch it has is committed. */
+int gpumd_ledger_start_writer(gpumd_ledger_t *l);
 /* A descriptor that becomes readable when the writer finishes a batch (an eventfd: the loop
- * reads 8 bytes to clear it, then calls gpum_ledger_poll()); -1 without a writer. */
-int gpum_ledger_writer_fd(const gpum_ledger_t *l);
+ * reads 8 bytes to clear it, then calls gpumd_ledger_poll()); -1 without a writer. */
+int gpumd_ledger_writer_fd(const gpumd_ledger_t *l);
 /* Commits the turn: hands the staged writes to the writer and returns 1 (the turn's replies
- * wait for gpum_ledger_poll()); or commits at once as commit_turn does and returns 0 (no
+ * wait for gpumd_ledger_poll()); or commits at once as commit_turn does and returns 0 (no
  * writer, a read opened a transaction in this turn, or nothing to commit: the replies may
- * go now). GPUM_ESTATE while gpum_ledger_writing(): keep staging and call again later.
+ * go now). GPUM_ESTATE while gpumd_ledger_writing(): keep staging and call again later.
  * GPUM_EIO as commit_turn. */
-int gpum_ledger_commit_async(gpum_ledger_t *l);
-/* Whether the writer has a batch not yet collected by gpum_ledger_poll() (or a wait). */
-bool gpum_ledger_writing(const gpum_ledger_t *l);
-/* Waits until the writer has finished its batch (its result kept for gpum_ledger_poll()). */
-void gpum_ledger_wait(gpum_ledger_t *l);
+int gpumd_ledger_commit_async(gpumd_ledger_t *l);
+/* Whether the writer has a batch not yet collected by gpumd_ledger_poll() (or a wait). */
+bool gpumd_ledger_writing(const gpumd_ledger_t *l);
+/* Waits until the writer has finished its batch (its result kept for gpumd_ledger_poll()). */
+void gpumd_ledger_wait(gpumd_ledger_t *l);
 /* Whether batches handed over have been committed since the last call: 1 (their turns'
  * replies may go now), 0 (none finished), or GPUM_EIO (one failed, the detail says why: it was
  * rolled back, so none of its turns may be answered). */
-int gpum_ledger_poll(gpum_ledger_t *l);
+int gpumd_ledger_poll(gpumd_ledger_t *l);
 /* Rolls back the open turn (no-op without one). */
-void gpum_ledger_rollback_turn(gpum_ledger_t *l);
+void gpumd_ledger_rollback_turn(gpumd_ledger_t *l);
 /* Commits done since open (for tests and metrics). */
-uint64_t gpum_ledger_commit_count(const gpum_ledger_t *l);
+uint64_t gpumd_ledger_commit_count(const gpumd_ledger_t *l);
 /* Checkpoints (WAL copied back into the database) run so far by the ledger's checkpointer
  * thread, which keeps that work out of the commits: after a commit leaves 4 MiB or more in
  * the log, the thread runs a PASSIVE checkpoint with its own connection. */
-uint64_t gpum_ledger_checkpoint_count(const gpum_ledger_t *l);
+uint64_t gpumd_ledger_checkpoint_count(const gpumd_ledger_t *l);
 
 /* Every non-final reservation (QUEUED, GRANTED), in id order, in a malloc'ed array the caller
  * frees with free(); *count = 0 and *out = NULL when none. Returns 0, GPUM_EIO (unreadable or
  * invalid row: the detail names the id) or GPUM_ENOMEM. */
-int gpum_ledger_load_all(gpum_ledger_t *l, gpum_resv_t **out, size_t *count);
+int gpumd_ledger_load_all(gpumd_ledger_t *l, gpumd_resv_t **out, size_t *count);
 /* Loads one reservation in any state. Returns 0, GPUM_ENOENT or GPUM_EIO. */
-int gpum_ledger_get(gpum_ledger_t *l, uint64_t id, gpum_resv_t *out);
+int gpumd_ledger_get(gpumd_ledger_t *l, uint64_t id, gpumd_resv_t *out);
 /* The highest reservation id ever stored (0 when none): new ids start above it. */
-int gpum_ledger_max_id(gpum_ledger_t *l, uint64_t *out);
+int gpumd_ledger_max_id(gpumd_ledger_t *l, uint64_t *out);
 
 /* ---- Devices by UUID ------------------------------------------------------------------- */
 
 /* This run's devices: uuids[i] is the UUID of device index i (NULL or "" = no device there),
- * count <= GPUM_SCHED_MAX_DEVICES. From then on put() stores the UUIDs of each mask (a mask
+ * count <= GPUMD_SCHED_MAX_DEVICES. From then on put() stores the UUIDs of each mask (a mask
  * with a bit on an index without a UUID is stored as indices only), and the loads map stored
  * UUIDs to these indices. Returns 0 or GPUM_EINVAL (count too large, a UUID too long or with
  * a comma). */
-int gpum_ledger_set_devices(gpum_ledger_t *l, const char *const *uuids, unsigned count);
+int gpumd_ledger_set_devices(gpumd_ledger_t *l, const char *const *uuids, unsigned count);
 
 /* A loaded reservation and what became of its devices. */
 typedef struct {
-  gpum_resv_t r; /* device_mask and want_mask in this run's indices */
+  gpumd_resv_t r; /* device_mask and want_mask in this run's indices */
   /* A stored UUID that is not among this run's devices and that the reservation cannot do
    * without: one of its granted devices, or (QUEUED) one of its explicit devices when fewer
    * than gpus of them are left. "" otherwise, and for rows without UUIDs (schema version 2
    * rows, or no devices set: their stored indices are kept as they are). */
   char gone[GPUM_UUID_LEN];
-} gpum_ledger_row_t;
+} gpumd_ledger_row_t;
 
 /* Every non-final reservation, in id order, mapped to this run's devices, in a malloc'ed
  * array the caller frees; *count = 0 and *out = NULL when none. Returns 0, GPUM_EIO or
- * GPUM_ENOMEM. (gpum_ledger_load_all() is the same without `gone`: the bits of gone devices
+ * GPUM_ENOMEM. (gpumd_ledger_load_all() is the same without `gone`: the bits of gone devices
  * are dropped from the masks.) */
-int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *count);
+int gpumd_ledger_load_rows(gpumd_ledger_t *l, gpumd_ledger_row_t **out, size_t *count);
 
 /* ---- Retention --------------------------------------------------------------------------- */
 
@@ -189,35 +189,35 @@ int gpum_ledger_load_rows(gpum_ledger_t *l, gpum_ledger_row_t **out, size_t *cou
  * deleted (ids continue above them). *deleted (may be NULL) gets how many reservations were
  * deleted; *more (may be NULL) whether another call may find more to delete now (a batch or
  * the scan was full). Returns 0, GPUM_EINVAL (max) or GPUM_EIO. */
-int gpum_ledger_prune(gpum_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted,
+int gpumd_ledger_prune(gpumd_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted,
                       bool *more);
 
 /* Calls fn for every audit row of a reservation (0 = all), oldest first; fn returns false to
  * stop. The reason pointer is valid during the call. A scan of the whole table (there is no
  * index by reservation): for tools and tests, not for the loop. Returns 0 or GPUM_EIO. */
-typedef bool (*gpum_ledger_audit_fn)(void *user, const gpum_ledger_audit_t *a);
-int gpum_ledger_audit_list(gpum_ledger_t *l, uint64_t reservation, gpum_ledger_audit_fn fn,
+typedef bool (*gpumd_ledger_audit_fn)(void *user, const gpumd_ledger_audit_t *a);
+int gpumd_ledger_audit_list(gpumd_ledger_t *l, uint64_t reservation, gpumd_ledger_audit_fn fn,
                            void *user);
 
 /* ---- Recovery policy (pure) ------------------------------------------------------------ */
 
 typedef enum {
-  GPUM_RECOVER_KEEP = 0,         /* restore as is */
-  GPUM_RECOVER_AWAIT_ATTACH = 1, /* restore; the daemon ends it (to `to`) unless a client
+  GPUMD_RECOVER_KEEP = 0,         /* restore as is */
+  GPUMD_RECOVER_AWAIT_ATTACH = 1, /* restore; the daemon ends it (to `to`) unless a client
                                     attaches with the token within the grace period */
-  GPUM_RECOVER_END = 2,          /* do not restore: move it to `to` now */
-} gpum_recover_action_t;
+  GPUMD_RECOVER_END = 2,          /* do not restore: move it to `to` now */
+} gpumd_recover_action_t;
 
 typedef struct {
-  gpum_recover_action_t action;
-  gpum_resv_state_t to; /* AWAIT_ATTACH / END: the final state (RELEASED, CANCELLED,
+  gpumd_recover_action_t action;
+  gpumd_resv_state_t to; /* AWAIT_ATTACH / END: the final state (RELEASED, CANCELLED,
                            EXPIRED) */
-  char reason[GPUM_RESV_REASON_LEN];
-} gpum_recover_decision_t;
+  char reason[GPUMD_RESV_REASON_LEN];
+} gpumd_recover_decision_t;
 
 /* Whether pid is still the process that had start time start_time (clock ticks since boot,
  * 0 = unknown: then only whether pid exists). The daemon's version is gpumd_pid_is_alive(). */
-typedef bool (*gpum_pid_alive_fn)(void *user, int32_t pid, uint64_t start_time);
+typedef bool (*gpumd_pid_alive_fn)(void *user, int32_t pid, uint64_t start_time);
 
 /*
  * Decides what to do with one loaded non-final reservation after a restart:
@@ -228,13 +228,13 @@ typedef bool (*gpum_pid_alive_fn)(void *user, int32_t pid, uint64_t start_time);
  *     owner pid is alive (its client may re-attach), else END (RELEASED / CANCELLED).
  * A final reservation gets END with its own state. Pure and thread-safe.
  */
-void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_alive_fn alive,
-                                void *user, gpum_recover_decision_t *out);
+void gpumd_ledger_recover_decide(const gpumd_resv_t *r, uint64_t now_ns, gpumd_pid_alive_fn alive,
+                                void *user, gpumd_recover_decision_t *out);
 /* The same for a loaded row: a row whose device is gone (row->gone set) gets END with FAILED
- * and the reason "device GPU-... gone after restart"; otherwise gpum_ledger_recover_decide. */
-void gpum_ledger_recover_decide_row(const gpum_ledger_row_t *row, uint64_t now_ns,
-                                    gpum_pid_alive_fn alive, void *user,
-                                    gpum_recover_decision_t *out);
+ * and the reason "device GPU-... gone after restart"; otherwise gpumd_ledger_recover_decide. */
+void gpumd_ledger_recover_decide_row(const gpumd_ledger_row_t *row, uint64_t now_ns,
+                                    gpumd_pid_alive_fn alive, void *user,
+                                    gpumd_recover_decision_t *out);
 
 #ifdef __cplusplus
 }

@@ -5,10 +5,10 @@
  * SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, which made
  * one turn in a few hundred take milliseconds longer (the p99 of every request). The main
  * connection turns the automatic checkpoint off and tells the thread, from its WAL hook, when
- * the log passes GPUM_CKPT_BYTES; the thread then runs a PASSIVE checkpoint, which never
+ * the log passes GPUMD_CKPT_BYTES; the thread then runs a PASSIVE checkpoint, which never
  * blocks the writer. The log can only start over from its beginning when a write begins with
  * every frame copied, which a busy writer rarely lets the thread achieve, so at
- * GPUM_CKPT_INLINE_BYTES the hook checkpoints inline: by then the thread has copied nearly
+ * GPUMD_CKPT_INLINE_BYTES the hook checkpoints inline: by then the thread has copied nearly
  * everything, and the inline pass copies the rest and lets the next turn restart the log.
  * An inline pass still stalls the writer for a sync of the database file (milliseconds: the
  * p99 of every request at 256 clients, with the 16 MiB of an earlier version), so it waits
@@ -26,10 +26,10 @@
 
 #include "ledger_internal.h"
 
-#define GPUM_CKPT_BYTES (4u << 20)         /* SQLite's default threshold with 4 KiB pages */
-#define GPUM_CKPT_INLINE_BYTES (64u << 20) /* see above */
+#define GPUMD_CKPT_BYTES (4u << 20)         /* SQLite's default threshold with 4 KiB pages */
+#define GPUMD_CKPT_INLINE_BYTES (64u << 20) /* see above */
 
-struct gpum_ledger_ckpt {
+struct gpumd_ledger_ckpt {
   sqlite3 *main_db;
   sqlite3 *db; /* the thread's own connection */
   pthread_t thread;
@@ -41,7 +41,7 @@ struct gpum_ledger_ckpt {
 };
 
 static void *run(void *arg) {
-  gpum_ledger_ckpt_t *c = arg;
+  gpumd_ledger_ckpt_t *c = arg;
   pthread_setname_np(pthread_self(), "gpumd-ckpt");
   pthread_mutex_lock(&c->lock);
   for (;;) {
@@ -64,7 +64,7 @@ static void *run(void *arg) {
 
 /* After every commit of the main connection, with the log's size in pages. */
 static int on_wal(void *arg, sqlite3 *db, const char *name, int frames) {
-  gpum_ledger_ckpt_t *c = arg;
+  gpumd_ledger_ckpt_t *c = arg;
   if (frames >= c->inline_frames) {
     sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return SQLITE_OK;
@@ -78,8 +78,8 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int frames) {
   return SQLITE_OK;
 }
 
-int gpum__ledger_ckpt_start(sqlite3 *main_db, const char *path, gpum_ledger_ckpt_t **out) {
-  gpum_ledger_ckpt_t *c = calloc(1, sizeof(*c));
+int gpumd__ledger_ckpt_start(sqlite3 *main_db, const char *path, gpumd_ledger_ckpt_t **out) {
+  gpumd_ledger_ckpt_t *c = calloc(1, sizeof(*c));
   if (c == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory starting the ledger checkpointer");
   c->main_db = main_db;
@@ -89,8 +89,8 @@ int gpum__ledger_ckpt_start(sqlite3 *main_db, const char *path, gpum_ledger_ckpt
       sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0)
     page = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
-  c->frames = (int)(GPUM_CKPT_BYTES / (unsigned)page);
-  c->inline_frames = (int)(GPUM_CKPT_INLINE_BYTES / (unsigned)page);
+  c->frames = (int)(GPUMD_CKPT_BYTES / (unsigned)page);
+  c->inline_frames = (int)(GPUMD_CKPT_INLINE_BYTES / (unsigned)page);
   if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
       SQLITE_OK) {
     int rc = gpum_error(GPUM_EIO, "ledger %s: cannot open for checkpoints: %s", path,
@@ -115,7 +115,7 @@ int gpum__ledger_ckpt_start(sqlite3 *main_db, const char *path, gpum_ledger_ckpt
   return 0;
 }
 
-void gpum__ledger_ckpt_stop(gpum_ledger_ckpt_t *c) {
+void gpumd__ledger_ckpt_stop(gpumd_ledger_ckpt_t *c) {
   if (c == NULL)
     return;
   sqlite3_wal_hook(c->main_db, NULL, NULL);
@@ -131,7 +131,7 @@ void gpum__ledger_ckpt_stop(gpum_ledger_ckpt_t *c) {
   free(c);
 }
 
-uint64_t gpum__ledger_ckpt_count(gpum_ledger_ckpt_t *c) {
+uint64_t gpumd__ledger_ckpt_count(gpumd_ledger_ckpt_t *c) {
   if (c == NULL)
     return 0;
   pthread_mutex_lock(&c->lock);

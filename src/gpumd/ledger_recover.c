@@ -9,20 +9,20 @@
 #include <stdio.h>
 #include <string.h>
 
-static void decide(gpum_recover_decision_t *out, gpum_recover_action_t action, gpum_resv_state_t to,
+static void decide(gpumd_recover_decision_t *out, gpumd_recover_action_t action, gpumd_resv_state_t to,
                    const char *reason) {
   out->action = action;
   out->to = to;
   snprintf(out->reason, sizeof(out->reason), "%s", reason);
 }
 
-void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_alive_fn alive,
-                                void *user, gpum_recover_decision_t *out) {
-  char reason[GPUM_RESV_REASON_LEN];
-  bool queued = r->state == GPUM_RESV_QUEUED;
-  gpum_resv_state_t released = queued ? GPUM_RESV_CANCELLED : GPUM_RESV_RELEASED;
-  if (gpum_resv_state_final(r->state)) {
-    decide(out, GPUM_RECOVER_END, r->state, r->reason);
+void gpumd_ledger_recover_decide(const gpumd_resv_t *r, uint64_t now_ns, gpumd_pid_alive_fn alive,
+                                void *user, gpumd_recover_decision_t *out) {
+  char reason[GPUMD_RESV_REASON_LEN];
+  bool queued = r->state == GPUMD_RESV_QUEUED;
+  gpumd_resv_state_t released = queued ? GPUMD_RESV_CANCELLED : GPUMD_RESV_RELEASED;
+  if (gpumd_resv_state_final(r->state)) {
+    decide(out, GPUMD_RECOVER_END, r->state, r->reason);
     return;
   }
   switch (r->lease) {
@@ -30,18 +30,18 @@ void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_
     if (alive(user, r->lease_pid, r->lease_pid_start)) {
       snprintf(reason, sizeof(reason), "restored after a gpumd restart: lease pid %d is alive",
                (int)r->lease_pid);
-      decide(out, GPUM_RECOVER_KEEP, r->state, reason);
+      decide(out, GPUMD_RECOVER_KEEP, r->state, reason);
     } else {
       snprintf(reason, sizeof(reason), "lease pid %d exited while gpumd was down",
                (int)r->lease_pid);
-      decide(out, GPUM_RECOVER_END, released, reason);
+      decide(out, GPUMD_RECOVER_END, released, reason);
     }
     return;
   case GPUMD_LEASE_TTL:
     if (r->expires_ns > now_ns)
-      decide(out, GPUM_RECOVER_KEEP, r->state, "restored after a gpumd restart: TTL not passed");
+      decide(out, GPUMD_RECOVER_KEEP, r->state, "restored after a gpumd restart: TTL not passed");
     else
-      decide(out, GPUM_RECOVER_END, GPUM_RESV_EXPIRED, "TTL passed while gpumd was down");
+      decide(out, GPUMD_RECOVER_END, GPUMD_RESV_EXPIRED, "TTL passed while gpumd was down");
     return;
   case GPUMD_LEASE_CONNECTION:
   default:
@@ -49,23 +49,23 @@ void gpum_ledger_recover_decide(const gpum_resv_t *r, uint64_t now_ns, gpum_pid_
       snprintf(reason, sizeof(reason),
                "gpumd restarted: waiting for owner pid %d to re-attach with the token",
                (int)r->pid);
-      decide(out, GPUM_RECOVER_AWAIT_ATTACH, released, reason);
+      decide(out, GPUMD_RECOVER_AWAIT_ATTACH, released, reason);
     } else {
       snprintf(reason, sizeof(reason), "owner pid %d exited while gpumd was down", (int)r->pid);
-      decide(out, GPUM_RECOVER_END, released, reason);
+      decide(out, GPUMD_RECOVER_END, released, reason);
     }
     return;
   }
 }
 
-void gpum_ledger_recover_decide_row(const gpum_ledger_row_t *row, uint64_t now_ns,
-                                    gpum_pid_alive_fn alive, void *user,
-                                    gpum_recover_decision_t *out) {
-  if (row->gone[0] == '\0' || gpum_resv_state_final(row->r.state)) {
-    gpum_ledger_recover_decide(&row->r, now_ns, alive, user, out);
+void gpumd_ledger_recover_decide_row(const gpumd_ledger_row_t *row, uint64_t now_ns,
+                                    gpumd_pid_alive_fn alive, void *user,
+                                    gpumd_recover_decision_t *out) {
+  if (row->gone[0] == '\0' || gpumd_resv_state_final(row->r.state)) {
+    gpumd_ledger_recover_decide(&row->r, now_ns, alive, user, out);
     return;
   }
-  char reason[GPUM_RESV_REASON_LEN];
+  char reason[GPUMD_RESV_REASON_LEN];
   snprintf(reason, sizeof(reason), "device %.96s gone after restart", row->gone);
-  decide(out, GPUM_RECOVER_END, GPUM_RESV_FAILED, reason);
+  decide(out, GPUMD_RECOVER_END, GPUMD_RESV_FAILED, reason);
 }

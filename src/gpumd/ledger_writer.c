@@ -2,7 +2,7 @@
 /*
  * The ledger's writer thread (see ledger_internal.h): runs one job at a time, handed over by
  * the loop thread, and says when it is done through a flag under a mutex (for
- * gpum__ledger_writer_collect) and an eventfd (to wake the loop's epoll). The job itself (a
+ * gpumd__ledger_writer_collect) and an eventfd (to wake the loop's epoll). The job itself (a
  * transaction of staged rows) belongs to ledger.c; this file only moves it between threads.
  * A failed job's error detail, which gpum_error keeps per thread, is copied here and raised
  * again on the collecting thread.
@@ -20,8 +20,8 @@
 
 #include "ledger_internal.h"
 
-struct gpum_ledger_writer {
-  gpum_ledger_job_fn fn;
+struct gpumd_ledger_writer {
+  gpumd_ledger_job_fn fn;
   void *user;
   pthread_t thread;
   pthread_mutex_t lock;
@@ -36,7 +36,7 @@ struct gpum_ledger_writer {
 };
 
 static void *run(void *arg) {
-  gpum_ledger_writer_t *w = arg;
+  gpumd_ledger_writer_t *w = arg;
   pthread_setname_np(pthread_self(), "gpumd-writer"); /* as top -H and /proc show it */
   pthread_mutex_lock(&w->lock);
   for (;;) {
@@ -67,8 +67,8 @@ static void *run(void *arg) {
   return NULL;
 }
 
-int gpum__ledger_writer_start(gpum_ledger_job_fn fn, void *user, gpum_ledger_writer_t **out) {
-  gpum_ledger_writer_t *w = calloc(1, sizeof *w);
+int gpumd__ledger_writer_start(gpumd_ledger_job_fn fn, void *user, gpumd_ledger_writer_t **out) {
+  gpumd_ledger_writer_t *w = calloc(1, sizeof *w);
   if (w == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory starting the ledger writer");
   w->fn = fn;
@@ -92,7 +92,7 @@ int gpum__ledger_writer_start(gpum_ledger_job_fn fn, void *user, gpum_ledger_wri
   return 0;
 }
 
-void gpum__ledger_writer_stop(gpum_ledger_writer_t *w) {
+void gpumd__ledger_writer_stop(gpumd_ledger_writer_t *w) {
   if (w == NULL)
     return;
   pthread_mutex_lock(&w->lock);
@@ -106,11 +106,11 @@ void gpum__ledger_writer_stop(gpum_ledger_writer_t *w) {
   free(w);
 }
 
-int gpum__ledger_writer_fd(const gpum_ledger_writer_t *w) {
+int gpumd__ledger_writer_fd(const gpumd_ledger_writer_t *w) {
   return w->efd;
 }
 
-void gpum__ledger_writer_submit(gpum_ledger_writer_t *w, void *job) {
+void gpumd__ledger_writer_submit(gpumd_ledger_writer_t *w, void *job) {
   pthread_mutex_lock(&w->lock);
   w->job = job;
   w->running = true;
@@ -119,7 +119,7 @@ void gpum__ledger_writer_submit(gpum_ledger_writer_t *w, void *job) {
   pthread_mutex_unlock(&w->lock);
 }
 
-int gpum__ledger_writer_collect(gpum_ledger_writer_t *w, bool wait, int *job_rc) {
+int gpumd__ledger_writer_collect(gpumd_ledger_writer_t *w, bool wait, int *job_rc) {
   pthread_mutex_lock(&w->lock);
   while (wait && w->running)
     pthread_cond_wait(&w->cond, &w->lock);

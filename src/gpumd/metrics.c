@@ -35,10 +35,10 @@ typedef struct {
   bool have_health;
   gpum_device_health_t h;
   bool have_stats;
-  gpum_sched_device_stats_t st;
+  gpumd_sched_device_stats_t st;
   bool have_procs;
   gpumd_procs_t procs;
-  const gpum_resv_t *owner[GPUMD_MAX_PROCS]; /* the reservation of procs.pid[k], or NULL */
+  const gpumd_resv_t *owner[GPUMD_MAX_PROCS]; /* the reservation of procs.pid[k], or NULL */
 } devview_t;
 
 static void put(writer_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -126,11 +126,11 @@ static const char *pid_user(unsigned pid, char *buf, size_t len) {
 }
 
 /* The GRANTED reservation on device index that process pid belongs to, or NULL. */
-static const gpum_resv_t *resv_of_pid(gpumd_t *d, unsigned index, unsigned pid) {
-  size_t n = gpum_sched_count(d->sched);
+static const gpumd_resv_t *resv_of_pid(gpumd_t *d, unsigned index, unsigned pid) {
+  size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
-    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
-    if (r->state != GPUM_RESV_GRANTED || !(r->device_mask >> index & 1u))
+    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
+    if (r->state != GPUMD_RESV_GRANTED || !(r->device_mask >> index & 1u))
       continue;
     if ((unsigned)r->pid == pid || (r->lease == GPUMD_LEASE_PID && (unsigned)r->lease_pid == pid))
       return r;
@@ -294,7 +294,7 @@ static void sched_device_metrics(writer_t *w, devview_t *v, unsigned n) {
     for (unsigned i = 0; i < n; i++) {
       if (!v[i].have_stats)
         continue;
-      const gpum_sched_device_stats_t *st = &v[i].st;
+      const gpumd_sched_device_stats_t *st = &v[i].st;
       unsigned long long x = f == 0   ? st->capacity
                              : f == 1 ? st->reserved
                              : f == 2 ? st->unmanaged
@@ -322,20 +322,20 @@ static void process_metrics(writer_t *w, devview_t *v, unsigned n) {
       }
       if (seen)
         continue;
-      char l[LABELS_LEN], user[64], id[GPUM_RESV_ID_BUFSZ] = "";
+      char l[LABELS_LEN], user[64], id[GPUMD_RESV_ID_BUFSZ] = "";
       snprintf(l, sizeof l, "%s", v[i].labels);
       label_u(l, sizeof l, "pid", p->pid[k]);
       label(l, sizeof l, "user", pid_user(p->pid[k], user, sizeof user));
-      const gpum_resv_t *r = v[i].owner[k];
+      const gpumd_resv_t *r = v[i].owner[k];
       if (r)
-        gpum_resv_id_format(r->id, id, sizeof id);
+        gpumd_resv_id_format(r->id, id, sizeof id);
       label(l, sizeof l, "reservation", id);
       sample_u(w, "gpum_process_memory_used_bytes", l, (unsigned long long)bytes);
     }
   }
 }
 
-static uint64_t resv_used(const gpum_resv_t *r, const devview_t *v) {
+static uint64_t resv_used(const gpumd_resv_t *r, const devview_t *v) {
   if (!v->have_procs)
     return 0;
   uint64_t sum = 0;
@@ -346,7 +346,7 @@ static uint64_t resv_used(const gpum_resv_t *r, const devview_t *v) {
 }
 
 static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
-  size_t count = gpum_sched_count(d->sched);
+  size_t count = gpumd_sched_count(d->sched);
   for (int pass = 0; pass < 2; pass++) {
     const char *name = pass ? "gpum_reservation_used_bytes" : "gpum_reservation_reserved_bytes";
     family(w, name, "gauge",
@@ -354,11 +354,11 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
                   "bytes."
                 : "Device memory a granted reservation holds, per device, bytes.");
     for (size_t i = 0; i < count; i++) {
-      const gpum_resv_t *r = gpum_sched_at(d->sched, i);
-      if (r->state != GPUM_RESV_GRANTED)
+      const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
+      if (r->state != GPUMD_RESV_GRANTED)
         continue;
-      char id[GPUM_RESV_ID_BUFSZ];
-      gpum_resv_id_format(r->id, id, sizeof id);
+      char id[GPUMD_RESV_ID_BUFSZ];
+      gpumd_resv_id_format(r->id, id, sizeof id);
       for (unsigned k = 0; k < n; k++) {
         if (!(r->device_mask >> v[k].dev->index & 1u))
           continue;
@@ -375,22 +375,22 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
 
 static void queue_metrics(gpumd_t *d, writer_t *w) {
   struct gpumd_obs *o = d->obs;
-  size_t queued = 0, granted = 0, count = gpum_sched_count(d->sched);
+  size_t queued = 0, granted = 0, count = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < count; i++) {
-    gpum_resv_state_t st = gpum_sched_at(d->sched, i)->state;
-    queued += st == GPUM_RESV_QUEUED;
-    granted += st == GPUM_RESV_GRANTED;
+    gpumd_resv_state_t st = gpumd_sched_at(d->sched, i)->state;
+    queued += st == GPUMD_RESV_QUEUED;
+    granted += st == GPUMD_RESV_GRANTED;
   }
   family(w, "gpum_reservations", "gauge", "Live reservations by state.");
   put(w, "gpum_reservations{state=\"queued\"} %zu\ngpum_reservations{state=\"granted\"} %zu\n",
       queued, granted);
   family(w, "gpum_queue_length", "gauge", "Reservations waiting in the queue.");
-  put(w, "gpum_queue_length %zu\n", gpum_sched_queue_length(d->sched));
+  put(w, "gpum_queue_length %zu\n", gpumd_sched_queue_length(d->sched));
   family(w, "gpum_reservation_transitions_total", "counter",
          "Reservation transitions since gpumd started, by the state entered.");
   static const char *const names[] = {"queued",  "granted",   "released",
                                       "expired", "cancelled", "failed"};
-  for (int i = 0; i <= GPUM_RESV_FAILED; i++)
+  for (int i = 0; i <= GPUMD_RESV_FAILED; i++)
     put(w, "gpum_reservation_transitions_total{state=\"%s\"} %llu\n", names[i],
         (unsigned long long)(o ? o->transitions[i] : 0));
   family(w, "gpum_queue_wait_seconds", "histogram",
@@ -460,7 +460,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
     label(x->labels, sizeof x->labels, "model", dev->info.name);
     x->have_sample = d->mon && gpum_monitor_latest(d->mon, dev->index, &x->s) == 0;
     x->have_health = d->mon && gpum_monitor_health(d->mon, dev->index, &x->h) == 0;
-    x->have_stats = d->sched && gpum_sched_device_stats(d->sched, dev->index, &x->st) == 0;
+    x->have_stats = d->sched && gpumd_sched_device_stats(d->sched, dev->index, &x->st) == 0;
     x->have_procs = gpumd_procs_get(d, dev->index, &x->procs) == 0;
     for (size_t k = 0; x->have_procs && k < x->procs.count; k++)
       x->owner[k] = d->sched ? resv_of_pid(d, dev->index, x->procs.pid[k]) : NULL;

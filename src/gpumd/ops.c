@@ -80,23 +80,23 @@ static int get_str(json_t *req, const char *key, const char **out) {
 }
 
 /* Finds the live reservation named by the request's "reservation" field. */
-static int get_resv(gpumd_t *d, json_t *req, const gpum_resv_t **out, uint64_t *id) {
+static int get_resv(gpumd_t *d, json_t *req, const gpumd_resv_t **out, uint64_t *id) {
   const char *s = NULL;
   if (get_str(req, "reservation", &s) != 0 || !s)
     return gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
-  if (gpum_resv_id_parse(s, id) != 0)
+  if (gpumd_resv_id_parse(s, id) != 0)
     return gpum_error(GPUM_EINVAL, "\"reservation\": '%.64s' is not an id such as \"r-1\"", s);
-  *out = gpum_sched_find(d->sched, *id);
+  *out = gpumd_sched_find(d->sched, *id);
   if (*out)
     return 0;
-  gpum_resv_t old;
-  if (d->ledger && gpum_ledger_get(d->ledger, *id, &old) == 0)
+  gpumd_resv_t old;
+  if (d->ledger && gpumd_ledger_get(d->ledger, *id, &old) == 0)
     return gpum_error(GPUM_ENOENT, "reservation %s already ended: %s (%s)", s,
-                      gpum_resv_state_name(old.state), old.reason);
+                      gpumd_resv_state_name(old.state), old.reason);
   return gpum_error(GPUM_ENOENT, "no reservation %s", s);
 }
 
-static bool may_change(const gpumd_actor_t *a, const gpum_resv_t *r) {
+static bool may_change(const gpumd_actor_t *a, const gpumd_resv_t *r) {
   return a->admin || a->uid == r->uid;
 }
 
@@ -109,7 +109,7 @@ static void reply(gpumd_conn_t *c, json_t *id, int rc, json_t *body) {
 }
 
 /* The {"reservation": R} body, or R left in a->fast for a reply written directly. */
-static void resv_body(gpumd_t *d, const gpumd_actor_t *a, const gpum_resv_t *r, bool with_token,
+static void resv_body(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resv_t *r, bool with_token,
                       json_t **out) {
   if (a->fast) {
     a->fast->r = *r;
@@ -152,15 +152,15 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   json_t *queue = json_array();
-  size_t qn = gpum_sched_queue_length(d->sched);
+  size_t qn = gpumd_sched_queue_length(d->sched);
   for (size_t i = 0; i < qn; i++) {
-    const gpum_resv_t *r = gpum_sched_queue_at(d->sched, i);
+    const gpumd_resv_t *r = gpumd_sched_queue_at(d->sched, i);
     json_array_append_new(queue, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   }
   json_t *node =
       json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "hostname", host, "version", GPUM_VERSION,
                 "pid", (json_int_t)getpid(), "started_ns", (json_int_t)d->start_ns, "reservations",
-                (json_int_t)gpum_sched_count(d->sched), "queued", (json_int_t)qn, "clients",
+                (json_int_t)gpumd_sched_count(d->sched), "queued", (json_int_t)qn, "clients",
                 (json_int_t)d->conn_count);
   *out =
       json_pack("{s:o, s:o, s:o}", "node", node, "devices", gpumd_devices_json(d), "queue", queue);
@@ -175,9 +175,9 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out)
   if (all && !json_is_boolean(all))
     return gpum_error(GPUM_EINVAL, "\"all\" must be true or false");
   json_t *arr = json_array();
-  size_t n = gpum_sched_count(d->sched);
+  size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
-    const gpum_resv_t *r = gpum_sched_at(d->sched, i);
+    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (r->uid == a->uid || json_is_true(all))
       json_array_append_new(arr, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   }
@@ -199,7 +199,7 @@ static int pid_owned_by(pid_t pid, uid_t uid) {
 }
 
 /* The lease part of a reserve request: "lease", "pid", "ttl_ms". */
-static int parse_lease(const gpumd_actor_t *a, json_t *j, gpum_sched_request_t *req) {
+static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req) {
   const char *s = NULL;
   bool has;
   long long v = 0;
@@ -226,7 +226,7 @@ static int parse_lease(const gpumd_actor_t *a, json_t *j, gpum_sched_request_t *
 }
 
 /* Parses the reserve request into req (strings point into the JSON). */
-static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpum_sched_request_t *req,
+static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req,
                          const char **devs, size_t cap) {
   static const char *const fields[] = {"id",         "op",         "bytes_per_gpu", "gpus",
                                        "model",      "min_memory", "devices",       "priority",
@@ -235,7 +235,7 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpum_sch
   int rc = gpumd_check_fields(j, fields);
   if (rc != 0)
     return rc;
-  gpum_sched_request_init(req);
+  gpumd_sched_request_init(req);
   bool has;
   long long v = 0;
   uint64_t u;
@@ -243,7 +243,7 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpum_sch
     return rc;
   if (!has || req->bytes_per_gpu == 0)
     return gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
-  if ((rc = get_int(j, "gpus", 1, GPUM_SCHED_MAX_DEVICES, &v, &has)) != 0)
+  if ((rc = get_int(j, "gpus", 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
     return rc;
   if (has)
     req->gpus = (unsigned)v;
@@ -280,7 +280,7 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpum_sch
   const char *s = NULL;
   if ((rc = get_str(j, "on_timeout", &s)) != 0)
     return rc;
-  if (s && gpum_on_timeout_parse(s, &req->on_timeout) != 0)
+  if (s && gpumd_on_timeout_parse(s, &req->on_timeout) != 0)
     return gpum_error(GPUM_EINVAL, "\"on_timeout\": '%.32s' is not reject or wait", s);
   if ((rc = get_str(j, "label", &req->label)) != 0)
     return rc;
@@ -294,9 +294,9 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpum_sch
 }
 
 int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpum_sched_request_t req;
-  const char *devs[GPUM_SCHED_MAX_DEVICES];
-  int rc = parse_reserve(d, a, j, &req, devs, GPUM_SCHED_MAX_DEVICES);
+  gpumd_sched_request_t req;
+  const char *devs[GPUMD_SCHED_MAX_DEVICES];
+  int rc = parse_reserve(d, a, j, &req, devs, GPUMD_SCHED_MAX_DEVICES);
   if (rc != 0)
     return rc;
   /* Start times identify the processes across pid reuse (0 = unknown). */
@@ -305,20 +305,20 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
     req.lease_pid_start =
         req.lease_pid == req.pid ? req.pid_start : gpumd_pid_start_or_zero(req.lease_pid);
   int64_t qmax = d->queue_max;
-  if (!req.no_wait && (int64_t)gpum_sched_queue_length(d->sched) >= qmax)
+  if (!req.no_wait && (int64_t)gpumd_sched_queue_length(d->sched) >= qmax)
     return gpum_error(GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)", (long long)qmax);
   set_actor(d, a);
   d->in_submit = true;
   uint64_t now = gpumd_now_ns();
-  const gpum_resv_t *r = NULL;
-  rc = gpum_sched_submit(d->sched, &req, now, &r);
+  const gpumd_resv_t *r = NULL;
+  rc = gpumd_sched_submit(d->sched, &req, now, &r);
   d->in_submit = false;
   if (rc != 0)
     return rc;
   uint64_t rid = r->id;
   gpumd_lease_t *l = gpumd_lease_add(d, rid);
   if (!l) {
-    gpum_sched_release(d->sched, rid, now, "out of memory");
+    gpumd_sched_release(d->sched, rid, now, "out of memory");
     return gpum_error(GPUM_ENOMEM, "out of memory");
   }
   if (a->conn)
@@ -327,20 +327,20 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
       gpumd_lease_watch_pid(d, l, req.lease_pid, req.lease_pid_start) != 0) {
     char why[256];
     snprintf(why, sizeof why, "%s", gpum_last_error());
-    gpum_sched_release(d->sched, rid, now, "lease process gone");
+    gpumd_sched_release(d->sched, rid, now, "lease process gone");
     return gpum_error(GPUM_ENOENT, "%s", why);
   }
   if (req.lease == GPUMD_LEASE_TTL) {
     uint64_t exp = now + req.ttl_ms * 1000000ull;
-    gpum_sched_set_expiry(d->sched, rid, exp);
+    gpumd_sched_set_expiry(d->sched, rid, exp);
     gpumd_lease_arm_ttl(d, l, exp);
-    r = gpum_sched_find(d->sched, rid);
-    if (r && gpum_ledger_put(d->ledger, r) != 0)
+    r = gpumd_sched_find(d->sched, rid);
+    if (r && gpumd_ledger_put(d->ledger, r) != 0)
       d->ledger_failed = true;
   }
-  r = gpum_sched_find(d->sched, rid);
+  r = gpumd_sched_find(d->sched, rid);
   size_t pos = 0;
-  if (r && r->state == GPUM_RESV_QUEUED && gpum_sched_queue_position(d->sched, rid, &pos) == 0)
+  if (r && r->state == GPUMD_RESV_QUEUED && gpumd_sched_queue_position(d->sched, rid, &pos) == 0)
     l->told_position = pos + 1; /* the reply tells it */
   rc = 0;
   if (r)
@@ -354,16 +354,16 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
 /* A dry run of reserve: the same fields and checks, nothing changes. Body: {"could_fit",
  * "fits_now", "queue_first", "devices": [index...], "reason"}. */
 int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpum_sched_request_t req;
-  const char *devs[GPUM_SCHED_MAX_DEVICES];
-  gpum_sched_check_t chk;
-  int rc = parse_reserve(d, a, j, &req, devs, GPUM_SCHED_MAX_DEVICES);
+  gpumd_sched_request_t req;
+  const char *devs[GPUMD_SCHED_MAX_DEVICES];
+  gpumd_sched_check_t chk;
+  int rc = parse_reserve(d, a, j, &req, devs, GPUMD_SCHED_MAX_DEVICES);
   if (rc == 0)
-    rc = gpum_sched_check(d->sched, &req, gpumd_now_ns(), &chk);
+    rc = gpumd_sched_check(d->sched, &req, gpumd_now_ns(), &chk);
   if (rc != 0)
     return rc;
   json_t *ids = json_array();
-  for (unsigned i = 0; i < GPUM_SCHED_MAX_DEVICES; i++)
+  for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++)
     if (chk.device_mask >> i & 1u)
       json_array_append_new(ids, json_integer(i));
   *out =
@@ -376,7 +376,7 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
 
 int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   static const char *const fields[] = {"id", "op", "reservation", NULL};
-  const gpum_resv_t *r = NULL;
+  const gpumd_resv_t *r = NULL;
   uint64_t rid = 0;
   int rc = gpumd_check_fields(j, fields);
   if (rc == 0)
@@ -394,17 +394,17 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   char reason[96] = "";
   size_t off = 0;
   if (a->via) {
-    gpum_cat(reason, sizeof reason, &off, "released over ");
-    gpum_cat(reason, sizeof reason, &off, a->via);
+    gpumd_cat(reason, sizeof reason, &off, "released over ");
+    gpumd_cat(reason, sizeof reason, &off, a->via);
   } else {
-    gpum_cat(reason, sizeof reason, &off, "released by uid ");
-    gpum_cat_u64(reason, sizeof reason, &off, a->uid);
-    gpum_cat(reason, sizeof reason, &off, " pid ");
+    gpumd_cat(reason, sizeof reason, &off, "released by uid ");
+    gpumd_cat_u64(reason, sizeof reason, &off, a->uid);
+    gpumd_cat(reason, sizeof reason, &off, " pid ");
     if (a->pid < 0)
-      gpum_cat(reason, sizeof reason, &off, "-");
-    gpum_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
+      gpumd_cat(reason, sizeof reason, &off, "-");
+    gpumd_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
   }
-  rc = gpum_sched_release(d->sched, rid, gpumd_now_ns(), reason);
+  rc = gpumd_sched_release(d->sched, rid, gpumd_now_ns(), reason);
   d->capture_id = 0;
   if (rc != 0 || !d->captured_set)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
@@ -415,7 +415,7 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
 
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   static const char *const fields[] = {"id", "op", "reservation", "ttl_ms", NULL};
-  const gpum_resv_t *r = NULL;
+  const gpumd_resv_t *r = NULL;
   uint64_t rid = 0;
   long long ttl = 0;
   bool has = false;
@@ -433,12 +433,12 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
   if (rc != 0)
     return rc;
   uint64_t exp = gpumd_now_ns() + (has ? (uint64_t)ttl : r->ttl_ms) * 1000000ull;
-  gpum_sched_set_expiry(d->sched, rid, exp);
+  gpumd_sched_set_expiry(d->sched, rid, exp);
   gpumd_lease_t *l = gpumd_lease_add(d, rid);
   if (l)
     gpumd_lease_arm_ttl(d, l, exp);
-  r = gpum_sched_find(d->sched, rid);
-  if (gpum_ledger_put(d->ledger, r) != 0)
+  r = gpumd_sched_find(d->sched, rid);
+  if (gpumd_ledger_put(d->ledger, r) != 0)
     d->ledger_failed = true;
   *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   return 0;
@@ -455,7 +455,7 @@ static bool token_equal(const char *a, const char *b) {
 static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
   static const char *const fields[] = {"id", "op", "reservation", "token", NULL};
   gpumd_t *d = c->d;
-  const gpum_resv_t *r = NULL;
+  const gpumd_resv_t *r = NULL;
   uint64_t rid = 0;
   const char *token = NULL;
   int rc = gpumd_check_fields(j, fields);

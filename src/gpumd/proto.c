@@ -58,7 +58,7 @@ void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body) {
 typedef struct {
   gpumd_t *d;
   json_t *id;
-  const gpum_resv_t *r;
+  const gpumd_resv_t *r;
   bool with_token;
 } resv_reply_t;
 
@@ -75,7 +75,7 @@ static void fill_resv_reply(gpumd_jw_t *w, void *arg) {
   gpumd_jw_raw(w, ",\"ok\":true}", 11);
 }
 
-void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpum_resv_t *r, bool with_token) {
+void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, bool with_token) {
   resv_reply_t a = {.d = c->d, .id = id, .r = r, .with_token = with_token};
   gpumd_conn_send_with(c, fill_resv_reply, &a);
 }

@@ -19,11 +19,11 @@
 /* ---- Tables ------------------------------------------------------------------------------ */
 
 /* Grows a pointer array to hold one more. Returns 0 or GPUM_ENOMEM. */
-static int grow(gpum_resv_t ***arr, size_t n, size_t *cap) {
+static int grow(gpumd_resv_t ***arr, size_t n, size_t *cap) {
   if (n < *cap)
     return 0;
   size_t ncap = *cap ? *cap * 2 : 64;
-  gpum_resv_t **p = realloc(*arr, ncap * sizeof(*p));
+  gpumd_resv_t **p = realloc(*arr, ncap * sizeof(*p));
   if (p == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory growing the reservation table to %zu", ncap);
   *arr = p;
@@ -32,7 +32,7 @@ static int grow(gpum_resv_t ***arr, size_t n, size_t *cap) {
 }
 
 /* Index of the first reservation in all[] with id >= id. */
-static size_t all_lower_bound(const gpum_sched_t *s, uint64_t id) {
+static size_t all_lower_bound(const gpumd_sched_t *s, uint64_t id) {
   size_t lo = 0, hi = s->n_all;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -45,14 +45,14 @@ static size_t all_lower_bound(const gpum_sched_t *s, uint64_t id) {
 }
 
 /* True when a is served before b: higher priority first, then lower id (submission order). */
-static bool queue_before(const gpum_resv_t *a, const gpum_resv_t *b) {
+static bool queue_before(const gpumd_resv_t *a, const gpumd_resv_t *b) {
   if (a->priority != b->priority)
     return a->priority > b->priority;
   return a->id < b->id;
 }
 
 /* Index of the first queued reservation not served before r. */
-static size_t queue_lower_bound(const gpum_sched_t *s, const gpum_resv_t *r) {
+static size_t queue_lower_bound(const gpumd_sched_t *s, const gpumd_resv_t *r) {
   size_t lo = 0, hi = s->n_queue;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -64,7 +64,7 @@ static size_t queue_lower_bound(const gpum_sched_t *s, const gpum_resv_t *r) {
   return lo;
 }
 
-static int insert_all(gpum_sched_t *s, gpum_resv_t *r) {
+static int insert_all(gpumd_sched_t *s, gpumd_resv_t *r) {
   int rc = grow(&s->all, s->n_all, &s->cap_all);
   if (rc < 0)
     return rc;
@@ -75,7 +75,7 @@ static int insert_all(gpum_sched_t *s, gpum_resv_t *r) {
   return 0;
 }
 
-static int insert_queue(gpum_sched_t *s, gpum_resv_t *r) {
+static int insert_queue(gpumd_sched_t *s, gpumd_resv_t *r) {
   int rc = grow(&s->queue, s->n_queue, &s->cap_queue);
   if (rc < 0)
     return rc;
@@ -86,7 +86,7 @@ static int insert_queue(gpum_sched_t *s, gpum_resv_t *r) {
   return 0;
 }
 
-static void remove_queue(gpum_sched_t *s, const gpum_resv_t *r) {
+static void remove_queue(gpumd_sched_t *s, const gpumd_resv_t *r) {
   size_t i = queue_lower_bound(s, r);
   if (i < s->n_queue && s->queue[i] == r) {
     memmove(&s->queue[i], &s->queue[i + 1], (s->n_queue - i - 1) * sizeof(*s->queue));
@@ -94,7 +94,7 @@ static void remove_queue(gpum_sched_t *s, const gpum_resv_t *r) {
   }
 }
 
-static void remove_all(gpum_sched_t *s, const gpum_resv_t *r) {
+static void remove_all(gpumd_sched_t *s, const gpumd_resv_t *r) {
   size_t i = all_lower_bound(s, r->id);
   if (i < s->n_all && s->all[i] == r) {
     memmove(&s->all[i], &s->all[i + 1], (s->n_all - i - 1) * sizeof(*s->all));
@@ -103,8 +103,8 @@ static void remove_all(gpum_sched_t *s, const gpum_resv_t *r) {
 }
 
 /* Adds (sign > 0) or removes a granted reservation's bytes and job from its devices. */
-static void account(gpum_sched_t *s, const gpum_resv_t *r, int sign) {
-  for (unsigned d = 0; d < GPUM_SCHED_MAX_DEVICES; d++) {
+static void account(gpumd_sched_t *s, const gpumd_resv_t *r, int sign) {
+  for (unsigned d = 0; d < GPUMD_SCHED_MAX_DEVICES; d++) {
     if (!(r->device_mask & (1ull << d)))
       continue;
     sched_slot_t *slot = &s->dev[d];
@@ -118,51 +118,51 @@ static void account(gpum_sched_t *s, const gpum_resv_t *r, int sign) {
   }
 }
 
-static void report(gpum_sched_t *s, const gpum_resv_t *r, gpum_resv_state_t from, uint64_t now_ns) {
+static void report(gpumd_sched_t *s, const gpumd_resv_t *r, gpumd_resv_state_t from, uint64_t now_ns) {
   if (s->cb.on_transition != NULL)
     s->cb.on_transition(s->cb.user, r, from, r->state, now_ns, r->reason);
 }
 
 /* ---- Transitions --------------------------------------------------------------------------- */
 
-void gpum__sched_grant(gpum_sched_t *s, gpum_resv_t *r, uint64_t mask, uint64_t now_ns,
-                       const gpum_resv_t *passed) {
+void gpumd__sched_grant(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t mask, uint64_t now_ns,
+                       const gpumd_resv_t *passed) {
   remove_queue(s, r);
-  r->state = GPUM_RESV_GRANTED;
+  r->state = GPUMD_RESV_GRANTED;
   r->device_mask = mask;
   r->granted_ns = now_ns;
-  char devs[GPUM_SCHED_MAX_DEVICES * 4];
-  gpum__sched_mask_format(mask, devs, sizeof(devs));
-  char id[GPUM_RESV_ID_BUFSZ];
+  char devs[GPUMD_SCHED_MAX_DEVICES * 4];
+  gpumd__sched_mask_format(mask, devs, sizeof(devs));
+  char id[GPUMD_RESV_ID_BUFSZ];
   if (passed != NULL) {
     snprintf(r->reason, sizeof(r->reason), "granted on GPU %.200s (backfilled past %s)", devs,
-             gpum_resv_id_format(passed->id, id, sizeof(id)));
+             gpumd_resv_id_format(passed->id, id, sizeof(id)));
   } else { /* the common case, without snprintf's cost */
     size_t off = 0;
-    gpum_cat(r->reason, sizeof(r->reason), &off, "granted on GPU ");
-    gpum_cat(r->reason, sizeof(r->reason), &off, devs);
+    gpumd_cat(r->reason, sizeof(r->reason), &off, "granted on GPU ");
+    gpumd_cat(r->reason, sizeof(r->reason), &off, devs);
   }
   account(s, r, +1);
-  report(s, r, GPUM_RESV_QUEUED, now_ns);
+  report(s, r, GPUMD_RESV_QUEUED, now_ns);
 }
 
 /* Moves a live reservation to a final state, reports it and frees it. */
-static void finish(gpum_sched_t *s, gpum_resv_t *r, gpum_resv_state_t to, uint64_t now_ns,
+static void finish(gpumd_sched_t *s, gpumd_resv_t *r, gpumd_resv_state_t to, uint64_t now_ns,
                    const char *reason) {
-  gpum_resv_state_t from = r->state;
-  if (from == GPUM_RESV_QUEUED) {
+  gpumd_resv_state_t from = r->state;
+  if (from == GPUMD_RESV_QUEUED) {
     remove_queue(s, r);
-    if (to == GPUM_RESV_RELEASED)
-      to = GPUM_RESV_CANCELLED;
+    if (to == GPUMD_RESV_RELEASED)
+      to = GPUMD_RESV_CANCELLED;
   } else {
     account(s, r, -1);
-    if (to == GPUM_RESV_CANCELLED)
-      to = GPUM_RESV_RELEASED;
+    if (to == GPUMD_RESV_CANCELLED)
+      to = GPUMD_RESV_RELEASED;
   }
   r->state = to;
   r->ended_ns = now_ns;
   size_t off = 0;
-  gpum_cat(r->reason, sizeof(r->reason), &off, reason);
+  gpumd_cat(r->reason, sizeof(r->reason), &off, reason);
   remove_all(s, r);
   report(s, r, from, now_ns);
   free(r);
@@ -174,27 +174,27 @@ static void finish(gpum_sched_t *s, gpum_resv_t *r, gpum_resv_state_t to, uint64
  * at most backfill_bound_ns (and backfill is on); after that only on devices the head can
  * never use (not matching it, or ERROR/DISABLED), since those cannot delay it.
  */
-void gpum__sched_pass(gpum_sched_t *s, uint64_t now_ns) {
-  const gpum_resv_t *head = NULL;
+void gpumd__sched_pass(gpumd_sched_t *s, uint64_t now_ns) {
+  const gpumd_resv_t *head = NULL;
   uint64_t allowed = s->known_mask; /* devices the next request may take */
   size_t i = 0;
   while (i < s->n_queue && allowed != 0) {
-    gpum_resv_t *r = s->queue[i];
+    gpumd_resv_t *r = s->queue[i];
     uint64_t mask = 0;
-    if (gpum__sched_place_in(s, r, allowed, &mask)) {
-      gpum__sched_grant(s, r, mask, now_ns, head);
+    if (gpumd__sched_place_in(s, r, allowed, &mask)) {
+      gpumd__sched_grant(s, r, mask, now_ns, head);
       continue; /* r left the queue: queue[i] is the next one */
     }
     if (head == NULL) {
       head = r;
-      if (gpum__sched_head_locked(s, head, now_ns))
-        allowed &= ~gpum__sched_usable_mask(s, head);
+      if (gpumd__sched_head_locked(s, head, now_ns))
+        allowed &= ~gpumd__sched_usable_mask(s, head);
     }
     i++;
   }
 }
 
-bool gpum__sched_head_locked(const gpum_sched_t *s, const gpum_resv_t *head, uint64_t now_ns) {
+bool gpumd__sched_head_locked(const gpumd_sched_t *s, const gpumd_resv_t *head, uint64_t now_ns) {
   if (!s->opts.backfill || s->opts.backfill_bound_ns == 0)
     return true;
   uint64_t waited = now_ns > head->created_ns ? now_ns - head->created_ns : 0;
@@ -203,17 +203,17 @@ bool gpum__sched_head_locked(const gpum_sched_t *s, const gpum_resv_t *head, uin
 
 /* ---- Lifecycle ----------------------------------------------------------------------------- */
 
-int gpum_sched_create(const gpum_sched_opts_t *opts, const gpum_sched_callbacks_t *cb,
-                      gpum_sched_t **out) {
-  gpum_sched_opts_t def;
+int gpumd_sched_create(const gpumd_sched_opts_t *opts, const gpumd_sched_callbacks_t *cb,
+                      gpumd_sched_t **out) {
+  gpumd_sched_opts_t def;
   if (opts == NULL) {
-    gpum_sched_opts_init(&def);
+    gpumd_sched_opts_init(&def);
     opts = &def;
   }
-  int rc = gpum_sched_opts_check(opts);
+  int rc = gpumd_sched_opts_check(opts);
   if (rc < 0)
     return rc;
-  gpum_sched_t *s = calloc(1, sizeof(*s));
+  gpumd_sched_t *s = calloc(1, sizeof(*s));
   if (s == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory creating the scheduler");
   s->opts = *opts;
@@ -225,7 +225,7 @@ int gpum_sched_create(const gpum_sched_opts_t *opts, const gpum_sched_callbacks_
   return 0;
 }
 
-void gpum_sched_destroy(gpum_sched_t *s) {
+void gpumd_sched_destroy(gpumd_sched_t *s) {
   if (s == NULL)
     return;
   for (size_t i = 0; i < s->n_all; i++)
@@ -235,8 +235,8 @@ void gpum_sched_destroy(gpum_sched_t *s) {
   free(s);
 }
 
-int gpum_sched_set_opts(gpum_sched_t *s, const gpum_sched_opts_t *opts) {
-  int rc = gpum_sched_opts_check(opts);
+int gpumd_sched_set_opts(gpumd_sched_t *s, const gpumd_sched_opts_t *opts) {
+  int rc = gpumd_sched_opts_check(opts);
   if (rc < 0)
     return rc;
   s->opts = *opts;
@@ -245,93 +245,93 @@ int gpum_sched_set_opts(gpum_sched_t *s, const gpum_sched_opts_t *opts) {
 
 /* ---- Devices ------------------------------------------------------------------------------- */
 
-gpum_pressure_t gpum_sched_pressure_level(const gpum_sched_t *s, double used_ratio) {
+gpumd_pressure_t gpumd_sched_pressure_level(const gpumd_sched_t *s, double used_ratio) {
   if (used_ratio >= s->opts.pressure_critical)
-    return GPUM_PRESSURE_CRITICAL;
+    return GPUMD_PRESSURE_CRITICAL;
   if (used_ratio >= s->opts.pressure_high)
-    return GPUM_PRESSURE_HIGH;
-  return GPUM_PRESSURE_NONE;
+    return GPUMD_PRESSURE_HIGH;
+  return GPUMD_PRESSURE_NONE;
 }
 
-double gpum__sched_used_ratio(const gpum_sched_device_t *v) {
+double gpumd__sched_used_ratio(const gpumd_sched_device_t *v) {
   if (v->memory_total == 0)
     return 0.0;
   return (double)v->memory_used / (double)v->memory_total;
 }
 
 /* Fails every GRANTED reservation holding device d. */
-static void fail_device(gpum_sched_t *s, unsigned d, uint64_t now_ns) {
+static void fail_device(gpumd_sched_t *s, unsigned d, uint64_t now_ns) {
   const sched_slot_t *slot = &s->dev[d];
-  char reason[GPUM_RESV_REASON_LEN];
+  char reason[GPUMD_RESV_REASON_LEN];
   snprintf(reason, sizeof(reason), "GPU %u (%.64s) failed: %.160s", d, slot->v.uuid,
            slot->v.reason[0] ? slot->v.reason : "device in ERROR state");
   for (size_t i = s->n_all; i-- > 0;) {
-    gpum_resv_t *r = s->all[i];
-    if (r->state == GPUM_RESV_GRANTED && (r->device_mask & (1ull << d)))
-      finish(s, r, GPUM_RESV_FAILED, now_ns, reason);
+    gpumd_resv_t *r = s->all[i];
+    if (r->state == GPUMD_RESV_GRANTED && (r->device_mask & (1ull << d)))
+      finish(s, r, GPUMD_RESV_FAILED, now_ns, reason);
   }
 }
 
-int gpum_sched_update_device(gpum_sched_t *s, const gpum_sched_device_t *dev, uint64_t now_ns) {
-  if (dev->index >= GPUM_SCHED_MAX_DEVICES)
+int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_sched_device_t *dev, uint64_t now_ns) {
+  if (dev->index >= GPUMD_SCHED_MAX_DEVICES)
     return gpum_error(GPUM_EINVAL, "device index %u is out of range (at most %d devices)",
-                      dev->index, GPUM_SCHED_MAX_DEVICES);
+                      dev->index, GPUMD_SCHED_MAX_DEVICES);
   sched_slot_t *slot = &s->dev[dev->index];
-  gpum_pressure_t old = slot->known ? slot->pressure : GPUM_PRESSURE_NONE;
+  gpumd_pressure_t old = slot->known ? slot->pressure : GPUMD_PRESSURE_NONE;
   slot->v = *dev;
   slot->v.uuid[sizeof(slot->v.uuid) - 1] = '\0';
   slot->v.name[sizeof(slot->v.name) - 1] = '\0';
   slot->v.reason[sizeof(slot->v.reason) - 1] = '\0';
   slot->known = true;
   s->known_mask |= 1ull << dev->index;
-  double ratio = gpum__sched_used_ratio(&slot->v);
-  slot->pressure = gpum_sched_pressure_level(s, ratio);
+  double ratio = gpumd__sched_used_ratio(&slot->v);
+  slot->pressure = gpumd_sched_pressure_level(s, ratio);
   if (dev->health == GPUM_HEALTH_ERROR)
     fail_device(s, dev->index, now_ns);
   if (slot->pressure != old && s->cb.on_pressure != NULL)
     s->cb.on_pressure(s->cb.user, dev->index, ratio, old, slot->pressure);
-  gpum__sched_pass(s, now_ns);
+  gpumd__sched_pass(s, now_ns);
   return 0;
 }
 
-int gpum_sched_device(const gpum_sched_t *s, unsigned index, gpum_sched_device_t *out) {
-  if (index >= GPUM_SCHED_MAX_DEVICES || !s->dev[index].known)
+int gpumd_sched_device(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_t *out) {
+  if (index >= GPUMD_SCHED_MAX_DEVICES || !s->dev[index].known)
     return gpum_error(GPUM_ENODEV, "no device %u", index);
   *out = s->dev[index].v;
   return 0;
 }
 
-uint64_t gpum__sched_capacity(const gpum_sched_t *s, const gpum_sched_device_t *v) {
+uint64_t gpumd__sched_capacity(const gpumd_sched_t *s, const gpumd_sched_device_t *v) {
   /* Rounded to the nearest byte: 0.95 is not exact in binary, 80 GiB x 0.95 must be 76 GiB. */
   long double cap = (long double)v->memory_total * (long double)s->opts.memory_fraction;
   uint64_t c = (uint64_t)(cap + 0.5L);
   return c > s->opts.safety_margin ? c - s->opts.safety_margin : 0;
 }
 
-uint64_t gpum__sched_headroom(const gpum_sched_t *s, unsigned d) {
+uint64_t gpumd__sched_headroom(const gpumd_sched_t *s, unsigned d) {
   const sched_slot_t *slot = &s->dev[d];
-  uint64_t cap = gpum__sched_capacity(s, &slot->v);
+  uint64_t cap = gpumd__sched_capacity(s, &slot->v);
   uint64_t committed = slot->reserved + slot->v.unmanaged;
   return committed < cap ? cap - committed : 0;
 }
 
-int gpum_sched_device_stats(const gpum_sched_t *s, unsigned index, gpum_sched_device_stats_t *out) {
-  if (index >= GPUM_SCHED_MAX_DEVICES || !s->dev[index].known)
+int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_stats_t *out) {
+  if (index >= GPUMD_SCHED_MAX_DEVICES || !s->dev[index].known)
     return gpum_error(GPUM_ENODEV, "no device %u", index);
   const sched_slot_t *slot = &s->dev[index];
   memset(out, 0, sizeof(*out));
-  out->capacity = gpum__sched_capacity(s, &slot->v);
+  out->capacity = gpumd__sched_capacity(s, &slot->v);
   out->reserved = slot->reserved;
   out->unmanaged = slot->v.unmanaged;
   out->committed = slot->reserved + slot->v.unmanaged;
-  out->headroom = gpum__sched_headroom(s, index);
+  out->headroom = gpumd__sched_headroom(s, index);
   out->jobs = slot->jobs;
-  out->used_ratio = gpum__sched_used_ratio(&slot->v);
+  out->used_ratio = gpumd__sched_used_ratio(&slot->v);
   out->pressure = slot->pressure;
   return 0;
 }
 
-uint64_t gpum_sched_device_mask(const gpum_sched_t *s) {
+uint64_t gpumd_sched_device_mask(const gpumd_sched_t *s) {
   return s->known_mask;
 }
 
@@ -339,7 +339,7 @@ uint64_t gpum_sched_device_mask(const gpum_sched_t *s) {
 
 /* A token of 16 random bytes in hex. Bytes come from getrandom in blocks of 512 (one
  * system call per 32 tokens); a used byte is wiped and never handed out twice. */
-static int make_token(gpum_sched_t *s, char *out) {
+static int make_token(gpumd_sched_t *s, char *out) {
   if (s->rand_used + 16 > sizeof s->rand) {
     size_t got = 0;
     while (got < sizeof s->rand) {
@@ -365,17 +365,17 @@ static int make_token(gpum_sched_t *s, char *out) {
 }
 
 /* Checks the request's fields and fills r's request part. Returns 0 or GPUM_EINVAL. */
-static int fill_request(const gpum_sched_request_t *q, gpum_resv_t *r) {
+static int fill_request(const gpumd_sched_request_t *q, gpumd_resv_t *r) {
   if (q->bytes_per_gpu == 0)
     return gpum_error(GPUM_EINVAL, "bytes_per_gpu must be greater than 0");
-  if (q->gpus == 0 || q->gpus > GPUM_SCHED_MAX_DEVICES)
+  if (q->gpus == 0 || q->gpus > GPUMD_SCHED_MAX_DEVICES)
     return gpum_error(GPUM_EINVAL, "gpus %u is out of range 1..%d", q->gpus,
-                      GPUM_SCHED_MAX_DEVICES);
+                      GPUMD_SCHED_MAX_DEVICES);
   if (q->priority < -100 || q->priority > 100)
     return gpum_error(GPUM_EINVAL, "priority %d is out of range -100..100", q->priority);
   if ((int)q->lease < 0 || q->lease > GPUMD_LEASE_TTL)
     return gpum_error(GPUM_EINVAL, "bad lease kind %d", (int)q->lease);
-  if ((int)q->on_timeout < 0 || q->on_timeout > GPUM_ON_TIMEOUT_WAIT)
+  if ((int)q->on_timeout < 0 || q->on_timeout > GPUMD_ON_TIMEOUT_WAIT)
     return gpum_error(GPUM_EINVAL, "bad timeout action %d", (int)q->on_timeout);
   const char *label = q->label ? q->label : "";
   const char *model = q->model ? q->model : "";
@@ -404,33 +404,33 @@ static int fill_request(const gpum_sched_request_t *q, gpum_resv_t *r) {
 /* req->no_wait: settles the queue, then 0 when the next pass would grant r (nothing ahead of
  * it can be granted now; it may use the devices a locked head leaves open), else GPUM_EBUSY
  * with what it would wait for. r (id, state and created_ns set) is in no table on return. */
-static int grant_now_or_busy(gpum_sched_t *s, gpum_resv_t *r, uint64_t now_ns) {
-  gpum__sched_pass(s, now_ns);
+static int grant_now_or_busy(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t now_ns) {
+  gpumd__sched_pass(s, now_ns);
   uint64_t allowed = s->known_mask, mask = 0;
-  const gpum_resv_t *head = s->n_queue > 0 ? s->queue[0] : NULL;
-  if (head != NULL && queue_before(head, r) && gpum__sched_head_locked(s, head, now_ns))
-    allowed &= ~gpum__sched_usable_mask(s, head);
-  if (allowed != 0 && gpum__sched_place_in(s, r, allowed, &mask))
+  const gpumd_resv_t *head = s->n_queue > 0 ? s->queue[0] : NULL;
+  if (head != NULL && queue_before(head, r) && gpumd__sched_head_locked(s, head, now_ns))
+    allowed &= ~gpumd__sched_usable_mask(s, head);
+  if (allowed != 0 && gpumd__sched_place_in(s, r, allowed, &mask))
     return 0;
-  char why[GPUM_RESV_REASON_LEN];
+  char why[GPUMD_RESV_REASON_LEN];
   insert_all(s, r); /* cannot fail: grown by the caller */
   insert_queue(s, r);
-  gpum_sched_waiting_for(s, r->id, why, sizeof(why));
+  gpumd_sched_waiting_for(s, r->id, why, sizeof(why));
   remove_queue(s, r);
   remove_all(s, r);
   return gpum_error(GPUM_EBUSY, "not granted now and \"wait\" is false; it would wait for %s", why);
 }
 
-int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
-                      const gpum_resv_t **out) {
-  gpum_resv_t *r = calloc(1, sizeof(*r));
+int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
+                      const gpumd_resv_t **out) {
+  gpumd_resv_t *r = calloc(1, sizeof(*r));
   if (r == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory for a reservation");
   int rc = fill_request(req, r);
   if (rc == 0)
-    rc = gpum__sched_resolve_devices(s, req->devices, req->device_count, &r->want_mask);
+    rc = gpumd__sched_resolve_devices(s, req->devices, req->device_count, &r->want_mask);
   if (rc == 0)
-    rc = gpum__sched_never_fit(s, r);
+    rc = gpumd__sched_never_fit(s, r);
   if (rc == 0)
     rc = make_token(s, r->token);
   if (rc == 0)
@@ -438,7 +438,7 @@ int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t
   if (rc == 0)
     rc = grow(&s->queue, s->n_queue, &s->cap_queue);
   r->id = s->next_id;
-  r->state = GPUM_RESV_QUEUED;
+  r->state = GPUMD_RESV_QUEUED;
   r->created_ns = now_ns;
   if (rc == 0 && req->no_wait)
     rc = grant_now_or_busy(s, r, now_ns);
@@ -452,43 +452,43 @@ int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t
   memcpy(r->reason, "queued", sizeof("queued"));
   insert_all(s, r); /* cannot fail: grown above */
   insert_queue(s, r);
-  report(s, r, GPUM_RESV_NEW, now_ns);
+  report(s, r, GPUMD_RESV_NEW, now_ns);
   uint64_t id = r->id;
-  gpum__sched_pass(s, now_ns);
+  gpumd__sched_pass(s, now_ns);
   if (out != NULL)
-    *out = gpum_sched_find(s, id);
+    *out = gpumd_sched_find(s, id);
   return 0;
 }
 
-int gpum_sched_end(gpum_sched_t *s, uint64_t id, gpum_resv_state_t to, uint64_t now_ns,
+int gpumd_sched_end(gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t to, uint64_t now_ns,
                    const char *reason) {
-  if (!gpum_resv_state_final(to))
-    return gpum_error(GPUM_EINVAL, "%s is not a final reservation state", gpum_resv_state_name(to));
-  gpum_resv_t *r = (gpum_resv_t *)gpum_sched_find(s, id);
-  char buf[GPUM_RESV_ID_BUFSZ];
+  if (!gpumd_resv_state_final(to))
+    return gpum_error(GPUM_EINVAL, "%s is not a final reservation state", gpumd_resv_state_name(to));
+  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
+  char buf[GPUMD_RESV_ID_BUFSZ];
   if (r == NULL)
     return gpum_error(GPUM_ENOENT, "no live reservation %s",
-                      gpum_resv_id_format(id, buf, sizeof(buf)));
+                      gpumd_resv_id_format(id, buf, sizeof(buf)));
   finish(s, r, to, now_ns, reason ? reason : "released");
-  gpum__sched_pass(s, now_ns);
+  gpumd__sched_pass(s, now_ns);
   return 0;
 }
 
-int gpum_sched_release(gpum_sched_t *s, uint64_t id, uint64_t now_ns, const char *reason) {
-  return gpum_sched_end(s, id, GPUM_RESV_RELEASED, now_ns, reason);
+int gpumd_sched_release(gpumd_sched_t *s, uint64_t id, uint64_t now_ns, const char *reason) {
+  return gpumd_sched_end(s, id, GPUMD_RESV_RELEASED, now_ns, reason);
 }
 
-int gpum_sched_set_expiry(gpum_sched_t *s, uint64_t id, uint64_t expires_ns) {
-  gpum_resv_t *r = (gpum_resv_t *)gpum_sched_find(s, id);
-  char buf[GPUM_RESV_ID_BUFSZ];
+int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns) {
+  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
+  char buf[GPUMD_RESV_ID_BUFSZ];
   if (r == NULL)
     return gpum_error(GPUM_ENOENT, "no live reservation %s",
-                      gpum_resv_id_format(id, buf, sizeof(buf)));
+                      gpumd_resv_id_format(id, buf, sizeof(buf)));
   r->expires_ns = expires_ns;
   return 0;
 }
 
-static uint64_t deadline_of(const gpum_resv_t *r) {
+static uint64_t deadline_of(const gpumd_resv_t *r) {
   if (r->timeout_ms == 0)
     return UINT64_MAX;
   uint64_t d = r->timeout_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : r->timeout_ms * 1000000ull;
@@ -496,40 +496,40 @@ static uint64_t deadline_of(const gpum_resv_t *r) {
 }
 
 /* Handles the queue timeouts that passed. Returns true when a reservation left the queue. */
-static bool expire_queue(gpum_sched_t *s, uint64_t now_ns) {
+static bool expire_queue(gpumd_sched_t *s, uint64_t now_ns) {
   bool changed = false;
   for (size_t i = s->n_queue; i-- > 0;) {
-    gpum_resv_t *r = s->queue[i];
+    gpumd_resv_t *r = s->queue[i];
     uint64_t dl = deadline_of(r);
     if (dl == UINT64_MAX || now_ns < dl)
       continue;
-    char dur[GPUM_DURATION_BUFSZ], wait[GPUM_RESV_REASON_LEN], reason[GPUM_RESV_REASON_LEN];
+    char dur[GPUM_DURATION_BUFSZ], wait[GPUMD_RESV_REASON_LEN], reason[GPUMD_RESV_REASON_LEN];
     gpum_duration_format(r->timeout_ms, dur, sizeof(dur));
-    if (r->on_timeout == GPUM_ON_TIMEOUT_REJECT) {
-      gpum_sched_waiting_for(s, r->id, wait, sizeof(wait));
+    if (r->on_timeout == GPUMD_ON_TIMEOUT_REJECT) {
+      gpumd_sched_waiting_for(s, r->id, wait, sizeof(wait));
       snprintf(reason, sizeof(reason), "queue timeout of %s passed; was waiting for %.180s", dur,
                wait);
-      finish(s, r, GPUM_RESV_EXPIRED, now_ns, reason);
+      finish(s, r, GPUMD_RESV_EXPIRED, now_ns, reason);
       changed = true;
     } else if (!r->timeout_told) {
       r->timeout_told = true;
       snprintf(r->reason, sizeof(r->reason), "queue timeout of %s passed; still waiting", dur);
-      report(s, r, GPUM_RESV_QUEUED, now_ns);
+      report(s, r, GPUMD_RESV_QUEUED, now_ns);
     }
   }
   return changed;
 }
 
-void gpum_sched_tick(gpum_sched_t *s, uint64_t now_ns, uint64_t *next_ns) {
-  gpum__sched_pass(s, now_ns);
+void gpumd_sched_tick(gpumd_sched_t *s, uint64_t now_ns, uint64_t *next_ns) {
+  gpumd__sched_pass(s, now_ns);
   if (expire_queue(s, now_ns))
-    gpum__sched_pass(s, now_ns);
+    gpumd__sched_pass(s, now_ns);
   if (next_ns == NULL)
     return;
   uint64_t next = UINT64_MAX;
   for (size_t i = 0; i < s->n_queue; i++) {
-    const gpum_resv_t *r = s->queue[i];
-    if (r->on_timeout == GPUM_ON_TIMEOUT_WAIT && r->timeout_told)
+    const gpumd_resv_t *r = s->queue[i];
+    if (r->on_timeout == GPUMD_ON_TIMEOUT_WAIT && r->timeout_told)
       continue;
     uint64_t dl = deadline_of(r);
     next = dl < next ? dl : next;
@@ -537,57 +537,57 @@ void gpum_sched_tick(gpum_sched_t *s, uint64_t now_ns, uint64_t *next_ns) {
   *next_ns = next;
 }
 
-const gpum_resv_t *gpum_sched_find(const gpum_sched_t *s, uint64_t id) {
+const gpumd_resv_t *gpumd_sched_find(const gpumd_sched_t *s, uint64_t id) {
   size_t i = all_lower_bound(s, id);
   return i < s->n_all && s->all[i]->id == id ? s->all[i] : NULL;
 }
 
-size_t gpum_sched_count(const gpum_sched_t *s) {
+size_t gpumd_sched_count(const gpumd_sched_t *s) {
   return s->n_all;
 }
 
-const gpum_resv_t *gpum_sched_at(const gpum_sched_t *s, size_t i) {
+const gpumd_resv_t *gpumd_sched_at(const gpumd_sched_t *s, size_t i) {
   return i < s->n_all ? s->all[i] : NULL;
 }
 
-size_t gpum_sched_queue_length(const gpum_sched_t *s) {
+size_t gpumd_sched_queue_length(const gpumd_sched_t *s) {
   return s->n_queue;
 }
 
-const gpum_resv_t *gpum_sched_queue_at(const gpum_sched_t *s, size_t pos) {
+const gpumd_resv_t *gpumd_sched_queue_at(const gpumd_sched_t *s, size_t pos) {
   return pos < s->n_queue ? s->queue[pos] : NULL;
 }
 
-int gpum_sched_queue_position(const gpum_sched_t *s, uint64_t id, size_t *pos) {
-  const gpum_resv_t *r = gpum_sched_find(s, id);
-  if (r != NULL && r->state == GPUM_RESV_QUEUED) {
+int gpumd_sched_queue_position(const gpumd_sched_t *s, uint64_t id, size_t *pos) {
+  const gpumd_resv_t *r = gpumd_sched_find(s, id);
+  if (r != NULL && r->state == GPUMD_RESV_QUEUED) {
     size_t i = queue_lower_bound(s, r);
     if (i < s->n_queue && s->queue[i] == r) {
       *pos = i;
       return 0;
     }
   }
-  char buf[GPUM_RESV_ID_BUFSZ];
-  return gpum_error(GPUM_ENOENT, "%s is not queued", gpum_resv_id_format(id, buf, sizeof(buf)));
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  return gpum_error(GPUM_ENOENT, "%s is not queued", gpumd_resv_id_format(id, buf, sizeof(buf)));
 }
 
 /* ---- Recovery ------------------------------------------------------------------------------ */
 
-int gpum_sched_restore(gpum_sched_t *s, const gpum_resv_t *src) {
-  char buf[GPUM_RESV_ID_BUFSZ];
-  gpum_resv_id_format(src->id, buf, sizeof(buf));
-  if (src->state != GPUM_RESV_QUEUED && src->state != GPUM_RESV_GRANTED)
+int gpumd_sched_restore(gpumd_sched_t *s, const gpumd_resv_t *src) {
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  gpumd_resv_id_format(src->id, buf, sizeof(buf));
+  if (src->state != GPUMD_RESV_QUEUED && src->state != GPUMD_RESV_GRANTED)
     return gpum_error(GPUM_EINVAL, "cannot restore %s in state %s", buf,
-                      gpum_resv_state_name(src->state));
-  if (src->id == 0 || (src->state == GPUM_RESV_GRANTED && src->device_mask == 0))
+                      gpumd_resv_state_name(src->state));
+  if (src->id == 0 || (src->state == GPUMD_RESV_GRANTED && src->device_mask == 0))
     return gpum_error(GPUM_EINVAL, "cannot restore %s: no id or no granted device", buf);
-  if (gpum_sched_find(s, src->id) != NULL)
+  if (gpumd_sched_find(s, src->id) != NULL)
     return gpum_error(GPUM_EEXIST, "reservation %s is already live", buf);
-  gpum_resv_t *r = malloc(sizeof(*r));
+  gpumd_resv_t *r = malloc(sizeof(*r));
   if (r == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory restoring %s", buf);
   *r = *src;
-  if (r->state == GPUM_RESV_QUEUED)
+  if (r->state == GPUMD_RESV_QUEUED)
     r->device_mask = 0;
   int rc = grow(&s->queue, s->n_queue, &s->cap_queue);
   if (rc == 0)
@@ -596,7 +596,7 @@ int gpum_sched_restore(gpum_sched_t *s, const gpum_resv_t *src) {
     free(r);
     return rc;
   }
-  if (r->state == GPUM_RESV_QUEUED)
+  if (r->state == GPUMD_RESV_QUEUED)
     insert_queue(s, r);
   else
     account(s, r, +1);
@@ -605,30 +605,30 @@ int gpum_sched_restore(gpum_sched_t *s, const gpum_resv_t *src) {
   return 0;
 }
 
-void gpum_sched_set_next_id(gpum_sched_t *s, uint64_t next_id) {
+void gpumd_sched_set_next_id(gpumd_sched_t *s, uint64_t next_id) {
   if (s->next_id < next_id)
     s->next_id = next_id;
 }
 
-uint64_t gpum_sched_next_id(const gpum_sched_t *s) {
+uint64_t gpumd_sched_next_id(const gpumd_sched_t *s) {
   return s->next_id;
 }
 
 /* ---- Dry run (REST validate) ------------------------------------------------------------- */
 
 /* Why r does not fit now, for humans: what it needs and the best device now. */
-static void not_now_text(const gpum_sched_t *s, const gpum_resv_t *r, char *buf, size_t len) {
+static void not_now_text(const gpumd_sched_t *s, const gpumd_resv_t *r, char *buf, size_t len) {
   char need[GPUM_SIZE_BUFSZ], best_s[GPUM_SIZE_BUFSZ];
   unsigned fit = 0, best_d = 0, usable = 0;
   uint64_t best = 0;
   for (uint64_t m = s->known_mask; m != 0; m &= m - 1) {
     unsigned d = (unsigned)__builtin_ctzll(m);
     const sched_slot_t *slot = &s->dev[d];
-    if (!gpum__sched_matches(s, r, d) || slot->v.health == GPUM_HEALTH_ERROR ||
-        slot->v.health == GPUM_HEALTH_DISABLED || slot->pressure == GPUM_PRESSURE_CRITICAL ||
+    if (!gpumd__sched_matches(s, r, d) || slot->v.health == GPUM_HEALTH_ERROR ||
+        slot->v.health == GPUM_HEALTH_DISABLED || slot->pressure == GPUMD_PRESSURE_CRITICAL ||
         (s->opts.max_concurrent_jobs != 0 && slot->jobs >= s->opts.max_concurrent_jobs))
       continue;
-    uint64_t h = gpum__sched_headroom(s, d);
+    uint64_t h = gpumd__sched_headroom(s, d);
     fit += h >= r->bytes_per_gpu;
     if (usable++ == 0 || h > best) {
       best = h;
@@ -648,27 +648,27 @@ static void not_now_text(const gpum_sched_t *s, const gpum_resv_t *r, char *buf,
            r->gpus == 1 ? "" : "s", fit, fit == 1 ? "s" : "", best_s, best_d);
 }
 
-int gpum_sched_check(const gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
-                     gpum_sched_check_t *out) {
+int gpumd_sched_check(const gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
+                     gpumd_sched_check_t *out) {
   memset(out, 0, sizeof(*out));
-  gpum_resv_t r;
+  gpumd_resv_t r;
   memset(&r, 0, sizeof(r));
   int rc = fill_request(req, &r);
   if (rc == 0)
-    rc = gpum__sched_resolve_devices(s, req->devices, req->device_count, &r.want_mask);
+    rc = gpumd__sched_resolve_devices(s, req->devices, req->device_count, &r.want_mask);
   if (rc == 0)
-    rc = gpum__sched_never_fit(s, &r);
-  if (rc == GPUM_SCHED_ENEVERFIT) {
+    rc = gpumd__sched_never_fit(s, &r);
+  if (rc == GPUMD_SCHED_ENEVERFIT) {
     snprintf(out->reason, sizeof(out->reason), "%s", gpum_last_error());
     return 0;
   }
   if (rc != 0)
     return rc;
   out->could_fit = true;
-  r.state = GPUM_RESV_QUEUED;
+  r.state = GPUMD_RESV_QUEUED;
   r.created_ns = now_ns;
   uint64_t mask = 0;
-  if (!gpum__sched_place(s, &r, &mask)) {
+  if (!gpumd__sched_place(s, &r, &mask)) {
     not_now_text(s, &r, out->reason, sizeof(out->reason));
     return 0;
   }
@@ -676,15 +676,15 @@ int gpum_sched_check(const gpum_sched_t *s, const gpum_sched_request_t *req, uin
    * there that is past the backfill bound keeps it off the devices the head could use. */
   uint64_t allowed = s->known_mask;
   for (size_t i = 0; i < s->n_queue && s->queue[i]->priority >= r.priority; i++) {
-    const gpum_resv_t *head = s->queue[i];
-    if (gpum__sched_head_locked(s, head, now_ns))
-      allowed &= ~gpum__sched_usable_mask(s, head);
-    if (!gpum__sched_place_in(s, &r, allowed, &mask)) {
-      char hid[GPUM_RESV_ID_BUFSZ];
+    const gpumd_resv_t *head = s->queue[i];
+    if (gpumd__sched_head_locked(s, head, now_ns))
+      allowed &= ~gpumd__sched_usable_mask(s, head);
+    if (!gpumd__sched_place_in(s, &r, allowed, &mask)) {
+      char hid[GPUMD_RESV_ID_BUFSZ];
       out->queue_first = true;
       snprintf(out->reason, sizeof(out->reason),
                "fits, but would wait behind %s (blocked queue head past the backfill bound)",
-               gpum_resv_id_format(head->id, hid, sizeof(hid)));
+               gpumd_resv_id_format(head->id, hid, sizeof(hid)));
       return 0;
     }
     break; /* only the first blocked request can lock devices */

@@ -22,7 +22,7 @@
  * Never-fit: a request that could not be granted even on an idle node (no device matches the
  * model pattern / min_memory / explicit list, an explicit device does not exist, more GPUs
  * than matching devices, or bytes_per_gpu above total*fraction-margin of too many matching
- * devices) is rejected by gpum_sched_submit() with GPUM_SCHED_ENEVERFIT and a reason; it
+ * devices) is rejected by gpumd_sched_submit() with GPUMD_SCHED_ENEVERFIT and a reason; it
  * never enters the queue. Device health does not count here (an ERROR device may recover).
  *
  * Placement, among the devices that admit the request: pack = best fit (least headroom left
@@ -43,7 +43,7 @@
  *
  * Reservation memory: a reservation reaches a final state (RELEASED, EXPIRED, CANCELLED,
  * FAILED), is reported through on_transition (the pointer is valid during the callback only)
- * and is then freed by the scheduler. Pointers returned by gpum_sched_find() and friends are
+ * and is then freed by the scheduler. Pointers returned by gpumd_sched_find() and friends are
  * valid until the next call that changes the scheduler.
  */
 #ifndef GPUMD_SCHED_H
@@ -61,39 +61,39 @@
 extern "C" {
 #endif
 
-/* Devices are addressed by their device-layer index, 0..GPUM_SCHED_MAX_DEVICES-1: the
+/* Devices are addressed by their device-layer index, 0..GPUMD_SCHED_MAX_DEVICES-1: the
  * scheduler keeps device sets as 64-bit masks. */
-#define GPUM_SCHED_MAX_DEVICES 64
+#define GPUMD_SCHED_MAX_DEVICES 64
 
-/* Returned by gpum_sched_submit() for a request that can never fit (an alias kept for the
+/* Returned by gpumd_sched_submit() for a request that can never fit (an alias kept for the
  * daemon's code written before the error code existed). */
-#define GPUM_SCHED_ENEVERFIT GPUM_ENEVERFIT
+#define GPUMD_SCHED_ENEVERFIT GPUM_ENEVERFIT
 
-#define GPUM_RESV_TOKEN_LEN 33  /* 32 lowercase hex digits + NUL */
-#define GPUM_RESV_LABEL_LEN 128 /* label, NUL included (longer: EINVAL at submit) */
-#define GPUM_RESV_MODEL_LEN 128 /* model pattern, NUL included (longer: EINVAL) */
-#define GPUM_RESV_REASON_LEN 256
-#define GPUM_RESV_ID_BUFSZ 24 /* "r-" + 20 digits + NUL */
+#define GPUMD_RESV_TOKEN_LEN 33  /* 32 lowercase hex digits + NUL */
+#define GPUMD_RESV_LABEL_LEN 128 /* label, NUL included (longer: EINVAL at submit) */
+#define GPUMD_RESV_MODEL_LEN 128 /* model pattern, NUL included (longer: EINVAL) */
+#define GPUMD_RESV_REASON_LEN 256
+#define GPUMD_RESV_ID_BUFSZ 24 /* "r-" + 20 digits + NUL */
 
 /* ---- Reservation states, leases ------------------------------------------------------- */
 
 typedef enum {
-  GPUM_RESV_NEW = -1, /* only as the `from` of the first transition of a reservation */
-  GPUM_RESV_QUEUED = 0,
-  GPUM_RESV_GRANTED = 1,
-  GPUM_RESV_RELEASED = 2,  /* released by its owner, an admin, or its lease ending */
-  GPUM_RESV_EXPIRED = 3,   /* queue timeout with REJECT, or TTL lease passed */
-  GPUM_RESV_CANCELLED = 4, /* released while QUEUED */
-  GPUM_RESV_FAILED = 5,    /* a device it held went to ERROR */
-} gpum_resv_state_t;
+  GPUMD_RESV_NEW = -1, /* only as the `from` of the first transition of a reservation */
+  GPUMD_RESV_QUEUED = 0,
+  GPUMD_RESV_GRANTED = 1,
+  GPUMD_RESV_RELEASED = 2,  /* released by its owner, an admin, or its lease ending */
+  GPUMD_RESV_EXPIRED = 3,   /* queue timeout with REJECT, or TTL lease passed */
+  GPUMD_RESV_CANCELLED = 4, /* released while QUEUED */
+  GPUMD_RESV_FAILED = 5,    /* a device it held went to ERROR */
+} gpumd_resv_state_t;
 
 /* "NEW", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED"; "UNKNOWN"
  * otherwise. Never NULL. */
-const char *gpum_resv_state_name(gpum_resv_state_t s);
+const char *gpumd_resv_state_name(gpumd_resv_state_t s);
 /* Parses a state name (case-insensitive; not "NEW"). Returns 0 or GPUM_EINVAL. */
-int gpum_resv_state_parse(const char *s, gpum_resv_state_t *out);
+int gpumd_resv_state_parse(const char *s, gpumd_resv_state_t *out);
 /* True for RELEASED, EXPIRED, CANCELLED and FAILED. */
-bool gpum_resv_state_final(gpum_resv_state_t s);
+bool gpumd_resv_state_final(gpumd_resv_state_t s);
 
 typedef enum {
   GPUMD_LEASE_CONNECTION = 0, /* ends when the client's connection closes (default) */
@@ -105,52 +105,52 @@ const char *gpumd_lease_kind_name(gpumd_lease_kind_t k);
 int gpumd_lease_kind_parse(const char *s, gpumd_lease_kind_t *out);
 
 typedef enum {
-  GPUM_ON_TIMEOUT_REJECT = 0, /* queue timeout passed: EXPIRED */
-  GPUM_ON_TIMEOUT_WAIT = 1,   /* queue timeout passed: the client is told once, stays QUEUED */
-} gpum_on_timeout_t;
+  GPUMD_ON_TIMEOUT_REJECT = 0, /* queue timeout passed: EXPIRED */
+  GPUMD_ON_TIMEOUT_WAIT = 1,   /* queue timeout passed: the client is told once, stays QUEUED */
+} gpumd_on_timeout_t;
 /* "reject", "wait"; parse is case-insensitive. Returns 0 or GPUM_EINVAL. */
-const char *gpum_on_timeout_name(gpum_on_timeout_t t);
-int gpum_on_timeout_parse(const char *s, gpum_on_timeout_t *out);
+const char *gpumd_on_timeout_name(gpumd_on_timeout_t t);
+int gpumd_on_timeout_parse(const char *s, gpumd_on_timeout_t *out);
 
 typedef enum {
-  GPUM_PLACEMENT_PACK = 0, /* best fit (default) */
-  GPUM_PLACEMENT_SPREAD = 1,
-  GPUM_PLACEMENT_SCORE = 2,
-} gpum_placement_t;
+  GPUMD_PLACEMENT_PACK = 0, /* best fit (default) */
+  GPUMD_PLACEMENT_SPREAD = 1,
+  GPUMD_PLACEMENT_SCORE = 2,
+} gpumd_placement_t;
 /* "pack", "spread", "score"; parse is case-insensitive. Returns 0 or GPUM_EINVAL. */
-const char *gpum_placement_name(gpum_placement_t p);
-int gpum_placement_parse(const char *s, gpum_placement_t *out);
+const char *gpumd_placement_name(gpumd_placement_t p);
+int gpumd_placement_parse(const char *s, gpumd_placement_t *out);
 
 typedef enum {
-  GPUM_PRESSURE_NONE = 0,
-  GPUM_PRESSURE_HIGH = 1,     /* used ratio >= pressure_high: tell the device's clients */
-  GPUM_PRESSURE_CRITICAL = 2, /* used ratio >= pressure_critical: also no new grants */
-} gpum_pressure_t;
+  GPUMD_PRESSURE_NONE = 0,
+  GPUMD_PRESSURE_HIGH = 1,     /* used ratio >= pressure_high: tell the device's clients */
+  GPUMD_PRESSURE_CRITICAL = 2, /* used ratio >= pressure_critical: also no new grants */
+} gpumd_pressure_t;
 /* "none", "high", "critical". */
-const char *gpum_pressure_name(gpum_pressure_t p);
+const char *gpumd_pressure_name(gpumd_pressure_t p);
 
 /* ---- Reservations --------------------------------------------------------------------- */
 
 /* One reservation, as the scheduler keeps it and the ledger stores it. */
 typedef struct {
   uint64_t id; /* n of "r-<n>", from 1, monotonic over the ledger's life */
-  char token[GPUM_RESV_TOKEN_LEN];
-  gpum_resv_state_t state;
-  char reason[GPUM_RESV_REASON_LEN]; /* of the last transition */
+  char token[GPUMD_RESV_TOKEN_LEN];
+  gpumd_resv_state_t state;
+  char reason[GPUMD_RESV_REASON_LEN]; /* of the last transition */
   uint32_t uid;                      /* owner (SO_PEERCRED of the submitting peer) */
   int32_t pid;                       /* submitting process */
   uint64_t pid_start; /* start time of pid (/proc/PID/stat field 22, clock ticks since boot);
                          0 = unknown: liveness then falls back to kill(pid, 0) */
-  char label[GPUM_RESV_LABEL_LEN];
+  char label[GPUMD_RESV_LABEL_LEN];
   /* The request. */
   uint64_t bytes_per_gpu;
   unsigned gpus;
-  char model[GPUM_RESV_MODEL_LEN]; /* fnmatch(3) pattern on the device name; "" = any */
+  char model[GPUMD_RESV_MODEL_LEN]; /* fnmatch(3) pattern on the device name; "" = any */
   uint64_t min_memory;             /* minimum total memory of a device; 0 = any */
   uint64_t want_mask;              /* explicit devices (bit = index); 0 = any device */
   int priority;                    /* -100..100, higher first */
   uint64_t timeout_ms;             /* queue timeout; 0 = none */
-  gpum_on_timeout_t on_timeout;
+  gpumd_on_timeout_t on_timeout;
   /* The lease: stored for the daemon, the scheduler does not act on it. */
   gpumd_lease_kind_t lease;
   int32_t lease_pid;        /* GPUMD_LEASE_PID */
@@ -163,49 +163,49 @@ typedef struct {
   uint64_t granted_ns;  /* 0 when never granted */
   uint64_t ended_ns;    /* reached a final state; 0 before */
   bool timeout_told;    /* WAIT: the timeout notice was reported */
-} gpum_resv_t;
+} gpumd_resv_t;
 
-/* Writes "r-<id>" into buf (GPUM_RESV_ID_BUFSZ suffices) and returns buf. */
-char *gpum_resv_id_format(uint64_t id, char *buf, size_t len);
+/* Writes "r-<id>" into buf (GPUMD_RESV_ID_BUFSZ suffices) and returns buf. */
+char *gpumd_resv_id_format(uint64_t id, char *buf, size_t len);
 
 /* snprintf's job on the request path, at a fraction of its cost: append s, or the decimal v,
  * to buf[len] at *off, cutting at the end of buf; buf stays NUL-terminated (len > 0). */
-void gpum_cat(char *buf, size_t len, size_t *off, const char *s);
-void gpum_cat_u64(char *buf, size_t len, size_t *off, uint64_t v);
+void gpumd_cat(char *buf, size_t len, size_t *off, const char *s);
+void gpumd_cat_u64(char *buf, size_t len, size_t *off, uint64_t v);
 /* Parses "r-<n>" (n >= 1, decimal, no sign or junk). Returns 0 or GPUM_EINVAL naming s. */
-int gpum_resv_id_parse(const char *s, uint64_t *out);
+int gpumd_resv_id_parse(const char *s, uint64_t *out);
 
 /* A request as the daemon parsed it from the protocol. Pointers are read during
- * gpum_sched_submit() only. */
+ * gpumd_sched_submit() only. */
 typedef struct {
   uint64_t bytes_per_gpu; /* > 0 */
-  unsigned gpus;          /* 1..GPUM_SCHED_MAX_DEVICES */
+  unsigned gpus;          /* 1..GPUMD_SCHED_MAX_DEVICES */
   const char *model;      /* NULL or "" = any */
   uint64_t min_memory;
   const char *const *devices; /* explicit devices: decimal index or exact UUID; NULL = any */
   size_t device_count;
   int priority;
   uint64_t timeout_ms;
-  gpum_on_timeout_t on_timeout;
+  gpumd_on_timeout_t on_timeout;
   const char *label; /* NULL = "" */
   gpumd_lease_kind_t lease;
   int32_t lease_pid;
-  uint64_t lease_pid_start; /* see gpum_resv_t; 0 = unknown */
+  uint64_t lease_pid_start; /* see gpumd_resv_t; 0 = unknown */
   uint64_t ttl_ms;
   uint32_t uid;
   int32_t pid;
-  uint64_t pid_start; /* see gpum_resv_t; 0 = unknown */
+  uint64_t pid_start; /* see gpumd_resv_t; 0 = unknown */
   bool no_wait;       /* grant now or fail with GPUM_EBUSY; never queue (protocol "wait": false) */
-} gpum_sched_request_t;
+} gpumd_sched_request_t;
 
 /* Zeroes req and sets gpus = 1, lease = connection, on_timeout = reject. */
-void gpum_sched_request_init(gpum_sched_request_t *req);
+void gpumd_sched_request_init(gpumd_sched_request_t *req);
 
 /* ---- Devices ---------------------------------------------------------------------------- */
 
-/* What the daemon knows of one device; replaced on every gpum_sched_update_device(). */
+/* What the daemon knows of one device; replaced on every gpumd_sched_update_device(). */
 typedef struct {
-  unsigned index; /* device-layer index, < GPUM_SCHED_MAX_DEVICES */
+  unsigned index; /* device-layer index, < GPUMD_SCHED_MAX_DEVICES */
   char uuid[GPUM_UUID_LEN];
   char name[GPUM_NAME_LEN]; /* matched by the model pattern */
   uint64_t memory_total;
@@ -217,7 +217,7 @@ typedef struct {
   unsigned util_gpu_pct;
   bool temp_valid;
   int temperature_c;
-} gpum_sched_device_t;
+} gpumd_sched_device_t;
 
 /* Per-device accounting, as `status` shows it. */
 typedef struct {
@@ -228,8 +228,8 @@ typedef struct {
   uint64_t headroom;  /* capacity - committed (0 when over) */
   unsigned jobs;      /* GRANTED reservations on the device */
   double used_ratio;  /* memory_used / memory_total (0 when total is 0) */
-  gpum_pressure_t pressure;
-} gpum_sched_device_stats_t;
+  gpumd_pressure_t pressure;
+} gpumd_sched_device_stats_t;
 
 /* ---- Options, callbacks, lifecycle ------------------------------------------------------ */
 
@@ -238,47 +238,47 @@ typedef struct {
                                    (0, 1] */
   uint64_t safety_margin;       /* bytes kept free per device; default 256 MiB */
   unsigned max_concurrent_jobs; /* per device; default 0 = unlimited */
-  gpum_placement_t placement;   /* default pack */
+  gpumd_placement_t placement;   /* default pack */
   bool backfill;                /* default true */
   uint64_t backfill_bound_ns;   /* default 60 s; 0 = no backfill once anything is blocked */
   double pressure_high;         /* used ratio; default 0.90; (0, 1] */
   double pressure_critical;     /* used ratio; default 0.97; [pressure_high, 1] */
-} gpum_sched_opts_t;
+} gpumd_sched_opts_t;
 
 /* Fills opts with the defaults above. */
-void gpum_sched_opts_init(gpum_sched_opts_t *opts);
+void gpumd_sched_opts_init(gpumd_sched_opts_t *opts);
 /* Checks opts. Returns 0 or GPUM_EINVAL with a detail naming the bad field and value. */
-int gpum_sched_opts_check(const gpum_sched_opts_t *opts);
+int gpumd_sched_opts_check(const gpumd_sched_opts_t *opts);
 
-/* A reservation changed state (from == GPUM_RESV_NEW for a new one, which is always QUEUED
+/* A reservation changed state (from == GPUMD_RESV_NEW for a new one, which is always QUEUED
  * first; a granted-at-once request reports NEW->QUEUED then QUEUED->GRANTED; from == to ==
  * QUEUED when a WAIT timeout passes). r already holds the new state and reason; it is valid
  * during the call only (final reservations are freed right after). The callback must not
- * call any gpum_sched_* function that changes the scheduler. */
-typedef void (*gpum_sched_transition_fn)(void *user, const gpum_resv_t *r, gpum_resv_state_t from,
-                                         gpum_resv_state_t to, uint64_t time_ns,
+ * call any gpumd_sched_* function that changes the scheduler. */
+typedef void (*gpumd_sched_transition_fn)(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
+                                         gpumd_resv_state_t to, uint64_t time_ns,
                                          const char *reason);
-/* A device's pressure level changed (reported on gpum_sched_update_device()). */
-typedef void (*gpum_sched_pressure_fn)(void *user, unsigned device, double used_ratio,
-                                       gpum_pressure_t from, gpum_pressure_t to);
+/* A device's pressure level changed (reported on gpumd_sched_update_device()). */
+typedef void (*gpumd_sched_pressure_fn)(void *user, unsigned device, double used_ratio,
+                                       gpumd_pressure_t from, gpumd_pressure_t to);
 
 typedef struct {
-  gpum_sched_transition_fn on_transition; /* may be NULL */
-  gpum_sched_pressure_fn on_pressure;     /* may be NULL */
+  gpumd_sched_transition_fn on_transition; /* may be NULL */
+  gpumd_sched_pressure_fn on_pressure;     /* may be NULL */
   void *user;
-} gpum_sched_callbacks_t;
+} gpumd_sched_callbacks_t;
 
-typedef struct gpum_sched gpum_sched_t;
+typedef struct gpumd_sched gpumd_sched_t;
 
 /* Creates a scheduler with no devices. opts NULL: defaults; cb NULL: no callbacks. Returns 0,
- * GPUM_EINVAL (bad opts) or GPUM_ENOMEM. Free with gpum_sched_destroy(). */
-int gpum_sched_create(const gpum_sched_opts_t *opts, const gpum_sched_callbacks_t *cb,
-                      gpum_sched_t **out);
+ * GPUM_EINVAL (bad opts) or GPUM_ENOMEM. Free with gpumd_sched_destroy(). */
+int gpumd_sched_create(const gpumd_sched_opts_t *opts, const gpumd_sched_callbacks_t *cb,
+                      gpumd_sched_t **out);
 /* Frees the scheduler and every reservation in it, without callbacks. NULL is fine. */
-void gpum_sched_destroy(gpum_sched_t *s);
+void gpumd_sched_destroy(gpumd_sched_t *s);
 /* Replaces the options (reload). Returns 0 or GPUM_EINVAL (nothing changed). Takes effect at
- * the next scheduling pass (gpum_sched_tick()). */
-int gpum_sched_set_opts(gpum_sched_t *s, const gpum_sched_opts_t *opts);
+ * the next scheduling pass (gpumd_sched_tick()). */
+int gpumd_sched_set_opts(gpumd_sched_t *s, const gpumd_sched_opts_t *opts);
 
 /* ---- Devices ---------------------------------------------------------------------------- */
 
@@ -292,14 +292,14 @@ int gpum_sched_set_opts(gpum_sched_t *s, const gpum_sched_opts_t *opts);
  *   - a scheduling pass runs (freed or new capacity may grant queued requests).
  * Returns 0 or GPUM_EINVAL (index out of range; the detail names it).
  */
-int gpum_sched_update_device(gpum_sched_t *s, const gpum_sched_device_t *dev, uint64_t now_ns);
+int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_sched_device_t *dev, uint64_t now_ns);
 /* The stored view / accounting of a device. Return 0 or GPUM_ENODEV. */
-int gpum_sched_device(const gpum_sched_t *s, unsigned index, gpum_sched_device_t *out);
-int gpum_sched_device_stats(const gpum_sched_t *s, unsigned index, gpum_sched_device_stats_t *out);
+int gpumd_sched_device(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_t *out);
+int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_stats_t *out);
 /* Mask of known devices (bit = index). */
-uint64_t gpum_sched_device_mask(const gpum_sched_t *s);
+uint64_t gpumd_sched_device_mask(const gpumd_sched_t *s);
 /* The pressure level of a used ratio under the scheduler's watermarks. */
-gpum_pressure_t gpum_sched_pressure_level(const gpum_sched_t *s, double used_ratio);
+gpumd_pressure_t gpumd_sched_pressure_level(const gpumd_sched_t *s, double used_ratio);
 
 /* ---- Reservations ----------------------------------------------------------------------- */
 
@@ -308,15 +308,15 @@ gpum_pressure_t gpum_sched_pressure_level(const gpum_sched_t *s, double used_rat
  * next "r-<n>", 32-hex token from getrandom), queues it and runs a scheduling pass, so it may
  * come back GRANTED. *out (may be NULL) points at the reservation. Returns 0; GPUM_EINVAL
  * (bad field: bytes 0, gpus 0 or too many, priority out of -100..100, label or model too
- * long, bad explicit device spelling, the detail names it); GPUM_SCHED_ENEVERFIT (the detail
+ * long, bad explicit device spelling, the detail names it); GPUMD_SCHED_ENEVERFIT (the detail
  * is the reason); GPUM_EIO (getrandom failed); GPUM_ENOMEM. Nothing changes on error.
  * With req->no_wait the request is granted at once or not at all: a scheduling pass settles
  * the queue first (it may grant others, as a tick would), then a request that the next pass
  * would not grant (no room, or a blocked head it may not pass) is refused with GPUM_EBUSY,
  * the detail saying what it would have waited for; no reservation is created, no id used.
  */
-int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
-                      const gpum_resv_t **out);
+int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
+                      const gpumd_resv_t **out);
 
 /*
  * Ends a reservation: a GRANTED one becomes to (RELEASED, EXPIRED or FAILED), a QUEUED one
@@ -324,13 +324,13 @@ int gpum_sched_submit(gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t
  * A scheduling pass follows. Returns 0, GPUM_ENOENT (no live reservation with that id: never
  * existed or already final) or GPUM_EINVAL (to is not a final state).
  */
-int gpum_sched_end(gpum_sched_t *s, uint64_t id, gpum_resv_state_t to, uint64_t now_ns,
+int gpumd_sched_end(gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t to, uint64_t now_ns,
                    const char *reason);
-/* gpum_sched_end(s, id, GPUM_RESV_RELEASED, now_ns, reason). */
-int gpum_sched_release(gpum_sched_t *s, uint64_t id, uint64_t now_ns, const char *reason);
+/* gpumd_sched_end(s, id, GPUMD_RESV_RELEASED, now_ns, reason). */
+int gpumd_sched_release(gpumd_sched_t *s, uint64_t id, uint64_t now_ns, const char *reason);
 
 /* Sets a TTL reservation's expires_ns (renew). Returns 0 or GPUM_ENOENT. No transition. */
-int gpum_sched_set_expiry(gpum_sched_t *s, uint64_t id, uint64_t expires_ns);
+int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns);
 
 /*
  * Timers and the queue: every QUEUED reservation whose timeout_ms passed becomes EXPIRED
@@ -338,51 +338,51 @@ int gpum_sched_set_expiry(gpum_sched_t *s, uint64_t id, uint64_t expires_ns);
  * be NULL) receives the next queue-timeout deadline, UINT64_MAX when none. Call it when that
  * deadline passes and whenever convenient (it is cheap when nothing changed).
  */
-void gpum_sched_tick(gpum_sched_t *s, uint64_t now_ns, uint64_t *next_ns);
+void gpumd_sched_tick(gpumd_sched_t *s, uint64_t now_ns, uint64_t *next_ns);
 
 /* The live (QUEUED or GRANTED) reservation with this id, or NULL. */
-const gpum_resv_t *gpum_sched_find(const gpum_sched_t *s, uint64_t id);
-/* Live reservations, in id order: 0 <= i < gpum_sched_count(). */
-size_t gpum_sched_count(const gpum_sched_t *s);
-const gpum_resv_t *gpum_sched_at(const gpum_sched_t *s, size_t i);
+const gpumd_resv_t *gpumd_sched_find(const gpumd_sched_t *s, uint64_t id);
+/* Live reservations, in id order: 0 <= i < gpumd_sched_count(). */
+size_t gpumd_sched_count(const gpumd_sched_t *s);
+const gpumd_resv_t *gpumd_sched_at(const gpumd_sched_t *s, size_t i);
 /* The queue in service order: position 0 is the head. */
-size_t gpum_sched_queue_length(const gpum_sched_t *s);
-const gpum_resv_t *gpum_sched_queue_at(const gpum_sched_t *s, size_t pos);
+size_t gpumd_sched_queue_length(const gpumd_sched_t *s);
+const gpumd_resv_t *gpumd_sched_queue_at(const gpumd_sched_t *s, size_t pos);
 /* The queue position of a QUEUED reservation (0 = head). Returns 0 or GPUM_ENOENT. */
-int gpum_sched_queue_position(const gpum_sched_t *s, uint64_t id, size_t *pos);
+int gpumd_sched_queue_position(const gpumd_sched_t *s, uint64_t id, size_t *pos);
 /* What a QUEUED reservation waits for, for humans: "40.00 GiB free on 1 device matching
  * A100*; best now: 12.00 GiB on GPU 1", or "behind r-3 (blocked head past the backfill
  * bound)". Writes "" for others. Returns buf. */
-char *gpum_sched_waiting_for(const gpum_sched_t *s, uint64_t id, char *buf, size_t len);
+char *gpumd_sched_waiting_for(const gpumd_sched_t *s, uint64_t id, char *buf, size_t len);
 
-/* What gpum_sched_check() finds about a request. */
+/* What gpumd_sched_check() finds about a request. */
 typedef struct {
   bool could_fit;       /* false: never-fit on this node (reason says why) */
   bool fits_now;        /* a submit now would be granted at once, on device_mask */
   bool queue_first;     /* devices admit it, but a locked queue head ahead keeps it waiting */
   uint64_t device_mask; /* fits_now: the devices placement would choose */
-  char reason[GPUM_RESV_REASON_LEN]; /* why not (never-fit or not now); "" when it fits now */
-} gpum_sched_check_t;
+  char reason[GPUMD_RESV_REASON_LEN]; /* why not (never-fit or not now); "" when it fits now */
+} gpumd_sched_check_t;
 
-/* Dry run of gpum_sched_submit(): validates req and tells whether it could ever fit and
+/* Dry run of gpumd_sched_submit(): validates req and tells whether it could ever fit and
  * whether it would be granted now, changing nothing (no reservation, no callback). Returns 0,
  * GPUM_EINVAL (bad field, as submit) or GPUM_ENOMEM. */
-int gpum_sched_check(const gpum_sched_t *s, const gpum_sched_request_t *req, uint64_t now_ns,
-                     gpum_sched_check_t *out);
+int gpumd_sched_check(const gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
+                     gpumd_sched_check_t *out);
 
 /* ---- Recovery ---------------------------------------------------------------------------- */
 
 /*
  * Puts back a reservation loaded from the ledger (QUEUED or GRANTED), as it was, with no
  * transition and no scheduling pass: GRANTED ones count on their devices even when those
- * are unknown yet or over capacity now (they exist; call gpum_sched_tick() after restoring
+ * are unknown yet or over capacity now (they exist; call gpumd_sched_tick() after restoring
  * all). Returns 0, GPUM_EEXIST (id already live), GPUM_EINVAL (final state, bad device
  * mask) or GPUM_ENOMEM. Raises the next id above r->id.
  */
-int gpum_sched_restore(gpum_sched_t *s, const gpum_resv_t *r);
+int gpumd_sched_restore(gpumd_sched_t *s, const gpumd_resv_t *r);
 /* Makes the next new id at least next_id (the ledger's max id + 1 after a restart). */
-void gpum_sched_set_next_id(gpum_sched_t *s, uint64_t next_id);
-uint64_t gpum_sched_next_id(const gpum_sched_t *s);
+void gpumd_sched_set_next_id(gpumd_sched_t *s, uint64_t next_id);
+uint64_t gpumd_sched_next_id(const gpumd_sched_t *s);
 
 #ifdef __cplusplus
 }

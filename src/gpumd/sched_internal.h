@@ -11,20 +11,20 @@
 /* One device: the daemon's view plus the scheduler's accounting. */
 typedef struct {
   bool known;
-  gpum_sched_device_t v;
+  gpumd_sched_device_t v;
   uint64_t reserved; /* bytes of GRANTED reservations */
   unsigned jobs;     /* GRANTED reservations */
-  gpum_pressure_t pressure;
+  gpumd_pressure_t pressure;
 } sched_slot_t;
 
-struct gpum_sched {
-  gpum_sched_opts_t opts;
-  gpum_sched_callbacks_t cb;
-  sched_slot_t dev[GPUM_SCHED_MAX_DEVICES];
+struct gpumd_sched {
+  gpumd_sched_opts_t opts;
+  gpumd_sched_callbacks_t cb;
+  sched_slot_t dev[GPUMD_SCHED_MAX_DEVICES];
   uint64_t known_mask;
-  gpum_resv_t **all; /* live reservations, sorted by id */
+  gpumd_resv_t **all; /* live reservations, sorted by id */
   size_t n_all, cap_all;
-  gpum_resv_t **queue; /* QUEUED reservations in service order */
+  gpumd_resv_t **queue; /* QUEUED reservations in service order */
   size_t n_queue, cap_queue;
   uint64_t next_id;
   unsigned char rand[512]; /* getrandom bytes for tokens, used from rand_used on */
@@ -32,37 +32,37 @@ struct gpum_sched {
 };
 
 /* total * memory_fraction - safety_margin, saturating at 0. */
-uint64_t gpum__sched_capacity(const gpum_sched_t *s, const gpum_sched_device_t *v);
+uint64_t gpumd__sched_capacity(const gpumd_sched_t *s, const gpumd_sched_device_t *v);
 /* capacity - (reserved + unmanaged) of device d, saturating at 0. */
-uint64_t gpum__sched_headroom(const gpum_sched_t *s, unsigned d);
-double gpum__sched_used_ratio(const gpum_sched_device_t *v);
+uint64_t gpumd__sched_headroom(const gpumd_sched_t *s, unsigned d);
+double gpumd__sched_used_ratio(const gpumd_sched_device_t *v);
 
 /* True when device d satisfies r's constraints (model, min_memory, explicit list). */
-bool gpum__sched_matches(const gpum_sched_t *s, const gpum_resv_t *r, unsigned d);
+bool gpumd__sched_matches(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigned d);
 /* Chooses r->gpus devices that admit r now, by the placement strategy. Returns false (mask
  * untouched) when fewer devices admit it. */
-bool gpum__sched_place(const gpum_sched_t *s, const gpum_resv_t *r, uint64_t *mask);
+bool gpumd__sched_place(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t *mask);
 /* The same among the devices of allowed only. */
-bool gpum__sched_place_in(const gpum_sched_t *s, const gpum_resv_t *r, uint64_t allowed,
+bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t allowed,
                           uint64_t *mask);
 /* The devices r could ever use without an operator or a recovery: known, matching, neither
  * ERROR nor DISABLED. A locked head is protected on these devices only. */
-uint64_t gpum__sched_usable_mask(const gpum_sched_t *s, const gpum_resv_t *r);
+uint64_t gpumd__sched_usable_mask(const gpumd_sched_t *s, const gpumd_resv_t *r);
 /* Resolves explicit device specs (index or UUID) to a mask. 0 / GPUM_EINVAL (bad spelling) /
- * GPUM_SCHED_ENEVERFIT (no such device). */
-int gpum__sched_resolve_devices(const gpum_sched_t *s, const char *const *specs, size_t n,
+ * GPUMD_SCHED_ENEVERFIT (no such device). */
+int gpumd__sched_resolve_devices(const gpumd_sched_t *s, const char *const *specs, size_t n,
                                 uint64_t *mask);
-/* 0, or GPUM_SCHED_ENEVERFIT with the reason as the error detail. */
-int gpum__sched_never_fit(const gpum_sched_t *s, const gpum_resv_t *r);
+/* 0, or GPUMD_SCHED_ENEVERFIT with the reason as the error detail. */
+int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r);
 /* "0,2" for a mask. */
-char *gpum__sched_mask_format(uint64_t mask, char *buf, size_t len);
+char *gpumd__sched_mask_format(uint64_t mask, char *buf, size_t len);
 
 /* The scheduling pass; grant of one queued reservation (passed: the blocked head it passes,
  * or NULL). */
-void gpum__sched_pass(gpum_sched_t *s, uint64_t now_ns);
-void gpum__sched_grant(gpum_sched_t *s, gpum_resv_t *r, uint64_t mask, uint64_t now_ns,
-                       const gpum_resv_t *passed);
+void gpumd__sched_pass(gpumd_sched_t *s, uint64_t now_ns);
+void gpumd__sched_grant(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t mask, uint64_t now_ns,
+                       const gpumd_resv_t *passed);
 /* True when the blocked head has waited past the backfill bound (or backfill is off). */
-bool gpum__sched_head_locked(const gpum_sched_t *s, const gpum_resv_t *head, uint64_t now_ns);
+bool gpumd__sched_head_locked(const gpumd_sched_t *s, const gpumd_resv_t *head, uint64_t now_ns);
 
 #endif /* GPUMD_SCHED_INTERNAL_H */

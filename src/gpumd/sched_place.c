@@ -15,9 +15,9 @@
 #include <gpum/error.h>
 #include <gpum/size.h>
 
-#define ALL_DEVICES(d) for (unsigned d = 0; d < GPUM_SCHED_MAX_DEVICES; d++)
+#define ALL_DEVICES(d) for (unsigned d = 0; d < GPUMD_SCHED_MAX_DEVICES; d++)
 
-char *gpum__sched_mask_format(uint64_t mask, char *buf, size_t len) {
+char *gpumd__sched_mask_format(uint64_t mask, char *buf, size_t len) {
   size_t off = 0;
   if (len == 0)
     return buf;
@@ -26,13 +26,13 @@ char *gpum__sched_mask_format(uint64_t mask, char *buf, size_t len) {
     if (!(mask & (1ull << d)))
       continue;
     if (off > 0)
-      gpum_cat(buf, len, &off, ",");
-    gpum_cat_u64(buf, len, &off, d);
+      gpumd_cat(buf, len, &off, ",");
+    gpumd_cat_u64(buf, len, &off, d);
   }
   return buf;
 }
 
-bool gpum__sched_matches(const gpum_sched_t *s, const gpum_resv_t *r, unsigned d) {
+bool gpumd__sched_matches(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigned d) {
   const sched_slot_t *slot = &s->dev[d];
   if (!slot->known)
     return false;
@@ -44,17 +44,17 @@ bool gpum__sched_matches(const gpum_sched_t *s, const gpum_resv_t *r, unsigned d
 }
 
 /* True when device d could take r right now. */
-static bool admits(const gpum_sched_t *s, const gpum_resv_t *r, unsigned d) {
+static bool admits(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigned d) {
   const sched_slot_t *slot = &s->dev[d];
-  if (!gpum__sched_matches(s, r, d))
+  if (!gpumd__sched_matches(s, r, d))
     return false;
   if (slot->v.health == GPUM_HEALTH_ERROR || slot->v.health == GPUM_HEALTH_DISABLED)
     return false;
   if (s->opts.max_concurrent_jobs != 0 && slot->jobs >= s->opts.max_concurrent_jobs)
     return false;
-  if (slot->pressure == GPUM_PRESSURE_CRITICAL)
+  if (slot->pressure == GPUMD_PRESSURE_CRITICAL)
     return false;
-  return r->bytes_per_gpu <= gpum__sched_headroom(s, d);
+  return r->bytes_per_gpu <= gpumd__sched_headroom(s, d);
 }
 
 static double clamp01(double x) {
@@ -62,10 +62,10 @@ static double clamp01(double x) {
 }
 
 /* The score strategy: higher is better. */
-static double score(const gpum_sched_t *s, const gpum_resv_t *r, unsigned d) {
+static double score(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigned d) {
   const sched_slot_t *slot = &s->dev[d];
-  uint64_t cap = gpum__sched_capacity(s, &slot->v);
-  uint64_t left = gpum__sched_headroom(s, d) - r->bytes_per_gpu;
+  uint64_t cap = gpumd__sched_capacity(s, &slot->v);
+  uint64_t left = gpumd__sched_headroom(s, d) - r->bytes_per_gpu;
   double free_frac = cap ? (double)left / (double)cap : 0.0;
   double idle = slot->v.util_valid ? 1.0 - clamp01(slot->v.util_gpu_pct / 100.0) : 0.5;
   double cool = slot->v.temp_valid ? clamp01(1.0 - (slot->v.temperature_c - 30) / 60.0) : 0.5;
@@ -80,17 +80,17 @@ typedef struct {
 } cand_t;
 
 /* True when a is preferred over b under strategy p. */
-static bool better(gpum_placement_t p, const cand_t *a, const cand_t *b) {
+static bool better(gpumd_placement_t p, const cand_t *a, const cand_t *b) {
   switch (p) {
-  case GPUM_PLACEMENT_SPREAD:
+  case GPUMD_PLACEMENT_SPREAD:
     if (a->left != b->left)
       return a->left > b->left;
     break;
-  case GPUM_PLACEMENT_SCORE:
+  case GPUMD_PLACEMENT_SCORE:
     if (a->score != b->score)
       return a->score > b->score;
     break;
-  case GPUM_PLACEMENT_PACK:
+  case GPUMD_PLACEMENT_PACK:
   default:
     if (a->left != b->left)
       return a->left < b->left;
@@ -99,24 +99,24 @@ static bool better(gpum_placement_t p, const cand_t *a, const cand_t *b) {
   return a->d < b->d;
 }
 
-uint64_t gpum__sched_usable_mask(const gpum_sched_t *s, const gpum_resv_t *r) {
+uint64_t gpumd__sched_usable_mask(const gpumd_sched_t *s, const gpumd_resv_t *r) {
   uint64_t m = 0;
   for (uint64_t known = s->known_mask; known != 0; known &= known - 1) {
     unsigned d = (unsigned)__builtin_ctzll(known);
     gpum_health_t h = s->dev[d].v.health;
-    if (h != GPUM_HEALTH_ERROR && h != GPUM_HEALTH_DISABLED && gpum__sched_matches(s, r, d))
+    if (h != GPUM_HEALTH_ERROR && h != GPUM_HEALTH_DISABLED && gpumd__sched_matches(s, r, d))
       m |= 1ull << d;
   }
   return m;
 }
 
-bool gpum__sched_place(const gpum_sched_t *s, const gpum_resv_t *r, uint64_t *mask) {
-  return gpum__sched_place_in(s, r, s->known_mask, mask);
+bool gpumd__sched_place(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t *mask) {
+  return gpumd__sched_place_in(s, r, s->known_mask, mask);
 }
 
-bool gpum__sched_place_in(const gpum_sched_t *s, const gpum_resv_t *r, uint64_t allowed,
+bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t allowed,
                           uint64_t *mask) {
-  cand_t c[GPUM_SCHED_MAX_DEVICES];
+  cand_t c[GPUMD_SCHED_MAX_DEVICES];
   unsigned n = 0;
   /* Only the known devices (a node has a handful; the table has 64 slots): this is the hot
    * path of every scheduling pass. */
@@ -124,8 +124,8 @@ bool gpum__sched_place_in(const gpum_sched_t *s, const gpum_resv_t *r, uint64_t 
     unsigned d = (unsigned)__builtin_ctzll(known);
     if (!admits(s, r, d))
       continue;
-    cand_t x = {.d = d, .left = gpum__sched_headroom(s, d) - r->bytes_per_gpu};
-    if (s->opts.placement == GPUM_PLACEMENT_SCORE)
+    cand_t x = {.d = d, .left = gpumd__sched_headroom(s, d) - r->bytes_per_gpu};
+    if (s->opts.placement == GPUMD_PLACEMENT_SCORE)
       x.score = score(s, r, d);
     /* Insertion sort: at most 64 devices. */
     unsigned i = n++;
@@ -146,7 +146,7 @@ bool gpum__sched_place_in(const gpum_sched_t *s, const gpum_resv_t *r, uint64_t 
 
 /* ---- Submit-time checks --------------------------------------------------------------- */
 
-int gpum__sched_resolve_devices(const gpum_sched_t *s, const char *const *specs, size_t n,
+int gpumd__sched_resolve_devices(const gpumd_sched_t *s, const char *const *specs, size_t n,
                                 uint64_t *mask) {
   uint64_t m = 0;
   for (size_t i = 0; i < n; i++) {
@@ -159,8 +159,8 @@ int gpum__sched_resolve_devices(const gpum_sched_t *s, const char *const *specs,
       unsigned long v = strtoul(spec, &end, 10);
       if (errno != 0 || *end != '\0')
         return gpum_error(GPUM_EINVAL, "bad device '%s' (expected an index or a UUID)", spec);
-      if (v >= GPUM_SCHED_MAX_DEVICES || !s->dev[v].known)
-        return gpum_error(GPUM_SCHED_ENEVERFIT, "device %s does not exist on this node", spec);
+      if (v >= GPUMD_SCHED_MAX_DEVICES || !s->dev[v].known)
+        return gpum_error(GPUMD_SCHED_ENEVERFIT, "device %s does not exist on this node", spec);
       m |= 1ull << v;
       continue;
     }
@@ -173,15 +173,15 @@ int gpum__sched_resolve_devices(const gpum_sched_t *s, const char *const *specs,
       }
     }
     if (!found)
-      return gpum_error(GPUM_SCHED_ENEVERFIT, "device %s does not exist on this node", spec);
+      return gpum_error(GPUMD_SCHED_ENEVERFIT, "device %s does not exist on this node", spec);
   }
   *mask = m;
   return 0;
 }
 
 /* " matching model 'A100*', min_memory 40.00 GiB, devices 0,2" (or ""). */
-static void constraints_text(const gpum_resv_t *r, char *buf, size_t len) {
-  char mem[GPUM_SIZE_BUFSZ], devs[GPUM_SCHED_MAX_DEVICES * 4];
+static void constraints_text(const gpumd_resv_t *r, char *buf, size_t len) {
+  char mem[GPUM_SIZE_BUFSZ], devs[GPUMD_SCHED_MAX_DEVICES * 4];
   size_t off = 0;
   buf[0] = '\0';
   const char *sep = " matching ";
@@ -195,19 +195,19 @@ static void constraints_text(const gpum_resv_t *r, char *buf, size_t len) {
     sep = ", ";
   }
   if (r->want_mask != 0 && off < len) {
-    gpum__sched_mask_format(r->want_mask, devs, sizeof(devs));
+    gpumd__sched_mask_format(r->want_mask, devs, sizeof(devs));
     off += (size_t)snprintf(buf + off, len - off, "%sdevices %.190s", sep, devs);
   }
 }
 
-int gpum__sched_never_fit(const gpum_sched_t *s, const gpum_resv_t *r) {
+int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r) {
   unsigned matching = 0, big = 0, best_d = 0;
   uint64_t best = 0;
   ALL_DEVICES(d) {
-    if (!gpum__sched_matches(s, r, d))
+    if (!gpumd__sched_matches(s, r, d))
       continue;
     matching++;
-    uint64_t cap = gpum__sched_capacity(s, &s->dev[d].v);
+    uint64_t cap = gpumd__sched_capacity(s, &s->dev[d].v);
     if (cap >= r->bytes_per_gpu)
       big++;
     if (cap > best || matching == 1) {
@@ -215,12 +215,12 @@ int gpum__sched_never_fit(const gpum_sched_t *s, const gpum_resv_t *r) {
       best_d = d;
     }
   }
-  char cons[GPUM_RESV_REASON_LEN], need[GPUM_SIZE_BUFSZ], have[GPUM_SIZE_BUFSZ];
+  char cons[GPUMD_RESV_REASON_LEN], need[GPUM_SIZE_BUFSZ], have[GPUM_SIZE_BUFSZ];
   constraints_text(r, cons, sizeof(cons));
   if (matching == 0)
-    return gpum_error(GPUM_SCHED_ENEVERFIT, "no device on this node%s", cons[0] ? cons : "");
+    return gpum_error(GPUMD_SCHED_ENEVERFIT, "no device on this node%s", cons[0] ? cons : "");
   if (matching < r->gpus)
-    return gpum_error(GPUM_SCHED_ENEVERFIT, "needs %u GPUs but only %u device%s%s on this node",
+    return gpum_error(GPUMD_SCHED_ENEVERFIT, "needs %u GPUs but only %u device%s%s on this node",
                       r->gpus, matching, matching == 1 ? "" : "s",
                       cons[0] ? cons : (matching == 1 ? " exists" : " exist"));
   if (big < r->gpus) {
@@ -228,7 +228,7 @@ int gpum__sched_never_fit(const gpum_sched_t *s, const gpum_resv_t *r) {
     gpum_size_format(best, have, sizeof(have));
     char margin[GPUM_SIZE_BUFSZ];
     gpum_size_format(s->opts.safety_margin, margin, sizeof(margin));
-    return gpum_error(GPUM_SCHED_ENEVERFIT,
+    return gpum_error(GPUMD_SCHED_ENEVERFIT,
                       "needs %s on each of %u GPU%s but only %u device%s%s can ever hold that "
                       "(largest: %s on GPU %u = total x %.2f - %s)",
                       need, r->gpus, r->gpus == 1 ? "" : "s", big, big == 1 ? "" : "s", cons, have,
@@ -240,50 +240,50 @@ int gpum__sched_never_fit(const gpum_sched_t *s, const gpum_resv_t *r) {
 /* ---- Waiting-for text ----------------------------------------------------------------- */
 
 /* The blocked head in front of r that r may not pass, or NULL. */
-static const gpum_resv_t *locked_head_before(const gpum_sched_t *s, const gpum_resv_t *r,
+static const gpumd_resv_t *locked_head_before(const gpumd_sched_t *s, const gpumd_resv_t *r,
                                              uint64_t now_ns) {
   uint64_t ignored;
   for (size_t i = 0; i < s->n_queue && s->queue[i] != r; i++) {
-    const gpum_resv_t *q = s->queue[i];
-    if (!gpum__sched_place(s, q, &ignored))
-      return gpum__sched_head_locked(s, q, now_ns) ? q : NULL;
+    const gpumd_resv_t *q = s->queue[i];
+    if (!gpumd__sched_place(s, q, &ignored))
+      return gpumd__sched_head_locked(s, q, now_ns) ? q : NULL;
   }
   return NULL;
 }
 
-char *gpum_sched_waiting_for(const gpum_sched_t *s, uint64_t id, char *buf, size_t len) {
+char *gpumd_sched_waiting_for(const gpumd_sched_t *s, uint64_t id, char *buf, size_t len) {
   if (len == 0)
     return buf;
   buf[0] = '\0';
-  const gpum_resv_t *r = gpum_sched_find(s, id);
-  if (r == NULL || r->state != GPUM_RESV_QUEUED)
+  const gpumd_resv_t *r = gpumd_sched_find(s, id);
+  if (r == NULL || r->state != GPUMD_RESV_QUEUED)
     return buf;
   uint64_t mask = 0;
-  if (gpum__sched_place(s, r, &mask)) {
+  if (gpumd__sched_place(s, r, &mask)) {
     /* It fits now but was not granted: a head it may not pass blocks it (the passes ran at
      * the head's latest "now", so the head is locked). */
-    const gpum_resv_t *head = locked_head_before(s, r, UINT64_MAX);
-    char hid[GPUM_RESV_ID_BUFSZ];
+    const gpumd_resv_t *head = locked_head_before(s, r, UINT64_MAX);
+    char hid[GPUMD_RESV_ID_BUFSZ];
     snprintf(buf, len, "behind %s (blocked head past the backfill bound)",
-             head ? gpum_resv_id_format(head->id, hid, sizeof(hid)) : "the queue head");
+             head ? gpumd_resv_id_format(head->id, hid, sizeof(hid)) : "the queue head");
     return buf;
   }
-  char need[GPUM_SIZE_BUFSZ], best_s[GPUM_SIZE_BUFSZ], cons[GPUM_RESV_REASON_LEN];
+  char need[GPUM_SIZE_BUFSZ], best_s[GPUM_SIZE_BUFSZ], cons[GPUMD_RESV_REASON_LEN];
   gpum_size_format(r->bytes_per_gpu, need, sizeof(need));
   constraints_text(r, cons, sizeof(cons));
   unsigned fit = 0, best_d = 0;
   uint64_t best = 0;
   bool any = false;
   ALL_DEVICES(d) {
-    if (!gpum__sched_matches(s, r, d))
+    if (!gpumd__sched_matches(s, r, d))
       continue;
     const sched_slot_t *slot = &s->dev[d];
     bool usable = slot->v.health != GPUM_HEALTH_ERROR && slot->v.health != GPUM_HEALTH_DISABLED &&
-                  slot->pressure != GPUM_PRESSURE_CRITICAL &&
+                  slot->pressure != GPUMD_PRESSURE_CRITICAL &&
                   (s->opts.max_concurrent_jobs == 0 || slot->jobs < s->opts.max_concurrent_jobs);
     if (!usable)
       continue;
-    uint64_t h = gpum__sched_headroom(s, d);
+    uint64_t h = gpumd__sched_headroom(s, d);
     if (h >= r->bytes_per_gpu)
       fit++;
     if (!any || h > best) {

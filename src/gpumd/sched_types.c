@@ -35,25 +35,25 @@ static int lookup(const char *const *names, size_t n, const char *s) {
   return -1;
 }
 
-const char *gpum_resv_state_name(gpum_resv_state_t s) {
-  if (s == GPUM_RESV_NEW)
+const char *gpumd_resv_state_name(gpumd_resv_state_t s) {
+  if (s == GPUMD_RESV_NEW)
     return "NEW";
   if ((int)s >= 0 && (size_t)s < COUNT(state_names))
     return state_names[s];
   return "UNKNOWN";
 }
 
-int gpum_resv_state_parse(const char *s, gpum_resv_state_t *out) {
+int gpumd_resv_state_parse(const char *s, gpumd_resv_state_t *out) {
   int i = lookup(state_names, COUNT(state_names), s);
   if (i < 0)
     return gpum_error(GPUM_EINVAL, "unknown reservation state '%s'", s ? s : "(null)");
-  *out = (gpum_resv_state_t)i;
+  *out = (gpumd_resv_state_t)i;
   return 0;
 }
 
-bool gpum_resv_state_final(gpum_resv_state_t s) {
-  return s == GPUM_RESV_RELEASED || s == GPUM_RESV_EXPIRED || s == GPUM_RESV_CANCELLED ||
-         s == GPUM_RESV_FAILED;
+bool gpumd_resv_state_final(gpumd_resv_state_t s) {
+  return s == GPUMD_RESV_RELEASED || s == GPUMD_RESV_EXPIRED || s == GPUMD_RESV_CANCELLED ||
+         s == GPUMD_RESV_FAILED;
 }
 
 const char *gpumd_lease_kind_name(gpumd_lease_kind_t k) {
@@ -69,37 +69,37 @@ int gpumd_lease_kind_parse(const char *s, gpumd_lease_kind_t *out) {
   return 0;
 }
 
-const char *gpum_on_timeout_name(gpum_on_timeout_t t) {
+const char *gpumd_on_timeout_name(gpumd_on_timeout_t t) {
   return (int)t >= 0 && (size_t)t < COUNT(timeout_names) ? timeout_names[t] : "unknown";
 }
 
-int gpum_on_timeout_parse(const char *s, gpum_on_timeout_t *out) {
+int gpumd_on_timeout_parse(const char *s, gpumd_on_timeout_t *out) {
   int i = lookup(timeout_names, COUNT(timeout_names), s);
   if (i < 0)
     return gpum_error(GPUM_EINVAL, "unknown timeout action '%s' (expected reject or wait)",
                       s ? s : "(null)");
-  *out = (gpum_on_timeout_t)i;
+  *out = (gpumd_on_timeout_t)i;
   return 0;
 }
 
-const char *gpum_placement_name(gpum_placement_t p) {
+const char *gpumd_placement_name(gpumd_placement_t p) {
   return (int)p >= 0 && (size_t)p < COUNT(placement_names) ? placement_names[p] : "unknown";
 }
 
-int gpum_placement_parse(const char *s, gpum_placement_t *out) {
+int gpumd_placement_parse(const char *s, gpumd_placement_t *out) {
   int i = lookup(placement_names, COUNT(placement_names), s);
   if (i < 0)
     return gpum_error(GPUM_EINVAL, "unknown placement '%s' (expected pack, spread or score)",
                       s ? s : "(null)");
-  *out = (gpum_placement_t)i;
+  *out = (gpumd_placement_t)i;
   return 0;
 }
 
-const char *gpum_pressure_name(gpum_pressure_t p) {
+const char *gpumd_pressure_name(gpumd_pressure_t p) {
   return (int)p >= 0 && (size_t)p < COUNT(pressure_names) ? pressure_names[p] : "unknown";
 }
 
-void gpum_cat(char *buf, size_t len, size_t *off, const char *s) {
+void gpumd_cat(char *buf, size_t len, size_t *off, const char *s) {
   size_t o = *off < len ? *off : len - 1;
   size_t n = strnlen(s, len - 1 - o);
   memcpy(buf + o, s, n);
@@ -107,7 +107,7 @@ void gpum_cat(char *buf, size_t len, size_t *off, const char *s) {
   *off = o + n;
 }
 
-void gpum_cat_u64(char *buf, size_t len, size_t *off, uint64_t v) {
+void gpumd_cat_u64(char *buf, size_t len, size_t *off, uint64_t v) {
   char tmp[24];
   size_t i = sizeof(tmp) - 1;
   tmp[i] = '\0';
@@ -115,20 +115,20 @@ void gpum_cat_u64(char *buf, size_t len, size_t *off, uint64_t v) {
     tmp[--i] = (char)('0' + v % 10);
     v /= 10;
   } while (v);
-  gpum_cat(buf, len, off, tmp + i);
+  gpumd_cat(buf, len, off, tmp + i);
 }
 
-char *gpum_resv_id_format(uint64_t id, char *buf, size_t len) {
+char *gpumd_resv_id_format(uint64_t id, char *buf, size_t len) {
   size_t off = 0;
   if (len > 0) {
     buf[0] = '\0';
-    gpum_cat(buf, len, &off, "r-");
-    gpum_cat_u64(buf, len, &off, id);
+    gpumd_cat(buf, len, &off, "r-");
+    gpumd_cat_u64(buf, len, &off, id);
   }
   return buf;
 }
 
-int gpum_resv_id_parse(const char *s, uint64_t *out) {
+int gpumd_resv_id_parse(const char *s, uint64_t *out) {
   if (s == NULL || strncmp(s, "r-", 2) != 0 || s[2] < '1' || s[2] > '9')
     return gpum_error(GPUM_EINVAL, "bad reservation id '%s' (expected r-<n>)", s ? s : "(null)");
   char *end = NULL;
@@ -140,26 +140,26 @@ int gpum_resv_id_parse(const char *s, uint64_t *out) {
   return 0;
 }
 
-void gpum_sched_request_init(gpum_sched_request_t *req) {
+void gpumd_sched_request_init(gpumd_sched_request_t *req) {
   memset(req, 0, sizeof(*req));
   req->gpus = 1;
   req->lease = GPUMD_LEASE_CONNECTION;
-  req->on_timeout = GPUM_ON_TIMEOUT_REJECT;
+  req->on_timeout = GPUMD_ON_TIMEOUT_REJECT;
 }
 
-void gpum_sched_opts_init(gpum_sched_opts_t *opts) {
+void gpumd_sched_opts_init(gpumd_sched_opts_t *opts) {
   memset(opts, 0, sizeof(*opts));
   opts->memory_fraction = 0.95;
   opts->safety_margin = 256ull << 20;
   opts->max_concurrent_jobs = 0;
-  opts->placement = GPUM_PLACEMENT_PACK;
+  opts->placement = GPUMD_PLACEMENT_PACK;
   opts->backfill = true;
   opts->backfill_bound_ns = 60ull * 1000000000ull;
   opts->pressure_high = 0.90;
   opts->pressure_critical = 0.97;
 }
 
-int gpum_sched_opts_check(const gpum_sched_opts_t *o) {
+int gpumd_sched_opts_check(const gpumd_sched_opts_t *o) {
   if (!(o->memory_fraction > 0.0 && o->memory_fraction <= 1.0))
     return gpum_error(GPUM_EINVAL, "memory_fraction %g is out of range (0, 1]", o->memory_fraction);
   if ((int)o->placement < 0 || (size_t)o->placement >= COUNT(placement_names))

@@ -733,13 +733,13 @@ void gpumd_end_turn(gpumd_t *d) {
   if (d->commit_failed)
     return; /* what is staged or held may rest on the failed writes: it never goes out */
   gpumd_ops_turn_events(d);
-  int rc = d->ledger ? gpum_ledger_poll(d->ledger) : 0;
+  int rc = d->ledger ? gpumd_ledger_poll(d->ledger) : 0;
   if (rc < 0) {
     commit_failed(d);
     return;
   }
   bool released = rc == 1;
-  if (d->ledger && gpum_ledger_writing(d->ledger))
+  if (d->ledger && gpumd_ledger_writing(d->ledger))
     return; /* this turn waits for the writer: staged, it goes with the next batch */
   /* The writer gets the next batch first, then the last batch's output goes out while it
    * works (the writes to the clients overlap the commit). */
@@ -761,7 +761,7 @@ void gpumd_end_turn(gpumd_t *d) {
 void gpumd_finish_turns(gpumd_t *d) {
   do {
     if (d->ledger)
-      gpum_ledger_wait(d->ledger);
+      gpumd_ledger_wait(d->ledger);
     gpumd_end_turn(d);
-  } while (!d->commit_failed && d->ledger && gpum_ledger_writing(d->ledger));
+  } while (!d->commit_failed && d->ledger && gpumd_ledger_writing(d->ledger));
 }

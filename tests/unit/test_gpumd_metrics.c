@@ -37,8 +37,8 @@ typedef struct {
   char *text;
 } fixture_t;
 
-static void on_transition(void *user, const gpum_resv_t *r, gpum_resv_state_t from,
-                          gpum_resv_state_t to, uint64_t time_ns, const char *reason) {
+static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
+                          gpumd_resv_state_t to, uint64_t time_ns, const char *reason) {
   (void)time_ns, (void)reason;
   gpumd_obs_transition(user, r, from, to);
 }
@@ -52,20 +52,20 @@ static void add_device(gpumd_t *d, unsigned index, const char *uuid, const char 
   dev->info.power_limit_mw = 400000;
   dev->info.valid =
       GPUM_INFO_UUID | GPUM_INFO_NAME | GPUM_INFO_MEMORY_TOTAL | GPUM_INFO_POWER_LIMIT;
-  gpum_sched_device_t v = {.index = index, .memory_total = 80 * GIB};
+  gpumd_sched_device_t v = {.index = index, .memory_total = 80 * GIB};
   snprintf(v.uuid, sizeof v.uuid, "%s", uuid);
   snprintf(v.name, sizeof v.name, "%s", name);
-  assert_int_equal(gpum_sched_update_device(d->sched, &v, 1000), 0);
+  assert_int_equal(gpumd_sched_update_device(d->sched, &v, 1000), 0);
 }
 
 static void submit(gpumd_t *d, uint64_t bytes, const char *label, uint64_t now_ns) {
-  gpum_sched_request_t req;
-  gpum_sched_request_init(&req);
+  gpumd_sched_request_t req;
+  gpumd_sched_request_init(&req);
   req.bytes_per_gpu = bytes;
   req.label = label;
   req.uid = 1000;
   req.pid = 4242;
-  assert_int_equal(gpum_sched_submit(d->sched, &req, now_ns, NULL), 0);
+  assert_int_equal(gpumd_sched_submit(d->sched, &req, now_ns, NULL), 0);
 }
 
 static int setup(void **state) {
@@ -75,8 +75,8 @@ static int setup(void **state) {
   assert_int_equal(gpum_config_new(&d->cfg), 0);
   d->base = event_base_new();
   assert_non_null(d->base);
-  gpum_sched_callbacks_t cb = {.on_transition = on_transition, .user = d};
-  assert_int_equal(gpum_sched_create(NULL, &cb, &d->sched), 0);
+  gpumd_sched_callbacks_t cb = {.on_transition = on_transition, .user = d};
+  assert_int_equal(gpumd_sched_create(NULL, &cb, &d->sched), 0);
   add_device(d, 0, "GPU-a\"b\\c", "Model\nX");
   add_device(d, 1, "GPU-plain", "NVIDIA A100-SXM4-80GB");
   assert_int_equal(gpumd_obs_start(d), 0);
@@ -87,7 +87,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
   fixture_t *f = *state;
   gpumd_obs_stop(&f->d);
-  gpum_sched_destroy(f->d.sched);
+  gpumd_sched_destroy(f->d.sched);
   event_base_free(f->d.base);
   gpum_config_free(f->d.cfg);
   free(f->text);
@@ -213,7 +213,7 @@ static void test_counters(void **state) {
   const char *t = render(f);
   assert_true(has_line(t, "gpum_queue_length 1"));
   assert_true(has_line(t, "gpum_reservations{state=\"queued\"} 1"));
-  assert_int_equal(gpum_sched_release(d->sched, 1, 6000000000ull, NULL), 0);
+  assert_int_equal(gpumd_sched_release(d->sched, 1, 6000000000ull, NULL), 0);
   gpum_monitor_event_t ev = {.kind = GPUM_MONEV_XID, .device = 1, .xid = 79, .time_ns = 7000};
   gpumd_obs_monitor_event(d, &ev);
   ev.xid = 13;

@@ -30,16 +30,16 @@ typedef struct {
 } fixture_t;
 
 static void add_device(gpumd_t *d, unsigned index, const char *uuid) {
-  gpum_sched_device_t v = {.index = index, .memory_total = 80 * GIB};
+  gpumd_sched_device_t v = {.index = index, .memory_total = 80 * GIB};
   snprintf(v.uuid, sizeof v.uuid, "%s", uuid);
   snprintf(v.name, sizeof v.name, "NVIDIA H100");
-  assert_int_equal(gpum_sched_update_device(d->sched, &v, 1000), 0);
+  assert_int_equal(gpumd_sched_update_device(d->sched, &v, 1000), 0);
 }
 
 static int setup(void **state) {
   fixture_t *f = calloc(1, sizeof *f);
   assert_non_null(f);
-  assert_int_equal(gpum_sched_create(NULL, NULL, &f->d.sched), 0);
+  assert_int_equal(gpumd_sched_create(NULL, NULL, &f->d.sched), 0);
   add_device(&f->d, 0, "GPU-0000");
   add_device(&f->d, 1, "GPU-a\"b\\c\x01");
   f->c.d = &f->d;
@@ -52,7 +52,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
   fixture_t *f = *state;
   evbuffer_free(f->c.staged);
-  gpum_sched_destroy(f->d.sched);
+  gpumd_sched_destroy(f->d.sched);
   free(f);
   return 0;
 }
@@ -69,7 +69,7 @@ static char *take(fixture_t *f) {
 
 /* Both ways of replying about reservation id must give the same line. */
 static void check_same(fixture_t *f, uint64_t id, json_t *req_id) {
-  const gpum_resv_t *r = gpum_sched_find(f->d.sched, id);
+  const gpumd_resv_t *r = gpumd_sched_find(f->d.sched, id);
   assert_non_null(r);
   for (int tok = 0; tok < 2; tok++) {
     gpumd_reply_ok(&f->c, req_id,
@@ -86,8 +86,8 @@ static void check_same(fixture_t *f, uint64_t id, json_t *req_id) {
 
 static uint64_t submit(fixture_t *f, uint64_t bytes, unsigned gpus, const char *label,
                        gpumd_lease_kind_t lease) {
-  gpum_sched_request_t q;
-  gpum_sched_request_init(&q);
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
   q.bytes_per_gpu = bytes;
   q.gpus = gpus;
   q.label = label;
@@ -95,8 +95,8 @@ static uint64_t submit(fixture_t *f, uint64_t bytes, unsigned gpus, const char *
   q.pid = 4242;
   q.lease = lease;
   q.lease_pid = 4343;
-  const gpum_resv_t *r = NULL;
-  assert_int_equal(gpum_sched_submit(f->d.sched, &q, 2000, &r), 0);
+  const gpumd_resv_t *r = NULL;
+  assert_int_equal(gpumd_sched_submit(f->d.sched, &q, 2000, &r), 0);
   return r->id;
 }
 
@@ -107,13 +107,13 @@ static void test_same_as_jansson(void **state) {
   uint64_t both = submit(f, 20 * GIB, 2, "tab\there \"quoted\" \\ ünï", GPUMD_LEASE_PID);
   uint64_t bad_utf8 = submit(f, 1 * GIB, 1, "cut \xc3", GPUMD_LEASE_CONNECTION);
   uint64_t queued = submit(f, 70 * GIB, 2, "waits", GPUMD_LEASE_CONNECTION);
-  assert_int_equal(gpum_sched_find(f->d.sched, queued)->state, GPUM_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_find(f->d.sched, queued)->state, GPUMD_RESV_QUEUED);
   uint64_t all[] = {granted, both, bad_utf8, queued};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++)
       check_same(f, all[i], ids[k]);
   /* The invalid label is left out by both. */
-  gpumd_reply_ok_resv(&f->c, NULL, gpum_sched_find(f->d.sched, bad_utf8), false);
+  gpumd_reply_ok_resv(&f->c, NULL, gpumd_sched_find(f->d.sched, bad_utf8), false);
   char *line = take(f);
   assert_null(strstr(line, "\"label\""));
   free(line);

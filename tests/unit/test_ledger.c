@@ -74,16 +74,16 @@ static const char *sub(const char *dir, const char *name, char *buf, size_t len)
   return buf;
 }
 
-static gpum_ledger_t *open_ok(const char *state_dir) {
-  gpum_ledger_t *l = NULL;
-  int rc = gpum_ledger_open(state_dir, NULL, &l);
+static gpumd_ledger_t *open_ok(const char *state_dir) {
+  gpumd_ledger_t *l = NULL;
+  int rc = gpumd_ledger_open(state_dir, NULL, &l);
   if (rc != 0)
-    fail_msg("gpum_ledger_open(%s): %s", state_dir, gpum_last_error());
+    fail_msg("gpumd_ledger_open(%s): %s", state_dir, gpum_last_error());
   return l;
 }
 
 /* A reservation with every field set to something distinctive. */
-static void sample(gpum_resv_t *r, uint64_t id, gpum_resv_state_t st) {
+static void sample(gpumd_resv_t *r, uint64_t id, gpumd_resv_state_t st) {
   memset(r, 0, sizeof(*r));
   r->id = id;
   snprintf(r->token, sizeof(r->token), "%032llx", (unsigned long long)(id * 0x1234567u));
@@ -100,21 +100,21 @@ static void sample(gpum_resv_t *r, uint64_t id, gpum_resv_state_t st) {
   r->want_mask = UINT64_C(0x8000000000000005); /* the top bit survives the int64 column */
   r->priority = -7;
   r->timeout_ms = 30000;
-  r->on_timeout = GPUM_ON_TIMEOUT_WAIT;
+  r->on_timeout = GPUMD_ON_TIMEOUT_WAIT;
   r->lease = GPUMD_LEASE_TTL;
   r->lease_pid = 77;
   r->ttl_ms = 60000;
   r->expires_ns = T0 + 60 * SEC;
-  r->device_mask = st == GPUM_RESV_QUEUED ? 0 : 5;
+  r->device_mask = st == GPUMD_RESV_QUEUED ? 0 : 5;
   r->created_ns = T0 + id;
-  r->granted_ns = st == GPUM_RESV_QUEUED ? 0 : T0 + id + 1;
-  r->ended_ns = gpum_resv_state_final(st) ? T0 + id + 2 : 0;
+  r->granted_ns = st == GPUMD_RESV_QUEUED ? 0 : T0 + id + 1;
+  r->ended_ns = gpumd_resv_state_final(st) ? T0 + id + 2 : 0;
   r->timeout_told = true;
   r->pid_start = UINT64_C(0x8000000000001234) + id; /* the top bit survives too */
   r->lease_pid_start = 987654321 + id;
 }
 
-static void assert_resv_equal(const gpum_resv_t *a, const gpum_resv_t *b) {
+static void assert_resv_equal(const gpumd_resv_t *a, const gpumd_resv_t *b) {
   assert_int_equal(a->id, b->id);
   assert_string_equal(a->token, b->token);
   assert_int_equal(a->state, b->state);
@@ -148,54 +148,54 @@ static void assert_resv_equal(const gpum_resv_t *a, const gpum_resv_t *b) {
 static void test_round_trip(void **state) {
   const char *dir = *state;
   char sd[256];
-  gpum_ledger_t *l = open_ok(sub(dir, "state", sd, sizeof(sd)));
-  gpum_resv_t in[4];
-  sample(&in[0], 1, GPUM_RESV_GRANTED);
-  sample(&in[1], 2, GPUM_RESV_RELEASED);
-  sample(&in[2], 3, GPUM_RESV_QUEUED);
-  sample(&in[3], 9, GPUM_RESV_FAILED);
-  assert_int_equal(gpum_ledger_begin_turn(l), 0);
+  gpumd_ledger_t *l = open_ok(sub(dir, "state", sd, sizeof(sd)));
+  gpumd_resv_t in[4];
+  sample(&in[0], 1, GPUMD_RESV_GRANTED);
+  sample(&in[1], 2, GPUMD_RESV_RELEASED);
+  sample(&in[2], 3, GPUMD_RESV_QUEUED);
+  sample(&in[3], 9, GPUMD_RESV_FAILED);
+  assert_int_equal(gpumd_ledger_begin_turn(l), 0);
   for (int i = 0; i < 4; i++)
-    assert_int_equal(gpum_ledger_put(l, &in[i]), 0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+    assert_int_equal(gpumd_ledger_put(l, &in[i]), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
 
-  gpum_resv_t *out = NULL;
+  gpumd_resv_t *out = NULL;
   size_t n = 0;
-  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_int_equal(gpumd_ledger_load_all(l, &out, &n), 0);
   assert_int_equal(n, 2); /* the non-final ones, in id order */
   assert_resv_equal(&out[0], &in[0]);
   assert_resv_equal(&out[1], &in[2]);
   free(out);
-  gpum_resv_t one;
-  assert_int_equal(gpum_ledger_get(l, 9, &one), 0);
+  gpumd_resv_t one;
+  assert_int_equal(gpumd_ledger_get(l, 9, &one), 0);
   assert_resv_equal(&one, &in[3]);
-  assert_int_equal(gpum_ledger_get(l, 10, &one), GPUM_ENOENT);
+  assert_int_equal(gpumd_ledger_get(l, 10, &one), GPUM_ENOENT);
   uint64_t max = 0;
-  assert_int_equal(gpum_ledger_max_id(l, &max), 0);
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
   assert_int_equal(max, 9);
   /* A put replaces the row: r-1 released. */
-  in[0].state = GPUM_RESV_RELEASED;
-  assert_int_equal(gpum_ledger_put(l, &in[0]), 0); /* implicit turn */
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  in[0].state = GPUMD_RESV_RELEASED;
+  assert_int_equal(gpumd_ledger_put(l, &in[0]), 0); /* implicit turn */
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_load_all(l, &out, &n), 0);
   assert_int_equal(n, 1);
   assert_int_equal(out[0].id, 3);
   free(out);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 static void test_empty_ledger(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
-  gpum_resv_t *out = (gpum_resv_t *)&out;
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_resv_t *out = (gpumd_resv_t *)&out;
   size_t n = 7;
-  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_int_equal(gpumd_ledger_load_all(l, &out, &n), 0);
   assert_null(out);
   assert_int_equal(n, 0);
   uint64_t max = 5;
-  assert_int_equal(gpum_ledger_max_id(l, &max), 0);
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
   assert_int_equal(max, 0);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 /* Rows in the reservations table as another connection sees them. */
@@ -213,27 +213,27 @@ static int outside_count(const char *path) {
 }
 
 /* Stages reservation id (QUEUED) and its audit row with reason (a turn's writes). */
-static void stage_turn(gpum_ledger_t *l, uint64_t id, const char *reason) {
-  gpum_resv_t r;
-  sample(&r, id, GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_ledger_put(l, &r), 0);
-  gpum_ledger_audit_t a = {.reservation = id,
-                           .from = GPUM_RESV_NEW,
-                           .to = GPUM_RESV_QUEUED,
+static void stage_turn(gpumd_ledger_t *l, uint64_t id, const char *reason) {
+  gpumd_resv_t r;
+  sample(&r, id, GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  gpumd_ledger_audit_t a = {.reservation = id,
+                           .from = GPUMD_RESV_NEW,
+                           .to = GPUMD_RESV_QUEUED,
                            .time_ns = T0 + id,
                            .reason = reason,
                            .uid = 1000,
                            .pid = 42};
-  assert_int_equal(gpum_ledger_audit(l, &a), 0);
+  assert_int_equal(gpumd_ledger_audit(l, &a), 0);
 }
 
 /* Checks that audit rows come for reservations 1, 2, 3, ... with the fields of
  * test_one_commit_per_turn; *user is the next expected id. */
-static bool audit_in_order(void *user, const gpum_ledger_audit_t *a) {
+static bool audit_in_order(void *user, const gpumd_ledger_audit_t *a) {
   uint64_t *next = user;
   assert_int_equal(a->reservation, *next);
   assert_int_equal(a->time_ns, T0 + *next);
-  assert_int_equal(a->to, GPUM_RESV_QUEUED);
+  assert_int_equal(a->to, GPUMD_RESV_QUEUED);
   assert_string_equal(a->reason, "queued");
   assert_int_equal(a->pid, 42);
   ++*next;
@@ -242,34 +242,34 @@ static bool audit_in_order(void *user, const gpum_ledger_audit_t *a) {
 
 static void test_one_commit_per_turn(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
-  uint64_t c0 = gpum_ledger_commit_count(l);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0); /* nothing open: no commit */
-  assert_int_equal(gpum_ledger_commit_count(l), c0);
+  gpumd_ledger_t *l = open_ok(dir);
+  uint64_t c0 = gpumd_ledger_commit_count(l);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0); /* nothing open: no commit */
+  assert_int_equal(gpumd_ledger_commit_count(l), c0);
 
-  assert_int_equal(gpum_ledger_begin_turn(l), 0);
-  assert_int_equal(gpum_ledger_begin_turn(l), GPUM_ESTATE);
+  assert_int_equal(gpumd_ledger_begin_turn(l), 0);
+  assert_int_equal(gpumd_ledger_begin_turn(l), GPUM_ESTATE);
   for (uint64_t id = 1; id <= 50; id++)
     stage_turn(l, id, "queued");
   /* Not visible to another reader before the commit. */
-  assert_int_equal(outside_count(gpum_ledger_path(l)), 0);
-  assert_int_equal(gpum_ledger_commit_count(l), c0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  assert_int_equal(gpum_ledger_commit_count(l), c0 + 1); /* 100 writes, one commit */
-  assert_int_equal(outside_count(gpum_ledger_path(l)), 50);
+  assert_int_equal(outside_count(gpumd_ledger_path(l)), 0);
+  assert_int_equal(gpumd_ledger_commit_count(l), c0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_commit_count(l), c0 + 1); /* 100 writes, one commit */
+  assert_int_equal(outside_count(gpumd_ledger_path(l)), 50);
   /* The 50 audit rows (written 8 to a statement, then the rest) in the order they came. */
   uint64_t next = 1;
-  assert_int_equal(gpum_ledger_audit_list(l, 0, audit_in_order, &next), 0);
+  assert_int_equal(gpumd_ledger_audit_list(l, 0, audit_in_order, &next), 0);
   assert_int_equal(next, 51);
 
   /* A rolled-back turn leaves nothing. */
-  gpum_resv_t r;
-  sample(&r, 51, GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_ledger_put(l, &r), 0);
-  gpum_ledger_rollback_turn(l);
-  assert_int_equal(gpum_ledger_get(l, 51, &r), GPUM_ENOENT);
-  assert_int_equal(gpum_ledger_commit_count(l), c0 + 1);
-  gpum_ledger_close(l);
+  gpumd_resv_t r;
+  sample(&r, 51, GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  gpumd_ledger_rollback_turn(l);
+  assert_int_equal(gpumd_ledger_get(l, 51, &r), GPUM_ENOENT);
+  assert_int_equal(gpumd_ledger_commit_count(l), c0 + 1);
+  gpumd_ledger_close(l);
 }
 
 /* The WAL is checkpointed by the ledger's own thread once commits have left 4 MiB in it
@@ -277,40 +277,40 @@ static void test_one_commit_per_turn(void **state) {
  * there (and in the database file itself after the close). */
 static void test_checkpoints_off_the_commit(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
-  assert_int_equal(gpum_ledger_checkpoint_count(l), 0);
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(gpumd_ledger_checkpoint_count(l), 0);
   uint64_t id = 0;
   for (int turn = 0; turn < 3000; turn++) { /* 2-3 pages per turn: well past 4096 */
     for (int k = 0; k < 4; k++) {
-      gpum_resv_t r;
-      sample(&r, ++id, GPUM_RESV_GRANTED);
-      assert_int_equal(gpum_ledger_put(l, &r), 0);
+      gpumd_resv_t r;
+      sample(&r, ++id, GPUMD_RESV_GRANTED);
+      assert_int_equal(gpumd_ledger_put(l, &r), 0);
     }
-    assert_int_equal(gpum_ledger_commit_turn(l), 0);
+    assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   }
   struct timespec t0, now, nap = {0, 1000000};
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  while (gpum_ledger_checkpoint_count(l) == 0) {
+  while (gpumd_ledger_checkpoint_count(l) == 0) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     assert_true(now.tv_sec - t0.tv_sec < 20); /* a deadline, not a wait for it */
     nanosleep(&nap, NULL);
   }
-  gpum_resv_t back;
-  assert_int_equal(gpum_ledger_get(l, id, &back), 0);
-  assert_int_equal(outside_count(gpum_ledger_path(l)), (int)id);
-  gpum_ledger_close(l);
+  gpumd_resv_t back;
+  assert_int_equal(gpumd_ledger_get(l, id, &back), 0);
+  assert_int_equal(outside_count(gpumd_ledger_path(l)), (int)id);
+  gpumd_ledger_close(l);
   l = open_ok(dir);
-  assert_int_equal(gpum_ledger_get(l, id, &back), 0);
-  gpum_ledger_close(l);
+  assert_int_equal(gpumd_ledger_get(l, id, &back), 0);
+  gpumd_ledger_close(l);
 }
 
 typedef struct {
   size_t n;
-  gpum_ledger_audit_t rows[8];
+  gpumd_ledger_audit_t rows[8];
   char reasons[8][64];
 } audit_acc_t;
 
-static bool collect(void *user, const gpum_ledger_audit_t *a) {
+static bool collect(void *user, const gpumd_ledger_audit_t *a) {
   audit_acc_t *acc = user;
   if (acc->n == 8)
     return false;
@@ -322,57 +322,57 @@ static bool collect(void *user, const gpum_ledger_audit_t *a) {
 
 static void test_audit_trail(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
-  const gpum_ledger_audit_t rows[] = {
+  gpumd_ledger_t *l = open_ok(dir);
+  const gpumd_ledger_audit_t rows[] = {
       {.reservation = 1,
-       .from = GPUM_RESV_NEW,
-       .to = GPUM_RESV_QUEUED,
+       .from = GPUMD_RESV_NEW,
+       .to = GPUMD_RESV_QUEUED,
        .time_ns = T0,
        .reason = "queued",
        .uid = 1000,
        .pid = 10},
       {.reservation = 2,
-       .from = GPUM_RESV_NEW,
-       .to = GPUM_RESV_QUEUED,
+       .from = GPUMD_RESV_NEW,
+       .to = GPUMD_RESV_QUEUED,
        .time_ns = T0 + 1,
        .reason = NULL,
        .uid = 1001,
        .pid = 11},
       {.reservation = 1,
-       .from = GPUM_RESV_QUEUED,
-       .to = GPUM_RESV_GRANTED,
+       .from = GPUMD_RESV_QUEUED,
+       .to = GPUMD_RESV_GRANTED,
        .time_ns = T0 + 2,
        .reason = "granted on GPU 0",
        .uid = 0,
        .pid = 0},
       {.reservation = 1,
-       .from = GPUM_RESV_GRANTED,
-       .to = GPUM_RESV_FAILED,
+       .from = GPUMD_RESV_GRANTED,
+       .to = GPUMD_RESV_FAILED,
        .time_ns = T0 + 3,
        .reason = "GPU 0 failed",
        .uid = 0,
        .pid = 0},
   };
-  assert_int_equal(gpum_ledger_begin_turn(l), 0);
+  assert_int_equal(gpumd_ledger_begin_turn(l), 0);
   for (size_t i = 0; i < 4; i++)
-    assert_int_equal(gpum_ledger_audit(l, &rows[i]), 0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+    assert_int_equal(gpumd_ledger_audit(l, &rows[i]), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   audit_acc_t acc = {0};
-  assert_int_equal(gpum_ledger_audit_list(l, 1, collect, &acc), 0);
+  assert_int_equal(gpumd_ledger_audit_list(l, 1, collect, &acc), 0);
   assert_int_equal(acc.n, 3);
-  assert_int_equal(acc.rows[0].from, GPUM_RESV_NEW);
-  assert_int_equal(acc.rows[1].to, GPUM_RESV_GRANTED);
-  assert_int_equal(acc.rows[2].to, GPUM_RESV_FAILED);
+  assert_int_equal(acc.rows[0].from, GPUMD_RESV_NEW);
+  assert_int_equal(acc.rows[1].to, GPUMD_RESV_GRANTED);
+  assert_int_equal(acc.rows[2].to, GPUMD_RESV_FAILED);
   assert_int_equal(acc.rows[2].time_ns, T0 + 3);
   assert_string_equal(acc.reasons[2], "GPU 0 failed");
   assert_true(acc.rows[0].id < acc.rows[1].id && acc.rows[1].id < acc.rows[2].id);
   memset(&acc, 0, sizeof(acc));
-  assert_int_equal(gpum_ledger_audit_list(l, 0, collect, &acc), 0);
+  assert_int_equal(gpumd_ledger_audit_list(l, 0, collect, &acc), 0);
   assert_int_equal(acc.n, 4);
   assert_int_equal(acc.rows[1].reservation, 2);
   assert_string_equal(acc.reasons[1], "");
   assert_int_equal(acc.rows[1].uid, 1001);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 /* ---- Reopen, crash, files ----------------------------------------------------------------- */
@@ -381,34 +381,34 @@ static void test_reopen_after_close(void **state) {
   const char *dir = *state;
   char sd[256], db[300];
   sub(dir, "a/b/state", sd, sizeof(sd)); /* parents are created too */
-  gpum_ledger_t *l = open_ok(sd);
-  gpum_resv_t r;
-  sample(&r, 12, GPUM_RESV_GRANTED);
-  assert_int_equal(gpum_ledger_put(l, &r), 0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  sample(&r, 13, GPUM_RESV_GRANTED);
-  assert_int_equal(gpum_ledger_put(l, &r), 0); /* never committed: lost on close */
+  gpumd_ledger_t *l = open_ok(sd);
+  gpumd_resv_t r;
+  sample(&r, 12, GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  sample(&r, 13, GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0); /* never committed: lost on close */
   char wal[320];
   struct stat st;
-  snprintf(wal, sizeof(wal), "%s-wal", gpum_ledger_path(l));
+  snprintf(wal, sizeof(wal), "%s-wal", gpumd_ledger_path(l));
   assert_int_equal(stat(wal, &st), 0); /* WAL mode, and the log is private too */
   assert_int_equal(st.st_mode & 0777, 0600);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 
   assert_int_equal(stat(sd, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0700);
-  assert_int_equal(stat(sub(sd, GPUM_LEDGER_FILE, db, sizeof(db)), &st), 0);
+  assert_int_equal(stat(sub(sd, GPUMD_LEDGER_FILE, db, sizeof(db)), &st), 0);
   assert_int_equal(st.st_mode & 0777, 0600);
 
   l = open_ok(sd);
-  gpum_resv_t *out = NULL;
+  gpumd_resv_t *out = NULL;
   size_t n = 0;
-  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_int_equal(gpumd_ledger_load_all(l, &out, &n), 0);
   assert_int_equal(n, 1);
-  sample(&r, 12, GPUM_RESV_GRANTED);
+  sample(&r, 12, GPUMD_RESV_GRANTED);
   assert_resv_equal(&out[0], &r);
   free(out);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 static void test_commit_survives_process_death(void **state) {
@@ -416,71 +416,71 @@ static void test_commit_survives_process_death(void **state) {
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    gpum_ledger_t *l = NULL;
-    gpum_resv_t r;
-    sample(&r, 5, GPUM_RESV_GRANTED);
-    if (gpum_ledger_open(dir, NULL, &l) != 0 || gpum_ledger_put(l, &r) != 0 ||
-        gpum_ledger_commit_turn(l) != 0)
+    gpumd_ledger_t *l = NULL;
+    gpumd_resv_t r;
+    sample(&r, 5, GPUMD_RESV_GRANTED);
+    if (gpumd_ledger_open(dir, NULL, &l) != 0 || gpumd_ledger_put(l, &r) != 0 ||
+        gpumd_ledger_commit_turn(l) != 0)
       _exit(1);
-    sample(&r, 6, GPUM_RESV_GRANTED);
-    gpum_ledger_put(l, &r); /* uncommitted at death */
+    sample(&r, 6, GPUMD_RESV_GRANTED);
+    gpumd_ledger_put(l, &r); /* uncommitted at death */
     _exit(0);               /* no close, no checkpoint: like SIGKILL after the commit */
   }
   int status = 0;
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  gpum_ledger_t *l = open_ok(dir);
-  gpum_resv_t *out = NULL;
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_resv_t *out = NULL;
   size_t n = 0;
-  assert_int_equal(gpum_ledger_load_all(l, &out, &n), 0);
+  assert_int_equal(gpumd_ledger_load_all(l, &out, &n), 0);
   assert_int_equal(n, 1);
   assert_int_equal(out[0].id, 5);
   free(out);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 static void test_second_open_is_refused(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
-  gpum_ledger_t *l2 = NULL;
-  assert_int_equal(gpum_ledger_open(dir, NULL, &l2), GPUM_EBUSY);
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_ledger_t *l2 = NULL;
+  assert_int_equal(gpumd_ledger_open(dir, NULL, &l2), GPUM_EBUSY);
   assert_non_null(strstr(gpum_last_error(), "in use by another gpumd"));
   assert_null(l2);
-  gpum_ledger_close(l);
-  gpum_ledger_close(open_ok(dir)); /* free again after close */
+  gpumd_ledger_close(l);
+  gpumd_ledger_close(open_ok(dir)); /* free again after close */
 }
 
 static void test_sync_full_option(void **state) {
   const char *dir = *state;
-  gpum_ledger_opts_t o = {.sync_full = true};
-  gpum_ledger_t *l = NULL;
-  assert_int_equal(gpum_ledger_open(dir, &o, &l), 0);
-  gpum_resv_t r;
-  sample(&r, 1, GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_ledger_put(l, &r), 0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  assert_int_equal(gpum_ledger_get(l, 1, &r), 0);
-  gpum_ledger_close(l);
+  gpumd_ledger_opts_t o = {.sync_full = true};
+  gpumd_ledger_t *l = NULL;
+  assert_int_equal(gpumd_ledger_open(dir, &o, &l), 0);
+  gpumd_resv_t r;
+  sample(&r, 1, GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_get(l, 1, &r), 0);
+  gpumd_ledger_close(l);
 }
 
 /* ---- Errors ------------------------------------------------------------------------------- */
 
 static void test_bad_state_dirs(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = NULL;
-  assert_int_equal(gpum_ledger_open(NULL, NULL, &l), GPUM_EINVAL);
-  assert_int_equal(gpum_ledger_open("", NULL, &l), GPUM_EINVAL);
+  gpumd_ledger_t *l = NULL;
+  assert_int_equal(gpumd_ledger_open(NULL, NULL, &l), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_open("", NULL, &l), GPUM_EINVAL);
   /* A parent that is a regular file: the directory cannot be created, even by root. */
   char file[256], sd[300];
   sub(dir, "plain-file", file, sizeof(file));
   FILE *f = fopen(file, "w");
   assert_non_null(f);
   fclose(f);
-  int rc = gpum_ledger_open(sub(file, "state", sd, sizeof(sd)), NULL, &l);
+  int rc = gpumd_ledger_open(sub(file, "state", sd, sizeof(sd)), NULL, &l);
   assert_true(rc == GPUM_EIO || rc == GPUM_EPERM);
   assert_non_null(strstr(gpum_last_error(), "plain-file"));
   /* The state dir itself is a file. */
-  rc = gpum_ledger_open(file, NULL, &l);
+  rc = gpumd_ledger_open(file, NULL, &l);
   assert_true(rc == GPUM_EIO || rc == GPUM_EPERM);
   assert_non_null(strstr(gpum_last_error(), "not a directory"));
   /* An unwritable directory (permission bits bind only non-root users). */
@@ -488,7 +488,7 @@ static void test_bad_state_dirs(void **state) {
     char ro[256];
     sub(dir, "readonly", ro, sizeof(ro));
     assert_int_equal(mkdir(ro, 0500), 0);
-    assert_int_equal(gpum_ledger_open(ro, NULL, &l), GPUM_EPERM);
+    assert_int_equal(gpumd_ledger_open(ro, NULL, &l), GPUM_EPERM);
     assert_non_null(strstr(gpum_last_error(), "not writable"));
     chmod(ro, 0700);
   }
@@ -497,14 +497,14 @@ static void test_bad_state_dirs(void **state) {
 static void test_garbage_database(void **state) {
   const char *dir = *state;
   char db[300];
-  FILE *f = fopen(sub(dir, GPUM_LEDGER_FILE, db, sizeof(db)), "w");
+  FILE *f = fopen(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), "w");
   assert_non_null(f);
   for (int i = 0; i < 1024; i++)
     fputs("this is not a database ", f);
   fclose(f);
-  gpum_ledger_t *l = (gpum_ledger_t *)0x1;
-  assert_int_equal(gpum_ledger_open(dir, NULL, &l), GPUM_EIO);
-  assert_ptr_equal(l, (gpum_ledger_t *)0x1);
+  gpumd_ledger_t *l = (gpumd_ledger_t *)0x1;
+  assert_int_equal(gpumd_ledger_open(dir, NULL, &l), GPUM_EIO);
+  assert_ptr_equal(l, (gpumd_ledger_t *)0x1);
   const char *msg = gpum_last_error();
   assert_non_null(strstr(msg, db));
   assert_non_null(strstr(msg, "not a database"));
@@ -512,14 +512,14 @@ static void test_garbage_database(void **state) {
 
 static void test_newer_schema_refused(void **state) {
   const char *dir = *state;
-  gpum_ledger_close(open_ok(dir));
+  gpumd_ledger_close(open_ok(dir));
   char db[300];
   sqlite3 *h = NULL;
-  assert_int_equal(sqlite3_open(sub(dir, GPUM_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
   assert_int_equal(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(h);
-  gpum_ledger_t *l = NULL;
-  assert_int_equal(gpum_ledger_open(dir, NULL, &l), GPUM_EIO);
+  gpumd_ledger_t *l = NULL;
+  assert_int_equal(gpumd_ledger_open(dir, NULL, &l), GPUM_EIO);
   assert_non_null(strstr(gpum_last_error(), "schema version 99 is newer"));
 }
 
@@ -564,34 +564,34 @@ static int user_version(const char *db) {
   return query_int(db, "PRAGMA user_version");
 }
 
-static int audit_rows(gpum_ledger_t *l, uint64_t id);
+static int audit_rows(gpumd_ledger_t *l, uint64_t id);
 
 static void test_migration_from_v1(void **state) {
   const char *dir = *state;
   char db[300];
   sqlite3 *h = NULL;
-  assert_int_equal(sqlite3_open(sub(dir, GPUM_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
   assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(h);
   assert_int_equal(user_version(db), 1);
 
-  gpum_ledger_t *l = open_ok(dir);
-  gpum_resv_t r, back;
-  assert_int_equal(gpum_ledger_get(l, 7, &r), 0);
-  assert_int_equal(r.state, GPUM_RESV_GRANTED);
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_resv_t r, back;
+  assert_int_equal(gpumd_ledger_get(l, 7, &r), 0);
+  assert_int_equal(r.state, GPUMD_RESV_GRANTED);
   assert_int_equal(r.lease, GPUMD_LEASE_PID);
   assert_int_equal(r.pid, 4242);
   assert_int_equal(r.lease_pid, 4343);
   assert_int_equal(r.pid_start, 0); /* unknown */
   assert_int_equal(r.lease_pid_start, 0);
   /* The migrated table takes the new fields. */
-  sample(&r, 8, GPUM_RESV_GRANTED);
-  assert_int_equal(gpum_ledger_put(l, &r), 0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  gpum_ledger_close(l);
-  assert_int_equal(user_version(db), GPUM_LEDGER_SCHEMA_VERSION);
+  sample(&r, 8, GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  gpumd_ledger_close(l);
+  assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
-  assert_int_equal(GPUM_LEDGER_SCHEMA_VERSION, 5);
+  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 5);
   /* Version 4: no index on state, no AUTOINCREMENT; the old audit row kept, with its id. */
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
                                  "'reservations_state' OR (name = 'audit' AND sql LIKE "
@@ -603,16 +603,16 @@ static void test_migration_from_v1(void **state) {
 
   l = open_ok(dir); /* a second open does not migrate again */
   assert_int_equal(audit_rows(l, 7), 1);
-  assert_int_equal(gpum_ledger_get(l, 8, &back), 0);
+  assert_int_equal(gpumd_ledger_get(l, 8, &back), 0);
   assert_resv_equal(&r, &back);
-  gpum_resv_t *all = NULL;
+  gpumd_resv_t *all = NULL;
   size_t n = 0;
-  assert_int_equal(gpum_ledger_load_all(l, &all, &n), 0);
+  assert_int_equal(gpumd_ledger_load_all(l, &all, &n), 0);
   assert_int_equal(n, 2);
   assert_int_equal(all[0].id, 7);
   assert_int_equal(all[0].pid_start, 0);
   free(all);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 /* ---- Process start times ------------------------------------------------------------------- */
@@ -666,7 +666,7 @@ static bool alive_set(void *user, int32_t pid, uint64_t start_time) {
 }
 
 /* sample() with unknown start times (0), as in a row written before they were recorded. */
-static void sample_unknown(gpum_resv_t *r, uint64_t id, gpum_resv_state_t st) {
+static void sample_unknown(gpumd_resv_t *r, uint64_t id, gpumd_resv_state_t st) {
   sample(r, id, st);
   r->pid_start = 0;
   r->lease_pid_start = 0;
@@ -675,88 +675,88 @@ static void sample_unknown(gpum_resv_t *r, uint64_t id, gpum_resv_state_t st) {
 static void test_recovery_decisions(void **state) {
   (void)state;
   int32_t alive[] = {100, 200, 300, 0};
-  gpum_recover_decision_t d;
-  gpum_resv_t r;
+  gpumd_recover_decision_t d;
+  gpumd_resv_t r;
   const uint64_t now = T0 + 100 * SEC;
 
   /* pid lease. */
-  sample_unknown(&r, 1, GPUM_RESV_GRANTED);
+  sample_unknown(&r, 1, GPUMD_RESV_GRANTED);
   r.lease = GPUMD_LEASE_PID;
   r.lease_pid = 100;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_KEEP);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_KEEP);
   r.lease_pid = 101;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_END);
-  assert_int_equal(d.to, GPUM_RESV_RELEASED);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_END);
+  assert_int_equal(d.to, GPUMD_RESV_RELEASED);
   assert_string_equal(d.reason, "lease pid 101 exited while gpumd was down");
-  r.state = GPUM_RESV_QUEUED;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_END);
-  assert_int_equal(d.to, GPUM_RESV_CANCELLED);
+  r.state = GPUMD_RESV_QUEUED;
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_END);
+  assert_int_equal(d.to, GPUMD_RESV_CANCELLED);
 
   /* ttl lease: the deadline, not the pid, decides. */
-  sample_unknown(&r, 2, GPUM_RESV_GRANTED);
+  sample_unknown(&r, 2, GPUMD_RESV_GRANTED);
   r.lease = GPUMD_LEASE_TTL;
   r.pid = 999; /* dead */
   r.expires_ns = now + 1;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_KEEP);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_KEEP);
   r.expires_ns = now;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_END);
-  assert_int_equal(d.to, GPUM_RESV_EXPIRED);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_END);
+  assert_int_equal(d.to, GPUMD_RESV_EXPIRED);
 
   /* connection lease: the owner may re-attach while it lives. */
-  sample_unknown(&r, 3, GPUM_RESV_GRANTED);
+  sample_unknown(&r, 3, GPUMD_RESV_GRANTED);
   r.lease = GPUMD_LEASE_CONNECTION;
   r.pid = 200;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_AWAIT_ATTACH);
-  assert_int_equal(d.to, GPUM_RESV_RELEASED);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_AWAIT_ATTACH);
+  assert_int_equal(d.to, GPUMD_RESV_RELEASED);
   assert_non_null(strstr(d.reason, "re-attach"));
   r.pid = 201;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_END);
-  assert_int_equal(d.to, GPUM_RESV_RELEASED);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_END);
+  assert_int_equal(d.to, GPUMD_RESV_RELEASED);
   assert_string_equal(d.reason, "owner pid 201 exited while gpumd was down");
-  r.state = GPUM_RESV_QUEUED;
+  r.state = GPUMD_RESV_QUEUED;
   r.pid = 200;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_AWAIT_ATTACH);
-  assert_int_equal(d.to, GPUM_RESV_CANCELLED);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_AWAIT_ATTACH);
+  assert_int_equal(d.to, GPUMD_RESV_CANCELLED);
 
   /* A recorded start time that differs: the pid was reused, the owner is dead. */
-  sample_unknown(&r, 5, GPUM_RESV_GRANTED);
+  sample_unknown(&r, 5, GPUMD_RESV_GRANTED);
   r.lease = GPUMD_LEASE_PID;
   r.lease_pid = 100;
   r.lease_pid_start = 5000;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_KEEP);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_KEEP);
   r.lease_pid_start = 4999;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_END);
-  assert_int_equal(d.to, GPUM_RESV_RELEASED);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_END);
+  assert_int_equal(d.to, GPUMD_RESV_RELEASED);
   assert_string_equal(d.reason, "lease pid 100 exited while gpumd was down");
   r.lease_pid_start = 0; /* unknown (a version-1 row): only the pid counts */
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_KEEP);
-  sample_unknown(&r, 6, GPUM_RESV_GRANTED);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_KEEP);
+  sample_unknown(&r, 6, GPUMD_RESV_GRANTED);
   r.lease = GPUMD_LEASE_CONNECTION;
   r.pid = 200;
   r.pid_start = 7000;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_AWAIT_ATTACH);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_AWAIT_ATTACH);
   r.pid_start = 7001;
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_END);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_END);
   assert_string_equal(d.reason, "owner pid 200 exited while gpumd was down");
 
   /* A final one stays final. */
-  sample_unknown(&r, 4, GPUM_RESV_EXPIRED);
-  gpum_ledger_recover_decide(&r, now, alive_set, alive, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_END);
-  assert_int_equal(d.to, GPUM_RESV_EXPIRED);
+  sample_unknown(&r, 4, GPUMD_RESV_EXPIRED);
+  gpumd_ledger_recover_decide(&r, now, alive_set, alive, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_END);
+  assert_int_equal(d.to, GPUMD_RESV_EXPIRED);
 }
 
 /* ---- Schema version 3: devices by UUID, migration from v2, retention ---------------------- */
@@ -765,47 +765,47 @@ static const char *const uuids_abc[] = {"GPU-aaaa", "GPU-bbbb", "GPU-cccc"};
 
 static void test_devices_by_uuid(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
-  assert_int_equal(gpum_ledger_set_devices(l, uuids_abc, 3), 0);
-  gpum_resv_t on_b, on_c, queued, by_index;
-  sample(&on_b, 1, GPUM_RESV_GRANTED);
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, 3), 0);
+  gpumd_resv_t on_b, on_c, queued, by_index;
+  sample(&on_b, 1, GPUMD_RESV_GRANTED);
   on_b.device_mask = 0x2; /* GPU-bbbb */
   on_b.want_mask = 0x3;   /* GPU-aaaa, GPU-bbbb */
-  sample(&on_c, 2, GPUM_RESV_GRANTED);
+  sample(&on_c, 2, GPUMD_RESV_GRANTED);
   on_c.device_mask = 0x5; /* GPU-aaaa, GPU-cccc */
   on_c.want_mask = 0;
-  sample(&queued, 3, GPUM_RESV_QUEUED);
+  sample(&queued, 3, GPUMD_RESV_QUEUED);
   queued.want_mask = 0x4; /* GPU-cccc */
-  sample(&by_index, 4, GPUM_RESV_GRANTED);
+  sample(&by_index, 4, GPUMD_RESV_GRANTED);
   by_index.device_mask = UINT64_C(1) << 9; /* index 9 has no UUID: stored as the index */
   by_index.want_mask = 0;
-  gpum_resv_t granted_want_c, queued_ac_1, queued_ac_2;
-  sample(&granted_want_c, 5, GPUM_RESV_GRANTED);
+  gpumd_resv_t granted_want_c, queued_ac_1, queued_ac_2;
+  sample(&granted_want_c, 5, GPUMD_RESV_GRANTED);
   granted_want_c.device_mask = 0x1; /* GPU-aaaa */
   granted_want_c.want_mask = 0x5;   /* GPU-aaaa, GPU-cccc */
-  sample(&queued_ac_1, 6, GPUM_RESV_QUEUED);
+  sample(&queued_ac_1, 6, GPUMD_RESV_QUEUED);
   queued_ac_1.want_mask = 0x5;
   queued_ac_1.gpus = 1;
-  sample(&queued_ac_2, 7, GPUM_RESV_QUEUED);
+  sample(&queued_ac_2, 7, GPUMD_RESV_QUEUED);
   queued_ac_2.want_mask = 0x5;
   queued_ac_2.gpus = 2;
-  assert_int_equal(gpum_ledger_put(l, &on_b), 0);
-  assert_int_equal(gpum_ledger_put(l, &on_c), 0);
-  assert_int_equal(gpum_ledger_put(l, &queued), 0);
-  assert_int_equal(gpum_ledger_put(l, &by_index), 0);
-  assert_int_equal(gpum_ledger_put(l, &granted_want_c), 0);
-  assert_int_equal(gpum_ledger_put(l, &queued_ac_1), 0);
-  assert_int_equal(gpum_ledger_put(l, &queued_ac_2), 0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  gpum_ledger_close(l);
+  assert_int_equal(gpumd_ledger_put(l, &on_b), 0);
+  assert_int_equal(gpumd_ledger_put(l, &on_c), 0);
+  assert_int_equal(gpumd_ledger_put(l, &queued), 0);
+  assert_int_equal(gpumd_ledger_put(l, &by_index), 0);
+  assert_int_equal(gpumd_ledger_put(l, &granted_want_c), 0);
+  assert_int_equal(gpumd_ledger_put(l, &queued_ac_1), 0);
+  assert_int_equal(gpumd_ledger_put(l, &queued_ac_2), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  gpumd_ledger_close(l);
 
   /* The node comes back renumbered (B is now 0, A is 1) and without GPU-cccc. */
   static const char *const renumbered[] = {"GPU-bbbb", "GPU-aaaa"};
   l = open_ok(dir);
-  assert_int_equal(gpum_ledger_set_devices(l, renumbered, 2), 0);
-  gpum_ledger_row_t *rows = NULL;
+  assert_int_equal(gpumd_ledger_set_devices(l, renumbered, 2), 0);
+  gpumd_ledger_row_t *rows = NULL;
   size_t n = 0;
-  assert_int_equal(gpum_ledger_load_rows(l, &rows, &n), 0);
+  assert_int_equal(gpumd_ledger_load_rows(l, &rows, &n), 0);
   assert_int_equal(n, 7);
   assert_int_equal(rows[0].r.device_mask, 0x1); /* still GPU-bbbb, now index 0 */
   assert_int_equal(rows[0].r.want_mask, 0x3);
@@ -825,47 +825,47 @@ static void test_devices_by_uuid(void **state) {
   assert_string_equal(rows[6].gone, "GPU-cccc");
 
   /* Recovery: a gone device fails the reservation, named in the reason. */
-  gpum_recover_decision_t d;
-  gpum_ledger_recover_decide_row(&rows[1], T0, NULL, NULL, &d);
-  assert_int_equal(d.action, GPUM_RECOVER_END);
-  assert_int_equal(d.to, GPUM_RESV_FAILED);
+  gpumd_recover_decision_t d;
+  gpumd_ledger_recover_decide_row(&rows[1], T0, NULL, NULL, &d);
+  assert_int_equal(d.action, GPUMD_RECOVER_END);
+  assert_int_equal(d.to, GPUMD_RESV_FAILED);
   assert_string_equal(d.reason, "device GPU-cccc gone after restart");
-  gpum_ledger_recover_decide_row(&rows[2], T0, NULL, NULL, &d);
-  assert_int_equal(d.to, GPUM_RESV_FAILED);
+  gpumd_ledger_recover_decide_row(&rows[2], T0, NULL, NULL, &d);
+  assert_int_equal(d.to, GPUMD_RESV_FAILED);
   free(rows);
 
   /* load_all and get see the same mapping (gone devices dropped). */
-  gpum_resv_t *all = NULL;
-  assert_int_equal(gpum_ledger_load_all(l, &all, &n), 0);
+  gpumd_resv_t *all = NULL;
+  assert_int_equal(gpumd_ledger_load_all(l, &all, &n), 0);
   assert_int_equal(n, 7);
   assert_int_equal(all[0].device_mask, 0x1);
   free(all);
-  gpum_resv_t one;
-  assert_int_equal(gpum_ledger_get(l, 1, &one), 0);
+  gpumd_resv_t one;
+  assert_int_equal(gpumd_ledger_get(l, 1, &one), 0);
   assert_int_equal(one.device_mask, 0x1);
   /* Without devices set, the stored indices come back as they were. */
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
   l = open_ok(dir);
-  assert_int_equal(gpum_ledger_get(l, 1, &one), 0);
+  assert_int_equal(gpumd_ledger_get(l, 1, &one), 0);
   assert_int_equal(one.device_mask, 0x2);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 static void test_set_devices_bad_input(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
+  gpumd_ledger_t *l = open_ok(dir);
   static const char *const comma[] = {"GPU-a,b"};
-  assert_int_equal(gpum_ledger_set_devices(l, comma, 1), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_set_devices(l, comma, 1), GPUM_EINVAL);
   assert_non_null(strstr(gpum_last_error(), "GPU-a,b"));
   char big[200];
   memset(big, 'x', sizeof(big) - 1);
   big[sizeof(big) - 1] = '\0';
   const char *const too_long[] = {big};
-  assert_int_equal(gpum_ledger_set_devices(l, too_long, 1), GPUM_EINVAL);
-  assert_int_equal(gpum_ledger_set_devices(l, uuids_abc, GPUM_SCHED_MAX_DEVICES + 1), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_set_devices(l, too_long, 1), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, GPUMD_SCHED_MAX_DEVICES + 1), GPUM_EINVAL);
   static const char *const holes[] = {NULL, "GPU-x", ""};
-  assert_int_equal(gpum_ledger_set_devices(l, holes, 3), 0);
-  gpum_ledger_close(l);
+  assert_int_equal(gpumd_ledger_set_devices(l, holes, 3), 0);
+  gpumd_ledger_close(l);
 }
 
 /* The version-2 migration exactly as gpumd applied it before UUIDs were stored. */
@@ -881,42 +881,42 @@ static void test_migration_from_v2(void **state) {
   const char *dir = *state;
   char db[300];
   sqlite3 *h = NULL;
-  assert_int_equal(sqlite3_open(sub(dir, GPUM_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
   assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_exec(h, old_migrate_v2, NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(h);
   assert_int_equal(user_version(db), 2);
 
-  gpum_ledger_t *l = open_ok(dir);
-  assert_int_equal(user_version(db), GPUM_LEDGER_SCHEMA_VERSION);
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
-  assert_int_equal(gpum_ledger_set_devices(l, uuids_abc, 3), 0);
-  gpum_ledger_row_t *rows = NULL;
+  assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, 3), 0);
+  gpumd_ledger_row_t *rows = NULL;
   size_t n = 0;
-  assert_int_equal(gpum_ledger_load_rows(l, &rows, &n), 0);
+  assert_int_equal(gpumd_ledger_load_rows(l, &rows, &n), 0);
   assert_int_equal(n, 2); /* r-7 of the v1 rows and r-9 */
   assert_int_equal(rows[1].r.id, 9);
   assert_int_equal(rows[1].r.device_mask, 0x2); /* no UUIDs stored: the index is kept */
   assert_int_equal(rows[1].r.pid_start, 55);
   assert_string_equal(rows[1].gone, "");
   /* Re-stored, the row gets its UUID and follows it. */
-  assert_int_equal(gpum_ledger_put(l, &rows[1].r), 0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_put(l, &rows[1].r), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   free(rows);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
   static const char *const moved[] = {"GPU-cccc", "GPU-bbbb", "GPU-aaaa"};
   l = open_ok(dir);
-  assert_int_equal(gpum_ledger_set_devices(l, moved, 3), 0);
-  gpum_resv_t r;
-  assert_int_equal(gpum_ledger_get(l, 9, &r), 0);
+  assert_int_equal(gpumd_ledger_set_devices(l, moved, 3), 0);
+  gpumd_resv_t r;
+  assert_int_equal(gpumd_ledger_get(l, 9, &r), 0);
   assert_int_equal(r.device_mask, 0x2); /* GPU-bbbb is index 1 in both */
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
   l = open_ok(dir);
   static const char *const swapped[] = {"GPU-bbbb", "GPU-aaaa"};
-  assert_int_equal(gpum_ledger_set_devices(l, swapped, 2), 0);
-  assert_int_equal(gpum_ledger_get(l, 9, &r), 0);
+  assert_int_equal(gpumd_ledger_set_devices(l, swapped, 2), 0);
+  assert_int_equal(gpumd_ledger_get(l, 9, &r), 0);
   assert_int_equal(r.device_mask, 0x1);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 static int count_rows(const char *db, const char *sql) {
@@ -931,89 +931,89 @@ static int count_rows(const char *db, const char *sql) {
   return v;
 }
 
-static bool count_audit(void *user, const gpum_ledger_audit_t *a) {
+static bool count_audit(void *user, const gpumd_ledger_audit_t *a) {
   (void)a;
   ++*(int *)user;
   return true;
 }
 
 /* Audit rows of reservation id (0 = all), read through the ledger itself. */
-static int audit_rows(gpum_ledger_t *l, uint64_t id) {
+static int audit_rows(gpumd_ledger_t *l, uint64_t id) {
   int n = 0;
-  assert_int_equal(gpum_ledger_audit_list(l, id, count_audit, &n), 0);
+  assert_int_equal(gpumd_ledger_audit_list(l, id, count_audit, &n), 0);
   return n;
 }
 
-static bool exists(gpum_ledger_t *l, uint64_t id) {
-  gpum_resv_t r;
-  return gpum_ledger_get(l, id, &r) == 0;
+static bool exists(gpumd_ledger_t *l, uint64_t id) {
+  gpumd_resv_t r;
+  return gpumd_ledger_get(l, id, &r) == 0;
 }
 
 static void test_prune(void **state) {
   const char *dir = *state;
   char db[300];
-  sub(dir, GPUM_LEDGER_FILE, db, sizeof(db));
-  gpum_ledger_t *l = open_ok(dir);
+  sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db));
+  gpumd_ledger_t *l = open_ok(dir);
   /* r-1..r-10 ended at T0+1s..T0+10s; r-11, r-12 live; r-13 ended first of all but has the
    * highest id. Two audit rows each, written at T0+id s - 1 ns. */
   for (uint64_t id = 1; id <= 13; id++) {
-    gpum_resv_t r;
-    sample(&r, id, id == 11 ? GPUM_RESV_GRANTED : id == 12 ? GPUM_RESV_QUEUED : GPUM_RESV_RELEASED);
+    gpumd_resv_t r;
+    sample(&r, id, id == 11 ? GPUMD_RESV_GRANTED : id == 12 ? GPUMD_RESV_QUEUED : GPUMD_RESV_RELEASED);
     r.ended_ns = id <= 10 ? T0 + id * SEC : id == 13 ? T0 : 0;
-    gpum_ledger_audit_t a = {.reservation = id,
-                             .from = GPUM_RESV_NEW,
-                             .to = GPUM_RESV_QUEUED,
+    gpumd_ledger_audit_t a = {.reservation = id,
+                             .from = GPUMD_RESV_NEW,
+                             .to = GPUMD_RESV_QUEUED,
                              .time_ns = T0 + id * SEC - 1,
                              .reason = "x"};
-    assert_int_equal(gpum_ledger_put(l, &r), 0);
-    assert_int_equal(gpum_ledger_audit(l, &a), 0);
-    assert_int_equal(gpum_ledger_audit(l, &a), 0);
+    assert_int_equal(gpumd_ledger_put(l, &r), 0);
+    assert_int_equal(gpumd_ledger_audit(l, &a), 0);
+    assert_int_equal(gpumd_ledger_audit(l, &a), 0);
   }
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  uint64_t commits = gpum_ledger_commit_count(l);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  uint64_t commits = gpumd_ledger_commit_count(l);
   size_t n = 99;
   bool more = true;
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 0, &n, &more), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 0, &n, &more), GPUM_EINVAL);
   assert_int_equal(n, 0);
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 10001, NULL, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 10001, NULL, NULL), GPUM_EINVAL);
   /* Nothing that old: no turn is opened, nothing to commit. */
-  assert_int_equal(gpum_ledger_prune(l, T0, 3, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, T0, 3, &n, &more), 0);
   assert_int_equal(n, 0);
   assert_false(more);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  assert_int_equal(gpum_ledger_commit_count(l), commits);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_commit_count(l), commits);
   /* A batch of 3: the first created (r-1..r-3; never r-13), with 12 audit rows (4 x 3) of
    * those written before T0+5s, in the turn: a rollback undoes it. */
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
   assert_int_equal(n, 3);
   assert_true(more);
   assert_false(exists(l, 1));
-  gpum_ledger_rollback_turn(l);
+  gpumd_ledger_rollback_turn(l);
   assert_true(exists(l, 1));
   assert_int_equal(audit_rows(l, 1), 2);
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
   assert_int_equal(n, 3);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   for (uint64_t id = 1; id <= 13; id++)
     assert_int_equal(exists(l, id), id > 3);
   assert_int_equal(audit_rows(l, 3), 0);
   assert_int_equal(audit_rows(l, 0), 16); /* 26 - 10 (the audit rows before T0+5s) */
   /* The rest before T0+5s: only r-4 (ended_ns < before, strictly), and nothing is left. */
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
   assert_int_equal(n, 1);
   assert_false(more);
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 3, &n, &more), 0);
   assert_int_equal(n, 0);
   assert_false(more);
   /* Live reservations created before the time stay (and do not stop the scan); audit rows go
    * by age, live reservation or not: everything ended, the highest ids stay. */
-  assert_int_equal(gpum_ledger_prune(l, UINT64_MAX, 100, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, UINT64_MAX, 100, &n, &more), 0);
   assert_int_equal(n, 6);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   uint64_t max = 0;
-  assert_int_equal(gpum_ledger_max_id(l, &max), 0);
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
   assert_int_equal(max, 13);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
   assert_int_equal(count_rows(db, "SELECT count(*) FROM reservations"), 3);
   assert_int_equal(count_rows(db, "SELECT min(id) FROM reservations"), 11);
   assert_int_equal(count_rows(db, "SELECT count(*) FROM audit"), 1);
@@ -1024,24 +1024,24 @@ static void test_prune(void **state) {
  * before, so rows behind it are not looked at. */
 static void test_prune_stops_at_creation(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
+  gpumd_ledger_t *l = open_ok(dir);
   for (uint64_t id = 1; id <= 4; id++) {
-    gpum_resv_t r;
-    sample(&r, id, GPUM_RESV_RELEASED);
+    gpumd_resv_t r;
+    sample(&r, id, GPUMD_RESV_RELEASED);
     r.created_ns = id == 2 ? T0 + 10 * SEC : T0; /* r-2 created late, r-3 (odd) early again */
     r.ended_ns = T0 + SEC;
-    assert_int_equal(gpum_ledger_put(l, &r), 0);
+    assert_int_equal(gpumd_ledger_put(l, &r), 0);
   }
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   size_t n = 0;
   bool more = true;
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
   assert_int_equal(n, 1); /* r-1 only: the scan stopped at r-2 */
   assert_false(more);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   assert_false(exists(l, 1));
   assert_true(exists(l, 3));
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 /* More than a scan's worth (20,000) of live reservations created before the time: a call that
@@ -1049,63 +1049,63 @@ static void test_prune_stops_at_creation(void **state) {
  * instead of scanning the same rows again. */
 static void test_prune_goes_on(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
+  gpumd_ledger_t *l = open_ok(dir);
   uint64_t last = 20003;
   for (uint64_t id = 1; id <= last; id++) {
-    gpum_resv_t r;
-    sample(&r, id, id == 20002 ? GPUM_RESV_RELEASED : GPUM_RESV_GRANTED);
+    gpumd_resv_t r;
+    sample(&r, id, id == 20002 ? GPUMD_RESV_RELEASED : GPUMD_RESV_GRANTED);
     r.created_ns = T0;
     r.ended_ns = id == 20002 ? T0 + SEC : 0;
-    assert_int_equal(gpum_ledger_put(l, &r), 0);
+    assert_int_equal(gpumd_ledger_put(l, &r), 0);
   }
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   size_t n = 99;
   bool more = false;
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
   assert_int_equal(n, 0); /* 20,000 live rows looked at */
   assert_true(more);
-  assert_int_equal(gpum_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
+  assert_int_equal(gpumd_ledger_prune(l, T0 + 5 * SEC, 100, &n, &more), 0);
   assert_int_equal(n, 1); /* r-20002, past them */
   assert_false(more);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   assert_false(exists(l, 20002));
   assert_true(exists(l, 20001));
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
 }
 
 /* A new ledger has 1 KiB pages; a database that exists keeps its page size (and works). */
 static void test_page_size(void **state) {
   const char *dir = *state;
   char sd[256], db[300];
-  gpum_ledger_t *l = open_ok(sub(dir, "new", sd, sizeof(sd)));
-  gpum_ledger_close(l);
-  assert_int_equal(count_rows(sub(sd, GPUM_LEDGER_FILE, db, sizeof(db)), "PRAGMA page_size"), 1024);
+  gpumd_ledger_t *l = open_ok(sub(dir, "new", sd, sizeof(sd)));
+  gpumd_ledger_close(l);
+  assert_int_equal(count_rows(sub(sd, GPUMD_LEDGER_FILE, db, sizeof(db)), "PRAGMA page_size"), 1024);
 
   sub(dir, "old", sd, sizeof(sd));
   assert_int_equal(mkdir(sd, 0700), 0);
   sqlite3 *h = NULL;
-  assert_int_equal(sqlite3_open(sub(sd, GPUM_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_open(sub(sd, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
   assert_int_equal(
       sqlite3_exec(h, "PRAGMA page_size=4096; CREATE TABLE other(a)", NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(h);
   l = open_ok(sd);
-  gpum_resv_t r, back;
-  sample(&r, 3, GPUM_RESV_GRANTED);
-  assert_int_equal(gpum_ledger_put(l, &r), 0);
-  assert_int_equal(gpum_ledger_commit_turn(l), 0);
-  assert_int_equal(gpum_ledger_get(l, 3, &back), 0);
+  gpumd_resv_t r, back;
+  sample(&r, 3, GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_get(l, 3, &back), 0);
   assert_resv_equal(&back, &r);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
   assert_int_equal(count_rows(db, "PRAGMA page_size"), 4096);
 }
 
 /* ---- The writer thread ------------------------------------------------------------------- */
 
-/* As the daemon's loop does: until gpum_ledger_poll tells something, wait for the writer's
+/* As the daemon's loop does: until gpumd_ledger_poll tells something, wait for the writer's
  * eventfd (a wake-up may be stale: its batch was already collected by a read) and clear it. */
-static int poll_done(gpum_ledger_t *l, int fd) {
+static int poll_done(gpumd_ledger_t *l, int fd) {
   int rc;
-  while ((rc = gpum_ledger_poll(l)) == 0) {
+  while ((rc = gpumd_ledger_poll(l)) == 0) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, 10000), 1);
     uint64_t n;
@@ -1129,79 +1129,79 @@ static void outside_exec(sqlite3 *db, const char *sql) {
 }
 
 /* Turns handed to the writer thread: committed off the caller's thread, told through the
- * eventfd and gpum_ledger_poll; while the writer is busy (held here by an outside write
+ * eventfd and gpumd_ledger_poll; while the writer is busy (held here by an outside write
  * lock) more turns stage and a second hand-over is refused; a read waits for the writer and
  * sees its rows; a failed batch (an outside trigger aborts it) is rolled back whole and
  * reported once by poll, and the next batch commits. */
 static void test_writer_thread(void **state) {
   const char *dir = *state;
-  gpum_ledger_t *l = open_ok(dir);
-  assert_int_equal(gpum_ledger_writer_fd(l), -1);
-  assert_int_equal(gpum_ledger_commit_async(l), 0); /* no writer, nothing staged */
-  assert_int_equal(gpum_ledger_start_writer(l), 0);
-  assert_int_equal(gpum_ledger_start_writer(l), GPUM_ESTATE);
-  int fd = gpum_ledger_writer_fd(l);
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(gpumd_ledger_writer_fd(l), -1);
+  assert_int_equal(gpumd_ledger_commit_async(l), 0); /* no writer, nothing staged */
+  assert_int_equal(gpumd_ledger_start_writer(l), 0);
+  assert_int_equal(gpumd_ledger_start_writer(l), GPUM_ESTATE);
+  int fd = gpumd_ledger_writer_fd(l);
   assert_true(fd >= 0);
-  uint64_t c0 = gpum_ledger_commit_count(l);
-  assert_int_equal(gpum_ledger_commit_async(l), 0); /* nothing staged: nothing to wait for */
-  assert_false(gpum_ledger_writing(l));
+  uint64_t c0 = gpumd_ledger_commit_count(l);
+  assert_int_equal(gpumd_ledger_commit_async(l), 0); /* nothing staged: nothing to wait for */
+  assert_false(gpumd_ledger_writing(l));
 
   /* The writer blocked by an outside transaction. */
-  sqlite3 *out = outside_open(gpum_ledger_path(l));
+  sqlite3 *out = outside_open(gpumd_ledger_path(l));
   outside_exec(out, "BEGIN IMMEDIATE");
   for (uint64_t id = 1; id <= 20; id++)
     stage_turn(l, id, "queued");
-  assert_int_equal(gpum_ledger_commit_async(l), 1);
-  assert_true(gpum_ledger_writing(l));
+  assert_int_equal(gpumd_ledger_commit_async(l), 1);
+  assert_true(gpumd_ledger_writing(l));
   stage_turn(l, 21, "queued"); /* the next turn, while the writer is busy */
-  assert_int_equal(gpum_ledger_commit_async(l), GPUM_ESTATE);
-  assert_int_equal(gpum_ledger_poll(l), 0);
-  assert_true(gpum_ledger_writing(l));
+  assert_int_equal(gpumd_ledger_commit_async(l), GPUM_ESTATE);
+  assert_int_equal(gpumd_ledger_poll(l), 0);
+  assert_true(gpumd_ledger_writing(l));
   outside_exec(out, "COMMIT");
   assert_int_equal(poll_done(l, fd), 1);
-  assert_false(gpum_ledger_writing(l));
-  assert_int_equal(gpum_ledger_poll(l), 0); /* told once */
-  assert_int_equal(gpum_ledger_commit_count(l), c0 + 1);
-  assert_int_equal(outside_count(gpum_ledger_path(l)), 20); /* 21 is still staged */
-  assert_int_equal(gpum_ledger_commit_async(l), 1);
+  assert_false(gpumd_ledger_writing(l));
+  assert_int_equal(gpumd_ledger_poll(l), 0); /* told once */
+  assert_int_equal(gpumd_ledger_commit_count(l), c0 + 1);
+  assert_int_equal(outside_count(gpumd_ledger_path(l)), 20); /* 21 is still staged */
+  assert_int_equal(gpumd_ledger_commit_async(l), 1);
   /* A read waits for the writer's batch and sees it; poll still tells. */
-  gpum_resv_t r;
-  assert_int_equal(gpum_ledger_get(l, 21, &r), 0);
-  assert_int_equal(gpum_ledger_poll(l), 1);
-  assert_int_equal(outside_count(gpum_ledger_path(l)), 21);
+  gpumd_resv_t r;
+  assert_int_equal(gpumd_ledger_get(l, 21, &r), 0);
+  assert_int_equal(gpumd_ledger_poll(l), 1);
+  assert_int_equal(outside_count(gpumd_ledger_path(l)), 21);
 
   /* A batch that fails: nothing of it stays, the error is reported once. */
   outside_exec(out, "CREATE TRIGGER boom BEFORE INSERT ON audit WHEN NEW.reason = 'boom' "
                     "BEGIN SELECT RAISE(ABORT, 'boom refused'); END");
   stage_turn(l, 22, "queued");
   stage_turn(l, 23, "boom");
-  assert_int_equal(gpum_ledger_commit_async(l), 1);
-  gpum_ledger_wait(l);
-  assert_false(gpum_ledger_writing(l));
-  assert_int_equal(gpum_ledger_poll(l), GPUM_EIO);
+  assert_int_equal(gpumd_ledger_commit_async(l), 1);
+  gpumd_ledger_wait(l);
+  assert_false(gpumd_ledger_writing(l));
+  assert_int_equal(gpumd_ledger_poll(l), GPUM_EIO);
   assert_non_null(strstr(gpum_last_error(), "boom refused"));
-  assert_int_equal(gpum_ledger_poll(l), 0);
-  assert_int_equal(gpum_ledger_get(l, 22, &r), GPUM_ENOENT);
-  assert_int_equal(outside_count(gpum_ledger_path(l)), 21);
+  assert_int_equal(gpumd_ledger_poll(l), 0);
+  assert_int_equal(gpumd_ledger_get(l, 22, &r), GPUM_ENOENT);
+  assert_int_equal(outside_count(gpumd_ledger_path(l)), 21);
   stage_turn(l, 24, "queued");
-  assert_int_equal(gpum_ledger_commit_async(l), 1);
+  assert_int_equal(gpumd_ledger_commit_async(l), 1);
   assert_int_equal(poll_done(l, fd), 1);
-  assert_int_equal(outside_count(gpum_ledger_path(l)), 22);
+  assert_int_equal(outside_count(gpumd_ledger_path(l)), 22);
 
   /* A turn that read the ledger commits on the caller's thread: 0, nothing to wait for. */
   stage_turn(l, 25, "queued");
-  assert_int_equal(gpum_ledger_get(l, 25, &r), 0);
-  assert_int_equal(gpum_ledger_commit_async(l), 0);
-  assert_int_equal(outside_count(gpum_ledger_path(l)), 23);
+  assert_int_equal(gpumd_ledger_get(l, 25, &r), 0);
+  assert_int_equal(gpumd_ledger_commit_async(l), 0);
+  assert_int_equal(outside_count(gpumd_ledger_path(l)), 23);
 
   /* Closing with a batch in flight commits it first. */
   stage_turn(l, 26, "queued");
-  assert_int_equal(gpum_ledger_commit_async(l), 1);
+  assert_int_equal(gpumd_ledger_commit_async(l), 1);
   sqlite3_close(out);
-  gpum_ledger_close(l);
+  gpumd_ledger_close(l);
   l = open_ok(dir);
-  assert_int_equal(gpum_ledger_get(l, 26, &r), 0);
-  gpum_ledger_close(l);
+  assert_int_equal(gpumd_ledger_get(l, 26, &r), 0);
+  gpumd_ledger_close(l);
 }
 
 #define DIR_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)

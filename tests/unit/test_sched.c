@@ -6,7 +6,7 @@
  * its bound, queue timeouts with REJECT and WAIT, max_concurrent_jobs, device loss with
  * re-placement, pressure watermarks, release/cancel, restore after a restart, the
  * spellings of ids and names, "wait": false requests (granted now or GPUM_EBUSY), and the dry run
- * gpum_sched_check (REST validate). The clock is
+ * gpumd_sched_check (REST validate). The clock is
  * injected: every call gets an explicit time.
  */
 #include <setjmp.h>
@@ -33,28 +33,28 @@
 
 typedef struct {
   uint64_t id;
-  gpum_resv_state_t from, to;
+  gpumd_resv_state_t from, to;
   uint64_t time_ns;
   uint64_t mask;
-  char reason[GPUM_RESV_REASON_LEN];
+  char reason[GPUMD_RESV_REASON_LEN];
 } event_t;
 
 typedef struct {
   unsigned device;
-  gpum_pressure_t from, to;
+  gpumd_pressure_t from, to;
 } pressure_event_t;
 
 typedef struct {
-  gpum_sched_t *s;
+  gpumd_sched_t *s;
   event_t ev[MAX_EVENTS];
   size_t n_ev;
   pressure_event_t pev[16];
   size_t n_pev;
-  unsigned count[GPUM_RESV_FAILED + 1]; /* transitions into each state, never reset */
+  unsigned count[GPUMD_RESV_FAILED + 1]; /* transitions into each state, never reset */
 } fx_t;
 
-static void on_transition(void *user, const gpum_resv_t *r, gpum_resv_state_t from,
-                          gpum_resv_state_t to, uint64_t time_ns, const char *reason) {
+static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
+                          gpumd_resv_state_t to, uint64_t time_ns, const char *reason) {
   fx_t *fx = user;
   assert_true(fx->n_ev < MAX_EVENTS);
   assert_int_equal(r->state, to);
@@ -68,8 +68,8 @@ static void on_transition(void *user, const gpum_resv_t *r, gpum_resv_state_t fr
   snprintf(e->reason, sizeof(e->reason), "%s", reason);
 }
 
-static void on_pressure(void *user, unsigned device, double ratio, gpum_pressure_t from,
-                        gpum_pressure_t to) {
+static void on_pressure(void *user, unsigned device, double ratio, gpumd_pressure_t from,
+                        gpumd_pressure_t to) {
   fx_t *fx = user;
   (void)ratio;
   assert_true(fx->n_pev < 16);
@@ -77,21 +77,21 @@ static void on_pressure(void *user, unsigned device, double ratio, gpum_pressure
 }
 
 /* Options used by most tests: fraction 1.0 and no margin, so capacities are round. */
-static void plain_opts(gpum_sched_opts_t *o) {
-  gpum_sched_opts_init(o);
+static void plain_opts(gpumd_sched_opts_t *o) {
+  gpumd_sched_opts_init(o);
   o->memory_fraction = 1.0;
   o->safety_margin = 0;
 }
 
-static fx_t *fx_new(const gpum_sched_opts_t *opts) {
+static fx_t *fx_new(const gpumd_sched_opts_t *opts) {
   fx_t *fx = test_calloc(1, sizeof(*fx));
-  gpum_sched_callbacks_t cb = {on_transition, on_pressure, fx};
-  assert_int_equal(gpum_sched_create(opts, &cb, &fx->s), 0);
+  gpumd_sched_callbacks_t cb = {on_transition, on_pressure, fx};
+  assert_int_equal(gpumd_sched_create(opts, &cb, &fx->s), 0);
   return fx;
 }
 
 static void fx_free(fx_t *fx) {
-  gpum_sched_destroy(fx->s);
+  gpumd_sched_destroy(fx->s);
   test_free(fx);
 }
 
@@ -105,7 +105,7 @@ static const event_t *last_event(const fx_t *fx, uint64_t id) {
 
 static void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, uint64_t unmanaged,
                     gpum_health_t health, uint64_t now) {
-  gpum_sched_device_t d;
+  gpumd_sched_device_t d;
   memset(&d, 0, sizeof(d));
   d.index = index;
   snprintf(d.uuid, sizeof(d.uuid), "GPU-test-%u", index);
@@ -116,7 +116,7 @@ static void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, 
   d.health = health;
   if (health == GPUM_HEALTH_ERROR)
     snprintf(d.reason, sizeof(d.reason), "XID 79: fallen off the bus");
-  assert_int_equal(gpum_sched_update_device(fx->s, &d, now), 0);
+  assert_int_equal(gpumd_sched_update_device(fx->s, &d, now), 0);
 }
 
 static void add_h100(fx_t *fx, unsigned index, uint64_t now) {
@@ -125,24 +125,24 @@ static void add_h100(fx_t *fx, unsigned index, uint64_t now) {
 
 /* Submits bytes x gpus at priority prio; returns the id; *state receives the state. */
 static uint64_t submit(fx_t *fx, uint64_t bytes, unsigned gpus, int prio, uint64_t now,
-                       gpum_resv_state_t *state) {
-  gpum_sched_request_t q;
-  gpum_sched_request_init(&q);
+                       gpumd_resv_state_t *state) {
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
   q.bytes_per_gpu = bytes;
   q.gpus = gpus;
   q.priority = prio;
   q.uid = 1000;
   q.pid = 4242;
-  const gpum_resv_t *r = NULL;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, now, &r), 0);
+  const gpumd_resv_t *r = NULL;
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, now, &r), 0);
   assert_non_null(r);
   if (state != NULL)
     *state = r->state;
   return r->id;
 }
 
-static gpum_resv_state_t state_of(const fx_t *fx, uint64_t id) {
-  const gpum_resv_t *r = gpum_sched_find(fx->s, id);
+static gpumd_resv_state_t state_of(const fx_t *fx, uint64_t id) {
+  const gpumd_resv_t *r = gpumd_sched_find(fx->s, id);
   if (r != NULL)
     return r->state;
   const event_t *e = last_event(fx, id);
@@ -151,7 +151,7 @@ static gpum_resv_state_t state_of(const fx_t *fx, uint64_t id) {
 }
 
 static uint64_t mask_of(const fx_t *fx, uint64_t id) {
-  const gpum_resv_t *r = gpum_sched_find(fx->s, id);
+  const gpumd_resv_t *r = gpumd_sched_find(fx->s, id);
   assert_non_null(r);
   return r->device_mask;
 }
@@ -160,38 +160,38 @@ static uint64_t mask_of(const fx_t *fx, uint64_t id) {
 
 static void test_admission_math(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
-  gpum_sched_opts_init(&o);
+  gpumd_sched_opts_t o;
+  gpumd_sched_opts_init(&o);
   o.memory_fraction = 0.5;
   o.safety_margin = 1 * GiB;
   fx_t *fx = fx_new(&o);
   /* capacity = 10 GiB x 0.5 - 1 GiB = 4 GiB; 1 GiB unmanaged: 3 GiB admissible. */
   set_dev(fx, 0, "GPU", 10 * GiB, 1 * GiB, GPUM_HEALTH_AVAILABLE, T0);
-  gpum_sched_device_stats_t st;
-  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  gpumd_sched_device_stats_t st;
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
   assert_int_equal(st.capacity, 4 * GiB);
   assert_int_equal(st.committed, 1 * GiB);
   assert_int_equal(st.headroom, 3 * GiB);
 
-  gpum_resv_state_t s1, s2;
+  gpumd_resv_state_t s1, s2;
   uint64_t a = submit(fx, 3 * GiB - 1, 1, 0, T0, &s1);
-  assert_int_equal(s1, GPUM_RESV_GRANTED);
+  assert_int_equal(s1, GPUMD_RESV_GRANTED);
   uint64_t b = submit(fx, 2, 1, 0, T0, &s2); /* 1 GiB + 3 GiB - 1 + 2 > 4 GiB */
-  assert_int_equal(s2, GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(s2, GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
   assert_int_equal(st.reserved, 3 * GiB - 1);
   assert_int_equal(st.committed, 4 * GiB - 1);
   assert_int_equal(st.headroom, 1);
   assert_int_equal(st.jobs, 1);
   /* The unmanaged process exits: b fits now (exactly at the boundary it would, too). */
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0 + 1);
-  assert_int_equal(state_of(fx, b), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, b), GPUMD_RESV_GRANTED);
   /* Exactly capacity fits: release both, ask for 4 GiB. */
-  assert_int_equal(gpum_sched_release(fx->s, a, T0 + 2, NULL), 0);
-  assert_int_equal(gpum_sched_release(fx->s, b, T0 + 2, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, a, T0 + 2, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, b, T0 + 2, NULL), 0);
   uint64_t c = submit(fx, 4 * GiB, 1, 0, T0 + 3, &s1);
-  assert_int_equal(s1, GPUM_RESV_GRANTED);
-  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(s1, GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
   assert_int_equal(st.headroom, 0);
   (void)c;
   fx_free(fx);
@@ -199,19 +199,19 @@ static void test_admission_math(void **state) {
 
 static void test_new_reservation_transitions(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   add_h100(fx, 0, T0);
   uint64_t id = submit(fx, GiB, 1, 0, T0 + 5, NULL);
   assert_int_equal(fx->n_ev, 2);
-  assert_int_equal(fx->ev[0].from, GPUM_RESV_NEW);
-  assert_int_equal(fx->ev[0].to, GPUM_RESV_QUEUED);
-  assert_int_equal(fx->ev[1].from, GPUM_RESV_QUEUED);
-  assert_int_equal(fx->ev[1].to, GPUM_RESV_GRANTED);
+  assert_int_equal(fx->ev[0].from, GPUMD_RESV_NEW);
+  assert_int_equal(fx->ev[0].to, GPUMD_RESV_QUEUED);
+  assert_int_equal(fx->ev[1].from, GPUMD_RESV_QUEUED);
+  assert_int_equal(fx->ev[1].to, GPUMD_RESV_GRANTED);
   assert_int_equal(fx->ev[1].time_ns, T0 + 5);
   assert_string_equal(fx->ev[1].reason, "granted on GPU 0");
-  const gpum_resv_t *r = gpum_sched_find(fx->s, id);
+  const gpumd_resv_t *r = gpumd_sched_find(fx->s, id);
   assert_int_equal(r->id, 1);
   assert_int_equal(strlen(r->token), 32);
   assert_int_equal(strspn(r->token, "0123456789abcdef"), 32);
@@ -220,7 +220,7 @@ static void test_new_reservation_transitions(void **state) {
   /* Ids are monotonic; tokens differ. */
   uint64_t id2 = submit(fx, GiB, 1, 0, T0 + 6, NULL);
   assert_int_equal(id2, 2);
-  assert_string_not_equal(gpum_sched_find(fx->s, id2)->token, r->token);
+  assert_string_not_equal(gpumd_sched_find(fx->s, id2)->token, r->token);
   fx_free(fx);
 }
 
@@ -228,7 +228,7 @@ static void test_new_reservation_transitions(void **state) {
 
 static void test_placement_pack(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
@@ -243,9 +243,9 @@ static void test_placement_pack(void **state) {
 
 static void test_placement_spread(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
-  o.placement = GPUM_PLACEMENT_SPREAD;
+  o.placement = GPUMD_PLACEMENT_SPREAD;
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   set_dev(fx, 1, "GPU", 40 * GiB, 25 * GiB, GPUM_HEALTH_AVAILABLE, T0);
@@ -263,11 +263,11 @@ static void test_placement_spread(void **state) {
 
 static void test_placement_score(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
-  o.placement = GPUM_PLACEMENT_SCORE;
+  o.placement = GPUMD_PLACEMENT_SCORE;
   fx_t *fx = fx_new(&o);
-  gpum_sched_device_t d;
+  gpumd_sched_device_t d;
   memset(&d, 0, sizeof(d));
   snprintf(d.name, sizeof(d.name), "GPU");
   d.memory_total = 40 * GiB;
@@ -275,17 +275,17 @@ static void test_placement_score(void **state) {
   d.util_valid = d.temp_valid = true;
   d.util_gpu_pct = 100;
   d.temperature_c = 85;
-  assert_int_equal(gpum_sched_update_device(fx->s, &d, T0), 0);
+  assert_int_equal(gpumd_sched_update_device(fx->s, &d, T0), 0);
   d.index = 1; /* device 1: same memory, idle and cool */
   d.health = GPUM_HEALTH_AVAILABLE;
   d.util_gpu_pct = 0;
   d.temperature_c = 35;
-  assert_int_equal(gpum_sched_update_device(fx->s, &d, T0), 0);
+  assert_int_equal(gpumd_sched_update_device(fx->s, &d, T0), 0);
   uint64_t a = submit(fx, 10 * GiB, 1, 0, T0, NULL);
   assert_int_equal(mask_of(fx, a), 1u << 1);
   /* Pack would take the same memory tie by index: device 0. */
-  o.placement = GPUM_PLACEMENT_PACK;
-  assert_int_equal(gpum_sched_set_opts(fx->s, &o), 0);
+  o.placement = GPUMD_PLACEMENT_PACK;
+  assert_int_equal(gpumd_sched_set_opts(fx->s, &o), 0);
   uint64_t b = submit(fx, 10 * GiB, 1, 0, T0, NULL);
   assert_int_equal(mask_of(fx, b), 1u << 1); /* device 1 has less left now: best fit */
   fx_free(fx);
@@ -293,48 +293,48 @@ static void test_placement_score(void **state) {
 
 static void test_error_and_disabled_get_nothing(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_ERROR, T0);
   set_dev(fx, 1, "GPU", 40 * GiB, 0, GPUM_HEALTH_DISABLED, T0);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   uint64_t a = submit(fx, GiB, 1, 0, T0, &s);
-  assert_int_equal(s, GPUM_RESV_QUEUED); /* not never-fit: the devices may come back */
-  char why[GPUM_RESV_REASON_LEN];
-  gpum_sched_waiting_for(fx->s, a, why, sizeof(why));
+  assert_int_equal(s, GPUMD_RESV_QUEUED); /* not never-fit: the devices may come back */
+  char why[GPUMD_RESV_REASON_LEN];
+  gpumd_sched_waiting_for(fx->s, a, why, sizeof(why));
   assert_non_null(strstr(why, "no matching device is usable now"));
   set_dev(fx, 1, "GPU", 40 * GiB, 0, GPUM_HEALTH_BUSY, T0 + 1);
-  assert_int_equal(state_of(fx, a), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, a), GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, a), 1u << 1);
   fx_free(fx);
 }
 
 static void test_multi_gpu_all_or_nothing(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   set_dev(fx, 1, "GPU", 40 * GiB, 30 * GiB, GPUM_HEALTH_AVAILABLE, T0);
   set_dev(fx, 2, "GPU", 40 * GiB, 0, GPUM_HEALTH_ERROR, T0);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   uint64_t a = submit(fx, 20 * GiB, 2, 0, T0, &s);
-  assert_int_equal(s, GPUM_RESV_QUEUED);
-  gpum_sched_device_stats_t st;
+  assert_int_equal(s, GPUMD_RESV_QUEUED);
+  gpumd_sched_device_stats_t st;
   for (unsigned d = 0; d < 3; d++) {
-    assert_int_equal(gpum_sched_device_stats(fx->s, d, &st), 0);
+    assert_int_equal(gpumd_sched_device_stats(fx->s, d, &st), 0);
     assert_int_equal(st.reserved, 0); /* nothing held while waiting */
     assert_int_equal(st.jobs, 0);
   }
-  char why[GPUM_RESV_REASON_LEN];
-  gpum_sched_waiting_for(fx->s, a, why, sizeof(why));
+  char why[GPUMD_RESV_REASON_LEN];
+  gpumd_sched_waiting_for(fx->s, a, why, sizeof(why));
   assert_string_equal(why, "20.00 GiB free on 2 devices; 1 of 2 fit now, best: 40.00 GiB on GPU 0");
   set_dev(fx, 1, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0 + 1);
-  assert_int_equal(state_of(fx, a), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, a), GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, a), 3u);
   for (unsigned d = 0; d < 2; d++) {
-    assert_int_equal(gpum_sched_device_stats(fx->s, d, &st), 0);
+    assert_int_equal(gpumd_sched_device_stats(fx->s, d, &st), 0);
     assert_int_equal(st.reserved, 20 * GiB);
     assert_int_equal(st.jobs, 1);
   }
@@ -344,29 +344,29 @@ static void test_multi_gpu_all_or_nothing(void **state) {
 
 /* ---- Never-fit -------------------------------------------------------------------------- */
 
-static void expect_never_fit(fx_t *fx, gpum_sched_request_t *q, const char *needle) {
-  size_t before = gpum_sched_count(fx->s);
-  uint64_t next = gpum_sched_next_id(fx->s);
+static void expect_never_fit(fx_t *fx, gpumd_sched_request_t *q, const char *needle) {
+  size_t before = gpumd_sched_count(fx->s);
+  uint64_t next = gpumd_sched_next_id(fx->s);
   size_t events = fx->n_ev;
-  const gpum_resv_t *r = (const gpum_resv_t *)0x1;
-  assert_int_equal(gpum_sched_submit(fx->s, q, T0, &r), GPUM_SCHED_ENEVERFIT);
+  const gpumd_resv_t *r = (const gpumd_resv_t *)0x1;
+  assert_int_equal(gpumd_sched_submit(fx->s, q, T0, &r), GPUMD_SCHED_ENEVERFIT);
   if (strstr(gpum_last_error(), needle) == NULL)
     fail_msg("reason '%s' lacks '%s'", gpum_last_error(), needle);
-  assert_int_equal(gpum_sched_count(fx->s), before);
-  assert_int_equal(gpum_sched_next_id(fx->s), next);
+  assert_int_equal(gpumd_sched_count(fx->s), before);
+  assert_int_equal(gpumd_sched_next_id(fx->s), next);
   assert_int_equal(fx->n_ev, events);
 }
 
 static void test_never_fit(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
-  gpum_sched_opts_init(&o); /* 0.95, 256 MiB */
+  gpumd_sched_opts_t o;
+  gpumd_sched_opts_init(&o); /* 0.95, 256 MiB */
   fx_t *fx = fx_new(&o);
   add_h100(fx, 0, T0);
   add_h100(fx, 1, T0);
   set_dev(fx, 2, "NVIDIA A100-SXM4-40GB", 40 * GiB, 39 * GiB, GPUM_HEALTH_ERROR, T0);
-  gpum_sched_request_t q;
-  gpum_sched_request_init(&q);
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
   q.bytes_per_gpu = GiB;
 
   q.model = "*V100*";
@@ -384,12 +384,12 @@ static void test_never_fit(void **state) {
   /* 37.75 GiB fits the A100 when empty (unmanaged and ERROR do not count), not 3 of them. */
   q.bytes_per_gpu = 30 * GiB;
   q.gpus = 3;
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   (void)s;
   q.model = NULL;
-  const gpum_resv_t *r = NULL;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, &r), 0);
-  assert_int_equal(r->state, GPUM_RESV_QUEUED);
+  const gpumd_resv_t *r = NULL;
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, &r), 0);
+  assert_int_equal(r->state, GPUMD_RESV_QUEUED);
   q.bytes_per_gpu = 40 * GiB;
   expect_never_fit(fx, &q, "on each of 3 GPUs but only 2 devices");
   q.bytes_per_gpu = GiB;
@@ -412,8 +412,8 @@ static void test_never_fit(void **state) {
   expect_never_fit(fx, &q, "needs 2 GPUs but only 1 device matching devices 1");
   /* An explicit UUID grants there. */
   q.gpus = 1;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, &r), 0);
-  assert_int_equal(r->state, GPUM_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, &r), 0);
+  assert_int_equal(r->state, GPUMD_RESV_GRANTED);
   assert_int_equal(r->device_mask, 1u << 1);
   fx_free(fx);
 }
@@ -422,45 +422,45 @@ static void test_bad_requests(void **state) {
   (void)state;
   fx_t *fx = fx_new(NULL);
   add_h100(fx, 0, T0);
-  gpum_sched_request_t q;
-  gpum_sched_request_init(&q);
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL); /* 0 bytes */
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL); /* 0 bytes */
   q.bytes_per_gpu = GiB;
   q.gpus = 0;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
   q.gpus = 65;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
   q.gpus = 1;
   q.priority = 101;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
   assert_non_null(strstr(gpum_last_error(), "priority 101"));
   q.priority = 0;
   char longlabel[300];
   memset(longlabel, 'x', sizeof(longlabel) - 1);
   longlabel[sizeof(longlabel) - 1] = '\0';
   q.label = longlabel;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
   q.label = NULL;
   const char *bad[] = {"1x"};
   q.devices = bad;
   q.device_count = 1;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
   assert_non_null(strstr(gpum_last_error(), "'1x'"));
   const char *empty[] = {""};
   q.devices = empty;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
-  assert_int_equal(gpum_sched_count(fx->s), 0);
-  gpum_sched_opts_t o;
-  gpum_sched_opts_init(&o);
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_count(fx->s), 0);
+  gpumd_sched_opts_t o;
+  gpumd_sched_opts_init(&o);
   o.memory_fraction = 1.5;
-  assert_int_equal(gpum_sched_set_opts(fx->s, &o), GPUM_EINVAL);
-  gpum_sched_opts_init(&o);
+  assert_int_equal(gpumd_sched_set_opts(fx->s, &o), GPUM_EINVAL);
+  gpumd_sched_opts_init(&o);
   o.pressure_critical = 0.5; /* below high */
-  assert_int_equal(gpum_sched_set_opts(fx->s, &o), GPUM_EINVAL);
-  gpum_sched_t *s2 = NULL;
-  assert_int_equal(gpum_sched_create(&o, NULL, &s2), GPUM_EINVAL);
-  gpum_sched_device_t d = {.index = 64};
-  assert_int_equal(gpum_sched_update_device(fx->s, &d, T0), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_set_opts(fx->s, &o), GPUM_EINVAL);
+  gpumd_sched_t *s2 = NULL;
+  assert_int_equal(gpumd_sched_create(&o, NULL, &s2), GPUM_EINVAL);
+  gpumd_sched_device_t d = {.index = 64};
+  assert_int_equal(gpumd_sched_update_device(fx->s, &d, T0), GPUM_EINVAL);
   fx_free(fx);
 }
 
@@ -469,15 +469,15 @@ static void test_bad_requests(void **state) {
 /* One 10 GiB device filled by a 10 GiB reservation; returns its id. */
 static uint64_t fill_one(fx_t *fx) {
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   uint64_t id = submit(fx, 10 * GiB, 1, 0, T0, &s);
-  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
   return id;
 }
 
 static void test_priority_order(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.backfill = false;
   fx_t *fx = fx_new(&o);
@@ -485,26 +485,26 @@ static void test_priority_order(void **state) {
   uint64_t lo = submit(fx, 6 * GiB, 1, -5, T0 + 1, NULL);
   uint64_t mid = submit(fx, 6 * GiB, 1, 0, T0 + 2, NULL);
   uint64_t hi = submit(fx, 6 * GiB, 1, 50, T0 + 3, NULL);
-  assert_int_equal(gpum_sched_queue_length(fx->s), 3);
-  assert_int_equal(gpum_sched_queue_at(fx->s, 0)->id, hi);
-  assert_int_equal(gpum_sched_queue_at(fx->s, 1)->id, mid);
-  assert_int_equal(gpum_sched_queue_at(fx->s, 2)->id, lo);
+  assert_int_equal(gpumd_sched_queue_length(fx->s), 3);
+  assert_int_equal(gpumd_sched_queue_at(fx->s, 0)->id, hi);
+  assert_int_equal(gpumd_sched_queue_at(fx->s, 1)->id, mid);
+  assert_int_equal(gpumd_sched_queue_at(fx->s, 2)->id, lo);
   size_t pos;
-  assert_int_equal(gpum_sched_queue_position(fx->s, lo, &pos), 0);
+  assert_int_equal(gpumd_sched_queue_position(fx->s, lo, &pos), 0);
   assert_int_equal(pos, 2);
-  assert_int_equal(gpum_sched_queue_position(fx->s, filler, &pos), GPUM_ENOENT);
-  assert_int_equal(gpum_sched_release(fx->s, filler, T0 + 4, NULL), 0);
-  assert_int_equal(state_of(fx, hi), GPUM_RESV_GRANTED);
-  assert_int_equal(state_of(fx, mid), GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_sched_release(fx->s, hi, T0 + 5, NULL), 0);
-  assert_int_equal(state_of(fx, mid), GPUM_RESV_GRANTED);
-  assert_int_equal(state_of(fx, lo), GPUM_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_queue_position(fx->s, filler, &pos), GPUM_ENOENT);
+  assert_int_equal(gpumd_sched_release(fx->s, filler, T0 + 4, NULL), 0);
+  assert_int_equal(state_of(fx, hi), GPUMD_RESV_GRANTED);
+  assert_int_equal(state_of(fx, mid), GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_release(fx->s, hi, T0 + 5, NULL), 0);
+  assert_int_equal(state_of(fx, mid), GPUMD_RESV_GRANTED);
+  assert_int_equal(state_of(fx, lo), GPUMD_RESV_QUEUED);
   fx_free(fx);
 }
 
 static void test_fifo_within_priority(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.backfill = false;
   fx_t *fx = fx_new(&o);
@@ -513,13 +513,13 @@ static void test_fifo_within_priority(void **state) {
   for (int i = 0; i < 4; i++)
     ids[i] = submit(fx, 6 * GiB, 1, 7, T0 + 1 + (uint64_t)i, NULL);
   for (size_t i = 0; i < 4; i++)
-    assert_int_equal(gpum_sched_queue_at(fx->s, i)->id, ids[i]);
+    assert_int_equal(gpumd_sched_queue_at(fx->s, i)->id, ids[i]);
   uint64_t prev = filler;
   for (int i = 0; i < 4; i++) {
-    assert_int_equal(gpum_sched_release(fx->s, prev, T0 + 10 + (uint64_t)i, NULL), 0);
-    assert_int_equal(state_of(fx, ids[i]), GPUM_RESV_GRANTED);
+    assert_int_equal(gpumd_sched_release(fx->s, prev, T0 + 10 + (uint64_t)i, NULL), 0);
+    assert_int_equal(state_of(fx, ids[i]), GPUMD_RESV_GRANTED);
     for (int j = i + 1; j < 4; j++)
-      assert_int_equal(state_of(fx, ids[j]), GPUM_RESV_QUEUED);
+      assert_int_equal(state_of(fx, ids[j]), GPUMD_RESV_QUEUED);
     prev = ids[i];
   }
   fx_free(fx);
@@ -529,167 +529,167 @@ static void test_fifo_within_priority(void **state) {
 
 static void test_backfill_within_bound(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.backfill_bound_ns = 30 * SEC;
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   uint64_t big0 = submit(fx, 6 * GiB, 1, 0, T0, NULL);
   uint64_t head = submit(fx, 8 * GiB, 1, 0, T0 + 1 * SEC, NULL); /* blocked */
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   uint64_t small = submit(fx, 2 * GiB, 1, 0, T0 + 10 * SEC, &s); /* head waited 9 s */
-  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
   assert_string_equal(last_event(fx, small)->reason, "granted on GPU 0 (backfilled past r-2)");
-  assert_int_equal(state_of(fx, head), GPUM_RESV_QUEUED);
+  assert_int_equal(state_of(fx, head), GPUMD_RESV_QUEUED);
   /* The head gets its turn when memory frees. */
-  assert_int_equal(gpum_sched_release(fx->s, big0, T0 + 11 * SEC, NULL), 0);
-  assert_int_equal(state_of(fx, head), GPUM_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_release(fx->s, big0, T0 + 11 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, head), GPUMD_RESV_GRANTED);
   fx_free(fx);
 }
 
 static void test_backfill_bound_protects_head(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.backfill_bound_ns = 30 * SEC;
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   uint64_t big0 = submit(fx, 6 * GiB, 1, 0, T0, NULL);
   uint64_t head = submit(fx, 8 * GiB, 1, 0, T0 + 1 * SEC, NULL);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   /* The head has waited 31 s > 30 s: nothing passes it any more. */
   uint64_t small = submit(fx, 2 * GiB, 1, 0, T0 + 32 * SEC, &s);
-  assert_int_equal(s, GPUM_RESV_QUEUED);
-  char why[GPUM_RESV_REASON_LEN];
-  gpum_sched_waiting_for(fx->s, small, why, sizeof(why));
+  assert_int_equal(s, GPUMD_RESV_QUEUED);
+  char why[GPUMD_RESV_REASON_LEN];
+  gpumd_sched_waiting_for(fx->s, small, why, sizeof(why));
   assert_string_equal(why, "behind r-2 (blocked head past the backfill bound)");
-  gpum_sched_waiting_for(fx->s, head, why, sizeof(why));
+  gpumd_sched_waiting_for(fx->s, head, why, sizeof(why));
   assert_string_equal(why, "8.00 GiB free on 1 device; best now: 4.00 GiB on GPU 0");
   /* A tick does not change that; releasing the blocker grants the head, then the small one. */
-  gpum_sched_tick(fx->s, T0 + 40 * SEC, NULL);
-  assert_int_equal(state_of(fx, small), GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_sched_release(fx->s, big0, T0 + 41 * SEC, NULL), 0);
-  assert_int_equal(state_of(fx, head), GPUM_RESV_GRANTED);
-  assert_int_equal(state_of(fx, small), GPUM_RESV_GRANTED);
+  gpumd_sched_tick(fx->s, T0 + 40 * SEC, NULL);
+  assert_int_equal(state_of(fx, small), GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_release(fx->s, big0, T0 + 41 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, head), GPUMD_RESV_GRANTED);
+  assert_int_equal(state_of(fx, small), GPUMD_RESV_GRANTED);
   fx_free(fx);
 }
 
 static void test_backfill_disabled(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.backfill = false;
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   submit(fx, 6 * GiB, 1, 0, T0, NULL);
   submit(fx, 8 * GiB, 1, 0, T0, NULL);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   submit(fx, 2 * GiB, 1, 0, T0, &s); /* same instant: still no passing */
-  assert_int_equal(s, GPUM_RESV_QUEUED);
+  assert_int_equal(s, GPUMD_RESV_QUEUED);
   fx_free(fx);
 }
 
 /* Submits bytes pinned to one device index. */
 static uint64_t submit_on(fx_t *fx, uint64_t bytes, const char *dev, uint64_t now,
-                          gpum_resv_state_t *state) {
+                          gpumd_resv_state_t *state) {
   const char *devs[] = {dev};
-  gpum_sched_request_t q;
-  gpum_sched_request_init(&q);
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
   q.bytes_per_gpu = bytes;
   q.devices = devs;
   q.device_count = 1;
-  const gpum_resv_t *r = NULL;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, now, &r), 0);
+  const gpumd_resv_t *r = NULL;
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, now, &r), 0);
   *state = r->state;
   return r->id;
 }
 
 static void test_locked_head_leaves_other_devices_open(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.backfill = false; /* the head is protected at once */
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   set_dev(fx, 1, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   submit_on(fx, 6 * GiB, "0", T0, &s);
   uint64_t head = submit_on(fx, 8 * GiB, "0", T0, &s); /* blocked, wants only GPU 0 */
-  assert_int_equal(s, GPUM_RESV_QUEUED);
+  assert_int_equal(s, GPUMD_RESV_QUEUED);
   uint64_t same = submit_on(fx, 2 * GiB, "0", T0, &s); /* would delay the head */
-  assert_int_equal(s, GPUM_RESV_QUEUED);
+  assert_int_equal(s, GPUMD_RESV_QUEUED);
   uint64_t any = submit(fx, 2 * GiB, 1, 0, T0, &s); /* goes to GPU 1, which the head cannot use */
-  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, any), 1u << 1);
-  assert_int_equal(state_of(fx, same), GPUM_RESV_QUEUED);
+  assert_int_equal(state_of(fx, same), GPUMD_RESV_QUEUED);
   /* A head whose only device failed holds nothing back. */
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_ERROR, T0 + 1);
-  assert_int_equal(state_of(fx, head), GPUM_RESV_QUEUED);
+  assert_int_equal(state_of(fx, head), GPUMD_RESV_QUEUED);
   uint64_t later = submit(fx, 2 * GiB, 1, 0, T0 + 2, &s);
-  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, later), 1u << 1);
   fx_free(fx);
 }
 
 /* ---- Timeouts --------------------------------------------------------------------------- */
 
-static uint64_t submit_timeout(fx_t *fx, uint64_t timeout_ms, gpum_on_timeout_t action,
+static uint64_t submit_timeout(fx_t *fx, uint64_t timeout_ms, gpumd_on_timeout_t action,
                                uint64_t now) {
-  gpum_sched_request_t q;
-  gpum_sched_request_init(&q);
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
   q.bytes_per_gpu = 8 * GiB;
   q.timeout_ms = timeout_ms;
   q.on_timeout = action;
-  const gpum_resv_t *r = NULL;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, now, &r), 0);
-  assert_int_equal(r->state, GPUM_RESV_QUEUED);
+  const gpumd_resv_t *r = NULL;
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, now, &r), 0);
+  assert_int_equal(r->state, GPUMD_RESV_QUEUED);
   return r->id;
 }
 
 static void test_timeout_reject(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   fill_one(fx);
-  uint64_t id = submit_timeout(fx, 5000, GPUM_ON_TIMEOUT_REJECT, T0 + SEC);
+  uint64_t id = submit_timeout(fx, 5000, GPUMD_ON_TIMEOUT_REJECT, T0 + SEC);
   uint64_t next = 0;
-  gpum_sched_tick(fx->s, T0 + 2 * SEC, &next);
+  gpumd_sched_tick(fx->s, T0 + 2 * SEC, &next);
   assert_int_equal(next, T0 + 6 * SEC);
-  gpum_sched_tick(fx->s, T0 + 6 * SEC - 1, &next);
-  assert_int_equal(state_of(fx, id), GPUM_RESV_QUEUED);
-  gpum_sched_tick(fx->s, T0 + 6 * SEC, &next);
-  assert_null(gpum_sched_find(fx->s, id));
+  gpumd_sched_tick(fx->s, T0 + 6 * SEC - 1, &next);
+  assert_int_equal(state_of(fx, id), GPUMD_RESV_QUEUED);
+  gpumd_sched_tick(fx->s, T0 + 6 * SEC, &next);
+  assert_null(gpumd_sched_find(fx->s, id));
   const event_t *e = last_event(fx, id);
-  assert_int_equal(e->from, GPUM_RESV_QUEUED);
-  assert_int_equal(e->to, GPUM_RESV_EXPIRED);
+  assert_int_equal(e->from, GPUMD_RESV_QUEUED);
+  assert_int_equal(e->to, GPUMD_RESV_EXPIRED);
   assert_int_equal(e->time_ns, T0 + 6 * SEC);
   assert_non_null(strstr(e->reason, "queue timeout of 5s passed; was waiting for 8.00 GiB"));
   assert_int_equal(next, UINT64_MAX);
-  assert_int_equal(gpum_sched_queue_length(fx->s), 0);
+  assert_int_equal(gpumd_sched_queue_length(fx->s), 0);
   fx_free(fx);
 }
 
 static void test_timeout_wait(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   uint64_t filler = fill_one(fx);
-  uint64_t id = submit_timeout(fx, 1000, GPUM_ON_TIMEOUT_WAIT, T0);
+  uint64_t id = submit_timeout(fx, 1000, GPUMD_ON_TIMEOUT_WAIT, T0);
   size_t before = fx->n_ev;
   uint64_t next = 0;
-  gpum_sched_tick(fx->s, T0 + 5 * SEC, &next);
-  assert_int_equal(state_of(fx, id), GPUM_RESV_QUEUED);
+  gpumd_sched_tick(fx->s, T0 + 5 * SEC, &next);
+  assert_int_equal(state_of(fx, id), GPUMD_RESV_QUEUED);
   assert_int_equal(fx->n_ev, before + 1); /* told once */
-  assert_int_equal(fx->ev[before].from, GPUM_RESV_QUEUED);
-  assert_int_equal(fx->ev[before].to, GPUM_RESV_QUEUED);
+  assert_int_equal(fx->ev[before].from, GPUMD_RESV_QUEUED);
+  assert_int_equal(fx->ev[before].to, GPUMD_RESV_QUEUED);
   assert_string_equal(fx->ev[before].reason, "queue timeout of 1s passed; still waiting");
   assert_int_equal(next, UINT64_MAX);
-  gpum_sched_tick(fx->s, T0 + 9 * SEC, &next);
+  gpumd_sched_tick(fx->s, T0 + 9 * SEC, &next);
   assert_int_equal(fx->n_ev, before + 1);
-  assert_int_equal(gpum_sched_release(fx->s, filler, T0 + 10 * SEC, NULL), 0);
-  assert_int_equal(state_of(fx, id), GPUM_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_release(fx->s, filler, T0 + 10 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, id), GPUMD_RESV_GRANTED);
   fx_free(fx);
 }
 
@@ -697,27 +697,27 @@ static void test_timeout_wait(void **state) {
 
 static void test_max_concurrent_jobs(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.max_concurrent_jobs = 2;
   fx_t *fx = fx_new(&o);
   add_h100(fx, 0, T0);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   uint64_t a = submit(fx, GiB, 1, 0, T0, &s);
-  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
   submit(fx, GiB, 1, 0, T0, &s);
-  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
   uint64_t c = submit(fx, GiB, 1, 0, T0, &s);
-  assert_int_equal(s, GPUM_RESV_QUEUED); /* memory is plenty; the job count is not */
+  assert_int_equal(s, GPUMD_RESV_QUEUED); /* memory is plenty; the job count is not */
   add_h100(fx, 1, T0 + 1);               /* a second device takes it */
-  assert_int_equal(state_of(fx, c), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, c), GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, c), 1u << 1);
   uint64_t d = submit(fx, GiB, 1, 0, T0 + 2, &s);
-  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
   uint64_t e = submit(fx, GiB, 1, 0, T0 + 2, &s);
-  assert_int_equal(s, GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_sched_release(fx->s, a, T0 + 3, NULL), 0);
-  assert_int_equal(state_of(fx, e), GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_release(fx->s, a, T0 + 3, NULL), 0);
+  assert_int_equal(state_of(fx, e), GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, e), 1u << 0);
   (void)d;
   fx_free(fx);
@@ -727,42 +727,42 @@ static void test_max_concurrent_jobs(void **state) {
 
 static void test_device_loss(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   set_dev(fx, 1, "GPU", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   const char *on1[] = {"1"};
-  gpum_sched_request_t q;
-  gpum_sched_request_init(&q);
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
   q.bytes_per_gpu = 30 * GiB;
   q.devices = on1;
   q.device_count = 1;
-  const gpum_resv_t *r;
-  assert_int_equal(gpum_sched_submit(fx->s, &q, T0, &r), 0);
+  const gpumd_resv_t *r;
+  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, &r), 0);
   uint64_t on_dev1 = r->id;
   uint64_t both = submit(fx, 5 * GiB, 2, 0, T0, NULL);
   uint64_t on_dev0 = submit(fx, 20 * GiB, 1, 0, T0, NULL);
   assert_int_equal(mask_of(fx, both), 3u);
   assert_int_equal(mask_of(fx, on_dev0), 1u << 0);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   uint64_t waiting = submit(fx, 20 * GiB, 1, 0, T0, &s); /* dev 0: 15 left, dev 1: 5 left */
-  assert_int_equal(s, GPUM_RESV_QUEUED);
+  assert_int_equal(s, GPUMD_RESV_QUEUED);
   /* Device 0 falls off the bus. */
   set_dev(fx, 0, "GPU", 40 * GiB, 0, GPUM_HEALTH_ERROR, T0 + SEC);
-  assert_int_equal(state_of(fx, both), GPUM_RESV_FAILED);
-  assert_int_equal(state_of(fx, on_dev0), GPUM_RESV_FAILED);
+  assert_int_equal(state_of(fx, both), GPUMD_RESV_FAILED);
+  assert_int_equal(state_of(fx, on_dev0), GPUMD_RESV_FAILED);
   const event_t *e = last_event(fx, on_dev0);
   assert_string_equal(e->reason, "GPU 0 (GPU-test-0) failed: XID 79: fallen off the bus");
   assert_int_equal(e->time_ns, T0 + SEC);
-  assert_int_equal(state_of(fx, on_dev1), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, on_dev1), GPUMD_RESV_GRANTED);
   /* The multi-GPU one also freed its share of device 1, so the queued one is re-placed. */
-  assert_int_equal(state_of(fx, waiting), GPUM_RESV_QUEUED); /* 10 GiB left on dev 1 */
-  assert_int_equal(gpum_sched_release(fx->s, on_dev1, T0 + 2 * SEC, NULL), 0);
-  assert_int_equal(state_of(fx, waiting), GPUM_RESV_GRANTED);
+  assert_int_equal(state_of(fx, waiting), GPUMD_RESV_QUEUED); /* 10 GiB left on dev 1 */
+  assert_int_equal(gpumd_sched_release(fx->s, on_dev1, T0 + 2 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, waiting), GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, waiting), 1u << 1);
-  gpum_sched_device_stats_t st;
-  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  gpumd_sched_device_stats_t st;
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
   assert_int_equal(st.reserved, 0);
   assert_int_equal(st.jobs, 0);
   fx_free(fx);
@@ -771,15 +771,15 @@ static void test_device_loss(void **state) {
 /* ---- Pressure --------------------------------------------------------------------------- */
 
 static void set_used(fx_t *fx, uint64_t used, uint64_t now) {
-  gpum_sched_device_t d;
-  assert_int_equal(gpum_sched_device(fx->s, 0, &d), 0);
+  gpumd_sched_device_t d;
+  assert_int_equal(gpumd_sched_device(fx->s, 0, &d), 0);
   d.memory_used = used;
-  assert_int_equal(gpum_sched_update_device(fx->s, &d, now), 0);
+  assert_int_equal(gpumd_sched_update_device(fx->s, &d, now), 0);
 }
 
 static void test_pressure(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o); /* high 0.90, critical 0.97 */
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 100 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
@@ -788,28 +788,28 @@ static void test_pressure(void **state) {
   assert_int_equal(fx->n_pev, 0);
   set_used(fx, 90 * GiB, T0);
   assert_int_equal(fx->n_pev, 1);
-  assert_int_equal(fx->pev[0].from, GPUM_PRESSURE_NONE);
-  assert_int_equal(fx->pev[0].to, GPUM_PRESSURE_HIGH);
+  assert_int_equal(fx->pev[0].from, GPUMD_PRESSURE_NONE);
+  assert_int_equal(fx->pev[0].to, GPUMD_PRESSURE_HIGH);
   set_used(fx, 92 * GiB, T0); /* same level: no event */
   assert_int_equal(fx->n_pev, 1);
-  gpum_resv_state_t s;
+  gpumd_resv_state_t s;
   submit(fx, GiB, 1, 0, T0, &s); /* high still grants */
-  assert_int_equal(s, GPUM_RESV_GRANTED);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
   set_used(fx, 98 * GiB, T0);
   assert_int_equal(fx->n_pev, 2);
-  assert_int_equal(fx->pev[1].to, GPUM_PRESSURE_CRITICAL);
-  gpum_sched_device_stats_t st;
-  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
-  assert_int_equal(st.pressure, GPUM_PRESSURE_CRITICAL);
+  assert_int_equal(fx->pev[1].to, GPUMD_PRESSURE_CRITICAL);
+  gpumd_sched_device_stats_t st;
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.pressure, GPUMD_PRESSURE_CRITICAL);
   assert_true(st.used_ratio > 0.979 && st.used_ratio < 0.981);
   uint64_t id = submit(fx, GiB, 1, 0, T0, &s); /* critical: no new grant */
-  assert_int_equal(s, GPUM_RESV_QUEUED);
+  assert_int_equal(s, GPUMD_RESV_QUEUED);
   set_used(fx, 50 * GiB, T0 + 1);
   assert_int_equal(fx->n_pev, 3);
-  assert_int_equal(fx->pev[2].from, GPUM_PRESSURE_CRITICAL);
-  assert_int_equal(fx->pev[2].to, GPUM_PRESSURE_NONE);
-  assert_int_equal(state_of(fx, id), GPUM_RESV_GRANTED);
-  assert_int_equal(gpum_sched_pressure_level(fx->s, 0.95), GPUM_PRESSURE_HIGH);
+  assert_int_equal(fx->pev[2].from, GPUMD_PRESSURE_CRITICAL);
+  assert_int_equal(fx->pev[2].to, GPUMD_PRESSURE_NONE);
+  assert_int_equal(state_of(fx, id), GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_pressure_level(fx->s, 0.95), GPUMD_PRESSURE_HIGH);
   fx_free(fx);
 }
 
@@ -817,64 +817,64 @@ static void test_pressure(void **state) {
 
 static void test_release_and_cancel(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   uint64_t filler = fill_one(fx);
   uint64_t q = submit(fx, GiB, 1, 0, T0, NULL);
-  assert_int_equal(gpum_sched_release(fx->s, q, T0 + 1, "client asked"), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, q, T0 + 1, "client asked"), 0);
   const event_t *e = last_event(fx, q);
-  assert_int_equal(e->to, GPUM_RESV_CANCELLED);
+  assert_int_equal(e->to, GPUMD_RESV_CANCELLED);
   assert_string_equal(e->reason, "client asked");
-  assert_int_equal(gpum_sched_release(fx->s, q, T0 + 2, NULL), GPUM_ENOENT);
-  assert_int_equal(gpum_sched_end(fx->s, filler, GPUM_RESV_GRANTED, T0, NULL), GPUM_EINVAL);
-  assert_int_equal(gpum_sched_end(fx->s, filler, GPUM_RESV_EXPIRED, T0 + 3, "ttl"), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, q, T0 + 2, NULL), GPUM_ENOENT);
+  assert_int_equal(gpumd_sched_end(fx->s, filler, GPUMD_RESV_GRANTED, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_end(fx->s, filler, GPUMD_RESV_EXPIRED, T0 + 3, "ttl"), 0);
   e = last_event(fx, filler);
-  assert_int_equal(e->from, GPUM_RESV_GRANTED);
-  assert_int_equal(e->to, GPUM_RESV_EXPIRED);
-  assert_int_equal(gpum_sched_count(fx->s), 0);
-  assert_int_equal(gpum_sched_release(fx->s, 999, T0, NULL), GPUM_ENOENT);
+  assert_int_equal(e->from, GPUMD_RESV_GRANTED);
+  assert_int_equal(e->to, GPUMD_RESV_EXPIRED);
+  assert_int_equal(gpumd_sched_count(fx->s), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, 999, T0, NULL), GPUM_ENOENT);
   assert_non_null(strstr(gpum_last_error(), "r-999"));
   fx_free(fx);
 }
 
 static void test_restore(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
-  gpum_resv_t g;
+  gpumd_resv_t g;
   memset(&g, 0, sizeof(g));
   g.id = 41;
-  g.state = GPUM_RESV_GRANTED;
+  g.state = GPUMD_RESV_GRANTED;
   g.bytes_per_gpu = 6 * GiB;
   g.gpus = 1;
   g.device_mask = 1;
-  assert_int_equal(gpum_sched_restore(fx->s, &g), 0);
-  assert_int_equal(gpum_sched_restore(fx->s, &g), GPUM_EEXIST);
-  gpum_resv_t qd = g;
+  assert_int_equal(gpumd_sched_restore(fx->s, &g), 0);
+  assert_int_equal(gpumd_sched_restore(fx->s, &g), GPUM_EEXIST);
+  gpumd_resv_t qd = g;
   qd.id = 40;
-  qd.state = GPUM_RESV_QUEUED;
+  qd.state = GPUMD_RESV_QUEUED;
   qd.bytes_per_gpu = 8 * GiB;
-  assert_int_equal(gpum_sched_restore(fx->s, &qd), 0);
-  gpum_resv_t bad = g;
+  assert_int_equal(gpumd_sched_restore(fx->s, &qd), 0);
+  gpumd_resv_t bad = g;
   bad.id = 50;
-  bad.state = GPUM_RESV_RELEASED;
-  assert_int_equal(gpum_sched_restore(fx->s, &bad), GPUM_EINVAL);
+  bad.state = GPUMD_RESV_RELEASED;
+  assert_int_equal(gpumd_sched_restore(fx->s, &bad), GPUM_EINVAL);
   assert_int_equal(fx->n_ev, 0); /* restore reports nothing */
-  assert_int_equal(gpum_sched_next_id(fx->s), 42);
-  gpum_sched_set_next_id(fx->s, 100);
-  gpum_sched_set_next_id(fx->s, 7); /* never goes down */
-  assert_int_equal(gpum_sched_next_id(fx->s), 100);
-  gpum_sched_device_stats_t st;
-  assert_int_equal(gpum_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(gpumd_sched_next_id(fx->s), 42);
+  gpumd_sched_set_next_id(fx->s, 100);
+  gpumd_sched_set_next_id(fx->s, 7); /* never goes down */
+  assert_int_equal(gpumd_sched_next_id(fx->s), 100);
+  gpumd_sched_device_stats_t st;
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
   assert_int_equal(st.reserved, 6 * GiB);
-  assert_int_equal(gpum_sched_at(fx->s, 0)->id, 40); /* id order */
-  gpum_sched_tick(fx->s, T0, NULL);
-  assert_int_equal(state_of(fx, 40), GPUM_RESV_QUEUED);
-  assert_int_equal(gpum_sched_release(fx->s, 41, T0, NULL), 0);
-  assert_int_equal(state_of(fx, 40), GPUM_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_at(fx->s, 0)->id, 40); /* id order */
+  gpumd_sched_tick(fx->s, T0, NULL);
+  assert_int_equal(state_of(fx, 40), GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_release(fx->s, 41, T0, NULL), 0);
+  assert_int_equal(state_of(fx, 40), GPUMD_RESV_GRANTED);
   uint64_t id = submit(fx, GiB, 1, 0, T0, NULL);
   assert_int_equal(id, 100);
   fx_free(fx);
@@ -882,52 +882,52 @@ static void test_restore(void **state) {
 
 static void test_names_and_ids(void **state) {
   (void)state;
-  char buf[GPUM_RESV_ID_BUFSZ];
-  assert_string_equal(gpum_resv_id_format(UINT64_MAX, buf, sizeof(buf)), "r-18446744073709551615");
-  assert_string_equal(gpum_resv_id_format(0, buf, sizeof(buf)), "r-0");
-  /* gpum_cat / gpum_cat_u64: appended at *off, cut at the end of the buffer, NUL-terminated. */
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  assert_string_equal(gpumd_resv_id_format(UINT64_MAX, buf, sizeof(buf)), "r-18446744073709551615");
+  assert_string_equal(gpumd_resv_id_format(0, buf, sizeof(buf)), "r-0");
+  /* gpumd_cat / gpumd_cat_u64: appended at *off, cut at the end of the buffer, NUL-terminated. */
   char small[8] = "";
   size_t off = 0;
-  gpum_cat(small, sizeof(small), &off, "abc");
+  gpumd_cat(small, sizeof(small), &off, "abc");
   assert_string_equal(small, "abc");
   assert_int_equal(off, 3);
-  gpum_cat_u64(small, sizeof(small), &off, 123456);
+  gpumd_cat_u64(small, sizeof(small), &off, 123456);
   assert_string_equal(small, "abc1234");
   assert_int_equal(off, 7);
-  gpum_cat(small, sizeof(small), &off, "x");
+  gpumd_cat(small, sizeof(small), &off, "x");
   assert_string_equal(small, "abc1234");
   assert_int_equal(off, 7);
   off = 0;
-  gpum_cat_u64(small, sizeof(small), &off, 0);
+  gpumd_cat_u64(small, sizeof(small), &off, 0);
   assert_string_equal(small, "0");
   uint64_t id = 0;
-  assert_int_equal(gpum_resv_id_parse("r-17", &id), 0);
+  assert_int_equal(gpumd_resv_id_parse("r-17", &id), 0);
   assert_int_equal(id, 17);
   const char *bad[] = {"r-0", "r-", "17", "r-1x", "r--1", "R-1", "r-99999999999999999999"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-    assert_int_equal(gpum_resv_id_parse(bad[i], &id), GPUM_EINVAL);
-  gpum_resv_state_t s;
-  for (int i = GPUM_RESV_QUEUED; i <= GPUM_RESV_FAILED; i++) {
-    assert_int_equal(gpum_resv_state_parse(gpum_resv_state_name((gpum_resv_state_t)i), &s), 0);
+    assert_int_equal(gpumd_resv_id_parse(bad[i], &id), GPUM_EINVAL);
+  gpumd_resv_state_t s;
+  for (int i = GPUMD_RESV_QUEUED; i <= GPUMD_RESV_FAILED; i++) {
+    assert_int_equal(gpumd_resv_state_parse(gpumd_resv_state_name((gpumd_resv_state_t)i), &s), 0);
     assert_int_equal(s, i);
   }
-  assert_int_equal(gpum_resv_state_parse("NEW", &s), GPUM_EINVAL);
-  assert_string_equal(gpum_resv_state_name(GPUM_RESV_NEW), "NEW");
-  assert_true(gpum_resv_state_final(GPUM_RESV_CANCELLED));
-  assert_false(gpum_resv_state_final(GPUM_RESV_GRANTED));
+  assert_int_equal(gpumd_resv_state_parse("NEW", &s), GPUM_EINVAL);
+  assert_string_equal(gpumd_resv_state_name(GPUMD_RESV_NEW), "NEW");
+  assert_true(gpumd_resv_state_final(GPUMD_RESV_CANCELLED));
+  assert_false(gpumd_resv_state_final(GPUMD_RESV_GRANTED));
   gpumd_lease_kind_t k;
   assert_int_equal(gpumd_lease_kind_parse("TTL", &k), 0);
   assert_int_equal(k, GPUMD_LEASE_TTL);
   assert_int_equal(gpumd_lease_kind_parse("socket", &k), GPUM_EINVAL);
-  gpum_placement_t p;
-  assert_int_equal(gpum_placement_parse("spread", &p), 0);
-  assert_int_equal(p, GPUM_PLACEMENT_SPREAD);
-  assert_int_equal(gpum_placement_parse("random", &p), GPUM_EINVAL);
-  gpum_on_timeout_t t;
-  assert_int_equal(gpum_on_timeout_parse("wait", &t), 0);
-  assert_int_equal(t, GPUM_ON_TIMEOUT_WAIT);
-  assert_int_equal(gpum_on_timeout_parse("", &t), GPUM_EINVAL);
-  assert_string_equal(gpum_pressure_name(GPUM_PRESSURE_CRITICAL), "critical");
+  gpumd_placement_t p;
+  assert_int_equal(gpumd_placement_parse("spread", &p), 0);
+  assert_int_equal(p, GPUMD_PLACEMENT_SPREAD);
+  assert_int_equal(gpumd_placement_parse("random", &p), GPUM_EINVAL);
+  gpumd_on_timeout_t t;
+  assert_int_equal(gpumd_on_timeout_parse("wait", &t), 0);
+  assert_int_equal(t, GPUMD_ON_TIMEOUT_WAIT);
+  assert_int_equal(gpumd_on_timeout_parse("", &t), GPUM_EINVAL);
+  assert_string_equal(gpumd_pressure_name(GPUMD_PRESSURE_CRITICAL), "critical");
 }
 
 /* ---- Invariants under random operations --------------------------------------------------- */
@@ -947,16 +947,16 @@ static void check_invariants(const fx_t *fx, unsigned max_jobs) {
   uint64_t reserved[4] = {0};
   unsigned jobs[4] = {0};
   size_t queued = 0;
-  for (size_t i = 0; i < gpum_sched_count(fx->s); i++) {
-    const gpum_resv_t *r = gpum_sched_at(fx->s, i);
+  for (size_t i = 0; i < gpumd_sched_count(fx->s); i++) {
+    const gpumd_resv_t *r = gpumd_sched_at(fx->s, i);
     if (i > 0)
-      assert_true(gpum_sched_at(fx->s, i - 1)->id < r->id);
-    if (r->state == GPUM_RESV_QUEUED) {
+      assert_true(gpumd_sched_at(fx->s, i - 1)->id < r->id);
+    if (r->state == GPUMD_RESV_QUEUED) {
       queued++;
       assert_int_equal(r->device_mask, 0);
       continue;
     }
-    assert_int_equal(r->state, GPUM_RESV_GRANTED);
+    assert_int_equal(r->state, GPUMD_RESV_GRANTED);
     assert_int_equal(__builtin_popcountll(r->device_mask), r->gpus);
     for (unsigned d = 0; d < 4; d++)
       if (r->device_mask & (1u << d)) {
@@ -964,16 +964,16 @@ static void check_invariants(const fx_t *fx, unsigned max_jobs) {
         jobs[d]++;
       }
   }
-  assert_int_equal(gpum_sched_queue_length(fx->s), queued);
+  assert_int_equal(gpumd_sched_queue_length(fx->s), queued);
   for (size_t i = 1; i < queued; i++) {
-    const gpum_resv_t *a = gpum_sched_queue_at(fx->s, i - 1), *b = gpum_sched_queue_at(fx->s, i);
+    const gpumd_resv_t *a = gpumd_sched_queue_at(fx->s, i - 1), *b = gpumd_sched_queue_at(fx->s, i);
     assert_true(a->priority > b->priority || (a->priority == b->priority && a->id < b->id));
   }
   for (unsigned d = 0; d < 4; d++) {
-    gpum_sched_device_stats_t st;
-    gpum_sched_device_t v;
-    assert_int_equal(gpum_sched_device_stats(fx->s, d, &st), 0);
-    assert_int_equal(gpum_sched_device(fx->s, d, &v), 0);
+    gpumd_sched_device_stats_t st;
+    gpumd_sched_device_t v;
+    assert_int_equal(gpumd_sched_device_stats(fx->s, d, &st), 0);
+    assert_int_equal(gpumd_sched_device(fx->s, d, &v), 0);
     assert_int_equal(st.reserved, reserved[d]);
     assert_int_equal(st.jobs, jobs[d]);
     assert_true(jobs[d] <= max_jobs);
@@ -984,8 +984,8 @@ static void check_invariants(const fx_t *fx, unsigned max_jobs) {
 
 static void test_random_operations_keep_invariants(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
-  gpum_sched_opts_init(&o);
+  gpumd_sched_opts_t o;
+  gpumd_sched_opts_init(&o);
   o.max_concurrent_jobs = 5;
   o.backfill_bound_ns = 20 * SEC;
   fx_t *fx = fx_new(&o);
@@ -997,55 +997,55 @@ static void test_random_operations_keep_invariants(void **state) {
     now += rnd(&x) % (2 * SEC);
     uint64_t k = rnd(&x) % 100;
     if (k < 45) {
-      gpum_sched_request_t q;
-      gpum_sched_request_init(&q);
+      gpumd_sched_request_t q;
+      gpumd_sched_request_init(&q);
       q.bytes_per_gpu = (1 + rnd(&x) % 36) * GiB;
       q.gpus = 1 + (unsigned)(rnd(&x) % 3);
       q.priority = (int)(rnd(&x) % 3) - 1;
       q.timeout_ms = rnd(&x) % 4 == 0 ? 1000 + rnd(&x) % 30000 : 0;
-      q.on_timeout = rnd(&x) % 2 ? GPUM_ON_TIMEOUT_WAIT : GPUM_ON_TIMEOUT_REJECT;
+      q.on_timeout = rnd(&x) % 2 ? GPUMD_ON_TIMEOUT_WAIT : GPUMD_ON_TIMEOUT_REJECT;
       q.model = rnd(&x) % 5 == 0 ? "A100" : NULL;
-      int rc = gpum_sched_submit(fx->s, &q, now, NULL);
+      int rc = gpumd_sched_submit(fx->s, &q, now, NULL);
       assert_true(rc == 0 || rc == GPUM_ENEVERFIT);
-    } else if (k < 85 && gpum_sched_count(fx->s) > 0) {
-      const gpum_resv_t *r = gpum_sched_at(fx->s, rnd(&x) % gpum_sched_count(fx->s));
-      assert_int_equal(gpum_sched_release(fx->s, r->id, now, NULL), 0);
+    } else if (k < 85 && gpumd_sched_count(fx->s) > 0) {
+      const gpumd_resv_t *r = gpumd_sched_at(fx->s, rnd(&x) % gpumd_sched_count(fx->s));
+      assert_int_equal(gpumd_sched_release(fx->s, r->id, now, NULL), 0);
     } else if (k < 92) {
       unsigned d = (unsigned)(rnd(&x) % 4);
       gpum_health_t h = rnd(&x) % 3 == 0 ? GPUM_HEALTH_ERROR : GPUM_HEALTH_AVAILABLE;
       set_dev(fx, d, d < 2 ? "H100" : "A100", (d < 2 ? 80 : 40) * GiB, (rnd(&x) % 8) * GiB, h, now);
     } else {
-      gpum_sched_tick(fx->s, now, NULL);
+      gpumd_sched_tick(fx->s, now, NULL);
     }
     check_invariants(fx, o.max_concurrent_jobs);
   }
   /* The run went through every kind of transition. */
-  for (int st = GPUM_RESV_QUEUED; st <= GPUM_RESV_FAILED; st++)
+  for (int st = GPUMD_RESV_QUEUED; st <= GPUMD_RESV_FAILED; st++)
     if (fx->count[st] == 0)
-      fail_msg("no transition to %s", gpum_resv_state_name((gpum_resv_state_t)st));
+      fail_msg("no transition to %s", gpumd_resv_state_name((gpumd_resv_state_t)st));
   fx_free(fx);
 }
 
 /* Submits a "wait": false request; returns its code, *id the new id (0 on error). */
 static int submit_no_wait(fx_t *fx, uint64_t bytes, int prio, uint64_t now, uint64_t *id) {
-  gpum_sched_request_t q;
-  gpum_sched_request_init(&q);
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
   q.bytes_per_gpu = bytes;
   q.priority = prio;
   q.uid = 1000;
   q.pid = 4242;
   q.no_wait = true;
-  const gpum_resv_t *r = NULL;
-  int rc = gpum_sched_submit(fx->s, &q, now, &r);
+  const gpumd_resv_t *r = NULL;
+  int rc = gpumd_sched_submit(fx->s, &q, now, &r);
   *id = rc == 0 ? r->id : 0;
   if (rc == 0)
-    assert_int_equal(r->state, GPUM_RESV_GRANTED);
+    assert_int_equal(r->state, GPUMD_RESV_GRANTED);
   return rc;
 }
 
 static void test_no_wait(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.backfill_bound_ns = 30 * SEC;
   fx_t *fx = fx_new(&o);
@@ -1054,7 +1054,7 @@ static void test_no_wait(void **state) {
   /* Room now: granted at once, like a waiting request. */
   assert_int_equal(submit_no_wait(fx, 6 * GiB, 0, T0, &id), 0);
   assert_int_equal(id, 1);
-  assert_int_equal(last_event(fx, 1)->to, GPUM_RESV_GRANTED);
+  assert_int_equal(last_event(fx, 1)->to, GPUMD_RESV_GRANTED);
   /* No room: EBUSY with what it would wait for; nothing changes, no id is used. */
   size_t n_ev = fx->n_ev;
   assert_int_equal(submit_no_wait(fx, 6 * GiB, 0, T0, &id), GPUM_EBUSY);
@@ -1062,19 +1062,19 @@ static void test_no_wait(void **state) {
                       "not granted now and \"wait\" is false; it would wait for 6.00 GiB free on "
                       "1 device; best now: 4.00 GiB on GPU 0");
   assert_int_equal(fx->n_ev, n_ev);
-  assert_int_equal(gpum_sched_count(fx->s), 1);
-  assert_int_equal(gpum_sched_queue_length(fx->s), 0);
-  assert_int_equal(gpum_sched_next_id(fx->s), 2);
+  assert_int_equal(gpumd_sched_count(fx->s), 1);
+  assert_int_equal(gpumd_sched_queue_length(fx->s), 0);
+  assert_int_equal(gpumd_sched_next_id(fx->s), 2);
   /* A queued head within the backfill bound may be passed ... */
   uint64_t head = submit(fx, 8 * GiB, 1, 0, T0 + 1 * SEC, NULL);
   assert_int_equal(head, 2);
   assert_int_equal(submit_no_wait(fx, 2 * GiB, 0, T0 + 2 * SEC, &id), 0);
   assert_int_equal(id, 3);
-  assert_int_equal(gpum_sched_release(fx->s, 3, T0 + 3 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, 3, T0 + 3 * SEC, NULL), 0);
   /* ... but not once it has waited past the bound, */
   assert_int_equal(submit_no_wait(fx, 2 * GiB, 0, T0 + 40 * SEC, &id), GPUM_EBUSY);
   assert_non_null(strstr(gpum_last_error(), "behind r-2 (blocked head past the backfill bound)"));
-  assert_int_equal(state_of(fx, head), GPUM_RESV_QUEUED);
+  assert_int_equal(state_of(fx, head), GPUMD_RESV_QUEUED);
   /* unless the request goes before it (higher priority). */
   assert_int_equal(submit_no_wait(fx, 2 * GiB, 5, T0 + 41 * SEC, &id), 0);
   assert_int_equal(id, 4);
@@ -1083,67 +1083,67 @@ static void test_no_wait(void **state) {
   assert_int_equal(submit_no_wait(fx, 0, 0, T0 + 42 * SEC, &id), GPUM_EINVAL);
   /* The settling pass grants what is due before deciding: freeing r-1 lets the head in, and
    * the no-wait request behind it finds no room. */
-  assert_int_equal(gpum_sched_release(fx->s, 1, T0 + 43 * SEC, NULL), 0);
-  assert_int_equal(state_of(fx, head), GPUM_RESV_GRANTED);
-  assert_int_equal(gpum_sched_queue_length(fx->s), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, 1, T0 + 43 * SEC, NULL), 0);
+  assert_int_equal(state_of(fx, head), GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_queue_length(fx->s), 0);
   fx_free(fx);
 }
 
-/* gpum_sched_check: the dry run answers like submit would, and changes nothing. */
+/* gpumd_sched_check: the dry run answers like submit would, and changes nothing. */
 static void test_check(void **state) {
   (void)state;
-  gpum_sched_opts_t o;
+  gpumd_sched_opts_t o;
   plain_opts(&o);
   o.backfill = false;
   fx_t *fx = fx_new(&o);
   add_h100(fx, 0, T0);
   add_h100(fx, 1, T0);
-  gpum_sched_request_t q;
-  gpum_sched_check_t c;
-  gpum_sched_request_init(&q);
+  gpumd_sched_request_t q;
+  gpumd_sched_check_t c;
+  gpumd_sched_request_init(&q);
   q.bytes_per_gpu = 30 * GiB;
   q.gpus = 2;
-  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), 0);
   assert_true(c.could_fit && c.fits_now && !c.queue_first);
   assert_int_equal(c.device_mask, 3);
   assert_string_equal(c.reason, "");
   q.bytes_per_gpu = 90 * GiB; /* over every device */
-  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), 0);
   assert_false(c.could_fit || c.fits_now);
   assert_non_null(strstr(c.reason, "90.00 GiB"));
   q.bytes_per_gpu = GiB;
   q.model = "*A100*"; /* no such model */
-  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), 0);
   assert_false(c.could_fit);
   q.model = NULL;
   q.gpus = 0;
-  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), GPUM_EINVAL);
   assert_int_equal(fx->n_ev, 0); /* nothing was created */
-  assert_int_equal(gpum_sched_count(fx->s), 0);
+  assert_int_equal(gpumd_sched_count(fx->s), 0);
   /* Not now: 60 GiB held on each device, 30 GiB asked on two. */
   submit(fx, 60 * GiB, 2, 0, T0, NULL);
   q.gpus = 2;
   q.bytes_per_gpu = 30 * GiB;
-  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), 0);
   assert_true(c.could_fit && !c.fits_now);
   assert_string_equal(c.reason,
                       "needs 30.00 GiB free on 2 GPUs; 0 fit now, best: 20.00 GiB on GPU 0");
   /* A blocked head (backfill off: locked at once) keeps a small request waiting. */
   uint64_t head = submit(fx, 30 * GiB, 1, 0, T0, NULL);
-  assert_int_equal(state_of(fx, head), GPUM_RESV_QUEUED);
+  assert_int_equal(state_of(fx, head), GPUMD_RESV_QUEUED);
   q.gpus = 1;
   q.bytes_per_gpu = GiB;
   size_t before = fx->n_ev;
-  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), 0);
   assert_true(c.could_fit && !c.fits_now && c.queue_first);
   assert_string_equal(
       c.reason, "fits, but would wait behind r-2 (blocked queue head past the backfill bound)");
   /* ... unless it has a higher priority than the head. */
   q.priority = 5;
-  assert_int_equal(gpum_sched_check(fx->s, &q, T0, &c), 0);
+  assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), 0);
   assert_true(c.fits_now && !c.queue_first);
   assert_int_equal(fx->n_ev, before);
-  assert_int_equal(gpum_sched_count(fx->s), 2);
+  assert_int_equal(gpumd_sched_count(fx->s), 2);
   fx_free(fx);
 }
 
