@@ -71,6 +71,8 @@
 #include <gpum/options.h>
 #include <gpum/xid.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -83,9 +85,9 @@ typedef enum {
 } gpum_alert_level_t;
 
 /* "INFO", "WARNING", "ERROR", "CRITICAL" ("UNKNOWN" for other values). */
-const char *gpum_alert_level_name(gpum_alert_level_t level);
+GPUM_API const char *gpum_alert_level_name(gpum_alert_level_t level);
 /* Case-insensitive. Returns 0 or GPUM_EINVAL (detail names the bad word). */
-int gpum_alert_level_parse(const char *s, gpum_alert_level_t *out);
+GPUM_API int gpum_alert_level_parse(const char *s, gpum_alert_level_t *out);
 
 typedef enum {
   GPUM_ALERT_FIRED = 1,   /* active */
@@ -127,16 +129,18 @@ typedef struct {
   uint64_t xid_window_ms; /* how long an Xid alert stays active (default 300000 = 5 min) */
 } gpum_alert_engine_opts_t;
 
-void gpum_alert_engine_opts_init(gpum_alert_engine_opts_t *opts);
+GPUM_API void gpum_alert_engine_opts_init(gpum_alert_engine_opts_t *opts);
 /* The defaults, then alerts.history and alerts.xid_window from cfg. */
-void gpum_alert_engine_opts_from_config(gpum_alert_engine_opts_t *opts, const gpum_config_t *cfg);
+GPUM_API void gpum_alert_engine_opts_from_config(gpum_alert_engine_opts_t *opts,
+                                                 const gpum_config_t *cfg);
 
 typedef struct gpum_alert_engine gpum_alert_engine_t;
 
 /* Creates an engine without rules (opts NULL: defaults). Returns 0, GPUM_EINVAL or
  * GPUM_ENOMEM. Caller frees with gpum_alert_engine_destroy (NULL is fine). */
-int gpum_alert_engine_create(const gpum_alert_engine_opts_t *opts, gpum_alert_engine_t **out);
-void gpum_alert_engine_destroy(gpum_alert_engine_t *e);
+GPUM_API int gpum_alert_engine_create(const gpum_alert_engine_opts_t *opts,
+                                      gpum_alert_engine_t **out);
+GPUM_API void gpum_alert_engine_destroy(gpum_alert_engine_t *e);
 
 /* Parses one rule and adds it. Returns 0 (and its index in *rule_index, which may be NULL) or
  * GPUM_EPARSE with a detail naming the column and what was expected ("column 13: unknown
@@ -144,21 +148,23 @@ void gpum_alert_engine_destroy(gpum_alert_engine_t *e);
  * GPUM_ENOSPC past GPUM_ALERT_MAX_RULES, GPUM_ENOMEM. Nothing is added on error. */
 #define GPUM_ALERT_MAX_RULES 256
 #define GPUM_ALERT_MAX_DEVICES 64
-int gpum_alert_engine_add_rule(gpum_alert_engine_t *e, const char *text, unsigned *rule_index);
+GPUM_API int gpum_alert_engine_add_rule(gpum_alert_engine_t *e, const char *text,
+                                        unsigned *rule_index);
 
 /* Validates a rule without an engine; writes its normalised form into buf (may be NULL).
  * Returns 0 or the errors of gpum_alert_engine_add_rule. */
-int gpum_alert_rule_check(const char *text, char *buf, size_t len);
+GPUM_API int gpum_alert_rule_check(const char *text, char *buf, size_t len);
 
 /* Adds several rules separated by ';' or newlines; blank parts and '#' comments (to the end
  * of the line) are skipped. origin names the source in errors ("alerts.rules", a file name):
  * "alerts.rules: rule 2: column 5: ...". All-or-nothing. Returns as add_rule. */
-int gpum_alert_engine_add_rules(gpum_alert_engine_t *e, const char *text, const char *origin);
+GPUM_API int gpum_alert_engine_add_rules(gpum_alert_engine_t *e, const char *text,
+                                         const char *origin);
 
 /* Reads a rules file (one rule per line, '#' comments, blank lines) and adds its rules,
  * all-or-nothing; errors name the file and line. GPUM_ENOENT / GPUM_EIO when it can't be
  * read. */
-int gpum_alert_engine_load_file(gpum_alert_engine_t *e, const char *path);
+GPUM_API int gpum_alert_engine_load_file(gpum_alert_engine_t *e, const char *path);
 
 /* The default rules (GPUM_ALERT_DEFAULT_RULES, in this order):
  *   memory_used_pct > 90 for 10s WARNING clear 85
@@ -166,53 +172,55 @@ int gpum_alert_engine_load_file(gpum_alert_engine_t *e, const char *path);
  *   temperature > shutdown-5 for 5s CRITICAL clear shutdown-8
  *   xid any auto
  *   health == ERROR CRITICAL */
-extern const char *const gpum_alert_default_rules[];
-int gpum_alert_engine_add_default_rules(gpum_alert_engine_t *e);
+GPUM_API extern const char *const gpum_alert_default_rules[];
+GPUM_API int gpum_alert_engine_add_default_rules(gpum_alert_engine_t *e);
 
 /* Configures the engine from cfg: alerts.defaults (bool: add the default rules first),
  * alerts.rules (rules separated by ';'), alerts.file (a rules file). Errors as add_rules. */
-int gpum_alert_engine_configure(gpum_alert_engine_t *e, const gpum_config_t *cfg);
+GPUM_API int gpum_alert_engine_configure(gpum_alert_engine_t *e, const gpum_config_t *cfg);
 
-size_t gpum_alert_engine_rule_count(gpum_alert_engine_t *e);
+GPUM_API size_t gpum_alert_engine_rule_count(gpum_alert_engine_t *e);
 /* Copies rule i's normalised text into buf. Returns 0, GPUM_ENOENT (bad index), GPUM_ENOSPC
  * (truncated). */
-int gpum_alert_engine_rule_text(gpum_alert_engine_t *e, unsigned i, char *buf, size_t len);
+GPUM_API int gpum_alert_engine_rule_text(gpum_alert_engine_t *e, unsigned i, char *buf, size_t len);
 
 /* Registers fn (called on fire and clear). Returns 0, GPUM_EINVAL (fn NULL) or GPUM_ENOSPC
  * (more than 16 callbacks). */
-int gpum_alert_engine_add_callback(gpum_alert_engine_t *e, gpum_alert_fn fn, void *arg);
+GPUM_API int gpum_alert_engine_add_callback(gpum_alert_engine_t *e, gpum_alert_fn fn, void *arg);
 
 /* Static info of a device, needed by power_pct (power_limit_mw), memory_used_pct (when the
  * sample lacks memory_total) and the symbolic temperature thresholds. Copied. Devices without
  * info skip the rules that need it. */
-void gpum_alert_engine_set_device_info(gpum_alert_engine_t *e, unsigned device,
-                                       const gpum_device_info_t *info);
+GPUM_API void gpum_alert_engine_set_device_info(gpum_alert_engine_t *e, unsigned device,
+                                                const gpum_device_info_t *info);
 
 /* Feeds: evaluate the rules for that device at time now_ns and fire/clear, calling the
  * callbacks before returning. Devices >= GPUM_ALERT_MAX_DEVICES are ignored. */
-void gpum_alert_engine_feed_sample(gpum_alert_engine_t *e, unsigned device,
-                                   const gpum_device_sample_t *s, uint64_t now_ns);
-void gpum_alert_engine_feed_xid(gpum_alert_engine_t *e, unsigned device, uint64_t xid,
-                                uint64_t now_ns);
+GPUM_API void gpum_alert_engine_feed_sample(gpum_alert_engine_t *e, unsigned device,
+                                            const gpum_device_sample_t *s, uint64_t now_ns);
+GPUM_API void gpum_alert_engine_feed_xid(gpum_alert_engine_t *e, unsigned device, uint64_t xid,
+                                         uint64_t now_ns);
 /* state: a gpum_health_t (monitor.h). reason may be NULL; it is quoted in the message. */
-void gpum_alert_engine_feed_health(gpum_alert_engine_t *e, unsigned device,
-                                   int state /* gpum_health_t from monitor.h */, const char *reason,
-                                   uint64_t now_ns);
+GPUM_API void gpum_alert_engine_feed_health(gpum_alert_engine_t *e, unsigned device,
+                                            int state /* gpum_health_t from monitor.h */,
+                                            const char *reason, uint64_t now_ns);
 /* Lets time pass without a feed: expires Xid alerts and fires health rules with a duration. */
-void gpum_alert_engine_advance(gpum_alert_engine_t *e, uint64_t now_ns);
+GPUM_API void gpum_alert_engine_advance(gpum_alert_engine_t *e, uint64_t now_ns);
 
 /* Copies the active alerts (oldest first) into out[0..cap) and their number into *count.
  * Returns 0 or GPUM_ENOSPC when cap < *count (the first cap are filled). out may be NULL when
  * cap is 0. */
-int gpum_alert_engine_active(gpum_alert_engine_t *e, gpum_alert_t *out, size_t cap, size_t *count);
+GPUM_API int gpum_alert_engine_active(gpum_alert_engine_t *e, gpum_alert_t *out, size_t cap,
+                                      size_t *count);
 /* The history: every alert fired, still active or cleared, oldest first, at most history_cap
  * (older ones are dropped). Same contract as gpum_alert_engine_active. */
-int gpum_alert_engine_history(gpum_alert_engine_t *e, gpum_alert_t *out, size_t cap, size_t *count);
+GPUM_API int gpum_alert_engine_history(gpum_alert_engine_t *e, gpum_alert_t *out, size_t cap,
+                                       size_t *count);
 /* Counters since creation. */
 typedef struct {
   uint64_t fired, cleared, dropped_from_history;
 } gpum_alert_counters_t;
-void gpum_alert_engine_counters(gpum_alert_engine_t *e, gpum_alert_counters_t *out);
+GPUM_API void gpum_alert_engine_counters(gpum_alert_engine_t *e, gpum_alert_counters_t *out);
 
 #ifdef __cplusplus
 }

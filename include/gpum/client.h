@@ -40,6 +40,8 @@
 
 #include <gpum/options.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -52,16 +54,16 @@ extern "C" {
 
 /* The built-in default socket path (the rules above, without the option). Returns 0, or
  * GPUM_ENOSPC when len is too small (buf then holds ""). */
-int gpum_default_socket_path(char *buf, size_t len);
+GPUM_API int gpum_default_socket_path(char *buf, size_t len);
 /* The built-in default state directory. Returns 0, GPUM_ENOSPC, or GPUM_ENOENT when a
  * non-root user has no home directory. XDG_* variables that are not absolute are ignored. */
-int gpum_default_state_dir(char *buf, size_t len);
+GPUM_API int gpum_default_state_dir(char *buf, size_t len);
 /* The effective socket path: the `socket` option of cfg when set; with cfg NULL, $GPUM_SOCKET
  * when set; else the default. Same returns as gpum_default_socket_path. */
-int gpum_socket_path(const gpum_config_t *cfg, char *buf, size_t len);
+GPUM_API int gpum_socket_path(const gpum_config_t *cfg, char *buf, size_t len);
 /* The effective state directory: `state_dir` of cfg, else $GPUM_STATE_DIR (cfg NULL), else the
  * default. */
-int gpum_state_dir(const gpum_config_t *cfg, char *buf, size_t len);
+GPUM_API int gpum_state_dir(const gpum_config_t *cfg, char *buf, size_t len);
 
 /* --- Reservations ----------------------------------------------------------------------- */
 
@@ -109,9 +111,9 @@ typedef struct {
 } gpum_reservation_t;
 
 /* "QUEUED", "GRANTED", ...; "UNKNOWN". */
-const char *gpum_res_state_name(gpum_res_state_t st);
+GPUM_API const char *gpum_res_state_name(gpum_res_state_t st);
 /* True for RELEASED, EXPIRED, CANCELLED and FAILED. */
-bool gpum_res_state_is_final(gpum_res_state_t st);
+GPUM_API bool gpum_res_state_is_final(gpum_res_state_t st);
 
 /* A reservation request. Zero-initialise and fill what you need: gpus 0 means 1. */
 typedef struct {
@@ -163,50 +165,52 @@ typedef struct gpum_client gpum_client_t;
  * bounds the handshake (0: 5 s) and becomes the client's call timeout. Returns 0, or
  * GPUM_ENOENT / GPUM_ECLOSED ("cannot connect to gpumd at PATH: ... (is gpumd running? ...)"),
  * GPUM_EPERM (socket permissions), GPUM_ETIMEDOUT, GPUM_EPROTO. */
-int gpum_client_connect(const char *path, unsigned timeout_ms, gpum_client_t **out);
+GPUM_API int gpum_client_connect(const char *path, unsigned timeout_ms, gpum_client_t **out);
 /* Closes the connection (connection-bound reservations are released by the daemon) and frees
  * the client. NULL is fine. */
-void gpum_client_close(gpum_client_t *c);
+GPUM_API void gpum_client_close(gpum_client_t *c);
 
 /* How long a call waits for its reply (ms, > 0). */
-void gpum_client_set_timeout(gpum_client_t *c, unsigned timeout_ms);
-void gpum_client_set_event_cb(gpum_client_t *c, gpum_client_event_fn fn, void *user);
+GPUM_API void gpum_client_set_timeout(gpum_client_t *c, unsigned timeout_ms);
+GPUM_API void gpum_client_set_event_cb(gpum_client_t *c, gpum_client_event_fn fn, void *user);
 /* The connection's file descriptor, for poll(2) (POLLIN: call gpum_client_process). */
-int gpum_client_fd(const gpum_client_t *c);
+GPUM_API int gpum_client_fd(const gpum_client_t *c);
 /* What the daemon said in hello. */
-const char *gpum_client_server_version(const gpum_client_t *c);
-const char *gpum_client_socket(const gpum_client_t *c);
+GPUM_API const char *gpum_client_server_version(const gpum_client_t *c);
+GPUM_API const char *gpum_client_socket(const gpum_client_t *c);
 
 /* Reads what has arrived (waiting up to timeout_ms for something when nothing is pending; 0:
  * do not wait, -1: forever) and dispatches the events. Returns the number of events
  * dispatched (>= 0), or GPUM_ECLOSED / GPUM_EPROTO. */
-int gpum_client_process(gpum_client_t *c, int timeout_ms);
+GPUM_API int gpum_client_process(gpum_client_t *c, int timeout_ms);
 
 /* --- Operations ------------------------------------------------------------------------- */
 
 /* Asks for a reservation and returns at once with it in *out: GRANTED, or QUEUED (then wait
  * for the "granted" event with gpum_client_process or gpum_client_wait). */
-int gpum_client_reserve_async(gpum_client_t *c, const gpum_reserve_req_t *req,
-                              gpum_reservation_t *out);
+GPUM_API int gpum_client_reserve_async(gpum_client_t *c, const gpum_reserve_req_t *req,
+                                       gpum_reservation_t *out);
 /* Waits until reservation id leaves QUEUED (dispatching events meanwhile), up to timeout_ms
  * (-1: forever; 0: only take what has already arrived, e.g. after poll(2) said POLLIN). *out gets
  * its latest state. Returns 0 when GRANTED; GPUM_ETIMEDOUT when still queued; GPUM_ESTATE when it
  * ended otherwise (expired, cancelled, failed; the reason is the detail); GPUM_ECLOSED. */
-int gpum_client_wait(gpum_client_t *c, const char *id, int timeout_ms, gpum_reservation_t *out);
+GPUM_API int gpum_client_wait(gpum_client_t *c, const char *id, int timeout_ms,
+                              gpum_reservation_t *out);
 /* reserve_async + wait. When the wait times out the queued reservation is cancelled and
  * GPUM_ETIMEDOUT returned. */
-int gpum_client_reserve(gpum_client_t *c, const gpum_reserve_req_t *req, int timeout_ms,
-                        gpum_reservation_t *out);
+GPUM_API int gpum_client_reserve(gpum_client_t *c, const gpum_reserve_req_t *req, int timeout_ms,
+                                 gpum_reservation_t *out);
 /* Releases (GRANTED) or cancels (QUEUED) a reservation. out may be NULL. */
-int gpum_client_release(gpum_client_t *c, const char *id, gpum_reservation_t *out);
+GPUM_API int gpum_client_release(gpum_client_t *c, const char *id, gpum_reservation_t *out);
 /* Renews a TTL lease (ttl_ms 0: keep the current TTL). out may be NULL. */
-int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms, gpum_reservation_t *out);
+GPUM_API int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms,
+                               gpum_reservation_t *out);
 /* Rebinds a connection-bound reservation to this connection (after a daemon restart). */
-int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
-                       gpum_reservation_t *out);
+GPUM_API int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
+                                gpum_reservation_t *out);
 /* The caller's reservations (all: everyone's) in a malloc'd array (*out, *n) the caller frees
  * with free(). */
-int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n);
+GPUM_API int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n);
 
 /* The daemon's view of one device. */
 typedef struct {
@@ -229,14 +233,15 @@ typedef struct {
   gpum_reservation_t *queue;
 } gpum_client_status_t;
 
-int gpum_client_status(gpum_client_t *c, gpum_client_status_t *out);
-void gpum_client_status_free(gpum_client_status_t *st);
+GPUM_API int gpum_client_status(gpum_client_t *c, gpum_client_status_t *out);
+GPUM_API void gpum_client_status_free(gpum_client_status_t *st);
 
 /* Sends {"id": <fresh>, "op": op, ...args} where args_json is a JSON object text (or NULL)
  * and returns the whole reply as JSON text in *reply (malloc'd; the caller frees), for tools
  * that want the raw document (gpum jobs --json). A reply with ok false returns the daemon's
  * error like every other call. */
-int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_json, char **reply);
+GPUM_API int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_json,
+                                   char **reply);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,9 +33,9 @@ typedef enum {
 } gpum_backend_kind_t;
 
 /* "auto", "nvml", "host". */
-const char *gpum_backend_name(gpum_backend_kind_t kind);
+GPUM_API const char *gpum_backend_name(gpum_backend_kind_t kind);
 /* Parses a backend name. Returns 0 or GPUM_EINVAL. */
-int gpum_backend_parse(const char *s, gpum_backend_kind_t *out);
+GPUM_API int gpum_backend_parse(const char *s, gpum_backend_kind_t *out);
 
 typedef struct {
   gpum_backend_kind_t backend; /* default GPUM_BACKEND_AUTO */
@@ -47,26 +49,26 @@ typedef struct {
 } gpum_device_open_opts_t;
 
 /* Fills opts with the defaults. */
-void gpum_device_open_opts_init(gpum_device_open_opts_t *opts);
+GPUM_API void gpum_device_open_opts_init(gpum_device_open_opts_t *opts);
 
 typedef struct gpum_device_session gpum_device_session_t;
 
 /* Opens a session (opts NULL: defaults). Returns 0, GPUM_EDRIVER (library missing or its init
  * failed; the detail names the library and the driver's message), GPUM_ENODEV (nvml asked for
  * explicitly and no device found) or GPUM_ENOMEM. Caller closes with gpum_device_close. */
-int gpum_device_open(const gpum_device_open_opts_t *opts, gpum_device_session_t **out);
-void gpum_device_close(gpum_device_session_t *s);
+GPUM_API int gpum_device_open(const gpum_device_open_opts_t *opts, gpum_device_session_t **out);
+GPUM_API void gpum_device_close(gpum_device_session_t *s);
 
 /* The backend actually in use (never AUTO), and a description of the loaded library
  * ("libnvidia-ml.so.1", "/path/libgpum_sim.so (simulated node 'demo')", "host"). */
-gpum_backend_kind_t gpum_device_backend(const gpum_device_session_t *s);
-const char *gpum_device_backend_detail(const gpum_device_session_t *s);
+GPUM_API gpum_backend_kind_t gpum_device_backend(const gpum_device_session_t *s);
+GPUM_API const char *gpum_device_backend_detail(const gpum_device_session_t *s);
 /* Driver version string ("550.54.15"), or "" when unknown. Owned by the session. */
-const char *gpum_device_driver_version(const gpum_device_session_t *s);
+GPUM_API const char *gpum_device_driver_version(const gpum_device_session_t *s);
 /* True when the nvml backend runs on libgpum_sim.so. */
-bool gpum_device_is_simulated(const gpum_device_session_t *s);
+GPUM_API bool gpum_device_is_simulated(const gpum_device_session_t *s);
 
-unsigned gpum_device_count(const gpum_device_session_t *s);
+GPUM_API unsigned gpum_device_count(const gpum_device_session_t *s);
 
 #define GPUM_UUID_LEN 96
 #define GPUM_NAME_LEN 96
@@ -102,7 +104,8 @@ typedef struct {
 
 /* Static info for device index. Returns 0, GPUM_ENODEV (bad index), GPUM_ELOST, GPUM_ERESET or
  * the mapped driver error. */
-int gpum_device_get_info(gpum_device_session_t *s, unsigned index, gpum_device_info_t *out);
+GPUM_API int gpum_device_get_info(gpum_device_session_t *s, unsigned index,
+                                  gpum_device_info_t *out);
 
 /* Metrics of a dynamic sample. Order is stable (used as bit numbers and array indexes). */
 #define GPUM_METRICS(X)                           \
@@ -126,8 +129,8 @@ typedef enum {
       GPUM_METRIC_COUNT
 } gpum_metric_t;
 
-const char *gpum_metric_name(gpum_metric_t m); /* "memory_used" */
-const char *gpum_metric_unit(gpum_metric_t m); /* "bytes" */
+GPUM_API const char *gpum_metric_name(gpum_metric_t m); /* "memory_used" */
+GPUM_API const char *gpum_metric_unit(gpum_metric_t m); /* "bytes" */
 
 typedef struct {
   uint64_t timestamp_ns; /* CLOCK_REALTIME */
@@ -144,13 +147,14 @@ static inline bool gpum_sample_valid(const gpum_device_sample_t *s, gpum_metric_
   return (s->valid >> m) & 1u;
 }
 /* The metric as a double; returns false (and leaves *v alone) when it is not valid. */
-bool gpum_sample_get(const gpum_device_sample_t *s, gpum_metric_t m, double *v);
+GPUM_API bool gpum_sample_get(const gpum_device_sample_t *s, gpum_metric_t m, double *v);
 
 /* Reads the dynamic metrics. Unsupported metrics are left invalid. Returns 0 when the device
  * answered (even with some metrics invalid), GPUM_ELOST / GPUM_ERESET when the device is lost or
  * needs a reset, GPUM_EAGAIN when transient errors outlasted the retries, GPUM_ENODEV for a bad
  * index. */
-int gpum_device_sample(gpum_device_session_t *s, unsigned index, gpum_device_sample_t *out);
+GPUM_API int gpum_device_sample(gpum_device_session_t *s, unsigned index,
+                                gpum_device_sample_t *out);
 
 /* Validity bits of gpum_memory_health_t.valid. */
 enum {
@@ -178,7 +182,8 @@ typedef struct {
  * device answered, even when no field is valid (unsupported, or the host backend, which has
  * none); GPUM_ELOST / GPUM_ERESET / GPUM_EAGAIN / GPUM_ENODEV as gpum_device_sample (then
  * nothing is valid); GPUM_EINVAL when out is NULL. Thread-safe like every session call. */
-int gpum_device_memory_health(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out);
+GPUM_API int gpum_device_memory_health(gpum_device_session_t *s, unsigned index,
+                                       gpum_memory_health_t *out);
 
 #define GPUM_USER_LEN 32
 #define GPUM_COMMAND_LEN 256
@@ -194,8 +199,8 @@ typedef struct {
 /* Lists the processes using device index (compute and graphics, each pid once). Writes up to
  * cap entries into procs and the total into *count. Returns 0, GPUM_ENOSPC when cap < *count (the
  * first cap entries are filled), or a device error as gpum_device_sample. */
-int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process_t *procs,
-                          size_t cap, size_t *count);
+GPUM_API int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process_t *procs,
+                                   size_t cap, size_t *count);
 
 typedef enum {
   GPUM_DEVEV_XID = 1,
@@ -213,17 +218,36 @@ typedef struct {
 
 /* Subscribes the session to XID and ECC events of every device that supports them.
  * Returns 0 or GPUM_ENOTSUP when no device supports events. */
-int gpum_device_events_enable(gpum_device_session_t *s);
+GPUM_API int gpum_device_events_enable(gpum_device_session_t *s);
 /* Waits up to timeout_ms for one event. Returns 0, GPUM_ETIMEDOUT, GPUM_ESTATE (events not
  * enabled) or a driver error. A device that fell off the bus yields GPUM_DEVEV_GPU_LOST. */
-int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_t *ev, unsigned timeout_ms);
+GPUM_API int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_t *ev,
+                                    unsigned timeout_ms);
+
+/* --- The CUDA driver ---------------------------------------------------------------------- */
+
+/* What gpum_cuda_probe found. */
+typedef struct {
+  char path[4096];    /* the library that was loaded */
+  int driver_version; /* cuDriverGetVersion: 12040 for CUDA 12.4 */
+  int device_count;   /* cuDeviceGetCount, after CUDA_VISIBLE_DEVICES */
+  bool simulated;     /* libgpum_sim.so */
+} gpum_cuda_probe_t;
+
+/* Loads the CUDA driver exactly as the pool does (library, else $GPUM_CUDA_LIBRARY, else the
+ * simulated driver when $GPUM_SIM_NODE is set, else libcuda.so.1), calls cuInit(0), reads
+ * what *out holds and unloads it again. library NULL or "": the default search. Returns 0,
+ * GPUM_EDRIVER (the library cannot be loaded, lacks a required symbol, or cuInit failed: the
+ * detail names the library and the CUDA error), GPUM_ENODEV (no device, e.g. every one hidden
+ * by CUDA_VISIBLE_DEVICES) or GPUM_ENOMEM. Thread-safe. */
+GPUM_API int gpum_cuda_probe(const char *library, gpum_cuda_probe_t *out);
 
 /* Maps an NVML return code to a GPUM_E* code (GPU_IS_LOST -> GPUM_ELOST, RESET_REQUIRED ->
  * GPUM_ERESET, NOT_SUPPORTED -> GPUM_ENOTSUP, TIMEOUT/UNKNOWN/... -> GPUM_EAGAIN, ...).
  * Exposed for tests and tools. */
-int gpum_device_map_nvml_error(int nvml_ret);
+GPUM_API int gpum_device_map_nvml_error(int nvml_ret);
 /* True for NVML codes the device layer retries (transient). */
-bool gpum_device_nvml_error_is_transient(int nvml_ret);
+GPUM_API bool gpum_device_nvml_error_is_transient(int nvml_ret);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,8 @@
 #ifndef GPUM_ERROR_H
 #define GPUM_ERROR_H
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -52,23 +54,23 @@ typedef enum {
 
 /* The static message for a code ("out of device memory"); "success" for 0, "unknown error"
  * for other codes not in the table. Never NULL. Thread-safe. */
-const char *gpum_strerror(int err);
+GPUM_API const char *gpum_strerror(int err);
 
 /* The code's name without the prefix ("EDEVOOM"); "OK" for 0, "UNKNOWN" for other codes not in
  * the table. */
-const char *gpum_err_name(int err);
+GPUM_API const char *gpum_err_name(int err);
 
 /* The detail message of the last error set on this thread, or "" when none. The string is
  * owned by the thread and valid until the next gpum call on that thread. Thread-safe. */
-const char *gpum_last_error(void);
+GPUM_API const char *gpum_last_error(void);
 
 /* Sets this thread's detail message (printf format, truncated at 1 KiB with "..." marking the
  * cut) and returns err unchanged, so that library code can `return gpum_error(GPUM_EINVAL,
  * "bad size '%s'", s);`. Thread-safe. */
-int gpum_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+GPUM_API int gpum_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Clears this thread's detail message. */
-void gpum_error_clear(void);
+GPUM_API void gpum_error_clear(void);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 
 #include <stdarg.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,21 +38,21 @@ typedef enum {
 typedef void (*gpum_log_fn)(gpum_log_level_t level, const char *module, const char *line,
                             void *arg);
 
-void gpum_log_set_level(gpum_log_level_t level);
-gpum_log_level_t gpum_log_get_level(void);
-void gpum_log_set_target(gpum_log_target_t target);
+GPUM_API void gpum_log_set_level(gpum_log_level_t level);
+GPUM_API gpum_log_level_t gpum_log_get_level(void);
+GPUM_API void gpum_log_set_target(gpum_log_target_t target);
 /* Replaces any previous callback; NULL removes it. Lines still go to the target as well. */
-void gpum_log_set_callback(gpum_log_fn fn, void *arg);
+GPUM_API void gpum_log_set_callback(gpum_log_fn fn, void *arg);
 
 /* Parses "trace|debug|info|warn|error|off" (case-insensitive). Returns 0 or GPUM_EINVAL. */
-int gpum_log_level_parse(const char *s, gpum_log_level_t *out);
-const char *gpum_log_level_name(gpum_log_level_t level);
+GPUM_API int gpum_log_level_parse(const char *s, gpum_log_level_t *out);
+GPUM_API const char *gpum_log_level_name(gpum_log_level_t level);
 
 /* Logs msg (printf format) with optional key=value fields already in fmt after the message,
  * e.g. gpum_log(GPUM_LOG_INFO, "device", "backend selected backend=%s count=%u", name, n). */
-void gpum_log(gpum_log_level_t level, const char *module, const char *fmt, ...)
+GPUM_API void gpum_log(gpum_log_level_t level, const char *module, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void gpum_vlog(gpum_log_level_t level, const char *module, const char *fmt, va_list ap);
+GPUM_API void gpum_vlog(gpum_log_level_t level, const char *module, const char *fmt, va_list ap);
 
 #ifdef __cplusplus
 }

@@ -55,6 +55,8 @@
 
 #include <gpum/device.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -70,9 +72,9 @@ typedef enum {
 #define GPUM_HEALTH_COUNT 4
 
 /* "AVAILABLE", "BUSY", "ERROR", "DISABLED"; "UNKNOWN" for other values. Never NULL. */
-const char *gpum_health_state_name(gpum_health_t state);
+GPUM_API const char *gpum_health_state_name(gpum_health_t state);
 /* Parses a state name, case-insensitively. Returns 0 or GPUM_EINVAL (detail names s). */
-int gpum_health_state_parse(const char *s, gpum_health_t *out);
+GPUM_API int gpum_health_state_parse(const char *s, gpum_health_t *out);
 
 /* Length of every reason buffer below, NUL included. */
 #define GPUM_HEALTH_REASON_LEN 160
@@ -85,7 +87,7 @@ typedef struct {
 } gpum_busy_thresholds_t;
 
 /* Fills t with the defaults above. */
-void gpum_busy_thresholds_init(gpum_busy_thresholds_t *t);
+GPUM_API void gpum_busy_thresholds_init(gpum_busy_thresholds_t *t);
 
 /* One probe of one device, as `gpum status` has it (no history). */
 typedef struct {
@@ -104,8 +106,9 @@ typedef struct {
  * into reason (cap bytes, may be NULL; "" for a plain AVAILABLE) and returns the state.
  * Never returns DISABLED (only the operator disables).
  */
-gpum_health_t gpum_health_classify(const gpum_health_probe_t *p, const gpum_busy_thresholds_t *t,
-                                   char *reason, size_t cap);
+GPUM_API gpum_health_t gpum_health_classify(const gpum_health_probe_t *p,
+                                            const gpum_busy_thresholds_t *t, char *reason,
+                                            size_t cap);
 
 /* ---- Options -------------------------------------------------------------------------- */
 
@@ -138,7 +141,7 @@ typedef struct {
 } gpum_monitor_opts_t;
 
 /* Fills opts with the defaults. */
-void gpum_monitor_opts_init(gpum_monitor_opts_t *opts);
+GPUM_API void gpum_monitor_opts_init(gpum_monitor_opts_t *opts);
 
 /* ---- Lifecycle ------------------------------------------------------------------------ */
 
@@ -153,56 +156,57 @@ typedef struct gpum_monitor gpum_monitor_t;
  * a device. opts NULL: defaults. Returns 0, GPUM_EINVAL (bad option: the detail names it),
  * GPUM_ENODEV (a listed device does not exist), a gpum_device_open error, or GPUM_ENOMEM.
  */
-int gpum_monitor_create(const gpum_device_open_opts_t *dev_opts, const gpum_monitor_opts_t *opts,
-                        gpum_monitor_t **out);
+GPUM_API int gpum_monitor_create(const gpum_device_open_opts_t *dev_opts,
+                                 const gpum_monitor_opts_t *opts, gpum_monitor_t **out);
 /* Starts the threads. The event thread registers for the driver's XID/ECC events (when
  * opts.events) and start waits for that up to the watchdog timeout, so that no event raised
  * after it returns is missed; a registration held up by a device that does not answer is
  * logged (warning) and completes in the background. Returns 0, GPUM_ESTATE (already started)
  * or GPUM_ENOMEM; a driver without events is logged at info level, not an error. */
-int gpum_monitor_start(gpum_monitor_t *mon);
+GPUM_API int gpum_monitor_start(gpum_monitor_t *mon);
 /* Stops the threads; waits for them up to about 2 watchdog timeouts. A worker stuck in a hung
  * driver call after that is abandoned: it frees its session when the call returns. History,
  * health and events stay readable. Safe to call twice. Must not be called from a callback. */
-void gpum_monitor_stop(gpum_monitor_t *mon);
+GPUM_API void gpum_monitor_stop(gpum_monitor_t *mon);
 /* Stops (if needed) and frees. NULL is fine. */
-void gpum_monitor_destroy(gpum_monitor_t *mon);
+GPUM_API void gpum_monitor_destroy(gpum_monitor_t *mon);
 
 /* Attaches an alert engine (or NULL to detach) before start. Returns 0 or GPUM_ESTATE. */
-int gpum_monitor_set_alert_engine(gpum_monitor_t *mon, struct gpum_alert_engine *engine);
+GPUM_API int gpum_monitor_set_alert_engine(gpum_monitor_t *mon, struct gpum_alert_engine *engine);
 
 /* Number of devices watched, and the device index (as in the device layer) of slot i.
  * All per-device calls below take the device index, not the slot. */
-unsigned gpum_monitor_device_count(const gpum_monitor_t *mon);
-int gpum_monitor_device_index(const gpum_monitor_t *mon, unsigned slot, unsigned *device);
+GPUM_API unsigned gpum_monitor_device_count(const gpum_monitor_t *mon);
+GPUM_API int gpum_monitor_device_index(const gpum_monitor_t *mon, unsigned slot, unsigned *device);
 /* The device's static info, read by its worker after start. Returns 0, GPUM_ENODEV (not
  * watched) or GPUM_EAGAIN (not read yet: the device has not answered since start; out then
  * holds only the index). A device whose read failed (e.g. lost) returns 0 with only the index
  * set, and its worker tries again until a read works (then a new GPUM_MONEV_INFO event). */
-int gpum_monitor_device_info(const gpum_monitor_t *mon, unsigned device, gpum_device_info_t *out);
+GPUM_API int gpum_monitor_device_info(const gpum_monitor_t *mon, unsigned device,
+                                      gpum_device_info_t *out);
 /* Waits up to timeout_ms until every watched device's info read has returned (no polling: the
  * info events wake it). *missing (may be NULL) receives how many have not. Returns 0,
  * GPUM_ETIMEDOUT (the detail names the first silent device), GPUM_ESTATE (not started) or
  * GPUM_EINVAL. Callers that need the info at once call it after gpum_monitor_start. */
-int gpum_monitor_wait_info(gpum_monitor_t *mon, unsigned timeout_ms, unsigned *missing);
+GPUM_API int gpum_monitor_wait_info(gpum_monitor_t *mon, unsigned timeout_ms, unsigned *missing);
 
 /* ---- Samples and statistics ------------------------------------------------------------ */
 
 /* The newest stored sample. Returns 0, GPUM_ENODEV, or GPUM_ENOENT (none yet). */
-int gpum_monitor_latest(gpum_monitor_t *mon, unsigned device, gpum_device_sample_t *out);
+GPUM_API int gpum_monitor_latest(gpum_monitor_t *mon, unsigned device, gpum_device_sample_t *out);
 
 /* Copies the stored samples with timestamp_ns > since_ns, oldest first, up to cap into out;
  * *count receives how many there are in all. Returns 0, GPUM_ENOSPC (more than cap: the oldest
  * cap were copied; call again with the last timestamp), GPUM_ENODEV or GPUM_EINVAL. */
-int gpum_monitor_history(gpum_monitor_t *mon, unsigned device, uint64_t since_ns,
-                         gpum_device_sample_t *out, size_t cap, size_t *count);
+GPUM_API int gpum_monitor_history(gpum_monitor_t *mon, unsigned device, uint64_t since_ns,
+                                  gpum_device_sample_t *out, size_t cap, size_t *count);
 
 /* Total samples stored for the device since start (not capped by the ring). */
-int gpum_monitor_sample_count(gpum_monitor_t *mon, unsigned device, uint64_t *count);
+GPUM_API int gpum_monitor_sample_count(gpum_monitor_t *mon, unsigned device, uint64_t *count);
 
 /* Bytes the monitor allocated for history and events (its sessions not included): for
  * 8 devices at the defaults about 1.8 MiB of history plus the event ring. */
-size_t gpum_monitor_memory_usage(const gpum_monitor_t *mon);
+GPUM_API size_t gpum_monitor_memory_usage(const gpum_monitor_t *mon);
 
 typedef struct {
   size_t count; /* valid samples in the window; the rest is 0 when count == 0 */
@@ -213,13 +217,13 @@ typedef struct {
 /* Statistics of one metric over the valid samples with from_ns <= timestamp_ns <= to_ns
  * (CLOCK_REALTIME). Samples where the metric is invalid are skipped. Returns 0 (count may
  * be 0), GPUM_ENODEV, GPUM_EINVAL (bad metric or range) or GPUM_ENOMEM. */
-int gpum_monitor_range_stats(gpum_monitor_t *mon, unsigned device, gpum_metric_t metric,
-                             uint64_t from_ns, uint64_t to_ns, gpum_window_stats_t *out);
+GPUM_API int gpum_monitor_range_stats(gpum_monitor_t *mon, unsigned device, gpum_metric_t metric,
+                                      uint64_t from_ns, uint64_t to_ns, gpum_window_stats_t *out);
 /* Same over the last `seconds` (> 0) up to now. */
-int gpum_monitor_window_stats(gpum_monitor_t *mon, unsigned device, gpum_metric_t metric,
-                              double seconds, gpum_window_stats_t *out);
+GPUM_API int gpum_monitor_window_stats(gpum_monitor_t *mon, unsigned device, gpum_metric_t metric,
+                                       double seconds, gpum_window_stats_t *out);
 /* The statistics of n values (pure; sorts a copy). Returns 0, GPUM_EINVAL or GPUM_ENOMEM. */
-int gpum_stats_compute(const double *values, size_t n, gpum_window_stats_t *out);
+GPUM_API int gpum_stats_compute(const double *values, size_t n, gpum_window_stats_t *out);
 
 /* ---- Health ----------------------------------------------------------------------------- */
 
@@ -237,12 +241,12 @@ typedef struct {
 } gpum_device_health_t;
 
 /* Current health of a device. Returns 0 or GPUM_ENODEV. */
-int gpum_monitor_health(gpum_monitor_t *mon, unsigned device, gpum_device_health_t *out);
+GPUM_API int gpum_monitor_health(gpum_monitor_t *mon, unsigned device, gpum_device_health_t *out);
 
 /* Operator switch: DISABLED (disabled true, reason may be NULL: "disabled by the operator")
  * or back to what the health rules say. Emits a transition event. Returns 0 or GPUM_ENODEV. */
-int gpum_monitor_set_disabled(gpum_monitor_t *mon, unsigned device, bool disabled,
-                              const char *reason);
+GPUM_API int gpum_monitor_set_disabled(gpum_monitor_t *mon, unsigned device, bool disabled,
+                                       const char *reason);
 
 /* ---- Events ----------------------------------------------------------------------------- */
 
@@ -257,7 +261,7 @@ typedef enum {
 } gpum_monitor_event_kind_t;
 
 /* "health", "xid", "ecc", "probe", "info". */
-const char *gpum_monitor_event_kind_name(gpum_monitor_event_kind_t kind);
+GPUM_API const char *gpum_monitor_event_kind_name(gpum_monitor_event_kind_t kind);
 
 typedef struct {
   uint64_t seq; /* 1, 2, ... per monitor */
@@ -279,10 +283,11 @@ typedef struct {
 typedef void (*gpum_monitor_event_fn)(const gpum_monitor_event_t *ev, void *user);
 
 /* Adds a subscriber; *id (may be NULL) identifies it for unsubscribe. Returns 0, GPUM_ENOMEM. */
-int gpum_monitor_subscribe(gpum_monitor_t *mon, gpum_monitor_event_fn fn, void *user, unsigned *id);
+GPUM_API int gpum_monitor_subscribe(gpum_monitor_t *mon, gpum_monitor_event_fn fn, void *user,
+                                    unsigned *id);
 /* Removes a subscriber; once this returns the callback is not running and won't be called.
  * Must not be called from the callback itself. Returns 0 or GPUM_ENOENT. */
-int gpum_monitor_unsubscribe(gpum_monitor_t *mon, unsigned id);
+GPUM_API int gpum_monitor_unsubscribe(gpum_monitor_t *mon, unsigned id);
 
 /* The monitor keeps the last GPUM_MONITOR_EVENT_KEEP events. Pollable with a cursor: waits up
  * to timeout_ms for an event with seq > *cursor, copies the oldest such into ev and sets
@@ -290,8 +295,8 @@ int gpum_monitor_unsubscribe(gpum_monitor_t *mon, unsigned id);
  * a reader that fell behind more than the kept events skips to the oldest kept.
  * Returns 0, GPUM_ETIMEDOUT or GPUM_EINVAL. */
 #define GPUM_MONITOR_EVENT_KEEP 1024
-int gpum_monitor_event_wait(gpum_monitor_t *mon, uint64_t *cursor, gpum_monitor_event_t *ev,
-                            unsigned timeout_ms);
+GPUM_API int gpum_monitor_event_wait(gpum_monitor_t *mon, uint64_t *cursor,
+                                     gpum_monitor_event_t *ev, unsigned timeout_ms);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -55,36 +57,36 @@ typedef struct {
 } gpum_option_def_t;
 
 /* The table. Index order is the documentation order. */
-size_t gpum_option_count(void);
-const gpum_option_def_t *gpum_option_at(size_t i);
+GPUM_API size_t gpum_option_count(void);
+GPUM_API const gpum_option_def_t *gpum_option_at(size_t i);
 /* NULL when unknown. */
-const gpum_option_def_t *gpum_option_find(const char *key);
+GPUM_API const gpum_option_def_t *gpum_option_find(const char *key);
 /* Derived names, written into buf (always NUL-terminated). Return buf. */
-char *gpum_option_env_name(const gpum_option_def_t *def, char *buf, size_t len);
-char *gpum_option_flag_name(const gpum_option_def_t *def, char *buf, size_t len);
+GPUM_API char *gpum_option_env_name(const gpum_option_def_t *def, char *buf, size_t len);
+GPUM_API char *gpum_option_flag_name(const gpum_option_def_t *def, char *buf, size_t len);
 
 typedef struct gpum_config gpum_config_t;
 
 /* A config holding every option's default. Caller frees with gpum_config_free.
  * Returns 0 or GPUM_ENOMEM. */
-int gpum_config_new(gpum_config_t **out);
-void gpum_config_free(gpum_config_t *cfg);
+GPUM_API int gpum_config_new(gpum_config_t **out);
+GPUM_API void gpum_config_free(gpum_config_t *cfg);
 
 /* Sets key from text, validated by type; source records where it came from. A value from a
  * lower-precedence source never replaces one from a higher one. Returns 0, GPUM_EUNKNOWN_KEY or
  * GPUM_EINVAL/GPUM_ERANGE (the config is unchanged on error). */
-int gpum_config_set(gpum_config_t *cfg, const char *key, const char *value,
-                    gpum_opt_source_t source);
+GPUM_API int gpum_config_set(gpum_config_t *cfg, const char *key, const char *value,
+                             gpum_opt_source_t source);
 
 /* Loads a YAML file (a mapping, nested or dotted keys; scalars only). GPUM_ENOENT when the
  * file does not exist, GPUM_EPARSE on YAML errors (with line and column), GPUM_EUNKNOWN_KEY or
  * GPUM_EINVAL on a bad entry. All-or-nothing: on any error nothing from the file is applied. */
-int gpum_config_load_file(gpum_config_t *cfg, const char *path);
+GPUM_API int gpum_config_load_file(gpum_config_t *cfg, const char *path);
 
 /* Applies GPUM_* variables from envp (NULL: the process environment). Variables that are not
  * options are rejected with GPUM_EUNKNOWN_KEY only if they start with a known section prefix
  * (e.g. GPUM_HTTP_LISTNE); other GPUM_* names are ignored, since tools set their own. */
-int gpum_config_load_env(gpum_config_t *cfg, char *const *envp);
+GPUM_API int gpum_config_load_env(gpum_config_t *cfg, char *const *envp);
 
 /* Consumes option flags from argv: "--http-listen VALUE" and "--http-listen=VALUE" ("--flag"
  * alone for booleans, "--no-flag" for false). Option flags are taken from anywhere in
@@ -92,42 +94,42 @@ int gpum_config_load_env(gpum_config_t *cfg, char *const *envp);
  * in order, argv is compacted (and stays NULL-terminated) and *argc updated so the caller parses
  * its own flags afterwards. "--" and everything after it are left alone. Returns 0 or an error
  * naming the flag; on error neither cfg nor argv changes. */
-int gpum_config_load_args(gpum_config_t *cfg, int *argc, char **argv);
+GPUM_API int gpum_config_load_args(gpum_config_t *cfg, int *argc, char **argv);
 
 /* The usual sequence: file, environment (the process's), flags. The file is the first of:
  * "--config PATH" / "--config=PATH" in argv (consumed), path, $GPUM_CONFIG, the default
  * (/etc/gpum/gpum.yaml for root, else ${XDG_CONFIG_HOME:-~/.config}/gpum/gpum.yaml). A missing
  * file named explicitly is an error; a missing default file is not. argc/argv may be NULL.
  * All-or-nothing: on error neither cfg nor argv changes. */
-int gpum_config_load_all(gpum_config_t *cfg, const char *path, int *argc, char **argv);
+GPUM_API int gpum_config_load_all(gpum_config_t *cfg, const char *path, int *argc, char **argv);
 
 /* Typed reads. The key must exist and have that type (programming error otherwise: returns the
  * zero value, "" for strings, and logs at error level); gpum_config_get_string reads the text
  * of an option of any type (enums as their choice). Strings are owned by cfg. */
-const char *gpum_config_get_string(const gpum_config_t *cfg, const char *key);
-bool gpum_config_get_bool(const gpum_config_t *cfg, const char *key);
-int64_t gpum_config_get_int(const gpum_config_t *cfg, const char *key);
-double gpum_config_get_double(const gpum_config_t *cfg, const char *key);
-uint64_t gpum_config_get_size(const gpum_config_t *cfg, const char *key);     /* bytes */
-uint64_t gpum_config_get_duration(const gpum_config_t *cfg, const char *key); /* ms */
-gpum_opt_source_t gpum_config_source(const gpum_config_t *cfg, const char *key);
-const char *gpum_opt_source_name(gpum_opt_source_t src);
+GPUM_API const char *gpum_config_get_string(const gpum_config_t *cfg, const char *key);
+GPUM_API bool gpum_config_get_bool(const gpum_config_t *cfg, const char *key);
+GPUM_API int64_t gpum_config_get_int(const gpum_config_t *cfg, const char *key);
+GPUM_API double gpum_config_get_double(const gpum_config_t *cfg, const char *key);
+GPUM_API uint64_t gpum_config_get_size(const gpum_config_t *cfg, const char *key);     /* bytes */
+GPUM_API uint64_t gpum_config_get_duration(const gpum_config_t *cfg, const char *key); /* ms */
+GPUM_API gpum_opt_source_t gpum_config_source(const gpum_config_t *cfg, const char *key);
+GPUM_API const char *gpum_opt_source_name(gpum_opt_source_t src);
 
 /* Writes the effective configuration as YAML (secrets shown as "(hidden)") into a malloc'd
  * string the caller frees. Returns 0 or GPUM_ENOMEM. */
-int gpum_config_dump_yaml(const gpum_config_t *cfg, char **out);
+GPUM_API int gpum_config_dump_yaml(const gpum_config_t *cfg, char **out);
 
 /* Sets the log level and target from log.level and log.target (the library logs nothing until a
  * program does this). Returns 0 or GPUM_EINVAL. Not thread-safe with concurrent logging setup. */
-int gpum_config_apply_logging(const gpum_config_t *cfg);
+GPUM_API int gpum_config_apply_logging(const gpum_config_t *cfg);
 
 /* Exports sim.node and sim.library, when they come from the file or a flag, as GPUM_SIM_NODE and
  * GPUM_SIM_LIBRARY (setenv), so that the device layer, libgpum_sim.so and child processes use
  * the configured simulated node. Not thread-safe (setenv). */
-void gpum_config_export_sim(const gpum_config_t *cfg);
+GPUM_API void gpum_config_export_sim(const gpum_config_t *cfg);
 
 /* Writes docs/config.md's body (a Markdown table of every option) to a malloc'd string. */
-int gpum_options_markdown(char **out);
+GPUM_API int gpum_options_markdown(char **out);
 
 #ifdef __cplusplus
 }

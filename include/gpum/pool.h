@@ -28,6 +28,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -72,20 +74,23 @@ typedef struct {
  * when the driver cannot be loaded / GPUM_ENODEV for a bad device / GPUM_ENOTSUP (cuda-vmm on a
  * device without virtual memory management). The caller destroys the source after every pool
  * using it. */
-int gpum_pool_source_host(gpum_pool_source_t **out);   /* mmap'd host memory */
-int gpum_pool_source_pinned(gpum_pool_source_t **out); /* cuMemHostAlloc through the loader */
-int gpum_pool_source_cuda(int device, gpum_pool_source_t **out);     /* cuMemAlloc_v2 */
-int gpum_pool_source_cuda_vmm(int device, gpum_pool_source_t **out); /* cuMemCreate + cuMemMap */
+GPUM_API int gpum_pool_source_host(gpum_pool_source_t **out); /* mmap'd host memory */
+GPUM_API int
+gpum_pool_source_pinned(gpum_pool_source_t **out); /* cuMemHostAlloc through the loader */
+GPUM_API int gpum_pool_source_cuda(int device, gpum_pool_source_t **out); /* cuMemAlloc_v2 */
+GPUM_API int gpum_pool_source_cuda_vmm(int device,
+                                       gpum_pool_source_t **out); /* cuMemCreate + cuMemMap */
 /* Addresses only, no backing: a capacity in bytes (0 = unlimited) and a fake base address. */
-int gpum_pool_source_simulated(uint64_t capacity, gpum_pool_source_t **out);
+GPUM_API int gpum_pool_source_simulated(uint64_t capacity, gpum_pool_source_t **out);
 /* A source from your own ops (copied) and ctx. */
-int gpum_pool_source_custom(const gpum_pool_source_ops_t *ops, void *ctx, gpum_pool_source_t **out);
+GPUM_API int gpum_pool_source_custom(const gpum_pool_source_ops_t *ops, void *ctx,
+                                     gpum_pool_source_t **out);
 /* By name: "cuda", "cuda-vmm", "pinned", "host", "simulated" (device and capacity used where
  * they apply). */
-int gpum_pool_source_open(const char *name, int device, uint64_t capacity,
-                          gpum_pool_source_t **out);
-void gpum_pool_source_destroy(gpum_pool_source_t *src);
-const char *gpum_pool_source_name(const gpum_pool_source_t *src);
+GPUM_API int gpum_pool_source_open(const char *name, int device, uint64_t capacity,
+                                   gpum_pool_source_t **out);
+GPUM_API void gpum_pool_source_destroy(gpum_pool_source_t *src);
+GPUM_API const char *gpum_pool_source_name(const gpum_pool_source_t *src);
 
 /* ---- Pools --------------------------------------------------------------------------------- */
 
@@ -109,9 +114,9 @@ typedef enum {
   GPUM_POOL_FRAGMENTATION_AWARE = 3,
 } gpum_pool_strategy_t;
 
-const char *gpum_pool_strategy_name(gpum_pool_strategy_t s); /* "BALANCED" */
+GPUM_API const char *gpum_pool_strategy_name(gpum_pool_strategy_t s); /* "BALANCED" */
 /* Case-insensitive; also accepts "fragmentation-aware". Returns 0 or GPUM_EINVAL. */
-int gpum_pool_strategy_parse(const char *s, gpum_pool_strategy_t *out);
+GPUM_API int gpum_pool_strategy_parse(const char *s, gpum_pool_strategy_t *out);
 
 typedef struct {
   const char *name;              /* shown in messages and snapshots; default "default" */
@@ -131,15 +136,16 @@ typedef struct {
                                     NULL = none. Not closed or flushed by the pool. */
 } gpum_pool_opts_t;
 
-void gpum_pool_opts_init(gpum_pool_opts_t *opts);
+GPUM_API void gpum_pool_opts_init(gpum_pool_opts_t *opts);
 
 typedef struct gpum_pool gpum_pool_t;
 
 /* Creates a pool on src (not owned). opts NULL: defaults. Returns 0, GPUM_EINVAL (the detail
  * names the bad option) or GPUM_ENOMEM. */
-int gpum_pool_create(gpum_pool_source_t *src, const gpum_pool_opts_t *opts, gpum_pool_t **out);
+GPUM_API int gpum_pool_create(gpum_pool_source_t *src, const gpum_pool_opts_t *opts,
+                              gpum_pool_t **out);
 /* Gives every segment back to the source. Live blocks are reported at warn level (leaks). */
-void gpum_pool_destroy(gpum_pool_t *pool);
+GPUM_API void gpum_pool_destroy(gpum_pool_t *pool);
 
 /* Allocates size bytes (rounded up to 512) for use on stream. size 0 gives GPUM_EINVAL.
  * On shortage it runs the OOM ladder: reuse cached blocks, free unsplit cached segments and
@@ -147,22 +153,23 @@ void gpum_pool_destroy(gpum_pool_t *pool);
  * GPUM_EDEVOOM and a detail message naming the request, the device's total and free memory, the
  * pool's reserved, allocated and cached bytes, its largest cached block, fragmentation and
  * limit. */
-int gpum_pool_alloc(gpum_pool_t *pool, size_t size, gpum_stream_t stream, gpum_devptr_t *ptr);
+GPUM_API int gpum_pool_alloc(gpum_pool_t *pool, size_t size, gpum_stream_t stream,
+                             gpum_devptr_t *ptr);
 /* Frees a block from gpum_pool_alloc. GPUM_EINVAL for a pointer the pool did not hand out (or
  * already freed); nothing changes then. */
-int gpum_pool_free(gpum_pool_t *pool, gpum_devptr_t ptr);
+GPUM_API int gpum_pool_free(gpum_pool_t *pool, gpum_devptr_t ptr);
 /* Marks ptr as used on stream too: on free, its reuse waits for work on stream as well. */
-int gpum_pool_record_stream(gpum_pool_t *pool, gpum_devptr_t ptr, gpum_stream_t stream);
+GPUM_API int gpum_pool_record_stream(gpum_pool_t *pool, gpum_devptr_t ptr, gpum_stream_t stream);
 /* Gives cached (wholly free) segments back to the source until reserved <= target_bytes or no
  * free segment is left; *released (may be NULL) gets the bytes given back. */
-int gpum_pool_trim(gpum_pool_t *pool, uint64_t target_bytes, uint64_t *released);
+GPUM_API int gpum_pool_trim(gpum_pool_t *pool, uint64_t target_bytes, uint64_t *released);
 
 /* An OOM callback: called with the pool's lock released, so it may call the pool (free blocks
  * in it); return true to ask for a retry (after freeing memory), false to pass. Each callback
  * is asked at most once per allocation, in the order added. At most 16 per pool (GPUM_ENOSPC
  * after that). */
 typedef bool (*gpum_pool_oom_fn)(gpum_pool_t *pool, size_t requested, void *arg);
-int gpum_pool_add_oom_callback(gpum_pool_t *pool, gpum_pool_oom_fn fn, void *arg);
+GPUM_API int gpum_pool_add_oom_callback(gpum_pool_t *pool, gpum_pool_oom_fn fn, void *arg);
 
 /* A counter as PyTorch keeps it. */
 typedef struct {
@@ -190,14 +197,14 @@ typedef struct {
   uint64_t num_splits, num_merges, num_gc_frees, num_stream_merges, num_maps, num_unmaps;
 } gpum_pool_stats_t;
 
-int gpum_pool_stats(gpum_pool_t *pool, gpum_pool_stats_t *out);
+GPUM_API int gpum_pool_stats(gpum_pool_t *pool, gpum_pool_stats_t *out);
 /* Resets the peaks to the current values. */
-void gpum_pool_reset_peaks(gpum_pool_t *pool);
+GPUM_API void gpum_pool_reset_peaks(gpum_pool_t *pool);
 
 /* A JSON snapshot of the pool: options, stats, and every segment with its blocks (address, size,
  * requested size, state "allocated" | "awaiting_free" | "free", stream). Malloc'd string the
  * caller frees. */
-int gpum_pool_snapshot_json(gpum_pool_t *pool, char **out);
+GPUM_API int gpum_pool_snapshot_json(gpum_pool_t *pool, char **out);
 
 #ifdef __cplusplus
 }

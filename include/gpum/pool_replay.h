@@ -37,6 +37,8 @@
 
 #include <gpum/pool.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -66,11 +68,11 @@ typedef struct {
  * NULL: "log"). Returns 0, GPUM_EPARSE (malformed header or row: the detail names the line, the
  * column and the bad value), GPUM_ERANGE (more than 2^31 rows), GPUM_EIO (read error) or
  * GPUM_ENOMEM. *out is set only on success; free it with gpum_replay_log_free. */
-int gpum_replay_log_read(FILE *f, const char *name, gpum_replay_log_t **out);
+GPUM_API int gpum_replay_log_read(FILE *f, const char *name, gpum_replay_log_t **out);
 /* The same from a file: GPUM_ENOENT (with the path) when it cannot be opened. */
-int gpum_replay_log_open(const char *path, gpum_replay_log_t **out);
-void gpum_replay_log_free(gpum_replay_log_t *log);
-void gpum_replay_log_info(const gpum_replay_log_t *log, gpum_replay_log_info_t *out);
+GPUM_API int gpum_replay_log_open(const char *path, gpum_replay_log_t **out);
+GPUM_API void gpum_replay_log_free(gpum_replay_log_t *log);
+GPUM_API void gpum_replay_log_info(const gpum_replay_log_t *log, gpum_replay_log_info_t *out);
 
 /* ---- Replays ------------------------------------------------------------------------------- */
 
@@ -92,7 +94,7 @@ typedef struct {
   const gpum_pool_opts_t *pool_opts;
 } gpum_replay_opts_t;
 
-void gpum_replay_opts_init(gpum_replay_opts_t *opts);
+GPUM_API void gpum_replay_opts_init(gpum_replay_opts_t *opts);
 
 typedef struct {
   gpum_pool_strategy_t strategy;
@@ -125,8 +127,8 @@ typedef struct {
  * an unknown source name), what opening the source returns (GPUM_EDRIVER, GPUM_ENODEV, ...),
  * GPUM_ENOMEM, or the error of a pool call that failed for another reason than memory (the
  * detail names the log line). */
-int gpum_replay_run(const gpum_replay_log_t *log, const gpum_replay_opts_t *opts,
-                    gpum_replay_result_t *out);
+GPUM_API int gpum_replay_run(const gpum_replay_log_t *log, const gpum_replay_opts_t *opts,
+                             gpum_replay_result_t *out);
 
 typedef struct {
   uint64_t min_capacity; /* smallest capacity found with no OOM (verified by a run) */
@@ -148,8 +150,9 @@ typedef struct {
  * resolution below it. A log with nothing live at any time gives 0. Returns 0 or what
  * gpum_replay_run returns.
  */
-int gpum_replay_find_min_capacity(const gpum_replay_log_t *log, const gpum_replay_opts_t *opts,
-                                  gpum_replay_min_capacity_t *out);
+GPUM_API int gpum_replay_find_min_capacity(const gpum_replay_log_t *log,
+                                           const gpum_replay_opts_t *opts,
+                                           gpum_replay_min_capacity_t *out);
 
 /* ---- Synthetic transformer-training logs --------------------------------------------------- */
 
@@ -167,7 +170,7 @@ typedef struct {
   uint64_t seed;        /* default 1 */
 } gpum_tracegen_transformer_t;
 
-void gpum_tracegen_transformer_init(gpum_tracegen_transformer_t *p);
+GPUM_API void gpum_tracegen_transformer_init(gpum_tracegen_transformer_t *p);
 
 /*
  * Writes an RMM CSV log of mixed-precision transformer training to out: weights (and their fp32
@@ -180,7 +183,8 @@ void gpum_tracegen_transformer_init(gpum_tracegen_transformer_t *p);
  * addresses. Deterministic for a seed. *events (may be NULL) gets the rows written. Returns 0,
  * GPUM_EINVAL (a zero or absurd parameter, named in the detail) or GPUM_EIO (write error).
  */
-int gpum_tracegen_transformer(const gpum_tracegen_transformer_t *p, FILE *out, uint64_t *events);
+GPUM_API int gpum_tracegen_transformer(const gpum_tracegen_transformer_t *p, FILE *out,
+                                       uint64_t *events);
 
 #ifdef __cplusplus
 }

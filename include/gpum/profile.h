@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,21 +44,21 @@ typedef struct {
 } gpum_profile_timer_t;
 
 /* Starts a timer (no allocation, nothing recorded yet). */
-gpum_profile_timer_t gpum_profile_begin(const char *name);
+GPUM_API gpum_profile_timer_t gpum_profile_begin(const char *name);
 /* Records the time since begin under the timer's name; returns it in ns. A timer ended twice
  * records once (the second call returns 0). */
-uint64_t gpum_profile_end(gpum_profile_timer_t *t);
+GPUM_API uint64_t gpum_profile_end(gpum_profile_timer_t *t);
 /* Records a duration measured elsewhere. */
-void gpum_profile_record(const char *name, uint64_t ns);
+GPUM_API void gpum_profile_record(const char *name, uint64_t ns);
 
 /* Used by GPUM_PROFILE_SCOPE; not to be called directly. */
-void gpum__profile_scope_end(gpum_profile_timer_t *t);
+GPUM_API void gpum_profile_scope_end(gpum_profile_timer_t *t);
 #define GPUM__PROFILE_CAT2(a, b) a##b
 #define GPUM__PROFILE_CAT(a, b) GPUM__PROFILE_CAT2(a, b)
 /* Times the rest of the enclosing block under name. */
 #define GPUM_PROFILE_SCOPE(name)                                         \
   gpum_profile_timer_t GPUM__PROFILE_CAT(gpum__profile_scope_, __LINE__) \
-      __attribute__((cleanup(gpum__profile_scope_end), unused)) = gpum_profile_begin(name)
+      __attribute__((cleanup(gpum_profile_scope_end), unused)) = gpum_profile_begin(name)
 
 typedef struct {
   char name[GPUM_PROFILE_NAME_LEN];
@@ -68,17 +70,17 @@ typedef struct {
 
 /* Copies the aggregates (in first-seen order) into out[0..cap) and their number into *count.
  * Returns 0 or GPUM_ENOSPC when cap < *count (the first cap are filled). */
-int gpum_profile_stats(gpum_profile_stat_t *out, size_t cap, size_t *count);
+GPUM_API int gpum_profile_stats(gpum_profile_stat_t *out, size_t cap, size_t *count);
 /* One name's aggregate. Returns 0 or GPUM_ENOENT. */
-int gpum_profile_get(const char *name, gpum_profile_stat_t *out);
+GPUM_API int gpum_profile_get(const char *name, gpum_profile_stat_t *out);
 /* A report of every name into a malloc'd string the caller frees: an aligned text table
  * (json false) or a JSON array of objects {name, count, total_ns, mean_ns, min_ns, p50_ns,
  * p95_ns, p99_ns, max_ns} (json true). Returns 0 or GPUM_ENOMEM. */
-int gpum_profile_report(bool json, char **out);
+GPUM_API int gpum_profile_report(bool json, char **out);
 /* Forgets every name and aggregate. */
-void gpum_profile_reset(void);
+GPUM_API void gpum_profile_reset(void);
 /* Names ignored because the table was full. */
-uint64_t gpum_profile_dropped(void);
+GPUM_API uint64_t gpum_profile_dropped(void);
 
 /* Benchmark helper: calls fn(arg) warmup_runs times untimed, then timed_runs times, each call
  * timed on its own. */
@@ -93,11 +95,12 @@ typedef struct {
 
 /* Runs the benchmark; with name non-NULL the timed runs are also recorded in the profiler
  * under name. Returns 0, GPUM_EINVAL (fn or out NULL, timed_runs 0) or GPUM_ENOMEM. */
-int gpum_bench_run(const char *name, gpum_bench_fn fn, void *arg, unsigned warmup_runs,
-                   unsigned timed_runs, uint64_t items_per_run, gpum_bench_result_t *out);
+GPUM_API int gpum_bench_run(const char *name, gpum_bench_fn fn, void *arg, unsigned warmup_runs,
+                            unsigned timed_runs, uint64_t items_per_run, gpum_bench_result_t *out);
 /* "name: median 1.23 us, mean 1.30 us, min 1.10 us, max 2.00 us, 812.3 k items/s (100 runs)"
  * into buf (always NUL-terminated). Returns buf. */
-char *gpum_bench_format(const char *name, const gpum_bench_result_t *r, char *buf, size_t len);
+GPUM_API char *gpum_bench_format(const char *name, const gpum_bench_result_t *r, char *buf,
+                                 size_t len);
 
 #ifdef __cplusplus
 }

@@ -18,26 +18,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Parses s into *out (bytes). Returns 0, GPUM_EINVAL (junk, negative, empty) or GPUM_ERANGE
  * (overflow). *out is untouched on error. */
-int gpum_size_parse(const char *s, uint64_t *out);
+GPUM_API int gpum_size_parse(const char *s, uint64_t *out);
 
 /* Writes bytes in IEC units with two decimals ("8.00 GiB"; plain "512 B" below 1 KiB) into buf.
  * Returns buf. A buffer of GPUM_SIZE_BUFSZ always suffices; a shorter one is truncated with a
  * NUL terminator (never overflowed). */
 #define GPUM_SIZE_BUFSZ 24
-char *gpum_size_format(uint64_t bytes, char *buf, size_t len);
+GPUM_API char *gpum_size_format(uint64_t bytes, char *buf, size_t len);
 
 /* Parses a duration into milliseconds. Returns 0, GPUM_EINVAL or GPUM_ERANGE. */
-int gpum_duration_parse(const char *s, uint64_t *out_ms);
+GPUM_API int gpum_duration_parse(const char *s, uint64_t *out_ms);
 
 /* Formats milliseconds as the shortest exact form ("1h30m", "500ms", "0s"). Returns buf. */
 #define GPUM_DURATION_BUFSZ 32
-char *gpum_duration_format(uint64_t ms, char *buf, size_t len);
+GPUM_API char *gpum_duration_format(uint64_t ms, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

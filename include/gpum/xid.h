@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <gpum/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,11 +35,11 @@ typedef struct {
 
 /* The entry for xid; an Xid not in the table yields a generic entry ("unknown Xid", not
  * critical, known = false) with .xid set. Never fails. */
-gpum_xid_info_t gpum_xid_info(unsigned xid);
+GPUM_API gpum_xid_info_t gpum_xid_info(unsigned xid);
 
 /* The whole table in ascending Xid order (for documentation and `gpum alerts --xids`): sets
  * *count and returns the first entry. The table is static. */
-const gpum_xid_info_t *gpum_xid_table(size_t *count);
+GPUM_API const gpum_xid_info_t *gpum_xid_table(size_t *count);
 
 #ifdef __cplusplus
 }

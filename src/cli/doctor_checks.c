@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <gpum/device.h>
 #include <gpum/error.h>
 
-#include "../lib/device/cuda_loader.h"
 #include "cli.h"
 #include "doctor.h"
 
@@ -131,14 +131,13 @@ void doc_check_nvml(doc_ctx_t *c, doc_report_t *r) {
  * also calls cuInit. */
 void doc_check_cuda(doc_ctx_t *c, doc_report_t *r) {
   const char *lib = gpum_config_get_string(c->cfg, "cuda.library");
-  gpum__cuda_t *cu = NULL;
+  gpum_cuda_probe_t cu;
   gpum_error_clear();
-  int rc = gpum__cuda_load(lib && *lib ? lib : NULL, &cu);
+  int rc = gpum_cuda_probe(lib, &cu);
   if (rc == 0) {
-    doc_add(r, "cuda", DOC_OK, "%s loaded, CUDA driver API %d.%d%s", cu->path,
-            cu->driver_version / 1000, (cu->driver_version % 1000) / 10,
-            cu->simulated ? " (simulated)" : "");
-    gpum__cuda_unload(cu);
+    doc_add(r, "cuda", DOC_OK, "%s loaded, CUDA driver API %d.%d, %d device%s%s", cu.path,
+            cu.driver_version / 1000, (cu.driver_version % 1000) / 10, cu.device_count,
+            cu.device_count == 1 ? "" : "s", cu.simulated ? " (simulated)" : "");
     return;
   }
   const char *cvd = getenv("CUDA_VISIBLE_DEVICES");

@@ -15,6 +15,7 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 #include <gpum/options.h>
+#include <gpum/version.h>
 
 #include "cli.h"
 
@@ -174,7 +175,7 @@ static int dispatch(gpum_config_t *cfg, int argc, char **argv) {
     return CLI_EXIT_OK;
   }
   if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
-    printf("gpum %s\n", GPUM_VERSION);
+    printf("gpum %s\n", gpum_version());
     return CLI_EXIT_OK;
   }
   if (!strcmp(a, "help")) {

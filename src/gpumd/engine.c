@@ -63,8 +63,8 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
     gpumd_sched_device_t v;
     json_t *dev = json_object();
     put_int(dev, "index", (json_int_t)i);
-    json_object_set_new_nocheck(dev, "uuid",
-                                json_string(gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : ""));
+    json_object_set_new_nocheck(
+        dev, "uuid", json_string(gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : ""));
     json_array_append_new(devs, dev);
   }
   json_object_set_new_nocheck(o, "devices", devs);
@@ -204,12 +204,12 @@ static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t 
                           gpumd_resv_state_t to, uint64_t time_ns, const char *reason) {
   gpumd_t *d = user;
   gpumd_ledger_audit_t a = {.reservation = r->id,
-                           .from = from,
-                           .to = to,
-                           .time_ns = time_ns,
-                           .reason = reason,
-                           .uid = d->actor_uid,
-                           .pid = d->actor_pid};
+                            .from = from,
+                            .to = to,
+                            .time_ns = time_ns,
+                            .reason = reason,
+                            .uid = d->actor_uid,
+                            .pid = d->actor_pid};
   if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &a) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger write failed: %s", gpum_last_error());
     d->ledger_failed = true;

@@ -60,7 +60,7 @@ struct gpumd_ledger {
   sqlite3_stmt *audit8;                    /* AUDIT_CHUNK audit rows in one INSERT */
   sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
   gpumd_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
-  batch_t stage;            /* the caller's writes since the last commit */
+  batch_t stage;             /* the caller's writes since the last commit */
   /* The writer thread (gpumd_ledger_start_writer; NULL: commits on the caller's thread). */
   gpumd_ledger_writer_t *writer;
   batch_t flight; /* the batch the writer has (or had: empty once collected) */
@@ -76,7 +76,7 @@ struct gpumd_ledger {
 
 static void batch_free(batch_t *b);
 
-#define AUDIT_CHUNK 8                  /* audit rows per multi-row INSERT */
+#define AUDIT_CHUNK 8                   /* audit rows per multi-row INSERT */
 #define GPUMD_LEDGER_PAGE_SIZE_S "1024" /* of a new ledger */
 
 #define RESV_COLUMNS                                                                          \
@@ -288,7 +288,8 @@ static int open_db(gpumd_ledger_t *l, const gpumd_ledger_opts_t *opts) {
   sqlite3_busy_timeout(l->db, 2000);
   /* A new ledger gets 1 KiB pages (before WAL mode, which fixes the size): a turn changes a
    * few rows, and each page it touches is one frame of the log, checksummed and written. */
-  if (fresh && exec(l, "PRAGMA page_size=" GPUMD_LEDGER_PAGE_SIZE_S, "cannot set the page size") < 0)
+  if (fresh &&
+      exec(l, "PRAGMA page_size=" GPUMD_LEDGER_PAGE_SIZE_S, "cannot set the page size") < 0)
     return GPUM_EIO;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
@@ -318,7 +319,8 @@ static void sqlite_setup(void) {
   sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-int gpumd_ledger_open(const char *state_dir, const gpumd_ledger_opts_t *opts, gpumd_ledger_t **out) {
+int gpumd_ledger_open(const char *state_dir, const gpumd_ledger_opts_t *opts,
+                      gpumd_ledger_t **out) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, sqlite_setup);
   gpumd_ledger_opts_t def = {0};
@@ -621,8 +623,8 @@ static const char *format_uuids(const gpumd_ledger_t *l, uint64_t mask, char *bu
 /* Maps a stored UUID list to this run's indices in *mask; a UUID not present goes to gone
  * (the first one only) and drops out of the mask. An empty list, or no devices set, keeps
  * *mask (the stored indices). */
-static void map_uuids(const gpumd_ledger_t *l, const unsigned char *list, uint64_t *mask, char *gone,
-                      size_t gone_len) {
+static void map_uuids(const gpumd_ledger_t *l, const unsigned char *list, uint64_t *mask,
+                      char *gone, size_t gone_len) {
   if (!l->have_devices || list == NULL || list[0] == '\0')
     return;
   uint64_t m = 0;
@@ -944,7 +946,7 @@ static gpumd_resv_state_t audit_state(const unsigned char *t) {
 }
 
 int gpumd_ledger_audit_list(gpumd_ledger_t *l, uint64_t reservation, gpumd_ledger_audit_fn fn,
-                           void *user) {
+                            void *user) {
   int frc = flush_pending(l); /* reads see this turn's puts */
   if (frc < 0)
     return frc;
@@ -1054,7 +1056,7 @@ static int prune_audit(gpumd_ledger_t *l, uint64_t before_ns, unsigned max, size
 }
 
 int gpumd_ledger_prune(gpumd_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted,
-                      bool *more) {
+                       bool *more) {
   bool more_ = false;
   if (more == NULL)
     more = &more_;

@@ -190,14 +190,14 @@ int gpumd_ledger_load_rows(gpumd_ledger_t *l, gpumd_ledger_row_t **out, size_t *
  * deleted; *more (may be NULL) whether another call may find more to delete now (a batch or
  * the scan was full). Returns 0, GPUM_EINVAL (max) or GPUM_EIO. */
 int gpumd_ledger_prune(gpumd_ledger_t *l, uint64_t before_ns, unsigned max, size_t *deleted,
-                      bool *more);
+                       bool *more);
 
 /* Calls fn for every audit row of a reservation (0 = all), oldest first; fn returns false to
  * stop. The reason pointer is valid during the call. A scan of the whole table (there is no
  * index by reservation): for tools and tests, not for the loop. Returns 0 or GPUM_EIO. */
 typedef bool (*gpumd_ledger_audit_fn)(void *user, const gpumd_ledger_audit_t *a);
 int gpumd_ledger_audit_list(gpumd_ledger_t *l, uint64_t reservation, gpumd_ledger_audit_fn fn,
-                           void *user);
+                            void *user);
 
 /* ---- Recovery policy (pure) ------------------------------------------------------------ */
 
@@ -229,12 +229,12 @@ typedef bool (*gpumd_pid_alive_fn)(void *user, int32_t pid, uint64_t start_time)
  * A final reservation gets END with its own state. Pure and thread-safe.
  */
 void gpumd_ledger_recover_decide(const gpumd_resv_t *r, uint64_t now_ns, gpumd_pid_alive_fn alive,
-                                void *user, gpumd_recover_decision_t *out);
+                                 void *user, gpumd_recover_decision_t *out);
 /* The same for a loaded row: a row whose device is gone (row->gone set) gets END with FAILED
  * and the reason "device GPU-... gone after restart"; otherwise gpumd_ledger_recover_decide. */
 void gpumd_ledger_recover_decide_row(const gpumd_ledger_row_t *row, uint64_t now_ns,
-                                    gpumd_pid_alive_fn alive, void *user,
-                                    gpumd_recover_decision_t *out);
+                                     gpumd_pid_alive_fn alive, void *user,
+                                     gpumd_recover_decision_t *out);
 
 #ifdef __cplusplus
 }

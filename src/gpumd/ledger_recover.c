@@ -9,15 +9,15 @@
 #include <stdio.h>
 #include <string.h>
 
-static void decide(gpumd_recover_decision_t *out, gpumd_recover_action_t action, gpumd_resv_state_t to,
-                   const char *reason) {
+static void decide(gpumd_recover_decision_t *out, gpumd_recover_action_t action,
+                   gpumd_resv_state_t to, const char *reason) {
   out->action = action;
   out->to = to;
   snprintf(out->reason, sizeof(out->reason), "%s", reason);
 }
 
 void gpumd_ledger_recover_decide(const gpumd_resv_t *r, uint64_t now_ns, gpumd_pid_alive_fn alive,
-                                void *user, gpumd_recover_decision_t *out) {
+                                 void *user, gpumd_recover_decision_t *out) {
   char reason[GPUMD_RESV_REASON_LEN];
   bool queued = r->state == GPUMD_RESV_QUEUED;
   gpumd_resv_state_t released = queued ? GPUMD_RESV_CANCELLED : GPUMD_RESV_RELEASED;
@@ -59,8 +59,8 @@ void gpumd_ledger_recover_decide(const gpumd_resv_t *r, uint64_t now_ns, gpumd_p
 }
 
 void gpumd_ledger_recover_decide_row(const gpumd_ledger_row_t *row, uint64_t now_ns,
-                                    gpumd_pid_alive_fn alive, void *user,
-                                    gpumd_recover_decision_t *out) {
+                                     gpumd_pid_alive_fn alive, void *user,
+                                     gpumd_recover_decision_t *out) {
   if (row->gone[0] == '\0' || gpumd_resv_state_final(row->r.state)) {
     gpumd_ledger_recover_decide(&row->r, now_ns, alive, user, out);
     return;

@@ -19,6 +19,7 @@
 
 #include <gpum/error.h>
 #include <gpum/log.h>
+#include <gpum/version.h>
 
 #include "gpumd_internal.h"
 
@@ -196,7 +197,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
-      printf("gpumd %s\n", GPUM_VERSION);
+      printf("gpumd %s\n", gpum_version());
       return 0;
     }
   }

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include <event2/buffer.h>
+#include <gpum/version.h>
 
 #include "obs_internal.h"
 
@@ -147,7 +148,7 @@ static void daemon_metrics(gpumd_t *d, writer_t *w) {
   family(w, "gpumd_up", "gauge", "1 while gpumd serves.");
   put(w, "gpumd_up 1\n");
   family(w, "gpumd_build_info", "gauge", "gpumd's version, as a label; always 1.");
-  put(w, "gpumd_build_info{version=\"%s\"} 1\n", GPUM_VERSION);
+  put(w, "gpumd_build_info{version=\"%s\"} 1\n", gpum_version());
   family(w, "gpumd_start_time_seconds", "gauge", "When gpumd started, seconds since the epoch.");
   put(w, "gpumd_start_time_seconds %.3f\n", (double)d->start_ns / 1e9);
   family(w, "gpumd_clients", "gauge", "Clients connected to the Unix socket.");

@@ -17,6 +17,7 @@
 
 #include <gpum/error.h>
 #include <gpum/size.h>
+#include <gpum/version.h>
 
 #include "gpumd_internal.h"
 #include "pidstart_internal.h"
@@ -141,7 +142,7 @@ static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
   }
   gpumd_reply_ok(c, id,
                  json_pack("{s:s, s:s, s:i, s:I, s:I, s:b}", "server", "gpumd", "version",
-                           GPUM_VERSION, "protocol", GPUMD_PROTOCOL, "uid", (json_int_t)c->uid,
+                           gpum_version(), "protocol", GPUMD_PROTOCOL, "uid", (json_int_t)c->uid,
                            "pid", (json_int_t)c->pid, "admin", c->admin));
 }
 
@@ -158,7 +159,7 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
     json_array_append_new(queue, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   }
   json_t *node =
-      json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "hostname", host, "version", GPUM_VERSION,
+      json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "hostname", host, "version", gpum_version(),
                 "pid", (json_int_t)getpid(), "started_ns", (json_int_t)d->start_ns, "reservations",
                 (json_int_t)gpumd_sched_count(d->sched), "queued", (json_int_t)qn, "clients",
                 (json_int_t)d->conn_count);

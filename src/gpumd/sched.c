@@ -118,7 +118,8 @@ static void account(gpumd_sched_t *s, const gpumd_resv_t *r, int sign) {
   }
 }
 
-static void report(gpumd_sched_t *s, const gpumd_resv_t *r, gpumd_resv_state_t from, uint64_t now_ns) {
+static void report(gpumd_sched_t *s, const gpumd_resv_t *r, gpumd_resv_state_t from,
+                   uint64_t now_ns) {
   if (s->cb.on_transition != NULL)
     s->cb.on_transition(s->cb.user, r, from, r->state, now_ns, r->reason);
 }
@@ -126,7 +127,7 @@ static void report(gpumd_sched_t *s, const gpumd_resv_t *r, gpumd_resv_state_t f
 /* ---- Transitions --------------------------------------------------------------------------- */
 
 void gpumd__sched_grant(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t mask, uint64_t now_ns,
-                       const gpumd_resv_t *passed) {
+                        const gpumd_resv_t *passed) {
   remove_queue(s, r);
   r->state = GPUMD_RESV_GRANTED;
   r->device_mask = mask;
@@ -204,7 +205,7 @@ bool gpumd__sched_head_locked(const gpumd_sched_t *s, const gpumd_resv_t *head, 
 /* ---- Lifecycle ----------------------------------------------------------------------------- */
 
 int gpumd_sched_create(const gpumd_sched_opts_t *opts, const gpumd_sched_callbacks_t *cb,
-                      gpumd_sched_t **out) {
+                       gpumd_sched_t **out) {
   gpumd_sched_opts_t def;
   if (opts == NULL) {
     gpumd_sched_opts_init(&def);
@@ -315,7 +316,8 @@ uint64_t gpumd__sched_headroom(const gpumd_sched_t *s, unsigned d) {
   return committed < cap ? cap - committed : 0;
 }
 
-int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_stats_t *out) {
+int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index,
+                             gpumd_sched_device_stats_t *out) {
   if (index >= GPUMD_SCHED_MAX_DEVICES || !s->dev[index].known)
     return gpum_error(GPUM_ENODEV, "no device %u", index);
   const sched_slot_t *slot = &s->dev[index];
@@ -422,7 +424,7 @@ static int grant_now_or_busy(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t now_ns)
 }
 
 int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
-                      const gpumd_resv_t **out) {
+                       const gpumd_resv_t **out) {
   gpumd_resv_t *r = calloc(1, sizeof(*r));
   if (r == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory for a reservation");
@@ -461,9 +463,10 @@ int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint6
 }
 
 int gpumd_sched_end(gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t to, uint64_t now_ns,
-                   const char *reason) {
+                    const char *reason) {
   if (!gpumd_resv_state_final(to))
-    return gpum_error(GPUM_EINVAL, "%s is not a final reservation state", gpumd_resv_state_name(to));
+    return gpum_error(GPUM_EINVAL, "%s is not a final reservation state",
+                      gpumd_resv_state_name(to));
   gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
   char buf[GPUMD_RESV_ID_BUFSZ];
   if (r == NULL)
@@ -649,7 +652,7 @@ static void not_now_text(const gpumd_sched_t *s, const gpumd_resv_t *r, char *bu
 }
 
 int gpumd_sched_check(const gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
-                     gpumd_sched_check_t *out) {
+                      gpumd_sched_check_t *out) {
   memset(out, 0, sizeof(*out));
   gpumd_resv_t r;
   memset(&r, 0, sizeof(r));

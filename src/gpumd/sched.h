@@ -137,8 +137,8 @@ typedef struct {
   char token[GPUMD_RESV_TOKEN_LEN];
   gpumd_resv_state_t state;
   char reason[GPUMD_RESV_REASON_LEN]; /* of the last transition */
-  uint32_t uid;                      /* owner (SO_PEERCRED of the submitting peer) */
-  int32_t pid;                       /* submitting process */
+  uint32_t uid;                       /* owner (SO_PEERCRED of the submitting peer) */
+  int32_t pid;                        /* submitting process */
   uint64_t pid_start; /* start time of pid (/proc/PID/stat field 22, clock ticks since boot);
                          0 = unknown: liveness then falls back to kill(pid, 0) */
   char label[GPUMD_RESV_LABEL_LEN];
@@ -146,10 +146,10 @@ typedef struct {
   uint64_t bytes_per_gpu;
   unsigned gpus;
   char model[GPUMD_RESV_MODEL_LEN]; /* fnmatch(3) pattern on the device name; "" = any */
-  uint64_t min_memory;             /* minimum total memory of a device; 0 = any */
-  uint64_t want_mask;              /* explicit devices (bit = index); 0 = any device */
-  int priority;                    /* -100..100, higher first */
-  uint64_t timeout_ms;             /* queue timeout; 0 = none */
+  uint64_t min_memory;              /* minimum total memory of a device; 0 = any */
+  uint64_t want_mask;               /* explicit devices (bit = index); 0 = any device */
+  int priority;                     /* -100..100, higher first */
+  uint64_t timeout_ms;              /* queue timeout; 0 = none */
   gpumd_on_timeout_t on_timeout;
   /* The lease: stored for the daemon, the scheduler does not act on it. */
   gpumd_lease_kind_t lease;
@@ -238,7 +238,7 @@ typedef struct {
                                    (0, 1] */
   uint64_t safety_margin;       /* bytes kept free per device; default 256 MiB */
   unsigned max_concurrent_jobs; /* per device; default 0 = unlimited */
-  gpumd_placement_t placement;   /* default pack */
+  gpumd_placement_t placement;  /* default pack */
   bool backfill;                /* default true */
   uint64_t backfill_bound_ns;   /* default 60 s; 0 = no backfill once anything is blocked */
   double pressure_high;         /* used ratio; default 0.90; (0, 1] */
@@ -255,12 +255,12 @@ int gpumd_sched_opts_check(const gpumd_sched_opts_t *opts);
  * QUEUED when a WAIT timeout passes). r already holds the new state and reason; it is valid
  * during the call only (final reservations are freed right after). The callback must not
  * call any gpumd_sched_* function that changes the scheduler. */
-typedef void (*gpumd_sched_transition_fn)(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                                         gpumd_resv_state_t to, uint64_t time_ns,
-                                         const char *reason);
+typedef void (*gpumd_sched_transition_fn)(void *user, const gpumd_resv_t *r,
+                                          gpumd_resv_state_t from, gpumd_resv_state_t to,
+                                          uint64_t time_ns, const char *reason);
 /* A device's pressure level changed (reported on gpumd_sched_update_device()). */
 typedef void (*gpumd_sched_pressure_fn)(void *user, unsigned device, double used_ratio,
-                                       gpumd_pressure_t from, gpumd_pressure_t to);
+                                        gpumd_pressure_t from, gpumd_pressure_t to);
 
 typedef struct {
   gpumd_sched_transition_fn on_transition; /* may be NULL */
@@ -273,7 +273,7 @@ typedef struct gpumd_sched gpumd_sched_t;
 /* Creates a scheduler with no devices. opts NULL: defaults; cb NULL: no callbacks. Returns 0,
  * GPUM_EINVAL (bad opts) or GPUM_ENOMEM. Free with gpumd_sched_destroy(). */
 int gpumd_sched_create(const gpumd_sched_opts_t *opts, const gpumd_sched_callbacks_t *cb,
-                      gpumd_sched_t **out);
+                       gpumd_sched_t **out);
 /* Frees the scheduler and every reservation in it, without callbacks. NULL is fine. */
 void gpumd_sched_destroy(gpumd_sched_t *s);
 /* Replaces the options (reload). Returns 0 or GPUM_EINVAL (nothing changed). Takes effect at
@@ -295,7 +295,8 @@ int gpumd_sched_set_opts(gpumd_sched_t *s, const gpumd_sched_opts_t *opts);
 int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_sched_device_t *dev, uint64_t now_ns);
 /* The stored view / accounting of a device. Return 0 or GPUM_ENODEV. */
 int gpumd_sched_device(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_t *out);
-int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_stats_t *out);
+int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index,
+                             gpumd_sched_device_stats_t *out);
 /* Mask of known devices (bit = index). */
 uint64_t gpumd_sched_device_mask(const gpumd_sched_t *s);
 /* The pressure level of a used ratio under the scheduler's watermarks. */
@@ -316,7 +317,7 @@ gpumd_pressure_t gpumd_sched_pressure_level(const gpumd_sched_t *s, double used_
  * the detail saying what it would have waited for; no reservation is created, no id used.
  */
 int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
-                      const gpumd_resv_t **out);
+                       const gpumd_resv_t **out);
 
 /*
  * Ends a reservation: a GRANTED one becomes to (RELEASED, EXPIRED or FAILED), a QUEUED one
@@ -325,7 +326,7 @@ int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint6
  * existed or already final) or GPUM_EINVAL (to is not a final state).
  */
 int gpumd_sched_end(gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t to, uint64_t now_ns,
-                   const char *reason);
+                    const char *reason);
 /* gpumd_sched_end(s, id, GPUMD_RESV_RELEASED, now_ns, reason). */
 int gpumd_sched_release(gpumd_sched_t *s, uint64_t id, uint64_t now_ns, const char *reason);
 
@@ -368,7 +369,7 @@ typedef struct {
  * whether it would be granted now, changing nothing (no reservation, no callback). Returns 0,
  * GPUM_EINVAL (bad field, as submit) or GPUM_ENOMEM. */
 int gpumd_sched_check(const gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
-                     gpumd_sched_check_t *out);
+                      gpumd_sched_check_t *out);
 
 /* ---- Recovery ---------------------------------------------------------------------------- */
 

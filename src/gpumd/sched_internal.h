@@ -44,14 +44,14 @@ bool gpumd__sched_matches(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigne
 bool gpumd__sched_place(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t *mask);
 /* The same among the devices of allowed only. */
 bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t allowed,
-                          uint64_t *mask);
+                           uint64_t *mask);
 /* The devices r could ever use without an operator or a recovery: known, matching, neither
  * ERROR nor DISABLED. A locked head is protected on these devices only. */
 uint64_t gpumd__sched_usable_mask(const gpumd_sched_t *s, const gpumd_resv_t *r);
 /* Resolves explicit device specs (index or UUID) to a mask. 0 / GPUM_EINVAL (bad spelling) /
  * GPUMD_SCHED_ENEVERFIT (no such device). */
 int gpumd__sched_resolve_devices(const gpumd_sched_t *s, const char *const *specs, size_t n,
-                                uint64_t *mask);
+                                 uint64_t *mask);
 /* 0, or GPUMD_SCHED_ENEVERFIT with the reason as the error detail. */
 int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r);
 /* "0,2" for a mask. */
@@ -61,7 +61,7 @@ char *gpumd__sched_mask_format(uint64_t mask, char *buf, size_t len);
  * or NULL). */
 void gpumd__sched_pass(gpumd_sched_t *s, uint64_t now_ns);
 void gpumd__sched_grant(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t mask, uint64_t now_ns,
-                       const gpumd_resv_t *passed);
+                        const gpumd_resv_t *passed);
 /* True when the blocked head has waited past the backfill bound (or backfill is off). */
 bool gpumd__sched_head_locked(const gpumd_sched_t *s, const gpumd_resv_t *head, uint64_t now_ns);
 

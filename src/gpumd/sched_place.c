@@ -115,7 +115,7 @@ bool gpumd__sched_place(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t 
 }
 
 bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t allowed,
-                          uint64_t *mask) {
+                           uint64_t *mask) {
   cand_t c[GPUMD_SCHED_MAX_DEVICES];
   unsigned n = 0;
   /* Only the known devices (a node has a handful; the table has 64 slots): this is the hot
@@ -147,7 +147,7 @@ bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64
 /* ---- Submit-time checks --------------------------------------------------------------- */
 
 int gpumd__sched_resolve_devices(const gpumd_sched_t *s, const char *const *specs, size_t n,
-                                uint64_t *mask) {
+                                 uint64_t *mask) {
   uint64_t m = 0;
   for (size_t i = 0; i < n; i++) {
     const char *spec = specs[i];
@@ -241,7 +241,7 @@ int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r) {
 
 /* The blocked head in front of r that r may not pass, or NULL. */
 static const gpumd_resv_t *locked_head_before(const gpumd_sched_t *s, const gpumd_resv_t *r,
-                                             uint64_t now_ns) {
+                                              uint64_t now_ns) {
   uint64_t ignored;
   for (size_t i = 0; i < s->n_queue && s->queue[i] != r; i++) {
     const gpumd_resv_t *q = s->queue[i];

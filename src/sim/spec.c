@@ -37,8 +37,8 @@ static const char *scalar(const yaml_node_t *v) {
 static int bad_value(const pctx_t *c, const yaml_node_t *v, const char *key, const char *expect) {
   const char *s = scalar(v);
   return gpum__sim_err(GPUM_EINVAL, "%s:%lu: bad value '%.40s' for '%s' (expected %s)", c->path,
-                       v ? (unsigned long)v->start_mark.line + 1 : 0ul,
-                       s ? s : "(not a scalar)", key, expect);
+                       v ? (unsigned long)v->start_mark.line + 1 : 0ul, s ? s : "(not a scalar)",
+                       key, expect);
 }
 
 static int get_ull(const pctx_t *c, const yaml_node_t *v, const char *key, unsigned long long min,

@@ -218,12 +218,12 @@ static void stage_turn(gpumd_ledger_t *l, uint64_t id, const char *reason) {
   sample(&r, id, GPUMD_RESV_QUEUED);
   assert_int_equal(gpumd_ledger_put(l, &r), 0);
   gpumd_ledger_audit_t a = {.reservation = id,
-                           .from = GPUMD_RESV_NEW,
-                           .to = GPUMD_RESV_QUEUED,
-                           .time_ns = T0 + id,
-                           .reason = reason,
-                           .uid = 1000,
-                           .pid = 42};
+                            .from = GPUMD_RESV_NEW,
+                            .to = GPUMD_RESV_QUEUED,
+                            .time_ns = T0 + id,
+                            .reason = reason,
+                            .uid = 1000,
+                            .pid = 42};
   assert_int_equal(gpumd_ledger_audit(l, &a), 0);
 }
 
@@ -424,7 +424,7 @@ static void test_commit_survives_process_death(void **state) {
       _exit(1);
     sample(&r, 6, GPUMD_RESV_GRANTED);
     gpumd_ledger_put(l, &r); /* uncommitted at death */
-    _exit(0);               /* no close, no checkpoint: like SIGKILL after the commit */
+    _exit(0);                /* no close, no checkpoint: like SIGKILL after the commit */
   }
   int status = 0;
   assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -862,7 +862,8 @@ static void test_set_devices_bad_input(void **state) {
   big[sizeof(big) - 1] = '\0';
   const char *const too_long[] = {big};
   assert_int_equal(gpumd_ledger_set_devices(l, too_long, 1), GPUM_EINVAL);
-  assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, GPUMD_SCHED_MAX_DEVICES + 1), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, GPUMD_SCHED_MAX_DEVICES + 1),
+                   GPUM_EINVAL);
   static const char *const holes[] = {NULL, "GPU-x", ""};
   assert_int_equal(gpumd_ledger_set_devices(l, holes, 3), 0);
   gpumd_ledger_close(l);
@@ -958,13 +959,16 @@ static void test_prune(void **state) {
    * highest id. Two audit rows each, written at T0+id s - 1 ns. */
   for (uint64_t id = 1; id <= 13; id++) {
     gpumd_resv_t r;
-    sample(&r, id, id == 11 ? GPUMD_RESV_GRANTED : id == 12 ? GPUMD_RESV_QUEUED : GPUMD_RESV_RELEASED);
+    sample(&r, id,
+           id == 11   ? GPUMD_RESV_GRANTED
+           : id == 12 ? GPUMD_RESV_QUEUED
+                      : GPUMD_RESV_RELEASED);
     r.ended_ns = id <= 10 ? T0 + id * SEC : id == 13 ? T0 : 0;
     gpumd_ledger_audit_t a = {.reservation = id,
-                             .from = GPUMD_RESV_NEW,
-                             .to = GPUMD_RESV_QUEUED,
-                             .time_ns = T0 + id * SEC - 1,
-                             .reason = "x"};
+                              .from = GPUMD_RESV_NEW,
+                              .to = GPUMD_RESV_QUEUED,
+                              .time_ns = T0 + id * SEC - 1,
+                              .reason = "x"};
     assert_int_equal(gpumd_ledger_put(l, &r), 0);
     assert_int_equal(gpumd_ledger_audit(l, &a), 0);
     assert_int_equal(gpumd_ledger_audit(l, &a), 0);
@@ -1079,7 +1083,8 @@ static void test_page_size(void **state) {
   char sd[256], db[300];
   gpumd_ledger_t *l = open_ok(sub(dir, "new", sd, sizeof(sd)));
   gpumd_ledger_close(l);
-  assert_int_equal(count_rows(sub(sd, GPUMD_LEDGER_FILE, db, sizeof(db)), "PRAGMA page_size"), 1024);
+  assert_int_equal(count_rows(sub(sd, GPUMD_LEDGER_FILE, db, sizeof(db)), "PRAGMA page_size"),
+                   1024);
 
   sub(dir, "old", sd, sizeof(sd));
   assert_int_equal(mkdir(sd, 0700), 0);

@@ -709,7 +709,7 @@ static void test_max_concurrent_jobs(void **state) {
   assert_int_equal(s, GPUMD_RESV_GRANTED);
   uint64_t c = submit(fx, GiB, 1, 0, T0, &s);
   assert_int_equal(s, GPUMD_RESV_QUEUED); /* memory is plenty; the job count is not */
-  add_h100(fx, 1, T0 + 1);               /* a second device takes it */
+  add_h100(fx, 1, T0 + 1);                /* a second device takes it */
   assert_int_equal(state_of(fx, c), GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, c), 1u << 1);
   uint64_t d = submit(fx, GiB, 1, 0, T0 + 2, &s);

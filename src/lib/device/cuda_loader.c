@@ -307,3 +307,19 @@ int gpum__cuda_check(const gpum__cuda_t *cu, CUresult r, const char *what) {
   return gpum_error(gpum__cuda_map_error(r), "%s: %s (%d)", what ? what : "CUDA call",
                     gpum__cuda_error_name(cu, r), (int)r);
 }
+
+int gpum_cuda_probe(const char *library, gpum_cuda_probe_t *out) {
+  memset(out, 0, sizeof *out);
+  gpum__cuda_t *cu = NULL;
+  int rc = gpum__cuda_load(library && *library ? library : NULL, &cu);
+  if (rc != 0)
+    return rc;
+  snprintf(out->path, sizeof out->path, "%s", cu->path);
+  out->driver_version = cu->driver_version;
+  out->simulated = cu->simulated;
+  int n = 0;
+  rc = gpum__cuda_check(cu, cu->cuDeviceGetCount(&n), "cuDeviceGetCount");
+  out->device_count = n;
+  gpum__cuda_unload(cu);
+  return rc;
+}

@@ -124,7 +124,7 @@ uint64_t gpum_profile_end(gpum_profile_timer_t *t) {
   return d;
 }
 
-void gpum__profile_scope_end(gpum_profile_timer_t *t) {
+void gpum_profile_scope_end(gpum_profile_timer_t *t) {
   gpum_profile_end(t);
 }
 

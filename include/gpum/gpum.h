@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libgpum, all of it: `#include <gpum/gpum.h>` and link with -lgpum. Each module also has a
+ * header of its own (one per audience, as listed below), for programs that want less.
+ *
+ *   version.h      the library's version
+ *   error.h        error codes, gpum_strerror() and the per-thread detail message
+ *   log.h          leveled logging (to stderr or a callback)
+ *   size.h         sizes ("8GiB") and durations ("1h30m") parsed and printed
+ *   options.h      the options table, the YAML config, GPUM_* environment variables
+ *   device.h       GPU discovery and sampling over NVML (or the host as a device)
+ *   xid.h          what an NVIDIA XID error means
+ *   monitor.h      sampler threads, history, health state machine
+ *   alert.h        alert rules, levels and callbacks
+ *   profile.h      named timers and a benchmark helper
+ *   pool.h         the caching pool allocator for device, pinned and host memory
+ *   pool_replay.h  replays allocation logs against the pool's strategies
+ *   client.h       the gpumd client: reservations, their environment, node status
+ *
+ * The simulated driver's control API (gpum/sim.h) belongs to libgpum_sim.so, not libgpum, and
+ * is not included here.
+ */
+#ifndef GPUM_GPUM_H
+#define GPUM_GPUM_H
+
+#include <gpum/alert.h>
+#include <gpum/client.h>
+#include <gpum/device.h>
+#include <gpum/error.h>
+#include <gpum/log.h>
+#include <gpum/monitor.h>
+#include <gpum/options.h>
+#include <gpum/pool.h>
+#include <gpum/pool_replay.h>
+#include <gpum/profile.h>
+#include <gpum/size.h>
+#include <gpum/version.h>
+#include <gpum/xid.h>
+
+#endif /* GPUM_GPUM_H */
