@@ -1,18 +1,112 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Inside the ledger: the checkpointer thread (ledger_ckpt.c) that ledger.c starts next to its
- * main connection, and the writer thread (ledger_writer.c) that commits turns for the loop
- * when the ledger writes asynchronously (gpumd_ledger_start_writer).
+ * Inside the ledger. Its files:
+ *   ledger.c          opening: the state directory, its lock, the database, the schema and its
+ *                     migrations, the prepared statements; closing
+ *   ledger_turn.c     staged writes in batches, turns (transactions on the loop's thread) and
+ *                     the hand-over of batches to the writer thread
+ *   ledger_rows.c     devices by UUID, writing and reading reservation and audit rows
+ *   ledger_prune.c    retention: deleting old finished reservations and audit rows
+ *   ledger_recover.c  what to do with each stored reservation after a restart
+ *   ledger_writer.c   the writer thread that commits batches for the loop
+ *   ledger_ckpt.c     the checkpointer thread next to the main connection
+ * This header holds the ledger object they share and the functions they call across files.
  */
 #ifndef GPUMD_LEDGER_INTERNAL_H
 #define GPUMD_LEDGER_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
 
+#include "ledger.h"
+
 typedef struct gpumd_ledger_ckpt gpumd_ledger_ckpt_t;
+typedef struct gpumd_ledger_writer gpumd_ledger_writer_t;
+
+/* An audit row waiting to be written. */
+typedef struct {
+  uint64_t reservation;
+  gpumd_resv_state_t from, to;
+  uint64_t time_ns;
+  uint32_t uid;
+  int32_t pid;
+  char reason[GPUMD_RESV_REASON_LEN];
+} staged_audit_t;
+
+/* Writes waiting for a transaction: reservation rows (a reservation put several times in a
+ * turn is kept once, as last put) and audit rows in the order they came. */
+typedef struct {
+  gpumd_resv_t *rows;
+  size_t n_rows, cap_rows;
+  staged_audit_t *audits;
+  size_t n_audits, cap_audits;
+} batch_t;
+
+struct gpumd_ledger {
+  sqlite3 *db;
+  int lock_fd; /* flock'ed state_dir/ledger.lock: one gpumd per state directory */
+  char *path;
+  bool in_turn;     /* a transaction is open on the caller's thread */
+  bool turn_failed; /* a staged write failed to go into it: the commit rolls back */
+  uint64_t commits;
+  uint64_t prune_cursor; /* the id the scan of the next gpumd_ledger_prune goes on after */
+  sqlite3_stmt *put, *audit;
+  sqlite3_stmt *audit8;                    /* AUDIT_CHUNK audit rows in one INSERT */
+  sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
+  gpumd_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
+  batch_t stage;             /* the caller's writes since the last commit */
+  /* The writer thread (gpumd_ledger_start_writer; NULL: commits on the caller's thread). */
+  gpumd_ledger_writer_t *writer;
+  batch_t flight; /* the batch the writer has (or had: empty once collected) */
+  bool writing;   /* flight handed over and not collected */
+  int done;       /* for gpumd_ledger_poll: 1 a batch committed, < 0 one failed, 0 nothing */
+  char fail[512]; /* the failed batch's error */
+  /* This run's devices (gpumd_ledger_set_devices), and put()'s buffers for their UUID lists. */
+  bool have_devices;
+  char uuid[GPUMD_SCHED_MAX_DEVICES][GPUM_UUID_LEN];
+  char dev_buf[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN],
+      want_buf[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN];
+};
+
+#define AUDIT_CHUNK 8 /* audit rows per multi-row INSERT */
+
+#define RESV_COLUMNS                                                                          \
+  "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
+  "want_mask, priority, timeout_ms, on_timeout, lease, lease_pid, ttl_ms, expires_ns, "       \
+  "device_mask, created_ns, granted_ns, ended_ns, timeout_told, pid_start, lease_pid_start, " \
+  "device_uuids, want_uuids"
+#define RESV_NCOLS 28
+
+/* ---- shared between the ledger's files ---- */
+
+/* Sets the detail from SQLite's message and returns GPUM_EIO (ledger.c). */
+int gpumd__ledger_db_error(const gpumd_ledger_t *l, const char *what);
+
+/* Batches (ledger_turn.c). */
+void gpumd__ledger_batch_free(batch_t *b);
+/* Grows *arr (elements of size) to hold one more than n; false when out of memory. */
+bool gpumd__ledger_grow(void **arr, size_t n, size_t *cap, size_t size);
+/* Opens a transaction on the caller's thread unless one is open (after the writer's batch). */
+int gpumd__ledger_ensure_turn(gpumd_ledger_t *l);
+/* Puts the staged writes into a transaction on the caller's thread (opened when needed,
+ * after the writer's batch), so that reads see them and commit_turn commits them. A failed
+ * write drops the staged writes and makes the commit roll back. */
+int gpumd__ledger_flush(gpumd_ledger_t *l);
+
+/* Rows (ledger_rows.c), into the open transaction. */
+/* Runs a prepared statement that returns no rows and resets it. */
+int gpumd__ledger_step_done(gpumd_ledger_t *l, sqlite3_stmt *st, const char *what);
+int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r);
+int gpumd__ledger_write_audit(gpumd_ledger_t *l, const staged_audit_t *a);
+/* AUDIT_CHUNK audit rows with one statement. */
+int gpumd__ledger_write_audits(gpumd_ledger_t *l, const staged_audit_t *a);
+
+static inline uint64_t gpumd__ledger_col_u64(sqlite3_stmt *st, int c) {
+  return (uint64_t)sqlite3_column_int64(st, c);
+}
 
 /* Starts checkpointing the WAL of the database at path on a thread with its own connection,
  * and hooks main_db's commits to tell it when (main_db's automatic checkpoint is turned off).
@@ -26,7 +120,6 @@ uint64_t gpumd__ledger_ckpt_count(gpumd_ledger_ckpt_t *c);
 
 /* ---- the writer thread ---- */
 
-typedef struct gpumd_ledger_writer gpumd_ledger_writer_t;
 /* A job: runs on the writer thread; returns 0 or a negative GPUM_E* with the detail set. */
 typedef int (*gpumd_ledger_job_fn)(void *user, void *job);
 
