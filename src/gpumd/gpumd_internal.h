@@ -366,8 +366,8 @@ void gpumd_obs_reload(gpumd_t *d);
 /* Renders the Prometheus text format 0.0.4 into out. Returns 0 or a negative code. */
 int gpumd_metrics_render(gpumd_t *d, struct evbuffer *out);
 /* Takes over req as a Server-Sent Events stream (it sends the headers itself). It leaves the
- * connection's close callback to http.c; a stream's connection must not be freed other than by
- * sse.c (a slow reader) or evhttp_free after gpumd_sse_close_all. */
+ * connection's close callback to http_conns.c; a stream's connection must not be freed other than
+ * by sse.c (a slow reader) or evhttp_free after gpumd_sse_close_all. */
 void gpumd_sse_open(gpumd_t *d, struct evhttp_request *req);
 /* Publishes an event to every SSE stream; data is stolen. Reservation events published during a
  * turn go out only after that turn's commit (gpumd_sse_flush from gpumd_end_turn). */
@@ -390,7 +390,7 @@ void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev);
 void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
                           gpumd_resv_state_t to);
 
-/* ---- http.c (REST API; docs/rest.md) ---- */
+/* ---- http*.c (REST API; docs/rest.md) ---- */
 /* Starts the HTTP server per http.listen (nothing when "off"); creates or reads the API token.
  * Returns 0 or a negative code (bad address, non-loopback without http.token_file, ...). */
 int gpumd_http_start(gpumd_t *d);

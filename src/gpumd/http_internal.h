@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The REST API's internals shared by http.c (server, limits, auth, token, router, the
- * end-of-turn flush) and http_api.c (the endpoints). Everything runs on gpumd's loop thread.
+ * The REST API's internals shared by its files: http.c (start and stop), http_token.c (the
+ * bearer token), http_router.c (routes, checks, dispatch), http_reply.c (responses and their
+ * sending after the commit), http_conns.c (connections and their limits) and http_api.c (the
+ * endpoints). Everything runs on gpumd's loop thread.
  */
 #ifndef GPUMD_HTTP_INTERNAL_H
 #define GPUMD_HTTP_INTERNAL_H
@@ -15,7 +17,9 @@
 #include "gpumd_internal.h"
 
 struct evhttp;
+struct evhttp_connection;
 struct evhttp_request;
+struct event_base;
 struct evhttp_bound_socket;
 struct bufferevent;
 struct evkeyvalq;
@@ -57,12 +61,12 @@ struct gpumd_http {
   size_t npend, cappend;
   gpumd_http_pending_t *held; /* responses of turns the ledger's writer is committing */
   size_t nheld, capheld;
-  struct bufferevent **fresh; /* connections accepted this turn (see http.c) */
+  struct bufferevent **fresh; /* connections accepted this turn (see http_conns.c) */
   size_t nfresh, capfresh;
   size_t live;                    /* open connections counted against max_conns */
   struct gpumd_http_conn **conns; /* the counted connections, hashed by evhttp connection */
   size_t nbuckets;
-  struct timeval request_tv; /* http.timeout: the deadline of each request (see http.c) */
+  struct timeval request_tv; /* http.timeout: the deadline of each request (see http_conns.c) */
   uint64_t served;           /* requests seen */
 };
 
@@ -82,7 +86,46 @@ int gpumd_http_monitoring(gpumd_http_call_t *call);
 int gpumd_http_alerts(gpumd_http_call_t *call);
 int gpumd_http_config(gpumd_http_call_t *call);
 
-/* ---- http.c: pieces with unit tests (tests/unit/test_gpumd_http.c) ---- */
+/* ---- shared between the HTTP files ---- */
+
+/* http_token.c: the token file's path (http.token_file, else STATE_DIR/http.token). 0 or
+ * GPUM_EINVAL (too long). */
+int gpumd__http_token_path(gpumd_t *d, char *buf, size_t len);
+
+/* http_reply.c */
+/* The reason phrase of an HTTP status ("Not Found"). */
+const char *gpumd__http_phrase(int status);
+/* Queues req's response (headers and body already set) for the end of the turn. */
+void gpumd__http_queue_reply(struct gpumd_http *h, struct evhttp_request *req, int status);
+/* Sets body (stolen; NULL: out of memory) as req's JSON response and queues it. */
+void gpumd__http_reply_json(struct gpumd_http *h, struct evhttp_request *req, int status,
+                            json_t *body);
+/* Queues the error response {"error": {"code", "message"}} (msg made valid UTF-8; NULL or "":
+ * gpum_strerror(code)). */
+void gpumd__http_reply_error(struct gpumd_http *h, struct evhttp_request *req, int status, int code,
+                             const char *msg);
+
+/* http_router.c: evhttp's callback for every request (arg: the struct gpumd_http). */
+void gpumd__http_on_request(struct evhttp_request *req, void *arg);
+
+/* http_conns.c */
+struct gpumd_http_conn;
+/* evhttp's bufferevent factory (arg: the struct gpumd_http): remembers the connection as
+ * fresh, to be counted or refused by gpumd__http_check_fresh. */
+struct bufferevent *gpumd__http_make_bev(struct event_base *base, void *arg);
+/* Counts the connections accepted this turn, or refuses them past http.max_connections;
+ * current (a connection whose request is being served, or NULL) is always counted. */
+void gpumd__http_check_fresh(struct gpumd_http *h, struct evhttp_connection *current);
+/* Forgets a counted connection (closed, or handed to the event streams). */
+void gpumd__http_conn_forget(struct gpumd_http *h, struct gpumd_http_conn *c);
+/* Arms (or stops) the request deadline of a counted connection. */
+void gpumd__http_request_deadline(struct gpumd_http *h, struct evhttp_connection *evcon, bool arm);
+/* Stops counting evcon (its close callback cleared): handed to the event streams. */
+void gpumd__http_uncount(struct gpumd_http *h, struct evhttp_connection *evcon);
+/* Unread input of one connection beyond which it is closed. */
+void gpumd__http_set_input_limit(size_t bytes);
+
+/* ---- pieces with unit tests (tests/unit/test_gpumd_http.c) ---- */
 /* Splits http.listen ("HOST:PORT", "[V6]:PORT", host an IP address or localhost) into host
  * and port, and tells whether the host is loopback. 0 or GPUM_EINVAL naming s. */
 int gpumd_http_parse_listen(const char *s, char *host, size_t hlen, unsigned *port, bool *loopback);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * GET /api/v1/events: Server-Sent Events. http.c routes the request here after its auth and
+ * GET /api/v1/events: Server-Sent Events. http_router.c routes the request here after its auth and
  * limit checks; gpumd_sse_open takes it over as a chunked text/event-stream reply. Events are
  * published with gpumd_sse_publish at any point of a loop turn, formatted once
  * ("id: N\nevent: NAME\ndata: JSON\n\n") into a pending buffer, and written to every stream
@@ -8,10 +8,10 @@
  * ledger's writer thread commits it, held (gpumd_sse_seal) until it has (gpumd_sse_release).
  * A "reservation" event never shows a state that is not durable. A comment line every
  * GPUMD_SSE_KEEPALIVE_S seconds keeps idle streams (and proxies) alive and finds closed peers
- * (reaped at the next write or flush: the connection's close callback belongs to http.c). Each
- * stream's output is bounded: a reader with more than GPUMD_SSE_MAX_OUTPUT bytes unread (or whose
- * writes stall for the write timeout) is dropped, so a slow reader never stalls the loop or grows
- * memory.
+ * (reaped at the next write or flush: the connection's close callback belongs to http_conns.c).
+ * Each stream's output is bounded: a reader with more than GPUMD_SSE_MAX_OUTPUT bytes unread (or
+ * whose writes stall for the write timeout) is dropped, so a slow reader never stalls the loop or
+ * grows memory.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -50,7 +50,7 @@ static void unlink_stream(struct gpumd_obs *o, struct gpumd_sse_stream *s) {
   o->stream_count--;
 }
 
-/* The connection's close callback belongs to http.c (it counts connections), so a closed
+/* The connection's close callback belongs to http_conns.c (it counts connections), so a closed
  * stream is found here instead: when the peer closes, or a write fails or times out, libevent
  * frees the connection but detaches and keeps a request its user still holds. Such a request
  * is ours to free (evhttp_send_reply_end frees a detached request). */

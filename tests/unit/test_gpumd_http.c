@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for the REST API's pure pieces (src/gpumd/http.c): parsing http.listen (IPv4,
+ * Unit tests for the REST API's pure pieces (src/gpumd/http*.c): parsing http.listen (IPv4,
  * IPv6, localhost, loopback detection, bad hosts and ports), the token file (created 0600
  * with 64 hex digits, read back, refused when readable by others, too short, with spaces, or
  * missing without create), the constant-time token comparison, route matching with an {ID}
