@@ -371,7 +371,7 @@ int gpum_pool_source_pinned(gpum_pool_source_t **out) {
     return gpum_error(GPUM_EINVAL, "gpum_pool_source_pinned: out is NULL");
   *out = NULL;
   gpum_pool_source_ops_t ops;
-  void *ctx;
+  void *ctx = NULL;
   int rc = gpum__pool_pinned_ops(&ops, &ctx);
   return rc ? rc : gpum__cuda_src_finish(ctx, &ops, out);
 }
