@@ -16,8 +16,8 @@
 #include "sim_internal.h"
 
 /* Checks and spends capacity for size bytes on dev (lock held). */
-static CUresult take_capacity(struct sim_node *n, unsigned dev, uint64_t size) {
-  struct sim_dev_state *d = &n->dev[dev];
+static CUresult take_capacity(struct gpum__sim_node *n, unsigned dev, uint64_t size) {
+  struct gpum__sim_dev_state *d = &n->dev[dev];
   gpum__sim_reap(n);
   if (d->fail_after_set && size > d->fail_after_left)
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -28,7 +28,7 @@ static CUresult take_capacity(struct sim_node *n, unsigned dev, uint64_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult gpum__cu_take_capacity(struct sim_node *n, unsigned dev, uint64_t size) {
+CUresult gpum__sim_cu_take_capacity(struct gpum__sim_node *n, unsigned dev, uint64_t size) {
   return take_capacity(n, dev, size);
 }
 
@@ -39,14 +39,14 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r != CUDA_SUCCESS)
     goto out_unmap;
   r = take_capacity(n, dev, bytesize);
   if (r == CUDA_SUCCESS &&
-      gpum__sim_alloc_add(n, SIM_K_MEM, dev, (uint64_t)(uintptr_t)p, bytesize, 0, 0) < 0)
+      gpum__sim_alloc_add(n, GPUM__SIM_K_MEM, dev, (uint64_t)(uintptr_t)p, bytesize, 0, 0) < 0)
     r = CUDA_ERROR_OUT_OF_MEMORY; /* the allocation table is full */
   gpum__sim_unlock(n);
   if (r != CUDA_SUCCESS)
@@ -59,13 +59,13 @@ out_unmap:
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  if (!gpum__cu_initialized())
+  if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
-  struct sim_node *n = gpum__sim_attached();
+  struct gpum__sim_node *n = gpum__sim_attached();
   if (!n || gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
   /* Frees work on a lost device too, so that cleanup paths can give memory back. */
-  int idx = gpum__sim_alloc_find(n, SIM_K_MEM, dptr);
+  int idx = gpum__sim_alloc_find(n, GPUM__SIM_K_MEM, dptr);
   uint64_t size = idx >= 0 ? n->allocs[idx].size : 0;
   gpum__sim_alloc_remove(n, idx);
   gpum__sim_unlock(n);
@@ -75,13 +75,14 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return CUDA_SUCCESS;
 }
 
-void gpum__cu_free_all(struct sim_node *n, unsigned simdev) {
+void gpum__sim_cu_free_all(struct gpum__sim_node *n, unsigned simdev) {
   pid_t self;
   uint64_t start;
   gpum__sim_self(&self, &start);
-  for (uint32_t i = 0; i < n->alloc_hw && i < SIM_MAX_ALLOCS; i++) {
-    struct sim_alloc *a = &n->allocs[i];
-    if (a->state != SIM_A_USED || a->pid != self || a->device != simdev || a->kind != SIM_K_MEM)
+  for (uint32_t i = 0; i < n->alloc_hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
+    struct gpum__sim_alloc *a = &n->allocs[i];
+    if (a->state != GPUM__SIM_A_USED || a->pid != self || a->device != simdev ||
+        a->kind != GPUM__SIM_K_MEM)
       continue;
     uint64_t addr = a->addr, size = a->size;
     gpum__sim_alloc_remove(n, (int)i);
@@ -92,9 +93,9 @@ void gpum__cu_free_all(struct sim_node *n, unsigned simdev) {
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   if (!free || !total)
     return CUDA_ERROR_INVALID_VALUE;
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r != CUDA_SUCCESS)
     return r;
   gpum__sim_reap(n);
@@ -105,33 +106,33 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
 }
 
 /* The calling process's cuMemAlloc entry containing ptr, or -1 (lock held). */
-static int find_containing(struct sim_node *n, CUdeviceptr ptr) {
+static int find_containing(struct gpum__sim_node *n, CUdeviceptr ptr) {
   pid_t self;
   uint64_t start;
   gpum__sim_self(&self, &start);
-  for (uint32_t i = 0; i < n->alloc_hw && i < SIM_MAX_ALLOCS; i++) {
-    const struct sim_alloc *a = &n->allocs[i];
-    if (a->state == SIM_A_USED && a->kind == SIM_K_MEM && a->pid == self && ptr >= a->addr &&
-        ptr - a->addr < a->size)
+  for (uint32_t i = 0; i < n->alloc_hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
+    const struct gpum__sim_alloc *a = &n->allocs[i];
+    if (a->state == GPUM__SIM_A_USED && a->kind == GPUM__SIM_K_MEM && a->pid == self &&
+        ptr >= a->addr && ptr - a->addr < a->size)
       return (int)i;
   }
   return -1;
 }
 
-bool gpum__cu_range_ok(CUdeviceptr ptr, size_t len) {
-  struct sim_node *n = gpum__sim_attached();
+bool gpum__sim_cu_range_ok(CUdeviceptr ptr, size_t len) {
+  struct gpum__sim_node *n = gpum__sim_attached();
   if (!n || gpum__sim_lock(n) != 0)
     return false;
   int i = find_containing(n, ptr);
   bool ok = i >= 0 && len <= n->allocs[i].size - (ptr - n->allocs[i].addr);
   gpum__sim_unlock(n);
-  return ok || gpum__cu_vmm_range_ok(ptr, len);
+  return ok || gpum__sim_cu_vmm_range_ok(ptr, len);
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r != CUDA_SUCCESS)
     return r;
   int i = find_containing(n, dptr);
@@ -147,9 +148,9 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
 
 /* Checks context and device for a copy (the lock is not kept: copies run unlocked). */
 static CUresult copy_begin(void) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r == CUDA_SUCCESS)
     gpum__sim_unlock(n);
   return r;
@@ -159,7 +160,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t Byte
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
-  if (!srcHost || !gpum__cu_range_ok(dstDevice, ByteCount))
+  if (!srcHost || !gpum__sim_cu_range_ok(dstDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
   return CUDA_SUCCESS;
@@ -169,7 +170,7 @@ CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
-  if (!dstHost || !gpum__cu_range_ok(srcDevice, ByteCount))
+  if (!dstHost || !gpum__sim_cu_range_ok(srcDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memcpy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
   return CUDA_SUCCESS;
@@ -179,7 +180,7 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t By
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
-  if (!gpum__cu_range_ok(dstDevice, ByteCount) || !gpum__cu_range_ok(srcDevice, ByteCount))
+  if (!gpum__sim_cu_range_ok(dstDevice, ByteCount) || !gpum__sim_cu_range_ok(srcDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memmove((void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice, ByteCount);
   return CUDA_SUCCESS;
@@ -189,7 +190,7 @@ CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || N == 0)
     return r;
-  if (!gpum__cu_range_ok(dstDevice, N))
+  if (!gpum__sim_cu_range_ok(dstDevice, N))
     return CUDA_ERROR_INVALID_VALUE;
   memset((void *)(uintptr_t)dstDevice, uc, N);
   return CUDA_SUCCESS;
@@ -230,7 +231,7 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
 }
 
 CUresult cuMemFreeHost(void *p) {
-  if (!gpum__cu_initialized())
+  if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&host_mu);
   struct host_block **pp = &host_blocks, *b;

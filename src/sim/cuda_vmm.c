@@ -49,7 +49,7 @@ static struct mapping *mappings;
 static uint64_t next_id = 1;
 
 static CUresult need_init(void) {
-  return gpum__cu_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+  return gpum__sim_cu_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 /* Checks an allocation property; gives the simulated device. */
@@ -59,11 +59,11 @@ static CUresult check_prop(const CUmemAllocationProp *prop, unsigned *simdev) {
       (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
        prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__cu_device(prop->location.id, simdev);
+  CUresult r = gpum__sim_cu_device(prop->location.id, simdev);
   if (r != CUDA_SUCCESS)
     return r;
   /* A device without virtual memory management (spec: virtual_memory: false). */
-  struct sim_node *n = gpum__sim_attached();
+  struct gpum__sim_node *n = gpum__sim_attached();
   if (n && !n->spec.dev[*simdev].virtual_memory)
     return CUDA_ERROR_NOT_SUPPORTED;
   return CUDA_SUCCESS;
@@ -166,16 +166,16 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
   pthread_mutex_lock(&vmm_mu);
   uint64_t id = next_id++;
   pthread_mutex_unlock(&vmm_mu);
-  struct sim_node *n = gpum__sim_attached();
+  struct gpum__sim_node *n = gpum__sim_attached();
   if (!n || gpum__sim_lock(n) != 0) {
     r = CUDA_ERROR_UNKNOWN;
     goto out_free;
   }
   gpum__sim_tick(n);
-  r = gpum__cu_fault(n, s);
+  r = gpum__sim_cu_fault(n, s);
   if (r == CUDA_SUCCESS)
-    r = gpum__cu_take_capacity(n, s, size);
-  if (r == CUDA_SUCCESS && gpum__sim_alloc_add(n, SIM_K_VMM, s, id, size, 0, 0) < 0)
+    r = gpum__sim_cu_take_capacity(n, s, size);
+  if (r == CUDA_SUCCESS && gpum__sim_alloc_add(n, GPUM__SIM_K_VMM, s, id, size, 0, 0) < 0)
     r = CUDA_ERROR_OUT_OF_MEMORY;
   gpum__sim_unlock(n);
   if (r != CUDA_SUCCESS)
@@ -196,9 +196,9 @@ out_free:
 
 /* Gives the physical memory back (vmm_mu held; ph already unlinked from physs). */
 static void phys_destroy(struct phys *ph) {
-  struct sim_node *n = gpum__sim_attached();
+  struct gpum__sim_node *n = gpum__sim_attached();
   if (n && gpum__sim_lock(n) == 0) {
-    gpum__sim_alloc_remove(n, gpum__sim_alloc_find(n, SIM_K_VMM, ph->id));
+    gpum__sim_alloc_remove(n, gpum__sim_alloc_find(n, GPUM__SIM_K_VMM, ph->id));
     gpum__sim_unlock(n);
   }
   close(ph->fd);
@@ -316,7 +316,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
          desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
          desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
       return CUDA_ERROR_INVALID_VALUE;
-    if ((r = gpum__cu_device(desc[i].location.id, &s)) != CUDA_SUCCESS)
+    if ((r = gpum__sim_cu_device(desc[i].location.id, &s)) != CUDA_SUCCESS)
       return r;
     flags |= desc[i].flags; /* one host address space: the widest access wins */
   }
@@ -343,7 +343,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
   return r;
 }
 
-bool gpum__cu_vmm_range_ok(CUdeviceptr ptr, size_t len) {
+bool gpum__sim_cu_vmm_range_ok(CUdeviceptr ptr, size_t len) {
   /* The range may span several adjacent mappings, each with access set. */
   bool ok = true;
   pthread_mutex_lock(&vmm_mu);

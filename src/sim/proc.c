@@ -81,34 +81,34 @@ static bool alive(pid_t pid, uint64_t start, seen_t *seen, unsigned *nseen, unsi
   return ok;
 }
 
-void gpum__sim_reap(struct sim_node *n) {
+void gpum__sim_reap(struct gpum__sim_node *n) {
   seen_t seen[64];
   unsigned nseen = 0;
   uint32_t hw = n->alloc_hw, last_used = 0;
-  for (uint32_t i = 0; i < hw && i < SIM_MAX_ALLOCS; i++) {
-    struct sim_alloc *a = &n->allocs[i];
-    if (a->state != SIM_A_USED)
+  for (uint32_t i = 0; i < hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
+    struct gpum__sim_alloc *a = &n->allocs[i];
+    if (a->state != GPUM__SIM_A_USED)
       continue;
     if (!alive(a->pid, a->start_time, seen, &nseen, 64))
-      __atomic_store_n(&a->state, SIM_A_FREE, __ATOMIC_RELEASE);
+      __atomic_store_n(&a->state, GPUM__SIM_A_FREE, __ATOMIC_RELEASE);
     else
       last_used = i + 1;
   }
   n->alloc_hw = last_used;
-  for (uint32_t i = 0; i < SIM_MAX_EVSETS; i++) {
-    struct sim_evset *e = &n->evsets[i];
-    if (e->state == SIM_A_USED && !alive(e->pid, e->start_time, seen, &nseen, 64))
-      __atomic_store_n(&e->state, SIM_A_FREE, __ATOMIC_RELEASE);
+  for (uint32_t i = 0; i < GPUM__SIM_MAX_EVSETS; i++) {
+    struct gpum__sim_evset *e = &n->evsets[i];
+    if (e->state == GPUM__SIM_A_USED && !alive(e->pid, e->start_time, seen, &nseen, 64))
+      __atomic_store_n(&e->state, GPUM__SIM_A_FREE, __ATOMIC_RELEASE);
   }
 }
 
-int gpum__sim_alloc_add(struct sim_node *n, uint32_t kind, unsigned dev, uint64_t addr,
+int gpum__sim_alloc_add(struct gpum__sim_node *n, uint32_t kind, unsigned dev, uint64_t addr,
                         uint64_t size, pid_t pid, uint64_t start) {
   if (pid <= 0)
     gpum__sim_self(&pid, &start);
-  for (uint32_t i = 0; i < SIM_MAX_ALLOCS; i++) {
-    struct sim_alloc *a = &n->allocs[i];
-    if (a->state != SIM_A_FREE)
+  for (uint32_t i = 0; i < GPUM__SIM_MAX_ALLOCS; i++) {
+    struct gpum__sim_alloc *a = &n->allocs[i];
+    if (a->state != GPUM__SIM_A_FREE)
       continue;
     /* Fill first, publish last: a death in between leaves a free slot. */
     a->kind = kind;
@@ -119,53 +119,53 @@ int gpum__sim_alloc_add(struct sim_node *n, uint32_t kind, unsigned dev, uint64_
     a->size = size;
     if (i + 1 > n->alloc_hw)
       n->alloc_hw = i + 1;
-    __atomic_store_n(&a->state, SIM_A_USED, __ATOMIC_RELEASE);
+    __atomic_store_n(&a->state, GPUM__SIM_A_USED, __ATOMIC_RELEASE);
     return (int)i;
   }
   return -1;
 }
 
-int gpum__sim_alloc_find(struct sim_node *n, uint32_t kind, uint64_t addr) {
+int gpum__sim_alloc_find(struct gpum__sim_node *n, uint32_t kind, uint64_t addr) {
   pid_t self;
   uint64_t start;
   gpum__sim_self(&self, &start);
-  for (uint32_t i = 0; i < n->alloc_hw && i < SIM_MAX_ALLOCS; i++) {
-    const struct sim_alloc *a = &n->allocs[i];
-    if (a->state == SIM_A_USED && a->kind == kind && a->addr == addr && a->pid == self)
+  for (uint32_t i = 0; i < n->alloc_hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
+    const struct gpum__sim_alloc *a = &n->allocs[i];
+    if (a->state == GPUM__SIM_A_USED && a->kind == kind && a->addr == addr && a->pid == self)
       return (int)i;
   }
   return -1;
 }
 
-void gpum__sim_alloc_remove(struct sim_node *n, int idx) {
-  if (idx >= 0 && (uint32_t)idx < SIM_MAX_ALLOCS)
-    __atomic_store_n(&n->allocs[idx].state, SIM_A_FREE, __ATOMIC_RELEASE);
+void gpum__sim_alloc_remove(struct gpum__sim_node *n, int idx) {
+  if (idx >= 0 && (uint32_t)idx < GPUM__SIM_MAX_ALLOCS)
+    __atomic_store_n(&n->allocs[idx].state, GPUM__SIM_A_FREE, __ATOMIC_RELEASE);
 }
 
-uint64_t gpum__sim_used(const struct sim_node *n, unsigned dev) {
+uint64_t gpum__sim_used(const struct gpum__sim_node *n, unsigned dev) {
   uint64_t used = 0;
-  for (uint32_t i = 0; i < n->alloc_hw && i < SIM_MAX_ALLOCS; i++) {
-    const struct sim_alloc *a = &n->allocs[i];
-    if (a->state == SIM_A_USED && a->device == dev)
+  for (uint32_t i = 0; i < n->alloc_hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
+    const struct gpum__sim_alloc *a = &n->allocs[i];
+    if (a->state == GPUM__SIM_A_USED && a->device == dev)
       used += a->size;
   }
   return used;
 }
 
-uint64_t gpum__sim_free(const struct sim_node *n, unsigned dev) {
-  const struct sim_dev_spec *d = &n->spec.dev[dev];
+uint64_t gpum__sim_free(const struct gpum__sim_node *n, unsigned dev) {
+  const struct gpum__sim_dev_spec *d = &n->spec.dev[dev];
   uint64_t taken = d->reserved + gpum__sim_used(n, dev);
   return taken >= d->memory ? 0 : d->memory - taken;
 }
 
-unsigned gpum__sim_processes(const struct sim_node *n, unsigned dev, gpum_sim_process_t *out,
+unsigned gpum__sim_processes(const struct gpum__sim_node *n, unsigned dev, gpum_sim_process_t *out,
                              unsigned max) {
   unsigned count = 0;
   /* Small tables: an O(entries x processes) merge is fine and keeps first-seen order. */
   gpum_sim_process_t local[GPUM_SIM_MAX_PROCESSES];
-  for (uint32_t i = 0; i < n->alloc_hw && i < SIM_MAX_ALLOCS; i++) {
-    const struct sim_alloc *a = &n->allocs[i];
-    if (a->state != SIM_A_USED || (dev != UINT32_MAX && a->device != dev))
+  for (uint32_t i = 0; i < n->alloc_hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
+    const struct gpum__sim_alloc *a = &n->allocs[i];
+    if (a->state != GPUM__SIM_A_USED || (dev != UINT32_MAX && a->device != dev))
       continue;
     unsigned j = 0;
     while (j < count && j < GPUM_SIM_MAX_PROCESSES &&
