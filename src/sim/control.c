@@ -71,10 +71,10 @@ int gpum_sim_destroy(const char *name) {
   } holds[64];
   unsigned nholds = 0;
   if (gpum__sim_lock(n) == 0) {
-    for (uint32_t i = 0; i < n->alloc_hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
-      const struct gpum__sim_alloc *a = &n->allocs[i];
-      if (a->state == GPUM__SIM_A_USED && a->kind == GPUM__SIM_K_HOLD && nholds < 64)
-        holds[nholds].pid = a->pid, holds[nholds++].start = a->start_time;
+    for (uint32_t s = 0; s < n->proc_hw && s < GPUM__SIM_MAX_PROCS; s++) {
+      const struct gpum__sim_proc *p = &n->procs[s];
+      if (p->state == GPUM__SIM_A_USED && p->hold && nholds < 64)
+        holds[nholds].pid = p->pid, holds[nholds++].start = p->start_time;
     }
     __atomic_store_n(&n->hdr.stopped, 1, __ATOMIC_RELEASE);
     gpum__sim_unlock(n);
@@ -184,7 +184,7 @@ static void hold_child(struct gpum__sim_node *n, unsigned device, uint64_t bytes
     if (cr == CUDA_SUCCESS)
       cr = gpum__sim_cu_take_capacity(n, device, bytes);
     if (cr == CUDA_SUCCESS &&
-        (idx = gpum__sim_alloc_add(n, GPUM__SIM_K_HOLD, device, 0, bytes, 0, 0)) < 0)
+        (idx = gpum__sim_alloc_add(n, GPUM__SIM_K_HOLD, device, 0, bytes)) < 0)
       cr = CUDA_ERROR_OUT_OF_MEMORY;
     if (cr != CUDA_SUCCESS) {
       rep.rc = cr == CUDA_ERROR_OUT_OF_MEMORY ? GPUM_EDEVOOM : GPUM_ESTATE;
@@ -208,7 +208,8 @@ static void hold_child(struct gpum__sim_node *n, unsigned device, uint64_t bytes
     left -= duration_ms ? step : 0;
   }
   if (gpum__sim_lock(n) == 0) {
-    gpum__sim_alloc_remove(n, idx);
+    if (gpum__sim_alloc_mine(n, idx, GPUM__SIM_K_HOLD, 0))
+      gpum__sim_alloc_remove(n, idx);
     gpum__sim_unlock(n);
   }
   _exit(0);

@@ -30,6 +30,7 @@ struct CUctx_st {
   CUdevice ordinal;
   unsigned simdev;
   int refcount;
+  int entry; /* its entry in the node's allocation table */
 };
 
 static pthread_mutex_t cu_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -326,14 +327,16 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   if ((r = gpum__sim_cu_fault(n, s)) != CUDA_SUCCESS)
     goto out;
   if (__atomic_load_n(&c->refcount, __ATOMIC_ACQUIRE) == 0) {
-    /* A new context: it costs context_memory and makes the process show in NVML's list. */
-    gpum__sim_reap(n);
+    /* A new context: it costs context_memory and makes the process show in NVML's list. Dead
+     * processes are reaped only when they stand in the way. */
     uint64_t need = n->spec.dev[s].context_memory;
+    if (need > gpum__sim_free(n, s))
+      gpum__sim_reap(n);
     if (need > gpum__sim_free(n, s)) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
       goto out;
     }
-    if (gpum__sim_alloc_add(n, GPUM__SIM_K_CTX, s, s, need, 0, 0) < 0) {
+    if ((c->entry = gpum__sim_alloc_add(n, GPUM__SIM_K_CTX, s, s, need)) < 0) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
       goto out;
     }
@@ -359,7 +362,8 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   } else if (__atomic_sub_fetch(&c->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
     /* The primary context is destroyed: its memory goes with it. */
     gpum__sim_cu_free_all(n, s);
-    gpum__sim_alloc_remove(n, gpum__sim_alloc_find(n, GPUM__SIM_K_CTX, s));
+    if (gpum__sim_alloc_mine(n, c->entry, GPUM__SIM_K_CTX, s))
+      gpum__sim_alloc_remove(n, c->entry);
   }
   gpum__sim_unlock(n);
   return r;

@@ -15,12 +15,37 @@
 
 #include "sim_internal.h"
 
-/* Checks and spends capacity for size bytes on dev (lock held). */
+/* A cuMemAlloc_v2 allocation of this process, in a map by address: the one containing a
+ * pointer is found in O(log n) (copies, cuMemGetAddressRange, cuMemFree). */
+struct block {
+  struct gpum__sim_tnode node; /* key: the address */
+  uint64_t size;
+  unsigned simdev;
+  int entry; /* its entry in the node's allocation table */
+};
+
+/* Lock order: the node lock before blocks_mu. */
+static pthread_mutex_t blocks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct gpum__sim_tnode *blocks;
+
+static struct block *block_of(struct gpum__sim_tnode *t) {
+  return t ? GPUM__SIM_CONTAINER(t, struct block, node) : NULL;
+}
+
+/* The block containing ptr, or NULL (blocks_mu held). */
+static struct block *block_containing(CUdeviceptr ptr) {
+  struct block *b = block_of(gpum__sim_tree_floor(blocks, ptr));
+  return b && ptr - b->node.key < b->size ? b : NULL;
+}
+
+/* Checks and spends capacity for size bytes on dev (lock held). Dead processes are reaped only
+ * when their memory stands in the way, so an allocation that fits costs no /proc reads. */
 static CUresult take_capacity(struct gpum__sim_node *n, unsigned dev, uint64_t size) {
   struct gpum__sim_dev_state *d = &n->dev[dev];
-  gpum__sim_reap(n);
   if (d->fail_after_set && size > d->fail_after_left)
     return CUDA_ERROR_OUT_OF_MEMORY;
+  if (size > gpum__sim_free(n, dev))
+    gpum__sim_reap(n);
   if (size > gpum__sim_free(n, dev))
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (d->fail_after_set)
@@ -35,19 +60,31 @@ CUresult gpum__sim_cu_take_capacity(struct gpum__sim_node *n, unsigned dev, uint
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   if (!dptr || bytesize == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  struct block *b = malloc(sizeof *b);
+  if (!b)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
+  if (p == MAP_FAILED) {
+    free(b);
     return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   struct gpum__sim_node *n;
   unsigned dev;
   CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r != CUDA_SUCCESS)
     goto out_unmap;
   r = take_capacity(n, dev, bytesize);
+  int entry = -1;
   if (r == CUDA_SUCCESS &&
-      gpum__sim_alloc_add(n, GPUM__SIM_K_MEM, dev, (uint64_t)(uintptr_t)p, bytesize, 0, 0) < 0)
+      (entry = gpum__sim_alloc_add(n, GPUM__SIM_K_MEM, dev, (uint64_t)(uintptr_t)p, bytesize)) < 0)
     r = CUDA_ERROR_OUT_OF_MEMORY; /* the allocation table is full */
+  if (r == CUDA_SUCCESS) {
+    *b = (struct block){.size = bytesize, .simdev = dev, .entry = entry};
+    pthread_mutex_lock(&blocks_mu);
+    gpum__sim_tree_insert(&blocks, &b->node, (uint64_t)(uintptr_t)p);
+    pthread_mutex_unlock(&blocks_mu);
+  }
   gpum__sim_unlock(n);
   if (r != CUDA_SUCCESS)
     goto out_unmap;
@@ -55,7 +92,19 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   return CUDA_SUCCESS;
 out_unmap:
   munmap(p, bytesize);
+  free(b);
   return r;
+}
+
+/* Forgets block b (both locks held): its table entry when it is this process's (a child after
+ * fork, or a process whose node was restarted, holds blocks that are not), the block, its
+ * memory. */
+static void block_free(struct gpum__sim_node *n, struct block *b) {
+  if (gpum__sim_alloc_mine(n, b->entry, GPUM__SIM_K_MEM, b->node.key))
+    gpum__sim_alloc_remove(n, b->entry);
+  gpum__sim_tree_remove(&blocks, &b->node);
+  munmap((void *)(uintptr_t)b->node.key, b->size);
+  free(b);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
@@ -65,29 +114,25 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (!n || gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
   /* Frees work on a lost device too, so that cleanup paths can give memory back. */
-  int idx = gpum__sim_alloc_find(n, GPUM__SIM_K_MEM, dptr);
-  uint64_t size = idx >= 0 ? n->allocs[idx].size : 0;
-  gpum__sim_alloc_remove(n, idx);
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_of(gpum__sim_tree_find(blocks, dptr));
+  if (b)
+    block_free(n, b);
+  pthread_mutex_unlock(&blocks_mu);
   gpum__sim_unlock(n);
-  if (idx < 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  munmap((void *)(uintptr_t)dptr, size);
-  return CUDA_SUCCESS;
+  return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 void gpum__sim_cu_free_all(struct gpum__sim_node *n, unsigned simdev) {
-  pid_t self;
-  uint64_t start;
-  gpum__sim_self(&self, &start);
-  for (uint32_t i = 0; i < n->alloc_hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
-    struct gpum__sim_alloc *a = &n->allocs[i];
-    if (a->state != GPUM__SIM_A_USED || a->pid != self || a->device != simdev ||
-        a->kind != GPUM__SIM_K_MEM)
-      continue;
-    uint64_t addr = a->addr, size = a->size;
-    gpum__sim_alloc_remove(n, (int)i);
-    munmap((void *)(uintptr_t)addr, size);
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_of(gpum__sim_tree_ceil(blocks, 0));
+  while (b) {
+    struct block *next = block_of(gpum__sim_tree_ceil(blocks, b->node.key + 1));
+    if (b->simdev == simdev)
+      block_free(n, b);
+    b = next;
   }
+  pthread_mutex_unlock(&blocks_mu);
 }
 
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
@@ -105,27 +150,11 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   return CUDA_SUCCESS;
 }
 
-/* The calling process's cuMemAlloc entry containing ptr, or -1 (lock held). */
-static int find_containing(struct gpum__sim_node *n, CUdeviceptr ptr) {
-  pid_t self;
-  uint64_t start;
-  gpum__sim_self(&self, &start);
-  for (uint32_t i = 0; i < n->alloc_hw && i < GPUM__SIM_MAX_ALLOCS; i++) {
-    const struct gpum__sim_alloc *a = &n->allocs[i];
-    if (a->state == GPUM__SIM_A_USED && a->kind == GPUM__SIM_K_MEM && a->pid == self &&
-        ptr >= a->addr && ptr - a->addr < a->size)
-      return (int)i;
-  }
-  return -1;
-}
-
 bool gpum__sim_cu_range_ok(CUdeviceptr ptr, size_t len) {
-  struct gpum__sim_node *n = gpum__sim_attached();
-  if (!n || gpum__sim_lock(n) != 0)
-    return false;
-  int i = find_containing(n, ptr);
-  bool ok = i >= 0 && len <= n->allocs[i].size - (ptr - n->allocs[i].addr);
-  gpum__sim_unlock(n);
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_containing(ptr);
+  bool ok = b && len <= b->size - (ptr - b->node.key);
+  pthread_mutex_unlock(&blocks_mu);
   return ok || gpum__sim_cu_vmm_range_ok(ptr, len);
 }
 
@@ -135,15 +164,15 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
   CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r != CUDA_SUCCESS)
     return r;
-  int i = find_containing(n, dptr);
-  if (i >= 0) {
-    if (pbase)
-      *pbase = n->allocs[i].addr;
-    if (psize)
-      *psize = n->allocs[i].size;
-  }
   gpum__sim_unlock(n);
-  return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_containing(dptr);
+  if (b && pbase)
+    *pbase = b->node.key;
+  if (b && psize)
+    *psize = b->size;
+  pthread_mutex_unlock(&blocks_mu);
+  return b ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 /* Checks context and device for a copy (the lock is not kept: copies run unlocked). */

@@ -165,26 +165,15 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     free(s);
     return NVML_ERROR_UNKNOWN;
   }
-  gpum__sim_reap(n);
-  uint32_t i = 0;
-  while (i < GPUM__SIM_MAX_EVSETS && n->evsets[i].state != GPUM__SIM_A_FREE)
-    i++;
-  if (i == GPUM__SIM_MAX_EVSETS) {
+  int i = gpum__sim_evset_add(n);
+  if (i < 0) {
     gpum__sim_unlock(n);
     free(s);
     return NVML_ERROR_INSUFFICIENT_RESOURCES;
   }
   struct gpum__sim_evset *e = &n->evsets[i];
-  pid_t pid;
-  uint64_t start;
-  gpum__sim_self(&pid, &start);
-  memset(e->mask, 0, sizeof e->mask);
-  e->pid = pid;
-  e->start_time = start;
-  e->gen++;
-  e->tail = e->head;
-  __atomic_store_n(&e->state, GPUM__SIM_A_USED, __ATOMIC_RELEASE);
-  *s = (struct nvmlEventSet_st){.magic = EVSET_MAGIC, .slot = i, .gen = e->gen, .node = n};
+  *s =
+      (struct nvmlEventSet_st){.magic = EVSET_MAGIC, .slot = (uint32_t)i, .gen = e->gen, .node = n};
   gpum__sim_unlock(n);
   pthread_mutex_lock(&sets_mu);
   s->next = sets;
@@ -291,7 +280,7 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   if (gpum__sim_lock(n) == 0) {
     struct gpum__sim_evset *e = &n->evsets[set->slot];
     if (e->state == GPUM__SIM_A_USED && e->gen == set->gen)
-      __atomic_store_n(&e->state, GPUM__SIM_A_FREE, __ATOMIC_RELEASE);
+      gpum__sim_evset_remove(n, set->slot);
     gpum__sim_unlock(n);
   }
   free(set);
