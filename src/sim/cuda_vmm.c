@@ -73,8 +73,9 @@ struct mapping {
   int access; /* CU_MEM_ACCESS_FLAGS_PROT_* */
 };
 
-/* A handle is (generation << 32) | (slot + 1): a released handle's slot is reused with the
- * next generation, so a stale handle is refused rather than mistaken for a new one. */
+/* A handle is (generation << 32) | (slot + 1). Generations come from one counter, so a released
+ * handle is refused rather than mistaken for a later one in its slot. The table is freed when
+ * the process holds no handle (nothing of the library's stays allocated after cleanup). */
 struct handle_slot {
   struct phys *ph; /* NULL when free */
   uint32_t gen;
@@ -86,7 +87,8 @@ static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct gpum__sim_tnode *reservations, *mappings;
 static struct vmm_file *cur_file;
 static struct handle_slot *slots;
-static uint32_t nslots, capslots, free_slots = UINT32_MAX;
+static uint32_t nslots, capslots, nlive, free_slots = UINT32_MAX;
+static uint32_t next_gen = 1;
 
 #define AS(type, t) ((t) ? GPUM__SIM_CONTAINER((t), type, node) : NULL)
 
@@ -250,7 +252,8 @@ static bool extent_take(struct vmm_file *f, size_t size, uint64_t *off) {
 }
 
 /* Gives ph's extent back (vmm_mu held): its pages are freed and it is kept for reuse, unless
- * the file is another process's (inherited over fork). Closes a file nobody uses any more. */
+ * the file is another process's (inherited over fork). A file is closed when its last extent
+ * goes. */
 static void extent_give(struct phys *ph, pid_t pid) {
   struct vmm_file *f = ph->file;
   if (f->owner == pid && file_ok(f) &&
@@ -270,8 +273,11 @@ static void extent_give(struct phys *ph, pid_t pid) {
     if (sp && sp->n < sp->cap)
       sp->offs[sp->n++] = ph->off;
   }
-  if (--f->nphys == 0 && f != cur_file)
+  if (--f->nphys == 0) {
+    if (f == cur_file)
+      cur_file = NULL;
     file_close(f);
+  }
 }
 
 /* The live physical allocation of handle h, or NULL (vmm_mu held). */
@@ -299,8 +305,10 @@ static bool handle_new(struct phys *ph) {
       capslots = cap;
     }
     i = nslots++;
-    slots[i].gen = 1;
+    slots[i].gen = next_gen;
+    next_gen = next_gen == UINT32_MAX ? 1 : next_gen + 1;
   }
+  nlive++;
   slots[i].ph = ph;
   ph->id = ((uint64_t)slots[i].gen << 32) | (i + 1);
   return true;
@@ -309,9 +317,16 @@ static bool handle_new(struct phys *ph) {
 static void handle_free(CUmemGenericAllocationHandle h) {
   uint32_t i = (uint32_t)(h & 0xffffffffu) - 1;
   slots[i].ph = NULL;
-  slots[i].gen = slots[i].gen == UINT32_MAX ? 1 : slots[i].gen + 1;
+  slots[i].gen = next_gen;
+  next_gen = next_gen == UINT32_MAX ? 1 : next_gen + 1;
   slots[i].next_free = free_slots;
   free_slots = i;
+  if (--nlive == 0) {
+    free(slots);
+    slots = NULL;
+    nslots = capslots = 0;
+    free_slots = UINT32_MAX;
+  }
 }
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -348,6 +363,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         gpum__sim_alloc_remove(n, entry);
       if (phys_of(ph->id) == ph)
         handle_free(ph->id);
+      if (cur_file && cur_file->nphys == 0) {
+        file_close(cur_file);
+        cur_file = NULL;
+      }
       r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
       *ph = (struct phys){
