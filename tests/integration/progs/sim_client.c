@@ -593,11 +593,10 @@ static struct filled {
 } * filled;
 static size_t nfilled, capfilled;
 
-/* Takes 2 MiB pieces of device ord (VMM handles from cuMemCreate, or cuMemAlloc_v2 in the
+/* Takes pieces of G bytes of device ord (VMM handles from cuMemCreate, or cuMemAlloc_v2 in the
  * current context): want of them, or, when full, until the driver says
  * CUDA_ERROR_OUT_OF_MEMORY, which must be after exactly want pieces. */
-static void cu_fill(int ord, bool vmm, unsigned long long want, bool full) {
-  const size_t G = 2u << 20;
+static void cu_fill(int ord, bool vmm, size_t G, unsigned long long want, bool full) {
   CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                               .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ord}};
   unsigned long long got = 0;
@@ -630,7 +629,7 @@ static void cu_fill(int ord, bool vmm, unsigned long long want, bool full) {
   else if (got < want)
     need(r, CUDA_SUCCESS, what);
   if (got != want)
-    fail("device %d took %llu pieces of 2 MiB (%s), expected %llu", ord, got, what, want);
+    fail("device %d took %llu pieces of %zu bytes (%s), expected %llu", ord, got, G, what, want);
 }
 
 static void cu_unfill(void) {
@@ -752,10 +751,14 @@ static int step_cuda(int argc, char **argv, int i) {
     cu_vmm((int)num(ARG(1)), &used);
     return i + 2;
   }
-  if (!strcmp(s, "cu-fill") || !strcmp(s, "cu-take")) { /* DEV vmm|mem COUNT */
-    if (strcmp(ARG(2), "vmm") && strcmp(ARG(2), "mem"))
-      fail("%s: vmm or mem, not %s", s, ARG(2));
-    cu_fill((int)num(ARG(1)), !strcmp(ARG(2), "vmm"), num(ARG(3)), !strcmp(s, "cu-fill"));
+  if (!strcmp(s, "cu-fill") || !strcmp(s, "cu-take")) { /* DEV vmm|mem|mem=SIZE COUNT */
+    const char *kind = ARG(2);
+    size_t piece = 2u << 20; /* the VMM granularity */
+    if (!strncmp(kind, "mem=", 4))
+      piece = num(kind + 4);
+    else if (strcmp(kind, "vmm") && strcmp(kind, "mem"))
+      fail("%s: vmm, mem or mem=SIZE, not %s", s, kind);
+    cu_fill((int)num(ARG(1)), !strcmp(kind, "vmm"), piece, num(ARG(3)), !strcmp(s, "cu-fill"));
     return i + 4;
   }
   if (!strcmp(s, "cu-unfill")) { /* releases and frees everything cu-fill/cu-take took */
