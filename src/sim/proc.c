@@ -100,7 +100,7 @@ static void free_push(struct gpum__sim_node *n, uint32_t i) {
   n->free_head = i;
 }
 
-/* Clears slot s's derived part. */
+/* Clears the derived part of slot p. */
 static void proc_reset(struct gpum__sim_proc *p) {
   p->head = GPUM__SIM_NIL;
   p->entries = 0;

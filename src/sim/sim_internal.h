@@ -11,12 +11,13 @@
  * them see the same GPUs, as with a real driver.
  *
  * Scale: the allocation table is sized at node creation for every device filled in 2 MiB VMM
- * granules (327,680 entries for 8 x 80 GiB) and lives in the segment's tail, which costs memory
- * only as far as it has been used (ftruncate'd shared memory; pages are populated as the table
- * grows). No call scans it: free entries are on a free list, each process's entries on a list
- * of their own, bytes are counted per process and device, and each process finds its own
- * entries through its local maps (by address or handle) in O(log n). Dead processes are found
- * by checking the process table, one /proc read per process, never one per allocation.
+ * granules, with room for smaller allocations besides (409,600 entries for 8 x 80 GiB), and
+ * lives in the segment's tail, which costs memory only as far as it has been used (ftruncate'd
+ * shared memory; pages are populated as the table grows). No call scans it: free entries are
+ * on a free list, each process's entries on a list of their own, bytes are counted per process
+ * and device, and each process finds its own entries through its local maps (by handle in
+ * O(1), by address in O(log n)). Dead processes are found by checking the process table, one
+ * /proc read per process, never one per allocation.
  *
  * Crash safety: a process may die at any instruction while holding the lock. The record is
  * the state, owner and size of each entry, event set and process slot; an entry is filled
