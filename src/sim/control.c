@@ -26,7 +26,7 @@ int gpum_sim_create(const char *spec_path, const char *name, char *name_out, siz
   if (name && !gpum__sim_valid_name(name))
     return gpum__sim_err(GPUM_EINVAL,
                          "bad node name '%.80s': use 1-64 characters from A-Z a-z 0-9 _ . -", name);
-  struct sim_node_spec *spec = malloc(sizeof *spec);
+  struct gpum__sim_node_spec *spec = malloc(sizeof *spec);
   if (!spec)
     return gpum__sim_err(GPUM_ENOMEM, "out of memory");
   int rc = gpum__sim_spec_load(spec_path, spec);
@@ -46,7 +46,7 @@ out:
 }
 
 /* Opens name and checks device (UINT32_MAX allowed when all_ok). */
-static int open_dev(const char *name, unsigned device, bool all_ok, struct sim_node **out) {
+static int open_dev(const char *name, unsigned device, bool all_ok, struct gpum__sim_node **out) {
   int rc = gpum__sim_shm_open(name, out);
   if (rc)
     return rc;
@@ -59,7 +59,7 @@ static int open_dev(const char *name, unsigned device, bool all_ok, struct sim_n
 }
 
 int gpum_sim_destroy(const char *name) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   int rc = gpum__sim_shm_open(name, &n);
   if (rc == GPUM_EDRIVERVER) /* another version's node: still removable */
     return gpum__sim_shm_unlink(name);
@@ -71,10 +71,10 @@ int gpum_sim_destroy(const char *name) {
   } holds[64];
   unsigned nholds = 0;
   if (gpum__sim_lock(n) == 0) {
-    for (uint32_t i = 0; i < n->alloc_hw && i < SIM_MAX_ALLOCS; i++) {
-      const struct sim_alloc *a = &n->allocs[i];
-      if (a->state == SIM_A_USED && a->kind == SIM_K_HOLD && nholds < 64)
-        holds[nholds].pid = a->pid, holds[nholds++].start = a->start_time;
+    for (uint32_t s = 0; s < n->proc_hw && s < GPUM__SIM_MAX_PROCS; s++) {
+      const struct gpum__sim_proc *p = &n->procs[s];
+      if (p->state == GPUM__SIM_A_USED && p->hold && nholds < 64)
+        holds[nholds].pid = p->pid, holds[nholds++].start = p->start_time;
     }
     __atomic_store_n(&n->hdr.stopped, 1, __ATOMIC_RELEASE);
     gpum__sim_unlock(n);
@@ -111,7 +111,7 @@ int gpum_sim_list(char (*names)[GPUM_SIM_NAME_MAX + 1], size_t max, size_t *coun
 }
 
 int gpum_sim_inject(const char *name, unsigned device, const gpum_sim_fault_t *fault) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   if (!fault)
     return gpum__sim_err(GPUM_EINVAL, "no fault given");
   int rc = open_dev(name, device, false, &n);
@@ -127,7 +127,7 @@ int gpum_sim_inject(const char *name, unsigned device, const gpum_sim_fault_t *f
 }
 
 int gpum_sim_clear(const char *name, unsigned device) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   int rc = open_dev(name, device, true, &n);
   if (rc)
     return rc;
@@ -142,7 +142,7 @@ int gpum_sim_clear(const char *name, unsigned device) {
 }
 
 int gpum_sim_set_util(const char *name, unsigned device, int gpu_pct, int mem_pct) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   if (gpu_pct < 0 || gpu_pct > 100 || mem_pct < -1 || mem_pct > 100)
     return gpum__sim_err(GPUM_EINVAL, "bad utilisation %d%%/%d%% (expected 0..100)", gpu_pct,
                          mem_pct);
@@ -166,8 +166,8 @@ struct hold_reply {
 };
 
 /* The holder: accounts the memory, reports, then waits out the duration. Never returns. */
-static void hold_child(struct sim_node *n, unsigned device, uint64_t bytes, uint64_t duration_ms,
-                       int wfd) {
+static void hold_child(struct gpum__sim_node *n, unsigned device, uint64_t bytes,
+                       uint64_t duration_ms, int wfd) {
   struct hold_reply rep = {.pid = getpid()};
   setsid();
   prctl(PR_SET_NAME, "gpum-sim-hold");
@@ -180,11 +180,11 @@ static void hold_child(struct sim_node *n, unsigned device, uint64_t bytes, uint
   int idx = -1;
   if ((rep.rc = gpum__sim_lock(n)) == 0) {
     gpum__sim_tick(n);
-    CUresult cr = gpum__cu_fault(n, device);
+    CUresult cr = gpum__sim_cu_fault(n, device);
     if (cr == CUDA_SUCCESS)
-      cr = gpum__cu_take_capacity(n, device, bytes);
+      cr = gpum__sim_cu_take_capacity(n, device, bytes);
     if (cr == CUDA_SUCCESS &&
-        (idx = gpum__sim_alloc_add(n, SIM_K_HOLD, device, 0, bytes, 0, 0)) < 0)
+        (idx = gpum__sim_alloc_add(n, GPUM__SIM_K_HOLD, device, 0, bytes)) < 0)
       cr = CUDA_ERROR_OUT_OF_MEMORY;
     if (cr != CUDA_SUCCESS) {
       rep.rc = cr == CUDA_ERROR_OUT_OF_MEMORY ? GPUM_EDEVOOM : GPUM_ESTATE;
@@ -208,7 +208,8 @@ static void hold_child(struct sim_node *n, unsigned device, uint64_t bytes, uint
     left -= duration_ms ? step : 0;
   }
   if (gpum__sim_lock(n) == 0) {
-    gpum__sim_alloc_remove(n, idx);
+    if (gpum__sim_alloc_mine(n, idx, GPUM__SIM_K_HOLD, 0))
+      gpum__sim_alloc_remove(n, idx);
     gpum__sim_unlock(n);
   }
   _exit(0);
@@ -216,7 +217,7 @@ static void hold_child(struct sim_node *n, unsigned device, uint64_t bytes, uint
 
 int gpum_sim_hold(const char *name, unsigned device, uint64_t bytes, uint64_t duration_ms,
                   pid_t *pid_out) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   if (bytes == 0)
     return gpum__sim_err(GPUM_EINVAL, "hold needs at least one byte");
   int rc = open_dev(name, device, false, &n);
@@ -258,9 +259,9 @@ out_close:
   return rc;
 }
 
-static void fill_device(struct sim_node *n, unsigned i, gpum_sim_device_status_t *o) {
-  const struct sim_dev_spec *s = &n->spec.dev[i];
-  const struct sim_dev_state *d = &n->dev[i];
+static void fill_device(struct gpum__sim_node *n, unsigned i, gpum_sim_device_status_t *o) {
+  const struct gpum__sim_dev_spec *s = &n->spec.dev[i];
+  const struct gpum__sim_dev_state *d = &n->dev[i];
   memset(o, 0, sizeof *o);
   o->index = i;
   gpum__sim_strfit(o->name, sizeof o->name, s->name);
@@ -298,7 +299,7 @@ int gpum_sim_status(const char *name, gpum_sim_status_t *out) {
                          "gpum_sim_status: api_version %u, this library has %u (rebuild against "
                          "this gpum/sim.h)",
                          out ? out->api_version : 0, GPUM_SIM_API_VERSION);
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   int rc = gpum__sim_shm_open(name, &n);
   if (rc)
     return rc;
@@ -323,7 +324,7 @@ int gpum_sim_status(const char *name, gpum_sim_status_t *out) {
 }
 
 int gpum_sim_debug_hold_lock(const char *name, int ready_fd) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   int rc = gpum__sim_shm_open(name, &n);
   if (rc)
     return rc;

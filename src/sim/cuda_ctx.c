@@ -2,7 +2,7 @@
 /*
  * CUDA driver entry points of the simulated driver: cuInit, CUDA_VISIBLE_DEVICES, device
  * queries, primary contexts and the per-thread current context. The other cuda_*.c files use
- * gpum__cu_begin() to check that a call has an initialised driver, a current context and a
+ * gpum__sim_cu_begin() to check that a call has an initialised driver, a current context and a
  * healthy device.
  *
  * CUDA_VISIBLE_DEVICES is read once, at the first successful cuInit, as the real driver does:
@@ -30,17 +30,18 @@ struct CUctx_st {
   CUdevice ordinal;
   unsigned simdev;
   int refcount;
+  int entry; /* its entry in the node's allocation table */
 };
 
 static pthread_mutex_t cu_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool cu_inited;
-static struct sim_node *cu_node;
-static unsigned visible[SIM_MAX_DEVICES];
+static struct gpum__sim_node *cu_node;
+static unsigned visible[GPUM__SIM_MAX_DEVICES];
 static int nvisible;
-static struct CUctx_st primary[SIM_MAX_DEVICES];
+static struct CUctx_st primary[GPUM__SIM_MAX_DEVICES];
 static _Thread_local CUcontext current;
 
-bool gpum__cu_initialized(void) {
+bool gpum__sim_cu_initialized(void) {
   pthread_mutex_lock(&cu_mu);
   bool ok = cu_inited;
   pthread_mutex_unlock(&cu_mu);
@@ -48,7 +49,7 @@ bool gpum__cu_initialized(void) {
 }
 
 /* One CUDA_VISIBLE_DEVICES entry to a device index; -1 when invalid. */
-static int visible_entry(const struct sim_node *n, const char *tok, size_t len) {
+static int visible_entry(const struct gpum__sim_node *n, const char *tok, size_t len) {
   char buf[128];
   if (len == 0 || len >= sizeof buf)
     return -1;
@@ -72,7 +73,7 @@ static int visible_entry(const struct sim_node *n, const char *tok, size_t len) 
   return found;
 }
 
-static void parse_visible(const struct sim_node *n) {
+static void parse_visible(const struct gpum__sim_node *n) {
   const char *env = getenv("CUDA_VISIBLE_DEVICES");
   nvisible = 0;
   if (!env) {
@@ -81,7 +82,7 @@ static void parse_visible(const struct sim_node *n) {
     return;
   }
   const char *p = env;
-  while (*p && nvisible < SIM_MAX_DEVICES) {
+  while (*p && nvisible < GPUM__SIM_MAX_DEVICES) {
     while (isspace((unsigned char)*p))
       p++;
     size_t len = strcspn(p, ",");
@@ -109,9 +110,10 @@ CUresult cuInit(unsigned int Flags) {
   if (cu_inited && !__atomic_load_n(&cu_node->hdr.stopped, __ATOMIC_ACQUIRE))
     goto out;
   int err = 0;
-  struct sim_node *n = gpum__sim_attach(&err);
+  struct gpum__sim_node *n = gpum__sim_attach(&err);
   if (!n) {
-    ret = err == GPUM_EDRIVERVER ? SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH : CUDA_ERROR_NO_DEVICE;
+    ret =
+        err == GPUM_EDRIVERVER ? GPUM__SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH : CUDA_ERROR_NO_DEVICE;
     goto out;
   }
   parse_visible(n);
@@ -119,7 +121,7 @@ CUresult cuInit(unsigned int Flags) {
     ret = CUDA_ERROR_NO_DEVICE;
     goto out;
   }
-  for (int i = 0; i < SIM_MAX_DEVICES; i++)
+  for (int i = 0; i < GPUM__SIM_MAX_DEVICES; i++)
     primary[i] = (struct CUctx_st){
         .magic = CTX_MAGIC, .ordinal = i, .simdev = i < nvisible ? visible[i] : 0};
   cu_node = n;
@@ -131,10 +133,10 @@ out:
 
 /* The node of an initialised driver: NOT_INITIALIZED before cuInit, DEINITIALIZED once the node
  * was stopped. */
-static CUresult live(struct sim_node **out) {
+static CUresult live(struct gpum__sim_node **out) {
   pthread_mutex_lock(&cu_mu);
   bool ok = cu_inited;
-  struct sim_node *n = cu_node;
+  struct gpum__sim_node *n = cu_node;
   pthread_mutex_unlock(&cu_mu);
   if (!ok)
     return CUDA_ERROR_NOT_INITIALIZED;
@@ -144,8 +146,8 @@ static CUresult live(struct sim_node **out) {
   return CUDA_SUCCESS;
 }
 
-CUresult gpum__cu_device(CUdevice dev, unsigned *simdev) {
-  struct sim_node *n;
+CUresult gpum__sim_cu_device(CUdevice dev, unsigned *simdev) {
+  struct gpum__sim_node *n;
   CUresult r = live(&n);
   if (r != CUDA_SUCCESS)
     return r;
@@ -155,8 +157,8 @@ CUresult gpum__cu_device(CUdevice dev, unsigned *simdev) {
   return CUDA_SUCCESS;
 }
 
-CUresult gpum__cu_fault(const struct sim_node *n, unsigned simdev) {
-  const struct sim_dev_state *d = &n->dev[simdev];
+CUresult gpum__sim_cu_fault(const struct gpum__sim_node *n, unsigned simdev) {
+  const struct gpum__sim_dev_state *d = &n->dev[simdev];
   if (d->lost)
     return CUDA_ERROR_UNKNOWN;
   if (d->reset_required)
@@ -172,8 +174,8 @@ static bool ctx_ok(CUcontext ctx) {
   return __atomic_load_n(&ctx->refcount, __ATOMIC_ACQUIRE) > 0;
 }
 
-CUresult gpum__cu_begin(struct sim_node **out, unsigned *simdev) {
-  struct sim_node *n;
+CUresult gpum__sim_cu_begin(struct gpum__sim_node **out, unsigned *simdev) {
+  struct gpum__sim_node *n;
   CUresult r = live(&n);
   if (r != CUDA_SUCCESS)
     return r;
@@ -183,7 +185,7 @@ CUresult gpum__cu_begin(struct sim_node **out, unsigned *simdev) {
   if (gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
   gpum__sim_tick(n);
-  if ((r = gpum__cu_fault(n, c->simdev)) != CUDA_SUCCESS) {
+  if ((r = gpum__sim_cu_fault(n, c->simdev)) != CUDA_SUCCESS) {
     gpum__sim_unlock(n);
     return r;
   }
@@ -193,7 +195,7 @@ CUresult gpum__cu_begin(struct sim_node **out, unsigned *simdev) {
 }
 
 CUresult cuDeviceGetCount(int *count) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   if (!count)
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = live(&n);
@@ -206,7 +208,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   unsigned s;
   if (!device)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__cu_device(ordinal, &s);
+  CUresult r = gpum__sim_cu_device(ordinal, &s);
   if (r == CUDA_SUCCESS)
     *device = ordinal;
   return r;
@@ -216,7 +218,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
   unsigned s;
   if (!name || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_device(dev, &s);
   if (r == CUDA_SUCCESS)
     snprintf(name, (size_t)len, "%s", cu_node->spec.dev[s].name); /* truncates, as CUDA does */
   return r;
@@ -226,7 +228,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
   unsigned s;
   if (!uuid)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_device(dev, &s);
   if (r != CUDA_SUCCESS)
     return r;
   /* "GPU-xxxxxxxx-xxxx-...": the 32 hex digits are the 16 bytes. */
@@ -247,7 +249,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   unsigned s;
   if (!bytes)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_device(dev, &s);
   if (r == CUDA_SUCCESS)
     *bytes = cu_node->spec.dev[s].memory;
   return r;
@@ -257,10 +259,10 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) 
   unsigned s;
   if (!pi)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_device(dev, &s);
   if (r != CUDA_SUCCESS)
     return r;
-  const struct sim_dev_spec *d = &cu_node->spec.dev[s];
+  const struct gpum__sim_dev_spec *d = &cu_node->spec.dev[s];
   switch (attrib) {
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
     *pi = (int)d->multiprocessors;
@@ -301,9 +303,9 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
   unsigned s;
   if (!pciBusId || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_device(dev, &s);
   if (r == CUDA_SUCCESS) {
-    const struct sim_dev_spec *d = &cu_node->spec.dev[s];
+    const struct gpum__sim_dev_spec *d = &cu_node->spec.dev[s];
     snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", d->pci_domain & 0xffff, d->pci_bus,
              d->pci_device);
   }
@@ -314,25 +316,27 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   unsigned s;
   if (!pctx)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_device(dev, &s);
   if (r != CUDA_SUCCESS)
     return r;
-  struct sim_node *n = cu_node;
+  struct gpum__sim_node *n = cu_node;
   if (gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
   gpum__sim_tick(n);
   struct CUctx_st *c = &primary[dev];
-  if ((r = gpum__cu_fault(n, s)) != CUDA_SUCCESS)
+  if ((r = gpum__sim_cu_fault(n, s)) != CUDA_SUCCESS)
     goto out;
   if (__atomic_load_n(&c->refcount, __ATOMIC_ACQUIRE) == 0) {
-    /* A new context: it costs context_memory and makes the process show in NVML's list. */
-    gpum__sim_reap(n);
+    /* A new context: it costs context_memory and makes the process show in NVML's list. Dead
+     * processes are reaped only when they stand in the way. */
     uint64_t need = n->spec.dev[s].context_memory;
+    if (need > gpum__sim_free(n, s))
+      gpum__sim_reap(n);
     if (need > gpum__sim_free(n, s)) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
       goto out;
     }
-    if (gpum__sim_alloc_add(n, SIM_K_CTX, s, s, need, 0, 0) < 0) {
+    if ((c->entry = gpum__sim_alloc_add(n, GPUM__SIM_K_CTX, s, s, need)) < 0) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
       goto out;
     }
@@ -346,10 +350,10 @@ out:
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   unsigned s;
-  CUresult r = gpum__cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_device(dev, &s);
   if (r != CUDA_SUCCESS)
     return r;
-  struct sim_node *n = cu_node;
+  struct gpum__sim_node *n = cu_node;
   struct CUctx_st *c = &primary[dev];
   if (gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
@@ -357,15 +361,16 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     r = CUDA_ERROR_INVALID_CONTEXT;
   } else if (__atomic_sub_fetch(&c->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
     /* The primary context is destroyed: its memory goes with it. */
-    gpum__cu_free_all(n, s);
-    gpum__sim_alloc_remove(n, gpum__sim_alloc_find(n, SIM_K_CTX, s));
+    gpum__sim_cu_free_all(n, s);
+    if (gpum__sim_alloc_mine(n, c->entry, GPUM__SIM_K_CTX, s))
+      gpum__sim_alloc_remove(n, c->entry);
   }
   gpum__sim_unlock(n);
   return r;
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   CUresult r = live(&n);
   if (r != CUDA_SUCCESS)
     return r;
@@ -376,7 +381,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult cuCtxGetCurrent(CUcontext *pctx) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   if (!pctx)
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = live(&n);
@@ -386,7 +391,7 @@ CUresult cuCtxGetCurrent(CUcontext *pctx) {
 }
 
 CUresult cuCtxGetDevice(CUdevice *device) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   if (!device)
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = live(&n);
@@ -399,13 +404,13 @@ CUresult cuCtxGetDevice(CUdevice *device) {
 }
 
 CUresult cuCtxSynchronize(void) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned s;
-  CUresult r = gpum__cu_begin(&n, &s);
+  CUresult r = gpum__sim_cu_begin(&n, &s);
   if (r != CUDA_SUCCESS)
     return r;
   gpum__sim_unlock(n);
   /* Execution is synchronous: only streams held by gpum_sim_debug_stream_hold have work. */
-  gpum__cu_streams_wait_idle();
+  gpum__sim_cu_streams_wait_idle();
   return CUDA_SUCCESS;
 }

@@ -15,12 +15,37 @@
 
 #include "sim_internal.h"
 
-/* Checks and spends capacity for size bytes on dev (lock held). */
-static CUresult take_capacity(struct sim_node *n, unsigned dev, uint64_t size) {
-  struct sim_dev_state *d = &n->dev[dev];
-  gpum__sim_reap(n);
+/* A cuMemAlloc_v2 allocation of this process, in a map by address: the one containing a
+ * pointer is found in O(log n) (copies, cuMemGetAddressRange, cuMemFree). */
+struct block {
+  struct gpum__sim_tnode node; /* key: the address */
+  uint64_t size;
+  unsigned simdev;
+  int entry; /* its entry in the node's allocation table */
+};
+
+/* Lock order: the node lock before blocks_mu. */
+static pthread_mutex_t blocks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct gpum__sim_tnode *blocks;
+
+static struct block *block_of(struct gpum__sim_tnode *t) {
+  return t ? GPUM__SIM_CONTAINER(t, struct block, node) : NULL;
+}
+
+/* The block containing ptr, or NULL (blocks_mu held). */
+static struct block *block_containing(CUdeviceptr ptr) {
+  struct block *b = block_of(gpum__sim_tree_floor(blocks, ptr));
+  return b && ptr - b->node.key < b->size ? b : NULL;
+}
+
+/* Checks and spends capacity for size bytes on dev (lock held). Dead processes are reaped only
+ * when their memory stands in the way, so an allocation that fits costs no /proc reads. */
+static CUresult take_capacity(struct gpum__sim_node *n, unsigned dev, uint64_t size) {
+  struct gpum__sim_dev_state *d = &n->dev[dev];
   if (d->fail_after_set && size > d->fail_after_left)
     return CUDA_ERROR_OUT_OF_MEMORY;
+  if (size > gpum__sim_free(n, dev))
+    gpum__sim_reap(n);
   if (size > gpum__sim_free(n, dev))
     return CUDA_ERROR_OUT_OF_MEMORY;
   if (d->fail_after_set)
@@ -28,26 +53,38 @@ static CUresult take_capacity(struct sim_node *n, unsigned dev, uint64_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult gpum__cu_take_capacity(struct sim_node *n, unsigned dev, uint64_t size) {
+CUresult gpum__sim_cu_take_capacity(struct gpum__sim_node *n, unsigned dev, uint64_t size) {
   return take_capacity(n, dev, size);
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   if (!dptr || bytesize == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  struct block *b = malloc(sizeof *b);
+  if (!b)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
+  if (p == MAP_FAILED) {
+    free(b);
     return CUDA_ERROR_OUT_OF_MEMORY;
-  struct sim_node *n;
+  }
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r != CUDA_SUCCESS)
     goto out_unmap;
   r = take_capacity(n, dev, bytesize);
+  int entry = -1;
   if (r == CUDA_SUCCESS &&
-      gpum__sim_alloc_add(n, SIM_K_MEM, dev, (uint64_t)(uintptr_t)p, bytesize, 0, 0) < 0)
+      (entry = gpum__sim_alloc_add(n, GPUM__SIM_K_MEM, dev, (uint64_t)(uintptr_t)p, bytesize)) < 0)
     r = CUDA_ERROR_OUT_OF_MEMORY; /* the allocation table is full */
+  if (r == CUDA_SUCCESS) {
+    *b = (struct block){.size = bytesize, .simdev = dev, .entry = entry};
+    pthread_mutex_lock(&blocks_mu);
+    gpum__sim_tree_insert(&blocks, &b->node, (uint64_t)(uintptr_t)p);
+    pthread_mutex_unlock(&blocks_mu);
+  }
   gpum__sim_unlock(n);
   if (r != CUDA_SUCCESS)
     goto out_unmap;
@@ -55,46 +92,55 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   return CUDA_SUCCESS;
 out_unmap:
   munmap(p, bytesize);
+  free(b);
   return r;
 }
 
+/* Forgets block b (both locks held): its table entry when it is this process's (a child after
+ * fork, or a process whose node was restarted, holds blocks that are not), the block, its
+ * memory. */
+static void block_free(struct gpum__sim_node *n, struct block *b) {
+  if (gpum__sim_alloc_mine(n, b->entry, GPUM__SIM_K_MEM, b->node.key))
+    gpum__sim_alloc_remove(n, b->entry);
+  gpum__sim_tree_remove(&blocks, &b->node);
+  munmap((void *)(uintptr_t)b->node.key, b->size);
+  free(b);
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  if (!gpum__cu_initialized())
+  if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
-  struct sim_node *n = gpum__sim_attached();
+  struct gpum__sim_node *n = gpum__sim_attached();
   if (!n || gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
   /* Frees work on a lost device too, so that cleanup paths can give memory back. */
-  int idx = gpum__sim_alloc_find(n, SIM_K_MEM, dptr);
-  uint64_t size = idx >= 0 ? n->allocs[idx].size : 0;
-  gpum__sim_alloc_remove(n, idx);
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_of(gpum__sim_tree_find(blocks, dptr));
+  if (b)
+    block_free(n, b);
+  pthread_mutex_unlock(&blocks_mu);
   gpum__sim_unlock(n);
-  if (idx < 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  munmap((void *)(uintptr_t)dptr, size);
-  return CUDA_SUCCESS;
+  return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-void gpum__cu_free_all(struct sim_node *n, unsigned simdev) {
-  pid_t self;
-  uint64_t start;
-  gpum__sim_self(&self, &start);
-  for (uint32_t i = 0; i < n->alloc_hw && i < SIM_MAX_ALLOCS; i++) {
-    struct sim_alloc *a = &n->allocs[i];
-    if (a->state != SIM_A_USED || a->pid != self || a->device != simdev || a->kind != SIM_K_MEM)
-      continue;
-    uint64_t addr = a->addr, size = a->size;
-    gpum__sim_alloc_remove(n, (int)i);
-    munmap((void *)(uintptr_t)addr, size);
+void gpum__sim_cu_free_all(struct gpum__sim_node *n, unsigned simdev) {
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_of(gpum__sim_tree_ceil(blocks, 0));
+  while (b) {
+    struct block *next = block_of(gpum__sim_tree_ceil(blocks, b->node.key + 1));
+    if (b->simdev == simdev)
+      block_free(n, b);
+    b = next;
   }
+  pthread_mutex_unlock(&blocks_mu);
 }
 
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   if (!free || !total)
     return CUDA_ERROR_INVALID_VALUE;
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r != CUDA_SUCCESS)
     return r;
   gpum__sim_reap(n);
@@ -104,52 +150,36 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   return CUDA_SUCCESS;
 }
 
-/* The calling process's cuMemAlloc entry containing ptr, or -1 (lock held). */
-static int find_containing(struct sim_node *n, CUdeviceptr ptr) {
-  pid_t self;
-  uint64_t start;
-  gpum__sim_self(&self, &start);
-  for (uint32_t i = 0; i < n->alloc_hw && i < SIM_MAX_ALLOCS; i++) {
-    const struct sim_alloc *a = &n->allocs[i];
-    if (a->state == SIM_A_USED && a->kind == SIM_K_MEM && a->pid == self && ptr >= a->addr &&
-        ptr - a->addr < a->size)
-      return (int)i;
-  }
-  return -1;
-}
-
-bool gpum__cu_range_ok(CUdeviceptr ptr, size_t len) {
-  struct sim_node *n = gpum__sim_attached();
-  if (!n || gpum__sim_lock(n) != 0)
-    return false;
-  int i = find_containing(n, ptr);
-  bool ok = i >= 0 && len <= n->allocs[i].size - (ptr - n->allocs[i].addr);
-  gpum__sim_unlock(n);
-  return ok || gpum__cu_vmm_range_ok(ptr, len);
+bool gpum__sim_cu_range_ok(CUdeviceptr ptr, size_t len) {
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_containing(ptr);
+  bool ok = b && len <= b->size - (ptr - b->node.key);
+  pthread_mutex_unlock(&blocks_mu);
+  return ok || gpum__sim_cu_vmm_range_ok(ptr, len);
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r != CUDA_SUCCESS)
     return r;
-  int i = find_containing(n, dptr);
-  if (i >= 0) {
-    if (pbase)
-      *pbase = n->allocs[i].addr;
-    if (psize)
-      *psize = n->allocs[i].size;
-  }
   gpum__sim_unlock(n);
-  return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_containing(dptr);
+  if (b && pbase)
+    *pbase = b->node.key;
+  if (b && psize)
+    *psize = b->size;
+  pthread_mutex_unlock(&blocks_mu);
+  return b ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 /* Checks context and device for a copy (the lock is not kept: copies run unlocked). */
 static CUresult copy_begin(void) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r == CUDA_SUCCESS)
     gpum__sim_unlock(n);
   return r;
@@ -159,7 +189,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t Byte
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
-  if (!srcHost || !gpum__cu_range_ok(dstDevice, ByteCount))
+  if (!srcHost || !gpum__sim_cu_range_ok(dstDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
   return CUDA_SUCCESS;
@@ -169,7 +199,7 @@ CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
-  if (!dstHost || !gpum__cu_range_ok(srcDevice, ByteCount))
+  if (!dstHost || !gpum__sim_cu_range_ok(srcDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memcpy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
   return CUDA_SUCCESS;
@@ -179,7 +209,7 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t By
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
-  if (!gpum__cu_range_ok(dstDevice, ByteCount) || !gpum__cu_range_ok(srcDevice, ByteCount))
+  if (!gpum__sim_cu_range_ok(dstDevice, ByteCount) || !gpum__sim_cu_range_ok(srcDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memmove((void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice, ByteCount);
   return CUDA_SUCCESS;
@@ -189,7 +219,7 @@ CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || N == 0)
     return r;
-  if (!gpum__cu_range_ok(dstDevice, N))
+  if (!gpum__sim_cu_range_ok(dstDevice, N))
     return CUDA_ERROR_INVALID_VALUE;
   memset((void *)(uintptr_t)dstDevice, uc, N);
   return CUDA_SUCCESS;
@@ -230,7 +260,7 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
 }
 
 CUresult cuMemFreeHost(void *p) {
-  if (!gpum__cu_initialized())
+  if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&host_mu);
   struct host_block **pp = &host_blocks, *b;

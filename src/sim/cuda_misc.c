@@ -46,15 +46,15 @@ static struct CUstream_st default_stream = {.magic = STREAM_MAGIC};
 
 /* Context and device check for calls that need no lock. */
 static CUresult need_ctx(void) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__cu_begin(&n, &dev);
+  CUresult r = gpum__sim_cu_begin(&n, &dev);
   if (r == CUDA_SUCCESS)
     gpum__sim_unlock(n);
   return r;
 }
 
-bool gpum__cu_stream_ok(CUstream h) {
+bool gpum__sim_cu_stream_ok(CUstream h) {
   if (!h)
     return true;
   pthread_mutex_lock(&obj_mu);
@@ -110,7 +110,7 @@ int gpum_sim_debug_stream_hold(void *stream, int hold) {
   return 0;
 }
 
-void gpum__cu_streams_wait_idle(void) {
+void gpum__sim_cu_streams_wait_idle(void) {
   pthread_mutex_lock(&obj_mu);
   while (any_held())
     pthread_cond_wait(&obj_cond, &obj_mu);
@@ -151,7 +151,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 }
 
 CUresult cuStreamDestroy_v2(CUstream hStream) {
-  if (!gpum__cu_initialized())
+  if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&obj_mu);
   struct CUstream_st **pp = &streams;
@@ -189,7 +189,7 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
     return r;
   if (Flags > 1)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!gpum__cu_stream_ok(hStream) || !event_ok(hEvent))
+  if (!gpum__sim_cu_stream_ok(hStream) || !event_ok(hEvent))
     return CUDA_ERROR_INVALID_HANDLE;
   return CUDA_SUCCESS;
 }
@@ -217,7 +217,7 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   CUresult r = need_ctx();
   if (r != CUDA_SUCCESS)
     return r;
-  if (!event_ok(hEvent) || !gpum__cu_stream_ok(hStream))
+  if (!event_ok(hEvent) || !gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&obj_mu);
   struct CUstream_st *s = stream_find(hStream);
@@ -272,7 +272,7 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) 
 }
 
 CUresult cuEventDestroy_v2(CUevent hEvent) {
-  if (!gpum__cu_initialized())
+  if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&obj_mu);
   struct CUevent_st **pp = &events;
@@ -289,13 +289,13 @@ CUresult cuEventDestroy_v2(CUevent hEvent) {
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  if (!gpum__cu_stream_ok(hStream))
+  if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   return cuMemAlloc_v2(dptr, bytesize);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  if (!gpum__cu_stream_ok(hStream))
+  if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   return cuMemFree_v2(dptr);
 }
@@ -305,7 +305,7 @@ CUresult cuDriverGetVersion(int *driverVersion) {
     return CUDA_ERROR_INVALID_VALUE;
   /* Works before cuInit, as in CUDA; without a node, the version the spec defaults to. */
   int err = 0;
-  struct sim_node *n = gpum__sim_attach(&err);
+  struct gpum__sim_node *n = gpum__sim_attach(&err);
   *driverVersion = n ? n->spec.cuda_version : 12040;
   return CUDA_SUCCESS;
 }
@@ -333,7 +333,7 @@ static const struct {
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
-    {SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+    {GPUM__SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
      "system has unsupported display driver / cuda driver combination"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
@@ -363,9 +363,9 @@ static const struct {
   const char *name;
   void (*fn)(void); /* cast back by the caller to the function's real type */
 } procs[] = {
-#define SIM_PROC(name, params) {#name, (void (*)(void)) & name},
-    GPUM_CUDA_FUNCS(SIM_PROC)
-#undef SIM_PROC
+#define GPUM__SIM_PROC(name, params) {#name, (void (*)(void)) & name},
+    GPUM_CUDA_FUNCS(GPUM__SIM_PROC)
+#undef GPUM__SIM_PROC
 };
 
 /* Length of name without a trailing "_v<digits>" suffix. */

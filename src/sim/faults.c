@@ -31,12 +31,12 @@
 
 #include "sim_internal.h"
 
-void gpum__sim_wake(struct sim_node *n) {
+void gpum__sim_wake(struct gpum__sim_node *n) {
   __atomic_add_fetch(&n->event_seq, 1, __ATOMIC_RELEASE);
   syscall(SYS_futex, &n->event_seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-void gpum__sim_wait(struct sim_node *n, uint32_t seen, uint64_t timeout_ms) {
+void gpum__sim_wait(struct gpum__sim_node *n, uint32_t seen, uint64_t timeout_ms) {
   struct timespec ts = {.tv_sec = (time_t)(timeout_ms / 1000),
                         .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
   /* Not FUTEX_PRIVATE: the word is shared between processes. Returns at once if the counter
@@ -44,14 +44,15 @@ void gpum__sim_wait(struct sim_node *n, uint32_t seen, uint64_t timeout_ms) {
   syscall(SYS_futex, &n->event_seq, FUTEX_WAIT, seen, &ts, NULL, 0);
 }
 
-void gpum__sim_post_event(struct sim_node *n, unsigned dev, uint64_t type, uint64_t data) {
-  for (uint32_t i = 0; i < SIM_MAX_EVSETS; i++) {
-    struct sim_evset *e = &n->evsets[i];
-    if (e->state != SIM_A_USED || !(e->mask[dev] & type))
+void gpum__sim_post_event(struct gpum__sim_node *n, unsigned dev, uint64_t type, uint64_t data) {
+  for (uint32_t i = 0; i < GPUM__SIM_MAX_EVSETS; i++) {
+    struct gpum__sim_evset *e = &n->evsets[i];
+    if (e->state != GPUM__SIM_A_USED || !(e->mask[dev] & type))
       continue;
-    if (e->head - e->tail >= SIM_EVQ) /* full: the oldest event is dropped */
+    if (e->head - e->tail >= GPUM__SIM_EVQ) /* full: the oldest event is dropped */
       e->tail++;
-    e->q[e->head % SIM_EVQ] = (struct sim_event){.device = dev, .type = type, .data = data};
+    e->q[e->head % GPUM__SIM_EVQ] =
+        (struct gpum__sim_event){.device = dev, .type = type, .data = data};
     __atomic_store_n(&e->head, e->head + 1, __ATOMIC_RELEASE);
   }
   gpum__sim_wake(n);
@@ -64,9 +65,9 @@ static double approach(double x, double target, double dt_s, double tau_s) {
   return target + (x - target) * exp(-dt_s / tau_s);
 }
 
-static void model_advance(struct sim_node *n, unsigned i, uint64_t now) {
-  const struct sim_dev_spec *s = &n->spec.dev[i];
-  struct sim_dev_state *d = &n->dev[i];
+static void model_advance(struct gpum__sim_node *n, unsigned i, uint64_t now) {
+  const struct gpum__sim_dev_spec *s = &n->spec.dev[i];
+  struct gpum__sim_dev_state *d = &n->dev[i];
   if (now <= d->model_ns)
     return;
   double dt = (double)(now - d->model_ns) / 1e9, u = d->util_gpu / 100.0;
@@ -77,13 +78,13 @@ static void model_advance(struct sim_node *n, unsigned i, uint64_t now) {
   d->model_ns = now;
 }
 
-void gpum__sim_tick(struct sim_node *n) {
+void gpum__sim_tick(struct gpum__sim_node *n) {
   uint64_t now = gpum__sim_now_ns();
   for (unsigned i = 0; i < n->spec.device_count; i++)
     model_advance(n, i, now);
   uint64_t since_ms = (now - n->hdr.created_ns) / 1000000ull;
   for (unsigned i = 0; i < n->spec.sched_count; i++) {
-    struct sim_sched_fault *f = &n->spec.sched[i];
+    struct gpum__sim_sched_fault *f = &n->spec.sched[i];
     if (f->fired || since_ms < f->at_ms)
       continue;
     f->fired = 1;
@@ -91,22 +92,22 @@ void gpum__sim_tick(struct sim_node *n) {
   }
 }
 
-unsigned gpum__sim_temp(const struct sim_node *n, unsigned dev) {
-  const struct sim_dev_state *d = &n->dev[dev];
+unsigned gpum__sim_temp(const struct gpum__sim_node *n, unsigned dev) {
+  const struct gpum__sim_dev_state *d = &n->dev[dev];
   if (d->temp_override > -1000)
     return d->temp_override < 0 ? 0 : (unsigned)d->temp_override;
   return (unsigned)lround(d->temp_c);
 }
 
-unsigned gpum__sim_power_mw(const struct sim_node *n, unsigned dev) {
-  const struct sim_dev_state *d = &n->dev[dev];
+unsigned gpum__sim_power_mw(const struct gpum__sim_node *n, unsigned dev) {
+  const struct gpum__sim_dev_state *d = &n->dev[dev];
   unsigned p = (unsigned)lround(d->power_mw);
   unsigned limit = n->spec.dev[dev].power_limit_mw;
   return p > limit ? limit : p;
 }
 
-unsigned gpum__sim_clock(const struct sim_node *n, unsigned dev, int type, bool max) {
-  const struct sim_dev_spec *s = &n->spec.dev[dev];
+unsigned gpum__sim_clock(const struct gpum__sim_node *n, unsigned dev, int type, bool max) {
+  const struct gpum__sim_dev_spec *s = &n->spec.dev[dev];
   unsigned lo, hi;
   switch (type) {
   case NVML_CLOCK_MEM:
@@ -132,14 +133,14 @@ unsigned gpum__sim_clock(const struct sim_node *n, unsigned dev, int type, bool 
 /* The driver's answer to an uncorrectable memory error: the bad row is remapped at the next
  * reset (Ampere and later), the bad page retired at the next driver load (older GPUs). Both
  * are recorded; which one a client sees depends on the device's generation (spec.c). */
-static void mark_bad_row(struct sim_dev_state *d) {
+static void mark_bad_row(struct gpum__sim_dev_state *d) {
   d->remap_pending = 1;
   d->retired_pending = 1;
   d->remap_unc++;
 }
 
-static void apply_xid(struct sim_node *n, unsigned dev, int xid) {
-  struct sim_dev_state *d = &n->dev[dev];
+static void apply_xid(struct gpum__sim_node *n, unsigned dev, int xid) {
+  struct gpum__sim_dev_state *d = &n->dev[dev];
   switch (xid) {
   case 79:
     d->lost = 1;
@@ -164,8 +165,8 @@ static void apply_xid(struct sim_node *n, unsigned dev, int xid) {
   gpum__sim_post_event(n, dev, nvmlEventTypeXidCriticalError, (uint64_t)xid);
 }
 
-int gpum__sim_fault_apply(struct sim_node *n, unsigned dev, const gpum_sim_fault_t *f) {
-  struct sim_dev_state *d = &n->dev[dev];
+int gpum__sim_fault_apply(struct gpum__sim_node *n, unsigned dev, const gpum_sim_fault_t *f) {
+  struct gpum__sim_dev_state *d = &n->dev[dev];
   switch (f->kind) {
   case GPUM_SIM_FAULT_XID:
     if (f->value < 1 || f->value > 999)
@@ -219,8 +220,8 @@ int gpum__sim_fault_apply(struct sim_node *n, unsigned dev, const gpum_sim_fault
   return gpum__sim_err(GPUM_EINVAL, "unknown fault kind %d", (int)f->kind);
 }
 
-void gpum__sim_fault_clear(struct sim_node *n, unsigned dev) {
-  struct sim_dev_state *d = &n->dev[dev];
+void gpum__sim_fault_clear(struct gpum__sim_node *n, unsigned dev) {
+  struct gpum__sim_dev_state *d = &n->dev[dev];
   /* Like a GPU reset: faults go, volatile ECC counters restart, aggregate ones stay; pending
    * row remaps and page retirements take effect (the remapped-row counts stay), and a failed
    * remap stays recorded, as it does in a real GPU's InfoROM. */

@@ -25,19 +25,19 @@ struct nvmlDevice_st {
   unsigned index;
 };
 
-static struct nvmlDevice_st handles[SIM_MAX_DEVICES] = {
+static struct nvmlDevice_st handles[GPUM__SIM_MAX_DEVICES] = {
     {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned init_count;
-static struct sim_node *init_node;
+static struct gpum__sim_node *init_node;
 
-nvmlDevice_t gpum__nvml_handle(unsigned idx) {
+nvmlDevice_t gpum__sim_nvml_handle(unsigned idx) {
   return &handles[idx];
 }
 
-struct sim_node *gpum__nvml_node(void) {
+struct gpum__sim_node *gpum__sim_nvml_node(void) {
   pthread_mutex_lock(&init_mu);
-  struct sim_node *n = init_count ? init_node : NULL;
+  struct gpum__sim_node *n = init_count ? init_node : NULL;
   pthread_mutex_unlock(&init_mu);
   return n;
 }
@@ -47,7 +47,7 @@ static nvmlReturn_t do_init(void) {
   pthread_mutex_lock(&init_mu);
   if (init_count == 0) {
     int err = 0;
-    struct sim_node *n = gpum__sim_attach(&err);
+    struct gpum__sim_node *n = gpum__sim_attach(&err);
     if (!n) {
       ret = err == GPUM_EDRIVERVER ? NVML_ERROR_LIB_RM_VERSION_MISMATCH
             : err == GPUM_EPERM    ? NVML_ERROR_NO_PERMISSION
@@ -89,8 +89,8 @@ const char *nvmlErrorString(nvmlReturn_t result) {
 }
 
 /* Node of an initialised library, with its state: UNINITIALIZED, DRIVER_NOT_LOADED (stopped). */
-static nvmlReturn_t live_node(struct sim_node **out) {
-  struct sim_node *n = gpum__nvml_node();
+static nvmlReturn_t live_node(struct gpum__sim_node **out) {
+  struct gpum__sim_node *n = gpum__sim_nvml_node();
   if (!n)
     return NVML_ERROR_UNINITIALIZED;
   if (__atomic_load_n(&n->hdr.stopped, __ATOMIC_ACQUIRE))
@@ -101,11 +101,11 @@ static nvmlReturn_t live_node(struct sim_node **out) {
 
 #define SLOW_STEP_MS 50u /* --slow: how often a slowed call looks whether the fault is gone */
 
-static nvmlReturn_t enter_index(struct sim_node *n, unsigned idx, uint32_t metric) {
+static nvmlReturn_t enter_index(struct gpum__sim_node *n, unsigned idx, uint32_t metric) {
   if (gpum__sim_lock(n) != 0)
     return NVML_ERROR_UNKNOWN;
   gpum__sim_tick(n);
-  const struct sim_dev_state *d = &n->dev[idx];
+  const struct gpum__sim_dev_state *d = &n->dev[idx];
   nvmlReturn_t ret = NVML_SUCCESS;
   if (d->lost)
     ret = NVML_ERROR_GPU_IS_LOST;
@@ -137,9 +137,9 @@ static nvmlReturn_t enter_index(struct sim_node *n, unsigned idx, uint32_t metri
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t gpum__nvml_enter(nvmlDevice_t h, uint32_t metric, struct sim_node **out,
-                              unsigned *idx) {
-  struct sim_node *n;
+nvmlReturn_t gpum__sim_nvml_enter(nvmlDevice_t h, uint32_t metric, struct gpum__sim_node **out,
+                                  unsigned *idx) {
+  struct gpum__sim_node *n;
   nvmlReturn_t ret = live_node(&n);
   if (ret != NVML_SUCCESS)
     return ret;
@@ -166,7 +166,7 @@ static nvmlReturn_t copy_str(char *dst, unsigned int length, const char *src) {
 }
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   nvmlReturn_t ret = live_node(&n);
   if (ret == NVML_SUCCESS && !version)
     ret = NVML_ERROR_INVALID_ARGUMENT;
@@ -174,7 +174,7 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
 }
 
 nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   nvmlReturn_t ret = live_node(&n);
   if (ret == NVML_SUCCESS && !cudaDriverVersion)
     ret = NVML_ERROR_INVALID_ARGUMENT;
@@ -184,7 +184,7 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion) {
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   nvmlReturn_t ret = live_node(&n);
   if (ret == NVML_SUCCESS && !deviceCount)
     ret = NVML_ERROR_INVALID_ARGUMENT;
@@ -198,7 +198,7 @@ nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) {
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   nvmlReturn_t ret = live_node(&n);
   if (ret != NVML_SUCCESS)
     return ret;
@@ -217,7 +217,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   nvmlReturn_t ret = live_node(&n);
   if (ret != NVML_SUCCESS)
     return ret;
@@ -236,20 +236,20 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
 }
 
 /* The body of a simple device query: checks out, enters, runs stmt with n and i, unlocks. */
-#define DEVICE_QUERY(h, metric, check, stmt)                 \
-  do {                                                       \
-    struct sim_node *n;                                      \
-    unsigned i;                                              \
-    if (!gpum__nvml_node())                                  \
-      return NVML_ERROR_UNINITIALIZED;                       \
-    if (!(check))                                            \
-      return NVML_ERROR_INVALID_ARGUMENT;                    \
-    nvmlReturn_t ret_ = gpum__nvml_enter(h, metric, &n, &i); \
-    if (ret_ != NVML_SUCCESS)                                \
-      return ret_;                                           \
-    stmt;                                                    \
-    gpum__sim_unlock(n);                                     \
-    return ret_;                                             \
+#define DEVICE_QUERY(h, metric, check, stmt)                     \
+  do {                                                           \
+    struct gpum__sim_node *n;                                    \
+    unsigned i;                                                  \
+    if (!gpum__sim_nvml_node())                                  \
+      return NVML_ERROR_UNINITIALIZED;                           \
+    if (!(check))                                                \
+      return NVML_ERROR_INVALID_ARGUMENT;                        \
+    nvmlReturn_t ret_ = gpum__sim_nvml_enter(h, metric, &n, &i); \
+    if (ret_ != NVML_SUCCESS)                                    \
+      return ret_;                                               \
+    stmt;                                                        \
+    gpum__sim_unlock(n);                                         \
+    return ret_;                                                 \
   } while (0)
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
@@ -264,7 +264,7 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
   DEVICE_QUERY(device, 0, index, *index = i);
 }
 
-static void fill_pci(const struct sim_dev_spec *d, nvmlPciInfo_t *pci) {
+static void fill_pci(const struct gpum__sim_dev_spec *d, nvmlPciInfo_t *pci) {
   memset(pci, 0, sizeof *pci);
   snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", d->pci_domain & 0xffff,
            d->pci_bus, d->pci_device);
@@ -277,7 +277,7 @@ static void fill_pci(const struct sim_dev_spec *d, nvmlPciInfo_t *pci) {
 }
 
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
-  DEVICE_QUERY(device, SIM_M_PCI, pci, fill_pci(&n->spec.dev[i], pci));
+  DEVICE_QUERY(device, GPUM__SIM_M_PCI, pci, fill_pci(&n->spec.dev[i], pci));
 }
 
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor) {
@@ -286,9 +286,9 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
-  DEVICE_QUERY(device, SIM_M_MEMORY, memory, {
+  DEVICE_QUERY(device, GPUM__SIM_M_MEMORY, memory, {
     gpum__sim_reap(n);
-    const struct sim_dev_spec *d = &n->spec.dev[i];
+    const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
     /* v1: "used" includes the driver's reserve, as with R510+ drivers. */
     memory->total = d->memory;
     memory->free = gpum__sim_free(n, i);
@@ -297,11 +297,11 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) 
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
-  if (memory && memory->version != nvmlMemory_v2 && gpum__nvml_node())
+  if (memory && memory->version != nvmlMemory_v2 && gpum__sim_nvml_node())
     return NVML_ERROR_FUNCTION_NOT_FOUND; /* what real drivers say to a plain "2" */
-  DEVICE_QUERY(device, SIM_M_MEMORY_V2, memory, {
+  DEVICE_QUERY(device, GPUM__SIM_M_MEMORY_V2, memory, {
     gpum__sim_reap(n);
-    const struct sim_dev_spec *d = &n->spec.dev[i];
+    const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
     memory->total = d->memory;
     memory->reserved = d->reserved;
     memory->free = gpum__sim_free(n, i);
@@ -310,28 +310,28 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 }
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *util) {
-  DEVICE_QUERY(device, SIM_M_UTILIZATION, util,
+  DEVICE_QUERY(device, GPUM__SIM_M_UTILIZATION, util,
                (util->gpu = n->dev[i].util_gpu, util->memory = n->dev[i].util_mem));
 }
 
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                       unsigned int *temp) {
-  DEVICE_QUERY(device, SIM_M_TEMPERATURE, temp && sensorType == NVML_TEMPERATURE_GPU,
+  DEVICE_QUERY(device, GPUM__SIM_M_TEMPERATURE, temp && sensorType == NVML_TEMPERATURE_GPU,
                *temp = gpum__sim_temp(n, i));
 }
 
 nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temp) {
-  if (temp && temp->version != nvmlTemperature_v1 && gpum__nvml_node())
+  if (temp && temp->version != nvmlTemperature_v1 && gpum__sim_nvml_node())
     return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  DEVICE_QUERY(device, SIM_M_TEMPERATURE, temp && temp->sensorType == NVML_TEMPERATURE_GPU,
+  DEVICE_QUERY(device, GPUM__SIM_M_TEMPERATURE, temp && temp->sensorType == NVML_TEMPERATURE_GPU,
                temp->temperature = (int)gpum__sim_temp(n, i));
 }
 
 nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
                                                nvmlTemperatureThresholds_t thresholdType,
                                                unsigned int *temp) {
-  DEVICE_QUERY(device, SIM_M_TEMPERATURE, temp && thresholdType >= 0 && thresholdType <= 7, {
-    const struct sim_dev_spec *d = &n->spec.dev[i];
+  DEVICE_QUERY(device, GPUM__SIM_M_TEMPERATURE, temp && thresholdType >= 0 && thresholdType <= 7, {
+    const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
     switch (thresholdType) {
     case NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
       *temp = d->temp_shutdown;
@@ -353,28 +353,28 @@ nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
-  DEVICE_QUERY(device, SIM_M_POWER, power, *power = gpum__sim_power_mw(n, i));
+  DEVICE_QUERY(device, GPUM__SIM_M_POWER, power, *power = gpum__sim_power_mw(n, i));
 }
 
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit) {
-  DEVICE_QUERY(device, SIM_M_POWER, limit, *limit = n->spec.dev[i].power_limit_mw);
+  DEVICE_QUERY(device, GPUM__SIM_M_POWER, limit, *limit = n->spec.dev[i].power_limit_mw);
 }
 
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
                                     unsigned int *clock) {
-  DEVICE_QUERY(device, SIM_M_CLOCKS, clock && type >= 0 && type <= NVML_CLOCK_VIDEO,
+  DEVICE_QUERY(device, GPUM__SIM_M_CLOCKS, clock && type >= 0 && type <= NVML_CLOCK_VIDEO,
                *clock = gpum__sim_clock(n, i, type, false));
 }
 
 nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
                                        unsigned int *clock) {
-  DEVICE_QUERY(device, SIM_M_CLOCKS, clock && type >= 0 && type <= NVML_CLOCK_VIDEO,
+  DEVICE_QUERY(device, GPUM__SIM_M_CLOCKS, clock && type >= 0 && type <= NVML_CLOCK_VIDEO,
                *clock = gpum__sim_clock(n, i, type, true));
 }
 
 nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
                                   nvmlEnableState_t *pending) {
-  DEVICE_QUERY(device, SIM_M_ECC, current && pending, {
+  DEVICE_QUERY(device, GPUM__SIM_M_ECC, current && pending, {
     *current = *pending = n->spec.dev[i].ecc ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
   });
 }
@@ -383,9 +383,9 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorTyp
                                          nvmlEccCounterType_t counterType,
                                          unsigned long long *eccCounts) {
   DEVICE_QUERY(
-      device, SIM_M_ECC,
+      device, GPUM__SIM_M_ECC,
       eccCounts && (errorType == 0 || errorType == 1) && (counterType == 0 || counterType == 1), {
-        const struct sim_dev_state *d = &n->dev[i];
+        const struct gpum__sim_dev_state *d = &n->dev[i];
         if (!n->spec.dev[i].ecc)
           ret_ = NVML_ERROR_NOT_SUPPORTED; /* needs ECC mode enabled */
         else if (errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED)
@@ -399,7 +399,7 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorTyp
 
 nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
                                                     nvmlEnableState_t *isPending) {
-  DEVICE_QUERY(device, SIM_M_RETIRED_PAGES, isPending,
+  DEVICE_QUERY(device, GPUM__SIM_M_RETIRED_PAGES, isPending,
                *isPending =
                    n->dev[i].retired_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED);
 }
@@ -407,13 +407,14 @@ nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
 nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
                                        unsigned int *uncRows, unsigned int *isPending,
                                        unsigned int *failureOccurred) {
-  DEVICE_QUERY(device, SIM_M_REMAPPED_ROWS, corrRows && uncRows && isPending && failureOccurred, {
-    const struct sim_dev_state *d = &n->dev[i];
-    *corrRows = d->remap_corr;
-    *uncRows = d->remap_unc;
-    *isPending = d->remap_pending;
-    *failureOccurred = d->remap_failure;
-  });
+  DEVICE_QUERY(device, GPUM__SIM_M_REMAPPED_ROWS,
+               corrRows && uncRows && isPending && failureOccurred, {
+                 const struct gpum__sim_dev_state *d = &n->dev[i];
+                 *corrRows = d->remap_corr;
+                 *uncRows = d->remap_unc;
+                 *isPending = d->remap_pending;
+                 *failureOccurred = d->remap_failure;
+               });
 }
 
 nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, void *memInfo) {

@@ -18,13 +18,13 @@
 
 static nvmlReturn_t list_processes(nvmlDevice_t device, unsigned *infoCount, void *infos,
                                    unsigned version, bool graphics) {
-  if (!gpum__nvml_node())
+  if (!gpum__sim_nvml_node())
     return NVML_ERROR_UNINITIALIZED;
   if (!infoCount || (*infoCount > 0 && !infos))
     return NVML_ERROR_INVALID_ARGUMENT;
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned idx;
-  nvmlReturn_t ret = gpum__nvml_enter(device, SIM_M_PROCESSES, &n, &idx);
+  nvmlReturn_t ret = gpum__sim_nvml_enter(device, GPUM__SIM_M_PROCESSES, &n, &idx);
   if (ret != NVML_SUCCESS)
     return ret;
   gpum__sim_reap(n);
@@ -84,15 +84,15 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsig
 
 nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
                                                    nvmlProcessDetailList_t *plist) {
-  if (!gpum__nvml_node())
+  if (!gpum__sim_nvml_node())
     return NVML_ERROR_UNINITIALIZED;
   if (!plist || plist->mode > 3)
     return NVML_ERROR_INVALID_ARGUMENT;
   if (plist->version != nvmlProcessDetailList_v1)
     return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned idx;
-  nvmlReturn_t ret = gpum__nvml_enter(device, SIM_M_PROCESSES, &n, &idx);
+  nvmlReturn_t ret = gpum__sim_nvml_enter(device, GPUM__SIM_M_PROCESSES, &n, &idx);
   if (ret != NVML_SUCCESS)
     return ret;
   if (n->spec.dev[idx].process_stride == 32) {
@@ -128,7 +128,7 @@ nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
 struct nvmlEventSet_st {
   uint32_t magic;
   uint32_t slot, gen;
-  struct sim_node *node;
+  struct gpum__sim_node *node;
   struct nvmlEventSet_st *next;
 };
 
@@ -145,7 +145,7 @@ static bool set_known(nvmlEventSet_t set) {
   return found;
 }
 
-static uint64_t supported_events(const struct sim_node *n, unsigned idx) {
+static uint64_t supported_events(const struct gpum__sim_node *n, unsigned idx) {
   uint64_t t = nvmlEventTypeXidCriticalError;
   if (n->spec.dev[idx].ecc)
     t |= nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError;
@@ -153,7 +153,7 @@ static uint64_t supported_events(const struct sim_node *n, unsigned idx) {
 }
 
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
-  struct sim_node *n = gpum__nvml_node();
+  struct gpum__sim_node *n = gpum__sim_nvml_node();
   if (!n)
     return NVML_ERROR_UNINITIALIZED;
   if (!set)
@@ -165,26 +165,15 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     free(s);
     return NVML_ERROR_UNKNOWN;
   }
-  gpum__sim_reap(n);
-  uint32_t i = 0;
-  while (i < SIM_MAX_EVSETS && n->evsets[i].state != SIM_A_FREE)
-    i++;
-  if (i == SIM_MAX_EVSETS) {
+  int i = gpum__sim_evset_add(n);
+  if (i < 0) {
     gpum__sim_unlock(n);
     free(s);
     return NVML_ERROR_INSUFFICIENT_RESOURCES;
   }
-  struct sim_evset *e = &n->evsets[i];
-  pid_t pid;
-  uint64_t start;
-  gpum__sim_self(&pid, &start);
-  memset(e->mask, 0, sizeof e->mask);
-  e->pid = pid;
-  e->start_time = start;
-  e->gen++;
-  e->tail = e->head;
-  __atomic_store_n(&e->state, SIM_A_USED, __ATOMIC_RELEASE);
-  *s = (struct nvmlEventSet_st){.magic = EVSET_MAGIC, .slot = i, .gen = e->gen, .node = n};
+  struct gpum__sim_evset *e = &n->evsets[i];
+  *s =
+      (struct nvmlEventSet_st){.magic = EVSET_MAGIC, .slot = (uint32_t)i, .gen = e->gen, .node = n};
   gpum__sim_unlock(n);
   pthread_mutex_lock(&sets_mu);
   s->next = sets;
@@ -195,13 +184,13 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
 }
 
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes) {
-  if (!gpum__nvml_node())
+  if (!gpum__sim_nvml_node())
     return NVML_ERROR_UNINITIALIZED;
   if (!eventTypes)
     return NVML_ERROR_INVALID_ARGUMENT;
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned idx;
-  nvmlReturn_t ret = gpum__nvml_enter(device, SIM_M_EVENTS, &n, &idx);
+  nvmlReturn_t ret = gpum__sim_nvml_enter(device, GPUM__SIM_M_EVENTS, &n, &idx);
   if (ret != NVML_SUCCESS)
     return ret;
   *eventTypes = supported_events(n, idx);
@@ -211,17 +200,17 @@ nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long
 
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
                                       nvmlEventSet_t set) {
-  if (!gpum__nvml_node())
+  if (!gpum__sim_nvml_node())
     return NVML_ERROR_UNINITIALIZED;
   if (!set_known(set))
     return NVML_ERROR_INVALID_ARGUMENT;
-  struct sim_node *n;
+  struct gpum__sim_node *n;
   unsigned idx;
-  nvmlReturn_t ret = gpum__nvml_enter(device, SIM_M_EVENTS, &n, &idx);
+  nvmlReturn_t ret = gpum__sim_nvml_enter(device, GPUM__SIM_M_EVENTS, &n, &idx);
   if (ret != NVML_SUCCESS)
     return ret;
-  struct sim_evset *e = &set->node->evsets[set->slot];
-  if (set->node != n || e->state != SIM_A_USED || e->gen != set->gen)
+  struct gpum__sim_evset *e = &set->node->evsets[set->slot];
+  if (set->node != n || e->state != GPUM__SIM_A_USED || e->gen != set->gen)
     ret = NVML_ERROR_INVALID_ARGUMENT;
   else if (eventTypes & ~supported_events(n, idx))
     ret = NVML_ERROR_NOT_SUPPORTED;
@@ -233,27 +222,27 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long ev
 
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
                                  unsigned int timeoutms) {
-  if (!gpum__nvml_node())
+  if (!gpum__sim_nvml_node())
     return NVML_ERROR_UNINITIALIZED;
   if (!data || !set_known(set))
     return NVML_ERROR_INVALID_ARGUMENT;
-  struct sim_node *n = set->node;
-  struct sim_evset *e = &n->evsets[set->slot];
+  struct gpum__sim_node *n = set->node;
+  struct gpum__sim_evset *e = &n->evsets[set->slot];
   uint64_t deadline = gpum__sim_now_ns() + (uint64_t)timeoutms * 1000000ull;
   for (;;) {
     if (gpum__sim_lock(n) != 0)
       return NVML_ERROR_UNKNOWN;
     gpum__sim_tick(n); /* scheduled faults fire while someone waits for them */
     uint32_t seen = __atomic_load_n(&n->event_seq, __ATOMIC_ACQUIRE);
-    if (e->state != SIM_A_USED || e->gen != set->gen) {
+    if (e->state != GPUM__SIM_A_USED || e->gen != set->gen) {
       gpum__sim_unlock(n);
       return NVML_ERROR_INVALID_ARGUMENT;
     }
     if (e->head != e->tail) {
-      struct sim_event ev = e->q[e->tail % SIM_EVQ];
+      struct gpum__sim_event ev = e->q[e->tail % GPUM__SIM_EVQ];
       e->tail++;
       gpum__sim_unlock(n);
-      *data = (nvmlEventData_t){.device = gpum__nvml_handle(ev.device),
+      *data = (nvmlEventData_t){.device = gpum__sim_nvml_handle(ev.device),
                                 .eventType = ev.type,
                                 .eventData = ev.data,
                                 .gpuInstanceId = 0xFFFFFFFFu,
@@ -275,7 +264,7 @@ nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigne
 }
 
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
-  if (!gpum__nvml_node())
+  if (!gpum__sim_nvml_node())
     return NVML_ERROR_UNINITIALIZED;
   pthread_mutex_lock(&sets_mu);
   struct nvmlEventSet_st **pp = &sets;
@@ -287,11 +276,11 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   }
   *pp = set->next;
   pthread_mutex_unlock(&sets_mu);
-  struct sim_node *n = set->node;
+  struct gpum__sim_node *n = set->node;
   if (gpum__sim_lock(n) == 0) {
-    struct sim_evset *e = &n->evsets[set->slot];
-    if (e->state == SIM_A_USED && e->gen == set->gen)
-      __atomic_store_n(&e->state, SIM_A_FREE, __ATOMIC_RELEASE);
+    struct gpum__sim_evset *e = &n->evsets[set->slot];
+    if (e->state == GPUM__SIM_A_USED && e->gen == set->gen)
+      gpum__sim_evset_remove(n, set->slot);
     gpum__sim_unlock(n);
   }
   free(set);

@@ -3,17 +3,28 @@
  * Internals of libgpum_sim.so, the simulated GPU driver.
  *
  * A simulated node is one POSIX shared-memory segment ("/gpum-sim-<name>") holding a
- * struct sim_node: a versioned header, a process-shared robust mutex, the node's spec (what
- * the YAML file said), the dynamic state of every device (utilisation, thermal model, faults,
- * ECC counters), the allocation table (every byte of device memory and every context, per pid
- * and device) and the NVML event sets. Every process that loads the library maps the same
- * segment, so all of them see the same GPUs, as with a real driver.
+ * struct gpum__sim_node: a versioned header, a process-shared robust mutex, the node's spec
+ * (what the YAML file said), the dynamic state of every device (utilisation, thermal model,
+ * faults, ECC counters), the NVML event sets, the process table (each process holding memory,
+ * with its bytes per device) and the allocation table (every allocation and context, per
+ * process and device). Every process that loads the library maps the same segment, so all of
+ * them see the same GPUs, as with a real driver.
  *
- * Crash safety: a process may die at any instruction while holding the lock. Updates are
- * therefore made so that any prefix of them leaves a consistent state: a table entry is filled
- * first and published last by storing its state word; counters are single stores; nothing
- * aggregated is cached (memory used is always summed from the table). The next locker gets
- * EOWNERDEAD, marks the mutex consistent and carries on with no repair needed.
+ * Scale: the allocation table is sized at node creation for every device filled in 2 MiB VMM
+ * granules, with room for smaller allocations besides (409,600 entries for 8 x 80 GiB), and
+ * lives in the segment's tail, which costs memory only as far as it has been used (ftruncate'd
+ * shared memory; pages are populated as the table grows). No call scans it: free entries are
+ * on a free list, each process's entries on a list of their own, bytes are counted per process
+ * and device, and each process finds its own entries through its local maps (by handle in
+ * O(1), by address in O(log n)). Dead processes are found by checking the process table, one
+ * /proc read per process, never one per allocation.
+ *
+ * Crash safety: a process may die at any instruction while holding the lock. The record is
+ * the state, owner and size of each entry, event set and process slot; an entry is filled
+ * first and published last by storing its state word, and removed by clearing it first.
+ * Everything else (the free list, each process's list of entries, its counts and bytes) is
+ * derived, and the next locker, which gets EOWNERDEAD, rebuilds it from the record
+ * (gpum__sim_repair) before it marks the mutex consistent.
  */
 #ifndef GPUM_SIM_INTERNAL_H
 #define GPUM_SIM_INTERNAL_H
@@ -29,48 +40,58 @@
 
 /* The library is built with -fvisibility=hidden: only the driver entry points and the control
  * API are exported, declared here with default visibility. */
-#define SIM_API __attribute__((visibility("default")))
+#define GPUM__SIM_API __attribute__((visibility("default")))
 #pragma GCC visibility push(default)
 #include <gpum/sim.h>
-#define SIM_NVML_DECL(ret, name, params) ret name params;
-GPUM_NVML_FUNCS(SIM_NVML_DECL)
-#undef SIM_NVML_DECL
-#define SIM_CUDA_DECL(name, params) CUresult name params;
-GPUM_CUDA_FUNCS(SIM_CUDA_DECL)
-#undef SIM_CUDA_DECL
+#define GPUM__SIM_NVML_DECL(ret, name, params) ret name params;
+GPUM_NVML_FUNCS(GPUM__SIM_NVML_DECL)
+#undef GPUM__SIM_NVML_DECL
+#define GPUM__SIM_CUDA_DECL(name, params) CUresult name params;
+GPUM_CUDA_FUNCS(GPUM__SIM_CUDA_DECL)
+#undef GPUM__SIM_CUDA_DECL
 #pragma GCC visibility pop
 
 /* Not in our CUDA declarations: returned by cuInit when the node's layout is from another
  * version of the simulator, as the real driver does for a kernel-module mismatch. */
-#define SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
+#define GPUM__SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
 
-#define SIM_MAGIC 0x314d495355504747ULL /* "GGPUSIM1" little-endian */
-#define SIM_LAYOUT_VERSION 1u
-#define SIM_MAX_DEVICES GPUM_SIM_MAX_DEVICES
-#define SIM_MAX_ALLOCS 16384u
-#define SIM_MAX_EVSETS 64u
-#define SIM_EVQ 64u
-#define SIM_MAX_SCHED 32u
-#define SIM_NAME_MAX GPUM_SIM_NAME_MAX
+#define GPUM__SIM_MAGIC 0x314d495355504747ULL /* "GGPUSIM1" little-endian */
+#define GPUM__SIM_LAYOUT_VERSION 2u
+#define GPUM__SIM_MAX_DEVICES GPUM_SIM_MAX_DEVICES
+/* The VMM granularity (minimum and recommended). */
+#define GPUM__SIM_GRAN (2ull << 20)
+/* The allocation table holds every device's memory in granules, plus this many entries per
+ * device and per node for smaller cuMemAlloc allocations, contexts and holds. */
+#define GPUM__SIM_ALLOCS_PER_DEVICE 8192u
+#define GPUM__SIM_ALLOCS_PER_NODE 16384u
+/* The table's bound, whatever the spec: 64 Mi entries (2.5 GiB of shared memory if all used). */
+#define GPUM__SIM_MAX_ALLOCS (1u << 26)
+/* Processes holding memory, contexts or event sets on one node at the same time. */
+#define GPUM__SIM_MAX_PROCS 1024u
+#define GPUM__SIM_NIL UINT32_MAX
+#define GPUM__SIM_MAX_EVSETS 64u
+#define GPUM__SIM_EVQ 64u
+#define GPUM__SIM_MAX_SCHED 32u
+#define GPUM__SIM_NAME_MAX GPUM_SIM_NAME_MAX
 
 /* Metrics a spec can declare unsupported (NVML_ERROR_NOT_SUPPORTED). */
 enum {
-  SIM_M_MEMORY = 1u << 0,      /* nvmlDeviceGetMemoryInfo (v1) */
-  SIM_M_MEMORY_V2 = 1u << 1,   /* nvmlDeviceGetMemoryInfo_v2 */
-  SIM_M_UTILIZATION = 1u << 2, /* nvmlDeviceGetUtilizationRates */
-  SIM_M_TEMPERATURE = 1u << 3, /* GetTemperature, GetTemperatureV, thresholds */
-  SIM_M_POWER = 1u << 4,       /* GetPowerUsage, GetEnforcedPowerLimit */
-  SIM_M_CLOCKS = 1u << 5,      /* GetClockInfo, GetMaxClockInfo */
-  SIM_M_ECC = 1u << 6,         /* GetEccMode, GetTotalEccErrors */
-  SIM_M_RETIRED_PAGES = 1u << 7,
-  SIM_M_REMAPPED_ROWS = 1u << 8,
-  SIM_M_PROCESSES = 1u << 9, /* the process lists */
-  SIM_M_EVENTS = 1u << 10,   /* supported event types 0, registration NOT_SUPPORTED */
-  SIM_M_PCI = 1u << 11,
+  GPUM__SIM_M_MEMORY = 1u << 0,      /* nvmlDeviceGetMemoryInfo (v1) */
+  GPUM__SIM_M_MEMORY_V2 = 1u << 1,   /* nvmlDeviceGetMemoryInfo_v2 */
+  GPUM__SIM_M_UTILIZATION = 1u << 2, /* nvmlDeviceGetUtilizationRates */
+  GPUM__SIM_M_TEMPERATURE = 1u << 3, /* GetTemperature, GetTemperatureV, thresholds */
+  GPUM__SIM_M_POWER = 1u << 4,       /* GetPowerUsage, GetEnforcedPowerLimit */
+  GPUM__SIM_M_CLOCKS = 1u << 5,      /* GetClockInfo, GetMaxClockInfo */
+  GPUM__SIM_M_ECC = 1u << 6,         /* GetEccMode, GetTotalEccErrors */
+  GPUM__SIM_M_RETIRED_PAGES = 1u << 7,
+  GPUM__SIM_M_REMAPPED_ROWS = 1u << 8,
+  GPUM__SIM_M_PROCESSES = 1u << 9, /* the process lists */
+  GPUM__SIM_M_EVENTS = 1u << 10,   /* supported event types 0, registration NOT_SUPPORTED */
+  GPUM__SIM_M_PCI = 1u << 11,
 };
 
 /* What the spec says about one device. Plain data, copied into shared memory. */
-struct sim_dev_spec {
+struct gpum__sim_dev_spec {
   char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
   char pci_bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:18:00.0" */
@@ -87,32 +108,32 @@ struct sim_dev_spec {
   bool ecc;
   bool uuid_generated;
   bool virtual_memory;     /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-  uint32_t unsupported;    /* SIM_M_* */
+  uint32_t unsupported;    /* GPUM__SIM_M_* */
   unsigned process_stride; /* 24, or 32 for the early-R535 quirk */
   double thermal_tau_s;    /* time constant of the temperature lag */
   double power_tau_s;      /* time constant of the power lag */
 };
 
 /* A scheduled fault from the spec: applied once, at node start + at_ms. */
-struct sim_sched_fault {
+struct gpum__sim_sched_fault {
   unsigned device;
   uint64_t at_ms;
   gpum_sim_fault_t fault;
   uint32_t fired;
 };
 
-struct sim_node_spec {
-  char name[SIM_NAME_MAX + 1];
+struct gpum__sim_node_spec {
+  char name[GPUM__SIM_NAME_MAX + 1];
   char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
   int cuda_version; /* 12040 for "12.4" */
   unsigned device_count;
-  struct sim_dev_spec dev[SIM_MAX_DEVICES];
+  struct gpum__sim_dev_spec dev[GPUM__SIM_MAX_DEVICES];
   unsigned sched_count;
-  struct sim_sched_fault sched[SIM_MAX_SCHED];
+  struct gpum__sim_sched_fault sched[GPUM__SIM_MAX_SCHED];
 };
 
 /* Dynamic state of one device. */
-struct sim_dev_state {
+struct gpum__sim_dev_state {
   unsigned util_gpu, util_mem; /* targets set by `gpum sim set` */
   double temp_c, power_mw;     /* current values of the lagged model */
   uint64_t model_ns;           /* CLOCK_MONOTONIC time of temp_c/power_mw */
@@ -130,59 +151,104 @@ struct sim_dev_state {
   uint32_t remap_pending, remap_failure, remap_corr, remap_unc, retired_pending;
 };
 
-enum { SIM_A_FREE = 0, SIM_A_USED = 1 };
-enum { SIM_K_MEM = 1, SIM_K_VMM = 2, SIM_K_CTX = 3, SIM_K_HOLD = 4 };
+enum { GPUM__SIM_A_FREE = 0, GPUM__SIM_A_USED = 1 };
+enum { GPUM__SIM_K_MEM = 1, GPUM__SIM_K_VMM = 2, GPUM__SIM_K_CTX = 3, GPUM__SIM_K_HOLD = 4 };
 
-/* One allocation (or context) of one process on one device. */
-struct sim_alloc {
-  uint32_t state; /* SIM_A_*: written last when publishing, first when removing */
-  uint32_t kind;  /* SIM_K_* */
-  int32_t pid;
-  uint32_t device;
-  uint64_t start_time; /* /proc/PID/stat field 22: tells a reused pid apart */
-  uint64_t addr;       /* process-local address (MEM), handle id (VMM), 0 otherwise */
+/* One allocation (or context) of one process on one device. state, kind, device, proc, addr
+ * and size are the record; next and prev are derived (rebuilt by gpum__sim_repair). */
+struct gpum__sim_alloc {
+  uint32_t state;  /* GPUM__SIM_A_*: written last when publishing, first when removing */
+  uint32_t kind;   /* GPUM__SIM_K_* */
+  uint32_t device; /* simulated device index */
+  uint32_t proc;   /* the owner's slot in gpum__sim_node.procs */
+  uint32_t next;   /* in use: the owner's next entry; free: the next free entry */
+  uint32_t prev;   /* in use: the owner's previous entry */
+  uint64_t addr;   /* process-local address (MEM), handle id (VMM), device (CTX), 0 (HOLD) */
   uint64_t size;
 };
 
-struct sim_event {
+/* A process that holds entries or event sets on the node. state, pid, start_time and hold are
+ * the record; the rest is derived from the entries and event sets that name the slot. A slot
+ * is given up when its process holds nothing more, or when the process is found dead. */
+struct gpum__sim_proc {
+  uint32_t state; /* GPUM__SIM_A_*: published last */
+  int32_t pid;
+  uint64_t start_time;                   /* /proc/PID/stat field 22: tells a reused pid apart */
+  uint32_t hold;                         /* a `gpum sim hold` process: `gpum sim stop` ends it */
+  uint32_t head;                         /* its first entry, GPUM__SIM_NIL when none */
+  uint32_t entries;                      /* its entries */
+  uint32_t evsets;                       /* its event sets */
+  uint32_t count[GPUM__SIM_MAX_DEVICES]; /* its entries per device */
+  uint64_t bytes[GPUM__SIM_MAX_DEVICES]; /* its bytes per device */
+};
+
+struct gpum__sim_event {
   uint32_t device;
   uint64_t type;
   uint64_t data;
 };
 
 /* An NVML event set: lives in shared memory so that another process can post to it. */
-struct sim_evset {
-  uint32_t state; /* SIM_A_* */
-  int32_t pid;
-  uint64_t start_time;
+struct gpum__sim_evset {
+  uint32_t state; /* GPUM__SIM_A_* */
+  uint32_t proc;  /* the owner's slot */
   uint32_t gen;
-  uint64_t mask[SIM_MAX_DEVICES];
+  uint64_t mask[GPUM__SIM_MAX_DEVICES];
   uint32_t head, tail; /* events written / read (free-running counters) */
-  struct sim_event q[SIM_EVQ];
+  struct gpum__sim_event q[GPUM__SIM_EVQ];
 };
 
-struct sim_header {
+struct gpum__sim_header {
   uint64_t magic;
   uint32_t layout_version;
-  uint32_t ready;     /* set last by the creator */
-  uint64_t node_size; /* sizeof(struct sim_node) of the creator */
-  uint32_t stopped;   /* set by `gpum sim stop` before unlinking */
-  uint32_t pad;
+  uint32_t ready;        /* set last by the creator */
+  uint64_t node_size;    /* bytes of the segment: sizeof(struct gpum__sim_node) + the table */
+  uint32_t stopped;      /* set by `gpum sim stop` before unlinking */
+  uint32_t alloc_cap;    /* entries in gpum__sim_node.allocs */
   uint64_t created_ns;   /* CLOCK_MONOTONIC */
   uint64_t created_unix; /* seconds since the epoch */
 };
 
-struct sim_node {
-  struct sim_header hdr;
+struct gpum__sim_node {
+  struct gpum__sim_header hdr;
   pthread_mutex_t lock;
-  uint32_t event_seq; /* futex word: bumped on every posted event */
-  uint32_t alloc_hw;  /* entries [0, alloc_hw) may be in use */
-  uint32_t handle_seq;
-  struct sim_node_spec spec;
-  struct sim_dev_state dev[SIM_MAX_DEVICES];
-  struct sim_alloc allocs[SIM_MAX_ALLOCS];
-  struct sim_evset evsets[SIM_MAX_EVSETS];
+  uint32_t event_seq;   /* futex word: bumped on every posted event */
+  uint32_t alloc_hw;    /* entries [0, alloc_hw) have been used; those above are zero pages */
+  uint32_t alloc_ready; /* entries [0, alloc_ready) are backed by memory (populated) */
+  uint32_t free_head;   /* derived: the free entries below alloc_hw, linked by next */
+  uint32_t proc_hw;     /* slots [0, proc_hw) have been used */
+  uint32_t pad;
+  struct gpum__sim_node_spec spec;
+  struct gpum__sim_dev_state dev[GPUM__SIM_MAX_DEVICES];
+  struct gpum__sim_evset evsets[GPUM__SIM_MAX_EVSETS];
+  struct gpum__sim_proc procs[GPUM__SIM_MAX_PROCS];
+  struct gpum__sim_alloc allocs[]; /* hdr.alloc_cap entries */
 };
+
+/* The calling process: its pid and start time. */
+struct gpum__sim_self {
+  pid_t pid;
+  uint64_t start_time;
+};
+
+/* ---- tree.c: ordered maps of the per-process bookkeeping ---- */
+struct gpum__sim_tnode {
+  struct gpum__sim_tnode *left, *right;
+  uint64_t key;
+  uint64_t prio;
+};
+/* Inserts node under key, which must not be in the tree yet. */
+void gpum__sim_tree_insert(struct gpum__sim_tnode **root, struct gpum__sim_tnode *node,
+                           uint64_t key);
+/* Removes node, which must be in the tree. */
+void gpum__sim_tree_remove(struct gpum__sim_tnode **root, struct gpum__sim_tnode *node);
+/* The node with key, or NULL. */
+struct gpum__sim_tnode *gpum__sim_tree_find(struct gpum__sim_tnode *root, uint64_t key);
+/* The node with the greatest key <= key (floor) or the least key >= key (ceil), or NULL. */
+struct gpum__sim_tnode *gpum__sim_tree_floor(struct gpum__sim_tnode *root, uint64_t key);
+struct gpum__sim_tnode *gpum__sim_tree_ceil(struct gpum__sim_tnode *root, uint64_t key);
+#define GPUM__SIM_CONTAINER(ptr, type, member) \
+  ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- util.c ---- */
 /* Sets the thread's detail message (read back with gpum_sim_last_error) and returns err. */
@@ -202,101 +268,116 @@ void gpum__sim_sleep_ms(uint64_t ms);
 /* ---- spec.c ---- */
 /* Parses a YAML spec. Returns 0 or GPUM_ENOENT/GPUM_EPARSE/GPUM_EINVAL with a detail naming the
  * file and line. */
-int gpum__sim_spec_load(const char *path, struct sim_node_spec *out);
+int gpum__sim_spec_load(const char *path, struct gpum__sim_node_spec *out);
 /* Sets the node name and generates the UUIDs the spec did not give (deterministic from the
  * name and the device index). */
-void gpum__sim_spec_set_name(struct sim_node_spec *s, const char *name);
-/* Metric name ("power") to SIM_M_* bit, 0 when unknown. */
+void gpum__sim_spec_set_name(struct gpum__sim_node_spec *s, const char *name);
+/* Metric name ("power") to GPUM__SIM_M_* bit, 0 when unknown. */
 uint32_t gpum__sim_metric_bit(const char *name);
 
 /* ---- shm.c ---- */
-int gpum__sim_shm_create(const struct sim_node_spec *spec, const char *name);
+/* Creates the node's segment, its allocation table sized from the spec. 0, GPUM_EEXIST or
+ * GPUM_EIO. */
+int gpum__sim_shm_create(const struct gpum__sim_node_spec *spec, const char *name);
 /* Maps an existing node. Returns 0, GPUM_ENOENT (no such node), GPUM_EDRIVERVER (layout
  * mismatch) or GPUM_EIO. */
-int gpum__sim_shm_open(const char *name, struct sim_node **out);
-void gpum__sim_shm_close(struct sim_node *n);
+int gpum__sim_shm_open(const char *name, struct gpum__sim_node **out);
+void gpum__sim_shm_close(struct gpum__sim_node *n);
 int gpum__sim_shm_unlink(const char *name);
-/* Locks the node (robust: recovers from a dead owner). 0 or GPUM_EIO. */
-int gpum__sim_lock(struct sim_node *n);
-void gpum__sim_unlock(struct sim_node *n);
+/* Locks the node (robust: a dead owner's half-done update is repaired) and notes who the
+ * calling process is (gpum__sim_me). 0 or GPUM_EIO. */
+int gpum__sim_lock(struct gpum__sim_node *n);
+void gpum__sim_unlock(struct gpum__sim_node *n);
 /* The node named by GPUM_SIM_NODE, mapped once per process (re-mapped when it was stopped and
  * started again). NULL with *err set (GPUM_ENOENT, GPUM_EDRIVERVER, ...) on failure. */
-struct sim_node *gpum__sim_attach(int *err);
+struct gpum__sim_node *gpum__sim_attach(int *err);
 /* The node this process is attached to, or NULL. */
-struct sim_node *gpum__sim_attached(void);
+struct gpum__sim_node *gpum__sim_attached(void);
 
-/* ---- proc.c (allocation table) ---- */
+/* ---- proc.c: the process and allocation tables (every function: lock held) ---- */
 /* Reads state and start time of pid from /proc. 0, or -1 when the process does not exist. */
 int gpum__sim_proc_stat(pid_t pid, char *state, uint64_t *start_time);
-/* The calling process's pid and start time (cached, refreshed after fork). */
-void gpum__sim_self(pid_t *pid, uint64_t *start_time);
+/* Notes the calling process (one getpid(); the start time is read once per process). Called
+ * by gpum__sim_lock. */
+void gpum__sim_identify(void);
+/* The calling process as noted by this thread's last gpum__sim_lock. */
+const struct gpum__sim_self *gpum__sim_me(void);
 /* Frees the entries and event sets of processes that are gone, zombies, or whose pid was
- * reused. Lock held. */
-void gpum__sim_reap(struct sim_node *n);
-/* Adds an entry for the calling process (or pid/start when pid > 0). Lock held.
- * Returns the entry index, or -1 when the table is full. */
-int gpum__sim_alloc_add(struct sim_node *n, uint32_t kind, unsigned dev, uint64_t addr,
-                        uint64_t size, pid_t pid, uint64_t start);
-/* Finds the calling process's entry of kind with addr (-1 when none). Lock held. */
-int gpum__sim_alloc_find(struct sim_node *n, uint32_t kind, uint64_t addr);
-void gpum__sim_alloc_remove(struct sim_node *n, int idx);
-/* Bytes held on dev by all processes (excluding the driver's reserve). Lock held. */
-uint64_t gpum__sim_used(const struct sim_node *n, unsigned dev);
-/* Free bytes on dev as CUDA sees it: total - reserved - used. Lock held. */
-uint64_t gpum__sim_free(const struct sim_node *n, unsigned dev);
-/* The processes on dev (or every device when dev == UINT32_MAX): distinct pids with their
- * bytes, in table order. Returns the number found (may exceed max; only max are written). */
-unsigned gpum__sim_processes(const struct sim_node *n, unsigned dev, gpum_sim_process_t *out,
+ * reused: one liveness check per process slot. */
+void gpum__sim_reap(struct gpum__sim_node *n);
+/* Rebuilds the derived parts of the tables from the record after a lock owner died. */
+void gpum__sim_repair(struct gpum__sim_node *n);
+/* Adds an entry for the calling process (reaping dead processes first when the table or the
+ * process table is full). Returns the entry index, or -1 when the table is full. */
+int gpum__sim_alloc_add(struct gpum__sim_node *n, uint32_t kind, unsigned dev, uint64_t addr,
+                        uint64_t size);
+/* Whether entry idx is in use, of kind, with addr, and the calling process's. */
+bool gpum__sim_alloc_mine(const struct gpum__sim_node *n, int idx, uint32_t kind, uint64_t addr);
+/* Removes entry idx (in use). */
+void gpum__sim_alloc_remove(struct gpum__sim_node *n, int idx);
+/* Takes a free event set for the calling process: its index, or -1 when none is free. */
+int gpum__sim_evset_add(struct gpum__sim_node *n);
+/* Gives event set idx (in use) back. */
+void gpum__sim_evset_remove(struct gpum__sim_node *n, unsigned idx);
+/* Bytes held on dev by all processes (excluding the driver's reserve). */
+uint64_t gpum__sim_used(const struct gpum__sim_node *n, unsigned dev);
+/* Free bytes on dev as CUDA sees it: total - reserved - used. */
+uint64_t gpum__sim_free(const struct gpum__sim_node *n, unsigned dev);
+/* The processes on dev (or every device when dev == UINT32_MAX): one row per process and
+ * device with its bytes, in process-table order. Returns the number found (may exceed max;
+ * only max are written). */
+unsigned gpum__sim_processes(const struct gpum__sim_node *n, unsigned dev, gpum_sim_process_t *out,
                              unsigned max);
 
 /* ---- faults.c ---- */
 /* Applies due scheduled faults and advances the thermal/power model. Lock held. */
-void gpum__sim_tick(struct sim_node *n);
+void gpum__sim_tick(struct gpum__sim_node *n);
 /* Applies one fault to dev (lock held). Returns 0 or GPUM_EINVAL. */
-int gpum__sim_fault_apply(struct sim_node *n, unsigned dev, const gpum_sim_fault_t *f);
-void gpum__sim_fault_clear(struct sim_node *n, unsigned dev);
+int gpum__sim_fault_apply(struct gpum__sim_node *n, unsigned dev, const gpum_sim_fault_t *f);
+void gpum__sim_fault_clear(struct gpum__sim_node *n, unsigned dev);
 /* Queues an event to every event set registered for it on dev, and wakes waiters. Lock held. */
-void gpum__sim_post_event(struct sim_node *n, unsigned dev, uint64_t type, uint64_t data);
+void gpum__sim_post_event(struct gpum__sim_node *n, unsigned dev, uint64_t type, uint64_t data);
 /* Current modelled values (lock held, after gpum__sim_tick). */
-unsigned gpum__sim_temp(const struct sim_node *n, unsigned dev);
-unsigned gpum__sim_power_mw(const struct sim_node *n, unsigned dev);
-unsigned gpum__sim_clock(const struct sim_node *n, unsigned dev, int type, bool max);
+unsigned gpum__sim_temp(const struct gpum__sim_node *n, unsigned dev);
+unsigned gpum__sim_power_mw(const struct gpum__sim_node *n, unsigned dev);
+unsigned gpum__sim_clock(const struct gpum__sim_node *n, unsigned dev, int type, bool max);
 /* Wakes every thread waiting in nvmlEventSetWait on this node. */
-void gpum__sim_wake(struct sim_node *n);
+void gpum__sim_wake(struct gpum__sim_node *n);
 /* Waits until n->event_seq differs from seen or timeout_ms pass. */
-void gpum__sim_wait(struct sim_node *n, uint32_t seen, uint64_t timeout_ms);
+void gpum__sim_wait(struct gpum__sim_node *n, uint32_t seen, uint64_t timeout_ms);
 
 /* ---- nvml_device.c: shared with nvml_events.c ---- */
 /* Checks nvmlInit, the handle (INVALID_ARGUMENT for NULL or foreign ones), the device's
- * faults and whether metric (SIM_M_*, 0 for none) is supported; sleeps for the slow fault
+ * faults and whether metric (GPUM__SIM_M_*, 0 for none) is supported; sleeps for the slow fault
  * outside the lock. On NVML_SUCCESS the node lock is held (caller unlocks). */
-nvmlReturn_t gpum__nvml_enter(nvmlDevice_t h, uint32_t metric, struct sim_node **n, unsigned *idx);
+nvmlReturn_t gpum__sim_nvml_enter(nvmlDevice_t h, uint32_t metric, struct gpum__sim_node **n,
+                                  unsigned *idx);
 /* The node when NVML is initialised, else NULL. */
-struct sim_node *gpum__nvml_node(void);
-nvmlDevice_t gpum__nvml_handle(unsigned idx);
+struct gpum__sim_node *gpum__sim_nvml_node(void);
+nvmlDevice_t gpum__sim_nvml_handle(unsigned idx);
 
 /* ---- cuda_ctx.c: shared with the other CUDA files ---- */
 /* Checks cuInit was called and that there is a usable current context; gives the simulated
  * device index of its device. Takes the node lock on success (caller unlocks). */
-CUresult gpum__cu_begin(struct sim_node **n, unsigned *simdev);
+CUresult gpum__sim_cu_begin(struct gpum__sim_node **n, unsigned *simdev);
 /* Maps a CUDA ordinal to the simulated device index (CUDA_VISIBLE_DEVICES applied). */
-CUresult gpum__cu_device(CUdevice dev, unsigned *simdev);
+CUresult gpum__sim_cu_device(CUdevice dev, unsigned *simdev);
 /* A device's fault state as a CUresult (lock held): UNKNOWN when lost, ... */
-CUresult gpum__cu_fault(const struct sim_node *n, unsigned simdev);
-bool gpum__cu_initialized(void);
+CUresult gpum__sim_cu_fault(const struct gpum__sim_node *n, unsigned simdev);
+bool gpum__sim_cu_initialized(void);
 /* Checks that [ptr, ptr+len) lies inside memory of the calling process that CUDA can access
  * (cuMemAlloc or mapped VMM with access set). */
-bool gpum__cu_range_ok(CUdeviceptr ptr, size_t len);
-bool gpum__cu_vmm_range_ok(CUdeviceptr ptr, size_t len);
+bool gpum__sim_cu_range_ok(CUdeviceptr ptr, size_t len);
+bool gpum__sim_cu_vmm_range_ok(CUdeviceptr ptr, size_t len);
 /* Frees every cuMemAlloc allocation of the calling process on simdev (primary context
  * destroyed). Lock held. */
-void gpum__cu_free_all(struct sim_node *n, unsigned simdev);
+void gpum__sim_cu_free_all(struct gpum__sim_node *n, unsigned simdev);
 /* Checks capacity and the fail-after budget for size bytes on dev and spends the budget
  * (lock held): CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
-CUresult gpum__cu_take_capacity(struct sim_node *n, unsigned dev, uint64_t size);
+CUresult gpum__sim_cu_take_capacity(struct gpum__sim_node *n, unsigned dev, uint64_t size);
 /* Whether h is a live stream of this process (NULL, the default stream, counts). */
-bool gpum__cu_stream_ok(CUstream h);
+bool gpum__sim_cu_stream_ok(CUstream h);
 /* Blocks while any stream of this process is held by gpum_sim_debug_stream_hold (cuda_misc.c). */
-void gpum__cu_streams_wait_idle(void);
+void gpum__sim_cu_streams_wait_idle(void);
 
 #endif /* GPUM_SIM_INTERNAL_H */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Reads a simulated node's YAML spec (docs/sim.md, "Spec format") into a struct sim_node_spec.
- * Every error names the file and line. Absent fields get realistic defaults; UUIDs and PCI bus
- * ids are generated deterministically from the node name and device index, so the same spec
- * always gives the same devices.
+ * Reads a simulated node's YAML spec (docs/sim.md, "Spec format") into a struct
+ * gpum__sim_node_spec. Every error names the file and line. Absent fields get realistic defaults;
+ * UUIDs and PCI bus ids are generated deterministically from the node name and device index, so the
+ * same spec always gives the same devices.
  */
 #include <errno.h>
 #include <limits.h>
@@ -122,8 +122,8 @@ static int need_mapping(const pctx_t *c, const yaml_node_t *n, const char *what)
 
 uint32_t gpum__sim_metric_bit(const char *name) {
   static const char *const names[] = {GPUM_SIM_METRIC_NAMES};
-  _Static_assert(sizeof names / sizeof names[0] == 12 && SIM_M_PCI == 1u << 11,
-                 "GPUM_SIM_METRIC_NAMES and SIM_M_* disagree");
+  _Static_assert(sizeof names / sizeof names[0] == 12 && GPUM__SIM_M_PCI == 1u << 11,
+                 "GPUM_SIM_METRIC_NAMES and GPUM__SIM_M_* disagree");
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (name && !strcmp(name, names[i]))
       return 1u << i;
@@ -164,7 +164,7 @@ static int parse_unsupported(const pctx_t *c, yaml_node_t *v, uint32_t *mask) {
   return 0;
 }
 
-static void device_defaults(struct sim_dev_spec *d) {
+static void device_defaults(struct gpum__sim_dev_spec *d) {
   memset(d, 0, sizeof *d);
   d->power_limit_mw = 300000;
   d->cc_major = 8;
@@ -191,11 +191,11 @@ static void device_defaults(struct sim_dev_spec *d) {
 }
 
 static int parse_device_key(const pctx_t *c, const char *key, yaml_node_t *k, yaml_node_t *v,
-                            struct sim_dev_spec *d, unsigned *count, unsigned *pwr_idle_w,
+                            struct gpum__sim_dev_spec *d, unsigned *count, unsigned *pwr_idle_w,
                             unsigned *pwr_max_w) {
   unsigned w;
   if (!strcmp(key, "count"))
-    return get_uint(c, v, key, 1, SIM_MAX_DEVICES, count);
+    return get_uint(c, v, key, 1, GPUM__SIM_MAX_DEVICES, count);
   if (!strcmp(key, "name"))
     return get_string(c, v, key, d->name, NVML_DEVICE_NAME_BUFFER_SIZE);
   if (!strcmp(key, "uuid"))
@@ -294,10 +294,10 @@ static uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-void gpum__sim_spec_set_name(struct sim_node_spec *s, const char *name) {
+void gpum__sim_spec_set_name(struct gpum__sim_node_spec *s, const char *name) {
   gpum__sim_strfit(s->name, sizeof s->name, name);
   for (unsigned i = 0; i < s->device_count; i++) {
-    struct sim_dev_spec *d = &s->dev[i];
+    struct gpum__sim_dev_spec *d = &s->dev[i];
     if (d->uuid[0] && !d->uuid_generated)
       continue;
     char key[128];
@@ -310,7 +310,7 @@ void gpum__sim_spec_set_name(struct sim_node_spec *s, const char *name) {
   }
 }
 
-static void device_finish(unsigned index, struct sim_dev_spec *d, unsigned pwr_idle_w,
+static void device_finish(unsigned index, struct gpum__sim_dev_spec *d, unsigned pwr_idle_w,
                           unsigned pwr_max_w) {
   if (!d->pci_bus_id[0]) {
     d->pci_domain = 0;
@@ -325,11 +325,11 @@ static void device_finish(unsigned index, struct sim_dev_spec *d, unsigned pwr_i
   d->power_max_mw = pwr_max_w ? pwr_max_w * 1000 : d->power_limit_mw / 100 * 95;
   /* One memory-repair scheme per generation, as on the real boards: Ampere (8.0) and later
    * remap rows and have no page retirement; older GPUs retire pages and cannot remap rows. */
-  d->unsupported |= d->cc_major >= 8 ? SIM_M_RETIRED_PAGES : SIM_M_REMAPPED_ROWS;
+  d->unsupported |= d->cc_major >= 8 ? GPUM__SIM_M_RETIRED_PAGES : GPUM__SIM_M_REMAPPED_ROWS;
 }
 
-static int parse_device(const pctx_t *c, yaml_node_t *dn, struct sim_node_spec *s) {
-  struct sim_dev_spec d;
+static int parse_device(const pctx_t *c, yaml_node_t *dn, struct gpum__sim_node_spec *s) {
+  struct gpum__sim_dev_spec d;
   unsigned count = 1, pwr_idle_w = 0, pwr_max_w = 0;
   int rc = need_mapping(c, dn, "a device");
   if (rc)
@@ -353,10 +353,10 @@ static int parse_device(const pctx_t *c, yaml_node_t *dn, struct sim_node_spec *
     return fail(c, dn, "'uuid' and 'pci_bus_id' need 'count: 1' (they must be unique)", "");
   if (d.temp_idle > d.temp_max)
     return fail(c, dn, "temperature 'idle' is above 'max'", "");
-  if (s->device_count + count > SIM_MAX_DEVICES)
+  if (s->device_count + count > GPUM__SIM_MAX_DEVICES)
     return fail(c, dn, "too many devices (at most 16 per node)", "");
   for (unsigned i = 0; i < count; i++) {
-    struct sim_dev_spec *t = &s->dev[s->device_count];
+    struct gpum__sim_dev_spec *t = &s->dev[s->device_count];
     *t = d;
     device_finish(s->device_count, t, pwr_idle_w, pwr_max_w);
     s->device_count++;
@@ -364,13 +364,13 @@ static int parse_device(const pctx_t *c, yaml_node_t *dn, struct sim_node_spec *
   return 0;
 }
 
-static int parse_fault(const pctx_t *c, yaml_node_t *fn, struct sim_node_spec *s) {
+static int parse_fault(const pctx_t *c, yaml_node_t *fn, struct gpum__sim_node_spec *s) {
   int rc = need_mapping(c, fn, "a fault");
   if (rc)
     return rc;
-  if (s->sched_count >= SIM_MAX_SCHED)
+  if (s->sched_count >= GPUM__SIM_MAX_SCHED)
     return fail(c, fn, "too many scheduled faults (at most 32)", "");
-  struct sim_sched_fault f = {.device = UINT32_MAX};
+  struct gpum__sim_sched_fault f = {.device = UINT32_MAX};
   bool have_at = false;
   FOR_PAIRS(c, fn, p) {
     yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
@@ -379,7 +379,7 @@ static int parse_fault(const pctx_t *c, yaml_node_t *fn, struct sim_node_spec *s
     if (!key)
       return fail(c, k, "fault keys must be scalars", "");
     if (!strcmp(key, "device")) {
-      if ((rc = get_uint(c, v, key, 0, SIM_MAX_DEVICES - 1, &f.device)))
+      if ((rc = get_uint(c, v, key, 0, GPUM__SIM_MAX_DEVICES - 1, &f.device)))
         return rc;
     } else if (!strcmp(key, "at")) {
       if (gpum__sim_parse_duration_ms(scalar(v), &f.at_ms) != 0)
@@ -431,8 +431,9 @@ static int parse_fault(const pctx_t *c, yaml_node_t *fn, struct sim_node_spec *s
   return 0;
 }
 
-static int parse_seq(const pctx_t *c, yaml_node_t *v, const char *what, struct sim_node_spec *s,
-                     int (*fn)(const pctx_t *, yaml_node_t *, struct sim_node_spec *)) {
+static int parse_seq(const pctx_t *c, yaml_node_t *v, const char *what,
+                     struct gpum__sim_node_spec *s,
+                     int (*fn)(const pctx_t *, yaml_node_t *, struct gpum__sim_node_spec *)) {
   if (!v || v->type != YAML_SEQUENCE_NODE)
     return fail(c, v, "expected a list for ", what);
   for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
@@ -443,7 +444,7 @@ static int parse_seq(const pctx_t *c, yaml_node_t *v, const char *what, struct s
   return 0;
 }
 
-static int parse_root(const pctx_t *c, yaml_node_t *root, struct sim_node_spec *s) {
+static int parse_root(const pctx_t *c, yaml_node_t *root, struct gpum__sim_node_spec *s) {
   yaml_node_t *devices = NULL, *faults = NULL;
   int rc = need_mapping(c, root, "the spec (name, driver_version, cuda_version, devices)");
   if (rc)
@@ -492,7 +493,7 @@ static int parse_root(const pctx_t *c, yaml_node_t *root, struct sim_node_spec *
   return 0;
 }
 
-int gpum__sim_spec_load(const char *path, struct sim_node_spec *out) {
+int gpum__sim_spec_load(const char *path, struct gpum__sim_node_spec *out) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return gpum__sim_err(errno == ENOENT ? GPUM_ENOENT : GPUM_EIO, "cannot open spec %s: %s", path,

@@ -19,7 +19,7 @@
 
 static _Thread_local char last_error[1024];
 
-SIM_API const char *gpum_sim_last_error(void) {
+GPUM__SIM_API const char *gpum_sim_last_error(void) {
   return last_error;
 }
 
@@ -45,7 +45,7 @@ void gpum__sim_sleep_ms(uint64_t ms) {
 
 bool gpum__sim_valid_name(const char *name) {
   size_t len = name ? strlen(name) : 0;
-  if (len == 0 || len > SIM_NAME_MAX)
+  if (len == 0 || len > GPUM__SIM_NAME_MAX)
     return false;
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)name[i];

@@ -586,6 +586,62 @@ static void cu_misc(void) {
   need(p_cuCtxSynchronize(), CUDA_SUCCESS, "CtxSynchronize");
 }
 
+/* What the fill steps took: a whole device's worth of 2 MiB pieces (tens of thousands). */
+static struct filled {
+  bool vmm;
+  unsigned long long v; /* the handle, or the device pointer */
+} * filled;
+static size_t nfilled, capfilled;
+
+/* Takes pieces of G bytes of device ord (VMM handles from cuMemCreate, or cuMemAlloc_v2 in the
+ * current context): want of them, or, when full, until the driver says
+ * CUDA_ERROR_OUT_OF_MEMORY, which must be after exactly want pieces. */
+static void cu_fill(int ord, bool vmm, size_t G, unsigned long long want, bool full) {
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = ord}};
+  unsigned long long got = 0;
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+  while (full || got < want) {
+    if (nfilled == capfilled) {
+      capfilled = capfilled ? 2 * capfilled : 65536;
+      filled = realloc(filled, capfilled * sizeof *filled);
+      if (!filled)
+        fail("realloc");
+    }
+    unsigned long long v = 0;
+    if (vmm) {
+      CUmemGenericAllocationHandle h = 0;
+      r = p_cuMemCreate(&h, G, &prop, 0);
+      v = h;
+    } else {
+      CUdeviceptr d = 0;
+      r = p_cuMemAlloc_v2(&d, G);
+      v = d;
+    }
+    if (r != CUDA_SUCCESS)
+      break;
+    filled[nfilled++] = (struct filled){vmm, v};
+    got++;
+  }
+  const char *what = vmm ? "cuMemCreate" : "cuMemAlloc_v2";
+  if (full)
+    need(r, CUDA_ERROR_OUT_OF_MEMORY, what); /* the piece beyond a full device */
+  else if (got < want)
+    need(r, CUDA_SUCCESS, what);
+  if (got != want)
+    fail("device %d took %llu pieces of %zu bytes (%s), expected %llu", ord, got, G, what, want);
+}
+
+static void cu_unfill(void) {
+  while (nfilled) {
+    struct filled f = filled[--nfilled];
+    if (f.vmm)
+      need(p_cuMemRelease(f.v), CUDA_SUCCESS, "cuMemRelease");
+    else
+      need(p_cuMemFree_v2(f.v), CUDA_SUCCESS, "cuMemFree_v2");
+  }
+}
+
 static int step_cuda(int argc, char **argv, int i) {
   const char *s = argv[i];
 #define ARG(k) (i + (k) < argc ? argv[i + (k)] : (fail("%s: missing argument", s), ""))
@@ -694,6 +750,20 @@ static int step_cuda(int argc, char **argv, int i) {
     unsigned long long used;
     cu_vmm((int)num(ARG(1)), &used);
     return i + 2;
+  }
+  if (!strcmp(s, "cu-fill") || !strcmp(s, "cu-take")) { /* DEV vmm|mem|mem=SIZE COUNT */
+    const char *kind = ARG(2);
+    size_t piece = 2u << 20; /* the VMM granularity */
+    if (!strncmp(kind, "mem=", 4))
+      piece = num(kind + 4);
+    else if (strcmp(kind, "vmm") && strcmp(kind, "mem"))
+      fail("%s: vmm, mem or mem=SIZE, not %s", s, kind);
+    cu_fill((int)num(ARG(1)), !strcmp(kind, "vmm"), piece, num(ARG(3)), !strcmp(s, "cu-fill"));
+    return i + 4;
+  }
+  if (!strcmp(s, "cu-unfill")) { /* releases and frees everything cu-fill/cu-take took */
+    cu_unfill();
+    return i + 1;
   }
   if (!strcmp(s, "cu-misc")) {
     cu_misc();
