@@ -18,32 +18,33 @@ extern "C" {
 #endif
 
 /* XX(NAME, value, message). Values are negative and never reused. */
-#define GPUM_ERRNO_MAP(XX)                                    \
-  XX(EINVAL, -1, "invalid argument")                          \
-  XX(ENOMEM, -2, "out of host memory")                        \
-  XX(ENOENT, -3, "not found")                                 \
-  XX(ENODEV, -4, "no such device")                            \
-  XX(ENOTSUP, -5, "not supported")                            \
-  XX(ETIMEDOUT, -6, "timed out")                              \
-  XX(EAGAIN, -7, "temporary failure, try again")              \
-  XX(EIO, -8, "input/output error")                           \
-  XX(ELOST, -9, "device lost (fallen off the bus)")           \
-  XX(ERESET, -10, "device needs a reset")                     \
-  XX(EPERM, -11, "permission denied")                         \
-  XX(ENOSPC, -12, "buffer too small")                         \
-  XX(EDRIVER, -13, "driver library not available")            \
-  XX(ERANGE, -14, "value out of range")                       \
-  XX(EPARSE, -15, "syntax error")                             \
-  XX(EDEVOOM, -16, "out of device memory")                    \
-  XX(EBUSY, -17, "resource busy")                             \
-  XX(EEXIST, -18, "already exists")                           \
-  XX(ESTATE, -19, "operation not valid in the current state") \
-  XX(EUNKNOWN_KEY, -20, "unknown configuration key")          \
-  XX(EDRIVERVER, -21, "driver too old for this operation")    \
-  XX(ECLOSED, -22, "connection closed")                       \
-  XX(EPROTO, -23, "protocol error")                           \
-  XX(EINTERNAL, -24, "internal error")                        \
-  XX(ENEVERFIT, -25, "request can never be satisfied on this node")
+#define GPUM_ERRNO_MAP(XX)                                          \
+  XX(EINVAL, -1, "invalid argument")                                \
+  XX(ENOMEM, -2, "out of host memory")                              \
+  XX(ENOENT, -3, "not found")                                       \
+  XX(ENODEV, -4, "no such device")                                  \
+  XX(ENOTSUP, -5, "not supported")                                  \
+  XX(ETIMEDOUT, -6, "timed out")                                    \
+  XX(EAGAIN, -7, "temporary failure, try again")                    \
+  XX(EIO, -8, "input/output error")                                 \
+  XX(ELOST, -9, "device lost (fallen off the bus)")                 \
+  XX(ERESET, -10, "device needs a reset")                           \
+  XX(EPERM, -11, "permission denied")                               \
+  XX(ENOSPC, -12, "buffer too small")                               \
+  XX(EDRIVER, -13, "driver library not available")                  \
+  XX(ERANGE, -14, "value out of range")                             \
+  XX(EPARSE, -15, "syntax error")                                   \
+  XX(EDEVOOM, -16, "out of device memory")                          \
+  XX(EBUSY, -17, "resource busy")                                   \
+  XX(EEXIST, -18, "already exists")                                 \
+  XX(ESTATE, -19, "operation not valid in the current state")       \
+  XX(EUNKNOWN_KEY, -20, "unknown configuration key")                \
+  XX(EDRIVERVER, -21, "driver too old for this operation")          \
+  XX(ECLOSED, -22, "connection closed")                             \
+  XX(EPROTO, -23, "protocol error")                                 \
+  XX(EINTERNAL, -24, "internal error")                              \
+  XX(ENEVERFIT, -25, "request can never be satisfied on this node") \
+  XX(EINTR, -26, "interrupted")
 
 typedef enum {
   GPUM_OK = 0,

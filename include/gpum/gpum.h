@@ -15,7 +15,8 @@
  *   profile.h      named timers and a benchmark helper
  *   pool.h         the caching pool allocator for device, pinned and host memory
  *   pool_replay.h  replays allocation logs against the pool's strategies
- *   client.h       the gpumd client: reservations, their environment, node status
+ *   client.h       the gpumd client: reservations, events, node status
+ *   session.h      a reservation held for a job's life, and the environment of its grant
  *
  * The simulated driver's control API (gpum/sim.h) belongs to libgpum_sim.so, not libgpum, and
  * is not included here.
@@ -30,6 +31,7 @@
 #include <gpum/log.h>
 #include <gpum/monitor.h>
 #include <gpum/options.h>
+#include <gpum/session.h>
 #include <gpum/pool.h>
 #include <gpum/pool_replay.h>
 #include <gpum/profile.h>

@@ -18,8 +18,6 @@
 #include "cli.h"
 #include "client_cli.h"
 
-#define WAIT_SLICE_MS 200
-
 volatile sig_atomic_t cli_signal_caught;
 
 const char cli_reserve_flags_help[] =
@@ -129,168 +127,121 @@ void cli_catch_signals(void) {
   sigaction(SIGHUP, &sa, NULL);
 }
 
-typedef struct {
-  const char *cmd;
-  const char *id;
-  long shown_position;
-  bool quiet;
-} progress_t;
-
-static void show_position(progress_t *p, const gpum_reservation_t *r) {
-  if (p->quiet || r->state != GPUM_RES_QUEUED || r->queue_position == p->shown_position)
-    return;
-  p->shown_position = r->queue_position;
-  fprintf(stderr, "gpum %s: %s queued at position %ld%s%s\n", p->cmd, r->id, r->queue_position + 1,
-          r->waiting_for[0] ? ", waiting for " : "", r->waiting_for);
+static int on_interrupted(void *user) {
+  (void)user;
+  return cli_signal_caught != 0;
 }
 
-static void on_event(const gpum_client_event_t *ev, void *user) {
-  progress_t *p = user;
-  if (ev->kind == GPUM_CLIENT_EV_PRESSURE && !p->quiet)
-    fprintf(stderr, "gpum %s: memory pressure on GPU %d: %.0f%% used (%s)\n", p->cmd, ev->device,
-            ev->used_ratio * 100.0, ev->level ? ev->level : "high");
-  if (ev->reservation && p->id && !strcmp(ev->reservation->id, p->id))
-    show_position(p, ev->reservation);
-}
-
-#define RECONNECT_MS 250
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t cli_lease_grace_ms(const gpum_config_t *cfg) {
-  return gpum_option_find("lease.grace") ? (int64_t)gpum_config_get_duration(cfg, "lease.grace")
-                                         : 30000;
-}
-
-/* The connection to gpumd was lost while r waited in the queue: connects again every
- * RECONNECT_MS and re-attaches r within lease.grace. Returns 0 with *cp the new client and *r
- * the reservation as gpumd has it now; 1 on a signal; a negative code when r is lost. */
-static int requeue(const char *cmd, const gpum_config_t *cfg, gpum_client_t **cp,
-                   const gpum_reservation_t *mine, gpum_reservation_t *r, int why) {
-  fprintf(stderr,
-          "gpum %s: lost the connection to gpumd (%s) while %s was queued; re-attaching "
-          "when gpumd is back\n",
-          cmd, cli_reason(why), mine->id);
-  gpum_client_close(*cp);
-  *cp = NULL;
-  int64_t lost_at = mono_ms(), grace = cli_lease_grace_ms(cfg);
-  for (;;) {
-    if (cli_signal_caught)
-      return 1;
-    int rc = cli_reattach(cmd, cfg, mine, cp, r);
-    if (rc != GPUM_EAGAIN)
-      return rc;
-    if (mono_ms() - lost_at > grace) {
-      fprintf(stderr, "gpum %s: gpumd did not come back within %lld ms (lease.grace); %s is lost\n",
-              cmd, (long long)grace, mine->id);
-      return GPUM_ECLOSED;
-    }
-    poll(NULL, 0, RECONNECT_MS); /* the retry interval; a signal cuts it short */
+static void on_event(const gpum_session_event_t *ev, void *user) {
+  const cli_session_ui_t *ui = user;
+  const gpum_reservation_t *r = ev->reservation;
+  switch (ev->kind) {
+  case GPUM_SESSION_EV_QUEUED:
+    if (!ui->quiet)
+      fprintf(stderr, "gpum %s: %s queued at position %ld%s%s\n", ui->cmd, r->id,
+              r->queue_position + 1, r->waiting_for[0] ? ", waiting for " : "", r->waiting_for);
+    break;
+  case GPUM_SESSION_EV_PRESSURE:
+    if (!ui->quiet)
+      fprintf(stderr, "gpum %s: memory pressure on GPU %d: %.0f%% used (%s)\n", ui->cmd, ev->device,
+              ev->used_ratio * 100.0, ev->level);
+    break;
+  case GPUM_SESSION_EV_ENDED:
+    if (ui->phase == CLI_PHASE_RUN)
+      fprintf(stderr, "gpum %s: reservation %s is %s%s%s\n", ui->cmd, r->id,
+              gpum_res_state_name(r->state), r->reason[0] ? ": " : "", r->reason);
+    else
+      fprintf(stderr, "gpum %s: %s is %s%s%s\n", ui->cmd, r->id, gpum_res_state_name(r->state),
+              r->reason[0] ? ": " : "", r->reason);
+    break;
+  case GPUM_SESSION_EV_LOST:
+    if (ui->phase == CLI_PHASE_WAIT)
+      fprintf(stderr,
+              "gpum %s: lost the connection to gpumd (%s) while %s was queued; re-attaching "
+              "when gpumd is back\n",
+              ui->cmd, cli_reason(ev->error), r->id);
+    else if (ui->phase == CLI_PHASE_RUN)
+      fprintf(stderr,
+              "gpum %s: lost the connection to gpumd (%s); %s keeps running, re-attaching when "
+              "gpumd is back\n",
+              ui->cmd, cli_reason(ev->error), r->id);
+    else
+      fprintf(stderr,
+              "gpum %s: lost the connection to gpumd (%s); re-attaching %s when gpumd is back\n",
+              ui->cmd, cli_reason(ev->error), r->id);
+    break;
+  case GPUM_SESSION_EV_REATTACHED:
+    fprintf(stderr, "gpum %s: gpumd is back; %s re-attached (%s)\n", ui->cmd, r->id,
+            gpum_res_state_name(r->state));
+    break;
+  case GPUM_SESSION_EV_GAVE_UP:
+    if (ui->phase == CLI_PHASE_RUN)
+      fprintf(stderr,
+              "gpum %s: gpumd did not come back within %lld ms; %s runs on without a "
+              "reservation\n",
+              ui->cmd, (long long)ev->grace_ms, r->id);
+    else
+      fprintf(stderr,
+              "gpum %s: gpumd did not come back within %lld ms (lease.grace); %s is "
+              "lost\n",
+              ui->cmd, (long long)ev->grace_ms, r->id);
+    break;
+  case GPUM_SESSION_EV_GRANTED:
+    break;
   }
 }
 
-int cli_reserve_and_wait(const char *cmd, const gpum_config_t *cfg, gpum_client_t **cp,
-                         const cli_reserve_opts_t *o, gpum_reservation_t *r) {
-  gpum_client_t *c = *cp;
-  progress_t p = {.cmd = cmd, .quiet = o->quiet, .shown_position = -2};
-  gpum_client_set_event_cb(c, on_event, &p);
+int cli_session_open(const gpum_config_t *cfg, cli_session_ui_t *ui, gpum_session_t **out) {
+  gpum_session_opts_t so;
+  gpum_session_opts_init(&so);
+  so.cfg = cfg;
+  so.on_event = on_event;
+  so.interrupted = on_interrupted;
+  so.user = ui;
+  int rc = gpum_session_open(&so, out);
+  if (rc != 0) {
+    fprintf(stderr, "gpum %s: %s\n", ui->cmd, cli_reason(rc));
+    return CLI_EXIT_FAIL;
+  }
+  return 0;
+}
+
+int cli_session_reserve(gpum_session_t *s, cli_session_ui_t *ui, const cli_reserve_opts_t *o) {
   gpum_reserve_req_t req = o->req;
   if (o->timeout_ms) {
     req.queue_timeout_ms = o->timeout_ms;
     req.wait_on_timeout = false;
   }
-  int rc = gpum_client_reserve_async(c, &req, r);
-  if (rc != 0) {
-    fprintf(stderr, "gpum %s: cannot reserve: %s\n", cmd, cli_reason(rc));
-    gpum_client_set_event_cb(c, NULL, NULL);
-    return CLI_EXIT_FAIL;
-  }
-  gpum_reservation_t mine = *r; /* id and token, for a re-attach */
-  p.id = mine.id;
-  show_position(&p, r);
-  char id[sizeof r->id];
-  snprintf(id, sizeof id, "%s", r->id);
+  ui->phase = CLI_PHASE_WAIT;
   /* The daemon enforces --timeout; the client gives it a second more before it cancels. */
-  long waited = 0, limit = o->timeout_ms ? (long)o->timeout_ms + 1000 : -1;
-  rc = r->state == GPUM_RES_GRANTED ? 0 : GPUM_ETIMEDOUT;
-  while (rc == GPUM_ETIMEDOUT && !cli_signal_caught && (limit < 0 || waited < limit)) {
-    rc = gpum_client_wait(c, id, WAIT_SLICE_MS, r);
-    waited += WAIT_SLICE_MS;
-    if (rc == GPUM_ECLOSED || rc == GPUM_EIO) { /* gpumd went away: the queue survives it */
-      rc = requeue(cmd, cfg, cp, &mine, r, rc);
-      c = *cp;
-      if (rc == 1) { /* interrupted */
-        fprintf(stderr,
-                "gpum %s: interrupted while gpumd is away; it cancels %s when it is back and "
-                "lease.grace passes\n",
-                cmd, id);
-        return 128 + cli_signal_caught;
-      }
-      if (rc != 0)
-        return CLI_EXIT_FAIL;
-      gpum_client_set_event_cb(c, on_event, &p);
-      show_position(&p, r);
-      rc = r->state == GPUM_RES_GRANTED ? 0 : GPUM_ETIMEDOUT;
-    }
-  }
-  gpum_client_set_event_cb(c, NULL, NULL);
-  if (rc == 0)
+  int rc = gpum_session_reserve(s, &req, o->timeout_ms ? (int64_t)o->timeout_ms + 1000 : -1);
+  const gpum_reservation_t *r = gpum_session_reservation(s);
+  switch (rc) {
+  case 0:
     return 0;
-  if (rc == GPUM_ETIMEDOUT || cli_signal_caught) {
-    gpum_client_release(c, id, NULL);
-    if (cli_signal_caught) {
-      fprintf(stderr, "gpum %s: interrupted; %s cancelled\n", cmd, id);
-      return 128 + cli_signal_caught;
-    }
-    fprintf(stderr, "gpum %s: %s not granted within the timeout; cancelled\n", cmd, id);
+  case GPUM_EINTR:
+    if (gpum_session_client(s) == NULL)
+      fprintf(stderr,
+              "gpum %s: interrupted while gpumd is away; it cancels %s when it is back and "
+              "lease.grace passes\n",
+              ui->cmd, r->id);
+    else
+      fprintf(stderr, "gpum %s: interrupted; %s cancelled\n", ui->cmd, r->id);
+    return 128 + cli_signal_caught;
+  case GPUM_ETIMEDOUT:
+    fprintf(stderr, "gpum %s: %s not granted within the timeout; cancelled\n", ui->cmd, r->id);
     return CLI_EXIT_FAIL;
+  case GPUM_ECLOSED:
+    if (r->id[0]) /* gave up re-attaching: said so already */
+      return CLI_EXIT_FAIL;
+    break;
+  case GPUM_ESTATE:
+    if (r->id[0]) /* it ended in the queue: the ENDED event said how */
+      return CLI_EXIT_FAIL;
+    break;
+  default:
+    break;
   }
-  fprintf(stderr, "gpum %s: %s\n", cmd, cli_reason(rc));
+  fprintf(stderr, "gpum %s: cannot reserve: %s\n", ui->cmd, cli_reason(rc));
   return CLI_EXIT_FAIL;
-}
-
-int cli_reattach(const char *cmd, const gpum_config_t *cfg, const gpum_reservation_t *r,
-                 gpum_client_t **out, gpum_reservation_t *now_out) {
-  char path[256];
-  gpum_client_t *c = NULL;
-  *out = NULL;
-  if (gpum_socket_path(cfg, path, sizeof path) != 0 || gpum_client_connect(path, 2000, &c) != 0) {
-    gpum_error_clear();
-    return GPUM_EAGAIN;
-  }
-  gpum_reservation_t now;
-  int rc = gpum_client_attach(c, r->id, r->token, &now);
-  if (rc == 0 && (now.state == GPUM_RES_GRANTED || now.state == GPUM_RES_QUEUED)) {
-    fprintf(stderr, "gpum %s: gpumd is back; %s re-attached (%s)\n", cmd, r->id,
-            gpum_res_state_name(now.state));
-    *out = c;
-    if (now_out)
-      *now_out = now;
-    return 0;
-  }
-  gpum_client_close(c);
-  if (rc == GPUM_ECLOSED || rc == GPUM_ETIMEDOUT) { /* gone again: try later */
-    gpum_error_clear();
-    return GPUM_EAGAIN;
-  }
-  fprintf(stderr, "gpum %s: gpumd is back but %s could not be re-attached: %s\n", cmd, r->id,
-          rc ? cli_reason(rc) : gpum_res_state_name(now.state));
-  return rc ? rc : GPUM_ESTATE;
-}
-
-void cli_res_visible_devices(const gpum_reservation_t *r, char *buf, size_t len) {
-  size_t o = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < r->ndevices && o < len; i++) {
-    int n = r->devices[i].uuid[0]
-                ? snprintf(buf + o, len - o, "%s%s", i ? "," : "", r->devices[i].uuid)
-                : snprintf(buf + o, len - o, "%s%u", i ? "," : "", r->devices[i].index);
-    if (n < 0)
-      break;
-    o += (size_t)n;
-  }
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the commands that talk to gpumd share (client_cli.c): connecting with the configured
- * socket, the reservation flags of `gpum run` and `gpum reserve`, waiting for a grant while
- * showing the queue position on stderr (Ctrl-C cancels), and formatting reservations.
+ * socket, the reservation flags of `gpum run` and `gpum reserve`, and their reservation
+ * session (libgpum's gpum/session.h) with its events printed on stderr and Ctrl-C as its
+ * interruption.
  */
 #ifndef GPUM_CLI_CLIENT_H
 #define GPUM_CLI_CLIENT_H
@@ -14,6 +15,7 @@
 
 #include <gpum/client.h>
 #include <gpum/options.h>
+#include <gpum/session.h>
 
 typedef struct {
   gpum_reserve_req_t req;
@@ -43,26 +45,27 @@ int cli_client_connect(const gpum_config_t *cfg, const char *cmd, unsigned timeo
 extern volatile sig_atomic_t cli_signal_caught;
 void cli_catch_signals(void);
 
-/* Reserves as o says over *cp and waits for the grant, printing the queue position on stderr
- * as it changes. When gpumd goes away meanwhile, connects again (socket of cfg) and
- * re-attaches the queued reservation within lease.grace (*cp is then the new client).
- * Returns 0 with *r GRANTED; else prints why and returns CLI_EXIT_FAIL, or 128+signal when
- * interrupted (the queued reservation is then cancelled). */
-int cli_reserve_and_wait(const char *cmd, const gpum_config_t *cfg, gpum_client_t **cp,
-                         const cli_reserve_opts_t *o, gpum_reservation_t *r);
+/* What a command's session is doing, for the messages its events print on stderr. */
+typedef enum {
+  CLI_PHASE_WAIT, /* waiting for the grant */
+  CLI_PHASE_HOLD, /* gpum reserve holds the grant */
+  CLI_PHASE_RUN,  /* gpum run's command runs under the grant */
+} cli_phase_t;
 
-/* The lease.grace option in ms (30000 when the table has no such option). */
-int64_t cli_lease_grace_ms(const gpum_config_t *cfg);
+typedef struct {
+  const char *cmd;
+  bool quiet; /* no queue positions or pressure on stderr */
+  cli_phase_t phase;
+} cli_session_ui_t;
 
-/* After the connection to gpumd was lost: connects again (socket of cfg) and re-attaches r
- * with its token. Returns 0 with *out the new client (and *now_out, when not NULL, the
- * reservation as gpumd has it) when r is GRANTED or QUEUED (prints "gpum CMD: gpumd is back;
- * ID re-attached" on stderr); GPUM_EAGAIN when gpumd does not answer (yet); another negative
- * code when gpumd answered but r cannot be re-attached (printed). */
-int cli_reattach(const char *cmd, const gpum_config_t *cfg, const gpum_reservation_t *r,
-                 gpum_client_t **out, gpum_reservation_t *now_out);
+/* Opens a session (gpum/session.h) to gpumd at the configured socket, whose events are printed
+ * on stderr as ui says (ui must outlive the session) and which cli_signal_caught interrupts.
+ * Prints why and returns CLI_EXIT_FAIL on failure. */
+int cli_session_open(const gpum_config_t *cfg, cli_session_ui_t *ui, gpum_session_t **out);
 
-/* "GPU-a,GPU-b" (indexes for devices without a UUID) into buf. */
-void cli_res_visible_devices(const gpum_reservation_t *r, char *buf, size_t len);
+/* Reserves as o says and waits for the grant (queue position on stderr; a restart of gpumd
+ * meanwhile is survived). Returns 0 when granted; else prints why and returns CLI_EXIT_FAIL,
+ * or 128+signal when interrupted (the queued reservation is then cancelled). */
+int cli_session_reserve(gpum_session_t *s, cli_session_ui_t *ui, const cli_reserve_opts_t *o);
 
 #endif /* GPUM_CLI_CLIENT_H */

@@ -10,13 +10,12 @@
  *
  * When gpumd restarts while it holds a reservation, gpum reserve reconnects every 250 ms and
  * re-attaches the reservation with its token (the daemon keeps it for lease.grace), as gpum
- * run does; it gives up (exit 1) when gpumd is not back within lease.grace.
+ * run does (both through libgpum's reservation session, gpum/session.h); it gives up (exit 1)
+ * when gpumd is not back within lease.grace.
  */
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <gpum/error.h>
 #include <gpum/size.h>
@@ -31,7 +30,8 @@ static void usage(FILE *out) {
           "                    [-q]\n"
           "\n"
           "Reserves GPU memory from gpumd and holds it. Prints the reservation id on stdout\n"
-          "and the CUDA_VISIBLE_DEVICES / GPUM_MEM_LIMIT lines for a shell on stderr.\n"
+          "and, on stderr, an export line with the environment a job needs to use it\n"
+          "(the same variables 'gpum run' sets: CUDA_VISIBLE_DEVICES, GPUM_MEM_LIMIT, ...).\n"
           "Without --ttl, holds the reservation until Ctrl-C or SIGTERM. With --ttl, the\n"
           "reservation outlives this command: it is released by 'gpum release ID' or when\n"
           "DURATION passes.\n"
@@ -83,9 +83,9 @@ static int parse(int argc, char **argv, cli_reserve_opts_t *o) {
   return -1;
 }
 
+/* The grant on stdout (the id) and stderr (what, and the shell line to use it). */
 static void show(const gpum_reservation_t *r) {
-  char cvd[GPUM_CLIENT_MAX_DEVICES * 100], size[GPUM_SIZE_BUFSZ];
-  cli_res_visible_devices(r, cvd, sizeof cvd);
+  char size[GPUM_SIZE_BUFSZ];
   printf("%s\n", r->id);
   fflush(stdout);
   fprintf(stderr, "gpum reserve: %s granted: %s on %zu GPU%s (", r->id,
@@ -93,66 +93,25 @@ static void show(const gpum_reservation_t *r) {
           r->ndevices == 1 ? "" : "s");
   for (size_t i = 0; i < r->ndevices; i++)
     fprintf(stderr, "%s%u", i ? ", " : "", r->devices[i].index);
-  fprintf(stderr,
-          ")\n  export CUDA_VISIBLE_DEVICES=%s GPUM_RESERVATION_ID=%s GPUM_MEM_LIMIT=%llu\n", cvd,
-          r->id, (unsigned long long)r->bytes_per_gpu);
+  fprintf(stderr, ")\n  export");
+  gpum_env_var_t vars[GPUM_RESERVATION_ENV_MAX];
+  size_t n = 0;
+  if (gpum_reservation_env(r, vars, GPUM_RESERVATION_ENV_MAX, &n) == 0)
+    for (size_t i = 0; i < n; i++)
+      fprintf(stderr, " %s=%s%s%s", vars[i].name, vars[i].value[0] ? "" : "'", vars[i].value,
+              vars[i].value[0] ? "" : "'");
+  fprintf(stderr, "\n");
 }
 
-/* While holding: a reservation that ends under us (device lost, expired) ends the hold. */
-static void on_event(const gpum_client_event_t *ev, void *user) {
-  const char *id = user;
-  const gpum_reservation_t *r = ev->reservation;
-  if (r && !strcmp(r->id, id) && gpum_res_state_is_final(r->state)) {
-    fprintf(stderr, "gpum reserve: %s is %s%s%s\n", r->id, gpum_res_state_name(r->state),
-            r->reason[0] ? ": " : "", r->reason);
-    cli_signal_caught = -1;
-  }
-}
-
-#define RECONNECT_MS 250
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Holds r until a signal, or until it ends under us (cli_signal_caught < 0). When the
- * connection is lost, re-attaches within lease.grace. Returns 0 with *cp the live client, or
- * CLI_EXIT_FAIL (*cp NULL) when the reservation is lost. */
-static int hold(const gpum_config_t *cfg, gpum_client_t **cp, const gpum_reservation_t *r) {
-  int64_t grace = cli_lease_grace_ms(cfg);
-  int64_t lost_at = 0;
+/* Holds the reservation until a signal (0), or until it ends or is lost (CLI_EXIT_FAIL; the
+ * session's events said why). */
+static int hold(gpum_session_t *s) {
   while (!cli_signal_caught) {
-    if (*cp) {
-      int rc = gpum_client_process(*cp, 500);
-      if (rc >= 0)
-        continue;
-      fprintf(stderr,
-              "gpum reserve: lost the connection to gpumd (%s); re-attaching %s when "
-              "gpumd is back\n",
-              cli_reason(rc), r->id);
-      gpum_client_close(*cp);
-      *cp = NULL;
-      lost_at = now_ms();
-      continue;
-    }
-    int rc = cli_reattach("reserve", cfg, r, cp, NULL);
-    if (rc == 0) {
-      gpum_client_set_event_cb(*cp, on_event, (void *)r->id);
-      continue;
-    }
-    if (rc != GPUM_EAGAIN)
+    int rc = gpum_session_process(s, 500);
+    if (rc == GPUM_ESTATE || rc == GPUM_ECLOSED)
       return CLI_EXIT_FAIL;
-    if (now_ms() - lost_at > grace) {
-      fprintf(stderr,
-              "gpum reserve: gpumd did not come back within %lld ms (lease.grace); %s is "
-              "lost\n",
-              (long long)grace, r->id);
-      return CLI_EXIT_FAIL;
-    }
-    poll(NULL, 0, RECONNECT_MS); /* the retry interval; a signal cuts it short */
   }
+  gpum_error_clear();
   return 0;
 }
 
@@ -162,46 +121,44 @@ int cmd_reserve(gpum_config_t *cfg, int argc, char **argv) {
   int code = parse(argc, argv, &o);
   if (code >= 0)
     return code;
-  gpum_client_t *c = NULL;
-  code = cli_client_connect(cfg, "reserve", 0, &c);
+  cli_session_ui_t ui = {.cmd = "reserve", .quiet = o.quiet};
+  gpum_session_t *s = NULL;
+  code = cli_session_open(cfg, &ui, &s);
   if (code != 0)
     return code;
   cli_catch_signals();
-  gpum_reservation_t r;
-  code = cli_reserve_and_wait("reserve", cfg, &c, &o, &r);
+  code = cli_session_reserve(s, &ui, &o);
   if (code != 0) {
-    gpum_client_close(c);
+    gpum_session_close(s);
     return code;
   }
-  show(&r);
-  if (o.ttl_ms) {
-    gpum_client_close(c);
+  const gpum_reservation_t *r = gpum_session_reservation(s);
+  show(r);
+  if (o.ttl_ms) { /* the TTL lease outlives this connection */
+    gpum_session_close(s);
     return CLI_EXIT_OK;
   }
-  fprintf(stderr, "gpum reserve: holding %s; Ctrl-C to release\n", r.id);
-  gpum_client_set_event_cb(c, on_event, r.id);
-  code = hold(cfg, &c, &r);
-  if (code == 0 && c == NULL) { /* interrupted while gpumd was away */
+  fprintf(stderr, "gpum reserve: holding %s; Ctrl-C to release\n", r->id);
+  ui.phase = CLI_PHASE_HOLD;
+  code = hold(s);
+  if (code == 0 && gpum_session_client(s) == NULL) { /* interrupted while gpumd was away */
     fprintf(stderr,
             "gpum reserve: interrupted while gpumd is away; it releases %s when it is back and "
             "lease.grace passes\n",
-            r.id);
+            r->id);
     code = CLI_EXIT_FAIL;
   }
   if (code != 0) {
-    gpum_client_close(c);
+    gpum_session_close(s);
     return code;
   }
-  gpum_client_set_event_cb(c, NULL, NULL);
-  if (cli_signal_caught < 0) { /* ended under us */
-    gpum_client_close(c);
-    return CLI_EXIT_FAIL;
-  }
-  code = gpum_client_release(c, r.id, NULL);
+  char id[sizeof r->id];
+  snprintf(id, sizeof id, "%s", r->id);
+  code = gpum_session_release(s);
   if (code != 0)
-    fprintf(stderr, "gpum reserve: release %s: %s\n", r.id, cli_reason(code));
+    fprintf(stderr, "gpum reserve: release %s: %s\n", id, cli_reason(code));
   else
-    fprintf(stderr, "gpum reserve: %s released\n", r.id);
-  gpum_client_close(c);
+    fprintf(stderr, "gpum reserve: %s released\n", id);
+  gpum_session_close(s);
   return code == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `gpum run [FLAGS] -- CMD ARGS...`: reserves GPU memory from gpumd, waits for the grant
- * (showing the queue position on stderr), runs CMD with CUDA_VISIBLE_DEVICES set to the granted
- * GPUs' UUIDs, GPUM_RESERVATION_ID and GPUM_MEM_LIMIT (bytes per GPU), forwards SIGINT, SIGTERM
- * and SIGHUP to it, and releases the reservation when CMD exits. The reservation is bound to
- * this process's connection, so even if gpum run is killed the daemon releases it. When
- * gpumd restarts while CMD runs, gpum run reconnects and re-attaches the reservation with its
- * token (within the daemon's lease.grace).
+ * (showing the queue position on stderr), runs CMD with the grant's environment
+ * (gpum_reservation_env: CUDA_VISIBLE_DEVICES set to the granted GPUs' UUIDs,
+ * CUDA_DEVICE_ORDER, GPUM_RESERVATION_ID, GPUM_MEM_LIMIT, ...), forwards SIGINT, SIGTERM and
+ * SIGHUP to it, and releases the reservation when CMD exits. The reservation is bound to this
+ * process's connection, so even if gpum run is killed the daemon releases it; and CMD is tied
+ * to gpum run (PR_SET_PDEATHSIG): it is killed when gpum run dies, so it never runs on without
+ * its reservation. When gpumd restarts while CMD runs, gpum run reconnects and re-attaches the
+ * reservation with its token (within the daemon's lease.grace); the reservation session of
+ * libgpum (gpum/session.h) does that.
  *
  * Exit code: CMD's exit status, or 128+N when CMD was killed by signal N; 1 when the
  * reservation failed (daemon not running, request can never fit, timeout), 2 for usage errors,
@@ -18,8 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <gpum/error.h>
@@ -35,11 +38,17 @@ static void usage(FILE *out) {
           "\n"
           "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
           "position on stderr), then runs CMD with:\n"
-          "  CUDA_VISIBLE_DEVICES   the granted GPUs' UUIDs, comma-separated\n"
+          "  CUDA_VISIBLE_DEVICES   the granted GPUs' UUIDs, comma-separated (empty when\n"
+          "                         gpumd runs on the host backend: no GPU to see)\n"
+          "  CUDA_DEVICE_ORDER      PCI_BUS_ID, so CUDA numbers GPUs as nvidia-smi does\n"
           "  GPUM_RESERVATION_ID    the reservation's id (see 'gpum jobs')\n"
           "  GPUM_MEM_LIMIT         the reserved bytes per GPU\n"
+          "  GPUM_DEVICES           gpumd's names (UUIDs) of the granted devices\n"
+          "and, unless already set, TF_FORCE_GPU_ALLOW_GROWTH=true and\n"
+          "XLA_PYTHON_CLIENT_PREALLOCATE=false (TensorFlow and JAX take memory as needed).\n"
           "SIGINT, SIGTERM and SIGHUP sent to gpum run are forwarded to CMD. The reservation\n"
-          "is released when CMD exits (and by gpumd if gpum run itself dies).\n"
+          "is released when CMD exits (and by gpumd if gpum run itself dies); CMD is killed\n"
+          "(SIGKILL) if gpum run dies, so it never runs on unreserved.\n"
           "\n"
           "options:\n"
           "%s"
@@ -119,65 +128,35 @@ static void install_forwarding(void) {
   sigaction(SIGCHLD, &sa, NULL);
 }
 
-static void child_exec(char **cmd, const gpum_reservation_t *r, const sigset_t *mask) {
+/* In the child: CMD dies with gpum run (PR_SET_PDEATHSIG), so that killing gpum run (even
+ * with SIGKILL, which it cannot forward) never leaves CMD running without its reservation.
+ * A parent that died before prctl took effect is seen as a changed parent pid. */
+static void tie_to_parent(pid_t parent) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+    _exit(CLI_EXIT_FAIL);
+}
+
+static void child_exec(char **cmd, const gpum_reservation_t *r, const sigset_t *mask,
+                       pid_t parent) {
   static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+  tie_to_parent(parent);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     signal(sigs[i], SIG_DFL);
   sigprocmask(SIG_SETMASK, mask, NULL);
-  char cvd[GPUM_CLIENT_MAX_DEVICES * 100], limit[32];
-  cli_res_visible_devices(r, cvd, sizeof cvd);
-  snprintf(limit, sizeof limit, "%llu", (unsigned long long)r->bytes_per_gpu);
-  setenv("CUDA_VISIBLE_DEVICES", cvd, 1);
-  setenv("GPUM_RESERVATION_ID", r->id, 1);
-  setenv("GPUM_MEM_LIMIT", limit, 1);
+  if (gpum_reservation_setenv(r) != 0) {
+    fprintf(stderr, "gpum run: cannot set the environment: %s\n", gpum_last_error());
+    _exit(CLI_EXIT_FAIL);
+  }
   execvp(cmd[0], cmd);
   int err = errno;
   fprintf(stderr, "gpum run: cannot run '%s': %s\n", cmd[0], strerror(err));
   _exit(err == ENOENT ? 127 : 126);
 }
 
-typedef struct {
-  const char *id;
-} watch_t;
-
-/* While CMD runs: tell the user when the reservation changes under it. */
-static void on_event(const gpum_client_event_t *ev, void *user) {
-  watch_t *w = user;
-  if (ev->kind == GPUM_CLIENT_EV_PRESSURE) {
-    fprintf(stderr, "gpum run: memory pressure on GPU %d: %.0f%% used (%s)\n", ev->device,
-            ev->used_ratio * 100.0, ev->level ? ev->level : "high");
-    return;
-  }
-  const gpum_reservation_t *r = ev->reservation;
-  if (r && !strcmp(r->id, w->id) && gpum_res_state_is_final(r->state))
-    fprintf(stderr, "gpum run: reservation %s is %s%s%s\n", r->id, gpum_res_state_name(r->state),
-            r->reason[0] ? ": " : "", r->reason);
-}
-
-#define RECONNECT_MS 250
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* After gpumd went away: connects again and re-attaches the reservation with its token. */
-static gpum_client_t *reattach(const gpum_config_t *cfg, const gpum_reservation_t *r) {
-  gpum_client_t *c = NULL;
-  cli_reattach("run", cfg, r, &c, NULL);
-  return c;
-}
-
-/* Waits for CMD, serving the daemon connection meanwhile; when gpumd restarts, re-attaches
- * the reservation within the lease.grace option. Returns CMD's wait status; *cp is the live
- * connection (NULL when lost). */
-static int supervise(const gpum_config_t *cfg, gpum_client_t **cp, const gpum_reservation_t *r) {
-  watch_t w = {r->id};
-  gpum_client_set_event_cb(*cp, on_event, &w);
-  int64_t grace = cli_lease_grace_ms(cfg);
-  int64_t lost_at = 0;
-  bool gave_up = false;
+/* Waits for CMD, serving the session meanwhile (events, re-attaching after a restart of
+ * gpumd within lease.grace). Returns CMD's wait status. */
+static int supervise(gpum_session_t *s) {
+  bool held = true; /* the session still has something to serve */
   for (;;) {
     int status = 0;
     pid_t p = waitpid(child_pid, &status, WNOHANG);
@@ -185,34 +164,20 @@ static int supervise(const gpum_config_t *cfg, gpum_client_t **cp, const gpum_re
       return status;
     if (p < 0 && errno != EINTR)
       return 0;
-    gpum_client_t *c = *cp;
-    struct pollfd fds[2] = {{chld_pipe[0], POLLIN, 0}, {c ? gpum_client_fd(c) : -1, POLLIN, 0}};
-    if (poll(fds, 2, c || gave_up ? -1 : RECONNECT_MS) < 0)
+    int fd = held ? gpum_session_fd(s) : -1;
+    struct pollfd fds[2] = {{chld_pipe[0], POLLIN, 0}, {fd, POLLIN, 0}};
+    if (poll(fds, 2, held && fd < 0 ? GPUM_SESSION_RETRY_MS : -1) < 0)
       continue;
     if (fds[0].revents) {
       char buf[64];
       while (read(chld_pipe[0], buf, sizeof buf) > 0) {
       }
     }
-    if (c && fds[1].revents && gpum_client_process(c, 0) < 0) {
-      fprintf(stderr,
-              "gpum run: lost the connection to gpumd (%s); %s keeps running, "
-              "re-attaching when gpumd is back\n",
-              cli_reason(GPUM_ECLOSED), r->id);
-      gpum_client_close(c);
-      *cp = NULL;
-      lost_at = now_ms();
-    } else if (!c && !gave_up) {
-      *cp = reattach(cfg, r);
-      if (*cp) {
-        gpum_client_set_event_cb(*cp, on_event, &w);
-      } else if (now_ms() - lost_at > grace) {
-        fprintf(stderr,
-                "gpum run: gpumd did not come back within %lld ms; %s runs on "
-                "without a reservation\n",
-                (long long)grace, r->id);
-        gave_up = true;
-      }
+    if (held && (fd < 0 || fds[1].revents)) {
+      int rc = gpum_session_process(s, 0);
+      if (rc == GPUM_ESTATE || rc == GPUM_ECLOSED) /* ended or lost: said so; CMD runs on */
+        held = false;
+      gpum_error_clear();
     }
   }
 }
@@ -224,27 +189,29 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
   int code = parse(argc, argv, &o, &cmd_at);
   if (code >= 0)
     return code;
-  gpum_client_t *c = NULL;
-  code = cli_client_connect(cfg, "run", 0, &c);
+  cli_session_ui_t ui = {.cmd = "run", .quiet = o.quiet};
+  gpum_session_t *s = NULL;
+  code = cli_session_open(cfg, &ui, &s);
   if (code != 0)
     return code;
   cli_catch_signals();
-  gpum_reservation_t r;
-  code = cli_reserve_and_wait("run", cfg, &c, &o, &r);
+  code = cli_session_reserve(s, &ui, &o);
+  const gpum_reservation_t *r = gpum_session_reservation(s);
   if (code == 0 && cli_signal_caught) { /* a signal right as the grant came: do not start CMD */
-    gpum_client_release(c, r.id, NULL);
-    fprintf(stderr, "gpum run: interrupted; %s released before CMD started\n", r.id);
+    gpum_session_release(s);
+    fprintf(stderr, "gpum run: interrupted; %s released before CMD started\n", r->id);
     code = 128 + cli_signal_caught;
   }
   if (code != 0) {
-    gpum_client_close(c);
+    gpum_session_close(s);
     return code;
   }
   if (pipe2(chld_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     fprintf(stderr, "gpum run: pipe: %s\n", strerror(errno));
-    gpum_client_close(c);
+    gpum_session_close(s);
     return CLI_EXIT_FAIL;
   }
+  ui.phase = CLI_PHASE_RUN;
   /* The forwarded signals are blocked until child_pid is known, so none is lost in between;
    * the child unblocks them after restoring the default handlers. */
   sigset_t fwd, old_mask;
@@ -255,22 +222,24 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
   sigprocmask(SIG_BLOCK, &fwd, &old_mask);
   install_forwarding();
   fflush(NULL);
+  pid_t parent = getpid();
+  gpum_reservation_t granted = *r;
   child_pid = fork();
   if (child_pid == 0)
-    child_exec(argv + cmd_at, &r, &old_mask);
+    child_exec(argv + cmd_at, &granted, &old_mask, parent);
   sigprocmask(SIG_SETMASK, &old_mask, NULL);
   if (child_pid < 0) {
     fprintf(stderr, "gpum run: fork: %s\n", strerror(errno));
-    gpum_client_close(c);
+    gpum_session_close(s);
     return CLI_EXIT_FAIL;
   }
-  int status = supervise(cfg, &c, &r);
-  if (c) {
-    gpum_client_set_timeout(c, 2000);
-    if (gpum_client_release(c, r.id, NULL) != 0)
-      gpum_error_clear(); /* already released or expired, or the daemon is gone: nothing to do */
-    gpum_client_close(c);
+  int status = supervise(s);
+  if (gpum_session_client(s)) {
+    gpum_client_set_timeout(gpum_session_client(s), 2000);
+    if (gpum_session_release(s) != 0)
+      gpum_error_clear(); /* the daemon is gone: nothing to do */
   }
+  gpum_session_close(s);
   close(chld_pipe[0]);
   close(chld_pipe[1]);
   if (WIFSIGNALED(status))

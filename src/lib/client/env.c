@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The environment of a job that runs under a reservation (gpum/session.h): one list of
+ * variables that gpum run sets, gpum reserve prints and gpumd's REST setup answers return, so
+ * that every way to start a job hands it the same view of its GPUs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/error.h>
+#include <gpum/session.h>
+
+/* A device of gpumd's CPU fallback (the host backend names its one device "host-..."). */
+static bool is_host_device(const gpum_res_device_t *d) {
+  return strncmp(d->uuid, "host-", 5) == 0;
+}
+
+/* Appends name=value; false when it does not fit (the caller reports ENOSPC). */
+static bool put(gpum_env_var_t *vars, size_t cap, size_t *n, const char *name, const char *value,
+                bool if_unset) {
+  if (*n >= cap)
+    return false;
+  gpum_env_var_t *v = &vars[(*n)++];
+  snprintf(v->name, sizeof v->name, "%s", name);
+  snprintf(v->value, sizeof v->value, "%s", value);
+  v->if_unset = if_unset;
+  return true;
+}
+
+/* Joins the devices' names (UUID, else index) with commas; CUDA devices only when cuda_only. */
+static void join_devices(const gpum_reservation_t *r, bool cuda_only, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < r->ndevices && off < len; i++) {
+    const gpum_res_device_t *d = &r->devices[i];
+    if (cuda_only && is_host_device(d))
+      continue;
+    int k = d->uuid[0] ? snprintf(buf + off, len - off, "%s%s", off ? "," : "", d->uuid)
+                       : snprintf(buf + off, len - off, "%s%u", off ? "," : "", d->index);
+    if (k < 0)
+      break;
+    off += (size_t)k;
+  }
+}
+
+int gpum_reservation_env(const gpum_reservation_t *r, gpum_env_var_t *vars, size_t cap,
+                         size_t *count) {
+  if (count)
+    *count = 0;
+  if (r == NULL || vars == NULL || count == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_reservation_env: NULL argument");
+  if (r->id[0] == '\0' || r->ndevices == 0 || r->ndevices > GPUM_CLIENT_MAX_DEVICES)
+    return gpum_error(GPUM_EINVAL, "reservation %s has no granted device",
+                      r->id[0] ? r->id : "(no id)");
+  char cuda[GPUM_ENV_VALUE_MAX], all[GPUM_ENV_VALUE_MAX], limit[24];
+  join_devices(r, true, cuda, sizeof cuda);
+  join_devices(r, false, all, sizeof all);
+  snprintf(limit, sizeof limit, "%llu", (unsigned long long)r->bytes_per_gpu);
+  size_t n = 0;
+  bool ok = put(vars, cap, &n, "CUDA_VISIBLE_DEVICES", cuda, false) &&
+            put(vars, cap, &n, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", false) &&
+            put(vars, cap, &n, "GPUM_RESERVATION_ID", r->id, false) &&
+            put(vars, cap, &n, "GPUM_MEM_LIMIT", limit, false) &&
+            put(vars, cap, &n, "GPUM_DEVICES", all, false) &&
+            put(vars, cap, &n, "TF_FORCE_GPU_ALLOW_GROWTH", "true", true) &&
+            put(vars, cap, &n, "XLA_PYTHON_CLIENT_PREALLOCATE", "false", true);
+  if (!ok)
+    return gpum_error(GPUM_ENOSPC,
+                      "the environment of a reservation has %d variables, room for %zu",
+                      GPUM_RESERVATION_ENV_MAX, cap);
+  *count = n;
+  return 0;
+}
+
+int gpum_reservation_setenv(const gpum_reservation_t *r) {
+  gpum_env_var_t *vars = calloc(GPUM_RESERVATION_ENV_MAX, sizeof *vars);
+  if (vars == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  size_t n = 0;
+  int rc = gpum_reservation_env(r, vars, GPUM_RESERVATION_ENV_MAX, &n);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (setenv(vars[i].name, vars[i].value, vars[i].if_unset ? 0 : 1) != 0)
+      rc = gpum_error(GPUM_ENOMEM, "cannot set %s in the environment", vars[i].name);
+  free(vars);
+  return rc;
+}
