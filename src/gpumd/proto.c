@@ -46,13 +46,53 @@ static json_t *id_or_null(json_t *id) {
   return id ? json_incref(id) : json_null();
 }
 
+/* An error reply, written without building jansson values (which cannot hold text that is
+ * not UTF-8, and may fail to be built): the same bytes as json_pack("{s:o, s:b, s:{s:s,
+ * s:s}}", "id", ..., "ok", 0, "error", "code", ..., "message", ...) would give. */
+typedef struct {
+  json_t *id;
+  const char *code;
+  const char *message; /* valid UTF-8 */
+} err_reply_t;
+
+static void fill_err_reply(gpumd_jw_t *w, void *arg) {
+  const err_reply_t *e = arg;
+  gpumd_jw_raw(w, "{\"id\":", 6);
+  if (e->id)
+    gpumd_jw_value(w, e->id);
+  else
+    gpumd_jw_raw(w, "null", 4);
+  static const char mid[] = ",\"ok\":false,\"error\":{\"code\":";
+  gpumd_jw_raw(w, mid, sizeof mid - 1);
+  gpumd_jw_string(w, e->code);
+  gpumd_jw_raw(w, ",\"message\":", 11);
+  gpumd_jw_string(w, e->message);
+  gpumd_jw_raw(w, "}}", 2);
+}
+
+/* A reply that could not be staged (out of memory): a short error in its place, so that the
+ * request still gets its one reply when memory allows that much. */
+static void send_err_fallback(gpumd_conn_t *c, json_t *id) {
+  err_reply_t e = {.id = id, .code = gpum_err_name(GPUM_ENOMEM), .message = "out of memory"};
+  gpumd_conn_send_with(c, fill_err_reply, &e);
+}
+
 void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body) {
-  json_t *msg = body && json_is_object(body) ? body : json_object();
-  if (body && msg != body)
+  if (!body) { /* json_pack or its parts failed (out of memory, text that is not UTF-8) */
+    gpumd_reply_err(c, id, GPUM_EINTERNAL, "gpumd could not build its reply");
+    return;
+  }
+  json_t *msg = json_is_object(body) ? body : json_object();
+  if (msg != body)
     json_decref(body);
-  json_object_set_new(msg, "id", id_or_null(id));
-  json_object_set_new(msg, "ok", json_true());
-  gpumd_conn_send(c, msg);
+  if (!msg || json_object_set_new(msg, "id", id_or_null(id)) != 0 ||
+      json_object_set_new(msg, "ok", json_true()) != 0) {
+    json_decref(msg);
+    gpumd_reply_err(c, id, GPUM_EINTERNAL, "gpumd could not build its reply");
+    return;
+  }
+  if (gpumd_conn_send(c, msg) != 0)
+    send_err_fallback(c, id);
 }
 
 typedef struct {
@@ -77,24 +117,55 @@ static void fill_resv_reply(gpumd_jw_t *w, void *arg) {
 
 void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, bool with_token) {
   resv_reply_t a = {.d = c->d, .id = id, .r = r, .with_token = with_token};
-  gpumd_conn_send_with(c, fill_resv_reply, &a);
+  if (gpumd_conn_send_with(c, fill_resv_reply, &a) != 0)
+    send_err_fallback(c, id);
+}
+
+void gpumd_utf8_clean(const char *s, char *out, size_t outlen) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t n = strlen(s), o = 0;
+  for (size_t i = 0; i < n && o + 1 < outlen;) {
+    size_t k = gpumd_utf8_seq(p + i, n - i);
+    if (k == 0) {
+      out[o++] = '?';
+      i++;
+    } else if (o + k < outlen) {
+      memcpy(out + o, p + i, k);
+      o += k;
+      i += k;
+    } else {
+      break; /* a whole character or nothing */
+    }
+  }
+  out[o] = '\0';
 }
 
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...) {
-  char text[1024];
+  char text[1024], clean[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
+  int n = vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
-  json_t *msg = json_pack("{s:o, s:b, s:{s:s, s:s}}", "id", id_or_null(id), "ok", 0, "error",
-                          "code", gpum_err_name(code), "message", text);
-  gpumd_conn_send(c, msg);
+  if (n < 0)
+    text[0] = '\0';
+  else if ((size_t)n >= sizeof text) { /* cut before a character, marked as gpum_error does */
+    size_t cut = sizeof text - 4;
+    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80)
+      cut--;
+    memcpy(text + cut, "...", 4);
+  }
+  /* The message may quote the client's bytes (jansson quotes a bad escape up to the first byte
+   * of the character after the backslash): those that are no UTF-8 become '?'. */
+  gpumd_utf8_clean(text, clean, sizeof clean);
+  err_reply_t e = {.id = id, .code = gpum_err_name(code), .message = clean};
+  if (gpumd_conn_send_with(c, fill_err_reply, &e) != 0)
+    send_err_fallback(c, id);
 }
 
 void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body) {
   json_t *msg = body ? body : json_object();
   json_object_set_new(msg, "event", json_string(name));
-  gpumd_conn_send(c, msg);
+  (void)gpumd_conn_send(c, msg); /* an event that cannot be staged is lost (out of memory) */
 }
 
 int gpumd_check_fields(json_t *obj, const char *const *allowed) {
