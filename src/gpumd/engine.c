@@ -168,11 +168,13 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool wit
 /* ---- events ---------------------------------------------------------------------------- */
 
 /* Sends an event about r to its bound connection, else to every connection of its owner. A
- * connection the server is closing gets no more events. */
-static void event_to_owner(gpumd_t *d, const gpumd_resv_t *r, const char *name) {
+ * connection the server is closing gets no more events, and none goes where the reply to the
+ * request that caused it tells the same (see gpumd_cause_t). */
+static void event_to_owner(gpumd_t *d, const gpumd_cause_t *cause, const gpumd_resv_t *r,
+                           const char *name) {
   gpumd_lease_t *l = gpumd_lease_get(d, r->id);
-  /* The reply to the request that caused it carries it. */
-  if (d->submit_id == r->id && (d->in_submit || (l && l->conn == d->actor_conn)))
+  if (cause && cause->about == r->id &&
+      (cause->submit || (l && l->conn == (cause->actor ? cause->actor->conn : NULL))))
     return;
   if (l && l->conn && l->conn->closing)
     return;
@@ -200,34 +202,32 @@ static const char *event_name(gpumd_resv_state_t to) {
   }
 }
 
-static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                          gpumd_resv_state_t to, uint64_t time_ns, const char *reason) {
+static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,
+                          gpumd_resv_state_t from, gpumd_resv_state_t to, uint64_t time_ns,
+                          const char *reason) {
   gpumd_t *d = user;
+  const gpumd_actor_t *actor = cause ? cause->actor : NULL; /* NULL: gpumd itself */
   gpumd_ledger_audit_t a = {.reservation = r->id,
                             .from = from,
                             .to = to,
                             .time_ns = time_ns,
                             .reason = reason,
-                            .uid = d->actor_uid,
-                            .pid = d->actor_pid};
+                            .uid = actor ? actor->uid : 0,
+                            .pid = actor ? actor->pid : 0};
   if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &a) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger write failed: %s", gpum_last_error());
     d->ledger_failed = true;
   }
-  if (from == GPUMD_RESV_NEW && d->in_submit)
-    d->submit_id = r->id;
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "r-%llu %s -> %s: %s", (unsigned long long)r->id,
            gpumd_resv_state_name(from), gpumd_resv_state_name(to), reason ? reason : "");
   if ((from == GPUMD_RESV_QUEUED) != (to == GPUMD_RESV_QUEUED))
     d->queue_changed = true;
   if (from != GPUMD_RESV_NEW)
-    event_to_owner(d, r, event_name(to));
+    event_to_owner(d, cause, r, event_name(to));
   gpumd_obs_transition(d, r, from, to);
   if (gpumd_resv_state_final(to)) {
-    if (r->id == d->capture_id) {
-      d->captured = *r;
-      d->captured_set = true;
-    }
+    if (cause && cause->final && cause->about == r->id)
+      *cause->final = *r;
     gpumd_lease_remove(d, r->id);
   }
 }
@@ -336,23 +336,17 @@ static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *
     v.health = h.state;
     snprintf(v.reason, sizeof v.reason, "%s", h.reason);
   }
-  gpumd_sched_update_device(d->sched, &v, gpumd_now_ns());
+  gpumd_sched_update_device(d->sched, NULL, &v, gpumd_now_ns()); /* gpumd's own news */
 }
 
 void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason) {
   (void)to, (void)reason; /* the monitor's current state is read again in feed_device */
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
   feed_device(d, index, NULL, false);
 }
 
 static void ledger_devices(gpumd_t *d);
 
 void gpumd_ops_device_answered(gpumd_t *d, unsigned index) {
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
   if (d->ledger)
     ledger_devices(d); /* grants on it are stored with its UUID from now on */
   if (d->sched)
@@ -360,9 +354,6 @@ void gpumd_ops_device_answered(gpumd_t *d, unsigned index) {
 }
 
 void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s) {
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
   feed_device(d, index, s, true);
 }
 
@@ -403,10 +394,7 @@ static void arm_tick(gpumd_t *d, uint64_t next_ns) {
 
 void gpumd_ops_tick(gpumd_t *d) {
   uint64_t next = UINT64_MAX;
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
-  gpumd_sched_tick(d->sched, gpumd_now_ns(), &next);
+  gpumd_sched_tick(d->sched, NULL, gpumd_now_ns(), &next); /* timeouts: gpumd acts */
   arm_tick(d, next);
 }
 
@@ -416,10 +404,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
 }
 
 void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
-  if (gpumd_sched_end(d->sched, id, to, gpumd_now_ns(), reason) != 0)
+  if (gpumd_sched_end(d->sched, NULL, id, to, gpumd_now_ns(), reason) != 0)
     gpumd_lease_remove(d, id); /* already final */
   gpumd_ops_tick(d);
 }
@@ -429,21 +414,20 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c) {
   char reason[128];
   snprintf(reason, sizeof reason, "client disconnected (uid %lu pid %ld)", (unsigned long)c->uid,
            (long)c->pid);
+  /* The peer acts: the audit rows name its uid and pid. */
+  gpumd_actor_t peer = {.uid = c->uid, .pid = (int32_t)c->pid, .conn = c};
+  gpumd_cause_t cause = {.actor = &peer};
   while (c->leases) {
     gpumd_lease_t *l = c->leases;
     const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
     if (r && r->lease == GPUMD_LEASE_CONNECTION) {
-      d->actor_uid = c->uid;
-      d->actor_pid = c->pid;
-      d->actor_conn = c;
       uint64_t id = l->id;
-      if (gpumd_sched_release(d->sched, id, gpumd_now_ns(), reason) != 0)
+      if (gpumd_sched_release(d->sched, &cause, id, gpumd_now_ns(), reason) != 0)
         gpumd_lease_remove(d, id);
     } else {
       gpumd_lease_bind(l, NULL);
     }
   }
-  d->actor_conn = NULL;
   gpumd_ops_tick(d);
 }
 

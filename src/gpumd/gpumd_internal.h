@@ -160,11 +160,8 @@ struct gpumd {
   /* Scheduler, ledger and leases (ops.c, leases.c). */
   gpumd_sched_t *sched;
   gpumd_ledger_t *ledger;
-  bool ledger_failed;  /* a write of this turn failed: the turn must not be sent */
-  bool commit_failed;  /* a commit failed: gpumd stops, sending nothing more */
-  uint64_t capture_id; /* copy this reservation's final state into captured */
-  gpumd_resv_t captured;
-  bool captured_set;
+  bool ledger_failed; /* a write of this turn failed: the turn must not be sent */
+  bool commit_failed; /* a commit failed: gpumd stops, sending nothing more */
   gpumd_lease_t *leases[GPUMD_LEASE_BUCKETS];
   struct event *tick_timer;  /* queue timeouts */
   struct event *grace_timer; /* end of lease.grace after a restart */
@@ -173,12 +170,10 @@ struct gpumd {
   struct event *ledger_ev;   /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
   struct gpumd_procs_block *procs;
-  /* Who causes the transitions of the current request (audit), and the reservation a
-   * reply is about (no event for it to the requesting connection). */
-  uint32_t actor_uid;
-  int32_t actor_pid;
+  /* Obsolete and read by nothing: who causes a transition now travels with each scheduler
+   * call (gpumd_cause_t). http.c's dispatch still clears these two; remove them together with
+   * those two lines. */
   gpumd_conn_t *actor_conn;
-  bool in_submit;
   uint64_t submit_id;
   bool queue_changed; /* queue positions may have moved this turn */
 
@@ -295,6 +290,23 @@ typedef struct {
   const char *via;          /* "HTTP" for audit reasons; NULL on the socket */
   gpumd_resv_reply_t *fast; /* reserve/release: fill this, leave *out NULL (may be NULL) */
 } gpumd_actor_t;
+
+/* The cause handed with every scheduler call that may change reservations (sched.h) and
+ * passed back to engine.c's on_transition with each transition: who acts (the audit row's
+ * uid and pid) and what the reply to that actor will itself say, so that no event repeats
+ * it. A NULL cause is gpumd itself (timers, devices, leases): uid 0, pid 0, every event sent. */
+struct gpumd_cause {
+  const gpumd_actor_t *actor; /* NULL: gpumd itself */
+  /* The reservation the actor's reply is about (0: none): no event about it goes to the
+   * actor's connection (to no connection when that is NULL: over HTTP). */
+  uint64_t about;
+  /* about is the reservation being submitted (its id is gpumd_sched_next_id() before the
+   * call): no event about it goes anywhere, the reply tells its state. */
+  bool submit;
+  /* When not NULL: receives about's state as it reaches a final state (its id stays 0
+   * until then). */
+  gpumd_resv_t *final;
+};
 int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);

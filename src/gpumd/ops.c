@@ -24,14 +24,6 @@
 
 #define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
 
-static void set_actor(gpumd_t *d, const gpumd_actor_t *a) {
-  d->actor_uid = a->uid;
-  d->actor_pid = a->pid;
-  d->actor_conn = a->conn;
-  d->submit_id = 0;
-  d->in_submit = false;
-}
-
 static gpumd_actor_t actor_of(const gpumd_conn_t *c) {
   gpumd_actor_t a = {.uid = c->uid,
                      .pid = (int32_t)c->pid,
@@ -308,18 +300,20 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   int64_t qmax = d->queue_max;
   if (!req.no_wait && (int64_t)gpumd_sched_queue_length(d->sched) >= qmax)
     return gpum_error(GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)", (long long)qmax);
-  set_actor(d, a);
-  d->in_submit = true;
+  /* The new reservation's state is in the reply: no event about it while it is made, nor to
+   * the actor's connection when it ends at once below. */
+  gpumd_cause_t cause = {.actor = a, .about = gpumd_sched_next_id(d->sched), .submit = true};
   uint64_t now = gpumd_now_ns();
   const gpumd_resv_t *r = NULL;
-  rc = gpumd_sched_submit(d->sched, &req, now, &r);
-  d->in_submit = false;
+  rc = gpumd_sched_submit(d->sched, &cause, &req, now, &r);
   if (rc != 0)
     return rc;
   uint64_t rid = r->id;
+  cause.about = rid;
+  cause.submit = false;
   gpumd_lease_t *l = gpumd_lease_add(d, rid);
   if (!l) {
-    gpumd_sched_release(d->sched, rid, now, "out of memory");
+    gpumd_sched_release(d->sched, &cause, rid, now, "out of memory");
     return gpum_error(GPUM_ENOMEM, "out of memory");
   }
   if (a->conn)
@@ -328,7 +322,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
       gpumd_lease_watch_pid(d, l, req.lease_pid, req.lease_pid_start) != 0) {
     char why[256];
     snprintf(why, sizeof why, "%s", gpum_last_error());
-    gpumd_sched_release(d->sched, rid, now, "lease process gone");
+    gpumd_sched_release(d->sched, &cause, rid, now, "lease process gone");
     return gpum_error(GPUM_ENOENT, "%s", why);
   }
   if (req.lease == GPUMD_LEASE_TTL) {
@@ -388,10 +382,10 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   if (rc != 0)
     return rc;
   bool own = a->conn && r->uid == a->uid;
-  set_actor(d, a);
-  d->submit_id = rid; /* no event to this connection: the reply says it */
-  d->capture_id = rid;
-  d->captured_set = false;
+  /* No event to the actor's connection about it (the reply says it), and its final state
+   * for the reply. */
+  gpumd_resv_t final = {.id = 0};
+  gpumd_cause_t cause = {.actor = a, .about = rid, .final = &final};
   char reason[96] = "";
   size_t off = 0;
   if (a->via) {
@@ -405,11 +399,10 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
       gpumd_cat(reason, sizeof reason, &off, "-");
     gpumd_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
   }
-  rc = gpumd_sched_release(d->sched, rid, gpumd_now_ns(), reason);
-  d->capture_id = 0;
-  if (rc != 0 || !d->captured_set)
+  rc = gpumd_sched_release(d->sched, &cause, rid, gpumd_now_ns(), reason);
+  if (rc != 0 || final.id != rid)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
-  resv_body(d, a, &d->captured, own, out);
+  resv_body(d, a, &final, own, out);
   gpumd_ops_tick(d);
   return 0;
 }
@@ -530,8 +523,6 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
       else
         reply(c, id, rc, body);
     }
-    c->d->actor_conn = NULL;
-    c->d->submit_id = 0;
     return;
   }
   gpumd_reply_err(c, id, GPUM_EINVAL,
