@@ -33,6 +33,7 @@
 #include <gpum/monitor.h>
 #include <gpum/options.h>
 
+#include "client/protocol_internal.h"
 #include "ledger.h"
 #include "paths_internal.h"
 #include "sched.h"
@@ -45,7 +46,6 @@ struct evconnlistener;
 struct evhttp_request;
 struct gpumd_obs;
 
-#define GPUMD_PROTOCOL 1
 #define GPUMD_MAX_MESSAGE (64u * 1024u)       /* bytes per message, newline excluded */
 #define GPUMD_MAX_DEPTH 8                     /* nesting of arrays/objects */
 #define GPUMD_MAX_OUTPUT (4u * 1024u * 1024u) /* unread output before a client is dropped */
@@ -209,7 +209,11 @@ typedef struct {
 } gpumd_jw_t;
 void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out);
 void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n); /* as is */
-void gpumd_jw_string(gpumd_jw_t *w, const char *s);        /* quoted and escaped */
+/* A string literal as is, and "key": for a key that is a string literal (a protocol name):
+ * GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_STATE)). */
+#define GPUMD_JW_LIT(w, lit) gpumd_jw_raw((w), (lit), sizeof(lit) - 1)
+#define GPUMD_JSON_KEY(key) "\"" key "\":"
+void gpumd_jw_string(gpumd_jw_t *w, const char *s); /* quoted and escaped */
 void gpumd_jw_int(gpumd_jw_t *w, long long v);
 void gpumd_jw_value(gpumd_jw_t *w, json_t *v);
 int gpumd_jw_end(gpumd_jw_t *w);

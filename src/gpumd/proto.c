@@ -57,17 +57,17 @@ typedef struct {
 
 static void fill_err_reply(gpumd_jw_t *w, void *arg) {
   const err_reply_t *e = arg;
-  gpumd_jw_raw(w, "{\"id\":", 6);
+  GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
   if (e->id)
     gpumd_jw_value(w, e->id);
   else
-    gpumd_jw_raw(w, "null", 4);
-  static const char mid[] = ",\"ok\":false,\"error\":{\"code\":";
-  gpumd_jw_raw(w, mid, sizeof mid - 1);
+    GPUMD_JW_LIT(w, "null");
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_OK) "false," GPUMD_JSON_KEY(
+                      GPUM_PROTO_F_ERROR) "{" GPUMD_JSON_KEY(GPUM_PROTO_F_CODE));
   gpumd_jw_string(w, e->code);
-  gpumd_jw_raw(w, ",\"message\":", 11);
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_MESSAGE));
   gpumd_jw_string(w, e->message);
-  gpumd_jw_raw(w, "}}", 2);
+  GPUMD_JW_LIT(w, "}}");
 }
 
 /* A reply that could not be staged (out of memory): a short error in its place, so that the
@@ -85,8 +85,8 @@ void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body) {
   json_t *msg = json_is_object(body) ? body : json_object();
   if (msg != body)
     json_decref(body);
-  if (!msg || json_object_set_new(msg, "id", id_or_null(id)) != 0 ||
-      json_object_set_new(msg, "ok", json_true()) != 0) {
+  if (!msg || json_object_set_new(msg, GPUM_PROTO_F_ID, id_or_null(id)) != 0 ||
+      json_object_set_new(msg, GPUM_PROTO_F_OK, json_true()) != 0) {
     json_decref(msg);
     gpumd_reply_err(c, id, GPUM_EINTERNAL, "gpumd could not build its reply");
     return;
@@ -105,14 +105,14 @@ typedef struct {
 /* The same bytes as gpumd_reply_ok(c, id, {"reservation": R}): the body's key, then id, ok. */
 static void fill_resv_reply(gpumd_jw_t *w, void *arg) {
   const resv_reply_t *a = arg;
-  gpumd_jw_raw(w, "{\"reservation\":", 15);
+  GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_RESERVATION));
   gpumd_resv_write(a->d, w, a->r, a->with_token);
-  gpumd_jw_raw(w, ",\"id\":", 6);
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
   if (a->id)
     gpumd_jw_value(w, a->id);
   else
-    gpumd_jw_raw(w, "null", 4);
-  gpumd_jw_raw(w, ",\"ok\":true}", 11);
+    GPUMD_JW_LIT(w, "null");
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_OK) "true}");
 }
 
 void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, bool with_token) {
@@ -164,7 +164,7 @@ void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...
 
 void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body) {
   json_t *msg = body ? body : json_object();
-  json_object_set_new(msg, "event", json_string(name));
+  json_object_set_new(msg, GPUM_PROTO_F_EVENT, json_string(name));
   (void)gpumd_conn_send(c, msg); /* an event that cannot be staged is lost (out of memory) */
 }
 
@@ -206,13 +206,13 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
     gpumd_reply_err(c, NULL, GPUM_EPROTO, "a request must be a JSON object");
     goto out_req;
   }
-  json_t *id = json_object_get(req, "id");
+  json_t *id = json_object_get(req, GPUM_PROTO_F_ID);
   if (!id || !(json_is_integer(id) || (json_is_string(id) && json_string_length(id) <= 256))) {
     gpumd_reply_err(c, NULL, GPUM_EINVAL,
                     "a request needs an \"id\": an integer or a string of at most 256 bytes");
     goto out_req;
   }
-  json_t *op = json_object_get(req, "op");
+  json_t *op = json_object_get(req, GPUM_PROTO_F_OP);
   if (!json_is_string(op)) {
     gpumd_reply_err(c, id, GPUM_EINVAL, "a request needs an \"op\" string");
     goto out_req;

@@ -2,7 +2,9 @@
 /*
  * Unit tests for gpumd's protocol helpers (src/gpumd/proto.c): the nesting-depth scan that
  * runs before a line is parsed (strings and escapes skipped, early stop past the limit), the
- * unknown-field check that names the offending field, and the error replies to bad lines:
+ * unknown-field check that names the offending field, the protocol's names shared with the
+ * client library (both sides' enums map through the one table of client/protocol_internal.h),
+ * and the error replies to bad lines:
  * exactly one valid UTF-8 line per line, whatever bytes the parse error quotes (a backslash
  * before a non-ASCII character), EPROTO for JSON values that are not objects, messages cut
  * before a character, and an error for a reply whose body could not be built. The
@@ -23,6 +25,7 @@
 
 #include <gpum/error.h>
 
+#include "client/client_internal.h"
 #include "gpumd_internal.h"
 
 static int depth(const char *s) {
@@ -111,6 +114,44 @@ static void test_json_writer_matches_jansson(void **state) {
   for (int i = 0; i < 3000; i++)
     json_array_append_new(arr, json_pack("{s:i, s:s}", "i", i, "s", "r-\"x\""));
   check_same_as_jansson(arr);
+}
+
+/* ---- names shared with the client ----------------------------------------------------- */
+
+/* Each value of a table spells the same on both sides and parses back to the same value. */
+static void test_shared_names(void **state) {
+  (void)state;
+  gpumd_resv_state_t st;
+#define STATE(n)                                                                    \
+  assert_string_equal(gpumd_resv_state_name(GPUMD_RESV_##n), GPUM_PROTO_STATE_##n); \
+  assert_string_equal(gpum_res_state_name(GPUM_RES_##n), GPUM_PROTO_STATE_##n);     \
+  assert_int_equal(gpum__res_state_parse(GPUM_PROTO_STATE_##n), GPUM_RES_##n);      \
+  assert_int_equal(gpumd_resv_state_parse(GPUM_PROTO_STATE_##n, &st), 0);           \
+  assert_int_equal(st, GPUMD_RESV_##n);
+  GPUM_PROTO_STATES(STATE)
+#undef STATE
+  assert_int_equal(gpum__res_state_parse("NEW"), GPUM_RES_UNKNOWN);
+  assert_int_equal(gpum__res_state_parse(NULL), GPUM_RES_UNKNOWN);
+  gpumd_lease_kind_t lk;
+#define LEASE(n)                                                                     \
+  assert_string_equal(gpumd_lease_kind_name(GPUMD_LEASE_##n), GPUM_PROTO_LEASE_##n); \
+  assert_string_equal(gpum__lease_name(GPUM_LEASE_##n), GPUM_PROTO_LEASE_##n);       \
+  assert_int_equal(gpumd_lease_kind_parse(GPUM_PROTO_LEASE_##n, &lk), 0);            \
+  assert_int_equal(lk, GPUMD_LEASE_##n);
+  GPUM_PROTO_LEASES(LEASE)
+#undef LEASE
+  assert_null(gpum__lease_name((gpum_lease_t)99));
+  gpumd_on_timeout_t ot;
+#define TIMEOUT(n)                                                                             \
+  assert_string_equal(gpumd_on_timeout_name(GPUMD_ON_TIMEOUT_##n), GPUM_PROTO_ON_TIMEOUT_##n); \
+  assert_int_equal(gpumd_on_timeout_parse(GPUM_PROTO_ON_TIMEOUT_##n, &ot), 0);                 \
+  assert_int_equal(ot, GPUMD_ON_TIMEOUT_##n);
+  GPUM_PROTO_ON_TIMEOUTS(TIMEOUT)
+#undef TIMEOUT
+#define PRESSURE(n) \
+  assert_string_equal(gpumd_pressure_name(GPUMD_PRESSURE_##n), GPUM_PROTO_PRESSURE_##n);
+  GPUM_PROTO_PRESSURES(PRESSURE)
+#undef PRESSURE
 }
 
 /* ---- error replies to bad lines -------------------------------------------------------- */
@@ -227,6 +268,7 @@ int main(void) {
       cmocka_unit_test(test_depth_stops_past_limit),
       cmocka_unit_test(test_check_fields),
       cmocka_unit_test(test_json_writer_matches_jansson),
+      cmocka_unit_test(test_shared_names),
       cmocka_unit_test_setup_teardown(test_bad_escape_before_utf8_gets_one_reply, setup, teardown),
       cmocka_unit_test_setup_teardown(test_non_object_is_eproto, setup, teardown),
       cmocka_unit_test_setup_teardown(test_error_text_never_cuts_utf8, setup, teardown),
