@@ -40,45 +40,47 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
   json_t *o = json_object();
   if (!o)
     return NULL;
-  put_ascii(o, "id", gpumd_resv_id_format(r->id, id, sizeof id));
+  put_ascii(o, GPUM_PROTO_F_ID, gpumd_resv_id_format(r->id, id, sizeof id));
   if (with_token)
-    put_ascii(o, "token", r->token);
-  put_ascii(o, "state", gpumd_resv_state_name(r->state));
-  json_object_set_new_nocheck(o, "reason", json_string(r->reason));
-  put_int(o, "uid", r->uid);
-  put_int(o, "pid", r->pid);
-  json_object_set_new_nocheck(o, "label", json_string(r->label));
-  put_int(o, "bytes_per_gpu", (json_int_t)r->bytes_per_gpu);
-  put_int(o, "gpus", r->gpus);
-  put_int(o, "priority", r->priority);
-  put_ascii(o, "lease", gpumd_lease_kind_name(r->lease));
+    put_ascii(o, GPUM_PROTO_F_TOKEN, r->token);
+  put_ascii(o, GPUM_PROTO_F_STATE, gpumd_resv_state_name(r->state));
+  json_object_set_new_nocheck(o, GPUM_PROTO_F_REASON, json_string(r->reason));
+  put_int(o, GPUM_PROTO_F_UID, r->uid);
+  put_int(o, GPUM_PROTO_F_PID, r->pid);
+  json_object_set_new_nocheck(o, GPUM_PROTO_F_LABEL, json_string(r->label));
+  put_int(o, GPUM_PROTO_F_BYTES_PER_GPU, (json_int_t)r->bytes_per_gpu);
+  put_int(o, GPUM_PROTO_F_GPUS, r->gpus);
+  put_int(o, GPUM_PROTO_F_PRIORITY, r->priority);
+  put_ascii(o, GPUM_PROTO_F_LEASE, gpumd_lease_kind_name(r->lease));
   if (r->lease == GPUMD_LEASE_PID)
-    put_int(o, "lease_pid", r->lease_pid);
-  put_int(o, "ttl_ms", (json_int_t)r->ttl_ms);
-  put_int(o, "expires_ns", (json_int_t)r->expires_ns);
+    put_int(o, GPUM_PROTO_F_LEASE_PID, r->lease_pid);
+  put_int(o, GPUM_PROTO_F_TTL_MS, (json_int_t)r->ttl_ms);
+  put_int(o, GPUM_PROTO_F_EXPIRES_NS, (json_int_t)r->expires_ns);
   json_t *devs = json_array();
   for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++) {
     if (!(r->device_mask >> i & 1u))
       continue;
     gpumd_sched_device_t v;
     json_t *dev = json_object();
-    put_int(dev, "index", (json_int_t)i);
+    put_int(dev, GPUM_PROTO_F_INDEX, (json_int_t)i);
     json_object_set_new_nocheck(
-        dev, "uuid", json_string(gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : ""));
+        dev, GPUM_PROTO_F_UUID,
+        json_string(gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : ""));
     json_array_append_new(devs, dev);
   }
-  json_object_set_new_nocheck(o, "devices", devs);
+  json_object_set_new_nocheck(o, GPUM_PROTO_F_DEVICES, devs);
   if (r->state == GPUMD_RESV_QUEUED) {
     size_t pos = 0;
     if (gpumd_sched_queue_position(d->sched, r->id, &pos) == 0)
-      put_int(o, "queue_position", (json_int_t)pos);
+      put_int(o, GPUM_PROTO_F_QUEUE_POSITION, (json_int_t)pos);
     char why[512];
     json_object_set_new_nocheck(
-        o, "waiting_for", json_string(gpumd_sched_waiting_for(d->sched, r->id, why, sizeof why)));
+        o, GPUM_PROTO_F_WAITING_FOR,
+        json_string(gpumd_sched_waiting_for(d->sched, r->id, why, sizeof why)));
   }
-  put_int(o, "created_ns", (json_int_t)r->created_ns);
-  put_int(o, "granted_ns", (json_int_t)r->granted_ns);
-  put_int(o, "ended_ns", (json_int_t)r->ended_ns);
+  put_int(o, GPUM_PROTO_F_CREATED_NS, (json_int_t)r->created_ns);
+  put_int(o, GPUM_PROTO_F_GRANTED_NS, (json_int_t)r->granted_ns);
+  put_int(o, GPUM_PROTO_F_ENDED_NS, (json_int_t)r->ended_ns);
   return o;
 }
 
@@ -97,7 +99,7 @@ static bool utf8_valid(const char *s) {
 }
 
 /* ,"key": as one piece (key a string literal). */
-#define W_KEY(w, key) gpumd_jw_raw((w), ",\"" key "\":", sizeof(",\"" key "\":") - 1)
+#define W_KEY(w, key) GPUMD_JW_LIT((w), "," GPUMD_JSON_KEY(key))
 
 #define W_INT(w, key, v)    \
   do {                      \
@@ -116,28 +118,28 @@ static bool utf8_valid(const char *s) {
 
 void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
   char id[GPUMD_RESV_ID_BUFSZ];
-  gpumd_jw_raw(w, "{\"id\":", 6);
+  GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
   gpumd_jw_string(w, gpumd_resv_id_format(r->id, id, sizeof id));
   if (with_token) {
-    W_KEY(w, "token");
+    W_KEY(w, GPUM_PROTO_F_TOKEN);
     gpumd_jw_string(w, r->token);
   }
-  W_KEY(w, "state");
+  W_KEY(w, GPUM_PROTO_F_STATE);
   gpumd_jw_string(w, gpumd_resv_state_name(r->state));
-  W_TEXT(w, "reason", r->reason);
-  W_INT(w, "uid", r->uid);
-  W_INT(w, "pid", r->pid);
-  W_TEXT(w, "label", r->label);
-  W_INT(w, "bytes_per_gpu", (long long)r->bytes_per_gpu);
-  W_INT(w, "gpus", r->gpus);
-  W_INT(w, "priority", r->priority);
-  W_KEY(w, "lease");
+  W_TEXT(w, GPUM_PROTO_F_REASON, r->reason);
+  W_INT(w, GPUM_PROTO_F_UID, r->uid);
+  W_INT(w, GPUM_PROTO_F_PID, r->pid);
+  W_TEXT(w, GPUM_PROTO_F_LABEL, r->label);
+  W_INT(w, GPUM_PROTO_F_BYTES_PER_GPU, (long long)r->bytes_per_gpu);
+  W_INT(w, GPUM_PROTO_F_GPUS, r->gpus);
+  W_INT(w, GPUM_PROTO_F_PRIORITY, r->priority);
+  W_KEY(w, GPUM_PROTO_F_LEASE);
   gpumd_jw_string(w, gpumd_lease_kind_name(r->lease));
   if (r->lease == GPUMD_LEASE_PID)
-    W_INT(w, "lease_pid", r->lease_pid);
-  W_INT(w, "ttl_ms", (long long)r->ttl_ms);
-  W_INT(w, "expires_ns", (long long)r->expires_ns);
-  W_KEY(w, "devices");
+    W_INT(w, GPUM_PROTO_F_LEASE_PID, r->lease_pid);
+  W_INT(w, GPUM_PROTO_F_TTL_MS, (long long)r->ttl_ms);
+  W_INT(w, GPUM_PROTO_F_EXPIRES_NS, (long long)r->expires_ns);
+  W_KEY(w, GPUM_PROTO_F_DEVICES);
   gpumd_jw_raw(w, "[", 1);
   bool first = true;
   for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++) {
@@ -145,89 +147,94 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool wit
       continue;
     gpumd_sched_device_t v;
     const char *uuid = gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : "";
-    gpumd_jw_raw(w, first ? "{\"index\":" : ",{\"index\":", first ? 9 : 10);
+    if (first)
+      GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_INDEX));
+    else
+      GPUMD_JW_LIT(w, ",{" GPUMD_JSON_KEY(GPUM_PROTO_F_INDEX));
     first = false;
     gpumd_jw_int(w, i);
-    W_TEXT(w, "uuid", uuid);
+    W_TEXT(w, GPUM_PROTO_F_UUID, uuid);
     gpumd_jw_raw(w, "}", 1);
   }
   gpumd_jw_raw(w, "]", 1);
   if (r->state == GPUMD_RESV_QUEUED) {
     size_t pos = 0;
     if (gpumd_sched_queue_position(d->sched, r->id, &pos) == 0)
-      W_INT(w, "queue_position", (long long)pos);
+      W_INT(w, GPUM_PROTO_F_QUEUE_POSITION, (long long)pos);
     char why[512];
-    W_TEXT(w, "waiting_for", gpumd_sched_waiting_for(d->sched, r->id, why, sizeof why));
+    W_TEXT(w, GPUM_PROTO_F_WAITING_FOR, gpumd_sched_waiting_for(d->sched, r->id, why, sizeof why));
   }
-  W_INT(w, "created_ns", (long long)r->created_ns);
-  W_INT(w, "granted_ns", (long long)r->granted_ns);
-  W_INT(w, "ended_ns", (long long)r->ended_ns);
+  W_INT(w, GPUM_PROTO_F_CREATED_NS, (long long)r->created_ns);
+  W_INT(w, GPUM_PROTO_F_GRANTED_NS, (long long)r->granted_ns);
+  W_INT(w, GPUM_PROTO_F_ENDED_NS, (long long)r->ended_ns);
   gpumd_jw_raw(w, "}", 1);
 }
 
 /* ---- events ---------------------------------------------------------------------------- */
 
 /* Sends an event about r to its bound connection, else to every connection of its owner. A
- * connection the server is closing gets no more events. */
-static void event_to_owner(gpumd_t *d, const gpumd_resv_t *r, const char *name) {
+ * connection the server is closing gets no more events, and none goes where the reply to the
+ * request that caused it tells the same (see gpumd_cause_t). */
+static void event_to_owner(gpumd_t *d, const gpumd_cause_t *cause, const gpumd_resv_t *r,
+                           const char *name) {
   gpumd_lease_t *l = gpumd_lease_get(d, r->id);
-  /* The reply to the request that caused it carries it. */
-  if (d->submit_id == r->id && (d->in_submit || (l && l->conn == d->actor_conn)))
+  if (cause && cause->about == r->id &&
+      (cause->submit || (l && l->conn == (cause->actor ? cause->actor->conn : NULL))))
     return;
   if (l && l->conn && l->conn->closing)
     return;
   if (l && l->conn) {
-    gpumd_send_event(l->conn, name, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+    gpumd_send_event(l->conn, name,
+                     json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
     return;
   }
   for (gpumd_conn_t *c = d->conns; c; c = c->next)
     if (!c->dead && !c->closing && c->uid == r->uid)
-      gpumd_send_event(c, name, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+      gpumd_send_event(c, name,
+                       json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
 }
 
 static const char *event_name(gpumd_resv_state_t to) {
   switch (to) {
   case GPUMD_RESV_QUEUED:
-    return "queued";
+    return GPUM_PROTO_EV_QUEUED;
   case GPUMD_RESV_GRANTED:
-    return "granted";
+    return GPUM_PROTO_EV_GRANTED;
   case GPUMD_RESV_EXPIRED:
-    return "expired";
+    return GPUM_PROTO_EV_EXPIRED;
   case GPUMD_RESV_FAILED:
-    return "failed";
-  default:
-    return "released";
+    return GPUM_PROTO_EV_FAILED;
+  default: /* RELEASED, and CANCELLED (released while queued) */
+    return GPUM_PROTO_EV_RELEASED;
   }
 }
 
-static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                          gpumd_resv_state_t to, uint64_t time_ns, const char *reason) {
+static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,
+                          gpumd_resv_state_t from, gpumd_resv_state_t to, uint64_t time_ns,
+                          const char *reason) {
   gpumd_t *d = user;
+  const gpumd_actor_t *actor = cause ? cause->actor : NULL; /* NULL: gpumd itself */
   gpumd_ledger_audit_t a = {.reservation = r->id,
                             .from = from,
                             .to = to,
                             .time_ns = time_ns,
                             .reason = reason,
-                            .uid = d->actor_uid,
-                            .pid = d->actor_pid};
+                            .uid = actor ? actor->uid : 0,
+                            .pid = actor ? actor->pid : 0};
   if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &a) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger write failed: %s", gpum_last_error());
     d->ledger_failed = true;
   }
-  if (from == GPUMD_RESV_NEW && d->in_submit)
-    d->submit_id = r->id;
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "r-%llu %s -> %s: %s", (unsigned long long)r->id,
            gpumd_resv_state_name(from), gpumd_resv_state_name(to), reason ? reason : "");
   if ((from == GPUMD_RESV_QUEUED) != (to == GPUMD_RESV_QUEUED))
     d->queue_changed = true;
   if (from != GPUMD_RESV_NEW)
-    event_to_owner(d, r, event_name(to));
+    event_to_owner(d, cause, r, event_name(to));
   gpumd_obs_transition(d, r, from, to);
   if (gpumd_resv_state_final(to)) {
-    if (r->id == d->capture_id) {
-      d->captured = *r;
-      d->captured_set = true;
-    }
+    if (cause && cause->final && cause->about == r->id)
+      *cause->final = *r;
     gpumd_lease_remove(d, r->id);
   }
 }
@@ -246,9 +253,10 @@ static void on_pressure(void *user, unsigned device, double used_ratio, gpumd_pr
     for (gpumd_lease_t *l = c->leases; l; l = l->cnext) {
       const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
       if (r && (r->device_mask >> device & 1u)) {
-        gpumd_send_event(c, "pressure",
-                         json_pack("{s:i, s:f, s:s}", "device", (int)device, "used_ratio",
-                                   used_ratio, "level", gpumd_pressure_name(to)));
+        gpumd_send_event(c, GPUM_PROTO_EV_PRESSURE,
+                         json_pack("{s:i, s:f, s:s}", GPUM_PROTO_F_DEVICE, (int)device,
+                                   GPUM_PROTO_F_USED_RATIO, used_ratio, GPUM_PROTO_F_LEVEL,
+                                   gpumd_pressure_name(to)));
         break;
       }
     }
@@ -267,8 +275,8 @@ void gpumd_ops_turn_events(gpumd_t *d) {
       continue;
     l->told_position = pos + 1;
     if (l->conn)
-      gpumd_send_event(l->conn, "queued",
-                       json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+      gpumd_send_event(l->conn, GPUM_PROTO_EV_QUEUED,
+                       json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
   }
 }
 
@@ -336,23 +344,17 @@ static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *
     v.health = h.state;
     snprintf(v.reason, sizeof v.reason, "%s", h.reason);
   }
-  gpumd_sched_update_device(d->sched, &v, gpumd_now_ns());
+  gpumd_sched_update_device(d->sched, NULL, &v, gpumd_now_ns()); /* gpumd's own news */
 }
 
 void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason) {
   (void)to, (void)reason; /* the monitor's current state is read again in feed_device */
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
   feed_device(d, index, NULL, false);
 }
 
 static void ledger_devices(gpumd_t *d);
 
 void gpumd_ops_device_answered(gpumd_t *d, unsigned index) {
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
   if (d->ledger)
     ledger_devices(d); /* grants on it are stored with its UUID from now on */
   if (d->sched)
@@ -360,9 +362,6 @@ void gpumd_ops_device_answered(gpumd_t *d, unsigned index) {
 }
 
 void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s) {
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
   feed_device(d, index, s, true);
 }
 
@@ -370,12 +369,12 @@ void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o) {
   gpumd_sched_device_stats_t st;
   if (gpumd_sched_device_stats(d->sched, index, &st) != 0)
     return;
-  json_object_set_new(o, "capacity", json_integer((json_int_t)st.capacity));
-  json_object_set_new(o, "committed", json_integer((json_int_t)st.committed));
-  json_object_set_new(o, "reserved", json_integer((json_int_t)st.reserved));
-  json_object_set_new(o, "unmanaged", json_integer((json_int_t)st.unmanaged));
-  json_object_set_new(o, "jobs", json_integer(st.jobs));
-  json_object_set_new(o, "pressure", json_string(gpumd_pressure_name(st.pressure)));
+  json_object_set_new(o, GPUM_PROTO_F_CAPACITY, json_integer((json_int_t)st.capacity));
+  json_object_set_new(o, GPUM_PROTO_F_COMMITTED, json_integer((json_int_t)st.committed));
+  json_object_set_new(o, GPUM_PROTO_F_RESERVED, json_integer((json_int_t)st.reserved));
+  json_object_set_new(o, GPUM_PROTO_F_UNMANAGED, json_integer((json_int_t)st.unmanaged));
+  json_object_set_new(o, GPUM_PROTO_F_JOBS, json_integer(st.jobs));
+  json_object_set_new(o, GPUM_PROTO_F_PRESSURE, json_string(gpumd_pressure_name(st.pressure)));
   json_t *ids = json_array();
   size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
@@ -384,7 +383,7 @@ void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o) {
     if (r->state == GPUMD_RESV_GRANTED && (r->device_mask >> index & 1u))
       json_array_append_new(ids, json_string(gpumd_resv_id_format(r->id, id, sizeof id)));
   }
-  json_object_set_new(o, "reservations", ids);
+  json_object_set_new(o, GPUM_PROTO_F_RESERVATIONS, ids);
 }
 
 /* ---- timers and lease ends ---------------------------------------------------------------- */
@@ -403,10 +402,7 @@ static void arm_tick(gpumd_t *d, uint64_t next_ns) {
 
 void gpumd_ops_tick(gpumd_t *d) {
   uint64_t next = UINT64_MAX;
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
-  gpumd_sched_tick(d->sched, gpumd_now_ns(), &next);
+  gpumd_sched_tick(d->sched, NULL, gpumd_now_ns(), &next); /* timeouts: gpumd acts */
   arm_tick(d, next);
 }
 
@@ -416,10 +412,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
 }
 
 void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
-  d->actor_uid = 0;
-  d->actor_pid = 0;
-  d->actor_conn = NULL;
-  if (gpumd_sched_end(d->sched, id, to, gpumd_now_ns(), reason) != 0)
+  if (gpumd_sched_end(d->sched, NULL, id, to, gpumd_now_ns(), reason) != 0)
     gpumd_lease_remove(d, id); /* already final */
   gpumd_ops_tick(d);
 }
@@ -429,21 +422,20 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c) {
   char reason[128];
   snprintf(reason, sizeof reason, "client disconnected (uid %lu pid %ld)", (unsigned long)c->uid,
            (long)c->pid);
+  /* The peer acts: the audit rows name its uid and pid. */
+  gpumd_actor_t peer = {.uid = c->uid, .pid = (int32_t)c->pid, .conn = c};
+  gpumd_cause_t cause = {.actor = &peer};
   while (c->leases) {
     gpumd_lease_t *l = c->leases;
     const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
     if (r && r->lease == GPUMD_LEASE_CONNECTION) {
-      d->actor_uid = c->uid;
-      d->actor_pid = c->pid;
-      d->actor_conn = c;
       uint64_t id = l->id;
-      if (gpumd_sched_release(d->sched, id, gpumd_now_ns(), reason) != 0)
+      if (gpumd_sched_release(d->sched, &cause, id, gpumd_now_ns(), reason) != 0)
         gpumd_lease_remove(d, id);
     } else {
       gpumd_lease_bind(l, NULL);
     }
   }
-  d->actor_conn = NULL;
   gpumd_ops_tick(d);
 }
 

@@ -33,6 +33,7 @@
 #include <gpum/monitor.h>
 #include <gpum/options.h>
 
+#include "client/protocol_internal.h"
 #include "ledger.h"
 #include "paths_internal.h"
 #include "sched.h"
@@ -45,7 +46,6 @@ struct evconnlistener;
 struct evhttp_request;
 struct gpumd_obs;
 
-#define GPUMD_PROTOCOL 1
 #define GPUMD_MAX_MESSAGE (64u * 1024u)       /* bytes per message, newline excluded */
 #define GPUMD_MAX_DEPTH 8                     /* nesting of arrays/objects */
 #define GPUMD_MAX_OUTPUT (4u * 1024u * 1024u) /* unread output before a client is dropped */
@@ -160,11 +160,8 @@ struct gpumd {
   /* Scheduler, ledger and leases (ops.c, leases.c). */
   gpumd_sched_t *sched;
   gpumd_ledger_t *ledger;
-  bool ledger_failed;  /* a write of this turn failed: the turn must not be sent */
-  bool commit_failed;  /* a commit failed: gpumd stops, sending nothing more */
-  uint64_t capture_id; /* copy this reservation's final state into captured */
-  gpumd_resv_t captured;
-  bool captured_set;
+  bool ledger_failed; /* a write of this turn failed: the turn must not be sent */
+  bool commit_failed; /* a commit failed: gpumd stops, sending nothing more */
   gpumd_lease_t *leases[GPUMD_LEASE_BUCKETS];
   struct event *tick_timer;  /* queue timeouts */
   struct event *grace_timer; /* end of lease.grace after a restart */
@@ -173,12 +170,10 @@ struct gpumd {
   struct event *ledger_ev;   /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
   struct gpumd_procs_block *procs;
-  /* Who causes the transitions of the current request (audit), and the reservation a
-   * reply is about (no event for it to the requesting connection). */
-  uint32_t actor_uid;
-  int32_t actor_pid;
+  /* Obsolete and read by nothing: who causes a transition now travels with each scheduler
+   * call (gpumd_cause_t). http.c's dispatch still clears these two; remove them together with
+   * those two lines. */
   gpumd_conn_t *actor_conn;
-  bool in_submit;
   uint64_t submit_id;
   bool queue_changed; /* queue positions may have moved this turn */
 
@@ -195,8 +190,10 @@ struct gpumd {
 /* ---- server.c ---- */
 int gpumd_server_start(gpumd_t *d);
 void gpumd_server_stop(gpumd_t *d);
-/* Appends one JSON message (plus '\n') to conn's staged output. Steals msg. */
-void gpumd_conn_send(gpumd_conn_t *c, json_t *msg);
+/* Appends one JSON message (plus '\n') to conn's staged output. Steals msg. Returns 0 (also
+ * when c is closed: nothing is sent), or -1 when msg is NULL or could not be staged (out of
+ * memory; nothing of it is). */
+int gpumd_conn_send(gpumd_conn_t *c, json_t *msg);
 /* Appends v to out as compact JSON, byte for byte what json_dumps(v, JSON_COMPACT) gives, without
  * jansson's loop-detection cost. Returns 0, or -1 when out cannot grow (out may then hold a
  * partial value). */
@@ -212,12 +209,17 @@ typedef struct {
 } gpumd_jw_t;
 void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out);
 void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n); /* as is */
-void gpumd_jw_string(gpumd_jw_t *w, const char *s);        /* quoted and escaped */
+/* A string literal as is, and "key": for a key that is a string literal (a protocol name):
+ * GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_STATE)). */
+#define GPUMD_JW_LIT(w, lit) gpumd_jw_raw((w), (lit), sizeof(lit) - 1)
+#define GPUMD_JSON_KEY(key) "\"" key "\":"
+void gpumd_jw_string(gpumd_jw_t *w, const char *s); /* quoted and escaped */
 void gpumd_jw_int(gpumd_jw_t *w, long long v);
 void gpumd_jw_value(gpumd_jw_t *w, json_t *v);
 int gpumd_jw_end(gpumd_jw_t *w);
-/* Appends one message written by fill (plus '\n') to c's staged output. */
-void gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg);
+/* Appends one message written by fill (plus '\n') to c's staged output. Returns as
+ * gpumd_conn_send. */
+int gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg);
 /* Marks c for closing after its staged output is written. */
 void gpumd_conn_close_after_flush(gpumd_conn_t *c);
 /* End of a loop turn: commit (or hand the writes to the ledger's writer), write the output
@@ -238,20 +240,30 @@ int gpumd_json_depth(const char *s, size_t len, int limit);
 /* The length of the valid UTF-8 sequence at s (at most n bytes; no overlong forms, surrogates
  * or code points past U+10FFFF, as jansson checks), 0 when it is not one. */
 size_t gpumd_utf8_seq(const unsigned char *s, size_t n);
-/* Parses a request as json_loadb(s, len, JSON_REJECT_DUPLICATES, err) does, with the same
- * result (value, or NULL and err) for every input; faster for the common shape of requests
- * (json_fast.c). The caller owns the value. */
+/* Parses a request as json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, err) does,
+ * with the same result (value, or NULL and err) for every input; faster for the common shape
+ * of requests (json_fast.c). Any value is taken on top (the caller checks for an object). The
+ * caller owns the value. */
 json_t *gpumd_json_parse(const char *s, size_t len, json_error_t *err);
 /* Its fast path alone: the value, or NULL when the input is not of the shape it takes. */
 json_t *gpumd_json_parse_fast(const char *s, size_t len);
 /* Handles one complete line from c (without the newline). */
 void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len);
-/* Replies. id may be NULL (the request had none or could not be parsed): then "id": null. */
-void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body /* stolen, may be NULL */);
+/* Replies: every request gets exactly one. id may be NULL (the request had none or could not
+ * be parsed): then "id": null. A reply that cannot be staged (out of memory) is replaced by a
+ * short ENOMEM error. gpumd_reply_ok steals body; a NULL body (building it failed: out of
+ * memory, or text that is not UTF-8) makes the reply an EINTERNAL error. */
+void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body);
 /* gpumd_reply_ok with the body {"reservation": R}, written without building it. */
 void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, bool with_token);
+/* The message (cut at 1 KiB before a character, marked "...") may quote a client's bytes: what
+ * is not UTF-8 is written as '?'. */
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Copies s into out (outlen > 0) with every byte that does not start a valid UTF-8 sequence
+ * (as gpumd_utf8_seq checks) replaced by '?', stopping before a character that does not fit;
+ * out is NUL-terminated. For texts a JSON string must hold. */
+void gpumd_utf8_clean(const char *s, char *out, size_t outlen);
 /* Checks that obj has only the named fields (NULL-terminated list). Returns 0, or GPUM_EINVAL
  * with the detail naming the first unknown field. */
 int gpumd_check_fields(json_t *obj, const char *const *allowed);
@@ -282,6 +294,23 @@ typedef struct {
   const char *via;          /* "HTTP" for audit reasons; NULL on the socket */
   gpumd_resv_reply_t *fast; /* reserve/release: fill this, leave *out NULL (may be NULL) */
 } gpumd_actor_t;
+
+/* The cause handed with every scheduler call that may change reservations (sched.h) and
+ * passed back to engine.c's on_transition with each transition: who acts (the audit row's
+ * uid and pid) and what the reply to that actor will itself say, so that no event repeats
+ * it. A NULL cause is gpumd itself (timers, devices, leases): uid 0, pid 0, every event sent. */
+struct gpumd_cause {
+  const gpumd_actor_t *actor; /* NULL: gpumd itself */
+  /* The reservation the actor's reply is about (0: none): no event about it goes to the
+   * actor's connection (to no connection when that is NULL: over HTTP). */
+  uint64_t about;
+  /* about is the reservation being submitted (its id is gpumd_sched_next_id() before the
+   * call): no event about it goes anywhere, the reply tells its state. */
+  bool submit;
+  /* When not NULL: receives about's state as it reaches a final state (its id stays 0
+   * until then). */
+  gpumd_resv_t *final;
+};
 int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);

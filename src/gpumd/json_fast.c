@@ -6,7 +6,9 @@
  * common shape only: objects and arrays, strings of printable ASCII without escapes, integers
  * that fit in json_int_t, true, false and null. Anything else (an escape, a byte of UTF-8, a
  * real number, a duplicate key, any syntax error) makes it give up, and jansson parses the
- * whole line instead: the result, and the error for bad input, are always jansson's.
+ * whole line instead: the result, and the error for bad input, are always jansson's. Any JSON
+ * value is taken on top (JSON_DECODE_ANY), so that a line holding valid JSON that is not an
+ * object gets the protocol's error (EPROTO) rather than a parse error.
  */
 #include <limits.h>
 #include <stdbool.h>
@@ -174,9 +176,6 @@ static json_t *fast_value(fast_t *f) {
 
 json_t *gpumd_json_parse_fast(const char *s, size_t len) {
   fast_t f = {.p = s, .end = s + len, .depth = 0};
-  skip_ws(&f);
-  if (f.p == f.end || (*f.p != '{' && *f.p != '[')) /* jansson wants one of those on top */
-    return NULL;
   json_t *v = fast_value(&f);
   skip_ws(&f);
   if (v && f.p == f.end)
@@ -187,5 +186,5 @@ json_t *gpumd_json_parse_fast(const char *s, size_t len) {
 
 json_t *gpumd_json_parse(const char *s, size_t len, json_error_t *err) {
   json_t *v = gpumd_json_parse_fast(s, len);
-  return v ? v : json_loadb(s, len, JSON_REJECT_DUPLICATES, err);
+  return v ? v : json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, err);
 }

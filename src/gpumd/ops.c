@@ -24,14 +24,6 @@
 
 #define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
 
-static void set_actor(gpumd_t *d, const gpumd_actor_t *a) {
-  d->actor_uid = a->uid;
-  d->actor_pid = a->pid;
-  d->actor_conn = a->conn;
-  d->submit_id = 0;
-  d->in_submit = false;
-}
-
 static gpumd_actor_t actor_of(const gpumd_conn_t *c) {
   gpumd_actor_t a = {.uid = c->uid,
                      .pid = (int32_t)c->pid,
@@ -83,7 +75,7 @@ static int get_str(json_t *req, const char *key, const char **out) {
 /* Finds the live reservation named by the request's "reservation" field. */
 static int get_resv(gpumd_t *d, json_t *req, const gpumd_resv_t **out, uint64_t *id) {
   const char *s = NULL;
-  if (get_str(req, "reservation", &s) != 0 || !s)
+  if (get_str(req, GPUM_PROTO_F_RESERVATION, &s) != 0 || !s)
     return gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
   if (gpumd_resv_id_parse(s, id) != 0)
     return gpum_error(GPUM_EINVAL, "\"reservation\": '%.64s' is not an id such as \"r-1\"", s);
@@ -119,14 +111,15 @@ static void resv_body(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resv_t *r,
     *out = NULL;
     return;
   }
-  *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, with_token));
+  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, with_token));
 }
 
 /* ---- hello, status, list ------------------------------------------------------------------ */
 
 static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
-  static const char *const fields[] = {"id", "op", "client", "protocol", NULL};
-  json_t *proto = json_object_get(req, "protocol");
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_CLIENT,
+                                       GPUM_PROTO_F_PROTOCOL, NULL};
+  json_t *proto = json_object_get(req, GPUM_PROTO_F_PROTOCOL);
   if (gpumd_check_fields(req, fields) != 0) {
     gpumd_reply_err(c, id, GPUM_EINVAL, "%s", gpum_last_error());
     return;
@@ -135,19 +128,20 @@ static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
     gpumd_reply_err(c, id, GPUM_EINVAL, "\"protocol\" must be a positive integer");
     return;
   }
-  if (proto && json_integer_value(proto) != GPUMD_PROTOCOL) {
+  if (proto && json_integer_value(proto) != GPUM_PROTO_VERSION) {
     gpumd_reply_err(c, id, GPUM_ENOTSUP, "protocol %lld not supported (gpumd speaks %d)",
-                    (long long)json_integer_value(proto), GPUMD_PROTOCOL);
+                    (long long)json_integer_value(proto), GPUM_PROTO_VERSION);
     return;
   }
   gpumd_reply_ok(c, id,
-                 json_pack("{s:s, s:s, s:i, s:I, s:I, s:b}", "server", "gpumd", "version",
-                           gpum_version(), "protocol", GPUMD_PROTOCOL, "uid", (json_int_t)c->uid,
-                           "pid", (json_int_t)c->pid, "admin", c->admin));
+                 json_pack("{s:s, s:s, s:i, s:I, s:I, s:b}", GPUM_PROTO_F_SERVER, "gpumd",
+                           GPUM_PROTO_F_VERSION, gpum_version(), GPUM_PROTO_F_PROTOCOL,
+                           GPUM_PROTO_VERSION, GPUM_PROTO_F_UID, (json_int_t)c->uid,
+                           GPUM_PROTO_F_PID, (json_int_t)c->pid, GPUM_PROTO_F_ADMIN, c->admin));
 }
 
 int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
-  static const char *const fields[] = {"id", "op", NULL};
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, NULL};
   if (req && gpumd_check_fields(req, fields) != 0)
     return GPUM_EINVAL;
   char host[256] = "";
@@ -158,19 +152,19 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
     const gpumd_resv_t *r = gpumd_sched_queue_at(d->sched, i);
     json_array_append_new(queue, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   }
-  json_t *node =
-      json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "hostname", host, "version", gpum_version(),
-                "pid", (json_int_t)getpid(), "started_ns", (json_int_t)d->start_ns, "reservations",
-                (json_int_t)gpumd_sched_count(d->sched), "queued", (json_int_t)qn, "clients",
-                (json_int_t)d->conn_count);
-  *out =
-      json_pack("{s:o, s:o, s:o}", "node", node, "devices", gpumd_devices_json(d), "queue", queue);
+  json_t *node = json_pack(
+      "{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", GPUM_PROTO_F_HOSTNAME, host, GPUM_PROTO_F_VERSION,
+      gpum_version(), GPUM_PROTO_F_PID, (json_int_t)getpid(), GPUM_PROTO_F_STARTED_NS,
+      (json_int_t)d->start_ns, GPUM_PROTO_F_RESERVATIONS, (json_int_t)gpumd_sched_count(d->sched),
+      GPUM_PROTO_F_QUEUED, (json_int_t)qn, GPUM_PROTO_F_CLIENTS, (json_int_t)d->conn_count);
+  *out = json_pack("{s:o, s:o, s:o}", GPUM_PROTO_F_NODE, node, GPUM_PROTO_F_DEVICES,
+                   gpumd_devices_json(d), GPUM_PROTO_F_QUEUE, queue);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
-  static const char *const fields[] = {"id", "op", "all", NULL};
-  json_t *all = json_object_get(req, "all");
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ALL, NULL};
+  json_t *all = json_object_get(req, GPUM_PROTO_F_ALL);
   if (gpumd_check_fields(req, fields) != 0)
     return GPUM_EINVAL;
   if (all && !json_is_boolean(all))
@@ -182,7 +176,7 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out)
     if (r->uid == a->uid || json_is_true(all))
       json_array_append_new(arr, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   }
-  *out = json_pack("{s:o}", "reservations", arr);
+  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATIONS, arr);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
@@ -204,12 +198,12 @@ static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t 
   const char *s = NULL;
   bool has;
   long long v = 0;
-  int rc = get_str(j, "lease", &s);
+  int rc = get_str(j, GPUM_PROTO_F_LEASE, &s);
   if (rc != 0)
     return rc;
   if (s && gpumd_lease_kind_parse(s, &req->lease) != 0)
     return gpum_error(GPUM_EINVAL, "\"lease\": '%.32s' is not connection, pid or ttl", s);
-  if ((rc = get_int(j, "pid", 1, 0x7fffffff, &v, &has)) != 0)
+  if ((rc = get_int(j, GPUM_PROTO_F_PID, 1, 0x7fffffff, &v, &has)) != 0)
     return rc;
   if (has && req->lease != GPUMD_LEASE_PID)
     return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
@@ -217,7 +211,7 @@ static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t 
   if (req->lease == GPUMD_LEASE_PID && has && !a->admin &&
       (rc = pid_owned_by((pid_t)v, a->uid)) != 0)
     return rc;
-  if ((rc = get_int(j, "ttl_ms", 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
+  if ((rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
     return rc;
   if (has != (req->lease == GPUMD_LEASE_TTL))
     return gpum_error(GPUM_EINVAL, has ? "\"ttl_ms\" is only for \"lease\": \"ttl\""
@@ -229,10 +223,22 @@ static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t 
 /* Parses the reserve request into req (strings point into the JSON). */
 static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req,
                          const char **devs, size_t cap) {
-  static const char *const fields[] = {"id",         "op",         "bytes_per_gpu", "gpus",
-                                       "model",      "min_memory", "devices",       "priority",
-                                       "timeout_ms", "on_timeout", "label",         "lease",
-                                       "pid",        "ttl_ms",     "wait",          NULL};
+  static const char *const fields[] = {GPUM_PROTO_F_ID,
+                                       GPUM_PROTO_F_OP,
+                                       GPUM_PROTO_F_BYTES_PER_GPU,
+                                       GPUM_PROTO_F_GPUS,
+                                       GPUM_PROTO_F_MODEL,
+                                       GPUM_PROTO_F_MIN_MEMORY,
+                                       GPUM_PROTO_F_DEVICES,
+                                       GPUM_PROTO_F_PRIORITY,
+                                       GPUM_PROTO_F_TIMEOUT_MS,
+                                       GPUM_PROTO_F_ON_TIMEOUT,
+                                       GPUM_PROTO_F_LABEL,
+                                       GPUM_PROTO_F_LEASE,
+                                       GPUM_PROTO_F_PID,
+                                       GPUM_PROTO_F_TTL_MS,
+                                       GPUM_PROTO_F_WAIT,
+                                       NULL};
   int rc = gpumd_check_fields(j, fields);
   if (rc != 0)
     return rc;
@@ -240,20 +246,20 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpumd_sc
   bool has;
   long long v = 0;
   uint64_t u;
-  if ((rc = get_size(j, "bytes_per_gpu", &req->bytes_per_gpu, &has)) != 0)
+  if ((rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &req->bytes_per_gpu, &has)) != 0)
     return rc;
   if (!has || req->bytes_per_gpu == 0)
     return gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
-  if ((rc = get_int(j, "gpus", 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
+  if ((rc = get_int(j, GPUM_PROTO_F_GPUS, 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
     return rc;
   if (has)
     req->gpus = (unsigned)v;
-  if ((rc = get_str(j, "model", &req->model)) != 0)
+  if ((rc = get_str(j, GPUM_PROTO_F_MODEL, &req->model)) != 0)
     return rc;
-  if ((rc = get_size(j, "min_memory", &u, &has)) != 0)
+  if ((rc = get_size(j, GPUM_PROTO_F_MIN_MEMORY, &u, &has)) != 0)
     return rc;
   req->min_memory = has ? u : 0;
-  json_t *dv = json_object_get(j, "devices");
+  json_t *dv = json_object_get(j, GPUM_PROTO_F_DEVICES);
   if (dv) {
     if (!json_is_array(dv) || json_array_size(dv) > cap || json_array_size(dv) == 0)
       return gpum_error(GPUM_EINVAL,
@@ -272,20 +278,20 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpumd_sc
     req->devices = devs;
     req->device_count = json_array_size(dv);
   }
-  if ((rc = get_int(j, "priority", -100, 100, &v, &has)) != 0)
+  if ((rc = get_int(j, GPUM_PROTO_F_PRIORITY, -100, 100, &v, &has)) != 0)
     return rc;
   req->priority = has ? (int)v : 0;
-  if ((rc = get_int(j, "timeout_ms", 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
+  if ((rc = get_int(j, GPUM_PROTO_F_TIMEOUT_MS, 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
     return rc;
   req->timeout_ms = has ? (uint64_t)v : d->job_timeout_ms;
   const char *s = NULL;
-  if ((rc = get_str(j, "on_timeout", &s)) != 0)
+  if ((rc = get_str(j, GPUM_PROTO_F_ON_TIMEOUT, &s)) != 0)
     return rc;
   if (s && gpumd_on_timeout_parse(s, &req->on_timeout) != 0)
     return gpum_error(GPUM_EINVAL, "\"on_timeout\": '%.32s' is not reject or wait", s);
-  if ((rc = get_str(j, "label", &req->label)) != 0)
+  if ((rc = get_str(j, GPUM_PROTO_F_LABEL, &req->label)) != 0)
     return rc;
-  json_t *w = json_object_get(j, "wait");
+  json_t *w = json_object_get(j, GPUM_PROTO_F_WAIT);
   if (w && !json_is_boolean(w))
     return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
   req->no_wait = json_is_false(w); /* grant now or EBUSY, never queue */
@@ -308,18 +314,20 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   int64_t qmax = d->queue_max;
   if (!req.no_wait && (int64_t)gpumd_sched_queue_length(d->sched) >= qmax)
     return gpum_error(GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)", (long long)qmax);
-  set_actor(d, a);
-  d->in_submit = true;
+  /* The new reservation's state is in the reply: no event about it while it is made, nor to
+   * the actor's connection when it ends at once below. */
+  gpumd_cause_t cause = {.actor = a, .about = gpumd_sched_next_id(d->sched), .submit = true};
   uint64_t now = gpumd_now_ns();
   const gpumd_resv_t *r = NULL;
-  rc = gpumd_sched_submit(d->sched, &req, now, &r);
-  d->in_submit = false;
+  rc = gpumd_sched_submit(d->sched, &cause, &req, now, &r);
   if (rc != 0)
     return rc;
   uint64_t rid = r->id;
+  cause.about = rid;
+  cause.submit = false;
   gpumd_lease_t *l = gpumd_lease_add(d, rid);
   if (!l) {
-    gpumd_sched_release(d->sched, rid, now, "out of memory");
+    gpumd_sched_release(d->sched, &cause, rid, now, "out of memory");
     return gpum_error(GPUM_ENOMEM, "out of memory");
   }
   if (a->conn)
@@ -328,7 +336,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
       gpumd_lease_watch_pid(d, l, req.lease_pid, req.lease_pid_start) != 0) {
     char why[256];
     snprintf(why, sizeof why, "%s", gpum_last_error());
-    gpumd_sched_release(d->sched, rid, now, "lease process gone");
+    gpumd_sched_release(d->sched, &cause, rid, now, "lease process gone");
     return gpum_error(GPUM_ENOENT, "%s", why);
   }
   if (req.lease == GPUMD_LEASE_TTL) {
@@ -376,7 +384,8 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
 /* ---- release, renew, attach ----------------------------------------------------------------- */
 
 int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {"id", "op", "reservation", NULL};
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       NULL};
   const gpumd_resv_t *r = NULL;
   uint64_t rid = 0;
   int rc = gpumd_check_fields(j, fields);
@@ -388,10 +397,10 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   if (rc != 0)
     return rc;
   bool own = a->conn && r->uid == a->uid;
-  set_actor(d, a);
-  d->submit_id = rid; /* no event to this connection: the reply says it */
-  d->capture_id = rid;
-  d->captured_set = false;
+  /* No event to the actor's connection about it (the reply says it), and its final state
+   * for the reply. */
+  gpumd_resv_t final = {.id = 0};
+  gpumd_cause_t cause = {.actor = a, .about = rid, .final = &final};
   char reason[96] = "";
   size_t off = 0;
   if (a->via) {
@@ -405,17 +414,17 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
       gpumd_cat(reason, sizeof reason, &off, "-");
     gpumd_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
   }
-  rc = gpumd_sched_release(d->sched, rid, gpumd_now_ns(), reason);
-  d->capture_id = 0;
-  if (rc != 0 || !d->captured_set)
+  rc = gpumd_sched_release(d->sched, &cause, rid, gpumd_now_ns(), reason);
+  if (rc != 0 || final.id != rid)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
-  resv_body(d, a, &d->captured, own, out);
+  resv_body(d, a, &final, own, out);
   gpumd_ops_tick(d);
   return 0;
 }
 
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {"id", "op", "reservation", "ttl_ms", NULL};
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_TTL_MS, NULL};
   const gpumd_resv_t *r = NULL;
   uint64_t rid = 0;
   long long ttl = 0;
@@ -424,7 +433,7 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
   if (rc == 0)
     rc = get_resv(d, j, &r, &rid);
   if (rc == 0)
-    rc = get_int(j, "ttl_ms", 1, (long long)MAX_TTL_MS, &ttl, &has);
+    rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &ttl, &has);
   if (rc == 0 && !may_change(a, r))
     rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
                     (unsigned long)r->uid);
@@ -441,7 +450,8 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
   r = gpumd_sched_find(d->sched, rid);
   if (gpumd_ledger_put(d->ledger, r) != 0)
     d->ledger_failed = true;
-  *out = json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
+  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
+                   gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   return 0;
 }
 
@@ -454,14 +464,15 @@ static bool token_equal(const char *a, const char *b) {
 }
 
 static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
-  static const char *const fields[] = {"id", "op", "reservation", "token", NULL};
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_TOKEN, NULL};
   gpumd_t *d = c->d;
   const gpumd_resv_t *r = NULL;
   uint64_t rid = 0;
   const char *token = NULL;
   int rc = gpumd_check_fields(j, fields);
   if (rc == 0)
-    rc = get_str(j, "token", &token);
+    rc = get_str(j, GPUM_PROTO_F_TOKEN, &token);
   if (rc == 0 && !token)
     rc = gpum_error(GPUM_EINVAL, "\"token\" is required");
   if (rc == 0)
@@ -481,13 +492,13 @@ static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
   }
   gpumd_lease_bind(l, c);
   l->awaiting_attach = false;
-  gpumd_reply_ok(c, id, json_pack("{s:o}", "reservation", gpumd_resv_json(d, r, true)));
+  gpumd_reply_ok(c, id, json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
 }
 
 /* The REST API's bearer token (docs/rest.md): shown, or rotated, for admins only. */
 static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
-  static const char *const fields[] = {"id", "op", "rotate", NULL};
-  json_t *rot = json_object_get(j, "rotate");
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ROTATE, NULL};
+  json_t *rot = json_object_get(j, GPUM_PROTO_F_ROTATE);
   json_t *body = NULL;
   int rc = gpumd_check_fields(j, fields);
   if (rc == 0 && rot && !json_is_boolean(rot))
@@ -509,12 +520,17 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
     const char *name;
     void (*fn)(gpumd_conn_t *, json_t *, json_t *);
     op_core_fn core;
-  } ops[] = {{"hello", op_hello, NULL},           {"status", NULL, gpumd_op_status},
-             {"list", NULL, gpumd_op_list},       {"reserve", NULL, gpumd_op_reserve},
-             {"release", NULL, gpumd_op_release}, {"renew", NULL, gpumd_op_renew},
-             {"attach", op_attach, NULL},         {"http_token", op_http_token, NULL}};
+  } ops[] = {{GPUM_PROTO_OP_HELLO, op_hello, NULL},
+             {GPUM_PROTO_OP_STATUS, NULL, gpumd_op_status},
+             {GPUM_PROTO_OP_RESERVE, NULL, gpumd_op_reserve},
+             {GPUM_PROTO_OP_RELEASE, NULL, gpumd_op_release},
+             {GPUM_PROTO_OP_RENEW, NULL, gpumd_op_renew},
+             {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
+             {GPUM_PROTO_OP_LIST, NULL, gpumd_op_list},
+             {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL}};
+  const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+  for (size_t i = 0; i < n; i++) {
     if (strcmp(op, ops[i].name) != 0)
       continue;
     if (ops[i].fn) {
@@ -530,12 +546,13 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
       else
         reply(c, id, rc, body);
     }
-    c->d->actor_conn = NULL;
-    c->d->submit_id = 0;
     return;
   }
-  gpumd_reply_err(c, id, GPUM_EINVAL,
-                  "unknown op '%.64s' (hello, status, reserve, release, renew, attach, list, "
-                  "http_token)",
-                  op);
+  char known[256] = "";
+  size_t off = 0;
+  for (size_t i = 0; i < n; i++) {
+    gpumd_cat(known, sizeof known, &off, i ? ", " : "");
+    gpumd_cat(known, sizeof known, &off, ops[i].name);
+  }
+  gpumd_reply_err(c, id, GPUM_EINVAL, "unknown op '%.64s' (%s)", op, known);
 }

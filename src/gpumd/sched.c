@@ -118,16 +118,16 @@ static void account(gpumd_sched_t *s, const gpumd_resv_t *r, int sign) {
   }
 }
 
-static void report(gpumd_sched_t *s, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                   uint64_t now_ns) {
+static void report(gpumd_sched_t *s, const gpumd_cause_t *cause, const gpumd_resv_t *r,
+                   gpumd_resv_state_t from, uint64_t now_ns) {
   if (s->cb.on_transition != NULL)
-    s->cb.on_transition(s->cb.user, r, from, r->state, now_ns, r->reason);
+    s->cb.on_transition(s->cb.user, cause, r, from, r->state, now_ns, r->reason);
 }
 
 /* ---- Transitions --------------------------------------------------------------------------- */
 
-void gpumd__sched_grant(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t mask, uint64_t now_ns,
-                        const gpumd_resv_t *passed) {
+void gpumd__sched_grant(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r,
+                        uint64_t mask, uint64_t now_ns, const gpumd_resv_t *passed) {
   remove_queue(s, r);
   r->state = GPUMD_RESV_GRANTED;
   r->device_mask = mask;
@@ -144,12 +144,12 @@ void gpumd__sched_grant(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t mask, uint64
     gpumd_cat(r->reason, sizeof(r->reason), &off, devs);
   }
   account(s, r, +1);
-  report(s, r, GPUMD_RESV_QUEUED, now_ns);
+  report(s, cause, r, GPUMD_RESV_QUEUED, now_ns);
 }
 
 /* Moves a live reservation to a final state, reports it and frees it. */
-static void finish(gpumd_sched_t *s, gpumd_resv_t *r, gpumd_resv_state_t to, uint64_t now_ns,
-                   const char *reason) {
+static void finish(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r,
+                   gpumd_resv_state_t to, uint64_t now_ns, const char *reason) {
   gpumd_resv_state_t from = r->state;
   if (from == GPUMD_RESV_QUEUED) {
     remove_queue(s, r);
@@ -165,7 +165,7 @@ static void finish(gpumd_sched_t *s, gpumd_resv_t *r, gpumd_resv_state_t to, uin
   size_t off = 0;
   gpumd_cat(r->reason, sizeof(r->reason), &off, reason);
   remove_all(s, r);
-  report(s, r, from, now_ns);
+  report(s, cause, r, from, now_ns);
   free(r);
 }
 
@@ -175,7 +175,7 @@ static void finish(gpumd_sched_t *s, gpumd_resv_t *r, gpumd_resv_state_t to, uin
  * at most backfill_bound_ns (and backfill is on); after that only on devices the head can
  * never use (not matching it, or ERROR/DISABLED), since those cannot delay it.
  */
-void gpumd__sched_pass(gpumd_sched_t *s, uint64_t now_ns) {
+void gpumd__sched_pass(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t now_ns) {
   const gpumd_resv_t *head = NULL;
   uint64_t allowed = s->known_mask; /* devices the next request may take */
   size_t i = 0;
@@ -183,7 +183,7 @@ void gpumd__sched_pass(gpumd_sched_t *s, uint64_t now_ns) {
     gpumd_resv_t *r = s->queue[i];
     uint64_t mask = 0;
     if (gpumd__sched_place_in(s, r, allowed, &mask)) {
-      gpumd__sched_grant(s, r, mask, now_ns, head);
+      gpumd__sched_grant(s, cause, r, mask, now_ns, head);
       continue; /* r left the queue: queue[i] is the next one */
     }
     if (head == NULL) {
@@ -261,7 +261,7 @@ double gpumd__sched_used_ratio(const gpumd_sched_device_t *v) {
 }
 
 /* Fails every GRANTED reservation holding device d. */
-static void fail_device(gpumd_sched_t *s, unsigned d, uint64_t now_ns) {
+static void fail_device(gpumd_sched_t *s, const gpumd_cause_t *cause, unsigned d, uint64_t now_ns) {
   const sched_slot_t *slot = &s->dev[d];
   char reason[GPUMD_RESV_REASON_LEN];
   snprintf(reason, sizeof(reason), "GPU %u (%.64s) failed: %.160s", d, slot->v.uuid,
@@ -269,11 +269,12 @@ static void fail_device(gpumd_sched_t *s, unsigned d, uint64_t now_ns) {
   for (size_t i = s->n_all; i-- > 0;) {
     gpumd_resv_t *r = s->all[i];
     if (r->state == GPUMD_RESV_GRANTED && (r->device_mask & (1ull << d)))
-      finish(s, r, GPUMD_RESV_FAILED, now_ns, reason);
+      finish(s, cause, r, GPUMD_RESV_FAILED, now_ns, reason);
   }
 }
 
-int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_sched_device_t *dev, uint64_t now_ns) {
+int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_cause_t *cause,
+                              const gpumd_sched_device_t *dev, uint64_t now_ns) {
   if (dev->index >= GPUMD_SCHED_MAX_DEVICES)
     return gpum_error(GPUM_EINVAL, "device index %u is out of range (at most %d devices)",
                       dev->index, GPUMD_SCHED_MAX_DEVICES);
@@ -288,10 +289,10 @@ int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_sched_device_t *dev,
   double ratio = gpumd__sched_used_ratio(&slot->v);
   slot->pressure = gpumd_sched_pressure_level(s, ratio);
   if (dev->health == GPUM_HEALTH_ERROR)
-    fail_device(s, dev->index, now_ns);
+    fail_device(s, cause, dev->index, now_ns);
   if (slot->pressure != old && s->cb.on_pressure != NULL)
     s->cb.on_pressure(s->cb.user, dev->index, ratio, old, slot->pressure);
-  gpumd__sched_pass(s, now_ns);
+  gpumd__sched_pass(s, cause, now_ns);
   return 0;
 }
 
@@ -406,8 +407,9 @@ static int fill_request(const gpumd_sched_request_t *q, gpumd_resv_t *r) {
 /* req->no_wait: settles the queue, then 0 when the next pass would grant r (nothing ahead of
  * it can be granted now; it may use the devices a locked head leaves open), else GPUM_EBUSY
  * with what it would wait for. r (id, state and created_ns set) is in no table on return. */
-static int grant_now_or_busy(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t now_ns) {
-  gpumd__sched_pass(s, now_ns);
+static int grant_now_or_busy(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r,
+                             uint64_t now_ns) {
+  gpumd__sched_pass(s, cause, now_ns);
   uint64_t allowed = s->known_mask, mask = 0;
   const gpumd_resv_t *head = s->n_queue > 0 ? s->queue[0] : NULL;
   if (head != NULL && queue_before(head, r) && gpumd__sched_head_locked(s, head, now_ns))
@@ -423,7 +425,8 @@ static int grant_now_or_busy(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t now_ns)
   return gpum_error(GPUM_EBUSY, "not granted now and \"wait\" is false; it would wait for %s", why);
 }
 
-int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
+int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_cause_t *cause,
+                       const gpumd_sched_request_t *req, uint64_t now_ns,
                        const gpumd_resv_t **out) {
   gpumd_resv_t *r = calloc(1, sizeof(*r));
   if (r == NULL)
@@ -443,7 +446,7 @@ int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint6
   r->state = GPUMD_RESV_QUEUED;
   r->created_ns = now_ns;
   if (rc == 0 && req->no_wait)
-    rc = grant_now_or_busy(s, r, now_ns);
+    rc = grant_now_or_busy(s, cause, r, now_ns);
   if (rc < 0) {
     free(r);
     return rc;
@@ -454,16 +457,16 @@ int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint6
   memcpy(r->reason, "queued", sizeof("queued"));
   insert_all(s, r); /* cannot fail: grown above */
   insert_queue(s, r);
-  report(s, r, GPUMD_RESV_NEW, now_ns);
+  report(s, cause, r, GPUMD_RESV_NEW, now_ns);
   uint64_t id = r->id;
-  gpumd__sched_pass(s, now_ns);
+  gpumd__sched_pass(s, cause, now_ns);
   if (out != NULL)
     *out = gpumd_sched_find(s, id);
   return 0;
 }
 
-int gpumd_sched_end(gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t to, uint64_t now_ns,
-                    const char *reason) {
+int gpumd_sched_end(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id,
+                    gpumd_resv_state_t to, uint64_t now_ns, const char *reason) {
   if (!gpumd_resv_state_final(to))
     return gpum_error(GPUM_EINVAL, "%s is not a final reservation state",
                       gpumd_resv_state_name(to));
@@ -472,13 +475,14 @@ int gpumd_sched_end(gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t to, uint64
   if (r == NULL)
     return gpum_error(GPUM_ENOENT, "no live reservation %s",
                       gpumd_resv_id_format(id, buf, sizeof(buf)));
-  finish(s, r, to, now_ns, reason ? reason : "released");
-  gpumd__sched_pass(s, now_ns);
+  finish(s, cause, r, to, now_ns, reason ? reason : "released");
+  gpumd__sched_pass(s, cause, now_ns);
   return 0;
 }
 
-int gpumd_sched_release(gpumd_sched_t *s, uint64_t id, uint64_t now_ns, const char *reason) {
-  return gpumd_sched_end(s, id, GPUMD_RESV_RELEASED, now_ns, reason);
+int gpumd_sched_release(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t now_ns,
+                        const char *reason) {
+  return gpumd_sched_end(s, cause, id, GPUMD_RESV_RELEASED, now_ns, reason);
 }
 
 int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns) {
@@ -499,7 +503,7 @@ static uint64_t deadline_of(const gpumd_resv_t *r) {
 }
 
 /* Handles the queue timeouts that passed. Returns true when a reservation left the queue. */
-static bool expire_queue(gpumd_sched_t *s, uint64_t now_ns) {
+static bool expire_queue(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t now_ns) {
   bool changed = false;
   for (size_t i = s->n_queue; i-- > 0;) {
     gpumd_resv_t *r = s->queue[i];
@@ -512,21 +516,22 @@ static bool expire_queue(gpumd_sched_t *s, uint64_t now_ns) {
       gpumd_sched_waiting_for(s, r->id, wait, sizeof(wait));
       snprintf(reason, sizeof(reason), "queue timeout of %s passed; was waiting for %.180s", dur,
                wait);
-      finish(s, r, GPUMD_RESV_EXPIRED, now_ns, reason);
+      finish(s, cause, r, GPUMD_RESV_EXPIRED, now_ns, reason);
       changed = true;
     } else if (!r->timeout_told) {
       r->timeout_told = true;
       snprintf(r->reason, sizeof(r->reason), "queue timeout of %s passed; still waiting", dur);
-      report(s, r, GPUMD_RESV_QUEUED, now_ns);
+      report(s, cause, r, GPUMD_RESV_QUEUED, now_ns);
     }
   }
   return changed;
 }
 
-void gpumd_sched_tick(gpumd_sched_t *s, uint64_t now_ns, uint64_t *next_ns) {
-  gpumd__sched_pass(s, now_ns);
-  if (expire_queue(s, now_ns))
-    gpumd__sched_pass(s, now_ns);
+void gpumd_sched_tick(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t now_ns,
+                      uint64_t *next_ns) {
+  gpumd__sched_pass(s, cause, now_ns);
+  if (expire_queue(s, cause, now_ns))
+    gpumd__sched_pass(s, cause, now_ns);
   if (next_ns == NULL)
     return;
   uint64_t next = UINT64_MAX;

@@ -8,8 +8,9 @@
  * loop owns it and is the only caller. The daemon feeds it device views (from the monitor and
  * the NVML process list), requests and releases; the scheduler reports every state change of
  * a reservation through the on_transition callback, synchronously, before the call that
- * caused it returns. The daemon writes each transition to the ledger, commits the loop turn,
- * and only then sends replies and events.
+ * caused it returns, with the cause the caller passed to that call (who acts: the daemon's
+ * audit identity and reply bookkeeping, opaque here). The daemon writes each transition to
+ * the ledger, commits the loop turn, and only then sends replies and events.
  *
  * Admission, per device d and request of B bytes per GPU:
  *     committed(d) + B <= total(d) * memory_fraction - safety_margin
@@ -233,6 +234,12 @@ typedef struct {
 
 /* ---- Options, callbacks, lifecycle ------------------------------------------------------ */
 
+/* Who or what causes the transitions of one call (a client's request, a timer, a device
+ * change): a type of the caller's (gpumd: gpumd_internal.h), which the scheduler never reads.
+ * Every call that may change reservations takes one and hands it, as is, to on_transition
+ * for each transition the call causes. NULL is fine. */
+typedef struct gpumd_cause gpumd_cause_t;
+
 typedef struct {
   double memory_fraction;       /* of total memory that may be committed; default 0.95;
                                    (0, 1] */
@@ -252,12 +259,15 @@ int gpumd_sched_opts_check(const gpumd_sched_opts_t *opts);
 
 /* A reservation changed state (from == GPUMD_RESV_NEW for a new one, which is always QUEUED
  * first; a granted-at-once request reports NEW->QUEUED then QUEUED->GRANTED; from == to ==
- * QUEUED when a WAIT timeout passes). r already holds the new state and reason; it is valid
+ * QUEUED when a WAIT timeout passes). cause is the one given to the call that caused it
+ * (the same for every transition of that call, those of other reservations the call's
+ * scheduling pass grants included). r already holds the new state and reason; it is valid
  * during the call only (final reservations are freed right after). The callback must not
  * call any gpumd_sched_* function that changes the scheduler. */
-typedef void (*gpumd_sched_transition_fn)(void *user, const gpumd_resv_t *r,
-                                          gpumd_resv_state_t from, gpumd_resv_state_t to,
-                                          uint64_t time_ns, const char *reason);
+typedef void (*gpumd_sched_transition_fn)(void *user, const gpumd_cause_t *cause,
+                                          const gpumd_resv_t *r, gpumd_resv_state_t from,
+                                          gpumd_resv_state_t to, uint64_t time_ns,
+                                          const char *reason);
 /* A device's pressure level changed (reported on gpumd_sched_update_device()). */
 typedef void (*gpumd_sched_pressure_fn)(void *user, unsigned device, double used_ratio,
                                         gpumd_pressure_t from, gpumd_pressure_t to);
@@ -292,7 +302,8 @@ int gpumd_sched_set_opts(gpumd_sched_t *s, const gpumd_sched_opts_t *opts);
  *   - a scheduling pass runs (freed or new capacity may grant queued requests).
  * Returns 0 or GPUM_EINVAL (index out of range; the detail names it).
  */
-int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_sched_device_t *dev, uint64_t now_ns);
+int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_cause_t *cause,
+                              const gpumd_sched_device_t *dev, uint64_t now_ns);
 /* The stored view / accounting of a device. Return 0 or GPUM_ENODEV. */
 int gpumd_sched_device(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_t *out);
 int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index,
@@ -316,8 +327,8 @@ gpumd_pressure_t gpumd_sched_pressure_level(const gpumd_sched_t *s, double used_
  * would not grant (no room, or a blocked head it may not pass) is refused with GPUM_EBUSY,
  * the detail saying what it would have waited for; no reservation is created, no id used.
  */
-int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint64_t now_ns,
-                       const gpumd_resv_t **out);
+int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_cause_t *cause,
+                       const gpumd_sched_request_t *req, uint64_t now_ns, const gpumd_resv_t **out);
 
 /*
  * Ends a reservation: a GRANTED one becomes to (RELEASED, EXPIRED or FAILED), a QUEUED one
@@ -325,10 +336,11 @@ int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_sched_request_t *req, uint6
  * A scheduling pass follows. Returns 0, GPUM_ENOENT (no live reservation with that id: never
  * existed or already final) or GPUM_EINVAL (to is not a final state).
  */
-int gpumd_sched_end(gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t to, uint64_t now_ns,
-                    const char *reason);
-/* gpumd_sched_end(s, id, GPUMD_RESV_RELEASED, now_ns, reason). */
-int gpumd_sched_release(gpumd_sched_t *s, uint64_t id, uint64_t now_ns, const char *reason);
+int gpumd_sched_end(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id,
+                    gpumd_resv_state_t to, uint64_t now_ns, const char *reason);
+/* gpumd_sched_end(s, cause, id, GPUMD_RESV_RELEASED, now_ns, reason). */
+int gpumd_sched_release(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t now_ns,
+                        const char *reason);
 
 /* Sets a TTL reservation's expires_ns (renew). Returns 0 or GPUM_ENOENT. No transition. */
 int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns);
@@ -339,7 +351,8 @@ int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns);
  * be NULL) receives the next queue-timeout deadline, UINT64_MAX when none. Call it when that
  * deadline passes and whenever convenient (it is cheap when nothing changed).
  */
-void gpumd_sched_tick(gpumd_sched_t *s, uint64_t now_ns, uint64_t *next_ns);
+void gpumd_sched_tick(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t now_ns,
+                      uint64_t *next_ns);
 
 /* The live (QUEUED or GRANTED) reservation with this id, or NULL. */
 const gpumd_resv_t *gpumd_sched_find(const gpumd_sched_t *s, uint64_t id);
@@ -383,6 +396,7 @@ int gpumd_sched_check(const gpumd_sched_t *s, const gpumd_sched_request_t *req, 
 int gpumd_sched_restore(gpumd_sched_t *s, const gpumd_resv_t *r);
 /* Makes the next new id at least next_id (the ledger's max id + 1 after a restart). */
 void gpumd_sched_set_next_id(gpumd_sched_t *s, uint64_t next_id);
+/* The id the next successful gpumd_sched_submit() gives its reservation. */
 uint64_t gpumd_sched_next_id(const gpumd_sched_t *s);
 
 #ifdef __cplusplus

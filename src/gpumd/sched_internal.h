@@ -58,10 +58,10 @@ int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r);
 char *gpumd__sched_mask_format(uint64_t mask, char *buf, size_t len);
 
 /* The scheduling pass; grant of one queued reservation (passed: the blocked head it passes,
- * or NULL). */
-void gpumd__sched_pass(gpumd_sched_t *s, uint64_t now_ns);
-void gpumd__sched_grant(gpumd_sched_t *s, gpumd_resv_t *r, uint64_t mask, uint64_t now_ns,
-                        const gpumd_resv_t *passed);
+ * or NULL). cause: handed to on_transition with each transition. */
+void gpumd__sched_pass(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t now_ns);
+void gpumd__sched_grant(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r,
+                        uint64_t mask, uint64_t now_ns, const gpumd_resv_t *passed);
 /* True when the blocked head has waited past the backfill bound (or backfill is off). */
 bool gpumd__sched_head_locked(const gpumd_sched_t *s, const gpumd_resv_t *head, uint64_t now_ns);
 

@@ -3,7 +3,8 @@
  * Names and spellings of the scheduler's types: reservation states, lease kinds, timeout
  * actions, placement strategies, pressure levels and reservation ids ("r-<n>"), plus the
  * defaults and checks of the scheduler options. Shared by the scheduler, the ledger (which
- * stores states by name) and the protocol code.
+ * stores states by name) and the protocol code. The names that are the protocol's come from
+ * its tables (client/protocol_internal.h), which the client library maps its enums through.
  */
 #include "sched.h"
 
@@ -16,12 +17,21 @@
 
 #include <gpum/error.h>
 
-static const char *const state_names[] = {"QUEUED",  "GRANTED",   "RELEASED",
-                                          "EXPIRED", "CANCELLED", "FAILED"};
-static const char *const lease_names[] = {"connection", "pid", "ttl"};
-static const char *const timeout_names[] = {"reject", "wait"};
-static const char *const placement_names[] = {"pack", "spread", "score"};
-static const char *const pressure_names[] = {"none", "high", "critical"};
+#include "client/protocol_internal.h"
+
+#define STATE_NAME(n) [GPUMD_RESV_##n] = GPUM_PROTO_STATE_##n,
+static const char *const state_names[] = {GPUM_PROTO_STATES(STATE_NAME)};
+#undef STATE_NAME
+#define LEASE_NAME(n) [GPUMD_LEASE_##n] = GPUM_PROTO_LEASE_##n,
+static const char *const lease_names[] = {GPUM_PROTO_LEASES(LEASE_NAME)};
+#undef LEASE_NAME
+#define TIMEOUT_NAME(n) [GPUMD_ON_TIMEOUT_##n] = GPUM_PROTO_ON_TIMEOUT_##n,
+static const char *const timeout_names[] = {GPUM_PROTO_ON_TIMEOUTS(TIMEOUT_NAME)};
+#undef TIMEOUT_NAME
+#define PRESSURE_NAME(n) [GPUMD_PRESSURE_##n] = GPUM_PROTO_PRESSURE_##n,
+static const char *const pressure_names[] = {GPUM_PROTO_PRESSURES(PRESSURE_NAME)};
+#undef PRESSURE_NAME
+static const char *const placement_names[] = {"pack", "spread", "score"}; /* the config's */
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -30,7 +40,7 @@ static int lookup(const char *const *names, size_t n, const char *s) {
   if (s == NULL)
     return -1;
   for (size_t i = 0; i < n; i++)
-    if (strcasecmp(names[i], s) == 0)
+    if (names[i] != NULL && strcasecmp(names[i], s) == 0)
       return (int)i;
   return -1;
 }

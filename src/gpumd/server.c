@@ -344,9 +344,9 @@ int gpumd_jw_end(gpumd_jw_t *w) {
   return w->rc;
 }
 
-void gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg) {
+int gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg) {
   if (c->dead)
-    return;
+    return 0;
   /* Serialised straight into the staged buffer: no intermediate string. A failure (out of
    * memory) may leave a partial line, so the buffer is cut back to where it was. */
   size_t before = evbuffer_get_length(c->staged);
@@ -354,7 +354,8 @@ void gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg
   gpumd_jw_init(&w, c->staged);
   fill(&w, arg);
   dump_char(&w, '\n');
-  if (gpumd_jw_end(&w) != 0) {
+  int rc = gpumd_jw_end(&w);
+  if (rc != 0) {
     size_t now = evbuffer_get_length(c->staged);
     struct evbuffer *keep = evbuffer_new();
     if (keep) {
@@ -369,17 +370,19 @@ void gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg
     c->dirty_next = c->d->dirty;
     c->d->dirty = c;
   }
+  return rc;
 }
 
 static void fill_value(gpumd_jw_t *w, void *arg) {
   gpumd_jw_value(w, arg);
 }
 
-void gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
+int gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
   if (!msg)
-    return;
-  gpumd_conn_send_with(c, fill_value, msg);
+    return -1;
+  int rc = gpumd_conn_send_with(c, fill_value, msg);
   json_decref(msg);
+  return rc;
 }
 
 void gpumd_conn_close_after_flush(gpumd_conn_t *c) {

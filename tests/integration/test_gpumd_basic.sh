@@ -87,6 +87,28 @@ Client().ok("hello")
 t_ok "malformed, oversized, nested and unknown input get errors; gpumd stays up"
 
 gd_py '
+c = Client(timeout=5)
+# A backslash before a non-ASCII character: jansson quotes the bad escape up to its first
+# byte, which is no UTF-8; the reply must still come, as one valid line. A JSON value that
+# is not an object is EPROTO, not EPARSE (docs/protocol.md).
+cases = [(b"[\"\\\xc3\xa9\"]", "EPARSE"),
+         (b"{\"id\":\"\\\xe4\xb8\xad\",\"op\":\"hello\"}", "EPARSE"),
+         (b"{\"id\":1,\"op\":\"hello\",\"client\":\"\\\xf0\x9f\x98\x80\"}", "EPARSE"),
+         (b"[\"\\\xc3\"]", "EPARSE"),
+         (b"[\"\xe4\xb8\"]", "EPARSE"),
+         (b"1", "EPROTO"), (b"\"x\"", "EPROTO"), (b"null", "EPROTO"), (b"true", "EPROTO"),
+         (b"-2.5", "EPROTO"), (b"\"\xc3\xa9\"", "EPROTO"), (b"[]", "EPROTO")]
+for line, code in cases:
+    c.send_raw(line + b"\n")
+    m = c.read_msg()  # json.loads of the raw bytes: fails unless the line is UTF-8
+    assert m is not None, line
+    assert m["ok"] is False and m["id"] is None and m["error"]["code"] == code, (line, m)
+    # Exactly one reply: the next reply is the one to the next request.
+    c.ok("hello")
+' || t_fail "one reply per bad line"
+t_ok "a bad escape before non-ASCII text and a non-object value each get exactly one error reply"
+
+gd_py '
 import socket
 lazy = Client()
 lazy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # gpumd against random input (fixed seed, GPUM_FUZZ_SEED for others): random bytes, random JSON
-# values, and requests of every op with random field names and values of random types. Every
-# line gets exactly one well-formed reply (or, for an over-long line, an error and a close),
-# gpumd stays up (under ASan in the sanitizer build), and afterwards nothing is left reserved
-# once the connections that got grants are gone.
+# values, requests of every op with random field names and values of random types, and
+# requests with a backslash before a non-ASCII character put in at a random place. Every line
+# gets exactly one well-formed reply, valid UTF-8 (checked by a hello with an id of its own
+# after each line, whose reply must come next), a JSON value that is not an object gets
+# EPROTO, gpumd stays up (under ASan in the sanitizer build), and afterwards nothing is left
+# reserved once the connections that got grants are gone.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
 
@@ -32,33 +34,48 @@ def value(depth=0):
     if k == 6: return [value(depth + 1) for _ in range(rng.randrange(4))]
     if k == 7: return {rng.choice(FIELDS): value(depth + 1) for _ in range(rng.randrange(4))}
     return rng.randrange(100)
+NON_ASCII = "\u00e9\u4e2d\U0001f600\u0800\u00ff\u2028"
+def next_reply():
+    m = c.read_msg()  # json.loads of the raw line: fails unless it is UTF-8
+    while m is not None and "event" in m:
+        m = c.read_msg()
+    return m
 c = Client(timeout=20)
 sent = 0
 for i in range(3000):
     kind = rng.randrange(10)
+    value_on_top = None
     if kind == 0:
         line = bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 200))).replace(b"\n", b" ")
     elif kind == 1:
-        line = json.dumps(value()).encode()
+        value_on_top = value()
+        line = json.dumps(value_on_top).encode()
     else:
         req = {"id": i, "op": rng.choice(OPS)}
         for _ in range(rng.randrange(5)):
             req[rng.choice(FIELDS)] = value()
         if rng.randrange(3) == 0:
             req.pop("id", None)
-        line = json.dumps(req).encode()
+        line = json.dumps(req, ensure_ascii=rng.randrange(2) == 0).encode()
+        if kind == 2:  # a backslash before a non-ASCII character, at a random place
+            at = rng.randrange(len(line) + 1)
+            line = line[:at] + b"\\" + rng.choice(NON_ASCII).encode() + line[at:]
     if line.strip() == b"":
         continue
     c.send_raw(line + b"\n")
-    m = c.read_msg()
-    while m is not None and "event" in m:
-        m = c.read_msg()
+    m = next_reply()
     assert m is not None, "connection closed after %r" % line[:200]
     assert isinstance(m.get("ok"), bool) and "id" in m, m
     if not m["ok"]:
         assert isinstance(m["error"]["code"], str) and isinstance(m["error"]["message"], str), m
+    if kind == 1 and not isinstance(value_on_top, dict):
+        assert m["error"]["code"] == "EPROTO", (line[:200], m)
+    # Exactly one reply: the next one answers this hello.
+    c.send({"id": "sync-%d" % i, "op": "hello"})
+    m = next_reply()
+    assert m is not None and m.get("id") == "sync-%d" % i, ("after %r" % line[:200], m)
     sent += 1
-print("%d messages, all answered" % sent)
+print("%d messages, all answered once" % sent)
 c.close()
 deadline = time.monotonic() + 10
 c = Client()

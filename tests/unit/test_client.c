@@ -30,6 +30,7 @@
 #include <gpum/options.h>
 
 #include "client/client_internal.h"
+#include "client/protocol_internal.h"
 
 /* One step of the fake server: wait for a request with op `expect` (NULL: none) and then send
  * `send` (NULL: nothing), each "$ID" replaced by the request's id. */
@@ -433,8 +434,7 @@ static void test_error_reply(void **state) {
   assert_string_equal(gpum_last_error(), "gpumd: r-9 belongs to uid 0");
   assert_int_equal(gpum_client_release(c, "r-9", NULL), GPUM_EPROTO);
   assert_non_null(strstr(gpum_last_error(), "EWHATEVER"));
-  assert_int_equal(gpum_client_release(c, "r-9", NULL), gpum__client_code("ENEVERFIT"));
-  assert_int_not_equal(gpum__client_code("ENEVERFIT"), GPUM_EPROTO);
+  assert_int_equal(gpum_client_release(c, "r-9", NULL), GPUM_ENEVERFIT);
   finish(&s, c);
   json_decref(s.requests);
 }
@@ -743,6 +743,20 @@ static void test_overlong_line(void **state) {
   close(sv[0]);
 }
 
+/* Error reply codes are read back through GPUM_ERRNO_MAP: every code by its name, anything
+ * else as EPROTO. */
+static void test_error_code_names(void **state) {
+  (void)state;
+#define ROUND_TRIP(name, value, msg) \
+  assert_int_equal(gpum__proto_err_code(gpum_err_name(value)), (value));
+  GPUM_ERRNO_MAP(ROUND_TRIP)
+#undef ROUND_TRIP
+  assert_int_equal(gpum__proto_err_code("ENEVERFIT"), GPUM_ENEVERFIT);
+  assert_int_equal(gpum__proto_err_code("EWHATEVER"), GPUM_EPROTO);
+  assert_int_equal(gpum__proto_err_code("OK"), GPUM_EPROTO);
+  assert_int_equal(gpum__proto_err_code(NULL), GPUM_EPROTO);
+}
+
 static void test_server_closes(void **state) {
   (void)state;
   static const step_t steps[] = {{"status", "{\"id\":$ID,\"ok\":tr"}};
@@ -781,6 +795,7 @@ int main(void) {
       cmocka_unit_test(test_malformed_reply),
       cmocka_unit_test(test_overlong_line),
       cmocka_unit_test(test_server_closes),
+      cmocka_unit_test(test_error_code_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,9 +37,10 @@ typedef struct {
   char *text;
 } fixture_t;
 
-static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                          gpumd_resv_state_t to, uint64_t time_ns, const char *reason) {
-  (void)time_ns, (void)reason;
+static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,
+                          gpumd_resv_state_t from, gpumd_resv_state_t to, uint64_t time_ns,
+                          const char *reason) {
+  (void)cause, (void)time_ns, (void)reason;
   gpumd_obs_transition(user, r, from, to);
 }
 
@@ -55,7 +56,7 @@ static void add_device(gpumd_t *d, unsigned index, const char *uuid, const char 
   gpumd_sched_device_t v = {.index = index, .memory_total = 80 * GIB};
   snprintf(v.uuid, sizeof v.uuid, "%s", uuid);
   snprintf(v.name, sizeof v.name, "%s", name);
-  assert_int_equal(gpumd_sched_update_device(d->sched, &v, 1000), 0);
+  assert_int_equal(gpumd_sched_update_device(d->sched, NULL, &v, 1000), 0);
 }
 
 static void submit(gpumd_t *d, uint64_t bytes, const char *label, uint64_t now_ns) {
@@ -65,7 +66,7 @@ static void submit(gpumd_t *d, uint64_t bytes, const char *label, uint64_t now_n
   req.label = label;
   req.uid = 1000;
   req.pid = 4242;
-  assert_int_equal(gpumd_sched_submit(d->sched, &req, now_ns, NULL), 0);
+  assert_int_equal(gpumd_sched_submit(d->sched, NULL, &req, now_ns, NULL), 0);
 }
 
 static int setup(void **state) {
@@ -213,7 +214,7 @@ static void test_counters(void **state) {
   const char *t = render(f);
   assert_true(has_line(t, "gpum_queue_length 1"));
   assert_true(has_line(t, "gpum_reservations{state=\"queued\"} 1"));
-  assert_int_equal(gpumd_sched_release(d->sched, 1, 6000000000ull, NULL), 0);
+  assert_int_equal(gpumd_sched_release(d->sched, NULL, 1, 6000000000ull, NULL), 0);
   gpum_monitor_event_t ev = {.kind = GPUM_MONEV_XID, .device = 1, .xid = 79, .time_ns = 7000};
   gpumd_obs_monitor_event(d, &ev);
   ev.xid = 13;

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for gpumd's protocol helpers (src/gpumd/proto.c): the nesting-depth scan that
- * runs before a line is parsed (strings and escapes skipped, early stop past the limit) and
- * the unknown-field check that names the offending field. The daemon-level behaviour (error
- * replies, closing on over-long lines) is tested in tests/integration/test_gpumd_basic.sh.
+ * runs before a line is parsed (strings and escapes skipped, early stop past the limit), the
+ * unknown-field check that names the offending field, the protocol's names shared with the
+ * client library (both sides' enums map through the one table of client/protocol_internal.h),
+ * and the error replies to bad lines:
+ * exactly one valid UTF-8 line per line, whatever bytes the parse error quotes (a backslash
+ * before a non-ASCII character), EPROTO for JSON values that are not objects, messages cut
+ * before a character, and an error for a reply whose body could not be built. The
+ * daemon-level behaviour (closing on over-long lines, the socket) is tested in
+ * tests/integration/test_gpumd_basic.sh.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +25,7 @@
 
 #include <gpum/error.h>
 
+#include "client/client_internal.h"
 #include "gpumd_internal.h"
 
 static int depth(const char *s) {
@@ -109,6 +116,151 @@ static void test_json_writer_matches_jansson(void **state) {
   check_same_as_jansson(arr);
 }
 
+/* ---- names shared with the client ----------------------------------------------------- */
+
+/* Each value of a table spells the same on both sides and parses back to the same value. */
+static void test_shared_names(void **state) {
+  (void)state;
+  gpumd_resv_state_t st;
+#define STATE(n)                                                                    \
+  assert_string_equal(gpumd_resv_state_name(GPUMD_RESV_##n), GPUM_PROTO_STATE_##n); \
+  assert_string_equal(gpum_res_state_name(GPUM_RES_##n), GPUM_PROTO_STATE_##n);     \
+  assert_int_equal(gpum__res_state_parse(GPUM_PROTO_STATE_##n), GPUM_RES_##n);      \
+  assert_int_equal(gpumd_resv_state_parse(GPUM_PROTO_STATE_##n, &st), 0);           \
+  assert_int_equal(st, GPUMD_RESV_##n);
+  GPUM_PROTO_STATES(STATE)
+#undef STATE
+  assert_int_equal(gpum__res_state_parse("NEW"), GPUM_RES_UNKNOWN);
+  assert_int_equal(gpum__res_state_parse(NULL), GPUM_RES_UNKNOWN);
+  gpumd_lease_kind_t lk;
+#define LEASE(n)                                                                     \
+  assert_string_equal(gpumd_lease_kind_name(GPUMD_LEASE_##n), GPUM_PROTO_LEASE_##n); \
+  assert_string_equal(gpum__lease_name(GPUM_LEASE_##n), GPUM_PROTO_LEASE_##n);       \
+  assert_int_equal(gpumd_lease_kind_parse(GPUM_PROTO_LEASE_##n, &lk), 0);            \
+  assert_int_equal(lk, GPUMD_LEASE_##n);
+  GPUM_PROTO_LEASES(LEASE)
+#undef LEASE
+  assert_null(gpum__lease_name((gpum_lease_t)99));
+  gpumd_on_timeout_t ot;
+#define TIMEOUT(n)                                                                             \
+  assert_string_equal(gpumd_on_timeout_name(GPUMD_ON_TIMEOUT_##n), GPUM_PROTO_ON_TIMEOUT_##n); \
+  assert_int_equal(gpumd_on_timeout_parse(GPUM_PROTO_ON_TIMEOUT_##n, &ot), 0);                 \
+  assert_int_equal(ot, GPUMD_ON_TIMEOUT_##n);
+  GPUM_PROTO_ON_TIMEOUTS(TIMEOUT)
+#undef TIMEOUT
+#define PRESSURE(n) \
+  assert_string_equal(gpumd_pressure_name(GPUMD_PRESSURE_##n), GPUM_PROTO_PRESSURE_##n);
+  GPUM_PROTO_PRESSURES(PRESSURE)
+#undef PRESSURE
+}
+
+/* ---- error replies to bad lines -------------------------------------------------------- */
+
+typedef struct {
+  gpumd_t d;
+  gpumd_conn_t c;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  f->c.d = &f->d;
+  f->c.staged = evbuffer_new();
+  assert_non_null(f->c.staged);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  evbuffer_free(f->c.staged);
+  free(f);
+  return 0;
+}
+
+/* Takes the one staged message: exactly one line, valid JSON and UTF-8 (jansson checks), an
+ * error reply with that code. Returns it (caller decrefs). */
+static json_t *take_one_error(fixture_t *f, const char *code) {
+  size_t n = evbuffer_get_length(f->c.staged);
+  char *s = malloc(n + 1);
+  assert_non_null(s);
+  evbuffer_remove(f->c.staged, s, n);
+  s[n] = '\0';
+  char *nl = strchr(s, '\n');
+  if (!nl || nl[1] != '\0')
+    fail_msg("expected exactly one line, got %zu bytes: '%s'", n, s);
+  json_error_t jerr;
+  json_t *m = json_loadb(s, (size_t)(nl - s), JSON_REJECT_DUPLICATES, &jerr);
+  if (!m)
+    fail_msg("reply '%s' is not valid JSON/UTF-8: %s", s, jerr.text);
+  free(s);
+  assert_true(json_is_false(json_object_get(m, "ok")));
+  assert_string_equal(json_string_value(json_object_get(json_object_get(m, "error"), "code")),
+                      code);
+  assert_true(json_is_string(json_object_get(json_object_get(m, "error"), "message")));
+  return m;
+}
+
+static void line_gets_error(fixture_t *f, const char *line, const char *code) {
+  gpumd_proto_line(&f->c, line, strlen(line));
+  json_t *m = take_one_error(f, code);
+  assert_true(json_is_null(json_object_get(m, "id")));
+  json_decref(m);
+}
+
+static void test_bad_escape_before_utf8_gets_one_reply(void **state) {
+  fixture_t *f = *state;
+  line_gets_error(f, "[\"\\\xc3\xa9\"]", "EPARSE");                             /* ["\é"] */
+  line_gets_error(f, "{\"id\":\"\\\xe4\xb8\xad\",\"op\":\"hello\"}", "EPARSE"); /* "\中" */
+  line_gets_error(f, "[\"\\\xf0\x9f\x98\x80\"]", "EPARSE");
+  line_gets_error(f, "[\"\\\xc3\"]", "EPARSE");         /* a lone lead byte */
+  line_gets_error(f, "[\"\xe4\xb8\"]", "EPARSE");       /* a cut character */
+  line_gets_error(f, "{\"a\":1,\"\xff\":2}", "EPARSE"); /* not UTF-8 at all */
+}
+
+static void test_non_object_is_eproto(void **state) {
+  fixture_t *f = *state;
+  static const char *const values[] = {"1",    "\"x\"", "null",   "true",
+                                       "-2.5", "[]",    "[1, 2]", "\"\xc3\xa9\""};
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+    line_gets_error(f, values[i], "EPROTO");
+  line_gets_error(f, "1 2", "EPARSE"); /* not one JSON value */
+}
+
+static void test_error_text_never_cuts_utf8(void **state) {
+  fixture_t *f = *state;
+  char big[3000] = "x"; /* 1 + 3 x 999 bytes: the 1 KiB cut falls inside a character */
+  for (size_t i = 1; i + 3 < sizeof big; i += 3)
+    memcpy(big + i, "\xe4\xb8\xad", 4);
+  gpumd_reply_err(&f->c, NULL, GPUM_EINVAL, "%s", big);
+  json_t *m = take_one_error(f, "EINVAL");
+  const char *msg = json_string_value(json_object_get(json_object_get(m, "error"), "message"));
+  size_t n = strlen(msg);
+  assert_true(n > 900 && n < 1024);
+  assert_string_equal(msg + n - 3, "...");
+  assert_null(strchr(msg, '?')); /* nothing replaced: the cut was before a character */
+  json_decref(m);
+
+  char out[8];
+  gpumd_utf8_clean("a\xc3\xa9\xff\xe4\xb8", out, sizeof out);
+  assert_string_equal(out, "a\xc3\xa9???");
+  gpumd_utf8_clean("ab\xe4\xb8\xad\xe4\xb8\xad", out, sizeof out); /* a whole character or none */
+  assert_string_equal(out, "ab\xe4\xb8\xad");
+}
+
+static void test_reply_that_cannot_be_built(void **state) {
+  fixture_t *f = *state;
+  json_t *id = json_integer(42);
+  /* What json_pack gives for a body holding text that is not UTF-8. */
+  json_t *body = json_pack("{s:s}", "label", "\xc3");
+  assert_null(body);
+  gpumd_reply_ok(&f->c, id, body);
+  json_t *m = take_one_error(f, "EINTERNAL");
+  assert_true(json_equal(json_object_get(m, "id"), id));
+  json_decref(m);
+  json_decref(id);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_depth_counts_nesting),
@@ -116,6 +268,11 @@ int main(void) {
       cmocka_unit_test(test_depth_stops_past_limit),
       cmocka_unit_test(test_check_fields),
       cmocka_unit_test(test_json_writer_matches_jansson),
+      cmocka_unit_test(test_shared_names),
+      cmocka_unit_test_setup_teardown(test_bad_escape_before_utf8_gets_one_reply, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_non_object_is_eproto, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_error_text_never_cuts_utf8, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reply_that_cannot_be_built, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,7 +33,7 @@ static void add_device(gpumd_t *d, unsigned index, const char *uuid) {
   gpumd_sched_device_t v = {.index = index, .memory_total = 80 * GIB};
   snprintf(v.uuid, sizeof v.uuid, "%s", uuid);
   snprintf(v.name, sizeof v.name, "NVIDIA H100");
-  assert_int_equal(gpumd_sched_update_device(d->sched, &v, 1000), 0);
+  assert_int_equal(gpumd_sched_update_device(d->sched, NULL, &v, 1000), 0);
 }
 
 static int setup(void **state) {
@@ -96,7 +96,7 @@ static uint64_t submit(fixture_t *f, uint64_t bytes, unsigned gpus, const char *
   q.lease = lease;
   q.lease_pid = 4343;
   const gpumd_resv_t *r = NULL;
-  assert_int_equal(gpumd_sched_submit(f->d.sched, &q, 2000, &r), 0);
+  assert_int_equal(gpumd_sched_submit(f->d.sched, NULL, &q, 2000, &r), 0);
   return r->id;
 }
 

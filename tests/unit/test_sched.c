@@ -20,6 +20,7 @@
 
 #include <gpum/error.h>
 
+#include "gpumd_internal.h" /* gpumd_cause_t, opaque to the scheduler */
 #include "sched.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -37,6 +38,7 @@ typedef struct {
   uint64_t time_ns;
   uint64_t mask;
   char reason[GPUMD_RESV_REASON_LEN];
+  const gpumd_cause_t *cause;
 } event_t;
 
 typedef struct {
@@ -53,8 +55,9 @@ typedef struct {
   unsigned count[GPUMD_RESV_FAILED + 1]; /* transitions into each state, never reset */
 } fx_t;
 
-static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                          gpumd_resv_state_t to, uint64_t time_ns, const char *reason) {
+static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,
+                          gpumd_resv_state_t from, gpumd_resv_state_t to, uint64_t time_ns,
+                          const char *reason) {
   fx_t *fx = user;
   assert_true(fx->n_ev < MAX_EVENTS);
   assert_int_equal(r->state, to);
@@ -66,6 +69,7 @@ static void on_transition(void *user, const gpumd_resv_t *r, gpumd_resv_state_t 
   e->time_ns = time_ns;
   e->mask = r->device_mask;
   snprintf(e->reason, sizeof(e->reason), "%s", reason);
+  e->cause = cause;
 }
 
 static void on_pressure(void *user, unsigned device, double ratio, gpumd_pressure_t from,
@@ -116,7 +120,7 @@ static void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, 
   d.health = health;
   if (health == GPUM_HEALTH_ERROR)
     snprintf(d.reason, sizeof(d.reason), "XID 79: fallen off the bus");
-  assert_int_equal(gpumd_sched_update_device(fx->s, &d, now), 0);
+  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, now), 0);
 }
 
 static void add_h100(fx_t *fx, unsigned index, uint64_t now) {
@@ -134,7 +138,7 @@ static uint64_t submit(fx_t *fx, uint64_t bytes, unsigned gpus, int prio, uint64
   q.uid = 1000;
   q.pid = 4242;
   const gpumd_resv_t *r = NULL;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, now, &r), 0);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, now, &r), 0);
   assert_non_null(r);
   if (state != NULL)
     *state = r->state;
@@ -187,8 +191,8 @@ static void test_admission_math(void **state) {
   set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0 + 1);
   assert_int_equal(state_of(fx, b), GPUMD_RESV_GRANTED);
   /* Exactly capacity fits: release both, ask for 4 GiB. */
-  assert_int_equal(gpumd_sched_release(fx->s, a, T0 + 2, NULL), 0);
-  assert_int_equal(gpumd_sched_release(fx->s, b, T0 + 2, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, a, T0 + 2, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, b, T0 + 2, NULL), 0);
   uint64_t c = submit(fx, 4 * GiB, 1, 0, T0 + 3, &s1);
   assert_int_equal(s1, GPUMD_RESV_GRANTED);
   assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
@@ -275,12 +279,12 @@ static void test_placement_score(void **state) {
   d.util_valid = d.temp_valid = true;
   d.util_gpu_pct = 100;
   d.temperature_c = 85;
-  assert_int_equal(gpumd_sched_update_device(fx->s, &d, T0), 0);
+  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, T0), 0);
   d.index = 1; /* device 1: same memory, idle and cool */
   d.health = GPUM_HEALTH_AVAILABLE;
   d.util_gpu_pct = 0;
   d.temperature_c = 35;
-  assert_int_equal(gpumd_sched_update_device(fx->s, &d, T0), 0);
+  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, T0), 0);
   uint64_t a = submit(fx, 10 * GiB, 1, 0, T0, NULL);
   assert_int_equal(mask_of(fx, a), 1u << 1);
   /* Pack would take the same memory tie by index: device 0. */
@@ -349,7 +353,7 @@ static void expect_never_fit(fx_t *fx, gpumd_sched_request_t *q, const char *nee
   uint64_t next = gpumd_sched_next_id(fx->s);
   size_t events = fx->n_ev;
   const gpumd_resv_t *r = (const gpumd_resv_t *)0x1;
-  assert_int_equal(gpumd_sched_submit(fx->s, q, T0, &r), GPUMD_SCHED_ENEVERFIT);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, q, T0, &r), GPUMD_SCHED_ENEVERFIT);
   if (strstr(gpum_last_error(), needle) == NULL)
     fail_msg("reason '%s' lacks '%s'", gpum_last_error(), needle);
   assert_int_equal(gpumd_sched_count(fx->s), before);
@@ -388,7 +392,7 @@ static void test_never_fit(void **state) {
   (void)s;
   q.model = NULL;
   const gpumd_resv_t *r = NULL;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, &r), 0);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, &r), 0);
   assert_int_equal(r->state, GPUMD_RESV_QUEUED);
   q.bytes_per_gpu = 40 * GiB;
   expect_never_fit(fx, &q, "on each of 3 GPUs but only 2 devices");
@@ -412,7 +416,7 @@ static void test_never_fit(void **state) {
   expect_never_fit(fx, &q, "needs 2 GPUs but only 1 device matching devices 1");
   /* An explicit UUID grants there. */
   q.gpus = 1;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, &r), 0);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, &r), 0);
   assert_int_equal(r->state, GPUMD_RESV_GRANTED);
   assert_int_equal(r->device_mask, 1u << 1);
   fx_free(fx);
@@ -424,31 +428,31 @@ static void test_bad_requests(void **state) {
   add_h100(fx, 0, T0);
   gpumd_sched_request_t q;
   gpumd_sched_request_init(&q);
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL); /* 0 bytes */
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, NULL), GPUM_EINVAL); /* 0 bytes */
   q.bytes_per_gpu = GiB;
   q.gpus = 0;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, NULL), GPUM_EINVAL);
   q.gpus = 65;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, NULL), GPUM_EINVAL);
   q.gpus = 1;
   q.priority = 101;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, NULL), GPUM_EINVAL);
   assert_non_null(strstr(gpum_last_error(), "priority 101"));
   q.priority = 0;
   char longlabel[300];
   memset(longlabel, 'x', sizeof(longlabel) - 1);
   longlabel[sizeof(longlabel) - 1] = '\0';
   q.label = longlabel;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, NULL), GPUM_EINVAL);
   q.label = NULL;
   const char *bad[] = {"1x"};
   q.devices = bad;
   q.device_count = 1;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, NULL), GPUM_EINVAL);
   assert_non_null(strstr(gpum_last_error(), "'1x'"));
   const char *empty[] = {""};
   q.devices = empty;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, NULL), GPUM_EINVAL);
   assert_int_equal(gpumd_sched_count(fx->s), 0);
   gpumd_sched_opts_t o;
   gpumd_sched_opts_init(&o);
@@ -460,7 +464,7 @@ static void test_bad_requests(void **state) {
   gpumd_sched_t *s2 = NULL;
   assert_int_equal(gpumd_sched_create(&o, NULL, &s2), GPUM_EINVAL);
   gpumd_sched_device_t d = {.index = 64};
-  assert_int_equal(gpumd_sched_update_device(fx->s, &d, T0), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, T0), GPUM_EINVAL);
   fx_free(fx);
 }
 
@@ -493,10 +497,10 @@ static void test_priority_order(void **state) {
   assert_int_equal(gpumd_sched_queue_position(fx->s, lo, &pos), 0);
   assert_int_equal(pos, 2);
   assert_int_equal(gpumd_sched_queue_position(fx->s, filler, &pos), GPUM_ENOENT);
-  assert_int_equal(gpumd_sched_release(fx->s, filler, T0 + 4, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, filler, T0 + 4, NULL), 0);
   assert_int_equal(state_of(fx, hi), GPUMD_RESV_GRANTED);
   assert_int_equal(state_of(fx, mid), GPUMD_RESV_QUEUED);
-  assert_int_equal(gpumd_sched_release(fx->s, hi, T0 + 5, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, hi, T0 + 5, NULL), 0);
   assert_int_equal(state_of(fx, mid), GPUMD_RESV_GRANTED);
   assert_int_equal(state_of(fx, lo), GPUMD_RESV_QUEUED);
   fx_free(fx);
@@ -516,7 +520,7 @@ static void test_fifo_within_priority(void **state) {
     assert_int_equal(gpumd_sched_queue_at(fx->s, i)->id, ids[i]);
   uint64_t prev = filler;
   for (int i = 0; i < 4; i++) {
-    assert_int_equal(gpumd_sched_release(fx->s, prev, T0 + 10 + (uint64_t)i, NULL), 0);
+    assert_int_equal(gpumd_sched_release(fx->s, NULL, prev, T0 + 10 + (uint64_t)i, NULL), 0);
     assert_int_equal(state_of(fx, ids[i]), GPUMD_RESV_GRANTED);
     for (int j = i + 1; j < 4; j++)
       assert_int_equal(state_of(fx, ids[j]), GPUMD_RESV_QUEUED);
@@ -542,7 +546,7 @@ static void test_backfill_within_bound(void **state) {
   assert_string_equal(last_event(fx, small)->reason, "granted on GPU 0 (backfilled past r-2)");
   assert_int_equal(state_of(fx, head), GPUMD_RESV_QUEUED);
   /* The head gets its turn when memory frees. */
-  assert_int_equal(gpumd_sched_release(fx->s, big0, T0 + 11 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, big0, T0 + 11 * SEC, NULL), 0);
   assert_int_equal(state_of(fx, head), GPUMD_RESV_GRANTED);
   fx_free(fx);
 }
@@ -566,9 +570,9 @@ static void test_backfill_bound_protects_head(void **state) {
   gpumd_sched_waiting_for(fx->s, head, why, sizeof(why));
   assert_string_equal(why, "8.00 GiB free on 1 device; best now: 4.00 GiB on GPU 0");
   /* A tick does not change that; releasing the blocker grants the head, then the small one. */
-  gpumd_sched_tick(fx->s, T0 + 40 * SEC, NULL);
+  gpumd_sched_tick(fx->s, NULL, T0 + 40 * SEC, NULL);
   assert_int_equal(state_of(fx, small), GPUMD_RESV_QUEUED);
-  assert_int_equal(gpumd_sched_release(fx->s, big0, T0 + 41 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, big0, T0 + 41 * SEC, NULL), 0);
   assert_int_equal(state_of(fx, head), GPUMD_RESV_GRANTED);
   assert_int_equal(state_of(fx, small), GPUMD_RESV_GRANTED);
   fx_free(fx);
@@ -599,7 +603,7 @@ static uint64_t submit_on(fx_t *fx, uint64_t bytes, const char *dev, uint64_t no
   q.devices = devs;
   q.device_count = 1;
   const gpumd_resv_t *r = NULL;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, now, &r), 0);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, now, &r), 0);
   *state = r->state;
   return r->id;
 }
@@ -641,7 +645,7 @@ static uint64_t submit_timeout(fx_t *fx, uint64_t timeout_ms, gpumd_on_timeout_t
   q.timeout_ms = timeout_ms;
   q.on_timeout = action;
   const gpumd_resv_t *r = NULL;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, now, &r), 0);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, now, &r), 0);
   assert_int_equal(r->state, GPUMD_RESV_QUEUED);
   return r->id;
 }
@@ -654,11 +658,11 @@ static void test_timeout_reject(void **state) {
   fill_one(fx);
   uint64_t id = submit_timeout(fx, 5000, GPUMD_ON_TIMEOUT_REJECT, T0 + SEC);
   uint64_t next = 0;
-  gpumd_sched_tick(fx->s, T0 + 2 * SEC, &next);
+  gpumd_sched_tick(fx->s, NULL, T0 + 2 * SEC, &next);
   assert_int_equal(next, T0 + 6 * SEC);
-  gpumd_sched_tick(fx->s, T0 + 6 * SEC - 1, &next);
+  gpumd_sched_tick(fx->s, NULL, T0 + 6 * SEC - 1, &next);
   assert_int_equal(state_of(fx, id), GPUMD_RESV_QUEUED);
-  gpumd_sched_tick(fx->s, T0 + 6 * SEC, &next);
+  gpumd_sched_tick(fx->s, NULL, T0 + 6 * SEC, &next);
   assert_null(gpumd_sched_find(fx->s, id));
   const event_t *e = last_event(fx, id);
   assert_int_equal(e->from, GPUMD_RESV_QUEUED);
@@ -679,16 +683,16 @@ static void test_timeout_wait(void **state) {
   uint64_t id = submit_timeout(fx, 1000, GPUMD_ON_TIMEOUT_WAIT, T0);
   size_t before = fx->n_ev;
   uint64_t next = 0;
-  gpumd_sched_tick(fx->s, T0 + 5 * SEC, &next);
+  gpumd_sched_tick(fx->s, NULL, T0 + 5 * SEC, &next);
   assert_int_equal(state_of(fx, id), GPUMD_RESV_QUEUED);
   assert_int_equal(fx->n_ev, before + 1); /* told once */
   assert_int_equal(fx->ev[before].from, GPUMD_RESV_QUEUED);
   assert_int_equal(fx->ev[before].to, GPUMD_RESV_QUEUED);
   assert_string_equal(fx->ev[before].reason, "queue timeout of 1s passed; still waiting");
   assert_int_equal(next, UINT64_MAX);
-  gpumd_sched_tick(fx->s, T0 + 9 * SEC, &next);
+  gpumd_sched_tick(fx->s, NULL, T0 + 9 * SEC, &next);
   assert_int_equal(fx->n_ev, before + 1);
-  assert_int_equal(gpumd_sched_release(fx->s, filler, T0 + 10 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, filler, T0 + 10 * SEC, NULL), 0);
   assert_int_equal(state_of(fx, id), GPUMD_RESV_GRANTED);
   fx_free(fx);
 }
@@ -716,7 +720,7 @@ static void test_max_concurrent_jobs(void **state) {
   assert_int_equal(s, GPUMD_RESV_GRANTED);
   uint64_t e = submit(fx, GiB, 1, 0, T0 + 2, &s);
   assert_int_equal(s, GPUMD_RESV_QUEUED);
-  assert_int_equal(gpumd_sched_release(fx->s, a, T0 + 3, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, a, T0 + 3, NULL), 0);
   assert_int_equal(state_of(fx, e), GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, e), 1u << 0);
   (void)d;
@@ -739,7 +743,7 @@ static void test_device_loss(void **state) {
   q.devices = on1;
   q.device_count = 1;
   const gpumd_resv_t *r;
-  assert_int_equal(gpumd_sched_submit(fx->s, &q, T0, &r), 0);
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, &r), 0);
   uint64_t on_dev1 = r->id;
   uint64_t both = submit(fx, 5 * GiB, 2, 0, T0, NULL);
   uint64_t on_dev0 = submit(fx, 20 * GiB, 1, 0, T0, NULL);
@@ -758,7 +762,7 @@ static void test_device_loss(void **state) {
   assert_int_equal(state_of(fx, on_dev1), GPUMD_RESV_GRANTED);
   /* The multi-GPU one also freed its share of device 1, so the queued one is re-placed. */
   assert_int_equal(state_of(fx, waiting), GPUMD_RESV_QUEUED); /* 10 GiB left on dev 1 */
-  assert_int_equal(gpumd_sched_release(fx->s, on_dev1, T0 + 2 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, on_dev1, T0 + 2 * SEC, NULL), 0);
   assert_int_equal(state_of(fx, waiting), GPUMD_RESV_GRANTED);
   assert_int_equal(mask_of(fx, waiting), 1u << 1);
   gpumd_sched_device_stats_t st;
@@ -774,7 +778,7 @@ static void set_used(fx_t *fx, uint64_t used, uint64_t now) {
   gpumd_sched_device_t d;
   assert_int_equal(gpumd_sched_device(fx->s, 0, &d), 0);
   d.memory_used = used;
-  assert_int_equal(gpumd_sched_update_device(fx->s, &d, now), 0);
+  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, now), 0);
 }
 
 static void test_pressure(void **state) {
@@ -822,19 +826,69 @@ static void test_release_and_cancel(void **state) {
   fx_t *fx = fx_new(&o);
   uint64_t filler = fill_one(fx);
   uint64_t q = submit(fx, GiB, 1, 0, T0, NULL);
-  assert_int_equal(gpumd_sched_release(fx->s, q, T0 + 1, "client asked"), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, q, T0 + 1, "client asked"), 0);
   const event_t *e = last_event(fx, q);
   assert_int_equal(e->to, GPUMD_RESV_CANCELLED);
   assert_string_equal(e->reason, "client asked");
-  assert_int_equal(gpumd_sched_release(fx->s, q, T0 + 2, NULL), GPUM_ENOENT);
-  assert_int_equal(gpumd_sched_end(fx->s, filler, GPUMD_RESV_GRANTED, T0, NULL), GPUM_EINVAL);
-  assert_int_equal(gpumd_sched_end(fx->s, filler, GPUMD_RESV_EXPIRED, T0 + 3, "ttl"), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, q, T0 + 2, NULL), GPUM_ENOENT);
+  assert_int_equal(gpumd_sched_end(fx->s, NULL, filler, GPUMD_RESV_GRANTED, T0, NULL), GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_end(fx->s, NULL, filler, GPUMD_RESV_EXPIRED, T0 + 3, "ttl"), 0);
   e = last_event(fx, filler);
   assert_int_equal(e->from, GPUMD_RESV_GRANTED);
   assert_int_equal(e->to, GPUMD_RESV_EXPIRED);
   assert_int_equal(gpumd_sched_count(fx->s), 0);
-  assert_int_equal(gpumd_sched_release(fx->s, 999, T0, NULL), GPUM_ENOENT);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, 999, T0, NULL), GPUM_ENOENT);
   assert_non_null(strstr(gpum_last_error(), "r-999"));
+  fx_free(fx);
+}
+
+/* Every transition reaches on_transition with the cause given to the call that caused it:
+ * the submitter's for its reservation's creation and grant, the releaser's for the release
+ * and for the queued reservation that release grants, the device update's for a failure, the
+ * tick's for an expiry, and NULL where the caller gave none. */
+static void test_cause_reaches_callback(void **state) {
+  (void)state;
+  gpumd_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  add_h100(fx, 0, T0);
+  gpumd_cause_t by_a = {.about = 1}, by_b = {.about = 2}, by_rel = {.about = 3};
+  gpumd_cause_t by_dev = {.about = 4}, by_tick = {.about = 5};
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
+  q.bytes_per_gpu = 50 * GiB;
+  const gpumd_resv_t *r = NULL;
+  size_t first = fx->n_ev;
+  assert_int_equal(gpumd_sched_submit(fx->s, &by_a, &q, T0, &r), 0);
+  uint64_t a = r->id;
+  assert_int_equal(fx->n_ev, first + 2); /* NEW->QUEUED, QUEUED->GRANTED */
+  assert_ptr_equal(fx->ev[first].cause, &by_a);
+  assert_ptr_equal(fx->ev[first + 1].cause, &by_a);
+  assert_int_equal(gpumd_sched_submit(fx->s, &by_b, &q, T0, &r), 0);
+  uint64_t b = r->id;
+  assert_int_equal(r->state, GPUMD_RESV_QUEUED);
+  assert_ptr_equal(last_event(fx, b)->cause, &by_b);
+  /* a's release grants b: both transitions are the releaser's. */
+  assert_int_equal(gpumd_sched_release(fx->s, &by_rel, a, T0 + 1, NULL), 0);
+  assert_ptr_equal(last_event(fx, a)->cause, &by_rel);
+  assert_int_equal(last_event(fx, b)->to, GPUMD_RESV_GRANTED);
+  assert_ptr_equal(last_event(fx, b)->cause, &by_rel);
+  /* The device fails under b: the device update's cause. */
+  set_dev(fx, 0, "NVIDIA H100 80GB HBM3", 80 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0 + 2);
+  gpumd_sched_device_t d;
+  assert_int_equal(gpumd_sched_device(fx->s, 0, &d), 0);
+  d.health = GPUM_HEALTH_ERROR;
+  assert_int_equal(gpumd_sched_update_device(fx->s, &by_dev, &d, T0 + 3), 0);
+  assert_int_equal(last_event(fx, b)->to, GPUMD_RESV_FAILED);
+  assert_ptr_equal(last_event(fx, b)->cause, &by_dev);
+  /* A queue timeout: the tick's. */
+  q.timeout_ms = 1000;
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0 + 4, &r), 0);
+  uint64_t c = r->id;
+  assert_null(last_event(fx, c)->cause);
+  gpumd_sched_tick(fx->s, &by_tick, T0 + 4 + 2 * SEC, NULL);
+  assert_int_equal(last_event(fx, c)->to, GPUMD_RESV_EXPIRED);
+  assert_ptr_equal(last_event(fx, c)->cause, &by_tick);
   fx_free(fx);
 }
 
@@ -871,9 +925,9 @@ static void test_restore(void **state) {
   assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
   assert_int_equal(st.reserved, 6 * GiB);
   assert_int_equal(gpumd_sched_at(fx->s, 0)->id, 40); /* id order */
-  gpumd_sched_tick(fx->s, T0, NULL);
+  gpumd_sched_tick(fx->s, NULL, T0, NULL);
   assert_int_equal(state_of(fx, 40), GPUMD_RESV_QUEUED);
-  assert_int_equal(gpumd_sched_release(fx->s, 41, T0, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, 41, T0, NULL), 0);
   assert_int_equal(state_of(fx, 40), GPUMD_RESV_GRANTED);
   uint64_t id = submit(fx, GiB, 1, 0, T0, NULL);
   assert_int_equal(id, 100);
@@ -1005,17 +1059,17 @@ static void test_random_operations_keep_invariants(void **state) {
       q.timeout_ms = rnd(&x) % 4 == 0 ? 1000 + rnd(&x) % 30000 : 0;
       q.on_timeout = rnd(&x) % 2 ? GPUMD_ON_TIMEOUT_WAIT : GPUMD_ON_TIMEOUT_REJECT;
       q.model = rnd(&x) % 5 == 0 ? "A100" : NULL;
-      int rc = gpumd_sched_submit(fx->s, &q, now, NULL);
+      int rc = gpumd_sched_submit(fx->s, NULL, &q, now, NULL);
       assert_true(rc == 0 || rc == GPUM_ENEVERFIT);
     } else if (k < 85 && gpumd_sched_count(fx->s) > 0) {
       const gpumd_resv_t *r = gpumd_sched_at(fx->s, rnd(&x) % gpumd_sched_count(fx->s));
-      assert_int_equal(gpumd_sched_release(fx->s, r->id, now, NULL), 0);
+      assert_int_equal(gpumd_sched_release(fx->s, NULL, r->id, now, NULL), 0);
     } else if (k < 92) {
       unsigned d = (unsigned)(rnd(&x) % 4);
       gpum_health_t h = rnd(&x) % 3 == 0 ? GPUM_HEALTH_ERROR : GPUM_HEALTH_AVAILABLE;
       set_dev(fx, d, d < 2 ? "H100" : "A100", (d < 2 ? 80 : 40) * GiB, (rnd(&x) % 8) * GiB, h, now);
     } else {
-      gpumd_sched_tick(fx->s, now, NULL);
+      gpumd_sched_tick(fx->s, NULL, now, NULL);
     }
     check_invariants(fx, o.max_concurrent_jobs);
   }
@@ -1036,7 +1090,7 @@ static int submit_no_wait(fx_t *fx, uint64_t bytes, int prio, uint64_t now, uint
   q.pid = 4242;
   q.no_wait = true;
   const gpumd_resv_t *r = NULL;
-  int rc = gpumd_sched_submit(fx->s, &q, now, &r);
+  int rc = gpumd_sched_submit(fx->s, NULL, &q, now, &r);
   *id = rc == 0 ? r->id : 0;
   if (rc == 0)
     assert_int_equal(r->state, GPUMD_RESV_GRANTED);
@@ -1070,7 +1124,7 @@ static void test_no_wait(void **state) {
   assert_int_equal(head, 2);
   assert_int_equal(submit_no_wait(fx, 2 * GiB, 0, T0 + 2 * SEC, &id), 0);
   assert_int_equal(id, 3);
-  assert_int_equal(gpumd_sched_release(fx->s, 3, T0 + 3 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, 3, T0 + 3 * SEC, NULL), 0);
   /* ... but not once it has waited past the bound, */
   assert_int_equal(submit_no_wait(fx, 2 * GiB, 0, T0 + 40 * SEC, &id), GPUM_EBUSY);
   assert_non_null(strstr(gpum_last_error(), "behind r-2 (blocked head past the backfill bound)"));
@@ -1083,7 +1137,7 @@ static void test_no_wait(void **state) {
   assert_int_equal(submit_no_wait(fx, 0, 0, T0 + 42 * SEC, &id), GPUM_EINVAL);
   /* The settling pass grants what is due before deciding: freeing r-1 lets the head in, and
    * the no-wait request behind it finds no room. */
-  assert_int_equal(gpumd_sched_release(fx->s, 1, T0 + 43 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, 1, T0 + 43 * SEC, NULL), 0);
   assert_int_equal(state_of(fx, head), GPUMD_RESV_GRANTED);
   assert_int_equal(gpumd_sched_queue_length(fx->s), 0);
   fx_free(fx);
@@ -1170,6 +1224,7 @@ int main(void) {
       cmocka_unit_test(test_device_loss),
       cmocka_unit_test(test_pressure),
       cmocka_unit_test(test_release_and_cancel),
+      cmocka_unit_test(test_cause_reaches_callback),
       cmocka_unit_test(test_restore),
       cmocka_unit_test(test_names_and_ids),
       cmocka_unit_test(test_random_operations_keep_invariants),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Inside the gpumd client: the connection state (conn.c does the framing, ids and events;
- * ops.c builds the requests; parse.c turns reply objects into the public structs).
+ * ops.c builds the requests; parse.c turns reply objects into the public structs). The
+ * protocol's names are in protocol_internal.h, shared with gpumd.
  */
 #ifndef GPUM_CLIENT_INTERNAL_H
 #define GPUM_CLIENT_INTERNAL_H
@@ -44,11 +45,13 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply);
 /* Updates res from the queued events about res->id (the last one wins). */
 void gpum__client_latest(const gpum_client_t *c, gpum_reservation_t *res);
 void gpum__client_dispatch_pending(gpum_client_t *c);
-/* The GPUM_E* code for a protocol error name ("EINVAL"); GPUM_EPROTO when unknown. */
-int gpum__client_code(const char *name);
-
 /* parse.c */
 void gpum__res_parse(const json_t *obj, gpum_reservation_t *out);
 int gpum__status_parse(const json_t *reply, gpum_client_status_t *out);
+/* A protocol state name ("GRANTED") as the public enum; GPUM_RES_UNKNOWN for NULL or a name
+ * this library does not know. */
+gpum_res_state_t gpum__res_state_parse(const char *s);
+/* The protocol's name of a lease kind ("connection"), NULL when out of range. */
+const char *gpum__lease_name(gpum_lease_t lease);
 
 #endif /* GPUM_CLIENT_INTERNAL_H */

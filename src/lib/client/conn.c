@@ -18,6 +18,7 @@
 #include <gpum/error.h>
 
 #include "client/client_internal.h"
+#include "client/protocol_internal.h"
 
 #define DEFAULT_TIMEOUT_MS 5000u
 
@@ -33,13 +34,6 @@ static int left_ms(int64_t deadline) {
     return -1;
   int64_t d = deadline - now_ms();
   return d < 0 ? 0 : (d > 1000000 ? 1000000 : (int)d);
-}
-
-int gpum__client_code(const char *name) {
-  for (int e = -1; e >= -200 && name; e--)
-    if (strcmp(gpum_err_name(e), "UNKNOWN") != 0 && strcmp(gpum_err_name(e), name) == 0)
-      return e;
-  return GPUM_EPROTO;
 }
 
 int gpum__client_from_fd(int fd, const char *path, unsigned timeout_ms, gpum_client_t **out) {
@@ -204,24 +198,20 @@ static int read_msg(gpum_client_t *c, int64_t deadline, json_t **out) {
 }
 
 static gpum_client_event_kind_t event_kind(const char *name) {
-  static const struct {
-    const char *name;
-    gpum_client_event_kind_t kind;
-  } kinds[] = {{"queued", GPUM_CLIENT_EV_QUEUED},     {"granted", GPUM_CLIENT_EV_GRANTED},
-               {"failed", GPUM_CLIENT_EV_FAILED},     {"expired", GPUM_CLIENT_EV_EXPIRED},
-               {"released", GPUM_CLIENT_EV_RELEASED}, {"pressure", GPUM_CLIENT_EV_PRESSURE}};
-  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-    if (!strcmp(name, kinds[i].name))
-      return kinds[i].kind;
+#define EVENT_KIND(n)                               \
+  if (name && strcmp(name, GPUM_PROTO_EV_##n) == 0) \
+    return GPUM_CLIENT_EV_##n;
+  GPUM_PROTO_EVENTS(EVENT_KIND)
+#undef EVENT_KIND
   return GPUM_CLIENT_EV_OTHER;
 }
 
 /* Hands one event to the watcher and the callback. */
 static void dispatch(gpum_client_t *c, const json_t *msg) {
-  const char *name = json_string_value(json_object_get(msg, "event"));
+  const char *name = json_string_value(json_object_get(msg, GPUM_PROTO_F_EVENT));
   gpum_client_event_t ev = {.kind = event_kind(name), .name = name, .device = -1};
   gpum_reservation_t res;
-  const json_t *r = json_object_get(msg, "reservation");
+  const json_t *r = json_object_get(msg, GPUM_PROTO_F_RESERVATION);
   if (json_is_object(r)) {
     gpum__res_parse(r, &res);
     ev.reservation = &res;
@@ -231,11 +221,11 @@ static void dispatch(gpum_client_t *c, const json_t *msg) {
         c->watch_done = true;
     }
   }
-  const json_t *dev = json_object_get(msg, "device");
+  const json_t *dev = json_object_get(msg, GPUM_PROTO_F_DEVICE);
   if (json_is_integer(dev))
     ev.device = (int)json_integer_value(dev);
-  ev.used_ratio = json_number_value(json_object_get(msg, "used_ratio"));
-  ev.level = json_string_value(json_object_get(msg, "level"));
+  ev.used_ratio = json_number_value(json_object_get(msg, GPUM_PROTO_F_USED_RATIO));
+  ev.level = json_string_value(json_object_get(msg, GPUM_PROTO_F_LEVEL));
   if (c->cb)
     c->cb(&ev, c->user);
 }
@@ -251,11 +241,11 @@ void gpum__client_dispatch_pending(gpum_client_t *c) {
 
 /* An error reply's code and message as our error. */
 static int reply_error(const json_t *reply) {
-  const json_t *err = json_object_get(reply, "error");
-  const char *code = json_string_value(json_object_get(err, "code"));
-  const char *msg = json_string_value(json_object_get(err, "message"));
-  int e = gpum__client_code(code);
-  if (e == GPUM_EPROTO && code && strcmp(code, "EPROTO") != 0)
+  const json_t *err = json_object_get(reply, GPUM_PROTO_F_ERROR);
+  const char *code = json_string_value(json_object_get(err, GPUM_PROTO_F_CODE));
+  const char *msg = json_string_value(json_object_get(err, GPUM_PROTO_F_MESSAGE));
+  int e = gpum__proto_err_code(code);
+  if (e == GPUM_EPROTO && code && strcmp(code, gpum_err_name(GPUM_EPROTO)) != 0)
     return gpum_error(e, "gpumd: %s (%s)", msg ? msg : "request failed", code);
   return gpum_error(e, "gpumd: %s", msg ? msg : gpum_strerror(e));
 }
@@ -264,7 +254,7 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply) 
   if (c->closed)
     return mark_closed(c, NULL);
   int64_t id = c->next_id++;
-  if (json_object_set_new(req, "id", json_integer(id)) != 0)
+  if (json_object_set_new(req, GPUM_PROTO_F_ID, json_integer(id)) != 0)
     return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   char *text = json_dumps(req, JSON_COMPACT);
   if (text == NULL)
@@ -277,11 +267,11 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply) 
     rc = read_msg(c, deadline, &msg);
     if (rc != 0)
       break;
-    if (json_object_get(msg, "event")) {
+    if (json_object_get(msg, GPUM_PROTO_F_EVENT)) {
       json_array_append_new(c->pending, msg);
       continue;
     }
-    const json_t *rid = json_object_get(msg, "id");
+    const json_t *rid = json_object_get(msg, GPUM_PROTO_F_ID);
     if (json_is_integer(rid) && json_integer_value(rid) == id)
       break;
     json_decref(msg); /* a reply to an earlier, abandoned request */
@@ -290,12 +280,12 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply) 
    * buffer while the caller polls the fd. */
   json_t *more = NULL;
   while (rc == 0 && take_line(c, &more) == 0 && more) {
-    if (json_object_get(more, "event"))
+    if (json_object_get(more, GPUM_PROTO_F_EVENT))
       json_array_append_new(c->pending, more);
     else
       json_decref(more);
   }
-  if (rc == 0 && !json_is_true(json_object_get(msg, "ok"))) {
+  if (rc == 0 && !json_is_true(json_object_get(msg, GPUM_PROTO_F_OK))) {
     rc = reply_error(msg);
     json_decref(msg);
     msg = NULL;
@@ -315,8 +305,8 @@ void gpum__client_latest(const gpum_client_t *c, gpum_reservation_t *res) {
   size_t i;
   const json_t *ev;
   for (i = 0; i < json_array_size(c->pending) && (ev = json_array_get(c->pending, i)); i++) {
-    const json_t *r = json_object_get(ev, "reservation");
-    const char *id = json_string_value(json_object_get(r, "id"));
+    const json_t *r = json_object_get(ev, GPUM_PROTO_F_RESERVATION);
+    const char *id = json_string_value(json_object_get(r, GPUM_PROTO_F_ID));
     if (id && !strcmp(id, res->id))
       gpum__res_parse(r, res);
   }
@@ -335,7 +325,7 @@ int gpum_client_process(gpum_client_t *c, int timeout_ms) {
     }
     if (rc != 0)
       return rc;
-    if (json_object_get(msg, "event")) {
+    if (json_object_get(msg, GPUM_PROTO_F_EVENT)) {
       dispatch(c, msg);
       n++;
     }
@@ -390,8 +380,8 @@ static int connect_error(const char *path, int err) {
 }
 
 static int hello(gpum_client_t *c) {
-  json_t *req = json_pack("{s:s, s:s, s:i}", "op", "hello", "client", "gpum", "protocol",
-                          GPUM_CLIENT_PROTOCOL);
+  json_t *req = json_pack("{s:s, s:s, s:i}", GPUM_PROTO_F_OP, GPUM_PROTO_OP_HELLO,
+                          GPUM_PROTO_F_CLIENT, "gpum", GPUM_PROTO_F_PROTOCOL, GPUM_CLIENT_PROTOCOL);
   if (req == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   json_t *reply = NULL;
@@ -399,11 +389,11 @@ static int hello(gpum_client_t *c) {
   json_decref(req);
   if (rc != 0)
     return rc;
-  const json_t *proto = json_object_get(reply, "protocol");
+  const json_t *proto = json_object_get(reply, GPUM_PROTO_F_PROTOCOL);
   if (json_is_integer(proto) && json_integer_value(proto) != GPUM_CLIENT_PROTOCOL)
     rc = gpum_error(GPUM_EPROTO, "gpumd at %s speaks protocol %lld, this client %d", c->path,
                     (long long)json_integer_value(proto), GPUM_CLIENT_PROTOCOL);
-  const char *v = json_string_value(json_object_get(reply, "version"));
+  const char *v = json_string_value(json_object_get(reply, GPUM_PROTO_F_VERSION));
   snprintf(c->version, sizeof c->version, "%s", v ? v : "");
   json_decref(reply);
   return rc;

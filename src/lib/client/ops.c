@@ -10,13 +10,14 @@
 #include <gpum/error.h>
 
 #include "client/client_internal.h"
+#include "client/protocol_internal.h"
 
 /* Builds {"op": op} (+ one string field when key is set). NULL on allocation failure. */
 static json_t *request(const char *op, const char *key, const char *value) {
   json_t *req = json_object();
   if (req == NULL)
     return NULL;
-  if (json_object_set_new(req, "op", json_string(op)) != 0 ||
+  if (json_object_set_new(req, GPUM_PROTO_F_OP, json_string(op)) != 0 ||
       (key && json_object_set_new(req, key, json_string(value)) != 0)) {
     json_decref(req);
     return NULL;
@@ -33,7 +34,7 @@ static int call_res(gpum_client_t *c, json_t *req, gpum_reservation_t *out) {
   json_decref(req);
   if (rc != 0)
     return rc;
-  const json_t *r = json_object_get(reply, "reservation");
+  const json_t *r = json_object_get(reply, GPUM_PROTO_F_RESERVATION);
   if (!json_is_object(r))
     rc = gpum_error(GPUM_EPROTO, "gpumd's reply has no reservation");
   else if (out)
@@ -49,41 +50,42 @@ static int set_u64(json_t *o, const char *key, uint64_t v) {
 }
 
 static int reserve_fields(json_t *o, const gpum_reserve_req_t *q) {
-  static const char *const leases[] = {"connection", "pid", "ttl"};
+  const char *lease = gpum__lease_name(q->lease);
   if (q->bytes_per_gpu == 0)
     return gpum_error(GPUM_EINVAL, "a reservation needs bytes_per_gpu > 0");
-  if ((unsigned)q->lease > GPUM_LEASE_TTL)
+  if (lease == NULL)
     return gpum_error(GPUM_EINVAL, "unknown lease kind %d", (int)q->lease);
-  int rc = set_u64(o, "bytes_per_gpu", q->bytes_per_gpu);
-  rc = rc ? rc : set_u64(o, "gpus", q->gpus ? q->gpus : 1);
-  if (rc == 0 && json_object_set_new(o, "priority", json_integer(q->priority)))
+  int rc = set_u64(o, GPUM_PROTO_F_BYTES_PER_GPU, q->bytes_per_gpu);
+  rc = rc ? rc : set_u64(o, GPUM_PROTO_F_GPUS, q->gpus ? q->gpus : 1);
+  if (rc == 0 && json_object_set_new(o, GPUM_PROTO_F_PRIORITY, json_integer(q->priority)))
     rc = GPUM_ENOMEM;
-  if (rc == 0 && q->model && json_object_set_new(o, "model", json_string(q->model)))
+  if (rc == 0 && q->model && json_object_set_new(o, GPUM_PROTO_F_MODEL, json_string(q->model)))
     rc = GPUM_ENOMEM;
   if (rc == 0 && q->min_memory)
-    rc = set_u64(o, "min_memory", q->min_memory);
+    rc = set_u64(o, GPUM_PROTO_F_MIN_MEMORY, q->min_memory);
   if (rc == 0 && q->queue_timeout_ms) {
-    rc = set_u64(o, "timeout_ms", q->queue_timeout_ms);
-    if (rc == 0 &&
-        json_object_set_new(o, "on_timeout", json_string(q->wait_on_timeout ? "wait" : "reject")))
+    rc = set_u64(o, GPUM_PROTO_F_TIMEOUT_MS, q->queue_timeout_ms);
+    const char *action =
+        q->wait_on_timeout ? GPUM_PROTO_ON_TIMEOUT_WAIT : GPUM_PROTO_ON_TIMEOUT_REJECT;
+    if (rc == 0 && json_object_set_new(o, GPUM_PROTO_F_ON_TIMEOUT, json_string(action)))
       rc = GPUM_ENOMEM;
   }
-  if (rc == 0 && q->label && json_object_set_new(o, "label", json_string(q->label)))
+  if (rc == 0 && q->label && json_object_set_new(o, GPUM_PROTO_F_LABEL, json_string(q->label)))
     rc = GPUM_ENOMEM;
-  if (rc == 0 && json_object_set_new(o, "lease", json_string(leases[q->lease])))
+  if (rc == 0 && json_object_set_new(o, GPUM_PROTO_F_LEASE, json_string(lease)))
     rc = GPUM_ENOMEM;
   if (rc == 0 && q->lease == GPUM_LEASE_PID && q->pid > 0)
-    rc = set_u64(o, "pid", (uint64_t)q->pid);
+    rc = set_u64(o, GPUM_PROTO_F_PID, (uint64_t)q->pid);
   if (rc == 0 && q->lease == GPUM_LEASE_TTL)
-    rc = set_u64(o, "ttl_ms", q->ttl_ms);
-  if (rc == 0 && q->no_wait && json_object_set_new(o, "wait", json_false()))
+    rc = set_u64(o, GPUM_PROTO_F_TTL_MS, q->ttl_ms);
+  if (rc == 0 && q->no_wait && json_object_set_new(o, GPUM_PROTO_F_WAIT, json_false()))
     rc = GPUM_ENOMEM;
   if (rc == 0 && q->ndevices) {
     json_t *a = json_array();
     for (size_t i = 0; a && i < q->ndevices; i++)
       if (json_array_append_new(a, json_string(q->devices[i])) != 0)
         rc = GPUM_ENOMEM;
-    if (a == NULL || json_object_set_new(o, "devices", a) != 0)
+    if (a == NULL || json_object_set_new(o, GPUM_PROTO_F_DEVICES, a) != 0)
       rc = GPUM_ENOMEM;
   }
   if (rc == GPUM_ENOMEM)
@@ -93,7 +95,7 @@ static int reserve_fields(json_t *o, const gpum_reserve_req_t *q) {
 
 int gpum_client_reserve_async(gpum_client_t *c, const gpum_reserve_req_t *req,
                               gpum_reservation_t *out) {
-  json_t *o = request("reserve", NULL, NULL);
+  json_t *o = request(GPUM_PROTO_OP_RESERVE, NULL, NULL);
   if (o == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   int rc = reserve_fields(o, req);
@@ -101,7 +103,7 @@ int gpum_client_reserve_async(gpum_client_t *c, const gpum_reserve_req_t *req,
   if (rc == 0)
     rc = gpum__client_call_nodispatch(c, o, &reply);
   json_decref(o);
-  const json_t *r = json_object_get(reply, "reservation");
+  const json_t *r = json_object_get(reply, GPUM_PROTO_F_RESERVATION);
   if (rc == 0 && !json_is_object(r))
     rc = gpum_error(GPUM_EPROTO, "gpumd's reply has no reservation");
   gpum_reservation_t res;
@@ -141,12 +143,12 @@ int gpum_client_reserve(gpum_client_t *c, const gpum_reserve_req_t *req, int tim
 }
 
 int gpum_client_release(gpum_client_t *c, const char *id, gpum_reservation_t *out) {
-  return call_res(c, request("release", "reservation", id), out);
+  return call_res(c, request(GPUM_PROTO_OP_RELEASE, GPUM_PROTO_F_RESERVATION, id), out);
 }
 
 int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms, gpum_reservation_t *out) {
-  json_t *o = request("renew", "reservation", id);
-  if (o && ttl_ms && set_u64(o, "ttl_ms", ttl_ms) != 0) {
+  json_t *o = request(GPUM_PROTO_OP_RENEW, GPUM_PROTO_F_RESERVATION, id);
+  if (o && ttl_ms && set_u64(o, GPUM_PROTO_F_TTL_MS, ttl_ms) != 0) {
     json_decref(o);
     return gpum_error(GPUM_ERANGE, "ttl %llu ms out of range", (unsigned long long)ttl_ms);
   }
@@ -155,8 +157,8 @@ int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms, gpum_re
 
 int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
                        gpum_reservation_t *out) {
-  json_t *o = request("attach", "reservation", id);
-  if (o && json_object_set_new(o, "token", json_string(token ? token : "")) != 0) {
+  json_t *o = request(GPUM_PROTO_OP_ATTACH, GPUM_PROTO_F_RESERVATION, id);
+  if (o && json_object_set_new(o, GPUM_PROTO_F_TOKEN, json_string(token ? token : "")) != 0) {
     json_decref(o);
     o = NULL;
   }
@@ -164,8 +166,8 @@ int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
 }
 
 int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n) {
-  json_t *o = request("list", NULL, NULL);
-  if (o == NULL || json_object_set_new(o, "all", json_boolean(all)) != 0) {
+  json_t *o = request(GPUM_PROTO_OP_LIST, NULL, NULL);
+  if (o == NULL || json_object_set_new(o, GPUM_PROTO_F_ALL, json_boolean(all)) != 0) {
     json_decref(o);
     return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   }
@@ -174,7 +176,7 @@ int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_
   json_decref(o);
   if (rc != 0)
     return rc;
-  const json_t *arr = json_object_get(reply, "reservations");
+  const json_t *arr = json_object_get(reply, GPUM_PROTO_F_RESERVATIONS);
   size_t k = json_array_size(arr);
   gpum_reservation_t *list = calloc(k ? k : 1, sizeof *list);
   if (list == NULL) {
@@ -192,7 +194,7 @@ int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_
 }
 
 int gpum_client_status(gpum_client_t *c, gpum_client_status_t *out) {
-  json_t *o = request("status", NULL, NULL);
+  json_t *o = request(GPUM_PROTO_OP_STATUS, NULL, NULL);
   if (o == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   json_t *reply = NULL;
@@ -218,7 +220,7 @@ int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_jso
   } else {
     o = json_object();
   }
-  if (o == NULL || json_object_set_new(o, "op", json_string(op)) != 0) {
+  if (o == NULL || json_object_set_new(o, GPUM_PROTO_F_OP, json_string(op)) != 0) {
     json_decref(o);
     return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   }

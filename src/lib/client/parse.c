@@ -11,18 +11,19 @@
 #include <gpum/error.h>
 
 #include "client/client_internal.h"
+#include "client/protocol_internal.h"
 
-static const char *const state_names[] = {
-    [GPUM_RES_UNKNOWN] = "UNKNOWN", [GPUM_RES_QUEUED] = "QUEUED",
-    [GPUM_RES_GRANTED] = "GRANTED", [GPUM_RES_RELEASED] = "RELEASED",
-    [GPUM_RES_EXPIRED] = "EXPIRED", [GPUM_RES_CANCELLED] = "CANCELLED",
-    [GPUM_RES_FAILED] = "FAILED",
-};
-
+/* States and lease kinds map to the protocol's names through its tables. */
 const char *gpum_res_state_name(gpum_res_state_t st) {
-  if ((size_t)st >= sizeof state_names / sizeof state_names[0])
+  switch (st) {
+#define STATE_NAME(n) \
+  case GPUM_RES_##n:  \
+    return GPUM_PROTO_STATE_##n;
+    GPUM_PROTO_STATES(STATE_NAME)
+#undef STATE_NAME
+  default:
     return "UNKNOWN";
-  return state_names[st];
+  }
 }
 
 bool gpum_res_state_is_final(gpum_res_state_t st) {
@@ -30,11 +31,35 @@ bool gpum_res_state_is_final(gpum_res_state_t st) {
          st == GPUM_RES_FAILED;
 }
 
-static gpum_res_state_t state_of(const char *s) {
-  for (size_t i = 1; s && i < sizeof state_names / sizeof state_names[0]; i++)
-    if (!strcmp(s, state_names[i]))
-      return (gpum_res_state_t)i;
+gpum_res_state_t gpum__res_state_parse(const char *s) {
+#define STATE_OF(n)                              \
+  if (s && strcmp(s, GPUM_PROTO_STATE_##n) == 0) \
+    return GPUM_RES_##n;
+  GPUM_PROTO_STATES(STATE_OF)
+#undef STATE_OF
   return GPUM_RES_UNKNOWN;
+}
+
+const char *gpum__lease_name(gpum_lease_t lease) {
+  switch (lease) {
+#define LEASE_NAME(n)  \
+  case GPUM_LEASE_##n: \
+    return GPUM_PROTO_LEASE_##n;
+    GPUM_PROTO_LEASES(LEASE_NAME)
+#undef LEASE_NAME
+  default:
+    return NULL;
+  }
+}
+
+/* A lease name this library does not know reads as the default, connection. */
+static gpum_lease_t lease_of(const char *s) {
+#define LEASE_OF(n)                              \
+  if (s && strcmp(s, GPUM_PROTO_LEASE_##n) == 0) \
+    return GPUM_LEASE_##n;
+  GPUM_PROTO_LEASES(LEASE_OF)
+#undef LEASE_OF
+  return GPUM_LEASE_CONNECTION;
 }
 
 static void str(const json_t *o, const char *key, char *buf, size_t len) {
@@ -62,29 +87,26 @@ static void device_ref(const json_t *d, gpum_res_device_t *out) {
     snprintf(out->uuid, sizeof out->uuid, "%s", json_string_value(d));
     return;
   }
-  out->index = (unsigned)u64(d, "index");
-  str(d, "uuid", out->uuid, sizeof out->uuid);
+  out->index = (unsigned)u64(d, GPUM_PROTO_F_INDEX);
+  str(d, GPUM_PROTO_F_UUID, out->uuid, sizeof out->uuid);
 }
 
 void gpum__res_parse(const json_t *o, gpum_reservation_t *r) {
   memset(r, 0, sizeof *r);
-  str(o, "id", r->id, sizeof r->id);
-  str(o, "token", r->token, sizeof r->token);
-  r->state = state_of(json_string_value(json_object_get(o, "state")));
-  str(o, "reason", r->reason, sizeof r->reason);
-  r->uid = (uint32_t)u64(o, "uid");
-  r->pid = (int32_t)i64(o, "pid");
-  str(o, "label", r->label, sizeof r->label);
-  r->bytes_per_gpu = u64(o, "bytes_per_gpu");
-  r->gpus = (unsigned)u64(o, "gpus");
-  r->priority = (int)i64(o, "priority");
-  const char *lease = json_string_value(json_object_get(o, "lease"));
-  r->lease = lease && !strcmp(lease, "pid")   ? GPUM_LEASE_PID
-             : lease && !strcmp(lease, "ttl") ? GPUM_LEASE_TTL
-                                              : GPUM_LEASE_CONNECTION;
-  r->ttl_ms = u64(o, "ttl_ms");
-  r->expires_ns = u64(o, "expires_ns");
-  const json_t *devs = json_object_get(o, "devices");
+  str(o, GPUM_PROTO_F_ID, r->id, sizeof r->id);
+  str(o, GPUM_PROTO_F_TOKEN, r->token, sizeof r->token);
+  r->state = gpum__res_state_parse(json_string_value(json_object_get(o, GPUM_PROTO_F_STATE)));
+  str(o, GPUM_PROTO_F_REASON, r->reason, sizeof r->reason);
+  r->uid = (uint32_t)u64(o, GPUM_PROTO_F_UID);
+  r->pid = (int32_t)i64(o, GPUM_PROTO_F_PID);
+  str(o, GPUM_PROTO_F_LABEL, r->label, sizeof r->label);
+  r->bytes_per_gpu = u64(o, GPUM_PROTO_F_BYTES_PER_GPU);
+  r->gpus = (unsigned)u64(o, GPUM_PROTO_F_GPUS);
+  r->priority = (int)i64(o, GPUM_PROTO_F_PRIORITY);
+  r->lease = lease_of(json_string_value(json_object_get(o, GPUM_PROTO_F_LEASE)));
+  r->ttl_ms = u64(o, GPUM_PROTO_F_TTL_MS);
+  r->expires_ns = u64(o, GPUM_PROTO_F_EXPIRES_NS);
+  const json_t *devs = json_object_get(o, GPUM_PROTO_F_DEVICES);
   size_t i;
   const json_t *d;
   for (i = 0; i < json_array_size(devs) && (d = json_array_get(devs, i)); i++) {
@@ -92,30 +114,30 @@ void gpum__res_parse(const json_t *o, gpum_reservation_t *r) {
       break;
     device_ref(d, &r->devices[r->ndevices++]);
   }
-  const json_t *qp = json_object_get(o, "queue_position");
+  const json_t *qp = json_object_get(o, GPUM_PROTO_F_QUEUE_POSITION);
   r->queue_position =
       r->state == GPUM_RES_QUEUED && json_is_integer(qp) ? (long)json_integer_value(qp) : -1;
-  str(o, "waiting_for", r->waiting_for, sizeof r->waiting_for);
-  r->created_ns = u64(o, "created_ns");
-  r->granted_ns = u64(o, "granted_ns");
-  r->ended_ns = u64(o, "ended_ns");
+  str(o, GPUM_PROTO_F_WAITING_FOR, r->waiting_for, sizeof r->waiting_for);
+  r->created_ns = u64(o, GPUM_PROTO_F_CREATED_NS);
+  r->granted_ns = u64(o, GPUM_PROTO_F_GRANTED_NS);
+  r->ended_ns = u64(o, GPUM_PROTO_F_ENDED_NS);
 }
 
 static int device_parse(const json_t *o, gpum_client_device_status_t *d) {
-  d->index = (unsigned)u64(o, "index");
-  str(o, "uuid", d->uuid, sizeof d->uuid);
-  str(o, "name", d->name, sizeof d->name);
-  str(o, "state", d->state, sizeof d->state);
-  str(o, "reason", d->reason, sizeof d->reason);
-  const json_t *mem = json_object_get(o, "memory");
-  d->total = u64(mem, "total");
-  d->used = u64(mem, "used");
-  d->free = u64(mem, "free");
-  d->committed = u64(o, "committed");
-  d->reserved = u64(o, "reserved");
-  d->unmanaged = u64(o, "unmanaged");
-  d->jobs = (unsigned)u64(o, "jobs");
-  const json_t *ids = json_object_get(o, "reservations");
+  d->index = (unsigned)u64(o, GPUM_PROTO_F_INDEX);
+  str(o, GPUM_PROTO_F_UUID, d->uuid, sizeof d->uuid);
+  str(o, GPUM_PROTO_F_NAME, d->name, sizeof d->name);
+  str(o, GPUM_PROTO_F_STATE, d->state, sizeof d->state);
+  str(o, GPUM_PROTO_F_REASON, d->reason, sizeof d->reason);
+  const json_t *mem = json_object_get(o, GPUM_PROTO_F_MEMORY);
+  d->total = u64(mem, GPUM_PROTO_F_TOTAL);
+  d->used = u64(mem, GPUM_PROTO_F_USED);
+  d->free = u64(mem, GPUM_PROTO_F_FREE);
+  d->committed = u64(o, GPUM_PROTO_F_COMMITTED);
+  d->reserved = u64(o, GPUM_PROTO_F_RESERVED);
+  d->unmanaged = u64(o, GPUM_PROTO_F_UNMANAGED);
+  d->jobs = (unsigned)u64(o, GPUM_PROTO_F_JOBS);
+  const json_t *ids = json_object_get(o, GPUM_PROTO_F_RESERVATIONS);
   size_t n = json_array_size(ids);
   if (n == 0)
     return 0;
@@ -125,8 +147,8 @@ static int device_parse(const json_t *o, gpum_client_device_status_t *d) {
   size_t i;
   const json_t *id;
   for (i = 0; i < json_array_size(ids) && (id = json_array_get(ids, i)); i++) {
-    const char *s =
-        json_is_string(id) ? json_string_value(id) : json_string_value(json_object_get(id, "id"));
+    const char *s = json_is_string(id) ? json_string_value(id)
+                                       : json_string_value(json_object_get(id, GPUM_PROTO_F_ID));
     snprintf(d->reservations[d->nreservations++], sizeof d->reservations[0], "%s", s ? s : "");
   }
   return 0;
@@ -134,8 +156,8 @@ static int device_parse(const json_t *o, gpum_client_device_status_t *d) {
 
 int gpum__status_parse(const json_t *reply, gpum_client_status_t *out) {
   memset(out, 0, sizeof *out);
-  const json_t *devs = json_object_get(reply, "devices");
-  const json_t *queue = json_object_get(reply, "queue");
+  const json_t *devs = json_object_get(reply, GPUM_PROTO_F_DEVICES);
+  const json_t *queue = json_object_get(reply, GPUM_PROTO_F_QUEUE);
   size_t nd = json_array_size(devs), nq = json_array_size(queue);
   out->devices = nd ? calloc(nd, sizeof *out->devices) : NULL;
   out->queue = nq ? calloc(nq, sizeof *out->queue) : NULL;
