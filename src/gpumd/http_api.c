@@ -20,6 +20,7 @@
 
 #include <gpum/alert.h>
 #include <gpum/error.h>
+#include <gpum/session.h>
 #include <gpum/size.h>
 
 #include "http_internal.h"
@@ -359,8 +360,8 @@ int gpumd_http_resv_renew(gpumd_http_call_t *call) {
 typedef struct {
   const gpumd_resv_t *r;
   char id[GPUMD_RESV_ID_BUFSZ];
-  char visible[GPUMD_SCHED_MAX_DEVICES * (GPUM_UUID_LEN + 1)];
-  double fraction; /* reserved / total, smallest over the devices */
+  gpum_reservation_t grant; /* r as a client sees it, for its environment */
+  double fraction;          /* reserved / total, smallest over the devices */
   json_t *devices;
 } granted_t;
 
@@ -382,9 +383,13 @@ static int find_granted(gpumd_http_call_t *call, const char *const *fields, gran
     return gpum_error(GPUM_ESTATE, "reservation %s is %s, not GRANTED yet", s,
                       gpumd_resv_state_name(g->r->state));
   gpumd_resv_id_format(id, g->id, sizeof g->id);
+  memset(&g->grant, 0, sizeof g->grant);
+  memcpy(g->grant.id, g->id, sizeof g->id);
+  g->grant.state = GPUM_RES_GRANTED;
+  g->grant.bytes_per_gpu = g->r->bytes_per_gpu;
+  g->grant.gpus = g->r->gpus;
   g->fraction = 1.0;
   g->devices = json_array();
-  size_t off = 0;
   for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++) {
     if (!(g->r->device_mask >> i & 1u))
       continue;
@@ -393,10 +398,11 @@ static int find_granted(gpumd_http_call_t *call, const char *const *fields, gran
     const char *uuid = dev ? dev->info.uuid : "";
     if (total && (double)g->r->bytes_per_gpu / (double)total < g->fraction)
       g->fraction = (double)g->r->bytes_per_gpu / (double)total;
-    off +=
-        (size_t)snprintf(g->visible + off, sizeof g->visible - off, "%s%s", off ? "," : "", uuid);
-    if (off >= sizeof g->visible)
-      off = sizeof g->visible - 1;
+    if (g->grant.ndevices < GPUM_CLIENT_MAX_DEVICES) {
+      gpum_res_device_t *gd = &g->grant.devices[g->grant.ndevices++];
+      gd->index = i;
+      snprintf(gd->uuid, sizeof gd->uuid, "%s", uuid);
+    }
     json_array_append_new(g->devices, json_pack("{s:i, s:s, s:s, s:I, s:I}", "index", (int)i,
                                                 "uuid", uuid, "name", dev ? dev->info.name : "",
                                                 "memory_total", (json_int_t)total, "reserved",
@@ -406,11 +412,16 @@ static int find_granted(gpumd_http_call_t *call, const char *const *fields, gran
   return 0;
 }
 
+/* The environment every job of the grant gets (libgpum's gpum_reservation_env, the same
+ * variables gpum run sets), as a JSON object. */
 static json_t *base_env(const granted_t *g) {
-  char lim[24];
-  snprintf(lim, sizeof lim, "%llu", (unsigned long long)g->r->bytes_per_gpu);
-  return json_pack("{s:s, s:s, s:s, s:s}", "CUDA_VISIBLE_DEVICES", g->visible, "CUDA_DEVICE_ORDER",
-                   "PCI_BUS_ID", "GPUM_RESERVATION_ID", g->id, "GPUM_MEM_LIMIT", lim);
+  gpum_env_var_t vars[GPUM_RESERVATION_ENV_MAX];
+  size_t n = 0;
+  json_t *env = json_object();
+  if (env && gpum_reservation_env(&g->grant, vars, GPUM_RESERVATION_ENV_MAX, &n) == 0)
+    for (size_t i = 0; i < n; i++)
+      json_object_set_new(env, vars[i].name, json_string(vars[i].value));
+  return env;
 }
 
 int gpumd_http_setup_pytorch(gpumd_http_call_t *call) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # gpum run against a real gpumd on a simulated 2xH100 node: CMD sees CUDA_VISIBLE_DEVICES with
-# the granted GPUs' UUIDs, GPUM_RESERVATION_ID and GPUM_MEM_LIMIT; gpum run exits with CMD's
+# the granted GPUs' UUIDs, GPUM_RESERVATION_ID and GPUM_MEM_LIMIT, and exactly the environment
+# that gpumd's REST setup answers give for its grant; gpum run exits with CMD's
 # status (128+N when CMD is killed by signal N) and releases the reservation; requests that
 # can never fit, bad flags, a missing command and a missing daemon fail with a clear message.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
@@ -36,6 +37,38 @@ got=$(cat "$T_OUT")
 [ "$got" = "${UUIDS[0]},${UUIDS[1]}" ] || [ "$got" = "${UUIDS[1]},${UUIDS[0]}" ] ||
   t_fail "--gpus 2: CUDA_VISIBLE_DEVICES '$got'"
 t_ok "--gpus 2 gives both UUIDs"
+
+# The environment under gpum run is the one the REST setup answers give for the same grant
+# (both come from libgpum's gpum_reservation_env): CMD asks gpumd for its own reservation.
+cat >"$T_SCRATCH/sameenv.py" <<'PY'
+import os, sys
+from gpumd_http import expect
+rid = os.environ["GPUM_RESERVATION_ID"]
+for path in ("/api/v1/gpu/setup-pytorch", "/api/v1/gpu/setup-tensorflow"):
+    env = expect("POST", path, 200, body={"reservation": rid})["env"]
+    base = {k: v for k, v in env.items() if k not in ("WORLD_SIZE", "LOCAL_WORLD_SIZE",
+            "PET_NPROC_PER_NODE", "PET_NNODES", "MASTER_ADDR", "MASTER_PORT",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING")}
+    for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUM_RESERVATION_ID", "GPUM_MEM_LIMIT",
+              "GPUM_DEVICES", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE"):
+        if k not in base:
+            sys.exit("%s: %s missing from the REST env" % (path, k))
+    for k, v in base.items():
+        if os.environ.get(k) != v:
+            sys.exit("%s: %s=%r under gpum run, %r in the REST answer" % (path, k, os.environ.get(k), v))
+print("same", len(base))
+PY
+env -u TF_FORCE_GPU_ALLOW_GROWTH -u XLA_PYTHON_CLIENT_PREALLOCATE \
+  "$G" run --mem 1GiB --gpus 2 -- python3 "$T_SCRATCH/sameenv.py" >"$T_OUT" 2>"$T_ERR" ||
+  { cat "$T_OUT" "$T_ERR" >&2; t_fail "the environment under gpum run differs from REST's"; }
+grep -q '^same 7$' "$T_OUT" || t_fail "sameenv: $(cat "$T_OUT")"
+t_ok "gpum run's environment = the REST setup answers' ($(cat "$T_OUT"))"
+
+# A framework variable the user set wins; gpum's own variables are always the grant's.
+t_expect 0 env TF_FORCE_GPU_ALLOW_GROWTH=false GPUM_MEM_LIMIT=1 CUDA_DEVICE_ORDER=FASTEST_FIRST \
+  "$G" run --mem 1GiB -- sh -c 'echo "$TF_FORCE_GPU_ALLOW_GROWTH $GPUM_MEM_LIMIT $CUDA_DEVICE_ORDER"'
+[ "$(cat "$T_OUT")" = "false 1073741824 PCI_BUS_ID" ] || t_fail "precedence: $(cat "$T_OUT")"
+t_ok "the user's framework settings are kept, gpum's are the grant's"
 
 # --type filters by name: no such GPU can ever fit.
 t_expect 1 "$G" run --mem 1GiB --type 'A100*' -- true
