@@ -54,6 +54,16 @@ static void age(uint64_t ns, char *buf, size_t len) {
   gpum_duration_format((now - ns) / 1000000000ull * 1000ull, buf, len);
 }
 
+/* Reservation ids are "r-N": they sort by N (r-5 before r-10), not as text. */
+static int by_id(const char *x, const char *y) {
+  char *ex = NULL, *ey = NULL;
+  unsigned long long nx = strncmp(x, "r-", 2) ? 0 : strtoull(x + 2, &ex, 10);
+  unsigned long long ny = strncmp(y, "r-", 2) ? 0 : strtoull(y + 2, &ey, 10);
+  if (ex && ey && *ex == '\0' && *ey == '\0' && nx != ny)
+    return nx < ny ? -1 : 1;
+  return strcmp(x, y);
+}
+
 static int by_state(const void *a, const void *b) {
   const gpum_reservation_t *x = a, *y = b;
   int kx = x->state == GPUM_RES_GRANTED ? 0 : x->state == GPUM_RES_QUEUED ? 1 : 2;
@@ -62,7 +72,7 @@ static int by_state(const void *a, const void *b) {
     return kx - ky;
   if (kx == 1)
     return (x->queue_position > y->queue_position) - (x->queue_position < y->queue_position);
-  return strcmp(x->id, y->id);
+  return by_id(x->id, y->id);
 }
 
 static void print_table(gpum_reservation_t *list, size_t n) {
