@@ -103,7 +103,7 @@ static int print_json(const doc_report_t *r) {
   json_object_set_new(root, "ok", json_integer((json_int_t)count[0]));
   json_object_set_new(root, "warn", json_integer((json_int_t)count[1]));
   json_object_set_new(root, "fail", json_integer((json_int_t)count[2]));
-  int rc = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  int rc = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
   putchar('\n');
   json_decref(root);
   return rc;

@@ -124,7 +124,7 @@ static int print_json(gpum_client_t *c, bool all) {
     fprintf(stderr, "gpum jobs: gpumd's reply has no reservation list\n");
     return CLI_EXIT_FAIL;
   }
-  json_dumpf(out, stdout, JSON_INDENT(2));
+  json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   putchar('\n');
   json_decref(out);
   return CLI_EXIT_OK;

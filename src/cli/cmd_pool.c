@@ -311,7 +311,7 @@ static int replay_report(const replay_args_t *a, const gpum_replay_opts_t *o,
     else
       doc = j;
   }
-  int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
   json_decref(doc);
   if (rc || putchar('\n') == EOF || fflush(stdout)) {
     fprintf(stderr, "gpum pool replay: cannot write the report\n");

@@ -390,7 +390,7 @@ static int sim_status(const simapi_t *api, int argc, char **argv) {
   }
   if (json) {
     json_t *j = status_json(st);
-    json_dumpf(j, stdout, JSON_INDENT(2));
+    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
     putchar('\n');
     json_decref(j);
   } else {

@@ -198,6 +198,12 @@ int gpumd_conn_send(gpumd_conn_t *c, json_t *msg);
  * jansson's loop-detection cost. Returns 0, or -1 when out cannot grow (out may then hold a
  * partial value). */
 int gpumd_json_write(struct evbuffer *out, json_t *v);
+/* Writes v in the shortest form (15 to 17 significant digits) that reads back as v, with ".0"
+ * on a whole number as jansson writes it ("0.95", "1e-05", "3.0"), into buf; returns its
+ * length (0 and "" when len is too small; GPUMD_REAL_BUFSZ always suffices). Reals in
+ * gpumd's replies, REST bodies and events are written this way, never as jansson's %.17g. */
+#define GPUMD_REAL_BUFSZ 32
+size_t gpumd_json_real(double v, char *buf, size_t len);
 /* A JSON writer with the output of gpumd_json_write, for messages written without building
  * jansson values first (the hot replies): pieces gather in a buffer and reach out in few adds.
  * gpumd_jw_end flushes and returns 0, or -1 when out could not grow. */

@@ -151,8 +151,9 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
 /* Replies are written with a small serialiser of our own: jansson's dumper checks every
  * container for reference loops through a hash table keyed by a printed pointer, which was
  * a quarter of gpumd's instructions per request. The output is what
- * json_dumps(JSON_COMPACT) gives (keys in insertion order, '/' and non-ASCII as is); reals,
- * which are rare, still go through jansson for its number format. Pieces gather in a stack
+ * json_dumps(JSON_COMPACT) gives (keys in insertion order, '/' and non-ASCII as is), but for
+ * reals, which are written in their shortest form that reads back the same (gpumd_json_real:
+ * 0.95, where jansson's %.17g writes 0.94999999999999996). Pieces gather in a stack
  * buffer and reach the evbuffer in few, large adds. */
 static void dump_flush(gpumd_jw_t *b) {
   if (b->used && evbuffer_add(b->out, b->buf, b->used) != 0)
@@ -240,6 +241,24 @@ static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
   dump_bytes(b, "\"", 1);
 }
 
+size_t gpumd_json_real(double v, char *buf, size_t len) {
+  int n = 0;
+  for (int prec = 15; prec <= 17; prec++) { /* 17 significant digits always read back */
+    n = snprintf(buf, len, "%.*g", prec, v);
+    if (n < 0 || (size_t)n >= len || strtod(buf, NULL) == v)
+      break;
+  }
+  if (n < 0 || (size_t)n >= len) {
+    buf[0] = '\0';
+    return 0;
+  }
+  if (strspn(buf, "-0123456789") == (size_t)n && (size_t)n + 2 < len) { /* 1 -> 1.0, as jansson */
+    memcpy(buf + n, ".0", 3);
+    n += 2;
+  }
+  return (size_t)n;
+}
+
 static void dump_integer(gpumd_jw_t *b, json_int_t v) {
   char tmp[24];
   size_t i = sizeof tmp;
@@ -291,12 +310,9 @@ static void dump_value(gpumd_jw_t *b, json_t *v, int depth) {
     dump_integer(b, json_integer_value(v));
     break;
   case JSON_REAL: {
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (s)
-      dump_bytes(b, s, strlen(s));
-    else
-      b->rc = -1;
-    free(s);
+    char num[GPUMD_REAL_BUFSZ];
+    size_t n = gpumd_json_real(json_real_value(v), num, sizeof num);
+    dump_bytes(b, num, n);
     break;
   }
   case JSON_TRUE:

@@ -237,14 +237,20 @@ void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data) {
     json_decref(data);
     return;
   }
-  char *text = json_dumps(data, JSON_COMPACT);
+  /* Written as the replies are (gpumd_json_write): compact, control characters escaped, so
+   * the data is one line. An event that cannot be written whole is dropped whole. */
+  struct evbuffer *ev = evbuffer_new();
+  bool ok =
+      ev &&
+      evbuffer_add_printf(ev, "id: %llu\nevent: %s\ndata: ", (unsigned long long)(o->event_seq + 1),
+                          event) >= 0 &&
+      gpumd_json_write(ev, data) == 0 && evbuffer_add(ev, "\n\n", 2) == 0 &&
+      evbuffer_add_buffer(o->pending, ev) == 0;
   json_decref(data);
-  if (!text)
-    return;
-  /* JSON_COMPACT escapes control characters in strings: the text is one line. */
-  evbuffer_add_printf(o->pending, "id: %llu\nevent: %s\ndata: %s\n\n",
-                      (unsigned long long)++o->event_seq, event, text);
-  free(text);
+  if (ev)
+    evbuffer_free(ev);
+  if (ok)
+    o->event_seq++;
 }
 
 /* Writes the events in buf to every stream and empties it. */

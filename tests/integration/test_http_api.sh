@@ -17,6 +17,7 @@ grep -q "^gpumd ready: .* http=$addr\$" "$out" || { cat "$out"; t_fail "readines
 [[ $addr =~ ^127\.0\.0\.1:[0-9]+$ ]] || t_fail "http.addr '$addr'"
 t_ok "readiness line and http.addr give the bound address ($addr)"
 
+"$GPUM_BIN" sim set "$GPUM_SIM_NODE" --device 0 --util 47 >/dev/null || t_fail "sim set"
 hp '
 s = expect("GET", "/api/v1/gpu/status", 200)
 assert len(s["devices"]) == 2 and s["queue"] == [], s
@@ -25,6 +26,18 @@ assert sm["devices"] == 2 and sm["usable"] == 2 and sm["memory_total"] == 2 * 80
 assert 0 <= sm["memory_used_ratio"] <= 1 and sm["memory_reserved_ratio"] == 0, sm
 assert s["devices"][0]["state"] == "AVAILABLE" and "utilization_ratio" in s["devices"][0], s
 assert s["node"]["reservations"] == 0, s
+# reals are written in their shortest form (0.47, never 0.46999999999999997): device 0 runs at
+# 47% (set below, before this snippet), which the status shows as utilization_ratio 0.47
+import re
+deadline = time.monotonic() + 15
+while expect("GET", "/api/v1/gpu/status", 200)["devices"][0]["utilization_ratio"] != 0.47:
+    assert time.monotonic() < deadline, "utilization 0.47 not seen"
+text = raw(b"GET /api/v1/gpu/status HTTP/1.0\r\n\r\n").decode().split("\r\n\r\n", 1)[1]
+reals = re.findall(r"[-0-9.]+(?:e[-+]?[0-9]+)?(?=[,}\]])", text)
+assert "0.47" in reals, text
+for x in reals:
+    if "." in x or "e" in x:
+        assert x == repr(float(x)), "float noise: %s in %s" % (x, text)
 expect_err("GET", "/api/v1/gpu/status?x=1", 400, "EINVAL", "x")
 n = expect("GET", "/api/v1/gpu/nodes?gpu_type=H100&min_memory_gb=80", 200)
 assert len(n["nodes"]) == 1 and len(n["nodes"][0]["devices"]) == 2, n
