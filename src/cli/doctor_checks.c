@@ -381,6 +381,11 @@ void doc_check_devices(doc_ctx_t *c, doc_report_t *r) {
   if (healthy && n > 0 && r->n == before)
     doc_add(r, "device", DOC_OK, "all %u device%s answer, no uncorrected ECC errors", n,
             n == 1 ? "" : "s");
+  /* A device with uncorrected errors already has its ecc finding (FAIL): no summary after it
+   * that would say the opposite. */
+  for (size_t k = before; k < r->n; k++)
+    if (!strcmp(r->v[k].check, "ecc"))
+      return;
   if (ecc_known == 0 && n > 0) {
     doc_add(r, "ecc", DOC_OK, "ECC is not supported by %s devices (usual for consumer GPUs)",
             n == 1 ? "this" : "these");

@@ -97,6 +97,9 @@ grep -Eq '^\[OK *\] memory .*no pending page retirement .* on 4 devices' "$out" 
 t_expect 1 "$G" doctor # uncorrected ECC errors fail on their own
 grep -Eq '^\[WARN\] memory .*GPU 3 .*page retirement is pending' "$out" ||
   t_fail "pending retirement: $(cat "$out")"
+# One verdict for the ecc check: the FAIL for GPU 3, and no "[OK] ecc" after it.
+grep -Eq '^\[FAIL\] ecc .*GPU 3 .*uncorrected' "$out" || t_fail "ecc FAIL: $(cat "$out")"
+! grep -Eq '^\[OK *\] ecc' "$out" || t_fail "ecc both FAIL and OK: $(grep ecc "$out")"
 printf 'name: c\ndevices:\n  - {name: Sim RTX, memory: 8GiB, ecc: false, unsupported: [remapped_rows]}\n' \
   >"$T_SCRATCH/consumer.yaml"
 t_sim_start "$T_SCRATCH/consumer.yaml" "c$T_NODE"
