@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * `gpum alerts`: evaluates the alert rules (the defaults, the configured ones and --rules
- * FILE) on the devices and shows the active alerts and the history. Until gpumd exists there
- * is no long-lived history to read, so the command runs its own monitor and alert engine for
- * an evaluation window (three sampling rounds, or --for) and prints what that window raised;
- * with --watch it keeps running and prints each alert as it fires and clears. The daemon will
- * keep the persistent history and this command will then read it.
+ * `gpum alerts`: the node's alerts. When gpumd runs, its alert engine keeps the node's active
+ * alerts and history (the rules of its configuration, evaluated on every sample since it
+ * started): the command shows those (the socket op "alerts", the same data as REST's
+ * /api/v1/alerts). When gpumd does not run, or with --local (and the options that only mean
+ * something locally: --watch, --for, --interval, --rules, --no-defaults), it runs its own
+ * monitor and alert engine for an evaluation window (three sampling rounds, or --for) and
+ * prints what that window raised; with --watch it keeps running and prints each alert as it
+ * fires and clears. The output says which source it is.
  *
  * Exit codes: 0 (whether or not alerts fired: scripts read the output), 1 when no device can be
  * read or a selected device does not exist, 2 for bad flags or rules.
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <gpum/client.h>
 #include <gpum/error.h>
 #include <gpum/size.h>
 #include <gpum/xid.h>
@@ -26,6 +29,8 @@
 
 typedef struct {
   bool watch, json, no_defaults, list_rules, xids;
+  bool local; /* --local, or an option that only means something locally */
+  long limit; /* --limit: gpumd's history entries */
   bool have_for;
   uint64_t for_ms;
   const char *rules_file;
@@ -34,20 +39,29 @@ typedef struct {
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: gpum alerts [--watch] [--json] [--for DURATION] [--interval MS|DURATION]\n"
-          "                   [--rules FILE] [--no-defaults] [--devices LIST]\n"
+          "usage: gpum alerts [--json] [--limit N] [--devices LIST]\n"
+          "       gpum alerts --local [--watch] [--json] [--for DURATION]\n"
+          "                   [--interval MS|DURATION] [--rules FILE] [--no-defaults]\n"
+          "                   [--devices LIST]\n"
           "       gpum alerts --list-rules [--rules FILE] [--no-defaults]\n"
           "       gpum alerts --xids [--json]\n"
           "\n"
-          "Evaluates the alert rules on the devices: the default rules (memory > 90%%,\n"
-          "temperature near the slowdown and shutdown thresholds, any Xid, a device in ERROR),\n"
-          "those of the configuration (alerts.rules, alerts.file) and those of --rules FILE.\n"
-          "Until the gpum daemon keeps a persistent history, gpum alerts samples the devices\n"
-          "itself for an evaluation window (3 sampling rounds, or --for) and prints the alerts\n"
-          "active at its end and the history of the window. With --watch it keeps running and\n"
-          "prints each alert as it fires and as it clears. Rule syntax: docs/monitoring.md.\n"
+          "Shows the node's alerts. When gpumd runs, these are its alert engine's: the alerts\n"
+          "active now and the history since gpumd started (the newest --limit entries, 100 by\n"
+          "default), under the rules of gpumd's configuration.\n"
+          "When gpumd does not run, or with --local (implied by --watch, --for, --interval,\n"
+          "--rules and --no-defaults), gpum alerts evaluates the rules itself: the default\n"
+          "rules (memory > 90%%, temperature near the slowdown and shutdown thresholds, any\n"
+          "Xid, a device in ERROR), those of the configuration (alerts.rules, alerts.file) and\n"
+          "those of --rules FILE, sampling the devices for an evaluation window (3 sampling\n"
+          "rounds, or --for); it prints the alerts active at its end and the history of the\n"
+          "window. With --watch it keeps running and prints each alert as it fires and as it\n"
+          "clears. The first line (or \"source\" in --json) says which it is.\n"
+          "Rule syntax: docs/monitoring.md.\n"
           "\n"
           "options:\n"
+          "  --local                 evaluate the rules here even when gpumd runs\n"
+          "  --limit N               gpumd's history entries to show (default 100)\n"
           "  --watch                 print alerts as they fire and clear until Ctrl-C (or --for)\n"
           "  --json                  JSON: one document; with --watch one object per line\n"
           "  --for DURATION          evaluation window (default: 3 sampling rounds)\n"
@@ -94,11 +108,22 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_o
       usage(stdout);
       return CLI_EXIT_OK;
     } else if (!strcmp(a, "--watch") || !strcmp(a, "-w")) {
-      o->watch = true;
+      o->watch = o->local = true;
+    } else if (!strcmp(a, "--local")) {
+      o->local = true;
+    } else if (take_flag(argc, argv, &i, "--limit", &v)) {
+      char *end = NULL;
+      if (need_value("--limit", v, "a number of entries"))
+        return CLI_EXIT_USAGE;
+      o->limit = strtol(v, &end, 10);
+      if (*end || o->limit < 0 || o->limit > 100000) {
+        fprintf(stderr, "gpum alerts: --limit: invalid value '%s' (expected 0 to 100000)\n", v);
+        return CLI_EXIT_USAGE;
+      }
     } else if (!strcmp(a, "--json")) {
       o->json = true;
     } else if (!strcmp(a, "--no-defaults")) {
-      o->no_defaults = true;
+      o->no_defaults = o->local = true;
     } else if (!strcmp(a, "--list-rules")) {
       o->list_rules = true;
     } else if (!strcmp(a, "--xids")) {
@@ -111,7 +136,7 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_o
                 "gpum alerts: --for: invalid duration '%s' (expected e.g. 500ms, 10s, 2m)\n", v);
         return CLI_EXIT_USAGE;
       }
-      o->have_for = true;
+      o->have_for = o->local = true;
     } else if (take_flag(argc, argv, &i, "--interval", &v)) {
       if (need_value("--interval", v, "a value (250, 500ms, 2s)"))
         return CLI_EXIT_USAGE;
@@ -119,10 +144,12 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_o
         fprintf(stderr, "gpum alerts: --interval: %s\n", gpum_last_error());
         return CLI_EXIT_USAGE;
       }
+      o->local = true;
     } else if (take_flag(argc, argv, &i, "--rules", &v)) {
       if (need_value("--rules", v, "a file name"))
         return CLI_EXIT_USAGE;
       o->rules_file = v;
+      o->local = true;
     } else if (a[0] == '-') {
       return cli_bad_option("alerts", a);
     } else {
@@ -308,6 +335,7 @@ static int print_window(const alerts_opts_t *o, gpum_alert_engine_t *e, gpum_mon
       json_array_append_new(ja, alert_json(&act[i], NULL));
     for (size_t i = 0; i < nhist; i++)
       json_array_append_new(jh, alert_json(&hist[i], NULL));
+    json_object_set_new(root, "source", json_string("local"));
     json_object_set_new(root, "window_ms", json_integer((json_int_t)window_ms));
     json_object_set_new(root, "interval_ms", json_integer(o->setup.interval_ms));
     json_object_set_new(root, "devices", json_integer(ndev));
@@ -317,6 +345,7 @@ static int print_window(const alerts_opts_t *o, gpum_alert_engine_t *e, gpum_mon
     dump_json(root, stdout, false);
     json_decref(root);
   } else {
+    printf("source: local evaluation\n");
     printf("evaluated %zu rules on %u device%s for %.1fs (sampling every %u ms)\n", nrules, ndev,
            ndev == 1 ? "" : "s", window_ms / 1000.0, o->setup.interval_ms);
     printf("active alerts: %zu\n", nact);
@@ -346,6 +375,80 @@ static int run_window(const alerts_opts_t *o, gpum_alert_engine_t *e, gpum_monit
   uint64_t elapsed_ms = (cli_now_ns() - start) / 1000000u;
   gpum_monitor_stop(mon);
   return print_window(o, e, mon, elapsed_ms);
+}
+
+/* ---- gpumd's alerts ---- */
+
+static bool selected(const alerts_opts_t *o, json_int_t device) {
+  if (o->setup.nsel == 0)
+    return true;
+  for (size_t i = 0; i < o->setup.nsel; i++)
+    if ((json_int_t)o->setup.sel[i] == device)
+      return true;
+  return false;
+}
+
+/* Keeps the entries of arr on the selected devices. */
+static void filter_devices(const alerts_opts_t *o, json_t *arr) {
+  for (size_t i = json_array_size(arr); i-- > 0;)
+    if (!selected(o, json_integer_value(json_object_get(json_array_get(arr, i), "device"))))
+      json_array_remove(arr, i);
+}
+
+/* "  05:30:12.345  CRITICAL  GPU 5   active   message", from gpumd's alert object. */
+static void gpumd_alert_text(const json_t *a) {
+  char t[40];
+  const char *state = json_string_value(json_object_get(a, "state"));
+  const char *level = json_string_value(json_object_get(a, "level"));
+  const char *msg = json_string_value(json_object_get(a, "message"));
+  cli_fmt_time_ns((uint64_t)json_integer_value(json_object_get(a, "fired_ns")), false, t, sizeof t);
+  printf("  %s  %-8s  GPU %-2lld  %-7s  %s\n", t, level ? level : "?",
+         (long long)json_integer_value(json_object_get(a, "device")), state ? state : "?",
+         msg ? msg : "");
+}
+
+/* Prints gpumd's alerts. Returns an exit code, or -1 when gpumd does not answer (nothing is
+ * printed then: the caller evaluates locally). */
+static int show_gpumd(const gpum_config_t *cfg, const alerts_opts_t *o) {
+  char path[256], args[64];
+  gpum_client_t *c = NULL;
+  if (gpum_socket_path(cfg, path, sizeof path) != 0 || gpum_client_connect(path, 2000, &c) != 0) {
+    fprintf(stderr, "gpum alerts: %s; evaluating the rules here\n", gpum_last_error());
+    gpum_error_clear();
+    return -1;
+  }
+  snprintf(args, sizeof args, "{\"limit\": %ld}", o->limit);
+  char *text = NULL;
+  int rc = gpum_client_call_json(c, "alerts", args, &text);
+  gpum_client_close(c);
+  json_t *doc = rc == 0 ? json_loads(text, 0, NULL) : NULL;
+  free(text);
+  if (!doc) {
+    fprintf(stderr, "gpum alerts: gpumd: %s\n", rc ? cli_reason(rc) : "unreadable reply");
+    return CLI_EXIT_FAIL;
+  }
+  json_t *act = json_object_get(doc, "active"), *hist = json_object_get(doc, "history");
+  filter_devices(o, act);
+  filter_devices(o, hist);
+  json_object_del(doc, "id");
+  json_object_del(doc, "ok");
+  if (o->json) {
+    json_object_set_new(doc, "source", json_string("gpumd"));
+    json_object_set_new(doc, "socket", json_string(path));
+    dump_json(doc, stdout, false);
+  } else {
+    printf("source: gpumd at %s%s\n", path,
+           json_is_true(json_object_get(doc, "enabled")) ? "" : " (its alert engine is off)");
+    printf("active alerts: %zu\n", json_array_size(act));
+    for (size_t i = 0; i < json_array_size(act); i++)
+      gpumd_alert_text(json_array_get(act, i));
+    printf("history: %zu\n", json_array_size(hist));
+    for (size_t i = 0; i < json_array_size(hist); i++)
+      gpumd_alert_text(json_array_get(hist, i));
+  }
+  fflush(stdout);
+  json_decref(doc);
+  return CLI_EXIT_OK;
 }
 
 /* ---- listings ---- */
@@ -422,11 +525,17 @@ static int run(gpum_config_t *cfg, const alerts_opts_t *o, gpum_alert_engine_t *
 int cmd_alerts(gpum_config_t *cfg, int argc, char **argv) {
   alerts_opts_t o;
   memset(&o, 0, sizeof o);
+  o.limit = 100;
   int code = parse_flags(cfg, argc, argv, &o);
   if (code >= 0)
     return code;
   if (o.xids)
     return list_xids(o.json);
+  if (!o.local && !o.list_rules) {
+    code = show_gpumd(cfg, &o);
+    if (code >= 0)
+      return code;
+  }
   gpum_alert_engine_opts_t eo;
   gpum_alert_engine_opts_init(&eo);
   if (gpum_option_find("alerts.xid_window"))

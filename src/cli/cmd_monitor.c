@@ -3,7 +3,8 @@
  * `gpum monitor`: streams the samples of a monitor for scripts, one line per device per
  * sampling round, as text columns under a header or as JSON lines whose fields are named as in
  * `gpum status --json` (invalid metrics are null). It runs its own in-process gpum_monitor_t
- * until the daemon exists, and stops on SIGINT/SIGTERM (exit 0) or after --count rounds.
+ * (at any interval, with or without gpumd), and stops on SIGINT/SIGTERM (exit 0) or after
+ * --count rounds.
  *
  * Exit codes: 0 (stopped by a signal or after --count rounds), 1 when no device can be read or
  * a selected device does not exist, 2 for bad flags.
@@ -46,7 +47,8 @@ static void usage(FILE *out) {
           "  --no-header             no header line in text mode\n"
           "  -h, --help              this help\n"
           "\n"
-          "Until the gpum daemon exists, gpum monitor samples the devices itself.\n"
+          "gpum monitor samples the devices itself, whether gpumd runs or not (gpumd's own\n"
+          "samples are in its REST API: /api/v1/gpu/monitoring, /api/v1/events).\n"
           "exit status: 0 when stopped or done, 1 when no device can be read or a selected\n"
           "device does not exist, 2 for usage errors.\n");
 }

@@ -2,8 +2,8 @@
 /*
  * The in-process monitor shared by `gpum monitor` and `gpum alerts`: set-up from the
  * configuration, round tracking over the monitor's sample counters, signal-aware waiting and
- * the sample JSON. Until gpumd exists these commands run their own short-lived monitor; the
- * daemon will keep one running and they will read from it instead.
+ * the sample JSON. gpum monitor always samples in-process; gpum alerts does when it evaluates
+ * the rules itself (--local, or gpumd not running).
  */
 #include <errno.h>
 #include <poll.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * An in-process monitor for the CLI commands that need one (`gpum monitor`, `gpum alerts`)
- * until the daemon keeps one running: setting it up from the configuration and the command's
+ * An in-process monitor for the CLI commands that need one (`gpum monitor`, and `gpum alerts`
+ * when it evaluates the rules itself): setting it up from the configuration and the command's
  * flags, waiting for the next sampling round, stopping on SIGINT/SIGTERM, and the formatting
  * both commands share (times, samples as JSON with the field names of `gpum status --json`).
  */

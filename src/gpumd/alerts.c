@@ -304,3 +304,52 @@ void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t 
                          gpumd_resv_json(d, r, false));
   gpumd_sse_publish(d, "reservation", ev);
 }
+
+/* Copies the active alerts or the history into a JSON array (newest last, at most limit). */
+static json_t *alert_list(gpum_alert_engine_t *e, bool history, size_t limit) {
+  json_t *arr = json_array();
+  size_t n = 0;
+  if (history)
+    gpum_alert_engine_history(e, NULL, 0, &n);
+  else
+    gpum_alert_engine_active(e, NULL, 0, &n);
+  if (n == 0 || !arr)
+    return arr;
+  gpum_alert_t *a = calloc(n, sizeof *a);
+  if (!a)
+    return arr;
+  size_t got = n;
+  if (history)
+    gpum_alert_engine_history(e, a, n, &got);
+  else
+    gpum_alert_engine_active(e, a, n, &got);
+  if (got > n)
+    got = n;
+  for (size_t i = got > limit ? got - limit : 0; i < got; i++)
+    json_array_append_new(arr, gpumd_alert_json(&a[i]));
+  free(a);
+  return arr;
+}
+
+int gpumd_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_LIMIT, NULL};
+  (void)a;
+  long long limit = 100;
+  json_t *l = req ? json_object_get(req, GPUM_PROTO_F_LIMIT) : NULL;
+  int rc = req ? gpumd_check_fields(req, fields) : 0;
+  if (rc != 0)
+    return rc;
+  if (l && (!json_is_integer(l) || json_integer_value(l) < 0 || json_integer_value(l) > 100000))
+    return gpum_error(GPUM_EINVAL, "\"limit\" must be an integer from 0 to 100000");
+  if (l)
+    limit = json_integer_value(l);
+  gpum_alert_engine_t *e = gpumd_alerts(d);
+  gpum_alert_counters_t cnt = {0, 0, 0};
+  if (e)
+    gpum_alert_engine_counters(e, &cnt);
+  *out = json_pack("{s:b, s:o, s:o, s:{s:I, s:I}}", "enabled", e != NULL, "active",
+                   e ? alert_list(e, false, SIZE_MAX) : json_array(), "history",
+                   e ? alert_list(e, true, (size_t)limit) : json_array(), "counters", "fired",
+                   (json_int_t)cnt.fired, "cleared", (json_int_t)cnt.cleared);
+  return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
+}

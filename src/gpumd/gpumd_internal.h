@@ -325,6 +325,10 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **o
 int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+/* The alert engine's state (alerts.c): {"enabled", "active": [A...], "history": [A...] (the
+ * newest "limit" entries, default 100, at most 100000), "counters": {"fired", "cleared"}}.
+ * Anyone may read it. */
+int gpumd_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 /* Dispatches a parsed request (an object with a valid op). */
 void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req);
 /* Called when c closes (connection leases end). */

@@ -594,54 +594,26 @@ int gpumd_http_monitoring(gpumd_http_call_t *call) {
   return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
-/* Copies the active alerts or the history into a JSON array (newest last). */
-static json_t *alert_list(gpum_alert_engine_t *e, bool history, size_t limit) {
-  json_t *arr = json_array();
-  size_t n = 0;
-  if (history)
-    gpum_alert_engine_history(e, NULL, 0, &n);
-  else
-    gpum_alert_engine_active(e, NULL, 0, &n);
-  if (n == 0)
-    return arr;
-  gpum_alert_t *a = calloc(n, sizeof *a);
-  if (!a)
-    return arr;
-  size_t got = n;
-  if (history)
-    gpum_alert_engine_history(e, a, n, &got);
-  else
-    gpum_alert_engine_active(e, a, n, &got);
-  if (got > n)
-    got = n;
-  for (size_t i = got > limit ? got - limit : 0; i < got; i++)
-    json_array_append_new(arr, gpumd_alert_json(&a[i]));
-  free(a);
-  return arr;
-}
-
 int gpumd_http_alerts(gpumd_http_call_t *call) {
   static const char *const params[] = {"limit", NULL};
   int rc = gpumd_http_check_query(call, params);
   if (rc != 0)
     return rc;
   const char *ls = evhttp_find_header(call->query, "limit");
-  long long limit = 100;
+  json_t *req = json_object();
   if (ls) {
     char *end = NULL;
-    limit = strtoll(ls, &end, 10);
-    if (!*ls || *end || limit < 0 || limit > 100000)
+    long long limit = strtoll(ls, &end, 10);
+    if (!*ls || *end || limit < 0 || limit > 100000) {
+      json_decref(req);
       return gpum_error(GPUM_EINVAL, "limit '%.32s' must be an integer from 0 to 100000", ls);
+    }
+    json_object_set_new(req, "limit", json_integer(limit));
   }
-  gpum_alert_engine_t *e = gpumd_alerts(call->d);
-  gpum_alert_counters_t cnt = {0, 0, 0};
-  if (e)
-    gpum_alert_engine_counters(e, &cnt);
-  call->out = json_pack("{s:b, s:o, s:o, s:{s:I, s:I}}", "enabled", e != NULL, "active",
-                        e ? alert_list(e, false, SIZE_MAX) : json_array(), "history",
-                        e ? alert_list(e, true, (size_t)limit) : json_array(), "counters", "fired",
-                        (json_int_t)cnt.fired, "cleared", (json_int_t)cnt.cleared);
-  return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
+  gpumd_actor_t a = http_actor(call);
+  rc = gpumd_op_alerts(call->d, &a, req, &call->out);
+  json_decref(req);
+  return rc;
 }
 
 int gpumd_http_config(gpumd_http_call_t *call) {

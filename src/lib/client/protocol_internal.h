@@ -36,6 +36,7 @@
 #define GPUM_PROTO_OP_RENEW "renew"
 #define GPUM_PROTO_OP_ATTACH "attach"
 #define GPUM_PROTO_OP_HTTP_TOKEN "http_token"
+#define GPUM_PROTO_OP_ALERTS "alerts"
 
 /* ---- Fields ----------------------------------------------------------------------------- */
 
@@ -89,6 +90,9 @@
 #define GPUM_PROTO_F_RESERVATIONS "reservations"
 #define GPUM_PROTO_F_ALL "all"
 #define GPUM_PROTO_F_ROTATE "rotate"
+
+/* alerts: request {"limit"}; reply {"enabled", "active": [...], "history": [...], "counters"}. */
+#define GPUM_PROTO_F_LIMIT "limit"
 
 /* status's reply: {"node": {...}, "devices": [D...], "queue": [R...]}. */
 #define GPUM_PROTO_F_NODE "node"
