@@ -249,7 +249,7 @@ void cli_json_sample(json_t *o, const gpum_device_sample_t *s) {
   json_object_set_new(mem, "total", jint_if(s, GPUM_METRIC_MEMORY_TOTAL, v->memory_total));
   json_object_set_new(mem, "used", jint_if(s, GPUM_METRIC_MEMORY_USED, v->memory_used));
   json_object_set_new(mem, "free", jint_if(s, GPUM_METRIC_MEMORY_FREE, v->memory_free));
-  json_object_set_new(mem, "reserved", jint_if(s, GPUM_METRIC_MEMORY_RESERVED, v->memory_reserved));
+  json_object_set_new(mem, "driver_reserved", jint_if(s, GPUM_METRIC_MEMORY_RESERVED, v->memory_reserved));
   json_object_set_new(o, "memory", mem);
   json_t *util = json_object();
   json_object_set_new(util, "gpu", jint_if(s, GPUM_METRIC_UTIL_GPU, v->util_gpu));

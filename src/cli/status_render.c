@@ -215,7 +215,7 @@ static json_t *json_device(const cli_dev_snap_t *d) {
                       jint_if(valid(d, GPUM_METRIC_MEMORY_USED), d->sample.memory_used));
   json_object_set_new(mem, "free",
                       jint_if(valid(d, GPUM_METRIC_MEMORY_FREE), d->sample.memory_free));
-  json_object_set_new(mem, "reserved",
+  json_object_set_new(mem, "driver_reserved",
                       jint_if(valid(d, GPUM_METRIC_MEMORY_RESERVED), d->sample.memory_reserved));
   json_object_set_new(o, "memory", mem);
 

@@ -284,11 +284,19 @@ json_t *gpumd_devices_json(gpumd_t *d) {
     bool have = gpum_monitor_latest(d->mon, dev->index, &s) == 0;
     uint64_t total = dev->info.memory_total;
     uint64_t used = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_USED) ? s.memory_used : 0;
-    json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I}}", "index",
-                          (json_int_t)dev->index, "uuid", dev->info.uuid, "name", dev->info.name,
-                          "state", gpum_health_state_name(h.state), "reason", h.reason, "memory",
-                          "total", (json_int_t)total, "used", (json_int_t)used, "free",
-                          (json_int_t)(total > used ? total - used : 0));
+    /* The driver's own share (NVML memory info v2) is neither used nor free: free is what the
+     * driver says, as in gpum status and /metrics, not total - used. */
+    bool have_drv = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_RESERVED);
+    uint64_t drv = have_drv ? s.memory_reserved : 0;
+    uint64_t free_b = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_FREE) ? s.memory_free
+                      : total > used + drv                                   ? total - used - drv
+                                                                             : 0;
+    json_t *o =
+        json_pack("{s:I, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:o}}", "index",
+                  (json_int_t)dev->index, "uuid", dev->info.uuid, "name", dev->info.name, "state",
+                  gpum_health_state_name(h.state), "reason", h.reason, "memory", "total",
+                  (json_int_t)total, "used", (json_int_t)used, "free", (json_int_t)free_b,
+                  "driver_reserved", have_drv ? json_integer((json_int_t)drv) : json_null());
     if (o) {
       gpumd_ops_device_json(d, dev->index, o);
       json_array_append_new(arr, o);

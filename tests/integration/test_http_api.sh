@@ -26,6 +26,15 @@ assert sm["devices"] == 2 and sm["usable"] == 2 and sm["memory_total"] == 2 * 80
 assert 0 <= sm["memory_used_ratio"] <= 1 and sm["memory_reserved_ratio"] == 0, sm
 assert s["devices"][0]["state"] == "AVAILABLE" and "utilization_ratio" in s["devices"][0], s
 assert s["node"]["reservations"] == 0, s
+# the memory of a device is the view of the driver: free as NVML says (not total - used), with the
+# own share of the driver as driver_reserved, the same figures as gpum status --json
+import subprocess
+cli = json.loads(subprocess.run([os.environ["GPUM_BIN"], "status", "--json"], check=True,
+                                capture_output=True).stdout)["devices"]
+for dev in s["devices"]:
+    m, c = dev["memory"], cli[dev["index"]]["memory"]
+    assert m["driver_reserved"] > 0 and m["used"] + m["free"] + m["driver_reserved"] == m["total"], m
+    assert (m["free"], m["driver_reserved"]) == (c["free"], c["driver_reserved"]), (m, c)
 # reals are written in their shortest form (0.47, never 0.46999999999999997): device 0 runs at
 # 47% (set below, before this snippet), which the status shows as utilization_ratio 0.47
 import re

@@ -36,7 +36,7 @@ for l in lines:
               "utilization", "temperature_c", "power_w", "clocks", "ecc"):
         assert k in x, (k, x)
     assert x["time"].endswith("Z") and x["state"] == "AVAILABLE" and x["reason"] is None, x
-    assert set(x["memory"]) == {"total", "used", "free", "reserved"}, x
+    assert set(x["memory"]) == {"total", "used", "free", "driver_reserved"}, x
     assert x["memory"]["total"] == 16 * 2**30, x
     rounds.setdefault(x["round"], []).append(x["index"])
     if x["index"] == 0:
