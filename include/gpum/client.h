@@ -236,6 +236,16 @@ typedef struct {
 GPUM_API int gpum_client_status(gpum_client_t *c, gpum_client_status_t *out);
 GPUM_API void gpum_client_status_free(gpum_client_status_t *st);
 
+/* Operator switch (admins only: root or gpumd's admin_group): disabled true makes device
+ * (gpumd's index as a string, "0", or its UUID) DISABLED with reason (NULL or "": "disabled by
+ * the operator"): gpumd grants nothing new on it, reservations already there run on, and the
+ * switch is kept across gpumd's restarts. disabled false gives it back to the health rules.
+ * state (may be NULL) gets the device's state afterwards ("DISABLED", "AVAILABLE", ...).
+ * Returns 0, GPUM_EPERM (not an admin), GPUM_ENODEV (no such device), GPUM_ESTATE (a device
+ * that has not answered yet), or the client's errors. */
+GPUM_API int gpum_client_set_device_disabled(gpum_client_t *c, const char *device, bool disabled,
+                                             const char *reason, char *state, size_t state_len);
+
 /* Sends {"id": <fresh>, "op": op, ...args} where args_json is a JSON object text (or NULL)
  * and returns the whole reply as JSON text in *reply (malloc'd; the caller frees), for tools
  * that want the raw document (gpum jobs --json). A reply with ok false returns the daemon's

@@ -42,6 +42,8 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv);
 int cmd_reserve(gpum_config_t *cfg, int argc, char **argv);
 int cmd_jobs(gpum_config_t *cfg, int argc, char **argv);
 int cmd_release(gpum_config_t *cfg, int argc, char **argv);
+int cmd_disable(gpum_config_t *cfg, int argc, char **argv);
+int cmd_enable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_http_token(gpum_config_t *cfg, int argc, char **argv);
 
 /* The configuration file main loaded (from --config or GPUM_CONFIG), or NULL when none. */

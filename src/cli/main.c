@@ -25,11 +25,13 @@ static const gpum_cli_command_t commands[] = {
     {"sim", cmd_sim, "start, control and stop simulated GPU nodes"},
     {"pool", cmd_pool, "replay allocation logs against the pool allocator"},
     {"monitor", cmd_monitor, "stream samples of every GPU, for scripts"},
-    {"alerts", cmd_alerts, "evaluate the alert rules: active alerts and their history"},
+    {"alerts", cmd_alerts, "the node's alerts: gpumd's, or an evaluation of the rules here"},
     {"run", cmd_run, "run a command on GPUs reserved from gpumd (waits its turn)"},
     {"reserve", cmd_reserve, "reserve GPU memory from gpumd and hold it"},
     {"jobs", cmd_jobs, "list the reservations and the queue of gpumd"},
     {"release", cmd_release, "release or cancel gpumd reservations"},
+    {"disable", cmd_disable, "take a GPU out of service in gpumd (admin); running jobs stay"},
+    {"enable", cmd_enable, "give a disabled GPU back to gpumd (admin)"},
     {"http-token", cmd_http_token, "show or rotate the bearer token of gpumd's REST API"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

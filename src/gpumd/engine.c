@@ -534,6 +534,7 @@ static void ledger_devices(gpumd_t *d) {
   if (gpumd_ledger_set_devices(d->ledger, uuids, count) != 0)
     gpum_log(GPUM_LOG_WARN, "gpumd", "grants are stored by device index only: %s",
              gpum_last_error());
+  gpumd_admin_apply(d);
 }
 
 int gpumd_ops_reload(gpumd_t *d) {

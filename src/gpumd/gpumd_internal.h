@@ -329,6 +329,15 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out
  * newest "limit" entries, default 100, at most 100000), "counters": {"fired", "cleared"}}.
  * Anyone may read it. */
 int gpumd_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+/* The operator's switch (admin.c): {"device": index or UUID, "reason"} makes the device
+ * DISABLED (no new grants on it; grants there keep running), stored in the ledger so that it
+ * survives restarts; "enable" {"device"} gives it back to the health rules. Admins only
+ * (EPERM). Reply: {"device": D} as in status. */
+int gpumd_op_disable(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+/* Applies the ledger's disabled devices to the devices that have answered (at start, and when
+ * a silent device answers). */
+void gpumd_admin_apply(gpumd_t *d);
 /* Dispatches a parsed request (an object with a valid op). */
 void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req);
 /* Called when c closes (connection leases end). */

@@ -412,7 +412,7 @@ static int find_granted(gpumd_http_call_t *call, const char *const *fields, gran
   return 0;
 }
 
-/* The environment every job of the grant gets (libgpum's gpum_reservation_env, the same
+/* The environment of every job of the grant (libgpum's gpum_reservation_env, the same
  * variables gpum run sets), as a JSON object. */
 static json_t *base_env(const granted_t *g) {
   gpum_env_var_t vars[GPUM_RESERVATION_ENV_MAX];
@@ -490,6 +490,35 @@ int gpumd_http_setup_tensorflow(gpumd_http_call_t *call) {
                         n > 1 ? "MirroredStrategy(NcclAllReduce)" : "default", "devices", g.devices,
                         "python", code);
   return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
+}
+
+/* ---- the operator's switch per device ------------------------------------------------------ */
+
+/* POST /api/v1/gpu/devices/{ID}/disable {"reason"} and /enable {}: the socket's ops. */
+static int device_switch(gpumd_http_call_t *call, bool disable) {
+  static const char *const dis_fields[] = {"reason", NULL};
+  static const char *const en_fields[] = {NULL};
+  int rc = gpumd_check_fields(call->body, disable ? dis_fields : en_fields);
+  if (rc != 0)
+    return rc;
+  gpumd_actor_t a = http_actor(call);
+  json_t *req = json_deep_copy(call->body);
+  if (!req || json_object_set_new(req, "device", json_string(call->id)) != 0) {
+    json_decref(req);
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  }
+  rc = disable ? gpumd_op_disable(call->d, &a, req, &call->out)
+               : gpumd_op_enable(call->d, &a, req, &call->out);
+  json_decref(req);
+  return rc;
+}
+
+int gpumd_http_device_disable(gpumd_http_call_t *call) {
+  return device_switch(call, true);
+}
+
+int gpumd_http_device_enable(gpumd_http_call_t *call) {
+  return device_switch(call, false);
 }
 
 /* ---- health, monitoring, alerts, config ---------------------------------------------------- */

@@ -32,7 +32,8 @@ struct gpumd_http_conn;
 typedef struct {
   gpumd_t *d;
   struct evhttp_request *req;
-  const char *id;          /* the {ID} of /reservations/{ID}[/renew], else NULL */
+  const char *id;          /* the {ID} of /reservations/{ID}[/renew] or /devices/{ID}/..., else
+                              NULL */
   struct evkeyvalq *query; /* parsed query string (may be empty) */
   json_t *body;            /* parsed JSON body (an object; {} when none) */
   bool admin;              /* showed the right token */
@@ -82,6 +83,8 @@ int gpumd_http_resv_renew(gpumd_http_call_t *call);
 int gpumd_http_setup_pytorch(gpumd_http_call_t *call);
 int gpumd_http_setup_tensorflow(gpumd_http_call_t *call);
 int gpumd_http_health(gpumd_http_call_t *call);
+int gpumd_http_device_disable(gpumd_http_call_t *call);
+int gpumd_http_device_enable(gpumd_http_call_t *call);
 int gpumd_http_monitoring(gpumd_http_call_t *call);
 int gpumd_http_alerts(gpumd_http_call_t *call);
 int gpumd_http_config(gpumd_http_call_t *call);

@@ -49,6 +49,8 @@ static const route_t routes[] = {
     {"/api/v1/gpu/setup-pytorch", M_POST, gpumd_http_setup_pytorch, false},
     {"/api/v1/gpu/setup-tensorflow", M_POST, gpumd_http_setup_tensorflow, false},
     {"/api/v1/gpu/health", M_GET, gpumd_http_health, false},
+    {"/api/v1/gpu/devices/{ID}/disable", M_POST, gpumd_http_device_disable, true},
+    {"/api/v1/gpu/devices/{ID}/enable", M_POST, gpumd_http_device_enable, true},
     {"/api/v1/gpu/monitoring", M_GET, gpumd_http_monitoring, false},
     {"/api/v1/alerts", M_GET, gpumd_http_alerts, false},
     {"/api/v1/config", M_GET, gpumd_http_config, false},

@@ -85,6 +85,12 @@ static const char migrate_v5[] = "DROP INDEX IF EXISTS reservations_ended;"
                                  "DROP INDEX IF EXISTS audit_reservation;"
                                  "PRAGMA user_version = 5;";
 
+/* Version 6: the operator's DISABLED switch per device, by UUID (ledger_admin.c). */
+static const char migrate_v6[] =
+    "CREATE TABLE device_admin (uuid TEXT PRIMARY KEY, reason TEXT NOT NULL,"
+    " uid INTEGER NOT NULL, time_ns INTEGER NOT NULL) WITHOUT ROWID;"
+    "PRAGMA user_version = 6;";
+
 /* Sets the detail from SQLite's message and returns GPUM_EIO. */
 int gpumd__ledger_db_error(const gpumd_ledger_t *l, const char *what) {
   return gpum_error(GPUM_EIO, "ledger %s: %s: %s", l->path, what, sqlite3_errmsg(l->db));
@@ -150,6 +156,8 @@ static int setup_schema(gpumd_ledger_t *l) {
     rc = exec(l, migrate_v4, "cannot migrate the schema to version 4");
   if (rc == 0 && version < 5)
     rc = exec(l, migrate_v5, "cannot migrate the schema to version 5");
+  if (rc == 0 && version < 6)
+    rc = exec(l, migrate_v6, "cannot migrate the schema to version 6");
   if (rc == 0)
     rc = exec(l, "COMMIT", "cannot commit the schema");
   if (rc < 0)

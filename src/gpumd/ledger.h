@@ -38,7 +38,9 @@
  * indices are known, as before). Version 4 dropped the index on state and AUTOINCREMENT on
  * audit ids (cheaper writes; audit ids are max + 1). Version 5 dropped the two secondary
  * indexes left (ended_ns, audit.reservation): no table has one, so a write touches only the
- * pages of its rows.
+ * pages of its rows. Version 6 added device_admin (uuid, reason, uid, time_ns): the devices an
+ * operator disabled, one row each while disabled, by UUID so the switch follows the device
+ * across restarts and renumbering.
  *
  * Devices. Masks in gpumd_resv_t use this run's device indices. gpumd_ledger_set_devices() tells
  * the ledger which UUID each index has: put() then stores the UUIDs next to the masks, and
@@ -64,7 +66,7 @@
 extern "C" {
 #endif
 
-#define GPUMD_LEDGER_SCHEMA_VERSION 5
+#define GPUMD_LEDGER_SCHEMA_VERSION 6
 #define GPUMD_LEDGER_FILE "ledger.db"
 
 typedef struct {
@@ -235,6 +237,25 @@ void gpumd_ledger_recover_decide(const gpumd_resv_t *r, uint64_t now_ns, gpumd_p
 void gpumd_ledger_recover_decide_row(const gpumd_ledger_row_t *row, uint64_t now_ns,
                                      gpumd_pid_alive_fn alive, void *user,
                                      gpumd_recover_decision_t *out);
+
+/* ---- Operator switches per device (ledger_admin.c) ---- */
+
+typedef struct {
+  char uuid[GPUM_UUID_LEN];
+  char reason[GPUMD_RESV_REASON_LEN];
+  uint32_t uid;     /* who disabled it */
+  uint64_t time_ns; /* when (CLOCK_REALTIME) */
+} gpumd_ledger_disabled_t;
+
+/* Records that the device uuid is disabled (with reason, by uid at time_ns; a row already there
+ * is replaced) or enabled again (its row deleted), in this turn's transaction: durable with the
+ * turn's commit, rolled back with it. Returns 0, GPUM_EINVAL (uuid empty or too long) or
+ * GPUM_EIO. */
+int gpumd_ledger_set_disabled(gpumd_ledger_t *l, const char *uuid, bool disabled,
+                              const char *reason, uint32_t uid, uint64_t time_ns);
+/* The disabled devices, in a malloc'd array (*out, *count; NULL and 0 when none) the caller
+ * frees. Returns 0, GPUM_ENOMEM or GPUM_EIO. */
+int gpumd_ledger_load_disabled(gpumd_ledger_t *l, gpumd_ledger_disabled_t **out, size_t *count);
 
 #ifdef __cplusplus
 }

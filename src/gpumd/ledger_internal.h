@@ -7,6 +7,7 @@
  *                     the hand-over of batches to the writer thread
  *   ledger_rows.c     devices by UUID, writing and reading reservation and audit rows
  *   ledger_prune.c    retention: deleting old finished reservations and audit rows
+ *   ledger_admin.c    the operator's switches per device (disabled devices, by UUID)
  *   ledger_recover.c  what to do with each stored reservation after a restart
  *   ledger_writer.c   the writer thread that commits batches for the loop
  *   ledger_ckpt.c     the checkpointer thread next to the main connection

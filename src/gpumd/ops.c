@@ -528,7 +528,9 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
              {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
              {GPUM_PROTO_OP_LIST, NULL, gpumd_op_list},
              {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
-             {GPUM_PROTO_OP_ALERTS, NULL, gpumd_op_alerts}};
+             {GPUM_PROTO_OP_ALERTS, NULL, gpumd_op_alerts},
+             {GPUM_PROTO_OP_DISABLE, NULL, gpumd_op_disable},
+             {GPUM_PROTO_OP_ENABLE, NULL, gpumd_op_enable}};
   const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();
   for (size_t i = 0; i < n; i++) {

@@ -214,6 +214,19 @@ async function mainPhase() {
   await call("POST", "/api/v1/gpu/setup-tensorflow", { body: {}, expect: 400 });
   await call("POST", "/api/v1/gpu/setup-tensorflow", { body: { reservation: gid }, auth: WRONG, expect: 403 });
 
+  await call("POST", "/api/v1/gpu/devices/1/disable", { auth: true, body: { reason: "conform" }, expect: 200 });
+  await call("POST", "/api/v1/gpu/devices/1/disable", { expect: 401 });
+  await call("POST", "/api/v1/gpu/devices/1/disable", { auth: WRONG, expect: 403 });
+  await call("POST", "/api/v1/gpu/devices/7/disable", { auth: true, expect: 404 });
+  await call("POST", "/api/v1/gpu/devices/1/disable", { auth: true, body: { why: "x" }, expect: 400 });
+  await call("GET", "/api/v1/gpu/devices/1/disable", { expect: 405 });
+  await call("POST", "/api/v1/gpu/devices/1/enable", { auth: true, expect: 200 });
+  await call("POST", "/api/v1/gpu/devices/1/enable", { expect: 401 });
+  await call("POST", "/api/v1/gpu/devices/1/enable", { auth: WRONG, expect: 403 });
+  await call("POST", "/api/v1/gpu/devices/GPU-nope/enable", { auth: true, expect: 404 });
+  await call("POST", "/api/v1/gpu/devices/1/enable", { auth: true, body: { reason: "x" }, expect: 400 });
+  await call("GET", "/api/v1/gpu/devices/1/enable", { expect: 405 });
+
   await call("GET", "/api/v1/gpu/health", { expect: 200 });
   await call("GET", "/api/v1/gpu/health?deep=1", { expect: 400 });
   await call("GET", "/api/v1/gpu/health", { auth: WRONG, expect: 403 });

@@ -591,7 +591,9 @@ static void test_migration_from_v1(void **state) {
   gpumd_ledger_close(l);
   assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
-  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 5);
+  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 6);
+  /* Version 6: the device switches' table, empty. */
+  assert_int_equal(query_int(db, "SELECT count(*) FROM device_admin"), 0);
   /* Version 4: no index on state, no AUTOINCREMENT; the old audit row kept, with its id. */
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
                                  "'reservations_state' OR (name = 'audit' AND sql LIKE "
@@ -1209,6 +1211,47 @@ static void test_writer_thread(void **state) {
   gpumd_ledger_close(l);
 }
 
+/* The operator's device switches: stored with the turn's commit, gone with its rollback,
+ * replaced by a second disable, deleted by enable, kept across a reopen. */
+static void test_disabled_devices(void **state) {
+  const char *dir = *state;
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_ledger_disabled_t *v = NULL;
+  size_t n = 9;
+  assert_int_equal(gpumd_ledger_load_disabled(l, &v, &n), 0);
+  assert_int_equal(n, 0);
+  assert_null(v);
+  assert_int_equal(gpumd_ledger_set_disabled(l, "", true, "x", 0, 1), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_set_disabled(l, "GPU-a", true, "rolled back", 7, 100), 0);
+  gpumd_ledger_rollback_turn(l);
+  assert_int_equal(gpumd_ledger_load_disabled(l, &v, &n), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(gpumd_ledger_set_disabled(l, "GPU-a", true, "first", 7, 100), 0);
+  assert_int_equal(gpumd_ledger_set_disabled(l, "GPU-b", true, "fans", 8, 200), 0);
+  assert_int_equal(gpumd_ledger_set_disabled(l, "GPU-a", true, "again", 9, 300), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  gpumd_ledger_close(l);
+
+  l = open_ok(dir);
+  assert_int_equal(gpumd_ledger_load_disabled(l, &v, &n), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(v[0].uuid, "GPU-b");
+  assert_string_equal(v[0].reason, "fans");
+  assert_int_equal(v[0].uid, 8);
+  assert_string_equal(v[1].uuid, "GPU-a");
+  assert_string_equal(v[1].reason, "again");
+  assert_int_equal(v[1].uid, 9);
+  assert_int_equal(v[1].time_ns, 300);
+  free(v);
+  assert_int_equal(gpumd_ledger_set_disabled(l, "GPU-b", false, NULL, 0, 400), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  assert_int_equal(gpumd_ledger_load_disabled(l, &v, &n), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(v[0].uuid, "GPU-a");
+  free(v);
+  gpumd_ledger_close(l);
+}
+
 #define DIR_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
 int main(void) {
@@ -1234,6 +1277,7 @@ int main(void) {
       DIR_TEST(test_prune_goes_on),
       DIR_TEST(test_writer_thread),
       DIR_TEST(test_page_size),
+      DIR_TEST(test_disabled_devices),
       cmocka_unit_test(test_pid_start_time),
       cmocka_unit_test(test_recovery_decisions),
   };

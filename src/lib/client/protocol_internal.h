@@ -37,6 +37,8 @@
 #define GPUM_PROTO_OP_ATTACH "attach"
 #define GPUM_PROTO_OP_HTTP_TOKEN "http_token"
 #define GPUM_PROTO_OP_ALERTS "alerts"
+#define GPUM_PROTO_OP_DISABLE "disable"
+#define GPUM_PROTO_OP_ENABLE "enable"
 
 /* ---- Fields ----------------------------------------------------------------------------- */
 

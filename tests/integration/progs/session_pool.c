@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   uint64_t bytes = 0;
-  int count = atoi(argv[2]);
+  int count = (int)strtol(argv[2], NULL, 10);
   if (gpum_size_parse(argv[1], &bytes) != 0 || count <= 0 || count > 64)
     return 2;
   gpum_session_opts_t so;
