@@ -102,6 +102,9 @@ GPUM_API int gpum_config_load_args(gpum_config_t *cfg, int *argc, char **argv);
  * file named explicitly is an error; a missing default file is not. argc/argv may be NULL.
  * All-or-nothing: on error neither cfg nor argv changes. */
 GPUM_API int gpum_config_load_all(gpum_config_t *cfg, const char *path, int *argc, char **argv);
+/* The configuration file last read into cfg (by gpum_config_load_file or gpum_config_load_all:
+ * the default file too, when it existed), or NULL when none was. Owned by cfg. */
+GPUM_API const char *gpum_config_file(const gpum_config_t *cfg);
 
 /* Typed reads. The key must exist and have that type (programming error otherwise: returns the
  * zero value, "" for strings, and logs at error level); gpum_config_get_string reads the text

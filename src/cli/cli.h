@@ -46,9 +46,6 @@ int cmd_disable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_enable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_http_token(gpum_config_t *cfg, int argc, char **argv);
 
-/* The configuration file main loaded (from --config or GPUM_CONFIG), or NULL when none. */
-const char *cli_config_path(void);
-
 /* Fills opts from the configuration (backend, nvml.library, retry.count, retry.base). Returns 0
  * or GPUM_EINVAL (bad backend name; detail set). */
 int cli_device_opts(const gpum_config_t *cfg, gpum_device_open_opts_t *opts);

@@ -37,7 +37,7 @@ static void check_library_option(const gpum_config_t *cfg, doc_report_t *r, cons
 }
 
 void doc_check_config(doc_ctx_t *c, doc_report_t *r) {
-  const char *path = cli_config_path();
+  const char *path = gpum_config_file(c->cfg);
   char set[512] = "";
   size_t used = 0;
   for (size_t i = 0; i < gpum_option_count(); i++) {
@@ -53,7 +53,8 @@ void doc_check_config(doc_ctx_t *c, doc_report_t *r) {
     doc_add(r, "config", DOC_OK, "loaded %s; options set: %s", path, used ? set : "none");
   else
     doc_add(r, "config", DOC_OK,
-            "no configuration file (use --config or GPUM_CONFIG); options set: %s",
+            "no configuration file (none at the default place; --config or GPUM_CONFIG name "
+            "one); options set: %s",
             used ? set : "none");
   check_library_option(c->cfg, r, "nvml.library");
   check_library_option(c->cfg, r, "cuda.library");

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpum: the command-line entry point. Loads the configuration (the file named by --config or
- * GPUM_CONFIG, the GPUM_* environment, then option flags from the one options table, which may
- * stand before or after the command name, up to "--"), sets up logging as configured (the
- * library is silent until told), and dispatches to the subcommand.
+ * GPUM_CONFIG, else the default file when it exists, as gpumd does; the GPUM_* environment, then
+ * option flags from the one options table, which may stand before or after the command name, up to
+ * "--"), sets up logging as configured (the library is silent until told), and dispatches to the
+ * subcommand.
  *
  * Exit codes: whatever the command returns; 2 for an unknown command or option and for any
  * configuration error (the message names the key and where it came from).
@@ -37,10 +38,6 @@ static const gpum_cli_command_t commands[] = {
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 static const char *config_path;
-
-const char *cli_config_path(void) {
-  return config_path;
-}
 
 #define HELP_COL 24
 #define HELP_WIDTH 79
@@ -84,7 +81,9 @@ static void usage(FILE *out) {
   fprintf(out,
           "\noptions (before or after COMMAND; each also as a GPUM_* environment variable and\n"
           "in the configuration file; precedence: flag > environment > file > default):\n");
-  help_line(out, "--config FILE", "configuration file (YAML); default: $GPUM_CONFIG, else none");
+  help_line(out, "--config FILE",
+            "configuration file (YAML); default: $GPUM_CONFIG, else /etc/gpum/gpum.yaml for root, "
+            "else ${XDG_CONFIG_HOME:-~/.config}/gpum/gpum.yaml, when it exists");
   for (size_t i = 0; i < gpum_option_count(); i++) {
     const gpum_option_def_t *def = gpum_option_at(i);
     char flag[96], env[96], left[128], text[1024];

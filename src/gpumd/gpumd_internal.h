@@ -123,7 +123,6 @@ typedef struct {
 
 struct gpumd {
   gpum_config_t *cfg;
-  const char *config_path; /* NULL: defaults/env only */
   struct event_base *base;
   struct evconnlistener *listener;
   struct event *sig_term, *sig_int, *sig_hup, *pressure_timer;

@@ -661,7 +661,7 @@ int gpumd_http_config(gpumd_http_call_t *call) {
                   def->secret ? "(hidden)" : gpum_config_get_string(d->cfg, def->key), "source",
                   gpum_opt_source_name(src)));
   }
-  call->out = json_pack("{s:s?, s:s, s:s, s:o}", "config_file", d->config_path, "state_dir",
-                        d->state_dir, "socket", d->socket_path, "options", opts);
+  call->out = json_pack("{s:s?, s:s, s:s, s:o}", "config_file", gpum_config_file(d->cfg),
+                        "state_dir", d->state_dir, "socket", d->socket_path, "options", opts);
   return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }

@@ -857,6 +857,11 @@ static void test_load_all_sequence(void **state) {
   static const char *const want[] = {"gpum", "status", "--json"};
   assert_argv(argc, argv, want, 3);
   assert_null(argv[3]);
+  /* which file was read: the default one */
+  char path[200];
+  snprintf(path, sizeof path, "%s/xdg/gpum/gpum.yaml", scratch);
+  assert_non_null(gpum_config_file(cfg));
+  assert_string_equal(gpum_config_file(cfg), path);
   gpum_config_free(cfg);
 }
 
@@ -870,6 +875,7 @@ static void test_load_all_missing_default_is_fine(void **state) {
   char *no_home[] = {NULL};
   assert_int_equal(gpum__config_load_all_from(cfg, NULL, NULL, NULL, no_home, 1000), 0);
   assert_string_equal(gpum_config_get_string(cfg, "backend"), "auto");
+  assert_null(gpum_config_file(cfg)); /* none was read */
   gpum_config_free(cfg);
 }
 

@@ -228,6 +228,11 @@ int gpum_config_load_file(gpum_config_t *cfg, const char *path) {
   if (!err && ferror(f))
     err = gpum_error(GPUM_EIO, "cannot read config file %s", path);
   if (!err) {
+    free(c.staged->file);
+    if (!(c.staged->file = strdup(path)))
+      err = gpum_error(GPUM_ENOMEM, "out of memory reading %s", path);
+  }
+  if (!err) {
     gpum__config_commit(cfg, c.staged);
     c.staged = NULL;
   }

@@ -198,7 +198,12 @@ void gpum_config_free(gpum_config_t *cfg) {
   if (cfg == NULL)
     return;
   free_values(cfg->values, cfg->count);
+  free(cfg->file);
   free(cfg);
+}
+
+const char *gpum_config_file(const gpum_config_t *cfg) {
+  return cfg ? cfg->file : NULL;
 }
 
 int gpum__config_clone(const gpum_config_t *cfg, gpum_config_t **out) {
@@ -206,8 +211,8 @@ int gpum__config_clone(const gpum_config_t *cfg, gpum_config_t **out) {
   if (c == NULL)
     goto out_nomem;
   *c = (gpum_config_t){cfg->defs, cfg->count,
-                       calloc(cfg->count ? cfg->count : 1, sizeof *cfg->values)};
-  if (c->values == NULL)
+                       calloc(cfg->count ? cfg->count : 1, sizeof *cfg->values), NULL};
+  if (c->values == NULL || (cfg->file && !(c->file = strdup(cfg->file))))
     goto out_free;
   for (size_t i = 0; i < cfg->count; i++) {
     c->values[i] = cfg->values[i];
@@ -225,7 +230,9 @@ out_nomem:
 
 void gpum__config_commit(gpum_config_t *cfg, gpum_config_t *staged) {
   free_values(cfg->values, cfg->count);
+  free(cfg->file);
   cfg->values = staged->values;
+  cfg->file = staged->file;
   staged->values = NULL;
   free(staged);
 }

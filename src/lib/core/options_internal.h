@@ -59,6 +59,7 @@ struct gpum_config {
   const gpum_option_def_t *defs;
   size_t count;
   gpum__opt_value_t *values;
+  char *file; /* the configuration file read into it (gpum_config_file), or NULL */
 };
 
 /* Validates text for def. On success fills *out (text malloc'd) and returns 0; on failure
