@@ -285,12 +285,29 @@ static int try_backend(gpum_device_session_t *s, const struct gpum__backend *ops
   return rc;
 }
 
+/* Says which backend auto selected, at info level, once per process and again only when the
+ * choice changes: a program opens a session per thread or per device (gpumd one per device
+ * reader and monitor worker), and the same line each time says nothing new. */
+static void log_selection(const char *line) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static char last[640];
+  pthread_mutex_lock(&mu);
+  bool fresh = strcmp(last, line) != 0;
+  if (fresh)
+    snprintf(last, sizeof last, "%s", line);
+  pthread_mutex_unlock(&mu);
+  if (fresh)
+    gpum_log(GPUM_LOG_INFO, "device", "%s", line);
+}
+
 /* auto: nvml when it loads and finds a device, else host; says which and why at info level. */
 static int open_auto(gpum_device_session_t *s, const gpum_device_open_opts_t *opts) {
+  char line[640];
   int rc = try_backend(s, &gpum__backend_nvml, opts);
   if (rc == 0 && s->count > 0) {
-    gpum_log(GPUM_LOG_INFO, "device", "backend selected backend=nvml library=\"%s\" devices=%u",
+    snprintf(line, sizeof line, "backend selected backend=nvml library=\"%.500s\" devices=%u",
              s->detail, s->count);
+    log_selection(line);
     return 0;
   }
   char why[512];
@@ -304,7 +321,8 @@ static int open_auto(gpum_device_session_t *s, const gpum_device_open_opts_t *op
   rc = try_backend(s, &gpum__backend_host, opts);
   if (rc)
     return rc;
-  gpum_log(GPUM_LOG_INFO, "device", "backend selected backend=host reason=\"%s\"", why);
+  snprintf(line, sizeof line, "backend selected backend=host reason=\"%.500s\"", why);
+  log_selection(line);
   return 0;
 }
 
