@@ -122,7 +122,9 @@ typedef struct {
   const char *name;              /* shown in messages and snapshots; default "default" */
   gpum_pool_strategy_t strategy; /* default BALANCED */
   int device;                    /* for messages ("GPU 0"); default 0 */
-  uint64_t limit_bytes;          /* hard cap on reserved bytes; 0 = none */
+  uint64_t limit_bytes;          /* hard cap on reserved bytes; 0 = the reservation the
+                                    process runs under (GPUM_MEM_LIMIT, which gpum run sets:
+                                    bytes per GPU) unless no_reservation_limit, else none */
   double limit_fraction;         /* cap as a fraction of the device total (0..1]; 0 = none;
                                     needs a source with mem_info; with limit_bytes the smaller
                                     wins */
@@ -132,6 +134,14 @@ typedef struct {
   double gc_threshold;           /* (0..1): above this share of the limit, free old cached
                                     segments before growing; 0 = off */
   bool expandable_segments;      /* use the source's reserve/map when it has them */
+  uint64_t cache_limit_bytes;    /* the most bytes kept cached (reserved but not allocated):
+                                    past it, empty segments are given back, oldest first, as
+                                    blocks are freed and before the pool grows. 0 = the
+                                    default: cache_limit_fraction, else none when the pool has
+                                    a limit (it caches up to it), else 1/8 of the device */
+  double cache_limit_fraction;   /* the same as a share (0..1] of the limit, else of the
+                                    device total; 0 = the default */
+  bool no_reservation_limit;     /* do not take the reservation as the default limit (below) */
   FILE *event_log;               /* RMM CSV event log (Thread,Time,Action,Pointer,Size,Stream);
                                     NULL = none. Not closed or flushed by the pool. */
 } gpum_pool_opts_t;

@@ -623,6 +623,92 @@ static void test_pool_fragmentation_aware(void **state) {
   fx_close(&f);
 }
 
+/* Defect: FRAGMENTATION_AWARE without a limit cached up to its GC threshold, 0.8 of the
+ * device (64 GiB on 80 GiB), whatever it used. Now a pool without a limit caches at most 1/8 of
+ * the device: requests that never reuse each other's cached blocks (max_split_size) leave the
+ * cache there, not at 64 GiB. */
+static void test_pool_cache_bound_default(void **state) {
+  (void)state;
+  unsetenv("GPUM_MEM_LIMIT");
+  gpum_pool_opts_t o;
+  gpum_pool_opts_init(&o);
+  o.strategy = GPUM_POOL_FRAGMENTATION_AWARE;
+  fx_t f;
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o); /* a device that says it has 80 GiB */
+  uint64_t bound = 10 * GiB, most = 0;
+  gpum_devptr_t prev = 0;
+  for (uint64_t size = 100 * MiB; size <= 1500 * MiB; size += 25 * MiB) {
+    gpum_devptr_t p = must_alloc(f.pool, size);
+    if (prev)
+      assert_int_equal(gpum_pool_free(f.pool, prev), 0);
+    prev = p;
+    gpum_pool_stats_t st = stats(f.pool);
+    uint64_t cached = st.reserved_bytes.current - st.allocated_bytes.current;
+    most = cached > most ? cached : most;
+    assert_true(cached <= bound);
+  }
+  gpum_pool_stats_t st = stats(f.pool);
+  assert_true(st.num_gc_frees > 0); /* the bound was reached and empty segments went back */
+  assert_true(most > bound - 1500 * MiB);
+  assert_int_equal(gpum_pool_free(f.pool, prev), 0);
+  assert_true(stats(f.pool).reserved_bytes.current <= bound);
+  fx_close(&f);
+}
+
+/* The reservation (GPUM_MEM_LIMIT, set by gpum run) is the default limit, and under a limit the
+ * pool caches up to it; an explicit limit, or no_reservation_limit, wins; an explicit cache
+ * bound applies under a limit too. */
+static void test_pool_reservation_limit(void **state) {
+  (void)state;
+  fx_t f;
+  gpum_pool_opts_t o;
+  gpum_pool_opts_init(&o);
+  setenv("GPUM_MEM_LIMIT", "209715200", 1); /* 200 MiB */
+  fx_open(&f, 0, 0, &o);
+  assert_int_equal(stats(f.pool).limit, 200 * MiB);
+  gpum_devptr_t a = must_alloc(f.pool, 150 * MiB);
+  gpum_devptr_t x = 0;
+  assert_int_equal(gpum_pool_alloc(f.pool, 60 * MiB, 0, &x), GPUM_EDEVOOM);
+  assert_int_equal(gpum_pool_free(f.pool, a), 0);
+  assert_int_equal(stats(f.pool).reserved_bytes.current, 150 * MiB); /* cached: within it */
+  fx_close(&f);
+
+  o.limit_bytes = 300 * MiB;
+  fx_open(&f, 0, 0, &o);
+  assert_int_equal(stats(f.pool).limit, 300 * MiB);
+  fx_close(&f);
+  o.limit_bytes = 0;
+  o.no_reservation_limit = true;
+  fx_open(&f, 0, 0, &o);
+  assert_int_equal(stats(f.pool).limit, 0);
+  fx_close(&f);
+  setenv("GPUM_MEM_LIMIT", "lots", 1); /* not a number: no limit */
+  o.no_reservation_limit = false;
+  fx_open(&f, 0, 0, &o);
+  assert_int_equal(stats(f.pool).limit, 0);
+  fx_close(&f);
+  unsetenv("GPUM_MEM_LIMIT");
+
+  o.limit_bytes = 200 * MiB;
+  o.cache_limit_bytes = 30 * MiB;
+  fx_open(&f, 0, 0, &o);
+  gpum_devptr_t p[5];
+  for (int i = 0; i < 5; i++)
+    p[i] = must_alloc(f.pool, 15 * MiB); /* own 20 MiB segments */
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(gpum_pool_free(f.pool, p[i]), 0);
+  assert_true(stats(f.pool).reserved_bytes.current <= 30 * MiB);
+  fx_close(&f);
+  o.cache_limit_bytes = 0;
+  o.cache_limit_fraction = 1.5;
+  gpum_pool_t *bad = NULL;
+  fx_t g;
+  g.tl = tl_open(0, 0, &g.src);
+  assert_int_equal(gpum_pool_create(g.src, &o, &bad), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "cache_limit_fraction"));
+  tl_close(g.tl, g.src);
+}
+
 static void test_pool_expandable(void **state) {
   (void)state;
   gpum_pool_opts_t o;
@@ -949,6 +1035,8 @@ int main(void) {
       cmocka_unit_test(test_pool_greedy),
       cmocka_unit_test(test_pool_consolidated),
       cmocka_unit_test(test_pool_fragmentation_aware),
+      cmocka_unit_test(test_pool_cache_bound_default),
+      cmocka_unit_test(test_pool_reservation_limit),
       cmocka_unit_test(test_pool_expandable),
       cmocka_unit_test(test_pool_snapshot),
       cmocka_unit_test(test_pool_event_log),

@@ -445,6 +445,7 @@ static gpum_pool_t *new_pool(gpum_pool_source_t *src, bool expandable, uint64_t 
   o.name = "srctest";
   o.expandable_segments = expandable;
   o.limit_bytes = limit;
+  o.cache_limit_fraction = 1.0; /* these tests count segments: cache up to the whole device */
   gpum_pool_t *pool = NULL;
   int rc = gpum_pool_create(src, &o, &pool);
   if (rc)

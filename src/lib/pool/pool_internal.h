@@ -119,6 +119,7 @@ struct gpum_pool {
   gpum_pool_opts_t opts; /* as given (name points into this struct) */
   gpum_pool_strategy_t strategy;
   uint64_t limit;       /* 0 = none */
+  uint64_t cache_max;   /* most bytes kept cached; UINT64_MAX = no bound */
   uint64_t max_split;   /* 0 = none */
   double gc_threshold;  /* 0 = off */
   bool expandable;      /* use an expandable segment for the large pool */
@@ -212,6 +213,9 @@ gpum__block_t *gpum__pool_find(gpum_pool_t *p, gpum__owner_t *o, int kind, uint6
 bool gpum__pool_should_split(const gpum_pool_t *p, const gpum__block_t *b, uint64_t rsize);
 /* Called when a segment becomes empty (after the release of a block). */
 void gpum__pool_on_empty(gpum_pool_t *p, gpum__seg_t *s);
+/* The cache bound: gives empty segments back, oldest first (and the expandable segment's free
+ * tail), while the pool's cached bytes plus grow pass cache_max. */
+void gpum__pool_cache_bound(gpum_pool_t *p, uint64_t grow);
 /* FRAGMENTATION_AWARE / gc_threshold: frees old cached segments before growing by grow. */
 void gpum__pool_gc(gpum_pool_t *p, uint64_t grow);
 /* Grows the pool for a request; out gets a free shared block of at least rsize. */

@@ -114,9 +114,25 @@ bool gpum__pool_should_split(const gpum_pool_t *p, const gpum__block_t *b, uint6
   return rest > GPUM__POOL_SMALL_MAX;
 }
 
-void gpum__pool_on_empty(gpum_pool_t *p, gpum__seg_t *s) {
-  if (p->strategy != GPUM_POOL_CONSOLIDATED)
+void gpum__pool_cache_bound(gpum_pool_t *p, uint64_t grow) {
+  if (p->cache_max == UINT64_MAX)
     return;
+  uint64_t alloc = p->st.allocated_bytes.current;
+  while (p->st.reserved_bytes.current + grow > alloc + p->cache_max && p->empty_head != NULL) {
+    gpum__pool_seg_release(p, p->empty_head);
+    p->st.num_gc_frees++;
+  }
+  uint64_t cached = p->st.reserved_bytes.current + grow - alloc;
+  if (p->xseg != NULL && cached > p->cache_max &&
+      gpum__pool_xseg_shrink(p, cached - p->cache_max, 0) != 0)
+    p->st.num_gc_frees++;
+}
+
+void gpum__pool_on_empty(gpum_pool_t *p, gpum__seg_t *s) {
+  if (p->strategy != GPUM_POOL_CONSOLIDATED) {
+    gpum__pool_cache_bound(p, 0); /* may release s */
+    return;
+  }
   if (s == p->xseg) {
     gpum__pool_xseg_shrink(p, UINT64_MAX, GPUM__POOL_GRANULE);
     return;
@@ -164,12 +180,14 @@ static uint64_t room_left(gpum_pool_t *p) {
 int gpum__pool_grow(gpum_pool_t *p, int kind, uint64_t rsize, gpum__block_t **out) {
   if (kind == GPUM__KIND_LARGE && p->expandable) {
     gpum__pool_gc(p, round_up(rsize, GPUM__POOL_GRANULE));
+    gpum__pool_cache_bound(p, round_up(rsize, GPUM__POOL_GRANULE) - rsize);
     if (gpum__pool_xseg_grow(p, rsize, out) == 0)
       return 0;
     /* Full, over the limit or refused: plain segments may still fit. */
   }
   uint64_t want = gpum__pool_segment_size(p, kind, rsize);
   gpum__pool_gc(p, want);
+  gpum__pool_cache_bound(p, want - rsize); /* the new segment caches all but the request */
   uint64_t room = room_left(p);
   uint64_t tried = UINT64_MAX; /* the smallest size the source refused */
   int rc = gpum_error(GPUM_EDEVOOM, "pool '%s': the limit leaves no room", p->name);
