@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include <gpum/export.h>
+#include <gpum/options.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -223,6 +224,18 @@ GPUM_API int gpum_device_events_enable(gpum_device_session_t *s);
  * enabled) or a driver error. A device that fell off the bus yields GPUM_DEVEV_GPU_LOST. */
 GPUM_API int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_t *ev,
                                     unsigned timeout_ms);
+
+/* --- From the configuration ---------------------------------------------------------------- */
+
+/* The options a configuration gives the device layer: backend, nvml.library, retry.count
+ * (clamped to 0..100) and retry.base (to 60 s); cfg NULL: the defaults. Strings point into
+ * cfg. Returns 0 or GPUM_EINVAL (an unknown backend). Thread-safe. */
+GPUM_API int gpum_device_opts_from_config(const gpum_config_t *cfg, gpum_device_open_opts_t *opts);
+/* Parses a device list, as the devices option takes it: indexes and ranges separated by
+ * commas ("0,2", "0-3", "1,4-6"), each at most 65535, into idx[0..*n) in ascending order
+ * without repeats; NULL or "" gives *n = 0 (all devices). Returns 0, GPUM_EINVAL (naming the
+ * bad part) or GPUM_ERANGE (more than cap indexes); *n is 0 on an error. Thread-safe. */
+GPUM_API int gpum_device_list_parse(const char *s, unsigned *idx, size_t cap, size_t *n);
 
 /* --- The CUDA driver ---------------------------------------------------------------------- */
 

@@ -88,6 +88,10 @@ typedef struct {
 
 /* Fills t with the defaults above. */
 GPUM_API void gpum_busy_thresholds_init(gpum_busy_thresholds_t *t);
+/* The defaults, then monitor.busy_util, monitor.busy_memory and monitor.busy_jobs of cfg (NULL:
+ * the defaults). Thread-safe. */
+GPUM_API void gpum_busy_thresholds_from_config(const gpum_config_t *cfg,
+                                               gpum_busy_thresholds_t *busy);
 
 /* One probe of one device, as `gpum status` has it (no history). */
 typedef struct {
@@ -142,6 +146,12 @@ typedef struct {
 
 /* Fills opts with the defaults. */
 GPUM_API void gpum_monitor_opts_init(gpum_monitor_opts_t *opts);
+/* The defaults, then what cfg (NULL: none) says: monitor.interval (clamped to 1 h), the busy
+ * thresholds, and the devices option parsed into devs[0..cap) (opts->devices points there; all
+ * devices when the option is empty or devs is NULL). Returns 0, or gpum_device_list_parse's
+ * errors for a bad devices option. Thread-safe. */
+GPUM_API int gpum_monitor_opts_from_config(const gpum_config_t *cfg, gpum_monitor_opts_t *opts,
+                                           unsigned *devs, size_t cap);
 
 /* ---- Lifecycle ------------------------------------------------------------------------ */
 

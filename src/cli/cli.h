@@ -46,10 +46,6 @@ int cmd_disable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_enable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_http_token(gpum_config_t *cfg, int argc, char **argv);
 
-/* Fills opts from the configuration (backend, nvml.library, retry.count, retry.base). Returns 0
- * or GPUM_EINVAL (bad backend name; detail set). */
-int cli_device_opts(const gpum_config_t *cfg, gpum_device_open_opts_t *opts);
-
 /* Opens a device session as configured. Returns what gpum_device_open returns. */
 int cli_open_session(const gpum_config_t *cfg, gpum_device_session_t **out);
 /* The same with the backend forced (GPUM_BACKEND_AUTO: as configured). */
@@ -59,11 +55,6 @@ int cli_open_session_as(const gpum_config_t *cfg, gpum_backend_kind_t backend,
 /* The reason of the last library failure as one line: the thread's detail message when there
  * is one, else gpum_strerror(err). Points to static or thread-local storage. */
 const char *cli_reason(int err);
-
-/* Parses a device list such as "0,2" or "0-3,6" into ascending, de-duplicated indexes
- * (at most cap). Returns 0, or GPUM_EINVAL with a detail naming the bad part. An empty string
- * means "no filter" and gives *n = 0 with *all = true. */
-int cli_parse_device_list(const char *s, unsigned *idx, size_t cap, size_t *n, bool *all);
 
 /* Whether to use ANSI colours on out: the `color` option (always/never/auto), NO_COLOR in the
  * environment, and whether out is a terminal (auto). */

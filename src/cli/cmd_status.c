@@ -105,11 +105,12 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, status_o
     }
   }
   const char *devices = gpum_config_get_string(cfg, "devices");
-  if (cli_parse_device_list(devices, o->sel, MAX_SELECTED, &o->nsel, &o->all) != 0) {
+  o->all = !devices || !*devices;
+  if (gpum_device_list_parse(devices, o->sel, MAX_SELECTED, &o->nsel) != 0) {
     fprintf(stderr, "gpum status: --devices: %s\n", gpum_last_error());
     return CLI_EXIT_USAGE;
   }
-  cli_busy_thresholds(cfg, &o->busy);
+  gpum_busy_thresholds_from_config(cfg, &o->busy);
   uint64_t timeout = gpum_config_get_duration(cfg, "status.timeout");
   o->timeout_ms = timeout > 3600000 ? 3600000u : timeout == 0 ? 1u : (unsigned)timeout;
   if (gpum_socket_path(cfg, o->socket, sizeof o->socket) != 0)

@@ -73,7 +73,7 @@ void doc_check_config(doc_ctx_t *c, doc_report_t *r) {
 
 void doc_check_nvml(doc_ctx_t *c, doc_report_t *r) {
   gpum_device_open_opts_t opts;
-  if (cli_device_opts(c->cfg, &opts) != 0) {
+  if (gpum_device_opts_from_config(c->cfg, &opts) != 0) {
     doc_add(r, "nvml", DOC_FAIL, "%s", gpum_last_error());
     return;
   }

@@ -47,23 +47,17 @@ int cli_parse_interval_ms(const char *s, unsigned *out_ms) {
 }
 
 unsigned cli_default_monitor_interval(const gpum_config_t *cfg) {
-  if (cfg && gpum_option_find("monitor.interval")) {
-    uint64_t ms = gpum_config_get_duration(cfg, "monitor.interval");
-    if (ms > 0 && ms <= MAX_INTERVAL_MS)
-      return (unsigned)ms;
-  }
-  return 1000;
+  gpum_monitor_opts_t mo;
+  gpum_monitor_opts_from_config(cfg, &mo, NULL, 0);
+  return mo.interval_ms;
 }
 
 int cli_mon_parse_devices(const gpum_config_t *cfg, const char *cmd, cli_mon_setup_t *setup) {
-  bool all = true;
   const char *devices = gpum_config_get_string(cfg, "devices");
-  if (cli_parse_device_list(devices, setup->sel, CLI_MON_MAX_DEVICES, &setup->nsel, &all) != 0) {
+  if (gpum_device_list_parse(devices, setup->sel, CLI_MON_MAX_DEVICES, &setup->nsel) != 0) {
     fprintf(stderr, "gpum %s: --devices: %s\n", cmd, gpum_last_error());
     return CLI_EXIT_USAGE;
   }
-  if (all)
-    setup->nsel = 0;
   return -1;
 }
 
@@ -73,7 +67,7 @@ int cli_mon_open(const gpum_config_t *cfg, const char *cmd, const cli_mon_setup_
                  gpum_monitor_t **out) {
   gpum_device_open_opts_t dopts;
   gpum_error_clear();
-  if (cli_device_opts(cfg, &dopts) != 0) {
+  if (gpum_device_opts_from_config(cfg, &dopts) != 0) {
     fprintf(stderr, "gpum %s: %s\n", cmd, gpum_last_error());
     return CLI_EXIT_USAGE;
   }
@@ -87,7 +81,7 @@ int cli_mon_open(const gpum_config_t *cfg, const char *cmd, const cli_mon_setup_
   if (hist * 1000u < 4ull * setup->interval_ms)
     hist = (4ull * setup->interval_ms + 999u) / 1000u;
   mo.history_seconds = (unsigned)hist;
-  cli_busy_thresholds(cfg, &mo.busy);
+  gpum_busy_thresholds_from_config(cfg, &mo.busy);
   mo.devices = setup->nsel ? setup->sel : NULL;
   mo.device_count = setup->nsel;
   mo.alerts = setup->alerts;
@@ -249,7 +243,8 @@ void cli_json_sample(json_t *o, const gpum_device_sample_t *s) {
   json_object_set_new(mem, "total", jint_if(s, GPUM_METRIC_MEMORY_TOTAL, v->memory_total));
   json_object_set_new(mem, "used", jint_if(s, GPUM_METRIC_MEMORY_USED, v->memory_used));
   json_object_set_new(mem, "free", jint_if(s, GPUM_METRIC_MEMORY_FREE, v->memory_free));
-  json_object_set_new(mem, "driver_reserved", jint_if(s, GPUM_METRIC_MEMORY_RESERVED, v->memory_reserved));
+  json_object_set_new(mem, "driver_reserved",
+                      jint_if(s, GPUM_METRIC_MEMORY_RESERVED, v->memory_reserved));
   json_object_set_new(o, "memory", mem);
   json_t *util = json_object();
   json_object_set_new(util, "gpu", jint_if(s, GPUM_METRIC_UTIL_GPU, v->util_gpu));

@@ -112,10 +112,6 @@ void cli_snapshot_classify(cli_dev_snap_t *d, const gpum_busy_thresholds_t *busy
 /* The CLI state of a health state (the table's rows are in gpum_health_t order). */
 cli_state_t cli_state_of_health(gpum_health_t h);
 
-/* Fills busy from the configuration: the monitor.busy_util, monitor.busy_memory and
- * monitor.busy_jobs options when the options table has them, else the library defaults. */
-void cli_busy_thresholds(const gpum_config_t *cfg, gpum_busy_thresholds_t *busy);
-
 typedef struct {
   bool color;
   bool show_processes;

@@ -46,24 +46,6 @@ cli_state_t cli_state_of_health(gpum_health_t h) {
   return (unsigned)h < CLI_STATE_COUNT ? (cli_state_t)h : CLI_STATE_ERROR;
 }
 
-/* Reads an optional integer option: the options table may not have it (yet). */
-static bool opt_uint(const gpum_config_t *cfg, const char *key, unsigned *out) {
-  if (!cfg || !gpum_option_find(key))
-    return false;
-  int64_t v = gpum_config_get_int(cfg, key);
-  if (v < 0)
-    return false;
-  *out = v > 100000 ? 100000u : (unsigned)v;
-  return true;
-}
-
-void cli_busy_thresholds(const gpum_config_t *cfg, gpum_busy_thresholds_t *busy) {
-  gpum_busy_thresholds_init(busy);
-  opt_uint(cfg, "monitor.busy_util", &busy->util_gpu_pct);
-  opt_uint(cfg, "monitor.busy_memory", &busy->memory_pct);
-  opt_uint(cfg, "monitor.busy_jobs", &busy->jobs);
-}
-
 /* Records the first failure of the device: its code, and the device layer's detail message in
  * reason (the classifier's wording is put in front of it later). */
 static void note_failure(cli_dev_snap_t *d, int rc) {

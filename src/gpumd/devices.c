@@ -130,23 +130,6 @@ static void on_sample_timer(evutil_socket_t fd, short what, void *arg) {
   gpumd_obs_round(d);
 }
 
-static int parse_devices(const char *s, unsigned *out, unsigned cap, unsigned *n) {
-  *n = 0;
-  const char *p = s;
-  while (*p) {
-    char *end = NULL;
-    errno = 0;
-    unsigned long v = strtoul(p, &end, 10);
-    if (end == p || errno || v > 1023 || (*end && *end != ','))
-      return gpum_error(GPUM_EINVAL, "devices '%s': expected indices such as \"0,2\"", s);
-    if (*n == cap)
-      return gpum_error(GPUM_ERANGE, "devices '%s': more than %u devices", s, cap);
-    out[(*n)++] = (unsigned)v;
-    p = *end ? end + 1 : end;
-  }
-  return 0;
-}
-
 static uint64_t mono_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -178,31 +161,15 @@ static void wait_devices(gpumd_t *d, uint64_t started_ns) {
 
 int gpumd_devices_start(gpumd_t *d) {
   gpum_device_open_opts_t dopts;
-  gpum_device_open_opts_init(&dopts);
-  const char *backend = gpum_config_get_string(d->cfg, "backend");
-  if (backend && *backend && gpum_backend_parse(backend, &dopts.backend) != 0)
-    return gpum_error(GPUM_EINVAL, "invalid backend '%s' (expected auto, nvml or host)", backend);
-  const char *lib = gpum_config_get_string(d->cfg, "nvml.library");
-  dopts.nvml_library = (lib && *lib) ? lib : NULL;
-  int64_t retries = gpum_config_get_int(d->cfg, "retry.count");
-  dopts.retries = retries > 100 ? 100 : (int)retries;
-  uint64_t base = gpum_config_get_duration(d->cfg, "retry.base");
-  dopts.retry_base_ms = base > 60000 ? 60000 : (int)base;
-
-  unsigned sel[GPUMD_MAX_DEVICES], nsel = 0;
-  int rc = parse_devices(gpum_config_get_string(d->cfg, "devices"), sel, GPUMD_MAX_DEVICES, &nsel);
+  int rc = gpum_device_opts_from_config(d->cfg, &dopts);
   if (rc != 0)
     return rc;
+  unsigned sel[GPUMD_MAX_DEVICES];
   gpum_monitor_opts_t mo;
-  gpum_monitor_opts_init(&mo);
-  uint64_t iv = gpum_config_get_duration(d->cfg, "monitor.interval");
-  mo.interval_ms = iv == 0 ? 1000 : (iv > 3600000 ? 3600000 : (unsigned)iv);
+  rc = gpum_monitor_opts_from_config(d->cfg, &mo, sel, GPUMD_MAX_DEVICES);
+  if (rc != 0)
+    return rc;
   mo.history_seconds = 600;
-  mo.busy.util_gpu_pct = (unsigned)gpum_config_get_int(d->cfg, "monitor.busy_util");
-  mo.busy.memory_pct = (unsigned)gpum_config_get_int(d->cfg, "monitor.busy_memory");
-  mo.busy.jobs = (unsigned)gpum_config_get_int(d->cfg, "monitor.busy_jobs");
-  mo.devices = nsel ? sel : NULL;
-  mo.device_count = nsel;
   rc = gpum_monitor_create(&dopts, &mo, &d->mon);
   if (rc != 0)
     return rc;

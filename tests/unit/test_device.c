@@ -22,6 +22,8 @@
 
 #include <gpum/device.h>
 #include <gpum/error.h>
+#include <gpum/monitor.h>
+#include <gpum/options.h>
 
 #include "nvml_abi.h"
 #include "device/device_internal.h"
@@ -555,8 +557,58 @@ static void test_auto_falls_back_to_host(void **state) {
   clean_env(NULL);
 }
 
+/* The options a configuration gives the device layer and the monitor, read the same way by
+ * gpum, gpumd and a library user; the devices option's list syntax. */
+static void test_options_from_config(void **state) {
+  (void)state;
+  unsigned idx[8];
+  size_t n = 9;
+  assert_int_equal(gpum_device_list_parse("3,0-2,2", idx, 8, &n), 0);
+  assert_int_equal(n, 4);
+  for (unsigned i = 0; i < 4; i++)
+    assert_int_equal(idx[i], i);
+  assert_int_equal(gpum_device_list_parse("", idx, 8, &n), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(gpum_device_list_parse(NULL, idx, 8, &n), 0);
+  assert_int_equal(gpum_device_list_parse("1,x", idx, 8, &n), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "'1,x' at 'x'"));
+  assert_int_equal(n, 0);
+  assert_int_equal(gpum_device_list_parse("3-1", idx, 8, &n), GPUM_EINVAL);
+  assert_int_equal(gpum_device_list_parse("0-8", idx, 8, &n), GPUM_ERANGE);
+  assert_int_equal(gpum_device_list_parse("70000", idx, 8, &n), GPUM_EINVAL);
+
+  gpum_config_t *cfg = NULL;
+  assert_int_equal(gpum_config_new(&cfg), 0);
+  assert_int_equal(gpum_config_set(cfg, "backend", "host", GPUM_OPT_SRC_FLAG), 0);
+  assert_int_equal(gpum_config_set(cfg, "retry.count", "7", GPUM_OPT_SRC_FLAG), 0);
+  assert_int_equal(gpum_config_set(cfg, "devices", "1-2", GPUM_OPT_SRC_FLAG), 0);
+  assert_int_equal(gpum_config_set(cfg, "monitor.interval", "250ms", GPUM_OPT_SRC_FLAG), 0);
+  assert_int_equal(gpum_config_set(cfg, "monitor.busy_util", "55", GPUM_OPT_SRC_FLAG), 0);
+  gpum_device_open_opts_t o;
+  assert_int_equal(gpum_device_opts_from_config(cfg, &o), 0);
+  assert_int_equal(o.backend, GPUM_BACKEND_HOST);
+  assert_int_equal(o.retries, 7);
+  assert_null(o.nvml_library);
+  gpum_monitor_opts_t mo;
+  assert_int_equal(gpum_monitor_opts_from_config(cfg, &mo, idx, 8), 0);
+  assert_int_equal(mo.interval_ms, 250);
+  assert_int_equal(mo.busy.util_gpu_pct, 55);
+  assert_int_equal(mo.device_count, 2);
+  assert_ptr_equal(mo.devices, idx);
+  assert_int_equal(idx[0], 1);
+  assert_int_equal(idx[1], 2);
+  assert_int_equal(gpum_monitor_opts_from_config(cfg, &mo, NULL, 0), 0); /* devices: all */
+  assert_null(mo.devices);
+  assert_int_equal(gpum_config_set(cfg, "devices", "0,,1", GPUM_OPT_SRC_FLAG), 0);
+  assert_int_equal(gpum_monitor_opts_from_config(cfg, &mo, idx, 8), GPUM_EINVAL);
+  gpum_config_free(cfg);
+  assert_int_equal(gpum_device_opts_from_config(NULL, &o), 0);
+  assert_int_equal(o.backend, GPUM_BACKEND_AUTO);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_options_from_config),
       cmocka_unit_test(test_map_nvml_error),
       cmocka_unit_test(test_transient_set),
       cmocka_unit_test(test_backoff_schedule),
