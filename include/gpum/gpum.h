@@ -7,6 +7,7 @@
  *   error.h        error codes, gpum_strerror() and the per-thread detail message
  *   log.h          leveled logging (to stderr or a callback)
  *   size.h         sizes ("8GiB") and durations ("1h30m") parsed and printed
+ *   clock.h        the monotonic and wall clocks in nanoseconds
  *   options.h      the options table, the YAML config, GPUM_* environment variables
  *   device.h       GPU discovery and sampling over NVML (or the host as a device)
  *   xid.h          what an NVIDIA XID error means
@@ -26,6 +27,7 @@
 
 #include <gpum/alert.h>
 #include <gpum/client.h>
+#include <gpum/clock.h>
 #include <gpum/device.h>
 #include <gpum/error.h>
 #include <gpum/log.h>

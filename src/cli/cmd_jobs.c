@@ -11,6 +11,7 @@
 
 #include <gpum/error.h>
 #include <gpum/size.h>
+#include <gpum/clock.h>
 #include <jansson.h>
 
 #include "cli.h"
@@ -38,15 +39,9 @@ static void user_name(uint32_t uid, char *buf, size_t len) {
     snprintf(buf, len, "%u", uid);
 }
 
-static uint64_t wall_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* "2m30s" since ns (a wall-clock time), "-" when unknown. */
 static void age(uint64_t ns, char *buf, size_t len) {
-  uint64_t now = wall_ns();
+  uint64_t now = gpum_clock_real_ns();
   if (ns == 0 || ns > now) {
     snprintf(buf, len, "-");
     return;

@@ -15,6 +15,7 @@
 
 #include <gpum/error.h>
 #include <gpum/size.h>
+#include <gpum/clock.h>
 
 #include "cli.h"
 #include "monitor_run.h"
@@ -162,16 +163,8 @@ int cli_mon_wait_signal(unsigned ms) {
   return cli_mon_wait_fd(-1, ms);
 }
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 uint64_t cli_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return gpum_clock_real_ns();
 }
 
 void cli_rounds_init(cli_rounds_t *r, gpum_monitor_t *mon, unsigned interval_ms) {
@@ -182,7 +175,7 @@ void cli_rounds_init(cli_rounds_t *r, gpum_monitor_t *mon, unsigned interval_ms)
   r->n = n > CLI_MON_MAX_DEVICES ? CLI_MON_MAX_DEVICES : n;
   for (unsigned i = 0; i < r->n; i++)
     gpum_monitor_device_index(mon, i, &r->dev[i]);
-  r->last_round_mono = mono_ms();
+  r->last_round_mono = (gpum_clock_mono_ns() / 1000000u);
 }
 
 int cli_mon_next_round(cli_rounds_t *r) {
@@ -203,7 +196,7 @@ int cli_mon_next_round(cli_rounds_t *r) {
       r->fresh[i] = c > r->last_count[i];
       fresh += r->fresh[i];
     }
-    uint64_t now = mono_ms();
+    uint64_t now = (gpum_clock_mono_ns() / 1000000u);
     if (fresh && !first_new)
       first_new = now;
     bool done = (fresh == r->n && r->n > 0) || (first_new && now - first_new >= wait_rest) ||

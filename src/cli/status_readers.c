@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <gpum/error.h>
+#include <gpum/clock.h>
 
 #include "cli.h"
 #include "status.h"
@@ -134,12 +135,6 @@ static reader_t *reader(cli_readers_t *rs, unsigned index) {
   return r;
 }
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 int cli_readers_read(cli_readers_t *rs, cli_dev_snap_t *devs, size_t n, unsigned timeout_ms) {
   pthread_mutex_lock(&rs->lock);
   uint64_t gen = ++rs->gen;
@@ -154,14 +149,14 @@ int cli_readers_read(cli_readers_t *rs, cli_dev_snap_t *devs, size_t n, unsigned
   pthread_cond_broadcast(&rs->cond);
   /* Every reader answers, or the time is up (a reader still busy with an older request
    * cannot answer this one: it is not waited for). */
-  uint64_t end = mono_ms() + timeout_ms;
+  uint64_t end = (gpum_clock_mono_ns() / 1000000u) + timeout_ms;
   for (;;) {
     bool waiting = false;
     for (size_t i = 0; i < n; i++) {
       reader_t *r = &rs->r[devs[i].index];
       waiting |= r->got != gen && !(r->busy && r->cur < gen);
     }
-    uint64_t now = mono_ms();
+    uint64_t now = (gpum_clock_mono_ns() / 1000000u);
     if (!waiting || now >= end)
       break;
     struct timespec ts;

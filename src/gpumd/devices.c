@@ -22,6 +22,7 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
+#include "core/os_internal.h"
 #include "gpumd_internal.h"
 
 /* On the sampler thread: queue the event and wake the loop. Must be quick. */
@@ -130,12 +131,6 @@ static void on_sample_timer(evutil_socket_t fd, short what, void *arg) {
   gpumd_obs_round(d);
 }
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Waits up to monitor.start_timeout for every device's static info (the monitor reads it on
  * each device's own thread), so that recovery knows the devices' UUIDs. A device still silent
  * then stays unusable until its info arrives (on_info): one hung GPU must not keep the whole
@@ -143,7 +138,7 @@ static uint64_t mono_ns(void) {
 static void wait_devices(gpumd_t *d, uint64_t started_ns) {
   uint64_t ms = gpum_config_get_duration(d->cfg, "monitor.start_timeout");
   /* Counted from the monitor's start: its wait for the event registration is part of it. */
-  uint64_t spent = (mono_ns() - started_ns) / 1000000u, left = ms > spent ? ms - spent : 0;
+  uint64_t spent = (gpum__os_mono_ns() - started_ns) / 1000000u, left = ms > spent ? ms - spent : 0;
   unsigned missing = 0;
   gpum_monitor_wait_info(d->mon, left > UINT32_MAX ? UINT32_MAX : (unsigned)left, &missing);
   if (missing > 0)
@@ -201,7 +196,7 @@ int gpumd_devices_start(gpumd_t *d) {
   if (rc != 0)
     return rc;
   rc = gpum_monitor_subscribe(d->mon, on_monitor_event, d, NULL);
-  uint64_t started = mono_ns();
+  uint64_t started = gpum__os_mono_ns();
   if (rc == 0)
     rc = gpum_monitor_start(d->mon);
   if (rc == 0)

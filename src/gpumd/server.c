@@ -32,11 +32,11 @@
 
 #include "gpumd_internal.h"
 #include "pidstart_internal.h"
+#include "core/options_internal.h"
+#include "core/os_internal.h"
 
 uint64_t gpumd_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return gpum__os_real_ns();
 }
 
 /* Takes an exclusive lock on path (created 0644) and writes our pid into it. */
@@ -190,8 +190,8 @@ static bool plain(const char *s, size_t n) {
   return true;
 }
 
+/* s as a JSON string, escaped by the library's one set of rules (gpum__json_escape). */
 static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
-  static const char hex[] = "0123456789ABCDEF";
   if (n + 2 <= sizeof b->buf - b->used && plain(s, n)) { /* quote, bytes, quote in place */
     char *p = b->buf + b->used;
     p[0] = '"';
@@ -203,38 +203,12 @@ static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
   dump_bytes(b, "\"", 1);
   size_t run = 0; /* bytes since the last escape, copied in one go */
   for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (ch >= 0x20 && ch != '"' && ch != '\\')
+    char esc[6];
+    size_t len = gpum__json_escape((unsigned char)s[i], esc);
+    if (len == 0)
       continue;
     dump_bytes(b, s + run, i - run);
     run = i + 1;
-    char esc[6] = {'\\', (char)ch, 0, 0, 0, 0};
-    size_t len = 2;
-    switch (ch) {
-    case '"':
-    case '\\':
-      break;
-    case '\b':
-      esc[1] = 'b';
-      break;
-    case '\f':
-      esc[1] = 'f';
-      break;
-    case '\n':
-      esc[1] = 'n';
-      break;
-    case '\r':
-      esc[1] = 'r';
-      break;
-    case '\t':
-      esc[1] = 't';
-      break;
-    default:
-      memcpy(esc + 1, "u00", 3);
-      esc[4] = hex[ch >> 4];
-      esc[5] = hex[ch & 15];
-      len = 6;
-    }
     dump_bytes(b, esc, len);
   }
   dump_bytes(b, s + run, n - run);

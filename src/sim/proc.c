@@ -13,13 +13,13 @@
  * rebuilt by gpum__sim_repair after a process died holding the lock.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/os_internal.h"
 #include "sim_internal.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -30,32 +30,12 @@
 #define POPULATE_STEP (65536u / sizeof(struct gpum__sim_alloc))
 
 int gpum__sim_proc_stat(pid_t pid, char *state, uint64_t *start_time) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  gpum__os_proc_stat_t st;
+  if (gpum__os_proc_stat((int)pid, &st) != 0)
     return -1;
-  ssize_t got = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (got <= 0)
-    return -1;
-  buf[got] = '\0';
-  /* The command may contain anything, including ") ": fields resume after the last ')'. */
-  char *p = strrchr(buf, ')');
-  if (!p || p[1] != ' ')
-    return -1;
-  p += 2;
-  *state = *p;
-  /* Field 3 is the state; starttime is field 22, i.e. 19 fields further on. */
-  for (int field = 3; field < 22; field++) {
-    p = strchr(p, ' ');
-    if (!p)
-      return -1;
-    p++;
-  }
-  char *end;
-  *start_time = strtoull(p, &end, 10);
-  return end == p ? -1 : 0;
+  *state = st.state;
+  *start_time = st.start_time;
+  return 0;
 }
 
 static _Thread_local struct gpum__sim_self me;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sim_internal.h"
+#include "core/os_internal.h"
 
 static _Thread_local char last_error[1024];
 
@@ -32,9 +33,7 @@ int gpum__sim_err(int err, const char *fmt, ...) {
 }
 
 uint64_t gpum__sim_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return gpum__os_mono_ns();
 }
 
 void gpum__sim_sleep_ms(uint64_t ms) {

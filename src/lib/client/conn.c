@@ -17,22 +17,17 @@
 
 #include <gpum/error.h>
 
+#include "core/os_internal.h"
 #include "client/client_internal.h"
 #include "client/protocol_internal.h"
 
 #define DEFAULT_TIMEOUT_MS 5000u
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds left until deadline (-1: none) for poll. */
 static int left_ms(int64_t deadline) {
   if (deadline < 0)
     return -1;
-  int64_t d = deadline - now_ms();
+  int64_t d = deadline - (int64_t)gpum__os_mono_ms();
   return d < 0 ? 0 : (d > 1000000 ? 1000000 : (int)d);
 }
 
@@ -259,7 +254,7 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply) 
   char *text = json_dumps(req, JSON_COMPACT);
   if (text == NULL)
     return gpum_error(GPUM_ENOMEM, "out of memory encoding a request");
-  int64_t deadline = now_ms() + c->timeout_ms;
+  int64_t deadline = (int64_t)gpum__os_mono_ms() + c->timeout_ms;
   int rc = send_line(c, text, deadline);
   free(text);
   json_t *msg = NULL;
@@ -315,10 +310,10 @@ void gpum__client_latest(const gpum_client_t *c, gpum_reservation_t *res) {
 int gpum_client_process(gpum_client_t *c, int timeout_ms) {
   int n = (int)json_array_size(c->pending);
   gpum__client_dispatch_pending(c);
-  int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+  int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)gpum__os_mono_ms() + timeout_ms;
   for (;;) {
     json_t *msg = NULL;
-    int rc = read_msg(c, n > 0 ? now_ms() : deadline, &msg);
+    int rc = read_msg(c, n > 0 ? (int64_t)gpum__os_mono_ms() : deadline, &msg);
     if (rc == GPUM_ETIMEDOUT) {
       gpum_error_clear();
       return n;
@@ -342,7 +337,7 @@ int gpum_client_wait(gpum_client_t *c, const char *rid, int timeout_ms, gpum_res
   c->watch_res.queue_position = -1;
   c->watch_id = c->watch_res.id;
   c->watch_done = false;
-  int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+  int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)gpum__os_mono_ms() + timeout_ms;
   int rc = 0;
   /* At least one pass, so that a zero timeout still takes what has arrived. */
   for (;;) {

@@ -15,6 +15,8 @@
 #include <gpum/error.h>
 #include <gpum/session.h>
 
+#include "core/os_internal.h"
+
 #define WAIT_SLICE_MS 200        /* the longest a wait goes without asking `interrupted` */
 #define REATTACH_CONNECT_MS 2000 /* connect timeout of one re-attach attempt */
 #define DEFAULT_GRACE_MS 30000   /* when the options table has no lease.grace */
@@ -39,12 +41,6 @@ struct gpum_session {
   attached_t pools[MAX_POOLS];
   size_t npools;
 };
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void emit(gpum_session_t *s, gpum_session_event_t *ev) {
   ev->reservation = &s->r;
@@ -174,7 +170,7 @@ gpum_client_t *gpum_session_client(gpum_session_t *s) {
 static void lose(gpum_session_t *s, int why) {
   gpum_client_close(s->c);
   s->c = NULL;
-  s->lost_at = mono_ms();
+  s->lost_at = (int64_t)gpum__os_mono_ms();
   s->next_try = s->lost_at;
   emit_kind(s, GPUM_SESSION_EV_LOST, why);
   gpum_error_clear();
@@ -185,7 +181,7 @@ static void lose(gpum_session_t *s, int why) {
  * (GAVE_UP reported); GPUM_ESTATE when gpumd answered but the reservation is gone (ENDED
  * reported). */
 static int try_reattach(gpum_session_t *s) {
-  int64_t now = mono_ms();
+  int64_t now = (int64_t)gpum__os_mono_ms();
   if (now - s->lost_at > s->grace_ms) {
     emit_kind(s, GPUM_SESSION_EV_GAVE_UP, GPUM_ECLOSED);
     s->ended = true;
@@ -240,14 +236,14 @@ static int try_reattach(gpum_session_t *s) {
  * the grace passes). 0 when re-attached or the time is up (still away, within the grace);
  * GPUM_EINTR, GPUM_ECLOSED or GPUM_ESTATE as try_reattach. */
 static int reattach_for(gpum_session_t *s, int timeout_ms) {
-  int64_t deadline = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+  int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)gpum__os_mono_ms() + timeout_ms;
   for (;;) {
     if (interrupted(s))
       return gpum_error(GPUM_EINTR, "interrupted while gpumd is away");
     int rc = try_reattach(s);
     if (rc != GPUM_EAGAIN)
       return rc;
-    int64_t now = mono_ms();
+    int64_t now = (int64_t)gpum__os_mono_ms();
     if (deadline >= 0 && now >= deadline)
       return 0;
     int64_t wait = s->next_try - now;
@@ -268,12 +264,12 @@ int gpum_session_reserve(gpum_session_t *s, const gpum_reserve_req_t *req, int64
     return rc;
   s->have = true;
   note_position(s);
-  int64_t start = mono_ms();
+  int64_t start = (int64_t)gpum__os_mono_ms();
   while (s->r.state != GPUM_RES_GRANTED) {
     if (s->ended || gpum_res_state_is_final(s->r.state))
       return gpum_error(GPUM_ESTATE, "reservation %s is %s%s%s", s->r.id,
                         gpum_res_state_name(s->r.state), s->r.reason[0] ? ": " : "", s->r.reason);
-    bool timed_out = timeout_ms >= 0 && mono_ms() - start >= timeout_ms;
+    bool timed_out = timeout_ms >= 0 && (int64_t)gpum__os_mono_ms() - start >= timeout_ms;
     if (interrupted(s) || timed_out) {
       if (s->c == NULL)
         return gpum_error(GPUM_EINTR, "interrupted while gpumd is away");

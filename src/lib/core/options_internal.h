@@ -30,6 +30,15 @@ void gpum__strbuf_puts(gpum__strbuf_t *b, const char *s);
 /* Hands the string to *out (caller frees) or frees it and returns GPUM_ENOMEM. */
 int gpum__strbuf_finish(gpum__strbuf_t *b, char **out);
 
+/* JSON string escaping, the one set of rules for the JSON gpum writes without jansson (pool
+ * snapshots, profiles, gpumd's replies): '"' and '\' escaped, control characters as \b \f
+ * \n \r \t or \u00XX (upper-case hex, as jansson writes them), every other byte (UTF-8
+ * included) as it is. For a byte that needs an escape, writes it to out and returns its length
+ * (2 or 6); returns 0 for a byte that goes as it is. */
+size_t gpum__json_escape(unsigned char ch, char out[6]);
+/* Appends s (n bytes) as a JSON string, quotes included. */
+void gpum__strbuf_json(gpum__strbuf_t *b, const char *s, size_t n);
+
 /* The current table (the built-in one unless a test replaced it). */
 const gpum_option_def_t *gpum__options_table(size_t *count);
 /* Test seam: use defs[0..count) as the table; NULL restores the built-in one. Configs made

@@ -51,6 +51,63 @@ void gpum__strbuf_printf(gpum__strbuf_t *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
+static void put_bytes(gpum__strbuf_t *b, const char *s, size_t n) {
+  if (n == 0 || !reserve(b, n))
+    return;
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+size_t gpum__json_escape(unsigned char ch, char out[6]) {
+  static const char hex[] = "0123456789ABCDEF";
+  if (ch >= 0x20 && ch != '"' && ch != '\\')
+    return 0;
+  out[0] = '\\';
+  switch (ch) {
+  case '"':
+  case '\\':
+    out[1] = (char)ch;
+    return 2;
+  case '\b':
+    out[1] = 'b';
+    return 2;
+  case '\f':
+    out[1] = 'f';
+    return 2;
+  case '\n':
+    out[1] = 'n';
+    return 2;
+  case '\r':
+    out[1] = 'r';
+    return 2;
+  case '\t':
+    out[1] = 't';
+    return 2;
+  default:
+    memcpy(out + 1, "u00", 3);
+    out[4] = hex[ch >> 4];
+    out[5] = hex[ch & 15];
+    return 6;
+  }
+}
+
+void gpum__strbuf_json(gpum__strbuf_t *b, const char *s, size_t n) {
+  put_bytes(b, "\"", 1);
+  size_t run = 0; /* bytes since the last escape, appended in one go */
+  for (size_t i = 0; i < n; i++) {
+    char esc[6];
+    size_t k = gpum__json_escape((unsigned char)s[i], esc);
+    if (k == 0)
+      continue;
+    put_bytes(b, s + run, i - run);
+    put_bytes(b, esc, k);
+    run = i + 1;
+  }
+  put_bytes(b, s + run, n - run);
+  put_bytes(b, "\"", 1);
+}
+
 int gpum__strbuf_finish(gpum__strbuf_t *b, char **out) {
   if (!b->failed && !reserve(b, 0))
     b->failed = true;

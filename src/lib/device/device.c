@@ -31,6 +31,7 @@
 
 #include "nvml_abi.h"
 #include "device/device_internal.h"
+#include "core/os_internal.h"
 
 /* ---- names ---- */
 
@@ -433,9 +434,7 @@ int gpum_device_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
   if (rc)
     return rc;
   memset(out, 0, sizeof *out);
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  out->timestamp_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  out->timestamp_ns = gpum__os_real_ns();
   gpum__session_lock(s);
   rc = s->ops->sample(s, index, out);
   gpum__session_unlock(s);

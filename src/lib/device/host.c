@@ -26,6 +26,7 @@
 
 #include <gpum/error.h>
 
+#include "core/os_internal.h"
 #include "device/device_internal.h"
 
 #define MIN_DELTA_NS (50ull * 1000000ull)
@@ -143,12 +144,6 @@ static int read_text(const char *path, char *buf, size_t len) {
   return 0;
 }
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int read_cpu_times(gpum__cpu_times_t *t) {
   char buf[4096]; /* the aggregate line is the first one */
   int rc = read_text("/proc/stat", buf, sizeof buf);
@@ -196,7 +191,7 @@ static int host_open(gpum_device_session_t *s, const gpum_device_open_opts_t *op
   host_uuid(h->uuid, sizeof h->uuid);
   if (read_cpu_times(&h->prev) == 0) {
     h->prev_valid = true;
-    h->prev_ns = mono_ns();
+    h->prev_ns = gpum__os_mono_ns();
   } else {
     gpum_error_clear();
   }
@@ -244,7 +239,7 @@ static int host_get_info(gpum_device_session_t *s, unsigned index, gpum_device_i
 
 static unsigned cpu_util(host_t *h) {
   gpum__cpu_times_t now;
-  uint64_t t = mono_ns();
+  uint64_t t = gpum__os_mono_ns();
   if (h->prev_valid && t - h->prev_ns >= MIN_DELTA_NS && read_cpu_times(&now) == 0) {
     int pct = gpum__cpu_util_percent(&h->prev, &now);
     h->prev = now;

@@ -25,14 +25,13 @@
 #include <gpum/log.h>
 
 #include "device/nvml_internal.h"
+#include "core/os_internal.h"
 
 #define WANTED_EVENTS \
   (nvmlEventTypeXidCriticalError | nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError)
 
 static uint64_t now_ns(clockid_t c) {
-  struct timespec ts;
-  clock_gettime(c, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return c == CLOCK_MONOTONIC ? gpum__os_mono_ns() : gpum__os_real_ns();
 }
 
 void gpum__nvml_events_close(gpum__nvml_t *nv) {

@@ -16,14 +16,13 @@
 #include <gpum/monitor.h>
 
 #include "monitor/monitor_internal.h"
+#include "core/os_internal.h"
 
 #define MAX_INTERVAL_MS 3600000u
 #define MAX_RING 10000000u /* records per device (640 MB): a sanity bound on the options */
 
 uint64_t gpum__mon_now(int clock_id) {
-  struct timespec ts;
-  clock_gettime((clockid_t)clock_id, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return clock_id == CLOCK_MONOTONIC ? gpum__os_mono_ns() : gpum__os_real_ns();
 }
 
 void gpum_monitor_opts_init(gpum_monitor_opts_t *opts) {

@@ -15,6 +15,7 @@
 #include <gpum/error.h>
 #include <gpum/profile.h>
 
+#include "core/os_internal.h"
 #include "core/options_internal.h"
 #include "monitor/profile_internal.h"
 
@@ -36,16 +37,10 @@ static entry_t *entries[GPUM_PROFILE_MAX_NAMES];
 static size_t n_entries;
 static uint64_t dropped;
 
-static uint64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t (*clock_fn)(void) = monotonic_ns;
+static uint64_t (*clock_fn)(void) = gpum__os_mono_ns;
 
 void gpum__profile_set_clock(uint64_t (*fn)(void)) {
-  clock_fn = fn ? fn : monotonic_ns;
+  clock_fn = fn ? fn : gpum__os_mono_ns;
 }
 
 uint64_t gpum__profile_now(void) {
@@ -222,17 +217,7 @@ char *gpum__profile_format_ns(double ns, char *buf, size_t len) {
 }
 
 static void json_string(gpum__strbuf_t *b, const char *s) {
-  gpum__strbuf_puts(b, "\"");
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      gpum__strbuf_printf(b, "\\%c", c);
-    else if (c < 0x20)
-      gpum__strbuf_printf(b, "\\u%04x", c);
-    else
-      gpum__strbuf_printf(b, "%c", c);
-  }
-  gpum__strbuf_puts(b, "\"");
+  gpum__strbuf_json(b, s, strlen(s));
 }
 
 static void report_json(gpum__strbuf_t *b, const gpum_profile_stat_t *st, size_t n) {

@@ -18,6 +18,7 @@
 #include <gpum/pool_replay.h>
 #include <gpum/size.h>
 
+#include "core/os_internal.h"
 #include "pool/replay_internal.h"
 
 #define MIB (1024u * 1024u)
@@ -85,12 +86,6 @@ static void rig_close(const gpum_replay_log_t *log, rig_t *rig) {
   gpum_pool_destroy(rig->pool);
   gpum_pool_source_destroy(rig->src);
   memset(rig, 0, sizeof *rig);
-}
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* What one pass over the log counted. */
@@ -198,10 +193,10 @@ static int replay_once(const gpum_replay_log_t *log, const gpum_replay_opts_t *o
   int rc = rig_open(log, o, &rig);
   if (rc)
     return rc;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = gpum__os_mono_ns();
   rc = run_pass(log, o, &rig, measured, p);
   if (ns)
-    *ns = now_ns() - t0;
+    *ns = gpum__os_mono_ns() - t0;
   if (rc == 0 && st)
     rc = gpum_pool_stats(rig.pool, st);
   rig_close(log, &rig);

@@ -18,6 +18,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gpum/error.h>
 
@@ -25,22 +26,7 @@
 #include "pool/pool_internal.h"
 
 static void put_string(gpum__strbuf_t *b, const char *s) {
-  char out[GPUM__POOL_NAME_MAX * 6 + 3];
-  size_t n = 0;
-  out[n++] = '"';
-  for (const unsigned char *c = (const unsigned char *)s; *c && n + 8 < sizeof(out); c++) {
-    if (*c == '"' || *c == '\\') {
-      out[n++] = '\\';
-      out[n++] = (char)*c;
-    } else if (*c < 0x20) {
-      n += (size_t)snprintf(out + n, sizeof(out) - n, "\\u%04x", *c);
-    } else {
-      out[n++] = (char)*c;
-    }
-  }
-  out[n++] = '"';
-  out[n] = '\0';
-  gpum__strbuf_puts(b, out);
+  gpum__strbuf_json(b, s, strlen(s));
 }
 
 static void put_stat(gpum__strbuf_t *b, const char *name, const gpum_pool_stat_t *s) {

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The OS layer of os_internal.h: clocks and /proc/PID/stat. Also compiled into libgpum_sim
+ * (src/sim/CMakeLists.txt), so it uses nothing else of libgpum.
+ */
+#include "core/os_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t gpum__os_mono_ns(void) {
+  return clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t gpum__os_mono_ms(void) {
+  return clock_ns(CLOCK_MONOTONIC) / 1000000u;
+}
+
+uint64_t gpum__os_real_ns(void) {
+  return clock_ns(CLOCK_REALTIME);
+}
+
+/* The number at p (a field), ending at a space, newline or the end. */
+static int field_u64(const char *p, uint64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(p, &end, 10);
+  if (end == p || errno != 0 || (*end != ' ' && *end != '\n' && *end != '\0'))
+    return -EINVAL;
+  *out = (uint64_t)v;
+  return 0;
+}
+
+int gpum__os_parse_proc_stat(const char *text, gpum__os_proc_stat_t *out) {
+  const char *p = strrchr(text, ')');
+  if (p == NULL || p[1] != ' ' || p[2] == '\0')
+    return -EINVAL;
+  p += 2; /* field 3 */
+  out->state = *p;
+  uint64_t ppid = 0;
+  for (int field = 4; field <= 22; field++) { /* p moves on to this field */
+    p = strchr(p, ' ');
+    if (p == NULL)
+      return -EINVAL;
+    p++;
+    if (field == 4 && (field_u64(p, &ppid) != 0 || ppid > 0x7fffffff))
+      return -EINVAL;
+  }
+  out->ppid = (int)ppid;
+  return field_u64(p, &out->start_time);
+}
+
+int gpum__os_proc_stat(int pid, gpum__os_proc_stat_t *out) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
+  ssize_t got = read(fd, buf, sizeof buf - 1);
+  int err = errno;
+  close(fd);
+  if (got < 0)
+    return err == ESRCH ? -ENOENT : -err;
+  if (got == 0)
+    return -EINVAL;
+  buf[got] = '\0';
+  return gpum__os_parse_proc_stat(buf, out);
+}
