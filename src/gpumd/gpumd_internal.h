@@ -168,7 +168,7 @@ struct gpumd {
   struct event *prune_timer; /* ledger.retention: deletes old finished reservations */
   struct event *ledger_ev;   /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
-  struct gpumd_procs_block *procs;
+  gpum_device_readers_t *procs;
   /* Obsolete and read by nothing: who causes a transition now travels with each scheduler
    * call (gpumd_cause_t). http.c's dispatch still clears these two; remove them together with
    * those two lines. */

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests for the hang-safe device readers (src/lib/device/readers.c), with a read function
+ * that can be made to hang on one device: a read on request returns at its deadline with that
+ * device marked GPUM_ETIMEDOUT and the others' results handed over; a reader still stuck in an
+ * earlier read is not waited for again; it answers once released; stopping leaves a stuck
+ * reader behind and its thread frees the block when the call returns (ASan checks that
+ * nothing leaks); a periodic reader keeps the newest result for latest. Sessions are opened on
+ * the host backend: no driver is needed. Runs under ThreadSanitizer too (the _threads suffix).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include <gpum/device.h>
+#include <gpum/error.h>
+
+typedef struct {
+  unsigned index;
+  int *owned; /* a result that owns memory, handed over with it */
+} result_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int hang_index = -1; /* the device whose reads block while hang is set */
+static bool hang;
+static unsigned reads, frees;
+
+static int read_fn(gpum_device_session_t *s, unsigned index, void *result, void *user) {
+  (void)user;
+  result_t *r = result;
+  pthread_mutex_lock(&mu);
+  while (hang && (int)index == hang_index)
+    pthread_cond_wait(&cv, &mu);
+  reads++;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  r->index = index;
+  r->owned = malloc(sizeof *r->owned);
+  if (r->owned)
+    *r->owned = (int)index * 10;
+  return s ? 0 : GPUM_EDRIVER;
+}
+
+static void free_fn(void *result, void *user) {
+  (void)user;
+  result_t *r = result;
+  free(r->owned);
+  r->owned = NULL;
+  pthread_mutex_lock(&mu);
+  frees++;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+}
+
+static void set_hang(int index, bool on) {
+  pthread_mutex_lock(&mu);
+  hang_index = index;
+  hang = on;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+}
+
+/* Waits (10 s at most) until *counter reaches want. */
+static bool wait_count(unsigned *counter, unsigned want) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  pthread_mutex_lock(&mu);
+  while (*counter < want && pthread_cond_timedwait(&cv, &mu, &until) == 0)
+    ;
+  bool ok = *counter >= want;
+  pthread_mutex_unlock(&mu);
+  return ok;
+}
+
+static gpum_device_readers_opts_t opts(unsigned interval_ms) {
+  gpum_device_readers_opts_t o = {.result_size = sizeof(result_t),
+                                  .read = read_fn,
+                                  .result_free = free_fn,
+                                  .interval_ms = interval_ms};
+  gpum_device_open_opts_init(&o.device);
+  o.device.backend = GPUM_BACKEND_HOST;
+  return o;
+}
+
+static void test_on_request_with_a_hung_device(void **state) {
+  (void)state;
+  gpum_device_readers_opts_t o = opts(0);
+  gpum_device_readers_t *rs = NULL;
+  assert_int_equal(gpum_device_readers_start(&o, NULL, 0, &rs), 0);
+  unsigned idx[3] = {0, 1, 2};
+  result_t res[3];
+  int rcs[3];
+  /* Every reader up and answering first (no deadline to meet: a minute). */
+  memset(res, 0, sizeof res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, 3, 60000, res, rcs), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rcs[i], 0);
+    free(res[i].owned);
+  }
+  /* Device 1 hangs: the read returns at its deadline (2 s, ample for the idle readers of 0
+   * and 2 to answer, even on a loaded machine) with 1 marked. */
+  set_hang(1, true);
+  memset(res, 0, sizeof res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, 3, 2000, res, rcs), 0);
+  assert_int_equal(rcs[0], 0);
+  assert_int_equal(rcs[2], 0);
+  assert_int_equal(rcs[1], GPUM_ETIMEDOUT);
+  assert_int_equal(res[2].index, 2);
+  assert_int_equal(*res[2].owned, 20); /* handed over: ours to free */
+  assert_null(res[1].owned);           /* left alone */
+  free(res[0].owned);
+  free(res[2].owned);
+  /* Device 1 is still in its first read: not waited for; the others answer. */
+  memset(res, 0, sizeof res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, 3, 60000, res, rcs), 0);
+  assert_int_equal(rcs[1], GPUM_ETIMEDOUT);
+  assert_int_equal(rcs[0], 0);
+  free(res[0].owned);
+  free(res[2].owned);
+  /* Released, it ends its stuck read (and serves the requests that came meanwhile), and then
+   * answers the next request that finds it idle: no request is waited for while it is busy
+   * with an older one, so ask until one is (each ask returns at once or with the answer). */
+  set_hang(1, false);
+  int rc = GPUM_ETIMEDOUT;
+  for (int tries = 0; tries < 100000 && rc == GPUM_ETIMEDOUT; tries++) {
+    memset(res, 0, sizeof res);
+    assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 60000, res, rcs), 0);
+    rc = rcs[0];
+  }
+  assert_int_equal(rc, 0);
+  assert_int_equal(*res[0].owned, 10);
+  free(res[0].owned);
+  gpum_device_readers_stop(rs);
+}
+
+static void test_stop_leaves_a_stuck_reader(void **state) {
+  (void)state;
+  gpum_device_readers_opts_t o = opts(0);
+  gpum_device_readers_t *rs = NULL;
+  unsigned idx[2] = {5, 6};
+  assert_int_equal(gpum_device_readers_start(&o, idx, 2, &rs), 0);
+  set_hang(6, true);
+  result_t res[2] = {0};
+  int rcs[2];
+  assert_int_equal(gpum_device_readers_read(rs, idx, 2, 2000, res, rcs), 0);
+  assert_int_equal(rcs[1], GPUM_ETIMEDOUT);
+  free(res[0].owned); /* NULL if reader 5 was late: the test is about reader 6 */
+  pthread_mutex_lock(&mu);
+  unsigned before = frees;
+  pthread_mutex_unlock(&mu);
+  gpum_device_readers_stop(rs); /* returns although device 6's read still blocks */
+  set_hang(6, false);
+  /* Its read returns: the old result (none owned) and then, as the last reference goes, the
+   * block's results are freed: two frees for reader 6 (its results) and one for reader 5. */
+  assert_true(wait_count(&frees, before + 3));
+}
+
+static void test_periodic_latest(void **state) {
+  (void)state;
+  gpum_device_readers_opts_t o = opts(5);
+  o.result_free = NULL; /* latest copies: a periodic result owns nothing */
+  gpum_device_readers_t *rs = NULL;
+  unsigned idx[2] = {0, 3};
+  pthread_mutex_lock(&mu);
+  unsigned start = reads;
+  pthread_mutex_unlock(&mu);
+  assert_int_equal(gpum_device_readers_start(&o, idx, 2, &rs), 0);
+  assert_true(wait_count(&reads, start + 6)); /* at least three rounds of two devices */
+  result_t r;
+  assert_int_equal(gpum_device_readers_latest(rs, 3, &r), 0);
+  assert_int_equal(r.index, 3);
+  free(r.owned); /* the read function allocates: this test frees what latest copied */
+  assert_int_equal(gpum_device_readers_latest(rs, 9, &r), GPUM_ENODEV);
+  gpum_device_readers_stop(rs);
+}
+
+static void test_bad_options(void **state) {
+  (void)state;
+  gpum_device_readers_opts_t o = opts(0);
+  gpum_device_readers_t *rs = NULL;
+  o.read = NULL;
+  assert_int_equal(gpum_device_readers_start(&o, NULL, 0, &rs), GPUM_EINVAL);
+  o = opts(4000000);
+  assert_int_equal(gpum_device_readers_start(&o, NULL, 0, &rs), GPUM_EINVAL);
+  assert_null(rs);
+  gpum_device_readers_stop(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_on_request_with_a_hung_device),
+      cmocka_unit_test(test_stop_leaves_a_stuck_reader),
+      cmocka_unit_test(test_periodic_latest),
+      cmocka_unit_test(test_bad_options),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
