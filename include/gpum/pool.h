@@ -124,7 +124,8 @@ typedef struct {
   int device;                    /* for messages ("GPU 0"); default 0 */
   uint64_t limit_bytes;          /* hard cap on reserved bytes; 0 = the reservation the
                                     process runs under (GPUM_MEM_LIMIT, which gpum run sets:
-                                    bytes per GPU) unless no_reservation_limit, else none */
+                                    bytes per GPU) unless no_reservation_limit or the source's
+                                    memory is not a GPU's (host, pinned, simulated), else none */
   double limit_fraction;         /* cap as a fraction of the device total (0..1]; 0 = none;
                                     needs a source with mem_info; with limit_bytes the smaller
                                     wins */
