@@ -757,6 +757,46 @@ static void test_pool_reservation_not_host(void **state) {
   unsetenv("GPUM_MEM_LIMIT");
 }
 
+/* The effective cache bound is reported in the stats and the snapshot (the options as given
+ * too): 1/8 of the device by default, none under a limit or with UINT64_MAX, as asked
+ * otherwise. */
+static void test_pool_cache_bound_reported(void **state) {
+  (void)state;
+  unsetenv("GPUM_MEM_LIMIT");
+  gpum_pool_opts_t o;
+  gpum_pool_opts_init(&o);
+  fx_t f;
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  assert_int_equal(stats(f.pool).cache_limit, 10 * GiB);
+  char *js = NULL;
+  assert_int_equal(gpum_pool_snapshot_json(f.pool, &js), 0);
+  json_t *root = json_loads(js, 0, NULL);
+  assert_non_null(root);
+  assert_int_equal(
+      json_integer_value(json_object_get(json_object_get(root, "stats"), "cache_limit")), 10 * GiB);
+  json_t *jo = json_object_get(root, "options");
+  assert_int_equal(json_integer_value(json_object_get(jo, "cache_limit_bytes")), 0);
+  assert_true(json_is_false(json_object_get(jo, "no_reservation_limit")));
+  json_decref(root);
+  free(js);
+  fx_close(&f);
+
+  o.limit_bytes = 40 * GiB;
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  assert_int_equal(stats(f.pool).cache_limit, 0); /* caches up to the limit */
+  fx_close(&f);
+  o.cache_limit_fraction = 0.25; /* of the limit */
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  assert_int_equal(stats(f.pool).cache_limit, 10 * GiB);
+  fx_close(&f);
+  o.limit_bytes = 0;
+  o.cache_limit_fraction = 0;
+  o.cache_limit_bytes = UINT64_MAX;
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  assert_int_equal(stats(f.pool).cache_limit, 0);
+  fx_close(&f);
+}
+
 static void test_pool_expandable(void **state) {
   (void)state;
   gpum_pool_opts_t o;
@@ -1087,6 +1127,7 @@ int main(void) {
       cmocka_unit_test(test_pool_reservation_limit),
       cmocka_unit_test(test_pool_cache_bound_consolidated),
       cmocka_unit_test(test_pool_reservation_not_host),
+      cmocka_unit_test(test_pool_cache_bound_reported),
       cmocka_unit_test(test_pool_expandable),
       cmocka_unit_test(test_pool_snapshot),
       cmocka_unit_test(test_pool_event_log),
