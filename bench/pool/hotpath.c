@@ -12,10 +12,13 @@
  * separates the cost of the algorithm from the cache misses of touching N random blocks. One
  * untimed pass warms the allocator; then batches of pairs are timed and the median batch gives ns
  * per pair. With --threads T, T threads run the same number of pairs each, on their own live sets,
- * against one pool (or malloc), and the result is the aggregate pairs per second.
+ * against one pool (or malloc), and the result is the aggregate pairs per second. With
+ * --capacity-mib C the simulated source has a capacity of C MiB and reports it as the device's
+ * size, so the pool's default cache bound (1/8 of the device) is on; without it the source
+ * reports no device and the pool has no cache bound.
  *
  * Usage: pool_hotpath gpum|malloc [--live N] [--window W] [--batches B] [--batch P]
- *                     [--threads T]
+ *                     [--threads T] [--capacity-mib C]
  * Prints one line: "ns_per_pair=X pairs_per_sec=Y". Built by bench/pool/run.sh.
  */
 #include <math.h>
@@ -163,7 +166,7 @@ static unsigned arg_uint(int argc, char **argv, const char *name, unsigned def) 
 int main(int argc, char **argv) {
   if (argc < 2 || (strcmp(argv[1], "gpum") && strcmp(argv[1], "malloc"))) {
     fprintf(stderr, "usage: pool_hotpath gpum|malloc [--live N] [--window W] [--batches B] "
-                    "[--batch P] [--threads T]\n");
+                    "[--batch P] [--threads T] [--capacity-mib C]\n");
     return 2;
   }
   unsigned live = arg_uint(argc, argv, "--live", 100);
@@ -175,10 +178,12 @@ int main(int argc, char **argv) {
   unsigned batches = arg_uint(argc, argv, "--batches", 300);
   unsigned batch = arg_uint(argc, argv, "--batch", 1000);
   unsigned nthreads = arg_uint(argc, argv, "--threads", 1);
+  uint64_t capacity = (uint64_t)arg_uint(argc, argv, "--capacity-mib", 0) << 20; /* 0: none */
   gpum_pool_source_t *src = NULL;
   gpum_pool_t *pool = NULL;
   int use_pool = !strcmp(argv[1], "gpum");
-  if (use_pool && (gpum_pool_source_simulated(0, &src) || gpum_pool_create(src, NULL, &pool))) {
+  if (use_pool &&
+      (gpum_pool_source_simulated(capacity, &src) || gpum_pool_create(src, NULL, &pool))) {
     fprintf(stderr, "pool_hotpath: cannot create the pool: %s\n", gpum_last_error());
     return 1;
   }

@@ -5,12 +5,14 @@
 #   1. hot path: ns of an alloc+free pair (per run the median batch, then the lowest of five
 #      runs) over a training-shaped size mix, one thread,
 #      gpum pool (simulated source, warmed) beside glibc malloc, jemalloc and mimalloc running
-#      the same binary and sequence (LD_PRELOAD). Aim: within 2x of mimalloc.
+#      the same binary and sequence (LD_PRELOAD). Aim: within 2x of mimalloc. The pool also
+#      on a source that reports a device, so that its cache bound is on (docs/pool.md).
 #   2. scaling: ns per pair with 100 and with 100,000 live blocks, the victims drawn from the
 #      whole live set (random) and from a hot window of 100 of the 100,000 (window). Aim: ratio
 #      < 1.5.
 #   3. two threads' throughput (pairs/s, one shared pool) against one thread's.
-#   4. fragmentation: every log in ../shared/traces/alloc (when present) and synthetic
+#   4. fragmentation: every log in ../shared/traces/alloc (when present; $GPUM_POOL_TRACES
+#      names another directory) and synthetic
 #      transformer-training logs (gpum pool gen-trace), per strategy: peak reserved / peak
 #      allocated and the bisected minimum capacity / peak live bytes. Aim: 1.05 on
 #      training-shaped logs.
@@ -71,6 +73,10 @@ pps() {
 echo "-- hot path: alloc+free pair, 1 thread, 100 live blocks, sizes 50% 512B-64KiB,"
 echo "   35% 64KiB-1MiB, 13% 1-8MiB, 2% 8-16MiB (log-uniform), median of 300 batches of 1000"
 gp=$(PRELOAD="" hot gpum)
+# The same pool on a source that reports a device (80 GiB, and 512 MiB, whose default cache
+# bound of 1/8, 64 MiB, is below what the live set leaves cached: empty segments go back on free)
+gpb=$(PRELOAD="" hot gpum --capacity-mib 81920)
+gpt=$(PRELOAD="" hot gpum --capacity-mib 512)
 glibc=$(PRELOAD="" hot malloc)
 JE=$(find_lib libjemalloc.so.2)
 MI=$(find_lib libmimalloc.so.2)
@@ -86,6 +92,9 @@ row() { # NAME NS
   fi
 }
 printf "  %-28s %8.1f ns\n" "gpum pool (simulated, warm)" "$gp"
+awk -v x="$gpb" -v y="$gpt" -v g="$gp" 'BEGIN {
+  printf "  %-28s %8.1f ns   this/no-bound %5.2fx\n", "  cache bound on (80 GiB)", x, x / g
+  printf "  %-28s %8.1f ns   this/no-bound %5.2fx\n", "  bound reached (512 MiB)", y, y / g }'
 row "glibc malloc" "$glibc"
 row "jemalloc (LD_PRELOAD)" "$je"
 row "mimalloc (LD_PRELOAD)" "$mi"
@@ -132,7 +141,11 @@ fi
 
 echo "-- fragmentation: per strategy, peak reserved / peak allocated and min capacity / peak live"
 TRACES=()
-SHARED="$(dirname "$SRC")/shared/traces/alloc"
+# The recorded traces: $GPUM_POOL_TRACES, else ../shared/traces/alloc beside the checkout (for a
+# worktree under wt/, beside the directory that holds it).
+SHARED=${GPUM_POOL_TRACES:-"$(dirname "$SRC")/shared/traces/alloc"}
+[ -n "${GPUM_POOL_TRACES:-}" ] || [ -d "$SHARED" ] ||
+  SHARED="$(dirname "$(dirname "$SRC")")/shared/traces/alloc"
 if [ -d "$SHARED" ]; then
   for f in "$SHARED"/*.csv; do TRACES+=("$f"); done
 else

@@ -124,7 +124,8 @@ typedef struct {
   int device;                    /* for messages ("GPU 0"); default 0 */
   uint64_t limit_bytes;          /* hard cap on reserved bytes; 0 = the reservation the
                                     process runs under (GPUM_MEM_LIMIT, which gpum run sets:
-                                    bytes per GPU) unless no_reservation_limit, else none */
+                                    bytes per GPU) unless no_reservation_limit or the source's
+                                    memory is not a GPU's (host, pinned, simulated), else none */
   double limit_fraction;         /* cap as a fraction of the device total (0..1]; 0 = none;
                                     needs a source with mem_info; with limit_bytes the smaller
                                     wins */
@@ -138,7 +139,8 @@ typedef struct {
                                     past it, empty segments are given back, oldest first, as
                                     blocks are freed and before the pool grows. 0 = the
                                     default: cache_limit_fraction, else none when the pool has
-                                    a limit (it caches up to it), else 1/8 of the device */
+                                    a limit (it caches up to it), else 1/8 of the device;
+                                    UINT64_MAX: no bound */
   double cache_limit_fraction;   /* the same as a share (0..1] of the limit, else of the
                                     device total; 0 = the default */
   bool no_reservation_limit;     /* do not take the reservation as the default limit (below) */
@@ -203,6 +205,7 @@ typedef struct {
   uint64_t free_cached;        /* bytes in free blocks */
   double fragmentation;        /* 1 - largest_free_block / free_cached; 0 when nothing cached */
   uint64_t limit;              /* effective limit in bytes; 0 = none */
+  uint64_t cache_limit;        /* effective cache bound in bytes; 0 = none */
   /* Per-strategy counters. */
   uint64_t num_splits, num_merges, num_gc_frees, num_stream_merges, num_maps, num_unmaps;
 } gpum_pool_stats_t;

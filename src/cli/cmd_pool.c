@@ -146,6 +146,7 @@ static json_t *run_json(const char *path, const char *source, const gpum_replay_
   json_object_set_new(o, "skipped_frees_of_failed", json_integer((json_int_t)r->failed_frees));
   json_object_set_new(o, "alloc_retries", json_integer((json_int_t)r->retries));
   json_object_set_new(o, "segments_peak", json_integer((json_int_t)r->segments_peak));
+  json_object_set_new(o, "source_allocs", json_integer((json_int_t)r->source_allocs));
   json_object_set_new(o, "ops", json_integer((json_int_t)r->ops));
   json_object_set_new(o, "elapsed_ns", json_integer((json_int_t)r->elapsed_ns));
   json_object_set_new(o, "ns_per_op", json_real(r->ns_per_op));
@@ -222,31 +223,37 @@ static void print_table(const gpum_replay_log_info_t *in, const char *path, cons
 /* ---- replay ---- */
 
 static void replay_usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum pool replay LOG.csv|- [--strategy S|all] [--source NAME] [--capacity SIZE]\n"
-          "                        [--device N] [--stop-on-oom] [--find-min-capacity] [--json]\n"
-          "\n"
-          "Replays an RMM CSV allocation log (Thread,Time,Action,Pointer,Size,Stream) against the\n"
-          "pool ('-' reads stdin) and reports peak allocated and reserved bytes, their ratio,\n"
-          "fragmentation at peak reserved, OOMs, retries and nanoseconds per operation.\n"
-          "\n"
-          "  --strategy S        BALANCED (default), GREEDY, CONSOLIDATED, FRAGMENTATION_AWARE,\n"
-          "                      or 'all' for one row (JSON: one array element) per strategy\n"
-          "  --source NAME       simulated (default: addresses only, no memory), host, pinned,\n"
-          "                      cuda, cuda-vmm\n"
-          "  --capacity SIZE     simulated: the address space's size; other sources: the pool's\n"
-          "                      limit (e.g. 16GiB; default unlimited)\n"
-          "  --device N          GPU for the cuda sources (default 0)\n"
-          "  --stop-on-oom       stop at the first failed allocation (default: count it, go on,\n"
-          "                      and skip the frees of failed allocations)\n"
-          "  --find-min-capacity also bisect the smallest simulated capacity with no OOM, to\n"
-          "                      1 MiB or 0.1%% of peak live bytes (whichever is finer)\n"
-          "  --json              JSON instead of text\n"
-          "\n"
-          "Multi-thread logs replay on one thread: each thread's rows in order, threads merged by\n"
-          "Time, then by row. Frees of pointers that are not live are counted and skipped. See\n"
-          "docs/pool.md, 'Replaying a log'. Exit: 0 done (OOMs are results), 1 unreadable or\n"
-          "malformed log or source failure, 2 usage error.\n");
+  fprintf(
+      out,
+      "usage: gpum pool replay LOG.csv|- [--strategy S|all] [--source NAME] [--capacity SIZE]\n"
+      "                        [--device N] [--cache-limit B] [--stop-on-oom]\n"
+      "                        [--find-min-capacity] [--json]\n"
+      "\n"
+      "Replays an RMM CSV allocation log (Thread,Time,Action,Pointer,Size,Stream) against the\n"
+      "pool ('-' reads stdin) and reports peak allocated and reserved bytes, their ratio,\n"
+      "fragmentation at peak reserved, OOMs, retries and nanoseconds per operation.\n"
+      "\n"
+      "  --strategy S        BALANCED (default), GREEDY, CONSOLIDATED, FRAGMENTATION_AWARE,\n"
+      "                      or 'all' for one row (JSON: one array element) per strategy\n"
+      "  --source NAME       simulated (default: addresses only, no memory), host, pinned,\n"
+      "                      cuda, cuda-vmm\n"
+      "  --capacity SIZE     simulated: the address space's size; other sources: the pool's\n"
+      "                      limit (e.g. 16GiB; default unlimited)\n"
+      "  --device N          GPU for the cuda sources (default 0)\n"
+      "  --cache-limit B     the most the pool keeps cached (reserved, not allocated): a\n"
+      "                      size (2GiB), a fraction such as 0.25 or 1.0 of the limit (else of\n"
+      "                      the device), or 'none' (default: none under a limit, else 1/8\n"
+      "                      of the device; docs/pool.md, 'The cache bound')\n"
+      "  --stop-on-oom       stop at the first failed allocation (default: count it, go on,\n"
+      "                      and skip the frees of failed allocations)\n"
+      "  --find-min-capacity also bisect the smallest simulated capacity with no OOM, to\n"
+      "                      1 MiB or 0.1%% of peak live bytes (whichever is finer)\n"
+      "  --json              JSON instead of text\n"
+      "\n"
+      "Multi-thread logs replay on one thread: each thread's rows in order, threads merged by\n"
+      "Time, then by row. Frees of pointers that are not live are counted and skipped. See\n"
+      "docs/pool.md, 'Replaying a log'. Exit: 0 done (OOMs are results), 1 unreadable or\n"
+      "malformed log or source failure, 2 usage error.\n");
 }
 
 static const char *const source_names[] = {"simulated", "host", "pinned", "cuda", "cuda-vmm"};
@@ -259,14 +266,41 @@ static bool known_source(const char *s) {
 }
 
 typedef struct {
-  const char *path, *strategy, *source, *capacity, *device;
+  const char *path, *strategy, *source, *capacity, *device, *cache_limit;
   bool json, find_min, stop, help;
 } replay_args_t;
 
-/* Validates the flags into opts and the strategy list. Returns 0 or CLI_EXIT_USAGE. */
-static int replay_setup(const replay_args_t *a, gpum_replay_opts_t *o, gpum_pool_strategy_t *list,
-                        int *n) {
+/* --cache-limit: a size, a fraction in (0, 1], or "none" into po. Returns 0 or -1. */
+static int parse_cache_limit(const char *s, gpum_pool_opts_t *po) {
+  if (!strcasecmp(s, "none")) {
+    po->cache_limit_bytes = UINT64_MAX;
+    return 0;
+  }
+  uint64_t bytes;
+  if (gpum_size_parse(s, &bytes) == 0 && bytes > 0) {
+    po->cache_limit_bytes = bytes;
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  double f = strtod(s, &end);
+  if (errno || end == s || *end || !(f > 0 && f <= 1))
+    return -1;
+  po->cache_limit_fraction = f;
+  return 0;
+}
+
+/* Validates the flags into opts (with po, the pool options it points to) and the strategy
+ * list. Returns 0 or CLI_EXIT_USAGE. */
+static int replay_setup(const replay_args_t *a, gpum_replay_opts_t *o, gpum_pool_opts_t *po,
+                        gpum_pool_strategy_t *list, int *n) {
   gpum_replay_opts_init(o);
+  gpum_pool_opts_init(po);
+  po->name = "replay";
+  o->pool_opts = po;
+  if (a->cache_limit && parse_cache_limit(a->cache_limit, po))
+    return bad_value("replay", "--cache-limit", a->cache_limit,
+                     "a size such as 2GiB, a fraction such as 0.25, or none");
   o->stop_on_oom = a->stop;
   if (a->source && !known_source(a->source))
     return bad_value("replay", "--source", a->source, "simulated, host, pinned, cuda or cuda-vmm");
@@ -323,10 +357,15 @@ static int replay_report(const replay_args_t *a, const gpum_replay_opts_t *o,
 static int pool_replay(int argc, char **argv) {
   replay_args_t a = {0};
   const char *pos[1];
-  popt_t opts[] = {{"--strategy", &a.strategy, NULL}, {"--source", &a.source, NULL},
-                   {"--capacity", &a.capacity, NULL}, {"--device", &a.device, NULL},
-                   {"--json", NULL, &a.json},         {"--find-min-capacity", NULL, &a.find_min},
-                   {"--stop-on-oom", NULL, &a.stop},  {NULL, NULL, NULL}};
+  popt_t opts[] = {{"--strategy", &a.strategy, NULL},
+                   {"--source", &a.source, NULL},
+                   {"--capacity", &a.capacity, NULL},
+                   {"--device", &a.device, NULL},
+                   {"--cache-limit", &a.cache_limit, NULL},
+                   {"--json", NULL, &a.json},
+                   {"--find-min-capacity", NULL, &a.find_min},
+                   {"--stop-on-oom", NULL, &a.stop},
+                   {NULL, NULL, NULL}};
   int np, rc = parse_flags("replay", argc, argv, opts, pos, 1, &np);
   if (rc < 0) {
     replay_usage(stdout);
@@ -340,9 +379,10 @@ static int pool_replay(int argc, char **argv) {
   }
   a.path = pos[0];
   gpum_replay_opts_t o;
+  gpum_pool_opts_t po;
   gpum_pool_strategy_t list[NSTRATEGIES];
   int n;
-  if ((rc = replay_setup(&a, &o, list, &n)))
+  if ((rc = replay_setup(&a, &o, &po, list, &n)))
     return rc;
   gpum_replay_log_t *log = NULL;
   gpum_error_clear();

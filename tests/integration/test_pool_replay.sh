@@ -3,8 +3,9 @@
 # `gpum pool replay` and `gpum pool gen-trace` end to end, on logs this test writes itself: a
 # generated transformer trace replayed as text and JSON, per strategy and with --strategy all,
 # the capacity bisection on a log whose answer is known, OOM counting under a small capacity,
-# RMM's clock-string Time, and every error with its exit code (1 for a missing or malformed log,
-# 2 for usage) and nothing on stdout.
+# RMM's clock-string Time, the cache bound (--cache-limit) and the reservation as a limit, and
+# every error with its exit code (1 for a missing or malformed log, 2 for usage) and nothing on
+# stdout.
 source "$(dirname "$0")/lib.sh"
 
 G=$GPUM_BIN
@@ -120,6 +121,51 @@ t_expect 0 "$G" pool replay "$O" --capacity 2MiB --stop-on-oom
 grep -q 'replay stopped there' "$T_OUT" || t_fail "no stop note"
 t_ok "ooms, clock times"
 
+# --- the cache bound (--cache-limit): requests of growing sizes, each freed before the next, so
+# that no cached segment serves a later one: 57 segments, 100 MiB to 1.5 GiB, 44.5 GiB in all ---
+C=$T_SCRATCH/grow.csv
+/usr/bin/python3 - "$C" <<'EOF'
+import sys
+MiB = 1 << 20
+with open(sys.argv[1], "w") as f:
+    f.write("Thread,Time,Action,Pointer,Size,Stream\n")
+    t = 0
+    for i in range(57):
+        size = (100 + 25 * i) * MiB
+        f.write(f"0,{t},allocate,{hex(0x1000 + i)},{size},0\n")
+        f.write(f"0,{t + 1},free,{hex(0x1000 + i)},{size},0\n")
+        t += 2
+EOF
+cache_run() { # LABEL ARGS...: a BALANCED replay on an 80 GiB simulated device, kept as LABEL
+  local label=$1
+  shift
+  t_expect 0 "$G" pool replay "$C" --capacity 80GiB --json "$@"
+  cp "$T_OUT" "$T_SCRATCH/cache-$label.json"
+}
+cache_run none --cache-limit none
+cache_run default
+cache_run bytes --cache-limit 2GiB
+cache_run fraction --cache-limit 0.05
+GPUM_MEM_LIMIT=1073741824 cache_run reservation # the simulated source: not GPU memory
+/usr/bin/python3 - "$T_SCRATCH" <<'EOF' || t_fail "--cache-limit"
+import json, sys
+GiB = 1 << 30
+r = {k: json.load(open(f"{sys.argv[1]}/cache-{k}.json"))
+     for k in ("none", "default", "bytes", "fraction", "reservation")}
+assert all(x["ooms"] == 0 and x["source_allocs"] == 57 for x in r.values()), r
+assert r["none"]["peak_reserved_bytes"] > 44 * GiB, r["none"]
+assert r["default"]["peak_reserved_bytes"] <= 10 * GiB + 1.5 * GiB, r["default"]
+assert r["bytes"]["peak_reserved_bytes"] <= 2 * GiB + 1.5 * GiB, r["bytes"]
+assert r["fraction"]["peak_reserved_bytes"] <= 4 * GiB + 1.5 * GiB, r["fraction"]
+assert r["reservation"]["peak_reserved_bytes"] == r["default"]["peak_reserved_bytes"]
+EOF
+expect_bad_limit() {
+  t_expect 2 "$G" pool replay "$C" --cache-limit "$1"
+  grep -q "bad value '$1' for --cache-limit" "$T_ERR" || t_fail "no reason for --cache-limit $1"
+}
+for v in 0 1.5 -1 lots; do expect_bad_limit "$v"; done
+t_ok "cache limit"
+
 # --- errors: exit codes, reasons, nothing on stdout ---
 expect_err() { # CODE PATTERN ARGS...
   local code=$1 pat=$2
@@ -155,6 +201,12 @@ t_pyjson "$T_OUT" '
 assert d["source"] == "cuda" and d["ooms"] == 0, d
 assert d["peak_reserved_bytes"] >= d["peak_live_bytes"] > 0
 ' || t_fail "replay on the cuda source"
+# Under a reservation (gpum run sets GPUM_MEM_LIMIT) a pool of GPU memory is limited by it; the
+# same log on the simulated source is not.
+GPUM_MEM_LIMIT=1048576 t_expect 0 "$G" pool replay "$T" --source cuda --json
+t_pyjson "$T_OUT" 'assert d["ooms"] > 0, d' || t_fail "the cuda source ignored GPUM_MEM_LIMIT"
+GPUM_MEM_LIMIT=1048576 t_expect 0 "$G" pool replay "$T" --json
+t_pyjson "$T_OUT" 'assert d["ooms"] == 0, d' || t_fail "the simulated source took GPUM_MEM_LIMIT"
 t_expect 1 "$G" pool replay "$T" --source cuda --device 7
 [ ! -s "$T_OUT" ] || t_fail "output for a missing device"
 t_ok "cuda source on a simulated node"

@@ -709,6 +709,94 @@ static void test_pool_reservation_limit(void **state) {
   tl_close(g.tl, g.src);
 }
 
+/* CONSOLIDATED keeps one empty segment per kind as a spare; the cache bound applies to the
+ * spare too: a freed segment of its own for a 12 GiB tensor is more than 1/8 of an 80 GiB
+ * device, and goes back (it stayed cached before), while a small spare stays. */
+static void test_pool_cache_bound_consolidated(void **state) {
+  (void)state;
+  unsetenv("GPUM_MEM_LIMIT");
+  gpum_pool_opts_t o;
+  gpum_pool_opts_init(&o);
+  o.strategy = GPUM_POOL_CONSOLIDATED;
+  fx_t f;
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  gpum_devptr_t big = must_alloc(f.pool, 12 * GiB);
+  assert_int_equal(gpum_pool_free(f.pool, big), 0);
+  gpum_pool_stats_t st = stats(f.pool);
+  assert_int_equal(st.reserved_bytes.current, 0);
+  assert_int_equal(st.num_gc_frees, 1);
+  assert_int_equal(f.tl->used, 0);
+  gpum_devptr_t small = must_alloc(f.pool, 100 * MiB);
+  assert_int_equal(gpum_pool_free(f.pool, small), 0);
+  assert_int_equal(stats(f.pool).reserved_bytes.current, 100 * MiB); /* the spare */
+  fx_close(&f);
+}
+
+/* The reservation in GPUM_MEM_LIMIT is GPU memory: pools of host memory (host, pinned) and of
+ * no memory (simulated: a replay must not depend on the environment it runs in) do not take
+ * it as their limit; pools of other sources do. */
+static void test_pool_reservation_not_host(void **state) {
+  (void)state;
+  setenv("GPUM_MEM_LIMIT", "209715200", 1); /* 200 MiB */
+  gpum_pool_source_t *srcs[2] = {NULL, NULL};
+  assert_int_equal(gpum_pool_source_host(&srcs[0]), 0);
+  assert_int_equal(gpum_pool_source_simulated(0, &srcs[1]), 0);
+  for (int i = 0; i < 2; i++) {
+    gpum_pool_t *p = NULL;
+    assert_int_equal(gpum_pool_create(srcs[i], NULL, &p), 0);
+    assert_int_equal(stats(p).limit, 0);
+    gpum_devptr_t a = must_alloc(p, 300 * MiB); /* more than the reservation */
+    assert_int_equal(gpum_pool_free(p, a), 0);
+    gpum_pool_destroy(p);
+    gpum_pool_source_destroy(srcs[i]);
+  }
+  fx_t f;
+  fx_open(&f, 0, 0, NULL); /* a custom source: device memory as far as the pool knows */
+  assert_int_equal(stats(f.pool).limit, 200 * MiB);
+  fx_close(&f);
+  unsetenv("GPUM_MEM_LIMIT");
+}
+
+/* The effective cache bound is reported in the stats and the snapshot (the options as given
+ * too): 1/8 of the device by default, none under a limit or with UINT64_MAX, as asked
+ * otherwise. */
+static void test_pool_cache_bound_reported(void **state) {
+  (void)state;
+  unsetenv("GPUM_MEM_LIMIT");
+  gpum_pool_opts_t o;
+  gpum_pool_opts_init(&o);
+  fx_t f;
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  assert_int_equal(stats(f.pool).cache_limit, 10 * GiB);
+  char *js = NULL;
+  assert_int_equal(gpum_pool_snapshot_json(f.pool, &js), 0);
+  json_t *root = json_loads(js, 0, NULL);
+  assert_non_null(root);
+  assert_int_equal(
+      json_integer_value(json_object_get(json_object_get(root, "stats"), "cache_limit")), 10 * GiB);
+  json_t *jo = json_object_get(root, "options");
+  assert_int_equal(json_integer_value(json_object_get(jo, "cache_limit_bytes")), 0);
+  assert_true(json_is_false(json_object_get(jo, "no_reservation_limit")));
+  json_decref(root);
+  free(js);
+  fx_close(&f);
+
+  o.limit_bytes = 40 * GiB;
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  assert_int_equal(stats(f.pool).cache_limit, 0); /* caches up to the limit */
+  fx_close(&f);
+  o.cache_limit_fraction = 0.25; /* of the limit */
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  assert_int_equal(stats(f.pool).cache_limit, 10 * GiB);
+  fx_close(&f);
+  o.limit_bytes = 0;
+  o.cache_limit_fraction = 0;
+  o.cache_limit_bytes = UINT64_MAX;
+  fx_open(&f, TL_MEMINFO, 80 * GiB, &o);
+  assert_int_equal(stats(f.pool).cache_limit, 0);
+  fx_close(&f);
+}
+
 static void test_pool_expandable(void **state) {
   (void)state;
   gpum_pool_opts_t o;
@@ -1037,6 +1125,9 @@ int main(void) {
       cmocka_unit_test(test_pool_fragmentation_aware),
       cmocka_unit_test(test_pool_cache_bound_default),
       cmocka_unit_test(test_pool_reservation_limit),
+      cmocka_unit_test(test_pool_cache_bound_consolidated),
+      cmocka_unit_test(test_pool_reservation_not_host),
+      cmocka_unit_test(test_pool_cache_bound_reported),
       cmocka_unit_test(test_pool_expandable),
       cmocka_unit_test(test_pool_snapshot),
       cmocka_unit_test(test_pool_event_log),

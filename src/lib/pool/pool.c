@@ -145,7 +145,9 @@ static int apply_opts(gpum_pool_t *p, const gpum_pool_opts_t *o) {
     if (p->limit == 0 || f < p->limit)
       p->limit = f;
   }
-  if (p->limit == 0 && !o->no_reservation_limit)
+  /* The reservation is GPU memory: it does not bound pools of host memory (host, pinned) or of
+   * no memory at all (simulated, so that a replay does not depend on the environment). */
+  if (p->limit == 0 && !o->no_reservation_limit && !p->src->host_memory)
     p->limit = reservation_limit();
   /* The cache bound. Under a limit (the reservation, usually) the pool may cache up to it:
    * that memory is the job's own, gpumd counts it as taken whether it is used or cached. With

@@ -155,6 +155,9 @@ struct gpum_pool_source {
   gpum_pool_source_ops_t ops;
   void *ctx;
   char name[32];
+  /* Its memory is host memory (host, pinned) or no memory (simulated), not a GPU's: the
+   * reservation (GPUM_MEM_LIMIT, GPU bytes) is not its pools' default limit. */
+  bool host_memory;
 };
 
 /* ---- hostmem.c: zeroed, cache-line aligned host memory for nodes and the pointer map;

@@ -4,9 +4,11 @@
  *
  *   {"name": "train", "strategy": "BALANCED", "source": "cuda", "device": 0,
  *    "options": {"limit_bytes": ..., "limit_fraction": ..., "max_split_size": ...,
- *                "gc_threshold": ..., "expandable_segments": true},
+ *                "gc_threshold": ..., "expandable_segments": true, "cache_limit_bytes": ...,
+ *                "cache_limit_fraction": ..., "no_reservation_limit": false},
  *    "stats": {"allocated_bytes": {"current": .., "peak": .., "allocated": .., "freed": ..},
- *              ..., "num_alloc_retries": .., "fragmentation": 0.12, "limit": ..},
+ *              ..., "num_alloc_retries": .., "fragmentation": 0.12, "limit": ..,
+ *              "cache_limit": ..},
  *    "segments": [{"address": "0x7f0000000000", "size": 2097152, "pool": "small",
  *                  "expandable": false, "reserved_size": 0,
  *                  "blocks": [{"address": "0x7f0000000000", "size": 512,
@@ -58,6 +60,7 @@ static void put_stats(gpum__strbuf_t *b, const gpum_pool_stats_t *st) {
            {"largest_free_block", st->largest_free_block},
            {"free_cached", st->free_cached},
            {"limit", st->limit},
+           {"cache_limit", st->cache_limit},
            {"num_splits", st->num_splits},
            {"num_merges", st->num_merges},
            {"num_gc_frees", st->num_gc_frees},
@@ -111,10 +114,13 @@ int gpum_pool_snapshot_json(gpum_pool_t *p, char **out) {
   gpum__strbuf_printf(&b,
                       ", \"device\": %d, \"options\": {\"limit_bytes\": %llu, "
                       "\"limit_fraction\": %.6f, \"max_split_size\": %llu, \"gc_threshold\": "
-                      "%.6f, \"expandable_segments\": %s}, ",
+                      "%.6f, \"expandable_segments\": %s, \"cache_limit_bytes\": %llu, "
+                      "\"cache_limit_fraction\": %.6f, \"no_reservation_limit\": %s}, ",
                       p->opts.device, (unsigned long long)p->opts.limit_bytes,
                       p->opts.limit_fraction, (unsigned long long)p->max_split, p->gc_threshold,
-                      p->expandable ? "true" : "false");
+                      p->expandable ? "true" : "false",
+                      (unsigned long long)p->opts.cache_limit_bytes, p->opts.cache_limit_fraction,
+                      p->opts.no_reservation_limit ? "true" : "false");
   gpum_pool_stats_t st;
   gpum__pool_stats_locked(p, &st);
   put_stats(&b, &st);

@@ -30,6 +30,7 @@
 #include <gpum/size.h>
 
 #include "device/device_internal.h"
+#include "pool/pool_internal.h"
 #include "pool/source_cuda_internal.h"
 
 /* ---- common part ------------------------------------------------------------------------- */
@@ -373,5 +374,9 @@ int gpum_pool_source_pinned(gpum_pool_source_t **out) {
   gpum_pool_source_ops_t ops;
   void *ctx = NULL;
   int rc = gpum__pool_pinned_ops(&ops, &ctx);
-  return rc ? rc : gpum__cuda_src_finish(ctx, &ops, out);
+  if (rc == 0)
+    rc = gpum__cuda_src_finish(ctx, &ops, out);
+  if (rc == 0)
+    (*out)->host_memory = true; /* page-locked host RAM */
+  return rc;
 }

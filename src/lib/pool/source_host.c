@@ -87,5 +87,8 @@ int gpum_pool_source_host(gpum_pool_source_t **out) {
       .unmap = host_unmap,
       .unreserve = host_unreserve,
   };
-  return gpum_pool_source_custom(&ops, NULL, out);
+  int rc = gpum_pool_source_custom(&ops, NULL, out);
+  if (rc == 0)
+    (*out)->host_memory = true;
+  return rc;
 }

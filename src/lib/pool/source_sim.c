@@ -136,5 +136,7 @@ int gpum_pool_source_simulated(uint64_t capacity, gpum_pool_source_t **out) {
   int rc = gpum_pool_source_custom(&ops, s, out);
   if (rc != 0)
     sim_destroy(s);
+  else
+    (*out)->host_memory = true; /* addresses only: no GPU's memory */
   return rc;
 }

@@ -32,6 +32,7 @@ void gpum__pool_stats_locked(gpum_pool_t *p, gpum_pool_stats_t *out) {
   out->largest_free_block = best;
   out->fragmentation = out->free_cached ? 1.0 - (double)best / (double)out->free_cached : 0.0;
   out->limit = p->limit;
+  out->cache_limit = p->cache_max == UINT64_MAX ? 0 : p->cache_max;
 }
 
 int gpum_pool_stats(gpum_pool_t *p, gpum_pool_stats_t *out) {

@@ -128,11 +128,9 @@ void gpum__pool_cache_bound(gpum_pool_t *p, uint64_t grow) {
     p->st.num_gc_frees++;
 }
 
-void gpum__pool_on_empty(gpum_pool_t *p, gpum__seg_t *s) {
-  if (p->strategy != GPUM_POOL_CONSOLIDATED) {
-    gpum__pool_cache_bound(p, 0); /* may release s */
-    return;
-  }
+/* CONSOLIDATED: an empty segment goes back at once, one spare kept per kind; the expandable
+ * segment's free tail is unmapped down to one granule. */
+static void consolidate(gpum_pool_t *p, gpum__seg_t *s) {
   if (s == p->xseg) {
     gpum__pool_xseg_shrink(p, UINT64_MAX, GPUM__POOL_GRANULE);
     return;
@@ -152,6 +150,14 @@ void gpum__pool_on_empty(gpum_pool_t *p, gpum__seg_t *s) {
       gpum__pool_seg_release(p, e);
     e = next;
   }
+}
+
+void gpum__pool_on_empty(gpum_pool_t *p, gpum__seg_t *s) {
+  if (p->strategy == GPUM_POOL_CONSOLIDATED)
+    consolidate(p, s);
+  /* Every strategy, CONSOLIDATED's spares included: a spare may be a segment of its own for a
+   * request of many GiB. */
+  gpum__pool_cache_bound(p, 0); /* may release s */
 }
 
 void gpum__pool_gc(gpum_pool_t *p, uint64_t grow) {
