@@ -700,6 +700,15 @@ static void test_pool_reservation_limit(void **state) {
   assert_true(stats(f.pool).reserved_bytes.current <= 30 * MiB);
   fx_close(&f);
   o.cache_limit_bytes = 0;
+  o.limit_bytes = 0;
+  o.no_reservation_limit = true;
+  o.cache_limit_fraction = 0.5; /* a fraction of nothing: no limit, no device size */
+  gpum_pool_t *none = NULL;
+  fx_t h;
+  h.tl = tl_open(0, 0, &h.src);
+  assert_int_equal(gpum_pool_create(h.src, &o, &none), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "cache_limit_fraction needs a limit"));
+  tl_close(h.tl, h.src);
   o.cache_limit_fraction = 1.5;
   gpum_pool_t *bad = NULL;
   fx_t g;

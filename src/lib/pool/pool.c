@@ -157,6 +157,11 @@ static int apply_opts(gpum_pool_t *p, const gpum_pool_opts_t *o) {
   double frac = o->cache_limit_fraction > 0 ? o->cache_limit_fraction
                 : p->limit == 0             ? DEFAULT_CACHE_FRACTION
                                             : 0;
+  if (o->cache_limit_bytes == 0 && o->cache_limit_fraction > 0 && ref == 0)
+    return gpum_error(GPUM_EINVAL,
+                      "pool '%s': cache_limit_fraction needs a limit or a source that reports "
+                      "device memory, and source '%s' does not (give cache_limit_bytes instead)",
+                      p->name, p->src->name);
   p->cache_max = UINT64_MAX;
   if (o->cache_limit_bytes > 0)
     p->cache_max = o->cache_limit_bytes;
