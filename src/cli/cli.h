@@ -56,6 +56,25 @@ int cli_open_session_as(const gpum_config_t *cfg, gpum_backend_kind_t backend,
  * is one, else gpum_strerror(err). Points to static or thread-local storage. */
 const char *cli_reason(int err);
 
+/* A flag of a subcommand for cli_parse_sub: "--name VALUE" / "--name=VALUE" sets *value;
+ * a flag without value (value NULL) sets *flag. */
+typedef struct {
+  const char *name;
+  const char **value;
+  bool *flag;
+} cli_opt_t;
+
+/* Parses a subcommand's argv (argv[0] is the subcommand `sub` of command `cmd`) into opts (ended
+ * by a {NULL} entry) and min..max positionals in pos (*npos of them). Returns 0, -1 for --help
+ * (the caller prints its help), or CLI_EXIT_USAGE after a message: unknown option, a flag that
+ * takes no value given one, a missing value, too many or too few arguments. */
+int cli_parse_sub(const char *cmd, const char *sub, int argc, char **argv, const cli_opt_t *opts,
+                  const char **pos, int min, int max, int *npos);
+
+/* Installs handler for SIGINT and SIGTERM (and SIGHUP when hup), without SA_RESTART: a blocking
+ * call returns EINTR, so the command notices the signal. */
+void cli_on_stop_signals(void (*handler)(int), bool hup);
+
 /* Whether to use ANSI colours on out: the `color` option (always/never/auto), NO_COLOR in the
  * environment, and whether out is a terminal (auto). */
 bool cli_use_color(const gpum_config_t *cfg, FILE *out);

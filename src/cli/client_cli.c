@@ -118,13 +118,7 @@ static void on_signal(int sig) {
 }
 
 void cli_catch_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  cli_on_stop_signals(on_signal, true);
 }
 
 static int on_interrupted(void *user) {
@@ -191,7 +185,7 @@ static void on_event(const gpum_session_event_t *ev, void *user) {
   }
 }
 
-int cli_session_open(const gpum_config_t *cfg, cli_session_ui_t *ui, gpum_session_t **out) {
+static int session_open(const gpum_config_t *cfg, cli_session_ui_t *ui, gpum_session_t **out) {
   gpum_session_opts_t so;
   gpum_session_opts_init(&so);
   so.cfg = cfg;
@@ -206,7 +200,7 @@ int cli_session_open(const gpum_config_t *cfg, cli_session_ui_t *ui, gpum_sessio
   return 0;
 }
 
-int cli_session_reserve(gpum_session_t *s, cli_session_ui_t *ui, const cli_reserve_opts_t *o) {
+static int session_reserve(gpum_session_t *s, cli_session_ui_t *ui, const cli_reserve_opts_t *o) {
   gpum_reserve_req_t req = o->req;
   if (o->timeout_ms) {
     req.queue_timeout_ms = o->timeout_ms;
@@ -244,4 +238,21 @@ int cli_session_reserve(gpum_session_t *s, cli_session_ui_t *ui, const cli_reser
   }
   fprintf(stderr, "gpum %s: cannot reserve: %s\n", ui->cmd, cli_reason(rc));
   return CLI_EXIT_FAIL;
+}
+
+int cli_session_start(const gpum_config_t *cfg, cli_session_ui_t *ui, const cli_reserve_opts_t *o,
+                      gpum_session_t **out) {
+  *out = NULL;
+  gpum_session_t *s = NULL;
+  int code = session_open(cfg, ui, &s);
+  if (code != 0)
+    return code;
+  cli_catch_signals();
+  code = session_reserve(s, ui, o);
+  if (code != 0) {
+    gpum_session_close(s);
+    return code;
+  }
+  *out = s;
+  return 0;
 }

@@ -59,13 +59,12 @@ typedef struct {
 } cli_session_ui_t;
 
 /* Opens a session (gpum/session.h) to gpumd at the configured socket, whose events are printed
- * on stderr as ui says (ui must outlive the session) and which cli_signal_caught interrupts.
- * Prints why and returns CLI_EXIT_FAIL on failure. */
-int cli_session_open(const gpum_config_t *cfg, cli_session_ui_t *ui, gpum_session_t **out);
-
-/* Reserves as o says and waits for the grant (queue position on stderr; a restart of gpumd
- * meanwhile is survived). Returns 0 when granted; else prints why and returns CLI_EXIT_FAIL,
- * or 128+signal when interrupted (the queued reservation is then cancelled). */
-int cli_session_reserve(gpum_session_t *s, cli_session_ui_t *ui, const cli_reserve_opts_t *o);
+ * on stderr as ui says (ui must outlive the session) and which cli_signal_caught interrupts
+ * (the handlers are installed), reserves as o says and waits for the grant (queue position on
+ * stderr; a restart of gpumd meanwhile is survived). Returns 0 with *out the session holding
+ * the grant; else prints why and returns CLI_EXIT_FAIL, or 128+signal when interrupted (the
+ * queued reservation is then cancelled), with *out NULL. */
+int cli_session_start(const gpum_config_t *cfg, cli_session_ui_t *ui, const cli_reserve_opts_t *o,
+                      gpum_session_t **out);
 
 #endif /* GPUM_CLI_CLIENT_H */

@@ -25,6 +25,7 @@
 #include <gpum/xid.h>
 
 #include "cli.h"
+#include "client_cli.h"
 #include "monitor_run.h"
 
 typedef struct {
@@ -78,20 +79,6 @@ static void usage(FILE *out) {
           "does not exist, 2 for usage errors and bad rules.\n");
 }
 
-/* "--name V" / "--name=V": sets *v (NULL when the value is missing) and returns true when
- * argv[*i] is that flag. */
-static bool take_flag(int argc, char **argv, int *i, const char *name, const char **v) {
-  size_t n = strlen(name);
-  const char *a = argv[*i];
-  if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
-    return false;
-  if (a[n] == '=')
-    *v = a + n + 1;
-  else
-    *v = *i + 1 < argc ? argv[++*i] : NULL;
-  return true;
-}
-
 static int need_value(const char *flag, const char *v, const char *what) {
   if (v && *v)
     return 0;
@@ -111,7 +98,7 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_o
       o->watch = o->local = true;
     } else if (!strcmp(a, "--local")) {
       o->local = true;
-    } else if (take_flag(argc, argv, &i, "--limit", &v)) {
+    } else if (cli_take_flag(argc, argv, &i, "--limit", &v)) {
       char *end = NULL;
       if (need_value("--limit", v, "a number of entries"))
         return CLI_EXIT_USAGE;
@@ -128,7 +115,7 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_o
       o->list_rules = true;
     } else if (!strcmp(a, "--xids")) {
       o->xids = true;
-    } else if (take_flag(argc, argv, &i, "--for", &v)) {
+    } else if (cli_take_flag(argc, argv, &i, "--for", &v)) {
       if (need_value("--for", v, "a duration (500ms, 10s)"))
         return CLI_EXIT_USAGE;
       if (gpum_duration_parse(v, &o->for_ms) != 0 || o->for_ms == 0) {
@@ -137,7 +124,7 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_o
         return CLI_EXIT_USAGE;
       }
       o->have_for = o->local = true;
-    } else if (take_flag(argc, argv, &i, "--interval", &v)) {
+    } else if (cli_take_flag(argc, argv, &i, "--interval", &v)) {
       if (need_value("--interval", v, "a value (250, 500ms, 2s)"))
         return CLI_EXIT_USAGE;
       if (cli_parse_interval_ms(v, &o->setup.interval_ms) != 0) {
@@ -145,7 +132,7 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_o
         return CLI_EXIT_USAGE;
       }
       o->local = true;
-    } else if (take_flag(argc, argv, &i, "--rules", &v)) {
+    } else if (cli_take_flag(argc, argv, &i, "--rules", &v)) {
       if (need_value("--rules", v, "a file name"))
         return CLI_EXIT_USAGE;
       o->rules_file = v;

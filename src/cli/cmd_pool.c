@@ -27,56 +27,6 @@
 
 /* ---- flags ---- */
 
-typedef struct {
-  const char *name;   /* "--capacity" */
-  const char **value; /* NULL for a boolean flag */
-  bool *flag;
-} popt_t;
-
-/* Parses argv (argv[0] is the subcommand) into opts and at most max positionals. Returns 0,
- * CLI_EXIT_USAGE (reported) or -1 for --help. */
-static int parse_flags(const char *sub, int argc, char **argv, const popt_t *opts, const char **pos,
-                       int max, int *npos) {
-  *npos = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-      return -1;
-    if (a[0] == '-' && a[1]) {
-      size_t nl = strcspn(a, "=");
-      const popt_t *o = opts;
-      while (o->name && (strlen(o->name) != nl || strncmp(o->name, a, nl)))
-        o++;
-      if (!o->name) {
-        fprintf(stderr, "gpum pool %s: unknown option '%s'\nRun 'gpum pool %s --help'.\n", sub, a,
-                sub);
-        return CLI_EXIT_USAGE;
-      }
-      if (!o->value) {
-        if (a[nl]) {
-          fprintf(stderr, "gpum pool %s: %s takes no value\n", sub, o->name);
-          return CLI_EXIT_USAGE;
-        }
-        *o->flag = true;
-      } else if (a[nl] == '=') {
-        *o->value = a + nl + 1;
-      } else if (i + 1 < argc) {
-        *o->value = argv[++i];
-      } else {
-        fprintf(stderr, "gpum pool %s: %s needs a value\n", sub, o->name);
-        return CLI_EXIT_USAGE;
-      }
-      continue;
-    }
-    if (*npos >= max) {
-      fprintf(stderr, "gpum pool %s: unexpected argument '%s'\n", sub, a);
-      return CLI_EXIT_USAGE;
-    }
-    pos[(*npos)++] = a;
-  }
-  return 0;
-}
-
 static int bad_value(const char *sub, const char *flag, const char *val, const char *expect) {
   fprintf(stderr, "gpum pool %s: bad value '%s' for %s (expected %s)\n", sub, val, flag, expect);
   return CLI_EXIT_USAGE;
@@ -357,16 +307,16 @@ static int replay_report(const replay_args_t *a, const gpum_replay_opts_t *o,
 static int pool_replay(int argc, char **argv) {
   replay_args_t a = {0};
   const char *pos[1];
-  popt_t opts[] = {{"--strategy", &a.strategy, NULL},
-                   {"--source", &a.source, NULL},
-                   {"--capacity", &a.capacity, NULL},
-                   {"--device", &a.device, NULL},
-                   {"--cache-limit", &a.cache_limit, NULL},
-                   {"--json", NULL, &a.json},
-                   {"--find-min-capacity", NULL, &a.find_min},
-                   {"--stop-on-oom", NULL, &a.stop},
-                   {NULL, NULL, NULL}};
-  int np, rc = parse_flags("replay", argc, argv, opts, pos, 1, &np);
+  cli_opt_t opts[] = {{"--strategy", &a.strategy, NULL},
+                      {"--source", &a.source, NULL},
+                      {"--capacity", &a.capacity, NULL},
+                      {"--device", &a.device, NULL},
+                      {"--cache-limit", &a.cache_limit, NULL},
+                      {"--json", NULL, &a.json},
+                      {"--find-min-capacity", NULL, &a.find_min},
+                      {"--stop-on-oom", NULL, &a.stop},
+                      {NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("pool", "replay", argc, argv, opts, pos, 0, 1, &np);
   if (rc < 0) {
     replay_usage(stdout);
     return CLI_EXIT_OK;
@@ -440,12 +390,12 @@ static int pool_gen_trace(int argc, char **argv) {
   gpum_tracegen_transformer_init(&p);
   const char *v[9] = {0}, *dtype = NULL, *output = NULL, *pos[1];
   bool flash = false;
-  popt_t opts[] = {
+  cli_opt_t opts[] = {
       {"--layers", &v[0], NULL},   {"--hidden", &v[1], NULL}, {"--heads", &v[2], NULL},
       {"--seq", &v[3], NULL},      {"--batch", &v[4], NULL},  {"--vocab", &v[5], NULL},
       {"--steps", &v[6], NULL},    {"--seed", &v[7], NULL},   {"--dtype", &dtype, NULL},
       {"--output", &output, NULL}, {"--flash", NULL, &flash}, {NULL, NULL, NULL}};
-  int np, rc = parse_flags("gen-trace", argc, argv, opts, pos, 1, &np);
+  int np, rc = cli_parse_sub("pool", "gen-trace", argc, argv, opts, pos, 0, 1, &np);
   if (rc < 0) {
     gen_usage(stdout);
     return CLI_EXIT_OK;

@@ -123,15 +123,9 @@ int cmd_reserve(gpum_config_t *cfg, int argc, char **argv) {
     return code;
   cli_session_ui_t ui = {.cmd = "reserve", .quiet = o.quiet};
   gpum_session_t *s = NULL;
-  code = cli_session_open(cfg, &ui, &s);
+  code = cli_session_start(cfg, &ui, &o, &s);
   if (code != 0)
     return code;
-  cli_catch_signals();
-  code = cli_session_reserve(s, &ui, &o);
-  if (code != 0) {
-    gpum_session_close(s);
-    return code;
-  }
   const gpum_reservation_t *r = gpum_session_reservation(s);
   show(r);
   if (o.ttl_ms) { /* the TTL lease outlives this connection */

@@ -191,20 +191,15 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
     return code;
   cli_session_ui_t ui = {.cmd = "run", .quiet = o.quiet};
   gpum_session_t *s = NULL;
-  code = cli_session_open(cfg, &ui, &s);
+  code = cli_session_start(cfg, &ui, &o, &s);
   if (code != 0)
     return code;
-  cli_catch_signals();
-  code = cli_session_reserve(s, &ui, &o);
   const gpum_reservation_t *r = gpum_session_reservation(s);
-  if (code == 0 && cli_signal_caught) { /* a signal right as the grant came: do not start CMD */
+  if (cli_signal_caught) { /* a signal right as the grant came: do not start CMD */
     gpum_session_release(s);
     fprintf(stderr, "gpum run: interrupted; %s released before CMD started\n", r->id);
-    code = 128 + cli_signal_caught;
-  }
-  if (code != 0) {
     gpum_session_close(s);
-    return code;
+    return 128 + cli_signal_caught;
   }
   if (pipe2(chld_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     fprintf(stderr, "gpum run: pipe: %s\n", strerror(errno));

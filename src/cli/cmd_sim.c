@@ -116,60 +116,6 @@ static int failed(const simapi_t *api, const char *what, int rc) {
 
 /* ---- argument parsing ---- */
 
-typedef struct {
-  const char *name;   /* "--device" */
-  const char **value; /* NULL for a boolean flag */
-  int *flag;
-} opt_t;
-
-/* Parses argv (argv[0] is the subcommand) into opts and up to max positionals.
- * Returns 0, 2 (usage error, reported) or -1 (--help: the caller prints help, exits 0). */
-static int parse(const char *sub, int argc, char **argv, const opt_t *opts, const char **pos,
-                 int min, int max, int *npos) {
-  *npos = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-      return -1;
-    if (a[0] == '-' && a[1] == '-' && a[2]) {
-      size_t nl = strcspn(a, "=");
-      const opt_t *o = opts;
-      while (o && o->name && (strlen(o->name) != nl || strncmp(o->name, a, nl)))
-        o++;
-      if (!o || !o->name) {
-        fprintf(stderr, "gpum sim %s: unknown option '%s' (see gpum sim %s --help)\n", sub, a, sub);
-        return 2;
-      }
-      if (!o->value) {
-        if (a[nl]) {
-          fprintf(stderr, "gpum sim %s: %s takes no value\n", sub, o->name);
-          return 2;
-        }
-        *o->flag = 1;
-      } else if (a[nl] == '=') {
-        *o->value = a + nl + 1;
-      } else if (i + 1 < argc) {
-        *o->value = argv[++i];
-      } else {
-        fprintf(stderr, "gpum sim %s: %s needs a value\n", sub, o->name);
-        return 2;
-      }
-      continue;
-    }
-    if (*npos >= max) {
-      fprintf(stderr, "gpum sim %s: unexpected argument '%s' (see gpum sim %s --help)\n", sub, a,
-              sub);
-      return 2;
-    }
-    pos[(*npos)++] = a;
-  }
-  if (*npos < min) {
-    fprintf(stderr, "gpum sim %s: missing argument (see gpum sim %s --help)\n", sub, sub);
-    return 2;
-  }
-  return 0;
-}
-
 /* Parses an unsigned integer in [lo, hi] (an optional trailing '%' when pct). */
 static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, bool pct,
                       unsigned long long *out) {
@@ -208,8 +154,8 @@ static int parse_device(const char *sub, const char *s, unsigned *out) {
 
 static int sim_start(const simapi_t *api, int argc, char **argv) {
   const char *name = NULL, *pos[1];
-  opt_t opts[] = {{"--name", &name, NULL}, {NULL, NULL, NULL}};
-  int np, rc = parse("start", argc, argv, opts, pos, 1, 1, &np);
+  cli_opt_t opts[] = {{"--name", &name, NULL}, {NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("sim", "start", argc, argv, opts, pos, 1, 1, &np);
   if (rc < 0) {
     printf("usage: gpum sim start SPEC [--name NAME]\n\n"
            "Starts a simulated GPU node described by the YAML file SPEC (see examples/sim/ and\n"
@@ -231,8 +177,8 @@ static int sim_start(const simapi_t *api, int argc, char **argv) {
 
 static int sim_stop(const simapi_t *api, int argc, char **argv) {
   const char *pos[1];
-  opt_t opts[] = {{NULL, NULL, NULL}};
-  int np, rc = parse("stop", argc, argv, opts, pos, 1, 1, &np);
+  cli_opt_t opts[] = {{NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("sim", "stop", argc, argv, opts, pos, 1, 1, &np);
   if (rc < 0) {
     printf("usage: gpum sim stop NAME\n\n"
            "Stops the simulated node NAME: processes holding memory with 'gpum sim hold' end,\n"
@@ -248,8 +194,8 @@ static int sim_stop(const simapi_t *api, int argc, char **argv) {
 
 static int sim_list(const simapi_t *api, int argc, char **argv) {
   const char *pos[1];
-  opt_t opts[] = {{NULL, NULL, NULL}};
-  int np, rc = parse("list", argc, argv, opts, pos, 0, 0, &np);
+  cli_opt_t opts[] = {{NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("sim", "list", argc, argv, opts, pos, 0, 0, &np);
   if (rc < 0) {
     printf("usage: gpum sim list\n\nLists this user's simulated nodes, one name a line.\n");
     return 0;
@@ -369,9 +315,9 @@ static void status_text(const gpum_sim_status_t *st) {
 
 static int sim_status(const simapi_t *api, int argc, char **argv) {
   const char *pos[1];
-  int json = 0;
-  opt_t opts[] = {{"--json", NULL, &json}, {NULL, NULL, NULL}};
-  int np, rc = parse("status", argc, argv, opts, pos, 1, 1, &np);
+  bool json = false;
+  cli_opt_t opts[] = {{"--json", NULL, &json}, {NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("sim", "status", argc, argv, opts, pos, 1, 1, &np);
   if (rc < 0) {
     printf("usage: gpum sim status NAME [--json]\n\n"
            "Shows the simulated node NAME: its devices with memory, utilisation, temperature,\n"
@@ -463,11 +409,11 @@ static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_
 
 static int sim_inject(const simapi_t *api, int argc, char **argv) {
   const char *pos[1], *dev = NULL, *v[6] = {0}, *count = NULL;
-  opt_t opts[] = {
+  cli_opt_t opts[] = {
       {"--device", &dev, NULL},      {"--xid", &v[0], NULL},        {"--ecc", &v[1], NULL},
       {"--temp", &v[2], NULL},       {"--error-rate", &v[3], NULL}, {"--slow", &v[4], NULL},
       {"--fail-after", &v[5], NULL}, {"--count", &count, NULL},     {NULL, NULL, NULL}};
-  int np, rc = parse("inject", argc, argv, opts, pos, 1, 1, &np);
+  int np, rc = cli_parse_sub("sim", "inject", argc, argv, opts, pos, 1, 1, &np);
   if (rc < 0) {
     printf("usage: gpum sim inject NAME --device I FAULT\n\n"
            "FAULT is one of:\n"
@@ -495,8 +441,8 @@ static int sim_inject(const simapi_t *api, int argc, char **argv) {
 
 static int sim_clear(const simapi_t *api, int argc, char **argv) {
   const char *pos[1], *dev = NULL;
-  opt_t opts[] = {{"--device", &dev, NULL}, {NULL, NULL, NULL}};
-  int np, rc = parse("clear", argc, argv, opts, pos, 1, 1, &np);
+  cli_opt_t opts[] = {{"--device", &dev, NULL}, {NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("sim", "clear", argc, argv, opts, pos, 1, 1, &np);
   if (rc < 0) {
     printf("usage: gpum sim clear NAME [--device I]\n\n"
            "Removes every injected fault of device I (all devices without --device), like a GPU\n"
@@ -515,11 +461,11 @@ static int sim_clear(const simapi_t *api, int argc, char **argv) {
 
 static int sim_set(const simapi_t *api, int argc, char **argv) {
   const char *pos[1], *dev = NULL, *util = NULL, *mem = NULL;
-  opt_t opts[] = {{"--device", &dev, NULL},
-                  {"--util", &util, NULL},
-                  {"--mem-util", &mem, NULL},
-                  {NULL, NULL, NULL}};
-  int np, rc = parse("set", argc, argv, opts, pos, 1, 1, &np);
+  cli_opt_t opts[] = {{"--device", &dev, NULL},
+                      {"--util", &util, NULL},
+                      {"--mem-util", &mem, NULL},
+                      {NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("sim", "set", argc, argv, opts, pos, 1, 1, &np);
   if (rc < 0) {
     printf("usage: gpum sim set NAME --device I --util PCT [--mem-util PCT]\n\n"
            "Sets the GPU utilisation device I reports (memory utilisation defaults to half of\n"
@@ -547,11 +493,11 @@ static int sim_set(const simapi_t *api, int argc, char **argv) {
 
 static int sim_hold(const simapi_t *api, int argc, char **argv) {
   const char *pos[1], *dev = NULL, *bytes = NULL, *dur = NULL;
-  opt_t opts[] = {{"--device", &dev, NULL},
-                  {"--bytes", &bytes, NULL},
-                  {"--for", &dur, NULL},
-                  {NULL, NULL, NULL}};
-  int np, rc = parse("hold", argc, argv, opts, pos, 1, 1, &np);
+  cli_opt_t opts[] = {{"--device", &dev, NULL},
+                      {"--bytes", &bytes, NULL},
+                      {"--for", &dur, NULL},
+                      {NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("sim", "hold", argc, argv, opts, pos, 1, 1, &np);
   if (rc < 0) {
     printf("usage: gpum sim hold NAME --device I --bytes SIZE [--for DURATION]\n\n"
            "Starts a detached process that holds SIZE of memory on device I, like a program\n"

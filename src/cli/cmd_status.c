@@ -279,12 +279,7 @@ static bool any_stuck(const cli_snapshot_t *snap) {
 }
 
 static int run_watch(const gpum_config_t *cfg, const status_opts_t *o) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  cli_on_stop_signals(on_stop, false);
   sigset_t block, unblocked;
   sigemptyset(&block);
   sigaddset(&block, SIGINT);

@@ -123,12 +123,7 @@ static void on_stop(int sig) {
 }
 
 void cli_mon_block_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  cli_on_stop_signals(on_stop, false);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);

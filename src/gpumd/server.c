@@ -180,6 +180,10 @@ static void dump_char(gpumd_jw_t *b, char ch) {
   b->buf[b->used++] = ch;
 }
 
+static void dump_put(void *ctx, const char *p, size_t len) {
+  dump_bytes(ctx, p, len);
+}
+
 /* Whether s needs no escape (the common case: keys, ids, names). */
 static bool plain(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -201,17 +205,7 @@ static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
     return;
   }
   dump_bytes(b, "\"", 1);
-  size_t run = 0; /* bytes since the last escape, copied in one go */
-  for (size_t i = 0; i < n; i++) {
-    char esc[6];
-    size_t len = gpum__json_escape((unsigned char)s[i], esc);
-    if (len == 0)
-      continue;
-    dump_bytes(b, s + run, i - run);
-    run = i + 1;
-    dump_bytes(b, esc, len);
-  }
-  dump_bytes(b, s + run, n - run);
+  gpum__json_escape_runs(s, n, dump_put, b);
   dump_bytes(b, "\"", 1);
 }
 

@@ -24,11 +24,8 @@ int gpum_client_set_device_disabled(gpum_client_t *c, const char *device, bool d
     json_decref(req);
     req = NULL;
   }
-  if (req == NULL)
-    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   json_t *reply = NULL;
-  int rc = gpum__client_call(c, req, &reply);
-  json_decref(req);
+  int rc = gpum__client_call_consume(c, req, &reply);
   if (rc != 0)
     return rc;
   const char *st = json_string_value(

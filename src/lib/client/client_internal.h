@@ -39,6 +39,9 @@ int gpum__client_from_fd(int fd, const char *path, unsigned timeout_ms, gpum_cli
  * the reply in *reply (caller decrefs); ok false: the server's code and message (no reply).
  * Queued events are dispatched before returning. */
 int gpum__client_call(gpum_client_t *c, json_t *req, json_t **reply);
+/* gpum__client_call that consumes req; req NULL (a request that could not be built) is
+ * GPUM_ENOMEM. */
+int gpum__client_call_consume(gpum_client_t *c, json_t *req, json_t **reply);
 /* The same without dispatching: the events stay queued for gpum__client_latest and
  * gpum__client_dispatch_pending. */
 int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply);

@@ -296,6 +296,14 @@ int gpum__client_call(gpum_client_t *c, json_t *req, json_t **reply) {
   return rc;
 }
 
+int gpum__client_call_consume(gpum_client_t *c, json_t *req, json_t **reply) {
+  if (req == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+  int rc = gpum__client_call(c, req, reply);
+  json_decref(req);
+  return rc;
+}
+
 void gpum__client_latest(const gpum_client_t *c, gpum_reservation_t *res) {
   size_t i;
   const json_t *ev;

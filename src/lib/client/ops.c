@@ -27,11 +27,8 @@ static json_t *request(const char *op, const char *key, const char *value) {
 
 /* Makes the call and parses the reply's "reservation" into out (may be NULL). Consumes req. */
 static int call_res(gpum_client_t *c, json_t *req, gpum_reservation_t *out) {
-  if (req == NULL)
-    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   json_t *reply = NULL;
-  int rc = gpum__client_call(c, req, &reply);
-  json_decref(req);
+  int rc = gpum__client_call_consume(c, req, &reply);
   if (rc != 0)
     return rc;
   const json_t *r = json_object_get(reply, GPUM_PROTO_F_RESERVATION);
@@ -167,13 +164,12 @@ int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
 
 int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n) {
   json_t *o = request(GPUM_PROTO_OP_LIST, NULL, NULL);
-  if (o == NULL || json_object_set_new(o, GPUM_PROTO_F_ALL, json_boolean(all)) != 0) {
+  if (o != NULL && json_object_set_new(o, GPUM_PROTO_F_ALL, json_boolean(all)) != 0) {
     json_decref(o);
-    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+    o = NULL;
   }
   json_t *reply = NULL;
-  int rc = gpum__client_call(c, o, &reply);
-  json_decref(o);
+  int rc = gpum__client_call_consume(c, o, &reply);
   if (rc != 0)
     return rc;
   const json_t *arr = json_object_get(reply, GPUM_PROTO_F_RESERVATIONS);
@@ -194,12 +190,8 @@ int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_
 }
 
 int gpum_client_status(gpum_client_t *c, gpum_client_status_t *out) {
-  json_t *o = request(GPUM_PROTO_OP_STATUS, NULL, NULL);
-  if (o == NULL)
-    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   json_t *reply = NULL;
-  int rc = gpum__client_call(c, o, &reply);
-  json_decref(o);
+  int rc = gpum__client_call_consume(c, request(GPUM_PROTO_OP_STATUS, NULL, NULL), &reply);
   if (rc != 0)
     return rc;
   rc = gpum__status_parse(reply, out);
@@ -220,13 +212,12 @@ int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_jso
   } else {
     o = json_object();
   }
-  if (o == NULL || json_object_set_new(o, GPUM_PROTO_F_OP, json_string(op)) != 0) {
+  if (o != NULL && json_object_set_new(o, GPUM_PROTO_F_OP, json_string(op)) != 0) {
     json_decref(o);
-    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
+    o = NULL;
   }
   json_t *r = NULL;
-  int rc = gpum__client_call(c, o, &r);
-  json_decref(o);
+  int rc = gpum__client_call_consume(c, o, &r);
   if (rc != 0)
     return rc;
   *reply = json_dumps(r, JSON_COMPACT);

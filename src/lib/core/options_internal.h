@@ -36,6 +36,10 @@ int gpum__strbuf_finish(gpum__strbuf_t *b, char **out);
  * included) as it is. For a byte that needs an escape, writes it to out and returns its length
  * (2 or 6); returns 0 for a byte that goes as it is. */
 size_t gpum__json_escape(unsigned char ch, char out[6]);
+/* Writes s (n bytes) escaped, without quotes, as a sequence of put(ctx, bytes, len) calls: each
+ * run of bytes that go as they are, and each escape. */
+void gpum__json_escape_runs(const char *s, size_t n,
+                            void (*put)(void *ctx, const char *p, size_t len), void *ctx);
 /* Appends s (n bytes) as a JSON string, quotes included. */
 void gpum__strbuf_json(gpum__strbuf_t *b, const char *s, size_t n);
 

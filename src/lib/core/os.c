@@ -31,6 +31,27 @@ uint64_t gpum__os_real_ns(void) {
   return clock_ns(CLOCK_REALTIME);
 }
 
+long gpum__os_read_file(const char *path, char *buf, size_t len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  size_t got = 0;
+  int err = 0;
+  while (got + 1 < len) {
+    ssize_t r = read(fd, buf + got, len - 1 - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      err = errno;
+    if (r <= 0)
+      break;
+    got += (size_t)r;
+  }
+  close(fd);
+  buf[got] = '\0';
+  return got == 0 && err != 0 ? -err : (long)got;
+}
+
 /* The number at p (a field), ending at a space, newline or the end. */
 static int field_u64(const char *p, uint64_t *out) {
   char *end = NULL;
@@ -64,16 +85,10 @@ int gpum__os_parse_proc_stat(const char *text, gpum__os_proc_stat_t *out) {
 int gpum__os_proc_stat(int pid, gpum__os_proc_stat_t *out) {
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
-  ssize_t got = read(fd, buf, sizeof buf - 1);
-  int err = errno;
-  close(fd);
-  if (got < 0)
-    return err == ESRCH ? -ENOENT : -err;
-  if (got == 0)
-    return -EINVAL;
-  buf[got] = '\0';
+  long got = gpum__os_read_file(path, buf, sizeof buf);
+  if (got == -ENOENT || got == -ESRCH)
+    return -ENOENT;
+  if (got <= 0)
+    return got < 0 ? (int)got : -EINVAL;
   return gpum__os_parse_proc_stat(buf, out);
 }

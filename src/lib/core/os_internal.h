@@ -10,6 +10,7 @@
 #ifndef GPUM_OS_INTERNAL_H
 #define GPUM_OS_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* CLOCK_MONOTONIC in nanoseconds: for durations, deadlines and timeouts. Never fails. */
@@ -18,6 +19,11 @@ uint64_t gpum__os_mono_ns(void);
 uint64_t gpum__os_mono_ms(void);
 /* CLOCK_REALTIME in nanoseconds since the epoch: for timestamps that are stored or shown. */
 uint64_t gpum__os_real_ns(void);
+
+/* Reads up to len - 1 bytes of a small file (a /proc file: it may not say its size) into buf,
+ * NUL-terminated (len > 0). Returns the byte count, or a negative errno when the file cannot be
+ * opened or read (a read that fails after some bytes returns those). Not async-signal-safe. */
+long gpum__os_read_file(const char *path, char *buf, size_t len);
 
 /* The fields of /proc/PID/stat that gpum uses. */
 typedef struct {

@@ -92,19 +92,30 @@ size_t gpum__json_escape(unsigned char ch, char out[6]) {
   }
 }
 
-void gpum__strbuf_json(gpum__strbuf_t *b, const char *s, size_t n) {
-  put_bytes(b, "\"", 1);
-  size_t run = 0; /* bytes since the last escape, appended in one go */
+void gpum__json_escape_runs(const char *s, size_t n,
+                            void (*put)(void *ctx, const char *p, size_t len), void *ctx) {
+  size_t run = 0; /* bytes since the last escape, put in one go */
   for (size_t i = 0; i < n; i++) {
     char esc[6];
     size_t k = gpum__json_escape((unsigned char)s[i], esc);
     if (k == 0)
       continue;
-    put_bytes(b, s + run, i - run);
-    put_bytes(b, esc, k);
+    if (i > run)
+      put(ctx, s + run, i - run);
+    put(ctx, esc, k);
     run = i + 1;
   }
-  put_bytes(b, s + run, n - run);
+  if (n > run)
+    put(ctx, s + run, n - run);
+}
+
+static void strbuf_put(void *ctx, const char *p, size_t len) {
+  put_bytes(ctx, p, len);
+}
+
+void gpum__strbuf_json(gpum__strbuf_t *b, const char *s, size_t n) {
+  put_bytes(b, "\"", 1);
+  gpum__json_escape_runs(s, n, strbuf_put, b);
   put_bytes(b, "\"", 1);
 }
 

@@ -127,21 +127,8 @@ int gpum__parse_loadavg_percent(const char *text, unsigned ncpu, unsigned *perce
 }
 
 static int read_text(const char *path, char *buf, size_t len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return gpum_error(GPUM_EIO, "cannot open %s: %s", path, strerror(errno));
-  size_t got = 0;
-  while (got + 1 < len) {
-    ssize_t r = read(fd, buf + got, len - 1 - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      break;
-    got += (size_t)r;
-  }
-  close(fd);
-  buf[got] = '\0';
-  return 0;
+  long got = gpum__os_read_file(path, buf, len);
+  return got < 0 ? gpum_error(GPUM_EIO, "cannot read %s: %s", path, strerror((int)-got)) : 0;
 }
 
 static int read_cpu_times(gpum__cpu_times_t *t) {

@@ -17,6 +17,7 @@
 #include <gpum/error.h>
 
 #include "device/device_internal.h"
+#include "core/os_internal.h"
 
 int gpum__parse_status_uid(const char *status, unsigned *uid) {
   const char *p = status;
@@ -53,21 +54,8 @@ void gpum__cmdline_to_string(const char *buf, size_t n, char *out, size_t outlen
 
 /* Reads up to len-1 bytes of a small /proc file; returns the byte count or -1. */
 static ssize_t read_small(const char *path, char *buf, size_t len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  size_t got = 0;
-  while (got + 1 < len) {
-    ssize_t r = read(fd, buf + got, len - 1 - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      break;
-    got += (size_t)r;
-  }
-  close(fd);
-  buf[got] = '\0';
-  return (ssize_t)got;
+  long got = gpum__os_read_file(path, buf, len);
+  return got < 0 ? -1 : (ssize_t)got;
 }
 
 static void uid_to_name(unsigned uid, char *user, size_t ulen) {

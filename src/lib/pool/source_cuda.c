@@ -32,6 +32,7 @@
 #include "device/device_internal.h"
 #include "pool/pool_internal.h"
 #include "pool/source_cuda_internal.h"
+#include "core/os_internal.h"
 
 /* ---- common part ------------------------------------------------------------------------- */
 
@@ -338,14 +339,8 @@ static int pinned_free(void *ctx, gpum_devptr_t addr, size_t size) {
 static int pinned_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes) {
   (void)ctx;
   char buf[8192];
-  int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return gpum_error(GPUM_EIO, "pinned pool source: cannot open /proc/meminfo");
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0)
+  if (gpum__os_read_file("/proc/meminfo", buf, sizeof buf) <= 0)
     return gpum_error(GPUM_EIO, "pinned pool source: cannot read /proc/meminfo");
-  buf[n] = '\0';
   return gpum__parse_meminfo(buf, total_bytes, free_bytes);
 }
 
