@@ -109,18 +109,18 @@ GPUM_API int gpum_device_get_info(gpum_device_session_t *s, unsigned index,
                                   gpum_device_info_t *out);
 
 /* Metrics of a dynamic sample. Order is stable (used as bit numbers and array indexes). */
-#define GPUM_METRICS(X)                           \
-  X(MEMORY_TOTAL, "memory_total", "bytes")        \
-  X(MEMORY_USED, "memory_used", "bytes")          \
-  X(MEMORY_FREE, "memory_free", "bytes")          \
-  X(MEMORY_RESERVED, "memory_reserved", "bytes")  \
-  X(UTIL_GPU, "utilization_gpu", "percent")       \
-  X(UTIL_MEMORY, "utilization_memory", "percent") \
-  X(TEMPERATURE, "temperature", "celsius")        \
-  X(POWER, "power", "milliwatts")                 \
-  X(CLOCK_SM, "clock_sm", "MHz")                  \
-  X(CLOCK_MEM, "clock_mem", "MHz")                \
-  X(ECC_CORRECTED, "ecc_corrected", "count")      \
+#define GPUM_METRICS(X)                                 \
+  X(MEMORY_TOTAL, "memory_total", "bytes")              \
+  X(MEMORY_USED, "memory_used", "bytes")                \
+  X(MEMORY_FREE, "memory_free", "bytes")                \
+  X(MEMORY_RESERVED, "memory_driver_reserved", "bytes") \
+  X(UTIL_GPU, "utilization_gpu", "percent")             \
+  X(UTIL_MEMORY, "utilization_memory", "percent")       \
+  X(TEMPERATURE, "temperature", "celsius")              \
+  X(POWER, "power", "milliwatts")                       \
+  X(CLOCK_SM, "clock_sm", "MHz")                        \
+  X(CLOCK_MEM, "clock_mem", "MHz")                      \
+  X(ECC_CORRECTED, "ecc_corrected", "count")            \
   X(ECC_UNCORRECTED, "ecc_uncorrected", "count")
 
 typedef enum {

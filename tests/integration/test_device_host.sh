@@ -12,7 +12,7 @@ d_expect "$out" "^session backend=host simulated=0 count=1 driver=null detail=\"
 d_expect "$out" '^info 0 rc=OK name="cpu" uuid=host-[^ ]+ pci=null total=[0-9]+ cc=null power_limit_mw=null .* is_host=1 vendor=host$' \
   "host device info"
 s0=$(grep '^sample 0 ' <<<"$out")
-for m in temperature power clock_sm ecc_corrected memory_reserved; do
+for m in temperature power clock_sm ecc_corrected memory_driver_reserved; do
   [ "$(d_val "$s0" $m)" = null ] || t_fail "host: $m must be invalid: $s0"
 done
 for m in memory_total memory_used memory_free utilization_gpu; do

@@ -28,7 +28,7 @@ for i in 0 1 2 3 4 5 6 7; do
   total=$(d_val "$line" memory_total)
   used=$(d_val "$line" memory_used)
   free=$(d_val "$line" memory_free)
-  reserved=$(d_val "$line" memory_reserved)
+  reserved=$(d_val "$line" memory_driver_reserved)
   [ "$total" = 42949672960 ] || t_fail "device $i total $total"
   [ "$reserved" != null ] && [ "$reserved" -gt 0 ] || t_fail "device $i reserved from v2: $reserved"
   [ $((used + free + reserved)) -eq "$total" ] || t_fail "device $i: used+free+reserved != total"

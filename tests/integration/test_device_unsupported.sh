@@ -21,7 +21,7 @@ d_sim_start "$T_SCRATCH/spec.yaml"
 out=$("$DUMP" --backend nvml)
 s0=$(grep '^sample 0 ' <<<"$out")
 [ "$(d_val "$s0" rc)" = OK ] || t_fail "sample 0 must succeed with unsupported metrics: $s0"
-for m in memory_reserved utilization_gpu utilization_memory temperature power clock_sm clock_mem \
+for m in memory_driver_reserved utilization_gpu utilization_memory temperature power clock_sm clock_mem \
   ecc_corrected ecc_uncorrected; do
   [ "$(d_val "$s0" $m)" = null ] || t_fail "device 0: $m should be invalid, got $(d_val "$s0" $m)"
 done
@@ -33,7 +33,7 @@ d_expect "$i0" "rc=OK .*power_limit_mw=null slowdown=null shutdown=null ecc=null
   "device 0 info: unsupported fields invalid"
 d_expect "$out" "^procs 0 rc=ENOTSUP" "unsupported process list is an error"
 s1=$(grep '^sample 1 ' <<<"$out")
-for m in memory_reserved utilization_gpu temperature power clock_sm ecc_corrected; do
+for m in memory_driver_reserved utilization_gpu temperature power clock_sm ecc_corrected; do
   [ "$(d_val "$s1" $m)" != null ] || t_fail "device 1: $m should be valid"
 done
 t_ok "unsupported metrics invalid, supported ones valid"
@@ -41,7 +41,7 @@ t_ok "unsupported metrics invalid, supported ones valid"
 out=$(GPUM_TEST_NVML_HIDE=nvmlDeviceGetTemperatureV,nvmlDeviceGetMemoryInfo_v2 "$DUMP" --backend nvml)
 s1=$(grep '^sample 1 ' <<<"$out")
 [ "$(d_val "$s1" temperature)" != null ] || t_fail "old temperature call: $s1"
-[ "$(d_val "$s1" memory_reserved)" = null ] || t_fail "memory v1 has no reserved: $s1"
+[ "$(d_val "$s1" memory_driver_reserved)" = null ] || t_fail "memory v1 has no reserved: $s1"
 [ "$(d_val "$s1" memory_used)" != null ] || t_fail "memory v1 used: $s1"
 t_ok "fallbacks to the older calls"
 
