@@ -242,57 +242,83 @@ GPUM_API int gpum_device_list_parse(const char *s, unsigned *idx, size_t cap, si
 /*
  * A driver call on a GPU that stopped answering can hang for minutes (nvidia-smi hangs with
  * it). Readers read each device on a thread of its own, with a device session of its own, so
- * that a hung device holds up only its own reads: a caller waits for a read with a deadline
- * and is told which devices did not answer, and at the end a thread stuck in a call is left
- * behind (it frees only what it owns when, if ever, the call returns).
+ * that a hung device holds up only its own reads: a caller is told which devices did not
+ * answer, and at the end a thread stuck in a call is left behind (it frees only what it owns
+ * when, if ever, the call returns). One piece serves gpum status, gpumd's process lists and
+ * the monitor's sampling.
  *
- * Two modes. On request (interval_ms 0): gpum_device_readers_read asks chosen devices for a
- * fresh read and waits for them up to a deadline (gpum status). Periodic (interval_ms > 0):
- * every reader reads its device every interval and keeps the newest result, which
- * gpum_device_readers_latest copies (gpumd's process lists).
+ * Three ways to read:
+ *   - gpum_device_readers_read asks chosen devices for a fresh read and waits for them up to a
+ *     deadline (gpum status);
+ *   - gpum_device_readers_request asks one device without waiting, and
+ *     gpum_device_readers_take takes its result once it is there (notify says when): the
+ *     monitor's sampler, with a request of its own per read (what to read this time);
+ *   - periodic (interval_ms > 0): every reader reads its device every interval and keeps the
+ *     newest result, which gpum_device_readers_latest copies (gpumd's process lists).
  *
- * Each result is result_size bytes. The read function fills one in on the reader's thread:
- * read(session, index, result, user), with session NULL when the reader's session could not
- * be opened (gpum_last_error() says why, on that thread); it returns 0 or an error code, kept
- * with the result. A result may own memory (result_free frees it): on request a result is
- * handed over with what it owns (the reader forgets it); latest copies it, so a periodic
- * result must own nothing. user must outlive every reader thread, also one left behind in a
- * hung call (which may call read and result_free after gpum_device_readers_stop): give static
- * or never-freed data, or NULL.
+ * Each result is result_size bytes, each request request_size bytes (a copy is kept). The read
+ * function fills a zeroed result on the reader's thread: read(session, index, request,
+ * result, user), request NULL when none was given; session is NULL when the reader's session
+ * could not be opened (gpum_last_error() says why, on that thread). It returns 0 or an error
+ * code, kept with the result. A result may own memory (result_free frees it): read and take
+ * hand a result over with what it owns (the reader forgets it); latest copies it, so a
+ * periodic result must own nothing.
+ *
+ * user: with user_size 0 it is passed as it is and must outlive every reader thread, also one
+ * left behind in a hung call (which may still call read and result_free after
+ * gpum_device_readers_stop); with user_size > 0 the readers keep a copy of those bytes, which
+ * lives as long as any of their threads, and pass the copy. notify is never called once
+ * gpum_device_readers_stop has begun.
  */
-typedef int (*gpum_device_read_fn)(gpum_device_session_t *s, unsigned index, void *result,
-                                   void *user);
+typedef int (*gpum_device_read_fn)(gpum_device_session_t *s, unsigned index, const void *request,
+                                   void *result, void *user);
 
 typedef struct {
-  gpum_device_open_opts_t device;                /* how each reader opens its session (copied) */
-  size_t result_size;                            /* bytes of one result, > 0 */
-  gpum_device_read_fn read;                      /* required */
+  gpum_device_open_opts_t device; /* how each reader opens its session (copied) */
+  size_t result_size;             /* bytes of one result, > 0 */
+  size_t request_size;            /* bytes of one request; 0: requests carry nothing */
+  gpum_device_read_fn read;       /* required */
   void (*result_free)(void *result, void *user); /* frees what a result owns; NULL: nothing */
-  unsigned interval_ms; /* 0: on request; else a read every interval (1..3600000) */
+  void (*notify)(unsigned index, void *user);    /* a result is ready (reader thread; NULL: none) */
+  unsigned interval_ms;  /* 0: reads on demand; else one every interval (1..3600000) */
+  unsigned stop_wait_ms; /* how long stop waits for a reader in a call (0: not at all) */
+  bool open_at_start;    /* start opens the sessions of its devices and fails if one cannot be
+                            opened (else each reader opens its own, on its thread) */
   void *user;
+  size_t user_size; /* > 0: a copy of user_size bytes at user is kept and passed instead */
 } gpum_device_readers_opts_t;
 
 typedef struct gpum_device_readers gpum_device_readers_t;
 
-/* Starts readers for the n devices in indexes (more start on request when
- * gpum_device_readers_read names them). Returns 0, GPUM_EINVAL (bad options) or GPUM_ENOMEM.
- * Stop them with gpum_device_readers_stop. */
+/* Starts readers for the n devices in indexes (more start when read or request names them).
+ * Returns 0, GPUM_EINVAL (bad options), GPUM_ENOMEM, or with open_at_start the error of a
+ * session that could not be opened. Stop them with gpum_device_readers_stop. */
 GPUM_API int gpum_device_readers_start(const gpum_device_readers_opts_t *opts,
                                        const unsigned *indexes, size_t n,
                                        gpum_device_readers_t **out);
-/* On request: asks the devices in indexes for a fresh read and waits up to timeout_ms for
- * them. For each i, rcs[i] gets the read's return and results (an array of n results) its
- * result, handed over; or rcs[i] = GPUM_ETIMEDOUT and results[i] is left alone when the device
- * did not answer in time (a reader still stuck in an earlier call is not waited for). Returns
- * 0, or GPUM_ENOMEM when a reader cannot be started. Thread-safe. */
+/* Asks the devices in indexes for a fresh read and waits up to timeout_ms for them. For each
+ * i, rcs[i] gets the read's return and results (an array of n results) its result, handed
+ * over; or rcs[i] = GPUM_ETIMEDOUT and results[i] is left alone when the device did not answer
+ * in time (a reader still busy with an earlier read is not waited for). Returns 0, or
+ * GPUM_ENOMEM when a reader cannot be started. Thread-safe. */
 GPUM_API int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes, size_t n,
                                       unsigned timeout_ms, void *results, int *rcs);
+/* Asks device index for a read with request (request_size bytes, copied; NULL: zeros) and
+ * returns at once. GPUM_EBUSY when its reader has not finished the previous request (a hung
+ * call), GPUM_ENOMEM when a reader cannot be started. Thread-safe. */
+GPUM_API int gpum_device_readers_request(gpum_device_readers_t *rs, unsigned index,
+                                         const void *request);
+/* Takes the result of device index's newest request when it is there: returns 1 with the
+ * result handed over to *result and the read's return in *rc; 0 when it is not there yet (or
+ * was taken); GPUM_ENODEV when no reader reads index. Thread-safe. */
+GPUM_API int gpum_device_readers_take(gpum_device_readers_t *rs, unsigned index, void *result,
+                                      int *rc);
 /* Periodic: copies the newest result of device index into out and returns its read's code;
  * GPUM_EAGAIN before the first read finished, GPUM_ENODEV when no reader reads index.
  * Thread-safe. */
 GPUM_API int gpum_device_readers_latest(gpum_device_readers_t *rs, unsigned index, void *out);
-/* Stops the readers: idle ones are joined, one stuck in a driver call is left behind (its
- * index is logged at warn level). NULL is fine. */
+/* Stops the readers: each is joined, waiting up to stop_wait_ms for one in a call; a reader
+ * still stuck in a driver call then is left behind (logged at info level). NULL is fine. */
 GPUM_API void gpum_device_readers_stop(gpum_device_readers_t *rs);
 
 /* --- The CUDA driver ---------------------------------------------------------------------- */

@@ -36,8 +36,9 @@ static void unreadable(cli_dev_snap_t *d, unsigned index, int err, const char *w
   snprintf(d->reason, sizeof d->reason, "%s", why);
 }
 
-static int read_device(gpum_device_session_t *s, unsigned index, void *result, void *user) {
-  (void)user;
+static int read_device(gpum_device_session_t *s, unsigned index, const void *request, void *result,
+                       void *user) {
+  (void)request, (void)user;
   cli_dev_snap_t *d = result;
   d->index = index;
   if (s == NULL) {

@@ -16,8 +16,9 @@
 #include "gpumd_internal.h"
 
 /* One device's list, as a reader reads it (flat: copied out by gpumd_procs_get). */
-static int read_list(gpum_device_session_t *s, unsigned index, void *result, void *user) {
-  (void)user;
+static int read_list(gpum_device_session_t *s, unsigned index, const void *request, void *result,
+                     void *user) {
+  (void)request, (void)user;
   gpumd_procs_t *p = result;
   if (s == NULL)
     return GPUM_EDRIVER;

@@ -34,8 +34,9 @@ static bool own = true;     /* results own memory (on request); periodic ones mu
 static bool hang;
 static unsigned reads, frees;
 
-static int read_fn(gpum_device_session_t *s, unsigned index, void *result, void *user) {
-  (void)user;
+static int read_fn(gpum_device_session_t *s, unsigned index, const void *request, void *result,
+                   void *user) {
+  (void)request, (void)user;
   result_t *r = result;
   pthread_mutex_lock(&mu);
   while (hang && (int)index == hang_index)

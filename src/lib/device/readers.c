@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Hang-safe device readers (gpum/device.h): a thread and a session per device, results
- * handed over under one lock, and a state block freed by the last of gpum_device_readers_stop
- * and the readers' threads, so that a thread stuck in a hung driver call can be left behind
- * without freeing anything it still uses. gpum status reads on request, gpumd's process lists
- * periodically.
+ * Hang-safe device readers (gpum/device.h): a thread and a session per device, requests and
+ * results handed over under one lock, and a state block freed by the last of
+ * gpum_device_readers_stop and the readers' threads, so that a thread stuck in a hung driver
+ * call can be left behind without freeing anything it still uses. gpum status reads with a
+ * deadline, the monitor requests and takes, gpumd's process lists read periodically.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,17 +21,21 @@
 typedef struct {
   struct gpum_device_readers *rs;
   unsigned index;
-  bool started, busy;      /* busy: in a read */
-  uint64_t want, cur, got; /* on request: the generation asked for, being read, and read */
-  bool have;               /* periodic: a read has finished */
-  int rc;                  /* the newest read's return */
-  void *result;            /* the newest result */
+  gpum_device_session_t *session; /* opened at start, or by the thread */
+  bool started, busy;             /* busy: in a read */
+  uint64_t want, cur, got;        /* the request asked for, being read, and read */
+  bool untaken;                   /* the result of request `got` is there for take */
+  bool have;                      /* periodic: a read has finished */
+  int rc;                         /* the newest read's return */
+  void *request;                  /* the newest request (request_size bytes) */
+  void *result;                   /* the newest result */
   pthread_t thread;
 } reader_t;
 
 struct gpum_device_readers {
   gpum_device_readers_opts_t o;
   char *nvml_library; /* o.device.nvml_library's copy: threads open their sessions later */
+  void *user_copy;    /* with user_size */
   pthread_mutex_t lock;
   pthread_cond_t cond; /* a request or stop (readers wait), a result (callers wait) */
   bool stop;
@@ -41,26 +45,32 @@ struct gpum_device_readers {
   reader_t **r; /* stable pointers: a reader's thread holds its own */
 };
 
+static void reader_free(gpum_device_readers_t *rs, reader_t *r) {
+  if (rs->o.result_free && r->result)
+    rs->o.result_free(r->result, rs->o.user);
+  gpum_device_close(r->session);
+  free(r->result);
+  free(r->request);
+  free(r);
+}
+
 /* Drops one reference (lock held; unlocks); the last frees the block. */
 static void unref(gpum_device_readers_t *rs) {
   bool last = --rs->refs == 0;
   pthread_mutex_unlock(&rs->lock);
   if (!last)
     return;
-  for (size_t i = 0; i < rs->n; i++) {
-    if (rs->o.result_free)
-      rs->o.result_free(rs->r[i]->result, rs->o.user);
-    free(rs->r[i]->result);
-    free(rs->r[i]);
-  }
+  for (size_t i = 0; i < rs->n; i++)
+    reader_free(rs, rs->r[i]);
   free(rs->r);
   free(rs->nvml_library);
+  free(rs->user_copy);
   pthread_cond_destroy(&rs->cond);
   pthread_mutex_destroy(&rs->lock);
   free(rs);
 }
 
-/* Deadline for pthread_cond_timedwait, ms from now. */
+/* Deadline for pthread_cond_timedwait and pthread_timedjoin_np, ms from now. */
 static struct timespec after_ms(unsigned ms) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -73,35 +83,40 @@ static struct timespec after_ms(unsigned ms) {
   return ts;
 }
 
-/* One read into a fresh result, then published (lock held on entry and exit). */
-static void read_once(reader_t *r, gpum_device_session_t *s, void *scratch) {
+/* One read into a fresh result, then published and announced (lock held on entry and exit). */
+static void read_once(reader_t *r, void *request, void *scratch) {
   gpum_device_readers_t *rs = r->rs;
+  size_t qn = rs->o.request_size;
+  if (qn)
+    memcpy(request, r->request, qn); /* the caller may ask again once this one is read */
   r->busy = true;
   pthread_mutex_unlock(&rs->lock);
   memset(scratch, 0, rs->o.result_size);
-  int rc = rs->o.read(s, r->index, scratch, rs->o.user);
+  int rc = rs->o.read(r->session, r->index, qn ? request : NULL, scratch, rs->o.user);
   pthread_mutex_lock(&rs->lock);
   r->busy = false;
   if (rs->o.result_free)
     rs->o.result_free(r->result, rs->o.user);
   memcpy(r->result, scratch, rs->o.result_size);
   r->rc = rc;
+  pthread_cond_broadcast(&rs->cond);
+  if (rs->o.notify && !rs->stop)
+    rs->o.notify(r->index, rs->o.user);
 }
 
 static void *reader_main(void *arg) {
   reader_t *r = arg;
   gpum_device_readers_t *rs = r->rs;
-  gpum_device_session_t *s = NULL;
   /* Opening loads the driver and counts the devices: it calls nothing on one device. */
-  if (gpum_device_open(&rs->o.device, &s) != 0)
-    s = NULL; /* the read function is told (NULL) and finds the reason in gpum_last_error */
+  if (r->session == NULL && gpum_device_open(&rs->o.device, &r->session) != 0)
+    r->session = NULL; /* the read function is told (NULL) and finds why in gpum_last_error */
   void *scratch = calloc(1, rs->o.result_size);
+  void *request = calloc(1, rs->o.request_size ? rs->o.request_size : 1);
   pthread_mutex_lock(&rs->lock);
-  while (scratch && !rs->stop) {
+  while (scratch && request && !rs->stop) {
     if (rs->o.interval_ms > 0) {
-      read_once(r, s, scratch);
+      read_once(r, request, scratch);
       r->have = true;
-      pthread_cond_broadcast(&rs->cond);
       struct timespec until = after_ms(rs->o.interval_ms);
       while (!rs->stop && pthread_cond_timedwait(&rs->cond, &rs->lock, &until) != ETIMEDOUT)
         ;
@@ -110,76 +125,104 @@ static void *reader_main(void *arg) {
     } else {
       uint64_t gen = r->want;
       r->cur = gen;
-      read_once(r, s, scratch);
+      r->untaken = false;
+      read_once(r, request, scratch);
       r->got = gen;
-      pthread_cond_broadcast(&rs->cond);
+      r->untaken = true;
     }
   }
   pthread_mutex_unlock(&rs->lock);
   free(scratch);
-  gpum_device_close(s);
+  free(request);
   pthread_mutex_lock(&rs->lock);
   unref(rs);
   return NULL;
+}
+
+/* A new reader of device index (lock held), its session opened now when open_session. */
+static int add_reader(gpum_device_readers_t *rs, unsigned index, bool open_session,
+                      reader_t **out) {
+  if (rs->n == rs->cap) {
+    size_t cap = rs->cap ? rs->cap * 2 : 8;
+    reader_t **p = realloc(rs->r, cap * sizeof *p);
+    if (!p)
+      return gpum_error(GPUM_ENOMEM, "out of memory");
+    rs->r = p;
+    rs->cap = cap;
+  }
+  reader_t *r = calloc(1, sizeof *r);
+  if (r) {
+    r->result = calloc(1, rs->o.result_size);
+    r->request = calloc(1, rs->o.request_size ? rs->o.request_size : 1);
+  }
+  if (!r || !r->result || !r->request) {
+    if (r)
+      reader_free(rs, r);
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  }
+  r->rs = rs;
+  r->index = index;
+  r->rc = GPUM_EAGAIN;
+  int rc = open_session ? gpum_device_open(&rs->o.device, &r->session) : 0;
+  if (rc != 0) {
+    reader_free(rs, r);
+    return rc;
+  }
+  rs->r[rs->n++] = r;
+  if (pthread_create(&r->thread, NULL, reader_main, r) != 0)
+    return gpum_error(GPUM_ENOMEM, "cannot start a reader for device %u", index);
+  r->started = true;
+  rs->refs++;
+  *out = r;
+  return 0;
 }
 
 /* The reader of device index, started when new (lock held). NULL when it cannot start. */
 static reader_t *reader(gpum_device_readers_t *rs, unsigned index) {
   for (size_t i = 0; i < rs->n; i++)
     if (rs->r[i]->index == index)
+      return rs->r[i]->started ? rs->r[i] : NULL;
+  reader_t *r = NULL;
+  return add_reader(rs, index, false, &r) == 0 ? r : NULL;
+}
+
+static reader_t *find(gpum_device_readers_t *rs, unsigned index) {
+  for (size_t i = 0; i < rs->n; i++)
+    if (rs->r[i]->index == index)
       return rs->r[i];
-  if (rs->n == rs->cap) {
-    size_t cap = rs->cap ? rs->cap * 2 : 8;
-    reader_t **p = realloc(rs->r, cap * sizeof *p);
-    if (!p)
-      return NULL;
-    rs->r = p;
-    rs->cap = cap;
-  }
-  reader_t *r = calloc(1, sizeof *r);
-  if (r)
-    r->result = calloc(1, rs->o.result_size);
-  if (!r || !r->result) {
-    if (r)
-      free(r->result);
-    free(r);
-    return NULL;
-  }
-  r->rs = rs;
-  r->index = index;
-  r->rc = GPUM_EAGAIN;
-  rs->r[rs->n++] = r;
-  if (pthread_create(&r->thread, NULL, reader_main, r) != 0)
-    return NULL; /* kept (freed with the block), never started */
-  r->started = true;
-  rs->refs++;
-  return r;
+  return NULL;
 }
 
 int gpum_device_readers_start(const gpum_device_readers_opts_t *opts, const unsigned *indexes,
                               size_t n, gpum_device_readers_t **out) {
   *out = NULL;
-  if (!opts || !opts->read || opts->result_size == 0 || opts->interval_ms > 3600000u)
+  if (!opts || !opts->read || opts->result_size == 0 || opts->interval_ms > 3600000u ||
+      (opts->user_size > 0 && opts->user == NULL))
     return gpum_error(GPUM_EINVAL, "device readers: a read function, a result size and an "
                                    "interval of at most an hour are needed");
   gpum_device_readers_t *rs = calloc(1, sizeof *rs);
   if (!rs)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   rs->o = *opts;
-  if (opts->device.nvml_library && !(rs->nvml_library = strdup(opts->device.nvml_library))) {
+  if ((opts->device.nvml_library && !(rs->nvml_library = strdup(opts->device.nvml_library))) ||
+      (opts->user_size > 0 && !(rs->user_copy = malloc(opts->user_size)))) {
+    free(rs->nvml_library);
     free(rs);
     return gpum_error(GPUM_ENOMEM, "out of memory");
   }
   rs->o.device.nvml_library = rs->nvml_library;
+  if (opts->user_size > 0) {
+    memcpy(rs->user_copy, opts->user, opts->user_size);
+    rs->o.user = rs->user_copy;
+  }
   rs->refs = 1;
   pthread_mutex_init(&rs->lock, NULL);
   pthread_cond_init(&rs->cond, NULL);
   pthread_mutex_lock(&rs->lock);
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    reader_t *r = reader(rs, indexes[i]);
-    if (!r || !r->started)
-      rc = gpum_error(GPUM_ENOMEM, "cannot start a reader for device %u", indexes[i]);
+    reader_t *r = NULL;
+    rc = add_reader(rs, indexes[i], opts->open_at_start, &r);
   }
   pthread_mutex_unlock(&rs->lock);
   if (rc != 0) {
@@ -192,13 +235,16 @@ int gpum_device_readers_start(const gpum_device_readers_opts_t *opts, const unsi
 
 int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes, size_t n,
                              unsigned timeout_ms, void *results, int *rcs) {
+  reader_t **want = calloc(n ? n : 1, sizeof *want);
+  if (!want)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
   pthread_mutex_lock(&rs->lock);
   uint64_t gen = ++rs->gen;
-  reader_t *want[n ? n : 1];
   for (size_t i = 0; i < n; i++) {
     want[i] = reader(rs, indexes[i]);
-    if (!want[i] || !want[i]->started) {
+    if (!want[i]) {
       pthread_mutex_unlock(&rs->lock);
+      free(want);
       return gpum_error(GPUM_ENOMEM, "cannot start a reader for device %u", indexes[i]);
     }
     want[i]->want = gen;
@@ -225,25 +271,57 @@ int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes,
     void *dst = (char *)results + i * rs->o.result_size;
     memcpy(dst, want[i]->result, rs->o.result_size); /* what it owns goes with it */
     memset(want[i]->result, 0, rs->o.result_size);
+    want[i]->untaken = false;
     rcs[i] = want[i]->rc;
   }
   pthread_mutex_unlock(&rs->lock);
+  free(want);
   return 0;
 }
 
-int gpum_device_readers_latest(gpum_device_readers_t *rs, unsigned index, void *out) {
-  int rc = GPUM_ENODEV;
+int gpum_device_readers_request(gpum_device_readers_t *rs, unsigned index, const void *request) {
   pthread_mutex_lock(&rs->lock);
-  for (size_t i = 0; i < rs->n; i++) {
-    reader_t *r = rs->r[i];
-    if (r->index != index)
-      continue;
-    rc = GPUM_EAGAIN;
-    if (r->have) {
-      memcpy(out, r->result, rs->o.result_size);
-      rc = r->rc;
-    }
-    break;
+  reader_t *r = reader(rs, index);
+  int rc = 0;
+  if (!r) {
+    rc = gpum_error(GPUM_ENOMEM, "cannot start a reader for device %u", index);
+  } else if (r->busy || r->want != r->got) {
+    rc = gpum_error(GPUM_EBUSY, "device %u: the previous read has not finished", index);
+  } else {
+    size_t qn = rs->o.request_size;
+    if (qn && request)
+      memcpy(r->request, request, qn);
+    else if (qn)
+      memset(r->request, 0, qn);
+    r->want = ++rs->gen;
+    pthread_cond_broadcast(&rs->cond);
+  }
+  pthread_mutex_unlock(&rs->lock);
+  return rc;
+}
+
+int gpum_device_readers_take(gpum_device_readers_t *rs, unsigned index, void *result, int *rc) {
+  pthread_mutex_lock(&rs->lock);
+  reader_t *r = find(rs, index);
+  int ret = r ? 0 : GPUM_ENODEV;
+  if (r && r->untaken && r->got == r->want) {
+    memcpy(result, r->result, rs->o.result_size); /* what it owns goes with it */
+    memset(r->result, 0, rs->o.result_size);
+    r->untaken = false;
+    *rc = r->rc;
+    ret = 1;
+  }
+  pthread_mutex_unlock(&rs->lock);
+  return ret;
+}
+
+int gpum_device_readers_latest(gpum_device_readers_t *rs, unsigned index, void *out) {
+  pthread_mutex_lock(&rs->lock);
+  reader_t *r = find(rs, index);
+  int rc = r ? GPUM_EAGAIN : GPUM_ENODEV;
+  if (r && r->have) {
+    memcpy(out, r->result, rs->o.result_size);
+    rc = r->rc;
   }
   pthread_mutex_unlock(&rs->lock);
   return rc;
@@ -255,25 +333,28 @@ void gpum_device_readers_stop(gpum_device_readers_t *rs) {
   pthread_mutex_lock(&rs->lock);
   rs->stop = true;
   pthread_cond_broadcast(&rs->cond);
-  size_t n = rs->n, nj = 0;
-  pthread_t *join = calloc(n ? n : 1, sizeof *join);
-  for (size_t i = 0; i < n; i++) {
-    reader_t *r = rs->r[i];
-    if (!r->started)
-      continue;
-    if (r->busy || !join) {
-      /* Stuck in a driver call: left (with its session) to return, or to the process's end. */
-      gpum_log(GPUM_LOG_INFO, "device", "device %u: reader thread stuck in the driver: left behind",
-               r->index);
-      pthread_detach(r->thread);
-    } else {
-      join[nj++] = r->thread;
-    }
-  }
+  size_t n = rs->n;
+  /* The readers' list does not change once stopping: nothing adds a reader after stop. */
+  reader_t **r = rs->r;
   pthread_mutex_unlock(&rs->lock);
-  for (size_t i = 0; i < nj; i++)
-    pthread_join(join[i], NULL);
-  free(join);
+  struct timespec until = after_ms(rs->o.stop_wait_ms);
+  for (size_t i = 0; i < n; i++) {
+    if (!r[i]->started)
+      continue;
+    pthread_mutex_lock(&rs->lock);
+    bool busy = r[i]->busy; /* once stopping, an idle reader starts no read: it exits */
+    pthread_mutex_unlock(&rs->lock);
+    if (!busy) {
+      pthread_join(r[i]->thread, NULL);
+      continue;
+    }
+    if (rs->o.stop_wait_ms > 0 && pthread_timedjoin_np(r[i]->thread, NULL, &until) == 0)
+      continue;
+    /* Stuck in a driver call: left (with its session) to return, or to the process's end. */
+    gpum_log(GPUM_LOG_INFO, "device", "device %u: reader thread stuck in the driver: left behind",
+             r[i]->index);
+    pthread_detach(r[i]->thread);
+  }
   pthread_mutex_lock(&rs->lock);
   unref(rs);
 }

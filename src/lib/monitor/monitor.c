@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The monitor object: options and their defaults, creation (one device session per worker,
- * history rings; no call on any device: each worker reads its device's static info), the
+ * The monitor object: options and their defaults, creation (history rings; no call on any
+ * device: each device's reader reads its static info once started), the
  * lifecycle, the static info and the wait for it, and the device queries. The threads live
  * in sampler.c, the event ring and delivery in events.c, the sample queries in query.c.
  */
@@ -138,8 +138,8 @@ static int pick_devices(gpum_monitor_t *mon, const gpum_monitor_opts_t *in, unsi
   return 0;
 }
 
-/* Sets up one device's slot and worker. No driver call on the device: its static info is
- * read by its worker once started (a device that hangs must not hold up the caller). */
+/* Sets up one device's slot. No driver call on the device: its static info is read by its
+ * reader once started (a device that hangs must not hold up the caller). */
 static int init_device(gpum_monitor_t *mon, gpum__mdev_t *md, unsigned index) {
   md->index = index;
   md->info.index = index;
@@ -147,21 +147,7 @@ static int init_device(gpum_monitor_t *mon, gpum__mdev_t *md, unsigned index) {
   int rc = gpum__ring_init(&md->ring, mon->ring_cap);
   if (rc != 0)
     return rc;
-  gpum__worker_t *w = calloc(1, sizeof(*w));
-  if (w == NULL)
-    return gpum_error(GPUM_ENOMEM, "monitor: out of memory");
-  md->worker = w;
-  w->device = index;
-  w->mon = mon;
-  w->jobs_fn = mon->opts.jobs_fn;
-  w->jobs_user = mon->opts.jobs_user;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_mutex_init(&w->lock, NULL);
-  pthread_cond_init(&w->cond, &ca);
-  pthread_condattr_destroy(&ca);
-  return gpum_device_open(&mon->dev_opts, &w->session);
+  return 0;
 }
 
 static void init_sync(gpum_monitor_t *mon) {
@@ -237,11 +223,8 @@ void gpum_monitor_destroy(gpum_monitor_t *mon) {
   if (mon == NULL)
     return;
   gpum_monitor_stop(mon);
-  for (unsigned i = 0; mon->devs != NULL && i < mon->ndev; i++) {
+  for (unsigned i = 0; mon->devs != NULL && i < mon->ndev; i++)
     gpum__ring_free(&mon->devs[i].ring);
-    if (mon->devs[i].worker != NULL)
-      gpum__worker_free(mon->devs[i].worker);
-  }
   if (mon->ev_session != NULL)
     gpum_device_close(mon->ev_session);
   free(mon->devs);
@@ -262,8 +245,8 @@ int gpum_monitor_set_alert_engine(gpum_monitor_t *mon, struct gpum_alert_engine 
   if (mon->started)
     return gpum_error(GPUM_ESTATE, "attach the alert engine before gpum_monitor_start");
   mon->alerts = engine;
-  /* Before start no info has been read yet: the workers hand it to the engine (under the
-   * monitor lock: a stopped monitor keeps what its workers read). */
+  /* Before start no info has been read yet: the sampler hands it to the engine (under the
+   * monitor lock: a stopped monitor keeps what its readers read). */
   pthread_mutex_lock(&mon->lock);
   for (unsigned i = 0; engine != NULL && i < mon->ndev; i++)
     if (mon->devs[i].info_done && mon->devs[i].info_rc == 0)

@@ -133,35 +133,42 @@ bool gpum__mon_xid_critical(uint64_t xid, char *buf, size_t cap);
 
 /* ---- The monitor object (monitor.c, sampler.c, events.c) ------------------------------ */
 
-/* The thread making one device's driver calls, on its own session. Shared with the sampler
- * under its lock. A worker stuck in a hung call when the monitor stops is "orphaned": from
- * then on it never touches the monitor, and frees itself (and its session) when the call
- * returns. Lock order: worker lock, then the monitor's wake lock. */
-typedef struct gpum__worker {
-  pthread_t thread;
-  bool started;
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  gpum_device_session_t *session;
-  unsigned device;
-  struct gpum_monitor *mon; /* not used once orphaned */
-  bool request, want_mh, want_jobs;
-  bool quit, orphaned, exited;
-  /* result of the last request */
-  bool done;
-  int rc;
+/* The driver calls of one device run on its reader (libgpum's hang-safe device readers,
+ * gpum_device_readers_*), one thread and session per device: the sampler requests a read and
+ * takes the result later (a hung call holds up only its device; the watchdog notices it). A
+ * request says what to read besides the sample. */
+typedef struct {
+  bool want_info; /* the static info first (until it has been read once) */
+  bool want_mh;   /* memory health (retired pages, remapped rows) */
+  bool want_jobs; /* the job count for the BUSY rule */
+} gpum__wreq_t;
+
+/* What one read found. */
+typedef struct {
+  bool info_read;
+  int info_rc;
+  gpum_device_info_t info;
+  char info_detail[GPUM_HEALTH_REASON_LEN];
+  int rc; /* gpum_device_sample's */
   char detail[GPUM_HEALTH_REASON_LEN];
   gpum_device_sample_t sample;
   int mh_rc;
   gpum_memory_health_t mh;
   bool jobs_valid;
   unsigned jobs;
+} gpum__wres_t;
+
+/* The readers' own copy of what their calls need (it outlives the monitor when a reader is
+ * left behind in a hung call: the calls never touch the monitor itself). */
+typedef struct {
   gpum_monitor_jobs_fn jobs_fn;
   void *jobs_user;
-  bool info_ok; /* worker thread only: the static info was read */
-} gpum__worker_t;
+  struct gpum_monitor *mon; /* only in notify, which the readers stop calling at stop */
+} gpum__wctx_t;
 
-/* The thread waiting for driver events (XID, ECC, lost), same orphan rules as a worker. */
+/* The thread waiting for driver events (XID, ECC, lost). One stuck in a call when the monitor
+ * stops is "orphaned": from then on it never touches the monitor, and frees itself when the
+ * call returns. */
 typedef struct gpum__evthread {
   pthread_t thread;
   bool started;
@@ -176,12 +183,11 @@ typedef struct gpum__evthread {
 
 typedef struct {
   unsigned index;
-  gpum_device_info_t info; /* mon->lock; read by the device's worker after start */
-  bool info_done;          /* mon->lock: the worker's first info read returned */
+  gpum_device_info_t info; /* mon->lock; read by the device's reader after start */
+  bool info_done;          /* mon->lock: the first info read returned */
   int info_rc;             /* mon->lock: its result (0: info holds the device's info) */
   gpum__ring_t ring;       /* mon->lock */
   gpum__hsm_t hsm;         /* mon->lock */
-  gpum__worker_t *worker;
   /* sampler thread only */
   bool inflight, hung;
   uint64_t issued_mono;
@@ -223,6 +229,7 @@ struct gpum_monitor {
 
   pthread_t sampler;
   bool started, stopped;
+  gpum_device_readers_t *readers; /* the devices' driver calls, from start */
   gpum__evthread_t *evt;
   uint64_t rng; /* sampler thread only */
 
@@ -244,14 +251,13 @@ void gpum__mon_emit_hsm(gpum_monitor_t *mon, unsigned device, const gpum__hsm_ou
 /* Calls the subscribers and the alert engine for the events not yet delivered. Any thread,
  * no lock held; returns at once when called from inside a delivery. */
 void gpum__mon_deliver(gpum_monitor_t *mon);
-/* A worker read its device's static info (rc 0: info) and is not orphaned: stores it, feeds
- * the alert engine and emits GPUM_MONEV_INFO the first time, and again when a failed read is
- * followed by a good one. Called with the worker lock held, no monitor lock (sampler.c). */
+/* A reader read its device's static info (rc 0: info): stores it, feeds the alert engine and
+ * emits GPUM_MONEV_INFO the first time, and again when a failed read is followed by a good
+ * one. Called on the sampler thread, no monitor lock held (sampler.c). */
 void gpum__mon_info_read(gpum_monitor_t *mon, unsigned device, int rc,
                          const gpum_device_info_t *info, const char *detail);
 /* Threads (sampler.c). */
 int gpum__mon_start_threads(gpum_monitor_t *mon);
 void gpum__mon_stop_threads(gpum_monitor_t *mon);
-void gpum__worker_free(gpum__worker_t *w);
 
 #endif /* GPUM_MONITOR_INTERNAL_H */

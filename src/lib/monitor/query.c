@@ -74,7 +74,7 @@ size_t gpum_monitor_memory_usage(const gpum_monitor_t *mon) {
   if (mon == NULL)
     return 0;
   size_t bytes = sizeof(*mon) + GPUM_MONITOR_EVENT_KEEP * sizeof(gpum_monitor_event_t) +
-                 mon->ndev * (sizeof(gpum__mdev_t) + sizeof(gpum__worker_t));
+                 mon->ndev * (sizeof(gpum__mdev_t) + 2 * sizeof(gpum__wres_t));
   for (unsigned i = 0; i < mon->ndev; i++)
     bytes += mon->devs[i].ring.cap * sizeof(gpum__hrec_t);
   return bytes;

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The monitor's threads. The sampler thread runs the rounds: every interval it hands each
- * device that is due a request, and in between it collects the results, stores the samples,
+ * The monitor's threads. The sampler thread runs the rounds: every interval it asks each
+ * device that is due for a read, and in between it takes the results, stores the samples,
  * steps the health machines, handles the driver events and delivers the monitor events. The
- * driver calls themselves run on one worker thread per device, each with its own session, so
- * a call that hangs holds up only its own device: the sampler never waits for a worker, it
- * only notices (watchdog) when a request has been running longer than watchdog_ms.
+ * driver calls themselves run on libgpum's hang-safe device readers (one thread and session
+ * per device), so a call that hangs holds up only its own device: the sampler never waits for
+ * a reader, it only notices (watchdog) when a request has been running longer than
+ * watchdog_ms.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,44 +34,49 @@ static void wake_sampler(gpum_monitor_t *mon) {
   pthread_mutex_unlock(&mon->wake_lock);
 }
 
-/* ---- worker ----------------------------------------------------------------------------- */
+/* ---- the devices' reads (on their readers' threads) -------------------------------------- */
 
-void gpum__worker_free(gpum__worker_t *w) {
-  if (w->session != NULL)
-    gpum_device_close(w->session);
-  pthread_mutex_destroy(&w->lock);
-  pthread_cond_destroy(&w->cond);
-  free(w);
-}
-
-static unsigned count_jobs(gpum__worker_t *w, bool *valid) {
+static unsigned count_jobs(const gpum__wctx_t *ctx, gpum_device_session_t *s, unsigned device,
+                           bool *valid) {
   unsigned jobs = 0;
   *valid = false;
-  if (w->jobs_fn != NULL) {
-    *valid = w->jobs_fn(w->jobs_user, w->device, &jobs) == 0;
+  if (ctx->jobs_fn != NULL) {
+    *valid = ctx->jobs_fn(ctx->jobs_user, device, &jobs) == 0;
     return jobs;
   }
   size_t n = 0;
-  int rc = gpum_device_processes(w->session, w->device, NULL, 0, &n);
+  int rc = gpum_device_processes(s, device, NULL, 0, &n);
   *valid = rc == 0 || rc == GPUM_ENOSPC;
   return (unsigned)n;
 }
 
-/* One request: the calls, made without the worker lock. */
-static void worker_calls(gpum__worker_t *w, bool want_mh, bool want_jobs, int *rc,
-                         gpum_device_sample_t *s, char *detail, int *mh_rc,
-                         gpum_memory_health_t *mh, bool *jobs_valid, unsigned *jobs) {
-  memset(s, 0, sizeof(*s));
-  memset(mh, 0, sizeof(*mh));
+/* One request: the static info first when asked, then the sample and what else was asked.
+ * Runs on the device's reader thread and touches nothing of the monitor. */
+static int device_read(gpum_device_session_t *s, unsigned device, const void *request, void *result,
+                       void *user) {
+  const gpum__wreq_t *q = request;
+  gpum__wres_t *r = result;
+  r->mh_rc = GPUM_ENOENT;
+  if (s == NULL) { /* the session could not be opened (start opens it: not expected) */
+    r->rc = GPUM_EDRIVER;
+    snprintf(r->detail, sizeof r->detail, "%s", gpum_last_error());
+    return 0;
+  }
+  if (q->want_info) {
+    gpum_error_clear();
+    r->info_read = true;
+    r->info_rc = gpum_device_get_info(s, device, &r->info);
+    snprintf(r->info_detail, sizeof r->info_detail, "%s", r->info_rc != 0 ? gpum_last_error() : "");
+    r->info.index = device;
+  }
   gpum_error_clear();
-  *rc = gpum_device_sample(w->session, w->device, s);
-  snprintf(detail, GPUM_HEALTH_REASON_LEN, "%s", *rc != 0 ? gpum_last_error() : "");
-  *mh_rc = GPUM_ENOENT;
-  *jobs_valid = false;
-  if (*rc == 0 && want_mh)
-    *mh_rc = gpum_device_memory_health(w->session, w->device, mh);
-  if (*rc == 0 && want_jobs)
-    *jobs = count_jobs(w, jobs_valid);
+  r->rc = gpum_device_sample(s, device, &r->sample);
+  snprintf(r->detail, sizeof r->detail, "%s", r->rc != 0 ? gpum_last_error() : "");
+  if (r->rc == 0 && q->want_mh)
+    r->mh_rc = gpum_device_memory_health(s, device, &r->mh);
+  if (r->rc == 0 && q->want_jobs)
+    r->jobs = count_jobs(user, s, device, &r->jobs_valid);
+  return 0;
 }
 
 void gpum__mon_info_read(gpum_monitor_t *mon, unsigned device, int rc,
@@ -101,66 +107,12 @@ void gpum__mon_info_read(gpum_monitor_t *mon, unsigned device, int rc,
   pthread_mutex_unlock(&mon->lock);
   if (emit && rc != 0)
     gpum_log(GPUM_LOG_WARN, "monitor", "device %u: no static info: %s", device, detail);
-  if (emit)
-    wake_sampler(mon); /* it delivers the event; lock order: worker, then wake */
 }
 
-/* Reads the device's static info on the worker's session; a device whose calls hang holds up
- * only this thread. Worker lock not held. */
-static void worker_read_info(gpum__worker_t *w) {
-  gpum_device_info_t info;
-  char detail[GPUM_HEALTH_REASON_LEN];
-  gpum_error_clear();
-  int rc = gpum_device_get_info(w->session, w->device, &info);
-  snprintf(detail, sizeof detail, "%s", rc != 0 ? gpum_last_error() : "");
-  info.index = w->device;
-  w->info_ok = rc == 0;
-  pthread_mutex_lock(&w->lock);
-  if (!w->orphaned) /* lock order: worker, then monitor */
-    gpum__mon_info_read(w->mon, w->device, rc, &info, detail);
-  pthread_mutex_unlock(&w->lock);
-}
-
-static void *worker_main(void *arg) {
-  gpum__worker_t *w = arg;
-  gpum_device_sample_t s;
-  gpum_memory_health_t mh;
-  char detail[GPUM_HEALTH_REASON_LEN];
-  worker_read_info(w);
-  pthread_mutex_lock(&w->lock);
-  for (;;) {
-    while (!w->request && !w->quit && !w->orphaned)
-      pthread_cond_wait(&w->cond, &w->lock);
-    if (w->quit || w->orphaned)
-      break;
-    w->request = false;
-    bool want_mh = w->want_mh, want_jobs = w->want_jobs;
-    pthread_mutex_unlock(&w->lock);
-    if (!w->info_ok) /* a failed read (lost device) is tried again until it works */
-      worker_read_info(w);
-    int rc, mh_rc;
-    bool jobs_valid;
-    unsigned jobs = 0;
-    worker_calls(w, want_mh, want_jobs, &rc, &s, detail, &mh_rc, &mh, &jobs_valid, &jobs);
-    pthread_mutex_lock(&w->lock);
-    w->rc = rc;
-    w->sample = s;
-    memcpy(w->detail, detail, sizeof detail);
-    w->mh_rc = mh_rc;
-    w->mh = mh;
-    w->jobs_valid = jobs_valid;
-    w->jobs = jobs;
-    w->done = true;
-    if (w->orphaned)
-      break;
-    wake_sampler(w->mon); /* lock order: worker, then wake */
-  }
-  bool orphaned = w->orphaned;
-  w->exited = true;
-  pthread_mutex_unlock(&w->lock);
-  if (orphaned)
-    gpum__worker_free(w);
-  return NULL;
+/* A reader has a result: the sampler takes it (readers never call this once stopping). */
+static void device_notify(unsigned device, void *user) {
+  (void)device;
+  wake_sampler(((gpum__wctx_t *)user)->mon);
 }
 
 /* ---- event thread ----------------------------------------------------------------------- */
@@ -243,7 +195,9 @@ static void *evthread_main(void *arg) {
 
 /* ---- sampler: results and events -------------------------------------------------------- */
 
-static void handle_result(gpum_monitor_t *mon, gpum__mdev_t *md, const gpum__worker_t *r) {
+static void handle_result(gpum_monitor_t *mon, gpum__mdev_t *md, const gpum__wres_t *r) {
+  if (r->info_read)
+    gpum__mon_info_read(mon, md->index, r->info_rc, &r->info, r->info_detail);
   uint64_t real = gpum__mon_now(CLOCK_REALTIME), mono = gpum__mon_now(CLOCK_MONOTONIC);
   double u = gpum__mon_rand01(&mon->rng);
   gpum__hsm_out_t o;
@@ -261,23 +215,17 @@ static void handle_result(gpum_monitor_t *mon, gpum__mdev_t *md, const gpum__wor
     gpum_alert_engine_feed_sample(mon->alerts, md->index, &r->sample, r->sample.timestamp_ns);
 }
 
-/* Takes the finished results from the workers. */
+/* Takes the finished results from the readers. */
 static void collect(gpum_monitor_t *mon) {
   for (unsigned i = 0; i < mon->ndev; i++) {
     gpum__mdev_t *md = &mon->devs[i];
-    gpum__worker_t *w = md->worker;
-    if (!md->inflight || w == NULL)
+    gpum__wres_t r;
+    int rc = 0;
+    if (!md->inflight || gpum_device_readers_take(mon->readers, md->index, &r, &rc) != 1)
       continue;
-    pthread_mutex_lock(&w->lock);
-    bool done = w->done;
-    w->done = false;
-    pthread_mutex_unlock(&w->lock);
-    if (!done)
-      continue;
-    /* The worker is idle until the next request: its result fields are stable. */
     md->inflight = false;
     md->hung = false;
-    handle_result(mon, md, w);
+    handle_result(mon, md, &r);
   }
 }
 
@@ -362,17 +310,17 @@ static void watchdog(gpum_monitor_t *mon, uint64_t now) {
 /* ---- sampler: rounds -------------------------------------------------------------------- */
 
 static void issue(gpum_monitor_t *mon, gpum__mdev_t *md, uint64_t now) {
-  gpum__worker_t *w = md->worker;
   unsigned every = mon->opts.memory_health_every;
+  gpum__wreq_t q = {.want_jobs = mon->opts.busy.jobs > 0};
   pthread_mutex_lock(&mon->lock);
   bool in_error = md->hsm.inner == GPUM_HEALTH_ERROR;
+  q.want_info = !md->info_done || md->info_rc != 0; /* until it is read (a lost device: later) */
   pthread_mutex_unlock(&mon->lock);
-  pthread_mutex_lock(&w->lock);
-  w->request = true;
-  w->want_mh = every > 0 && (md->rounds % every == 0 || in_error);
-  w->want_jobs = mon->opts.busy.jobs > 0;
-  pthread_cond_signal(&w->cond);
-  pthread_mutex_unlock(&w->lock);
+  q.want_mh = every > 0 && (md->rounds % every == 0 || in_error);
+  if (gpum_device_readers_request(mon->readers, md->index, &q) != 0) {
+    gpum_error_clear(); /* the reader is still in the previous call: the watchdog tells */
+    return;
+  }
   md->rounds++;
   md->inflight = true;
   md->issued_mono = now;
@@ -475,14 +423,17 @@ static int start_evthread(gpum_monitor_t *mon) {
 
 int gpum__mon_start_threads(gpum_monitor_t *mon) {
   mon->started = true;
-  int rc = 0;
-  for (unsigned i = 0; rc == 0 && i < mon->ndev; i++) {
-    gpum__worker_t *w = mon->devs[i].worker;
-    if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
-      rc = gpum_error(GPUM_ENOMEM, "monitor: cannot start the worker of device %u", w->device);
-    else
-      w->started = true;
-  }
+  gpum__wctx_t ctx = {.jobs_fn = mon->opts.jobs_fn, .jobs_user = mon->opts.jobs_user, .mon = mon};
+  gpum_device_readers_opts_t ro = {.device = mon->dev_opts,
+                                   .result_size = sizeof(gpum__wres_t),
+                                   .request_size = sizeof(gpum__wreq_t),
+                                   .read = device_read,
+                                   .notify = device_notify,
+                                   .stop_wait_ms = 2 * mon->opts.watchdog_ms,
+                                   .open_at_start = true,
+                                   .user = &ctx,
+                                   .user_size = sizeof ctx};
+  int rc = gpum_device_readers_start(&ro, mon->devlist, mon->ndev, &mon->readers);
   if (rc == 0 && mon->opts.events)
     rc = start_evthread(mon);
   if (rc == 0) {
@@ -501,29 +452,6 @@ static bool join_by(pthread_t t, uint64_t deadline_real) {
   struct timespec ts = {(time_t)(deadline_real / 1000000000ull),
                         (long)(deadline_real % 1000000000ull)};
   return pthread_timedjoin_np(t, NULL, &ts) == 0;
-}
-
-static void stop_worker(gpum__mdev_t *md, uint64_t deadline_real) {
-  gpum__worker_t *w = md->worker;
-  if (w == NULL || !w->started)
-    return;
-  if (join_by(w->thread, deadline_real))
-    return;
-  pthread_mutex_lock(&w->lock);
-  bool exited = w->exited;
-  if (!exited)
-    w->orphaned = true;
-  pthread_mutex_unlock(&w->lock);
-  if (exited) {
-    pthread_join(w->thread, NULL);
-    return;
-  }
-  gpum_log(GPUM_LOG_WARN, "monitor",
-           "device %u: a driver call is still hung; abandoning its "
-           "worker thread",
-           md->index);
-  pthread_detach(w->thread);
-  md->worker = NULL; /* frees itself when the call returns */
 }
 
 static void stop_evthread(gpum_monitor_t *mon, uint64_t deadline_real) {
@@ -557,13 +485,6 @@ void gpum__mon_stop_threads(gpum_monitor_t *mon) {
   pthread_mutex_unlock(&mon->wake_lock);
   if (sampler_running && mon->sampler != 0)
     pthread_join(mon->sampler, NULL);
-  for (unsigned i = 0; i < mon->ndev; i++) {
-    gpum__worker_t *w = mon->devs[i].worker;
-    pthread_mutex_lock(&w->lock);
-    w->quit = true;
-    pthread_cond_signal(&w->cond);
-    pthread_mutex_unlock(&w->lock);
-  }
   if (mon->evt != NULL) {
     pthread_mutex_lock(&mon->evt->lock);
     mon->evt->quit = true;
@@ -571,7 +492,8 @@ void gpum__mon_stop_threads(gpum_monitor_t *mon) {
     pthread_mutex_unlock(&mon->evt->lock);
   }
   uint64_t deadline = gpum__mon_now(CLOCK_REALTIME) + 2ull * mon->opts.watchdog_ms * 1000000ull;
-  for (unsigned i = 0; i < mon->ndev; i++)
-    stop_worker(&mon->devs[i], deadline);
+  /* Each reader is given up to 2 x watchdog to leave a call; one still stuck is left behind. */
+  gpum_device_readers_stop(mon->readers);
+  mon->readers = NULL;
   stop_evthread(mon, deadline);
 }
