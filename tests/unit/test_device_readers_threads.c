@@ -5,7 +5,9 @@
  * device marked GPUM_ETIMEDOUT and the others' results handed over; a reader still stuck in an
  * earlier read is not waited for again; it answers once released; stopping leaves a stuck
  * reader behind and its thread frees the block when the call returns (ASan checks that
- * nothing leaks); a periodic reader keeps the newest result for latest. Sessions are opened on
+ * nothing leaks); a periodic reader keeps the newest result for latest; a request carries its
+ * data, notify says when its result can be taken, a reader in a call refuses the next request
+ * (EBUSY), and the callbacks get the readers' own copy of the context. Sessions are opened on
  * the host backend: no driver is needed. Runs under ThreadSanitizer too (the _threads suffix).
  */
 #include <pthread.h>
@@ -46,6 +48,8 @@ static int read_fn(gpum_device_session_t *s, unsigned index, const void *request
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
   r->index = index;
+  if (request != NULL) /* a request's number is read back as the result's */
+    r->index = (unsigned)*(const int *)request;
   r->owned = mine ? malloc(sizeof *r->owned) : NULL;
   if (r->owned)
     *r->owned = (int)index * 10;
@@ -192,6 +196,67 @@ static void test_periodic_latest(void **state) {
   pthread_mutex_unlock(&mu);
 }
 
+typedef struct {
+  int tag;
+} ctx_t;
+
+static unsigned notified;
+static int notified_tag;
+
+static void notify_fn(unsigned index, void *user) {
+  (void)index;
+  pthread_mutex_lock(&mu);
+  notified++;
+  notified_tag = ((ctx_t *)user)->tag;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+}
+
+static void test_request_take_notify(void **state) {
+  (void)state;
+  gpum_device_readers_opts_t o = opts(0);
+  ctx_t ctx = {.tag = 42};
+  o.request_size = sizeof(int);
+  o.notify = notify_fn;
+  o.user = &ctx;
+  o.user_size = sizeof ctx;
+  o.open_at_start = true;
+  unsigned idx[1] = {4};
+  gpum_device_readers_t *rs = NULL;
+  assert_int_equal(gpum_device_readers_start(&o, idx, 1, &rs), 0);
+  ctx.tag = 0; /* the readers use their own copy */
+  result_t r = {0};
+  int rc = -1;
+  assert_int_equal(gpum_device_readers_take(rs, 4, &r, &rc), 0); /* nothing asked yet */
+  assert_int_equal(gpum_device_readers_take(rs, 9, &r, &rc), GPUM_ENODEV);
+  pthread_mutex_lock(&mu);
+  unsigned before = notified;
+  pthread_mutex_unlock(&mu);
+  int q = 7;
+  assert_int_equal(gpum_device_readers_request(rs, 4, &q), 0);
+  assert_true(wait_count(&notified, before + 1));
+  assert_int_equal(notified_tag, 42);
+  assert_int_equal(gpum_device_readers_take(rs, 4, &r, &rc), 1);
+  assert_int_equal(rc, 0);
+  assert_int_equal(r.index, 7);
+  free(r.owned);
+  assert_int_equal(gpum_device_readers_take(rs, 4, &r, &rc), 0); /* taken */
+  /* A reader in a call refuses the next request until it is done. */
+  set_hang(4, true);
+  q = 8;
+  assert_int_equal(gpum_device_readers_request(rs, 4, &q), 0);
+  assert_int_equal(gpum_device_readers_request(rs, 4, &q), GPUM_EBUSY);
+  pthread_mutex_lock(&mu);
+  before = notified;
+  pthread_mutex_unlock(&mu);
+  set_hang(4, false);
+  assert_true(wait_count(&notified, before + 1));
+  assert_int_equal(gpum_device_readers_take(rs, 4, &r, &rc), 1);
+  assert_int_equal(r.index, 8);
+  free(r.owned);
+  gpum_device_readers_stop(rs);
+}
+
 static void test_bad_options(void **state) {
   (void)state;
   gpum_device_readers_opts_t o = opts(0);
@@ -209,6 +274,7 @@ int main(void) {
       cmocka_unit_test(test_on_request_with_a_hung_device),
       cmocka_unit_test(test_stop_leaves_a_stuck_reader),
       cmocka_unit_test(test_periodic_latest),
+      cmocka_unit_test(test_request_take_notify),
       cmocka_unit_test(test_bad_options),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
