@@ -141,10 +141,6 @@ bool gpumd_http_token_matches(const char *want, const char *got, size_t got_len)
 /* Matches path against a route pattern where "{ID}" stands for one segment (copied to id,
  * at most idlen - 1 bytes). */
 bool gpumd_http_path_match(const char *pattern, const char *path, char *id, size_t idlen);
-/* Copies msg into out (outlen > 0) as valid UTF-8 (RFC 3629: no overlong forms, surrogates
- * or code points past U+10FFFF): each byte that does not start a valid sequence becomes '?';
- * a character that does not fit whole is left out. */
-void gpumd_http_utf8_clean(const char *msg, char *out, size_t outlen);
 /* The HTTP status of a gpum error code (EINVAL 400, EPERM 403, ENOENT 404, ESTATE/EBUSY 409,
  * ENEVERFIT 422, EAGAIN 503, others 500). */
 int gpumd_http_status_of(int code);

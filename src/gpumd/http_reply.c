@@ -120,32 +120,13 @@ void gpumd__http_reply_json(struct gpumd_http *h, struct evhttp_request *req, in
   gpumd__http_queue_reply(h, req, status);
 }
 
-/* Error messages quote the client's bytes (paths, query parameters, ids), which need not be
- * UTF-8 and may have been cut inside a character; a JSON string cannot hold those. */
-void gpumd_http_utf8_clean(const char *msg, char *out, size_t outlen) {
-  const unsigned char *s = (const unsigned char *)msg;
-  size_t n = strlen(msg), o = 0;
-  for (size_t i = 0; i < n && o + 1 < outlen;) {
-    size_t k = gpumd_utf8_seq(s + i, n - i);
-    if (k == 0) {
-      out[o++] = '?';
-      i++;
-    } else if (o + k < outlen) {
-      memcpy(out + o, s + i, k);
-      o += k;
-      i += k;
-    } else {
-      break;
-    }
-  }
-  out[o] = '\0';
-}
-
 void gpumd__http_reply_error(struct gpumd_http *h, struct evhttp_request *req, int status, int code,
                              const char *msg) {
   const char *name = gpum_err_name(code);
   char clean[1024];
-  gpumd_http_utf8_clean(msg && *msg ? msg : gpum_strerror(code), clean, sizeof clean);
+  /* Error messages quote the client's bytes (paths, query parameters, ids), which need not be
+   * UTF-8 and may have been cut inside a character; a JSON string cannot hold those. */
+  gpumd_utf8_clean(msg && *msg ? msg : gpum_strerror(code), clean, sizeof clean);
   json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message", clean);
   if (status == 401)
     evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",

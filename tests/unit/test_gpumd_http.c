@@ -153,26 +153,26 @@ static void test_status_of(void **state) {
 static void test_utf8_clean(void **state) {
   (void)state;
   char out[16];
-  gpumd_http_utf8_clean("plain r-1", out, sizeof out);
+  gpumd_utf8_clean("plain r-1", out, sizeof out);
   assert_string_equal(out, "plain r-1");
-  gpumd_http_utf8_clean("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", out, sizeof out);
+  gpumd_utf8_clean("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", out, sizeof out);
   assert_string_equal(out, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  gpumd_http_utf8_clean("a\xff\xfe", out, sizeof out); /* not UTF-8 at all */
+  gpumd_utf8_clean("a\xff\xfe", out, sizeof out); /* not UTF-8 at all */
   assert_string_equal(out, "a??");
-  gpumd_http_utf8_clean("x\xc3", out, sizeof out); /* cut inside a character */
+  gpumd_utf8_clean("x\xc3", out, sizeof out); /* cut inside a character */
   assert_string_equal(out, "x?");
-  gpumd_http_utf8_clean("\xc0\xaf\xe0\x80\xaf", out, sizeof out); /* overlong '/' */
+  gpumd_utf8_clean("\xc0\xaf\xe0\x80\xaf", out, sizeof out); /* overlong '/' */
   assert_string_equal(out, "?????");
-  gpumd_http_utf8_clean("\xed\xa0\x80", out, sizeof out); /* a surrogate, U+D800 */
+  gpumd_utf8_clean("\xed\xa0\x80", out, sizeof out); /* a surrogate, U+D800 */
   assert_string_equal(out, "???");
-  gpumd_http_utf8_clean("\xf4\x90\x80\x80", out, sizeof out); /* past U+10FFFF */
+  gpumd_utf8_clean("\xf4\x90\x80\x80", out, sizeof out); /* past U+10FFFF */
   assert_string_equal(out, "????");
-  gpumd_http_utf8_clean("\xf4\x8f\xbf\xbf", out, sizeof out); /* U+10FFFF itself */
+  gpumd_utf8_clean("\xf4\x8f\xbf\xbf", out, sizeof out); /* U+10FFFF itself */
   assert_string_equal(out, "\xf4\x8f\xbf\xbf");
   char small[5];
-  gpumd_http_utf8_clean("ab\xe2\x82\xac", small, sizeof small); /* the euro does not fit */
+  gpumd_utf8_clean("ab\xe2\x82\xac", small, sizeof small); /* the euro does not fit */
   assert_string_equal(small, "ab");
-  gpumd_http_utf8_clean("abcdefgh", small, sizeof small);
+  gpumd_utf8_clean("abcdefgh", small, sizeof small);
   assert_string_equal(small, "abcd");
 }
 
