@@ -30,6 +30,7 @@
 #include <gpum/clock.h>
 #include <gpum/device.h>
 #include <gpum/error.h>
+#include <gpum/fence.h>
 #include <gpum/log.h>
 #include <gpum/monitor.h>
 #include <gpum/options.h>

@@ -61,6 +61,15 @@
   X(CU_GET_PROC_ADDRESS_SUCCESS, 0)                                       \
   X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)                              \
   X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)                        \
+  X(CU_GET_PROC_ADDRESS_LEGACY_STREAM, 1)                                 \
+  X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 2)                     \
+  X(CU_MEM_ATTACH_GLOBAL, 1)                                              \
+  X(CU_MEM_ATTACH_HOST, 2)                                                \
+  X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                                 \
+  X(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, 5)                              \
+  X(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, 6)                                 \
+  X(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, 7)                                  \
+  X(CU_MEMPOOL_ATTR_USED_MEM_HIGH, 8)                                     \
   X(CU_STREAM_DEFAULT, 0)                                                 \
   X(CU_STREAM_NON_BLOCKING, 1)                                            \
   X(CU_EVENT_DEFAULT, 0)                                                  \
@@ -78,11 +87,19 @@
   X(CUmemAllocationProp, allocFlags, 24)          \
   X(CUmemAccessDesc, location, 0)                 \
   X(CUmemAccessDesc, flags, 8)                    \
-  X(CUuuid, bytes, 0)
+  X(CUuuid, bytes, 0)                             \
+  X(CUmemPoolProps, allocType, 0)                 \
+  X(CUmemPoolProps, handleTypes, 4)               \
+  X(CUmemPoolProps, location, 8)                  \
+  X(CUmemPoolProps, win32SecurityAttributes, 16)  \
+  X(CUmemPoolProps, maxSize, 24)                  \
+  X(CUmemPoolProps, usage, 32)                    \
+  X(CUmemPoolProps, reserved, 34)
 #define GPUM_CUDA_SIZES(X)   \
   X(CUmemLocation, 8)        \
   X(CUmemAllocationProp, 32) \
   X(CUmemAccessDesc, 12)     \
+  X(CUmemPoolProps, 88)      \
   X(CUuuid, 16)              \
   X(CUresult, 4)             \
   X(CUdevice, 4)             \
@@ -103,6 +120,8 @@ typedef uint64_t cuuint64_t;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef int CUmemPool_attribute;
 typedef int CUdevice_attribute;
 typedef int CUmemAllocationGranularity_flags;
 typedef int CUdriverProcAddressQueryResult;
@@ -133,6 +152,16 @@ typedef struct {
   CUmemLocation location;
   int flags; /* CU_MEM_ACCESS_FLAGS_PROT_* */
 } CUmemAccessDesc;
+
+typedef struct {
+  int allocType;   /* CU_MEM_ALLOCATION_TYPE_PINNED */
+  int handleTypes; /* CU_MEM_HANDLE_TYPE_* */
+  CUmemLocation location;
+  void *win32SecurityAttributes;
+  size_t maxSize; /* 0: the system's default */
+  unsigned short usage;
+  unsigned char reserved[54]; /* zero it */
+} CUmemPoolProps;
 
 #define GPUM__CUDA_OFF(type, field, off) \
   _Static_assert(offsetof(type, field) == (off), #type "." #field);
@@ -172,8 +201,20 @@ GPUM_CUDA_SIZES(GPUM__CUDA_SIZE)
   X(cuMemFree_v2, (CUdeviceptr dptr))                                                            \
   X(cuMemGetInfo_v2, (size_t * free, size_t * total))                                            \
   X(cuMemGetAddressRange_v2, (CUdeviceptr * pbase, size_t * psize, CUdeviceptr dptr))            \
+  X(cuMemAllocPitch_v2, (CUdeviceptr * dptr, size_t * pPitch, size_t WidthInBytes, size_t Height, \
+                         unsigned int ElementSizeBytes))                                         \
+  X(cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytesize, unsigned int flags))                \
   X(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))                    \
   X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                        \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,            \
+                              CUstream hStream))                                                 \
+  X(cuDeviceGetDefaultMemPool, (CUmemoryPool * pool_out, CUdevice dev))                          \
+  X(cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice dev))                                     \
+  X(cuMemPoolCreate, (CUmemoryPool * pool, const CUmemPoolProps *poolProps))                     \
+  X(cuMemPoolDestroy, (CUmemoryPool pool))                                                       \
+  X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep))                                 \
+  X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value))           \
+  X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value))           \
   X(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount))             \
   X(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount))                   \
   X(cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount))           \
@@ -204,9 +245,27 @@ GPUM_CUDA_SIZES(GPUM__CUDA_SIZE)
   X(cuEventElapsedTime, (float *pMilliseconds, CUevent hStart, CUevent hEnd))                    \
   X(cuEventDestroy_v2, (CUevent hEvent))
 
+/*
+ * Entry points cuda.h declares only under other names: the per-thread-default-stream variants
+ * (cuda.h names them with CUDA_API_PER_THREAD_DEFAULT_STREAM) and the CUDA 11.3 cuGetProcAddress
+ * (legacy section). X(name, cudaTypedefs.h's PFN type, params); the ABI check compares each with
+ * that PFN type.
+ */
+#define GPUM_CUDA_FUNCS_OTHER(X)                                                               \
+  X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz,                                     \
+    (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))                                   \
+  X(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, (CUdeviceptr dptr, CUstream hStream)) \
+  X(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz,                     \
+    (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream))                \
+  X(cuGetProcAddress, PFN_cuGetProcAddress_v11030,                                             \
+    (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags))
+
 /* Function-pointer typedefs: gpum_<name>_fn. */
 #define GPUM__CUDA_TYPEDEF(name, params) typedef CUresult(*gpum_##name##_fn) params;
 GPUM_CUDA_FUNCS(GPUM__CUDA_TYPEDEF)
 #undef GPUM__CUDA_TYPEDEF
+#define GPUM__CUDA_TYPEDEF_OTHER(name, pfn, params) typedef CUresult(*gpum_##name##_fn) params;
+GPUM_CUDA_FUNCS_OTHER(GPUM__CUDA_TYPEDEF_OTHER)
+#undef GPUM__CUDA_TYPEDEF_OTHER
 
 #endif /* GPUM_CUDA_ABI_H */

@@ -22,6 +22,8 @@
 #define CUDA_CHECK(name, params) \
   _Static_assert(__builtin_types_compatible_p(__typeof__(&name), gpum_##name##_fn), #name);
 GPUM_CUDA_FUNCS(CUDA_CHECK)
+#define CUDA_CHECK_OTHER(name, pfn, params) CUDA_CHECK(name, params)
+GPUM_CUDA_FUNCS_OTHER(CUDA_CHECK_OTHER)
 
 #define CTX_MAGIC 0x63747821u
 
@@ -191,6 +193,22 @@ CUresult gpum__sim_cu_begin(struct gpum__sim_node **out, unsigned *simdev) {
   }
   *out = n;
   *simdev = c->simdev;
+  return CUDA_SUCCESS;
+}
+
+CUresult gpum__sim_cu_begin_on(struct gpum__sim_node **out, unsigned simdev) {
+  struct gpum__sim_node *n;
+  CUresult r = live(&n);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (gpum__sim_lock(n) != 0)
+    return CUDA_ERROR_UNKNOWN;
+  gpum__sim_tick(n);
+  if ((r = gpum__sim_cu_fault(n, simdev)) != CUDA_SUCCESS) {
+    gpum__sim_unlock(n);
+    return r;
+  }
+  *out = n;
   return CUDA_SUCCESS;
 }
 

@@ -21,7 +21,8 @@ struct block {
   struct gpum__sim_tnode node; /* key: the address */
   uint64_t size;
   unsigned simdev;
-  int entry; /* its entry in the node's allocation table */
+  int entry;                       /* its entry in the node's allocation table */
+  struct CUmemPoolHandle_st *pool; /* the memory pool it came from, or NULL */
 };
 
 /* Lock order: the node lock before blocks_mu. */
@@ -57,7 +58,9 @@ CUresult gpum__sim_cu_take_capacity(struct gpum__sim_node *n, unsigned dev, uint
   return take_capacity(n, dev, size);
 }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+/* Allocates bytesize bytes on the current context's device, or on pool's device from pool
+ * (which counts them until they are freed). */
+CUresult gpum__sim_cu_alloc(CUdeviceptr *dptr, size_t bytesize, struct CUmemPoolHandle_st *pool) {
   if (!dptr || bytesize == 0)
     return CUDA_ERROR_INVALID_VALUE;
   struct block *b = malloc(sizeof *b);
@@ -71,7 +74,10 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   }
   struct gpum__sim_node *n;
   unsigned dev;
-  CUresult r = gpum__sim_cu_begin(&n, &dev);
+  CUresult r = pool ? gpum__sim_cu_begin_on(&n, gpum__sim_cu_pool_simdev(pool))
+                    : gpum__sim_cu_begin(&n, &dev);
+  if (pool)
+    dev = gpum__sim_cu_pool_simdev(pool);
   if (r != CUDA_SUCCESS)
     goto out_unmap;
   r = take_capacity(n, dev, bytesize);
@@ -80,9 +86,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
       (entry = gpum__sim_alloc_add(n, GPUM__SIM_K_MEM, dev, (uint64_t)(uintptr_t)p, bytesize)) < 0)
     r = CUDA_ERROR_OUT_OF_MEMORY; /* the allocation table is full */
   if (r == CUDA_SUCCESS) {
-    *b = (struct block){.size = bytesize, .simdev = dev, .entry = entry};
+    *b = (struct block){.size = bytesize, .simdev = dev, .entry = entry, .pool = pool};
     pthread_mutex_lock(&blocks_mu);
     gpum__sim_tree_insert(&blocks, &b->node, (uint64_t)(uintptr_t)p);
+    if (pool)
+      gpum__sim_cu_pool_count(pool, (int64_t)bytesize);
     pthread_mutex_unlock(&blocks_mu);
   }
   gpum__sim_unlock(n);
@@ -96,6 +104,37 @@ out_unmap:
   return r;
 }
 
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+  return gpum__sim_cu_alloc(dptr, bytesize, NULL);
+}
+
+/* Pitched rows are aligned as the driver's texture pitch alignment on current GPUs. */
+#define PITCH_ALIGN 512u
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes) {
+  if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+      (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (WidthInBytes > SIZE_MAX - PITCH_ALIGN)
+    return CUDA_ERROR_INVALID_VALUE;
+  size_t pitch = (WidthInBytes + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+  if (Height > SIZE_MAX / pitch)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = gpum__sim_cu_alloc(dptr, pitch * Height, NULL);
+  if (r == CUDA_SUCCESS)
+    *pPitch = pitch;
+  return r;
+}
+
+/* Managed memory is counted on the current device from the start (a real driver places pages on
+ * first touch): docs/sim.md. */
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+    return CUDA_ERROR_INVALID_VALUE;
+  return gpum__sim_cu_alloc(dptr, bytesize, NULL);
+}
+
 /* Forgets block b (both locks held): its table entry when it is this process's (a child after
  * fork, or a process whose node was restarted, holds blocks that are not), the block, its
  * memory. */
@@ -103,6 +142,8 @@ static void block_free(struct gpum__sim_node *n, struct block *b) {
   if (gpum__sim_alloc_mine(n, b->entry, GPUM__SIM_K_MEM, b->node.key))
     gpum__sim_alloc_remove(n, b->entry);
   gpum__sim_tree_remove(&blocks, &b->node);
+  if (b->pool)
+    gpum__sim_cu_pool_count(b->pool, -(int64_t)b->size);
   munmap((void *)(uintptr_t)b->node.key, b->size);
   free(b);
 }

@@ -11,6 +11,7 @@
  * work "completes", deterministically.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -288,16 +289,32 @@ CUresult cuEventDestroy_v2(CUevent hEvent) {
   return CUDA_SUCCESS;
 }
 
+/* From the current device's pool, its default pool (cuda_pool.c). */
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
-  return cuMemAlloc_v2(dptr, bytesize);
+  CUdevice dev;
+  CUmemoryPool pool;
+  CUresult r = cuCtxGetDevice(&dev);
+  if (r == CUDA_SUCCESS)
+    r = cuDeviceGetDefaultMemPool(&pool, dev);
+  return r == CUDA_SUCCESS ? gpum__sim_cu_alloc(dptr, bytesize, pool) : r;
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   return cuMemFree_v2(dptr);
+}
+
+/* The per-thread-default-stream variants: the simulator's streams do not order work, so they are
+ * the same calls. */
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  return cuMemAllocAsync(dptr, bytesize, hStream);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  return cuMemFreeAsync(dptr, hStream);
 }
 
 CUresult cuDriverGetVersion(int *driverVersion) {
@@ -364,7 +381,9 @@ static const struct {
   void (*fn)(void); /* cast back by the caller to the function's real type */
 } procs[] = {
 #define GPUM__SIM_PROC(name, params) {#name, (void (*)(void)) & name},
-    GPUM_CUDA_FUNCS(GPUM__SIM_PROC)
+#define GPUM__SIM_PROC_OTHER(name, pfn, params) GPUM__SIM_PROC(name, params)
+    GPUM_CUDA_FUNCS(GPUM__SIM_PROC) GPUM_CUDA_FUNCS_OTHER(GPUM__SIM_PROC_OTHER)
+#undef GPUM__SIM_PROC_OTHER
 #undef GPUM__SIM_PROC
 };
 
@@ -378,24 +397,41 @@ static size_t base_len(const char *name) {
   return len;
 }
 
+/* The entry point named exactly, else by its base name (CUDA asks without the _vN suffix). */
+static void (*proc_find(const char *symbol))(void) {
+  const size_t n = sizeof procs / sizeof procs[0];
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(procs[i].name, symbol))
+      return procs[i].fn;
+  for (size_t i = 0; i < n; i++) {
+    size_t bl = base_len(procs[i].name);
+    if (bl == strlen(symbol) && !strncmp(procs[i].name, symbol, bl))
+      return procs[i].fn;
+  }
+  return NULL;
+}
+
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus) {
   if (!symbol || !pfn || cudaVersion <= 0 || flags > 2)
     return CUDA_ERROR_INVALID_VALUE;
-  const size_t n = sizeof procs / sizeof procs[0];
   void (*found)(void) = NULL;
-  /* An exported name as given, else the name CUDA asks with (the base name, no _vN suffix). */
-  for (size_t i = 0; i < n && !found; i++)
-    if (!strcmp(procs[i].name, symbol))
-      found = procs[i].fn;
-  for (size_t i = 0; i < n && !found; i++) {
-    size_t bl = base_len(procs[i].name);
-    if (bl == strlen(symbol) && !strncmp(procs[i].name, symbol, bl))
-      found = procs[i].fn;
+  /* Per-thread default stream: the _ptsz variant where the driver has one. */
+  if (flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && strlen(symbol) < 100) {
+    char ptsz[112];
+    snprintf(ptsz, sizeof ptsz, "%s_ptsz", symbol);
+    found = proc_find(ptsz);
   }
+  if (!found)
+    found = proc_find(symbol);
   /* POSIX (dlsym) guarantees a function pointer fits a void *; ISO C has no cast for it. */
   memcpy(pfn, &found, sizeof found);
   if (symbolStatus)
     *symbolStatus = found ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* CUDA 11.3's form, without the status (cudart of 11.x asks for it). */
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+  return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }

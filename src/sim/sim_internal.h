@@ -48,6 +48,9 @@ GPUM_NVML_FUNCS(GPUM__SIM_NVML_DECL)
 #undef GPUM__SIM_NVML_DECL
 #define GPUM__SIM_CUDA_DECL(name, params) CUresult name params;
 GPUM_CUDA_FUNCS(GPUM__SIM_CUDA_DECL)
+#define GPUM__SIM_CUDA_DECL_OTHER(name, pfn, params) CUresult name params;
+GPUM_CUDA_FUNCS_OTHER(GPUM__SIM_CUDA_DECL_OTHER)
+#undef GPUM__SIM_CUDA_DECL_OTHER
 #undef GPUM__SIM_CUDA_DECL
 #pragma GCC visibility pop
 
@@ -375,6 +378,13 @@ void gpum__sim_cu_free_all(struct gpum__sim_node *n, unsigned simdev);
 /* Checks capacity and the fail-after budget for size bytes on dev and spends the budget
  * (lock held): CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult gpum__sim_cu_take_capacity(struct gpum__sim_node *n, unsigned dev, uint64_t size);
+/* Allocates device memory on the current context's device, or from pool (cuda_mem.c). */
+CUresult gpum__sim_cu_alloc(CUdeviceptr *dptr, size_t bytesize, struct CUmemPoolHandle_st *pool);
+/* As gpum__sim_cu_begin, on simdev rather than the current context's device. */
+CUresult gpum__sim_cu_begin_on(struct gpum__sim_node **out, unsigned simdev);
+/* The device of a pool, and its count of bytes allocated (delta; blocks_mu held) (cuda_pool.c). */
+unsigned gpum__sim_cu_pool_simdev(const struct CUmemPoolHandle_st *pool);
+void gpum__sim_cu_pool_count(struct CUmemPoolHandle_st *pool, int64_t delta);
 /* Whether h is a live stream of this process (NULL, the default stream, counts). */
 bool gpum__sim_cu_stream_ok(CUstream h);
 /* Blocks while any stream of this process is held by gpum_sim_debug_stream_hold (cuda_misc.c). */

@@ -5,6 +5,7 @@
  * fails the build; running the program only reports what was checked.
  */
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <stdio.h>
 
 #define GPUM_CUDA_ABI_USE_SYSTEM_HEADER
@@ -22,6 +23,11 @@ GPUM_CUDA_SIZES(CHECK_SIZE)
   _Static_assert(__builtin_types_compatible_p(__typeof__(&name), gpum_##name##_fn), \
                  "prototype of " #name);
 GPUM_CUDA_FUNCS(CHECK_FUNC)
+/* The names cuda.h does not declare by default: against cudaTypedefs.h's PFN types. */
+#define CHECK_OTHER(name, pfn, params) \
+  _Static_assert(__builtin_types_compatible_p(pfn, gpum_##name##_fn), "prototype of " #name);
+GPUM_CUDA_FUNCS_OTHER(CHECK_OTHER)
+_Static_assert(sizeof(CUmemPool_attribute) == sizeof(int), "CUmemPool_attribute");
 /* Types our header declares as int must have int's size in cuda.h. */
 _Static_assert(sizeof(CUdevice_attribute) == sizeof(int), "CUdevice_attribute");
 _Static_assert(sizeof(CUmemAllocationGranularity_flags) == sizeof(int), "granularity flags");
@@ -31,6 +37,6 @@ _Static_assert(sizeof(CUdriverProcAddressQueryResult) == sizeof(int), "query res
 int main(void) {
   printf("checked against CUDA %d: %d constants, %d fields, %d sizes, %d prototypes\n",
          CUDA_VERSION, 0 GPUM_CUDA_CONSTS(COUNT), 0 GPUM_CUDA_LAYOUT(COUNT),
-         0 GPUM_CUDA_SIZES(COUNT), 0 GPUM_CUDA_FUNCS(COUNT));
+         0 GPUM_CUDA_SIZES(COUNT), 0 GPUM_CUDA_FUNCS(COUNT) GPUM_CUDA_FUNCS_OTHER(COUNT));
   return 0;
 }

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The memory fence of a reservation: one small POSIX shared-memory region per reservation that
+ * every process of the job maps (the enforcement shim, libgpum_enforce.so, does it for them), so
+ * that one limit per device holds for all of them together (docs/enforce.md).
+ *
+ * The region holds, per device (the CUDA ordinal as the job's processes see it), the limit and
+ * the bytes charged, and one slot per attached process with what that process holds. A charge
+ * is a compare-and-swap on the device's counter against its limit, so two processes can never
+ * both pass the check with bytes that fit only once; no lock is ever held, so a process killed
+ * at any instruction blocks nobody. A process that dies, by SIGKILL too, gives its bytes back:
+ * its slot is reclaimed by whoever finds its pid gone (or reused: the pid's start time is kept),
+ * at the latest when an allocation would otherwise fail. The device counter is updated before
+ * the slot on a charge and after it on an uncharge, so a process killed between the two leaks
+ * its last bytes on the safe side (the fence stays tighter, never looser).
+ *
+ * Thread safety: every function may be called from any thread and any process at once, except
+ * gpum_fence_close on a handle in use.
+ */
+#ifndef GPUM_FENCE_H
+#define GPUM_FENCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpum/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUM_FENCE_MAX_DEVICES 16 /* CUDA ordinals 0..15 of the job */
+#define GPUM_FENCE_MAX_PROCS 256  /* processes of one job attached at once */
+#define GPUM_FENCE_NAME_MAX 64    /* with the NUL; a POSIX shm name without the leading '/' */
+#define GPUM_FENCE_ENV "GPUM_FENCE" /* the variable naming the region for the job's processes */
+
+typedef struct gpum_fence gpum_fence;
+
+/* What gpum_fence_create sets up. */
+typedef struct {
+  uint64_t limit;       /* bytes per device (> 0) */
+  uint64_t max_limit;   /* elastic: the most the limit may grow to (0: not elastic) */
+  uint64_t reservation; /* gpumd's reservation id (0: none, a limit from GPUM_MEM_LIMIT alone) */
+  unsigned mode;        /* file mode of the region (0: 0644, readable by gpumd as another user) */
+} gpum_fence_opts_t;
+
+/* One device of a fence as it stands. */
+typedef struct {
+  uint64_t limit;     /* bytes */
+  uint64_t max_limit; /* 0: not elastic */
+  uint64_t used;      /* bytes held by live processes of the job */
+  unsigned procs;     /* live processes attached */
+} gpum_fence_usage_t;
+
+/* The region's name for a reservation of the gpumd whose ledger is ledger_path (stable across
+ * restarts of that gpumd, distinct between two gpumd on one machine). GPUM_ENOSPC if len is too
+ * small (GPUM_FENCE_NAME_MAX is enough). */
+GPUM_API int gpum_fence_name(char *buf, size_t len, const char *ledger_path, uint64_t reservation);
+
+/* Creates the region name (GPUM_EEXIST if it exists) with every device's limit set from opts,
+ * and opens it read-write. */
+GPUM_API int gpum_fence_create(const char *name, const gpum_fence_opts_t *opts, gpum_fence **out);
+/* Opens an existing region: GPUM_ENOENT if there is none, GPUM_EPERM if it may not be opened
+ * so, GPUM_EPROTO if it is not a fence of this version. A read-only handle can read usage only. */
+GPUM_API int gpum_fence_open(const char *name, bool writable, gpum_fence **out);
+/* Unmaps the region (it stays for the other processes). NULL is ignored. */
+GPUM_API void gpum_fence_close(gpum_fence *f);
+/* Removes the region's name (mapped handles stay valid). GPUM_ENOENT if it was not there. */
+GPUM_API int gpum_fence_unlink(const char *name);
+
+/* Charges bytes on dev to the calling process: 0, or GPUM_EDEVOOM when the device's charged
+ * bytes would pass its limit (after reclaiming dead processes' bytes), GPUM_ERANGE for a dev
+ * past GPUM_FENCE_MAX_DEVICES, GPUM_ENOSPC when every process slot is taken by a live process,
+ * GPUM_EPERM on a read-only handle. *used (may be NULL) is what the device held before. */
+GPUM_API int gpum_fence_charge(gpum_fence *f, unsigned dev, uint64_t bytes, uint64_t *used);
+/* Gives back bytes the calling process charged on dev. */
+GPUM_API void gpum_fence_uncharge(gpum_fence *f, unsigned dev, uint64_t bytes);
+/* Sets dev's limit (every device's when dev is GPUM_FENCE_ALL_DEVICES). A limit below what is
+ * charged stops new charges until frees bring it under. */
+#define GPUM_FENCE_ALL_DEVICES UINT32_MAX
+GPUM_API int gpum_fence_set_limit(gpum_fence *f, unsigned dev, uint64_t limit);
+/* Reads dev's figures, counting only processes that are alive (works on a read-only handle). */
+GPUM_API int gpum_fence_usage(gpum_fence *f, unsigned dev, gpum_fence_usage_t *out);
+/* Gives back the bytes of processes that are gone; returns how many slots it freed. */
+GPUM_API unsigned gpum_fence_reclaim(gpum_fence *f);
+/* The reservation id the region was created for (0: none). */
+GPUM_API uint64_t gpum_fence_reservation(const gpum_fence *f);
+/* Asks the job's processes to give memory back (gpumd reports pressure): the shim honours it at
+ * its next free by shrinking an elastic reservation toward its base. Read and cleared by
+ * gpum_fence_take_shrink. */
+GPUM_API void gpum_fence_want_shrink(gpum_fence *f);
+GPUM_API bool gpum_fence_take_shrink(gpum_fence *f);
+/* The limit the region was created with (the elastic reservation's base). */
+GPUM_API uint64_t gpum_fence_base_limit(const gpum_fence *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUM_FENCE_H */

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests for the reservation's memory fence (src/lib/client/fence.c, gpum/fence.h): charges
+ * stop at the limit to the byte; two processes share one limit; a process killed with SIGKILL
+ * gives its bytes back at the next charge that needs them, and its bytes stop counting in the
+ * usage at once; a child after fork gets a slot of its own; 64 threads charging and giving back
+ * at random never pass the limit and leave the counter at zero. Runs under ThreadSanitizer too
+ * (the _threads suffix); the tests that fork run before any thread is started.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <gpum/error.h>
+#include <gpum/fence.h>
+
+#define GiB (1024ULL * 1024 * 1024)
+
+static char name[GPUM_FENCE_NAME_MAX];
+
+static gpum_fence *make(uint64_t limit) {
+  static unsigned n;
+  snprintf(name, sizeof name, "gpum-test-fence-%d-%u", (int)getpid(), n++);
+  gpum_fence *f = NULL;
+  gpum_fence_opts_t o = {.limit = limit, .reservation = 7};
+  assert_int_equal(gpum_fence_create(name, &o, &f), 0);
+  return f;
+}
+
+static void drop(gpum_fence *f) {
+  gpum_fence_close(f);
+  assert_int_equal(gpum_fence_unlink(name), 0);
+}
+
+static uint64_t used(gpum_fence *f, unsigned dev) {
+  gpum_fence_usage_t u;
+  assert_int_equal(gpum_fence_usage(f, dev, &u), 0);
+  return u.used;
+}
+
+static void test_limit_to_the_byte(void **state) {
+  (void)state;
+  gpum_fence *f = make(4 * GiB);
+  uint64_t before = 1;
+  assert_int_equal(gpum_fence_charge(f, 0, 3 * GiB, &before), 0);
+  assert_int_equal(before, 0);
+  assert_int_equal(gpum_fence_charge(f, 0, GiB + 1, &before), GPUM_EDEVOOM);
+  assert_int_equal(before, 3 * GiB);
+  assert_int_equal(gpum_fence_charge(f, 0, GiB, NULL), 0);
+  assert_int_equal(gpum_fence_charge(f, 0, 1, NULL), GPUM_EDEVOOM);
+  /* Devices are fenced apart: device 1 has its own 4 GiB. */
+  assert_int_equal(gpum_fence_charge(f, 1, 4 * GiB, NULL), 0);
+  assert_int_equal(gpum_fence_charge(f, GPUM_FENCE_MAX_DEVICES, 1, NULL), GPUM_ERANGE);
+  assert_int_equal(used(f, 0), 4 * GiB);
+  gpum_fence_uncharge(f, 0, 4 * GiB);
+  gpum_fence_uncharge(f, 1, 4 * GiB);
+  assert_int_equal(used(f, 0), 0);
+  /* Giving back more than was charged takes nothing from anyone. */
+  gpum_fence_uncharge(f, 0, GiB);
+  assert_int_equal(gpum_fence_charge(f, 0, 4 * GiB, NULL), 0);
+  assert_int_equal(gpum_fence_charge(f, 0, 1, NULL), GPUM_EDEVOOM);
+  /* A raised limit lets more in; a lowered one stops charges until frees bring it under. */
+  assert_int_equal(gpum_fence_set_limit(f, GPUM_FENCE_ALL_DEVICES, 5 * GiB), 0);
+  assert_int_equal(gpum_fence_charge(f, 0, GiB, NULL), 0);
+  assert_int_equal(gpum_fence_set_limit(f, 0, 2 * GiB), 0);
+  assert_int_equal(gpum_fence_charge(f, 0, 1, NULL), GPUM_EDEVOOM);
+  gpum_fence_uncharge(f, 0, 4 * GiB);
+  assert_int_equal(gpum_fence_charge(f, 0, GiB, NULL), 0);
+  assert_int_equal(gpum_fence_reservation(f), 7);
+  assert_int_equal(gpum_fence_base_limit(f), 4 * GiB);
+  drop(f);
+}
+
+static void test_open_errors(void **state) {
+  (void)state;
+  gpum_fence *f = make(GiB), *g = NULL;
+  gpum_fence_opts_t o = {.limit = GiB};
+  assert_int_equal(gpum_fence_create(name, &o, &g), GPUM_EEXIST);
+  assert_int_equal(gpum_fence_open("gpum-test-fence-none", false, &g), GPUM_ENOENT);
+  assert_int_equal(gpum_fence_open("a/b", false, &g), GPUM_EINVAL);
+  o.limit = 0;
+  assert_int_equal(gpum_fence_create("gpum-test-fence-zero", &o, &g), GPUM_EINVAL);
+  /* A read-only handle reads but does not charge. */
+  assert_int_equal(gpum_fence_charge(f, 0, 100, NULL), 0);
+  assert_int_equal(gpum_fence_open(name, false, &g), 0);
+  assert_int_equal(used(g, 0), 100);
+  assert_int_equal(gpum_fence_charge(g, 0, 1, NULL), GPUM_EPERM);
+  gpum_fence_close(g);
+  char n1[GPUM_FENCE_NAME_MAX], n2[GPUM_FENCE_NAME_MAX], small[8];
+  assert_int_equal(gpum_fence_name(n1, sizeof n1, "/var/lib/gpum/ledger.db", 12), 0);
+  assert_int_equal(gpum_fence_name(n2, sizeof n2, "/tmp/other/ledger.db", 12), 0);
+  assert_string_not_equal(n1, n2);
+  assert_int_equal(gpum_fence_name(small, sizeof small, "/x", 1), GPUM_ENOSPC);
+  drop(f);
+}
+
+/* A child charges child_bytes, says so on a pipe, and waits to be killed. */
+static pid_t child_charging(gpum_fence *f, uint64_t child_bytes) {
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(p[0]);
+    char c = gpum_fence_charge(f, 0, child_bytes, NULL) == 0 ? 'y' : 'n';
+    if (write(p[1], &c, 1) != 1)
+      _exit(2);
+    for (;;)
+      pause();
+  }
+  close(p[1]);
+  char c = 0;
+  assert_int_equal(read(p[0], &c, 1), 1);
+  close(p[0]);
+  assert_int_equal(c, 'y');
+  return pid;
+}
+
+static void test_processes_share_and_sigkill_gives_back(void **state) {
+  (void)state;
+  gpum_fence *f = make(4 * GiB);
+  assert_int_equal(gpum_fence_charge(f, 0, GiB, NULL), 0);
+  /* The child (its own slot after fork) takes 3 GiB of the shared 4. */
+  pid_t pid = child_charging(f, 3 * GiB);
+  gpum_fence_usage_t u;
+  assert_int_equal(gpum_fence_usage(f, 0, &u), 0);
+  assert_int_equal(u.used, 4 * GiB);
+  assert_int_equal(u.procs, 2);
+  assert_int_equal(gpum_fence_charge(f, 0, 1, NULL), GPUM_EDEVOOM);
+  assert_int_equal(kill(pid, SIGKILL), 0);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  /* Gone: its bytes stop counting at once, and the next charge that needs them gets them. */
+  assert_int_equal(gpum_fence_usage(f, 0, &u), 0);
+  assert_int_equal(u.used, GiB);
+  assert_int_equal(u.procs, 1);
+  assert_int_equal(gpum_fence_charge(f, 0, 3 * GiB, NULL), 0);
+  assert_int_equal(gpum_fence_charge(f, 0, 1, NULL), GPUM_EDEVOOM);
+  gpum_fence_uncharge(f, 0, 4 * GiB);
+  assert_int_equal(used(f, 0), 0);
+  drop(f);
+}
+
+static void test_reclaim_explicit(void **state) {
+  (void)state;
+  gpum_fence *f = make(4 * GiB);
+  pid_t pid = child_charging(f, 2 * GiB);
+  assert_int_equal(gpum_fence_reclaim(f), 0); /* alive: nothing to reclaim */
+  assert_int_equal(kill(pid, SIGKILL), 0);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_int_equal(gpum_fence_reclaim(f), 1);
+  assert_int_equal(gpum_fence_reclaim(f), 0);
+  assert_int_equal(gpum_fence_charge(f, 0, 4 * GiB, NULL), 0);
+  drop(f);
+}
+
+#define THREADS 64
+#define ROUNDS 2000
+#define LIMIT (64ULL * 1024 * 1024)
+
+static gpum_fence *shared;
+static _Atomic int over; /* charges that found the fence past its limit */
+
+static void *worker(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  uint64_t held[8] = {0};
+  for (int i = 0; i < ROUNDS; i++) {
+    unsigned k = (unsigned)rand_r(&seed) % 8;
+    if (held[k]) {
+      gpum_fence_uncharge(shared, 0, held[k]);
+      held[k] = 0;
+      continue;
+    }
+    uint64_t b = 1 + (uint64_t)rand_r(&seed) % (4 * 1024 * 1024), before;
+    if (gpum_fence_charge(shared, 0, b, &before) == 0) {
+      held[k] = b;
+      if (before + b > LIMIT)
+        over++;
+    }
+  }
+  for (unsigned k = 0; k < 8; k++)
+    gpum_fence_uncharge(shared, 0, held[k]);
+  return NULL;
+}
+
+static void test_threads_never_pass_the_limit(void **state) {
+  (void)state;
+  shared = make(LIMIT);
+  pthread_t t[THREADS];
+  for (uintptr_t i = 0; i < THREADS; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, worker, (void *)(i + 1)), 0);
+  /* Meanwhile: what the fence holds never passes its limit. */
+  for (int i = 0; i < 2000; i++) {
+    gpum_fence_usage_t u;
+    assert_int_equal(gpum_fence_usage(shared, 0, &u), 0);
+    assert_true(u.used <= LIMIT);
+  }
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(t[i], NULL);
+  assert_int_equal(over, 0);
+  assert_int_equal(used(shared, 0), 0);
+  /* Back to zero: the whole limit is free again, to the byte. */
+  assert_int_equal(gpum_fence_charge(shared, 0, LIMIT, NULL), 0);
+  assert_int_equal(gpum_fence_charge(shared, 0, 1, NULL), GPUM_EDEVOOM);
+  drop(shared);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_limit_to_the_byte),
+      cmocka_unit_test(test_open_errors),
+      cmocka_unit_test(test_processes_share_and_sigkill_gives_back),
+      cmocka_unit_test(test_reclaim_explicit),
+      cmocka_unit_test(test_threads_never_pass_the_limit),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
