@@ -84,3 +84,12 @@ d = json.load(open(sys.argv[1]))
 args = sys.argv[2:]
 $script" "$file" "$@"
 }
+
+# t_shim_preload: the LD_PRELOAD value that loads the enforcement shim. A sanitizer build's shim
+# needs its sanitizer runtime loaded before it (the runtime must come first), so it is named too.
+t_shim_preload() {
+  local shim=$GPUM_BUILD_DIR/lib/libgpum_enforce.so rt
+  [ -f "$shim" ] || t_fail "no $shim"
+  rt=$(ldd "$shim" | awk '/lib(asan|tsan)\.so/ {print $3; exit}')
+  echo "${rt:+$rt }$shim"
+}
