@@ -108,6 +108,11 @@ typedef struct {
   long queue_position; /* while QUEUED: 0 = next in line; -1 otherwise */
   char waiting_for[256];
   uint64_t created_ns, granted_ns, ended_ns;
+  /* Run under the enforcement shim (gpum run --enforce): what its processes hold over its GPUs
+   * and the limit per GPU, as the shim counts them. fenced is false when the job is not
+   * fenced (or the daemon cannot read its fence). */
+  bool fenced;
+  uint64_t fenced_used, fenced_limit;
 } gpum_reservation_t;
 
 /* "QUEUED", "GRANTED", ...; "UNKNOWN". */

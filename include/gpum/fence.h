@@ -53,10 +53,10 @@ typedef struct {
   unsigned procs;     /* live processes attached */
 } gpum_fence_usage_t;
 
-/* The region's name for a reservation of the gpumd whose ledger is ledger_path (stable across
+/* The region's name for a reservation of the gpumd at scope (its socket path: stable across
  * restarts of that gpumd, distinct between two gpumd on one machine). GPUM_ENOSPC if len is too
  * small (GPUM_FENCE_NAME_MAX is enough). */
-GPUM_API int gpum_fence_name(char *buf, size_t len, const char *ledger_path, uint64_t reservation);
+GPUM_API int gpum_fence_name(char *buf, size_t len, const char *scope, uint64_t reservation);
 
 /* Creates the region name (GPUM_EEXIST if it exists) with every device's limit set from opts,
  * and opens it read-write. */
@@ -93,6 +93,17 @@ GPUM_API void gpum_fence_want_shrink(gpum_fence *f);
 GPUM_API bool gpum_fence_take_shrink(gpum_fence *f);
 /* The limit the region was created with (the elastic reservation's base). */
 GPUM_API uint64_t gpum_fence_base_limit(const gpum_fence *f);
+
+/* --- Putting a job under the shim ------------------------------------------------------------ */
+
+/* The path of the enforcement shim, libgpum_enforce.so: $GPUM_ENFORCE_LIBRARY, else beside the
+ * loaded libgpum, else in the install directory. GPUM_ENOENT (with the places tried in the
+ * detail) when none exists, GPUM_ENOSPC when len is too small. */
+GPUM_API int gpum_enforce_library(char *buf, size_t len);
+/* Sets the calling process's environment so that the programs it runs next are fenced by the
+ * region fence_name: LD_PRELOAD gets shim_path after what it held, GPUM_FENCE the name.
+ * For the child of a launcher, between fork and exec (or before spawning). */
+GPUM_API int gpum_enforce_setenv(const char *shim_path, const char *fence_name);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@
 
 #include <gpum/client.h>
 #include <gpum/export.h>
+#include <gpum/fence.h>
 #include <gpum/options.h>
 #include <gpum/pool.h>
 
@@ -174,6 +175,17 @@ GPUM_API gpum_client_t *gpum_session_client(gpum_session_t *s);
 /* Closes the connection and frees the session. A reservation with the default lease (the
  * connection) is then released by gpumd; one with a TTL or pid lease lives on. NULL is fine. */
 GPUM_API void gpum_session_close(gpum_session_t *s);
+
+/* --- Enforcement ----------------------------------------------------------------------------- */
+
+/* Creates the memory fence (gpum/fence.h) of a granted reservation r of the gpumd at
+ * socket_path: limit r->bytes_per_gpu on every device, growing up to max_limit when that is
+ * larger (elastic), named as gpumd names it (so that gpumd reads the job's usage from it). The
+ * name goes to name (GPUM_FENCE_NAME_MAX bytes is enough). An old region of the same name (a
+ * launcher killed before it could remove it) is replaced. */
+GPUM_API int gpum_reservation_fence(const gpum_reservation_t *r, const char *socket_path,
+                                    uint64_t max_limit, char *name, size_t len,
+                                    gpum_fence **out);
 
 #ifdef __cplusplus
 }

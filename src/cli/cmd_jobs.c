@@ -76,11 +76,12 @@ static void print_table(gpum_reservation_t *list, size_t n) {
     return;
   }
   qsort(list, n, sizeof *list, by_state);
-  printf("%-10s %-9s %-10s %8s %-8s %10s %4s %-8s %s\n", "ID", "STATE", "USER", "PID", "GPUS",
-         "MEM/GPU", "PRIO", "AGE", "LABEL / WAITING FOR");
+  printf("%-10s %-9s %-10s %8s %-8s %10s %10s %4s %-8s %s\n", "ID", "STATE", "USER", "PID",
+         "GPUS", "MEM/GPU", "FENCED", "PRIO", "AGE", "LABEL / WAITING FOR");
   for (size_t i = 0; i < n; i++) {
     const gpum_reservation_t *r = &list[i];
-    char user[64], gpus[64] = "", size[GPUM_SIZE_BUFSZ], when[GPUM_DURATION_BUFSZ];
+    char user[64], gpus[64] = "", size[GPUM_SIZE_BUFSZ], when[GPUM_DURATION_BUFSZ],
+        fenced[GPUM_SIZE_BUFSZ] = "-";
     user_name(r->uid, user, sizeof user);
     size_t o = 0;
     for (size_t d = 0; d < r->ndevices && o < sizeof gpus; d++) {
@@ -93,9 +94,12 @@ static void print_table(gpum_reservation_t *list, size_t n) {
       snprintf(gpus, sizeof gpus, "-");
     age(r->state == GPUM_RES_GRANTED && r->granted_ns ? r->granted_ns : r->created_ns, when,
         sizeof when);
-    printf("%-10s %-9s %-10s %8d %-8s %10s %4d %-8s %s", r->id, gpum_res_state_name(r->state), user,
-           (int)r->pid, gpus, gpum_size_format(r->bytes_per_gpu, size, sizeof size), r->priority,
-           when, r->label[0] ? r->label : "-");
+    /* FENCED: what the job's processes hold under the shim (gpum run --enforce), all GPUs. */
+    if (r->fenced)
+      gpum_size_format(r->fenced_used, fenced, sizeof fenced);
+    printf("%-10s %-9s %-10s %8d %-8s %10s %10s %4d %-8s %s", r->id, gpum_res_state_name(r->state),
+           user, (int)r->pid, gpus, gpum_size_format(r->bytes_per_gpu, size, sizeof size), fenced,
+           r->priority, when, r->label[0] ? r->label : "-");
     if (r->state == GPUM_RES_QUEUED && r->waiting_for[0])
       printf(" (waiting for %s)", r->waiting_for);
     else if (r->reason[0])

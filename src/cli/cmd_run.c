@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include <gpum/error.h>
+#include <gpum/fence.h>
+#include <gpum/session.h>
 #include <gpum/size.h>
 
 #include "cli.h"
@@ -34,7 +36,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: gpum run --mem SIZE [--gpus N] [--type PATTERN] [--priority P]\n"
-          "                [--timeout DURATION] [--label L] [--no-wait] [-q] -- CMD [ARGS...]\n"
+          "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
+          "                [-q] -- CMD [ARGS...]\n"
           "\n"
           "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
           "position on stderr), then runs CMD with:\n"
@@ -46,12 +49,19 @@ static void usage(FILE *out) {
           "  GPUM_DEVICES           gpumd's names (UUIDs) of the granted devices\n"
           "and, unless already set, TF_FORCE_GPU_ALLOW_GROWTH=true and\n"
           "XLA_PYTHON_CLIENT_PREALLOCATE=false (TensorFlow and JAX take memory as needed).\n"
+          "With --enforce (or run.enforce: true, GPUM_RUN_ENFORCE=1) CMD and every process it\n"
+          "starts are kept inside the reservation by the enforcement shim (libgpum_enforce.so,\n"
+          "preloaded): an allocation past GPUM_MEM_LIMIT on a GPU fails with CUDA's\n"
+          "out-of-memory error, and CUDA and NVML report the reservation as the GPU's size\n"
+          "(docs/enforce.md).\n"
           "SIGINT, SIGTERM and SIGHUP sent to gpum run are forwarded to CMD. The reservation\n"
           "is released when CMD exits (and by gpumd if gpum run itself dies); CMD is killed\n"
           "(SIGKILL) if gpum run dies, so it never runs on unreserved.\n"
           "\n"
           "options:\n"
           "%s"
+          "  --enforce              fence CMD to the reservation with the shim (run.enforce)\n"
+          "  --no-enforce           do not, whatever run.enforce says\n"
           "\n"
           "Exit status: CMD's, or 128+N when CMD was killed by signal N; 1 when no reservation\n"
           "was granted; 2 for usage errors; 126/127 when CMD cannot be run / is not found.\n",
@@ -59,12 +69,16 @@ static void usage(FILE *out) {
 }
 
 /* Returns -1 to go on (with *cmd_at the index of CMD), else an exit code. */
-static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at) {
+static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at, int *enforce) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return CLI_EXIT_OK;
+    }
+    if (!strcmp(a, "--enforce") || !strcmp(a, "--no-enforce")) {
+      *enforce = a[2] == 'e';
+      continue;
     }
     if (!strcmp(a, "--") || a[0] != '-') {
       *cmd_at = strcmp(a, "--") ? i : i + 1;
@@ -136,14 +150,22 @@ static void tie_to_parent(pid_t parent) {
     _exit(CLI_EXIT_FAIL);
 }
 
-static void child_exec(char **cmd, const gpum_reservation_t *r, const sigset_t *mask,
-                       pid_t parent) {
+/* The shim and the fence's name when CMD runs fenced. */
+typedef struct {
+  char shim[4096];
+  char fence[GPUM_FENCE_NAME_MAX];
+  gpum_fence *f;
+} run_fence_t;
+
+static void child_exec(char **cmd, const gpum_reservation_t *r, const run_fence_t *fence,
+                       const sigset_t *mask, pid_t parent) {
   static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
   tie_to_parent(parent);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     signal(sigs[i], SIG_DFL);
   sigprocmask(SIG_SETMASK, mask, NULL);
-  if (gpum_reservation_setenv(r) != 0) {
+  if (gpum_reservation_setenv(r) != 0 ||
+      (fence->f && gpum_enforce_setenv(fence->shim, fence->fence) != 0)) {
     fprintf(stderr, "gpum run: cannot set the environment: %s\n", gpum_last_error());
     _exit(CLI_EXIT_FAIL);
   }
@@ -185,10 +207,17 @@ static int supervise(gpum_session_t *s) {
 int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
   cli_reserve_opts_t o;
   memset(&o, 0, sizeof o);
-  int cmd_at = 0;
-  int code = parse(argc, argv, &o, &cmd_at);
+  int cmd_at = 0, enforce = -1;
+  int code = parse(argc, argv, &o, &cmd_at, &enforce);
   if (code >= 0)
     return code;
+  if (enforce < 0)
+    enforce = gpum_config_get_bool(cfg, "run.enforce");
+  static run_fence_t fence; /* static: the shim's path is long */
+  if (enforce && gpum_enforce_library(fence.shim, sizeof fence.shim) != 0) {
+    fprintf(stderr, "gpum run: --enforce: %s\n", gpum_last_error());
+    return CLI_EXIT_FAIL;
+  }
   cli_session_ui_t ui = {.cmd = "run", .quiet = o.quiet};
   gpum_session_t *s = NULL;
   code = cli_session_start(cfg, &ui, &o, &s);
@@ -200,6 +229,16 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
     fprintf(stderr, "gpum run: interrupted; %s released before CMD started\n", r->id);
     gpum_session_close(s);
     return 128 + cli_signal_caught;
+  }
+  char sock[4096];
+  if (enforce && (gpum_socket_path(cfg, sock, sizeof sock) != 0 ||
+                  gpum_reservation_fence(r, sock, 0, fence.fence, sizeof fence.fence, &fence.f) !=
+                      0)) {
+    fprintf(stderr, "gpum run: --enforce: cannot set up the fence of %s: %s; CMD not started\n",
+            r->id, gpum_last_error());
+    gpum_session_release(s);
+    gpum_session_close(s);
+    return CLI_EXIT_FAIL;
   }
   if (pipe2(chld_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     fprintf(stderr, "gpum run: pipe: %s\n", strerror(errno));
@@ -221,7 +260,7 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
   gpum_reservation_t granted = *r;
   child_pid = fork();
   if (child_pid == 0)
-    child_exec(argv + cmd_at, &granted, &old_mask, parent);
+    child_exec(argv + cmd_at, &granted, &fence, &old_mask, parent);
   sigprocmask(SIG_SETMASK, &old_mask, NULL);
   if (child_pid < 0) {
     fprintf(stderr, "gpum run: fork: %s\n", strerror(errno));
@@ -235,6 +274,10 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
       gpum_error_clear(); /* the daemon is gone: nothing to do */
   }
   gpum_session_close(s);
+  if (fence.f) {
+    gpum_fence_close(fence.f);
+    (void)gpum_fence_unlink(fence.fence);
+  }
   close(chld_pipe[0]);
   close(chld_pipe[1]);
   if (WIFSIGNALED(status))

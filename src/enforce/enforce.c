@@ -98,8 +98,8 @@ static void fence_from_env(void) {
     return;
   }
   const char *rid = getenv("GPUM_RESERVATION_ID");
-  if (rid && *rid)
-    gpum__enf.reservation = strtoull(rid, NULL, 10);
+  if (rid && *rid) /* "r-12", as gpumd names it */
+    gpum__enf.reservation = strtoull(strrchr(rid, '-') ? strrchr(rid, '-') + 1 : rid, NULL, 10);
   const char *max = getenv("GPUM_MEM_MAX");
   if (max && *max && gpum_size_parse(max, &gpum__enf.max_limit) != 0) {
     gpum__enf_log("GPUM_MEM_MAX '%.40s' is not a size: the reservation will not grow", max);
@@ -169,6 +169,8 @@ gpum_fence *gpum__enf_fence(void) {
   pthread_mutex_lock(&want.mu);
   if (atomic_load(&want.state) == 0) {
     gpum__enf.fence = fence_open();
+    if (gpum__enf.fence && gpum_fence_reservation(gpum__enf.fence))
+      gpum__enf.reservation = gpum_fence_reservation(gpum__enf.fence);
     atomic_store_explicit(&want.state, gpum__enf.fence ? 1 : -1, memory_order_release);
   }
   pthread_mutex_unlock(&want.mu);
@@ -202,11 +204,13 @@ __attribute__((destructor)) static void enforce_fini(void) {
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int cuda_loaded, nvml_loaded; /* 0 not yet, 1 loaded, -1 no driver */
 
+#ifndef GPUM_ENFORCE_NO_DLSYM
 static bool wrapped_name(const char *s) {
 #define GPUM__ENF_IS(name) !strcmp(s, #name) ||
   return GPUM_ENF_CUDA_WRAPPED(GPUM__ENF_IS) GPUM_ENF_NVML_WRAPPED(GPUM__ENF_IS) false;
 #undef GPUM__ENF_IS
 }
+#endif
 
 static bool handle_is_real(void *h) {
   return h && h != RTLD_DEFAULT && h != RTLD_NEXT;
@@ -309,6 +313,7 @@ void *gpum__enf_wrapper_for(const void *fn) {
   return NULL;
 }
 
+#ifndef GPUM_ENFORCE_NO_DLSYM
 /* --- dlsym ---------------------------------------------------------------------------------- */
 
 struct next_search {
@@ -366,6 +371,8 @@ GPUM_ENFORCE_EXPORT void *dlsym(void *handle, const char *symbol) {
   void *w = ready ? gpum__enf_wrapper_for(r) : NULL;
   return w ? w : r;
 }
+
+#endif /* !GPUM_ENFORCE_NO_DLSYM */
 
 /* --- cuGetProcAddress ----------------------------------------------------------------------- */
 

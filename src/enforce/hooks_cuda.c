@@ -96,7 +96,7 @@ static void log_oom(unsigned dev, uint64_t used, uint64_t asked) {
   gpum_fence_usage_t fu = {0};
   (void)gpum_fence_usage(gpum__enf.fence, dev, &fu);
   if (gpum__enf.reservation)
-    snprintf(who, sizeof who, "reservation %llu", (unsigned long long)gpum__enf.reservation);
+    snprintf(who, sizeof who, "reservation r-%llu", (unsigned long long)gpum__enf.reservation);
   else
     snprintf(who, sizeof who, "GPUM_MEM_LIMIT");
   unsigned quiet = atomic_exchange(&quiet_ooms, 0);

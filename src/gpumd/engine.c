@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include <gpum/error.h>
+#include <gpum/fence.h>
 #include <gpum/log.h>
 
 #include "gpumd_internal.h"
@@ -33,6 +34,33 @@ static void put_ascii(json_t *o, const char *key, const char *value) {
 
 static void put_int(json_t *o, const char *key, json_int_t value) {
   json_object_set_new_nocheck(o, key, json_integer(value));
+}
+
+/* What the enforcement shim counts for a granted reservation run under it (gpum run --enforce):
+ * {"used": bytes its processes hold over its GPUs, "limit": per GPU, "processes": N}, from the
+ * fence the launcher made (gpum_reservation_fence names it after this socket and the id); NULL
+ * when the job is not fenced. */
+static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r) {
+  char name[GPUM_FENCE_NAME_MAX];
+  gpum_fence *f = NULL;
+  if (gpum_fence_name(name, sizeof name, d->socket_path, r->id) != 0 ||
+      gpum_fence_open(name, false, &f) != 0) {
+    gpum_error_clear();
+    return NULL;
+  }
+  uint64_t used = 0, limit = 0;
+  unsigned procs = 0;
+  for (unsigned k = 0; k < r->gpus && k < GPUM_FENCE_MAX_DEVICES; k++) {
+    gpum_fence_usage_t u;
+    if (gpum_fence_usage(f, k, &u) != 0)
+      continue;
+    used += u.used;
+    limit = u.limit;
+    procs = u.procs > procs ? u.procs : procs;
+  }
+  gpum_fence_close(f);
+  return json_pack("{s:I, s:I, s:i}", GPUM_PROTO_F_USED, (json_int_t)used, GPUM_PROTO_F_LIMIT,
+                   (json_int_t)limit, GPUM_PROTO_F_PROCESSES, (int)procs);
 }
 
 json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
@@ -69,6 +97,10 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
     json_array_append_new(devs, dev);
   }
   json_object_set_new_nocheck(o, GPUM_PROTO_F_DEVICES, devs);
+  if (r->state == GPUMD_RESV_GRANTED) {
+    json_t *fenced = fenced_json(d, r);
+    json_object_set_new_nocheck(o, GPUM_PROTO_F_FENCED, fenced ? fenced : json_null());
+  }
   if (r->state == GPUMD_RESV_QUEUED) {
     size_t pos = 0;
     if (gpumd_sched_queue_position(d->sched, r->id, &pos) == 0)

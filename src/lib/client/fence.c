@@ -75,11 +75,11 @@ static void atfork_install(void) {
   pthread_atfork(NULL, NULL, on_fork_child);
 }
 
-int gpum_fence_name(char *buf, size_t len, const char *ledger_path, uint64_t reservation) {
-  if (!buf || !ledger_path)
+int gpum_fence_name(char *buf, size_t len, const char *scope, uint64_t reservation) {
+  if (!buf || !scope)
     return gpum_error(GPUM_EINVAL, "fence name: NULL argument");
   uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-  for (const unsigned char *p = (const unsigned char *)ledger_path; *p; p++)
+  for (const unsigned char *p = (const unsigned char *)scope; *p; p++)
     h = (h ^ *p) * 0x100000001b3ULL;
   int n = snprintf(buf, len, "gpum-fence-%016llx-%llu", (unsigned long long)h,
                    (unsigned long long)reservation);

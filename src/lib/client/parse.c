@@ -121,6 +121,12 @@ void gpum__res_parse(const json_t *o, gpum_reservation_t *r) {
   r->created_ns = u64(o, GPUM_PROTO_F_CREATED_NS);
   r->granted_ns = u64(o, GPUM_PROTO_F_GRANTED_NS);
   r->ended_ns = u64(o, GPUM_PROTO_F_ENDED_NS);
+  const json_t *f = json_object_get(o, GPUM_PROTO_F_FENCED);
+  r->fenced = json_is_object(f);
+  if (r->fenced) {
+    r->fenced_used = u64(f, GPUM_PROTO_F_USED);
+    r->fenced_limit = u64(f, GPUM_PROTO_F_LIMIT);
+  }
 }
 
 static int device_parse(const json_t *o, gpum_client_device_status_t *d) {

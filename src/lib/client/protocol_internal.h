@@ -82,6 +82,9 @@
 #define GPUM_PROTO_F_INDEX "index" /* of a device, in R's "devices" and in status */
 #define GPUM_PROTO_F_UUID "uuid"
 #define GPUM_PROTO_F_QUEUE_POSITION "queue_position"
+#define GPUM_PROTO_F_FENCED "fenced"
+#define GPUM_PROTO_F_LIMIT "limit"
+#define GPUM_PROTO_F_PROCESSES "processes"
 #define GPUM_PROTO_F_WAITING_FOR "waiting_for"
 #define GPUM_PROTO_F_CREATED_NS "created_ns"
 #define GPUM_PROTO_F_GRANTED_NS "granted_ns"

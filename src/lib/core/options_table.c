@@ -104,6 +104,10 @@ static const gpum_option_def_t builtin_table[] = {
      "Used share of a device's memory above which its clients get a pressure event."},
     {"pressure.critical", GPUM_OPT_DOUBLE, "0.97", NULL, 0.0, 1.0, false,
      "Used share of a device's memory above which gpumd grants nothing more on it."},
+    {"run.enforce", GPUM_OPT_BOOL, "false", NULL, UNBOUNDED, false,
+     "gpum run: keep CMD inside its reservation with the enforcement shim (libgpum_enforce.so, "
+     "LD_PRELOAD): an allocation past the reserved memory fails with CUDA's out-of-memory "
+     "error. --enforce / --no-enforce decide per run (docs/enforce.md)."},
     {"lease.grace", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
      "After a gpumd restart, how long a connection-bound reservation waits for its client to "
      "re-attach with its token before it is released. Reloaded on SIGHUP: a grace period "

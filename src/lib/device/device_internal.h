@@ -155,6 +155,9 @@ typedef struct {
   char storage[PATH_MAX];
 } gpum__libpath_t;
 
+/* Writes DIR/file into buf when DIR is the directory of the object that holds libgpum
+ * (libgpum.so, a program or library that links it statically) and the file exists there. */
+bool gpum__beside_libgpum(const char *file, char *buf, size_t len);
 /* Decides which library to load for kind: the explicit path (opts/config) if not NULL or
  * empty, else $GPUM_NVML_LIBRARY / $GPUM_CUDA_LIBRARY, else libgpum_sim.so when $GPUM_SIM_NODE
  * is set (found as $GPUM_SIM_LIBRARY, else beside the loaded libgpum, else in

@@ -43,11 +43,9 @@ static int set_single(gpum__libpath_t *out, const char *path, const char *source
   return 0;
 }
 
-/* Writes DIR/libgpum_sim.so into buf when DIR is the directory of the object that holds this
- * function (libgpum.so, or the program when linked statically) and the file exists. */
 static const char anchor; /* an object of ours, for dladdr */
 
-static bool sim_beside_libgpum(char *buf, size_t len) {
+bool gpum__beside_libgpum(const char *file, char *buf, size_t len) {
   Dl_info info;
   if (!dladdr(&anchor, &info) || !info.dli_fname)
     return false;
@@ -55,7 +53,7 @@ static bool sim_beside_libgpum(char *buf, size_t len) {
   if (!slash)
     return false;
   int dirlen = (int)(slash - info.dli_fname);
-  int w = snprintf(buf, len, "%.*s/%s", dirlen, info.dli_fname, SIM_NAME);
+  int w = snprintf(buf, len, "%.*s/%s", dirlen, info.dli_fname, file);
   return w > 0 && (size_t)w < len && access(buf, R_OK) == 0;
 }
 
@@ -70,7 +68,7 @@ static int resolve_sim(gpum__libpath_t *out, const char *node) {
     return set_single(out, env, "GPUM_SIM_LIBRARY");
   out->source = "GPUM_SIM_NODE";
   out->n = 1;
-  if (sim_beside_libgpum(out->storage, sizeof out->storage)) {
+  if (gpum__beside_libgpum(SIM_NAME, out->storage, sizeof out->storage)) {
     out->candidates[0] = out->storage;
     return 0;
   }

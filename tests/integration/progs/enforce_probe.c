@@ -164,10 +164,9 @@ static void cmd_fill(size_t step, size_t max) {
   p = need(dlsym(dl, "cuMemFree_v2"), "dlsym cuMemFree_v2");
   memcpy(&way_free, &p, sizeof p);
   fill("dlsym", a_plain, f_plain, NULL, step, max);
-  /* 3. cuGetProcAddress by base name, as cudart 11.3+ and 12.x do. */
-  gpum_cuGetProcAddress_v2_fn gpa;
-  p = need(dlsym(dl, "cuGetProcAddress_v2"), "dlsym cuGetProcAddress_v2");
-  memcpy(&gpa, &p, sizeof p);
+  /* 3. cuGetProcAddress by base name, as cudart 11.3+ and 12.x do (linked here, so that the
+   * way is checked on its own, also where the shim does not replace dlsym). */
+  gpum_cuGetProcAddress_v2_fn gpa = cuGetProcAddress_v2;
   CUdriverProcAddressQueryResult st;
   if (gpa("cuMemAlloc", (void **)&way_alloc, 12000, 0, &st) != CUDA_SUCCESS ||
       gpa("cuMemFree", (void **)&way_free, 12000, 0, &st) != CUDA_SUCCESS)
@@ -192,8 +191,8 @@ static void cmd_fill(size_t step, size_t max) {
   way_free_async = cuMemFreeAsync;
   fill("async", a_async, f_async, NULL, step, max);
   /* The other allocation calls, linked. */
-  fill("managed", a_managed, f_plain, NULL, step, max);
   way_free = cuMemFree_v2;
+  fill("managed", a_managed, f_plain, NULL, step, max);
   fill("pitch", a_pitch, f_plain, NULL, step, max);
   CUmemoryPool pool;
   CUmemPoolProps props;
