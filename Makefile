@@ -10,7 +10,7 @@ CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 
 .PHONY: all deps build build-asan build-tsan build-release test test-normal test-asan test-tsan \
-        test-release run bench check format clean
+        test-release test-gpu run bench check format clean
 
 all: build
 
@@ -69,6 +69,10 @@ test-release: build-release
 
 run: build
 	@scripts/run.sh $(BUILD)
+
+# The checks that need a real GPU (tests/gpu/run.sh), skipped with a message without one.
+test-gpu: build
+	@tests/gpu/run.sh $(BUILD)
 
 bench: build
 	@scripts/deps.sh bench

@@ -30,9 +30,9 @@
 extern "C" {
 #endif
 
-#define GPUM_FENCE_MAX_DEVICES 16 /* CUDA ordinals 0..15 of the job */
-#define GPUM_FENCE_MAX_PROCS 256  /* processes of one job attached at once */
-#define GPUM_FENCE_NAME_MAX 64    /* with the NUL; a POSIX shm name without the leading '/' */
+#define GPUM_FENCE_MAX_DEVICES 16   /* CUDA ordinals 0..15 of the job */
+#define GPUM_FENCE_MAX_PROCS 256    /* processes of one job attached at once */
+#define GPUM_FENCE_NAME_MAX 64      /* with the NUL; a POSIX shm name without the leading '/' */
 #define GPUM_FENCE_ENV "GPUM_FENCE" /* the variable naming the region for the job's processes */
 
 typedef struct gpum_fence gpum_fence;

@@ -184,8 +184,7 @@ GPUM_API void gpum_session_close(gpum_session_t *s);
  * name goes to name (GPUM_FENCE_NAME_MAX bytes is enough). An old region of the same name (a
  * launcher killed before it could remove it) is replaced. */
 GPUM_API int gpum_reservation_fence(const gpum_reservation_t *r, const char *socket_path,
-                                    uint64_t max_limit, char *name, size_t len,
-                                    gpum_fence **out);
+                                    uint64_t max_limit, char *name, size_t len, gpum_fence **out);
 
 #ifdef __cplusplus
 }

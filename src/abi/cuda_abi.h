@@ -177,72 +177,72 @@ GPUM_CUDA_SIZES(GPUM__CUDA_SIZE)
  * Prototypes, by the versioned names libcuda.so.1 exports (cuda.h #defines the plain names to
  * these). X(name, params); every function returns CUresult.
  */
-#define GPUM_CUDA_FUNCS(X)                                                                       \
-  X(cuInit, (unsigned int Flags))                                                                \
-  X(cuDriverGetVersion, (int *driverVersion))                                                    \
-  X(cuGetErrorName, (CUresult error, const char **pStr))                                         \
-  X(cuGetErrorString, (CUresult error, const char **pStr))                                       \
-  X(cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,     \
-                          CUdriverProcAddressQueryResult *symbolStatus))                         \
-  X(cuDeviceGetCount, (int *count))                                                              \
-  X(cuDeviceGet, (CUdevice * device, int ordinal))                                               \
-  X(cuDeviceGetName, (char *name, int len, CUdevice dev))                                        \
-  X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))                                           \
-  X(cuDeviceTotalMem_v2, (size_t * bytes, CUdevice dev))                                         \
-  X(cuDeviceGetAttribute, (int *pi, CUdevice_attribute attrib, CUdevice dev))                    \
-  X(cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev))                                \
-  X(cuDevicePrimaryCtxRetain, (CUcontext * pctx, CUdevice dev))                                  \
-  X(cuDevicePrimaryCtxRelease_v2, (CUdevice dev))                                                \
-  X(cuCtxSetCurrent, (CUcontext ctx))                                                            \
-  X(cuCtxGetCurrent, (CUcontext * pctx))                                                         \
-  X(cuCtxGetDevice, (CUdevice * device))                                                         \
-  X(cuCtxSynchronize, (void))                                                                    \
-  X(cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize))                                        \
-  X(cuMemFree_v2, (CUdeviceptr dptr))                                                            \
-  X(cuMemGetInfo_v2, (size_t * free, size_t * total))                                            \
-  X(cuMemGetAddressRange_v2, (CUdeviceptr * pbase, size_t * psize, CUdeviceptr dptr))            \
+#define GPUM_CUDA_FUNCS(X)                                                                        \
+  X(cuInit, (unsigned int Flags))                                                                 \
+  X(cuDriverGetVersion, (int *driverVersion))                                                     \
+  X(cuGetErrorName, (CUresult error, const char **pStr))                                          \
+  X(cuGetErrorString, (CUresult error, const char **pStr))                                        \
+  X(cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,      \
+                          CUdriverProcAddressQueryResult *symbolStatus))                          \
+  X(cuDeviceGetCount, (int *count))                                                               \
+  X(cuDeviceGet, (CUdevice * device, int ordinal))                                                \
+  X(cuDeviceGetName, (char *name, int len, CUdevice dev))                                         \
+  X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))                                            \
+  X(cuDeviceTotalMem_v2, (size_t * bytes, CUdevice dev))                                          \
+  X(cuDeviceGetAttribute, (int *pi, CUdevice_attribute attrib, CUdevice dev))                     \
+  X(cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev))                                 \
+  X(cuDevicePrimaryCtxRetain, (CUcontext * pctx, CUdevice dev))                                   \
+  X(cuDevicePrimaryCtxRelease_v2, (CUdevice dev))                                                 \
+  X(cuCtxSetCurrent, (CUcontext ctx))                                                             \
+  X(cuCtxGetCurrent, (CUcontext * pctx))                                                          \
+  X(cuCtxGetDevice, (CUdevice * device))                                                          \
+  X(cuCtxSynchronize, (void))                                                                     \
+  X(cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize))                                         \
+  X(cuMemFree_v2, (CUdeviceptr dptr))                                                             \
+  X(cuMemGetInfo_v2, (size_t * free, size_t * total))                                             \
+  X(cuMemGetAddressRange_v2, (CUdeviceptr * pbase, size_t * psize, CUdeviceptr dptr))             \
   X(cuMemAllocPitch_v2, (CUdeviceptr * dptr, size_t * pPitch, size_t WidthInBytes, size_t Height, \
-                         unsigned int ElementSizeBytes))                                         \
-  X(cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytesize, unsigned int flags))                \
-  X(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))                    \
-  X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                        \
-  X(cuMemAllocFromPoolAsync, (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,            \
-                              CUstream hStream))                                                 \
-  X(cuDeviceGetDefaultMemPool, (CUmemoryPool * pool_out, CUdevice dev))                          \
-  X(cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice dev))                                     \
-  X(cuMemPoolCreate, (CUmemoryPool * pool, const CUmemPoolProps *poolProps))                     \
-  X(cuMemPoolDestroy, (CUmemoryPool pool))                                                       \
-  X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep))                                 \
-  X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value))           \
-  X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value))           \
-  X(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount))             \
-  X(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount))                   \
-  X(cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount))           \
-  X(cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N))                          \
-  X(cuMemAllocHost_v2, (void **pp, size_t bytesize))                                             \
-  X(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags))                            \
-  X(cuMemFreeHost, (void *p))                                                                    \
-  X(cuMemAddressReserve, (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr,    \
-                          unsigned long long flags))                                             \
-  X(cuMemAddressFree, (CUdeviceptr ptr, size_t size))                                            \
-  X(cuMemCreate, (CUmemGenericAllocationHandle * handle, size_t size,                            \
-                  const CUmemAllocationProp *prop, unsigned long long flags))                    \
-  X(cuMemRelease, (CUmemGenericAllocationHandle handle))                                         \
-  X(cuMemMap, (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, \
-               unsigned long long flags))                                                        \
-  X(cuMemUnmap, (CUdeviceptr ptr, size_t size))                                                  \
-  X(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))   \
-  X(cuMemGetAllocationGranularity, (size_t * granularity, const CUmemAllocationProp *prop,       \
-                                    CUmemAllocationGranularity_flags option))                    \
-  X(cuStreamCreate, (CUstream * phStream, unsigned int Flags))                                   \
-  X(cuStreamDestroy_v2, (CUstream hStream))                                                      \
-  X(cuStreamSynchronize, (CUstream hStream))                                                     \
-  X(cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int Flags))                   \
-  X(cuEventCreate, (CUevent * phEvent, unsigned int Flags))                                      \
-  X(cuEventRecord, (CUevent hEvent, CUstream hStream))                                           \
-  X(cuEventQuery, (CUevent hEvent))                                                              \
-  X(cuEventSynchronize, (CUevent hEvent))                                                        \
-  X(cuEventElapsedTime, (float *pMilliseconds, CUevent hStart, CUevent hEnd))                    \
+                         unsigned int ElementSizeBytes))                                          \
+  X(cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytesize, unsigned int flags))                 \
+  X(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))                     \
+  X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                         \
+  X(cuMemAllocFromPoolAsync,                                                                      \
+    (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream))                   \
+  X(cuDeviceGetDefaultMemPool, (CUmemoryPool * pool_out, CUdevice dev))                           \
+  X(cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice dev))                                      \
+  X(cuMemPoolCreate, (CUmemoryPool * pool, const CUmemPoolProps *poolProps))                      \
+  X(cuMemPoolDestroy, (CUmemoryPool pool))                                                        \
+  X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep))                                  \
+  X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value))            \
+  X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value))            \
+  X(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount))              \
+  X(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount))                    \
+  X(cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount))            \
+  X(cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N))                           \
+  X(cuMemAllocHost_v2, (void **pp, size_t bytesize))                                              \
+  X(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags))                             \
+  X(cuMemFreeHost, (void *p))                                                                     \
+  X(cuMemAddressReserve, (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr,     \
+                          unsigned long long flags))                                              \
+  X(cuMemAddressFree, (CUdeviceptr ptr, size_t size))                                             \
+  X(cuMemCreate, (CUmemGenericAllocationHandle * handle, size_t size,                             \
+                  const CUmemAllocationProp *prop, unsigned long long flags))                     \
+  X(cuMemRelease, (CUmemGenericAllocationHandle handle))                                          \
+  X(cuMemMap, (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,  \
+               unsigned long long flags))                                                         \
+  X(cuMemUnmap, (CUdeviceptr ptr, size_t size))                                                   \
+  X(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))    \
+  X(cuMemGetAllocationGranularity, (size_t * granularity, const CUmemAllocationProp *prop,        \
+                                    CUmemAllocationGranularity_flags option))                     \
+  X(cuStreamCreate, (CUstream * phStream, unsigned int Flags))                                    \
+  X(cuStreamDestroy_v2, (CUstream hStream))                                                       \
+  X(cuStreamSynchronize, (CUstream hStream))                                                      \
+  X(cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int Flags))                    \
+  X(cuEventCreate, (CUevent * phEvent, unsigned int Flags))                                       \
+  X(cuEventRecord, (CUevent hEvent, CUstream hStream))                                            \
+  X(cuEventQuery, (CUevent hEvent))                                                               \
+  X(cuEventSynchronize, (CUevent hEvent))                                                         \
+  X(cuEventElapsedTime, (float *pMilliseconds, CUevent hStart, CUevent hEnd))                     \
   X(cuEventDestroy_v2, (CUevent hEvent))
 
 /*

@@ -76,12 +76,12 @@ static void print_table(gpum_reservation_t *list, size_t n) {
     return;
   }
   qsort(list, n, sizeof *list, by_state);
-  printf("%-10s %-9s %-10s %8s %-8s %10s %10s %4s %-8s %s\n", "ID", "STATE", "USER", "PID",
-         "GPUS", "MEM/GPU", "FENCED", "PRIO", "AGE", "LABEL / WAITING FOR");
+  printf("%-10s %-9s %-10s %8s %-8s %10s %10s %4s %-8s %s\n", "ID", "STATE", "USER", "PID", "GPUS",
+         "MEM/GPU", "FENCED", "PRIO", "AGE", "LABEL / WAITING FOR");
   for (size_t i = 0; i < n; i++) {
     const gpum_reservation_t *r = &list[i];
     char user[64], gpus[64] = "", size[GPUM_SIZE_BUFSZ], when[GPUM_DURATION_BUFSZ],
-        fenced[GPUM_SIZE_BUFSZ] = "-";
+                   fenced[GPUM_SIZE_BUFSZ] = "-";
     user_name(r->uid, user, sizeof user);
     size_t o = 0;
     for (size_t d = 0; d < r->ndevices && o < sizeof gpus; d++) {

@@ -34,38 +34,39 @@
 #include "client_cli.h"
 
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum run --mem SIZE [--gpus N] [--type PATTERN] [--priority P]\n"
-          "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
-          "                [-q] -- CMD [ARGS...]\n"
-          "\n"
-          "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
-          "position on stderr), then runs CMD with:\n"
-          "  CUDA_VISIBLE_DEVICES   the granted GPUs' UUIDs, comma-separated (empty when\n"
-          "                         gpumd runs on the host backend: no GPU to see)\n"
-          "  CUDA_DEVICE_ORDER      PCI_BUS_ID, so CUDA numbers GPUs as nvidia-smi does\n"
-          "  GPUM_RESERVATION_ID    the reservation's id (see 'gpum jobs')\n"
-          "  GPUM_MEM_LIMIT         the reserved bytes per GPU\n"
-          "  GPUM_DEVICES           gpumd's names (UUIDs) of the granted devices\n"
-          "and, unless already set, TF_FORCE_GPU_ALLOW_GROWTH=true and\n"
-          "XLA_PYTHON_CLIENT_PREALLOCATE=false (TensorFlow and JAX take memory as needed).\n"
-          "With --enforce (or run.enforce: true, GPUM_RUN_ENFORCE=1) CMD and every process it\n"
-          "starts are kept inside the reservation by the enforcement shim (libgpum_enforce.so,\n"
-          "preloaded): an allocation past GPUM_MEM_LIMIT on a GPU fails with CUDA's\n"
-          "out-of-memory error, and CUDA and NVML report the reservation as the GPU's size\n"
-          "(docs/enforce.md).\n"
-          "SIGINT, SIGTERM and SIGHUP sent to gpum run are forwarded to CMD. The reservation\n"
-          "is released when CMD exits (and by gpumd if gpum run itself dies); CMD is killed\n"
-          "(SIGKILL) if gpum run dies, so it never runs on unreserved.\n"
-          "\n"
-          "options:\n"
-          "%s"
-          "  --enforce              fence CMD to the reservation with the shim (run.enforce)\n"
-          "  --no-enforce           do not, whatever run.enforce says\n"
-          "\n"
-          "Exit status: CMD's, or 128+N when CMD was killed by signal N; 1 when no reservation\n"
-          "was granted; 2 for usage errors; 126/127 when CMD cannot be run / is not found.\n",
-          cli_reserve_flags_help);
+  fprintf(
+      out,
+      "usage: gpum run --mem SIZE [--gpus N] [--type PATTERN] [--priority P]\n"
+      "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
+      "                [-q] -- CMD [ARGS...]\n"
+      "\n"
+      "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
+      "position on stderr), then runs CMD with:\n"
+      "  CUDA_VISIBLE_DEVICES   the granted GPUs' UUIDs, comma-separated (empty when\n"
+      "                         gpumd runs on the host backend: no GPU to see)\n"
+      "  CUDA_DEVICE_ORDER      PCI_BUS_ID, so CUDA numbers GPUs as nvidia-smi does\n"
+      "  GPUM_RESERVATION_ID    the reservation's id (see 'gpum jobs')\n"
+      "  GPUM_MEM_LIMIT         the reserved bytes per GPU\n"
+      "  GPUM_DEVICES           gpumd's names (UUIDs) of the granted devices\n"
+      "and, unless already set, TF_FORCE_GPU_ALLOW_GROWTH=true and\n"
+      "XLA_PYTHON_CLIENT_PREALLOCATE=false (TensorFlow and JAX take memory as needed).\n"
+      "With --enforce (or run.enforce: true, GPUM_RUN_ENFORCE=1) CMD and every process it\n"
+      "starts are kept inside the reservation by the enforcement shim (libgpum_enforce.so,\n"
+      "preloaded): an allocation past GPUM_MEM_LIMIT on a GPU fails with CUDA's\n"
+      "out-of-memory error, and CUDA and NVML report the reservation as the GPU's size\n"
+      "(docs/enforce.md).\n"
+      "SIGINT, SIGTERM and SIGHUP sent to gpum run are forwarded to CMD. The reservation\n"
+      "is released when CMD exits (and by gpumd if gpum run itself dies); CMD is killed\n"
+      "(SIGKILL) if gpum run dies, so it never runs on unreserved.\n"
+      "\n"
+      "options:\n"
+      "%s"
+      "  --enforce              fence CMD to the reservation with the shim (run.enforce)\n"
+      "  --no-enforce           do not, whatever run.enforce says\n"
+      "\n"
+      "Exit status: CMD's, or 128+N when CMD was killed by signal N; 1 when no reservation\n"
+      "was granted; 2 for usage errors; 126/127 when CMD cannot be run / is not found.\n",
+      cli_reserve_flags_help);
 }
 
 /* Returns -1 to go on (with *cmd_at the index of CMD), else an exit code. */
@@ -231,9 +232,9 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
     return 128 + cli_signal_caught;
   }
   char sock[4096];
-  if (enforce && (gpum_socket_path(cfg, sock, sizeof sock) != 0 ||
-                  gpum_reservation_fence(r, sock, 0, fence.fence, sizeof fence.fence, &fence.f) !=
-                      0)) {
+  if (enforce &&
+      (gpum_socket_path(cfg, sock, sizeof sock) != 0 ||
+       gpum_reservation_fence(r, sock, 0, fence.fence, sizeof fence.fence, &fence.f) != 0)) {
     fprintf(stderr, "gpum run: --enforce: cannot set up the fence of %s: %s; CMD not started\n",
             r->id, gpum_last_error());
     gpum_session_release(s);

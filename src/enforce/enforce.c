@@ -67,8 +67,9 @@ void gpum__enf_log(const char *fmt, ...) {
   va_start(ap, fmt);
   int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
   va_end(ap);
-  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m
-                                                                              : sizeof buf - (size_t)n - 2);
+  size_t len = (size_t)n + (m < 0                                    ? 0
+                            : (size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m
+                                                                     : sizeof buf - (size_t)n - 2);
   buf[len++] = '\n';
   /* One write: lines of concurrent processes do not interleave. */
   ssize_t w = write(STDERR_FILENO, buf, len);
@@ -84,9 +85,9 @@ static void on_fork_child(void) {
 /* What the environment asked for, read at load; the region is opened (or created) at the first
  * call that needs it, so that processes that never touch CUDA (a shell, ls) leave nothing. */
 static struct {
-  bool off;         /* GPUM_ENFORCE=0, or nothing to fence */
-  bool given;       /* GPUM_FENCE came from the environment: the region must exist */
-  uint64_t limit;   /* GPUM_MEM_LIMIT, for a region of the job's own */
+  bool off;       /* GPUM_ENFORCE=0, or nothing to fence */
+  bool given;     /* GPUM_FENCE came from the environment: the region must exist */
+  uint64_t limit; /* GPUM_MEM_LIMIT, for a region of the job's own */
   pthread_mutex_t mu;
   _Atomic int state; /* 0 not yet, 1 open, -1 given up */
 } want = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -123,8 +124,8 @@ static void fence_from_env(void) {
   /* A region of the job's own, named now so that children (fork, exec) join it. */
   gpum__os_proc_stat_t st = {0};
   (void)gpum__os_proc_stat((int)getpid(), &st);
-  snprintf(gpum__enf.fence_name, sizeof gpum__enf.fence_name, "gpum-fence-p%d-%llu",
-           (int)getpid(), (unsigned long long)st.start_time);
+  snprintf(gpum__enf.fence_name, sizeof gpum__enf.fence_name, "gpum-fence-p%d-%llu", (int)getpid(),
+           (unsigned long long)st.start_time);
   setenv(GPUM_FENCE_ENV, gpum__enf.fence_name, 1);
 }
 
@@ -138,7 +139,8 @@ static gpum_fence *fence_open(void) {
       return f;
     if (rc == GPUM_ENOENT && want.limit) {
       gpum_fence_opts_t o = {.limit = want.limit,
-                             .max_limit = gpum__enf.max_limit > want.limit ? gpum__enf.max_limit : 0,
+                             .max_limit =
+                                 gpum__enf.max_limit > want.limit ? gpum__enf.max_limit : 0,
                              .reservation = gpum__enf.reservation};
       rc = gpum_fence_create(gpum__enf.fence_name, &o, &f);
       if (rc == 0) {
@@ -219,10 +221,10 @@ static bool handle_is_real(void *h) {
 /* Fills the table from h (RTLD_NEXT: what follows the shim). */
 static void load_cuda_from(void *h) {
   dlsym_fn ds = real_dlsym();
-#define GPUM__ENF_LOAD(name)                                        \
-  {                                                                 \
-    void *p = ds(h, #name);                                         \
-    memcpy(&gpum__enf_real.name, &p, sizeof gpum__enf_real.name);   \
+#define GPUM__ENF_LOAD(name)                                      \
+  {                                                               \
+    void *p = ds(h, #name);                                       \
+    memcpy(&gpum__enf_real.name, &p, sizeof gpum__enf_real.name); \
   }
   GPUM_ENF_CUDA_WRAPPED(GPUM__ENF_LOAD)
   GPUM_ENF_CUDA_USED(GPUM__ENF_LOAD)
@@ -298,14 +300,14 @@ bool gpum__enf_nvml_ready(void *handle) {
 void *gpum__enf_wrapper_for(const void *fn) {
   if (!fn || gpum__enf.passthrough)
     return NULL;
-#define GPUM__ENF_MATCH(name)                                         \
-  {                                                                   \
-    void *real, *wrap;                                                \
-    gpum_##name##_fn w = name;                                        \
-    memcpy(&real, &gpum__enf_real.name, sizeof real);                 \
-    memcpy(&wrap, &w, sizeof wrap);                                   \
-    if (real && real == fn)                                           \
-      return wrap;                                                    \
+#define GPUM__ENF_MATCH(name)                         \
+  {                                                   \
+    void *real, *wrap;                                \
+    gpum_##name##_fn w = name;                        \
+    memcpy(&real, &gpum__enf_real.name, sizeof real); \
+    memcpy(&wrap, &w, sizeof wrap);                   \
+    if (real && real == fn)                           \
+      return wrap;                                    \
   }
   GPUM_ENF_CUDA_WRAPPED(GPUM__ENF_MATCH)
   GPUM_ENF_NVML_WRAPPED(GPUM__ENF_MATCH)
@@ -363,8 +365,8 @@ GPUM_ENFORCE_EXPORT void *dlsym(void *handle, const char *symbol) {
   dlsym_fn ds = real_dlsym();
   if (!ds)
     return NULL;
-  void *r = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), symbol)
-                                : ds(handle, symbol);
+  void *r =
+      handle == RTLD_NEXT ? next_after(__builtin_return_address(0), symbol) : ds(handle, symbol);
   if (!r || gpum__enf.passthrough || !wrapped_name(symbol))
     return r;
   bool ready = symbol[0] == 'c' ? gpum__enf_cuda_ready(handle) : gpum__enf_nvml_ready(handle);

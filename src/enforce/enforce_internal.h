@@ -21,25 +21,25 @@
 
 /* The driver calls the shim wraps: X(name). Each has a wrapper of the same name here and the
  * real entry point in gpum__enf_real. */
-#define GPUM_ENF_CUDA_WRAPPED(X)   \
-  X(cuMemAlloc_v2)                 \
-  X(cuMemAllocPitch_v2)            \
-  X(cuMemAllocManaged)             \
-  X(cuMemAllocAsync)               \
-  X(cuMemAllocAsync_ptsz)          \
-  X(cuMemAllocFromPoolAsync)       \
-  X(cuMemAllocFromPoolAsync_ptsz)  \
-  X(cuMemCreate)                   \
-  X(cuMemFree_v2)                  \
-  X(cuMemFreeAsync)                \
-  X(cuMemFreeAsync_ptsz)           \
-  X(cuMemRelease)                  \
-  X(cuMemGetInfo_v2)               \
-  X(cuDeviceTotalMem_v2)           \
-  X(cuDeviceGetDefaultMemPool)     \
-  X(cuDeviceGetMemPool)            \
-  X(cuMemPoolCreate)               \
-  X(cuGetProcAddress)              \
+#define GPUM_ENF_CUDA_WRAPPED(X)  \
+  X(cuMemAlloc_v2)                \
+  X(cuMemAllocPitch_v2)           \
+  X(cuMemAllocManaged)            \
+  X(cuMemAllocAsync)              \
+  X(cuMemAllocAsync_ptsz)         \
+  X(cuMemAllocFromPoolAsync)      \
+  X(cuMemAllocFromPoolAsync_ptsz) \
+  X(cuMemCreate)                  \
+  X(cuMemFree_v2)                 \
+  X(cuMemFreeAsync)               \
+  X(cuMemFreeAsync_ptsz)          \
+  X(cuMemRelease)                 \
+  X(cuMemGetInfo_v2)              \
+  X(cuDeviceTotalMem_v2)          \
+  X(cuDeviceGetDefaultMemPool)    \
+  X(cuDeviceGetMemPool)           \
+  X(cuMemPoolCreate)              \
+  X(cuGetProcAddress)             \
   X(cuGetProcAddress_v2)
 /* Driver calls the shim uses without wrapping them. */
 #define GPUM_ENF_CUDA_USED(X) \
@@ -65,7 +65,6 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 #pragma GCC visibility pop
 
-
 /* The real entry points, NULL where the driver lacks one. */
 struct gpum__enf_real {
 #define GPUM__ENF_FIELD(name) gpum_##name##_fn name;
@@ -79,8 +78,8 @@ extern struct gpum__enf_real gpum__enf_real;
 
 /* The state set up from the environment at load (enforce.c). */
 struct gpum__enf_state {
-  gpum_fence *fence;   /* set by gpum__enf_fence: use that */
-  bool passthrough;    /* a driver the shim does not know: wrap nothing */
+  gpum_fence *fence;    /* set by gpum__enf_fence: use that */
+  bool passthrough;     /* a driver the shim does not know: wrap nothing */
   uint64_t reservation; /* gpumd's reservation id, 0 without one */
   uint64_t max_limit;   /* elastic: the most the reservation may grow to (0: not elastic) */
   char fence_name[GPUM_FENCE_NAME_MAX];

@@ -129,8 +129,7 @@ static CUresult charge(int dev, uint64_t bytes, bool *charged) {
   }
   /* Never worse than no shim: a fence that cannot take this process lets it through. */
   if (!atomic_exchange(&warned_slots, true))
-    gpum__enf_log("cannot charge the fence (%s): this process is not fenced",
-                  gpum_strerror(rc));
+    gpum__enf_log("cannot charge the fence (%s): this process is not fenced", gpum_strerror(rc));
   return CUDA_SUCCESS;
 }
 
@@ -153,27 +152,27 @@ static void give_back(unsigned kind, uint64_t key) {
   }
 }
 
-#define NEED_REAL(name)                                   \
-  do {                                                    \
+#define NEED_REAL(name)                                      \
+  do {                                                       \
     if (!gpum__enf_cuda_ready(NULL) || !gpum__enf_real.name) \
-      return CUDA_ERROR_NOT_INITIALIZED;                  \
+      return CUDA_ERROR_NOT_INITIALIZED;                     \
   } while (0)
 
 /* An allocation of bytes on dev through call, which sets *dptr. */
-#define FENCED_ALLOC(name, dev_expr, bytes_expr, call)               \
-  do {                                                               \
-    NEED_REAL(name);                                                 \
-    if (!fenced() || !dptr || (bytes_expr) == 0)                     \
-      return call;                                                   \
-    int dev_ = (dev_expr);                                           \
-    if (dev_ < 0)                                                    \
-      return call;                                                   \
-    uint64_t b_ = charged_size((unsigned)dev_, (bytes_expr));        \
-    bool charged_;                                                   \
-    CUresult r_ = charge(dev_, b_, &charged_);                       \
-    if (r_ != CUDA_SUCCESS)                                          \
-      return r_;                                                     \
-    r_ = call;                                                       \
+#define FENCED_ALLOC(name, dev_expr, bytes_expr, call)                               \
+  do {                                                                               \
+    NEED_REAL(name);                                                                 \
+    if (!fenced() || !dptr || (bytes_expr) == 0)                                     \
+      return call;                                                                   \
+    int dev_ = (dev_expr);                                                           \
+    if (dev_ < 0)                                                                    \
+      return call;                                                                   \
+    uint64_t b_ = charged_size((unsigned)dev_, (bytes_expr));                        \
+    bool charged_;                                                                   \
+    CUresult r_ = charge(dev_, b_, &charged_);                                       \
+    if (r_ != CUDA_SUCCESS)                                                          \
+      return r_;                                                                     \
+    r_ = call;                                                                       \
     return settle(r_, charged_, KIND_PTR, r_ == CUDA_SUCCESS ? *dptr : 0, dev_, b_); \
   } while (0)
 
@@ -222,7 +221,8 @@ GPUM_ENFORCE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitc
                                                 size_t WidthInBytes, size_t Height,
                                                 unsigned int ElementSizeBytes) {
   NEED_REAL(cuMemAllocPitch_v2);
-#define REAL_PITCH gpum__enf_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
+#define REAL_PITCH \
+  gpum__enf_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
   int dev = fenced() && dptr && pPitch && WidthInBytes && Height ? current_dev() : -1;
   if (dev < 0 || WidthInBytes > UINT64_MAX / 2 || Height > UINT64_MAX / round_to(WidthInBytes, 512))
     return REAL_PITCH;
@@ -258,8 +258,8 @@ GPUM_ENFORCE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, s
   NEED_REAL(cuMemCreate);
 #define REAL_CREATE gpum__enf_real.cuMemCreate(handle, size, prop, flags)
   /* Host-located physical memory is not the device's. */
-  if (!fenced() || !handle || !prop || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      prop->location.id < 0)
+  if (!fenced() || !handle || !prop || size == 0 ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0)
     return REAL_CREATE;
   int dev = prop->location.id;
   uint64_t b = dev < GPUM_FENCE_MAX_DEVICES ? charged_size((unsigned)dev, size) : size;

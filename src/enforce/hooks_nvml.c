@@ -56,7 +56,8 @@ static bool job_view(nvmlDevice_t device, uint64_t *limit, uint64_t *used) {
   return ord >= 0 && gpum__enf_view((unsigned)ord, limit, used);
 }
 
-GPUM_ENFORCE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+GPUM_ENFORCE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device,
+                                                         nvmlMemory_t *memory) {
   if (!gpum__enf_nvml_ready(NULL) || !gpum__enf_real.nvmlDeviceGetMemoryInfo)
     return NVML_ERROR_UNINITIALIZED;
   nvmlReturn_t r = gpum__enf_real.nvmlDeviceGetMemoryInfo(device, memory);

@@ -24,9 +24,11 @@ static struct shard {
   pthread_mutex_t mu;
   struct ent *b[BUCKETS];
 } shards[SHARDS] = {
-#define S1 {.mu = PTHREAD_MUTEX_INITIALIZER}
+#define S1 \
+  { .mu = PTHREAD_MUTEX_INITIALIZER }
 #define S8 S1, S1, S1, S1, S1, S1, S1, S1
-    S8, S8, S8, S8, S8, S8, S8, S8
+    S8, S8, S8, S8, S8,
+    S8, S8, S8
 #undef S8
 #undef S1
 };

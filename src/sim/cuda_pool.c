@@ -151,8 +151,9 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
            v == 0)
     pool->high = pool->used; /* only a reset to zero is allowed */
   else if (attr < 1 || attr > CU_MEMPOOL_ATTR_USED_MEM_HIGH ||
-           attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT || attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT ||
-           attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+           attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ||
+           attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT || attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH ||
+           attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
     r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_unlock(&pools_mu);
   return r; /* the reuse policies (1-3) are accepted and change nothing here */

@@ -65,8 +65,8 @@ int gpum_enforce_setenv(const char *shim_path, const char *fence_name) {
   return rc;
 }
 
-int gpum_reservation_fence(const gpum_reservation_t *r, const char *socket_path,
-                           uint64_t max_limit, char *name, size_t len, gpum_fence **out) {
+int gpum_reservation_fence(const gpum_reservation_t *r, const char *socket_path, uint64_t max_limit,
+                           char *name, size_t len, gpum_fence **out) {
   if (!r || !socket_path || !name || !out)
     return gpum_error(GPUM_EINVAL, "gpum_reservation_fence: NULL argument");
   const char *digits = strrchr(r->id, '-');

@@ -58,8 +58,8 @@ struct fence_region {
 struct gpum_fence {
   struct fence_region *r;
   bool writable;
-  pthread_mutex_t claim_mu; /* one claim at a time in this process */
-  _Atomic int slot;         /* this process's slot, -1 before the first charge */
+  pthread_mutex_t claim_mu;  /* one claim at a time in this process */
+  _Atomic int slot;          /* this process's slot, -1 before the first charge */
   _Atomic unsigned slot_gen; /* fork generation the slot was claimed in */
 };
 
@@ -128,7 +128,9 @@ int gpum_fence_create(const char *name, const gpum_fence_opts_t *opts, gpum_fenc
   int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, opts->mode ? opts->mode : 0644);
   if (fd < 0) {
     int e = errno;
-    return gpum_error(e == EEXIST ? GPUM_EEXIST : e == EACCES ? GPUM_EPERM : GPUM_EIO,
+    return gpum_error(e == EEXIST   ? GPUM_EEXIST
+                      : e == EACCES ? GPUM_EPERM
+                                    : GPUM_EIO,
                       "fence '%s': %s", name, strerror(e));
   }
   /* shm_open's mode is masked by the umask: set it as asked. */
@@ -167,7 +169,9 @@ int gpum_fence_open(const char *name, bool writable, gpum_fence **out) {
   int fd = shm_open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
   if (fd < 0) {
     int e = errno;
-    return gpum_error(e == ENOENT ? GPUM_ENOENT : e == EACCES ? GPUM_EPERM : GPUM_EIO,
+    return gpum_error(e == ENOENT   ? GPUM_ENOENT
+                      : e == EACCES ? GPUM_EPERM
+                                    : GPUM_EIO,
                       "fence '%s': %s", name, strerror(e));
   }
   struct stat st;
@@ -204,7 +208,9 @@ int gpum_fence_unlink(const char *name) {
     return rc;
   if (shm_unlink(path) != 0) {
     int e = errno;
-    return gpum_error(e == ENOENT ? GPUM_ENOENT : e == EACCES ? GPUM_EPERM : GPUM_EIO,
+    return gpum_error(e == ENOENT   ? GPUM_ENOENT
+                      : e == EACCES ? GPUM_EPERM
+                                    : GPUM_EIO,
                       "fence '%s': %s", name, strerror(e));
   }
   return 0;
@@ -344,8 +350,8 @@ void gpum_fence_uncharge(gpum_fence *f, unsigned dev, uint64_t bytes) {
     uint64_t take;
     do
       take = bytes < u ? bytes : u;
-    while (!atomic_compare_exchange_weak_explicit(&s->used[dev], &u, u - take,
-                                                  memory_order_relaxed, memory_order_relaxed));
+    while (!atomic_compare_exchange_weak_explicit(&s->used[dev], &u, u - take, memory_order_relaxed,
+                                                  memory_order_relaxed));
     bytes = take;
   }
   if (bytes)
