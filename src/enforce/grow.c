@@ -12,5 +12,4 @@ bool gpum__enf_grow(unsigned dev, uint64_t need) {
   return false;
 }
 
-void gpum__enf_maybe_shrink(void) {
-}
+void gpum__enf_maybe_shrink(void) {}
