@@ -32,7 +32,7 @@ SIM_ENV=""
 if [ -z "${GPUM_SIM_NODE:-}" ] && "$GPUM" status --backend nvml --json >/dev/null 2>&1; then
   echo "run: real GPUs found; gpumd manages them" >&2
 else
-  NODE=${GPUM_SIM_NODE:-${GPUM_RUN_NODE:-gpum-demo-$$}}
+  NODE=${GPUM_SIM_NODE:-${GPUM_DEMO_NODE:-gpum-demo-$$}}
   export GPUM_SIM_LIBRARY=${GPUM_SIM_LIBRARY:-$BUILD/lib/libgpum_sim.so}
   if [ -z "${GPUM_SIM_NODE:-}" ]; then
     echo "run: no real GPU driver here; starting simulated node '$NODE' (examples/sim/h100x2.yaml)" >&2

@@ -40,6 +40,15 @@ static void put_int(json_t *o, const char *key, json_int_t value) {
  * {"used": bytes its processes hold over its GPUs, "limit": per GPU, "processes": N}, from the
  * fence the launcher made (gpum_reservation_fence names it after this socket and the id); NULL
  * when the job is not fenced. */
+static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r);
+
+void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r) {
+  if (r->state != GPUMD_RESV_GRANTED || !o)
+    return;
+  json_t *f = fenced_json(d, r);
+  json_object_set_new_nocheck(o, GPUM_PROTO_F_FENCED, f ? f : json_null());
+}
+
 static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r) {
   char name[GPUM_FENCE_NAME_MAX];
   gpum_fence *f = NULL;
@@ -97,10 +106,6 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
     json_array_append_new(devs, dev);
   }
   json_object_set_new_nocheck(o, GPUM_PROTO_F_DEVICES, devs);
-  if (r->state == GPUMD_RESV_GRANTED) {
-    json_t *fenced = fenced_json(d, r);
-    json_object_set_new_nocheck(o, GPUM_PROTO_F_FENCED, fenced ? fenced : json_null());
-  }
   if (r->state == GPUMD_RESV_QUEUED) {
     size_t pos = 0;
     if (gpumd_sched_queue_position(d->sched, r->id, &pos) == 0)

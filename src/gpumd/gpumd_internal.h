@@ -351,6 +351,10 @@ void gpumd_ops_device_answered(gpumd_t *d, unsigned index);
 /* Runs the scheduler's timers (queue timeouts) and re-arms its timer. */
 void gpumd_ops_tick(gpumd_t *d);
 /* The protocol's reservation object (token only when with_token). */
+/* Adds "fenced" (what the job holds under the enforcement shim, or null) to a GRANTED
+ * reservation's document o: for listings and the REST document, not for replies and events
+ * (which the fast writer must produce byte for byte the same). */
+void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
 json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token);
 /* The same object written straight to w, byte for byte what gpumd_json_write gives for
  * gpumd_resv_json (the hot replies skip building it). */

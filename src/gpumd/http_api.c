@@ -323,7 +323,9 @@ int gpumd_http_resv_get(gpumd_http_call_t *call) {
     r = &old;
   if (!r)
     return gpum_error(GPUM_ENOENT, "no reservation %s", call->id);
-  call->out = json_pack("{s:o}", "reservation", gpumd_resv_json(call->d, r, false));
+  json_t *o = gpumd_resv_json(call->d, r, false);
+  gpumd_resv_add_fenced(call->d, o, r);
+  call->out = json_pack("{s:o}", "reservation", o);
   return 0;
 }
 

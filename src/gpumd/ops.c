@@ -173,8 +173,11 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out)
   size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
-    if (r->uid == a->uid || json_is_true(all))
-      json_array_append_new(arr, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
+    if (r->uid == a->uid || json_is_true(all)) {
+      json_t *o = gpumd_resv_json(d, r, a->conn && r->uid == a->uid);
+      gpumd_resv_add_fenced(d, o, r);
+      json_array_append_new(arr, o);
+    }
   }
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATIONS, arr);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");

@@ -9,12 +9,12 @@ command -v setsid >/dev/null || t_fail "setsid (util-linux) is needed"
 
 export GPUM_SOCKET="$T_SCRATCH/gpumd.sock" GPUM_STATE_DIR="$T_SCRATCH/state"
 export GPUM_HTTP_LISTEN=127.0.0.1:0 # a free port: tests run in parallel
-export GPUM_RUN_NODE="run$$-$RANDOM"
+export GPUM_DEMO_NODE="run$$-$RANDOM"
 unset GPUM_SIM_NODE
 # In its own session, so that the test can send SIGINT to its whole group as a terminal would.
 setsid "$GPUM_SOURCE_DIR/scripts/run.sh" "$GPUM_BUILD_DIR" >"$T_SCRATCH/run.out" 2>"$T_SCRATCH/run.err" &
 RUN=$!
-T_NODES+=("$GPUM_RUN_NODE")
+T_NODES+=("$GPUM_DEMO_NODE")
 # On failure, end run.sh's whole session (gpumd included), then the usual cleanup.
 r_cleanup() {
   local rc=$?
@@ -27,8 +27,8 @@ t_until 20 grep -q "^gpumd ready" "$T_SCRATCH/run.out" ||
   { cat "$T_SCRATCH/run.out" "$T_SCRATCH/run.err" >&2; t_fail "gpumd not ready under run.sh"; }
 grep -q "gpumd socket: $GPUM_SOCKET" "$T_SCRATCH/run.err" || t_fail "run.sh does not print the socket"
 grep -q "gpum run --mem 20GiB" "$T_SCRATCH/run.err" || t_fail "run.sh does not show how to try gpum run"
-"$G" sim list | grep -q "$GPUM_RUN_NODE" || t_fail "run.sh did not start node $GPUM_RUN_NODE"
-t_ok "run.sh: node $GPUM_RUN_NODE and gpumd at $GPUM_SOCKET"
+"$G" sim list | grep -q "$GPUM_DEMO_NODE" || t_fail "run.sh did not start node $GPUM_DEMO_NODE"
+t_ok "run.sh: node $GPUM_DEMO_NODE and gpumd at $GPUM_SOCKET"
 
 t_expect 0 "$G" run --mem 20GiB -- sh -c 'echo "$CUDA_VISIBLE_DEVICES"'
 grep -q "^GPU-" "$T_OUT" || t_fail "gpum run against make run's gpumd: '$(cat "$T_OUT")'"
@@ -38,5 +38,5 @@ kill -INT -- "-$RUN"
 rc=0
 wait "$RUN" || rc=$?
 [ $rc -eq 0 ] || { cat "$T_SCRATCH/run.err" >&2; t_fail "run.sh exited $rc after Ctrl-C"; }
-"$G" sim list | grep -q "$GPUM_RUN_NODE" && t_fail "node $GPUM_RUN_NODE still running after gpumd exited"
+"$G" sim list | grep -q "$GPUM_DEMO_NODE" && t_fail "node $GPUM_DEMO_NODE still running after gpumd exited"
 t_ok "Ctrl-C stops gpumd; the node is stopped with it"
