@@ -210,6 +210,12 @@ GPUM_API int gpum_client_release(gpum_client_t *c, const char *id, gpum_reservat
 /* Renews a TTL lease (ttl_ms 0: keep the current TTL). out may be NULL. */
 GPUM_API int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms,
                                gpum_reservation_t *out);
+/* Resizes a granted reservation to bytes_per_gpu (elastic reservations: the enforcement shim
+ * grows one within its maximum and gives memory back). Growing needs room on every GPU it
+ * holds and no queued request of at least its priority waiting for them: else GPUM_EBUSY with
+ * the reason. The owner or an admin only (GPUM_EPERM). out may be NULL. */
+GPUM_API int gpum_client_resize(gpum_client_t *c, const char *id, uint64_t bytes_per_gpu,
+                                gpum_reservation_t *out);
 /* Rebinds a connection-bound reservation to this connection (after a daemon restart). */
 GPUM_API int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
                                 gpum_reservation_t *out);

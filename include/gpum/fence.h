@@ -80,6 +80,9 @@ GPUM_API void gpum_fence_uncharge(gpum_fence *f, unsigned dev, uint64_t bytes);
  * charged stops new charges until frees bring it under. */
 #define GPUM_FENCE_ALL_DEVICES UINT32_MAX
 GPUM_API int gpum_fence_set_limit(gpum_fence *f, unsigned dev, uint64_t limit);
+/* What dev's counter holds (every charge not given back, a dead process's too until it is
+ * reclaimed) and its limit (may be NULL): two atomic loads, for hot paths. 0 for a bad dev. */
+GPUM_API uint64_t gpum_fence_charged(const gpum_fence *f, unsigned dev, uint64_t *limit);
 /* Reads dev's figures, counting only processes that are alive (works on a read-only handle). */
 GPUM_API int gpum_fence_usage(gpum_fence *f, unsigned dev, gpum_fence_usage_t *out);
 /* Gives back the bytes of processes that are gone; returns how many slots it freed. */

@@ -185,6 +185,12 @@ GPUM_API void gpum_session_close(gpum_session_t *s);
  * launcher killed before it could remove it) is replaced. */
 GPUM_API int gpum_reservation_fence(const gpum_reservation_t *r, const char *socket_path,
                                     uint64_t max_limit, char *name, size_t len, gpum_fence **out);
+/* The same for the session's granted reservation, on the session's socket; and while the
+ * session is served, gpumd's pressure on one of its GPUs asks the job to shrink back toward its
+ * base (gpum_fence_want_shrink). The caller closes and unlinks the fence (after the session
+ * is closed or the job ended). GPUM_ESTATE without a grant, GPUM_EEXIST when fenced already. */
+GPUM_API int gpum_session_fence(gpum_session_t *s, uint64_t max_limit, char *name, size_t len,
+                                gpum_fence **out);
 
 #ifdef __cplusplus
 }

@@ -70,7 +70,8 @@ static void usage(FILE *out) {
 }
 
 /* Returns -1 to go on (with *cmd_at the index of CMD), else an exit code. */
-static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at, int *enforce) {
+static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at, int *enforce,
+                 uint64_t *max_mem) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -79,6 +80,14 @@ static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at, int 
     }
     if (!strcmp(a, "--enforce") || !strcmp(a, "--no-enforce")) {
       *enforce = a[2] == 'e';
+      continue;
+    }
+    const char *v = NULL;
+    if (cli_take_flag(argc, argv, &i, "--max-mem", &v)) {
+      if (!v || gpum_size_parse(v, max_mem) != 0 || *max_mem == 0) {
+        fprintf(stderr, "gpum run: --max-mem needs a size such as 16GiB\n");
+        return CLI_EXIT_USAGE;
+      }
       continue;
     }
     if (!strcmp(a, "--") || a[0] != '-') {
@@ -97,6 +106,10 @@ static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at, int 
   }
   if (o->req.bytes_per_gpu == 0) {
     fprintf(stderr, "gpum run: --mem SIZE is required (the GPU memory CMD needs per GPU)\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (*max_mem && *max_mem < o->req.bytes_per_gpu) {
+    fprintf(stderr, "gpum run: --max-mem must be at least --mem\n");
     return CLI_EXIT_USAGE;
   }
   if (!o->req.label) {
@@ -156,7 +169,20 @@ typedef struct {
   char shim[4096];
   char fence[GPUM_FENCE_NAME_MAX];
   gpum_fence *f;
+  uint64_t max_mem;  /* elastic: GPUM_MEM_MAX */
+  char socket[4096]; /* elastic: where the shim asks gpumd (GPUM_SOCKET) */
+  char grow_timeout[32];
 } run_fence_t;
+
+/* The shim's environment for an elastic reservation. */
+static int elastic_setenv(const run_fence_t *f) {
+  char max[24];
+  snprintf(max, sizeof max, "%llu", (unsigned long long)f->max_mem);
+  if (setenv("GPUM_MEM_MAX", max, 1) != 0 || setenv("GPUM_SOCKET", f->socket, 1) != 0 ||
+      setenv("GPUM_GROW_TIMEOUT", f->grow_timeout, 1) != 0)
+    return gpum_error(GPUM_ENOMEM, "cannot set the elastic reservation's environment");
+  return 0;
+}
 
 static void child_exec(char **cmd, const gpum_reservation_t *r, const run_fence_t *fence,
                        const sigset_t *mask, pid_t parent) {
@@ -166,7 +192,8 @@ static void child_exec(char **cmd, const gpum_reservation_t *r, const run_fence_
     signal(sigs[i], SIG_DFL);
   sigprocmask(SIG_SETMASK, mask, NULL);
   if (gpum_reservation_setenv(r) != 0 ||
-      (fence->f && gpum_enforce_setenv(fence->shim, fence->fence) != 0)) {
+      (fence->f && gpum_enforce_setenv(fence->shim, fence->fence) != 0) ||
+      (fence->f && fence->max_mem && elastic_setenv(fence) != 0)) {
     fprintf(stderr, "gpum run: cannot set the environment: %s\n", gpum_last_error());
     _exit(CLI_EXIT_FAIL);
   }
@@ -209,12 +236,18 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
   cli_reserve_opts_t o;
   memset(&o, 0, sizeof o);
   int cmd_at = 0, enforce = -1;
-  int code = parse(argc, argv, &o, &cmd_at, &enforce);
+  static run_fence_t fence; /* static: the paths are long */
+  int code = parse(argc, argv, &o, &cmd_at, &enforce, &fence.max_mem);
   if (code >= 0)
     return code;
   if (enforce < 0)
-    enforce = gpum_config_get_bool(cfg, "run.enforce");
-  static run_fence_t fence; /* static: the shim's path is long */
+    enforce = fence.max_mem || gpum_config_get_bool(cfg, "run.enforce");
+  if (!enforce && fence.max_mem) {
+    fprintf(stderr, "gpum run: --max-mem needs the shim: drop --no-enforce\n");
+    return CLI_EXIT_USAGE;
+  }
+  gpum_duration_format(gpum_config_get_duration(cfg, "run.grow_timeout"), fence.grow_timeout,
+                       sizeof fence.grow_timeout);
   if (enforce && gpum_enforce_library(fence.shim, sizeof fence.shim) != 0) {
     fprintf(stderr, "gpum run: --enforce: %s\n", gpum_last_error());
     return CLI_EXIT_FAIL;
@@ -231,10 +264,9 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
     gpum_session_close(s);
     return 128 + cli_signal_caught;
   }
-  char sock[4096];
   if (enforce &&
-      (gpum_socket_path(cfg, sock, sizeof sock) != 0 ||
-       gpum_reservation_fence(r, sock, 0, fence.fence, sizeof fence.fence, &fence.f) != 0)) {
+      (gpum_socket_path(cfg, fence.socket, sizeof fence.socket) != 0 ||
+       gpum_session_fence(s, fence.max_mem, fence.fence, sizeof fence.fence, &fence.f) != 0)) {
     fprintf(stderr, "gpum run: --enforce: cannot set up the fence of %s: %s; CMD not started\n",
             r->id, gpum_last_error());
     gpum_session_release(s);

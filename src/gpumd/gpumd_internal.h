@@ -324,6 +324,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **o
 int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out);
 /* The alert engine's state (alerts.c): {"enabled", "active": [A...], "history": [A...] (the
  * newest "limit" entries, default 100, at most 100000), "counters": {"fired", "cleared"}}.
  * Anyone may read it. */

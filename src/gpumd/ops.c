@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <gpum/error.h>
+#include <gpum/log.h>
 #include <gpum/size.h>
 #include <gpum/version.h>
 
@@ -458,6 +459,50 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
   return 0;
 }
 
+/* Resizes a granted reservation (elastic reservations under the enforcement shim): the owner or
+ * an admin; growing under admission's rules (gpumd_sched_resize), each resize a ledger audit
+ * row GRANTED -> GRANTED with the old and new size and who asked. */
+int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_BYTES_PER_GPU, NULL};
+  const gpumd_resv_t *r = NULL;
+  uint64_t rid = 0, bytes = 0;
+  bool has = false;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_resv(d, j, &r, &rid);
+  if (rc == 0)
+    rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &bytes, &has);
+  if (rc == 0 && (!has || bytes == 0))
+    rc = gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
+  if (rc == 0 && !may_change(a, r))
+    rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
+                    (unsigned long)r->uid);
+  if (rc != 0)
+    return rc;
+  gpumd_cause_t cause = {.actor = a, .about = rid};
+  char why[GPUMD_RESV_REASON_LEN];
+  uint64_t now = gpumd_now_ns();
+  rc = gpumd_sched_resize(d->sched, &cause, rid, bytes, now, why, sizeof why);
+  if (rc != 0)
+    return rc;
+  r = gpumd_sched_find(d->sched, rid);
+  gpumd_ledger_audit_t row = {.reservation = rid,
+                              .from = GPUMD_RESV_GRANTED,
+                              .to = GPUMD_RESV_GRANTED,
+                              .time_ns = now,
+                              .reason = why,
+                              .uid = a->uid,
+                              .pid = a->pid};
+  if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &row) != 0)
+    d->ledger_failed = true;
+  gpum_log(GPUM_LOG_INFO, "gpumd", "r-%llu %s (uid %lu)", (unsigned long long)rid, why,
+           (unsigned long)a->uid);
+  resv_body(d, a, r, a->conn && r->uid == a->uid, out);
+  gpumd_ops_tick(d);
+  return 0;
+}
+
 static bool token_equal(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
   unsigned char diff = (unsigned char)(la != lb);
@@ -528,6 +573,7 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
              {GPUM_PROTO_OP_RESERVE, NULL, gpumd_op_reserve},
              {GPUM_PROTO_OP_RELEASE, NULL, gpumd_op_release},
              {GPUM_PROTO_OP_RENEW, NULL, gpumd_op_renew},
+             {GPUM_PROTO_OP_RESIZE, NULL, gpumd_op_resize},
              {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
              {GPUM_PROTO_OP_LIST, NULL, gpumd_op_list},
              {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},

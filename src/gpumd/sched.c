@@ -495,6 +495,62 @@ int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns) {
   return 0;
 }
 
+int gpumd_sched_resize(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t bytes,
+                       uint64_t now_ns, char *why, size_t whylen) {
+  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  gpumd_resv_id_format(id, buf, sizeof buf);
+  if (why && whylen)
+    why[0] = '\0';
+  if (r == NULL)
+    return gpum_error(GPUM_ENOENT, "no live reservation %s", buf);
+  if (r->state != GPUMD_RESV_GRANTED)
+    return gpum_error(GPUM_ESTATE, "reservation %s is %s: only a granted one can be resized", buf,
+                      gpumd_resv_state_name(r->state));
+  if (bytes == 0)
+    return gpum_error(GPUM_EINVAL, "a reservation cannot be resized to 0 bytes");
+  if (bytes > r->bytes_per_gpu) {
+    uint64_t more = bytes - r->bytes_per_gpu;
+    char a[GPUM_SIZE_BUFSZ], b[GPUM_SIZE_BUFSZ];
+    /* As admission would: room on every one of its devices, none of them out of service. */
+    for (unsigned d = 0; d < GPUMD_SCHED_MAX_DEVICES; d++) {
+      if (!(r->device_mask >> d & 1u))
+        continue;
+      gpum_health_t h = s->dev[d].v.health;
+      if (h == GPUM_HEALTH_ERROR || h == GPUM_HEALTH_DISABLED)
+        return gpum_error(GPUM_EBUSY, "GPU %u is %s: %s does not grow on it", d,
+                          h == GPUM_HEALTH_ERROR ? "in ERROR" : "disabled", buf);
+      uint64_t room = gpumd__sched_headroom(s, d);
+      if (room < more)
+        return gpum_error(GPUM_EBUSY, "%s more on GPU %u asked, %s free there",
+                          gpum_size_format(more, a, sizeof a), d,
+                          gpum_size_format(room, b, sizeof b));
+    }
+    /* Nor ahead of what waits: a queued request of at least its priority that could use one of
+     * its devices comes first. */
+    for (size_t i = 0; i < s->n_queue; i++) {
+      const gpumd_resv_t *q = s->queue[i];
+      if (q->priority >= r->priority && (gpumd__sched_usable_mask(s, q) & r->device_mask)) {
+        char qid[GPUMD_RESV_ID_BUFSZ];
+        return gpum_error(GPUM_EBUSY, "%s (priority %d) waits for memory on its GPUs",
+                          gpumd_resv_id_format(q->id, qid, sizeof qid), q->priority);
+      }
+    }
+  }
+  uint64_t old = r->bytes_per_gpu;
+  account(s, r, -1);
+  r->bytes_per_gpu = bytes;
+  account(s, r, +1);
+  if (why && whylen) {
+    char a[GPUM_SIZE_BUFSZ], b[GPUM_SIZE_BUFSZ];
+    snprintf(why, whylen, "resized from %s to %s per GPU", gpum_size_format(old, a, sizeof a),
+             gpum_size_format(bytes, b, sizeof b));
+  }
+  if (bytes < old) /* freed memory may grant what waits */
+    gpumd__sched_pass(s, cause, now_ns);
+  return 0;
+}
+
 static uint64_t deadline_of(const gpumd_resv_t *r) {
   if (r->timeout_ms == 0)
     return UINT64_MAX;

@@ -346,6 +346,18 @@ int gpumd_sched_release(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t i
 int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns);
 
 /*
+ * Resizes a GRANTED reservation to bytes per GPU (elastic reservations: the enforcement shim
+ * asks to grow, and gives back). Growing needs room on every device it holds (headroom as
+ * admission counts it), none of them ERROR or DISABLED, and no QUEUED request of at least its
+ * priority that could use one of them; shrinking always succeeds and runs a scheduling pass.
+ * No transition is reported (the state does not change). why (may be NULL) gets "resized from
+ * A to B per GPU". Returns 0, GPUM_ENOENT, GPUM_ESTATE (not GRANTED), GPUM_EINVAL (0 bytes) or
+ * GPUM_EBUSY (cannot grow now; the detail says why). Nothing changes on error.
+ */
+int gpumd_sched_resize(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t bytes,
+                       uint64_t now_ns, char *why, size_t whylen);
+
+/*
  * Timers and the queue: every QUEUED reservation whose timeout_ms passed becomes EXPIRED
  * (REJECT) or is reported once QUEUED->QUEUED (WAIT); then a scheduling pass. *next_ns (may
  * be NULL) receives the next queue-timeout deadline, UINT64_MAX when none. Call it when that

@@ -228,6 +228,50 @@ static void test_new_reservation_transitions(void **state) {
   fx_free(fx);
 }
 
+/* ---- Resize (elastic reservations) -------------------------------------------------------- */
+
+static void test_resize(void **state) {
+  (void)state;
+  gpumd_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  set_dev(fx, 0, "GPU", 10 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  gpumd_resv_state_t st;
+  uint64_t a = submit(fx, 4 * GiB, 1, 0, T0, &st), b = submit(fx, 4 * GiB, 1, 0, T0, &st);
+  assert_int_equal(st, GPUMD_RESV_GRANTED);
+  size_t events = fx->n_ev;
+  char why[128];
+  /* Grows into the room there is, to the byte, and no further. */
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, a, 6 * GiB, T0 + 1, why, sizeof why), 0);
+  assert_string_equal(why, "resized from 4.00 GiB to 6.00 GiB per GPU");
+  assert_int_equal(gpumd_sched_find(fx->s, a)->bytes_per_gpu, 6 * GiB);
+  gpumd_sched_device_stats_t ds;
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &ds), 0);
+  assert_int_equal(ds.reserved, 10 * GiB);
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, b, 4 * GiB + 1, T0 + 1, why, sizeof why),
+                   GPUM_EBUSY);
+  assert_int_equal(gpumd_sched_find(fx->s, b)->bytes_per_gpu, 4 * GiB); /* unchanged */
+  assert_int_equal(fx->n_ev, events);                                   /* no transition */
+  /* A queued request of at least its priority comes before growth; a lower one does not. */
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, a, 5 * GiB, T0 + 2, NULL, 0), 0);
+  uint64_t q = submit(fx, 2 * GiB, 1, 0, T0 + 2, &st);
+  assert_int_equal(st, GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, b, 5 * GiB, T0 + 3, NULL, 0), GPUM_EBUSY);
+  /* Shrinking gives the room back at once: the queued request is granted by it. */
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, a, 4 * GiB, T0 + 4, why, sizeof why), 0);
+  assert_string_equal(why, "resized from 5.00 GiB to 4.00 GiB per GPU");
+  assert_int_equal(state_of(fx, q), GPUMD_RESV_GRANTED);
+  /* Errors: not granted, unknown, zero, out-of-service device. */
+  uint64_t w = submit(fx, 8 * GiB, 1, 0, T0 + 5, &st);
+  assert_int_equal(st, GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, w, 9 * GiB, T0 + 5, NULL, 0), GPUM_ESTATE);
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, 999, GiB, T0 + 5, NULL, 0), GPUM_ENOENT);
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, a, 0, T0 + 5, NULL, 0), GPUM_EINVAL);
+  set_dev(fx, 0, "GPU", 20 * GiB, 0, GPUM_HEALTH_DISABLED, T0 + 6);
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, b, 5 * GiB, T0 + 6, NULL, 0), GPUM_EBUSY);
+  fx_free(fx);
+}
+
 /* ---- Placement -------------------------------------------------------------------------- */
 
 static void test_placement_pack(void **state) {
@@ -1205,6 +1249,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_admission_math),
       cmocka_unit_test(test_new_reservation_transitions),
+      cmocka_unit_test(test_resize),
       cmocka_unit_test(test_placement_pack),
       cmocka_unit_test(test_placement_spread),
       cmocka_unit_test(test_placement_score),

@@ -370,6 +370,14 @@ int gpum_fence_set_limit(gpum_fence *f, unsigned dev, uint64_t limit) {
   return 0;
 }
 
+uint64_t gpum_fence_charged(const gpum_fence *f, unsigned dev, uint64_t *limit) {
+  if (!f || dev >= GPUM_FENCE_MAX_DEVICES)
+    return 0;
+  if (limit)
+    *limit = atomic_load_explicit(&f->r->dev[dev].limit, memory_order_relaxed);
+  return atomic_load_explicit(&f->r->dev[dev].used, memory_order_relaxed);
+}
+
 int gpum_fence_usage(gpum_fence *f, unsigned dev, gpum_fence_usage_t *out) {
   if (!f || !out)
     return gpum_error(GPUM_EINVAL, "fence: NULL argument");

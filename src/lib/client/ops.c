@@ -152,6 +152,16 @@ int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms, gpum_re
   return call_res(c, o, out);
 }
 
+int gpum_client_resize(gpum_client_t *c, const char *id, uint64_t bytes_per_gpu,
+                       gpum_reservation_t *out) {
+  json_t *o = request(GPUM_PROTO_OP_RESIZE, GPUM_PROTO_F_RESERVATION, id);
+  if (o && set_u64(o, GPUM_PROTO_F_BYTES_PER_GPU, bytes_per_gpu) != 0) {
+    json_decref(o);
+    return gpum_error(GPUM_ERANGE, "size %llu out of range", (unsigned long long)bytes_per_gpu);
+  }
+  return call_res(c, o, out);
+}
+
 int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
                        gpum_reservation_t *out) {
   json_t *o = request(GPUM_PROTO_OP_ATTACH, GPUM_PROTO_F_RESERVATION, id);

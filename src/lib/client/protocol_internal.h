@@ -34,6 +34,7 @@
 #define GPUM_PROTO_OP_RESERVE "reserve"
 #define GPUM_PROTO_OP_RELEASE "release"
 #define GPUM_PROTO_OP_RENEW "renew"
+#define GPUM_PROTO_OP_RESIZE "resize"
 #define GPUM_PROTO_OP_ATTACH "attach"
 #define GPUM_PROTO_OP_HTTP_TOKEN "http_token"
 #define GPUM_PROTO_OP_ALERTS "alerts"

@@ -40,6 +40,7 @@ struct gpum_session {
   long shown_position;  /* the queue position last reported */
   attached_t pools[MAX_POOLS];
   size_t npools;
+  gpum_fence *fence; /* gpum_session_fence's: asked to shrink on pressure */
 };
 
 static void emit(gpum_session_t *s, gpum_session_event_t *ev) {
@@ -88,6 +89,10 @@ static void on_client_event(const gpum_client_event_t *ev, void *user) {
                                 .used_ratio = ev->used_ratio,
                                 .level = ev->level ? ev->level : "high"};
     out.trimmed = trim_pools(s, ev->device);
+    /* An elastic job under the shim gives back what it holds above its base at its next free. */
+    for (size_t k = 0; s->fence && k < s->r.ndevices; k++)
+      if ((int)s->r.devices[k].index == ev->device)
+        gpum_fence_want_shrink(s->fence);
     emit(s, &out);
     return;
   }
@@ -380,6 +385,20 @@ int gpum_session_detach_pool(gpum_session_t *s, gpum_pool_t *pool) {
     }
   }
   return gpum_error(GPUM_ENOENT, "pool not attached to this session");
+}
+
+int gpum_session_fence(gpum_session_t *s, uint64_t max_limit, char *name, size_t len,
+                       gpum_fence **out) {
+  if (s == NULL || out == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_session_fence: NULL argument");
+  if (!s->have || s->r.state != GPUM_RES_GRANTED)
+    return gpum_error(GPUM_ESTATE, "the session holds no granted reservation to fence");
+  if (s->fence)
+    return gpum_error(GPUM_EEXIST, "the session's reservation is fenced already");
+  int rc = gpum_reservation_fence(&s->r, s->socket, max_limit, name, len, out);
+  if (rc == 0)
+    s->fence = *out;
+  return rc;
 }
 
 void gpum_session_close(gpum_session_t *s) {

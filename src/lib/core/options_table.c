@@ -108,6 +108,9 @@ static const gpum_option_def_t builtin_table[] = {
      "gpum run: keep CMD inside its reservation with the enforcement shim (libgpum_enforce.so, "
      "LD_PRELOAD): an allocation past the reserved memory fails with CUDA's out-of-memory "
      "error. --enforce / --no-enforce decide per run (docs/enforce.md)."},
+    {"run.grow_timeout", GPUM_OPT_DURATION, "2s", NULL, UNBOUNDED, false,
+     "gpum run --max-mem: how long an allocation past the reservation waits for gpumd to grow "
+     "it before it fails with CUDA's out-of-memory error."},
     {"lease.grace", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
      "After a gpumd restart, how long a connection-bound reservation waits for its client to "
      "re-attach with its token before it is released. Reloaded on SIGHUP: a grace period "

@@ -18,6 +18,14 @@
  *                                      they hold together ever passes LIMIT, or if the job's
  *                                      memory is not all free at the end
  *   enforce_probe fork BYTES           a child after fork allocates BYTES too: exit as try
+ *   enforce_probe fillhold STEP MAX FILE
+ *                                      allocates STEP-byte blocks until refused (or MAX),
+ *                                      writes the bytes held to FILE, waits to be killed
+ *   enforce_probe shrink BYTES BASE FILE1 FILE2
+ *                                      allocates BYTES in 256 MiB blocks, frees them, writes
+ *                                      FILE1; then allocates and frees 2 MiB every 20 ms until
+ *                                      cuMemGetInfo's total is BASE (the reservation shrank
+ *                                      back), writes FILE2 and waits to be killed
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -27,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda_abi.h"
@@ -301,8 +310,58 @@ static int cmd_threads(unsigned n, unsigned rounds, unsigned long long limit) {
   return 0;
 }
 
+static void write_file(const char *path, unsigned long long v) {
+  FILE *f = fopen(path, "w");
+  if (!f)
+    fail("cannot write %s", path);
+  fprintf(f, "%llu\n", v);
+  fclose(f);
+}
+
+static void __attribute__((noreturn)) cmd_fillhold(size_t step, size_t max, const char *file) {
+  ctx();
+  static CUdeviceptr blocks[MAX_BLOCKS];
+  size_t n = 0;
+  while ((n + 1) * step <= max && n < MAX_BLOCKS && cuMemAlloc_v2(&blocks[n], step) == CUDA_SUCCESS)
+    n++;
+  write_file(file, (unsigned long long)(n * step));
+  for (;;)
+    pause();
+}
+
+static void __attribute__((noreturn))
+cmd_shrink(size_t bytes, size_t base, const char *f1, const char *f2) {
+  ctx();
+  static CUdeviceptr blocks[MAX_BLOCKS];
+  size_t n = 0, step = 256u << 20;
+  while (n * step < bytes && n < MAX_BLOCKS)
+    if (cuMemAlloc_v2(&blocks[n++], step) != CUDA_SUCCESS)
+      fail("shrink: could not grow to %zu bytes (%zu held)", bytes, (n - 1) * step);
+  for (size_t i = 0; i < n; i++)
+    cuMemFree_v2(blocks[i]);
+  write_file(f1, (unsigned long long)bytes);
+  for (;;) {
+    size_t free_b = 0, total = 0;
+    cuMemGetInfo_v2(&free_b, &total);
+    if (total == base)
+      break;
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, 2u << 20) == CUDA_SUCCESS)
+      cuMemFree_v2(p);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* polling our own fence for gpumd's pressure event to reach it */
+  }
+  write_file(f2, (unsigned long long)base);
+  for (;;)
+    pause();
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc == 5 && !strcmp(argv[1], "fillhold"))
+    cmd_fillhold(num(argv[2]), num(argv[3]), argv[4]);
+  if (argc == 6 && !strcmp(argv[1], "shrink"))
+    cmd_shrink(num(argv[2]), num(argv[3]), argv[4], argv[5]);
   if (argc >= 4 && !strcmp(argv[1], "fill")) {
     cmd_fill(num(argv[2]), num(argv[3]));
     return 0;
