@@ -84,9 +84,17 @@ static void res_line(const cli_out_t *o, const json_t *r, const char *id) {
   }
   const char *label = json_string_value(json_object_get(r, "label"));
   user_name(num(r, "uid"), user, sizeof user);
-  fprintf(o->f, "      %-8s %-10s %10s/GPU  pid %-7llu %s\n", id, user,
+  /* Run under the enforcement shim: what its processes hold, over all its GPUs. */
+  const json_t *fenced = json_object_get(r, "fenced");
+  char held[GPUM_SIZE_BUFSZ + 16] = "";
+  if (json_is_object(fenced)) {
+    char b[GPUM_SIZE_BUFSZ];
+    snprintf(held, sizeof held, " (fenced, holds %s)",
+             gpum_size_format(num(fenced, "used"), b, sizeof b));
+  }
+  fprintf(o->f, "      %-8s %-10s %10s/GPU  pid %-7llu %s%s\n", id, user,
           gpum_size_format(num(r, "bytes_per_gpu"), size, sizeof size),
-          (unsigned long long)num(r, "pid"), label && *label ? label : "");
+          (unsigned long long)num(r, "pid"), label && *label ? label : "", held);
 }
 
 void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, unsigned index) {

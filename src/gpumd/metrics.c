@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include <event2/buffer.h>
+#include <gpum/fence.h>
 #include <gpum/version.h>
 
 #include "obs_internal.h"
@@ -348,18 +349,31 @@ static uint64_t resv_used(const gpumd_resv_t *r, const devview_t *v) {
 
 static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
   size_t count = gpumd_sched_count(d->sched);
-  for (int pass = 0; pass < 2; pass++) {
-    const char *name = pass ? "gpum_reservation_used_bytes" : "gpum_reservation_reserved_bytes";
-    family(w, name, "gauge",
-           pass ? "Device memory used by the processes of a granted reservation, per device, "
-                  "bytes."
-                : "Device memory a granted reservation holds, per device, bytes.");
+  static const char *const names[] = {"gpum_reservation_reserved_bytes",
+                                      "gpum_reservation_used_bytes",
+                                      "gpum_reservation_fenced_bytes"};
+  static const char *const helps[] = {
+      "Device memory a granted reservation holds, per device, bytes.",
+      "Device memory used by the processes of a granted reservation, per device, bytes.",
+      "Device memory the processes of a reservation run under the enforcement shim hold, as "
+      "the shim counts it, per device, bytes (fenced reservations only)."};
+  for (int pass = 0; pass < 3; pass++) {
+    const char *name = names[pass];
+    family(w, name, "gauge", helps[pass]);
     for (size_t i = 0; i < count; i++) {
       const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
       if (r->state != GPUMD_RESV_GRANTED)
         continue;
+      gpum_fence *f = NULL;
+      char fname[GPUM_FENCE_NAME_MAX];
+      if (pass == 2 && (gpum_fence_name(fname, sizeof fname, d->socket_path, r->id) != 0 ||
+                        gpum_fence_open(fname, false, &f) != 0)) {
+        gpum_error_clear();
+        continue; /* not run under the shim */
+      }
       char id[GPUMD_RESV_ID_BUFSZ];
       gpumd_resv_id_format(r->id, id, sizeof id);
+      unsigned ordinal = 0; /* the job's CUDA numbers its GPUs in gpumd's index order */
       for (unsigned k = 0; k < n; k++) {
         if (!(r->device_mask >> v[k].dev->index & 1u))
           continue;
@@ -368,8 +382,17 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
         label(l, sizeof l, "label", r->label);
         size_t len = strlen(l);
         snprintf(l + len, sizeof l - len, ",%s", v[k].labels);
-        sample_u(w, name, l, (unsigned long long)(pass ? resv_used(r, &v[k]) : r->bytes_per_gpu));
+        uint64_t value = r->bytes_per_gpu;
+        if (pass == 1) {
+          value = resv_used(r, &v[k]);
+        } else if (pass == 2) {
+          gpum_fence_usage_t u = {0};
+          (void)gpum_fence_usage(f, ordinal++, &u);
+          value = u.used;
+        }
+        sample_u(w, name, l, (unsigned long long)value);
       }
+      gpum_fence_close(f);
     }
   }
 }

@@ -16,7 +16,9 @@ GiB=1073741824
 # gpum run passes LD_PRELOAD on with the shim after it.
 RT=$(t_shim_preload | awk 'NF == 2 {print $1}')
 if [ -n "$RT" ]; then RUN=(env "LD_PRELOAD=$RT" "$G" run); else RUN=("$G" run); fi
+export GPUM_HTTP_LISTEN=127.0.0.1:0
 gd_start
+t_wait_file "$GPUM_STATE_DIR/http.addr"
 
 # Every way into the driver stops at the reservation's 4 GiB.
 t_expect 0 "${RUN[@]}" --mem 4GiB --enforce -q -- "$P" fill 256M 6G
@@ -43,15 +45,23 @@ RUNPID=$T_LAST_PID
 t_wait_file "$T_SCRATCH/held" 30
 t_expect 0 "$G" jobs
 grep -E 'fenced' "$T_OUT" | grep -q '3.00 GiB' || { cat "$T_OUT"; t_fail "gpum jobs does not show the 3 GiB held under the shim"; }
+t_expect 0 "$G" status --no-color
+grep -q 'fenced (fenced, holds 3.00 GiB)' "$T_OUT" || { cat "$T_OUT"; t_fail "gpum status does not show the fenced usage"; }
 t_expect 0 "$G" jobs --json
 t_pyjson "$T_OUT" 'rs=[r for r in (d["reservations"] if isinstance(d,dict) else d) if r["label"]=="fenced"]
 assert rs and rs[0]["fenced"]["used"]==3<<30 and rs[0]["fenced"]["limit"]==4<<30 and rs[0]["fenced"]["processes"]==1, rs' || t_fail "jobs --json: fenced"
+/usr/bin/python3 - "http://$(cat "$GPUM_STATE_DIR/http.addr")/metrics" <<'PY' || t_fail "/metrics: gpum_reservation_fenced_bytes"
+import re, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+rows = [l for l in text.splitlines() if l.startswith("gpum_reservation_fenced_bytes{") and 'label="fenced"' in l]
+assert len(rows) == 1 and float(rows[0].rsplit(" ", 1)[1]) == 3 << 30, rows
+PY
 FENCES=$(ls /dev/shm | grep -c '^gpum-fence-' || true)
 [ "$FENCES" -ge 1 ] || t_fail "no fence region while the job runs"
 kill -TERM "$RUNPID"
 wait "$RUNPID" 2>/dev/null || true
 [ "$(ls /dev/shm | grep -c '^gpum-fence-' || true)" -lt "$FENCES" ] || t_fail "the fence was left behind"
-t_ok "gpum jobs shows the fenced usage; the fence is removed with the job"
+t_ok "gpum jobs, gpum status and /metrics show the fenced usage; the fence is removed with the job"
 
 # Not enforced by default: the job may pass its reservation (run.enforce is false).
 t_expect 0 "${RUN[@]}" --mem 4GiB -q -- "$P" try 5G
