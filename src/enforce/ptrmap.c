@@ -12,6 +12,7 @@
 
 #define SHARDS 64
 #define BUCKETS 512
+#define MAX_SPARE 256
 
 struct ent {
   uint64_t key;
@@ -23,6 +24,8 @@ struct ent {
 static struct shard {
   pthread_mutex_t mu;
   struct ent *b[BUCKETS];
+  struct ent *spare; /* entries given back, reused before malloc */
+  unsigned nspare;   /* at most MAX_SPARE */
 } shards[SHARDS] = {
 #define S1 \
   { .mu = PTHREAD_MUTEX_INITIALIZER }
@@ -41,13 +44,18 @@ static uint64_t mix(uint64_t k, unsigned kind) {
 }
 
 int gpum__enf_map_put(unsigned kind, uint64_t key, uint64_t bytes, unsigned dev) {
-  struct ent *e = malloc(sizeof *e);
-  if (!e)
-    return -1;
   uint64_t h = mix(key, kind);
   struct shard *s = &shards[h % SHARDS];
-  *e = (struct ent){.key = key, .bytes = bytes, .dev = dev, .kind = kind};
   pthread_mutex_lock(&s->mu);
+  struct ent *e = s->spare;
+  if (e) {
+    s->spare = e->next;
+    s->nspare--;
+  } else if (!(e = malloc(sizeof *e))) {
+    pthread_mutex_unlock(&s->mu);
+    return -1;
+  }
+  *e = (struct ent){.key = key, .bytes = bytes, .dev = dev, .kind = kind};
   struct ent **head = &s->b[(h / SHARDS) % BUCKETS];
   e->next = *head;
   *head = e;
@@ -62,16 +70,22 @@ bool gpum__enf_map_take(unsigned kind, uint64_t key, uint64_t *bytes, unsigned *
   struct ent **pp = &s->b[(h / SHARDS) % BUCKETS];
   while (*pp && ((*pp)->key != key || (*pp)->kind != kind))
     pp = &(*pp)->next;
-  struct ent *e = *pp;
-  if (e)
+  struct ent *e = *pp, *drop = NULL;
+  if (e) {
     *pp = e->next;
+    *bytes = e->bytes;
+    *dev = e->dev;
+    if (s->nspare < MAX_SPARE) {
+      e->next = s->spare;
+      s->spare = e;
+      s->nspare++;
+    } else {
+      drop = e;
+    }
+  }
   pthread_mutex_unlock(&s->mu);
-  if (!e)
-    return false;
-  *bytes = e->bytes;
-  *dev = e->dev;
-  free(e);
-  return true;
+  free(drop);
+  return e != NULL;
 }
 
 /* After fork, in the child: one thread, the locks' holders gone with the parent's threads. */
@@ -87,6 +101,12 @@ void gpum__enf_map_clear(void) {
       }
       shards[i].b[j] = NULL;
     }
+    while (shards[i].spare) {
+      struct ent *next = shards[i].spare->next;
+      free(shards[i].spare);
+      shards[i].spare = next;
+    }
+    shards[i].nspare = 0;
   }
 }
 

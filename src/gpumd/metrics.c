@@ -355,8 +355,8 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
   static const char *const helps[] = {
       "Device memory a granted reservation holds, per device, bytes.",
       "Device memory used by the processes of a granted reservation, per device, bytes.",
-      "Device memory the processes of a reservation run under the enforcement shim hold, as "
-      "the shim counts it, per device, bytes (fenced reservations only)."};
+      ("Device memory the processes of a reservation run under the enforcement shim hold, as "
+       "the shim counts it, per device, bytes (fenced reservations only).")};
   for (int pass = 0; pass < 3; pass++) {
     const char *name = names[pass];
     family(w, name, "gauge", helps[pass]);

@@ -43,11 +43,10 @@ static int nvisible;
 static struct CUctx_st primary[GPUM__SIM_MAX_DEVICES];
 static _Thread_local CUcontext current;
 
+/* cu_inited and cu_node are written under cu_mu (cuInit) and read without it: every allocation
+ * asks, and a real driver answers from thread-local state, not under a process-wide lock. */
 bool gpum__sim_cu_initialized(void) {
-  pthread_mutex_lock(&cu_mu);
-  bool ok = cu_inited;
-  pthread_mutex_unlock(&cu_mu);
-  return ok;
+  return __atomic_load_n(&cu_inited, __ATOMIC_ACQUIRE);
 }
 
 /* One CUDA_VISIBLE_DEVICES entry to a device index; -1 when invalid. */
@@ -126,8 +125,8 @@ CUresult cuInit(unsigned int Flags) {
   for (int i = 0; i < GPUM__SIM_MAX_DEVICES; i++)
     primary[i] = (struct CUctx_st){
         .magic = CTX_MAGIC, .ordinal = i, .simdev = i < nvisible ? visible[i] : 0};
-  cu_node = n;
-  cu_inited = true;
+  __atomic_store_n(&cu_node, n, __ATOMIC_RELEASE);
+  __atomic_store_n(&cu_inited, true, __ATOMIC_RELEASE);
 out:
   pthread_mutex_unlock(&cu_mu);
   return ret;
@@ -136,10 +135,8 @@ out:
 /* The node of an initialised driver: NOT_INITIALIZED before cuInit, DEINITIALIZED once the node
  * was stopped. */
 static CUresult live(struct gpum__sim_node **out) {
-  pthread_mutex_lock(&cu_mu);
-  bool ok = cu_inited;
-  struct gpum__sim_node *n = cu_node;
-  pthread_mutex_unlock(&cu_mu);
+  bool ok = __atomic_load_n(&cu_inited, __ATOMIC_ACQUIRE);
+  struct gpum__sim_node *n = __atomic_load_n(&cu_node, __ATOMIC_ACQUIRE);
   if (!ok)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (__atomic_load_n(&n->hdr.stopped, __ATOMIC_ACQUIRE))

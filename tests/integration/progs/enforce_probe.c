@@ -262,7 +262,7 @@ static void *thr(void *arg) {
   for (unsigned i = 0; i < thr_rounds; i++) {
     unsigned k = (unsigned)rand_r(&seed) % 4;
     if (p[k]) {
-      held -= sz[k];
+      atomic_fetch_sub(&held, sz[k]);
       if (cuMemFree_v2(p[k]) != CUDA_SUCCESS)
         thr_fail = 2;
       p[k] = 0;
@@ -271,7 +271,7 @@ static void *thr(void *arg) {
     sz[k] = ((size_t)1 + (size_t)rand_r(&seed) % 16) << 20; /* 1-16 MiB: granule multiples */
     CUresult r = cuMemAlloc_v2(&p[k], sz[k]);
     if (r == CUDA_SUCCESS) {
-      if ((held += sz[k]) > thr_limit)
+      if (atomic_fetch_add(&held, sz[k]) + sz[k] > thr_limit)
         thr_fail = 3;
     } else if (r != CUDA_ERROR_OUT_OF_MEMORY) {
       thr_fail = 4;
@@ -281,7 +281,7 @@ static void *thr(void *arg) {
   }
   for (unsigned k = 0; k < 4; k++)
     if (p[k]) {
-      held -= sz[k];
+      atomic_fetch_sub(&held, sz[k]);
       cuMemFree_v2(p[k]);
     }
   return NULL;
