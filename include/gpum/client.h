@@ -86,6 +86,7 @@ typedef enum {
 typedef struct {
   unsigned index;
   char uuid[96];
+  uint64_t memory_total; /* the device's memory, bytes (0 when gpumd does not say) */
 } gpum_res_device_t;
 
 /* A reservation as the daemon reported it. Strings are "" when absent; numbers 0. */

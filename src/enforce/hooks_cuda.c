@@ -152,10 +152,21 @@ static void give_back(unsigned kind, uint64_t key) {
   }
 }
 
-#define NEED_REAL(name)                                      \
-  do {                                                       \
-    if (!gpum__enf_cuda_ready(NULL) || !gpum__enf_real.name) \
-      return CUDA_ERROR_NOT_INITIALIZED;                     \
+/* The real entry point, or an error: CUDA_ERROR_NOT_INITIALIZED without a driver, and
+ * CUDA_ERROR_NOT_FOUND (with one warning per entry point) when the driver lacks it (a program
+ * built against a newer driver than the one installed: without the shim the loader would have
+ * stopped it at that call). */
+#define NEED_REAL(name)                                                                      \
+  do {                                                                                       \
+    if (!gpum__enf_cuda_ready(NULL))                                                         \
+      return CUDA_ERROR_NOT_INITIALIZED;                                                     \
+    if (!gpum__enf_real.name) {                                                              \
+      static _Atomic bool warned_;                                                           \
+      if (!atomic_exchange(&warned_, true))                                                  \
+        gpum__enf_log("the CUDA driver has no %s: the call fails with CUDA_ERROR_NOT_FOUND", \
+                      #name);                                                                \
+      return CUDA_ERROR_NOT_FOUND;                                                           \
+    }                                                                                        \
   } while (0)
 
 /* An allocation of bytes on dev through call, which sets *dptr. */

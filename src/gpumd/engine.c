@@ -99,10 +99,10 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
       continue;
     gpumd_sched_device_t v;
     json_t *dev = json_object();
+    bool known = gpumd_sched_device(d->sched, i, &v) == 0;
     put_int(dev, GPUM_PROTO_F_INDEX, (json_int_t)i);
-    json_object_set_new_nocheck(
-        dev, GPUM_PROTO_F_UUID,
-        json_string(gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : ""));
+    json_object_set_new_nocheck(dev, GPUM_PROTO_F_UUID, json_string(known ? v.uuid : ""));
+    put_int(dev, GPUM_PROTO_F_MEMORY_TOTAL, known ? (json_int_t)v.memory_total : 0);
     json_array_append_new(devs, dev);
   }
   json_object_set_new_nocheck(o, GPUM_PROTO_F_DEVICES, devs);
@@ -183,7 +183,8 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool wit
     if (!(r->device_mask >> i & 1u))
       continue;
     gpumd_sched_device_t v;
-    const char *uuid = gpumd_sched_device(d->sched, i, &v) == 0 ? v.uuid : "";
+    bool known = gpumd_sched_device(d->sched, i, &v) == 0;
+    const char *uuid = known ? v.uuid : "";
     if (first)
       GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_INDEX));
     else
@@ -191,6 +192,7 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool wit
     first = false;
     gpumd_jw_int(w, i);
     W_TEXT(w, GPUM_PROTO_F_UUID, uuid);
+    W_INT(w, GPUM_PROTO_F_MEMORY_TOTAL, known ? (long long)v.memory_total : 0);
     gpumd_jw_raw(w, "}", 1);
   }
   gpumd_jw_raw(w, "]", 1);

@@ -76,6 +76,15 @@ grep -qx True "$T_OUT" || t_fail "python under the shim"
 [ ! -s "$T_ERR" ] || { cat "$T_ERR"; t_fail "the shim spoke in a program without CUDA"; }
 t_ok "pass-through: off, bad limit, no CUDA"
 
+# A driver newer than the CUDA ABI the shim knows (13.x): it wraps nothing and says so once.
+sed 's/cuda_version: "12.4"/cuda_version: "14.0"/' "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml" >"$T_SCRATCH/cuda14.yaml"
+grep -q 'cuda_version: "14.0"' "$T_SCRATCH/cuda14.yaml" || t_fail "no cuda 14 spec"
+t_sim_start "$T_SCRATCH/cuda14.yaml" "${T_NODE}-14"
+t_expect 0 env LD_PRELOAD="$SHIM" GPUM_MEM_LIMIT=4GiB "$P" try 5G
+grep -q 'the CUDA driver is version 14.0, newer than the shim knows (13.x): not fencing' "$T_ERR" || { cat "$T_ERR"; t_fail "no warning for an unknown driver"; }
+[ "$(grep -c . "$T_ERR")" -eq 1 ] || { cat "$T_ERR"; t_fail "more than one line for an unknown driver"; }
+t_ok "pass-through: a driver newer than the shim knows"
+
 # The regions the processes made themselves are gone with them.
 [ "$(ls /dev/shm | grep -c '^gpum-fence-p' || true)" -le "$FENCES_BEFORE" ] || { ls /dev/shm; t_fail "a fence region was left behind"; }
 t_ok "no region left behind"

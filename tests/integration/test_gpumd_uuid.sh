@@ -37,16 +37,18 @@ gd_py '
 c = Client()
 b = c.ok("reserve", bytes_per_gpu="10GiB", devices=[args[1]], lease="ttl", ttl_ms=600000)
 a = c.ok("reserve", bytes_per_gpu="20GiB", devices=[args[0]], lease="ttl", ttl_ms=600000)
-assert b["reservation"]["devices"] == [{"index": 1, "uuid": args[1]}], b
-assert a["reservation"]["devices"] == [{"index": 0, "uuid": args[0]}], a
+G = 80 * 2**30  # every device of the spec: memory_total in the grant
+assert b["reservation"]["devices"] == [{"index": 1, "uuid": args[1], "memory_total": G}], b
+assert a["reservation"]["devices"] == [{"index": 0, "uuid": args[0], "memory_total": G}], a
 ' "$UA" "$UB" || t_fail "reserve"
 
 restart_on "$T_SCRATCH/ba.yaml"
 gd_py '
 c = Client()
 live = {r["id"]: r for r in c.ok("list")["reservations"]}
-assert live["r-1"]["devices"] == [{"index": 0, "uuid": args[1]}], live
-assert live["r-2"]["devices"] == [{"index": 1, "uuid": args[0]}], live
+ref = lambda r: [(d["index"], d["uuid"]) for d in r["devices"]]
+assert ref(live["r-1"]) == [(0, args[1])], live
+assert ref(live["r-2"]) == [(1, args[0])], live
 assert all(r["state"] == "GRANTED" for r in live.values()), live
 devs = {d["uuid"]: d for d in c.ok("status")["devices"]}
 assert devs[args[1]]["index"] == 0 and devs[args[1]]["reserved"] == 10 * 2**30, devs
@@ -60,7 +62,7 @@ gd_py '
 c = Client()
 live = c.ok("list")["reservations"]
 assert [r["id"] for r in live] == ["r-2"], live
-assert live[0]["devices"] == [{"index": 0, "uuid": args[0]}], live
+assert [(d["index"], d["uuid"]) for d in live[0]["devices"]] == [(0, args[0])], live
 msg = c.err("release", "ENOENT", reservation="r-1")
 assert msg.endswith("already ended: FAILED (device %s gone after restart)" % args[1]), msg
 st = c.ok("status")["devices"]

@@ -89,6 +89,7 @@ static void device_ref(const json_t *d, gpum_res_device_t *out) {
   }
   out->index = (unsigned)u64(d, GPUM_PROTO_F_INDEX);
   str(d, GPUM_PROTO_F_UUID, out->uuid, sizeof out->uuid);
+  out->memory_total = u64(d, GPUM_PROTO_F_MEMORY_TOTAL);
 }
 
 void gpum__res_parse(const json_t *o, gpum_reservation_t *r) {
