@@ -26,6 +26,7 @@
 #define GPUM_GPUM_H
 
 #include <gpum/alert.h>
+#include <gpum/batch.h>
 #include <gpum/client.h>
 #include <gpum/clock.h>
 #include <gpum/device.h>

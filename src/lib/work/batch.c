@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The adaptive batch runner (gpum/batch.h, docs/batch.md).
+ *
+ * The runner's one control variable is a budget W in weight units (items count 1 each unless a
+ * weight callback says otherwise): a batch takes items in order while their weights fit in W
+ * (at least one item, at most max_batch, never past the accumulation window). W follows what
+ * was measured:
+ *   - after each successful step the memory callback's peak is fitted against the batch's
+ *     weight, peak = base + per_unit x weight, by least squares with forgetting (recent steps
+ *     count more: other jobs come and go); until two different weights were seen, base is
+ *     taken as 0, which overstates per_unit: the safe side;
+ *   - the budget the fit allows is (limit x target - base) / per_unit, limit as the callback
+ *     reports it now (a quarter less under gpumd's pressure); W moves toward it, at most
+ *     doubling per step;
+ *   - an out-of-memory step of a weight that succeeded within the last 64 steps is taken for a
+ *     passing spike (another job's): the same items run again once as they were; otherwise, or
+ *     when that fails too, the weight becomes a ceiling and W halves; the ceiling holds W below
+ *     90% of it until 64 steps succeeded, then lifts (conditions change);
+ *   - without a memory callback W doubles after 8 successes in a row, below the ceiling.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/batch.h>
+#include <gpum/error.h>
+
+#include "core/os_internal.h"
+
+#define DEFAULT_TARGET 0.9
+#define PRESSURE_SHARE 0.75  /* of the limit while gpumd reports pressure */
+#define FORGET 0.9           /* weight of the past in the fit, per step */
+#define CEILING_STEPS 64     /* successes before an out-of-memory ceiling lifts */
+#define BLIND_GROW_STEPS 8   /* successes before growing without a memory callback */
+#define HALF_TRAJECTORY (GPUM_BATCH_TRAJECTORY / 2)
+#define ALONE_TRIES 3        /* one item out of memory alone this many times: it does not fit */
+
+struct gpum_batch_runner {
+  gpum_batch_opts_t o;
+  gpum_batch_stats_t st;
+  uint64_t pos;       /* the next item */
+  double budget;      /* W */
+  double ceiling;     /* weight that ran out of memory; 0: none */
+  unsigned since_oom; /* successes since the ceiling was set */
+  unsigned streak;    /* successes in a row (blind growth) */
+  double recent_ok;   /* the heaviest step that succeeded in the current span of 64 */
+  double last_ok;     /* ... and in the span before */
+  unsigned span;      /* successes in the current span */
+  /* The fit's decayed sums over (weight x, peak y). */
+  double n, sx, sy, sxx, sxy;
+  _Atomic bool pressure;
+  /* Windows. */
+  uint64_t win_start, win_size, win_done, since_ckpt;
+  /* The trajectory's last half, a ring. */
+  gpum_batch_change_t tail[HALF_TRAJECTORY];
+  size_t tail_next;
+  size_t last_size;
+  uint64_t t0;
+};
+
+static double weight_of(const gpum_batch_runner_t *r, uint64_t item) {
+  if (!r->o.weight)
+    return 1.0;
+  double w = r->o.weight(item, r->o.user);
+  return w > 0 && isfinite(w) ? w : 1.0;
+}
+
+int gpum_batch_create(const gpum_batch_opts_t *opts, gpum_batch_runner_t **out) {
+  if (!opts || !out)
+    return gpum_error(GPUM_EINVAL, "gpum_batch_create: NULL argument");
+  if (!opts->step)
+    return gpum_error(GPUM_EINVAL, "the batch runner needs a step function");
+  if (opts->batch_size == 0)
+    return gpum_error(GPUM_EINVAL, "the first batch size must be at least 1");
+  if (opts->max_batch && opts->max_batch < opts->batch_size)
+    return gpum_error(GPUM_EINVAL, "max_batch (%zu) is below batch_size (%zu)", opts->max_batch,
+                      opts->batch_size);
+  if (opts->start > opts->items)
+    return gpum_error(GPUM_EINVAL, "start (%llu) is past the %llu items",
+                      (unsigned long long)opts->start, (unsigned long long)opts->items);
+  if (opts->target < 0 || opts->target > 1)
+    return gpum_error(GPUM_EINVAL, "target must be a share of the limit, in 0..1");
+  gpum_batch_runner_t *r = calloc(1, sizeof *r);
+  if (!r)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  r->o = *opts;
+  if (!r->o.max_batch)
+    r->o.max_batch = r->o.batch_size;
+  if (r->o.target == 0)
+    r->o.target = DEFAULT_TARGET;
+  r->pos = r->win_start = opts->start;
+  r->st.batch_size = r->o.batch_size;
+  *out = r;
+  return 0;
+}
+
+void gpum_batch_destroy(gpum_batch_runner_t *r) {
+  free(r);
+}
+
+void gpum_batch_set_pressure(gpum_batch_runner_t *r, bool on) {
+  if (r)
+    atomic_store(&r->pressure, on);
+}
+
+void gpum_batch_stats(const gpum_batch_runner_t *r, gpum_batch_stats_t *out) {
+  *out = r->st;
+  /* The trajectory: its first half as recorded, then the ring's newest entries in order. */
+  size_t head = r->st.changes < HALF_TRAJECTORY ? (size_t)r->st.changes : HALF_TRAJECTORY;
+  size_t tail = r->st.changes > HALF_TRAJECTORY ? (size_t)(r->st.changes - HALF_TRAJECTORY) : 0;
+  if (tail > HALF_TRAJECTORY)
+    tail = HALF_TRAJECTORY;
+  for (size_t i = 0; i < tail; i++)
+    out->trajectory[head + i] = r->tail[(r->tail_next + HALF_TRAJECTORY - tail + i) % HALF_TRAJECTORY];
+  out->nchanges = head + tail;
+}
+
+static void note_size(gpum_batch_runner_t *r, uint64_t item, size_t size) {
+  if (size == r->last_size)
+    return;
+  r->last_size = size;
+  gpum_batch_change_t c = {.item = item, .size = size};
+  if (r->st.changes < HALF_TRAJECTORY) {
+    r->st.trajectory[r->st.changes] = c;
+  } else {
+    r->tail[r->tail_next] = c;
+    r->tail_next = (r->tail_next + 1) % HALF_TRAJECTORY;
+  }
+  r->st.changes++;
+  r->st.nchanges = r->st.changes < GPUM_BATCH_TRAJECTORY ? (size_t)r->st.changes
+                                                         : GPUM_BATCH_TRAJECTORY;
+}
+
+/* The items of the next batch from r->pos: count and total weight. */
+static size_t form(gpum_batch_runner_t *r, double *weight) {
+  uint64_t left = r->o.items - r->pos, win_left = r->win_start + r->win_size - r->pos;
+  size_t cap = r->o.max_batch;
+  if (left < cap)
+    cap = (size_t)left;
+  if (win_left < cap)
+    cap = (size_t)win_left;
+  size_t n = 0;
+  double w = 0;
+  while (n < cap) {
+    double wi = weight_of(r, r->pos + n);
+    if (n > 0 && w + wi > r->budget)
+      break;
+    w += wi;
+    n++;
+  }
+  *weight = w;
+  return n;
+}
+
+/* The budget the fit allows, or -1 when there is nothing to go on. */
+static double fit_allows(const gpum_batch_runner_t *r, uint64_t limit) {
+  if (r->n <= 0 || limit == 0)
+    return -1;
+  double mx = r->sx / r->n, my = r->sy / r->n;
+  double var = r->sxx / r->n - mx * mx, cov = r->sxy / r->n - mx * my;
+  double per, base;
+  if (var > 1e-9 * mx * mx && cov > 0) {
+    per = cov / var;
+    base = my - per * mx;
+    if (base < 0) { /* a line through the origin rather than a negative base */
+      base = 0;
+      per = r->sxy / r->sxx;
+    }
+  } else {
+    base = 0;
+    per = mx > 0 ? my / mx : 0;
+  }
+  if (per <= 0)
+    return -1;
+  double share = r->o.target * (atomic_load(&r->pressure) ? PRESSURE_SHARE : 1.0);
+  double room = (double)limit * share - base;
+  return room > 0 ? room / per : 0;
+}
+
+static void learn(gpum_batch_runner_t *r, double weight, const gpum_batch_memory_t *m) {
+  r->n = r->n * FORGET + 1;
+  r->sx = r->sx * FORGET + weight;
+  r->sy = r->sy * FORGET + (double)m->peak;
+  r->sxx = r->sxx * FORGET + weight * weight;
+  r->sxy = r->sxy * FORGET + weight * (double)m->peak;
+}
+
+/* After a successful step of weight w: the next budget. */
+static void grow(gpum_batch_runner_t *r, double w) {
+  double next = r->budget;
+  if (w > r->recent_ok)
+    r->recent_ok = w;
+  if (++r->span >= CEILING_STEPS) {
+    r->last_ok = r->recent_ok;
+    r->recent_ok = 0;
+    r->span = 0;
+  }
+  gpum_batch_memory_t m = {0};
+  bool measured = r->o.memory && r->o.memory(&m, r->o.user) == 0;
+  if (measured) {
+    if (m.peak > r->st.peak)
+      r->st.peak = m.peak;
+    learn(r, w, &m);
+    double allows = fit_allows(r, m.limit);
+    if (allows >= 0) {
+      next = allows;
+      if (next > 2 * r->budget)
+        next = 2 * r->budget;
+    }
+  } else if (++r->streak >= BLIND_GROW_STEPS) {
+    r->streak = 0;
+    next = 2 * r->budget;
+  }
+  if (atomic_load(&r->pressure) && next > r->budget)
+    next = r->budget;
+  if (r->ceiling > 0) {
+    if (++r->since_oom >= CEILING_STEPS)
+      r->ceiling = 0;
+    else if (next > 0.9 * r->ceiling)
+      next = 0.9 * r->ceiling;
+  }
+  r->budget = next > 1e-9 ? next : 1e-9; /* a batch always takes one item */
+}
+
+/* Whether w succeeded lately: an out-of-memory step of that weight is taken for a spike. */
+static bool proven(const gpum_batch_runner_t *r, double w) {
+  return w <= r->recent_ok || w <= r->last_ok;
+}
+
+static void after_oom(gpum_batch_runner_t *r, double w) {
+  r->st.ooms++;
+  r->ceiling = w;
+  r->since_oom = 0;
+  r->streak = 0;
+  r->budget = w / 2;
+  if (r->o.memory) { /* the step's peak up to the failure is no sample of a full batch */
+    gpum_batch_memory_t m;
+    (void)r->o.memory(&m, r->o.user);
+  }
+}
+
+/* Advances past count items; closes the window and checkpoints when due. */
+static int advance(gpum_batch_runner_t *r, size_t count) {
+  r->pos += count;
+  r->win_done += count;
+  r->since_ckpt += count;
+  if (r->win_done < r->win_size && r->pos < r->o.items)
+    return 0;
+  r->st.windows++;
+  r->win_start = r->pos;
+  r->win_done = 0;
+  if (r->o.checkpoint && r->o.checkpoint_every && r->since_ckpt >= r->o.checkpoint_every) {
+    r->since_ckpt = 0;
+    int rc = r->o.checkpoint(r->pos, r->o.user);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* Without an effective batch a window is one micro-batch: form() caps it at max_batch. */
+static void window_open(gpum_batch_runner_t *r) {
+  uint64_t left = r->o.items - r->win_start;
+  uint64_t e = r->o.effective_batch ? r->o.effective_batch : UINT64_MAX;
+  r->win_size = left < e ? left : e;
+}
+
+/* One item alone ran out of memory: the fallback, or reported failed. */
+static void fall_back(gpum_batch_runner_t *r, gpum_batch_t *b) {
+  int rc = GPUM_EDEVOOM;
+  if (r->o.fallback) {
+    rc = r->o.fallback(b, r->o.user);
+    if (rc == 0) {
+      r->st.fallback++;
+      return;
+    }
+  }
+  r->st.failed++;
+  if (r->o.failed)
+    r->o.failed(b->first, rc, r->o.user);
+}
+
+static void timing(gpum_batch_runner_t *r) {
+  r->st.seconds = (double)(gpum__os_mono_ns() - r->t0) / 1e9;
+  r->st.items_per_s =
+      r->st.seconds > 0 ? (double)(r->st.done + r->st.fallback) / r->st.seconds : 0;
+}
+
+int gpum_batch_run(gpum_batch_runner_t *r) {
+  if (!r)
+    return gpum_error(GPUM_EINVAL, "gpum_batch_run: NULL runner");
+  r->t0 = gpum__os_mono_ns() - (uint64_t)(r->st.seconds * 1e9);
+  if (r->budget == 0) { /* the first batch: batch_size items, whatever they weigh */
+    double w = 0;
+    for (size_t i = 0; i < r->o.batch_size && r->pos + i < r->o.items; i++)
+      w += weight_of(r, r->pos + i);
+    r->budget = w > 0 ? w : 1;
+  }
+  if (r->win_done == 0)
+    window_open(r);
+  unsigned attempt = 0, alone = 0; /* tries of these items; of one item alone */
+  while (r->pos < r->o.items) {
+    double w;
+    size_t count = form(r, &w);
+    if (!r->o.effective_batch)
+      r->win_size = count; /* each micro-batch its own window */
+    note_size(r, r->pos, count);
+    r->st.batch_size = count;
+    gpum_batch_t b = {.first = r->pos,
+                      .count = count,
+                      .attempt = attempt,
+                      .window_end = r->win_done + count >= r->win_size,
+                      .loss_scale = (double)count / (double)r->win_size,
+                      .window = r->st.windows};
+    int rc = r->o.step(&b, r->o.user);
+    /* A batch, or one item a few times (another job's passing spike): smaller, again. */
+    alone = count == 1 && rc == GPUM_EDEVOOM ? alone + 1 : 0;
+    if (rc == GPUM_EDEVOOM && attempt == 0 && proven(r, w)) {
+      r->st.ooms++; /* a spike: the same items again, as they were */
+      r->st.retries += count;
+      attempt++;
+      continue;
+    }
+    if (rc == GPUM_EDEVOOM && (count > 1 || alone < ALONE_TRIES)) {
+      after_oom(r, w);
+      r->st.retries += count;
+      attempt++;
+      continue;
+    }
+    if (rc == GPUM_EDEVOOM) { /* one item, alone, does not fit: ALONE_TRIES in a row */
+      after_oom(r, w);
+      fall_back(r, &b);
+    } else if (rc != 0) {
+      timing(r);
+      return rc;
+    } else {
+      r->st.done += count;
+      r->st.steps++;
+      if (r->st.smallest == 0 || count < r->st.smallest)
+        r->st.smallest = count;
+      if (count > r->st.largest)
+        r->st.largest = count;
+      grow(r, w);
+    }
+    attempt = alone = 0;
+    rc = advance(r, count);
+    if (rc == 0 && r->win_done == 0 && r->pos < r->o.items)
+      window_open(r);
+    timing(r);
+    if (r->o.progress)
+      r->o.progress(&r->st, r->o.user);
+    if (rc != 0)
+      return rc;
+  }
+  timing(r);
+  return 0;
+}
+
+int gpum_batch_memory_from_pool(gpum_batch_memory_t *m, void *pool) {
+  gpum_pool_stats_t s;
+  int rc = gpum_pool_stats(pool, &s);
+  if (rc != 0)
+    return rc;
+  gpum_pool_reset_peaks(pool);
+  if (s.limit == 0)
+    return gpum_error(GPUM_ENOENT, "the pool has no limit to measure against");
+  m->peak = s.reserved_bytes.peak;
+  m->limit = s.limit;
+  return 0;
+}
