@@ -37,12 +37,12 @@ extern "C" {
 
 /* One micro-batch, as the step (or the fallback) sees it. */
 typedef struct {
-  uint64_t first;     /* index of its first item */
-  size_t count;       /* items first .. first + count - 1 */
-  unsigned attempt;   /* 0 the first time these items run; more after out-of-memory retries */
-  bool window_end;    /* it closes an accumulation window: step the optimizer after it */
-  double loss_scale;  /* count / the window's items: the loss weights sum to 1 per window */
-  uint64_t window;    /* the window's number, from 0 (from the start item on a resume) */
+  uint64_t first;    /* index of its first item */
+  size_t count;      /* items first .. first + count - 1 */
+  unsigned attempt;  /* 0 the first time these items run; more after out-of-memory retries */
+  bool window_end;   /* it closes an accumulation window: step the optimizer after it */
+  double loss_scale; /* count / the window's items: the loss weights sum to 1 per window */
+  uint64_t window;   /* the window's number, from 0 (from the start item on a resume) */
 } gpum_batch_t;
 
 /* Returns 0 when the batch ran, GPUM_EDEVOOM when the device ran out of memory (it is retried
@@ -73,13 +73,13 @@ typedef int (*gpum_batch_checkpoint_fn)(uint64_t next, void *user);
 typedef void (*gpum_batch_failed_fn)(uint64_t item, int error, void *user);
 
 typedef struct {
-  uint64_t items;        /* N (required) */
-  uint64_t start;        /* the first item to run: 0, or a checkpoint's next to resume */
-  size_t batch_size;     /* the first batch's size (required, >= 1) */
-  size_t max_batch;      /* the largest (0: batch_size) */
-  size_t effective_batch; /* items per accumulation window (0: every micro-batch is one) */
-  double target;         /* the share of the limit peaks may reach when growing (0: 0.9) */
-  gpum_batch_step_fn step; /* required */
+  uint64_t items;              /* N (required) */
+  uint64_t start;              /* the first item to run: 0, or a checkpoint's next to resume */
+  size_t batch_size;           /* the first batch's size (required, >= 1) */
+  size_t max_batch;            /* the largest (0: batch_size) */
+  size_t effective_batch;      /* items per accumulation window (0: every micro-batch is one) */
+  double target;               /* the share of the limit peaks may reach when growing (0: 0.9) */
+  gpum_batch_step_fn step;     /* required */
   gpum_batch_step_fn fallback; /* optional: runs one item that failed alone (count 1) */
   gpum_batch_memory_fn memory; /* optional: see above */
   gpum_batch_weight_fn weight; /* optional: items' sizes (default: all 1) */
@@ -87,7 +87,7 @@ typedef struct {
   uint64_t checkpoint_every;           /* items between checkpoints (0: none) */
   gpum_batch_progress_fn progress;     /* optional: after every step */
   gpum_batch_failed_fn failed;         /* optional */
-  void *user; /* passed to every callback */
+  void *user;                          /* passed to every callback */
 } gpum_batch_opts_t;
 
 /* Where the batch size changed: from item on, size. */
@@ -99,20 +99,20 @@ typedef struct {
 #define GPUM_BATCH_TRAJECTORY 256 /* changes kept: the first 128 and the last 128 */
 
 struct gpum_batch_stats {
-  uint64_t done;      /* items run by the step */
-  uint64_t fallback;  /* items run by the fallback */
-  uint64_t failed;    /* items that failed */
-  uint64_t steps;     /* successful steps */
-  uint64_t ooms;      /* steps that ran out of memory */
-  uint64_t retries;   /* items run again after an out-of-memory step */
-  uint64_t windows;   /* accumulation windows closed */
-  size_t batch_size;  /* now */
+  uint64_t done;            /* items run by the step */
+  uint64_t fallback;        /* items run by the fallback */
+  uint64_t failed;          /* items that failed */
+  uint64_t steps;           /* successful steps */
+  uint64_t ooms;            /* steps that ran out of memory */
+  uint64_t retries;         /* items run again after an out-of-memory step */
+  uint64_t windows;         /* accumulation windows closed */
+  size_t batch_size;        /* now */
   size_t smallest, largest; /* batch sizes run */
-  uint64_t peak;      /* the highest peak the memory callback reported */
-  double seconds;     /* wall time of the run so far */
-  double items_per_s; /* (done + fallback) / seconds */
-  size_t nchanges;    /* changes recorded in trajectory */
-  uint64_t changes;   /* batch size changes in all */
+  uint64_t peak;            /* the highest peak the memory callback reported */
+  double seconds;           /* wall time of the run so far */
+  double items_per_s;       /* (done + fallback) / seconds */
+  size_t nchanges;          /* changes recorded in trajectory */
+  uint64_t changes;         /* batch size changes in all */
   gpum_batch_change_t trajectory[GPUM_BATCH_TRAJECTORY];
 };
 

@@ -24,12 +24,12 @@
 #define MiB (1024ULL * 1024)
 
 typedef struct {
-  uint8_t *runs;        /* per item: times a successful step (or the fallback) ran it */
+  uint8_t *runs; /* per item: times a successful step (or the fallback) ran it */
   uint64_t items;
   unsigned seed;
-  size_t cap;           /* an OOM above this many items */
-  unsigned oom_every;   /* and at random, about 1 step in oom_every (0: never) */
-  uint64_t too_big;     /* this item fails even alone (UINT64_MAX: none) */
+  size_t cap;         /* an OOM above this many items */
+  unsigned oom_every; /* and at random, about 1 step in oom_every (0: never) */
+  uint64_t too_big;   /* this item fails even alone (UINT64_MAX: none) */
   bool with_fallback;
   uint64_t failed_item; /* reported by the failed callback */
   int failed_calls;
@@ -39,7 +39,7 @@ typedef struct {
   size_t window_count;
   bool windows_ok;
   size_t effective;
-  uint64_t stop_at;     /* checkpoint: stop the run at the first checkpoint past this */
+  uint64_t stop_at; /* checkpoint: stop the run at the first checkpoint past this */
   uint64_t ckpt_next;
 } ctx_t;
 
@@ -141,8 +141,12 @@ static void test_item_too_big_alone(void **state) {
     ctx_t *c = ctx_new(5000);
     c->too_big = 1234;
     c->with_fallback = with;
-    gpum_batch_opts_t o = {.items = 5000, .batch_size = 100, .step = step,
-                           .fallback = with ? fallback : NULL, .failed = failed, .user = c};
+    gpum_batch_opts_t o = {.items = 5000,
+                           .batch_size = 100,
+                           .step = step,
+                           .fallback = with ? fallback : NULL,
+                           .failed = failed,
+                           .user = c};
     gpum_batch_runner_t *r;
     assert_int_equal(gpum_batch_create(&o, &r), 0);
     assert_int_equal(gpum_batch_run(r), 0); /* the run goes on */
@@ -173,8 +177,12 @@ static void test_windows_add_up(void **state) {
   ctx_t *c = ctx_new(n);
   c->oom_every = 7;
   c->effective = 256;
-  gpum_batch_opts_t o = {.items = n, .batch_size = 64, .max_batch = 512, .effective_batch = 256,
-                         .step = step, .user = c};
+  gpum_batch_opts_t o = {.items = n,
+                         .batch_size = 64,
+                         .max_batch = 512,
+                         .effective_batch = 256,
+                         .step = step,
+                         .user = c};
   gpum_batch_runner_t *r;
   assert_int_equal(gpum_batch_create(&o, &r), 0);
   assert_int_equal(gpum_batch_run(r), 0);
@@ -202,8 +210,14 @@ static void test_checkpoint_resume(void **state) {
   c->oom_every = 10;
   c->effective = 128;
   c->stop_at = 70000;
-  gpum_batch_opts_t o = {.items = n, .batch_size = 32, .max_batch = 128, .effective_batch = 128,
-                         .step = step, .checkpoint = ckpt, .checkpoint_every = 5000, .user = c};
+  gpum_batch_opts_t o = {.items = n,
+                         .batch_size = 32,
+                         .max_batch = 128,
+                         .effective_batch = 128,
+                         .step = step,
+                         .checkpoint = ckpt,
+                         .checkpoint_every = 5000,
+                         .user = c};
   gpum_batch_runner_t *r;
   assert_int_equal(gpum_batch_create(&o, &r), 0);
   assert_int_equal(gpum_batch_run(r), GPUM_EINTR);
@@ -230,9 +244,9 @@ typedef struct {
   uint8_t *runs;
   gpum_devptr_t other_ptr;
   bool squeezed;
-  uint64_t pos;                        /* the runner's position, from the progress callback */
+  uint64_t pos; /* the runner's position, from the progress callback */
   size_t largest_before, largest_in, largest_after;
-  uint64_t most_in;                    /* the heaviest step during the squeeze, bytes */
+  uint64_t most_in; /* the heaviest step during the squeeze, bytes */
 } pctx_t;
 
 #define SQUEEZE_FROM 50000
@@ -266,7 +280,7 @@ static int pool_step(const gpum_batch_t *b, void *user) {
   assert_int_equal(rc, 0);
   for (size_t i = 0; i < b->count; i++)
     p->runs[b->first + i]++;
-  size_t *largest = p->squeezed ? &p->largest_in
+  size_t *largest = p->squeezed               ? &p->largest_in
                     : b->first < SQUEEZE_FROM ? &p->largest_before
                                               : &p->largest_after;
   if (b->count > *largest)

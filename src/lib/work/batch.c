@@ -30,12 +30,12 @@
 #include "core/os_internal.h"
 
 #define DEFAULT_TARGET 0.9
-#define PRESSURE_SHARE 0.75  /* of the limit while gpumd reports pressure */
-#define FORGET 0.9           /* weight of the past in the fit, per step */
-#define CEILING_STEPS 64     /* successes before an out-of-memory ceiling lifts */
-#define BLIND_GROW_STEPS 8   /* successes before growing without a memory callback */
+#define PRESSURE_SHARE 0.75 /* of the limit while gpumd reports pressure */
+#define FORGET 0.9          /* weight of the past in the fit, per step */
+#define CEILING_STEPS 64    /* successes before an out-of-memory ceiling lifts */
+#define BLIND_GROW_STEPS 8  /* successes before growing without a memory callback */
 #define HALF_TRAJECTORY (GPUM_BATCH_TRAJECTORY / 2)
-#define ALONE_TRIES 3        /* one item out of memory alone this many times: it does not fit */
+#define ALONE_TRIES 3 /* one item out of memory alone this many times: it does not fit */
 
 struct gpum_batch_runner {
   gpum_batch_opts_t o;
@@ -113,7 +113,8 @@ void gpum_batch_stats(const gpum_batch_runner_t *r, gpum_batch_stats_t *out) {
   if (tail > HALF_TRAJECTORY)
     tail = HALF_TRAJECTORY;
   for (size_t i = 0; i < tail; i++)
-    out->trajectory[head + i] = r->tail[(r->tail_next + HALF_TRAJECTORY - tail + i) % HALF_TRAJECTORY];
+    out->trajectory[head + i] =
+        r->tail[(r->tail_next + HALF_TRAJECTORY - tail + i) % HALF_TRAJECTORY];
   out->nchanges = head + tail;
 }
 
@@ -129,8 +130,8 @@ static void note_size(gpum_batch_runner_t *r, uint64_t item, size_t size) {
     r->tail_next = (r->tail_next + 1) % HALF_TRAJECTORY;
   }
   r->st.changes++;
-  r->st.nchanges = r->st.changes < GPUM_BATCH_TRAJECTORY ? (size_t)r->st.changes
-                                                         : GPUM_BATCH_TRAJECTORY;
+  r->st.nchanges =
+      r->st.changes < GPUM_BATCH_TRAJECTORY ? (size_t)r->st.changes : GPUM_BATCH_TRAJECTORY;
 }
 
 /* The items of the next batch from r->pos: count and total weight. */
@@ -284,8 +285,7 @@ static void fall_back(gpum_batch_runner_t *r, gpum_batch_t *b) {
 
 static void timing(gpum_batch_runner_t *r) {
   r->st.seconds = (double)(gpum__os_mono_ns() - r->t0) / 1e9;
-  r->st.items_per_s =
-      r->st.seconds > 0 ? (double)(r->st.done + r->st.fallback) / r->st.seconds : 0;
+  r->st.items_per_s = r->st.seconds > 0 ? (double)(r->st.done + r->st.fallback) / r->st.seconds : 0;
 }
 
 int gpum_batch_run(gpum_batch_runner_t *r) {
