@@ -52,7 +52,9 @@ typedef int (*gpum_batch_step_fn)(const gpum_batch_t *b, void *user);
 /* What the memory callback reports after each step. */
 typedef struct {
   uint64_t peak;  /* the most in use since the previous call (the step's peak), bytes */
-  uint64_t limit; /* what may be used: the reservation, the pool's limit, the device's size */
+  uint64_t limit; /* what may be used now: the reservation, the pool's limit, or the device's
+                     free memory plus what the job holds */
+  uint64_t total; /* the device's size (0: unknown): peaks are kept under target of it */
 } gpum_batch_memory_t;
 
 /* Fills *m; returns 0, or an error (the runner then grows by doubling, up to max_batch). */
@@ -69,6 +71,10 @@ typedef void (*gpum_batch_progress_fn)(const gpum_batch_stats_t *s, void *user);
  * non-zero return stops the run with that code. */
 typedef int (*gpum_batch_checkpoint_fn)(uint64_t next, void *user);
 
+/* Waits for memory to come back (another job ends) before an item is tried again: return 0
+ * to try again, non-zero to give the item up (then the fallback, or failed). */
+typedef int (*gpum_batch_wait_fn)(void *user);
+
 /* Called for an item that failed (out of memory alone, and no fallback or the fallback failed). */
 typedef void (*gpum_batch_failed_fn)(uint64_t item, int error, void *user);
 
@@ -78,7 +84,9 @@ typedef struct {
   size_t batch_size;           /* the first batch's size (required, >= 1) */
   size_t max_batch;            /* the largest (0: batch_size) */
   size_t effective_batch;      /* items per accumulation window (0: every micro-batch is one) */
-  double target;               /* the share of the limit peaks may reach when growing (0: 0.9) */
+  double target;               /* the share of the device (memory.total) peaks may reach, or,
+                                  without it, of what the limit leaves above the job's fixed
+                                  memory (0: 0.88) */
   gpum_batch_step_fn step;     /* required */
   gpum_batch_step_fn fallback; /* optional: runs one item that failed alone (count 1) */
   gpum_batch_memory_fn memory; /* optional: see above */
@@ -87,7 +95,11 @@ typedef struct {
   uint64_t checkpoint_every;           /* items between checkpoints (0: none) */
   gpum_batch_progress_fn progress;     /* optional: after every step */
   gpum_batch_failed_fn failed;         /* optional */
-  void *user;                          /* passed to every callback */
+  gpum_batch_wait_fn wait; /* optional: an item that would fit the device but not what is free
+                              now waits for memory through it (default: 100 ms sleeps, up to
+                              max_wait_ms) */
+  uint64_t max_wait_ms;    /* with the default wait: how long an item may wait (0: 10 min) */
+  void *user;              /* passed to every callback */
 } gpum_batch_opts_t;
 
 /* Where the batch size changed: from item on, size. */
@@ -106,6 +118,7 @@ struct gpum_batch_stats {
   uint64_t ooms;            /* steps that ran out of memory */
   uint64_t retries;         /* items run again after an out-of-memory step */
   uint64_t windows;         /* accumulation windows closed */
+  uint64_t waits;           /* times an item waited for memory */
   size_t batch_size;        /* now */
   size_t smallest, largest; /* batch sizes run */
   uint64_t peak;            /* the highest peak the memory callback reported */

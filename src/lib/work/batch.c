@@ -10,9 +10,11 @@
  *     weight, peak = base + per_unit x weight, by least squares with forgetting (recent steps
  *     count more: other jobs come and go); until two different weights were seen, base is
  *     taken as 0, which overstates per_unit: the safe side;
- *   - the budget the fit allows is (limit x target - base) / per_unit, limit as the callback
- *     reports it now (a quarter less under gpumd's pressure); W moves toward it, at most
- *     doubling per step;
+ *   - the budget the fit allows keeps peaks under target (0.88) of the device's size and 97% of
+ *     the limit as the callback reports it now (without the device's size: base + target of
+ *     what the limit leaves above base), a quarter less under gpumd's pressure; W moves toward
+ *     it, at once up to the heaviest batch that succeeded lately, beyond that at most doubling
+ *     per step;
  *   - an out-of-memory step of a weight that succeeded within the last 64 steps is taken for a
  *     passing spike (another job's): the same items run again once as they were; otherwise, or
  *     when that fails too, the weight becomes a ceiling and W halves; the ceiling holds W below
@@ -21,6 +23,7 @@
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,13 +32,16 @@
 
 #include "core/os_internal.h"
 
-#define DEFAULT_TARGET 0.9
+#define DEFAULT_TARGET 0.88
 #define PRESSURE_SHARE 0.75 /* of the limit while gpumd reports pressure */
+#define LIMIT_SHARE 0.97    /* of the limit, at most, when the device's size is known */
 #define FORGET 0.9          /* weight of the past in the fit, per step */
 #define CEILING_STEPS 64    /* successes before an out-of-memory ceiling lifts */
 #define BLIND_GROW_STEPS 8  /* successes before growing without a memory callback */
 #define HALF_TRAJECTORY (GPUM_BATCH_TRAJECTORY / 2)
 #define ALONE_TRIES 3 /* one item out of memory alone this many times: it does not fit */
+#define WAIT_MS 100   /* the default wait between tries of an item waiting for memory */
+#define DEFAULT_MAX_WAIT_MS 600000
 
 struct gpum_batch_runner {
   gpum_batch_opts_t o;
@@ -58,6 +64,8 @@ struct gpum_batch_runner {
   size_t tail_next;
   size_t last_size;
   uint64_t t0;
+  uint64_t waited_ms;              /* the default wait's time for the current item */
+  uint64_t last_limit, last_total; /* the memory callback's last figures */
 };
 
 static double weight_of(const gpum_batch_runner_t *r, uint64_t item) {
@@ -156,7 +164,7 @@ static size_t form(gpum_batch_runner_t *r, double *weight) {
 }
 
 /* The budget the fit allows, or -1 when there is nothing to go on. */
-static double fit_allows(const gpum_batch_runner_t *r, uint64_t limit) {
+static double fit_allows(const gpum_batch_runner_t *r, uint64_t limit, uint64_t total) {
   if (r->n <= 0 || limit == 0)
     return -1;
   double mx = r->sx / r->n, my = r->sy / r->n;
@@ -175,8 +183,14 @@ static double fit_allows(const gpum_batch_runner_t *r, uint64_t limit) {
   }
   if (per <= 0)
     return -1;
-  double share = r->o.target * (atomic_load(&r->pressure) ? PRESSURE_SHARE : 1.0);
-  double room = (double)limit * share - base;
+  /* With the device's size: peaks up to target of it, and never closer than LIMIT_SHARE to
+   * the limit (what other jobs leave). Without it, the margin is taken on what the limit
+   * leaves above the job's fixed memory (its base): that is where a misjudged batch lands. */
+  double cap = total ? fmin((double)limit * LIMIT_SHARE, (double)total * r->o.target)
+                     : base + ((double)limit - base) * r->o.target;
+  if (atomic_load(&r->pressure))
+    cap *= PRESSURE_SHARE;
+  double room = cap - base;
   return room > 0 ? room / per : 0;
 }
 
@@ -201,14 +215,19 @@ static void grow(gpum_batch_runner_t *r, double w) {
   gpum_batch_memory_t m = {0};
   bool measured = r->o.memory && r->o.memory(&m, r->o.user) == 0;
   if (measured) {
+    r->last_limit = m.limit;
+    r->last_total = m.total;
     if (m.peak > r->st.peak)
       r->st.peak = m.peak;
     learn(r, w, &m);
-    double allows = fit_allows(r, m.limit);
+    double allows = fit_allows(r, m.limit, m.total);
+    /* Toward what the fit allows: at once when the heaviest batch so far was at least that
+     * heavy (the fit is interpolating), else at most doubling (it extrapolates). */
     if (allows >= 0) {
       next = allows;
-      if (next > 2 * r->budget)
-        next = 2 * r->budget;
+      double reach = fmax(2 * r->budget, fmax(r->recent_ok, r->last_ok));
+      if (next > reach)
+        next = reach;
     }
   } else if (++r->streak >= BLIND_GROW_STEPS) {
     r->streak = 0;
@@ -237,8 +256,11 @@ static void after_oom(gpum_batch_runner_t *r, double w) {
   r->streak = 0;
   r->budget = w / 2;
   if (r->o.memory) { /* the step's peak up to the failure is no sample of a full batch */
-    gpum_batch_memory_t m;
-    (void)r->o.memory(&m, r->o.user);
+    gpum_batch_memory_t m = {0};
+    if (r->o.memory(&m, r->o.user) == 0) {
+      r->last_limit = m.limit;
+      r->last_total = m.total;
+    }
   }
 }
 
@@ -283,6 +305,55 @@ static void fall_back(gpum_batch_runner_t *r, gpum_batch_t *b) {
     r->o.failed(b->first, rc, r->o.user);
 }
 
+/* What one item of weight w needs by the fit (0: no fit yet). */
+static double need_of(const gpum_batch_runner_t *r, double w) {
+  if (r->n <= 0 || r->sx <= 0)
+    return 0;
+  double mx = r->sx / r->n, my = r->sy / r->n;
+  double var = r->sxx / r->n - mx * mx, cov = r->sxy / r->n - mx * my;
+  if (var > 1e-9 * mx * mx && cov > 0) {
+    double per = cov / var, base = my - per * mx;
+    if (base >= 0)
+      return base + per * w;
+  }
+  return my / mx * w;
+}
+
+/* An item that does not fit what is free now but would fit the device waits for memory. */
+static bool should_wait(const gpum_batch_runner_t *r, double w) {
+  double need = need_of(r, w);
+  if (need <= 0 || r->last_limit == 0 || need <= (double)r->last_limit)
+    return false;
+  double device = r->last_total ? (double)r->last_total * r->o.target : 0;
+  return need <= device;
+}
+
+static int wait_default(gpum_batch_runner_t *r) {
+  uint64_t max = r->o.max_wait_ms ? r->o.max_wait_ms : DEFAULT_MAX_WAIT_MS;
+  if (r->waited_ms >= max)
+    return GPUM_ETIMEDOUT;
+  struct timespec ts = {0, WAIT_MS * 1000000L};
+  nanosleep(&ts, NULL);
+  r->waited_ms += WAIT_MS;
+  return 0;
+}
+
+/* Waits until the memory callback says an item of weight w fits what is free (other jobs
+ * ended), or the wait gives up (its code). */
+static int wait_for_memory(gpum_batch_runner_t *r, double w) {
+  int wr = 0;
+  while (wr == 0 && should_wait(r, w)) {
+    r->st.waits++;
+    wr = r->o.wait ? r->o.wait(r->o.user) : wait_default(r);
+    gpum_batch_memory_t m = {0};
+    if (wr == 0 && r->o.memory(&m, r->o.user) == 0) {
+      r->last_limit = m.limit;
+      r->last_total = m.total;
+    }
+  }
+  return wr;
+}
+
 static void timing(gpum_batch_runner_t *r) {
   r->st.seconds = (double)(gpum__os_mono_ns() - r->t0) / 1e9;
   r->st.items_per_s = r->st.seconds > 0 ? (double)(r->st.done + r->st.fallback) / r->st.seconds : 0;
@@ -304,6 +375,10 @@ int gpum_batch_run(gpum_batch_runner_t *r) {
   while (r->pos < r->o.items) {
     double w;
     size_t count = form(r, &w);
+    /* One item that would not fit what is free now, by what was measured: wait for memory
+     * rather than fail it. */
+    if (count == 1 && attempt == 0 && should_wait(r, w) && wait_for_memory(r, w) != 0)
+      alone = ALONE_TRIES - 1; /* gave up waiting: one try, then the fallback */
     if (!r->o.effective_batch)
       r->win_size = count; /* each micro-batch its own window */
     note_size(r, r->pos, count);
@@ -322,6 +397,16 @@ int gpum_batch_run(gpum_batch_runner_t *r) {
       r->st.retries += count;
       attempt++;
       continue;
+    }
+    if (rc == GPUM_EDEVOOM && count == 1 && should_wait(r, w)) {
+      r->st.ooms++;
+      int wr = wait_for_memory(r, w);
+      if (wr == 0) {
+        alone = 0;
+        attempt++;
+        continue;
+      }
+      alone = ALONE_TRIES; /* gave up waiting: the fallback, or failed */
     }
     if (rc == GPUM_EDEVOOM && (count > 1 || alone < ALONE_TRIES)) {
       after_oom(r, w);
@@ -345,6 +430,7 @@ int gpum_batch_run(gpum_batch_runner_t *r) {
       grow(r, w);
     }
     attempt = alone = 0;
+    r->waited_ms = 0;
     rc = advance(r, count);
     if (rc == 0 && r->win_done == 0 && r->pos < r->o.items)
       window_open(r);
