@@ -361,6 +361,74 @@ static void test_pool_backed(void **state) {
   test_free(p);
 }
 
+/* An item that does not fit what another job leaves, but fits the device, waits for memory:
+ * a step needs 10 + its weights (units); the device has 200, another job holds 150 from item
+ * 400 until the runner has waited 5 times. Item 500 weighs 100. */
+typedef struct {
+  uint8_t runs[1000];
+  bool other;
+  unsigned waits;
+  double last_peak;
+  size_t heavy_alone;
+} wctx_t;
+
+static double w_weight(uint64_t item, void *user) {
+  (void)user;
+  return item == 500 ? 100 : 1;
+}
+
+static int w_step(const gpum_batch_t *b, void *user) {
+  wctx_t *c = user;
+  double need = 10;
+  for (size_t i = 0; i < b->count; i++)
+    need += w_weight(b->first + i, c);
+  if (b->first >= 400 && c->waits == 0)
+    c->other = true;
+  if (need > (c->other ? 50 : 200))
+    return GPUM_EDEVOOM;
+  c->last_peak = need;
+  for (size_t i = 0; i < b->count; i++)
+    c->runs[b->first + i]++;
+  if (b->first == 500 && b->count == 1)
+    c->heavy_alone++;
+  return 0;
+}
+
+static int w_memory(gpum_batch_memory_t *m, void *user) {
+  wctx_t *c = user;
+  m->peak = (uint64_t)c->last_peak;
+  m->limit = c->other ? 50 : 200;
+  m->total = 200;
+  return 0;
+}
+
+static int w_wait(void *user) {
+  wctx_t *c = user;
+  if (++c->waits == 5)
+    c->other = false; /* the other job ends */
+  return 0;
+}
+
+static void test_wait_for_memory(void **state) {
+  (void)state;
+  wctx_t *c = test_calloc(1, sizeof *c);
+  gpum_batch_opts_t o = {.items = 1000, .batch_size = 4, .max_batch = 64, .step = w_step,
+                         .memory = w_memory, .weight = w_weight, .wait = w_wait, .user = c};
+  gpum_batch_runner_t *r;
+  assert_int_equal(gpum_batch_create(&o, &r), 0);
+  assert_int_equal(gpum_batch_run(r), 0);
+  gpum_batch_stats_t st;
+  gpum_batch_stats(r, &st);
+  for (int i = 0; i < 1000; i++)
+    assert_int_equal(c->runs[i], 1);
+  assert_int_equal(st.failed, 0);
+  assert_int_equal(st.waits, 5);
+  assert_int_equal(c->heavy_alone, 1); /* it ran alone, once, after the other job ended */
+  assert_true(st.peak <= 200 * 0.88 + 1);
+  gpum_batch_destroy(r);
+  test_free(c);
+}
+
 static void test_option_errors(void **state) {
   (void)state;
   gpum_batch_runner_t *r = NULL;
@@ -388,6 +456,7 @@ int main(void) {
       cmocka_unit_test(test_windows_add_up),
       cmocka_unit_test(test_checkpoint_resume),
       cmocka_unit_test(test_pool_backed),
+      cmocka_unit_test(test_wait_for_memory),
       cmocka_unit_test(test_option_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
