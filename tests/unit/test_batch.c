@@ -412,8 +412,14 @@ static int w_wait(void *user) {
 static void test_wait_for_memory(void **state) {
   (void)state;
   wctx_t *c = test_calloc(1, sizeof *c);
-  gpum_batch_opts_t o = {.items = 1000, .batch_size = 4, .max_batch = 64, .step = w_step,
-                         .memory = w_memory, .weight = w_weight, .wait = w_wait, .user = c};
+  gpum_batch_opts_t o = {.items = 1000,
+                         .batch_size = 4,
+                         .max_batch = 64,
+                         .step = w_step,
+                         .memory = w_memory,
+                         .weight = w_weight,
+                         .wait = w_wait,
+                         .user = c};
   gpum_batch_runner_t *r;
   assert_int_equal(gpum_batch_create(&o, &r), 0);
   assert_int_equal(gpum_batch_run(r), 0);
