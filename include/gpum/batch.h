@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gpum/device.h>
 #include <gpum/export.h>
 #include <gpum/pool.h>
 
@@ -149,6 +150,22 @@ GPUM_API void gpum_batch_set_pressure(gpum_batch_runner_t *r, bool on);
  * each time) and its limit (GPUM_ENOENT when it has none). Pass the pool as user, or call it
  * from your own callback. */
 GPUM_API int gpum_batch_memory_from_pool(gpum_batch_memory_t *m, void *pool);
+
+/* A memory callback over the device layer, for a job whose memory no gpum pool holds (a
+ * framework's own allocator): fill one in and pass it as the callback's argument. */
+typedef struct {
+  gpum_device_session_t *session; /* gpum_device_open's */
+  unsigned index;                 /* the device, as the device layer numbers it */
+  unsigned pid;                   /* the process whose memory counts (0: the caller) */
+  uint64_t limit;                 /* the job's limit (0: the device's free memory and the
+                                     process's own, read each time; under gpum run pass
+                                     GPUM_MEM_LIMIT) */
+} gpum_batch_device_t;
+
+/* Reports the process's memory on the device as the peak (the driver's figure: a caching
+ * allocator's high-water mark shows in it), the limit as above, and the device's size as
+ * total. A device error is returned (the runner then grows as without a callback). */
+GPUM_API int gpum_batch_memory_from_device(gpum_batch_memory_t *m, void *device);
 
 #ifdef __cplusplus
 }

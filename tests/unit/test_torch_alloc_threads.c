@@ -6,7 +6,8 @@
  * to the pool; the reservation's limit (GPUM_MEM_LIMIT, as gpum run sets it) stops an
  * allocation with NULL and an out-of-memory reason; each device has its own pool; a bad device
  * or size is NULL with a reason; 8 threads allocating and freeing at once (ThreadSanitizer too:
- * the _threads suffix).
+ * the _threads suffix). Also the batch runner's device memory callback
+ * (gpum_batch_memory_from_device), with these pools standing for a framework's allocator.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -21,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include <gpum/batch.h>
+#include <gpum/device.h>
 #include <gpum/error.h>
 #include <gpum/pool.h>
 #include <gpum/torch.h>
@@ -156,11 +159,36 @@ static void test_threads(void **state) {
   assert_int_equal(st.allocated_bytes.current, 0);
 }
 
+static void test_batch_memory_from_device(void **state) {
+  (void)state;
+  gpum_device_session_t *s;
+  assert_int_equal(gpum_device_open(NULL, &s), 0);
+  void *p = gpum_torch_malloc(48 * MiB, 0, NULL);
+  assert_non_null(p);
+  gpum_batch_device_t d = {.session = s, .index = 0};
+  gpum_batch_memory_t m;
+  assert_int_equal(gpum_batch_memory_from_device(&m, &d), 0);
+  assert_true(m.peak >= 48 * MiB); /* this process's memory, as the driver counts it */
+  assert_int_equal(m.total, 1024 * MiB);
+  assert_true(m.limit >= m.peak && m.limit <= 768 * MiB); /* free + ours; 256 MiB reserved */
+  d.limit = 96 * MiB;                                     /* under gpum run: the reservation */
+  assert_int_equal(gpum_batch_memory_from_device(&m, &d), 0);
+  assert_int_equal(m.limit, 96 * MiB);
+  d.pid = 1; /* a process without memory there */
+  assert_int_equal(gpum_batch_memory_from_device(&m, &d), 0);
+  assert_int_equal(m.peak, 0);
+  d.index = 9;
+  assert_int_equal(gpum_batch_memory_from_device(&m, &d), GPUM_ENODEV);
+  gpum_torch_free(p, 48 * MiB, 0, NULL);
+  gpum_device_close(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_use_free),
       cmocka_unit_test(test_limit_and_errors),
       cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_batch_memory_from_device),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

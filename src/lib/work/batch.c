@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -454,5 +455,45 @@ int gpum_batch_memory_from_pool(gpum_batch_memory_t *m, void *pool) {
     return gpum_error(GPUM_ENOENT, "the pool has no limit to measure against");
   m->peak = s.reserved_bytes.peak;
   m->limit = s.limit;
+  return 0;
+}
+
+#define MAX_PROCS 256
+
+int gpum_batch_memory_from_device(gpum_batch_memory_t *m, void *device) {
+  gpum_batch_device_t *d = device;
+  if (!m || !d || !d->session)
+    return gpum_error(GPUM_EINVAL, "gpum_batch_memory_from_device: no device session");
+  gpum_device_sample_t s;
+  int rc = gpum_device_sample(d->session, d->index, &s);
+  if (rc != 0)
+    return rc;
+  if (!gpum_sample_valid(&s, GPUM_METRIC_MEMORY_TOTAL) ||
+      !gpum_sample_valid(&s, GPUM_METRIC_MEMORY_USED))
+    return gpum_error(GPUM_ENOTSUP, "device %u does not report its memory", d->index);
+  gpum_process_t *procs = calloc(MAX_PROCS, sizeof *procs);
+  if (!procs)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  size_t n = 0;
+  rc = gpum_device_processes(d->session, d->index, procs, MAX_PROCS, &n);
+  if (rc == GPUM_ENOSPC) {
+    rc = 0;
+    n = MAX_PROCS;
+  }
+  unsigned pid = d->pid ? d->pid : (unsigned)getpid();
+  uint64_t mine = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (procs[i].pid == pid && procs[i].memory_valid)
+      mine += procs[i].memory;
+  free(procs);
+  if (rc != 0)
+    return rc;
+  /* The driver's free figure when it gives one (it leaves out what the driver reserves). */
+  uint64_t free_b = gpum_sample_valid(&s, GPUM_METRIC_MEMORY_FREE) ? s.memory_free
+                    : s.memory_total > s.memory_used               ? s.memory_total - s.memory_used
+                                                                   : 0;
+  m->peak = mine;
+  m->limit = d->limit ? d->limit : free_b + mine;
+  m->total = s.memory_total;
   return 0;
 }
