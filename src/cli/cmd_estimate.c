@@ -18,18 +18,17 @@
 #include "client_cli.h"
 
 static void usage(FILE *out) {
-  fprintf(
-      out,
-      "usage: gpum estimate [MODEL | SPEC] [--preset NAME] [--hf-config FILE] [FLAGS]\n"
-      "\n"
-      "Estimates the GPU memory a model needs per GPU: weights, gradients, optimizer state,\n"
-      "activations, KV cache, workspace, the CUDA context and the allocator's allowance.\n"
-      "MODEL is a preset, or a spec 'MODEL,KEY=VALUE,...' whose keys are the flags below\n"
-      "without '--' (e.g. 'llama-7b,mode=lora,batch=4,precision=bf16'). Formulas and their\n"
-      "sources: docs/estimate.md.\n"
-      "\n"
-      "model:\n"
-      "  --preset NAME          a preset: ");
+  fprintf(out,
+          "usage: gpum estimate [MODEL | SPEC] [--preset NAME] [--hf-config FILE] [FLAGS]\n"
+          "\n"
+          "Estimates the GPU memory a model needs per GPU: weights, gradients, optimizer state,\n"
+          "activations, KV cache, workspace, the CUDA context and the allocator's allowance.\n"
+          "MODEL is a preset, or a spec 'MODEL,KEY=VALUE,...' whose keys are the flags below\n"
+          "without '--' (e.g. 'llama-7b,mode=lora,batch=4,precision=bf16'). Formulas and their\n"
+          "sources: docs/estimate.md.\n"
+          "\n"
+          "model:\n"
+          "  --preset NAME          a preset: ");
   for (size_t i = 0; gpum_model_preset_name(i); i++)
     fprintf(out, "%s%s", i ? (i % 6 ? ", " : ",\n                         ") : "",
             gpum_model_preset_name(i));
@@ -74,11 +73,15 @@ static void usage(FILE *out) {
 static const struct {
   const char *flag, *key, *value;
 } switches[] = {
-    {"--checkpointing", "checkpointing", "true"}, {"--decoder", "decoder", "true"},
+    {"--checkpointing", "checkpointing", "true"},
+    {"--decoder", "decoder", "true"},
     {"--flash-attention", "flash_attention", "true"},
-    {"--encoder", "decoder", "false"},           {"--gated", "gated", "true"},
-    {"--rmsnorm", "rmsnorm", "true"},            {"--no-bias", "bias", "false"},
-    {"--untied", "tied", "false"},               {"--dropout", "dropout", "true"},
+    {"--encoder", "decoder", "false"},
+    {"--gated", "gated", "true"},
+    {"--rmsnorm", "rmsnorm", "true"},
+    {"--no-bias", "bias", "false"},
+    {"--untied", "tied", "false"},
+    {"--dropout", "dropout", "true"},
     {"--bidirectional", "bidirectional", "true"},
 };
 
@@ -95,10 +98,13 @@ typedef struct {
   bool json, have_budget, have_model;
 } est_args_t;
 
-/* A library error from a setting: the usage kind (2) unless the file named was at fault. */
+/* A library error: a usage error (2) for a bad setting or an unknown preset; a failure (1)
+ * when what names the flag at fault (a config.json, the budget). */
 static int failed(int rc, const char *what) {
   fprintf(stderr, "gpum estimate: %s%s%s\n", what ? what : "", what ? ": " : "", cli_reason(rc));
-  return rc == GPUM_EINVAL || (rc == GPUM_ENOENT && what == NULL) ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+  if (what)
+    return CLI_EXIT_FAIL;
+  return rc == GPUM_EINVAL || rc == GPUM_ENOENT ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 }
 
 static int apply(est_args_t *a, const char *key, const char *v) {
@@ -216,8 +222,8 @@ static void print_text(const est_args_t *a, const gpum_estimate_t *e) {
   if (o->zero_stage)
     printf(", ZeRO-%u over %u GPUs", o->zero_stage, o->gpus);
   printf("\n\n");
-  static const char *const names[] = {"weights",   "gradients",    "optimizer", "activations",
-                                      "kv cache",  "workspace",    "cuda context", "allocator"};
+  static const char *const names[] = {"weights",  "gradients", "optimizer",    "activations",
+                                      "kv cache", "workspace", "cuda context", "allocator"};
   const uint64_t v[] = {e->weights,  e->gradients, e->optimizer, e->activations,
                         e->kv_cache, e->workspace, e->context,   e->allocator};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
@@ -237,10 +243,11 @@ static void print_json(const est_args_t *a, const gpum_estimate_t *e, uint64_t m
   json_object_set_new(j, "optimizer", json_string(gpum_optimizer_name(o->optimizer)));
   json_object_set_new(j, "params", json_integer((json_int_t)e->params));
   json_object_set_new(j, "trainable_params", json_integer((json_int_t)e->trainable_params));
-  static const char *const keys[] = {"weights",  "gradients", "optimizer", "activations",
-                                     "kv_cache", "workspace", "context",   "allocator", "total"};
-  const uint64_t v[] = {e->weights,  e->gradients, e->optimizer, e->activations, e->kv_cache,
-                        e->workspace, e->context,  e->allocator, e->total};
+  static const char *const keys[] = {"weights",     "gradients", "optimizer",
+                                     "activations", "kv_cache",  "workspace",
+                                     "context",     "allocator", "total"};
+  const uint64_t v[] = {e->weights,   e->gradients, e->optimizer, e->activations, e->kv_cache,
+                        e->workspace, e->context,   e->allocator, e->total};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     json_object_set_new(j, keys[i], json_integer(v[i] > INT64_MAX ? INT64_MAX : (json_int_t)v[i]));
   if (a->have_budget) {
@@ -289,8 +296,8 @@ int cmd_estimate(gpum_config_t *cfg, int argc, char **argv) {
            (unsigned long long)a.o.batch);
   if (a.effective)
     printf("effective batch %llu: %llu accumulation steps of micro-batch %llu on %u GPU%s\n",
-           (unsigned long long)a.effective, (unsigned long long)steps,
-           (unsigned long long)micro, a.o.gpus, a.o.gpus == 1 ? "" : "s");
+           (unsigned long long)a.effective, (unsigned long long)steps, (unsigned long long)micro,
+           a.o.gpus, a.o.gpus == 1 ? "" : "s");
   return CLI_EXIT_OK;
 }
 
