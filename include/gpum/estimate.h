@@ -137,7 +137,7 @@ typedef struct {
 } gpum_estimate_t;
 
 #define GPUM_ESTIMATE_CUDA_CONTEXT (UINT64_C(512) << 20) /* default cuda_context */
-#define GPUM_ESTIMATE_ALLOCATOR_PCT 5                   /* default allocator_pct */
+#define GPUM_ESTIMATE_ALLOCATOR_PCT 5                    /* default allocator_pct */
 
 /* Sets m to an empty model of kind with the common defaults (bias, LayerNorm, tied head, one
  * layer of nothing): callers then set the shape. Never fails. */
@@ -161,14 +161,14 @@ GPUM_API const char *gpum_model_preset_name(size_t i);
 GPUM_API int gpum_model_from_hf_config(const char *path, gpum_model_t *m);
 
 /* Sets one setting by name, as spec strings and the CLI's flags name them: the job's (batch,
- * precision, mode, lora_rank, optimizer, checkpointing, flash_attention, context, zero, gpus, cuda_context,
- * allocator) and the model's shape (layers, enc_layers, hidden, heads, kv_heads, head_dim, ffn,
- * vocab, seq, enc_seq, positions, enc_positions, classes, decoder, gated, bias, rmsnorm, tied,
- * dropout, input, bidirectional, channels, image, mlp "784/512/10", cnn "conv:16:3/bn/relu/fc:10"
- * (',' also separates list items)); '-' in key is read as '_'. "preset" replaces m by a preset,
- * "kind" by an empty model of that kind, "hf" by a config.json. Returns 0, GPUM_EINVAL (unknown
- * key, bad value: the detail names both) or what gpum_model_preset / gpum_model_from_hf_config
- * return. */
+ * precision, mode, lora_rank, optimizer, checkpointing, flash_attention, context, zero, gpus,
+ * cuda_context, allocator) and the model's shape (layers, enc_layers, hidden, heads, kv_heads,
+ * head_dim, ffn, vocab, seq, enc_seq, positions, enc_positions, classes, decoder, gated, bias,
+ * rmsnorm, tied, dropout, input, bidirectional, channels, image, mlp "784/512/10", cnn
+ * "conv:16:3/bn/relu/fc:10"; ',' also separates list items); '-' in key is read as '_'. "preset"
+ * replaces m by a preset, "kind" by an empty model of that kind, "hf" by a config.json. Returns 0,
+ * GPUM_EINVAL (unknown key, bad value: the detail names both) or what gpum_model_preset /
+ * gpum_model_from_hf_config return. */
 GPUM_API int gpum_estimate_set(gpum_model_t *m, gpum_estimate_opts_t *o, const char *key,
                                const char *value);
 

@@ -126,8 +126,8 @@ static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_op
       return rc;
   }
   if (o->req.bytes_per_gpu == 0) {
-    fprintf(stderr, "gpum run: --mem SIZE (or --estimate SPEC) is required (the GPU memory CMD "
-                    "needs per GPU)\n");
+    fprintf(stderr, "gpum run: --mem SIZE is required (the GPU memory CMD needs per GPU; or "
+                    "--estimate SPEC)\n");
     return CLI_EXIT_USAGE;
   }
   if (*max_mem && *max_mem < o->req.bytes_per_gpu) {

@@ -33,11 +33,11 @@ static void test_presets_published_counts(void **state) {
     const char *name;
     uint64_t params;
   } cases[] = {
-      {"gpt2", 124439808},          {"gpt2-medium", 354823168},   {"bert-base", 109482240},
-      {"bert-large", 335141888},    {"t5-base", 222903552},       {"llama-7b", 6738415616},
-      {"llama-13b", 13015864320},   {"llama-70b", 68976648192},   {"mistral-7b", 7241732096},
-      {"resnet18", 11689512},       {"resnet50", 25557032},       {"vgg16", 138357544},
-      {"vit-b16", 86567656},        {"whisper-small", 241734912}, {"lstm-2x1024", 16793600},
+      {"gpt2", 124439808},        {"gpt2-medium", 354823168},   {"bert-base", 109482240},
+      {"bert-large", 335141888},  {"t5-base", 222903552},       {"llama-7b", 6738415616},
+      {"llama-13b", 13015864320}, {"llama-70b", 68976648192},   {"mistral-7b", 7241732096},
+      {"resnet18", 11689512},     {"resnet50", 25557032},       {"vgg16", 138357544},
+      {"vit-b16", 86567656},      {"whisper-small", 241734912}, {"lstm-2x1024", 16793600},
   };
   size_t n = 0;
   while (gpum_model_preset_name(n))
@@ -52,8 +52,8 @@ static void test_presets_published_counts(void **state) {
     gpum_estimate_opts_init(&o);
     assert_int_equal(gpum_estimate(&m, &o, &e), 0);
     if (e.params != cases[i].params)
-      fail_msg("%s: %llu parameters, published %llu", cases[i].name,
-               (unsigned long long)e.params, (unsigned long long)cases[i].params);
+      fail_msg("%s: %llu parameters, published %llu", cases[i].name, (unsigned long long)e.params,
+               (unsigned long long)cases[i].params);
   }
   gpum_model_t m;
   assert_int_equal(gpum_model_preset("LLaMA-7B", &m), 0); /* case-insensitive */
@@ -210,7 +210,7 @@ static void test_lora(void **state) {
   assert_int_equal(e.weights, 2 * UINT64_C(6738415616) + 2 * t);
   assert_int_equal(e.gradients, 2 * t);
   assert_int_equal(e.optimizer, 2 * 2 * t); /* Adam's states in the adapters' bf16 */
-  o.precision = GPUM_PREC_INT4;                /* QLoRA: fp32 adapters and states */
+  o.precision = GPUM_PREC_INT4;             /* QLoRA: fp32 adapters and states */
   assert_int_equal(gpum_estimate(&m, &o, &e), 0);
   assert_int_equal(e.gradients, 4 * t);
   assert_int_equal(e.optimizer, 2 * 4 * t);
@@ -243,9 +243,8 @@ static void test_rnn_mlp_cnn_by_hand(void **state) {
   assert_int_equal(e.optimizer, 0);
   assert_int_equal(e.activations, 4 * 5 * (4 + 3) + 4 * 5 * 2 + 8 * 5);
   /* conv 3->4 k3 (bias: no bn follows) on 6x6, relu, maxpool 2, fc 36->2 */
-  assert_int_equal(gpum_estimate_parse("cnn=conv:4:3/relu/maxpool:2/fc:2,image=6,mode=training",
-                                       &m, &o),
-                   0);
+  assert_int_equal(
+      gpum_estimate_parse("cnn=conv:4:3/relu/maxpool:2/fc:2,image=6,mode=training", &m, &o), 0);
   assert_int_equal(m.ncnn, 4);
   assert_int_equal(gpum_estimate(&m, &o, &e), 0);
   assert_int_equal(e.params, 4 * 3 * 9 + 4 + 36 * 2 + 2);
@@ -287,9 +286,8 @@ static void test_spec_and_set_errors(void **state) {
   assert_int_equal(gpum_estimate(&m, &o, &e), GPUM_EINVAL);
   assert_int_equal(gpum_estimate_parse("gpt2,zero=4", &m, &o), 0);
   assert_int_equal(gpum_estimate(&m, &o, &e), GPUM_EINVAL);
-  assert_int_equal(gpum_estimate_parse("transformer,layers=2,hidden=10,heads=3,vocab=5,seq=4", &m,
-                                       &o),
-                   0);
+  assert_int_equal(
+      gpum_estimate_parse("transformer,layers=2,hidden=10,heads=3,vocab=5,seq=4", &m, &o), 0);
   assert_int_equal(gpum_estimate(&m, &o, &e), GPUM_EINVAL);
   assert_non_null(strstr(gpum_last_error(), "multiple"));
   assert_int_equal(gpum_estimate_parse("transformer,layers=2,hidden=8", &m, &o), 0);

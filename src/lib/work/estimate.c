@@ -53,8 +53,9 @@ static int check_opts(const gpum_model_t *m, const gpum_estimate_opts_t *o) {
   if (o->zero_stage > 3)
     return gpum_error(GPUM_EINVAL, "zero stage %u: stages are 0 to 3", o->zero_stage);
   if (quant && o->mode == GPUM_MODE_TRAINING)
-    return gpum_error(GPUM_EINVAL, "%s weights cannot be trained: use mode=lora (a quantised "
-                                   "base with trainable adapters) or mode=inference",
+    return gpum_error(GPUM_EINVAL,
+                      "%s weights cannot be trained: use mode=lora (a quantised "
+                      "base with trainable adapters) or mode=inference",
                       gpum_precision_name(o->precision));
   if (o->mode == GPUM_MODE_LORA && o->lora_rank == 0)
     return gpum_error(GPUM_EINVAL, "lora_rank must be at least 1");
@@ -166,8 +167,8 @@ int gpum_estimate(const gpum_model_t *m, const gpum_estimate_opts_t *o, gpum_est
   return 0;
 }
 
-int gpum_estimate_max_batch(const gpum_model_t *m, const gpum_estimate_opts_t *o,
-                            uint64_t budget, uint64_t *batch) {
+int gpum_estimate_max_batch(const gpum_model_t *m, const gpum_estimate_opts_t *o, uint64_t budget,
+                            uint64_t *batch) {
   const uint64_t cap = UINT64_C(1) << 31;
   char need[GPUM_SIZE_BUFSZ], have[GPUM_SIZE_BUFSZ];
   gpum_estimate_t est;

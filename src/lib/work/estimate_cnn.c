@@ -18,15 +18,21 @@
 #include "work/estimate_internal.h"
 
 static const char *const op_names[] = {
-    [GPUM_CNN_CONV] = "conv",       [GPUM_CNN_BN] = "bn",       [GPUM_CNN_RELU] = "relu",
-    [GPUM_CNN_MAXPOOL] = "maxpool", [GPUM_CNN_APOOL] = "apool", [GPUM_CNN_FC] = "fc",
-    [GPUM_CNN_DROPOUT] = "dropout", [GPUM_CNN_BASIC] = "basic", [GPUM_CNN_BOTTLENECK] = "bottleneck",
+    [GPUM_CNN_CONV] = "conv",
+    [GPUM_CNN_BN] = "bn",
+    [GPUM_CNN_RELU] = "relu",
+    [GPUM_CNN_MAXPOOL] = "maxpool",
+    [GPUM_CNN_APOOL] = "apool",
+    [GPUM_CNN_FC] = "fc",
+    [GPUM_CNN_DROPOUT] = "dropout",
+    [GPUM_CNN_BASIC] = "basic",
+    [GPUM_CNN_BOTTLENECK] = "bottleneck",
 };
 #define NOPS (sizeof op_names / sizeof op_names[0])
 
 /* How many numbers each op takes: at least, at most. */
 static const unsigned char op_args[NOPS][2] = {
-    [GPUM_CNN_CONV] = {2, 4},  [GPUM_CNN_BN] = {0, 0},      [GPUM_CNN_RELU] = {0, 0},
+    [GPUM_CNN_CONV] = {2, 4},    [GPUM_CNN_BN] = {0, 0},    [GPUM_CNN_RELU] = {0, 0},
     [GPUM_CNN_MAXPOOL] = {1, 3}, [GPUM_CNN_APOOL] = {1, 1}, [GPUM_CNN_FC] = {1, 1},
     [GPUM_CNN_DROPOUT] = {0, 0}, [GPUM_CNN_BASIC] = {1, 2}, [GPUM_CNN_BOTTLENECK] = {1, 2},
 };

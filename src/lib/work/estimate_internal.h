@@ -52,7 +52,6 @@ int gpum__model_check(const gpum_model_t *m);
 void gpum__model_params(const gpum_model_t *m, gpum__params_t *p);
 
 /* Activation bytes of m for a batch of b (m must pass gpum__model_check). */
-double gpum__activations(const gpum_model_t *m, double b, const gpum__act_opts_t *a,
-                         double *layer);
+double gpum__activations(const gpum_model_t *m, double b, const gpum__act_opts_t *a, double *layer);
 
 #endif /* GPUM_ESTIMATE_INTERNAL_H */

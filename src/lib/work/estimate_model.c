@@ -134,8 +134,8 @@ static void resnet(gpum_model_t *m, gpum_cnn_op_t block, const uint32_t depth[4]
 
 /* VGG-16 (Simonyan and Zisserman 2015, configuration D) as torchvision writes it. */
 static void vgg16(gpum_model_t *m) {
-  static const uint32_t cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0,
-                                 512, 512, 512, 0, 512, 512, 512, 0};
+  static const uint32_t cfg[] = {64, 64,  0,   128, 128, 0,   256, 256, 256,
+                                 0,  512, 512, 512, 0,   512, 512, 512, 0};
   gpum_model_init(m, GPUM_MODEL_CNN);
   m->image = 224;
   for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {

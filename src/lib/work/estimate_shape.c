@@ -165,7 +165,8 @@ double gpum__transformer_acts(const gpum_model_t *m, double b, const gpum__act_o
   if (!o->training) {
     double peak = layer_peak(m, b, s, s, e, o->flash);
     if (t > 0)
-      peak = fmax(peak, fmax(layer_peak(m, b, t, t, e, o->flash), layer_peak(m, b, s, t, e, o->flash)));
+      peak = fmax(peak,
+                  fmax(layer_peak(m, b, t, t, e, o->flash), layer_peak(m, b, s, t, e, o->flash)));
     *layer = peak;
     return peak + (m->classes ? e * b * m->classes : e * s * b * m->vocab);
   }
