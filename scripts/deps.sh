@@ -11,7 +11,11 @@ PKGS=(
   libyaml-dev libjansson-dev libcmocka-dev libevent-dev libsqlite3-dev
   clang-format cppcheck clang-tidy
   procps python3 curl
+  python3-torch
 )
+
+# python3-torch: tests/integration/test_estimate_torch.sh checks the memory estimator against
+# PyTorch on the CPU (Debian's build, run as /usr/bin/python3).
 
 # Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc; bench/broker:
 # gpumd beside redis-server; bench/http: wrk against gpumd's HTTP face beside nginx).

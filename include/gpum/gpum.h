@@ -18,6 +18,7 @@
  *   pool_replay.h  replays allocation logs against the pool's strategies
  *   client.h       the gpumd client: reservations, events, node status
  *   session.h      a reservation held for a job's life, and the environment of its grant
+ *   estimate.h     how much GPU memory a model needs to train or serve, and the batch that fits
  *
  * The simulated driver's control API (gpum/sim.h) belongs to libgpum_sim.so, not libgpum, and
  * is not included here.
@@ -31,6 +32,7 @@
 #include <gpum/clock.h>
 #include <gpum/device.h>
 #include <gpum/error.h>
+#include <gpum/estimate.h>
 #include <gpum/fence.h>
 #include <gpum/log.h>
 #include <gpum/monitor.h>

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <gpum/device.h>
@@ -45,6 +46,12 @@ int cmd_release(gpum_config_t *cfg, int argc, char **argv);
 int cmd_disable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_enable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_http_token(gpum_config_t *cfg, int argc, char **argv);
+int cmd_estimate(gpum_config_t *cfg, int argc, char **argv);
+
+/* The bytes per GPU that `--estimate SPEC` reserves (cmd_estimate.c): the estimate's total plus
+ * margin_pct percent. Returns 0, or prints why (prefixed "gpum CMD:") and returns
+ * CLI_EXIT_USAGE (a bad spec) or CLI_EXIT_FAIL. */
+int cli_estimate_bytes(const char *cmd, const char *spec, int64_t margin_pct, uint64_t *bytes);
 
 /* Opens a device session as configured. Returns what gpum_device_open returns. */
 int cli_open_session(const gpum_config_t *cfg, gpum_device_session_t **out);

@@ -36,7 +36,7 @@
 static void usage(FILE *out) {
   fprintf(
       out,
-      "usage: gpum run --mem SIZE [--gpus N] [--type PATTERN] [--priority P]\n"
+      "usage: gpum run --mem SIZE | --estimate SPEC [--gpus N] [--type PATTERN] [--priority P]\n"
       "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
       "                [-q] -- CMD [ARGS...]\n"
       "\n"
@@ -61,6 +61,9 @@ static void usage(FILE *out) {
       "\n"
       "options:\n"
       "%s"
+      "  --estimate SPEC        reserve what 'gpum estimate SPEC' says per GPU, plus\n"
+      "                         estimate.margin percent, instead of --mem; e.g.\n"
+      "                         'llama-7b,mode=lora,batch=4,precision=bf16'\n"
       "  --enforce              fence CMD to the reservation with the shim (run.enforce)\n"
       "  --no-enforce           do not, whatever run.enforce says\n"
       "\n"
@@ -70,8 +73,9 @@ static void usage(FILE *out) {
 }
 
 /* Returns -1 to go on (with *cmd_at the index of CMD), else an exit code. */
-static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at, int *enforce,
-                 uint64_t *max_mem) {
+static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_opts_t *o,
+                 int *cmd_at, int *enforce, uint64_t *max_mem) {
+  const char *estimate = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -90,6 +94,13 @@ static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at, int 
       }
       continue;
     }
+    if (cli_take_flag(argc, argv, &i, "--estimate", &estimate)) { /* instead of --mem */
+      if (!estimate || !*estimate) {
+        fprintf(stderr, "gpum run: --estimate needs a spec such as 'llama-7b,batch=4'\n");
+        return CLI_EXIT_USAGE;
+      }
+      continue;
+    }
     if (!strcmp(a, "--") || a[0] != '-') {
       *cmd_at = strcmp(a, "--") ? i : i + 1;
       break;
@@ -104,8 +115,19 @@ static int parse(int argc, char **argv, cli_reserve_opts_t *o, int *cmd_at, int 
     fprintf(stderr, "gpum run: no command given (usage: gpum run --mem SIZE -- CMD ARGS...)\n");
     return CLI_EXIT_USAGE;
   }
+  if (estimate && o->req.bytes_per_gpu) {
+    fprintf(stderr, "gpum run: give --mem or --estimate, not both\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (estimate) {
+    int rc = cli_estimate_bytes("run", estimate, gpum_config_get_int(cfg, "estimate.margin"),
+                                &o->req.bytes_per_gpu);
+    if (rc != 0)
+      return rc;
+  }
   if (o->req.bytes_per_gpu == 0) {
-    fprintf(stderr, "gpum run: --mem SIZE is required (the GPU memory CMD needs per GPU)\n");
+    fprintf(stderr, "gpum run: --mem SIZE is required (the GPU memory CMD needs per GPU; or "
+                    "--estimate SPEC)\n");
     return CLI_EXIT_USAGE;
   }
   if (*max_mem && *max_mem < o->req.bytes_per_gpu) {
@@ -237,7 +259,7 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
   memset(&o, 0, sizeof o);
   int cmd_at = 0, enforce = -1;
   static run_fence_t fence; /* static: the paths are long */
-  int code = parse(argc, argv, &o, &cmd_at, &enforce, &fence.max_mem);
+  int code = parse(cfg, argc, argv, &o, &cmd_at, &enforce, &fence.max_mem);
   if (code >= 0)
     return code;
   if (enforce < 0)

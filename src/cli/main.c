@@ -34,6 +34,7 @@ static const gpum_cli_command_t commands[] = {
     {"disable", cmd_disable, "take a GPU out of service in gpumd (admin); running jobs stay"},
     {"enable", cmd_enable, "give a disabled GPU back to gpumd (admin)"},
     {"http-token", cmd_http_token, "show or rotate the bearer token of gpumd's REST API"},
+    {"estimate", cmd_estimate, "estimate the GPU memory a model needs to train or serve"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -111,6 +111,9 @@ static const gpum_option_def_t builtin_table[] = {
     {"run.grow_timeout", GPUM_OPT_DURATION, "2s", NULL, UNBOUNDED, false,
      "gpum run --max-mem: how long an allocation past the reservation waits for gpumd to grow "
      "it before it fails with CUDA's out-of-memory error."},
+    {"estimate.margin", GPUM_OPT_INT, "10", NULL, 0, 1000, false,
+     "gpum run --estimate: reserve this many percent more than the estimate's total (the "
+     "estimate's accuracy is in docs/estimate.md)."},
     {"lease.grace", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
      "After a gpumd restart, how long a connection-bound reservation waits for its client to "
      "re-attach with its token before it is released. Reloaded on SIGHUP: a grace period "
