@@ -146,9 +146,9 @@ GPUM_API void gpum_batch_stats(const gpum_batch_runner_t *r, gpum_batch_stats_t 
  * runner takes a quarter less of the limit and does not grow. Any thread. */
 GPUM_API void gpum_batch_set_pressure(gpum_batch_runner_t *r, bool on);
 
-/* A memory callback over a gpum pool: the pool's peak since the last call (its peaks are reset
- * each time) and its limit (GPUM_ENOENT when it has none). Pass the pool as user, or call it
- * from your own callback. */
+/* A memory callback over a gpum pool: the pool's peak of allocated bytes since the last call
+ * (its peaks are reset each time) and its limit (GPUM_ENOENT when it has none). Pass the pool as
+ * user, or call it from your own callback. */
 GPUM_API int gpum_batch_memory_from_pool(gpum_batch_memory_t *m, void *pool);
 
 /* A memory callback over the device layer, for a job whose memory no gpum pool holds (a

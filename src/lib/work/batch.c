@@ -16,9 +16,10 @@
  *     it, at once up to the heaviest batch that succeeded lately, beyond that at most doubling
  *     per step;
  *   - an out-of-memory step of a weight that succeeded within the last 64 steps is taken for a
- *     passing spike (another job's): the same items run again once as they were; otherwise, or
- *     when that fails too, the weight becomes a ceiling and W halves; the ceiling holds W below
- *     90% of it until 64 steps succeeded, then lifts (conditions change);
+ *     passing spike (another job's): the same items run again once as they were, and if that
+ *     fails too W halves; an out-of-memory step of a weight not proven so makes the weight a
+ *     ceiling and halves W; the ceiling holds W below 90% of it until 64 steps succeeded, then
+ *     lifts (conditions change);
  *   - without a memory callback W doubles after 8 successes in a row, below the ceiling.
  */
 #include <math.h>
@@ -170,20 +171,24 @@ static double fit_allows(const gpum_batch_runner_t *r, uint64_t limit, uint64_t 
     return -1;
   double mx = r->sx / r->n, my = r->sy / r->n;
   double var = r->sxx / r->n - mx * mx, cov = r->sxy / r->n - mx * my;
+  bool spread = var > 1e-4 * mx * mx; /* weights differ enough to fit a slope */
   double per, base;
-  if (var > 1e-9 * mx * mx && cov > 0) {
+  if (spread && cov > 0) {
     per = cov / var;
     base = my - per * mx;
     if (base < 0) { /* a line through the origin rather than a negative base */
       base = 0;
       per = r->sxy / r->sxx;
     }
-  } else {
-    base = 0;
+  } else if (!spread) {
+    base = 0; /* one weight seen: all of the peak taken for the items (the safe side) */
     per = mx > 0 ? my / mx : 0;
+  } else {
+    /* Peaks do not grow with the batch (a cache holds them up, or memory is not what the
+     * batch size moves): nothing to size by but the peaks' own level. */
+    base = my;
+    per = 0;
   }
-  if (per <= 0)
-    return -1;
   /* With the device's size: peaks up to target of it, and never closer than LIMIT_SHARE to
    * the limit (what other jobs leave). Without it, the margin is taken on what the limit
    * leaves above the job's fixed memory (its base): that is where a misjudged batch lands. */
@@ -192,6 +197,8 @@ static double fit_allows(const gpum_batch_runner_t *r, uint64_t limit, uint64_t 
   if (atomic_load(&r->pressure))
     cap *= PRESSURE_SHARE;
   double room = cap - base;
+  if (per <= 0) /* no cost per item measured: grow while the peaks leave room */
+    return room > 0 ? HUGE_VAL : 0;
   return room > 0 ? room / per : 0;
 }
 
@@ -252,8 +259,12 @@ static bool proven(const gpum_batch_runner_t *r, double w) {
 
 static void after_oom(gpum_batch_runner_t *r, double w) {
   r->st.ooms++;
-  r->ceiling = w;
-  r->since_oom = 0;
+  /* A weight that succeeded lately and failed twice now: something passing (another job), not
+   * the batch; the batch halves for relief but sets no ceiling, which would ratchet down. */
+  if (!proven(r, w)) {
+    r->ceiling = w;
+    r->since_oom = 0;
+  }
   r->streak = 0;
   r->budget = w / 2;
   if (r->o.memory) { /* the step's peak up to the failure is no sample of a full batch */
@@ -453,7 +464,9 @@ int gpum_batch_memory_from_pool(gpum_batch_memory_t *m, void *pool) {
   gpum_pool_reset_peaks(pool);
   if (s.limit == 0)
     return gpum_error(GPUM_ENOENT, "the pool has no limit to measure against");
-  m->peak = s.reserved_bytes.peak;
+  /* What the steps used (blocks handed out), not what the pool keeps cached: the cache would
+   * make every batch look as large as the biggest one. */
+  m->peak = s.allocated_bytes.peak;
   m->limit = s.limit;
   return 0;
 }
