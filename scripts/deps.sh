@@ -11,11 +11,12 @@ PKGS=(
   libyaml-dev libjansson-dev libcmocka-dev libevent-dev libsqlite3-dev
   clang-format cppcheck clang-tidy
   procps python3 curl
-  python3-torch
+  python3-torch python3-pytest
 )
 
 # python3-torch: tests/integration/test_estimate_torch.sh checks the memory estimator against
 # PyTorch on the CPU (Debian's build, run as /usr/bin/python3).
+# python3-pytest: the Python package's tests (bindings/python/tests, tests/integration/test_python.sh).
 
 # Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc; bench/broker:
 # gpumd beside redis-server; bench/http: wrk against gpumd's HTTP face beside nginx).

@@ -26,6 +26,7 @@
 #ifndef GPUM_GPUM_H
 #define GPUM_GPUM_H
 
+#include <gpum/abi.h>
 #include <gpum/alert.h>
 #include <gpum/batch.h>
 #include <gpum/client.h>

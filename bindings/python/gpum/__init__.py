@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gpum for Python: reservations, memory estimates and adaptive batches over libgpum.
+
+See docs/python.md in gpum's source tree.
+"""
+from ._lib import lib as _lib, path as library_path
+from . import _types
+
+_types.check_abi()
+
+from .errors import (  # noqa: E402
+    Busy, DaemonUnavailable, GpumError, Interrupted, InvalidArgument, NeverFits, NotFound,
+    OutOfMemory, PermissionDenied, Timeout,
+)
+from .estimate import Estimate, accumulation, estimate, presets  # noqa: E402
+from .adaptive import Adaptive, BatchInfo, BatchStats, adaptive  # noqa: E402
+from .reserve import (  # noqa: E402
+    CudaAlreadyInitialized, Device, Pressure, Reservation, reserve,
+)
+
+__version__ = _lib.gpum_version().decode()
+
+__all__ = [
+    "GpumError", "InvalidArgument", "NotFound", "OutOfMemory", "Timeout", "PermissionDenied",
+    "DaemonUnavailable", "NeverFits", "Busy", "Interrupted", "CudaAlreadyInitialized",
+    "estimate", "Estimate", "presets", "accumulation", "adaptive", "Adaptive", "BatchInfo",
+    "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path",
+]

@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+"""ctypes mirrors of the libgpum structs the package fills or reads.
+
+Each is checked against the loaded library's own layout (gpum_abi_sizeof / gpum_abi_offsetof)
+by :func:`check_abi`, which the package runs at import: a libgpum of another layout is refused
+with a clear error rather than misread.
+"""
+from __future__ import annotations
+
+import ctypes as c
+from typing import List, Type
+
+from ._lib import lib
+
+MAX_DEVICES = 16  # GPUM_CLIENT_MAX_DEVICES
+TRAJECTORY = 256  # GPUM_BATCH_TRAJECTORY
+
+
+ENV_NAME_MAX = 40  # GPUM_ENV_NAME_MAX
+ENV_VALUE_MAX = MAX_DEVICES * 100  # GPUM_ENV_VALUE_MAX
+ENV_MAX = 8  # GPUM_RESERVATION_ENV_MAX
+
+
+class EnvVar(c.Structure):
+    _fields_ = [("name", c.c_char * ENV_NAME_MAX), ("value", c.c_char * ENV_VALUE_MAX),
+                ("if_unset", c.c_bool)]
+
+
+class ResDevice(c.Structure):
+    _fields_ = [("index", c.c_uint), ("uuid", c.c_char * 96), ("memory_total", c.c_uint64)]
+
+
+class Reservation(c.Structure):
+    _fields_ = [
+        ("id", c.c_char * 64), ("token", c.c_char * 80), ("state", c.c_int),
+        ("reason", c.c_char * 256), ("uid", c.c_uint32), ("pid", c.c_int32),
+        ("label", c.c_char * 128), ("bytes_per_gpu", c.c_uint64), ("gpus", c.c_uint),
+        ("priority", c.c_int), ("lease", c.c_int), ("ttl_ms", c.c_uint64),
+        ("expires_ns", c.c_uint64), ("ndevices", c.c_size_t),
+        ("devices", ResDevice * MAX_DEVICES), ("queue_position", c.c_long),
+        ("waiting_for", c.c_char * 256), ("created_ns", c.c_uint64), ("granted_ns", c.c_uint64),
+        ("ended_ns", c.c_uint64), ("fenced", c.c_bool), ("fenced_used", c.c_uint64),
+        ("fenced_limit", c.c_uint64),
+    ]
+
+
+class ReserveReq(c.Structure):
+    _fields_ = [
+        ("bytes_per_gpu", c.c_uint64), ("gpus", c.c_uint), ("model", c.c_char_p),
+        ("min_memory", c.c_uint64), ("devices", c.POINTER(c.c_char_p)), ("ndevices", c.c_size_t),
+        ("priority", c.c_int), ("queue_timeout_ms", c.c_uint64), ("wait_on_timeout", c.c_bool),
+        ("label", c.c_char_p), ("lease", c.c_int), ("pid", c.c_int32), ("ttl_ms", c.c_uint64),
+        ("no_wait", c.c_bool),
+    ]
+
+
+class SessionEvent(c.Structure):
+    _fields_ = [
+        ("kind", c.c_int), ("reservation", c.POINTER(Reservation)), ("error", c.c_int),
+        ("device", c.c_int), ("used_ratio", c.c_double), ("level", c.c_char_p),
+        ("trimmed", c.c_uint64), ("grace_ms", c.c_int64),
+    ]
+
+
+SESSION_EVENT_FN = c.CFUNCTYPE(None, c.POINTER(SessionEvent), c.c_void_p)
+SESSION_INTERRUPTED_FN = c.CFUNCTYPE(c.c_int, c.c_void_p)
+
+
+class SessionOpts(c.Structure):
+    _fields_ = [
+        ("socket", c.c_char_p), ("cfg", c.c_void_p), ("connect_timeout_ms", c.c_uint),
+        ("grace_ms", c.c_int64), ("on_event", SESSION_EVENT_FN),
+        ("interrupted", SESSION_INTERRUPTED_FN), ("user", c.c_void_p),
+    ]
+
+
+class Estimate(c.Structure):
+    _fields_ = [(n, c.c_uint64) for n in (
+        "params", "trainable_params", "weights", "gradients", "optimizer", "activations",
+        "kv_cache", "workspace", "context", "allocator", "total")]
+
+
+class Batch(c.Structure):
+    _fields_ = [
+        ("first", c.c_uint64), ("count", c.c_size_t), ("attempt", c.c_uint),
+        ("window_end", c.c_bool), ("loss_scale", c.c_double), ("window", c.c_uint64),
+    ]
+
+
+class BatchMemory(c.Structure):
+    _fields_ = [("peak", c.c_uint64), ("limit", c.c_uint64), ("total", c.c_uint64)]
+
+
+class BatchChange(c.Structure):
+    _fields_ = [("item", c.c_uint64), ("size", c.c_size_t)]
+
+
+class BatchStats(c.Structure):
+    _fields_ = [
+        ("done", c.c_uint64), ("fallback", c.c_uint64), ("failed", c.c_uint64),
+        ("steps", c.c_uint64), ("ooms", c.c_uint64), ("retries", c.c_uint64),
+        ("windows", c.c_uint64), ("waits", c.c_uint64), ("batch_size", c.c_size_t),
+        ("smallest", c.c_size_t), ("largest", c.c_size_t), ("peak", c.c_uint64),
+        ("seconds", c.c_double), ("items_per_s", c.c_double), ("nchanges", c.c_size_t),
+        ("changes", c.c_uint64), ("trajectory", BatchChange * TRAJECTORY),
+    ]
+
+
+BATCH_STEP_FN = c.CFUNCTYPE(c.c_int, c.POINTER(Batch), c.c_void_p)
+BATCH_MEMORY_FN = c.CFUNCTYPE(c.c_int, c.POINTER(BatchMemory), c.c_void_p)
+BATCH_WEIGHT_FN = c.CFUNCTYPE(c.c_double, c.c_uint64, c.c_void_p)
+BATCH_PROGRESS_FN = c.CFUNCTYPE(None, c.POINTER(BatchStats), c.c_void_p)
+BATCH_CHECKPOINT_FN = c.CFUNCTYPE(c.c_int, c.c_uint64, c.c_void_p)
+BATCH_FAILED_FN = c.CFUNCTYPE(None, c.c_uint64, c.c_int, c.c_void_p)
+BATCH_WAIT_FN = c.CFUNCTYPE(c.c_int, c.c_void_p)
+
+
+class BatchOpts(c.Structure):
+    _fields_ = [
+        ("items", c.c_uint64), ("start", c.c_uint64), ("batch_size", c.c_size_t),
+        ("max_batch", c.c_size_t), ("effective_batch", c.c_size_t), ("target", c.c_double),
+        ("step", BATCH_STEP_FN), ("fallback", BATCH_STEP_FN), ("memory", BATCH_MEMORY_FN),
+        ("weight", BATCH_WEIGHT_FN), ("checkpoint", BATCH_CHECKPOINT_FN),
+        ("checkpoint_every", c.c_uint64), ("progress", BATCH_PROGRESS_FN),
+        ("failed", BATCH_FAILED_FN), ("wait", BATCH_WAIT_FN), ("max_wait_ms", c.c_uint64),
+        ("user", c.c_void_p),
+    ]
+
+
+# The C names of the mirrored structs.
+MIRRORED: List[tuple] = [
+    ("gpum_env_var_t", EnvVar), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
+    ("gpum_reserve_req_t", ReserveReq), ("gpum_session_opts_t", SessionOpts),
+    ("gpum_session_event_t", SessionEvent), ("gpum_estimate_t", Estimate),
+    ("gpum_batch_t", Batch), ("gpum_batch_memory_t", BatchMemory),
+    ("gpum_batch_change_t", BatchChange), ("gpum_batch_opts_t", BatchOpts),
+    ("gpum_batch_stats_t", BatchStats),
+]
+
+
+def opaque(name: str) -> c.Array:
+    """A zeroed buffer as large as the C struct name (one the package does not look into)."""
+    n = lib.gpum_abi_sizeof(name.encode())
+    if n <= 0:
+        raise ImportError(f"libgpum does not know the struct {name}: too old for this package")
+    return (c.c_char * n)()
+
+
+def mismatches() -> List[str]:
+    """Where the mirrors and the loaded library disagree: [] when they agree."""
+    bad = []
+    for cname, cls in MIRRORED:
+        want = lib.gpum_abi_sizeof(cname.encode())
+        if want != c.sizeof(cls):
+            bad.append(f"sizeof {cname}: library {want}, package {c.sizeof(cls)}")
+        for f in cls._fields_:
+            off = lib.gpum_abi_offsetof(cname.encode(), f[0].encode())
+            mine = getattr(cls, f[0]).offset
+            if off != mine:
+                bad.append(f"{cname}.{f[0]}: library {off}, package {mine}")
+    return bad
+
+
+def check_abi() -> None:
+    bad = mismatches()
+    if bad:
+        raise ImportError("libgpum's structs differ from this package's: " + "; ".join(bad))

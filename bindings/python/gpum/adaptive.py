@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The adaptive batch runner (docs/batch.md) for Python steps.
+
+``gpum.adaptive(n_or_items, step, batch_size=32, effective_batch=256)`` runs ``step`` over the
+items a batch at a time. The step gets a :class:`BatchInfo` (the batch's indices, whether it
+closes an accumulation window, its loss scale). An out-of-memory exception raised by the step
+(``torch.cuda.OutOfMemoryError``, :class:`gpum.OutOfMemory`, or any type given in
+``oom_exceptions``) makes the runner free PyTorch's cache and run the same items again with a
+smaller batch: no item is lost and none is run twice. Any other exception stops the run and is
+raised from ``adaptive``.
+"""
+from __future__ import annotations
+
+import ctypes as c
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
+
+from ._lib import lib
+from . import _types as t
+from .errors import OutOfMemory, check, error_for
+
+__all__ = ["adaptive", "Adaptive", "BatchInfo", "BatchStats"]
+
+GPUM_EDEVOOM = -16
+GPUM_EINTR = -26
+
+lib.gpum_batch_create.argtypes = [c.POINTER(t.BatchOpts), c.POINTER(c.c_void_p)]
+lib.gpum_batch_destroy.argtypes = [c.c_void_p]
+lib.gpum_batch_destroy.restype = None
+lib.gpum_batch_run.argtypes = [c.c_void_p]
+lib.gpum_batch_stats.argtypes = [c.c_void_p, c.POINTER(t.BatchStats)]
+lib.gpum_batch_stats.restype = None
+lib.gpum_batch_set_pressure.argtypes = [c.c_void_p, c.c_bool]
+lib.gpum_batch_set_pressure.restype = None
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """One micro-batch: items ``first .. first + count - 1`` of the run."""
+
+    first: int
+    count: int
+    attempt: int
+    window_end: bool
+    loss_scale: float
+    window: int
+    indices: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    done: int
+    fallback: int
+    failed: int
+    steps: int
+    ooms: int
+    retries: int
+    windows: int
+    waits: int
+    batch_size: int
+    smallest: int
+    largest: int
+    peak: int
+    seconds: float
+    items_per_s: float
+    trajectory: Tuple[Tuple[int, int], ...]  # (item, batch size) where the size changed
+
+
+def _stats(s: t.BatchStats) -> BatchStats:
+    traj = tuple((s.trajectory[i].item, s.trajectory[i].size) for i in range(s.nchanges))
+    return BatchStats(s.done, s.fallback, s.failed, s.steps, s.ooms, s.retries, s.windows,
+                      s.waits, s.batch_size, s.smallest, s.largest, s.peak, s.seconds,
+                      s.items_per_s, traj)
+
+
+def _default_ooms() -> Tuple[Type[BaseException], ...]:
+    ooms: List[Type[BaseException]] = [OutOfMemory]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        err = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+        if isinstance(err, type):
+            ooms.append(err)
+    return tuple(ooms)
+
+
+def _free_framework_cache() -> None:
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # a cache that cannot be emptied is not the step's failure
+        pass
+
+
+class Adaptive:
+    """A runner over items (a count, or a sequence whose elements the steps get as indices)."""
+
+    def __init__(self, items: Union[int, Sequence[Any]], step: Callable[[BatchInfo], Any], *,
+                 batch_size: int = 32, max_batch: Optional[int] = None,
+                 effective_batch: int = 0, start: int = 0,
+                 oom_exceptions: Sequence[Type[BaseException]] = (),
+                 weight: Optional[Callable[[int], float]] = None,
+                 memory: Optional[Callable[[], Tuple[int, int, int]]] = None,
+                 fallback: Optional[Callable[[BatchInfo], Any]] = None,
+                 on_failed: Optional[Callable[[int], Any]] = None,
+                 checkpoint: Optional[Callable[[int], Any]] = None, checkpoint_every: int = 0,
+                 progress: Optional[Callable[[BatchStats], Any]] = None) -> None:
+        self._items = items
+        n = items if isinstance(items, int) else len(items)
+        self._step, self._fallback = step, fallback
+        self._ooms = tuple(oom_exceptions) + _default_ooms()
+        self._error: Optional[BaseException] = None
+        self._user = {"weight": weight, "memory": memory, "on_failed": on_failed,
+                      "checkpoint": checkpoint, "progress": progress}
+        # The callbacks, kept alive as long as the runner.
+        self._cb = {
+            "step": t.BATCH_STEP_FN(self._on_step),
+            "fallback": t.BATCH_STEP_FN(self._on_fallback) if fallback else t.BATCH_STEP_FN(),
+            "memory": t.BATCH_MEMORY_FN(self._on_memory) if memory else t.BATCH_MEMORY_FN(),
+            "weight": t.BATCH_WEIGHT_FN(self._on_weight) if weight else t.BATCH_WEIGHT_FN(),
+            "checkpoint": (t.BATCH_CHECKPOINT_FN(self._on_checkpoint) if checkpoint
+                           else t.BATCH_CHECKPOINT_FN()),
+            "progress": t.BATCH_PROGRESS_FN(self._on_progress) if progress
+            else t.BATCH_PROGRESS_FN(),
+            "failed": t.BATCH_FAILED_FN(self._on_failed) if on_failed else t.BATCH_FAILED_FN(),
+        }
+        o = t.BatchOpts(items=n, start=start, batch_size=batch_size, max_batch=max_batch or 0,
+                        effective_batch=effective_batch, step=self._cb["step"],
+                        fallback=self._cb["fallback"], memory=self._cb["memory"],
+                        weight=self._cb["weight"], checkpoint=self._cb["checkpoint"],
+                        checkpoint_every=checkpoint_every, progress=self._cb["progress"],
+                        failed=self._cb["failed"])
+        self._r = c.c_void_p()
+        check(lib.gpum_batch_create(c.byref(o), c.byref(self._r)))
+
+    def __del__(self) -> None:
+        r = getattr(self, "_r", None)
+        if r:
+            lib.gpum_batch_destroy(r)
+            self._r = None
+
+    def _info(self, b: t.Batch) -> BatchInfo:
+        first, count = b.first, b.count
+        idx: Sequence[Any] = (range(first, first + count) if isinstance(self._items, int)
+                              else [self._items[i] for i in range(first, first + count)])
+        return BatchInfo(first, count, b.attempt, bool(b.window_end), b.loss_scale, b.window,
+                         idx)
+
+    def _call(self, fn: Callable[[BatchInfo], Any], b: Any) -> int:
+        if self._error is not None:
+            return GPUM_EINTR
+        try:
+            fn(self._info(b.contents))
+            return 0
+        except self._ooms:
+            _free_framework_cache()
+            return GPUM_EDEVOOM
+        except BaseException as e:  # stops the run; raised again from run()
+            self._error = e
+            return GPUM_EINTR
+
+    def _on_step(self, b: Any, user: Any) -> int:
+        return self._call(self._step, b)
+
+    def _on_fallback(self, b: Any, user: Any) -> int:
+        assert self._fallback is not None
+        return self._call(self._fallback, b)
+
+    def _on_memory(self, m: Any, user: Any) -> int:
+        try:
+            peak, limit, total = self._user["memory"]()
+            m.contents.peak, m.contents.limit, m.contents.total = peak, limit, total
+            return 0
+        except BaseException as e:
+            self._error = self._error or e
+            return GPUM_EINTR
+
+    def _on_weight(self, item: int, user: Any) -> float:
+        try:
+            return float(self._user["weight"](item))
+        except BaseException as e:
+            self._error = self._error or e
+            return 1.0
+
+    def _on_checkpoint(self, nxt: int, user: Any) -> int:
+        try:
+            self._user["checkpoint"](nxt)
+            return 0
+        except BaseException as e:
+            self._error = self._error or e
+            return GPUM_EINTR
+
+    def _on_progress(self, s: Any, user: Any) -> None:
+        try:
+            self._user["progress"](_stats(s.contents))
+        except BaseException as e:
+            self._error = self._error or e
+
+    def _on_failed(self, item: int, err: int, user: Any) -> None:
+        try:
+            self._user["on_failed"](item)
+        except BaseException as e:
+            self._error = self._error or e
+
+    def set_pressure(self, on: bool) -> None:
+        """gpumd's memory pressure began or ended (any thread)."""
+        lib.gpum_batch_set_pressure(self._r, on)
+
+    @property
+    def stats(self) -> BatchStats:
+        s = t.BatchStats()
+        lib.gpum_batch_stats(self._r, c.byref(s))
+        return _stats(s)
+
+    def run(self) -> BatchStats:
+        """Runs to the end; raises what a step (or a callback) raised, or gpum's error."""
+        rc = lib.gpum_batch_run(self._r)
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+        if rc < 0:
+            raise error_for(rc)
+        return self.stats
+
+
+def adaptive(items: Union[int, Sequence[Any]], step: Callable[[BatchInfo], Any],
+             **kwargs: Any) -> BatchStats:
+    """Runs step over items with the adaptive runner (see :class:`Adaptive`); its statistics."""
+    return Adaptive(items, step, **kwargs).run()

@@ -1,0 +1,267 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Reservations from gpumd, as a context manager (libgpum's reservation session).
+
+    with gpum.reserve(mem="20GiB", gpus=1, priority=0, timeout="10m") as r:
+        import torch            # CUDA sees the granted GPUs only
+        ...                     # r.devices, r.limit, r.on_pressure(callback)
+
+On entry it waits for the grant (``on_queue`` gets the queue position while it waits), then
+sets ``CUDA_VISIBLE_DEVICES`` and the other variables of the grant (gpum run's; see
+docs/cli.md) in this process's environment, before CUDA is initialised: when it was initialised
+already, the variables could not take effect, and :class:`CudaAlreadyInitialized` says so with
+the remedy. A thread serves the session while the block runs (gpumd's events, re-attaching after
+a gpumd restart); pressure on the reservation's GPUs calls the ``on_pressure`` callbacks on that
+thread. On exit, by exception too, the reservation is released; SIGTERM during the block is
+turned into SystemExit so that it is released then as well, and if the process is killed
+gpumd releases it (the reservation is bound to the session's connection).
+"""
+from __future__ import annotations
+
+import ctypes as c
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Tuple, Union
+
+from ._lib import lib
+from . import _types as t
+from .errors import DaemonUnavailable, GpumError, PermissionDenied, check, error_for
+
+__all__ = ["reserve", "Reservation", "Device", "Pressure", "CudaAlreadyInitialized"]
+
+lib.gpum_session_opts_init.argtypes = [c.POINTER(t.SessionOpts)]
+lib.gpum_session_opts_init.restype = None
+lib.gpum_session_open.argtypes = [c.POINTER(t.SessionOpts), c.POINTER(c.c_void_p)]
+lib.gpum_session_reserve.argtypes = [c.c_void_p, c.POINTER(t.ReserveReq), c.c_int64]
+lib.gpum_session_reservation.argtypes = [c.c_void_p]
+lib.gpum_session_reservation.restype = c.POINTER(t.Reservation)
+lib.gpum_session_process.argtypes = [c.c_void_p, c.c_int]
+lib.gpum_session_release.argtypes = [c.c_void_p]
+lib.gpum_session_close.argtypes = [c.c_void_p]
+lib.gpum_session_close.restype = None
+lib.gpum_reservation_env.argtypes = [c.POINTER(t.Reservation), c.POINTER(t.EnvVar), c.c_size_t,
+                                     c.POINTER(c.c_size_t)]
+
+EV_QUEUED, EV_GRANTED, EV_ENDED, EV_PRESSURE, EV_LOST, EV_REATTACHED, EV_GAVE_UP = range(1, 8)
+GPUM_ESTATE, GPUM_ECLOSED, GPUM_EINTR = -19, -22, -26
+STATES = ["UNKNOWN", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED"]
+
+
+class CudaAlreadyInitialized(RuntimeError):
+    """CUDA was initialised before the reservation: its GPUs cannot be chosen any more."""
+
+
+@dataclass(frozen=True)
+class Device:
+    index: int         # gpumd's index
+    uuid: str
+    memory_total: int  # bytes
+
+
+@dataclass(frozen=True)
+class Pressure:
+    device: int       # gpumd's index of the GPU under pressure
+    used_ratio: float
+    level: str        # "high" or "critical"
+
+
+def _size(v: Union[int, str]) -> int:
+    if isinstance(v, int):
+        return v
+    out = c.c_uint64()
+    check(lib.gpum_size_parse(v.encode(), c.byref(out)))
+    return out.value
+
+
+def _ms(v: Union[None, int, float, str]) -> int:
+    if v is None:
+        return -1
+    if isinstance(v, (int, float)):
+        return int(v * 1000)  # seconds
+    out = c.c_uint64()
+    check(lib.gpum_duration_parse(v.encode(), c.byref(out)))
+    return out.value
+
+
+def _cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+class Reservation:
+    """A reservation held for the life of a ``with`` block (see the module's text)."""
+
+    def __init__(self, mem: Union[int, str], gpus: int = 1, *, priority: int = 0,
+                 timeout: Union[None, int, float, str] = None, label: Optional[str] = None,
+                 model: Optional[str] = None, socket: Optional[str] = None,
+                 on_queue: Optional[Callable[[int], Any]] = None,
+                 set_env: bool = True) -> None:
+        self._req = t.ReserveReq(bytes_per_gpu=_size(mem), gpus=gpus, priority=priority,
+                                 label=(label or os.path.basename(sys.argv[0] or "python")).encode(),
+                                 model=model.encode() if model else None)
+        self._timeout_ms = _ms(timeout)
+        self._socket = socket.encode() if socket else None
+        self._on_queue = on_queue
+        self._set_env = set_env
+        self._pressure: List[Callable[[Pressure], Any]] = []
+        self._s = c.c_void_p()
+        self._thread: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+        self._interrupt = False
+        self._ended: Optional[str] = None
+        self._old_term: Any = None
+        self._event_cb = t.SESSION_EVENT_FN(self._on_event)
+        self._interrupted_cb = t.SESSION_INTERRUPTED_FN(lambda user: int(self._interrupt))
+        self._r: Optional[t.Reservation] = None
+
+    # --- the grant ----------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self._r.id.decode() if self._r else ""
+
+    @property
+    def limit(self) -> int:
+        """Bytes reserved per GPU."""
+        return self._r.bytes_per_gpu if self._r else 0
+
+    @property
+    def devices(self) -> Tuple[Device, ...]:
+        r = self._r
+        if not r:
+            return ()
+        return tuple(Device(r.devices[i].index, r.devices[i].uuid.decode(),
+                            r.devices[i].memory_total) for i in range(r.ndevices))
+
+    @property
+    def state(self) -> str:
+        return STATES[self._r.state] if self._r and 0 <= self._r.state < len(STATES) else "UNKNOWN"
+
+    @property
+    def ended(self) -> Optional[str]:
+        """Why the reservation ended under the block (gpumd failed or expired it), else None."""
+        return self._ended
+
+    def env(self) -> dict:
+        """The grant's environment (as gpum run sets it), name -> (value, only_if_unset)."""
+        if not self._r:
+            return {}
+        vars_ = (t.EnvVar * t.ENV_MAX)()
+        n = c.c_size_t()
+        check(lib.gpum_reservation_env(c.byref(self._r), vars_, t.ENV_MAX, c.byref(n)))
+        return {vars_[i].name.decode(): (vars_[i].value.decode(), bool(vars_[i].if_unset))
+                for i in range(n.value)}
+
+    def on_pressure(self, callback: Callable[[Pressure], Any]) -> None:
+        """Calls callback(Pressure) on the session's thread when gpumd reports memory pressure
+        on one of the reservation's GPUs."""
+        self._pressure.append(callback)
+
+    # --- events ---------------------------------------------------------------------------------
+    def _on_event(self, ev: Any, user: Any) -> None:
+        e = ev.contents
+        try:
+            if e.reservation:
+                self._r = t.Reservation.from_buffer_copy(e.reservation.contents)
+            if e.kind == EV_QUEUED and self._on_queue and self._r:
+                self._on_queue(self._r.queue_position)
+            elif e.kind == EV_PRESSURE:
+                p = Pressure(e.device, e.used_ratio, e.level.decode() if e.level else "high")
+                mine = {d.index for d in self.devices}
+                if not mine or p.device in mine:
+                    for cb in list(self._pressure):
+                        cb(p)
+            elif e.kind in (EV_ENDED, EV_GAVE_UP) and self._r:
+                self._ended = self._r.reason.decode() or STATES[self._r.state]
+        except Exception as exc:  # a callback's error must not unwind through C
+            print(f"gpum: a reservation callback raised {exc!r}", file=sys.stderr)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            rc = lib.gpum_session_process(self._s, 200)
+            if rc in (GPUM_ESTATE, GPUM_ECLOSED):
+                return  # ended or lost: said through the events
+            lib.gpum_error_clear()
+
+    # --- the block ------------------------------------------------------------------------------
+    def __enter__(self) -> "Reservation":
+        if self._set_env and _cuda_initialized():
+            raise CudaAlreadyInitialized(
+                "CUDA was initialised in this process before the reservation, so the granted "
+                "GPUs (CUDA_VISIBLE_DEVICES) cannot take effect: enter gpum.reserve(...) before "
+                "the first use of torch.cuda (or any CUDA call), e.g. at the top of the script")
+        o = t.SessionOpts()
+        lib.gpum_session_opts_init(c.byref(o))
+        o.socket = self._socket
+        o.on_event = self._event_cb
+        o.interrupted = self._interrupted_cb
+        rc = lib.gpum_session_open(c.byref(o), c.byref(self._s))
+        if rc < 0:
+            err = error_for(rc)
+            if isinstance(err, PermissionDenied):
+                raise err
+            raise DaemonUnavailable(rc, err.message) from None
+        old_int = None
+        if threading.current_thread() is threading.main_thread():
+            old_int = signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            rc = lib.gpum_session_reserve(self._s, c.byref(self._req), self._timeout_ms)
+        finally:
+            if old_int is not None:
+                signal.signal(signal.SIGINT, old_int)
+        r = lib.gpum_session_reservation(self._s)
+        if r:
+            self._r = t.Reservation.from_buffer_copy(r.contents)
+        if rc < 0:
+            err = error_for(rc)
+            lib.gpum_session_close(self._s)
+            self._s = c.c_void_p()
+            if rc == GPUM_EINTR:
+                raise KeyboardInterrupt("interrupted while waiting for the reservation")
+            raise err
+        if self._set_env:
+            for name, (value, if_unset) in self.env().items():
+                if not (if_unset and name in os.environ):
+                    os.environ[name] = value
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._old_term = signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._thread = threading.Thread(target=self._serve, name="gpum-session", daemon=True)
+        self._thread.start()
+        return self
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self._interrupt = True
+
+    @staticmethod
+    def _on_sigterm(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    def release(self) -> None:
+        """Releases the reservation now (the block's end does it too)."""
+        if not self._s:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+            self._old_term = None
+        rc = lib.gpum_session_release(self._s)
+        lib.gpum_session_close(self._s)
+        self._s = c.c_void_p()
+        if rc < 0 and rc not in (GPUM_ESTATE, GPUM_ECLOSED):
+            raise error_for(rc)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def reserve(mem: Union[int, str], gpus: int = 1, **kwargs: Any) -> Reservation:
+    """A reservation of mem bytes (or "20GiB") on each of gpus GPUs; use it with ``with``."""
+    return Reservation(mem, gpus, **kwargs)

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The package's core: the mirrored structs agree with the loaded libgpum, errors are
+exceptions carrying gpum's code and message, and estimates are gpum estimate's."""
+import json
+
+import pytest
+
+import gpum
+from gpum import _types
+from conftest import gpum as run_gpum
+
+
+def test_structs_match_the_library():
+    assert _types.mismatches() == []
+    assert gpum.library_path
+
+
+def test_errors_are_exceptions_with_code_and_message():
+    with pytest.raises(gpum.NotFound) as e:
+        gpum.estimate("no-such-model")
+    assert e.value.code < 0 and e.value.name == "ENOENT"
+    assert "no-such-model" in str(e.value) and "gpt2" in str(e.value)  # lists the presets
+    with pytest.raises(gpum.InvalidArgument):
+        gpum.estimate("gpt2", batch=0)
+    with pytest.raises(ValueError):  # InvalidArgument is a ValueError too
+        gpum.estimate("gpt2", precision="fp7")
+    assert issubclass(gpum.OutOfMemory, MemoryError)
+    assert issubclass(gpum.Timeout, TimeoutError)
+
+
+@pytest.mark.parametrize("spec", ["llama-7b,mode=lora,batch=4,precision=bf16",
+                                  "gpt2,mode=training,batch=8,optimizer=adamw",
+                                  "resnet50,mode=training,batch=32,precision=mixed-fp16"])
+def test_estimate_is_the_clis(spec):
+    cli = json.loads(run_gpum("estimate", spec, "--json").stdout)
+    model, _, rest = spec.partition(",")
+    kw = dict(kv.split("=") for kv in rest.split(",") if kv)
+    e = gpum.estimate(model, **kw)
+    for key in ("weights", "gradients", "optimizer", "activations", "kv_cache", "workspace",
+                "total"):
+        assert getattr(e, key) == cli[key], key
+    assert e.params == cli["params"]
+    # The same from the spec string.
+    assert gpum.estimate(spec).total == e.total
+
+
+def test_estimate_max_batch_and_accumulation():
+    e = gpum.estimate("gpt2", mode="training", batch=8)
+    cli = json.loads(run_gpum("estimate", "gpt2,mode=training,batch=8", "--budget", "24GiB",
+                              "--json").stdout)
+    assert e.max_batch("24GiB") == cli["max_batch"]
+    with pytest.raises(gpum.InvalidArgument):
+        e.max_batch(1 << 20)  # below the weights
+    micro, steps = gpum.accumulation(256, 48)
+    assert micro * steps >= 256 and micro <= 48
+    assert "llama-70b" in gpum.presets()

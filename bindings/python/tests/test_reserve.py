@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gpum.reserve against a real gpumd on a simulated node: the grant's environment, devices and
+limit; release at the block's end and on an exception; a timeout; the queue position while
+waiting; memory pressure reaching the callback; gpumd releasing the reservation of a Python
+process killed with SIGKILL; errors without a daemon and with CUDA initialised already."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+
+import pytest
+
+import gpum
+from conftest import gpum as run_gpum, jobs
+
+GiB = 1 << 30
+
+
+def test_grant_environment_and_release(gpumd):
+    with gpum.reserve(mem="10GiB", label="py-env") as r:
+        assert r.state == "GRANTED" and r.limit == 10 * GiB
+        assert len(r.devices) == 1 and r.devices[0].uuid.startswith("GPU-")
+        assert r.devices[0].memory_total == 80 * GiB
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == r.devices[0].uuid
+        assert os.environ["GPUM_MEM_LIMIT"] == str(10 * GiB)
+        assert os.environ["GPUM_RESERVATION_ID"] == r.id
+        assert [j["id"] for j in jobs() if j["label"] == "py-env"] == [r.id]
+    assert not [j for j in jobs() if j["label"] == "py-env"]
+
+
+def test_release_on_exception(gpumd):
+    with pytest.raises(RuntimeError):
+        with gpum.reserve("5GiB", label="py-exc"):
+            raise RuntimeError("the job failed")
+    assert not [j for j in jobs() if j["label"] == "py-exc"]
+
+
+def test_queue_progress_and_timeout(gpumd):
+    # Another holder takes most of both GPUs for a while.
+    out = run_gpum("reserve", "--mem", "70GiB", "--gpus", "2", "--ttl", "10m", "-q").stdout
+    holder = out.strip()
+    try:
+        with pytest.raises(gpum.Timeout):
+            with gpum.reserve("20GiB", timeout="300ms", label="py-timeout"):
+                pass
+        assert not [j for j in jobs() if j["label"] == "py-timeout"]  # cancelled
+        positions, granted = [], threading.Event()
+
+        def waiter():
+            with gpum.reserve("20GiB", timeout="30s", label="py-queued",
+                              on_queue=positions.append, set_env=False):
+                granted.set()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        # Queued: it shows in gpumd's queue; then the holder leaves and it is granted.
+        for _ in range(300):
+            if [j for j in jobs() if j["label"] == "py-queued" and j["state"] == "QUEUED"]:
+                break
+            threading.Event().wait(0.01)  # polling gpumd's state, not standing in for it
+        run_gpum("release", holder)
+        holder = None
+        t.join(30)
+        assert granted.is_set() and positions and positions[0] == 0
+    finally:
+        if holder:
+            run_gpum("release", holder, check=False)
+
+
+def test_pressure_reaches_the_callback(gpumd, node):
+    got = threading.Event()
+    seen = []
+    with gpum.reserve("4GiB", label="py-pressure", set_env=False) as r:
+        r.on_pressure(lambda p: (seen.append(p), got.set()))
+        dev = r.devices[0].index
+        pid = run_gpum("sim", "hold", node, "--device", str(dev), "--bytes", "76GiB").stdout
+        try:
+            assert got.wait(30), "no pressure event within 30 s"
+        finally:
+            os.kill(int(pid.strip()), 9)
+    assert seen[0].device == dev and seen[0].level in ("high", "critical")
+    assert seen[0].used_ratio > 0.9
+
+
+def test_sigkill_releases(gpumd, tmp_path):
+    ready = tmp_path / "ready"
+    code = textwrap.dedent(f"""
+        import gpum, pathlib, time
+        with gpum.reserve("3GiB", label="py-killed") as r:
+            pathlib.Path({str(ready)!r}).write_text(r.id)
+            time.sleep(600)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], env=os.environ.copy())
+    try:
+        for _ in range(3000):
+            if ready.exists() and ready.read_text():
+                break
+            threading.Event().wait(0.01)
+        rid = ready.read_text()
+        assert [j["id"] for j in jobs()] .count(rid) == 1
+    finally:
+        p.kill()
+        p.wait()
+    for _ in range(500):  # gpumd sees the connection close
+        if rid not in [j["id"] for j in jobs()]:
+            break
+        threading.Event().wait(0.01)
+    assert rid not in [j["id"] for j in jobs()]
+
+
+def test_no_daemon(tmp_path, node):
+    with pytest.raises(gpum.DaemonUnavailable) as e:
+        with gpum.reserve("1GiB", socket=str(tmp_path / "none.sock")):
+            pass
+    assert "cannot connect to gpumd" in str(e.value)
+
+
+def test_cuda_initialised_already(monkeypatch):
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    with pytest.raises(gpum.CudaAlreadyInitialized) as e:
+        with gpum.reserve("1GiB"):
+            pass
+    assert "before the first use of torch.cuda" in str(e.value)
