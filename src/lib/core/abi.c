@@ -33,49 +33,116 @@
   X(gpum_env_var_t, value)                   \
   X(gpum_env_var_t, if_unset)                \
   X(gpum_res_device_t, index)                \
+  X(gpum_res_device_t, uuid)                 \
+  X(gpum_res_device_t, memory_total)         \
+  X(gpum_reservation_t, id)                  \
+  X(gpum_reservation_t, token)               \
+  X(gpum_reservation_t, state)               \
+  X(gpum_reservation_t, reason)              \
+  X(gpum_reservation_t, uid)                 \
   X(gpum_reservation_t, pid)                 \
   X(gpum_reservation_t, label)               \
   X(gpum_reservation_t, bytes_per_gpu)       \
+  X(gpum_reservation_t, gpus)                \
+  X(gpum_reservation_t, priority)            \
+  X(gpum_reservation_t, lease)               \
+  X(gpum_reservation_t, ttl_ms)              \
+  X(gpum_reservation_t, expires_ns)          \
   X(gpum_reservation_t, ndevices)            \
   X(gpum_reservation_t, devices)             \
   X(gpum_reservation_t, queue_position)      \
+  X(gpum_reservation_t, waiting_for)         \
+  X(gpum_reservation_t, created_ns)          \
+  X(gpum_reservation_t, granted_ns)          \
+  X(gpum_reservation_t, ended_ns)            \
   X(gpum_reservation_t, fenced)              \
   X(gpum_reservation_t, fenced_used)         \
   X(gpum_reservation_t, fenced_limit)        \
+  X(gpum_reserve_req_t, bytes_per_gpu)       \
   X(gpum_reserve_req_t, gpus)                \
   X(gpum_reserve_req_t, model)               \
   X(gpum_reserve_req_t, min_memory)          \
+  X(gpum_reserve_req_t, devices)             \
+  X(gpum_reserve_req_t, ndevices)            \
+  X(gpum_reserve_req_t, priority)            \
+  X(gpum_reserve_req_t, queue_timeout_ms)    \
+  X(gpum_reserve_req_t, wait_on_timeout)     \
+  X(gpum_reserve_req_t, label)               \
   X(gpum_reserve_req_t, lease)               \
   X(gpum_reserve_req_t, pid)                 \
   X(gpum_reserve_req_t, ttl_ms)              \
+  X(gpum_reserve_req_t, no_wait)             \
+  X(gpum_session_opts_t, socket)             \
+  X(gpum_session_opts_t, cfg)                \
   X(gpum_session_opts_t, connect_timeout_ms) \
   X(gpum_session_opts_t, grace_ms)           \
   X(gpum_session_opts_t, on_event)           \
+  X(gpum_session_opts_t, interrupted)        \
+  X(gpum_session_opts_t, user)               \
+  X(gpum_session_event_t, kind)              \
   X(gpum_session_event_t, reservation)       \
+  X(gpum_session_event_t, error)             \
+  X(gpum_session_event_t, device)            \
+  X(gpum_session_event_t, used_ratio)        \
+  X(gpum_session_event_t, level)             \
   X(gpum_session_event_t, trimmed)           \
   X(gpum_session_event_t, grace_ms)          \
   X(gpum_estimate_t, params)                 \
+  X(gpum_estimate_t, trainable_params)       \
   X(gpum_estimate_t, weights)                \
   X(gpum_estimate_t, gradients)              \
+  X(gpum_estimate_t, optimizer)              \
+  X(gpum_estimate_t, activations)            \
   X(gpum_estimate_t, kv_cache)               \
   X(gpum_estimate_t, workspace)              \
+  X(gpum_estimate_t, context)                \
+  X(gpum_estimate_t, allocator)              \
   X(gpum_estimate_t, total)                  \
   X(gpum_batch_t, first)                     \
   X(gpum_batch_t, count)                     \
+  X(gpum_batch_t, attempt)                   \
+  X(gpum_batch_t, window_end)                \
+  X(gpum_batch_t, loss_scale)                \
+  X(gpum_batch_t, window)                    \
   X(gpum_batch_memory_t, peak)               \
   X(gpum_batch_memory_t, limit)              \
+  X(gpum_batch_memory_t, total)              \
+  X(gpum_batch_change_t, item)               \
+  X(gpum_batch_change_t, size)               \
+  X(gpum_batch_opts_t, items)                \
   X(gpum_batch_opts_t, start)                \
   X(gpum_batch_opts_t, batch_size)           \
   X(gpum_batch_opts_t, max_batch)            \
+  X(gpum_batch_opts_t, effective_batch)      \
+  X(gpum_batch_opts_t, target)               \
+  X(gpum_batch_opts_t, step)                 \
   X(gpum_batch_opts_t, fallback)             \
   X(gpum_batch_opts_t, memory)               \
+  X(gpum_batch_opts_t, weight)               \
   X(gpum_batch_opts_t, checkpoint)           \
   X(gpum_batch_opts_t, checkpoint_every)     \
+  X(gpum_batch_opts_t, progress)             \
   X(gpum_batch_opts_t, failed)               \
   X(gpum_batch_opts_t, wait)                 \
+  X(gpum_batch_opts_t, max_wait_ms)          \
+  X(gpum_batch_opts_t, user)                 \
+  X(gpum_batch_stats_t, done)                \
+  X(gpum_batch_stats_t, fallback)            \
   X(gpum_batch_stats_t, failed)              \
+  X(gpum_batch_stats_t, steps)               \
+  X(gpum_batch_stats_t, ooms)                \
+  X(gpum_batch_stats_t, retries)             \
   X(gpum_batch_stats_t, windows)             \
-  X(gpum_batch_stats_t, smallest)
+  X(gpum_batch_stats_t, waits)               \
+  X(gpum_batch_stats_t, batch_size)          \
+  X(gpum_batch_stats_t, smallest)            \
+  X(gpum_batch_stats_t, largest)             \
+  X(gpum_batch_stats_t, peak)                \
+  X(gpum_batch_stats_t, seconds)             \
+  X(gpum_batch_stats_t, items_per_s)         \
+  X(gpum_batch_stats_t, nchanges)            \
+  X(gpum_batch_stats_t, changes)             \
+  X(gpum_batch_stats_t, trajectory)
 
 long gpum_abi_sizeof(const char *type) {
   if (!type)
