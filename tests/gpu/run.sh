@@ -7,7 +7,10 @@
 #      cudaMallocManaged stop there with cudaErrorMemoryAllocation and give everything back;
 #   2. PyTorch (Debian's python3-torch with CUDA, or any torch on /usr/bin/python3) under the
 #      shim with 2 GiB: torch.cuda.mem_get_info() says 2 GiB, a 3 GiB tensor raises
-#      torch.cuda.OutOfMemoryError, and a 1 GiB one then fits (PyTorch's own OOM path ran).
+#      torch.cuda.OutOfMemoryError, and a 1 GiB one then fits (PyTorch's own OOM path ran);
+#   3. gpum's pool as PyTorch's allocator (gpum.torch.use_gpum_allocator) with a 2 GiB
+#      reservation: tensors come from the pool (its statistics grow), a 3 GiB one raises
+#      torch.cuda.OutOfMemoryError, and freed memory is reused.
 # Usage: tests/gpu/run.sh BUILD_DIR
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -45,6 +48,26 @@ y = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
 print("ok: PyTorch fenced at 2 GiB, its OOM error raised, 1 GiB fits after")
 PY
   then :; else echo "FAIL: PyTorch under the shim"; status=1; fi
+  if PYTHONPATH=$HERE/../../bindings/python GPUM_LIBRARY=$BUILD/lib/libgpum.so \
+    GPUM_MEM_LIMIT=2147483648 /usr/bin/python3 - <<'PY'
+import ctypes
+import torch
+import gpum
+import gpum.torch as gt
+gt.use_gpum_allocator()
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+pool = ctypes.c_void_p()
+assert gpum._lib.lib.gpum_torch_pool(0, ctypes.byref(pool)) == 0 and pool.value
+try:
+    y = torch.empty(3 << 30, dtype=torch.uint8, device="cuda")
+    raise SystemExit("a 3 GiB tensor came from a pool limited to 2 GiB")
+except torch.cuda.OutOfMemoryError:
+    pass
+del x
+z = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+print("ok: gpum's pool as PyTorch's allocator, limited to the reservation")
+PY
+  then :; else echo "FAIL: gpum's pool as PyTorch's allocator"; status=1; fi
 else
   echo "SKIP: no PyTorch with CUDA on /usr/bin/python3"
 fi

@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gpum.torch with Debian's CPU PyTorch: AdaptiveBatchLoader over a small model whose step
+raises torch.cuda.OutOfMemoryError above a batch size that changes during the run trains to
+the same weights as a run without OOMs; apply_reservation sets PyTorch's memory fraction from
+the reservation (CUDA's calls recorded, as this machine has no GPU)."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is needed (scripts/deps.sh)")
+
+import gpum  # noqa: E402
+import gpum.torch as gt  # noqa: E402
+
+N, D, E, WINDOWS = 1200, 8, 96, 12  # samples, features, effective batch, windows
+
+
+def data():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(N, D, generator=g, dtype=torch.float64)
+    y = x @ torch.randn(D, 1, generator=g, dtype=torch.float64) + 0.1
+    return torch.utils.data.TensorDataset(x, y)
+
+
+def model():
+    torch.manual_seed(5)
+    return torch.nn.Linear(D, 1).double()
+
+
+def reference(ds):
+    """Plain training: one batch of E samples per optimizer step."""
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    for w in range(WINDOWS):
+        x, y = ds[w * E:(w + 1) * E]
+        torch.nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    return m
+
+
+def test_adaptive_loader_trains_as_without_ooms():
+    ds = torch.utils.data.Subset(data(), range(WINDOWS * E))
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    cap = [70]
+    steps = [0]
+
+    def step(batch, info):
+        x, y = batch
+        steps[0] += 1
+        if steps[0] % 9 == 0:
+            cap[0] = 10 + (cap[0] * 7) % 60  # the free memory changes during the run
+        if len(x) > cap[0]:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        loss = torch.nn.functional.mse_loss(m(x), y) * info.loss_scale
+        loss.backward()
+        if info.window_end:
+            opt.step()
+            opt.zero_grad()
+
+    stats = gt.AdaptiveBatchLoader(ds, batch_size=64, max_batch=96, effective_batch=E).run(step)
+    assert stats.ooms > 0 and stats.done == WINDOWS * E and stats.windows == WINDOWS
+    ref = reference(data())
+    for a, b in zip(m.parameters(), ref.parameters()):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_apply_reservation(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+
+    class Props:
+        total_memory = 80 << 30
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: Props())
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
+                        lambda f, i: calls.append((f, i)))
+    monkeypatch.setenv("GPUM_MEM_LIMIT", str(20 << 30))
+    assert gt.apply_reservation() == [0.25, 0.25]
+    assert calls == [(0.25, 0), (0.25, 1)]
+    monkeypatch.delenv("GPUM_MEM_LIMIT")
+    with pytest.raises(RuntimeError, match="GPUM_MEM_LIMIT is not set"):
+        gt.apply_reservation()
