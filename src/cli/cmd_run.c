@@ -47,7 +47,7 @@ static void usage(FILE *out) {
       "  CUDA_DEVICE_ORDER      PCI_BUS_ID, so CUDA numbers GPUs as nvidia-smi does\n"
       "  GPUM_RESERVATION_ID    the reservation's id (see 'gpum jobs')\n"
       "  GPUM_MEM_LIMIT         the reserved bytes per GPU\n"
-      "  GPUM_DEVICES           gpumd's names (UUIDs) of the granted devices\n"
+      "  GPUM_RESERVATION_DEVICES  gpumd's names (UUIDs) of the granted devices\n"
       "and, unless already set, TF_FORCE_GPU_ALLOW_GROWTH=true and\n"
       "XLA_PYTHON_CLIENT_PREALLOCATE=false (TensorFlow and JAX take memory as needed).\n"
       "With --enforce (or run.enforce: true, GPUM_RUN_ENFORCE=1) CMD and every process it\n"

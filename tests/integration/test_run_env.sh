@@ -50,7 +50,7 @@ for path in ("/api/v1/gpu/setup-pytorch", "/api/v1/gpu/setup-tensorflow"):
             "PET_NPROC_PER_NODE", "PET_NNODES", "MASTER_ADDR", "MASTER_PORT",
             "TORCH_NCCL_ASYNC_ERROR_HANDLING")}
     for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUM_RESERVATION_ID", "GPUM_MEM_LIMIT",
-              "GPUM_DEVICES", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE"):
+              "GPUM_RESERVATION_DEVICES", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE"):
         if k not in base:
             sys.exit("%s: %s missing from the REST env" % (path, k))
     for k, v in base.items():
@@ -100,6 +100,12 @@ t_expect 127 "$G" run --mem 1GiB -- /nonexistent/cmd
 grep -q "cannot run '/nonexistent/cmd'" "$T_ERR" || t_fail "missing CMD: $(cat "$T_ERR")"
 t_expect 0 "$G" run --help
 t_ok "usage errors"
+
+# gpum itself works inside a job: the grant's variables are not mistaken for gpum's options
+# (GPUM_DEVICES is the devices option; the job's devices are GPUM_RESERVATION_DEVICES).
+t_expect 0 "$G" run --mem 1GiB -q -- "$G" status --json
+t_pyjson "$T_OUT" 'sys.exit(0 if d["device_count"] >= 1 else 1)' || t_fail "gpum status inside a job"
+t_ok "gpum status runs inside gpum run's job"
 
 t_expect 0 "$G" jobs --all --json
 t_pyjson "$T_OUT" 'sys.exit(0 if d["reservations"] == [] else 1)' || t_fail "reservations left"

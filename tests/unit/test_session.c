@@ -57,7 +57,7 @@ static void test_env_two_gpus(void **state) {
   assert_string_equal(value(v, n, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
   assert_string_equal(value(v, n, "GPUM_RESERVATION_ID"), "r-12");
   assert_string_equal(value(v, n, "GPUM_MEM_LIMIT"), "8589934592");
-  assert_string_equal(value(v, n, "GPUM_DEVICES"), "GPU-aaa,GPU-bbb");
+  assert_string_equal(value(v, n, "GPUM_RESERVATION_DEVICES"), "GPU-aaa,GPU-bbb");
   assert_string_equal(value(v, n, "TF_FORCE_GPU_ALLOW_GROWTH"), "true");
   assert_string_equal(value(v, n, "XLA_PYTHON_CLIENT_PREALLOCATE"), "false");
   for (size_t i = 0; i < n; i++)
@@ -83,7 +83,7 @@ static void test_env_host_device(void **state) {
   size_t n = 0;
   assert_int_equal(gpum_reservation_env(&r, v, GPUM_RESERVATION_ENV_MAX, &n), 0);
   assert_string_equal(value(v, n, "CUDA_VISIBLE_DEVICES"), ""); /* no GPU to see */
-  assert_string_equal(value(v, n, "GPUM_DEVICES"), "host-0123abcd");
+  assert_string_equal(value(v, n, "GPUM_RESERVATION_DEVICES"), "host-0123abcd");
 }
 
 static void test_env_errors(void **state) {

@@ -17,6 +17,7 @@ from .adaptive import Adaptive, BatchInfo, BatchStats, adaptive  # noqa: E402
 from .reserve import (  # noqa: E402
     CudaAlreadyInitialized, Device, Pressure, Reservation, reserve,
 )
+from .node import Gpu, Status, devices, status  # noqa: E402
 
 __version__ = _lib.gpum_version().decode()
 
@@ -24,5 +25,6 @@ __all__ = [
     "GpumError", "InvalidArgument", "NotFound", "OutOfMemory", "Timeout", "PermissionDenied",
     "DaemonUnavailable", "NeverFits", "Busy", "Interrupted", "CudaAlreadyInitialized",
     "estimate", "Estimate", "presets", "accumulation", "adaptive", "Adaptive", "BatchInfo",
-    "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path",
+    "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
+    "status", "Status", "Gpu",
 ]

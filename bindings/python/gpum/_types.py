@@ -21,6 +21,32 @@ ENV_VALUE_MAX = MAX_DEVICES * 100  # GPUM_ENV_VALUE_MAX
 ENV_MAX = 8  # GPUM_RESERVATION_ENV_MAX
 
 
+class DeviceInfo(c.Structure):
+    _fields_ = [
+        ("index", c.c_uint), ("uuid", c.c_char * 96), ("name", c.c_char * 96),
+        ("pci_bus_id", c.c_char * 32), ("memory_total", c.c_uint64), ("cc_major", c.c_int),
+        ("cc_minor", c.c_int), ("power_limit_mw", c.c_uint), ("temp_slowdown_c", c.c_int),
+        ("temp_shutdown_c", c.c_int), ("ecc_enabled", c.c_bool), ("is_host", c.c_bool),
+        ("vendor", c.c_char_p), ("valid", c.c_uint32),
+    ]
+
+
+class DeviceSample(c.Structure):
+    _fields_ = [
+        ("timestamp_ns", c.c_uint64), ("valid", c.c_uint32), ("memory_total", c.c_uint64),
+        ("memory_used", c.c_uint64), ("memory_free", c.c_uint64),
+        ("memory_reserved", c.c_uint64), ("util_gpu", c.c_uint), ("util_memory", c.c_uint),
+        ("temperature_c", c.c_int), ("power_mw", c.c_uint), ("clock_sm_mhz", c.c_uint),
+        ("clock_mem_mhz", c.c_uint), ("ecc_corrected", c.c_uint64),
+        ("ecc_uncorrected", c.c_uint64),
+    ]
+
+
+class Process(c.Structure):
+    _fields_ = [("pid", c.c_uint), ("memory", c.c_uint64), ("memory_valid", c.c_bool),
+                ("user", c.c_char * 32), ("command", c.c_char * 256)]
+
+
 class EnvVar(c.Structure):
     _fields_ = [("name", c.c_char * ENV_NAME_MAX), ("value", c.c_char * ENV_VALUE_MAX),
                 ("if_unset", c.c_bool)]
@@ -129,7 +155,8 @@ class BatchOpts(c.Structure):
 
 # The C names of the mirrored structs.
 MIRRORED: List[tuple] = [
-    ("gpum_env_var_t", EnvVar), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
+    ("gpum_device_info_t", DeviceInfo), ("gpum_device_sample_t", DeviceSample),
+    ("gpum_process_t", Process), ("gpum_env_var_t", EnvVar), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
     ("gpum_reserve_req_t", ReserveReq), ("gpum_session_opts_t", SessionOpts),
     ("gpum_session_event_t", SessionEvent), ("gpum_estimate_t", Estimate),
     ("gpum_batch_t", Batch), ("gpum_batch_memory_t", BatchMemory),

@@ -11,7 +11,8 @@ docs/cli.md) in this process's environment, before CUDA is initialised: when it 
 already, the variables could not take effect, and :class:`CudaAlreadyInitialized` says so with
 the remedy. A thread serves the session while the block runs (gpumd's events, re-attaching after
 a gpumd restart); pressure on the reservation's GPUs calls the ``on_pressure`` callbacks on that
-thread. On exit, by exception too, the reservation is released; SIGTERM during the block is
+thread. On exit, by exception too, the reservation is released and the environment put back
+as it was; SIGTERM during the block is
 turned into SystemExit so that it is released then as well, and if the process is killed
 gpumd releases it (the reservation is bound to the session's connection).
 """
@@ -118,6 +119,7 @@ class Reservation:
         self._event_cb = t.SESSION_EVENT_FN(self._on_event)
         self._interrupted_cb = t.SESSION_INTERRUPTED_FN(lambda user: int(self._interrupt))
         self._r: Optional[t.Reservation] = None
+        self._saved_env: dict = {}  # what the grant's variables replaced, put back at release
 
     # --- the grant ----------------------------------------------------------------------------
     @property
@@ -226,6 +228,7 @@ class Reservation:
         if self._set_env:
             for name, (value, if_unset) in self.env().items():
                 if not (if_unset and name in os.environ):
+                    self._saved_env[name] = os.environ.get(name)
                     os.environ[name] = value
         if threading.current_thread() is threading.main_thread() and \
                 signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
@@ -255,6 +258,12 @@ class Reservation:
         rc = lib.gpum_session_release(self._s)
         lib.gpum_session_close(self._s)
         self._s = c.c_void_p()
+        for name, old in self._saved_env.items():  # the environment as it was before
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+        self._saved_env = {}
         if rc < 0 and rc not in (GPUM_ESTATE, GPUM_ECLOSED):
             raise error_for(rc)
 

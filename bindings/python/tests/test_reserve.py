@@ -28,6 +28,7 @@ def test_grant_environment_and_release(gpumd):
         assert os.environ["GPUM_RESERVATION_ID"] == r.id
         assert [j["id"] for j in jobs() if j["label"] == "py-env"] == [r.id]
     assert not [j for j in jobs() if j["label"] == "py-env"]
+    assert "GPUM_RESERVATION_ID" not in os.environ  # put back as it was
 
 
 def test_release_on_exception(gpumd):

@@ -62,7 +62,7 @@ int gpum_reservation_env(const gpum_reservation_t *r, gpum_env_var_t *vars, size
             put(vars, cap, &n, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", false) &&
             put(vars, cap, &n, "GPUM_RESERVATION_ID", r->id, false) &&
             put(vars, cap, &n, "GPUM_MEM_LIMIT", limit, false) &&
-            put(vars, cap, &n, "GPUM_DEVICES", all, false) &&
+            put(vars, cap, &n, "GPUM_RESERVATION_DEVICES", all, false) &&
             put(vars, cap, &n, "TF_FORCE_GPU_ALLOW_GROWTH", "true", true) &&
             put(vars, cap, &n, "XLA_PYTHON_CLIENT_PREALLOCATE", "false", true);
   if (!ok)

@@ -9,10 +9,14 @@
 #include <gpum/abi.h>
 #include <gpum/batch.h>
 #include <gpum/client.h>
+#include <gpum/device.h>
 #include <gpum/estimate.h>
 #include <gpum/session.h>
 
 #define GPUM_ABI_TYPES(X) \
+  X(gpum_device_info_t)   \
+  X(gpum_device_sample_t) \
+  X(gpum_process_t)       \
   X(gpum_env_var_t)       \
   X(gpum_res_device_t)    \
   X(gpum_reservation_t)   \
@@ -29,6 +33,39 @@
   X(gpum_batch_stats_t)
 
 #define GPUM_ABI_FIELDS(X)                   \
+  X(gpum_device_info_t, index)               \
+  X(gpum_device_info_t, uuid)                \
+  X(gpum_device_info_t, name)                \
+  X(gpum_device_info_t, pci_bus_id)          \
+  X(gpum_device_info_t, memory_total)        \
+  X(gpum_device_info_t, cc_major)            \
+  X(gpum_device_info_t, cc_minor)            \
+  X(gpum_device_info_t, power_limit_mw)      \
+  X(gpum_device_info_t, temp_slowdown_c)     \
+  X(gpum_device_info_t, temp_shutdown_c)     \
+  X(gpum_device_info_t, ecc_enabled)         \
+  X(gpum_device_info_t, is_host)             \
+  X(gpum_device_info_t, vendor)              \
+  X(gpum_device_info_t, valid)               \
+  X(gpum_device_sample_t, timestamp_ns)      \
+  X(gpum_device_sample_t, valid)             \
+  X(gpum_device_sample_t, memory_total)      \
+  X(gpum_device_sample_t, memory_used)       \
+  X(gpum_device_sample_t, memory_free)       \
+  X(gpum_device_sample_t, memory_reserved)   \
+  X(gpum_device_sample_t, util_gpu)          \
+  X(gpum_device_sample_t, util_memory)       \
+  X(gpum_device_sample_t, temperature_c)     \
+  X(gpum_device_sample_t, power_mw)          \
+  X(gpum_device_sample_t, clock_sm_mhz)      \
+  X(gpum_device_sample_t, clock_mem_mhz)     \
+  X(gpum_device_sample_t, ecc_corrected)     \
+  X(gpum_device_sample_t, ecc_uncorrected)   \
+  X(gpum_process_t, pid)                     \
+  X(gpum_process_t, memory)                  \
+  X(gpum_process_t, memory_valid)            \
+  X(gpum_process_t, user)                    \
+  X(gpum_process_t, command)                 \
   X(gpum_env_var_t, name)                    \
   X(gpum_env_var_t, value)                   \
   X(gpum_env_var_t, if_unset)                \
