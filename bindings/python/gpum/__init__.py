@@ -18,6 +18,7 @@ from .reserve import (  # noqa: E402
     CudaAlreadyInitialized, Device, Pressure, Reservation, reserve,
 )
 from .node import Gpu, Status, devices, status  # noqa: E402
+from .pool import Pool, PoolStats  # noqa: E402
 
 __version__ = _lib.gpum_version().decode()
 
@@ -26,5 +27,5 @@ __all__ = [
     "DaemonUnavailable", "NeverFits", "Busy", "Interrupted", "CudaAlreadyInitialized",
     "estimate", "Estimate", "presets", "accumulation", "adaptive", "Adaptive", "BatchInfo",
     "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
-    "status", "Status", "Gpu",
+    "status", "Status", "Gpu", "Pool", "PoolStats",
 ]

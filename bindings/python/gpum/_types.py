@@ -47,6 +47,36 @@ class Process(c.Structure):
                 ("user", c.c_char * 32), ("command", c.c_char * 256)]
 
 
+class PoolOpts(c.Structure):
+    _fields_ = [
+        ("name", c.c_char_p), ("strategy", c.c_int), ("device", c.c_int),
+        ("limit_bytes", c.c_uint64), ("limit_fraction", c.c_double),
+        ("max_split_size", c.c_uint64), ("gc_threshold", c.c_double),
+        ("expandable_segments", c.c_bool), ("cache_limit_bytes", c.c_uint64),
+        ("cache_limit_fraction", c.c_double), ("no_reservation_limit", c.c_bool),
+        ("event_log", c.c_void_p),
+    ]
+
+
+class PoolStat(c.Structure):
+    _fields_ = [("current", c.c_uint64), ("peak", c.c_uint64), ("allocated", c.c_uint64),
+                ("freed", c.c_uint64)]
+
+
+class PoolStats(c.Structure):
+    _fields_ = [
+        ("allocated_bytes", PoolStat), ("requested_bytes", PoolStat), ("reserved_bytes", PoolStat),
+        ("active_bytes", PoolStat), ("inactive_split_bytes", PoolStat), ("allocation", PoolStat),
+        ("segment", PoolStat), ("active", PoolStat), ("inactive_split", PoolStat),
+        ("num_alloc_retries", c.c_uint64), ("num_ooms", c.c_uint64),
+        ("num_source_allocs", c.c_uint64), ("num_source_frees", c.c_uint64),
+        ("largest_free_block", c.c_uint64), ("free_cached", c.c_uint64),
+        ("fragmentation", c.c_double), ("limit", c.c_uint64), ("cache_limit", c.c_uint64),
+        ("num_splits", c.c_uint64), ("num_merges", c.c_uint64), ("num_gc_frees", c.c_uint64),
+        ("num_stream_merges", c.c_uint64), ("num_maps", c.c_uint64), ("num_unmaps", c.c_uint64),
+    ]
+
+
 class EnvVar(c.Structure):
     _fields_ = [("name", c.c_char * ENV_NAME_MAX), ("value", c.c_char * ENV_VALUE_MAX),
                 ("if_unset", c.c_bool)]
@@ -156,7 +186,8 @@ class BatchOpts(c.Structure):
 # The C names of the mirrored structs.
 MIRRORED: List[tuple] = [
     ("gpum_device_info_t", DeviceInfo), ("gpum_device_sample_t", DeviceSample),
-    ("gpum_process_t", Process), ("gpum_env_var_t", EnvVar), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
+    ("gpum_process_t", Process), ("gpum_env_var_t", EnvVar), ("gpum_pool_opts_t", PoolOpts),
+    ("gpum_pool_stat_t", PoolStat), ("gpum_pool_stats_t", PoolStats), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
     ("gpum_reserve_req_t", ReserveReq), ("gpum_session_opts_t", SessionOpts),
     ("gpum_session_event_t", SessionEvent), ("gpum_estimate_t", Estimate),
     ("gpum_batch_t", Batch), ("gpum_batch_memory_t", BatchMemory),

@@ -21,6 +21,13 @@ def gpum(*args, check=True, env=None):
                           env=env or os.environ.copy())
 
 
+def _die_with_parent():
+    """In the child: SIGKILL when pytest dies, so that a crashed run leaves no gpumd behind."""
+    import ctypes
+    import signal
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 @pytest.fixture(scope="session")
 def node(tmp_path_factory):
     """A simulated node of two H100s; GPUM_SIM_NODE names it for the whole session."""
@@ -39,10 +46,11 @@ def gpumd(node, tmp_path_factory):
     d = tmp_path_factory.mktemp("gpumd")
     env = os.environ.copy()
     env.update(GPUM_SOCKET=str(d / "gpumd.sock"), GPUM_STATE_DIR=str(d / "state"),
-               GPUM_MONITOR_INTERVAL="100ms", GPUM_LEASE_GRACE="2s")
+               GPUM_MONITOR_INTERVAL="100ms", GPUM_LEASE_GRACE="2s",
+               GPUM_HTTP_LISTEN="127.0.0.1:0")  # any free port: never a fixed one
     os.environ.update(GPUM_SOCKET=env["GPUM_SOCKET"], GPUM_STATE_DIR=env["GPUM_STATE_DIR"])
     p = subprocess.Popen([os.path.join(BUILD, "bin", "gpumd")], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
     line = p.stdout.readline()
     if not line.startswith("gpumd ready"):
         p.kill()

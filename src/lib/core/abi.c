@@ -11,6 +11,7 @@
 #include <gpum/client.h>
 #include <gpum/device.h>
 #include <gpum/estimate.h>
+#include <gpum/pool.h>
 #include <gpum/session.h>
 
 #define GPUM_ABI_TYPES(X) \
@@ -18,6 +19,9 @@
   X(gpum_device_sample_t) \
   X(gpum_process_t)       \
   X(gpum_env_var_t)       \
+  X(gpum_pool_opts_t)     \
+  X(gpum_pool_stat_t)     \
+  X(gpum_pool_stats_t)    \
   X(gpum_res_device_t)    \
   X(gpum_reservation_t)   \
   X(gpum_reserve_req_t)   \
@@ -69,6 +73,46 @@
   X(gpum_env_var_t, name)                    \
   X(gpum_env_var_t, value)                   \
   X(gpum_env_var_t, if_unset)                \
+  X(gpum_pool_opts_t, name)                  \
+  X(gpum_pool_opts_t, strategy)              \
+  X(gpum_pool_opts_t, device)                \
+  X(gpum_pool_opts_t, limit_bytes)           \
+  X(gpum_pool_opts_t, limit_fraction)        \
+  X(gpum_pool_opts_t, max_split_size)        \
+  X(gpum_pool_opts_t, gc_threshold)          \
+  X(gpum_pool_opts_t, expandable_segments)   \
+  X(gpum_pool_opts_t, cache_limit_bytes)     \
+  X(gpum_pool_opts_t, cache_limit_fraction)  \
+  X(gpum_pool_opts_t, no_reservation_limit)  \
+  X(gpum_pool_opts_t, event_log)             \
+  X(gpum_pool_stat_t, current)               \
+  X(gpum_pool_stat_t, peak)                  \
+  X(gpum_pool_stat_t, allocated)             \
+  X(gpum_pool_stat_t, freed)                 \
+  X(gpum_pool_stats_t, allocated_bytes)      \
+  X(gpum_pool_stats_t, requested_bytes)      \
+  X(gpum_pool_stats_t, reserved_bytes)       \
+  X(gpum_pool_stats_t, active_bytes)         \
+  X(gpum_pool_stats_t, inactive_split_bytes) \
+  X(gpum_pool_stats_t, allocation)           \
+  X(gpum_pool_stats_t, segment)              \
+  X(gpum_pool_stats_t, active)               \
+  X(gpum_pool_stats_t, inactive_split)       \
+  X(gpum_pool_stats_t, num_alloc_retries)    \
+  X(gpum_pool_stats_t, num_ooms)             \
+  X(gpum_pool_stats_t, num_source_allocs)    \
+  X(gpum_pool_stats_t, num_source_frees)     \
+  X(gpum_pool_stats_t, largest_free_block)   \
+  X(gpum_pool_stats_t, free_cached)          \
+  X(gpum_pool_stats_t, fragmentation)        \
+  X(gpum_pool_stats_t, limit)                \
+  X(gpum_pool_stats_t, cache_limit)          \
+  X(gpum_pool_stats_t, num_splits)           \
+  X(gpum_pool_stats_t, num_merges)           \
+  X(gpum_pool_stats_t, num_gc_frees)         \
+  X(gpum_pool_stats_t, num_stream_merges)    \
+  X(gpum_pool_stats_t, num_maps)             \
+  X(gpum_pool_stats_t, num_unmaps)           \
   X(gpum_res_device_t, index)                \
   X(gpum_res_device_t, uuid)                 \
   X(gpum_res_device_t, memory_total)         \
