@@ -47,6 +47,15 @@ class Process(c.Structure):
                 ("user", c.c_char * 32), ("command", c.c_char * 256)]
 
 
+class BusyThresholds(c.Structure):
+    _fields_ = [("util_gpu_pct", c.c_uint), ("memory_pct", c.c_uint), ("jobs", c.c_uint)]
+
+
+class HealthProbe(c.Structure):
+    _fields_ = [("rc", c.c_int), ("sample", c.POINTER(DeviceSample)), ("memory_health", c.c_void_p),
+                ("jobs_valid", c.c_bool), ("jobs", c.c_uint)]
+
+
 class PoolOpts(c.Structure):
     _fields_ = [
         ("name", c.c_char_p), ("strategy", c.c_int), ("device", c.c_int),
@@ -187,7 +196,8 @@ class BatchOpts(c.Structure):
 MIRRORED: List[tuple] = [
     ("gpum_device_info_t", DeviceInfo), ("gpum_device_sample_t", DeviceSample),
     ("gpum_process_t", Process), ("gpum_env_var_t", EnvVar), ("gpum_pool_opts_t", PoolOpts),
-    ("gpum_pool_stat_t", PoolStat), ("gpum_pool_stats_t", PoolStats), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
+    ("gpum_pool_stat_t", PoolStat), ("gpum_pool_stats_t", PoolStats),
+    ("gpum_busy_thresholds_t", BusyThresholds), ("gpum_health_probe_t", HealthProbe), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
     ("gpum_reserve_req_t", ReserveReq), ("gpum_session_opts_t", SessionOpts),
     ("gpum_session_event_t", SessionEvent), ("gpum_estimate_t", Estimate),
     ("gpum_batch_t", Batch), ("gpum_batch_memory_t", BatchMemory),

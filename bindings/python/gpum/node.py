@@ -3,7 +3,8 @@
 driver under GPUM_SIM_NODE, or the host fallback), with the field names of ``gpum status
 --json``; and gpumd's view of the node when it runs.
 
-Health states (AVAILABLE / BUSY / ERROR) are the monitor's and are not in these records yet.
+Each GPU's health state is one probe's, by libgpum's rules (gpum_health_classify) with the
+default busy thresholds: what gpum status shows without a configuration file.
 """
 from __future__ import annotations
 
@@ -38,6 +39,13 @@ lib.gpum_device_driver_version.argtypes = [c.c_void_p]
 lib.gpum_device_driver_version.restype = c.c_char_p
 lib.gpum_device_is_simulated.argtypes = [c.c_void_p]
 lib.gpum_device_is_simulated.restype = c.c_bool
+lib.gpum_busy_thresholds_init.argtypes = [c.POINTER(t.BusyThresholds)]
+lib.gpum_busy_thresholds_init.restype = None
+lib.gpum_health_classify.argtypes = [c.POINTER(t.HealthProbe), c.POINTER(t.BusyThresholds),
+                                     c.c_char_p, c.c_size_t]
+lib.gpum_health_classify.restype = c.c_int
+lib.gpum_health_state_name.argtypes = [c.c_int]
+lib.gpum_health_state_name.restype = c.c_char_p
 lib.gpum_client_connect.argtypes = [c.c_char_p, c.c_uint, c.POINTER(c.c_void_p)]
 lib.gpum_client_close.argtypes = [c.c_void_p]
 lib.gpum_client_close.restype = None
@@ -76,6 +84,8 @@ class Gpu:
     name: str
     pci_bus_id: str
     is_host: bool
+    state: str                             # AVAILABLE, BUSY or ERROR, as gpum status says
+    reason: Optional[str]                  # why (BUSY's utilisation, ERROR's cause)
     memory: Memory
     utilization: Dict[str, Optional[int]]  # {"gpu": %, "memory": %}
     temperature_c: Optional[int]
@@ -121,9 +131,18 @@ def _device(sess: c.c_void_p, i: int) -> Gpu:
     else:
         err = error_for(rc).message
         s = t.DeviceSample()  # nothing valid
+    # The health state of one probe, by libgpum's rules and default thresholds (gpum status's).
+    busy = t.BusyThresholds()
+    lib.gpum_busy_thresholds_init(c.byref(busy))
+    probe = t.HealthProbe(rc=rc, sample=c.pointer(s) if rc == 0 else None,
+                          jobs_valid=rc == 0, jobs=len(procs))
+    why = c.create_string_buffer(160)
+    state = lib.gpum_health_state_name(lib.gpum_health_classify(c.byref(probe), c.byref(busy),
+                                                                why, 160)).decode()
     return Gpu(
         index=i, uuid=info.uuid.decode(), name=info.name.decode(),
-        pci_bus_id=info.pci_bus_id.decode(), is_host=bool(info.is_host),
+        pci_bus_id=info.pci_bus_id.decode(), is_host=bool(info.is_host), state=state,
+        reason=why.value.decode() or None,
         memory=Memory(_v(s, M_TOTAL, s.memory_total), _v(s, M_USED, s.memory_used),
                       _v(s, M_FREE, s.memory_free), _v(s, M_RESERVED, s.memory_reserved)),
         utilization={"gpu": _v(s, M_UTIL, s.util_gpu), "memory": _v(s, M_UTIL_MEM, s.util_memory)},

@@ -15,7 +15,7 @@ def test_devices_are_gpum_status(node):
     assert st.gpumd is None
     for mine, theirs in zip(gpum.devices(), cli["devices"]):
         for key in ("index", "uuid", "name", "pci_bus_id", "is_host", "temperature_c",
-                    "power_limit_w"):
+                    "power_limit_w", "state", "reason"):
             assert getattr(mine, key) == theirs[key], key
         assert mine.memory.total == theirs["memory"]["total"]
         assert mine.memory.driver_reserved == theirs["memory"]["driver_reserved"]

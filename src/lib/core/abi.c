@@ -11,29 +11,32 @@
 #include <gpum/client.h>
 #include <gpum/device.h>
 #include <gpum/estimate.h>
+#include <gpum/monitor.h>
 #include <gpum/pool.h>
 #include <gpum/session.h>
 
-#define GPUM_ABI_TYPES(X) \
-  X(gpum_device_info_t)   \
-  X(gpum_device_sample_t) \
-  X(gpum_process_t)       \
-  X(gpum_env_var_t)       \
-  X(gpum_pool_opts_t)     \
-  X(gpum_pool_stat_t)     \
-  X(gpum_pool_stats_t)    \
-  X(gpum_res_device_t)    \
-  X(gpum_reservation_t)   \
-  X(gpum_reserve_req_t)   \
-  X(gpum_session_opts_t)  \
-  X(gpum_session_event_t) \
-  X(gpum_estimate_t)      \
-  X(gpum_model_t)         \
-  X(gpum_estimate_opts_t) \
-  X(gpum_batch_t)         \
-  X(gpum_batch_memory_t)  \
-  X(gpum_batch_change_t)  \
-  X(gpum_batch_opts_t)    \
+#define GPUM_ABI_TYPES(X)   \
+  X(gpum_device_info_t)     \
+  X(gpum_device_sample_t)   \
+  X(gpum_process_t)         \
+  X(gpum_env_var_t)         \
+  X(gpum_pool_opts_t)       \
+  X(gpum_pool_stat_t)       \
+  X(gpum_pool_stats_t)      \
+  X(gpum_busy_thresholds_t) \
+  X(gpum_health_probe_t)    \
+  X(gpum_res_device_t)      \
+  X(gpum_reservation_t)     \
+  X(gpum_reserve_req_t)     \
+  X(gpum_session_opts_t)    \
+  X(gpum_session_event_t)   \
+  X(gpum_estimate_t)        \
+  X(gpum_model_t)           \
+  X(gpum_estimate_opts_t)   \
+  X(gpum_batch_t)           \
+  X(gpum_batch_memory_t)    \
+  X(gpum_batch_change_t)    \
+  X(gpum_batch_opts_t)      \
   X(gpum_batch_stats_t)
 
 #define GPUM_ABI_FIELDS(X)                   \
@@ -113,6 +116,14 @@
   X(gpum_pool_stats_t, num_stream_merges)    \
   X(gpum_pool_stats_t, num_maps)             \
   X(gpum_pool_stats_t, num_unmaps)           \
+  X(gpum_busy_thresholds_t, util_gpu_pct)    \
+  X(gpum_busy_thresholds_t, memory_pct)      \
+  X(gpum_busy_thresholds_t, jobs)            \
+  X(gpum_health_probe_t, rc)                 \
+  X(gpum_health_probe_t, sample)             \
+  X(gpum_health_probe_t, memory_health)      \
+  X(gpum_health_probe_t, jobs_valid)         \
+  X(gpum_health_probe_t, jobs)               \
   X(gpum_res_device_t, index)                \
   X(gpum_res_device_t, uuid)                 \
   X(gpum_res_device_t, memory_total)         \
