@@ -19,6 +19,7 @@ from .reserve import (  # noqa: E402
 )
 from .node import Gpu, Status, devices, status  # noqa: E402
 from .pool import Pool, PoolStats  # noqa: E402
+from .monitor import Monitor  # noqa: E402
 
 __version__ = _lib.gpum_version().decode()
 
@@ -27,5 +28,5 @@ __all__ = [
     "DaemonUnavailable", "NeverFits", "Busy", "Interrupted", "CudaAlreadyInitialized",
     "estimate", "Estimate", "presets", "accumulation", "adaptive", "Adaptive", "BatchInfo",
     "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
-    "status", "Status", "Gpu", "Pool", "PoolStats",
+    "status", "Status", "Gpu", "Pool", "PoolStats", "Monitor",
 ]

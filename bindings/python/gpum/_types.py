@@ -56,6 +56,55 @@ class HealthProbe(c.Structure):
                 ("jobs_valid", c.c_bool), ("jobs", c.c_uint)]
 
 
+MONITOR_JOBS_FN = c.CFUNCTYPE(c.c_int, c.c_uint, c.POINTER(c.c_uint), c.c_void_p)
+
+
+class MonitorOpts(c.Structure):
+    _fields_ = [
+        ("interval_ms", c.c_uint), ("history_seconds", c.c_uint), ("watchdog_ms", c.c_uint),
+        ("busy", BusyThresholds), ("fail_threshold", c.c_uint), ("recover_probes", c.c_uint),
+        ("backoff_base_ms", c.c_uint), ("backoff_max_ms", c.c_uint), ("jitter", c.c_double),
+        ("seed", c.c_uint64), ("devices", c.POINTER(c.c_uint)), ("device_count", c.c_size_t),
+        ("events", c.c_bool), ("memory_health_every", c.c_uint), ("jobs_fn", MONITOR_JOBS_FN),
+        ("jobs_user", c.c_void_p), ("alerts", c.c_void_p),
+    ]
+
+
+class DeviceHealth(c.Structure):
+    _fields_ = [
+        ("state", c.c_int), ("reason", c.c_char * 160), ("since_ns", c.c_uint64),
+        ("responsive", c.c_bool), ("consecutive_failures", c.c_uint),
+        ("healthy_probes", c.c_uint), ("next_probe_ns", c.c_uint64), ("last_rc", c.c_int),
+        ("last_xid", c.c_uint64),
+    ]
+
+
+class MonitorEvent(c.Structure):
+    _fields_ = [
+        ("seq", c.c_uint64), ("kind", c.c_int), ("device", c.c_uint), ("time_ns", c.c_uint64),
+        ("from", c.c_int), ("to", c.c_int), ("xid", c.c_uint64), ("rc", c.c_int),
+        ("reason", c.c_char * 160),
+    ]
+
+
+class Alert(c.Structure):
+    _fields_ = [
+        ("id", c.c_uint64), ("rule", c.c_uint), ("device", c.c_uint), ("level", c.c_int),
+        ("state", c.c_int), ("rule_text", c.c_char * 160), ("metric", c.c_char * 32),
+        ("value", c.c_double), ("threshold", c.c_double), ("clear_threshold", c.c_double),
+        ("clear_value", c.c_double), ("xid", c.c_uint64), ("repeats", c.c_uint),
+        ("since_ns", c.c_uint64), ("fired_ns", c.c_uint64), ("cleared_ns", c.c_uint64),
+        ("message", c.c_char * 256),
+    ]
+
+
+class AlertEngineOpts(c.Structure):
+    _fields_ = [("history_cap", c.c_size_t), ("xid_window_ms", c.c_uint64)]
+
+
+ALERT_FN = c.CFUNCTYPE(None, c.POINTER(Alert), c.c_void_p)
+
+
 class PoolOpts(c.Structure):
     _fields_ = [
         ("name", c.c_char_p), ("strategy", c.c_int), ("device", c.c_int),
@@ -197,7 +246,10 @@ MIRRORED: List[tuple] = [
     ("gpum_device_info_t", DeviceInfo), ("gpum_device_sample_t", DeviceSample),
     ("gpum_process_t", Process), ("gpum_env_var_t", EnvVar), ("gpum_pool_opts_t", PoolOpts),
     ("gpum_pool_stat_t", PoolStat), ("gpum_pool_stats_t", PoolStats),
-    ("gpum_busy_thresholds_t", BusyThresholds), ("gpum_health_probe_t", HealthProbe), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
+    ("gpum_busy_thresholds_t", BusyThresholds), ("gpum_health_probe_t", HealthProbe),
+    ("gpum_monitor_opts_t", MonitorOpts), ("gpum_device_health_t", DeviceHealth),
+    ("gpum_monitor_event_t", MonitorEvent), ("gpum_alert_t", Alert),
+    ("gpum_alert_engine_opts_t", AlertEngineOpts), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
     ("gpum_reserve_req_t", ReserveReq), ("gpum_session_opts_t", SessionOpts),
     ("gpum_session_event_t", SessionEvent), ("gpum_estimate_t", Estimate),
     ("gpum_batch_t", Batch), ("gpum_batch_memory_t", BatchMemory),
