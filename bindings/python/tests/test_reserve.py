@@ -111,6 +111,31 @@ def test_sigkill_releases(gpumd, tmp_path):
     assert rid not in [j["id"] for j in jobs()]
 
 
+def test_sigterm_releases_through_the_block(gpumd, tmp_path):
+    """SIGTERM during the block becomes SystemExit: the block's exit releases the reservation
+    (the process ends with 128 + 15, not killed by the signal)."""
+    ready, after = tmp_path / "ready", tmp_path / "after"
+    code = textwrap.dedent(f"""
+        import gpum, pathlib, time
+        try:
+            with gpum.reserve("2GiB", label="py-term") as r:
+                pathlib.Path({str(ready)!r}).write_text(r.id)
+                time.sleep(600)
+        finally:
+            pathlib.Path({str(after)!r}).write_text("released")
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], env=os.environ.copy())
+    for _ in range(3000):
+        if ready.exists() and ready.read_text():
+            break
+        threading.Event().wait(0.01)
+    rid = ready.read_text()
+    p.terminate()
+    assert p.wait(30) == 143
+    assert after.read_text() == "released"
+    assert rid not in [j["id"] for j in jobs()]
+
+
 def test_no_daemon(tmp_path, node):
     with pytest.raises(gpum.DaemonUnavailable) as e:
         with gpum.reserve("1GiB", socket=str(tmp_path / "none.sock")):
