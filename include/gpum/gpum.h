@@ -29,6 +29,7 @@
 #include <gpum/abi.h>
 #include <gpum/alert.h>
 #include <gpum/batch.h>
+#include <gpum/batcher.h>
 #include <gpum/client.h>
 #include <gpum/clock.h>
 #include <gpum/device.h>
