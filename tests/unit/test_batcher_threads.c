@@ -246,6 +246,51 @@ static void test_timeouts_reject_delay_override(void **state) {
   gpum_batcher_destroy(b);
 }
 
+static void test_timeout_while_workers_busy(void **state) {
+  (void)state;
+  reset();
+  /* The only worker is held in the model: the waiting request still times out on time. */
+  gpum_batcher_policy_t pol = {.timeout_us = 20000};
+  gpum_batcher_opts_t o = {.max_batch_size = 1, .default_policy = pol};
+  gpum_batcher_t *b = make(&o);
+  gate(true);
+  gpum_batcher_req_t *first = submit(b, 100, 0, 0);
+  wait_in_model(1);
+  gpum_batcher_req_t *late = submit(b, 7, 0, 0);
+  assert_int_equal(gpum_batcher_wait(late, 30000, NULL), GPUM_ETIMEDOUT);
+  pthread_mutex_lock(&mu);
+  assert_int_equal(in_model, 1); /* the worker never left the first batch */
+  pthread_mutex_unlock(&mu);
+  gpum_batcher_req_free(late);
+  gate(false);
+  expect_output(first, 100);
+  gpum_batcher_destroy(b);
+}
+
+static uint64_t clock_us(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void test_waiting_workers_sleep(void **state) {
+  (void)state;
+  reset();
+  /* While a partial batch waits out max_queue_delay, the four workers and the timeout thread
+   * sleep: the process burns a small part of the wait (a spinning worker burns all of it). */
+  gpum_batcher_policy_t pol = {.timeout_us = 3600000000ull};
+  gpum_batcher_opts_t o = {
+      .max_batch_size = 8, .max_queue_delay_us = 300000, .workers = 4, .default_policy = pol};
+  gpum_batcher_t *b = make(&o);
+  uint64_t t0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+  gpum_batcher_req_t *r = submit(b, 5, 0, 0);
+  expect_output(r, 5);
+  uint64_t wall = clock_us(CLOCK_MONOTONIC) - t0, cpu = clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0;
+  assert_true(wall >= 300000);
+  assert_true(cpu < wall / 4);
+  gpum_batcher_destroy(b);
+}
+
 static void test_max_queue_size_and_cancel(void **state) {
   (void)state;
   reset();
@@ -498,6 +543,8 @@ int main(void) {
       cmocka_unit_test(test_preferred_size),
       cmocka_unit_test(test_priorities),
       cmocka_unit_test(test_timeouts_reject_delay_override),
+      cmocka_unit_test(test_timeout_while_workers_busy),
+      cmocka_unit_test(test_waiting_workers_sleep),
       cmocka_unit_test(test_max_queue_size_and_cancel),
       cmocka_unit_test(test_preserve_ordering),
       cmocka_unit_test(test_oom_splits),

@@ -20,6 +20,7 @@ from .reserve import (  # noqa: E402
 from .node import Gpu, Status, devices, status  # noqa: E402
 from .pool import Pool, PoolStats  # noqa: E402
 from .monitor import Monitor  # noqa: E402
+from .batcher import Batcher, BatcherStats  # noqa: E402
 
 __version__ = _lib.gpum_version().decode()
 
@@ -28,5 +29,5 @@ __all__ = [
     "DaemonUnavailable", "NeverFits", "Busy", "Interrupted", "CudaAlreadyInitialized",
     "estimate", "Estimate", "presets", "accumulation", "adaptive", "Adaptive", "BatchInfo",
     "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
-    "status", "Status", "Gpu", "Pool", "PoolStats", "Monitor",
+    "status", "Status", "Gpu", "Pool", "PoolStats", "Monitor", "Batcher", "BatcherStats",
 ]

@@ -105,6 +105,45 @@ class AlertEngineOpts(c.Structure):
 ALERT_FN = c.CFUNCTYPE(None, c.POINTER(Alert), c.c_void_p)
 
 
+class BatcherPolicy(c.Structure):
+    _fields_ = [("timeout_us", c.c_uint64), ("delay", c.c_bool), ("allow_override", c.c_bool),
+                ("max_queue_size", c.c_size_t)]
+
+
+BATCHER_FN = c.CFUNCTYPE(c.c_int, c.POINTER(c.c_void_p), c.POINTER(c.c_void_p), c.c_size_t,
+                         c.c_uint, c.c_void_p)
+BATCHER_DONE_FN = c.CFUNCTYPE(None, c.c_void_p, c.c_int, c.c_void_p, c.c_void_p)
+
+
+class BatcherOpts(c.Structure):
+    _fields_ = [
+        ("max_batch_size", c.c_size_t), ("preferred_sizes", c.POINTER(c.c_size_t)),
+        ("npreferred", c.c_size_t), ("max_queue_delay_us", c.c_uint64),
+        ("priority_levels", c.c_uint), ("default_priority", c.c_uint),
+        ("policies", c.POINTER(BatcherPolicy)), ("default_policy", BatcherPolicy),
+        ("preserve_ordering", c.c_bool), ("workers", c.c_uint), ("item_bytes", c.c_uint64),
+        ("budget_bytes", c.c_uint64), ("fn", BATCHER_FN), ("user", c.c_void_p),
+    ]
+
+
+class BatcherSubmitOpts(c.Structure):
+    _fields_ = [("priority", c.c_uint), ("timeout_us", c.c_uint64), ("done", BATCHER_DONE_FN),
+                ("user", c.c_void_p)]
+
+
+class BatcherStats(c.Structure):
+    _fields_ = [
+        ("submitted", c.c_uint64), ("completed", c.c_uint64), ("failed", c.c_uint64),
+        ("rejected_full", c.c_uint64), ("rejected_timeout", c.c_uint64),
+        ("cancelled", c.c_uint64), ("shut_down", c.c_uint64), ("batches", c.c_uint64),
+        ("oom_splits", c.c_uint64), ("batch_sizes", c.c_uint64 * 65),
+        ("queue_p50_us", c.c_double), ("queue_p95_us", c.c_double),
+        ("queue_p99_us", c.c_double), ("e2e_p50_us", c.c_double), ("e2e_p95_us", c.c_double),
+        ("e2e_p99_us", c.c_double), ("throughput", c.c_double), ("bound", c.c_size_t),
+        ("queued", c.c_size_t),
+    ]
+
+
 class PoolOpts(c.Structure):
     _fields_ = [
         ("name", c.c_char_p), ("strategy", c.c_int), ("device", c.c_int),
@@ -249,7 +288,9 @@ MIRRORED: List[tuple] = [
     ("gpum_busy_thresholds_t", BusyThresholds), ("gpum_health_probe_t", HealthProbe),
     ("gpum_monitor_opts_t", MonitorOpts), ("gpum_device_health_t", DeviceHealth),
     ("gpum_monitor_event_t", MonitorEvent), ("gpum_alert_t", Alert),
-    ("gpum_alert_engine_opts_t", AlertEngineOpts), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
+    ("gpum_alert_engine_opts_t", AlertEngineOpts), ("gpum_batcher_policy_t", BatcherPolicy),
+    ("gpum_batcher_opts_t", BatcherOpts), ("gpum_batcher_submit_opts_t", BatcherSubmitOpts),
+    ("gpum_batcher_stats_t", BatcherStats), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
     ("gpum_reserve_req_t", ReserveReq), ("gpum_session_opts_t", SessionOpts),
     ("gpum_session_event_t", SessionEvent), ("gpum_estimate_t", Estimate),
     ("gpum_batch_t", Batch), ("gpum_batch_memory_t", BatchMemory),

@@ -9,6 +9,7 @@
 #include <gpum/abi.h>
 #include <gpum/alert.h>
 #include <gpum/batch.h>
+#include <gpum/batcher.h>
 #include <gpum/client.h>
 #include <gpum/device.h>
 #include <gpum/estimate.h>
@@ -16,33 +17,37 @@
 #include <gpum/pool.h>
 #include <gpum/session.h>
 
-#define GPUM_ABI_TYPES(X)     \
-  X(gpum_device_info_t)       \
-  X(gpum_device_sample_t)     \
-  X(gpum_process_t)           \
-  X(gpum_env_var_t)           \
-  X(gpum_pool_opts_t)         \
-  X(gpum_pool_stat_t)         \
-  X(gpum_pool_stats_t)        \
-  X(gpum_busy_thresholds_t)   \
-  X(gpum_health_probe_t)      \
-  X(gpum_monitor_opts_t)      \
-  X(gpum_device_health_t)     \
-  X(gpum_monitor_event_t)     \
-  X(gpum_alert_t)             \
-  X(gpum_alert_engine_opts_t) \
-  X(gpum_res_device_t)        \
-  X(gpum_reservation_t)       \
-  X(gpum_reserve_req_t)       \
-  X(gpum_session_opts_t)      \
-  X(gpum_session_event_t)     \
-  X(gpum_estimate_t)          \
-  X(gpum_batch_t)             \
-  X(gpum_batch_memory_t)      \
-  X(gpum_batch_change_t)      \
-  X(gpum_batch_opts_t)        \
-  X(gpum_batch_stats_t)       \
-  X(gpum_model_t)             \
+#define GPUM_ABI_TYPES(X)       \
+  X(gpum_device_info_t)         \
+  X(gpum_device_sample_t)       \
+  X(gpum_process_t)             \
+  X(gpum_env_var_t)             \
+  X(gpum_pool_opts_t)           \
+  X(gpum_pool_stat_t)           \
+  X(gpum_pool_stats_t)          \
+  X(gpum_busy_thresholds_t)     \
+  X(gpum_health_probe_t)        \
+  X(gpum_monitor_opts_t)        \
+  X(gpum_device_health_t)       \
+  X(gpum_monitor_event_t)       \
+  X(gpum_alert_t)               \
+  X(gpum_alert_engine_opts_t)   \
+  X(gpum_batcher_policy_t)      \
+  X(gpum_batcher_opts_t)        \
+  X(gpum_batcher_submit_opts_t) \
+  X(gpum_batcher_stats_t)       \
+  X(gpum_res_device_t)          \
+  X(gpum_reservation_t)         \
+  X(gpum_reserve_req_t)         \
+  X(gpum_session_opts_t)        \
+  X(gpum_session_event_t)       \
+  X(gpum_estimate_t)            \
+  X(gpum_batch_t)               \
+  X(gpum_batch_memory_t)        \
+  X(gpum_batch_change_t)        \
+  X(gpum_batch_opts_t)          \
+  X(gpum_batch_stats_t)         \
+  X(gpum_model_t)               \
   X(gpum_estimate_opts_t)
 
 #define GPUM_ABI_FIELDS(X)                      \
@@ -184,6 +189,47 @@
   X(gpum_alert_t, message)                      \
   X(gpum_alert_engine_opts_t, history_cap)      \
   X(gpum_alert_engine_opts_t, xid_window_ms)    \
+  X(gpum_batcher_policy_t, timeout_us)          \
+  X(gpum_batcher_policy_t, delay)               \
+  X(gpum_batcher_policy_t, allow_override)      \
+  X(gpum_batcher_policy_t, max_queue_size)      \
+  X(gpum_batcher_opts_t, max_batch_size)        \
+  X(gpum_batcher_opts_t, preferred_sizes)       \
+  X(gpum_batcher_opts_t, npreferred)            \
+  X(gpum_batcher_opts_t, max_queue_delay_us)    \
+  X(gpum_batcher_opts_t, priority_levels)       \
+  X(gpum_batcher_opts_t, default_priority)      \
+  X(gpum_batcher_opts_t, policies)              \
+  X(gpum_batcher_opts_t, default_policy)        \
+  X(gpum_batcher_opts_t, preserve_ordering)     \
+  X(gpum_batcher_opts_t, workers)               \
+  X(gpum_batcher_opts_t, item_bytes)            \
+  X(gpum_batcher_opts_t, budget_bytes)          \
+  X(gpum_batcher_opts_t, fn)                    \
+  X(gpum_batcher_opts_t, user)                  \
+  X(gpum_batcher_submit_opts_t, priority)       \
+  X(gpum_batcher_submit_opts_t, timeout_us)     \
+  X(gpum_batcher_submit_opts_t, done)           \
+  X(gpum_batcher_submit_opts_t, user)           \
+  X(gpum_batcher_stats_t, submitted)            \
+  X(gpum_batcher_stats_t, completed)            \
+  X(gpum_batcher_stats_t, failed)               \
+  X(gpum_batcher_stats_t, rejected_full)        \
+  X(gpum_batcher_stats_t, rejected_timeout)     \
+  X(gpum_batcher_stats_t, cancelled)            \
+  X(gpum_batcher_stats_t, shut_down)            \
+  X(gpum_batcher_stats_t, batches)              \
+  X(gpum_batcher_stats_t, oom_splits)           \
+  X(gpum_batcher_stats_t, batch_sizes)          \
+  X(gpum_batcher_stats_t, queue_p50_us)         \
+  X(gpum_batcher_stats_t, queue_p95_us)         \
+  X(gpum_batcher_stats_t, queue_p99_us)         \
+  X(gpum_batcher_stats_t, e2e_p50_us)           \
+  X(gpum_batcher_stats_t, e2e_p95_us)           \
+  X(gpum_batcher_stats_t, e2e_p99_us)           \
+  X(gpum_batcher_stats_t, throughput)           \
+  X(gpum_batcher_stats_t, bound)                \
+  X(gpum_batcher_stats_t, queued)               \
   X(gpum_res_device_t, index)                   \
   X(gpum_res_device_t, uuid)                    \
   X(gpum_res_device_t, memory_total)            \

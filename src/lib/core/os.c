@@ -31,6 +31,22 @@ uint64_t gpum__os_real_ns(void) {
   return clock_ns(CLOCK_REALTIME);
 }
 
+int gpum__os_cond_init_mono(pthread_cond_t *cond) {
+  pthread_condattr_t ca;
+  int rc = pthread_condattr_init(&ca);
+  if (rc != 0)
+    return rc;
+  rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  if (rc == 0)
+    rc = pthread_cond_init(cond, &ca);
+  pthread_condattr_destroy(&ca);
+  return rc;
+}
+
+struct timespec gpum__os_mono_timespec(uint64_t deadline_ns) {
+  return (struct timespec){(time_t)(deadline_ns / 1000000000u), (long)(deadline_ns % 1000000000u)};
+}
+
 long gpum__os_read_file(const char *path, char *buf, size_t len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)

@@ -10,8 +10,10 @@
 #ifndef GPUM_OS_INTERNAL_H
 #define GPUM_OS_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* CLOCK_MONOTONIC in nanoseconds: for durations, deadlines and timeouts. Never fails. */
 uint64_t gpum__os_mono_ns(void);
@@ -19,6 +21,14 @@ uint64_t gpum__os_mono_ns(void);
 uint64_t gpum__os_mono_ms(void);
 /* CLOCK_REALTIME in nanoseconds since the epoch: for timestamps that are stored or shown. */
 uint64_t gpum__os_real_ns(void);
+
+/* Initialises a condition variable whose timed waits take CLOCK_MONOTONIC deadlines (the
+ * default clock, CLOCK_REALTIME, jumps with the wall clock, and a monotonic deadline given to it
+ * lies decades in the past, so the wait returns at once). Returns 0 or a positive errno. */
+int gpum__os_cond_init_mono(pthread_cond_t *cond);
+/* The timespec of a CLOCK_MONOTONIC deadline in nanoseconds, for pthread_cond_timedwait on a
+ * condition variable made by gpum__os_cond_init_mono. */
+struct timespec gpum__os_mono_timespec(uint64_t deadline_ns);
 
 /* Reads up to len - 1 bytes of a small file (a /proc file: it may not say its size) into buf,
  * NUL-terminated (len > 0). Returns the byte count, or a negative errno when the file cannot be

@@ -151,15 +151,11 @@ static int init_device(gpum_monitor_t *mon, gpum__mdev_t *md, unsigned index) {
 }
 
 static void init_sync(gpum_monitor_t *mon) {
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&mon->lock, NULL);
-  pthread_cond_init(&mon->ev_cond, &ca);
+  gpum__os_cond_init_mono(&mon->ev_cond);
   pthread_mutex_init(&mon->wake_lock, NULL);
-  pthread_cond_init(&mon->wake_cond, &ca);
+  gpum__os_cond_init_mono(&mon->wake_cond);
   pthread_mutex_init(&mon->cb_lock, NULL);
-  pthread_condattr_destroy(&ca);
 }
 
 int gpum_monitor_create(const gpum_device_open_opts_t *dev_opts, const gpum_monitor_opts_t *opts,

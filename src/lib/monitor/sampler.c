@@ -19,6 +19,7 @@
 #include <gpum/log.h>
 #include <gpum/monitor.h>
 
+#include "core/os_internal.h"
 #include "monitor/monitor_internal.h"
 
 #define EVENT_WAIT_MS 250u
@@ -390,12 +391,8 @@ static int start_evthread(gpum_monitor_t *mon) {
   gpum__evthread_t *e = calloc(1, sizeof(*e));
   if (e == NULL)
     return gpum_error(GPUM_ENOMEM, "monitor: out of memory");
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&e->lock, NULL);
-  pthread_cond_init(&e->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  gpum__os_cond_init_mono(&e->cond);
   e->mon = mon;
   e->session = mon->ev_session;
   mon->ev_session = NULL;

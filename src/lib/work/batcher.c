@@ -49,7 +49,7 @@ struct gpum_batcher {
   size_t preferred[32];
   gpum_batcher_policy_t policy[MAX_LEVELS];
   pthread_mutex_t mu;
-  pthread_cond_t work, done;
+  pthread_cond_t work, done, reap; /* CLOCK_MONOTONIC timed waits */
   queue_t q[MAX_LEVELS], delayed;
   size_t queued;
   gpum_batcher_req_t *ohead, *otail; /* unreleased requests in submission order */
@@ -58,6 +58,10 @@ struct gpum_batcher {
   size_t oom_bound; /* the bound OOMs left (max_batch_size when none) */
   pthread_t *threads;
   unsigned nthreads;
+  pthread_t reaper; /* fails or delays what times out while every worker is busy */
+  bool reaper_running;
+  bool reaper_asleep; /* waiting on reap until reap_at (0: until woken) */
+  uint64_t reap_at;
   gpum_batcher_stats_t st;
   uint64_t t0;
   double qwait[SAMPLES], e2e[SAMPLES];
@@ -178,7 +182,22 @@ static void release(gpum_batcher_t *b, gpum_batcher_req_t *list) {
   }
 }
 
-/* Moves or fails the requests whose queue timeout passed (mutex held). */
+/* A queued request whose timeout passed: to the delayed queue under DELAY, else failed with
+ * GPUM_ETIMEDOUT (its callback added to *out). Mutex held. */
+static void time_out(gpum_batcher_t *b, gpum_batcher_req_t *r, gpum_batcher_req_t **out) {
+  q_remove(&b->q[r->level], r);
+  if (b->policy[r->level].delay) {
+    r->delayed = true;
+    q_push(&b->delayed, r);
+  } else {
+    b->queued--;
+    b->st.rejected_timeout++;
+    complete(b, r, GPUM_ETIMEDOUT, NULL, out);
+  }
+}
+
+/* Times out every queued request whose deadline passed; returns the next deadline (0: none).
+ * Mutex held. */
 static uint64_t expire(gpum_batcher_t *b, uint64_t now, gpum_batcher_req_t **out) {
   uint64_t next = 0;
   for (unsigned l = 0; l < levels(b); l++) {
@@ -186,15 +205,7 @@ static uint64_t expire(gpum_batcher_t *b, uint64_t now, gpum_batcher_req_t **out
     while (r) {
       gpum_batcher_req_t *n = r->next;
       if (r->deadline && r->deadline <= now) {
-        q_remove(&b->q[l], r);
-        if (b->policy[l].delay) {
-          r->delayed = true;
-          q_push(&b->delayed, r);
-        } else {
-          b->queued--;
-          b->st.rejected_timeout++;
-          complete(b, r, GPUM_ETIMEDOUT, NULL, out);
-        }
+        time_out(b, r, out);
       } else if (r->deadline && (!next || r->deadline < next)) {
         next = r->deadline;
       }
@@ -236,13 +247,19 @@ static size_t decide(gpum_batcher_t *b, uint64_t now, uint64_t *until) {
   return 0;
 }
 
-/* Takes count requests: levels highest first, FIFO, then the delayed ones. Mutex held. */
-static size_t take(gpum_batcher_t *b, size_t count, gpum_batcher_req_t **batch, uint64_t now) {
+/* Takes up to count requests: levels highest first, FIFO, then the delayed ones. A request
+ * whose timeout passed before the reaper saw it is timed out here, never run. Mutex held. */
+static size_t take(gpum_batcher_t *b, size_t count, gpum_batcher_req_t **batch, uint64_t now,
+                   gpum_batcher_req_t **out) {
   size_t k = 0;
   for (unsigned l = 0; l <= levels(b) && k < count; l++) {
     queue_t *q = l < levels(b) ? &b->q[l] : &b->delayed;
     while (q->head && k < count) {
       gpum_batcher_req_t *r = q->head;
+      if (l < levels(b) && r->deadline && r->deadline <= now) {
+        time_out(b, r, out);
+        continue;
+      }
       q_remove(q, r);
       r->state = ST_RUNNING;
       r->t_start = now;
@@ -300,10 +317,9 @@ static void *worker(void *arg) {
   for (;;) {
     gpum_batcher_req_t *rel = NULL;
     uint64_t now = now_us();
-    uint64_t next_deadline = expire(b, now, &rel);
     if (b->stopping && !b->drain) { /* fail what is queued */
       size_t k;
-      while ((k = take(b, cap, batch, now)) > 0)
+      while ((k = take(b, cap, batch, now, &rel)) > 0)
         for (size_t i = 0; i < k; i++) {
           b->st.shut_down++;
           complete(b, batch[i], GPUM_EINTR, NULL, &rel);
@@ -312,10 +328,11 @@ static void *worker(void *arg) {
     uint64_t until = 0;
     size_t want = batch && in && outv ? decide(b, now, &until) : 0;
     if (want) {
-      size_t k = take(b, want, batch, now);
+      size_t k = take(b, want, batch, now, &rel);
       pthread_mutex_unlock(&b->mu);
       release(b, rel);
-      run(b, batch, k, id, in, outv);
+      if (k) /* 0: every one taken had timed out */
+        run(b, batch, k, id, in, outv);
       pthread_mutex_lock(&b->mu);
       continue;
     }
@@ -327,15 +344,8 @@ static void *worker(void *arg) {
     }
     if (b->stopping && b->queued == 0)
       break;
-    if (next_deadline && (!until || next_deadline < until))
-      until = next_deadline;
     if (until) {
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      uint64_t wait = until > now ? until - now : 0;
-      uint64_t ns = (uint64_t)ts.tv_nsec + (wait % 1000000) * 1000;
-      ts.tv_sec += (time_t)(wait / 1000000 + ns / 1000000000);
-      ts.tv_nsec = (long)(ns % 1000000000);
+      struct timespec ts = gpum__os_mono_timespec(until * 1000);
       pthread_cond_timedwait(&b->work, &b->mu, &ts);
     } else {
       pthread_cond_wait(&b->work, &b->mu);
@@ -345,6 +355,34 @@ static void *worker(void *arg) {
   free(batch);
   free(in);
   free(outv);
+  return NULL;
+}
+
+/* The queue timeouts, kept by a thread of their own: a worker busy with a long batch must not
+ * leave a timed-out request waiting for it. Sleeps until the earliest deadline. */
+static void *reaper(void *arg) {
+  gpum_batcher_t *b = arg;
+  pthread_mutex_lock(&b->mu);
+  while (!b->stopping) {
+    gpum_batcher_req_t *rel = NULL;
+    uint64_t next = expire(b, now_us(), &rel);
+    if (rel) {
+      pthread_mutex_unlock(&b->mu);
+      release(b, rel);
+      pthread_mutex_lock(&b->mu);
+      continue;
+    }
+    b->reaper_asleep = true;
+    b->reap_at = next;
+    if (next) {
+      struct timespec ts = gpum__os_mono_timespec(next * 1000);
+      pthread_cond_timedwait(&b->reap, &b->mu, &ts);
+    } else {
+      pthread_cond_wait(&b->reap, &b->mu);
+    }
+    b->reaper_asleep = false;
+  }
+  pthread_mutex_unlock(&b->mu);
   return NULL;
 }
 
@@ -384,13 +422,19 @@ int gpum_batcher_create(const gpum_batcher_opts_t *opts, gpum_batcher_t **out) {
   b->oom_bound = opts->max_batch_size;
   b->t0 = now_us();
   pthread_mutex_init(&b->mu, NULL);
-  pthread_cond_init(&b->work, NULL);
-  pthread_cond_init(&b->done, NULL);
+  gpum__os_cond_init_mono(&b->work);
+  gpum__os_cond_init_mono(&b->done);
+  gpum__os_cond_init_mono(&b->reap);
   b->threads = calloc(b->o.workers, sizeof *b->threads);
   if (!b->threads) {
     gpum_batcher_destroy(b);
     return gpum_error(GPUM_ENOMEM, "out of memory");
   }
+  if (pthread_create(&b->reaper, NULL, reaper, b) != 0) {
+    gpum_batcher_destroy(b);
+    return gpum_error(GPUM_ENOMEM, "cannot start the batcher's timeout thread");
+  }
+  b->reaper_running = true;
   for (unsigned i = 0; i < b->o.workers; i++) {
     worker_arg_t *wa = malloc(sizeof *wa);
     if (wa)
@@ -414,9 +458,13 @@ void gpum_batcher_shutdown(gpum_batcher_t *b, bool drain) {
   b->stopping = true;
   b->drain = drain;
   pthread_cond_broadcast(&b->work);
+  pthread_cond_signal(&b->reap);
   pthread_mutex_unlock(&b->mu);
   if (was)
     return;
+  if (b->reaper_running)
+    pthread_join(b->reaper, NULL);
+  b->reaper_running = false;
   for (unsigned i = 0; i < b->nthreads; i++)
     pthread_join(b->threads[i], NULL);
   b->nthreads = 0;
@@ -429,6 +477,7 @@ void gpum_batcher_destroy(gpum_batcher_t *b) {
   pthread_mutex_destroy(&b->mu);
   pthread_cond_destroy(&b->work);
   pthread_cond_destroy(&b->done);
+  pthread_cond_destroy(&b->reap);
   free(b->threads);
   free(b);
 }
@@ -486,6 +535,8 @@ int gpum_batcher_submit(gpum_batcher_t *b, void *input, const gpum_batcher_submi
   }
   b->st.submitted++;
   pthread_cond_signal(&b->work);
+  if (r->deadline && b->reaper_asleep && (!b->reap_at || r->deadline < b->reap_at))
+    pthread_cond_signal(&b->reap);
   pthread_mutex_unlock(&b->mu);
   if (req)
     *req = r;
@@ -501,11 +552,8 @@ int gpum_batcher_wait(gpum_batcher_req_t *r, int64_t timeout_ms, void **output) 
     while (r->state != ST_RELEASED)
       pthread_cond_wait(&b->done, &b->mu);
   } else if (r->state != ST_RELEASED && timeout_ms > 0) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(timeout_ms % 1000) * 1000000;
-    ts.tv_sec += (time_t)(timeout_ms / 1000 + (int64_t)(ns / 1000000000));
-    ts.tv_nsec = (long)(ns % 1000000000);
+    struct timespec ts =
+        gpum__os_mono_timespec(gpum__os_mono_ns() + (uint64_t)timeout_ms * 1000000);
     while (r->state != ST_RELEASED)
       if (pthread_cond_timedwait(&b->done, &b->mu, &ts) != 0)
         break;
