@@ -29,12 +29,12 @@ static struct {
   char node[64];
 } tc_sim;
 
-static void *tc_sym(const char *name) {
+static inline void *tc_sym(const char *name) {
   return dlsym(tc_sim.sim, name);
 }
 
 /* Starts the node and points the CUDA loader at it: 0, or -1 (said on stderr). */
-static int tc_sim_start(const char *tag) {
+static inline int tc_sim_start(const char *tag) {
   const char *lib = getenv("GPUM_SIM_LIBRARY");
   if (!lib || !(tc_sim.sim = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
     fprintf(stderr, "cannot load the simulator (GPUM_SIM_LIBRARY=%s)\n", lib ? lib : "");
@@ -70,13 +70,13 @@ static int tc_sim_start(const char *tag) {
   return 0;
 }
 
-static void tc_sim_stop(void) {
+static inline void tc_sim_stop(void) {
   if (tc_sim.destroy)
     tc_sim.destroy(tc_sim.node);
 }
 
 /* CUDA allocations on device 0 fail once bytes more were allocated (0: clear the faults). */
-static int tc_fail_after(uint64_t bytes) {
+static inline int tc_fail_after(uint64_t bytes) {
   if (!bytes)
     return tc_sim.clear(tc_sim.node, 0);
   gpum_sim_fault_t f = {.kind = GPUM_SIM_FAULT_FAIL_AFTER, .value = (int64_t)bytes};
@@ -84,7 +84,7 @@ static int tc_fail_after(uint64_t bytes) {
 }
 
 /* The payload of key k at version v: n bytes of a xorshift stream seeded by both. */
-static void tc_fill(unsigned char *buf, size_t n, uint64_t k, uint64_t v) {
+static inline void tc_fill(unsigned char *buf, size_t n, uint64_t k, uint64_t v) {
   uint64_t x = (k + 1) * 0x9e3779b97f4a7c15ull ^ (v + 1) * 0xbf58476d1ce4e5b9ull;
   for (size_t i = 0; i < n; i++) {
     x ^= x << 13;
