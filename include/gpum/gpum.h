@@ -44,6 +44,7 @@
 #include <gpum/pool_replay.h>
 #include <gpum/profile.h>
 #include <gpum/size.h>
+#include <gpum/tiercache.h>
 #include <gpum/torch.h>
 #include <gpum/version.h>
 #include <gpum/xid.h>

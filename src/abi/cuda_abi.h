@@ -218,6 +218,10 @@ GPUM_CUDA_SIZES(GPUM__CUDA_SIZE)
   X(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount))              \
   X(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount))                    \
   X(cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount))            \
+  X(cuMemcpyHtoDAsync_v2,                                                                         \
+    (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream))             \
+  X(cuMemcpyDtoHAsync_v2,                                                                         \
+    (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream))                   \
   X(cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N))                           \
   X(cuMemAllocHost_v2, (void **pp, size_t bytesize))                                              \
   X(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags))                             \

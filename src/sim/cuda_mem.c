@@ -246,6 +246,22 @@ CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
   return CUDA_SUCCESS;
 }
 
+/* The simulator's streams do not order work: an async copy is done before it returns, once its
+ * stream is known (a completed copy is what any later synchronisation would see). */
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                              CUstream hStream) {
+  if (!gpum__sim_cu_stream_ok(hStream))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount);
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream) {
+  if (!gpum__sim_cu_stream_ok(hStream))
+    return CUDA_ERROR_INVALID_HANDLE;
+  return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount);
+}
+
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
