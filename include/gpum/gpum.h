@@ -43,6 +43,7 @@
 #include <gpum/pool.h>
 #include <gpum/pool_replay.h>
 #include <gpum/profile.h>
+#include <gpum/report.h>
 #include <gpum/size.h>
 #include <gpum/tiercache.h>
 #include <gpum/torch.h>

@@ -21,7 +21,9 @@ static void usage(FILE *out) {
   fprintf(out, "usage: gpum jobs [--all] [--json]\n"
                "\n"
                "Lists your reservations in gpumd: granted ones with their GPUs, queued ones with\n"
-               "their position and what they wait for.\n"
+               "their position and what they wait for; under a granted one, a line per source\n"
+               "of the figures its processes report (a batcher's queue and latencies, a pool's\n"
+               "bytes: docs/report.md).\n"
                "\n"
                "options:\n"
                "  --all    every user's reservations (tokens are only shown to their owners)\n"
@@ -70,7 +72,32 @@ static int by_state(const void *a, const void *b) {
   return by_id(x->id, y->id);
 }
 
-static void print_table(gpum_reservation_t *list, size_t n) {
+/* The workload figures processes of the job reported (gpum/report.h), a line per source under
+ * the reservation's line: "    infer (pid 812): queued 0, completed 100, ...". */
+static void print_workload(json_t *doc, const char *id) {
+  size_t i, j;
+  json_t *r, *w;
+  json_array_foreach(json_object_get(doc, "reservations"), i, r) {
+    const char *rid = json_string_value(json_object_get(r, "id"));
+    if (!rid || strcmp(rid, id))
+      continue;
+    json_array_foreach(json_object_get(r, "workload"), j, w) {
+      const char *src = json_string_value(json_object_get(w, "source"));
+      printf("    %s (pid %lld):", src ? src : "?",
+             (long long)json_integer_value(json_object_get(w, "pid")));
+      const char *k;
+      json_t *v;
+      bool first = true;
+      json_object_foreach(json_object_get(w, "figures"), k, v) {
+        printf("%s %s %.6g", first ? "" : ",", k, json_number_value(v));
+        first = false;
+      }
+      putchar('\n');
+    }
+  }
+}
+
+static void print_table(gpum_reservation_t *list, size_t n, json_t *doc) {
   if (n == 0) {
     printf("no reservations\n");
     return;
@@ -105,6 +132,8 @@ static void print_table(gpum_reservation_t *list, size_t n) {
     else if (r->reason[0])
       printf(" (%s)", r->reason);
     putchar('\n');
+    if (doc && r->state == GPUM_RES_GRANTED)
+      print_workload(doc, r->id);
   }
 }
 
@@ -159,12 +188,21 @@ int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
   gpum_reservation_t *list = NULL;
   size_t n = 0;
   int rc = gpum_client_list(c, all, &list, &n);
+  /* The workload figures are only in the daemon's document (a second, read-only call; a job
+   * that ended between the two shows no figures). */
+  char *text = NULL;
+  json_t *doc = NULL;
+  if (rc == 0 &&
+      gpum_client_call_json(c, "list", all ? "{\"all\":true}" : "{\"all\":false}", &text) == 0)
+    doc = json_loads(text, 0, NULL);
+  free(text);
   gpum_client_close(c);
   if (rc != 0) {
     fprintf(stderr, "gpum jobs: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
   }
-  print_table(list, n);
+  print_table(list, n, doc);
+  json_decref(doc);
   free(list);
   return CLI_EXIT_OK;
 }

@@ -47,6 +47,9 @@ void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r) {
     return;
   json_t *f = fenced_json(d, r);
   json_object_set_new_nocheck(o, GPUM_PROTO_F_FENCED, f ? f : json_null());
+  json_t *w = gpumd_reports_json(d, r->id);
+  if (w)
+    json_object_set_new_nocheck(o, GPUM_PROTO_F_WORKLOAD, w);
 }
 
 static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r) {
@@ -733,6 +736,7 @@ int gpumd_ops_start(gpumd_t *d) {
 }
 
 void gpumd_ops_stop(gpumd_t *d) {
+  gpumd_reports_free(d);
   gpumd_leases_free_all(d);
   if (d->tick_timer)
     event_free(d->tick_timer);

@@ -178,6 +178,9 @@ struct gpumd {
 
   /* Observability (metrics.c, sse.c, alerts.c): SSE streams, alert engine, counters. */
   struct gpumd_obs *obs;
+  /* Workload figures processes report on their reservations (reports.c). */
+  struct gpumd_report *reports;
+  size_t nreports;
 
   bool stop;
   int exit_code;
@@ -325,6 +328,7 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out
 int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out);
+int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out);
 /* The alert engine's state (alerts.c): {"enabled", "active": [A...], "history": [A...] (the
  * newest "limit" entries, default 100, at most 100000), "counters": {"fired", "cleared"}}.
  * Anyone may read it. */
@@ -356,6 +360,19 @@ void gpumd_ops_tick(gpumd_t *d);
  * reservation's document o: for listings and the REST document, not for replies and events
  * (which the fast writer must produce byte for byte the same). */
 void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
+
+/* ---- reports.c: workload figures reported by the processes of a job ---- */
+/* Keeps figures ({"name": number}, checked: names, count) as pid's latest for source on the
+ * granted reservation rid. GPUM_EINVAL (bad names or values), GPUM_EBUSY (too many sources). */
+int gpumd_reports_put(gpumd_t *d, uint64_t rid, int32_t pid, const char *source, json_t *figures);
+/* [{"pid", "source", "age_ms", "figures"}] of rid's live processes; NULL when none. */
+json_t *gpumd_reports_json(gpumd_t *d, uint64_t rid);
+/* The number of reports after dropping those of ended reservations and processes, and the
+ * i-th of them (NULL past the end). */
+size_t gpumd_reports_count(gpumd_t *d);
+const struct gpumd_report *gpumd_report_at(gpumd_t *d, size_t i, uint64_t *rid, int32_t *pid,
+                                           const char **source, json_t **figures);
+void gpumd_reports_free(gpumd_t *d);
 json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token);
 /* The same object written straight to w, byte for byte what gpumd_json_write gives for
  * gpumd_resv_json (the hot replies skip building it). */

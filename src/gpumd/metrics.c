@@ -397,6 +397,31 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
   }
 }
 
+/* The figures processes report on their reservations (reports.c), one sample each. */
+static void workload_metrics(gpumd_t *d, writer_t *w) {
+  family(w, "gpum_workload_figure", "gauge",
+         "A figure a job's process reports about its own work (its pool, request batcher or "
+         "tiered cache; docs/batcher.md), by reservation, pid, source and figure.");
+  size_t n = gpumd_reports_count(d);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t rid;
+    int32_t pid;
+    const char *source, *k;
+    json_t *figures, *v;
+    gpumd_report_at(d, i, &rid, &pid, &source, &figures);
+    char id[GPUMD_RESV_ID_BUFSZ], base[LABELS_LEN] = "";
+    label(base, sizeof base, "reservation", gpumd_resv_id_format(rid, id, sizeof id));
+    label_u(base, sizeof base, "pid", (unsigned long long)pid);
+    label(base, sizeof base, "source", source);
+    json_object_foreach(figures, k, v) {
+      char l[LABELS_LEN];
+      memcpy(l, base, sizeof l);
+      label(l, sizeof l, "figure", k);
+      sample_d(w, "gpum_workload_figure", l, json_number_value(v));
+    }
+  }
+}
+
 static void queue_metrics(gpumd_t *d, writer_t *w) {
   struct gpumd_obs *o = d->obs;
   size_t queued = 0, granted = 0, count = gpumd_sched_count(d->sched);
@@ -497,6 +522,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
     sched_device_metrics(&w, v, n);
     process_metrics(&w, v, n);
     reservation_metrics(d, &w, v, n);
+    workload_metrics(d, &w);
     queue_metrics(d, &w);
   }
   return w.rc;

@@ -503,6 +503,38 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
   return 0;
 }
 
+/* A process's workload figures on a granted reservation (reports.c): the owner's processes or
+ * an admin's. The reply is empty; the figures show in listings, the REST API and /metrics. */
+int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID,          GPUM_PROTO_F_OP,
+                                       GPUM_PROTO_F_RESERVATION, GPUM_PROTO_F_SOURCE,
+                                       GPUM_PROTO_F_FIGURES,     NULL};
+  const gpumd_resv_t *r = NULL;
+  uint64_t rid = 0;
+  const char *source = NULL;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_resv(d, j, &r, &rid);
+  if (rc == 0)
+    rc = get_str(j, GPUM_PROTO_F_SOURCE, &source);
+  if (rc == 0 && !source)
+    rc = gpum_error(GPUM_EINVAL, "a report needs \"source\", such as \"batcher.infer\"");
+  if (rc == 0 && !may_change(a, r))
+    rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
+                    (unsigned long)r->uid);
+  if (rc == 0 && r->state != GPUMD_RESV_GRANTED)
+    rc = gpum_error(GPUM_ESTATE, "reservation r-%llu is %s: only a granted one takes reports",
+                    (unsigned long long)rid, gpumd_resv_state_name(r->state));
+  if (rc == 0 && a->pid <= 0)
+    rc = gpum_error(GPUM_EINVAL, "a report comes from a local process (its pid names it)");
+  if (rc == 0)
+    rc = gpumd_reports_put(d, rid, a->pid, source, json_object_get(j, GPUM_PROTO_F_FIGURES));
+  if (rc != 0)
+    return rc;
+  *out = json_object();
+  return 0;
+}
+
 static bool token_equal(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
   unsigned char diff = (unsigned char)(la != lb);
@@ -579,7 +611,8 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
              {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
              {GPUM_PROTO_OP_ALERTS, NULL, gpumd_op_alerts},
              {GPUM_PROTO_OP_DISABLE, NULL, gpumd_op_disable},
-             {GPUM_PROTO_OP_ENABLE, NULL, gpumd_op_enable}};
+             {GPUM_PROTO_OP_ENABLE, NULL, gpumd_op_enable},
+             {GPUM_PROTO_OP_REPORT, NULL, gpumd_op_report}};
   const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();
   for (size_t i = 0; i < n; i++) {

@@ -40,6 +40,7 @@
 #define GPUM_PROTO_OP_ALERTS "alerts"
 #define GPUM_PROTO_OP_DISABLE "disable"
 #define GPUM_PROTO_OP_ENABLE "enable"
+#define GPUM_PROTO_OP_REPORT "report"
 
 /* ---- Fields ----------------------------------------------------------------------------- */
 
@@ -97,6 +98,15 @@
 #define GPUM_PROTO_F_RESERVATIONS "reservations"
 #define GPUM_PROTO_F_ALL "all"
 #define GPUM_PROTO_F_ROTATE "rotate"
+
+/* report (a process's workload figures on its reservation) and R's "workload". */
+#define GPUM_PROTO_F_SOURCE "source"
+#define GPUM_PROTO_F_FIGURES "figures"
+#define GPUM_PROTO_F_WORKLOAD "workload"
+#define GPUM_PROTO_F_AGE_MS "age_ms"
+#define GPUM_PROTO_REPORT_SOURCES_MAX 16 /* per reservation */
+#define GPUM_PROTO_REPORT_FIGURES_MAX 48 /* per source */
+#define GPUM_PROTO_REPORT_NAME_MAX 48    /* a source's or a figure's name, bytes */
 
 /* alerts: request {"limit"}; reply {"enabled", "active": [...], "history": [...], "counters"}. */
 #define GPUM_PROTO_F_LIMIT "limit"

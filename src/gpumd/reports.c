@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Workload reports: the figures a process inside a job sends about its own work (its pool, its
+ * request batcher, its tiered cache; libgpum's reporter, gpum/report.h) with the "report" op.
+ * gpumd keeps the latest set per (reservation, pid, source) while the reservation is granted and
+ * the process lives, and shows them with the reservation ("workload" in listings and the REST
+ * document, gpum_workload_figure in /metrics). Nothing of it goes to the ledger: figures are a
+ * view, re-sent by the process every period.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/error.h>
+
+#include "gpumd_internal.h"
+
+#define REPORTS_MAX 512 /* over all reservations */
+
+struct gpumd_report {
+  uint64_t rid;
+  int32_t pid;
+  uint64_t at_ns;
+  char source[GPUM_PROTO_REPORT_NAME_MAX + 1];
+  json_t *figures; /* {"name": number}, checked */
+};
+
+static bool name_ok(const char *s, bool source) {
+  size_t n = strlen(s);
+  if (n == 0 || n > GPUM_PROTO_REPORT_NAME_MAX)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          (source && (c == '.' || c == '-'))))
+      return false;
+  }
+  return true;
+}
+
+static bool pid_alive(int32_t pid) {
+  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+static void drop(gpumd_t *d, size_t i) {
+  json_decref(d->reports[i].figures);
+  d->reports[i] = d->reports[--d->nreports];
+}
+
+/* Drops the reports of reservations no longer granted and of processes that ended. */
+static void prune(gpumd_t *d) {
+  for (size_t i = 0; i < d->nreports;) {
+    const gpumd_resv_t *r = gpumd_sched_find(d->sched, d->reports[i].rid);
+    if (!r || r->state != GPUMD_RESV_GRANTED || !pid_alive(d->reports[i].pid))
+      drop(d, i);
+    else
+      i++;
+  }
+}
+
+static int check_figures(json_t *f) {
+  if (!json_is_object(f))
+    return gpum_error(GPUM_EINVAL, "\"figures\" must be an object of names and numbers");
+  if (json_object_size(f) > GPUM_PROTO_REPORT_FIGURES_MAX)
+    return gpum_error(GPUM_EINVAL, "at most %d figures in a report (%zu given)",
+                      GPUM_PROTO_REPORT_FIGURES_MAX, json_object_size(f));
+  const char *k;
+  json_t *v;
+  json_object_foreach(f, k, v) {
+    if (!name_ok(k, false))
+      return gpum_error(GPUM_EINVAL, "figure name '%.64s' must be 1 to %d of a-z, 0-9 and '_'", k,
+                        GPUM_PROTO_REPORT_NAME_MAX);
+    if (!json_is_number(v))
+      return gpum_error(GPUM_EINVAL, "figure '%s' must be a number", k);
+  }
+  return 0;
+}
+
+int gpumd_reports_put(gpumd_t *d, uint64_t rid, int32_t pid, const char *source, json_t *figures) {
+  if (!name_ok(source, true))
+    return gpum_error(GPUM_EINVAL,
+                      "\"source\" '%.64s' must be 1 to %d of a-z, 0-9, '_', '.' and '-'", source,
+                      GPUM_PROTO_REPORT_NAME_MAX);
+  int rc = check_figures(figures);
+  if (rc != 0)
+    return rc;
+  prune(d);
+  size_t same = 0, at = d->nreports;
+  for (size_t i = 0; i < d->nreports; i++) {
+    if (d->reports[i].rid != rid)
+      continue;
+    same++;
+    if (d->reports[i].pid == pid && !strcmp(d->reports[i].source, source))
+      at = i;
+  }
+  if (at == d->nreports) {
+    if (same >= GPUM_PROTO_REPORT_SOURCES_MAX)
+      return gpum_error(GPUM_EBUSY, "reservation r-%llu has %d reporting sources already",
+                        (unsigned long long)rid, GPUM_PROTO_REPORT_SOURCES_MAX);
+    if (d->nreports >= REPORTS_MAX)
+      return gpum_error(GPUM_EBUSY, "gpumd holds %d workload reports already", REPORTS_MAX);
+    if (!d->reports && !(d->reports = calloc(REPORTS_MAX, sizeof *d->reports)))
+      return gpum_error(GPUM_ENOMEM, "out of memory");
+    struct gpumd_report *e = &d->reports[d->nreports++];
+    memset(e, 0, sizeof *e);
+    e->rid = rid;
+    e->pid = pid;
+    snprintf(e->source, sizeof e->source, "%s", source); /* checked: it fits */
+  }
+  struct gpumd_report *e = &d->reports[at];
+  json_t *copy = json_deep_copy(figures);
+  if (!copy)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  json_decref(e->figures);
+  e->figures = copy;
+  e->at_ns = gpumd_now_ns();
+  return 0;
+}
+
+json_t *gpumd_reports_json(gpumd_t *d, uint64_t rid) {
+  json_t *arr = NULL;
+  uint64_t now = gpumd_now_ns();
+  for (size_t i = 0; i < d->nreports; i++) {
+    const struct gpumd_report *e = &d->reports[i];
+    if (e->rid != rid || !pid_alive(e->pid))
+      continue;
+    if (!arr && !(arr = json_array()))
+      return NULL;
+    uint64_t age = now > e->at_ns ? (now - e->at_ns) / 1000000 : 0;
+    json_array_append_new(arr, json_pack("{s:i, s:s, s:I, s:O}", GPUM_PROTO_F_PID, (int)e->pid,
+                                         GPUM_PROTO_F_SOURCE, e->source, GPUM_PROTO_F_AGE_MS,
+                                         (json_int_t)age, GPUM_PROTO_F_FIGURES, e->figures));
+  }
+  return arr;
+}
+
+size_t gpumd_reports_count(gpumd_t *d) {
+  prune(d);
+  return d->nreports;
+}
+
+const struct gpumd_report *gpumd_report_at(gpumd_t *d, size_t i, uint64_t *rid, int32_t *pid,
+                                           const char **source, json_t **figures) {
+  if (i >= d->nreports)
+    return NULL;
+  const struct gpumd_report *e = &d->reports[i];
+  *rid = e->rid;
+  *pid = e->pid;
+  *source = e->source;
+  *figures = e->figures;
+  return e;
+}
+
+void gpumd_reports_free(gpumd_t *d) {
+  while (d->nreports)
+    drop(d, d->nreports - 1);
+  free(d->reports);
+  d->reports = NULL;
+}
