@@ -158,7 +158,7 @@ typedef struct {
   const gpum_reservation_t *reservation; /* NULL for pressure */
   int device;                            /* pressure: the device index */
   double used_ratio;                     /* pressure */
-  const char *level;                     /* pressure: "high" or "critical" */
+  const char *level;                     /* pressure: "high", "critical", "none" (cleared) */
 } gpum_client_event_t;
 
 typedef void (*gpum_client_event_fn)(const gpum_client_event_t *ev, void *user);

@@ -21,6 +21,7 @@
 #ifndef GPUM_REPORT_H
 #define GPUM_REPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +84,13 @@ GPUM_API int gpum_reporter_add_tiercache(gpum_reporter_t *rep, const char *sourc
 /* Removes a source: once this returns, its function is not called again (remove it before
  * destroying what it reads). GPUM_ENOENT when there is none of that name. */
 GPUM_API int gpum_reporter_remove(gpum_reporter_t *rep, const char *source);
+/* Whether gpumd reports memory pressure on one of the reservation's devices now. The reporter
+ * hears gpumd's pressure events on its connection (it reports, so gpumd tells it) and acts on
+ * its sources: a batcher takes smaller batches while any device is under pressure
+ * (gpum_batcher_set_pressure, until gpumd says it cleared); a tiered cache demotes its coldest
+ * device entries as pressure rises (half its device tier at "high", every unpinned entry at
+ * "critical"). Events are read by the reporter's thread (or during gpum_reporter_flush). */
+GPUM_API bool gpum_reporter_pressure(gpum_reporter_t *rep);
 /* Reports every source now, on the calling thread; returns the first failure (the others are
  * still sent). */
 GPUM_API int gpum_reporter_flush(gpum_reporter_t *rep);

@@ -77,7 +77,9 @@ typedef enum {
   GPUM_SESSION_EV_ENDED,      /* the reservation ended under the session (expired, failed, released
                                  by someone else): reservation->state and reason say how */
   GPUM_SESSION_EV_PRESSURE,   /* device's memory passed pressure.high (level "high") or
-                                 pressure.critical ("critical"); attached pools were trimmed */
+                                 pressure.critical ("critical"); attached pools were trimmed.
+                                 Level "none": it went back under pressure.high (nothing
+                                 trimmed) */
   GPUM_SESSION_EV_LOST,       /* the connection to gpumd was lost (error); re-attaching */
   GPUM_SESSION_EV_REATTACHED, /* gpumd is back and the reservation re-attached */
   GPUM_SESSION_EV_GAVE_UP,    /* gpumd did not come back within the grace: reservation lost */
@@ -89,7 +91,7 @@ typedef struct {
   int error;                             /* LOST: why (GPUM_ECLOSED, GPUM_EIO, ...) */
   int device;                            /* PRESSURE: gpumd's device index */
   double used_ratio;                     /* PRESSURE */
-  const char *level;                     /* PRESSURE: "high" or "critical" */
+  const char *level;                     /* PRESSURE: "high", "critical" or "none" */
   uint64_t trimmed;                      /* PRESSURE: bytes the attached pools gave back */
   int64_t grace_ms;                      /* LOST, GAVE_UP: the re-attach window */
 } gpum_session_event_t;

@@ -137,8 +137,9 @@ static void on_event(const gpum_session_event_t *ev, void *user) {
     break;
   case GPUM_SESSION_EV_PRESSURE:
     if (!ui->quiet)
-      fprintf(stderr, "gpum %s: memory pressure on GPU %d: %.0f%% used (%s)\n", ui->cmd, ev->device,
-              ev->used_ratio * 100.0, ev->level);
+      fprintf(stderr, "gpum %s: memory pressure on GPU %d%s: %.0f%% used (%s)\n", ui->cmd,
+              ev->device, strcmp(ev->level, "none") ? "" : " cleared", ev->used_ratio * 100.0,
+              ev->level);
     break;
   case GPUM_SESSION_EV_ENDED:
     if (ui->phase == CLI_PHASE_RUN)

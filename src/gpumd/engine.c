@@ -281,28 +281,35 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
   }
 }
 
+bool gpumd_conn_watches_device(gpumd_t *d, gpumd_conn_t *c, unsigned device) {
+  for (gpumd_lease_t *l = c->leases; l; l = l->cnext) {
+    const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
+    if (r && (r->device_mask >> device & 1u))
+      return true;
+  }
+  for (unsigned i = 0; i < c->nreported; i++) {
+    const gpumd_resv_t *r = gpumd_sched_find(d->sched, c->reported[i]);
+    if (r && r->state == GPUMD_RESV_GRANTED && (r->device_mask >> device & 1u))
+      return true;
+  }
+  return false;
+}
+
+/* Every change of a device's pressure level, up or down ("none": it cleared), goes to each
+ * connection bound to a reservation on the device or reporting on one, once each. */
 static void on_pressure(void *user, unsigned device, double used_ratio, gpumd_pressure_t from,
                         gpumd_pressure_t to) {
   gpumd_t *d = user;
-  if (to <= from || to == GPUMD_PRESSURE_NONE)
+  if (to == from)
     return;
   gpum_log(GPUM_LOG_INFO, "gpumd", "device %u memory pressure %s (%.0f%% used)", device,
            gpumd_pressure_name(to), used_ratio * 100.0);
-  /* To every connection bound to a reservation on the device, once each. */
-  for (gpumd_conn_t *c = d->conns; c; c = c->next) {
-    if (c->dead)
-      continue;
-    for (gpumd_lease_t *l = c->leases; l; l = l->cnext) {
-      const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
-      if (r && (r->device_mask >> device & 1u)) {
-        gpumd_send_event(c, GPUM_PROTO_EV_PRESSURE,
-                         json_pack("{s:i, s:f, s:s}", GPUM_PROTO_F_DEVICE, (int)device,
-                                   GPUM_PROTO_F_USED_RATIO, used_ratio, GPUM_PROTO_F_LEVEL,
-                                   gpumd_pressure_name(to)));
-        break;
-      }
-    }
-  }
+  for (gpumd_conn_t *c = d->conns; c; c = c->next)
+    if (!c->dead && gpumd_conn_watches_device(d, c, device))
+      gpumd_send_event(c, GPUM_PROTO_EV_PRESSURE,
+                       json_pack("{s:i, s:f, s:s}", GPUM_PROTO_F_DEVICE, (int)device,
+                                 GPUM_PROTO_F_USED_RATIO, used_ratio, GPUM_PROTO_F_LEVEL,
+                                 gpumd_pressure_name(to)));
 }
 
 void gpumd_ops_turn_events(gpumd_t *d) {

@@ -89,6 +89,8 @@ struct gpumd_conn {
   bool dirty;                /* on the dirty list */
   bool in_held;              /* on the held list */
   gpumd_lease_t *leases;     /* reservations bound to this connection */
+  uint64_t reported[8];      /* reservations this connection reported on (report op): it gets */
+  unsigned nreported;        /* their devices' pressure events too (reports.c) */
   gpumd_conn_t *prev, *next; /* all connections */
   gpumd_conn_t *dirty_next;  /* connections with staged output */
   gpumd_conn_t *held_next;   /* connections with held output */
@@ -373,6 +375,11 @@ size_t gpumd_reports_count(gpumd_t *d);
 const struct gpumd_report *gpumd_report_at(gpumd_t *d, size_t i, uint64_t *rid, int32_t *pid,
                                            const char **source, json_t **figures);
 void gpumd_reports_free(gpumd_t *d);
+/* Remembers that c reported on rid (up to 8 reservations) and, the first time, sends it the
+ * pressure of rid's devices that are under pressure now. */
+void gpumd_reports_subscribe(gpumd_t *d, gpumd_conn_t *c, const gpumd_resv_t *r);
+/* Whether c holds a lease on, or reported on, a live reservation on device. */
+bool gpumd_conn_watches_device(gpumd_t *d, gpumd_conn_t *c, unsigned device);
 json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token);
 /* The same object written straight to w, byte for byte what gpumd_json_write gives for
  * gpumd_resv_json (the hot replies skip building it). */

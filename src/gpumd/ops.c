@@ -531,6 +531,8 @@ int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
     rc = gpumd_reports_put(d, rid, a->pid, source, json_object_get(j, GPUM_PROTO_F_FIGURES));
   if (rc != 0)
     return rc;
+  if (a->conn)
+    gpumd_reports_subscribe(d, a->conn, r);
   *out = json_object();
   return 0;
 }

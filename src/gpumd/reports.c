@@ -159,3 +159,28 @@ void gpumd_reports_free(gpumd_t *d) {
   free(d->reports);
   d->reports = NULL;
 }
+
+void gpumd_reports_subscribe(gpumd_t *d, gpumd_conn_t *c, const gpumd_resv_t *r) {
+  for (unsigned i = 0; i < c->nreported; i++)
+    if (c->reported[i] == r->id)
+      return;
+  unsigned n = sizeof c->reported / sizeof c->reported[0];
+  for (unsigned i = 0; i < c->nreported; i++) { /* forget ended reservations first */
+    const gpumd_resv_t *x = gpumd_sched_find(d->sched, c->reported[i]);
+    if (!x || x->state != GPUMD_RESV_GRANTED)
+      c->reported[i--] = c->reported[--c->nreported];
+  }
+  if (c->nreported >= n)
+    return;
+  c->reported[c->nreported++] = r->id;
+  for (unsigned k = 0; k < GPUMD_SCHED_MAX_DEVICES; k++) {
+    gpumd_sched_device_stats_t st;
+    if (!(r->device_mask >> k & 1u) || gpumd_sched_device_stats(d->sched, k, &st) != 0 ||
+        st.pressure == GPUMD_PRESSURE_NONE)
+      continue;
+    gpumd_send_event(c, GPUM_PROTO_EV_PRESSURE,
+                     json_pack("{s:i, s:f, s:s}", GPUM_PROTO_F_DEVICE, (int)k,
+                               GPUM_PROTO_F_USED_RATIO, st.used_ratio, GPUM_PROTO_F_LEVEL,
+                               gpumd_pressure_name(st.pressure)));
+  }
+}

@@ -65,7 +65,7 @@ class Device:
 class Pressure:
     device: int       # gpumd's index of the GPU under pressure
     used_ratio: float
-    level: str        # "high" or "critical"
+    level: str        # "high", "critical", or "none" (back under pressure.high)
 
 
 def _size(v: Union[int, str]) -> int:

@@ -3,11 +3,14 @@
  * Workload reports (gpum/report.h): the "report" op, the figures of libgpum's pool, batcher and
  * tiered cache, and the reporter thread that sends them every period.
  */
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gpum/error.h>
 #include <gpum/log.h>
@@ -161,11 +164,16 @@ size_t gpum_tiercache_figures(gpum_tiercache_t *c, gpum_figure_t *out, size_t ca
 
 /* ---- the reporter ---------------------------------------------------------------------------- */
 
+typedef enum { SRC_CUSTOM, SRC_BATCHER, SRC_POOL, SRC_TIERCACHE } source_kind_t;
+
 typedef struct {
   char name[GPUM_REPORT_NAME_MAX + 1];
   gpum_figures_fn fn;
   void *user;
+  source_kind_t kind; /* batchers and caches also follow gpumd's pressure events */
 } source_t;
+
+#define PRESSURE_DEVICES 64
 
 struct gpum_reporter {
   char socket[256];
@@ -173,14 +181,68 @@ struct gpum_reporter {
   unsigned period_ms;
   pthread_mutex_t send_mu; /* one flush at a time; held while a source's function runs */
   pthread_mutex_t mu;      /* the fields below */
-  pthread_cond_t wake;
   source_t src[SOURCES_MAX];
   unsigned nsrc;
   bool stopping, started;
   pthread_t thread;
-  gpum_client_t *client; /* under send_mu */
-  int last_err;          /* the last failure logged (0: the last flush went through) */
+  gpum_client_t *client;           /* under send_mu */
+  int last_err;                    /* the last failure logged (0: the last flush went through) */
+  int wake[2];                     /* a pipe: destroy wakes the thread from poll */
+  uint8_t level[PRESSURE_DEVICES]; /* gpumd's pressure per device: 0 none, 1 high, 2 critical */
+  bool pressure;                   /* some device of the reservation is under pressure */
 };
+
+static int level_of(const char *name) {
+  return !name ? 1 : !strcmp(name, "none") ? 0 : !strcmp(name, "critical") ? 2 : 1;
+}
+
+/* gpumd's pressure on one of the reservation's devices (send_mu held: events are read during a
+ * flush or by the thread): batchers take smaller batches while any device is under pressure;
+ * tiered caches demote their coldest device entries as it rises (half the device tier at
+ * "high", every unpinned entry at "critical"). */
+static void on_event(const gpum_client_event_t *ev, void *user) {
+  gpum_reporter_t *rep = user;
+  if (ev->kind != GPUM_CLIENT_EV_PRESSURE || ev->device < 0 || ev->device >= PRESSURE_DEVICES)
+    return;
+  int was = rep->level[ev->device], now = level_of(ev->level);
+  rep->level[ev->device] = (uint8_t)now;
+  bool any = false;
+  for (int k = 0; k < PRESSURE_DEVICES; k++)
+    any = any || rep->level[k] > 0;
+  source_t src[SOURCES_MAX];
+  pthread_mutex_lock(&rep->mu);
+  unsigned n = rep->nsrc;
+  memcpy(src, rep->src, n * sizeof *src);
+  rep->pressure = any;
+  pthread_mutex_unlock(&rep->mu);
+  for (unsigned i = 0; i < n; i++) {
+    if (src[i].kind == SRC_BATCHER) {
+      gpum_batcher_set_pressure(src[i].user, any);
+    } else if (src[i].kind == SRC_TIERCACHE && now > was) {
+      gpum_tiercache_stats_t st;
+      gpum_tiercache_stats(src[i].user, &st);
+      uint64_t dev = st.tier[GPUM_TIER_DEVICE].bytes;
+      if (gpum_tiercache_pressure(src[i].user, now == 2 ? UINT64_MAX : dev / 2, NULL) != 0)
+        gpum_log(GPUM_LOG_WARN, "report", "demoting cache '%s' under pressure: %s", src[i].name,
+                 gpum_last_error());
+    }
+  }
+}
+
+/* Connects when not connected (send_mu held). */
+static int connect_locked(gpum_reporter_t *rep) {
+  if (rep->client)
+    return 0;
+  int rc = gpum_client_connect(rep->socket, CONNECT_TIMEOUT_MS, &rep->client);
+  if (rc == 0)
+    gpum_client_set_event_cb(rep->client, on_event, rep);
+  return rc;
+}
+
+static void disconnect_locked(gpum_reporter_t *rep) {
+  gpum_client_close(rep->client);
+  rep->client = NULL;
+}
 
 /* Sends every source; send_mu held. */
 static int flush_locked(gpum_reporter_t *rep) {
@@ -193,17 +255,13 @@ static int flush_locked(gpum_reporter_t *rep) {
   for (unsigned i = 0; i < n; i++) {
     gpum_figure_t figs[GPUM_REPORT_FIGURES_MAX];
     size_t k = src[i].fn(src[i].user, figs, GPUM_REPORT_FIGURES_MAX);
-    int rc = 0;
-    if (!rep->client)
-      rc = gpum_client_connect(rep->socket, CONNECT_TIMEOUT_MS, &rep->client);
+    int rc = connect_locked(rep);
     if (rc == 0)
       rc = gpum_client_report(rep->client, rep->id, src[i].name, figs, k);
     bool refused = rc == GPUM_EINVAL || rc == GPUM_EPERM || rc == GPUM_ESTATE ||
                    rc == GPUM_ENOENT || rc == GPUM_EBUSY; /* gpumd said no: the link is fine */
-    if (rc != 0 && !refused && rep->client) {
-      gpum_client_close(rep->client); /* reconnect on the next report */
-      rep->client = NULL;
-    }
+    if (rc != 0 && !refused)
+      disconnect_locked(rep); /* reconnect on the next report */
     if (rc != 0 && first == 0)
       first = rc;
   }
@@ -223,20 +281,46 @@ int gpum_reporter_flush(gpum_reporter_t *rep) {
   return rc;
 }
 
+static bool stopping(gpum_reporter_t *rep) {
+  pthread_mutex_lock(&rep->mu);
+  bool v = rep->stopping;
+  pthread_mutex_unlock(&rep->mu);
+  return v;
+}
+
+/* Reports every period and, between reports, reads gpumd's events (pressure) as they come. */
 static void *run(void *arg) {
   gpum_reporter_t *rep = arg;
-  uint64_t next = gpum__os_mono_ns() + (uint64_t)rep->period_ms * 1000000u;
-  pthread_mutex_lock(&rep->mu);
-  while (!rep->stopping) {
-    struct timespec ts = gpum__os_mono_timespec(next);
-    if (pthread_cond_timedwait(&rep->wake, &rep->mu, &ts) == 0 || rep->stopping)
-      continue; /* woken: stopping, or spurious */
-    pthread_mutex_unlock(&rep->mu);
-    gpum_reporter_flush(rep);
-    next = gpum__os_mono_ns() + (uint64_t)rep->period_ms * 1000000u;
-    pthread_mutex_lock(&rep->mu);
+  uint64_t period = (uint64_t)rep->period_ms * 1000000u;
+  uint64_t next = gpum__os_mono_ns() + period;
+  while (!stopping(rep)) {
+    uint64_t now = gpum__os_mono_ns();
+    if (now >= next) {
+      gpum_reporter_flush(rep);
+      next = gpum__os_mono_ns() + period;
+      continue;
+    }
+    pthread_mutex_lock(&rep->send_mu);
+    int fd = rep->client ? gpum_client_fd(rep->client) : -1;
+    pthread_mutex_unlock(&rep->send_mu);
+    struct pollfd p[2] = {{.fd = rep->wake[0], .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+    uint64_t wait_ms = (next - now + 999999u) / 1000000u;
+    if (poll(p, fd >= 0 ? 2 : 1, wait_ms > INT32_MAX ? INT32_MAX : (int)wait_ms) <= 0)
+      continue;
+    if (p[0].revents) {
+      char buf[16];
+      while (read(rep->wake[0], buf, sizeof buf) > 0) {
+      }
+    }
+    if (fd >= 0 && p[1].revents) {
+      pthread_mutex_lock(&rep->send_mu);
+      /* The same connection (a flush may have replaced it meanwhile): its events. */
+      if (rep->client && gpum_client_fd(rep->client) == fd &&
+          gpum_client_process(rep->client, 0) < 0)
+        disconnect_locked(rep); /* gpumd went away: reconnect at the next report */
+      pthread_mutex_unlock(&rep->send_mu);
+    }
   }
-  pthread_mutex_unlock(&rep->mu);
   return NULL;
 }
 
@@ -271,8 +355,12 @@ int gpum_reporter_create(const gpum_reporter_opts_t *opts, gpum_reporter_t **out
   rep->period_ms = opts->period_ms ? opts->period_ms : DEFAULT_PERIOD_MS;
   pthread_mutex_init(&rep->send_mu, NULL);
   pthread_mutex_init(&rep->mu, NULL);
-  gpum__os_cond_init_mono(&rep->wake);
+  rep->wake[0] = rep->wake[1] = -1;
   if (rep->period_ms != GPUM_REPORTER_MANUAL) {
+    if (pipe2(rep->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+      gpum_reporter_destroy(rep);
+      return gpum_error(GPUM_ENOMEM, "cannot make the reporter's wake-up pipe");
+    }
     if (pthread_create(&rep->thread, NULL, run, rep) != 0) {
       gpum_reporter_destroy(rep);
       return gpum_error(GPUM_ENOMEM, "cannot start the reporter's thread");
@@ -283,7 +371,8 @@ int gpum_reporter_create(const gpum_reporter_opts_t *opts, gpum_reporter_t **out
   return 0;
 }
 
-int gpum_reporter_add(gpum_reporter_t *rep, const char *source, gpum_figures_fn fn, void *user) {
+static int add(gpum_reporter_t *rep, const char *source, gpum_figures_fn fn, void *user,
+               source_kind_t kind) {
   if (!rep || !fn)
     return gpum_error(GPUM_EINVAL, "gpum_reporter_add: NULL argument");
   int rc = check_source(source);
@@ -300,9 +389,23 @@ int gpum_reporter_add(gpum_reporter_t *rep, const char *source, gpum_figures_fn 
     snprintf(s->name, sizeof s->name, "%s", source); /* checked: it fits */
     s->fn = fn;
     s->user = user;
+    s->kind = kind;
+    if (kind == SRC_BATCHER && rep->pressure) /* under pressure already */
+      gpum_batcher_set_pressure(user, true);
   }
   pthread_mutex_unlock(&rep->mu);
   return rc;
+}
+
+int gpum_reporter_add(gpum_reporter_t *rep, const char *source, gpum_figures_fn fn, void *user) {
+  return add(rep, source, fn, user, SRC_CUSTOM);
+}
+
+bool gpum_reporter_pressure(gpum_reporter_t *rep) {
+  pthread_mutex_lock(&rep->mu);
+  bool v = rep->pressure;
+  pthread_mutex_unlock(&rep->mu);
+  return v;
 }
 
 static size_t batcher_fn(void *user, gpum_figure_t *out, size_t cap) {
@@ -316,17 +419,17 @@ static size_t tiercache_fn(void *user, gpum_figure_t *out, size_t cap) {
 }
 
 int gpum_reporter_add_batcher(gpum_reporter_t *rep, const char *source, gpum_batcher_t *b) {
-  return b ? gpum_reporter_add(rep, source, batcher_fn, b)
+  return b ? add(rep, source, batcher_fn, b, SRC_BATCHER)
            : gpum_error(GPUM_EINVAL, "gpum_reporter_add_batcher: NULL batcher");
 }
 
 int gpum_reporter_add_pool(gpum_reporter_t *rep, const char *source, gpum_pool_t *pool) {
-  return pool ? gpum_reporter_add(rep, source, pool_fn, pool)
+  return pool ? add(rep, source, pool_fn, pool, SRC_POOL)
               : gpum_error(GPUM_EINVAL, "gpum_reporter_add_pool: NULL pool");
 }
 
 int gpum_reporter_add_tiercache(gpum_reporter_t *rep, const char *source, gpum_tiercache_t *c) {
-  return c ? gpum_reporter_add(rep, source, tiercache_fn, c)
+  return c ? add(rep, source, tiercache_fn, c, SRC_TIERCACHE)
            : gpum_error(GPUM_EINVAL, "gpum_reporter_add_tiercache: NULL cache");
 }
 
@@ -354,15 +457,19 @@ void gpum_reporter_destroy(gpum_reporter_t *rep) {
     return;
   pthread_mutex_lock(&rep->mu);
   rep->stopping = true;
-  pthread_cond_signal(&rep->wake);
   pthread_mutex_unlock(&rep->mu);
-  if (rep->started)
+  if (rep->started) {
+    ssize_t w = write(rep->wake[1], "x", 1);
+    (void)w; /* a full pipe wakes the thread as well */
     pthread_join(rep->thread, NULL);
+  }
   if (rep->nsrc)
     (void)gpum_reporter_flush(rep);
   gpum_client_close(rep->client);
+  for (int i = 0; i < 2; i++)
+    if (rep->wake[i] >= 0)
+      close(rep->wake[i]);
   pthread_mutex_destroy(&rep->send_mu);
   pthread_mutex_destroy(&rep->mu);
-  pthread_cond_destroy(&rep->wake);
   free(rep);
 }

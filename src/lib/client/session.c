@@ -88,9 +88,10 @@ static void on_client_event(const gpum_client_event_t *ev, void *user) {
                                 .device = ev->device,
                                 .used_ratio = ev->used_ratio,
                                 .level = ev->level ? ev->level : "high"};
-    out.trimmed = trim_pools(s, ev->device);
+    bool cleared = !strcmp(out.level, "none"); /* the device came back under pressure.high */
+    out.trimmed = cleared ? 0 : trim_pools(s, ev->device);
     /* An elastic job under the shim gives back what it holds above its base at its next free. */
-    for (size_t k = 0; s->fence && k < s->r.ndevices; k++)
+    for (size_t k = 0; !cleared && s->fence && k < s->r.ndevices; k++)
       if ((int)s->r.devices[k].index == ev->device)
         gpum_fence_want_shrink(s->fence);
     emit(s, &out);
