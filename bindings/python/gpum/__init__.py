@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""gpum for Python: reservations, memory estimates and adaptive batches over libgpum.
+"""gpum for Python: reservations, memory estimates, adaptive batches and the tier cache over
+libgpum.
 
 See docs/python.md in gpum's source tree.
 """
@@ -21,6 +22,7 @@ from .node import Gpu, Status, devices, status  # noqa: E402
 from .pool import Pool, PoolStats  # noqa: E402
 from .monitor import Monitor  # noqa: E402
 from .batcher import Batcher, BatcherStats  # noqa: E402
+from .tiercache import Placement, Tier, TierCache, TierCacheStats, TierStats  # noqa: E402
 
 __version__ = _lib.gpum_version().decode()
 
@@ -30,4 +32,5 @@ __all__ = [
     "estimate", "Estimate", "presets", "accumulation", "adaptive", "Adaptive", "BatchInfo",
     "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
     "status", "Status", "Gpu", "Pool", "PoolStats", "Monitor", "Batcher", "BatcherStats",
+    "TierCache", "TierCacheStats", "TierStats", "Tier", "Placement",
 ]

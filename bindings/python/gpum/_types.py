@@ -280,6 +280,30 @@ class BatchOpts(c.Structure):
     ]
 
 
+TIER_COUNT = 3  # GPUM_TIER_COUNT
+
+TIERCACHE_EVICT_FN = c.CFUNCTYPE(None, c.c_void_p, c.c_size_t, c.c_size_t, c.c_void_p)
+
+
+class TierCacheOpts(c.Structure):
+    _fields_ = [
+        ("device", c.c_int), ("device_budget", c.c_uint64), ("pinned_limit", c.c_uint64),
+        ("host_limit", c.c_uint64), ("on_evict", TIERCACHE_EVICT_FN), ("user", c.c_void_p),
+    ]
+
+
+class TierStats(c.Structure):
+    _fields_ = [(n, c.c_uint64) for n in (
+        "hits", "misses", "promotions", "demotions", "evictions", "bytes", "entries", "limit")]
+
+
+class TierCacheStats(c.Structure):
+    _fields_ = [
+        ("tier", TierStats * TIER_COUNT), ("puts", c.c_uint64), ("gets", c.c_uint64),
+        ("misses", c.c_uint64), ("alloc_failures", c.c_uint64), ("pressure_calls", c.c_uint64),
+    ]
+
+
 # The C names of the mirrored structs.
 MIRRORED: List[tuple] = [
     ("gpum_device_info_t", DeviceInfo), ("gpum_device_sample_t", DeviceSample),
@@ -295,7 +319,8 @@ MIRRORED: List[tuple] = [
     ("gpum_session_event_t", SessionEvent), ("gpum_estimate_t", Estimate),
     ("gpum_batch_t", Batch), ("gpum_batch_memory_t", BatchMemory),
     ("gpum_batch_change_t", BatchChange), ("gpum_batch_opts_t", BatchOpts),
-    ("gpum_batch_stats_t", BatchStats),
+    ("gpum_batch_stats_t", BatchStats), ("gpum_tiercache_opts_t", TierCacheOpts),
+    ("gpum_tier_stats_t", TierStats), ("gpum_tiercache_stats_t", TierCacheStats),
 ]
 
 

@@ -16,6 +16,7 @@
 #include <gpum/monitor.h>
 #include <gpum/pool.h>
 #include <gpum/session.h>
+#include <gpum/tiercache.h>
 
 #define GPUM_ABI_TYPES(X)       \
   X(gpum_device_info_t)         \
@@ -47,6 +48,9 @@
   X(gpum_batch_change_t)        \
   X(gpum_batch_opts_t)          \
   X(gpum_batch_stats_t)         \
+  X(gpum_tiercache_opts_t)      \
+  X(gpum_tier_stats_t)          \
+  X(gpum_tiercache_stats_t)     \
   X(gpum_model_t)               \
   X(gpum_estimate_opts_t)
 
@@ -340,7 +344,27 @@
   X(gpum_batch_stats_t, items_per_s)            \
   X(gpum_batch_stats_t, nchanges)               \
   X(gpum_batch_stats_t, changes)                \
-  X(gpum_batch_stats_t, trajectory)
+  X(gpum_batch_stats_t, trajectory)             \
+  X(gpum_tiercache_opts_t, device)              \
+  X(gpum_tiercache_opts_t, device_budget)       \
+  X(gpum_tiercache_opts_t, pinned_limit)        \
+  X(gpum_tiercache_opts_t, host_limit)          \
+  X(gpum_tiercache_opts_t, on_evict)            \
+  X(gpum_tiercache_opts_t, user)                \
+  X(gpum_tier_stats_t, hits)                    \
+  X(gpum_tier_stats_t, misses)                  \
+  X(gpum_tier_stats_t, promotions)              \
+  X(gpum_tier_stats_t, demotions)               \
+  X(gpum_tier_stats_t, evictions)               \
+  X(gpum_tier_stats_t, bytes)                   \
+  X(gpum_tier_stats_t, entries)                 \
+  X(gpum_tier_stats_t, limit)                   \
+  X(gpum_tiercache_stats_t, tier)               \
+  X(gpum_tiercache_stats_t, puts)               \
+  X(gpum_tiercache_stats_t, gets)               \
+  X(gpum_tiercache_stats_t, misses)             \
+  X(gpum_tiercache_stats_t, alloc_failures)     \
+  X(gpum_tiercache_stats_t, pressure_calls)
 
 long gpum_abi_sizeof(const char *type) {
   if (!type)
