@@ -23,6 +23,7 @@ from .pool import Pool, PoolStats  # noqa: E402
 from .monitor import Monitor  # noqa: E402
 from .batcher import Batcher, BatcherStats  # noqa: E402
 from .tiercache import Placement, Tier, TierCache, TierCacheStats, TierStats  # noqa: E402
+from .report import Reporter  # noqa: E402
 
 __version__ = _lib.gpum_version().decode()
 
@@ -32,5 +33,5 @@ __all__ = [
     "estimate", "Estimate", "presets", "accumulation", "adaptive", "Adaptive", "BatchInfo",
     "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
     "status", "Status", "Gpu", "Pool", "PoolStats", "Monitor", "Batcher", "BatcherStats",
-    "TierCache", "TierCacheStats", "TierStats", "Tier", "Placement",
+    "TierCache", "TierCacheStats", "TierStats", "Tier", "Placement", "Reporter",
 ]

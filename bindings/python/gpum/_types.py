@@ -305,6 +305,15 @@ class TierCacheStats(c.Structure):
 
 
 # The C names of the mirrored structs.
+class Figure(c.Structure):
+    _fields_ = [("name", c.c_char_p), ("value", c.c_double)]
+
+
+class ReporterOpts(c.Structure):
+    _fields_ = [("socket_path", c.c_char_p), ("reservation", c.c_char_p),
+                ("period_ms", c.c_uint)]
+
+
 MIRRORED: List[tuple] = [
     ("gpum_device_info_t", DeviceInfo), ("gpum_device_sample_t", DeviceSample),
     ("gpum_process_t", Process), ("gpum_env_var_t", EnvVar), ("gpum_pool_opts_t", PoolOpts),
@@ -321,6 +330,7 @@ MIRRORED: List[tuple] = [
     ("gpum_batch_change_t", BatchChange), ("gpum_batch_opts_t", BatchOpts),
     ("gpum_batch_stats_t", BatchStats), ("gpum_tiercache_opts_t", TierCacheOpts),
     ("gpum_tier_stats_t", TierStats), ("gpum_tiercache_stats_t", TierCacheStats),
+    ("gpum_figure_t", Figure), ("gpum_reporter_opts_t", ReporterOpts),
 ]
 
 

@@ -30,6 +30,7 @@ from ._lib import lib
 from . import _types as t
 from .adaptive import _default_ooms, _free_framework_cache
 from .errors import check, error_for
+from . import report as _report
 
 __all__ = ["Batcher", "BatcherStats"]
 
@@ -192,6 +193,7 @@ class Batcher:
             lib.gpum_batcher_shutdown(self._b, drain)
 
     def close(self) -> None:
+        _report.detach(self)
         if self._b:
             lib.gpum_batcher_destroy(self._b)
             self._b = c.c_void_p()

@@ -21,6 +21,7 @@ from typing import Any, Optional, Union
 from ._lib import lib
 from . import _types as t
 from .errors import check
+from . import report as _report
 
 __all__ = ["Pool", "PoolStats"]
 
@@ -127,6 +128,7 @@ class Pool:
         lib.gpum_pool_reset_peaks(self._pool)
 
     def close(self) -> None:
+        _report.detach(self)
         if self._pool:
             lib.gpum_pool_destroy(self._pool)
             self._pool = c.c_void_p()

@@ -31,6 +31,7 @@ from ._lib import lib
 from . import _types as t
 from .errors import OutOfMemory, check, error_for
 from .pool import _size
+from . import report as _report
 
 __all__ = ["TierCache", "TierCacheStats", "TierStats", "Tier", "Placement"]
 
@@ -173,10 +174,16 @@ class _Pending(threading.local):
         self.q: Deque[Tuple[bytes, int]] = collections.deque()
 
 
-def _trampoline(pending: _Pending) -> Any:
-    # A closure over pending, not over the cache: the cache stays free of reference cycles.
+def _trampoline(pending: _Pending, foreign: Deque[Tuple[bytes, int]]) -> Any:
+    # A closure over the queues, not over the cache: the cache stays free of reference cycles.
     def on_evict(key: int, key_len: int, size: int, user: Any) -> None:
-        pending.q.append((c.string_at(key, key_len), size))
+        item = (c.string_at(key, key_len), size)
+        if isinstance(threading.current_thread(), threading._DummyThread):
+            # A thread of C's own (a gpum.Reporter demoting under gpumd's pressure): its
+            # evictions wait for the next call into the cache, on whatever thread.
+            foreign.append(item)
+        else:
+            pending.q.append(item)
     return t.TIERCACHE_EVICT_FN(on_evict)
 
 
@@ -189,7 +196,9 @@ class TierCache:
       pinned_limit: most payload bytes in pinned host memory (None: libgpum's 256 MiB).
       host_limit: most payload bytes in plain host memory (None or 0: no host tier).
       on_evict: called as on_evict(key: bytes, size: int) for each entry the lowest tier drops
-        (its data is gone), on the thread whose call evicted it, after that call's work is done.
+        (its data is gone), on the thread whose call evicted it, after that call's work is done
+        (evictions by a gpum.Reporter's thread under gpumd's pressure: at the next put, get,
+        remove, pin or pressure call).
         An exception it raises is raised from that call, after the other evictions were
         delivered.
 
@@ -218,7 +227,9 @@ class TierCache:
             o.pinned_limit = _nbytes("pinned_limit", pinned_limit)
         if host_limit is not None:
             o.host_limit = _nbytes("host_limit", host_limit)
-        self._evict_c = _trampoline(self._pending) if on_evict is not None else None
+        self._foreign: Deque[Tuple[bytes, int]] = collections.deque()
+        self._evict_c = (_trampoline(self._pending, self._foreign) if on_evict is not None
+                         else None)
         if self._evict_c is not None:
             o.on_evict = self._evict_c
         h = _VP()
@@ -238,14 +249,17 @@ class TierCache:
         otherwise replace)."""
         try:
             first: Optional[Exception] = None
-            q = self._pending.q
-            while q and self._on_evict is not None:
-                key, size = q.popleft()
-                try:
-                    self._on_evict(key, size)
-                except Exception as e:  # the others are still delivered
-                    if first is None:
-                        first = e
+            for q in (self._foreign, self._pending.q):
+                while q and self._on_evict is not None:
+                    try:
+                        key, size = q.popleft()
+                    except IndexError:  # another thread took the last foreign one
+                        break
+                    try:
+                        self._on_evict(key, size)
+                    except Exception as e:  # the others are still delivered
+                        if first is None:
+                            first = e
             if first is not None:
                 raise first
         finally:
@@ -422,6 +436,7 @@ class TierCache:
         """Frees every entry (no eviction callbacks; pinned ones too: their device addresses
         become invalid), the pools and the stream. Later calls raise ValueError; closing again
         does nothing."""
+        _report.detach(self)
         with self._mu:
             if self._c:
                 lib.gpum_tiercache_destroy(self._c)

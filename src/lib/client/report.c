@@ -213,7 +213,6 @@ static void on_event(const gpum_client_event_t *ev, void *user) {
   pthread_mutex_lock(&rep->mu);
   unsigned n = rep->nsrc;
   memcpy(src, rep->src, n * sizeof *src);
-  rep->pressure = any;
   pthread_mutex_unlock(&rep->mu);
   for (unsigned i = 0; i < n; i++) {
     if (src[i].kind == SRC_BATCHER) {
@@ -227,6 +226,9 @@ static void on_event(const gpum_client_event_t *ev, void *user) {
                  gpum_last_error());
     }
   }
+  pthread_mutex_lock(&rep->mu); /* after the sources acted: who sees it may count on that */
+  rep->pressure = any;
+  pthread_mutex_unlock(&rep->mu);
 }
 
 /* Connects when not connected (send_mu held). */

@@ -15,6 +15,7 @@
 #include <gpum/estimate.h>
 #include <gpum/monitor.h>
 #include <gpum/pool.h>
+#include <gpum/report.h>
 #include <gpum/session.h>
 #include <gpum/tiercache.h>
 
@@ -51,6 +52,8 @@
   X(gpum_tiercache_opts_t)      \
   X(gpum_tier_stats_t)          \
   X(gpum_tiercache_stats_t)     \
+  X(gpum_figure_t)              \
+  X(gpum_reporter_opts_t)       \
   X(gpum_model_t)               \
   X(gpum_estimate_opts_t)
 
@@ -364,7 +367,12 @@
   X(gpum_tiercache_stats_t, gets)               \
   X(gpum_tiercache_stats_t, misses)             \
   X(gpum_tiercache_stats_t, alloc_failures)     \
-  X(gpum_tiercache_stats_t, pressure_calls)
+  X(gpum_tiercache_stats_t, pressure_calls)     \
+  X(gpum_figure_t, name)                        \
+  X(gpum_figure_t, value)                       \
+  X(gpum_reporter_opts_t, socket_path)          \
+  X(gpum_reporter_opts_t, reservation)          \
+  X(gpum_reporter_opts_t, period_ms)
 
 long gpum_abi_sizeof(const char *type) {
   if (!type)
