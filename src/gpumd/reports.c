@@ -27,19 +27,6 @@ struct gpumd_report {
   json_t *figures; /* {"name": number}, checked */
 };
 
-static bool name_ok(const char *s, bool source) {
-  size_t n = strlen(s);
-  if (n == 0 || n > GPUM_PROTO_REPORT_NAME_MAX)
-    return false;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-          (source && (c == '.' || c == '-'))))
-      return false;
-  }
-  return true;
-}
-
 static bool pid_alive(int32_t pid) {
   return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
@@ -69,7 +56,7 @@ static int check_figures(json_t *f) {
   const char *k;
   json_t *v;
   json_object_foreach(f, k, v) {
-    if (!name_ok(k, false))
+    if (!gpum__report_name_ok(k, false))
       return gpum_error(GPUM_EINVAL, "figure name '%.64s' must be 1 to %d of a-z, 0-9 and '_'", k,
                         GPUM_PROTO_REPORT_NAME_MAX);
     if (!json_is_number(v))
@@ -79,7 +66,7 @@ static int check_figures(json_t *f) {
 }
 
 int gpumd_reports_put(gpumd_t *d, uint64_t rid, int32_t pid, const char *source, json_t *figures) {
-  if (!name_ok(source, true))
+  if (!gpum__report_name_ok(source, true))
     return gpum_error(GPUM_EINVAL,
                       "\"source\" '%.64s' must be 1 to %d of a-z, 0-9, '_', '.' and '-'", source,
                       GPUM_PROTO_REPORT_NAME_MAX);

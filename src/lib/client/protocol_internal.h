@@ -18,6 +18,7 @@
 #ifndef GPUM_PROTOCOL_INTERNAL_H
 #define GPUM_PROTOCOL_INTERNAL_H
 
+#include <stdbool.h>
 #include <string.h>
 
 #include <gpum/client.h>
@@ -107,6 +108,9 @@
 #define GPUM_PROTO_REPORT_SOURCES_MAX 16 /* per reservation */
 #define GPUM_PROTO_REPORT_FIGURES_MAX 48 /* per source */
 #define GPUM_PROTO_REPORT_NAME_MAX 48    /* a source's or a figure's name, bytes */
+/* Whether s is a report's source name (source: a-z 0-9 _ . -) or figure name (a-z 0-9 _), 1 to
+ * GPUM_PROTO_REPORT_NAME_MAX bytes (report.c; gpumd checks with it too). */
+bool gpum__report_name_ok(const char *s, bool source);
 
 /* alerts: request {"limit"}; reply {"enabled", "active": [...], "history": [...], "counters"}. */
 #define GPUM_PROTO_F_LIMIT "limit"

@@ -24,7 +24,11 @@
 #define DEFAULT_PERIOD_MS 2000
 #define CONNECT_TIMEOUT_MS 1000
 
-static bool name_ok(const char *s, bool source) {
+_Static_assert(GPUM_REPORT_NAME_MAX == GPUM_PROTO_REPORT_NAME_MAX &&
+                   GPUM_REPORT_FIGURES_MAX == GPUM_PROTO_REPORT_FIGURES_MAX,
+               "the public limits are the protocol's");
+
+bool gpum__report_name_ok(const char *s, bool source) {
   size_t n = s ? strlen(s) : 0;
   if (n == 0 || n > GPUM_REPORT_NAME_MAX)
     return false;
@@ -38,7 +42,7 @@ static bool name_ok(const char *s, bool source) {
 }
 
 static int check_source(const char *source) {
-  if (!name_ok(source, true))
+  if (!gpum__report_name_ok(source, true))
     return gpum_error(GPUM_EINVAL, "source '%.64s' must be 1 to %d of a-z, 0-9, '_', '.', '-'",
                       source ? source : "", GPUM_REPORT_NAME_MAX);
   return 0;
@@ -56,7 +60,7 @@ int gpum_client_report(gpum_client_t *c, const char *id, const char *source,
                       GPUM_REPORT_FIGURES_MAX, n);
   json_t *f = json_object();
   for (size_t i = 0; f && i < n; i++) {
-    if (!name_ok(figures[i].name, false)) {
+    if (!gpum__report_name_ok(figures[i].name, false)) {
       json_decref(f);
       return gpum_error(GPUM_EINVAL, "figure name '%.64s' must be 1 to %d of a-z, 0-9 and '_'",
                         figures[i].name ? figures[i].name : "", GPUM_REPORT_NAME_MAX);
