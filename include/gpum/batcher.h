@@ -12,10 +12,14 @@
  * GPUM_EBUSY). With preserve_ordering, completions are released in submission order.
  *
  * Memory-aware: a batch is also bounded by what fits, item_bytes per request against
- * budget_bytes; a batch the model answers with GPUM_EDEVOOM is split and its halves run (no
- * request is lost or answered twice; one request alone out of memory fails with GPUM_EDEVOOM),
- * and the bound drops to what ran; gpum_batcher_set_pressure lowers it by half until the
- * pressure ends. The bound grows back by one request per batch that fits.
+ * budget_bytes, or, with a memory callback (the adaptive runner's, gpum/batch.h: a pool's or the
+ * device's peak after each batch), by the bytes per request and the fixed bytes the batcher
+ * measures (a line fitted through the peaks of batches of different sizes) against the
+ * callback's limit (or budget_bytes), keeping 10% spare; a batch the model answers with
+ * GPUM_EDEVOOM is split and its halves run (no request is lost or answered twice; one request alone
+ * out of memory fails with GPUM_EDEVOOM), and the bound drops to what ran;
+ * gpum_batcher_set_pressure lowers it by half until the pressure ends. The bound grows back by one
+ * request per batch that fits.
  *
  * Thread safety: every function may be called from any thread; the model function runs on the
  * workers' threads, a completion callback on the thread that completes the request.
@@ -27,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gpum/batch.h>
 #include <gpum/export.h>
 
 #ifdef __cplusplus
@@ -61,6 +66,11 @@ typedef struct {
   uint64_t budget_bytes; /* what the batches may use (the reservation's headroom) */
   gpum_batcher_fn fn;    /* required */
   void *user;
+  /* Optional, instead of item_bytes: called on the worker after each batch that ran (the peak
+   * since the previous call; with several workers the peaks of overlapping batches add up, which
+   * only makes the bound smaller). */
+  gpum_batch_memory_fn memory;
+  void *memory_user;
 } gpum_batcher_opts_t;
 
 typedef struct gpum_batcher gpum_batcher_t;
@@ -113,6 +123,8 @@ typedef struct {
   double throughput;                               /* completed per second since create */
   size_t bound;                                    /* the batch bound now (memory, OOMs) */
   size_t queued;
+  uint64_t item_bytes;  /* per request: item_bytes, or as measured (0: not yet) */
+  uint64_t fixed_bytes; /* measured bytes that do not grow with the batch (weights, workspace) */
 } gpum_batcher_stats_t;
 
 GPUM_API void gpum_batcher_stats(gpum_batcher_t *b, gpum_batcher_stats_t *out);

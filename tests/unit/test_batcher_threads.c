@@ -415,6 +415,66 @@ static void test_memory_bound_and_pressure(void **state) {
   gpum_batcher_destroy(b);
 }
 
+/* A job whose batches take 1000 bytes plus 100 per request, under a 10000-byte limit: the
+ * memory callback reports the last batch's peak (one worker: the batch that just ran). */
+static int fake_memory(gpum_batch_memory_t *m, void *user) {
+  (void)user;
+  pthread_mutex_lock(&mu);
+  m->peak = 1000 + 100 * (nsizes ? sizes[nsizes - 1] : 0);
+  pthread_mutex_unlock(&mu);
+  m->limit = 10000;
+  return 0;
+}
+
+static void test_measured_memory_bound(void **state) {
+  (void)state;
+  reset();
+  gpum_batcher_opts_t o = {
+      .max_batch_size = 128, .max_queue_delay_us = 5000, .memory = fake_memory};
+  gpum_batcher_t *b = make(&o);
+  gpum_batcher_stats_t st;
+  gpum_batcher_stats(b, &st);
+  assert_int_equal(st.bound, 128); /* nothing measured yet */
+  gpum_batcher_req_t *r[200];
+  for (int i = 0; i < 3; i++)
+    r[i] = submit(b, i + 1, 0, 0);
+  for (int i = 0; i < 3; i++)
+    expect_output(r[i], i + 1);
+  /* One size seen: 1300 bytes for 3 requests, all of it counted per request (433), and the
+   * bound at what fits 90% of the limit (20), at least twice the size seen. */
+  gpum_batcher_stats(b, &st);
+  assert_int_equal(nsizes, 1);
+  assert_int_equal(st.item_bytes, 433);
+  assert_int_equal(st.fixed_bytes, 0);
+  assert_int_equal(st.bound, 20);
+  for (int i = 0; i < 5; i++)
+    r[i] = submit(b, i + 1, 0, 0);
+  for (int i = 0; i < 5; i++)
+    expect_output(r[i], i + 1);
+  /* Two sizes: the line is exact, 1000 fixed and 100 per request: (9000 - 1000) / 100 = 80. */
+  gpum_batcher_stats(b, &st);
+  assert_int_equal(nsizes, 2);
+  assert_int_equal(st.item_bytes, 100);
+  assert_int_equal(st.fixed_bytes, 1000);
+  assert_int_equal(st.bound, 80);
+  /* 200 queued behind a held batch go in batches of at most 80. */
+  gate(true);
+  gpum_batcher_req_t *first = submit(b, 1000, 0, 0);
+  wait_in_model(1);
+  for (int i = 0; i < 200; i++)
+    r[i] = submit(b, i + 1, 0, 0);
+  size_t before = nsizes;
+  gate(false);
+  expect_output(first, 1000);
+  for (int i = 0; i < 200; i++)
+    expect_output(r[i], i + 1);
+  size_t largest = 0;
+  for (size_t i = before; i < nsizes; i++)
+    largest = sizes[i] > largest ? sizes[i] : largest;
+  assert_int_equal(largest, 80);
+  gpum_batcher_destroy(b);
+}
+
 static void *shutdown_thread(void *arg) {
   gpum_batcher_t *b = *(gpum_batcher_t **)arg;
   bool drain = ((gpum_batcher_t **)arg)[1] != NULL;
@@ -549,6 +609,7 @@ int main(void) {
       cmocka_unit_test(test_preserve_ordering),
       cmocka_unit_test(test_oom_splits),
       cmocka_unit_test(test_memory_bound_and_pressure),
+      cmocka_unit_test(test_measured_memory_bound),
       cmocka_unit_test(test_shutdown_both_ways),
       cmocka_unit_test(test_sixteen_submitters),
       cmocka_unit_test(test_option_errors),

@@ -115,6 +115,13 @@ BATCHER_FN = c.CFUNCTYPE(c.c_int, c.POINTER(c.c_void_p), c.POINTER(c.c_void_p), 
 BATCHER_DONE_FN = c.CFUNCTYPE(None, c.c_void_p, c.c_int, c.c_void_p, c.c_void_p)
 
 
+class BatchMemory(c.Structure):
+    _fields_ = [("peak", c.c_uint64), ("limit", c.c_uint64), ("total", c.c_uint64)]
+
+
+BATCH_MEMORY_FN = c.CFUNCTYPE(c.c_int, c.POINTER(BatchMemory), c.c_void_p)
+
+
 class BatcherOpts(c.Structure):
     _fields_ = [
         ("max_batch_size", c.c_size_t), ("preferred_sizes", c.POINTER(c.c_size_t)),
@@ -123,6 +130,7 @@ class BatcherOpts(c.Structure):
         ("policies", c.POINTER(BatcherPolicy)), ("default_policy", BatcherPolicy),
         ("preserve_ordering", c.c_bool), ("workers", c.c_uint), ("item_bytes", c.c_uint64),
         ("budget_bytes", c.c_uint64), ("fn", BATCHER_FN), ("user", c.c_void_p),
+        ("memory", BATCH_MEMORY_FN), ("memory_user", c.c_void_p),
     ]
 
 
@@ -140,7 +148,7 @@ class BatcherStats(c.Structure):
         ("queue_p50_us", c.c_double), ("queue_p95_us", c.c_double),
         ("queue_p99_us", c.c_double), ("e2e_p50_us", c.c_double), ("e2e_p95_us", c.c_double),
         ("e2e_p99_us", c.c_double), ("throughput", c.c_double), ("bound", c.c_size_t),
-        ("queued", c.c_size_t),
+        ("queued", c.c_size_t), ("item_bytes", c.c_uint64), ("fixed_bytes", c.c_uint64),
     ]
 
 
@@ -240,10 +248,6 @@ class Batch(c.Structure):
     ]
 
 
-class BatchMemory(c.Structure):
-    _fields_ = [("peak", c.c_uint64), ("limit", c.c_uint64), ("total", c.c_uint64)]
-
-
 class BatchChange(c.Structure):
     _fields_ = [("item", c.c_uint64), ("size", c.c_size_t)]
 
@@ -260,7 +264,6 @@ class BatchStats(c.Structure):
 
 
 BATCH_STEP_FN = c.CFUNCTYPE(c.c_int, c.POINTER(Batch), c.c_void_p)
-BATCH_MEMORY_FN = c.CFUNCTYPE(c.c_int, c.POINTER(BatchMemory), c.c_void_p)
 BATCH_WEIGHT_FN = c.CFUNCTYPE(c.c_double, c.c_uint64, c.c_void_p)
 BATCH_PROGRESS_FN = c.CFUNCTYPE(None, c.POINTER(BatchStats), c.c_void_p)
 BATCH_CHECKPOINT_FN = c.CFUNCTYPE(c.c_int, c.c_uint64, c.c_void_p)

@@ -14,6 +14,10 @@ exception it raises (gpum.OutOfMemory, torch.cuda.OutOfMemoryError, or a type in
 oom_exceptions) splits the batch and runs the halves; any other exception fails every request
 of the batch with it. A request past its queue timeout fails with gpum.Timeout, one refused by
 a full queue raises gpum.Busy at submit.
+
+The batch is also bounded by memory: item_bytes per request against budget_bytes, or, with
+memory (a callable returning (peak, limit, total) after each batch, as gpum.torch.cuda_memory()
+gives from PyTorch's figures), the bytes per request the batcher measures against the limit.
 """
 from __future__ import annotations
 
@@ -70,6 +74,8 @@ class BatcherStats:
     throughput: float  # completed per second since the batcher started
     bound: int  # the largest batch a worker takes now (memory, out-of-memory splits)
     queued: int
+    item_bytes: int   # per request: item_bytes, or as measured through memory (0: not yet)
+    fixed_bytes: int  # measured bytes that do not grow with the batch
 
 
 def _us(v: Union[None, int, float, str]) -> int:
@@ -92,6 +98,7 @@ class Batcher:
                  allow_timeout_override: bool = False, max_queue_size: int = 0,
                  preserve_ordering: bool = False, workers: int = 1, item_bytes: int = 0,
                  budget_bytes: int = 0,
+                 memory: Optional[Callable[[], Tuple[int, int, int]]] = None,
                  oom_exceptions: Sequence[Type[BaseException]] = ()) -> None:
         self._fn = fn
         self._ooms = tuple(oom_exceptions) + _default_ooms()
@@ -102,6 +109,8 @@ class Batcher:
         self._lock = threading.Lock()
         self._fn_c = t.BATCHER_FN(self._run)
         self._done_c = t.BATCHER_DONE_FN(self._done)
+        self._memory = memory
+        self._memory_c = t.BATCH_MEMORY_FN(self._on_memory) if memory else t.BATCH_MEMORY_FN()
         self._pref = (c.c_size_t * max(1, len(preferred_sizes)))(*preferred_sizes)
         pol = t.BatcherPolicy(timeout_us=_us(queue_timeout), delay=delay_on_timeout,
                               allow_override=allow_timeout_override,
@@ -111,7 +120,7 @@ class Batcher:
                           priority_levels=priority_levels, default_priority=default_priority,
                           default_policy=pol, preserve_ordering=preserve_ordering,
                           workers=workers, item_bytes=item_bytes, budget_bytes=budget_bytes,
-                          fn=self._fn_c)
+                          fn=self._fn_c, memory=self._memory_c)
         self._b = c.c_void_p()
         check(lib.gpum_batcher_create(c.byref(o), c.byref(self._b)))
 
@@ -138,6 +147,15 @@ class Batcher:
         for i, k in enumerate(keys):
             outputs[i] = k
         return 0
+
+    def _on_memory(self, m: Any, user: Any) -> int:
+        try:
+            assert self._memory is not None
+            peak, limit, total = self._memory()
+            m.contents.peak, m.contents.limit, m.contents.total = peak, limit, total
+            return 0
+        except Exception:  # no measurement this batch
+            return GPUM_EIO
 
     def _done(self, req: Any, status: int, output: Any, user: Any) -> None:
         key = user
@@ -185,7 +203,8 @@ class Batcher:
         return BatcherStats(s.submitted, s.completed, s.failed, s.rejected_full,
                             s.rejected_timeout, s.cancelled, s.shut_down, s.batches, s.oom_splits,
                             sizes, s.queue_p50_us, s.queue_p95_us, s.queue_p99_us, s.e2e_p50_us,
-                            s.e2e_p95_us, s.e2e_p99_us, s.throughput, s.bound, s.queued)
+                            s.e2e_p95_us, s.e2e_p99_us, s.throughput, s.bound, s.queued,
+                            s.item_bytes, s.fixed_bytes)
 
     def shutdown(self, drain: bool = True) -> None:
         """Stops: queued requests are served (drain) or fail with gpum.Interrupted."""

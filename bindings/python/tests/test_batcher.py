@@ -99,3 +99,23 @@ def test_queue_full_timeout_shutdown():
     with pytest.raises(gpum.Interrupted):
         queued.result(30)
     b.close()
+
+
+def test_measured_memory_bounds_the_batch():
+    sizes = []
+
+    def model(xs):
+        sizes.append(len(xs))
+        return xs
+
+    def memory():  # 1000 bytes plus 100 per request of the batch that just ran, of 10000
+        return 1000 + 100 * sizes[-1], 10000, 80 << 30
+
+    with gpum.Batcher(model, max_batch_size=128, max_queue_delay="50ms", memory=memory) as b:
+        for wave in (3, 5):
+            assert [f.result(30) for f in [b.submit(i) for i in range(wave)]] == list(range(wave))
+        st = b.stats()
+        assert (st.item_bytes, st.fixed_bytes, st.bound) == (100, 1000, 80), st
+        futs = [b.submit(i) for i in range(300)]
+        assert [f.result(30) for f in futs] == list(range(300))
+        assert max(sizes[2:]) <= 80

@@ -214,6 +214,8 @@
   X(gpum_batcher_opts_t, budget_bytes)          \
   X(gpum_batcher_opts_t, fn)                    \
   X(gpum_batcher_opts_t, user)                  \
+  X(gpum_batcher_opts_t, memory)                \
+  X(gpum_batcher_opts_t, memory_user)           \
   X(gpum_batcher_submit_opts_t, priority)       \
   X(gpum_batcher_submit_opts_t, timeout_us)     \
   X(gpum_batcher_submit_opts_t, done)           \
@@ -237,6 +239,8 @@
   X(gpum_batcher_stats_t, throughput)           \
   X(gpum_batcher_stats_t, bound)                \
   X(gpum_batcher_stats_t, queued)               \
+  X(gpum_batcher_stats_t, item_bytes)           \
+  X(gpum_batcher_stats_t, fixed_bytes)          \
   X(gpum_res_device_t, index)                   \
   X(gpum_res_device_t, uuid)                    \
   X(gpum_res_device_t, memory_total)            \

@@ -44,6 +44,9 @@ typedef struct {
   size_t n;
 } queue_t;
 
+#define MEM_SAMPLES 32
+#define MEM_SPARE 0.9 /* the share of the limit the measured batches may fill */
+
 struct gpum_batcher {
   gpum_batcher_opts_t o;
   size_t preferred[32];
@@ -56,6 +59,12 @@ struct gpum_batcher {
   uint64_t next_seq;
   bool stopping, drain, pressure;
   size_t oom_bound; /* the bound OOMs left (max_batch_size when none) */
+  /* Measured memory (opts.memory): recent (batch size, peak) pairs and the bound they give. */
+  size_t mem_n[MEM_SAMPLES];
+  double mem_peak[MEM_SAMPLES];
+  size_t mem_count, mem_next;
+  size_t mem_bound; /* 0: none (no callback, nothing measured yet, or memory does not grow) */
+  double per_item, fixed;
   pthread_t *threads;
   unsigned nthreads;
   pthread_t reaper; /* fails or delays what times out while every worker is busy */
@@ -109,6 +118,8 @@ static size_t bound_of(const gpum_batcher_t *b) {
   size_t n = b->o.max_batch_size;
   if (b->o.item_bytes && b->o.budget_bytes / b->o.item_bytes < n)
     n = (size_t)(b->o.budget_bytes / b->o.item_bytes);
+  if (b->mem_bound && b->mem_bound < n)
+    n = b->mem_bound;
   if (b->oom_bound < n)
     n = b->oom_bound;
   if (b->pressure)
@@ -270,6 +281,55 @@ static size_t take(gpum_batcher_t *b, size_t count, gpum_batcher_req_t **batch, 
   return k;
 }
 
+/* A batch of n ran with this peak (mutex held): fits peak = fixed + n * per_item through the
+ * recent batches (least squares) and bounds the batch by what fits the limit with MEM_SPARE.
+ * While one size only was measured, the cost per request is its peak / n (all of it, fixed part
+ * included: the safe side) and the bound may still reach twice that size, so that the batcher
+ * learns from a second size; peaks that do not grow with the batch set no bound. */
+static void learn(gpum_batcher_t *b, size_t n, const gpum_batch_memory_t *m) {
+  b->mem_n[b->mem_next] = n;
+  b->mem_peak[b->mem_next] = (double)m->peak;
+  b->mem_next = (b->mem_next + 1) % MEM_SAMPLES;
+  if (b->mem_count < MEM_SAMPLES)
+    b->mem_count++;
+  double k = (double)b->mem_count, sn = 0, sp = 0, snn = 0, snp = 0, most = 0;
+  for (size_t i = 0; i < b->mem_count; i++) {
+    double x = (double)b->mem_n[i], y = b->mem_peak[i];
+    sn += x;
+    sp += y;
+    snn += x * x;
+    snp += x * y;
+    if (y / x > most)
+      most = y / x;
+  }
+  double var = k * snn - sn * sn, slope = 0, fixed = 0;
+  bool one_size = var <= 1e-9;
+  if (one_size) {
+    slope = most;
+  } else {
+    slope = (k * snp - sn * sp) / var;
+    fixed = (sp - slope * sn) / k;
+    if (fixed < 0) { /* a line through the origin then: the safe side */
+      fixed = 0;
+      slope = most;
+    }
+  }
+  b->per_item = slope > 0 ? slope : 0;
+  b->fixed = fixed;
+  double limit = (double)(b->o.budget_bytes ? b->o.budget_bytes : m->limit) * MEM_SPARE;
+  if (slope <= 0 || limit <= 0) {
+    b->mem_bound = 0;
+    return;
+  }
+  double fit = (limit - fixed) / slope;
+  size_t bound = fit >= (double)b->o.max_batch_size ? b->o.max_batch_size
+                 : fit >= 1                         ? (size_t)fit
+                                                    : 1;
+  if (one_size && bound < 2 * n)
+    bound = 2 * n < b->o.max_batch_size ? 2 * n : b->o.max_batch_size;
+  b->mem_bound = bound;
+}
+
 /* Runs batch[0..n) with splits on out-of-memory; completes every request. */
 static void run(gpum_batcher_t *b, gpum_batcher_req_t **batch, size_t n, unsigned worker, void **in,
                 void **outv) {
@@ -289,7 +349,11 @@ static void run(gpum_batcher_t *b, gpum_batcher_req_t **batch, size_t n, unsigne
     run(b, batch + n / 2, n - n / 2, worker, in, outv);
     return;
   }
+  gpum_batch_memory_t m = {0};
+  bool measured = rc == 0 && b->o.memory && b->o.memory(&m, b->o.memory_user) == 0;
   pthread_mutex_lock(&b->mu);
+  if (measured)
+    learn(b, n, &m);
   b->st.batches++;
   b->st.batch_sizes[n < GPUM_BATCHER_HIST ? n : GPUM_BATCHER_HIST]++;
   if (rc == 0 && n >= b->oom_bound && b->oom_bound < b->o.max_batch_size)
@@ -621,6 +685,8 @@ void gpum_batcher_stats(gpum_batcher_t *b, gpum_batcher_stats_t *out) {
   *out = b->st;
   out->bound = bound_of(b);
   out->queued = b->queued;
+  out->item_bytes = b->o.item_bytes ? b->o.item_bytes : (uint64_t)b->per_item;
+  out->fixed_bytes = (uint64_t)b->fixed;
   percentiles(b->qwait, b->nsamples, &out->queue_p50_us, &out->queue_p95_us, &out->queue_p99_us);
   percentiles(b->e2e, b->nsamples, &out->e2e_p50_us, &out->e2e_p95_us, &out->e2e_p99_us);
   double secs = (double)(now_us() - b->t0) / 1e6;
