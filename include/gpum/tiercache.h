@@ -15,6 +15,8 @@
  *   - get copies the entry out (a device-to-host copy when it is on the device) and, for an entry
  *     on a lower tier, promotes it to the device, demoting colder device entries to make room; a
  *     promotion that still finds no room leaves the entry where it is (the get succeeds).
+ *     A promotion is a swap: the entries it demotes may take the room the promoted entry leaves
+ *     in its tier, so it evicts nothing that the tiers have room for.
  *   - Demotion copies device to host with the driver's async copy on the cache's stream and
  *     synchronises that stream before the device block is freed: no data is lost. A lower tier
  *     that is full makes room by demoting its own coldest entries further down; only the lowest

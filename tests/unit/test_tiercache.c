@@ -313,12 +313,16 @@ static void test_limits_and_eviction(void **state) {
   check(c, 2, KiB, &t); /* from the host tier to the device, and everything shifts down */
   assert_int_equal(t, GPUM_TIER_HOST);
   assert_int_equal(where(c, 2), GPUM_TIER_DEVICE);
-  /* k6 went down to pinned memory, k4 to the host tier, where k2 still held its place while it
-   * moved: k3, the coldest there, was evicted. */
-  assert_int_equal(ev.n, 3);
-  assert_int_equal(ev.keys[2], 3);
+  /* k6 went down to pinned memory and k4 to the host tier, into the room k2 left there: a swap,
+   * nothing evicted (every tier is as full as before). */
+  assert_int_equal(ev.n, 2);
   assert_int_equal(where(c, 6), GPUM_TIER_PINNED);
   assert_int_equal(where(c, 4), GPUM_TIER_HOST);
+  assert_int_equal(where(c, 3), GPUM_TIER_HOST);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_HOST].evictions, 2);
+  for (int i = 0; i < GPUM_TIER_COUNT; i++)
+    assert_int_equal(st.tier[i].bytes, 2 * KiB);
   gpum_tiercache_destroy(c);
 
   /* Without a host tier the pinned tier is the lowest, and evicts. */
@@ -330,6 +334,100 @@ static void test_limits_and_eviction(void **state) {
   gpum_tiercache_stats(c, &st);
   assert_int_equal(st.tier[GPUM_TIER_PINNED].evictions, 1);
   assert_int_equal(gpum_tiercache_get(c, "k00000", 6, NULL, 0, NULL, NULL), GPUM_ENOENT);
+  gpum_tiercache_destroy(c);
+}
+
+/* ---- the defects found in review, each failing before its fix ----------------------------- */
+
+/* A promotion is a swap: the entry moves up and the device entry it displaces moves down into
+ * the room the entry leaves, even when that tier is full; nothing is evicted. */
+static void test_promotion_swaps(void **state) {
+  (void)state;
+  evicted_t ev = {0};
+  gpum_tier_t t;
+  gpum_tiercache_stats_t st;
+  gpum_tiercache_t *c = make(KiB, KiB, 0, on_evict, &ev);
+  put_n(c, 0, 2, KiB); /* k0 went down to pinned memory: both tiers are full */
+  assert_int_equal(where(c, 0), GPUM_TIER_PINNED);
+  check(c, 0, KiB, &t);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  assert_int_equal(where(c, 1), GPUM_TIER_PINNED);
+  assert_int_equal(ev.n, 0);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].entries, 1);
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].evictions, 0);
+  check(c, 1, KiB, NULL); /* and back */
+  assert_int_equal(where(c, 1), GPUM_TIER_DEVICE);
+  assert_int_equal(where(c, 0), GPUM_TIER_PINNED);
+  assert_int_equal(ev.n, 0);
+  gpum_tiercache_destroy(c);
+
+  /* Pinning promotes the same way. */
+  c = make(KiB, KiB, 0, on_evict, &ev);
+  put_n(c, 0, 2, KiB);
+  gpum_devptr_t d = 0;
+  assert_int_equal(gpum_tiercache_pin(c, "k00000", 6, &d), 0);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  assert_int_equal(where(c, 1), GPUM_TIER_PINNED);
+  assert_int_equal(ev.n, 0);
+  assert_int_equal(gpum_tiercache_unpin(c, "k00000", 6), 0);
+  check(c, 1, KiB, NULL);
+  gpum_tiercache_destroy(c);
+
+  /* 2 on the device, 4 pinned, 6 entries: a promotion keeps all 6. */
+  c = make(2 * KiB, 4 * KiB, 0, on_evict, &ev);
+  put_n(c, 0, 6, KiB);
+  check(c, 0, KiB, &t);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(ev.n, 0);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  assert_int_equal(where(c, 4), GPUM_TIER_PINNED);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_DEVICE].entries + st.tier[GPUM_TIER_PINNED].entries, 6);
+  assert_true(st.tier[GPUM_TIER_PINNED].bytes <= 4 * KiB);
+  for (unsigned i = 0; i < 6; i++)
+    check(c, i, KiB, NULL);
+  assert_int_equal(ev.n, 0);
+  gpum_tiercache_destroy(c);
+}
+
+/* A promotion that fails after it moved device entries into its tier (the device allocation
+ * fails with nothing left to demote) leaves that tier within its limit again: the excess goes
+ * one tier further down, nothing is evicted while the host tier has room. */
+static void test_failed_promotion_settles(void **state) {
+  (void)state;
+  evicted_t ev = {0};
+  gpum_tiercache_t *c = make(0, 1792 * KiB, 4 * KiB * KiB, on_evict, &ev);
+  static unsigned char big[1536 * KiB], small[512 * KiB], got[1536 * KiB];
+  tc_fill(big, sizeof big, 1, 0);
+  tc_fill(small, sizeof small, 2, 0);
+  assert_int_equal(gpum_tiercache_put(c, "E", 1, big, sizeof big), 0);
+  assert_int_equal(gpum_tiercache_pressure(c, UINT64_MAX, NULL), 0); /* E to pinned memory */
+  assert_int_equal(gpum_tiercache_put(c, "X", 1, small, sizeof small), 0);
+  gpum_tier_t t;
+  assert_int_equal(gpum_tiercache_lookup(c, "X", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_DEVICE);
+  /* From now on the device grows no more: E (a large block) cannot be promoted, even after X
+   * (a small one) was demoted to make room. */
+  assert_int_equal(tc_fail_after(1), 0);
+  size_t n = 0;
+  assert_int_equal(gpum_tiercache_get(c, "E", 1, got, sizeof got, &n, &t), 0);
+  assert_int_equal(tc_fail_after(0), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_memory_equal(got, big, sizeof big);
+  gpum_tiercache_stats_t st;
+  gpum_tiercache_stats(c, &st);
+  assert_true(st.alloc_failures > 0);
+  assert_true(st.tier[GPUM_TIER_PINNED].bytes <= st.tier[GPUM_TIER_PINNED].limit);
+  assert_int_equal(gpum_tiercache_lookup(c, "E", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(gpum_tiercache_lookup(c, "X", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_HOST);
+  assert_int_equal(ev.n, 0);
+  assert_int_equal(gpum_tiercache_get(c, "X", 1, got, sizeof got, &n, NULL), 0);
+  assert_int_equal(n, sizeof small);
+  assert_memory_equal(got, small, sizeof small);
   gpum_tiercache_destroy(c);
 }
 
@@ -465,6 +563,8 @@ int main(void) {
       cmocka_unit_test(test_pressure),
       cmocka_unit_test(test_pinning),
       cmocka_unit_test(test_limits_and_eviction),
+      cmocka_unit_test(test_promotion_swaps),
+      cmocka_unit_test(test_failed_promotion_settles),
       cmocka_unit_test(test_random_integrity),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
