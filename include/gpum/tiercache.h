@@ -10,8 +10,9 @@
  * one tier.
  *   - put places the entry on the device, demoting the coldest unpinned device entries one tier
  *     down when the device budget or a failed device allocation says there is no room; an entry
- *     larger than the device budget, or one that cannot be made room for (every device entry is
- *     pinned), goes to the highest lower tier it fits in.
+ *     larger than the device budget, or one that cannot be made room for (the pinned entries
+ *     leave too little of the budget: then no entry is demoted for it), goes to the highest
+ *     lower tier it fits in.
  *   - get copies the entry out (a device-to-host copy when it is on the device) and, for an entry
  *     on a lower tier, promotes it to the device, demoting colder device entries to make room; a
  *     promotion that still finds no room leaves the entry where it is (the get succeeds).
@@ -132,7 +133,8 @@ GPUM_API int gpum_tiercache_remove(gpum_tiercache_t *c, const void *key, size_t 
  * colder entries to make room), and gives its device pointer in *dptr (may be NULL): valid, and
  * the entry's bytes there, until the matching unpin. Pins nest (a count). Returns 0,
  * GPUM_ENOENT, GPUM_EDEVOOM (the device has no room for it even with every unpinned entry
- * demoted; it stays where it was), GPUM_EINVAL, or a driver error. Counts as a hit. GPU code
+ * demoted; it stays where it was, and when the pinned entries leave too little of the device
+ * budget no entry was demoted for it), GPUM_EINVAL, or a driver error. Counts as a hit. GPU code
  * that writes through the pointer changes the entry's bytes. */
 GPUM_API int gpum_tiercache_pin(gpum_tiercache_t *c, const void *key, size_t key_len,
                                 gpum_devptr_t *dptr);

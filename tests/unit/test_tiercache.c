@@ -431,6 +431,35 @@ static void test_failed_promotion_settles(void **state) {
   gpum_tiercache_destroy(c);
 }
 
+/* A put the device can never make room for (its pinned entries stand in the way) goes to a lower
+ * tier without demoting the device's unpinned entries first. */
+static void test_put_below_device_demotes_nothing(void **state) {
+  (void)state;
+  gpum_tiercache_t *c = make(2 * KiB, 64 * KiB, 0, NULL, NULL);
+  put_n(c, 0, 2, KiB);
+  assert_int_equal(gpum_tiercache_pin(c, "k00001", 6, NULL), 0);
+  static unsigned char z[2 * KiB];
+  assert_int_equal(gpum_tiercache_put(c, "z", 1, z, sizeof z), 0);
+  gpum_tier_t t;
+  assert_int_equal(gpum_tiercache_lookup(c, "z", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  gpum_tiercache_stats_t st;
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_DEVICE].demotions, 0);
+  /* Nor does a promotion the device cannot make room for. */
+  check(c, 0, KiB, NULL);
+  assert_int_equal(gpum_tiercache_get(c, "z", 1, z, sizeof z, NULL, &t), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(gpum_tiercache_lookup(c, "z", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_DEVICE].demotions, 0);
+  assert_int_equal(gpum_tiercache_unpin(c, "k00001", 6), 0);
+  gpum_tiercache_destroy(c);
+}
+
 /* ---- 100,000 random operations against a model ------------------------------------------ */
 
 #define NKEYS 600
@@ -565,6 +594,7 @@ int main(void) {
       cmocka_unit_test(test_limits_and_eviction),
       cmocka_unit_test(test_promotion_swaps),
       cmocka_unit_test(test_failed_promotion_settles),
+      cmocka_unit_test(test_put_below_device_demotes_nothing),
       cmocka_unit_test(test_random_integrity),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

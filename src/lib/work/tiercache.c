@@ -392,7 +392,8 @@ int gpum_tiercache_pin(gpum_tiercache_t *c, const void *key, size_t key_len, gpu
   for (int t = 0; t < (int)was; t++)
     c->st.tier[t].misses++;
   touch(c, e);
-  e->pins++;
+  if (e->pins++ == 0)
+    c->pinned_bytes += e->size;
   if (dptr)
     *dptr = e->addr;
 out:
@@ -412,8 +413,8 @@ int gpum_tiercache_unpin(gpum_tiercache_t *c, const void *key, size_t key_len) {
     rc = gpum_error(GPUM_ENOENT, "gpum_tiercache_unpin: no such key");
   else if (!e->pins)
     rc = gpum_error(GPUM_ESTATE, "gpum_tiercache_unpin: the entry is not pinned");
-  else
-    e->pins--;
+  else if (--e->pins == 0)
+    c->pinned_bytes -= e->size;
   pthread_mutex_unlock(&c->mu);
   return rc;
 }

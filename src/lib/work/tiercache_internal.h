@@ -48,6 +48,7 @@ struct gpum_tiercache {
   /* Payload bytes of each tier that an entry being promoted out of it still holds: room made in
    * that tier meanwhile may count them as free (the promotion is a swap), see gpum__tc_promote. */
   uint64_t leaving[GPUM_TIER_COUNT];
+  uint64_t pinned_bytes; /* payload bytes of the pinned entries (all on the device) */
   gpum_tiercache_stats_t st;
 };
 
@@ -59,8 +60,8 @@ void gpum__tc_close_tiers(gpum_tiercache_t *c);
 /* A block of size bytes in tier t, room made by demoting (the lowest tier: evicting) its coldest
  * entries that are neither pinned nor busy, until the tier's bytes plus size are within its
  * limit plus c->leaving[t]. GPUM_ENOSPC when the tier cannot make room (size over its limit, or
- * nothing left to move), GPUM_EDEVOOM when the device allocation fails with nothing left to
- * demote, or another error. */
+ * over what its pinned entries leave of it: then nothing is moved; or nothing left to move),
+ * GPUM_EDEVOOM when the device allocation fails with nothing left to demote, or another error. */
 int gpum__tc_alloc(gpum_tiercache_t *c, gpum_tier_t t, size_t size, gpum_devptr_t *addr);
 /* Copies between a block of tier t and host memory (through the driver on the cache's stream,
  * synchronised, for the device; memcpy for the host tiers). */

@@ -210,6 +210,10 @@ int gpum__tc_alloc(gpum_tiercache_t *c, gpum_tier_t t, size_t size, gpum_devptr_
   int rc;
   if (limit && size > limit)
     return GPUM_ENOSPC;
+  /* Pinned entries never move: when they leave too little of the budget, demoting the others
+   * would not make room, only lose their places. */
+  if (limit && t == GPUM_TIER_DEVICE && c->pinned_bytes + size > limit)
+    return GPUM_ENOSPC;
   /* An entry being promoted out of t still counts in its bytes: the room it will leave is room
    * now, so the entries its promotion demotes into t swap places with it (gpum__tc_promote). */
   while (limit && c->st.tier[t].bytes + size > limit + c->leaving[t]) {
