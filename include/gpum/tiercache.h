@@ -148,7 +148,8 @@ GPUM_API int gpum_tiercache_unpin(gpum_tiercache_t *c, const void *key, size_t k
  * driver error of a copy (what was demoted before it stays demoted). */
 GPUM_API int gpum_tiercache_pressure(gpum_tiercache_t *c, uint64_t bytes_to_free, uint64_t *freed);
 
-/* A snapshot of the counters. */
+/* A snapshot of the counters in *out. A NULL cache gives all zeros (as for a cache that did
+ * nothing and has no tiers); a NULL out does nothing. Thread-safe. */
 GPUM_API void gpum_tiercache_stats(gpum_tiercache_t *c, gpum_tiercache_stats_t *out);
 
 #ifdef __cplusplus

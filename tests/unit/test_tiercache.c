@@ -460,6 +460,19 @@ static void test_put_below_device_demotes_nothing(void **state) {
   gpum_tiercache_destroy(c);
 }
 
+static void test_stats_null(void **state) {
+  (void)state;
+  gpum_tiercache_stats_t st;
+  memset(&st, 0xff, sizeof st);
+  gpum_tiercache_stats(NULL, &st);
+  gpum_tiercache_stats_t zero;
+  memset(&zero, 0, sizeof zero);
+  assert_memory_equal(&st, &zero, sizeof st);
+  gpum_tiercache_t *c = make(KiB, KiB, 0, NULL, NULL);
+  gpum_tiercache_stats(c, NULL);
+  gpum_tiercache_destroy(c);
+}
+
 /* ---- 100,000 random operations against a model ------------------------------------------ */
 
 #define NKEYS 600
@@ -595,6 +608,7 @@ int main(void) {
       cmocka_unit_test(test_promotion_swaps),
       cmocka_unit_test(test_failed_promotion_settles),
       cmocka_unit_test(test_put_below_device_demotes_nothing),
+      cmocka_unit_test(test_stats_null),
       cmocka_unit_test(test_random_integrity),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -445,6 +445,12 @@ int gpum_tiercache_pressure(gpum_tiercache_t *c, uint64_t bytes_to_free, uint64_
 }
 
 void gpum_tiercache_stats(gpum_tiercache_t *c, gpum_tiercache_stats_t *out) {
+  if (!out)
+    return;
+  if (!c) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
   pthread_mutex_lock(&c->mu);
   *out = c->st;
   pthread_mutex_unlock(&c->mu);
