@@ -74,7 +74,7 @@ typedef struct {
 
 /* Per tier. Payload bytes (the caller's sizes), not the pools' rounded blocks. */
 typedef struct {
-  uint64_t hits;       /* gets that found the entry in this tier */
+  uint64_t hits;       /* gets and pins that found the entry in this tier */
   uint64_t misses;     /* gets that looked past this tier (the entry was lower, or absent) */
   uint64_t promotions; /* entries moved up into the device from this tier */
   uint64_t demotions;  /* entries moved down out of this tier */
@@ -86,9 +86,11 @@ typedef struct {
 
 typedef struct {
   gpum_tier_stats_t tier[GPUM_TIER_COUNT];
-  uint64_t puts, gets, misses; /* misses: gets of a key not in the cache */
-  uint64_t alloc_failures;     /* device allocations that failed (each one demoted entries) */
-  uint64_t pressure_calls;     /* gpum_tiercache_pressure calls */
+  uint64_t puts;
+  uint64_t gets;   /* gets that hit (copied the entry out) or missed; see gpum_tiercache_get */
+  uint64_t misses; /* gets of a key not in the cache */
+  uint64_t alloc_failures; /* device allocations that failed (each one demoted entries) */
+  uint64_t pressure_calls; /* gpum_tiercache_pressure calls */
 } gpum_tiercache_stats_t;
 
 typedef struct gpum_tiercache gpum_tiercache_t;
@@ -115,9 +117,12 @@ GPUM_API int gpum_tiercache_put(gpum_tiercache_t *c, const void *key, size_t key
                                 const void *data, size_t size);
 
 /* Copies key's bytes into buf (cap bytes); *size (may be NULL) gets the entry's size and *tier
- * (may be NULL) the tier it was found in (before any promotion). Returns 0; GPUM_ENOENT for an
- * unknown key (a miss); GPUM_ENOSPC when cap is below the size (*size set, nothing copied, not
- * counted as a hit); GPUM_EINVAL; a driver error of the copy. */
+ * (may be NULL) the tier it was found in (before any promotion). Returns 0 (a hit); GPUM_ENOENT
+ * for an unknown key (a miss); GPUM_ENOSPC when cap is below the size (*size and *tier set,
+ * nothing copied); GPUM_EINVAL; a driver error of the copy. Only a hit or a miss counts (in
+ * stats' gets, and hits or misses): a get refused for its buffer or failed by its copy counts
+ * nowhere, does not change the LRU order and promotes nothing, so that the retry with a buffer
+ * of the size learnt is the one access counted. */
 GPUM_API int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, void *buf,
                                 size_t cap, size_t *size, gpum_tier_t *tier);
 

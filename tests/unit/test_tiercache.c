@@ -473,6 +473,41 @@ static void test_stats_null(void **state) {
   gpum_tiercache_destroy(c);
 }
 
+/* A get refused for its small buffer counts nowhere (neither get, hit nor miss), does not
+ * promote and leaves the LRU order: the caller retries with a buffer of the size it learnt. */
+static void test_short_buffer_not_counted(void **state) {
+  (void)state;
+  gpum_tiercache_t *c = make(KiB, 64 * KiB, 0, NULL, NULL);
+  put_n(c, 0, 2, KiB); /* k0 in pinned memory */
+  unsigned char small[16];
+  size_t n = 0;
+  gpum_tier_t t = GPUM_TIER_COUNT;
+  assert_int_equal(gpum_tiercache_get(c, "k00000", 6, small, sizeof small, &n, &t), GPUM_ENOSPC);
+  assert_int_equal(n, KiB);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(where(c, 0), GPUM_TIER_PINNED);
+  assert_int_equal(gpum_tiercache_get(c, "k00001", 6, small, sizeof small, &n, &t), GPUM_ENOSPC);
+  gpum_tiercache_stats_t st;
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.gets, 0);
+  assert_int_equal(st.misses, 0);
+  for (int i = 0; i < GPUM_TIER_COUNT; i++) {
+    assert_int_equal(st.tier[i].hits, 0);
+    assert_int_equal(st.tier[i].misses, 0);
+  }
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].promotions, 0);
+  /* The retry counts once. */
+  check(c, 0, KiB, &t);
+  assert_int_equal(gpum_tiercache_get(c, "nope", 4, small, sizeof small, NULL, NULL), GPUM_ENOENT);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.gets, 2);
+  assert_int_equal(st.misses, 1);
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].hits, 1);
+  assert_int_equal(st.tier[GPUM_TIER_DEVICE].misses, 2);
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].misses, 1);
+  gpum_tiercache_destroy(c);
+}
+
 /* ---- 100,000 random operations against a model ------------------------------------------ */
 
 #define NKEYS 600
@@ -609,6 +644,7 @@ int main(void) {
       cmocka_unit_test(test_failed_promotion_settles),
       cmocka_unit_test(test_put_below_device_demotes_nothing),
       cmocka_unit_test(test_stats_null),
+      cmocka_unit_test(test_short_buffer_not_counted),
       cmocka_unit_test(test_random_integrity),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

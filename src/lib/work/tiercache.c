@@ -293,9 +293,12 @@ int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, voi
   if ((rc = check_key("gpum_tiercache_get", key, key_len)) != 0)
     return rc;
   pthread_mutex_lock(&c->mu);
-  c->st.gets++;
+  /* gets counts hits and misses only, so gets = misses + the tiers' hits of gets: a get refused
+   * for its short buffer (the caller retries with the size it learnt) or failed by its copy
+   * counts nowhere, and moves nothing. */
   gpum__tc_entry_t *e = find(c, key, key_len);
   if (!e) {
+    c->st.gets++;
     c->st.misses++;
     for (int t = 0; t < c->ntiers; t++)
       c->st.tier[t].misses++;
@@ -313,6 +316,7 @@ int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, voi
   }
   if ((rc = gpum__tc_copy_out(c, e->tier, e->addr, buf, e->size)) != 0)
     goto out;
+  c->st.gets++;
   c->st.tier[e->tier].hits++;
   for (int t = 0; t < (int)e->tier; t++)
     c->st.tier[t].misses++;
