@@ -10,11 +10,14 @@
  * one tier.
  *   - put places the entry on the device, demoting the coldest unpinned device entries one tier
  *     down when the device budget or a failed device allocation says there is no room; an entry
- *     larger than the device budget, or one that cannot be made room for (every device entry is
- *     pinned), goes to the highest lower tier it fits in.
+ *     larger than the device budget, or one that cannot be made room for (the pinned entries
+ *     leave too little of the budget: then no entry is demoted for it), goes to the highest
+ *     lower tier it fits in.
  *   - get copies the entry out (a device-to-host copy when it is on the device) and, for an entry
  *     on a lower tier, promotes it to the device, demoting colder device entries to make room; a
  *     promotion that still finds no room leaves the entry where it is (the get succeeds).
+ *     A promotion is a swap: the entries it demotes may take the room the promoted entry leaves
+ *     in its tier, so it evicts nothing that the tiers have room for.
  *   - Demotion copies device to host with the driver's async copy on the cache's stream and
  *     synchronises that stream before the device block is freed: no data is lost. A lower tier
  *     that is full makes room by demoting its own coldest entries further down; only the lowest
@@ -71,7 +74,7 @@ typedef struct {
 
 /* Per tier. Payload bytes (the caller's sizes), not the pools' rounded blocks. */
 typedef struct {
-  uint64_t hits;       /* gets that found the entry in this tier */
+  uint64_t hits;       /* gets and pins that found the entry in this tier */
   uint64_t misses;     /* gets that looked past this tier (the entry was lower, or absent) */
   uint64_t promotions; /* entries moved up into the device from this tier */
   uint64_t demotions;  /* entries moved down out of this tier */
@@ -83,9 +86,11 @@ typedef struct {
 
 typedef struct {
   gpum_tier_stats_t tier[GPUM_TIER_COUNT];
-  uint64_t puts, gets, misses; /* misses: gets of a key not in the cache */
-  uint64_t alloc_failures;     /* device allocations that failed (each one demoted entries) */
-  uint64_t pressure_calls;     /* gpum_tiercache_pressure calls */
+  uint64_t puts;
+  uint64_t gets;   /* gets that hit (copied the entry out) or missed; see gpum_tiercache_get */
+  uint64_t misses; /* gets of a key not in the cache */
+  uint64_t alloc_failures; /* device allocations that failed (each one demoted entries) */
+  uint64_t pressure_calls; /* gpum_tiercache_pressure calls */
 } gpum_tiercache_stats_t;
 
 typedef struct gpum_tiercache gpum_tiercache_t;
@@ -112,9 +117,12 @@ GPUM_API int gpum_tiercache_put(gpum_tiercache_t *c, const void *key, size_t key
                                 const void *data, size_t size);
 
 /* Copies key's bytes into buf (cap bytes); *size (may be NULL) gets the entry's size and *tier
- * (may be NULL) the tier it was found in (before any promotion). Returns 0; GPUM_ENOENT for an
- * unknown key (a miss); GPUM_ENOSPC when cap is below the size (*size set, nothing copied, not
- * counted as a hit); GPUM_EINVAL; a driver error of the copy. */
+ * (may be NULL) the tier it was found in (before any promotion). Returns 0 (a hit); GPUM_ENOENT
+ * for an unknown key (a miss); GPUM_ENOSPC when cap is below the size (*size and *tier set,
+ * nothing copied); GPUM_EINVAL; a driver error of the copy. Only a hit or a miss counts (in
+ * stats' gets, and hits or misses): a get refused for its buffer or failed by its copy counts
+ * nowhere, does not change the LRU order and promotes nothing, so that the retry with a buffer
+ * of the size learnt is the one access counted. */
 GPUM_API int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, void *buf,
                                 size_t cap, size_t *size, gpum_tier_t *tier);
 
@@ -130,7 +138,8 @@ GPUM_API int gpum_tiercache_remove(gpum_tiercache_t *c, const void *key, size_t 
  * colder entries to make room), and gives its device pointer in *dptr (may be NULL): valid, and
  * the entry's bytes there, until the matching unpin. Pins nest (a count). Returns 0,
  * GPUM_ENOENT, GPUM_EDEVOOM (the device has no room for it even with every unpinned entry
- * demoted; it stays where it was), GPUM_EINVAL, or a driver error. Counts as a hit. GPU code
+ * demoted; it stays where it was, and when the pinned entries leave too little of the device
+ * budget no entry was demoted for it), GPUM_EINVAL, or a driver error. Counts as a hit. GPU code
  * that writes through the pointer changes the entry's bytes. */
 GPUM_API int gpum_tiercache_pin(gpum_tiercache_t *c, const void *key, size_t key_len,
                                 gpum_devptr_t *dptr);
@@ -144,7 +153,8 @@ GPUM_API int gpum_tiercache_unpin(gpum_tiercache_t *c, const void *key, size_t k
  * driver error of a copy (what was demoted before it stays demoted). */
 GPUM_API int gpum_tiercache_pressure(gpum_tiercache_t *c, uint64_t bytes_to_free, uint64_t *freed);
 
-/* A snapshot of the counters. */
+/* A snapshot of the counters in *out. A NULL cache gives all zeros (as for a cache that did
+ * nothing and has no tiers); a NULL out does nothing. Thread-safe. */
 GPUM_API void gpum_tiercache_stats(gpum_tiercache_t *c, gpum_tiercache_stats_t *out);
 
 #ifdef __cplusplus

@@ -3,8 +3,9 @@
  * Unit tests for the tiered cache (src/lib/work/tiercache*.c, gpum/tiercache.h) on the simulated
  * driver: placement on the device and demotion under a device budget, promotion on a hit,
  * demotion when device allocations fail (the simulator's fail-after fault), explicit pressure,
- * pinning, per-tier limits with the eviction callback, the stats, the errors, and data
- * integrity over 100,000 random operations against a model.
+ * pinning, per-tier limits with the eviction callback, promotions that swap, the stats, the
+ * errors, and data integrity (and gets = misses + hits) over 100,000 random operations against
+ * a model.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -313,12 +314,16 @@ static void test_limits_and_eviction(void **state) {
   check(c, 2, KiB, &t); /* from the host tier to the device, and everything shifts down */
   assert_int_equal(t, GPUM_TIER_HOST);
   assert_int_equal(where(c, 2), GPUM_TIER_DEVICE);
-  /* k6 went down to pinned memory, k4 to the host tier, where k2 still held its place while it
-   * moved: k3, the coldest there, was evicted. */
-  assert_int_equal(ev.n, 3);
-  assert_int_equal(ev.keys[2], 3);
+  /* k6 went down to pinned memory and k4 to the host tier, into the room k2 left there: a swap,
+   * nothing evicted (every tier is as full as before). */
+  assert_int_equal(ev.n, 2);
   assert_int_equal(where(c, 6), GPUM_TIER_PINNED);
   assert_int_equal(where(c, 4), GPUM_TIER_HOST);
+  assert_int_equal(where(c, 3), GPUM_TIER_HOST);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_HOST].evictions, 2);
+  for (int i = 0; i < GPUM_TIER_COUNT; i++)
+    assert_int_equal(st.tier[i].bytes, 2 * KiB);
   gpum_tiercache_destroy(c);
 
   /* Without a host tier the pinned tier is the lowest, and evicts. */
@@ -330,6 +335,177 @@ static void test_limits_and_eviction(void **state) {
   gpum_tiercache_stats(c, &st);
   assert_int_equal(st.tier[GPUM_TIER_PINNED].evictions, 1);
   assert_int_equal(gpum_tiercache_get(c, "k00000", 6, NULL, 0, NULL, NULL), GPUM_ENOENT);
+  gpum_tiercache_destroy(c);
+}
+
+/* ---- the defects found in review, each failing before its fix ----------------------------- */
+
+/* A promotion is a swap: the entry moves up and the device entry it displaces moves down into
+ * the room the entry leaves, even when that tier is full; nothing is evicted. */
+static void test_promotion_swaps(void **state) {
+  (void)state;
+  evicted_t ev = {0};
+  gpum_tier_t t;
+  gpum_tiercache_stats_t st;
+  gpum_tiercache_t *c = make(KiB, KiB, 0, on_evict, &ev);
+  put_n(c, 0, 2, KiB); /* k0 went down to pinned memory: both tiers are full */
+  assert_int_equal(where(c, 0), GPUM_TIER_PINNED);
+  check(c, 0, KiB, &t);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  assert_int_equal(where(c, 1), GPUM_TIER_PINNED);
+  assert_int_equal(ev.n, 0);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].entries, 1);
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].evictions, 0);
+  check(c, 1, KiB, NULL); /* and back */
+  assert_int_equal(where(c, 1), GPUM_TIER_DEVICE);
+  assert_int_equal(where(c, 0), GPUM_TIER_PINNED);
+  assert_int_equal(ev.n, 0);
+  gpum_tiercache_destroy(c);
+
+  /* Pinning promotes the same way. */
+  c = make(KiB, KiB, 0, on_evict, &ev);
+  put_n(c, 0, 2, KiB);
+  gpum_devptr_t d = 0;
+  assert_int_equal(gpum_tiercache_pin(c, "k00000", 6, &d), 0);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  assert_int_equal(where(c, 1), GPUM_TIER_PINNED);
+  assert_int_equal(ev.n, 0);
+  assert_int_equal(gpum_tiercache_unpin(c, "k00000", 6), 0);
+  check(c, 1, KiB, NULL);
+  gpum_tiercache_destroy(c);
+
+  /* 2 on the device, 4 pinned, 6 entries: a promotion keeps all 6. */
+  c = make(2 * KiB, 4 * KiB, 0, on_evict, &ev);
+  put_n(c, 0, 6, KiB);
+  check(c, 0, KiB, &t);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(ev.n, 0);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  assert_int_equal(where(c, 4), GPUM_TIER_PINNED);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_DEVICE].entries + st.tier[GPUM_TIER_PINNED].entries, 6);
+  assert_true(st.tier[GPUM_TIER_PINNED].bytes <= 4 * KiB);
+  for (unsigned i = 0; i < 6; i++)
+    check(c, i, KiB, NULL);
+  assert_int_equal(ev.n, 0);
+  gpum_tiercache_destroy(c);
+}
+
+/* A promotion that fails after it moved device entries into its tier (the device allocation
+ * fails with nothing left to demote) leaves that tier within its limit again: the excess goes
+ * one tier further down, nothing is evicted while the host tier has room. */
+static void test_failed_promotion_settles(void **state) {
+  (void)state;
+  evicted_t ev = {0};
+  gpum_tiercache_t *c = make(0, 1792 * KiB, 4 * KiB * KiB, on_evict, &ev);
+  static unsigned char big[1536 * KiB], small[512 * KiB], got[1536 * KiB];
+  tc_fill(big, sizeof big, 1, 0);
+  tc_fill(small, sizeof small, 2, 0);
+  assert_int_equal(gpum_tiercache_put(c, "E", 1, big, sizeof big), 0);
+  assert_int_equal(gpum_tiercache_pressure(c, UINT64_MAX, NULL), 0); /* E to pinned memory */
+  assert_int_equal(gpum_tiercache_put(c, "X", 1, small, sizeof small), 0);
+  gpum_tier_t t;
+  assert_int_equal(gpum_tiercache_lookup(c, "X", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_DEVICE);
+  /* From now on the device grows no more: E (a large block) cannot be promoted, even after X
+   * (a small one) was demoted to make room. */
+  assert_int_equal(tc_fail_after(1), 0);
+  size_t n = 0;
+  assert_int_equal(gpum_tiercache_get(c, "E", 1, got, sizeof got, &n, &t), 0);
+  assert_int_equal(tc_fail_after(0), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_memory_equal(got, big, sizeof big);
+  gpum_tiercache_stats_t st;
+  gpum_tiercache_stats(c, &st);
+  assert_true(st.alloc_failures > 0);
+  assert_true(st.tier[GPUM_TIER_PINNED].bytes <= st.tier[GPUM_TIER_PINNED].limit);
+  assert_int_equal(gpum_tiercache_lookup(c, "E", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(gpum_tiercache_lookup(c, "X", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_HOST);
+  assert_int_equal(ev.n, 0);
+  assert_int_equal(gpum_tiercache_get(c, "X", 1, got, sizeof got, &n, NULL), 0);
+  assert_int_equal(n, sizeof small);
+  assert_memory_equal(got, small, sizeof small);
+  gpum_tiercache_destroy(c);
+}
+
+/* A put the device can never make room for (its pinned entries stand in the way) goes to a lower
+ * tier without demoting the device's unpinned entries first. */
+static void test_put_below_device_demotes_nothing(void **state) {
+  (void)state;
+  gpum_tiercache_t *c = make(2 * KiB, 64 * KiB, 0, NULL, NULL);
+  put_n(c, 0, 2, KiB);
+  assert_int_equal(gpum_tiercache_pin(c, "k00001", 6, NULL), 0);
+  static unsigned char z[2 * KiB];
+  assert_int_equal(gpum_tiercache_put(c, "z", 1, z, sizeof z), 0);
+  gpum_tier_t t;
+  assert_int_equal(gpum_tiercache_lookup(c, "z", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  gpum_tiercache_stats_t st;
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_DEVICE].demotions, 0);
+  /* Nor does a promotion the device cannot make room for. */
+  check(c, 0, KiB, NULL);
+  assert_int_equal(gpum_tiercache_get(c, "z", 1, z, sizeof z, NULL, &t), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(gpum_tiercache_lookup(c, "z", 1, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(where(c, 0), GPUM_TIER_DEVICE);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.tier[GPUM_TIER_DEVICE].demotions, 0);
+  assert_int_equal(gpum_tiercache_unpin(c, "k00001", 6), 0);
+  gpum_tiercache_destroy(c);
+}
+
+static void test_stats_null(void **state) {
+  (void)state;
+  gpum_tiercache_stats_t st;
+  memset(&st, 0xff, sizeof st);
+  gpum_tiercache_stats(NULL, &st);
+  gpum_tiercache_stats_t zero;
+  memset(&zero, 0, sizeof zero);
+  assert_memory_equal(&st, &zero, sizeof st);
+  gpum_tiercache_t *c = make(KiB, KiB, 0, NULL, NULL);
+  gpum_tiercache_stats(c, NULL);
+  gpum_tiercache_destroy(c);
+}
+
+/* A get refused for its small buffer counts nowhere (neither get, hit nor miss), does not
+ * promote and leaves the LRU order: the caller retries with a buffer of the size it learnt. */
+static void test_short_buffer_not_counted(void **state) {
+  (void)state;
+  gpum_tiercache_t *c = make(KiB, 64 * KiB, 0, NULL, NULL);
+  put_n(c, 0, 2, KiB); /* k0 in pinned memory */
+  unsigned char small[16];
+  size_t n = 0;
+  gpum_tier_t t = GPUM_TIER_COUNT;
+  assert_int_equal(gpum_tiercache_get(c, "k00000", 6, small, sizeof small, &n, &t), GPUM_ENOSPC);
+  assert_int_equal(n, KiB);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(where(c, 0), GPUM_TIER_PINNED);
+  assert_int_equal(gpum_tiercache_get(c, "k00001", 6, small, sizeof small, &n, &t), GPUM_ENOSPC);
+  gpum_tiercache_stats_t st;
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.gets, 0);
+  assert_int_equal(st.misses, 0);
+  for (int i = 0; i < GPUM_TIER_COUNT; i++) {
+    assert_int_equal(st.tier[i].hits, 0);
+    assert_int_equal(st.tier[i].misses, 0);
+  }
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].promotions, 0);
+  /* The retry counts once. */
+  check(c, 0, KiB, &t);
+  assert_int_equal(gpum_tiercache_get(c, "nope", 4, small, sizeof small, NULL, NULL), GPUM_ENOENT);
+  gpum_tiercache_stats(c, &st);
+  assert_int_equal(st.gets, 2);
+  assert_int_equal(st.misses, 1);
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].hits, 1);
+  assert_int_equal(st.tier[GPUM_TIER_DEVICE].misses, 2);
+  assert_int_equal(st.tier[GPUM_TIER_PINNED].misses, 1);
   gpum_tiercache_destroy(c);
 }
 
@@ -366,6 +542,7 @@ static void test_random_integrity(void **state) {
   uint64_t x = 88172645463325252ull;
   static unsigned char buf[MAXSZ], want[MAXSZ];
   unsigned pinned = 0;
+  uint64_t pins = 0; /* successful pins: they count as hits too */
   for (unsigned op = 0; op < OPS; op++) {
     x ^= x << 13;
     x ^= x >> 7;
@@ -389,10 +566,15 @@ static void test_random_integrity(void **state) {
         m->size = n;
       }
     } else if (what < 90) {
-      size_t n = 0;
-      int rc = gpum_tiercache_get(c, k, strlen(k), buf, sizeof buf, &n, NULL);
+      size_t n = 0, cap = (x >> 48) % 8 == 0 ? MAXSZ / 2 : sizeof buf; /* sometimes short */
+      int rc = gpum_tiercache_get(c, k, strlen(k), buf, cap, &n, NULL);
       if (!m->present) {
         assert_int_equal(rc, GPUM_ENOENT);
+        continue;
+      }
+      if (m->size > cap) {
+        assert_int_equal(rc, GPUM_ENOSPC);
+        assert_int_equal(n, m->size);
         continue;
       }
       assert_int_equal(rc, 0);
@@ -415,6 +597,7 @@ static void test_random_integrity(void **state) {
       assert_true(d != 0);
       m->pins++;
       pinned++;
+      pins++;
     } else {
       if (!m->present || !m->pins)
         continue;
@@ -441,15 +624,17 @@ static void test_random_integrity(void **state) {
   }
   gpum_tiercache_stats_t st;
   gpum_tiercache_stats(c, &st);
-  uint64_t sb = 0, se = 0;
+  uint64_t sb = 0, se = 0, hits = 0;
   for (int t = 0; t < GPUM_TIER_COUNT; t++) {
     sb += st.tier[t].bytes;
     se += st.tier[t].entries;
+    hits += st.tier[t].hits;
     if (st.tier[t].limit)
       assert_true(st.tier[t].bytes <= st.tier[t].limit);
   }
   assert_int_equal(sb, bytes);
   assert_int_equal(se, entries);
+  assert_int_equal(st.gets, st.misses + hits - pins); /* every get a hit or a miss */
   assert_true(st.tier[GPUM_TIER_DEVICE].demotions > 1000);
   assert_true(st.tier[GPUM_TIER_PINNED].promotions > 1000);
   assert_true(st.tier[GPUM_TIER_HOST].evictions > 100);
@@ -465,6 +650,11 @@ int main(void) {
       cmocka_unit_test(test_pressure),
       cmocka_unit_test(test_pinning),
       cmocka_unit_test(test_limits_and_eviction),
+      cmocka_unit_test(test_promotion_swaps),
+      cmocka_unit_test(test_failed_promotion_settles),
+      cmocka_unit_test(test_put_below_device_demotes_nothing),
+      cmocka_unit_test(test_stats_null),
+      cmocka_unit_test(test_short_buffer_not_counted),
       cmocka_unit_test(test_random_integrity),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

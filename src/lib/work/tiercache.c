@@ -293,9 +293,12 @@ int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, voi
   if ((rc = check_key("gpum_tiercache_get", key, key_len)) != 0)
     return rc;
   pthread_mutex_lock(&c->mu);
-  c->st.gets++;
+  /* gets counts hits and misses only, so gets = misses + the tiers' hits of gets: a get refused
+   * for its short buffer (the caller retries with the size it learnt) or failed by its copy
+   * counts nowhere, and moves nothing. */
   gpum__tc_entry_t *e = find(c, key, key_len);
   if (!e) {
+    c->st.gets++;
     c->st.misses++;
     for (int t = 0; t < c->ntiers; t++)
       c->st.tier[t].misses++;
@@ -313,6 +316,7 @@ int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, voi
   }
   if ((rc = gpum__tc_copy_out(c, e->tier, e->addr, buf, e->size)) != 0)
     goto out;
+  c->st.gets++;
   c->st.tier[e->tier].hits++;
   for (int t = 0; t < (int)e->tier; t++)
     c->st.tier[t].misses++;
@@ -392,7 +396,8 @@ int gpum_tiercache_pin(gpum_tiercache_t *c, const void *key, size_t key_len, gpu
   for (int t = 0; t < (int)was; t++)
     c->st.tier[t].misses++;
   touch(c, e);
-  e->pins++;
+  if (e->pins++ == 0)
+    c->pinned_bytes += e->size;
   if (dptr)
     *dptr = e->addr;
 out:
@@ -412,8 +417,8 @@ int gpum_tiercache_unpin(gpum_tiercache_t *c, const void *key, size_t key_len) {
     rc = gpum_error(GPUM_ENOENT, "gpum_tiercache_unpin: no such key");
   else if (!e->pins)
     rc = gpum_error(GPUM_ESTATE, "gpum_tiercache_unpin: the entry is not pinned");
-  else
-    e->pins--;
+  else if (--e->pins == 0)
+    c->pinned_bytes -= e->size;
   pthread_mutex_unlock(&c->mu);
   return rc;
 }
@@ -444,6 +449,12 @@ int gpum_tiercache_pressure(gpum_tiercache_t *c, uint64_t bytes_to_free, uint64_
 }
 
 void gpum_tiercache_stats(gpum_tiercache_t *c, gpum_tiercache_stats_t *out) {
+  if (!out)
+    return;
+  if (!c) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
   pthread_mutex_lock(&c->mu);
   *out = c->st;
   pthread_mutex_unlock(&c->mu);

@@ -45,6 +45,10 @@ struct gpum_tiercache {
   size_t nbuckets, count; /* nbuckets: a power of two */
   gpum__cuda_src_t *cu;   /* the driver and the device's retained context, for the copies */
   CUstream stream;        /* the copies' stream, in that context */
+  /* Payload bytes of each tier that an entry being promoted out of it still holds: room made in
+   * that tier meanwhile may count them as free (the promotion is a swap), see gpum__tc_promote. */
+  uint64_t leaving[GPUM_TIER_COUNT];
+  uint64_t pinned_bytes; /* payload bytes of the pinned entries (all on the device) */
   gpum_tiercache_stats_t st;
 };
 
@@ -54,9 +58,10 @@ int gpum__tc_open_tiers(gpum_tiercache_t *c);
 void gpum__tc_close_tiers(gpum_tiercache_t *c);
 
 /* A block of size bytes in tier t, room made by demoting (the lowest tier: evicting) its coldest
- * entries that are neither pinned nor busy. GPUM_ENOSPC when the tier cannot make room (size
- * over its limit, or nothing left to move), GPUM_EDEVOOM when the device allocation fails with
- * nothing left to demote, or another error. */
+ * entries that are neither pinned nor busy, until the tier's bytes plus size are within its
+ * limit plus c->leaving[t]. GPUM_ENOSPC when the tier cannot make room (size over its limit, or
+ * over what its pinned entries leave of it: then nothing is moved; or nothing left to move),
+ * GPUM_EDEVOOM when the device allocation fails with nothing left to demote, or another error. */
 int gpum__tc_alloc(gpum_tiercache_t *c, gpum_tier_t t, size_t size, gpum_devptr_t *addr);
 /* Copies between a block of tier t and host memory (through the driver on the cache's stream,
  * synchronised, for the device; memcpy for the host tiers). */
@@ -69,8 +74,9 @@ gpum__tc_entry_t *gpum__tc_victim(gpum_tiercache_t *c, gpum_tier_t t);
 /* Moves e to the highest lower tier that can make room; an entry no lower tier can hold is
  * evicted (the callback is told). 0 or a copy's error (e then stays). */
 int gpum__tc_demote(gpum_tiercache_t *c, gpum__tc_entry_t *e);
-/* Moves e (on a lower tier) to the device: 0, GPUM_ENOSPC / GPUM_EDEVOOM (no room: e stays), or
- * a copy's error. */
+/* Moves e (on a lower tier) to the device, the device entries demoted to make room taking the
+ * room e leaves in its tier: 0, GPUM_ENOSPC / GPUM_EDEVOOM (no room: e stays, and its tier is
+ * brought back within its limit), or a copy's error (the same). */
 int gpum__tc_promote(gpum_tiercache_t *c, gpum__tc_entry_t *e);
 
 /* The lists (stats' bytes and entries follow) and dropping an entry (table, list, block). */

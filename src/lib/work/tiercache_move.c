@@ -9,7 +9,8 @@
  * memory, or the simulated driver's fail-after fault) moves one more entry down and tries again
  * until nothing is left to move. Moving down cascades: room in the pinned tier may push its
  * coldest entries to the host tier, whose coldest may be evicted. An entry being placed or moved
- * is marked busy so that the room made for it is never made by moving it.
+ * is marked busy so that the room made for it is never made by moving it. A promotion swaps: the
+ * bytes of the entry going up count as free in its tier while the device makes room for it.
  *
  * Copies to and from the device use cuMemcpyHtoDAsync_v2 / cuMemcpyDtoHAsync_v2 on the cache's
  * own non-blocking stream, followed by cuStreamSynchronize: a device block is freed only after
@@ -209,7 +210,13 @@ int gpum__tc_alloc(gpum_tiercache_t *c, gpum_tier_t t, size_t size, gpum_devptr_
   int rc;
   if (limit && size > limit)
     return GPUM_ENOSPC;
-  while (limit && c->st.tier[t].bytes + size > limit) {
+  /* Pinned entries never move: when they leave too little of the budget, demoting the others
+   * would not make room, only lose their places. */
+  if (limit && t == GPUM_TIER_DEVICE && c->pinned_bytes + size > limit)
+    return GPUM_ENOSPC;
+  /* An entry being promoted out of t still counts in its bytes: the room it will leave is room
+   * now, so the entries its promotion demotes into t swap places with it (gpum__tc_promote). */
+  while (limit && c->st.tier[t].bytes + size > limit + c->leaving[t]) {
     gpum__tc_entry_t *v = gpum__tc_victim(c, t);
     if (!v)
       return GPUM_ENOSPC;
@@ -230,19 +237,40 @@ int gpum__tc_alloc(gpum_tiercache_t *c, gpum_tier_t t, size_t size, gpum_devptr_
   }
 }
 
+/* Brings tier t back within its limit after a promotion out of it failed (the entries it
+ * demoted into t stay there): its coldest movable entries go further down, or are evicted from
+ * the lowest tier, which is then full indeed. */
+static void settle(gpum_tiercache_t *c, gpum_tier_t t) {
+  uint64_t limit = c->st.tier[t].limit;
+  while (limit && c->st.tier[t].bytes > limit) {
+    gpum__tc_entry_t *v = gpum__tc_victim(c, t);
+    if (!v || make_room(c, v) != 0) {
+      gpum_log(GPUM_LOG_WARN, "tiercache", "the %s tier stays over its limit: %s",
+               gpum_tier_name(t), v ? gpum_last_error() : "nothing left to move");
+      return;
+    }
+  }
+}
+
+/* A promotion is a swap: while it makes room on the device, e's bytes count as leaving its tier
+ * (c->leaving), so the device entries it demotes may take e's place there instead of pushing
+ * that tier's own entries down or out before e has gone. Should the promotion fail after all,
+ * the tier may hold more than its limit: settle moves the excess down. */
 int gpum__tc_promote(gpum_tiercache_t *c, gpum__tc_entry_t *e) {
   gpum_tier_t from = e->tier;
   bool was_busy = e->busy;
   e->busy = true;
+  c->leaving[from] += e->size;
   gpum_devptr_t dst;
   int rc = gpum__tc_alloc(c, GPUM_TIER_DEVICE, e->size, &dst);
+  if (rc == 0 && (rc = move_bytes(c, from, e->addr, GPUM_TIER_DEVICE, dst, e->size)) != 0)
+    gpum_pool_free(c->t[GPUM_TIER_DEVICE].pool, dst);
+  c->leaving[from] -= e->size;
   if (rc == 0) {
-    if ((rc = move_bytes(c, from, e->addr, GPUM_TIER_DEVICE, dst, e->size)) != 0) {
-      gpum_pool_free(c->t[GPUM_TIER_DEVICE].pool, dst);
-    } else {
-      rehome(c, e, GPUM_TIER_DEVICE, dst);
-      c->st.tier[from].promotions++;
-    }
+    rehome(c, e, GPUM_TIER_DEVICE, dst);
+    c->st.tier[from].promotions++;
+  } else {
+    settle(c, from); /* e still busy: it stays */
   }
   e->busy = was_busy;
   return rc;
