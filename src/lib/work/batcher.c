@@ -626,29 +626,38 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static void percentiles(const double *v, size_t n, double *p50, double *p95, double *p99) {
-  double *s = n ? malloc(n * sizeof *s) : NULL;
-  if (!s) {
+/* Sorts v[0..n) in place; its nearest-rank percentiles (the value at rank ceil(p * n)). */
+static void percentiles(double *v, size_t n, double *p50, double *p95, double *p99) {
+  if (!v || n == 0) {
     *p50 = *p95 = *p99 = 0;
     return;
   }
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
-  /* Nearest rank: the value at rank ceil(p * n). */
-  *p50 = s[(n * 50 + 99) / 100 - 1];
-  *p95 = s[(n * 95 + 99) / 100 - 1];
-  *p99 = s[(n * 99 + 99) / 100 - 1];
-  free(s);
+  qsort(v, n, sizeof *v, cmp_double);
+  *p50 = v[(n * 50 + 99) / 100 - 1];
+  *p95 = v[(n * 95 + 99) / 100 - 1];
+  *p99 = v[(n * 99 + 99) / 100 - 1];
 }
 
 void gpum_batcher_stats(gpum_batcher_t *b, gpum_batcher_stats_t *out) {
+  /* The samples are copied under the mutex and sorted after: sorting 2 x 4096 of them took
+   * about 0.25 ms, during which no request could be submitted or completed. */
+  double *q = malloc(SAMPLES * sizeof *q), *e = malloc(SAMPLES * sizeof *e);
   pthread_mutex_lock(&b->mu);
   *out = b->st;
   out->bound = bound_of(b);
   out->queued = b->queued;
-  percentiles(b->qwait, b->nsamples, &out->queue_p50_us, &out->queue_p95_us, &out->queue_p99_us);
-  percentiles(b->e2e, b->nsamples, &out->e2e_p50_us, &out->e2e_p95_us, &out->e2e_p99_us);
+  size_t n = b->nsamples;
+  if (q && e) {
+    memcpy(q, b->qwait, n * sizeof *q);
+    memcpy(e, b->e2e, n * sizeof *e);
+  }
   double secs = (double)(now_us() - b->t0) / 1e6;
   out->throughput = secs > 0 ? (double)b->st.completed / secs : 0;
   pthread_mutex_unlock(&b->mu);
+  if (!q || !e)
+    n = 0; /* out of memory: no percentiles */
+  percentiles(q, n, &out->queue_p50_us, &out->queue_p95_us, &out->queue_p99_us);
+  percentiles(e, n, &out->e2e_p50_us, &out->e2e_p95_us, &out->e2e_p99_us);
+  free(q);
+  free(e);
 }
