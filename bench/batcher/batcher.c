@@ -10,7 +10,10 @@
  * the unbatched capacity (workers / (launch + item)). For each load:
  *   - unbatched: a plain queue (one mutex, one condition variable, no allocation) feeding the
  *     same number of worker threads, each calling the model with one request;
- *   - batched: a batcher (max_batch_size 32, max_queue_delay 500 us) with as many workers.
+ *   - batched: a batcher (max_batch_size 32, max_queue_delay 1 ms) with as many workers.
+ * The delay is longer than the largest batch's execution (520 us): a request then never waits
+ * for the batch before its own for longer than the delay, and the bound below holds at every
+ * load the batcher keeps up with.
  * Printed per load: requests completed per second inside the window (requests still queued at
  * its end do not count), p50 and p99 submit-to-completion latency (the batcher's from its own
  * stats), the mean batch size, the ratio of batched to unbatched throughput, and the CPU time per
@@ -27,6 +30,7 @@
  * Usage: batcher [SECONDS] [WORKERS] [SEED]. Exit status 1 only when a request was lost,
  * answered twice or answered wrong (or on a setup error); the verdicts are text.
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,7 +48,7 @@
 #define LAUNCH_NS 200000ull /* the model's fixed cost per call */
 #define ITEM_NS 10000ull    /* and per request of the batch */
 #define MAX_BATCH 32
-#define QUEUE_DELAY_US 500
+#define QUEUE_DELAY_US 1000
 #define FLOOD_REQUESTS 200000
 #define MAX_WORKERS 8
 
@@ -210,7 +214,7 @@ typedef struct {
 
 static void sleep_until(uint64_t t) {
   struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
   }
 }
 
@@ -410,7 +414,9 @@ int main(int argc, char **argv) {
   printf("%-5s %7s | %-30s | %-36s | %s\n", "", "offered", "unbatched", "batched", "batched/");
   printf("%-5s %7s | %7s %7s %7s %5s | %7s %7s %7s %5s %5s | %s\n", "load", "req/s", "done/s",
          "p50 us", "p99 us", "cpu", "done/s", "p50 us", "p99 us", "batch", "cpu", "unbatched");
-  char checks[nloads][160];
+  double late50, late99; /* first, while nothing else runs */
+  timer_lateness(QUEUE_DELAY_US, &late50, &late99);
+  char checks[nloads][200];
   for (size_t k = 0; k < nloads; k++) {
     double rate = capacity * loads[k];
     result_t u = {0}, b = {0};
@@ -429,9 +435,11 @@ int main(int argc, char **argv) {
                name, b.p99_us);
     else
       snprintf(checks[k], sizeof checks[k],
-               "  %-5s batched p99 %.0f us, bound %.0f us (largest batch %zu): %s by %.0f us", name,
-               b.p99_us, bound, b.largest, b.p99_us <= bound ? "meets" : "MISSES",
-               fabs(bound - b.p99_us));
+               "  %-5s batched p99 %.0f us, bound %.0f us (largest batch %zu): %s by %.0f us%s",
+               name, b.p99_us, bound, b.largest, b.p99_us <= bound ? "meets" : "MISSES",
+               fabs(bound - b.p99_us),
+               b.p99_us > bound && b.p99_us <= bound + late99 ? " (within the timer's p99 lateness)"
+                                                              : "");
   }
   printf("(past capacity the plain queue grows without bound: its latencies are those of the\n"
          " requests it served inside the window; the rest were dropped at its end)\n");
@@ -439,8 +447,6 @@ int main(int argc, char **argv) {
       "p99 within max_queue_delay + one execution of the largest batch run, below saturation:\n");
   for (size_t k = 0; k < nloads; k++)
     printf("%s\n", checks[k]);
-  double late50, late99;
-  timer_lateness(QUEUE_DELAY_US, &late50, &late99);
   printf("  this machine's lateness of a %d us timed wait (as a worker waits out the delay): "
          "p50 %.0f us, p99 %.0f us\n",
          QUEUE_DELAY_US, late50, late99);
