@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -206,12 +207,14 @@ static void busy_wait_us(uint64_t us) { /* lets a deadline pass: time, not synch
 static void test_timeouts_reject_delay_override(void **state) {
   (void)state;
   reset();
-  /* REJECT: a request that waits past its level's timeout fails with GPUM_ETIMEDOUT. */
-  gpum_batcher_policy_t pol = {.timeout_us = 2000, .allow_override = true};
-  gpum_batcher_opts_t o = {.max_batch_size = 1, .default_policy = pol};
+  /* REJECT: a request that waits past its level's timeout fails with GPUM_ETIMEDOUT. The
+   * request that holds the worker has a level without a timeout: on a loaded machine the worker
+   * may take longer than the 2 ms to pick it up. */
+  gpum_batcher_policy_t pols[2] = {{0}, {.timeout_us = 2000, .allow_override = true}};
+  gpum_batcher_opts_t o = {.max_batch_size = 1, .priority_levels = 2, .policies = pols};
   gpum_batcher_t *b = make(&o);
   gate(true);
-  gpum_batcher_req_t *first = submit(b, 100, 0, 0);
+  gpum_batcher_req_t *first = submit(b, 100, 1, 0);
   wait_in_model(1);
   gpum_batcher_req_t *late = submit(b, 7, 0, 0);
   gpum_batcher_req_t *longer = submit(b, 8, 0, 3600000000ull); /* may only shorten */
@@ -228,7 +231,7 @@ static void test_timeouts_reject_delay_override(void **state) {
   gpum_batcher_destroy(b);
   /* DELAY: a timed-out request stays, behind every request that has not timed out. */
   reset();
-  pol = (gpum_batcher_policy_t){.timeout_us = 3600000000ull, .delay = true, .allow_override = true};
+  gpum_batcher_policy_t pol = {.timeout_us = 3600000000ull, .delay = true, .allow_override = true};
   o = (gpum_batcher_opts_t){.max_batch_size = 1, .default_policy = pol};
   b = make(&o);
   gate(true);
@@ -249,12 +252,13 @@ static void test_timeouts_reject_delay_override(void **state) {
 static void test_timeout_while_workers_busy(void **state) {
   (void)state;
   reset();
-  /* The only worker is held in the model: the waiting request still times out on time. */
-  gpum_batcher_policy_t pol = {.timeout_us = 20000};
-  gpum_batcher_opts_t o = {.max_batch_size = 1, .default_policy = pol};
+  /* The only worker is held in the model: the waiting request still times out on time. (The
+   * held request's level has no timeout, whatever the time the worker takes to pick it up.) */
+  gpum_batcher_policy_t pols[2] = {{0}, {.timeout_us = 20000}};
+  gpum_batcher_opts_t o = {.max_batch_size = 1, .priority_levels = 2, .policies = pols};
   gpum_batcher_t *b = make(&o);
   gate(true);
-  gpum_batcher_req_t *first = submit(b, 100, 0, 0);
+  gpum_batcher_req_t *first = submit(b, 100, 1, 0);
   wait_in_model(1);
   gpum_batcher_req_t *late = submit(b, 7, 0, 0);
   assert_int_equal(gpum_batcher_wait(late, 30000, NULL), GPUM_ETIMEDOUT);
@@ -288,6 +292,65 @@ static void test_waiting_workers_sleep(void **state) {
   uint64_t wall = clock_us(CLOCK_MONOTONIC) - t0, cpu = clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0;
   assert_true(wall >= 300000);
   assert_true(cpu < wall / 4);
+  gpum_batcher_destroy(b);
+}
+
+static long voluntary_switches(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_nvcsw;
+}
+
+static void on_extra(gpum_batcher_req_t *r, int status, void *out, void *user);
+
+static void test_submit_leaves_waiting_workers_asleep(void **state) {
+  (void)state;
+  reset();
+  /* A request that cannot change what a waiting worker decides (the batch is neither full nor
+   * due) does not wake it: a context switch per request was most of the batcher's CPU cost. The
+   * pause after each submit lets a woken worker go back to waiting (it would switch twice). */
+  gpum_batcher_opts_t o = {.max_batch_size = 1000, .max_queue_delay_us = 60000000, .workers = 2};
+  gpum_batcher_t *b = make(&o);
+  gpum_batcher_submit_opts_t so = {.done = on_extra};
+  assert_int_equal(gpum_batcher_submit(b, (void *)1, &so, NULL), 0); /* a worker times it */
+  busy_wait_us(5000);
+  long before = voluntary_switches();
+  for (int i = 0; i < 100; i++) {
+    assert_int_equal(gpum_batcher_submit(b, (void *)1, &so, NULL), 0);
+    busy_wait_us(200);
+  }
+  long woken = voluntary_switches() - before;
+  assert_true(woken < 20); /* woken on each submit: about 200 */
+  gpum_batcher_stats_t st;
+  gpum_batcher_stats(b, &st);
+  assert_int_equal(st.queued, 101);
+  assert_int_equal(st.batches, 0);
+  gpum_batcher_shutdown(b, true); /* the 101 go as one batch */
+  gpum_batcher_stats(b, &st);
+  assert_int_equal(st.completed, 101);
+  gpum_batcher_destroy(b);
+}
+
+static void test_leftover_timed_while_worker_busy(void **state) {
+  (void)state;
+  reset();
+  /* Three requests, batches of two: the first two go at once and are held in the model; the
+   * third goes on the other worker when its delay is over, not when the first worker is free. */
+  pthread_mutex_lock(&mu);
+  hold_only = 1;
+  pthread_mutex_unlock(&mu);
+  gate(true);
+  gpum_batcher_opts_t o = {.max_batch_size = 2, .max_queue_delay_us = 20000, .workers = 2};
+  gpum_batcher_t *b = make(&o);
+  gpum_batcher_req_t *r1 = submit(b, 1, 0, 0), *r2 = submit(b, 2, 0, 0), *r3 = submit(b, 3, 0, 0);
+  wait_in_model(1);
+  expect_output(r3, 3); /* while {1, 2} is held */
+  pthread_mutex_lock(&mu);
+  assert_int_equal(in_model, 1);
+  pthread_mutex_unlock(&mu);
+  gate(false);
+  expect_output(r1, 1);
+  expect_output(r2, 2);
   gpum_batcher_destroy(b);
 }
 
@@ -605,6 +668,8 @@ int main(void) {
       cmocka_unit_test(test_timeouts_reject_delay_override),
       cmocka_unit_test(test_timeout_while_workers_busy),
       cmocka_unit_test(test_waiting_workers_sleep),
+      cmocka_unit_test(test_submit_leaves_waiting_workers_asleep),
+      cmocka_unit_test(test_leftover_timed_while_worker_busy),
       cmocka_unit_test(test_max_queue_size_and_cancel),
       cmocka_unit_test(test_preserve_ordering),
       cmocka_unit_test(test_oom_splits),
