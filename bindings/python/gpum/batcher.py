@@ -26,7 +26,7 @@ import ctypes as c
 import itertools
 import sys
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
@@ -50,7 +50,12 @@ lib.gpum_batcher_set_pressure.restype = None
 lib.gpum_batcher_stats.argtypes = [c.c_void_p, c.POINTER(t.BatcherStats)]
 lib.gpum_batcher_stats.restype = None
 
-GPUM_EDEVOOM, GPUM_EIO = -16, -8
+lib.gpum_batcher_wait.argtypes = [c.c_void_p, c.c_int64, c.c_void_p]
+lib.gpum_batcher_cancel.argtypes = [c.c_void_p]
+lib.gpum_batcher_req_free.argtypes = [c.c_void_p]
+lib.gpum_batcher_req_free.restype = None
+
+GPUM_EDEVOOM, GPUM_EIO, GPUM_EAGAIN = -16, -8, -7
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,12 @@ class Batcher:
         self._errors: Dict[int, BaseException] = {}  # key -> the exception that failed it
         self._keys = itertools.count(1)
         self._lock = threading.Lock()
+        # Request handles (freed by us: a cancelled Future cancels its request through it):
+        # key -> handle while pending; answered ones wait in _finished until the batcher let go.
+        self._reqs: Dict[int, c.c_void_p] = {}
+        self._answered: set = set()  # keys answered before submit stored their handle
+        self._finished: List[c.c_void_p] = []
+        self._handles = threading.Lock()  # held while a handle is used or freed
         self._fn_c = t.BATCHER_FN(self._run)
         self._done_c = t.BATCHER_DONE_FN(self._done)
         self._memory = memory
@@ -129,6 +140,10 @@ class Batcher:
         keys = [inputs[i] for i in range(n)]
         with self._lock:
             xs = [self._objs[k] for k in keys]
+            futs = [self._futs[k] for k in keys]
+        for f in futs:  # running now: no longer cancellable (one cancelled meanwhile is run and
+            if not f.running():  # its answer dropped); a split batch's halves are running already
+                f.set_running_or_notify_cancel()
         try:
             ys = list(self._fn(xs))
             if len(ys) != n:
@@ -163,12 +178,44 @@ class Batcher:
             fut = self._futs.pop(key)
             obj = self._objs.pop(key, None)
             err = self._errors.pop(key, None)
-        if status == 0:
-            fut.set_result(obj)
-        elif err is not None:
-            fut.set_exception(err)
-        else:
-            fut.set_exception(error_for(status, f"request failed: {error_for(status).name}"))
+            handle = self._reqs.pop(key, None)
+            if handle is not None:
+                self._finished.append(handle)
+            else:
+                self._answered.add(key)
+        try:
+            if status == 0:
+                fut.set_result(obj)
+            elif err is not None:
+                fut.set_exception(err)
+            else:
+                fut.set_exception(error_for(status, f"request failed: {error_for(status).name}"))
+        except InvalidStateError:  # the Future was cancelled: nobody waits for the answer
+            pass
+
+    def _cancelled(self, key: int, fut: "Future[Any]") -> None:
+        """A Future's done callback: a cancelled one cancels its request while it is queued."""
+        if not fut.cancelled():
+            return
+        with self._handles:
+            with self._lock:
+                handle = self._reqs.get(key)
+            if handle is not None and self._b:
+                lib.gpum_batcher_cancel(handle)  # GPUM_ESTATE once it runs: its answer is dropped
+
+    def _free_finished(self, wait: bool = False) -> None:
+        """Frees the handles of answered requests the batcher has let go of."""
+        with self._handles:
+            with self._lock:
+                done, self._finished = self._finished, []
+            keep = []
+            for h in done:
+                if lib.gpum_batcher_wait(h, -1 if wait else 0, None) == GPUM_EAGAIN:
+                    keep.append(h)
+                else:
+                    lib.gpum_batcher_req_free(h)
+            with self._lock:
+                self._finished.extend(keep)
 
     # --- the caller's side ----------------------------------------------------------------------
     def submit(self, x: Any, *, priority: int = 0,
@@ -181,12 +228,21 @@ class Batcher:
             self._futs[key] = fut
         so = t.BatcherSubmitOpts(priority=priority, timeout_us=_us(timeout), done=self._done_c,
                                  user=key)
-        rc = lib.gpum_batcher_submit(self._b, key, c.byref(so), None)
+        self._free_finished()
+        handle = c.c_void_p()
+        rc = lib.gpum_batcher_submit(self._b, key, c.byref(so), c.byref(handle))
         if rc < 0:
             with self._lock:
                 self._objs.pop(key, None)
                 self._futs.pop(key, None)
             raise error_for(rc)
+        with self._lock:
+            if key in self._answered:  # answered already, on a worker
+                self._answered.discard(key)
+                self._finished.append(handle)
+            else:
+                self._reqs[key] = handle
+        fut.add_done_callback(lambda f: self._cancelled(key, f))
         return fut
 
     async def infer(self, x: Any, **kwargs: Any) -> Any:
@@ -214,8 +270,11 @@ class Batcher:
     def close(self) -> None:
         _report.detach(self)
         if self._b:
-            lib.gpum_batcher_destroy(self._b)
-            self._b = c.c_void_p()
+            lib.gpum_batcher_shutdown(self._b, True)  # every request answered and let go
+            with self._handles:
+                lib.gpum_batcher_destroy(self._b)
+                self._b = c.c_void_p()
+            self._free_finished(wait=True)
 
     def __enter__(self) -> "Batcher":
         return self

@@ -119,3 +119,26 @@ def test_measured_memory_bounds_the_batch():
         futs = [b.submit(i) for i in range(300)]
         assert [f.result(30) for f in futs] == list(range(300))
         assert max(sizes[2:]) <= 80
+
+
+def test_cancelled_future_cancels_its_request(monkeypatch):
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: unraisable.append(u))
+    gate, started, ran = threading.Event(), threading.Event(), []
+
+    def model(xs):
+        started.set()
+        gate.wait(30)
+        ran.extend(xs)
+        return xs
+
+    with gpum.Batcher(model, max_batch_size=1) as b:
+        first = b.submit(0)
+        assert started.wait(30)
+        second, third = b.submit(1), b.submit(2)
+        assert second.cancel()  # queued: its request is cancelled in the batcher
+        assert not first.cancel()  # running: cannot be cancelled; it is answered
+        gate.set()
+        assert first.result(30) == 0 and third.result(30) == 2
+        assert b.stats().cancelled == 1
+    assert ran == [0, 2] and unraisable == []
