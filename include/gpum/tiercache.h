@@ -115,6 +115,11 @@ GPUM_API void gpum_tiercache_destroy(gpum_tiercache_t *c);
  * not stored). */
 GPUM_API int gpum_tiercache_put(gpum_tiercache_t *c, const void *key, size_t key_len,
                                 const void *data, size_t size);
+/* The same from a device buffer: size bytes at src, an address on the cache's device (a block of
+ * a gpum pool, say: a KV block or an embedding computed there), copied device to device when the
+ * entry goes to the device tier, device to host when it goes lower. src stays the caller's. */
+GPUM_API int gpum_tiercache_put_device(gpum_tiercache_t *c, const void *key, size_t key_len,
+                                       gpum_devptr_t src, size_t size);
 
 /* Copies key's bytes into buf (cap bytes); *size (may be NULL) gets the entry's size and *tier
  * (may be NULL) the tier it was found in (before any promotion). Returns 0 (a hit); GPUM_ENOENT
@@ -125,6 +130,11 @@ GPUM_API int gpum_tiercache_put(gpum_tiercache_t *c, const void *key, size_t key
  * of the size learnt is the one access counted. */
 GPUM_API int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, void *buf,
                                 size_t cap, size_t *size, gpum_tier_t *tier);
+/* The same into a device buffer: cap bytes at dst, an address on the cache's device (to feed a
+ * kernel without a trip through host memory when the entry is on the device). */
+GPUM_API int gpum_tiercache_get_device(gpum_tiercache_t *c, const void *key, size_t key_len,
+                                       gpum_devptr_t dst, size_t cap, size_t *size,
+                                       gpum_tier_t *tier);
 
 /* Whether key is cached, and where: 0 with *tier and *size (either may be NULL), or GPUM_ENOENT.
  * Neither a hit nor a miss, and the LRU order does not change. */

@@ -276,6 +276,66 @@ static void test_pinning(void **state) {
   gpum_tiercache_destroy(c);
 }
 
+/* Whether key k holds size bytes of tc_fill's pattern i (read back into host memory). */
+static void check_key(gpum_tiercache_t *c, const char *k, size_t size, unsigned i) {
+  unsigned char want[8 * KiB], got[8 * KiB];
+  size_t n = 0;
+  assert_int_equal(gpum_tiercache_get(c, k, strlen(k), got, sizeof got, &n, NULL), 0);
+  assert_int_equal(n, size);
+  tc_fill(want, size, i, 0);
+  assert_memory_equal(got, want, size);
+}
+
+static void test_device_buffers(void **state) {
+  (void)state;
+  /* Device buffers of a gpum pool on the same device, in and out of every tier. */
+  gpum_pool_source_t *src = NULL;
+  gpum_pool_t *pool = NULL;
+  gpum_pool_opts_t po;
+  gpum_pool_opts_init(&po);
+  assert_int_equal(gpum_pool_source_open("cuda", 0, 0, &src), 0);
+  assert_int_equal(gpum_pool_create(src, &po, &pool), 0);
+  gpum_devptr_t a = 0, b = 0;
+  assert_int_equal(gpum_pool_alloc(pool, KiB, 0, &a), 0);
+  assert_int_equal(gpum_pool_alloc(pool, KiB, 0, &b), 0);
+  gpum_tiercache_t *c = make(2 * KiB, 64 * KiB, 0, NULL, NULL);
+  put_n(c, 0, 1, KiB);
+  gpum_tier_t t = GPUM_TIER_COUNT;
+  size_t n = 0;
+  /* Device tier -> a device buffer (device to device) -> a new entry on the device. */
+  assert_int_equal(gpum_tiercache_get_device(c, "k00000", 6, a, KiB, &n, &t), 0);
+  assert_int_equal(n, KiB);
+  assert_int_equal(t, GPUM_TIER_DEVICE);
+  assert_int_equal(gpum_tiercache_put_device(c, "dev-a", 5, a, KiB), 0);
+  assert_int_equal(gpum_tiercache_lookup(c, "dev-a", 5, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_DEVICE);
+  check_key(c, "dev-a", KiB, 0);
+  /* With the device full of pinned entries, a device buffer's entry goes to pinned memory
+   * (device to host), and is read back into a device buffer from there (host to device). */
+  assert_int_equal(gpum_tiercache_pin(c, "k00000", 6, NULL), 0);
+  assert_int_equal(gpum_tiercache_pin(c, "dev-a", 5, NULL), 0);
+  assert_int_equal(gpum_tiercache_put_device(c, "dev-b", 5, a, KiB), 0);
+  assert_int_equal(gpum_tiercache_lookup(c, "dev-b", 5, &t, NULL), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(gpum_tiercache_get_device(c, "dev-b", 5, b, KiB, NULL, &t), 0);
+  assert_int_equal(t, GPUM_TIER_PINNED);
+  assert_int_equal(gpum_tiercache_unpin(c, "k00000", 6), 0);
+  assert_int_equal(gpum_tiercache_unpin(c, "dev-a", 5), 0);
+  assert_int_equal(gpum_tiercache_put_device(c, "dev-c", 5, b, KiB), 0);
+  check_key(c, "dev-b", KiB, 0);
+  check_key(c, "dev-c", KiB, 0);
+  /* Errors: no buffer, a short buffer (nothing copied, the size told). */
+  assert_int_equal(gpum_tiercache_put_device(c, "x", 1, 0, KiB), GPUM_EINVAL);
+  assert_int_equal(gpum_tiercache_get_device(c, "dev-c", 5, b, KiB / 2, &n, NULL), GPUM_ENOSPC);
+  assert_int_equal(n, KiB);
+  assert_int_equal(gpum_tiercache_get_device(c, "none", 4, b, KiB, NULL, NULL), GPUM_ENOENT);
+  gpum_tiercache_destroy(c);
+  assert_int_equal(gpum_pool_free(pool, a), 0);
+  assert_int_equal(gpum_pool_free(pool, b), 0);
+  gpum_pool_destroy(pool);
+  gpum_pool_source_destroy(src);
+}
+
 typedef struct {
   unsigned n;
   unsigned keys[64];
@@ -649,6 +709,7 @@ int main(void) {
       cmocka_unit_test(test_failed_allocations_demote),
       cmocka_unit_test(test_pressure),
       cmocka_unit_test(test_pinning),
+      cmocka_unit_test(test_device_buffers),
       cmocka_unit_test(test_limits_and_eviction),
       cmocka_unit_test(test_promotion_swaps),
       cmocka_unit_test(test_failed_promotion_settles),

@@ -44,6 +44,9 @@ lib.gpum_tiercache_destroy.restype = None
 lib.gpum_tiercache_put.argtypes = [_VP, c.c_char_p, _SZ, _VP, _SZ]
 lib.gpum_tiercache_get.argtypes = [_VP, c.c_char_p, _SZ, _VP, _SZ, c.POINTER(_SZ),
                                    c.POINTER(c.c_int)]
+lib.gpum_tiercache_put_device.argtypes = [_VP, c.c_char_p, _SZ, _U64, _SZ]
+lib.gpum_tiercache_get_device.argtypes = [_VP, c.c_char_p, _SZ, _U64, _SZ, c.POINTER(_SZ),
+                                          c.POINTER(c.c_int)]
 lib.gpum_tiercache_lookup.argtypes = [_VP, c.c_char_p, _SZ, c.POINTER(c.c_int), c.POINTER(_SZ)]
 lib.gpum_tiercache_remove.argtypes = [_VP, c.c_char_p, _SZ]
 lib.gpum_tiercache_pin.argtypes = [_VP, c.c_char_p, _SZ, c.POINTER(_U64)]
@@ -340,6 +343,39 @@ class TierCache:
             elif rc < 0:
                 err = error_for(rc)
         del dst
+        self._finish(err)
+        return size.value, Tier(tier.value)
+
+    def put_device(self, key: Key, ptr: int, size: int) -> None:
+        """Stores size bytes at ptr, an address on the cache's device (a gpum.Pool block, a
+        tensor's data_ptr()), copied device to device (or to host memory when the entry goes
+        lower). Raises as put."""
+        k = _key(key)
+        err: Optional[BaseException] = None
+        with self._mu:
+            rc = lib.gpum_tiercache_put_device(self._live(), k, len(k), ptr, size)
+            if rc == GPUM_ENOSPC:
+                err = OutOfMemory(rc, (lib.gpum_last_error() or b"").decode(errors="replace"))
+            elif rc < 0:
+                err = error_for(rc)
+        self._finish(err)
+
+    def get_device(self, key: Key, ptr: int, capacity: int) -> Tuple[int, Tier]:
+        """Copies key's bytes to ptr, an address on the cache's device with capacity bytes:
+        (bytes copied, the tier it was found in). Raises KeyError (not cached), ValueError
+        (capacity below the entry: nothing copied)."""
+        k = _key(key)
+        err: Optional[BaseException] = None
+        size, tier = _SZ(), c.c_int()
+        with self._mu:
+            rc = lib.gpum_tiercache_get_device(self._live(), k, len(k), ptr, capacity,
+                                               c.byref(size), c.byref(tier))
+            if rc == GPUM_ENOENT:
+                err = KeyError(key)
+            elif rc == GPUM_ENOSPC:
+                err = ValueError(f"the entry has {size.value} bytes, the buffer {capacity}")
+            elif rc < 0:
+                err = error_for(rc)
         self._finish(err)
         return size.value, Tier(tier.value)
 

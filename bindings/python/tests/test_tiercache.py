@@ -306,3 +306,28 @@ def test_errors(node):
         with pytest.raises(ValueError, match="closed"):
             call()
     c.close()  # again: nothing
+
+
+def test_device_buffers(node):
+    """put_device/get_device with blocks of a gpum.Pool on the same device: device to device on
+    the device tier, through pinned memory below it; a short buffer copies nothing."""
+    with gpum.Pool("cuda", device=0) as pool, \
+            gpum.TierCache(device_budget="2KiB", pinned_limit="64KiB") as cache:
+        a, b = pool.alloc(1024), pool.alloc(1024)
+        cache.put("src", bytes(range(256)) * 4)
+        assert cache.get_device("src", a, 1024) == (1024, gpum.Tier.DEVICE)
+        cache.put_device("copy", a, 1024)
+        assert cache.lookup("copy").tier == gpum.Tier.DEVICE
+        with cache.pinned("src"), cache.pinned("copy"):  # the device is full of pinned entries
+            cache.put_device("low", a, 1024)
+            assert cache.lookup("low").tier == gpum.Tier.PINNED
+            assert cache.get_device("low", b, 1024) == (1024, gpum.Tier.PINNED)
+        cache.put_device("again", b, 1024)
+        for k in ("copy", "low", "again"):
+            assert cache.get(k) == bytes(range(256)) * 4
+        with pytest.raises(ValueError):
+            cache.get_device("again", b, 512)
+        with pytest.raises(KeyError):
+            cache.get_device("none", b, 1024)
+        pool.free(a)
+        pool.free(b)

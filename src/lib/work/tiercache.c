@@ -222,7 +222,7 @@ static uint64_t largest_entry(const gpum_tiercache_t *c) {
 }
 
 /* Stores a new entry for key (none exists): the device first, then each lower tier. */
-static int insert(gpum_tiercache_t *c, const void *key, size_t klen, const void *data,
+static int insert(gpum_tiercache_t *c, const void *key, size_t klen, gpum__tc_buf_t data,
                   size_t size) {
   if (c->count >= c->nbuckets * 2) {
     int rc = grow(c);
@@ -260,22 +260,22 @@ static int insert(gpum_tiercache_t *c, const void *key, size_t klen, const void 
   return rc;
 }
 
-int gpum_tiercache_put(gpum_tiercache_t *c, const void *key, size_t key_len, const void *data,
-                       size_t size) {
+static int put(gpum_tiercache_t *c, const char *fn, const void *key, size_t key_len,
+               gpum__tc_buf_t data, size_t size) {
   int rc;
-  if (!c || !data)
-    return gpum_error(GPUM_EINVAL, "gpum_tiercache_put: NULL argument");
-  if ((rc = check_key("gpum_tiercache_put", key, key_len)) != 0)
+  if (!c || !data.addr)
+    return gpum_error(GPUM_EINVAL, "%s: NULL argument", fn);
+  if ((rc = check_key(fn, key, key_len)) != 0)
     return rc;
   if (size == 0)
-    return gpum_error(GPUM_EINVAL, "gpum_tiercache_put: size 0");
+    return gpum_error(GPUM_EINVAL, "%s: size 0", fn);
   if ((uint64_t)size > largest_entry(c))
-    return gpum_error(GPUM_EINVAL, "gpum_tiercache_put: %zu bytes exceed every tier's limit", size);
+    return gpum_error(GPUM_EINVAL, "%s: %zu bytes exceed every tier's limit", fn, size);
   pthread_mutex_lock(&c->mu);
   c->st.puts++;
   gpum__tc_entry_t *old = find(c, key, key_len);
   if (old && old->pins) {
-    rc = gpum_error(GPUM_EBUSY, "gpum_tiercache_put: the key's entry is pinned");
+    rc = gpum_error(GPUM_EBUSY, "%s: the key's entry is pinned", fn);
   } else {
     if (old) /* the old bytes go first: their room may be needed for the new ones */
       gpum__tc_drop(c, old);
@@ -285,12 +285,22 @@ int gpum_tiercache_put(gpum_tiercache_t *c, const void *key, size_t key_len, con
   return rc;
 }
 
-int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, void *buf, size_t cap,
-                       size_t *size, gpum_tier_t *tier) {
+int gpum_tiercache_put(gpum_tiercache_t *c, const void *key, size_t key_len, const void *data,
+                       size_t size) {
+  return put(c, "gpum_tiercache_put", key, key_len, GPUM__TC_HOST(data), size);
+}
+
+int gpum_tiercache_put_device(gpum_tiercache_t *c, const void *key, size_t key_len,
+                              gpum_devptr_t src, size_t size) {
+  return put(c, "gpum_tiercache_put_device", key, key_len, (gpum__tc_buf_t){src, true}, size);
+}
+
+static int get(gpum_tiercache_t *c, const char *fn, const void *key, size_t key_len,
+               gpum__tc_buf_t buf, size_t cap, size_t *size, gpum_tier_t *tier) {
   int rc;
-  if (!c || (!buf && cap))
-    return gpum_error(GPUM_EINVAL, "gpum_tiercache_get: NULL argument");
-  if ((rc = check_key("gpum_tiercache_get", key, key_len)) != 0)
+  if (!c || (!buf.addr && cap))
+    return gpum_error(GPUM_EINVAL, "%s: NULL argument", fn);
+  if ((rc = check_key(fn, key, key_len)) != 0)
     return rc;
   pthread_mutex_lock(&c->mu);
   /* gets counts hits and misses only, so gets = misses + the tiers' hits of gets: a get refused
@@ -302,7 +312,7 @@ int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, voi
     c->st.misses++;
     for (int t = 0; t < c->ntiers; t++)
       c->st.tier[t].misses++;
-    rc = gpum_error(GPUM_ENOENT, "gpum_tiercache_get: no such key");
+    rc = gpum_error(GPUM_ENOENT, "%s: no such key", fn);
     goto out;
   }
   if (size)
@@ -310,8 +320,7 @@ int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, voi
   if (tier)
     *tier = e->tier;
   if (cap < e->size) {
-    rc = gpum_error(GPUM_ENOSPC, "gpum_tiercache_get: the entry has %zu bytes, the buffer %zu",
-                    e->size, cap);
+    rc = gpum_error(GPUM_ENOSPC, "%s: the entry has %zu bytes, the buffer %zu", fn, e->size, cap);
     goto out;
   }
   if ((rc = gpum__tc_copy_out(c, e->tier, e->addr, buf, e->size)) != 0)
@@ -330,6 +339,17 @@ int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, voi
 out:
   pthread_mutex_unlock(&c->mu);
   return rc;
+}
+
+int gpum_tiercache_get(gpum_tiercache_t *c, const void *key, size_t key_len, void *buf, size_t cap,
+                       size_t *size, gpum_tier_t *tier) {
+  return get(c, "gpum_tiercache_get", key, key_len, GPUM__TC_HOST(buf), cap, size, tier);
+}
+
+int gpum_tiercache_get_device(gpum_tiercache_t *c, const void *key, size_t key_len,
+                              gpum_devptr_t dst, size_t cap, size_t *size, gpum_tier_t *tier) {
+  return get(c, "gpum_tiercache_get_device", key, key_len, (gpum__tc_buf_t){dst, true}, cap, size,
+             tier);
 }
 
 int gpum_tiercache_lookup(gpum_tiercache_t *c, const void *key, size_t key_len, gpum_tier_t *tier,

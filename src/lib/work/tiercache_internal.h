@@ -63,11 +63,18 @@ void gpum__tc_close_tiers(gpum_tiercache_t *c);
  * over what its pinned entries leave of it: then nothing is moved; or nothing left to move),
  * GPUM_EDEVOOM when the device allocation fails with nothing left to demote, or another error. */
 int gpum__tc_alloc(gpum_tiercache_t *c, gpum_tier_t t, size_t size, gpum_devptr_t *addr);
-/* Copies between a block of tier t and host memory (through the driver on the cache's stream,
- * synchronised, for the device; memcpy for the host tiers). */
-int gpum__tc_copy_in(gpum_tiercache_t *c, gpum_tier_t t, gpum_devptr_t dst, const void *src,
+/* A caller's buffer: host memory, or (device) an address on the cache's device. */
+typedef struct {
+  uintptr_t addr;
+  bool device;
+} gpum__tc_buf_t;
+#define GPUM__TC_HOST(p) ((gpum__tc_buf_t){(uintptr_t)(p), false})
+
+/* Copies between a block of tier t and a buffer (through the driver, on the cache's stream and
+ * synchronised, where the device is on either side; memcpy between host memory). */
+int gpum__tc_copy_in(gpum_tiercache_t *c, gpum_tier_t t, gpum_devptr_t dst, gpum__tc_buf_t src,
                      size_t size);
-int gpum__tc_copy_out(gpum_tiercache_t *c, gpum_tier_t t, gpum_devptr_t src, void *dst,
+int gpum__tc_copy_out(gpum_tiercache_t *c, gpum_tier_t t, gpum_devptr_t src, gpum__tc_buf_t dst,
                       size_t size);
 /* The coldest entry of tier t that may move (not pinned, not busy), or NULL. */
 gpum__tc_entry_t *gpum__tc_victim(gpum_tiercache_t *c, gpum_tier_t t);

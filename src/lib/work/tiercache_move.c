@@ -90,47 +90,53 @@ void gpum__tc_close_tiers(gpum_tiercache_t *c) {
 
 /* ---- copies ------------------------------------------------------------------------------- */
 
-/* One device copy (to_device: host -> device) on the stream, then synchronised. */
-static int device_copy(gpum_tiercache_t *c, bool to_device, gpum_devptr_t dev, void *host,
-                       size_t n) {
+/* n bytes from src to dst, each host memory or the cache's device: memcpy between host memory,
+ * else the driver (async on the stream where it can, then synchronised). */
+static int copy(gpum_tiercache_t *c, bool dst_dev, uintptr_t dst, bool src_dev, uintptr_t src,
+                size_t n) {
+  if (!dst_dev && !src_dev) {
+    memcpy((void *)dst, (const void *)src, n);
+    return 0;
+  }
   const gpum__cuda_t *cu = c->cu->cu;
+  if (dst_dev && src_dev && !cu->cuMemcpyDtoD_v2)
+    return gpum_error(GPUM_ENOTSUP, "the CUDA driver has no cuMemcpyDtoD_v2");
   CUcontext prev;
   int rc = gpum__cuda_src_enter(c->cu, &prev);
   if (rc)
     return rc;
   CUresult r;
-  if (to_device)
-    r = cu->cuMemcpyHtoDAsync_v2 ? cu->cuMemcpyHtoDAsync_v2(dev, host, n, c->stream)
-                                 : cu->cuMemcpyHtoD_v2(dev, host, n);
-  else
-    r = cu->cuMemcpyDtoHAsync_v2 ? cu->cuMemcpyDtoHAsync_v2(host, dev, n, c->stream)
-                                 : cu->cuMemcpyDtoH_v2(host, dev, n);
-  rc = gpum__cuda_src_check(c->cu, r, "%s of %zu bytes",
-                            to_device ? "cuMemcpyHtoDAsync_v2" : "cuMemcpyDtoHAsync_v2", n);
-  if (rc == 0)
+  const char *what;
+  bool async = false;
+  if (dst_dev && src_dev) {
+    what = "cuMemcpyDtoD_v2";
+    r = cu->cuMemcpyDtoD_v2(dst, src, n);
+  } else if (dst_dev) {
+    what = "cuMemcpyHtoDAsync_v2";
+    async = cu->cuMemcpyHtoDAsync_v2 != NULL;
+    r = async ? cu->cuMemcpyHtoDAsync_v2(dst, (const void *)src, n, c->stream)
+              : cu->cuMemcpyHtoD_v2(dst, (const void *)src, n);
+  } else {
+    what = "cuMemcpyDtoHAsync_v2";
+    async = cu->cuMemcpyDtoHAsync_v2 != NULL;
+    r = async ? cu->cuMemcpyDtoHAsync_v2((void *)dst, src, n, c->stream)
+              : cu->cuMemcpyDtoH_v2((void *)dst, src, n);
+  }
+  rc = gpum__cuda_src_check(c->cu, r, "%s of %zu bytes", what, n);
+  if (rc == 0 && async)
     rc = gpum__cuda_src_check(c->cu, cu->cuStreamSynchronize(c->stream), "cuStreamSynchronize");
   gpum__cuda_src_leave(c->cu, prev);
   return rc;
 }
 
-static void *host_ptr(gpum_devptr_t a) {
-  return (void *)(uintptr_t)a;
-}
-
-int gpum__tc_copy_in(gpum_tiercache_t *c, gpum_tier_t t, gpum_devptr_t dst, const void *src,
+int gpum__tc_copy_in(gpum_tiercache_t *c, gpum_tier_t t, gpum_devptr_t dst, gpum__tc_buf_t src,
                      size_t size) {
-  if (t == GPUM_TIER_DEVICE)
-    return device_copy(c, true, dst, (void *)(uintptr_t)src, size);
-  memcpy(host_ptr(dst), src, size);
-  return 0;
+  return copy(c, t == GPUM_TIER_DEVICE, (uintptr_t)dst, src.device, src.addr, size);
 }
 
-int gpum__tc_copy_out(gpum_tiercache_t *c, gpum_tier_t t, gpum_devptr_t src, void *dst,
+int gpum__tc_copy_out(gpum_tiercache_t *c, gpum_tier_t t, gpum_devptr_t src, gpum__tc_buf_t dst,
                       size_t size) {
-  if (t == GPUM_TIER_DEVICE)
-    return device_copy(c, false, src, dst, size);
-  memcpy(dst, host_ptr(src), size);
-  return 0;
+  return copy(c, dst.device, dst.addr, t == GPUM_TIER_DEVICE, (uintptr_t)src, size);
 }
 
 /* ---- moving entries ----------------------------------------------------------------------- */
@@ -164,8 +170,8 @@ static void rehome(gpum_tiercache_t *c, gpum__tc_entry_t *e, gpum_tier_t to, gpu
 static int move_bytes(gpum_tiercache_t *c, gpum_tier_t from, gpum_devptr_t src, gpum_tier_t to,
                       gpum_devptr_t dst, size_t n) {
   if (from == GPUM_TIER_DEVICE)
-    return gpum__tc_copy_out(c, from, src, host_ptr(dst), n);
-  return gpum__tc_copy_in(c, to, dst, host_ptr(src), n);
+    return gpum__tc_copy_out(c, from, src, GPUM__TC_HOST(dst), n);
+  return gpum__tc_copy_in(c, to, dst, GPUM__TC_HOST(src), n);
 }
 
 int gpum__tc_demote(gpum_tiercache_t *c, gpum__tc_entry_t *e) {
