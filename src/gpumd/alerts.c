@@ -173,6 +173,7 @@ void gpumd_obs_stop(gpumd_t *d) {
   if (!d->obs)
     return;
   gpumd_sse_stop(d);
+  gpumd_history_free(d->obs);
   gpumd_render_cache_free(&d->obs->metrics_cache);
   gpumd_render_cache_free(&d->obs->status_cache);
   gpum_alert_engine_destroy(d->obs->alerts);
@@ -192,13 +193,20 @@ static uint64_t feed_time(struct gpumd_obs *o, uint64_t ns) {
   return o->alert_now_ns;
 }
 
-static json_t *sample_json(const gpumd_device_t *dev, const gpum_device_sample_t *s) {
+/* The "sample" event: the device's metrics and the scheduler's reserved and unmanaged memory
+ * (st; NULL: not known, left out), as a point of GET /api/v1/gpu/history. */
+static json_t *sample_json(const gpumd_device_t *dev, const gpum_device_sample_t *s,
+                           const gpumd_sched_device_stats_t *st) {
   json_t *o = json_pack("{s:i, s:s, s:s, s:I}", "gpu", (int)dev->index, "uuid", dev->info.uuid,
                         "model", dev->info.name, "time_ns", (json_int_t)s->timestamp_ns);
   for (int m = 0; o && m < GPUM_METRIC_COUNT; m++)
     if (gpum_sample_valid(s, (gpum_metric_t)m))
       json_object_set_new(o, gpum_metric_name((gpum_metric_t)m),
                           json_integer((json_int_t)gpumd_sample_value(s, (gpum_metric_t)m)));
+  if (o && st) {
+    json_object_set_new(o, "memory_reserved", json_integer((json_int_t)st->reserved));
+    json_object_set_new(o, "memory_unmanaged", json_integer((json_int_t)st->unmanaged));
+  }
   return o;
 }
 
@@ -214,10 +222,14 @@ void gpumd_obs_round(gpumd_t *d) {
       continue;
     o->last_sample_ns[i] = s.timestamp_ns;
     gpum_alert_engine_feed_sample(o->alerts, dev->index, &s, feed_time(o, s.timestamp_ns));
-    if (o->stream_count > 0 &&
-        s.timestamp_ns >= o->last_event_ns[i] + (uint64_t)GPUMD_SSE_SAMPLE_MS * 1000000u) {
+    /* A point of the history and a "sample" event, at most one a second: published with no
+     * stream open too, so that a client that reconnects gets the samples it missed. */
+    if (s.timestamp_ns >= o->last_event_ns[i] + (uint64_t)GPUMD_SSE_SAMPLE_MS * 1000000u) {
       o->last_event_ns[i] = s.timestamp_ns;
-      gpumd_sse_publish(d, "sample", sample_json(dev, &s));
+      gpumd_sched_device_stats_t st;
+      bool have = d->sched && gpumd_sched_device_stats(d->sched, dev->index, &st) == 0;
+      gpumd_history_add(o, i, &s, have ? &st : NULL);
+      gpumd_sse_publish(d, "sample", sample_json(dev, &s, have ? &st : NULL));
     }
   }
   gpum_alert_engine_advance(o->alerts, feed_time(o, gpumd_now_ns()));
