@@ -309,8 +309,7 @@ void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t 
     o->wait_count++;
     o->wait_sum += wait;
   }
-  if (o->stream_count == 0)
-    return;
+  /* Published with no stream open too: the ring keeps it for a client that reconnects. */
   json_t *ev = json_pack("{s:s, s:s, s:o}", "transition", transition_name(to), "from",
                          from == GPUMD_RESV_NEW ? "new" : transition_name(from), "reservation",
                          gpumd_resv_json(d, r, false));
