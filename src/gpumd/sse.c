@@ -289,8 +289,13 @@ static bool resumable(const struct gpumd_obs *o, const char *last, uint64_t *id,
   if (*last >= '0' && *last <= '9' && strlen(last) <= 20)
     v = strtoull(last, &end, 10);
   if (!end || *end) {
+    char shown[41]; /* printable ASCII only: the reason must be valid JSON text */
+    size_t i = 0;
+    for (; last[i] && i < sizeof shown - 1; i++)
+      shown[i] = last[i] >= 0x20 && last[i] < 0x7f ? last[i] : '?';
+    shown[i] = '\0';
     *code = "malformed";
-    snprintf(why, whylen, "Last-Event-ID '%.40s' is not an event id (a decimal integer)", last);
+    snprintf(why, whylen, "Last-Event-ID '%s' is not an event id (a decimal integer)", shown);
     return false;
   }
   uint64_t first = gpumd_evring_first(&o->ring);

@@ -145,6 +145,8 @@ def reset(last=None, query="", code=None):
 for bad in ["abc", "", "-1", "+5", "1e5", "12a", "1" * 25, "0x10"]:
     reset(last=bad, code="malformed")
 reset(query="?last_event_id=x", code="malformed")
+reset(query="?last_event_id=%FF%FE", code="malformed")  # not UTF-8: still a clean reset
+reset(last="\xff1", code="malformed")
 print("ok: a malformed id gives reset (malformed)")
 s = Stream()
 newest = int(s.hello["id"])
