@@ -291,7 +291,7 @@ static bool resumable(const struct gpumd_obs *o, const char *last, uint64_t *id,
   if (!end || *end) {
     char shown[41]; /* printable ASCII only: the reason must be valid JSON text */
     size_t i = 0;
-    for (; last[i] && i < sizeof shown - 1; i++)
+    for (; i < sizeof shown - 1 && last[i]; i++)
       shown[i] = last[i] >= 0x20 && last[i] < 0x7f ? last[i] : '?';
     shown[i] = '\0';
     *code = "malformed";
