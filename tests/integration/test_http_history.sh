@@ -32,8 +32,8 @@ for d, sd in zip(h["devices"], st["devices"]):
     assert d["uuid"] == sd["uuid"] and d["uuid"].startswith("GPU-"), (d["uuid"], sd["uuid"])
     ts = [p[0] for p in d["points"]]
     assert ts == sorted(ts) and len(set(ts)) == len(ts), ts
-    # one point a second at most (the monitor samples every 100 ms)
-    assert all(b - a >= 990 for a, b in zip(ts, ts[1:])), ts
+    # one point a second (the monitor samples every 100 ms; one up to 50 ms early counts)
+    assert all(b - a >= 950 for a, b in zip(ts, ts[1:])), ts
     assert abs(ts[-1] / 1000 - time.time()) < 10, ts[-1]
     for p in d["points"]:
         assert len(p) == 8, p
