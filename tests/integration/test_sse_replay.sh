@@ -6,7 +6,8 @@
 # then live ones, with consecutive ids and no "reset"; the same with the query parameter; a
 # replay larger than a stream's output bound (256 KiB) arrives whole. A malformed id, one never
 # sent, one of an earlier run (gpumd restarted) and one whose successors the ring no longer
-# holds (http.event_replay 2KiB) each give a "reset" event first, then live events.
+# holds (http.event_replay 256KiB) each give a "reset" event first, then live events. A reader
+# that resumes and then reads nothing is dropped as any slow reader, holding no one up.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -161,7 +162,7 @@ t_ok "replay and reset"
 
 gd_stop TERM
 [ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC: $(cat "$GD_ERR")"
-GPUM_HTTP_EVENT_REPLAY=2KiB gd_start
+GPUM_HTTP_EVENT_REPLAY=256KiB gd_start
 hp '
 from sse_lib import Stream, is_resv
 from gpumd_client import Client
@@ -172,13 +173,44 @@ assert b["event"] == "reset" and b["data"]["code"] == "other_run", b
 assert int(s.hello["id"]) > int(old), (s.hello, old)
 s.close()
 print("ok: after a gpumd restart an id of the earlier run gives reset (other_run)")
+
+def metric(name):
+    st, h, body = call("GET", "/metrics")
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise Fail(name + " missing")
+def churn(n):
+    for i in range(n):
+        r = c.ok("reserve", bytes_per_gpu="1MiB", label="y" * 100)["reservation"]
+        c.ok("release", reservation=r["id"])
+c = Client()
 s = Stream()
 newest = int(s.hello["id"])
 s.close()
-c = Client()
-for i in range(5):  # more than 2 KiB of events
-    r = c.ok("reserve", bytes_per_gpu="1MiB", label="y" * 100)["reservation"]
-    c.ok("release", reservation=r["id"])
+churn(100)  # about 160 KiB of events: more than one catch-up step (128 KiB), less than the ring
+# A reader that resumes and never reads is bounded as any other: the events go on (and other
+# clients are answered promptly) until it is dropped, by the 256 KiB rule or because the ring
+# no longer holds its next event, whichever the kernel buffers let come first.
+host, port = addr()
+st = socket.socket()
+st.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+st.connect((host, port))
+st.sendall(b"GET /api/v1/events HTTP/1.1\r\nHost: x\r\nLast-Event-ID: %d\r\n\r\n" % newest)
+until(lambda: metric("gpumd_event_streams") == 1, 10, "the stalled stream to open")
+dropped = metric("gpumd_event_streams_dropped_total")
+worst = 0
+for i in range(30):
+    t0 = time.monotonic()
+    churn(100)
+    worst = max(worst, (time.monotonic() - t0) / 100)
+    if metric("gpumd_event_streams_dropped_total") == dropped + 1:
+        break
+assert metric("gpumd_event_streams_dropped_total") == dropped + 1, "the stalled reader stays"
+assert metric("gpumd_event_streams") == 0
+assert worst < 1.0, "reserve and release took %.3f s on average" % worst
+st.close()
+print("ok: a stalled reader that resumed is dropped, others are not held up")
 s = Stream(last=str(newest))
 b = s.event()
 assert b["event"] == "reset" and b["data"]["code"] == "too_old", b
