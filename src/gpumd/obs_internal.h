@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpumd's observability state (struct gpumd_obs, behind d->obs), shared by alerts.c (the alert
- * engine and the device feeds), metrics.c (the Prometheus text) and sse.c (the Server-Sent
- * Events streams). Everything here is touched on the loop thread only: the alert engine is fed
- * from the loop (devices.c), so its callbacks run there too.
+ * engine and the device feeds), metrics.c (the Prometheus text), sse.c (the Server-Sent
+ * Events streams and their replay ring, evring.c) and history.c (the per-device points of
+ * GET /api/v1/gpu/history). Everything here is touched on the loop thread only: the alert engine is
+ * fed from the loop (devices.c), so its callbacks run there too.
  */
 #ifndef GPUMD_OBS_INTERNAL_H
 #define GPUMD_OBS_INTERNAL_H
