@@ -6,6 +6,7 @@
  * the last read after the run equals gpum_batch_stats.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -25,7 +26,7 @@
 typedef struct {
   gpum_batch_runner_t *r;
   atomic_bool stop;
-  unsigned reads;
+  atomic_uint reads;
   bool backwards, out_of_bounds;
 } reader_t;
 
@@ -48,24 +49,30 @@ static void *reader(void *arg) {
     if (size < 1 || size > MAX_BATCH)
       rd->out_of_bounds = true;
     last = done;
-    rd->reads++;
+    atomic_fetch_add(&rd->reads, 1);
   }
   return NULL;
 }
 
 static unsigned steps;
 
-/* Every 7th step runs out of memory: the runner shrinks, then grows again. */
+/* Every 7th step runs out of memory: the runner shrinks, then grows again. The first OVERLAP
+ * steps each wait for a read of the reader's, so that reads happen during the run. */
+#define OVERLAP 100
 static int step(const gpum_batch_t *b, void *user) {
+  reader_t *rd = user;
   (void)b;
-  (void)user;
-  return ++steps % 7 == 0 ? GPUM_EDEVOOM : 0;
+  ++steps;
+  while (steps <= OVERLAP && atomic_load(&rd->reads) < steps)
+    sched_yield();
+  return steps % 7 == 0 ? GPUM_EDEVOOM : 0;
 }
 
 static void test_figures_while_running(void **state) {
   (void)state;
-  gpum_batch_opts_t o = {.items = ITEMS, .batch_size = 4, .max_batch = MAX_BATCH, .step = step};
   reader_t rd = {0};
+  gpum_batch_opts_t o = {
+      .items = ITEMS, .batch_size = 4, .max_batch = MAX_BATCH, .step = step, .user = &rd};
   assert_int_equal(gpum_batch_create(&o, &rd.r), 0);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, reader, &rd), 0);
@@ -74,7 +81,7 @@ static void test_figures_while_running(void **state) {
   pthread_join(t, NULL);
   assert_false(rd.backwards);
   assert_false(rd.out_of_bounds);
-  assert_true(rd.reads > 0);
+  assert_true(atomic_load(&rd.reads) >= OVERLAP);
 
   gpum_batch_stats_t s;
   gpum_batch_stats(rd.r, &s);
