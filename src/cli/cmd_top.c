@@ -149,16 +149,17 @@ static int run_once(const gpum_config_t *cfg, top_opts_t *o, top_source_t *src) 
 /* ---- the live screen ---- */
 
 static volatile sig_atomic_t stop_signal;
-static bool screen_up;
+static SCREEN *screen; /* set while the screen is up */
 
 static void on_stop(int sig) {
   stop_signal = sig;
 }
 
 static void restore_terminal(void) {
-  if (screen_up) {
-    screen_up = false;
+  if (screen) {
     endwin();
+    delscreen(screen);
+    screen = NULL;
   }
 }
 
@@ -419,17 +420,18 @@ static int run_screen(const gpum_config_t *cfg, top_opts_t *o, top_source_t *src
   s->d = d;
   s->color = !o->no_color && cli_use_color(cfg, stdout);
   o->view.utf8 = utf8_locale();
+  o->view.bottom = true;
   /* Ours before ncurses': it only installs its own where the handler is the default. */
   cli_on_stop_signals(on_stop, true);
   atexit(restore_terminal);
-  if (newterm(NULL, stdout, stdin) == NULL) {
+  screen = newterm(NULL, stdout, stdin);
+  if (screen == NULL) {
     fprintf(stderr, "gpum top: cannot set up the terminal (TERM=%s)\n",
             getenv("TERM") ? getenv("TERM") : "");
     free(s);
     free(d);
     return CLI_EXIT_FAIL;
   }
-  screen_up = true;
   cbreak();
   noecho();
   keypad(stdscr, TRUE);

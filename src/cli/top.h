@@ -45,7 +45,8 @@ typedef struct {
   char message[200];
   bool message_error; /* the message is shown in red */
   bool help;
-  bool utf8; /* block glyphs for bars and sparklines; else ASCII */
+  bool utf8;   /* block glyphs for bars and sparklines; else ASCII */
+  bool bottom; /* the message and the keys on the last lines of the height (a screen) */
 } top_view_t;
 
 typedef struct {

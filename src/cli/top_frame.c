@@ -743,6 +743,11 @@ size_t top_render(const top_data_t *d, const top_view_t *v, int width, int heigh
                 i == P_RES ? focus : NONE);
   }
   f.limit = limit;
+  top_line_t blank;
+  top_lb_t b;
+  top__lb_init(&b, &blank, w, CLI_PLAIN);
+  while (v->bottom && f.n + foot.n < limit)
+    emit(&f, &blank);
   emit_all(&f, &foot);
   free(top.v);
   free(foot.v);

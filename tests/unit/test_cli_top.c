@@ -215,6 +215,11 @@ static void test_without_gpumd(void **state) {
   assert_int_equal(find(n, "ALERTS"), -1);
   assert_int_equal(nids, 0);
   assert_true(find(n, "python serve.py") > 0);
+  v.bottom = true; /* a screen: the keys on its last line */
+  n = render(d, &v, 120, 40, &nids);
+  assert_int_equal(n, 40);
+  assert_non_null(strstr(lines[39].text, "q quit"));
+  assert_string_equal(lines[38].text, "");
   free_data(d);
 }
 
