@@ -5,7 +5,8 @@
 # reservations and an injected Xid, the live screen in a detached tmux session (send-keys,
 # capture-pane): it shows both GPUs, the reservations and the alert; `s` changes the sort named
 # in the processes' title and the keys' line; tab, down, `r` and `y` release the second
-# reservation (gpumd lists it no more); a resize to 70x20 redraws the frame at that size (no
+# reservation (gpumd lists it no more), and as another uid (nobody, when run as root) the
+# release of root's is refused with gpumd's reason; a resize to 70x20 redraws the frame at that size (no
 # sparklines, short bars, every line within 70 columns, the keys on the last line); `q` leaves
 # with status 0 and the terminal back on its normal screen; SIGTERM does the same. NO_COLOR:
 # --once on a terminal writes no colour escapes with it and does without it.
@@ -56,7 +57,8 @@ grep -q 'expected memory, pid or user' "$T_ERR" || t_fail "bad --sort: $(cat "$T
 t_ok "--once without gpumd: both GPUs, the process, 'gpumd is not running', within the width"
 
 # ---- with gpumd: two reservations, an Xid ----
-gd_start
+chmod 0755 "$T_SCRATCH" # another uid's gpum top reaches the socket (below)
+gd_start --socket-mode 0666
 "$GPUM_BIN" reserve --mem 8GiB --label first --ttl 10m >"$T_SCRATCH/r1" 2>/dev/null || t_fail "reserve"
 "$GPUM_BIN" reserve --mem 4GiB --label second --ttl 10m >"$T_SCRATCH/r2" 2>/dev/null || t_fail "reserve"
 R1=$(cat "$T_SCRATCH/r1")
@@ -118,6 +120,26 @@ screen_has top "RESERVATIONS \(1\)"
 grep -q "^$R1 " "$T_OUT" || t_fail "$R1 went too: $(cat "$T_OUT")"
 grep -q "^$R2 " "$T_OUT" && t_fail "$R2 is still listed: $(cat "$T_OUT")"
 t_ok "tab, down, r, y release the selected reservation"
+
+# Someone else's reservation: as another uid, the release is refused and said so.
+if [ "$(id -u)" -eq 0 ] && command -v runuser >/dev/null; then
+  tmux -L "$TM" new-window -d -t top: -n other \
+    "runuser -u nobody -- '$GPUM_BIN' top --interval 0.2; echo other-exit=\$?; sleep 600"
+  screen_has top:other "^  $R1 +root +GRANTED"
+  tmux -L "$TM" send-keys -t top:other Tab
+  screen_has top:other "^> $R1 "
+  tmux -L "$TM" send-keys -t top:other r
+  screen_has top:other "^release $R1\? y/n"
+  tmux -L "$TM" send-keys -t top:other y
+  screen_has top:other "^release $R1: .*belongs to uid 0"
+  "$GPUM_BIN" jobs --all >"$T_OUT" || t_fail "gpum jobs"
+  grep -q "^$R1 .*GRANTED" "$T_OUT" || t_fail "$R1 was released by another uid: $(cat "$T_OUT")"
+  tmux -L "$TM" send-keys -t top:other q
+  screen_has top:other '^other-exit=0$'
+  t_ok "releasing another uid's reservation is refused, with the daemon's reason"
+else
+  echo "note: not root (or no runuser): the refused release by another uid is not tested"
+fi
 
 tmux -L "$TM" resize-window -t top -x 70 -y 20
 screen_has top 'MEM\[.{4}\] '
