@@ -648,7 +648,6 @@ static void build_footer(lines_t *ls, const top_view_t *v) {
   top__lb_add(&b, CLI_PLAIN,
               "q quit  tab panel  s sort: %s  u user: %s  up/down select  r release  ? help",
               top_sort_name(v->sort), v->user[0] ? v->user : "all");
-  top__lb_pad(&b, ls->width);
 }
 
 /* ---- layout ---- */

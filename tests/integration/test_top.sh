@@ -3,13 +3,14 @@
 # gpum top on a simulated two-GPU node. --once: without gpumd it shows both GPUs, the processes
 # and a line saying gpumd is not running; every line fits $COLUMNS. Then with gpumd, two
 # reservations and an injected Xid, the live screen in a detached tmux session (send-keys,
-# capture-pane): it shows both GPUs, the reservations and the alert; `s` changes the sort named
-# in the processes' title and the keys' line; tab, down, `r` and `y` release the second
-# reservation (gpumd lists it no more), and as another uid (nobody, when run as root) the
-# release of root's is refused with gpumd's reason; a resize to 70x20 redraws the frame at that size (no
-# sparklines, short bars, every line within 70 columns, the keys on the last line); `q` leaves
-# with status 0 and the terminal back on its normal screen; SIGTERM does the same. NO_COLOR:
-# --once on a terminal writes no colour escapes with it and does without it.
+# capture-pane): it shows both GPUs, the reservations and the alert; `s` changes the sort
+# named in the processes' title and the keys' line; `u` filters by user; tab, down, `r` and
+# `y` release the second reservation (gpumd lists it no more), and as another uid (nobody,
+# when run as root) the release of root's is refused with gpumd's reason; a resize to 70x20
+# redraws the frame at that size (no sparklines, short bars, every line within 70 columns,
+# the keys on the last line); `q` leaves with status 0 and the terminal back on its normal
+# screen; SIGTERM does the same. NO_COLOR: --once on a terminal writes no colour escapes with
+# it and does without it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
 
@@ -105,6 +106,16 @@ screen_has top '^q quit  tab panel  s sort: pid'
 tmux -L "$TM" send-keys -t top s
 screen_has top 'sort: user'
 t_ok "s changes the sort shown in the processes' title and the keys' line"
+
+tmux -L "$TM" send-keys -t top u
+screen_has top '^user \(empty: everyone\):'
+tmux -L "$TM" send-keys -t top nobody Enter
+screen_has top 'PROCESSES \(0\)  sort: user  user: nobody'
+screen_has top 'RESERVATIONS \(0\)  user: nobody'
+tmux -L "$TM" send-keys -t top u Enter
+screen_has top 'PROCESSES \(1\)  sort: user  user: all'
+screen_has top 'RESERVATIONS \(2\)  user: all'
+t_ok "u filters the processes and reservations by user; an empty answer shows everyone"
 
 tmux -L "$TM" send-keys -t top Tab
 screen_has top '^\* RESERVATIONS \(2\)'
