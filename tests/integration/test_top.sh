@@ -23,7 +23,6 @@ case "$(ldd "$GPUM_BIN")" in
   echo "skip: a ThreadSanitizer build: gpum top adds no threads; its frame and screen run in the normal and ASan builds"
   exit 0
   ;;
-*libasan*) export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 ;; # ncurses' own caches
 esac
 
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
