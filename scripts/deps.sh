@@ -11,9 +11,12 @@ PKGS=(
   libyaml-dev libjansson-dev libcmocka-dev libevent-dev libsqlite3-dev
   clang-format cppcheck clang-tidy
   procps python3 curl
+  libncurses-dev tmux
   python3-torch python3-pytest
 )
 
+# libncurses-dev: the live screen of `gpum top`; tmux: its test (tests/integration/test_top.sh)
+# drives the screen in a detached tmux session.
 # python3-torch: tests/integration/test_estimate_torch.sh checks the memory estimator against
 # PyTorch on the CPU (Debian's build, run as /usr/bin/python3).
 # python3-pytest: the Python package's tests (bindings/python/tests, tests/integration/test_python.sh).

@@ -34,6 +34,7 @@ typedef struct {
 } gpum_cli_command_t;
 
 int cmd_status(gpum_config_t *cfg, int argc, char **argv);
+int cmd_top(gpum_config_t *cfg, int argc, char **argv);
 int cmd_doctor(gpum_config_t *cfg, int argc, char **argv);
 int cmd_sim(gpum_config_t *cfg, int argc, char **argv);
 int cmd_pool(gpum_config_t *cfg, int argc, char **argv);

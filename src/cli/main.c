@@ -22,6 +22,7 @@
 
 static const gpum_cli_command_t commands[] = {
     {"status", cmd_status, "show each GPU, its state, memory, utilisation and processes"},
+    {"top", cmd_top, "the node live: GPUs, processes, reservations, queue and alerts"},
     {"doctor", cmd_doctor, "check drivers, permissions and configuration"},
     {"sim", cmd_sim, "start, control and stop simulated GPU nodes"},
     {"pool", cmd_pool, "replay allocation logs against the pool allocator"},

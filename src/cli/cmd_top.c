@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpum top`: the node live on an ncurses screen (top_frame.c lays the frame out, top_data.c
+ * reads it), or one frame on stdout with --once. The screen is redrawn at every refresh
+ * (--interval) and at once after a key; the keys sort, filter, switch panels, select and
+ * release a reservation. The terminal is restored on every way out: q, SIGINT/SIGTERM/SIGHUP,
+ * and an error after the screen was set up (atexit).
+ *
+ * Exit codes: 0 (q or a stop signal; --once: a frame with at least one readable device), 1
+ * (not a terminal, the screen cannot be set up; --once: no device could be read), 2 usage.
+ */
+#include <curses.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gpum/error.h>
+
+#include "cli.h"
+#include "client_cli.h"
+#include "top.h"
+
+#define MAX_IDS 1024
+#define ONCE_HEIGHT 4096 /* --once without $LINES: every line */
+
+typedef struct {
+  bool once, no_color;
+  unsigned long interval_ms;
+  top_view_t view;
+} top_opts_t;
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: gpum top [--once] [--interval SECONDS] [--no-color] [--user NAME]\n"
+          "                [--sort memory|pid|user]\n"
+          "\n"
+          "Shows the node live, in the manner of nvtop: a line per GPU with its state,\n"
+          "temperature, a memory bar (used, and what gpumd reserved on top of it), a\n"
+          "utilisation bar and sparklines of both over the last 240 refreshes; below, the\n"
+          "processes on the GPUs, gpumd's reservations (with the workload figures their jobs\n"
+          "report), its queue and its last alerts. Without gpumd, the devices and processes\n"
+          "come from the device layer and a line says gpumd is not running.\n"
+          "\n"
+          "keys: q quit, tab switch panel, s sort processes (memory, pid, user), u filter by\n"
+          "user, up/down select a reservation, r release it (asks; owner or admin only),\n"
+          "? help. The screen follows the terminal's size.\n"
+          "\n"
+          "options:\n"
+          "  --once               print one frame to stdout and exit (width: $COLUMNS, else\n"
+          "                       120; height: $LINES, else every line)\n"
+          "  --interval SECONDS   refresh every SECONDS (default 1; also 500ms, 2s)\n"
+          "  --no-color           no colours (also NO_COLOR=1 or --color never)\n"
+          "  --user NAME          only the processes and reservations of user NAME\n"
+          "  --sort KEY           order of the processes: memory (default), pid or user\n"
+          "  -h, --help           this help\n"
+          "\n"
+          "exit status: 0; 1 when the screen cannot be set up (not a terminal: use --once) or,\n"
+          "with --once, no device could be read; 2 for usage errors.\n");
+}
+
+static int parse_flags(int argc, char **argv, top_opts_t *o) {
+  o->interval_ms = 1000;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    } else if (!strcmp(a, "--once")) {
+      o->once = true;
+    } else if (!strcmp(a, "--no-color")) {
+      o->no_color = true;
+    } else if (cli_take_flag(argc, argv, &i, "--interval", &v)) {
+      if (!v || cli_parse_interval(v, &o->interval_ms) != 0) {
+        fprintf(stderr, "gpum top: --interval: %s\n", v ? gpum_last_error() : "needs a value");
+        return CLI_EXIT_USAGE;
+      }
+    } else if (cli_take_flag(argc, argv, &i, "--user", &v)) {
+      if (!v || !*v || strlen(v) >= sizeof o->view.user) {
+        fprintf(stderr, "gpum top: --user needs a user name (at most %zu characters)\n",
+                sizeof o->view.user - 1);
+        return CLI_EXIT_USAGE;
+      }
+      snprintf(o->view.user, sizeof o->view.user, "%s", v);
+    } else if (cli_take_flag(argc, argv, &i, "--sort", &v)) {
+      int k = 0;
+      while (k < TOP_SORT_COUNT && (!v || strcmp(v, top_sort_name((top_sort_t)k))))
+        k++;
+      if (k == TOP_SORT_COUNT) {
+        fprintf(stderr, "gpum top: --sort: expected memory, pid or user, not '%s'\n", v ? v : "");
+        return CLI_EXIT_USAGE;
+      }
+      o->view.sort = (top_sort_t)k;
+    } else if (a[0] == '-') {
+      return cli_bad_option("top", a);
+    } else {
+      fprintf(stderr, "gpum top: unexpected argument '%s'\n", a);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  return -1;
+}
+
+/* A positive number from the environment (COLUMNS, LINES), else def. */
+static int env_size(const char *name, int def) {
+  const char *s = getenv(name);
+  char *end = NULL;
+  long v = s ? strtol(s, &end, 10) : 0;
+  return s && *s && *end == '\0' && v > 0 && v <= 100000 ? (int)v : def;
+}
+
+static bool utf8_locale(void) {
+  setlocale(LC_ALL, "");
+  const char *cs = nl_langinfo(CODESET);
+  return cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8"));
+}
+
+static int run_once(const gpum_config_t *cfg, top_opts_t *o, top_source_t *src) {
+  top_data_t *d = calloc(1, sizeof *d);
+  int height = env_size("LINES", ONCE_HEIGHT);
+  top_line_t *lines = calloc((size_t)height, sizeof *lines);
+  if (!d || !lines) {
+    free(d);
+    free(lines);
+    fprintf(stderr, "gpum top: out of memory\n");
+    return CLI_EXIT_FAIL;
+  }
+  o->view.utf8 = utf8_locale();
+  top_fetch(src, d);
+  bool color = !o->no_color && cli_use_color(cfg, stdout);
+  size_t n = top_render(d, &o->view, env_size("COLUMNS", 120), height, lines, (size_t)height, NULL,
+                        0, NULL);
+  for (size_t i = 0; i < n; i++)
+    top_line_print(stdout, &lines[i], color);
+  fflush(stdout);
+  int code = d->have_snap && d->snap.nreadable > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+  if (code != CLI_EXIT_OK)
+    fprintf(stderr, "gpum top: no device could be read%s%s\n", d->snap_error[0] ? ": " : "",
+            d->snap_error);
+  top_data_clear(d);
+  free(d);
+  free(lines);
+  return code;
+}
+
+/* ---- the live screen ---- */
+
+static volatile sig_atomic_t stop_signal;
+static SCREEN *screen; /* set while the screen is up */
+
+static void on_stop(int sig) {
+  stop_signal = sig;
+}
+
+static void restore_terminal(void) {
+  if (screen) {
+    endwin();
+    delscreen(screen);
+    screen = NULL;
+  }
+}
+
+typedef struct {
+  top_opts_t *o;
+  top_source_t *src;
+  top_data_t *d;
+  bool color;
+  char ids[MAX_IDS][TOP_ID_LEN];
+  size_t nids;
+} screen_t;
+
+enum { PAIR_RED = 1, PAIR_GREEN, PAIR_YELLOW, PAIR_BLUE, PAIR_MAGENTA, PAIR_CYAN };
+
+static attr_t style_attr(const screen_t *s, cli_style_t st) {
+  switch (st) {
+  case CLI_BOLD:
+    return A_BOLD;
+  case CLI_DIM:
+    return A_DIM;
+  case CLI_BOLD_RED:
+    return A_BOLD | (s->color ? COLOR_PAIR(PAIR_RED) : 0);
+  case CLI_RED:
+    return s->color ? COLOR_PAIR(PAIR_RED) : A_NORMAL;
+  case CLI_GREEN:
+    return s->color ? COLOR_PAIR(PAIR_GREEN) : A_NORMAL;
+  case CLI_YELLOW:
+    return s->color ? COLOR_PAIR(PAIR_YELLOW) : A_NORMAL;
+  case CLI_BLUE:
+    return s->color ? COLOR_PAIR(PAIR_BLUE) : A_NORMAL;
+  case CLI_MAGENTA:
+    return s->color ? COLOR_PAIR(PAIR_MAGENTA) : A_NORMAL;
+  case CLI_CYAN:
+    return s->color ? COLOR_PAIR(PAIR_CYAN) : A_NORMAL;
+  default:
+    return A_NORMAL;
+  }
+}
+
+static void draw_piece(const screen_t *s, const char *text, size_t len, cli_style_t st,
+                       bool selected) {
+  if (len == 0)
+    return;
+  attrset(style_attr(s, st) | (selected ? A_REVERSE : A_NORMAL));
+  addnstr(text, (int)len);
+}
+
+static void draw_line(const screen_t *s, int y, const top_line_t *l) {
+  size_t pos = 0, len = strlen(l->text);
+  move(y, 0);
+  for (int i = 0; i < l->nspans; i++) {
+    const top_span_t *sp = &l->spans[i];
+    if (sp->off > pos)
+      draw_piece(s, l->text + pos, sp->off - pos, l->style, l->selected);
+    draw_piece(s, l->text + sp->off, sp->len, sp->style, l->selected);
+    pos = (size_t)sp->off + sp->len;
+  }
+  if (pos < len)
+    draw_piece(s, l->text + pos, len - pos, l->style, l->selected);
+  int cols = top_text_width(l->text);
+  if (l->selected && cols < COLS) { /* the reversed bar spans the screen */
+    attrset(A_REVERSE);
+    hline(' ', COLS - cols);
+  }
+  attrset(A_NORMAL);
+}
+
+static bool have_id(const screen_t *s, const char *id) {
+  for (size_t i = 0; i < s->nids; i++)
+    if (!strcmp(s->ids[i], id))
+      return true;
+  return false;
+}
+
+/* Renders and draws a frame; keeps the selection on a reservation that is still listed (else
+ * the first one while the reservations panel has the focus). */
+static void draw(screen_t *s) {
+  int height = LINES > 0 ? LINES : 1;
+  top_line_t *lines = calloc((size_t)height, sizeof *lines);
+  if (lines == NULL)
+    return;
+  top_view_t *v = &s->o->view;
+  size_t n = top_render(s->d, v, COLS, height, lines, (size_t)height, s->ids, MAX_IDS, &s->nids);
+  bool stale = v->selected[0] && !have_id(s, v->selected);
+  bool want = !v->selected[0] && v->panel == TOP_PANEL_RESERVATIONS && s->nids > 0;
+  if (stale || want) {
+    snprintf(v->selected, sizeof v->selected, "%s", s->nids ? s->ids[0] : "");
+    n = top_render(s->d, v, COLS, height, lines, (size_t)height, s->ids, MAX_IDS, &s->nids);
+  }
+  erase();
+  for (size_t i = 0; i < n; i++)
+    draw_line(s, (int)i, &lines[i]);
+  refresh();
+  free(lines);
+}
+
+/* Waits for one key (no timeout): for the answers to prompts. */
+static int wait_key(void) {
+  timeout(-1);
+  int ch;
+  do
+    ch = getch();
+  while (ch == ERR && !stop_signal);
+  return ch;
+}
+
+static void prompt_user(screen_t *s) {
+  top_view_t *v = &s->o->view;
+  char buf[sizeof v->user] = "";
+  const char *ask = "user (empty: everyone): ";
+  attrset(A_BOLD);
+  mvhline(LINES - 1, 0, ' ', COLS);
+  mvaddstr(LINES - 1, 0, ask);
+  attrset(A_NORMAL);
+  echo();
+  curs_set(1);
+  timeout(-1);
+  if (mvgetnstr(LINES - 1, (int)strlen(ask), buf, (int)sizeof buf - 1) == ERR)
+    buf[0] = '\0';
+  noecho();
+  curs_set(0);
+  char clean[sizeof buf];
+  size_t k = 0;
+  for (const char *p = buf; *p && k + 1 < sizeof clean; p++)
+    if (*p != ' ' && *p != '\t')
+      clean[k++] = *p;
+  clean[k] = '\0';
+  snprintf(v->user, sizeof v->user, "%s", clean);
+  v->proc_offset = 0;
+  snprintf(v->message, sizeof v->message, "%s", clean[0] ? "" : "showing every user");
+  v->message_error = false;
+}
+
+/* r: asks, then releases the selected reservation. Returns whether the data changed. */
+static bool release_selected(screen_t *s) {
+  top_view_t *v = &s->o->view;
+  v->message_error = false;
+  if (v->panel != TOP_PANEL_RESERVATIONS || !v->selected[0]) {
+    snprintf(v->message, sizeof v->message,
+             "select a reservation first: tab to the reservations panel, then up/down");
+    return false;
+  }
+  char id[TOP_ID_LEN];
+  snprintf(id, sizeof id, "%s", v->selected);
+  snprintf(v->message, sizeof v->message, "release %s? y/n", id);
+  draw(s);
+  int ch = wait_key();
+  if (ch != 'y' && ch != 'Y') {
+    snprintf(v->message, sizeof v->message, "%s kept", id);
+    return false;
+  }
+  v->message_error = top_release(s->src, id, v->message, sizeof v->message) != 0;
+  return true;
+}
+
+static void move_selection(screen_t *s, int delta) {
+  top_view_t *v = &s->o->view;
+  if (v->panel == TOP_PANEL_PROCESSES) {
+    if (delta < 0 && v->proc_offset > 0)
+      v->proc_offset--;
+    else if (delta > 0)
+      v->proc_offset++; /* top_render stops it at the last row */
+    return;
+  }
+  if (s->nids == 0)
+    return;
+  size_t at = 0;
+  while (at < s->nids && strcmp(s->ids[at], v->selected))
+    at++;
+  if (at == s->nids)
+    at = 0;
+  else if (delta < 0 && at > 0)
+    at--;
+  else if (delta > 0 && at + 1 < s->nids)
+    at++;
+  snprintf(v->selected, sizeof v->selected, "%s", s->ids[at]);
+}
+
+/* Handles a key. Returns 1 to quit, 2 when the data should be read again, else 0. */
+static int on_key(screen_t *s, int ch) {
+  top_view_t *v = &s->o->view;
+  if (v->help && ch != KEY_RESIZE) {
+    v->help = false;
+    return 0;
+  }
+  switch (ch) {
+  case 'q':
+  case 'Q':
+    return 1;
+  case '\t':
+    v->panel = (top_panel_t)((v->panel + 1) % TOP_PANEL_COUNT);
+    v->message[0] = '\0';
+    return 0;
+  case 's':
+  case 'S':
+    v->sort = (top_sort_t)((v->sort + 1) % TOP_SORT_COUNT);
+    v->proc_offset = 0;
+    return 0;
+  case 'u':
+  case 'U':
+    prompt_user(s);
+    return 0;
+  case KEY_UP:
+  case 'k':
+    move_selection(s, -1);
+    return 0;
+  case KEY_DOWN:
+  case 'j':
+    move_selection(s, 1);
+    return 0;
+  case 'r':
+  case 'R':
+    return release_selected(s) ? 2 : 0;
+  case '?':
+  case 'h':
+    v->help = true;
+    return 0;
+  default: /* KEY_RESIZE and others: a redraw at the new size */
+    return 0;
+  }
+}
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void setup_colors(screen_t *s) {
+  if (!s->color || !has_colors() || start_color() == ERR) {
+    s->color = false;
+    return;
+  }
+  use_default_colors();
+  init_pair(PAIR_RED, COLOR_RED, -1);
+  init_pair(PAIR_GREEN, COLOR_GREEN, -1);
+  init_pair(PAIR_YELLOW, COLOR_YELLOW, -1);
+  init_pair(PAIR_BLUE, COLOR_BLUE, -1);
+  init_pair(PAIR_MAGENTA, COLOR_MAGENTA, -1);
+  init_pair(PAIR_CYAN, COLOR_CYAN, -1);
+}
+
+static int run_screen(const gpum_config_t *cfg, top_opts_t *o, top_source_t *src) {
+  if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+    fprintf(stderr, "gpum top: not a terminal (use --once to print one frame)\n");
+    return CLI_EXIT_FAIL;
+  }
+  screen_t *s = calloc(1, sizeof *s);
+  top_data_t *d = calloc(1, sizeof *d);
+  if (!s || !d) {
+    free(s);
+    free(d);
+    fprintf(stderr, "gpum top: out of memory\n");
+    return CLI_EXIT_FAIL;
+  }
+  s->o = o;
+  s->src = src;
+  s->d = d;
+  s->color = !o->no_color && cli_use_color(cfg, stdout);
+  o->view.utf8 = utf8_locale();
+  o->view.bottom = true;
+  /* Ours before ncurses': it only installs its own where the handler is the default. */
+  cli_on_stop_signals(on_stop, true);
+  atexit(restore_terminal);
+  screen = newterm(NULL, stdout, stdin);
+  if (screen == NULL) {
+    fprintf(stderr, "gpum top: cannot set up the terminal (TERM=%s)\n",
+            getenv("TERM") ? getenv("TERM") : "");
+    free(s);
+    free(d);
+    return CLI_EXIT_FAIL;
+  }
+  cbreak();
+  noecho();
+  keypad(stdscr, TRUE);
+  curs_set(0);
+  setup_colors(s);
+
+  long long due = 0;
+  while (!stop_signal) {
+    if (now_ms() >= due) {
+      top_fetch(src, d);
+      due = now_ms() + (long long)o->interval_ms;
+    }
+    draw(s);
+    long long left = due - now_ms();
+    timeout(left < 0 ? 0 : left > 1000000 ? 1000000 : (int)left);
+    int ch = getch();
+    if (stop_signal || ch == ERR)
+      continue;
+    int r = on_key(s, ch);
+    if (r == 1)
+      break;
+    if (r == 2)
+      due = 0;
+  }
+  restore_terminal();
+  top_data_clear(d);
+  free(d);
+  free(s);
+  return CLI_EXIT_OK;
+}
+
+int cmd_top(gpum_config_t *cfg, int argc, char **argv) {
+  top_opts_t o;
+  memset(&o, 0, sizeof o);
+  int code = parse_flags(argc, argv, &o);
+  if (code >= 0)
+    return code;
+  top_source_t src;
+  if (top_source_init(&src, cfg) != 0) {
+    fprintf(stderr, "gpum top: --devices: %s\n", gpum_last_error());
+    return CLI_EXIT_USAGE;
+  }
+  code = o.once ? run_once(cfg, &o, &src) : run_screen(cfg, &o, &src);
+  top_source_close(&src);
+  return code;
+}

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The data of `gpum top`'s frames (top.h): the devices as `gpum status` reads them (the same
+ * snapshot, its readers kept across refreshes so a device stuck in a driver call stays one
+ * ERROR row instead of a new hung thread each time), and gpumd's view when it runs: its status
+ * (per-GPU reserved bytes, the operator's DISABLED switch), every reservation (queued ones with
+ * their position, the shim's figures, workload reports) and the last alerts. A gpumd that does
+ * not answer within GPUMD_TIMEOUT_MS is shown as not running; the devices still are.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/client.h>
+#include <gpum/clock.h>
+#include <gpum/error.h>
+
+#include "cli.h"
+#include "top.h"
+
+#define GPUMD_TIMEOUT_MS 500
+#define ALERTS_SHOWN "{\"limit\": 20}"
+
+int top_source_init(top_source_t *src, const gpum_config_t *cfg) {
+  memset(src, 0, sizeof *src);
+  src->cfg = cfg;
+  src->pinned = GPUM_BACKEND_AUTO;
+  const char *devices = gpum_config_get_string(cfg, "devices");
+  src->all = !devices || !*devices;
+  if (gpum_device_list_parse(devices, src->sel, TOP_MAX_DEVICES, &src->nsel) != 0)
+    return GPUM_EINVAL;
+  gpum_busy_thresholds_from_config(cfg, &src->busy);
+  uint64_t timeout = gpum_config_get_duration(cfg, "status.timeout");
+  src->timeout_ms = timeout > 3600000 ? 3600000u : timeout == 0 ? 1u : (unsigned)timeout;
+  if (gpum_socket_path(cfg, src->socket, sizeof src->socket) != 0)
+    src->socket[0] = '\0';
+  gpum_error_clear();
+  return 0;
+}
+
+void top_source_close(top_source_t *src) {
+  cli_readers_free(src->readers);
+  src->readers = NULL;
+  if (src->session)
+    gpum_device_close(src->session);
+  src->session = NULL;
+}
+
+/* Whether a device of snap did not answer in time (its reader is in a call that hangs). */
+static bool any_stuck(const cli_snapshot_t *snap) {
+  for (size_t i = 0; i < snap->ndevs; i++)
+    if (snap->devs[i].error == GPUM_ETIMEDOUT)
+      return true;
+  return false;
+}
+
+static void fetch_devices(top_source_t *src, top_data_t *d) {
+  if (src->session == NULL) {
+    /* Once a backend worked, stay with it: GPUs that go away are shown as such rather than
+     * replaced by the host fallback that "auto" would pick. */
+    int rc = cli_open_session_as(src->cfg, src->pinned, &src->session);
+    if (rc == 0) {
+      src->pinned = gpum_device_backend(src->session);
+      if (!src->readers && cli_readers_start(src->cfg, src->pinned, &src->busy, &src->readers))
+        rc = GPUM_ENOMEM;
+    }
+    if (rc != 0) {
+      snprintf(d->snap_error, sizeof d->snap_error, "cannot read any device: %s", cli_reason(rc));
+      if (src->session)
+        gpum_device_close(src->session);
+      src->session = NULL;
+      gpum_error_clear();
+      return;
+    }
+  }
+  unsigned count = gpum_device_count(src->session);
+  for (size_t i = 0; i < src->nsel; i++) {
+    if (src->sel[i] >= count) {
+      snprintf(d->snap_error, sizeof d->snap_error, "device %u does not exist (%u found)",
+               src->sel[i], count);
+      return;
+    }
+  }
+  int rc = cli_snapshot_take(src->session, src->readers, src->sel, src->nsel, src->all,
+                             src->timeout_ms, &d->snap);
+  if (rc != 0) {
+    snprintf(d->snap_error, sizeof d->snap_error, "%s", gpum_strerror(rc));
+    return;
+  }
+  d->have_snap = true;
+  if (d->snap.nreadable == 0) { /* reopen next time: the driver may come back */
+    gpum_device_close(src->session);
+    src->session = NULL;
+    if (!any_stuck(&d->snap)) { /* new readers would hang as well */
+      cli_readers_free(src->readers);
+      src->readers = NULL;
+    }
+  }
+}
+
+/* op's reply as a JSON object without "id" and "ok", or NULL. */
+static json_t *ask(gpum_client_t *c, const char *op, const char *args) {
+  char *text = NULL;
+  if (gpum_client_call_json(c, op, args, &text) != 0)
+    return NULL;
+  json_t *doc = json_loads(text, 0, NULL);
+  free(text);
+  json_object_del(doc, "id");
+  json_object_del(doc, "ok");
+  return doc;
+}
+
+static void fetch_gpumd(const top_source_t *src, top_data_t *d) {
+  gpum_client_t *c = NULL;
+  if (src->socket[0] == '\0' || gpum_client_connect(src->socket, GPUMD_TIMEOUT_MS, &c) != 0) {
+    gpum_error_clear();
+    return;
+  }
+  json_t *list = ask(c, "list", "{\"all\":true}");
+  if (list) {
+    d->reservations = json_incref(json_object_get(list, "reservations"));
+    d->status = ask(c, "status", NULL);
+    d->alerts = ask(c, "alerts", ALERTS_SHOWN);
+  }
+  json_decref(list);
+  gpum_client_close(c);
+  gpum_error_clear();
+  d->gpumd = json_is_array(d->reservations);
+}
+
+void top_fetch(top_source_t *src, top_data_t *d) {
+  top_data_clear(d);
+  d->snap_error[0] = '\0';
+  snprintf(d->socket, sizeof d->socket, "%s", src->socket);
+  fetch_devices(src, d);
+  top_history_add(d);
+  fetch_gpumd(src, d);
+  d->now_ns = gpum_clock_real_ns();
+}
+
+int top_release(const top_source_t *src, const char *id, char *msg, size_t len) {
+  gpum_client_t *c = NULL;
+  int rc = gpum_client_connect(src->socket[0] ? src->socket : NULL, 2000, &c);
+  if (rc == 0) {
+    gpum_reservation_t r;
+    rc = gpum_client_release(c, id, &r);
+    if (rc == 0)
+      snprintf(msg, len, "%s %s", r.id, gpum_res_state_name(r.state));
+    gpum_client_close(c);
+  }
+  if (rc != 0)
+    snprintf(msg, len, "release %s: %s", id, cli_reason(rc));
+  gpum_error_clear();
+  return rc;
+}

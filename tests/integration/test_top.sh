@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# gpum top on a simulated two-GPU node. --once: without gpumd it shows both GPUs, the processes
+# and a line saying gpumd is not running; every line fits $COLUMNS. Then with gpumd, two
+# reservations and an injected Xid, the live screen in a detached tmux session (send-keys,
+# capture-pane): it shows both GPUs, the reservations and the alert; `s` changes the sort
+# named in the processes' title and the keys' line; `u` filters by user; tab, down, `r` and
+# `y` release the second reservation (gpumd lists it no more), and as another uid (nobody,
+# when run as root) the release of root's is refused with gpumd's reason; a resize to 70x20
+# redraws the frame at that size (no sparklines, short bars, every line within 70 columns,
+# the keys on the last line); `q` leaves with status 0 and the terminal back on its normal
+# screen; SIGTERM does the same. NO_COLOR: --once on a terminal writes no colour escapes with
+# it and does without it.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/gpumd_lib.sh"
+
+if ! command -v tmux >/dev/null; then
+  echo "skip: tmux not found (scripts/deps.sh installs it); gpum top's screen is not tested"
+  exit 0
+fi
+case "$(ldd "$GPUM_BIN")" in
+*libtsan*)
+  echo "skip: a ThreadSanitizer build: gpum top adds no threads; its frame and screen run in the normal and ASan builds"
+  exit 0
+  ;;
+esac
+
+export LANG=C.UTF-8 LC_ALL=C.UTF-8
+unset COLUMNS LINES NO_COLOR
+TM="gpumtop$$"
+trap 'rc=$?; tmux -L "$TM" kill-server >/dev/null 2>&1 || true; (exit $rc); t_cleanup' EXIT
+
+# check_width FILE COLS: every line of FILE is at most COLS characters.
+check_width() {
+  python3 -c "import sys
+for n, l in enumerate(open(sys.argv[1], encoding='utf-8').read().split('\n'), 1):
+    if len(l) > int(sys.argv[2]):
+        sys.exit('line %d is %d wide: %r' % (n, len(l), l))" "$1" "$2"
+}
+
+t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
+"$GPUM_BIN" sim hold "$T_NODE" --device 0 --bytes 20GiB >/dev/null || t_fail "sim hold"
+
+# ---- --once without gpumd ----
+t_expect 0 "$GPUM_BIN" top --once
+grep -q '^  0 NVIDIA H100' "$T_OUT" || t_fail "no GPU 0 line: $(cat "$T_OUT")"
+grep -q '^  1 NVIDIA H100' "$T_OUT" || t_fail "no GPU 1 line: $(cat "$T_OUT")"
+grep -q '^gpumd is not running' "$T_OUT" || t_fail "no line saying gpumd is not running"
+grep -q 'gpum-sim-hold\|sim hold' "$T_OUT" || t_fail "the holding process is not listed"
+grep -q '20.00 GiB' "$T_OUT" || t_fail "its memory is not shown"
+grep -q $'\033' "$T_OUT" && t_fail "escape codes in --once output to a pipe"
+check_width "$T_OUT" 120 || t_fail "--once is wider than 120 columns"
+COLUMNS=60 t_expect 0 "$GPUM_BIN" top --once
+check_width "$T_OUT" 60 || t_fail "--once with COLUMNS=60 is wider"
+t_expect 2 "$GPUM_BIN" top --sort size
+grep -q 'expected memory, pid or user' "$T_ERR" || t_fail "bad --sort: $(cat "$T_ERR")"
+t_ok "--once without gpumd: both GPUs, the process, 'gpumd is not running', within the width"
+
+# ---- with gpumd: two reservations, an Xid ----
+chmod 0755 "$T_SCRATCH" # another uid's gpum top reaches the socket (below)
+gd_start --socket-mode 0666
+"$GPUM_BIN" reserve --mem 8GiB --label first --ttl 10m >"$T_SCRATCH/r1" 2>/dev/null || t_fail "reserve"
+"$GPUM_BIN" reserve --mem 4GiB --label second --ttl 10m >"$T_SCRATCH/r2" 2>/dev/null || t_fail "reserve"
+R1=$(cat "$T_SCRATCH/r1")
+R2=$(cat "$T_SCRATCH/r2")
+"$GPUM_BIN" sim inject "$T_NODE" --device 1 --xid 31 >/dev/null || t_fail "sim inject"
+t_until 20 sh -c "'$GPUM_BIN' alerts | grep -q 'Xid 31'" || t_fail "gpumd raised no Xid alert"
+t_expect 0 "$GPUM_BIN" top --once
+grep -q "^gpumd: running at .*: 2 granted, 0 queued" "$T_OUT" || t_fail "gpumd line: $(cat "$T_OUT")"
+grep -qE "^  $R1 +root +GRANTED .*first$" "$T_OUT" || t_fail "no $R1 row: $(cat "$T_OUT")"
+grep -q 'Xid 31' "$T_OUT" || t_fail "no alert in --once: $(cat "$T_OUT")"
+t_ok "--once with gpumd: the reservations and the alert"
+
+# ---- the live screen ----
+tmux -L "$TM" -f /dev/null new-session -d -s top -x 160 -y 50 \
+  "'$GPUM_BIN' top --interval 0.2; echo top-exit=\$?; sleep 600" || t_fail "tmux new-session"
+
+SCREEN=$T_SCRATCH/screen
+# screen_has WINDOW PATTERN [SECONDS]: waits until the window shows a line matching PATTERN
+# (grep -E); fails the test with the screen when it does not within SECONDS (10).
+screen_has() {
+  local w=$1 pat=$2 end=$((SECONDS + ${3:-10}))
+  while :; do
+    tmux -L "$TM" capture-pane -p -t "$w" >"$SCREEN" 2>/dev/null && grep -qE -- "$pat" "$SCREEN" && return 0
+    if [ $SECONDS -ge "$end" ]; then
+      cat "$SCREEN" >&2
+      t_fail "the screen of $w does not show /$pat/"
+    fi
+    sleep 0.05
+  done
+}
+
+screen_has top '^  0 NVIDIA H100'
+screen_has top '^  1 NVIDIA H100'
+screen_has top "^  $R1 +root +GRANTED .*first"
+screen_has top "^  $R2 +root +GRANTED .*second"
+screen_has top 'ERROR +GPU 1 +active +GPU 1: Xid 31'
+screen_has top '^gpumd: running'
+t_ok "the screen shows both GPUs, the reservations and the alert"
+
+screen_has top 'PROCESSES \(1\)  sort: memory'
+tmux -L "$TM" send-keys -t top s
+screen_has top 'PROCESSES \(1\)  sort: pid'
+screen_has top '^q quit  tab panel  s sort: pid'
+tmux -L "$TM" send-keys -t top s
+screen_has top 'sort: user'
+t_ok "s changes the sort shown in the processes' title and the keys' line"
+
+tmux -L "$TM" send-keys -t top u
+screen_has top '^user \(empty: everyone\):'
+tmux -L "$TM" send-keys -t top nobody Enter
+screen_has top 'PROCESSES \(0\)  sort: user  user: nobody'
+screen_has top 'RESERVATIONS \(0\)  user: nobody'
+tmux -L "$TM" send-keys -t top u Enter
+screen_has top 'PROCESSES \(1\)  sort: user  user: all'
+screen_has top 'RESERVATIONS \(2\)  user: all'
+t_ok "u filters the processes and reservations by user; an empty answer shows everyone"
+
+tmux -L "$TM" send-keys -t top Tab
+screen_has top '^\* RESERVATIONS \(2\)'
+screen_has top "^> $R1 "
+tmux -L "$TM" send-keys -t top Down
+screen_has top "^> $R2 "
+tmux -L "$TM" send-keys -t top r
+screen_has top "^release $R2\? y/n"
+tmux -L "$TM" send-keys -t top y
+screen_has top "^$R2 RELEASED"
+screen_has top "RESERVATIONS \(1\)"
+"$GPUM_BIN" jobs --all >"$T_OUT" || t_fail "gpum jobs"
+grep -q "^$R1 " "$T_OUT" || t_fail "$R1 went too: $(cat "$T_OUT")"
+grep -q "^$R2 " "$T_OUT" && t_fail "$R2 is still listed: $(cat "$T_OUT")"
+t_ok "tab, down, r, y release the selected reservation"
+
+# Someone else's reservation: as another uid, the release is refused and said so.
+if [ "$(id -u)" -eq 0 ] && command -v runuser >/dev/null; then
+  tmux -L "$TM" new-window -d -t top: -n other \
+    "runuser -u nobody -- '$GPUM_BIN' top --interval 0.2; echo other-exit=\$?; sleep 600"
+  screen_has top:other "^  $R1 +root +GRANTED"
+  tmux -L "$TM" send-keys -t top:other Tab
+  screen_has top:other "^> $R1 "
+  tmux -L "$TM" send-keys -t top:other r
+  screen_has top:other "^release $R1\? y/n"
+  tmux -L "$TM" send-keys -t top:other y
+  screen_has top:other "^release $R1: .*belongs to uid 0"
+  "$GPUM_BIN" jobs --all >"$T_OUT" || t_fail "gpum jobs"
+  grep -q "^$R1 .*GRANTED" "$T_OUT" || t_fail "$R1 was released by another uid: $(cat "$T_OUT")"
+  tmux -L "$TM" send-keys -t top:other q
+  screen_has top:other '^other-exit=0$'
+  t_ok "releasing another uid's reservation is refused, with the daemon's reason"
+else
+  echo "note: not root (or no runuser): the refused release by another uid is not tested"
+fi
+
+tmux -L "$TM" resize-window -t top -x 70 -y 20
+screen_has top 'MEM\[.{4}\] '
+tmux -L "$TM" capture-pane -p -t top >"$SCREEN"
+check_width "$SCREEN" 70 || t_fail "a line is wider than the resized screen"
+[ "$(wc -l <"$SCREEN")" -eq 20 ] || t_fail "the capture is not 20 lines"
+tail -n 1 "$SCREEN" | grep -q '^q quit' || { cat "$SCREEN" >&2; t_fail "the keys are not on the last line"; }
+grep -q 'OVER TIME' "$SCREEN" && t_fail "sparklines at 70 columns"
+t_ok "a resize to 70x20 redraws the frame at that size"
+
+tmux -L "$TM" send-keys -t top q
+screen_has top '^top-exit=0$'
+grep -q 'q quit' "$SCREEN" && { cat "$SCREEN" >&2; t_fail "the frame stayed on the terminal after q"; }
+t_ok "q leaves with status 0 and the terminal on its normal screen"
+
+tmux -L "$TM" new-window -d -t top: -n term \
+  "sh -c 'echo \$\$ >\"$T_SCRATCH/sh.pid\"; \"$GPUM_BIN\" top --interval 0.2; echo top-exit=\$?; sleep 600'"
+screen_has top:term '^q quit'
+TOP_PID=$(pgrep -P "$(cat "$T_SCRATCH/sh.pid")") || t_fail "no gpum top under the pane's shell"
+kill -TERM "$TOP_PID"
+screen_has top:term '^top-exit=[0-9]+$'
+grep -q '^top-exit=0$' "$SCREEN" || t_fail "gpum top did not end with status 0 on SIGTERM: $(grep top-exit "$SCREEN")"
+grep -q 'q quit' "$SCREEN" && { cat "$SCREEN" >&2; t_fail "the frame stayed on the terminal after SIGTERM"; }
+t_ok "SIGTERM leaves with status 0 and the terminal restored"
+
+# NO_COLOR: --once on a terminal (the pane) with and without it; capture-pane -e keeps the SGR.
+for nc in 0 1; do
+  env=""
+  [ $nc = 1 ] && env="NO_COLOR=1"
+  tmux -L "$TM" new-window -d -t top: -n "once$nc" \
+    "env $env '$GPUM_BIN' top --once; echo once-exit=\$?; sleep 600"
+  screen_has "top:once$nc" '^once-exit=0$'
+  tmux -L "$TM" capture-pane -e -p -t "top:once$nc" >"$SCREEN"
+  if [ $nc = 1 ]; then
+    grep -q $'\033\\[[0-9;]*m' "$SCREEN" && t_fail "colour escapes with NO_COLOR: $(cat -v "$SCREEN")"
+  else
+    grep -q $'\033\\[[0-9;]*3[1-6]m' "$SCREEN" || t_fail "no colours on a terminal: $(cat -v "$SCREEN")"
+  fi
+done
+t_ok "--once on a terminal is coloured, and not with NO_COLOR"
