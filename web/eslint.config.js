@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// eslint for the dashboard (web/app.js, a browser script with uPlot as a global) and for the
-// browser test's driver (tests/browser/*.mjs, node).
+// eslint for the dashboard (web/app.js, a browser script with uPlot as a global). The browser
+// test's driver has its own config (tests/browser/eslint.config.mjs).
 import js from "@eslint/js";
 import globals from "globals";
 
@@ -16,7 +16,7 @@ export default [
     },
   },
   {
-    files: ["eslint.config.js", "**/*.mjs"],
+    files: ["eslint.config.js"],
     languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: { ...globals.node } },
   },
 ];
