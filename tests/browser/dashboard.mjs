@@ -5,7 +5,8 @@
 //  2. `gpum sim hold` 20 GiB on GPU 0: the memory chart's newest point shows it;
 //  3. a `gpum run` appears in the reservations table and leaves it when it ends;
 //  4. an Xid 79 on GPU 1: its state turns ERROR (red) and the alert is listed;
-//  5. releasing through the page: refused without a token (401) and with a wrong one (403),
+//  5. a job's workload report (allocated, cached, peak, ...) drawn against its limit;
+//     releasing through the page: refused without a token (401) and with a wrong one (403),
 //     done with the right one;
 //  6. gpumd killed and started again on the same port: the page reconnects and shows what
 //     happens after the restart.
@@ -29,6 +30,21 @@ const GIB = 1024 ** 3;
 const T = 20000; // the deadline of each wait, ms
 
 const children = [];
+
+// Reports a pool's figures and an adaptive batch size on the reservation argv[1] over gpumd's
+// socket (tests/integration/gpumd_client.py), then stays (a report lives with its process).
+const REPORTER = `
+import sys
+from gpumd_client import Client
+c = Client()
+G = 1024 ** 3
+c.ok("report", reservation=sys.argv[1], source="main", figures={
+    "allocated_bytes": 2.5 * G, "cached_bytes": 1 * G, "allocated_peak_bytes": 3 * G,
+    "fragmentation": 0.12, "alloc_retries": 1, "ooms": 0, "limit_bytes": 4 * G})
+c.ok("report", reservation=sys.argv[1], source="train", figures={"batch_size": 48})
+print("ready", flush=True)
+sys.stdin.read()
+`;
 let phase = "load";
 const problems = []; // console errors and page errors not expected in their phase
 
@@ -169,11 +185,29 @@ async function main() {
     const id = made.body.reservation.id;
     const rrow = page.locator(tid("resv-" + id));
     await rrow.waitFor();
+    // The job's own figures (a workload report, as libgpum's reporter sends them): drawn
+    // against the reservation's limit.
+    const reporter = spawn("python3", ["-c", REPORTER, id], { stdio: ["pipe", "pipe", "inherit"] });
+    children.push(reporter);
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("the reporter did not report")), T);
+      reporter.stdout.on("data", (b) => String(b).includes("ready") && (clearTimeout(timer), resolve()));
+      reporter.on("exit", (code) => reject(new Error(`the reporter exited ${code}`)));
+    });
+    const figures = page.locator(tid("workload-" + id));
+    await figures.filter({ hasText: "allocated 2.50 GiB · cached 1.00 GiB · peak 3.00 GiB" }).waitFor();
+    await figures.filter({ hasText: "fragmentation 12% · OOM retries 1 · batch 48" }).waitFor();
+    const bar = await page.evaluate((i) => {
+      const b = document.querySelector(`[data-testid="workload-bar-${i}"]`);
+      return ["alloc", "cached", "peak"].map((c) => b.querySelector("." + c).style[c === "peak" ? "left" : "width"]);
+    }, id);
+    if (bar.join() !== "62.5%,87.5%,75%") throw new Error(`the workload bar: ${bar}`);
+    await shot(page, "05-workload");
     await page.click(tid("release-" + id));
     await page.waitForSelector(`${tid("token-dialog")}[open]`);
     await page.click(tid("token-cancel"));
     await page.waitForSelector(`${tid("message")}.error:text("401")`);
-    await shot(page, "05-release-refused");
+    await shot(page, "06-release-refused");
     await page.click(tid("release-" + id));
     await page.fill(tid("token-input"), "not-the-token-at-all");
     await page.click(tid("token-ok"));
@@ -192,7 +226,7 @@ async function main() {
     phase = "restart";
     process.kill(Number(fs.readFileSync(env("DASH_GPUMD_PIDFILE"), "utf8")), "SIGKILL");
     await page.waitForSelector(`${tid("conn")}:not([data-state="live"])`);
-    await shot(page, "06-gpumd-down");
+    await shot(page, "07-gpumd-down");
     await startGpumd();
     await page.waitForSelector(`${tid("conn")}[data-state="live"]`, { timeout: 30000 });
     phase = "restarted";
@@ -201,16 +235,16 @@ async function main() {
     await page.locator(`${tid("reservations")} tbody tr`, { hasText: "after-restart" }).waitFor();
     await page.waitForSelector(`${tid("gpu-state-1")}:text("ERROR")`);
     await page.waitForFunction(() => Number(document.querySelector('[data-testid="gpu-mem-chart-0"]').dataset.lastUsed) > 0);
-    await shot(page, "07-restarted");
+    await shot(page, "08-restarted");
     log("gpumd killed and restarted: the page reconnects, re-reads the state and follows new events");
 
     // Themes and sizes, for the docs.
     await page.click(tid("theme-button"));
     await page.waitForFunction(() => document.documentElement.dataset.theme === "dark");
-    await shot(page, "08-dark");
+    await shot(page, "09-dark");
     await page.setViewportSize({ width: 390, height: 844 });
     await page.waitForFunction(() => document.querySelector('[data-testid="gpu-mem-chart-0"] canvas').clientWidth < 390);
-    await shot(page, "09-phone-dark");
+    await shot(page, "10-phone-dark");
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     if (overflow > 0) throw new Error(`the phone-sized page scrolls sideways by ${overflow} px`);
     log("dark theme and a phone-sized window (no sideways scrolling)");
