@@ -81,19 +81,31 @@
   const TOKEN_KEY = "gpum.token";
   const token = () => sessionStorage.getItem(TOKEN_KEY) || "";
 
-  // Asks for the token in the dialog; resolves to the token entered ("" when cancelled).
+  // Resolved when a token is entered (the stream waits on it after a cancelled dialog).
+  let tokenWaiters = [];
+  const nextToken = () => new Promise((resolve) => tokenWaiters.push(resolve));
+
+  // Asks for the token in the dialog; resolves to the token entered ("" when cancelled). One
+  // dialog at a time: a second ask while it is open gets the same answer.
+  let pendingAsk = null;
   function askToken(why) {
+    if (pendingAsk) return pendingAsk;
     const dlg = $("token-dialog");
     $("token-why").textContent = why;
     $("token-input").value = "";
-    return new Promise((resolve) => {
+    pendingAsk = new Promise((resolve) => {
       const done = (value) => {
         $("token-ok").onclick = null;
         $("token-cancel").onclick = null;
         $("token-input").onkeydown = null;
         dlg.onclose = null;
         if (dlg.open) dlg.close();
-        if (value) sessionStorage.setItem(TOKEN_KEY, value);
+        pendingAsk = null;
+        if (value) {
+          sessionStorage.setItem(TOKEN_KEY, value);
+          for (const w of tokenWaiters) w();
+          tokenWaiters = [];
+        }
         resolve(value);
       };
       $("token-ok").onclick = () => done($("token-input").value.trim());
@@ -105,14 +117,13 @@
       dlg.showModal();
       $("token-input").focus();
     });
+    return pendingAsk;
   }
 
   function headers() {
     const t = token();
     return t ? { Authorization: "Bearer " + t } : {};
   }
-
-  let askingForReads = null;
 
   // GET path as JSON. A 401 (gpumd on a non-loopback address: reads need the token) asks for
   // the token once and retries. Resolves to {status, body}.
@@ -121,10 +132,8 @@
       const r = await fetch(path, { headers: headers(), cache: "no-store" });
       if ((r.status === 401 || r.status === 403) && attempt === 0) {
         sessionStorage.removeItem(TOKEN_KEY);
-        askingForReads ??= askToken("gpumd listens on a network address: reading needs its API token " +
+        const t = await askToken("gpumd listens on a network address: reading needs its API token " +
           "(gpum http-token shows it). It is kept in this tab only.");
-        const t = await askingForReads;
-        askingForReads = null;
         if (t) continue;
       }
       let body = null;
@@ -355,20 +364,24 @@
     return r.uid === 0 ? "root" : r.uid === undefined ? "–" : "uid " + r.uid;
   }
 
-  // The job's own figures (workload reports): sums over its processes' pool sources, the
-  // largest peak, the adaptive batch size when a source reports one.
+  // The job's own figures (workload reports, docs/report.md): over its processes' sources, the
+  // pools' allocated and cached bytes summed, the largest peak (a pool's, or a batch runner's
+  // peak_bytes) and fragmentation, OOMs and OOM retries summed (a pool's alloc_retries, a
+  // batch runner's oom_retries), the batch size a runner (or a custom source) reports.
   function workloadOf(r) {
-    const w = { allocated: 0, cached: 0, peak: 0, frag: null, oom: 0, batch: null, any: false };
+    const w = { allocated: 0, cached: 0, peak: 0, frag: null, ooms: 0, retries: 0, batch: null, any: false };
+    const known = ["allocated_bytes", "cached_bytes", "allocated_peak_bytes", "peak_bytes", "fragmentation",
+      "ooms", "alloc_retries", "oom_retries", "batch_size"];
     for (const src of r.workload || []) {
       const f = src.figures || {};
-      if ("allocated_bytes" in f || "cached_bytes" in f) w.any = true;
+      if (known.some((k) => k in f)) w.any = true;
       w.allocated += f.allocated_bytes || 0;
       w.cached += f.cached_bytes || 0;
-      w.peak = Math.max(w.peak, f.allocated_peak_bytes || 0);
+      w.peak = Math.max(w.peak, f.allocated_peak_bytes || 0, f.peak_bytes || 0);
       if (f.fragmentation !== undefined) w.frag = Math.max(w.frag ?? 0, f.fragmentation);
-      w.oom += (f.alloc_retries || 0) + (f.ooms || 0);
+      w.ooms += f.ooms || 0;
+      w.retries += (f.alloc_retries || 0) + (f.oom_retries || 0);
       if (f.batch_size !== undefined) w.batch = f.batch_size;
-      if (f.batch_size !== undefined || f.alloc_retries !== undefined) w.any = true;
     }
     return w;
   }
@@ -385,7 +398,7 @@
     el("span", { class: "peak", style: { left: pct(w.peak) } }));
     const parts = [`allocated ${iec(w.allocated)}`, `cached ${iec(w.cached)}`, `peak ${iec(w.peak)}`];
     if (w.frag !== null) parts.push(`fragmentation ${(100 * w.frag).toFixed(0)}%`);
-    parts.push(`OOM retries ${w.oom}`);
+    parts.push(`OOMs ${w.ooms}`, `OOM retries ${w.retries}`);
     if (w.batch !== null) parts.push(`batch ${w.batch}`);
     return el("div", {}, bar, el("div", { class: "workload-text", testid: `workload-${r.id}`, text: parts.join(" · ") }));
   }
@@ -670,9 +683,15 @@
         const res = await fetch("/api/v1/events", { headers: h, cache: "no-store" });
         if (res.status === 401 || res.status === 403) {
           setConn("down", "token needed");
+          const wrong = res.status === 403;
           sessionStorage.removeItem(TOKEN_KEY);
-          await askToken("gpumd listens on a network address: the live events need its API token " +
-            "(gpum http-token shows it). It is kept in this tab only.");
+          const t = await askToken((wrong ? "That token is wrong. " : "") + "gpumd listens on a network " +
+            "address: showing anything needs its API token (gpum http-token shows it). It is kept in this tab only.");
+          if (!t) {
+            say("gpumd needs its API token to show this node (Token button).", true);
+            await nextToken();
+          }
+          say("", false);
           continue;
         }
         if (!res.ok || !res.body) throw new Error("status " + res.status);

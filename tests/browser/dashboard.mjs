@@ -196,7 +196,7 @@ async function main() {
     });
     const figures = page.locator(tid("workload-" + id));
     await figures.filter({ hasText: "allocated 2.50 GiB · cached 1.00 GiB · peak 3.00 GiB" }).waitFor();
-    await figures.filter({ hasText: "fragmentation 12% · OOM retries 1 · batch 48" }).waitFor();
+    await figures.filter({ hasText: "fragmentation 12% · OOMs 0 · OOM retries 1 · batch 48" }).waitFor();
     const bar = await page.evaluate((i) => {
       const b = document.querySelector(`[data-testid="workload-bar-${i}"]`);
       return ["alloc", "cached", "peak"].map((c) => b.querySelector("." + c).style[c === "peak" ? "left" : "width"]);
