@@ -185,18 +185,16 @@
     return true;
   }
 
-  const LEGEND_PX = 34; // the box holds the plot and its one-line legend: no jump
+  const LEGEND_PX = 30; // the box holds the plot and its one-line legend: no jump
 
   function chartSize(box) {
     return { width: Math.max(200, box.clientWidth), height: Math.max(80, box.clientHeight - LEGEND_PX) };
   }
 
-  // The plot takes the box's height less its legend's (which wraps on a narrow screen).
+  // The plot takes the box's height less its legend's (one line: style.css lets it scroll
+  // sideways on a narrow screen rather than wrap).
   function fitChart(c) {
-    const box = c.root.parentElement;
-    const legend = c.root.querySelector(".u-legend");
-    const lh = legend ? legend.offsetHeight : LEGEND_PX;
-    c.setSize({ width: Math.max(200, box.clientWidth), height: Math.max(60, box.clientHeight - lh - 4) });
+    c.setSize(chartSize(c.root.parentElement));
   }
 
   const byteIncrs = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512].flatMap((m) => [m * 2 ** 20, m * GIB])
