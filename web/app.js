@@ -675,10 +675,14 @@
     let retryMs = 2000;
     let failures = 0;
     for (;;) {
+      // gpumd sends a comment every 15 s: a stream silent for 45 s is dead (a peer gone
+      // without a close) and is opened again.
+      const ac = new AbortController();
+      let idle = setTimeout(() => ac.abort(), 45000);
       try {
         const h = headers();
         if (lastId) h["Last-Event-ID"] = lastId;
-        const res = await fetch("/api/v1/events", { headers: h, cache: "no-store" });
+        const res = await fetch("/api/v1/events", { headers: h, cache: "no-store", signal: ac.signal });
         if (res.status === 401 || res.status === 403) {
           setConn("down", "token needed");
           const wrong = res.status === 403;
@@ -706,6 +710,8 @@
         for (;;) {
           const { value, done } = await reader.read();
           if (done) break;
+          clearTimeout(idle);
+          idle = setTimeout(() => ac.abort(), 45000);
           buf += dec.decode(value, { stream: true });
           let nl;
           while ((nl = buf.search(/\r\n|\n|\r/)) >= 0) {
@@ -730,6 +736,8 @@
         }
       } catch {
         // gpumd went away or refused: try again below.
+      } finally {
+        clearTimeout(idle);
       }
       failures++;
       setConn("down", "reconnecting");
