@@ -341,9 +341,10 @@
     const s = d.status || {};
     const reserved = e.memory_reserved ?? s.reserved ?? null;
     const unmanaged = e.memory_unmanaged ?? s.unmanaged ?? null;
-    if (d.status && d.status.memory) {
-      d.status.memory.used = e.memory_used ?? d.status.memory.used;
-    }
+    // The newest figures win, the sample's or the last status read's.
+    if (d.status && d.status.memory) d.status.memory.used = e.memory_used ?? d.status.memory.used;
+    if (d.status && e.memory_reserved !== undefined) d.status.reserved = e.memory_reserved;
+    if (d.status && e.memory_unmanaged !== undefined) d.status.unmanaged = e.memory_unmanaged;
     addPoint(d, e.time_ns / 1e6, e.memory_used ?? null, reserved, unmanaged, e.memory_total ?? null,
       e.utilization_gpu ?? null, e.temperature ?? null, e.power ?? null);
     if (d.el) redrawCharts(d);
@@ -421,7 +422,7 @@
         el("td", {}, el("span", { class: "state state-" + r.state, testid: `resv-state-${r.id}`, text: r.state })),
         el("td", { class: "num" }, ageSpan(r.created_ns)),
         el("td", {}, queued ? `#${qpos(r)} · waiting ` : "", queued ? ageSpan(r.created_ns) : ""),
-        el("td", {}, workloadCell(r)),
+        el("td", { class: "workload" }, workloadCell(r)),
         el("td", {}, el("button", { type: "button", class: "danger", testid: `release-${r.id}`, "data-id": r.id,
           text: queued ? "Cancel" : "Release" })),
       ];
@@ -529,11 +530,15 @@
       const live = d.series;
       d.series = newSeries();
       const v = (p, k) => (c[k] >= 0 && p[c[k]] !== undefined ? p[c[k]] : null);
-      for (const p of dev.points || []) addPoint(d, v(p, 0), v(p, 1), v(p, 2), v(p, 3), v(p, 4), v(p, 5), v(p, 6), v(p, 7));
-      // Live points newer than the history's last one stay.
-      for (let i = 0; i < live.t.length; i++)
-        addPoint(d, live.t[i] * 1000, live.used[i], live.reserved[i], live.unmanaged[i], live.total[i],
-          live.util[i], live.temp[i], live.power[i] === null ? null : live.power[i] * 1000);
+      const points = dev.points || [];
+      const first = points.length ? v(points[0], 0) / 1000 : Infinity;
+      const keep = (i) => addPoint(d, live.t[i] * 1000, live.used[i], live.reserved[i], live.unmanaged[i],
+        live.total[i], live.util[i], live.temp[i], live.power[i] === null ? null : live.power[i] * 1000);
+      // The page's points older than the history (a gpumd restarted: its history starts
+      // anew), the history, then the page's points newer than it.
+      for (let i = 0; i < live.t.length && live.t[i] < first; i++) keep(i);
+      for (const p of points) addPoint(d, v(p, 0), v(p, 1), v(p, 2), v(p, 3), v(p, 4), v(p, 5), v(p, 6), v(p, 7));
+      for (let i = 0; i < live.t.length; i++) keep(i);
       if (d.el) redrawCharts(d);
     }
   }
