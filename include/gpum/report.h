@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gpum/batch.h>
 #include <gpum/batcher.h>
 #include <gpum/client.h>
 #include <gpum/export.h>
@@ -54,6 +55,11 @@ GPUM_API int gpum_client_report(gpum_client_t *c, const char *id, const char *so
 GPUM_API size_t gpum_batcher_figures(gpum_batcher_t *b, gpum_figure_t *out, size_t cap);
 GPUM_API size_t gpum_pool_figures(gpum_pool_t *pool, gpum_figure_t *out, size_t cap);
 GPUM_API size_t gpum_tiercache_figures(gpum_tiercache_t *c, gpum_figure_t *out, size_t cap);
+/* An adaptive batch runner's figures (gpum/batch.h) as of its last step: batch_size (now),
+ * smallest_batch, largest_batch, done, fallback, failed, ooms, oom_retries (items run again),
+ * waits, peak_bytes, items (of the run), items_per_s. Any thread, also while the runner runs on
+ * another (unlike gpum_batch_stats). */
+GPUM_API size_t gpum_batch_figures(gpum_batch_runner_t *r, gpum_figure_t *out, size_t cap);
 
 /* Fills out[0..cap) with a source's figures now; returns the count. Called on the reporter's
  * thread (or the caller of gpum_reporter_flush), never two at once for one reporter; the names
@@ -81,6 +87,10 @@ GPUM_API int gpum_reporter_add_batcher(gpum_reporter_t *rep, const char *source,
 GPUM_API int gpum_reporter_add_pool(gpum_reporter_t *rep, const char *source, gpum_pool_t *pool);
 GPUM_API int gpum_reporter_add_tiercache(gpum_reporter_t *rep, const char *source,
                                          gpum_tiercache_t *c);
+/* An adaptive batch runner: its figures (gpum_batch_figures), and it follows gpumd's pressure
+ * (gpum_batch_set_pressure: a quarter less of the limit, no growth, until pressure clears). */
+GPUM_API int gpum_reporter_add_batch(gpum_reporter_t *rep, const char *source,
+                                     gpum_batch_runner_t *r);
 /* Removes a source: once this returns, its function is not called again (remove it before
  * destroying what it reads). GPUM_ENOENT when there is none of that name. */
 GPUM_API int gpum_reporter_remove(gpum_reporter_t *rep, const char *source);

@@ -173,6 +173,7 @@ void gpumd_obs_stop(gpumd_t *d) {
   if (!d->obs)
     return;
   gpumd_sse_stop(d);
+  gpumd_history_free(d->obs);
   gpumd_render_cache_free(&d->obs->metrics_cache);
   gpumd_render_cache_free(&d->obs->status_cache);
   gpum_alert_engine_destroy(d->obs->alerts);
@@ -192,14 +193,48 @@ static uint64_t feed_time(struct gpumd_obs *o, uint64_t ns) {
   return o->alert_now_ns;
 }
 
-static json_t *sample_json(const gpumd_device_t *dev, const gpum_device_sample_t *s) {
+/* The "sample" event: the device's metrics and the scheduler's reserved and unmanaged memory
+ * (st; NULL: not known, left out), as a point of GET /api/v1/gpu/history. */
+static json_t *sample_json(const gpumd_device_t *dev, const gpum_device_sample_t *s,
+                           const gpumd_sched_device_stats_t *st) {
   json_t *o = json_pack("{s:i, s:s, s:s, s:I}", "gpu", (int)dev->index, "uuid", dev->info.uuid,
                         "model", dev->info.name, "time_ns", (json_int_t)s->timestamp_ns);
   for (int m = 0; o && m < GPUM_METRIC_COUNT; m++)
     if (gpum_sample_valid(s, (gpum_metric_t)m))
       json_object_set_new(o, gpum_metric_name((gpum_metric_t)m),
                           json_integer((json_int_t)gpumd_sample_value(s, (gpum_metric_t)m)));
+  if (o && st) {
+    json_object_set_new(o, "memory_reserved", json_integer((json_int_t)st->reserved));
+    json_object_set_new(o, "memory_unmanaged", json_integer((json_int_t)st->unmanaged));
+  }
   return o;
+}
+
+/* The points of device slot i among the samples taken since the previous round (prev: the
+ * newest sample of that round), at most one a second: each a point of the history and a
+ * "sample" event, published with no stream open too, so that a client that reconnects gets the
+ * samples it missed. All the samples, not only the newest: the round's timer and the sampler
+ * tick apart, and a sample taken just after one round would otherwise be skipped for the next. */
+static void add_points(gpumd_t *d, unsigned i, uint64_t prev, const gpum_device_sample_t *latest,
+                       uint64_t every_ns) {
+  struct gpumd_obs *o = d->obs;
+  const gpumd_device_t *dev = &d->devices[i];
+  gpum_device_sample_t batch[8];
+  size_t n = 0;
+  if (gpum_monitor_history(d->mon, dev->index, prev, batch, 8, &n) != 0 || n == 0 || n > 8) {
+    batch[0] = *latest; /* more than 8 (the first round) or none: the newest alone */
+    n = 1;
+  }
+  gpumd_sched_device_stats_t st;
+  bool have = d->sched && gpumd_sched_device_stats(d->sched, dev->index, &st) == 0;
+  for (size_t k = 0; k < n; k++) {
+    const gpum_device_sample_t *s = &batch[k];
+    if (s->timestamp_ns < o->last_event_ns[i] + every_ns)
+      continue;
+    o->last_event_ns[i] = s->timestamp_ns;
+    gpumd_history_add(o, i, s, have ? &st : NULL);
+    gpumd_sse_publish(d, "sample", sample_json(dev, s, have ? &st : NULL));
+  }
 }
 
 void gpumd_obs_round(gpumd_t *d) {
@@ -207,18 +242,22 @@ void gpumd_obs_round(gpumd_t *d) {
   if (!o)
     return;
   gpumd_obs_changed(o); /* new samples, process lists, scheduler views */
+  /* A sample a little early (the sampler's clock jitters) still counts as a second later: else
+   * a 1 s monitor would leave a gap of 2 s now and then. Half the monitor interval at most, so
+   * that a faster monitor still gives one a second. */
+  uint64_t slack_ms = gpum_config_get_duration(d->cfg, "monitor.interval") / 2;
+  if (slack_ms > GPUMD_SSE_SAMPLE_MS / 10)
+    slack_ms = GPUMD_SSE_SAMPLE_MS / 10;
+  uint64_t every_ns = (GPUMD_SSE_SAMPLE_MS - slack_ms) * 1000000u;
   for (unsigned i = 0; i < d->device_count; i++) {
     const gpumd_device_t *dev = &d->devices[i];
     gpum_device_sample_t s;
-    if (gpum_monitor_latest(d->mon, dev->index, &s) != 0 || s.timestamp_ns <= o->last_sample_ns[i])
+    uint64_t prev = o->last_sample_ns[i];
+    if (gpum_monitor_latest(d->mon, dev->index, &s) != 0 || s.timestamp_ns <= prev)
       continue;
     o->last_sample_ns[i] = s.timestamp_ns;
     gpum_alert_engine_feed_sample(o->alerts, dev->index, &s, feed_time(o, s.timestamp_ns));
-    if (o->stream_count > 0 &&
-        s.timestamp_ns >= o->last_event_ns[i] + (uint64_t)GPUMD_SSE_SAMPLE_MS * 1000000u) {
-      o->last_event_ns[i] = s.timestamp_ns;
-      gpumd_sse_publish(d, "sample", sample_json(dev, &s));
-    }
+    add_points(d, i, prev, &s, every_ns);
   }
   gpum_alert_engine_advance(o->alerts, feed_time(o, gpumd_now_ns()));
 }
@@ -297,8 +336,7 @@ void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t 
     o->wait_count++;
     o->wait_sum += wait;
   }
-  if (o->stream_count == 0)
-    return;
+  /* Published with no stream open too: the ring keeps it for a client that reconnects. */
   json_t *ev = json_pack("{s:s, s:s, s:o}", "transition", transition_name(to), "from",
                          from == GPUMD_RESV_NEW ? "new" : transition_name(from), "reservation",
                          gpumd_resv_json(d, r, false));

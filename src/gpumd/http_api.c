@@ -625,6 +625,27 @@ int gpumd_http_monitoring(gpumd_http_call_t *call) {
   return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
+/* GET /api/v1/gpu/history: gpumd's own per-device points (history.c), written straight to the
+ * reply (up to GPUMD_HISTORY_POINTS points a device: no JSON tree for them). */
+int gpumd_http_history(gpumd_http_call_t *call) {
+  static const char *const params[] = {"window", NULL};
+  int rc = gpumd_http_check_query(call, params);
+  if (rc != 0)
+    return rc;
+  const char *ws = evhttp_find_header(call->query, "window");
+  uint64_t window_ms = 3600000;
+  if (ws && (gpum_duration_parse(ws, &window_ms) != 0 || window_ms < 10000 || window_ms > 3600000))
+    return gpum_error(GPUM_EINVAL, "window '%.32s' must be a duration from 10s to 1h", ws);
+  struct evbuffer *out = evhttp_request_get_output_buffer(call->req);
+  rc = gpumd_history_render(call->d, window_ms, out);
+  if (rc != 0) {
+    evbuffer_drain(out, evbuffer_get_length(out));
+    return rc;
+  }
+  gpumd_http_reply_raw(call, "application/json");
+  return 0;
+}
+
 int gpumd_http_alerts(gpumd_http_call_t *call) {
   static const char *const params[] = {"limit", NULL};
   int rc = gpumd_http_check_query(call, params);

@@ -86,6 +86,7 @@ int gpumd_http_health(gpumd_http_call_t *call);
 int gpumd_http_device_disable(gpumd_http_call_t *call);
 int gpumd_http_device_enable(gpumd_http_call_t *call);
 int gpumd_http_monitoring(gpumd_http_call_t *call);
+int gpumd_http_history(gpumd_http_call_t *call);
 int gpumd_http_alerts(gpumd_http_call_t *call);
 int gpumd_http_config(gpumd_http_call_t *call);
 

@@ -54,6 +54,7 @@ static const route_t routes[] = {
     {"/api/v1/gpu/devices/{ID}/disable", M_POST, gpumd_http_device_disable, true},
     {"/api/v1/gpu/devices/{ID}/enable", M_POST, gpumd_http_device_enable, true},
     {"/api/v1/gpu/monitoring", M_GET, gpumd_http_monitoring, false},
+    {"/api/v1/gpu/history", M_GET, gpumd_http_history, false},
     {"/api/v1/alerts", M_GET, gpumd_http_alerts, false},
     {"/api/v1/config", M_GET, gpumd_http_config, false},
     {"/api/v1/events", M_GET, route_events, false},

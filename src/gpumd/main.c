@@ -119,7 +119,8 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
                                       "http.max_connections",
                                       "http.max_body",
                                       "http.max_header",
-                                      "http.timeout"};
+                                      "http.timeout",
+                                      "http.event_replay"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
     if (strcmp(gpum_config_get_string(cfg, fixed[i]), gpum_config_get_string(d->cfg, fixed[i])))
       gpum_log(GPUM_LOG_WARN, "gpumd", "%s changed: it takes effect at the next start", fixed[i]);

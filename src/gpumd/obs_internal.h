@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpumd's observability state (struct gpumd_obs, behind d->obs), shared by alerts.c (the alert
- * engine and the device feeds), metrics.c (the Prometheus text) and sse.c (the Server-Sent
- * Events streams). Everything here is touched on the loop thread only: the alert engine is fed
- * from the loop (devices.c), so its callbacks run there too.
+ * engine and the device feeds), metrics.c (the Prometheus text), sse.c (the Server-Sent
+ * Events streams and their replay ring, evring.c) and history.c (the per-device points of
+ * GET /api/v1/gpu/history). Everything here is touched on the loop thread only: the alert engine is
+ * fed from the loop (devices.c), so its callbacks run there too.
  */
 #ifndef GPUMD_OBS_INTERNAL_H
 #define GPUMD_OBS_INTERNAL_H
 
 #include <gpum/error.h>
 
+#include "evring.h"
 #include "gpumd_internal.h"
 
 #define GPUMD_OBS_MAX_XIDS 256       /* distinct (device, Xid) counters */
@@ -18,6 +20,7 @@
 #define GPUMD_SSE_MAX_OUTPUT 262144u /* unread bytes before a stream is dropped */
 #define GPUMD_SSE_KEEPALIVE_S 15     /* comment line when idle */
 #define GPUMD_SSE_SAMPLE_MS 1000     /* at most one "sample" event per device per second */
+#define GPUMD_HISTORY_POINTS 3600    /* per device: an hour at one point a second */
 
 /* Upper bounds of the queue-wait histogram, seconds (metrics.c). */
 extern const double gpumd_wait_bounds[GPUMD_OBS_WAIT_BUCKETS];
@@ -30,6 +33,7 @@ typedef struct {
 
 struct gpumd_sse_stream;
 struct gpumd_render_blob;
+struct gpumd_hist;
 
 /* A rendered response body reused while nothing it shows has changed (metrics.c): valid while
  * the observed generation and the client count are those it was rendered at. Responses
@@ -67,14 +71,21 @@ struct gpumd_obs {
    * nothing they show has changed. */
   uint64_t generation; /* bumped by every change they show (see gpumd_obs_changed) */
   gpumd_render_cache_t metrics_cache, status_cache;
+  /* history.c: per device slot, NULL until its first point */
+  struct gpumd_hist *hist[GPUMD_MAX_DEVICES];
   /* sse.c */
   struct gpumd_sse_stream *streams;
   size_t stream_count;
   uint64_t streams_dropped;
-  uint64_t event_seq;
+  uint64_t event_seq;  /* id of the newest event published */
+  uint64_t run_base;   /* this run's ids are above it (its start, microseconds since the epoch) */
+  uint64_t sent_seq;   /* id of the newest event written to the streams */
+  uint64_t sealed_seq; /* id of the newest event in held */
   struct evbuffer *pending; /* this turn's events, sent after the commit */
   struct evbuffer *held;    /* events of turns the ledger's writer is committing */
   struct event *keepalive;
+  struct event *catchup; /* tops up the streams catching up from the ring */
+  gpumd_evring_t ring;   /* the events published, newest last, for replay */
 };
 
 /* The value of metric m of s, in the device layer's unit (bytes, percent, celsius, milliwatts,
@@ -92,5 +103,15 @@ bool gpumd_sse_is_stream(gpumd_t *d, struct evhttp_request *req);
 /* sse.c: frees the streams (ends their replies) and the pending events. */
 void gpumd_sse_stop(gpumd_t *d);
 int gpumd_sse_start(gpumd_t *d);
+
+/* history.c: adds a point to device slot's history from sample s and the scheduler's stats of
+ * the device at this round (NULL: not known, the reserved and unmanaged columns are null). */
+void gpumd_history_add(struct gpumd_obs *o, unsigned slot, const gpum_device_sample_t *s,
+                       const gpumd_sched_device_stats_t *st);
+/* history.c: writes the GET /api/v1/gpu/history document for the points of the last window_ms
+ * to out. Returns 0 or GPUM_ENOMEM (out may then hold part of it). */
+int gpumd_history_render(gpumd_t *d, uint64_t window_ms, struct evbuffer *out);
+/* history.c: frees every device's points. */
+void gpumd_history_free(struct gpumd_obs *o);
 
 #endif /* GPUMD_OBS_INTERNAL_H */

@@ -12,6 +12,17 @@
  * Each stream's output is bounded: a reader with more than GPUMD_SSE_MAX_OUTPUT bytes unread (or
  * whose writes stall for the write timeout) is dropped, so a slow reader never stalls the loop or
  * grows memory.
+ *
+ * Replay: every event is also kept in a ring bounded by bytes (http.event_replay, evring.c),
+ * whether or not a stream is open. Event ids are integers; a run's ids start above its start
+ * time in microseconds since the epoch, so an id below that is of an earlier run. A stream that
+ * opens with Last-Event-ID (or ?last_event_id=) naming an event of this run still in the ring
+ * catches up first: the events after it that were already sent to the streams are written from
+ * the ring, at most half the output bound at a time (a timer tops it up as the reader reads),
+ * and the stream takes live events once it has caught up; so nothing is written twice or out of
+ * order, and the output bound holds. Any other id gives a "reset" event first. Every stream's
+ * first lines carry the newest id sent ("id: N" without data: it sets the client's last id
+ * without dispatching an event), so that a client that saw no event can still resume.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -31,11 +42,14 @@
 #include "obs_internal.h"
 
 #define SSE_WRITE_TIMEOUT_S 30
+#define SSE_CATCHUP_MS 10 /* how often a catching-up stream is topped up */
 
 struct gpumd_sse_stream {
   struct evhttp_request *req;
   struct gpumd_sse_stream *prev, *next;
   uint64_t id;
+  bool catching_up; /* still writing the ring's events from cursor, not yet live ones */
+  uint64_t cursor;  /* while catching up: the next event id to write */
 };
 
 static uint64_t next_stream_id;
@@ -110,20 +124,73 @@ static bool stream_write(struct gpumd_obs *o, struct gpumd_sse_stream *s, const 
   return true;
 }
 
-static void write_all(struct gpumd_obs *o, const void *data, size_t len) {
+/* Writes data to every stream; live_only: not to those still catching up (events: they get
+ * them from the ring). */
+static void write_all(struct gpumd_obs *o, const void *data, size_t len, bool live_only) {
   struct gpumd_sse_stream *s = o->streams;
   while (s) {
     struct gpumd_sse_stream *next = s->next;
-    stream_write(o, s, data, len);
+    if (!live_only || !s->catching_up)
+      stream_write(o, s, data, len);
     s = next;
   }
+}
+
+static size_t unread(struct gpumd_sse_stream *s) {
+  struct evhttp_connection *conn = evhttp_request_get_connection(s->req);
+  return evbuffer_get_length(bufferevent_get_output(evhttp_connection_get_bufferevent(conn)));
+}
+
+/* Writes the ring's events from s's cursor up to the newest sent, while s's unread output stays
+ * under half the bound. Returns false when s is gone (closed, or dropped: its next event is no
+ * longer in the ring). */
+static bool catch_up(struct gpumd_obs *o, struct gpumd_sse_stream *s) {
+  if (reap_if_closed(o, s))
+    return false;
+  while (s->cursor <= o->sent_seq) {
+    const char *text;
+    size_t len;
+    if (!gpumd_evring_get(&o->ring, s->cursor, &text, &len)) {
+      drop(o, s, "its next event is no longer kept (reader too slow)");
+      return false;
+    }
+    if (unread(s) + len > GPUMD_SSE_MAX_OUTPUT / 2)
+      return true;
+    if (!stream_write(o, s, text, len))
+      return false;
+    s->cursor++;
+  }
+  s->catching_up = false;
+  return true;
+}
+
+/* Tops up every catching-up stream; keeps the timer going while one still is. */
+static void catch_up_all(struct gpumd_obs *o) {
+  bool more = false;
+  struct gpumd_sse_stream *s = o->streams;
+  while (s) {
+    struct gpumd_sse_stream *next = s->next;
+    if (s->catching_up && catch_up(o, s))
+      more |= s->catching_up;
+    s = next;
+  }
+  if (more && !evtimer_pending(o->catchup, NULL)) {
+    struct timeval tv = {.tv_sec = 0, .tv_usec = SSE_CATCHUP_MS * 1000};
+    evtimer_add(o->catchup, &tv);
+  }
+}
+
+static void on_catchup(evutil_socket_t fd, short what, void *arg) {
+  (void)fd, (void)what;
+  gpumd_t *d = arg;
+  catch_up_all(d->obs);
 }
 
 static void on_keepalive(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
   gpumd_t *d = arg;
   static const char ka[] = ": keep-alive\n\n";
-  write_all(d->obs, ka, sizeof ka - 1);
+  write_all(d->obs, ka, sizeof ka - 1, false);
 }
 
 void gpumd_sse_close_all(gpumd_t *d) {
@@ -142,8 +209,14 @@ int gpumd_sse_start(gpumd_t *d) {
   o->pending = evbuffer_new();
   o->held = evbuffer_new();
   o->keepalive = event_new(d->base, -1, EV_PERSIST, on_keepalive, d);
-  if (!o->pending || !o->held || !o->keepalive)
+  o->catchup = evtimer_new(d->base, on_catchup, d);
+  if (!o->pending || !o->held || !o->keepalive || !o->catchup)
     return gpum_error(GPUM_ENOMEM, "out of memory");
+  /* This run's ids start above its start time in microseconds: above any earlier run's. */
+  o->event_seq = o->sent_seq = o->sealed_seq = gpumd_now_ns() / 1000u;
+  o->run_base = o->event_seq;
+  uint64_t ring = gpum_config_get_size(d->cfg, "http.event_replay");
+  gpumd_evring_init(&o->ring, ring > SIZE_MAX ? SIZE_MAX : (size_t)ring, o->event_seq + 1);
   struct timeval tv = {.tv_sec = GPUMD_SSE_KEEPALIVE_S, .tv_usec = 0};
   event_add(o->keepalive, &tv);
   return 0;
@@ -154,6 +227,10 @@ void gpumd_sse_stop(gpumd_t *d) {
   gpumd_sse_close_all(d);
   if (o->keepalive)
     event_free(o->keepalive);
+  if (o->catchup)
+    event_free(o->catchup);
+  o->catchup = NULL;
+  gpumd_evring_free(&o->ring);
   if (o->pending)
     evbuffer_free(o->pending);
   if (o->held)
@@ -176,6 +253,106 @@ static void reply_error(struct evhttp_request *req, int status, const char *reas
   }
   evhttp_send_reply(req, status, reason, b);
   evbuffer_free(b);
+}
+
+/* The id a reconnecting client names, copied to buf (cut short when longer: still no id): the
+ * Last-Event-ID header, else the last_event_id query parameter (an EventSource reconnecting to a
+ * URL with the parameter sends the header with a newer id). NULL when neither is given. */
+static const char *last_event_id(struct evhttp_request *req, char *buf, size_t len) {
+  const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), "Last-Event-ID");
+  if (v) {
+    snprintf(buf, len, "%s", v);
+    return buf;
+  }
+  const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+  if (!q || !strstr(q, "last_event_id="))
+    return NULL;
+  struct evkeyvalq query;
+  query.tqh_first = NULL; /* TAILQ_INIT without <sys/queue.h> */
+  query.tqh_last = &query.tqh_first;
+  const char *found = NULL;
+  if (evhttp_parse_query_str(q, &query) == 0 &&
+      (v = evhttp_find_header(&query, "last_event_id")) != NULL) {
+    snprintf(buf, len, "%s", v);
+    found = buf;
+  }
+  evhttp_clear_headers(&query);
+  return found;
+}
+
+/* Whether last names an event of this run that can be replayed; else the reset's code and
+ * reason. */
+static bool resumable(const struct gpumd_obs *o, const char *last, uint64_t *id, const char **code,
+                      char *why, size_t whylen) {
+  char *end = NULL;
+  unsigned long long v = 0;
+  if (*last >= '0' && *last <= '9' && strlen(last) <= 20)
+    v = strtoull(last, &end, 10);
+  if (!end || *end) {
+    char shown[41]; /* printable ASCII only: the reason must be valid JSON text */
+    size_t i = 0;
+    for (; i < sizeof shown - 1 && last[i]; i++)
+      shown[i] = last[i] >= 0x20 && last[i] < 0x7f ? last[i] : '?';
+    shown[i] = '\0';
+    *code = "malformed";
+    snprintf(why, whylen, "Last-Event-ID '%s' is not an event id (a decimal integer)", shown);
+    return false;
+  }
+  uint64_t first = gpumd_evring_first(&o->ring);
+  if (v < o->run_base) {
+    *code = "other_run";
+    snprintf(why, whylen, "event %llu is not of this gpumd run (its ids start at %llu)", v,
+             (unsigned long long)o->run_base + 1);
+  } else if (v > o->sent_seq) {
+    *code = "unknown";
+    snprintf(why, whylen, "event %llu was never sent by this gpumd run (the newest is %llu)", v,
+             (unsigned long long)o->sent_seq);
+  } else if (v + 1 < first) {
+    *code = "too_old";
+    snprintf(why, whylen, "the events after %llu are no longer kept (the oldest kept is %llu)", v,
+             (unsigned long long)first);
+  } else {
+    *id = v;
+    return true;
+  }
+  return false;
+}
+
+/* The stream's first lines: the hello comment, the retry delay and, unless it resumes, the
+ * newest id sent; then a "reset" event when last (the client's last id, or NULL) cannot be
+ * resumed, or else the catch-up from the event after it. */
+static void start_stream(struct gpumd_obs *o, struct gpumd_sse_stream *s, const char *last) {
+  uint64_t from = 0;
+  const char *code = NULL;
+  char why[160];
+  bool resume = last && resumable(o, last, &from, &code, why, sizeof why);
+  char hello[160];
+  int n = snprintf(hello, sizeof hello, ": gpumd event stream %llu\nretry: 2000\n",
+                   (unsigned long long)s->id);
+  if (!resume)
+    n += snprintf(hello + n, sizeof hello - (size_t)n, "id: %llu\n",
+                  (unsigned long long)o->sent_seq);
+  hello[n++] = '\n';
+  bool ok = stream_write(o, s, hello, (size_t)n);
+  if (ok && code) {
+    gpum_log(GPUM_LOG_DEBUG, "gpumd", "event stream %llu: reset: %s", (unsigned long long)s->id,
+             why);
+    json_t *data = json_pack("{s:s, s:s}", "code", code, "reason", why);
+    struct evbuffer *b = evbuffer_new();
+    if (b && data && evbuffer_add_printf(b, "event: reset\ndata: ") >= 0 &&
+        gpumd_json_write(b, data) == 0 && evbuffer_add(b, "\n\n", 2) == 0) {
+      const unsigned char *p = evbuffer_pullup(b, -1);
+      if (p)
+        stream_write(o, s, p, evbuffer_get_length(b));
+    }
+    json_decref(data);
+    if (b)
+      evbuffer_free(b);
+  } else if (ok && resume) {
+    s->cursor = from + 1;
+    s->catching_up = true;
+    catch_up_all(o);
+  }
 }
 
 void gpumd_sse_open(gpumd_t *d, struct evhttp_request *req) {
@@ -218,10 +395,8 @@ void gpumd_sse_open(gpumd_t *d, struct evhttp_request *req) {
   o->stream_count++;
   gpumd_obs_changed(o);
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "event stream %llu opened", (unsigned long long)s->id);
-  char hello[96];
-  int n = snprintf(hello, sizeof hello, ": gpumd event stream %llu\nretry: 2000\n\n",
-                   (unsigned long long)s->id);
-  stream_write(o, s, hello, (size_t)n);
+  char last[64];
+  start_stream(o, s, last_event_id(req, last, sizeof last));
 }
 
 bool gpumd_sse_is_stream(gpumd_t *d, struct evhttp_request *req) {
@@ -233,37 +408,45 @@ bool gpumd_sse_is_stream(gpumd_t *d, struct evhttp_request *req) {
 
 void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data) {
   struct gpumd_obs *o = d ? d->obs : NULL;
-  if (!o || !o->pending || o->stream_count == 0 || !data) {
+  if (!o || !o->pending || !data) {
     json_decref(data);
     return;
   }
   /* Written as the replies are (gpumd_json_write): compact, control characters escaped, so
-   * the data is one line. An event that cannot be written whole is dropped whole. */
+   * the data is one line. An event that cannot be written whole is dropped whole. Kept in the
+   * ring even with no stream open: a client reconnecting gets what it missed. */
+  uint64_t id = o->event_seq + 1;
   struct evbuffer *ev = evbuffer_new();
   bool ok =
       ev &&
-      evbuffer_add_printf(ev, "id: %llu\nevent: %s\ndata: ", (unsigned long long)(o->event_seq + 1),
-                          event) >= 0 &&
-      gpumd_json_write(ev, data) == 0 && evbuffer_add(ev, "\n\n", 2) == 0 &&
-      evbuffer_add_buffer(o->pending, ev) == 0;
+      evbuffer_add_printf(ev, "id: %llu\nevent: %s\ndata: ", (unsigned long long)id, event) >= 0 &&
+      gpumd_json_write(ev, data) == 0 && evbuffer_add(ev, "\n\n", 2) == 0;
   json_decref(data);
+  const unsigned char *text = ok ? evbuffer_pullup(ev, -1) : NULL;
+  if (text && evbuffer_add(o->pending, text, evbuffer_get_length(ev)) == 0) {
+    o->event_seq = id;
+    /* On failure the ring empties and goes on after id: a resume from before it is reset. */
+    gpumd_evring_push(&o->ring, id, (const char *)text, evbuffer_get_length(ev));
+  }
   if (ev)
     evbuffer_free(ev);
-  if (ok)
-    o->event_seq++;
 }
 
-/* Writes the events in buf to every stream and empties it. */
-static void send_events(struct gpumd_obs *o, struct evbuffer *buf) {
+/* Writes the events in buf (up to event upto) to every live stream and empties it; the streams
+ * catching up take them from the ring. */
+static void send_events(struct gpumd_obs *o, struct evbuffer *buf, uint64_t upto) {
   size_t len = evbuffer_get_length(buf);
   if (o->stream_count > 0)
     reap_closed(o);
+  if (upto > o->sent_seq)
+    o->sent_seq = upto;
   if (len == 0)
     return;
   if (o->stream_count > 0) {
     const unsigned char *p = evbuffer_pullup(buf, -1);
     if (p)
-      write_all(o, p, len);
+      write_all(o, p, len, true);
+    catch_up_all(o);
   }
   evbuffer_drain(buf, len);
 }
@@ -271,17 +454,19 @@ static void send_events(struct gpumd_obs *o, struct evbuffer *buf) {
 void gpumd_sse_flush(gpumd_t *d) {
   struct gpumd_obs *o = d ? d->obs : NULL;
   if (o && o->pending)
-    send_events(o, o->pending);
+    send_events(o, o->pending, o->event_seq);
 }
 
 void gpumd_sse_seal(gpumd_t *d) {
   struct gpumd_obs *o = d ? d->obs : NULL;
-  if (o && o->pending)
+  if (o && o->pending) {
     evbuffer_add_buffer(o->held, o->pending);
+    o->sealed_seq = o->event_seq;
+  }
 }
 
 void gpumd_sse_release(gpumd_t *d) {
   struct gpumd_obs *o = d ? d->obs : NULL;
   if (o && o->held)
-    send_events(o, o->held);
+    send_events(o, o->held, o->sealed_seq);
 }

@@ -234,6 +234,12 @@ async function mainPhase() {
   await call("GET", "/api/v1/gpu/monitoring?window=2m", { expect: 200 });
   await call("GET", "/api/v1/gpu/monitoring?window=forever", { expect: 400 });
   await call("GET", "/api/v1/gpu/monitoring", { auth: WRONG, expect: 403 });
+  await call("GET", "/api/v1/gpu/history", { expect: 200 });
+  await call("GET", "/api/v1/gpu/history?window=30s", { expect: 200 });
+  await call("HEAD", "/api/v1/gpu/history", { expect: 200 });
+  await call("GET", "/api/v1/gpu/history?window=2h", { expect: 400 });
+  await call("GET", "/api/v1/gpu/history?since=0", { expect: 400 });
+  await call("GET", "/api/v1/gpu/history", { auth: WRONG, expect: 403 });
   await call("GET", "/api/v1/alerts", { expect: 200 });
   await call("GET", "/api/v1/alerts?limit=5", { expect: 200 });
   await call("GET", "/api/v1/alerts?limit=many", { expect: 400 });
@@ -245,6 +251,7 @@ async function mainPhase() {
   await call("GET", "/metrics", { auth: WRONG, expect: 403 });
   await openStream("/api/v1/events", null, 200);
   await openStream("/api/v1/events", WRONG, 403);
+  await openStream("/api/v1/events?last_event_id=5", null, 200);
 
   await call("DELETE", `/api/v1/reservations/${qid}`, { expect: 401 });
   await call("DELETE", `/api/v1/reservations/${qid}`, { auth: WRONG, expect: 403 });

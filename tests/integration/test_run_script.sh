@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # scripts/run.sh (`make run`): starts a simulated 2xH100 node and gpumd in the foreground,
-# prints the socket and commands to try; gpum run works against it; Ctrl-C (SIGINT to its
+# prints first the dashboard's address (the port gpumd really listens on, here a free one),
+# then the socket and commands to try; gpum run works against it; Ctrl-C (SIGINT to its
 # process group) stops gpumd and the node is stopped with it.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 G="$GPUM_BIN"
@@ -25,6 +26,10 @@ r_cleanup() {
 trap r_cleanup EXIT
 t_until 20 grep -q "^gpumd ready" "$T_SCRATCH/run.out" ||
   { cat "$T_SCRATCH/run.out" "$T_SCRATCH/run.err" >&2; t_fail "gpumd not ready under run.sh"; }
+addr=$(cat "$GPUM_STATE_DIR/http.addr")
+first=$(grep -m 1 '^run: ' "$T_SCRATCH/run.err")
+[ "$first" = "run: dashboard: http://$addr/" ] ||
+  { cat "$T_SCRATCH/run.err" >&2; t_fail "run.sh's first line is '$first', not the dashboard at $addr"; }
 grep -q "gpumd socket: $GPUM_SOCKET" "$T_SCRATCH/run.err" || t_fail "run.sh does not print the socket"
 grep -q "gpum run --mem 20GiB" "$T_SCRATCH/run.err" || t_fail "run.sh does not show how to try gpum run"
 "$G" sim list | grep -q "$GPUM_DEMO_NODE" || t_fail "run.sh did not start node $GPUM_DEMO_NODE"

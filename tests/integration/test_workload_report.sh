@@ -28,7 +28,7 @@ T_PIDS+=("$JOB")
 exec 7>"$T_SCRATCH/in"
 t_until 30 grep -q '^ready$' "$T_SCRATCH/job.out" ||
   { cat "$T_SCRATCH/job.err" >&2; t_fail "the job never reported: $(cat "$T_SCRATCH/job.out")"; }
-t_ok "a job's batcher and custom figures show in its reservation's listing"
+t_ok "a job's batcher, adaptive runner and custom figures show in its reservation's listing"
 
 rid=$(gd_py '
 rs = [r for r in Client().ok("list")["reservations"] if r["label"] == "served"]
@@ -50,7 +50,7 @@ t_ok "/metrics carries the figures per reservation, pid, source and figure; prom
 curl -sS -f -o "$T_SCRATCH/resv.json" "$BASE/api/v1/reservations/$rid" || t_fail "GET reservation"
 t_pyjson "$T_SCRATCH/resv.json" '
 w = d["reservation"]["workload"]
-assert sorted(x["source"] for x in w) == ["infer", "periodic", "train"], w
+assert sorted(x["source"] for x in w) == ["fit", "infer", "periodic", "train"], w
 infer = [x for x in w if x["source"] == "infer"][0]
 assert infer["figures"]["completed"] == 100 and infer["figures"]["e2e_p99_us"] > 0, infer
 assert infer["age_ms"] >= 0
@@ -83,8 +83,8 @@ q = c.ok("reserve", bytes_per_gpu="75GiB", gpus=2, lease="ttl", ttl_ms=60000)["r
 assert q["state"] == "QUEUED", q
 bad("ESTATE", "only a granted one", reservation=q["id"], source="s", figures={"a": 1})
 c.ok("release", reservation=q["id"])
-# Sixteen sources per reservation at most (three are the job'"'"'s).
-for i in range(13):
+# Sixteen sources per reservation at most (four are the job'"'"'s).
+for i in range(12):
     c.ok("report", reservation=rid, source="s%d" % i, figures={"i": i})
 bad("EBUSY", "16 reporting sources", reservation=rid, source="one_more", figures={"a": 1})
 r = [x for x in c.ok("list")["reservations"] if x["id"] == rid][0]

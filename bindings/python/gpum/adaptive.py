@@ -18,7 +18,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
 
 from ._lib import lib
 from . import _types as t
-from .errors import OutOfMemory, check, error_for
+from .errors import GpumError, OutOfMemory, check, error_for
 
 __all__ = ["adaptive", "Adaptive", "BatchInfo", "BatchStats"]
 
@@ -105,8 +105,10 @@ class Adaptive:
                  fallback: Optional[Callable[[BatchInfo], Any]] = None,
                  on_failed: Optional[Callable[[int], Any]] = None,
                  checkpoint: Optional[Callable[[int], Any]] = None, checkpoint_every: int = 0,
-                 progress: Optional[Callable[[BatchStats], Any]] = None) -> None:
+                 progress: Optional[Callable[[BatchStats], Any]] = None,
+                 report: Any = None, report_source: str = "adaptive") -> None:
         self._items = items
+        self._report, self._report_source = report, report_source
         n = items if isinstance(items, int) else len(items)
         self._step, self._fallback = step, fallback
         self._ooms = tuple(oom_exceptions) + _default_ooms()
@@ -214,7 +216,23 @@ class Adaptive:
         return _stats(s)
 
     def run(self) -> BatchStats:
-        """Runs to the end; raises what a step (or a callback) raised, or gpum's error."""
+        """Runs to the end; raises what a step (or a callback) raised, or gpum's error. With
+        report (a gpum.Reporter), the runner's figures are reported on the reservation under
+        report_source while it runs, and a last time at the end."""
+        rep = self._report
+        if rep is None:
+            return self._run()
+        rep.add(self._report_source, self)
+        try:
+            return self._run()
+        finally:
+            try:
+                rep.flush()
+            except GpumError:  # the figures are a view; the run's result stands
+                pass
+            rep.remove(self._report_source)
+
+    def _run(self) -> BatchStats:
         rc = lib.gpum_batch_run(self._r)
         if self._error is not None:
             err, self._error = self._error, None

@@ -32,6 +32,7 @@ lib.gpum_reporter_add.argtypes = [c.c_void_p, c.c_char_p, FIGURES_FN, c.c_void_p
 lib.gpum_reporter_add_batcher.argtypes = [c.c_void_p, c.c_char_p, c.c_void_p]
 lib.gpum_reporter_add_pool.argtypes = [c.c_void_p, c.c_char_p, c.c_void_p]
 lib.gpum_reporter_add_tiercache.argtypes = [c.c_void_p, c.c_char_p, c.c_void_p]
+lib.gpum_reporter_add_batch.argtypes = [c.c_void_p, c.c_char_p, c.c_void_p]
 lib.gpum_reporter_remove.argtypes = [c.c_void_p, c.c_char_p]
 lib.gpum_reporter_flush.argtypes = [c.c_void_p]
 lib.gpum_reporter_pressure.argtypes = [c.c_void_p]
@@ -55,7 +56,7 @@ def _period_ms(v: Union[None, int, float, str]) -> int:
 class Reporter:
     """Reports on reservation (default: $GPUM_RESERVATION_ID, which gpum run and gpum.reserve
     set) every period ("2s"; None: only on flush()). Sources: a gpum.Batcher, gpum.TierCache or
-    gpum.Pool (their own figures), or a function returning {name: number}."""
+    gpum.Pool or gpum.Adaptive (their own figures), or a function returning {name: number}."""
 
     def __init__(self, reservation: Optional[str] = None, *,
                  period: Union[None, int, float, str] = "2s",
@@ -71,7 +72,9 @@ class Reporter:
 
     def add(self, source: str, what: Any) -> None:
         """Reports what under source ([a-z0-9_.-], at most 48 bytes) from now on. A Batcher,
-        TierCache or Pool is removed by itself when it is closed."""
+        TierCache or Pool is removed by itself when it is closed; an Adaptive runner's figures
+        (batch size, OOMs, ...) are those of its last step."""
+        from .adaptive import Adaptive
         from .batcher import Batcher
         from .pool import Pool
         from .tiercache import TierCache
@@ -84,13 +87,16 @@ class Reporter:
                     check(lib.gpum_reporter_add_tiercache(self._handle(), name, what._live()))
             elif isinstance(what, Pool):
                 check(lib.gpum_reporter_add_pool(self._handle(), name, what._pool))
+            elif isinstance(what, Adaptive):
+                check(lib.gpum_reporter_add_batch(self._handle(), name, what._r))
             elif callable(what):
                 fn = FIGURES_FN(lambda user, out, cap: self._fill(source, what, out, cap))
                 check(lib.gpum_reporter_add(self._handle(), name, fn, None))
                 self._sources[source] = (what, fn)
                 return
             else:
-                raise TypeError("a source is a Batcher, TierCache, Pool or a function returning "
+                raise TypeError("a source is a Batcher, TierCache, Pool, Adaptive or a function "
+                                "returning "
                                 f"{{name: number}}, not {type(what).__name__}")
             self._sources[source] = (what, None)
         hooks = what.__dict__.setdefault("_report_hooks", [])

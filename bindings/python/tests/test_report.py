@@ -87,3 +87,31 @@ def test_pressure_reaches_the_reporter(gpumd, node):
             time.sleep(0.01)
         assert not rep.pressure and b.stats().bound == 16
 
+
+
+def test_adaptive_runner_reports(gpumd, node):
+    """An adaptive run with report= shows its figures (batch size, OOMs, items done) on the
+    reservation, from its last step, and leaves the reporter when it ends; Reporter.add takes a
+    runner too."""
+    with gpum.reserve("2GiB", label="py-report-adaptive", set_env=False) as r, \
+            gpum.Reporter(r.id, period=None) as rep:
+        calls = []
+
+        def step(info):
+            calls.append(info.count)
+            if len(calls) == 3:
+                raise gpum.OutOfMemory(-16, "injected")
+
+        st = gpum.Adaptive(100, step, batch_size=4, max_batch=16, report=rep,
+                           report_source="fit").run()
+        w = workload(r.id)["fit"]
+        assert w["done"] == 100 and w["items"] == 100, w
+        assert w["batch_size"] == st.batch_size and w["ooms"] == st.ooms == 1, (w, st)
+        assert w["largest_batch"] == st.largest
+        with pytest.raises(KeyError):  # it left the reporter
+            rep.remove("fit")
+        runner = gpum.Adaptive(10, lambda info: None, batch_size=2)
+        rep.add("other", runner)
+        runner.run()
+        rep.flush()
+        assert workload(r.id)["other"]["done"] == 10

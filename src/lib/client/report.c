@@ -168,7 +168,7 @@ size_t gpum_tiercache_figures(gpum_tiercache_t *c, gpum_figure_t *out, size_t ca
 
 /* ---- the reporter ---------------------------------------------------------------------------- */
 
-typedef enum { SRC_CUSTOM, SRC_BATCHER, SRC_POOL, SRC_TIERCACHE } source_kind_t;
+typedef enum { SRC_CUSTOM, SRC_BATCHER, SRC_POOL, SRC_TIERCACHE, SRC_BATCH } source_kind_t;
 
 typedef struct {
   char name[GPUM_REPORT_NAME_MAX + 1];
@@ -221,6 +221,8 @@ static void on_event(const gpum_client_event_t *ev, void *user) {
   for (unsigned i = 0; i < n; i++) {
     if (src[i].kind == SRC_BATCHER) {
       gpum_batcher_set_pressure(src[i].user, any);
+    } else if (src[i].kind == SRC_BATCH) {
+      gpum_batch_set_pressure(src[i].user, any);
     } else if (src[i].kind == SRC_TIERCACHE && now > was) {
       gpum_tiercache_stats_t st;
       gpum_tiercache_stats(src[i].user, &st);
@@ -398,6 +400,8 @@ static int add(gpum_reporter_t *rep, const char *source, gpum_figures_fn fn, voi
     s->kind = kind;
     if (kind == SRC_BATCHER && rep->pressure) /* under pressure already */
       gpum_batcher_set_pressure(user, true);
+    if (kind == SRC_BATCH && rep->pressure)
+      gpum_batch_set_pressure(user, true);
   }
   pthread_mutex_unlock(&rep->mu);
   return rc;
@@ -423,6 +427,9 @@ static size_t pool_fn(void *user, gpum_figure_t *out, size_t cap) {
 static size_t tiercache_fn(void *user, gpum_figure_t *out, size_t cap) {
   return gpum_tiercache_figures(user, out, cap);
 }
+static size_t batch_fn(void *user, gpum_figure_t *out, size_t cap) {
+  return gpum_batch_figures(user, out, cap);
+}
 
 int gpum_reporter_add_batcher(gpum_reporter_t *rep, const char *source, gpum_batcher_t *b) {
   return b ? add(rep, source, batcher_fn, b, SRC_BATCHER)
@@ -437,6 +444,11 @@ int gpum_reporter_add_pool(gpum_reporter_t *rep, const char *source, gpum_pool_t
 int gpum_reporter_add_tiercache(gpum_reporter_t *rep, const char *source, gpum_tiercache_t *c) {
   return c ? add(rep, source, tiercache_fn, c, SRC_TIERCACHE)
            : gpum_error(GPUM_EINVAL, "gpum_reporter_add_tiercache: NULL cache");
+}
+
+int gpum_reporter_add_batch(gpum_reporter_t *rep, const char *source, gpum_batch_runner_t *r) {
+  return r ? add(rep, source, batch_fn, r, SRC_BATCH)
+           : gpum_error(GPUM_EINVAL, "gpum_reporter_add_batch: NULL runner");
 }
 
 int gpum_reporter_remove(gpum_reporter_t *rep, const char *source) {

@@ -137,6 +137,9 @@ static const gpum_option_def_t builtin_table[] = {
      "Largest HTTP request header block; a larger one is refused and the connection closed."},
     {"http.timeout", GPUM_OPT_DURATION, "10s", NULL, UNBOUNDED, false,
      "An HTTP client that sends or reads nothing for this long is disconnected."},
+    {"http.event_replay", GPUM_OPT_SIZE, "4MiB", NULL, UNBOUNDED, false,
+     "Recent events gpumd keeps to replay to an event stream that reconnects with "
+     "Last-Event-ID (docs/metrics.md); 0 keeps none: every such stream gets a reset."},
     {"color", GPUM_OPT_ENUM, "auto", "auto|always|never", UNBOUNDED, false,
      "Colour in terminal output: auto colours only when the output is a terminal and NO_COLOR "
      "is not set."},

@@ -31,6 +31,7 @@
 
 #include <gpum/batch.h>
 #include <gpum/error.h>
+#include <gpum/report.h>
 
 #include "core/os_internal.h"
 
@@ -44,6 +45,23 @@
 #define ALONE_TRIES 3 /* one item out of memory alone this many times: it does not fit */
 #define WAIT_MS 100   /* the default wait between tries of an item waiting for memory */
 #define DEFAULT_MAX_WAIT_MS 600000
+
+/* The published figures, in the order gpum_batch_figures gives them. */
+enum {
+  PUB_BATCH_SIZE,
+  PUB_SMALLEST,
+  PUB_LARGEST,
+  PUB_DONE,
+  PUB_FALLBACK,
+  PUB_FAILED,
+  PUB_OOMS,
+  PUB_RETRIES,
+  PUB_WAITS,
+  PUB_PEAK,
+  PUB_ITEMS,
+  PUB_ITEMS_PER_S, /* a double's bits */
+  PUB_COUNT
+};
 
 struct gpum_batch_runner {
   gpum_batch_opts_t o;
@@ -68,7 +86,12 @@ struct gpum_batch_runner {
   uint64_t t0;
   uint64_t waited_ms;              /* the default wait's time for the current item */
   uint64_t last_limit, last_total; /* the memory callback's last figures */
+  /* The figures other threads may read during a run (gpum_batch_figures, a reporter's thread):
+   * copied from st after every step, each one atomic (doubles as their bits). */
+  _Atomic uint64_t pub[PUB_COUNT];
 };
+
+static void publish(gpum_batch_runner_t *r);
 
 static double weight_of(const gpum_batch_runner_t *r, uint64_t item) {
   if (!r->o.weight)
@@ -102,6 +125,7 @@ int gpum_batch_create(const gpum_batch_opts_t *opts, gpum_batch_runner_t **out) 
     r->o.target = DEFAULT_TARGET;
   r->pos = r->win_start = opts->start;
   r->st.batch_size = r->o.batch_size;
+  publish(r);
   *out = r;
   return 0;
 }
@@ -366,9 +390,39 @@ static int wait_for_memory(gpum_batch_runner_t *r, double w) {
   return wr;
 }
 
+static void publish(gpum_batch_runner_t *r) {
+  const gpum_batch_stats_t *s = &r->st;
+  const uint64_t v[PUB_COUNT - 1] = {s->batch_size, s->smallest, s->largest, s->done,
+                                     s->fallback,   s->failed,   s->ooms,    s->retries,
+                                     s->waits,      s->peak,     r->o.items};
+  for (int i = 0; i < PUB_COUNT - 1; i++)
+    atomic_store_explicit(&r->pub[i], v[i], memory_order_relaxed);
+  uint64_t bits;
+  memcpy(&bits, &s->items_per_s, sizeof bits);
+  atomic_store_explicit(&r->pub[PUB_ITEMS_PER_S], bits, memory_order_relaxed);
+}
+
 static void timing(gpum_batch_runner_t *r) {
   r->st.seconds = (double)(gpum__os_mono_ns() - r->t0) / 1e9;
   r->st.items_per_s = r->st.seconds > 0 ? (double)(r->st.done + r->st.fallback) / r->st.seconds : 0;
+  publish(r);
+}
+
+size_t gpum_batch_figures(gpum_batch_runner_t *r, gpum_figure_t *out, size_t cap) {
+  static const char *const names[PUB_COUNT] = {
+      "batch_size", "smallest_batch", "largest_batch", "done",       "fallback", "failed",
+      "ooms",       "oom_retries",    "waits",         "peak_bytes", "items",    "items_per_s"};
+  size_t n = 0;
+  for (int i = 0; i < PUB_COUNT && n < cap; i++) {
+    uint64_t v = atomic_load_explicit(&r->pub[i], memory_order_relaxed);
+    double d;
+    if (i == PUB_ITEMS_PER_S)
+      memcpy(&d, &v, sizeof d);
+    else
+      d = (double)v;
+    out[n++] = (gpum_figure_t){names[i], d};
+  }
+  return n;
 }
 
 int gpum_batch_run(gpum_batch_runner_t *r) {

@@ -2,7 +2,8 @@
 /*
  * Test program for workload reports, run as a job under `gpum run` (GPUM_RESERVATION_ID and
  * GPUM_SOCKET from it): serves 100 requests through a batcher, reports the batcher's figures
- * (source "infer") and one custom figure (source "train", batch_size 32) on the reservation
+ * (source "infer"), an adaptive batch runner's (source "fit") and one custom figure (source
+ * "train", batch_size 32) on the reservation
  * with a manual reporter, and checks what gpumd's listing then shows for the reservation: the
  * two sources under this pid with those figures. Checks the reporter's errors (a bad source or
  * figure name, a figure that is not finite, a duplicate source). Then prints "ready" and waits
@@ -43,6 +44,12 @@ static size_t tick_fn(void *user, gpum_figure_t *out, size_t cap) {
     return 0;
   out[0] = (gpum_figure_t){"ticks", ++ticks}; /* on the reporter's thread only */
   return 1;
+}
+
+static int ok_step(const gpum_batch_t *b, void *user) {
+  (void)b;
+  (void)user;
+  return 0;
 }
 
 static int fail(const char *what) {
@@ -88,8 +95,16 @@ int main(void) {
   gpum_reporter_t *rep = NULL;
   if (gpum_reporter_create(&ro, &rep) != 0)
     return fail("reporter");
+  /* An adaptive runner's figures (source "fit"): 100 items from batches of 4, growing. */
+  gpum_batch_opts_t bo = {.items = 100, .batch_size = 4, .max_batch = 16, .step = ok_step};
+  gpum_batch_runner_t *runner = NULL;
+  if (gpum_batch_create(&bo, &runner) != 0 || gpum_batch_run(runner) != 0)
+    return fail("adaptive runner");
+  gpum_batch_stats_t bs;
+  gpum_batch_stats(runner, &bs);
   if (gpum_reporter_add_batcher(rep, "infer", b) != 0 ||
-      gpum_reporter_add(rep, "train", train_fn, NULL) != 0)
+      gpum_reporter_add(rep, "train", train_fn, NULL) != 0 ||
+      gpum_reporter_add_batch(rep, "fit", runner) != 0)
     return fail("adding sources");
   if (gpum_reporter_add(rep, "train", train_fn, NULL) != GPUM_EEXIST ||
       gpum_reporter_add(rep, "Bad Name", train_fn, NULL) != GPUM_EINVAL)
@@ -115,10 +130,15 @@ int main(void) {
   double batches = figure(list, id, "infer", "batches");
   double bsize = figure(list, id, "train", "batch_size");
   double x = figure(list, id, "x", "ok");
+  double fit_done = figure(list, id, "fit", "done");
+  double fit_size = figure(list, id, "fit", "batch_size");
   json_decref(list);
-  if (completed != 100 || !(batches >= 13 && batches <= 100) || bsize != 32 || !isnan(x)) {
-    fprintf(stderr, "report_job: listed completed=%g batches=%g batch_size=%g x.ok=%g\n", completed,
-            batches, bsize, x);
+  if (completed != 100 || !(batches >= 13 && batches <= 100) || bsize != 32 || !isnan(x) ||
+      fit_done != 100 || fit_size != (double)bs.batch_size) {
+    fprintf(stderr,
+            "report_job: listed completed=%g batches=%g batch_size=%g x.ok=%g fit.done=%g "
+            "fit.batch_size=%g (runner: %zu)\n",
+            completed, batches, bsize, x, fit_done, fit_size, bs.batch_size);
     return 1;
   }
   /* A reporter with a thread: its reports arrive by themselves. */
@@ -150,6 +170,7 @@ int main(void) {
   if (gpum_reporter_remove(rep, "train") != 0 || gpum_reporter_remove(rep, "train") != GPUM_ENOENT)
     return fail("remove");
   gpum_reporter_destroy(rep);
+  gpum_batch_destroy(runner);
   gpum_batcher_destroy(b);
   printf("done\n");
   return 0;
