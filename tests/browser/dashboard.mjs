@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The dashboard in headless Chromium (tests/browser/test_dashboard.sh sets the scene: a
 // simulated 2xH100 node, gpumd on DASH_URL). Checks, each waited for with a deadline:
-//  1. the page loads, goes live and shows both GPUs, with no console error;
+//  1. the page loads, goes live and shows both GPUs, with no console error; nothing below the
+//     GPUs moves when their data arrive;
 //  2. `gpum sim hold` 20 GiB on GPU 0: the memory chart's newest point shows it;
 //  3. a `gpum run` appears in the reservations table and leaves it when it ends;
 //  4. an Xid 79 on GPU 1: its state turns ERROR (red) and the alert is listed;
@@ -120,9 +121,23 @@ async function main() {
     page.on("pageerror", (e) => problems.push(`[${phase}] uncaught: ${e.message}`));
     page.setDefaultTimeout(T);
 
-    // 1. Loads, reads the last hour of samples, goes live.
+    // 1. Loads, reads the last hour of samples, goes live. The first status read is held back
+    // to see the page before its data: what follows the GPUs must not move when they arrive.
+    let letStatusGo;
+    const statusHeld = new Promise((r) => (letStatusGo = r));
+    let statusSeen;
+    const statusAsked = new Promise((r) => (statusSeen = r));
+    await page.route("**/api/v1/gpu/status", async (route) => {
+      statusSeen();
+      await statusHeld;
+      await route.continue();
+    });
     const history = page.waitForResponse((r) => r.url().includes("/api/v1/gpu/history"));
     await page.goto(URL + "/");
+    await statusAsked;
+    const y = () => page.evaluate(() => document.getElementById("resv-title").getBoundingClientRect().top);
+    const before = await y();
+    letStatusGo();
     const h = await history;
     if (h.status() !== 200) throw new Error(`GET /api/v1/gpu/history: ${h.status()}`);
     const hist = await h.json();
@@ -131,9 +146,12 @@ async function main() {
     for (const i of [0, 1]) await page.waitForSelector(`${tid("gpu-state-" + i)}:text("AVAILABLE")`);
     await page.waitForSelector(`${tid("gpu-mem-chart-0")} canvas`);
     await page.waitForFunction(() => Number(document.querySelector('[data-testid="gpu-mem-chart-0"]').dataset.points) > 0);
+    await page.unroute("**/api/v1/gpu/status");
+    const moved = (await y()) - before;
+    if (Math.abs(moved) > 16) throw new Error(`the reservations moved by ${moved} px when the GPUs arrived`);
     assertNoProblems("load");
     await shot(page, "01-loaded");
-    log("the page loads, reads the history, goes live, shows both GPUs and charts, no console error");
+    log(`the page loads, reads the history, goes live, shows both GPUs and charts (what follows moved ${moved} px), no console error`);
 
     // 2. Held memory shows in the chart.
     phase = "hold";
