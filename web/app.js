@@ -8,6 +8,7 @@
 
 (() => {
   const HOUR_S = 3600;
+  const GAP_ROUNDS = 5; // monitor rounds without a sample that make a gap in the charts
   const GIB = 1024 ** 3;
   const TERMINAL = new Set(["RELEASED", "EXPIRED", "CANCELLED", "FAILED"]);
   const RANK = { QUEUED: 0, GRANTED: 1 }; // terminal states rank 2
@@ -22,6 +23,7 @@
     touched: new Map(), // "r:ID" / "a:ID" / "h:GPU" -> event sequence number
     seq: 0, // events received
     historyMissing: false,
+    intervalS: 1, // gpumd's monitor interval (the history says it)
   };
 
   const $ = (id) => document.getElementById(id);
@@ -169,7 +171,13 @@
   function addPoint(d, tMs, used, reserved, unmanaged, total, util, temp, powerMw) {
     const s = d.series;
     const t = tMs / 1000;
-    if (s.t.length && t <= s.t[s.t.length - 1]) return false; // replayed or older: have it
+    const last = s.t.length ? s.t[s.t.length - 1] : -Infinity;
+    if (t <= last) return false; // replayed or older: have it
+    // Samples missing for a while (gpumd down, the device silent): a gap, not a straight line.
+    if (t - last > GAP_ROUNDS * st.intervalS) {
+      s.t.push(last + st.intervalS / 2);
+      for (const k of Object.keys(s)) if (k !== "t") s[k].push(null);
+    }
     s.t.push(t);
     s.used.push(used);
     s.reserved.push(reserved);
@@ -521,6 +529,7 @@
   }
 
   function applyHistory(body) {
+    if (body.interval_ms > 0) st.intervalS = body.interval_ms / 1000;
     const f = body.fields || [];
     const col = (name) => f.indexOf(name);
     const c = ["t", "memory_used", "memory_reserved", "memory_unmanaged", "memory_total", "utilization_gpu",
