@@ -63,6 +63,31 @@ install_http_conformance() {
   fi
 }
 
+# The web dashboard (web/, docs/dashboard.md): its chart library uPlot is embedded into gpumd
+# at build time from web/node_modules, and its lint (eslint, html-validate) and browser test
+# (playwright-core driving Debian's chromium, headless) run from there too. node and npm come
+# from Debian when missing (a node that brings its own npm is kept), chromium likewise; then
+# `npm ci` in web/ when web/node_modules is missing or older than web/package-lock.json.
+install_dashboard() {
+  local dir sudo="" want=()
+  dir="$(cd "$(dirname "$0")/.." && pwd)/web"
+  command -v node >/dev/null || want+=(nodejs)
+  command -v npm >/dev/null || want+=(npm)
+  command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || want+=(chromium)
+  if [ ${#want[@]} -gt 0 ]; then
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    echo "deps: installing ${want[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${want[@]}" ||
+      echo "deps: could not install ${want[*]} (the dashboard's browser test will be skipped)" >&2
+  fi
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+    [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    echo "deps: npm ci in $dir" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+      echo "deps: npm ci failed in $dir (is the npm registry reachable?)" >&2
+  fi
+}
+
 case "${1:-}" in
   "") ;;
   bench) PKGS+=("${BENCH[@]}") ;;
@@ -78,6 +103,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   install_promtool
   install_http_conformance
+  install_dashboard
   exit 0
 fi
 
@@ -97,3 +123,4 @@ if [[ " ${missing[*]} " == *" nginx-light "* ]] && [ -d /run/systemd/system ]; t
 fi
 install_promtool
 install_http_conformance
+install_dashboard

@@ -31,6 +31,8 @@ const char *gpumd__http_phrase(int status) {
     return "Created";
   case 202:
     return "Accepted";
+  case 304:
+    return "Not Modified";
   case 400:
     return "Bad Request";
   case 401:

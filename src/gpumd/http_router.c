@@ -3,7 +3,8 @@
  * gpumd's HTTP router: the table of routes (path, methods, handler, whether it changes state),
  * the checks every request goes through (connection limit, method, token for mutating calls
  * and from non-loopback addresses, JSON body, query parameters) and the dispatch to the
- * endpoints of http_api.c, /metrics (metrics.c) and the event stream (sse.c).
+ * endpoints of http_api.c, /metrics (metrics.c), the event stream (sse.c) and the dashboard
+ * (http_web.c).
  */
 
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "http_internal.h"
 #include "obs_internal.h"
+#include "web_internal.h"
 
 /* ---- router ------------------------------------------------------------------------------ */
 
@@ -240,6 +242,8 @@ void gpumd__http_on_request(struct evhttp_request *req, void *arg) {
     gpumd__http_check_fresh(h, evhttp_request_get_connection(req));
   gpumd__http_request_deadline(h, evhttp_request_get_connection(req), false); /* it is in */
   const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+  if (path && gpumd_web_serve(h, req, path)) /* the dashboard: / and /assets/ (http_web.c) */
+    return;
   int method = (int)evhttp_request_get_command(req);
   const route_t *found = NULL;
   int allowed = 0;

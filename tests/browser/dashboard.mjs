@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: Apache-2.0
+// The dashboard in headless Chromium (tests/browser/test_dashboard.sh sets the scene: a
+// simulated 2xH100 node, gpumd on DASH_URL). Checks, each waited for with a deadline:
+//  1. the page loads, goes live and shows both GPUs, with no console error; nothing below the
+//     GPUs moves when their data arrive;
+//  2. `gpum sim hold` 20 GiB on GPU 0: the memory chart's newest point shows it;
+//  3. a `gpum run` appears in the reservations table and leaves it when it ends;
+//  4. an Xid 79 on GPU 1: its state turns ERROR (red) and the alert is listed;
+//  5. a job's workload report (allocated, cached, peak, ...) drawn against its limit;
+//     releasing through the page: refused without a token (401) and with a wrong one (403),
+//     done with the right one;
+//  6. gpumd killed and started again on the same port: the page reconnects and shows what
+//     happens after the restart.
+// Screenshots of each state go to DASH_OUT (NN-state.png), also dark and phone-sized ones.
+import { spawn, execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { chromium } from "../../web/node_modules/playwright-core/index.mjs";
+
+const env = (k) => {
+  if (!process.env[k]) throw new Error(`${k} is not set: run through tests/browser/test_dashboard.sh`);
+  return process.env[k];
+};
+const URL = env("DASH_URL");
+const OUT = env("DASH_OUT");
+const NODE = env("DASH_NODE");
+const GPUM = env("GPUM_BIN");
+const SCRATCH = env("DASH_SCRATCH");
+const TOKEN = fs.readFileSync(env("DASH_TOKEN_FILE"), "utf8").trim();
+const GIB = 1024 ** 3;
+const T = 20000; // the deadline of each wait, ms
+
+const children = [];
+
+// Reports a pool's figures and an adaptive batch size on the reservation argv[1] over gpumd's
+// socket (tests/integration/gpumd_client.py), then stays (a report lives with its process).
+const REPORTER = `
+import sys
+from gpumd_client import Client
+c = Client()
+G = 1024 ** 3
+c.ok("report", reservation=sys.argv[1], source="main", figures={
+    "allocated_bytes": 2.5 * G, "cached_bytes": 1 * G, "allocated_peak_bytes": 3 * G,
+    "fragmentation": 0.12, "alloc_retries": 1, "ooms": 0, "limit_bytes": 4 * G})
+c.ok("report", reservation=sys.argv[1], source="train", figures={"batch_size": 48})
+print("ready", flush=True)
+sys.stdin.read()
+`;
+let phase = "load";
+const problems = []; // console errors and page errors not expected in their phase
+
+function log(msg) {
+  console.log(`ok: ${msg}`);
+}
+
+// Console errors a phase expects: the refused releases, and the failed requests while gpumd
+// is down.
+function expected(text, url) {
+  if (!text.startsWith("Failed to load resource")) return false;
+  if (phase === "release" && /\/api\/v1\/reservations\/r-/.test(url) && /40[13]/.test(text)) return true;
+  if (phase === "restart") return true;
+  return false;
+}
+
+function gpum(...args) {
+  return execFileSync(GPUM, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+async function api(method, p, body, token) {
+  const headers = { "Content-Type": "application/json" };
+  if (token) headers.Authorization = "Bearer " + token;
+  const r = await fetch(URL + p, { method, headers, body: body ? JSON.stringify(body) : undefined });
+  return { status: r.status, body: await r.json() };
+}
+
+async function until(what, fn, ms = T) {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await fn()) return;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(OUT, name + ".png"), fullPage: true });
+}
+
+function assertNoProblems(where) {
+  if (problems.length) throw new Error(`${where}: console errors: \n  ${problems.join("\n  ")}`);
+}
+
+const tid = (id) => `[data-testid="${id}"]`;
+
+async function startGpumd() {
+  const out = path.join(SCRATCH, `gpumd.out.${Date.now()}`);
+  const fd = fs.openSync(out, "w");
+  const err = fs.openSync(env("DASH_GPUMD_ERR"), "a");
+  const p = spawn(env("DASH_GPUMD"), [], { stdio: ["ignore", fd, err] });
+  fs.writeFileSync(env("DASH_GPUMD_PIDFILE"), String(p.pid));
+  let exited = false;
+  p.on("exit", () => (exited = true));
+  await until("gpumd ready", () => {
+    if (exited) throw new Error("gpumd exited before it was ready");
+    return fs.readFileSync(out, "utf8").includes("gpumd ready");
+  });
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: env("DASH_CHROMIUM"),
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
+    page.on("console", (m) => {
+      if (m.type() !== "error") return;
+      const url = (m.location() && m.location().url) || "";
+      if (!expected(m.text(), url)) problems.push(`[${phase}] ${m.text()} (${url})`);
+    });
+    page.on("pageerror", (e) => problems.push(`[${phase}] uncaught: ${e.message}`));
+    page.setDefaultTimeout(T);
+
+    // 1. Loads, reads the last hour of samples, goes live. The first status read is held back
+    // to see the page before its data: what follows the GPUs must not move when they arrive.
+    let letStatusGo;
+    const statusHeld = new Promise((r) => (letStatusGo = r));
+    let statusSeen;
+    const statusAsked = new Promise((r) => (statusSeen = r));
+    await page.route("**/api/v1/gpu/status", async (route) => {
+      statusSeen();
+      await statusHeld;
+      await route.continue();
+    });
+    const history = page.waitForResponse((r) => r.url().includes("/api/v1/gpu/history"));
+    await page.goto(URL + "/");
+    await statusAsked;
+    const y = () => page.evaluate(() => document.getElementById("resv-title").getBoundingClientRect().top);
+    const before = await y();
+    letStatusGo();
+    const h = await history;
+    if (h.status() !== 200) throw new Error(`GET /api/v1/gpu/history: ${h.status()}`);
+    const hist = await h.json();
+    if (hist.devices.length !== 2) throw new Error(`history: ${JSON.stringify(hist).slice(0, 300)}`);
+    await page.waitForSelector(`${tid("conn")}[data-state="live"]`);
+    for (const i of [0, 1]) await page.waitForSelector(`${tid("gpu-state-" + i)}:text("AVAILABLE")`);
+    await page.waitForSelector(`${tid("gpu-mem-chart-0")} canvas`);
+    await page.waitForFunction(() => Number(document.querySelector('[data-testid="gpu-mem-chart-0"]').dataset.points) > 0);
+    await page.unroute("**/api/v1/gpu/status");
+    const moved = (await y()) - before;
+    if (Math.abs(moved) > 16) throw new Error(`the reservations moved by ${moved} px when the GPUs arrived`);
+    assertNoProblems("load");
+    await shot(page, "01-loaded");
+    log(`the page loads, reads the history, goes live, shows both GPUs and charts (what follows moved ${moved} px), no console error`);
+
+    // 2. Held memory shows in the chart.
+    phase = "hold";
+    gpum("sim", "hold", NODE, "--device", "0", "--bytes", "20GiB", "--for", "600s");
+    await page.waitForFunction((want) => {
+      const e = document.querySelector('[data-testid="gpu-mem-chart-0"]');
+      return Number(e.dataset.lastUsed) >= want;
+    }, 20 * GIB);
+    await page.waitForSelector(`${tid("gpu-used-0")}:text("20.0 GiB")`);
+    await shot(page, "02-held-memory");
+    log("gpum sim hold 20 GiB: the chart's newest point and the figures show it");
+
+    // 3. A gpum run comes and goes.
+    phase = "run";
+    const flag = path.join(SCRATCH, "job-may-end");
+    const job = spawn(GPUM, ["run", "--mem", "8GiB", "--label", "dash-job", "--", "sh", "-c",
+      'while [ ! -e "$1" ]; do sleep 0.05; done', "sh", flag], { stdio: "ignore" });
+    children.push(job);
+    const jobDone = new Promise((r) => job.on("exit", (code) => r(code)));
+    const row = page.locator(`${tid("reservations")} tbody tr`, { hasText: "dash-job" });
+    await row.waitFor();
+    await page.waitForSelector(`${tid("reservations")} tr:has-text("dash-job") :text("GRANTED")`);
+    await shot(page, "03-run-listed");
+    fs.writeFileSync(flag, "");
+    if ((await jobDone) !== 0) throw new Error("gpum run did not exit 0");
+    await row.waitFor({ state: "detached" });
+    log("a gpum run appears in the reservations table and leaves it when it ends");
+
+    // 4. Xid 79 on GPU 1.
+    phase = "xid";
+    gpum("sim", "inject", NODE, "--device", "1", "--xid", "79");
+    await page.waitForSelector(`${tid("gpu-state-1")}:text("ERROR")`);
+    const red = await page.evaluate(() => {
+      const badge = document.querySelector('[data-testid="gpu-state-1"]');
+      const probe = document.createElement("span");
+      probe.style.color = getComputedStyle(document.documentElement).getPropertyValue("--err");
+      document.body.append(probe);
+      const want = getComputedStyle(probe).color;
+      probe.remove();
+      return { bg: getComputedStyle(badge).backgroundColor, want, card: badge.closest("article").className };
+    });
+    if (red.bg !== red.want || !red.card.includes("gpu-ERROR"))
+      throw new Error(`GPU 1's state is not red: ${JSON.stringify(red)}`);
+    await page.locator(`${tid("alerts")} li[data-level="CRITICAL"]`, { hasText: "Xid 79: GPU has fallen off the bus" }).first().waitFor();
+    await page.waitForSelector(`${tid("gpu-reason-1")}:text-matches("lost|fallen off the bus", "i")`);
+    await shot(page, "04-xid79");
+    log("Xid 79: GPU 1 turns ERROR in red with its reason, the alert is listed");
+
+    // 5. Release through the page.
+    phase = "release";
+    const made = await api("POST", "/api/v1/gpu/allocate", { memory_gb: 4, label: "to-release", ttl: 600 }, TOKEN);
+    if (made.status !== 201) throw new Error(`allocate: ${made.status} ${JSON.stringify(made.body)}`);
+    const id = made.body.reservation.id;
+    const rrow = page.locator(tid("resv-" + id));
+    await rrow.waitFor();
+    // The job's own figures (a workload report, as libgpum's reporter sends them): drawn
+    // against the reservation's limit.
+    const reporter = spawn("python3", ["-c", REPORTER, id], { stdio: ["pipe", "pipe", "inherit"] });
+    children.push(reporter);
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("the reporter did not report")), T);
+      reporter.stdout.on("data", (b) => String(b).includes("ready") && (clearTimeout(timer), resolve()));
+      reporter.on("exit", (code) => reject(new Error(`the reporter exited ${code}`)));
+    });
+    const figures = page.locator(tid("workload-" + id));
+    await figures.filter({ hasText: "allocated 2.50 GiB · cached 1.00 GiB · peak 3.00 GiB" }).waitFor();
+    await figures.filter({ hasText: "fragmentation 12% · OOMs 0 · OOM retries 1 · batch 48" }).waitFor();
+    const bar = await page.evaluate((i) => {
+      const b = document.querySelector(`[data-testid="workload-bar-${i}"]`);
+      return ["alloc", "cached", "peak"].map((c) => b.querySelector("." + c).style[c === "peak" ? "left" : "width"]);
+    }, id);
+    if (bar.join() !== "62.5%,87.5%,75%") throw new Error(`the workload bar: ${bar}`);
+    await shot(page, "05-workload");
+    await page.click(tid("release-" + id));
+    await page.waitForSelector(`${tid("token-dialog")}[open]`);
+    await page.click(tid("token-cancel"));
+    await page.waitForSelector(`${tid("message")}.error:text("401")`);
+    await shot(page, "06-release-refused");
+    await page.click(tid("release-" + id));
+    await page.fill(tid("token-input"), "not-the-token-at-all");
+    await page.click(tid("token-ok"));
+    await page.waitForSelector(`${tid("message")}.error:text("403")`);
+    if (!(await rrow.isVisible())) throw new Error("the reservation left although the release was refused");
+    await page.click(tid("release-" + id));
+    await page.fill(tid("token-input"), TOKEN);
+    await page.click(tid("token-ok"));
+    await rrow.waitFor({ state: "detached" });
+    await page.waitForSelector(`${tid("message")}:not(.error):text("released")`);
+    const after = await api("GET", "/api/v1/reservations/" + id);
+    if (after.body.reservation.state !== "RELEASED") throw new Error(`${id} is ${after.body.reservation.state}`);
+    log("release: 401 without a token and 403 with a wrong one (shown, nothing changed), released with it");
+
+    // 6. gpumd restarts.
+    phase = "restart";
+    process.kill(Number(fs.readFileSync(env("DASH_GPUMD_PIDFILE"), "utf8")), "SIGKILL");
+    await page.waitForSelector(`${tid("conn")}:not([data-state="live"])`);
+    await shot(page, "07-gpumd-down");
+    await startGpumd();
+    await page.waitForSelector(`${tid("conn")}[data-state="live"]`, { timeout: 30000 });
+    phase = "restarted";
+    const again = await api("POST", "/api/v1/gpu/allocate", { memory_gb: 2, label: "after-restart", ttl: 600 }, TOKEN);
+    if (again.status !== 201) throw new Error(`allocate after the restart: ${again.status}`);
+    await page.locator(`${tid("reservations")} tbody tr`, { hasText: "after-restart" }).waitFor();
+    await page.waitForSelector(`${tid("gpu-state-1")}:text("ERROR")`);
+    await page.waitForFunction(() => Number(document.querySelector('[data-testid="gpu-mem-chart-0"]').dataset.lastUsed) > 0);
+    await shot(page, "08-restarted");
+    log("gpumd killed and restarted: the page reconnects, re-reads the state and follows new events");
+
+    // Themes and sizes, for the docs.
+    await page.click(tid("theme-button"));
+    await page.waitForFunction(() => document.documentElement.dataset.theme === "dark");
+    await shot(page, "09-dark");
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForFunction(() => document.querySelector('[data-testid="gpu-mem-chart-0"] canvas').clientWidth < 390);
+    await shot(page, "10-phone-dark");
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    if (overflow > 0) throw new Error(`the phone-sized page scrolls sideways by ${overflow} px`);
+    log("dark theme and a phone-sized window (no sideways scrolling)");
+
+    assertNoProblems("the end");
+    log("no unexpected console error");
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
+    await browser.close();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(`FAIL (phase ${phase}): ${e.stack || e}`);
+    if (problems.length) console.error("console errors:\n  " + problems.join("\n  "));
+    process.exit(1);
+  },
+);
