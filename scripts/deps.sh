@@ -12,9 +12,11 @@ PKGS=(
   clang-format cppcheck clang-tidy
   procps python3 curl
   libncurses-dev tmux
+  chromium
   python3-torch python3-pytest
 )
 
+# chromium: the dashboard's browser test (tests/browser/, headless through playwright-core).
 # libncurses-dev: the live screen of `gpum top`; tmux: its test (tests/integration/test_top.sh)
 # drives the screen in a detached tmux session.
 # python3-torch: tests/integration/test_estimate_torch.sh checks the memory estimator against
@@ -66,18 +68,18 @@ install_http_conformance() {
 # The web dashboard (web/, docs/dashboard.md): its chart library uPlot is embedded into gpumd
 # at build time from web/node_modules, and its lint (eslint, html-validate) and browser test
 # (playwright-core driving Debian's chromium, headless) run from there too. node and npm come
-# from Debian when missing (a node that brings its own npm is kept), chromium likewise; then
+# from Debian when missing (a node that brings its own npm is kept; chromium is in PKGS); then
 # `npm ci` in web/ when web/node_modules is missing or older than web/package-lock.json.
 install_dashboard() {
   local dir sudo="" want=()
   dir="$(cd "$(dirname "$0")/.." && pwd)/web"
   command -v node >/dev/null || want+=(nodejs)
   command -v npm >/dev/null || want+=(npm)
-  command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || want+=(chromium)
   if [ ${#want[@]} -gt 0 ]; then
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     echo "deps: installing ${want[*]}" >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${want[@]}" ||
+    { $sudo apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${want[@]}"; } ||
       echo "deps: could not install ${want[*]} (the dashboard's browser test will be skipped)" >&2
   fi
   if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
