@@ -307,8 +307,11 @@ except Fail as e:
 PY
 python3 "$T_SCRATCH/watch.py" || t_fail "watch"
 grep -q 'does not read its replies: disconnected' "$GD_ERR" || t_fail "no log line for the dropped watcher"
+gd_stop TERM # (a sanitizer build: with its leak check)
+[ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC: $(cat "$GD_ERR")"
 
 # ---- a grant a watcher saw survives a crash ----
+gd_start
 t_expect 0 gd_py "
 w = Client(); w.ok('watch', events=['reservation'])
 a = Client()

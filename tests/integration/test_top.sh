@@ -193,6 +193,7 @@ screen_has top:live 'ERROR +GPU 0 +active +GPU 0: Xid 13'
 t_ok "with --interval 60s, a reservation, its release and an Xid's alert show as gpumd publishes them"
 
 gd_stop TERM
+[ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC (gpum top watching): $(cat "$GD_ERR")"
 screen_has top:live '^gpumd is not running'
 gd_start --socket-mode 0666
 screen_has top:live '^gpumd: running'
