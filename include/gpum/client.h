@@ -12,10 +12,11 @@
  *
  * Calls. Every call sends one request with a fresh id and reads until the reply with that id
  * arrives (or the client's timeout passes: GPUM_ETIMEDOUT). Events the server pushes meanwhile
- * (granted, queued, failed, expired, released, pressure) are queued and handed to the event
- * callback just before the call returns, or by gpum_client_process(). A failed request returns
- * the daemon's error code (GPUM_EINVAL, GPUM_EPERM, GPUM_ENOENT, GPUM_ENEVERFIT, ...) with the
- * daemon's message as the detail (gpum_last_error()). GPUM_ECLOSED: the daemon closed the
+ * (granted, queued, failed, expired, released, pressure; node to a watcher) are queued and
+ * handed to the event callback just before the call returns, or by gpum_client_process(). A
+ * failed request returns the daemon's error code (GPUM_EINVAL, GPUM_EPERM, GPUM_ENOENT,
+ * GPUM_ENEVERFIT, ...) with the daemon's message as the detail (gpum_last_error()).
+ * GPUM_ECLOSED: the daemon closed the
  * connection (it stopped, or rejected an over-long message), or sent a message over the limit;
  * the client is then unusable (close it; connect again). A malformed message from the daemon
  * is GPUM_EPROTO and the connection stays usable.
@@ -150,15 +151,35 @@ typedef enum {
   GPUM_CLIENT_EV_EXPIRED,
   GPUM_CLIENT_EV_RELEASED,
   GPUM_CLIENT_EV_PRESSURE,
+  GPUM_CLIENT_EV_NODE, /* an event of the node's, to a watcher (gpum_client_watch) */
 } gpum_client_event_kind_t;
 
+/* What happens on the node that a watcher can follow (gpum_client_watch): the events gpumd
+ * publishes on its HTTP event stream (docs/metrics.md, GET /api/v1/events), one bit a type. */
+typedef enum {
+  GPUM_WATCH_RESERVATION = 1u << 0, /* every transition of every reservation */
+  GPUM_WATCH_ALERT = 1u << 1,       /* an alert fired or cleared */
+  GPUM_WATCH_HEALTH = 1u << 2,      /* a device changed health state */
+  GPUM_WATCH_XID = 1u << 3,         /* the driver reported an Xid */
+  GPUM_WATCH_SAMPLE = 1u << 4,      /* a device's figures, once a second per device */
+} gpum_watch_type_t;
+/* Every type but the samples: what changes the node's state. */
+#define GPUM_WATCH_DEFAULT \
+  (GPUM_WATCH_RESERVATION | GPUM_WATCH_ALERT | GPUM_WATCH_HEALTH | GPUM_WATCH_XID)
+
+/* An event. Its pointers are valid during the callback only. */
 typedef struct {
   gpum_client_event_kind_t kind;
   const char *name;                      /* the event's name as sent */
-  const gpum_reservation_t *reservation; /* NULL for pressure */
-  int device;                            /* pressure: the device index */
-  double used_ratio;                     /* pressure */
-  const char *level;                     /* pressure: "high", "critical", "none" (cleared) */
+  const gpum_reservation_t *reservation; /* NULL for pressure; node: a "reservation" event's */
+  int device;             /* pressure, node (health, xid, alert, sample): the device; else -1 */
+  double used_ratio;      /* pressure */
+  const char *level;      /* pressure: "high", "critical", "none" (cleared) */
+  gpum_watch_type_t type; /* node: the type as a bit (0: a type this library does not know) */
+  const char *type_name;  /* node: the type as sent ("reservation", "alert", ...); else NULL */
+  uint64_t seq;           /* node: the event's id, the same as on the HTTP event stream */
+  const char *data;       /* node: its "data" object as compact JSON text ("null" when gpumd
+                             left it out: over the message limit) */
 } gpum_client_event_t;
 
 typedef void (*gpum_client_event_fn)(const gpum_client_event_t *ev, void *user);
@@ -191,6 +212,18 @@ GPUM_API const char *gpum_client_socket(const gpum_client_t *c);
 GPUM_API int gpum_client_process(gpum_client_t *c, int timeout_ms);
 
 /* --- Operations ------------------------------------------------------------------------- */
+
+/* Follows the node's events on this connection: from the reply on, every event gpumd publishes
+ * of the types in types (GPUM_WATCH_* bits; GPUM_WATCH_DEFAULT is every type but samples)
+ * reaches the event callback as a GPUM_CLIENT_EV_NODE event, in order, each after the state it
+ * shows is durable. types 0 stops them (no event of the node's comes after the reply). seq
+ * (may be NULL) gets the id of the newest event published before the reply: the events that
+ * follow have larger ones. Anyone may watch. An event that arrives between calls waits on the
+ * socket: poll gpum_client_fd() and call gpum_client_process(). A watcher that does not read
+ * is disconnected by gpumd (256 KiB unread; docs/protocol.md). Returns 0, GPUM_EINVAL (a bit
+ * this library does not know), GPUM_EAGAIN (gpumd has as many watchers as it takes), or the
+ * client's errors. Not thread-safe (as every call on a client). */
+GPUM_API int gpum_client_watch(gpum_client_t *c, unsigned types, uint64_t *seq);
 
 /* Asks for a reservation and returns at once with it in *out: GRANTED, or QUEUED (then wait
  * for the "granted" event with gpum_client_process or gpum_client_wait). */

@@ -2,9 +2,11 @@
 /*
  * `gpum top`: the node live on an ncurses screen (top_frame.c lays the frame out, top_data.c
  * reads it), or one frame on stdout with --once. The screen is redrawn at every refresh
- * (--interval) and at once after a key; the keys sort, filter, switch panels, select and
- * release a reservation. The terminal is restored on every way out: q, SIGINT/SIGTERM/SIGHUP,
- * and an error after the screen was set up (atexit).
+ * (--interval), at once after a key, and within COALESCE_MS of an event of gpumd's (the screen
+ * watches them on its connection: a reservation, an alert, a health change, an Xid), when it
+ * reads gpumd again; the keys sort, filter, switch panels, select and release a reservation. The
+ * terminal is restored on every way out: q, SIGINT/SIGTERM/SIGHUP, and an error after the screen
+ * was set up (atexit).
  *
  * Exit codes: 0 (q or a stop signal; --once: a frame with at least one readable device), 1
  * (not a terminal, the screen cannot be set up; --once: no device could be read), 2 usage.
@@ -12,6 +14,7 @@
 #include <curses.h>
 #include <langinfo.h>
 #include <locale.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +28,10 @@
 #include "top.h"
 
 #define MAX_IDS 1024
-#define ONCE_HEIGHT 4096 /* --once without $LINES: every line */
+#define ONCE_HEIGHT 4096  /* --once without $LINES: every line */
+#define COALESCE_MS 100   /* gpumd is read at most this often after its events */
+#define RECONNECT_MS 1000 /* how often to try gpumd again while it does not answer */
+#define MAX_WAIT_MS 1000  /* the longest wait for input without looking at the clocks */
 
 typedef struct {
   bool once, no_color;
@@ -43,7 +49,8 @@ static void usage(FILE *out) {
           "utilisation bar and sparklines of both over the last 240 refreshes; below, the\n"
           "processes on the GPUs, gpumd's reservations (with the workload figures their jobs\n"
           "report), its queue and its last alerts. Without gpumd, the devices and processes\n"
-          "come from the device layer and a line says gpumd is not running.\n"
+          "come from the device layer and a line says gpumd is not running. gpumd's\n"
+          "reservations and alerts are redrawn as gpumd reports changes (its events).\n"
           "\n"
           "keys: q quit, tab switch panel, s sort processes (memory, pid, user), u filter by\n"
           "user, up/down select a reservation, r release it (asks; owner or admin only),\n"
@@ -52,7 +59,7 @@ static void usage(FILE *out) {
           "options:\n"
           "  --once               print one frame to stdout and exit (width: $COLUMNS, else\n"
           "                       120; height: $LINES, else every line)\n"
-          "  --interval SECONDS   refresh every SECONDS (default 1; also 500ms, 2s)\n"
+          "  --interval SECONDS   read the devices every SECONDS (default 1; also 500ms, 2s)\n"
           "  --no-color           no colours (also NO_COLOR=1 or --color never)\n"
           "  --user NAME          only the processes and reservations of user NAME\n"
           "  --sort KEY           order of the processes: memory (default), pid or user\n"
@@ -388,6 +395,32 @@ static long long now_ms(void) {
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The earliest of the due times (-1: none), but at most MAX_WAIT_MS from now: a stop signal or a
+ * resize that lands just before poll starts is then seen soon all the same. */
+static long long next_due(long long dev_due, long long gpumd_due) {
+  long long due = now_ms() + MAX_WAIT_MS;
+  if (dev_due < due)
+    due = dev_due;
+  if (gpumd_due >= 0 && gpumd_due < due)
+    due = gpumd_due;
+  return due;
+}
+
+/* Waits until due (monotonic ms) for a key, a resize, a signal or an event from gpumd (taken
+ * into src: src->changed). Returns the first key (KEY_RESIZE after a resize) with getch set not
+ * to wait, or ERR when none came. */
+static int wait_input(top_source_t *src, long long due) {
+  struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
+                        {.fd = top_gpumd_fd(src), .events = POLLIN}};
+  long long left = due - now_ms();
+  int n = poll(p, p[1].fd >= 0 ? 2 : 1, left < 0 ? 0 : (int)left);
+  if (n > 0 && p[1].fd >= 0 && p[1].revents)
+    top_gpumd_events(src);
+  timeout(0);
+  /* Also when poll saw nothing on stdin: ncurses may hold keys it has read, or a resize. */
+  return getch();
+}
+
 static void setup_colors(screen_t *s) {
   if (!s->color || !has_colors() || start_color() == ERR) {
     s->color = false;
@@ -438,24 +471,45 @@ static int run_screen(const gpum_config_t *cfg, top_opts_t *o, top_source_t *src
   curs_set(0);
   setup_colors(s);
 
-  long long due = 0;
+  /* Three clocks: the devices are read every interval (with gpumd); gpumd alone again soon
+   * after one of its events (at most once per COALESCE_MS: a burst of events is one read), or
+   * every RECONNECT_MS while it does not answer, to see it come back. */
+  long long dev_due = 0, gpumd_due = -1, gpumd_read = 0;
+  bool redraw = true;
   while (!stop_signal) {
-    if (now_ms() >= due) {
+    long long now = now_ms();
+    if (now >= dev_due) {
       top_fetch(src, d);
-      due = now_ms() + (long long)o->interval_ms;
+      gpumd_read = now_ms();
+      dev_due = gpumd_read + (long long)o->interval_ms;
+      gpumd_due = -1;
+      redraw = true;
+    } else if (gpumd_due >= 0 && now >= gpumd_due) {
+      top_fetch_gpumd(src, d);
+      gpumd_read = now_ms();
+      gpumd_due = -1;
+      redraw = true;
     }
-    draw(s);
-    long long left = due - now_ms();
-    timeout(left < 0 ? 0 : left > 1000000 ? 1000000 : (int)left);
-    int ch = getch();
-    if (stop_signal || ch == ERR)
-      continue;
-    int r = on_key(s, ch);
-    if (r == 1)
-      break;
-    if (r == 2)
-      due = 0;
+    if (gpumd_due < 0 && src->changed)
+      gpumd_due = gpumd_read + COALESCE_MS;
+    else if (gpumd_due < 0 && !src->client)
+      gpumd_due = gpumd_read + RECONNECT_MS;
+    if (redraw)
+      draw(s);
+    redraw = false;
+    int ch = wait_input(src, next_due(dev_due, gpumd_due));
+    while (!stop_signal && ch != ERR) {
+      int r = on_key(s, ch);
+      if (r == 1)
+        goto out;
+      if (r == 2)
+        dev_due = 0;
+      redraw = true;
+      timeout(0);   /* (a prompt of on_key's waits for its answer) */
+      ch = getch(); /* the rest of what was typed, without waiting */
+    }
   }
+out:
   restore_terminal();
   top_data_clear(d);
   free(d);
@@ -474,6 +528,7 @@ int cmd_top(gpum_config_t *cfg, int argc, char **argv) {
     fprintf(stderr, "gpum top: --devices: %s\n", gpum_last_error());
     return CLI_EXIT_USAGE;
   }
+  src.live = !o.once;
   code = o.once ? run_once(cfg, &o, &src) : run_screen(cfg, &o, &src);
   top_source_close(&src);
   return code;

@@ -19,6 +19,8 @@
 
 #include <jansson.h>
 
+#include <gpum/client.h>
+
 #include "output.h"
 #include "status.h"
 
@@ -92,8 +94,12 @@ typedef struct {
   unsigned timeout_ms; /* status.timeout: how long a device may take to answer */
   unsigned sel[TOP_MAX_DEVICES];
   size_t nsel;
-  bool all;         /* every device (no `devices` option) */
-  char socket[256]; /* gpumd's; "" when it cannot be resolved */
+  bool all;              /* every device (no `devices` option) */
+  char socket[256];      /* gpumd's; "" when it cannot be resolved */
+  bool live;             /* the live screen: keep the connection to gpumd and watch its events */
+  gpum_client_t *client; /* that connection, or NULL (not yet, or gpumd went away) */
+  bool watching;         /* gpumd took the watch: its events come on the client's fd */
+  bool changed;          /* an event came since gpumd was last read: read it again */
 } top_source_t;
 
 /* Sets src up from cfg (the devices option, status.timeout, the busy thresholds, the socket).
@@ -105,6 +111,18 @@ void top_source_close(top_source_t *src);
  * d->snap_error), a point of history, and gpumd's status, reservations and last alerts (d->gpumd
  * false when gpumd does not answer within a short timeout). */
 void top_fetch(top_source_t *src, top_data_t *d);
+
+/* Replaces only gpumd's part of d with a fresh read (the devices and the history stay): after
+ * gpumd's events. */
+void top_fetch_gpumd(top_source_t *src, top_data_t *d);
+
+/* The fd to poll for gpumd's events: the live screen's connection when it watches them, else
+ * -1. */
+int top_gpumd_fd(const top_source_t *src);
+
+/* Takes the events that have arrived on the connection (src->changed set by any); a connection
+ * that gpumd closed is dropped, src->changed set so that the screen says so. Never waits. */
+void top_gpumd_events(top_source_t *src);
 
 /* Releases reservation id at gpumd: 0 with what it became in msg ("r-7 RELEASED"), else the
  * error code with the reason in msg. */

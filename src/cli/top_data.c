@@ -6,6 +6,11 @@
  * (per-GPU reserved bytes, the operator's DISABLED switch), every reservation (queued ones with
  * their position, the shim's figures, workload reports) and the last alerts. A gpumd that does
  * not answer within GPUMD_TIMEOUT_MS is shown as not running; the devices still are.
+ *
+ * The live screen keeps its connection to gpumd and watches gpumd's events on it (the watch op,
+ * every type but samples): cmd_top.c polls its fd, and an event makes it read gpumd's part
+ * again at once rather than at the next refresh. A connection that closes (gpumd stopped or
+ * restarted) is dropped and made again when gpumd answers.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +24,8 @@
 
 #define GPUMD_TIMEOUT_MS 500
 #define ALERTS_SHOWN "{\"limit\": 20}"
+
+static void drop_client(top_source_t *src);
 
 int top_source_init(top_source_t *src, const gpum_config_t *cfg) {
   memset(src, 0, sizeof *src);
@@ -38,6 +45,7 @@ int top_source_init(top_source_t *src, const gpum_config_t *cfg) {
 }
 
 void top_source_close(top_source_t *src) {
+  drop_client(src);
   cli_readers_free(src->readers);
   src->readers = NULL;
   if (src->session)
@@ -109,22 +117,63 @@ static json_t *ask(gpum_client_t *c, const char *op, const char *args) {
   return doc;
 }
 
-static void fetch_gpumd(const top_source_t *src, top_data_t *d) {
+/* Every node event means that something gpumd shows may have changed. */
+static void on_event(const gpum_client_event_t *ev, void *user) {
+  top_source_t *src = user;
+  if (ev->kind == GPUM_CLIENT_EV_NODE)
+    src->changed = true;
+}
+
+static void drop_client(top_source_t *src) {
+  gpum_client_close(src->client);
+  src->client = NULL;
+  src->watching = false;
+}
+
+/* A connection to gpumd, or NULL when it does not answer. The live screen's is kept and watches
+ * gpumd's events (a gpumd that refuses the watch, having too many watchers, is still read every
+ * refresh); --once connects for each read. */
+static gpum_client_t *connect_gpumd(top_source_t *src) {
+  if (src->client)
+    return src->client;
   gpum_client_t *c = NULL;
-  if (src->socket[0] == '\0' || gpum_client_connect(src->socket, GPUMD_TIMEOUT_MS, &c) != 0) {
-    gpum_error_clear();
-    return;
+  if (src->socket[0] == '\0' || gpum_client_connect(src->socket, GPUMD_TIMEOUT_MS, &c) != 0)
+    return NULL;
+  if (src->live) {
+    gpum_client_set_event_cb(c, on_event, src);
+    int rc = gpum_client_watch(c, GPUM_WATCH_DEFAULT, NULL);
+    if (rc == GPUM_ECLOSED || rc == GPUM_ETIMEDOUT) {
+      gpum_client_close(c);
+      return NULL;
+    }
+    src->watching = rc == 0;
+    src->client = c;
   }
-  json_t *list = ask(c, "list", "{\"all\":true}");
+  return c;
+}
+
+static void fetch_gpumd(top_source_t *src, top_data_t *d) {
+  json_decref(d->status);
+  json_decref(d->reservations);
+  json_decref(d->alerts);
+  d->status = d->reservations = d->alerts = NULL;
+  /* Events that arrive while it is read may or may not be in what is read: they ask again. */
+  src->changed = false;
+  gpum_client_t *c = connect_gpumd(src);
+  json_t *list = c ? ask(c, "list", "{\"all\":true}") : NULL;
   if (list) {
     d->reservations = json_incref(json_object_get(list, "reservations"));
     d->status = ask(c, "status", NULL);
     d->alerts = ask(c, "alerts", ALERTS_SHOWN);
   }
   json_decref(list);
-  gpum_client_close(c);
-  gpum_error_clear();
   d->gpumd = json_is_array(d->reservations);
+  bool whole = d->gpumd && d->status && d->alerts;
+  if (c && !whole && src->client) /* gone or stuck: connect afresh next time */
+    drop_client(src);
+  else if (c && !src->live)
+    gpum_client_close(c);
+  gpum_error_clear();
 }
 
 void top_fetch(top_source_t *src, top_data_t *d) {
@@ -135,6 +184,26 @@ void top_fetch(top_source_t *src, top_data_t *d) {
   top_history_add(d);
   fetch_gpumd(src, d);
   d->now_ns = gpum_clock_real_ns();
+}
+
+void top_fetch_gpumd(top_source_t *src, top_data_t *d) {
+  fetch_gpumd(src, d);
+  d->now_ns = gpum_clock_real_ns();
+}
+
+int top_gpumd_fd(const top_source_t *src) {
+  return src->client && src->watching ? gpum_client_fd(src->client) : -1;
+}
+
+void top_gpumd_events(top_source_t *src) {
+  if (!src->client)
+    return;
+  int rc = gpum_client_process(src->client, 0);
+  if (rc < 0) { /* gpumd went away (or spoke nonsense): show it, then connect again */
+    drop_client(src);
+    src->changed = true;
+  }
+  gpum_error_clear();
 }
 
 int top_release(const top_source_t *src, const char *id, char *msg, size_t len) {

@@ -96,6 +96,8 @@ struct gpumd_conn {
   gpumd_conn_t *held_next;   /* connections with held output */
   const char *close_why;     /* to be closed next turn, why (on the to_close list) */
   gpumd_conn_t *close_next;
+  unsigned watch;              /* node event types it watches (GPUM_WATCH_* bits; watch.c) */
+  gpumd_conn_t *wprev, *wnext; /* on the watchers list while watch != 0 */
 };
 
 /* A monitor event queued by the sampler thread for the loop. */
@@ -139,6 +141,8 @@ struct gpumd {
   gpumd_conn_t *dirty;
   gpumd_conn_t *held;     /* connections with output held for the ledger's writer */
   gpumd_conn_t *to_close; /* connections to close at the start of the next turn */
+  gpumd_conn_t *watchers; /* connections that follow the node's events (watch.c) */
+  size_t watcher_count;
   uint64_t next_conn_id;
   size_t conn_count;
 
@@ -232,6 +236,10 @@ int gpumd_jw_end(gpumd_jw_t *w);
 int gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg);
 /* Marks c for closing after its staged output is written. */
 void gpumd_conn_close_after_flush(gpumd_conn_t *c);
+/* Drops c, a reader too slow (logged with why, a string literal): it reads nothing more, its
+ * output of this turn is still written, and it closes at the start of the next turn (its
+ * connection leases end then). */
+void gpumd_conn_drop(gpumd_conn_t *c, const char *why);
 /* End of a loop turn: commit (or hand the writes to the ledger's writer), write the output
  * that is committed, free closed connections. */
 void gpumd_end_turn(gpumd_t *d);
@@ -362,6 +370,17 @@ void gpumd_ops_tick(gpumd_t *d);
  * reservation's document o: for listings and the REST document, not for replies and events
  * (which the fast writer must produce byte for byte the same). */
 void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
+
+/* ---- watch.c: connections that follow the node's events ---- */
+#define GPUMD_WATCH_MAX 128 /* watchers at once */
+/* The watch op (socket only): {"events": [TYPE...]} (default: every type but "sample") or
+ * {"off": true}. Anyone may watch. */
+void gpumd_watch_op(gpumd_conn_t *c, json_t *id, json_t *req);
+/* An event gpumd publishes (sse.c, after it numbered it seq): a "node" event to every watcher of
+ * type, staged with the turn's output (so written after the turn's commit). data is borrowed. */
+void gpumd_watch_publish(gpumd_t *d, const char *type, uint64_t seq, json_t *data);
+/* c watches nothing more (it is closing, or asked it off). */
+void gpumd_watch_stop(gpumd_conn_t *c);
 
 /* ---- reports.c: workload figures reported by the processes of a job ---- */
 /* Keeps figures ({"name": number}, checked: names, count) as pid's latest for source on the

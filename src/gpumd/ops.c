@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The protocol's operations (docs/protocol.md): hello, status, reserve, release, renew,
- * attach, list and http_token. The cores (gpumd_op_*) check the request's fields (unknown ones
- * are EINVAL naming the field), check the actor's right to act (owner from SO_PEERCRED, or an
- * admin; over HTTP the API token makes an admin), call the scheduler and build the reply body;
- * the socket handlers (op_*) and the REST API (http_api.c) both call them. The transitions
- * reach the ledger through engine.c and are committed before any reply leaves (end of the
- * loop turn).
+ * attach, list and http_token (watch is watch.c's). The cores (gpumd_op_*) check the request's
+ * fields (unknown ones are EINVAL naming the field), check the actor's right to act (owner from
+ * SO_PEERCRED, or an admin; over HTTP the API token makes an admin), call the scheduler and build
+ * the reply body; the socket handlers (op_*) and the REST API (http_api.c) both call them. The
+ * transitions reach the ledger through engine.c and are committed before any reply leaves (end of
+ * the loop turn).
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -614,7 +614,8 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
              {GPUM_PROTO_OP_ALERTS, NULL, gpumd_op_alerts},
              {GPUM_PROTO_OP_DISABLE, NULL, gpumd_op_disable},
              {GPUM_PROTO_OP_ENABLE, NULL, gpumd_op_enable},
-             {GPUM_PROTO_OP_REPORT, NULL, gpumd_op_report}};
+             {GPUM_PROTO_OP_REPORT, NULL, gpumd_op_report},
+             {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL}};
   const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();
   for (size_t i = 0; i < n; i++) {

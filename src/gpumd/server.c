@@ -110,6 +110,7 @@ static bool in_group(uid_t uid, gid_t gid, gid_t want) {
 
 static void conn_free(gpumd_conn_t *c) {
   gpumd_t *d = c->d;
+  gpumd_watch_stop(c);
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -136,6 +137,7 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "client %llu (uid %lu pid %ld) closed: %s",
            (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid, why);
   c->dead = true;
+  gpumd_watch_stop(c);
   if (c->bev) {
     bufferevent_free(c->bev);
     c->bev = NULL;
@@ -371,6 +373,7 @@ int gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
 
 void gpumd_conn_close_after_flush(gpumd_conn_t *c) {
   c->closing = true;
+  gpumd_watch_stop(c); /* going away: no more of the node's events */
   if (c->bev)
     bufferevent_disable(c->bev, EV_READ);
 }
@@ -592,6 +595,7 @@ static void close_later(gpumd_conn_t *c, const char *why) {
   if (c->close_why)
     return;
   c->close_why = why;
+  gpumd_watch_stop(c);
   if (c->bev)
     bufferevent_disable(c->bev, EV_READ);
   c->close_next = c->d->to_close;
@@ -617,6 +621,14 @@ static void conn_write(gpumd_conn_t *c, struct evbuffer *buf) {
              (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid);
     close_later(c, "output buffer full");
   }
+}
+
+void gpumd_conn_drop(gpumd_conn_t *c, const char *why) {
+  if (c->dead || c->close_why)
+    return;
+  gpum_log(GPUM_LOG_WARN, "gpumd", "client %llu (uid %lu pid %ld) %s: disconnected",
+           (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid, why);
+  close_later(c, why);
 }
 
 void gpumd_close_deferred(gpumd_t *d) {

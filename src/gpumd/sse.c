@@ -11,7 +11,8 @@
  * (reaped at the next write or flush: the connection's close callback belongs to http_conns.c).
  * Each stream's output is bounded: a reader with more than GPUMD_SSE_MAX_OUTPUT bytes unread (or
  * whose writes stall for the write timeout) is dropped, so a slow reader never stalls the loop or
- * grows memory.
+ * grows memory. Every event published also goes to the Unix socket's watchers (watch.c), staged
+ * with the connections' output of the same turn, which waits for the same commit.
  *
  * Replay: every event is also kept in a ring bounded by bytes (http.event_replay, evring.c),
  * whether or not a stream is open. Event ids are integers; a run's ids start above its start
@@ -421,13 +422,16 @@ void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data) {
       ev &&
       evbuffer_add_printf(ev, "id: %llu\nevent: %s\ndata: ", (unsigned long long)id, event) >= 0 &&
       gpumd_json_write(ev, data) == 0 && evbuffer_add(ev, "\n\n", 2) == 0;
-  json_decref(data);
   const unsigned char *text = ok ? evbuffer_pullup(ev, -1) : NULL;
   if (text && evbuffer_add(o->pending, text, evbuffer_get_length(ev)) == 0) {
     o->event_seq = id;
     /* On failure the ring empties and goes on after id: a resume from before it is reset. */
     gpumd_evring_push(&o->ring, id, (const char *)text, evbuffer_get_length(ev));
+    /* The socket's watchers get it too, with the same id, staged with this turn's output:
+     * written after the turn's commit, as the streams get it. */
+    gpumd_watch_publish(d, event, id, data);
   }
+  json_decref(data);
   if (ev)
     evbuffer_free(ev);
 }

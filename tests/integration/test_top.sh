@@ -9,8 +9,11 @@
 # when run as root) the release of root's is refused with gpumd's reason; a resize to 70x20
 # redraws the frame at that size (no sparklines, short bars, every line within 70 columns,
 # the keys on the last line); `q` leaves with status 0 and the terminal back on its normal
-# screen; SIGTERM does the same. NO_COLOR: --once on a terminal writes no colour escapes with
-# it and does without it.
+# screen; SIGTERM does the same. With --interval 60s (no refresh by the clock), a reservation
+# made after the screen is up, its release and an Xid's alert appear on it as gpumd publishes
+# them (the watch op); gpumd stopped shows at once as not running, and started again it is
+# found and watched again (a new reservation appears). NO_COLOR: --once on a terminal writes no
+# colour escapes with it and does without it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
 
@@ -174,6 +177,32 @@ screen_has top:term '^top-exit=[0-9]+$'
 grep -q '^top-exit=0$' "$SCREEN" || t_fail "gpum top did not end with status 0 on SIGTERM: $(grep top-exit "$SCREEN")"
 grep -q 'q quit' "$SCREEN" && { cat "$SCREEN" >&2; t_fail "the frame stayed on the terminal after SIGTERM"; }
 t_ok "SIGTERM leaves with status 0 and the terminal restored"
+
+# gpumd's events: with --interval 60s nothing is read again by the clock during this part, so
+# what shows up, shows up because gpumd said something changed (the watch op).
+tmux -L "$TM" new-window -d -t top: -n live "'$GPUM_BIN' top --interval 60s; echo live-exit=\$?; sleep 600"
+screen_has top:live "^  $R1 +root +GRANTED .*first"
+"$GPUM_BIN" reserve --mem 2GiB --label live --ttl 10m >"$T_SCRATCH/r3" 2>/dev/null || t_fail "reserve"
+R3=$(cat "$T_SCRATCH/r3")
+screen_has top:live "^  $R3 +root +GRANTED .*live"
+"$GPUM_BIN" release "$R3" >/dev/null || t_fail "release $R3"
+t_until 20 sh -c "! tmux -L '$TM' capture-pane -p -t top:live | grep -q '^  $R3 '" ||
+  t_fail "$R3 stays on the screen after its release"
+"$GPUM_BIN" sim inject "$T_NODE" --device 0 --xid 13 >/dev/null || t_fail "sim inject"
+screen_has top:live 'ERROR +GPU 0 +active +GPU 0: Xid 13'
+t_ok "with --interval 60s, a reservation, its release and an Xid's alert show as gpumd publishes them"
+
+gd_stop TERM
+[ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC (gpum top watching): $(cat "$GD_ERR")"
+screen_has top:live '^gpumd is not running'
+gd_start --socket-mode 0666
+screen_has top:live '^gpumd: running'
+"$GPUM_BIN" reserve --mem 3GiB --label again --ttl 10m >"$T_SCRATCH/r4" 2>/dev/null || t_fail "reserve"
+R4=$(cat "$T_SCRATCH/r4")
+screen_has top:live "^  $R4 +root +GRANTED .*again"
+tmux -L "$TM" send-keys -t top:live q
+screen_has top:live '^live-exit=0$'
+t_ok "gpumd stopping shows at once; started again, it is found and watched again"
 
 # NO_COLOR: --once on a terminal (the pane) with and without it; capture-pane -e keeps the SGR.
 for nc in 0 1; do

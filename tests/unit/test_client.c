@@ -6,8 +6,8 @@
  * and fields ("wait": false for no_wait), replies and errors (code mapping), events queued during a
  * call and dispatched after it, blocking reserve through queued -> granted, reserve timeout
  * (cancels), a queued reservation that ends otherwise, list and status parsing, the pollable
- * non-blocking form, and bad input from the server: malformed JSON, an over-long line, a closed
- * connection.
+ * non-blocking form, watching the node's events (node events), and bad input from the server:
+ * malformed JSON, an over-long line, a closed connection.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -757,6 +757,88 @@ static void test_error_code_names(void **state) {
   assert_int_equal(gpum__proto_err_code(NULL), GPUM_EPROTO);
 }
 
+/* What the node events of test_watch carried (copied out during the callback). */
+typedef struct {
+  int n;
+  gpum_watch_type_t types[8];
+  char names[8][16];
+  uint64_t seqs[8];
+  char data[8][128];
+  char res[8][96]; /* "ID STATE" of a reservation event, else "" */
+  int devices[8];
+} node_seen_t;
+
+static void on_node(const gpum_client_event_t *ev, void *user) {
+  node_seen_t *s = user;
+  if (ev->kind != GPUM_CLIENT_EV_NODE || s->n == 8)
+    return;
+  int i = s->n++;
+  s->types[i] = ev->type;
+  snprintf(s->names[i], sizeof s->names[i], "%s", ev->type_name ? ev->type_name : "(null)");
+  s->seqs[i] = ev->seq;
+  snprintf(s->data[i], sizeof s->data[i], "%s", ev->data ? ev->data : "(null)");
+  if (ev->reservation)
+    snprintf(s->res[i], sizeof s->res[i], "%s %s", ev->reservation->id,
+             gpum_res_state_name(ev->reservation->state));
+  s->devices[i] = ev->device;
+}
+
+/* gpum_client_watch: the request ("events" by name; "off" for 0), the reply's seq, and node
+ * events (one before the reply, dispatched after it) with their type, id, data, reservation and
+ * device; an event over the limit (data null) and a type this library does not know; an unknown
+ * bit refused without a request. */
+static void test_watch(void **state) {
+  (void)state;
+  static const step_t steps[] = {
+      {"watch", "{\"event\":\"node\",\"type\":\"reservation\",\"seq\":101,\"data\":"
+                "{\"transition\":\"granted\",\"reservation\":{\"id\":\"r-3\",\"state\":"
+                "\"GRANTED\"}}}\n{\"id\":$ID,\"ok\":true,\"events\":[\"reservation\","
+                "\"alert\",\"health\",\"xid\"],\"seq\":100}\n"},
+      {NULL, "{\"event\":\"node\",\"type\":\"xid\",\"seq\":102,\"data\":{\"gpu\":1,"
+             "\"xid\":79}}\n{\"event\":\"node\",\"type\":\"alert\",\"seq\":103,\"data\":"
+             "null,\"too_large\":true}\n{\"event\":\"node\",\"type\":\"later\",\"seq\":"
+             "104,\"data\":{\"device\":2}}\n"},
+      {"watch", "{\"id\":$ID,\"ok\":true,\"events\":[],\"seq\":104}\n"}};
+  server_t s;
+  gpum_client_t *c;
+  START(&s, steps, &c);
+  node_seen_t seen = {0};
+  gpum_client_set_event_cb(c, on_node, &seen);
+  uint64_t seq = 0;
+  assert_int_equal(gpum_client_watch(c, GPUM_WATCH_DEFAULT, &seq), 0);
+  assert_int_equal(seq, 100);
+  assert_int_equal(seen.n, 1);
+  assert_int_equal(seen.types[0], GPUM_WATCH_RESERVATION);
+  assert_string_equal(seen.res[0], "r-3 GRANTED");
+  assert_int_equal(seen.devices[0], -1);
+  for (int i = 0; i < 100 && seen.n < 4; i++)
+    assert_true(gpum_client_process(c, 2000) >= 0);
+  assert_int_equal(seen.n, 4);
+  assert_int_equal(seen.types[1], GPUM_WATCH_XID);
+  assert_int_equal(seen.seqs[1], 102);
+  assert_int_equal(seen.devices[1], 1);
+  assert_string_equal(seen.data[1], "{\"gpu\":1,\"xid\":79}");
+  assert_string_equal(seen.res[1], "");
+  assert_int_equal(seen.types[2], GPUM_WATCH_ALERT);
+  assert_string_equal(seen.data[2], "null");
+  assert_int_equal(seen.types[3], 0);
+  assert_string_equal(seen.names[3], "later");
+  assert_int_equal(seen.devices[3], 2);
+  assert_int_equal(gpum_client_watch(c, 1u << 12, NULL), GPUM_EINVAL);
+  assert_int_equal(gpum_client_watch(c, 0, &seq), 0);
+  assert_int_equal(seq, 104);
+  finish(&s, c);
+  assert_int_equal(json_array_size(s.requests), 2);
+  json_t *on = json_object_get(json_array_get(s.requests, 0), "events");
+  assert_int_equal(json_array_size(on), 4);
+  assert_string_equal(json_string_value(json_array_get(on, 0)), "reservation");
+  assert_string_equal(json_string_value(json_array_get(on, 3)), "xid");
+  json_t *off = json_array_get(s.requests, 1);
+  assert_true(json_is_true(json_object_get(off, "off")));
+  assert_null(json_object_get(off, "events"));
+  json_decref(s.requests);
+}
+
 static void test_server_closes(void **state) {
   (void)state;
   static const step_t steps[] = {{"status", "{\"id\":$ID,\"ok\":tr"}};
@@ -794,6 +876,7 @@ int main(void) {
       cmocka_unit_test(test_call_json),
       cmocka_unit_test(test_malformed_reply),
       cmocka_unit_test(test_overlong_line),
+      cmocka_unit_test(test_watch),
       cmocka_unit_test(test_server_closes),
       cmocka_unit_test(test_error_code_names),
   };

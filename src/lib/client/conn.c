@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,11 +202,42 @@ static gpum_client_event_kind_t event_kind(const char *name) {
   return GPUM_CLIENT_EV_OTHER;
 }
 
+/* A node event (watch op): {"type", "seq", "data"}; the reservation of a "reservation" event
+ * and the device of the others ("gpu", an alert's "device") are read from its data. */
+static void dispatch_node(gpum_client_t *c, const json_t *msg, gpum_client_event_t *ev,
+                          gpum_reservation_t *res) {
+  ev->type_name = json_string_value(json_object_get(msg, GPUM_PROTO_F_TYPE));
+  ev->type = (gpum_watch_type_t)gpum__proto_node_type(ev->type_name);
+  const json_t *seq = json_object_get(msg, GPUM_PROTO_F_SEQ);
+  ev->seq =
+      json_is_integer(seq) && json_integer_value(seq) > 0 ? (uint64_t)json_integer_value(seq) : 0;
+  const json_t *data = json_object_get(msg, GPUM_PROTO_F_DATA);
+  char *text = data ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  ev->data = text ? text : "null";
+  const json_t *r = json_object_get(data, GPUM_PROTO_F_RESERVATION);
+  if (ev->type == GPUM_WATCH_RESERVATION && json_is_object(r)) {
+    gpum__res_parse(r, res);
+    ev->reservation = res;
+  }
+  const json_t *dev = json_object_get(data, "gpu");
+  if (!json_is_integer(dev))
+    dev = json_object_get(data, GPUM_PROTO_F_DEVICE);
+  if (json_is_integer(dev) && json_integer_value(dev) >= 0 && json_integer_value(dev) <= INT_MAX)
+    ev->device = (int)json_integer_value(dev);
+  if (c->cb)
+    c->cb(ev, c->user);
+  free(text);
+}
+
 /* Hands one event to the watcher and the callback. */
 static void dispatch(gpum_client_t *c, const json_t *msg) {
   const char *name = json_string_value(json_object_get(msg, GPUM_PROTO_F_EVENT));
   gpum_client_event_t ev = {.kind = event_kind(name), .name = name, .device = -1};
   gpum_reservation_t res;
+  if (ev.kind == GPUM_CLIENT_EV_NODE) {
+    dispatch_node(c, msg, &ev, &res);
+    return;
+  }
   const json_t *r = json_object_get(msg, GPUM_PROTO_F_RESERVATION);
   if (json_is_object(r)) {
     gpum__res_parse(r, &res);

@@ -234,3 +234,32 @@ int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_jso
   json_decref(r);
   return *reply ? 0 : gpum_error(GPUM_ENOMEM, "out of memory encoding the reply");
 }
+
+int gpum_client_watch(gpum_client_t *c, unsigned types, uint64_t *seq) {
+  if (types & ~GPUM__PROTO_NODE_ALL)
+    return gpum_error(GPUM_EINVAL, "unknown watch types 0x%x", types & ~GPUM__PROTO_NODE_ALL);
+  json_t *req = request(GPUM_PROTO_OP_WATCH, NULL, NULL);
+  json_t *names = json_array();
+  int bad = req == NULL || names == NULL;
+  for (unsigned bit = 1; !bad && bit <= types; bit <<= 1)
+    if ((types & bit) && json_array_append_new(names, json_string(gpum__proto_node_type_name(bit))))
+      bad = 1;
+  if (!bad && types)
+    bad = json_object_set_new(req, GPUM_PROTO_F_EVENTS, json_incref(names));
+  else if (!bad)
+    bad = json_object_set_new(req, GPUM_PROTO_F_OFF, json_true());
+  json_decref(names);
+  if (bad) {
+    json_decref(req);
+    req = NULL; /* the call says ENOMEM */
+  }
+  json_t *reply = NULL;
+  int rc = gpum__client_call_consume(c, req, &reply);
+  if (rc != 0)
+    return rc;
+  const json_t *s = json_object_get(reply, GPUM_PROTO_F_SEQ);
+  if (seq)
+    *seq = json_is_integer(s) && json_integer_value(s) > 0 ? (uint64_t)json_integer_value(s) : 0;
+  json_decref(reply);
+  return 0;
+}

@@ -42,6 +42,7 @@
 #define GPUM_PROTO_OP_DISABLE "disable"
 #define GPUM_PROTO_OP_ENABLE "enable"
 #define GPUM_PROTO_OP_REPORT "report"
+#define GPUM_PROTO_OP_WATCH "watch"
 
 /* ---- Fields ----------------------------------------------------------------------------- */
 
@@ -112,6 +113,16 @@
  * GPUM_PROTO_REPORT_NAME_MAX bytes (report.c; gpumd checks with it too). */
 bool gpum__report_name_ok(const char *s, bool source);
 
+/* watch: request {"events": [TYPE...]} or {"off": true}; reply {"events": [TYPE...], "seq"};
+ * then "node" events {"type": TYPE, "seq", "data"} ("data": null and "too_large": true when the
+ * event would pass the message limit). */
+#define GPUM_PROTO_F_EVENTS "events"
+#define GPUM_PROTO_F_OFF "off"
+#define GPUM_PROTO_F_SEQ "seq"
+#define GPUM_PROTO_F_TYPE "type"
+#define GPUM_PROTO_F_DATA "data"
+#define GPUM_PROTO_F_TOO_LARGE "too_large"
+
 /* alerts: request {"limit"}; reply {"enabled", "active": [...], "history": [...], "counters"}. */
 #define GPUM_PROTO_F_LIMIT "limit"
 
@@ -147,9 +158,45 @@ bool gpum__report_name_ok(const char *s, bool source);
 #define GPUM_PROTO_EV_EXPIRED "expired"
 #define GPUM_PROTO_EV_RELEASED "released"
 #define GPUM_PROTO_EV_PRESSURE "pressure"
+#define GPUM_PROTO_EV_NODE "node" /* to watchers (the watch op): an event of the node's */
 /* XX(NAME): every event (the client's GPUM_CLIENT_EV_##NAME). */
 #define GPUM_PROTO_EVENTS(XX) \
-  XX(QUEUED) XX(GRANTED) XX(FAILED) XX(EXPIRED) XX(RELEASED) XX(PRESSURE)
+  XX(QUEUED) XX(GRANTED) XX(FAILED) XX(EXPIRED) XX(RELEASED) XX(PRESSURE) XX(NODE)
+
+/* The types of the node's events (a "node" event's "type", the watch op's "events"): the
+ * events gpumd publishes on its HTTP event stream (docs/metrics.md). XX(NAME): the client's
+ * public bit GPUM_WATCH_##NAME. */
+#define GPUM_PROTO_NODE_RESERVATION "reservation"
+#define GPUM_PROTO_NODE_ALERT "alert"
+#define GPUM_PROTO_NODE_HEALTH "health"
+#define GPUM_PROTO_NODE_XID "xid"
+#define GPUM_PROTO_NODE_SAMPLE "sample"
+#define GPUM_PROTO_NODE_TYPES(XX) XX(RESERVATION) XX(ALERT) XX(HEALTH) XX(XID) XX(SAMPLE)
+
+/* The GPUM_WATCH_* bit of a node event type's name; 0 for NULL or a name not in the table. */
+static inline unsigned gpum__proto_node_type(const char *name) {
+#define GPUM__PROTO_NODE_BIT(n)                               \
+  if (name != NULL && strcmp(name, GPUM_PROTO_NODE_##n) == 0) \
+    return GPUM_WATCH_##n;
+  GPUM_PROTO_NODE_TYPES(GPUM__PROTO_NODE_BIT)
+#undef GPUM__PROTO_NODE_BIT
+  return 0;
+}
+
+/* The name of a GPUM_WATCH_* bit (one bit); NULL for any other value. */
+static inline const char *gpum__proto_node_type_name(unsigned bit) {
+#define GPUM__PROTO_NODE_NAME(n)       \
+  if (bit == (unsigned)GPUM_WATCH_##n) \
+    return GPUM_PROTO_NODE_##n;
+  GPUM_PROTO_NODE_TYPES(GPUM__PROTO_NODE_NAME)
+#undef GPUM__PROTO_NODE_NAME
+  return NULL;
+}
+
+/* Every GPUM_WATCH_* bit. */
+#define GPUM__PROTO_NODE_ALL                                                                   \
+  ((unsigned)(GPUM_WATCH_RESERVATION | GPUM_WATCH_ALERT | GPUM_WATCH_HEALTH | GPUM_WATCH_XID | \
+              GPUM_WATCH_SAMPLE))
 
 /* ---- Values ------------------------------------------------------------------------------- */
 
