@@ -111,8 +111,7 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, status_o
     return CLI_EXIT_USAGE;
   }
   gpum_busy_thresholds_from_config(cfg, &o->busy);
-  uint64_t timeout = gpum_config_get_duration(cfg, "status.timeout");
-  o->timeout_ms = timeout > 3600000 ? 3600000u : timeout == 0 ? 1u : (unsigned)timeout;
+  o->timeout_ms = cli_status_timeout_ms(cfg);
   if (gpum_socket_path(cfg, o->socket, sizeof o->socket) != 0)
     o->socket[0] = '\0';
   o->color = cli_use_color(cfg, stdout);

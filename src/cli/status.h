@@ -17,9 +17,11 @@
 #include <stddef.h>
 #include <time.h>
 
+#include <gpum/client.h>
 #include <gpum/device.h>
 #include <gpum/monitor.h>
 #include <gpum/options.h>
+#include <jansson.h>
 
 #include "output.h"
 
@@ -101,6 +103,13 @@ void cli_snapshot_free(cli_snapshot_t *snap);
  * snap->gpumd (freed by cli_snapshot_free). Silent when no daemon answers: status works without
  * one. (status_gpumd.c) */
 void cli_snapshot_add_gpumd(cli_snapshot_t *snap, const char *socket);
+
+/* gpumd's reply to op (args: a JSON object's text, or NULL) as a JSON object without "id" and
+ * "ok"; NULL on any failure. The caller frees it. */
+json_t *cli_gpumd_ask(gpum_client_t *c, const char *op, const char *args);
+
+/* The option status.timeout in milliseconds, within 1 ms .. 1 hour. */
+unsigned cli_status_timeout_ms(const gpum_config_t *cfg);
 /* Text: the reservations of device index under its line, and the queue at the end. Nothing
  * when snap->gpumd is NULL. */
 void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, unsigned index);

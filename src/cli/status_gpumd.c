@@ -19,8 +19,12 @@
 
 #define GPUMD_STATUS_TIMEOUT_MS 500
 
-/* op's reply as a JSON object without "id" and "ok", or NULL. */
-static json_t *ask(gpum_client_t *c, const char *op, const char *args) {
+unsigned cli_status_timeout_ms(const gpum_config_t *cfg) {
+  uint64_t timeout = gpum_config_get_duration(cfg, "status.timeout");
+  return timeout > 3600000 ? 3600000u : timeout == 0 ? 1u : (unsigned)timeout;
+}
+
+json_t *cli_gpumd_ask(gpum_client_t *c, const char *op, const char *args) {
   char *text = NULL;
   if (gpum_client_call_json(c, op, args, &text) != 0)
     return NULL;
@@ -38,8 +42,8 @@ void cli_snapshot_add_gpumd(cli_snapshot_t *snap, const char *socket) {
     gpum_error_clear();
     return;
   }
-  json_t *st = ask(c, "status", NULL);
-  json_t *list = st ? ask(c, "list", "{\"all\":true}") : NULL;
+  json_t *st = cli_gpumd_ask(c, "status", NULL);
+  json_t *list = st ? cli_gpumd_ask(c, "list", "{\"all\":true}") : NULL;
   gpum_client_close(c);
   gpum_error_clear();
   if (st && list)

@@ -36,8 +36,7 @@ int top_source_init(top_source_t *src, const gpum_config_t *cfg) {
   if (gpum_device_list_parse(devices, src->sel, TOP_MAX_DEVICES, &src->nsel) != 0)
     return GPUM_EINVAL;
   gpum_busy_thresholds_from_config(cfg, &src->busy);
-  uint64_t timeout = gpum_config_get_duration(cfg, "status.timeout");
-  src->timeout_ms = timeout > 3600000 ? 3600000u : timeout == 0 ? 1u : (unsigned)timeout;
+  src->timeout_ms = cli_status_timeout_ms(cfg);
   if (gpum_socket_path(cfg, src->socket, sizeof src->socket) != 0)
     src->socket[0] = '\0';
   gpum_error_clear();
@@ -105,18 +104,6 @@ static void fetch_devices(top_source_t *src, top_data_t *d) {
   }
 }
 
-/* op's reply as a JSON object without "id" and "ok", or NULL. */
-static json_t *ask(gpum_client_t *c, const char *op, const char *args) {
-  char *text = NULL;
-  if (gpum_client_call_json(c, op, args, &text) != 0)
-    return NULL;
-  json_t *doc = json_loads(text, 0, NULL);
-  free(text);
-  json_object_del(doc, "id");
-  json_object_del(doc, "ok");
-  return doc;
-}
-
 /* Every node event means that something gpumd shows may have changed. */
 static void on_event(const gpum_client_event_t *ev, void *user) {
   top_source_t *src = user;
@@ -160,11 +147,11 @@ static void fetch_gpumd(top_source_t *src, top_data_t *d) {
   /* Events that arrive while it is read may or may not be in what is read: they ask again. */
   src->changed = false;
   gpum_client_t *c = connect_gpumd(src);
-  json_t *list = c ? ask(c, "list", "{\"all\":true}") : NULL;
+  json_t *list = c ? cli_gpumd_ask(c, "list", "{\"all\":true}") : NULL;
   if (list) {
     d->reservations = json_incref(json_object_get(list, "reservations"));
-    d->status = ask(c, "status", NULL);
-    d->alerts = ask(c, "alerts", ALERTS_SHOWN);
+    d->status = cli_gpumd_ask(c, "status", NULL);
+    d->alerts = cli_gpumd_ask(c, "alerts", ALERTS_SHOWN);
   }
   json_decref(list);
   d->gpumd = json_is_array(d->reservations);
