@@ -47,6 +47,7 @@ show_logs() {
 
 stop() {
   local dir=$1 p
+  unset SLURM_CONF # the processes this runs must not look like the cluster's
   [ -d "$dir" ] || return 0
   for name in slurmd slurmctld munged; do
     [ -f "$dir/run/$name.pid" ] || continue
@@ -60,14 +61,22 @@ stop() {
     # TERM first; what is left after 5 s is killed.
     wait_for 5 "$name to stop" bash -c "! kill -0 $p" || kill -KILL "$p" 2>/dev/null || true
   done
-  # Job steps the cluster started (slurmstepd) have slurmd gone; end what is left of them.
-  if [ -f "$dir/etc/slurm.conf" ]; then
-    pgrep -f "slurmstepd.*" -a 2>/dev/null | while read -r p rest; do
-      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$dir/etc/slurm.conf"; then
-        kill -KILL "$p" 2>/dev/null || true
-      fi
-    done
-  fi
+  # What is left of the cluster's jobs (a task whose slurmstepd was killed, a slurmstepd after
+  # its slurmd): every process whose environment names this cluster's slurm.conf, except this
+  # script and the processes it runs under.
+  local keep=" " q=$$ conf="SLURM_CONF=$dir/etc/slurm.conf"
+  while [ -n "$q" ] && [ "$q" -gt 1 ]; do
+    keep+="$q "
+    q=$(awk '/^PPid:/ {print $2}' "/proc/$q/status" 2>/dev/null || true)
+  done
+  for e in /proc/[0-9]*/environ; do
+    p=${e#/proc/}
+    p=${p%/environ}
+    [[ "$keep" == *" $p "* ]] && continue
+    if tr '\0' '\n' <"$e" 2>/dev/null | grep -qxF "$conf"; then
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
   rm -rf "$dir"
 }
 

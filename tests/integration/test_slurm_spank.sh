@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# gpum_spank.so in a loopback Slurm cluster over a simulated one-GPU node (48 GiB: 45 shards of
+# 1 GiB by gpum slurm conf) and its gpumd: two `srun --gres=shard:20 --gpu-mem=20GiB` steps
+# share the GPU, each holding a reservation on it labelled with its job and step and seeing a
+# 20 GiB device through the shim; a third waits in Slurm's queue and starts when one is
+# cancelled, whose reservation is released within a second; a step that allocates past its
+# limit gets CUDA_ERROR_OUT_OF_MEMORY while its neighbour runs on; a step without --gpu-mem is
+# untouched; one gpumd refuses fails with the reason; a killed slurmstepd's reservation ends.
+source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
+source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
+source "$GPUM_SOURCE_DIR/tests/integration/slurm_lib.sh"
+s_require
+PLUGIN=$GPUM_BUILD_DIR/lib/gpum_spank.so
+if [ ! -f "$PLUGIN" ]; then
+  echo "skip: $PLUGIN was not built (libslurm-dev's slurm/spank.h was not found)"
+  exit 0
+fi
+G=$GPUM_BIN
+P=$GPUM_TEST_PROGS/enforce_probe
+S=$T_SCRATCH
+GiB=1073741824
+
+cat >"$S/node.yaml" <<'Y'
+name: slurm48
+driver_version: "550.54.15"
+cuda_version: "12.4"
+devices:
+  - count: 1
+    name: "NVIDIA L40S"
+    memory: 48GiB
+Y
+t_sim_start "$S/node.yaml"
+gd_start
+s_dir
+"$G" slurm conf --node gnode --dev-dir "$S_DIR/c/dev" --gres >"$S/gres.conf"
+"$G" slurm conf --node gnode --slurm >"$S/slurm.lines"
+grep -q 'shard:45$' "$S/slurm.lines" || { cat "$S/slurm.lines"; t_fail "expected 45 shards"; }
+echo "required $PLUGIN socket=$GPUM_SOCKET wait=5s" >"$S/plugstack.conf"
+s_start "$S/gres.conf" "$S/slurm.lines" "$S/plugstack.conf"
+cd "$S"
+
+# jobs_json: gpumd's reservations (everyone's) in $S/jobs.json.
+jobs_json() { "$G" jobs --all --json >"$S/jobs.json"; }
+# job_id NAME: Slurm's id of the job named NAME.
+job_id() { squeue -h -n "$1" -o %i | head -n 1; }
+# res_live LABEL: a granted reservation has that label.
+res_live() {
+  jobs_json && t_pyjson "$S/jobs.json" 'import sys
+rs = d["reservations"] if isinstance(d, dict) else d
+sys.exit(0 if any(r["label"] == args[0] and r["state"] == "GRANTED" for r in rs) else 1)' "$1"
+}
+res_gone() { ! res_live "$1"; }
+job_state() { [ "$(squeue -h -n "$1" -o %T | head -n 1)" = "$2" ]; }
+
+# Two steps of 20 GiB share the GPU; each sees 20 GiB.
+for j in a b; do
+  t_bg srun -J "$j" --gres=shard:20 --gpu-mem=20GiB --gpu-mem-enforce \
+    sh -c "echo \$GPUM_FENCE >'$S/$j.fence' && '$P' info >'$S/$j.info' && exec '$P' hold 1G '$S/$j.held'" 2>"$S/$j.err"
+  eval "PID_$j=\$T_LAST_PID"
+done
+t_wait_file "$S/a.held" 30
+t_wait_file "$S/b.held" 30
+for j in a b; do
+  t_pyjson "$S/$j.info" 'assert d["cu_total"] == 20 << 30 and d["nvml_total"] == 20 << 30, d' ||
+    t_fail "step $j does not see a 20 GiB device"
+done
+JA=$(job_id a)
+JB=$(job_id b)
+jobs_json
+t_pyjson "$S/jobs.json" 'rs = d["reservations"] if isinstance(d, dict) else d
+mine = {r["label"]: r for r in rs if r["state"] == "GRANTED"}
+for j in args:
+    r = mine["slurm job %s step 0" % j]
+    assert r["bytes_per_gpu"] == 20 << 30 and [x["index"] for x in r["devices"]] == [0], r
+    assert r["lease"] == "pid" and r["fenced"]["limit"] == 20 << 30 and r["fenced"]["used"] == 1 << 30, r' \
+  "$JA" "$JB" || { cat "$S/jobs.json"; t_fail "no fenced 20 GiB reservations for jobs $JA and $JB on GPU 0"; }
+t_ok "two --gres=shard:20 --gpu-mem=20GiB steps share GPU 0, each reserved and fenced at 20 GiB"
+
+# A third does not fit in the 45 shards: Slurm queues it; cancelling a running job releases
+# its reservation within a second, and the third starts.
+t_bg srun -J c --gres=shard:20 --gpu-mem=20GiB --gpu-mem-enforce \
+  sh -c "exec '$P' hold 1G '$S/c.held'" 2>"$S/c.err"
+t_until 10 job_state c PENDING || t_fail "the third job is not pending"
+[ ! -e "$S/c.held" ] || t_fail "the third job ran beside two"
+[ -e "/dev/shm/$(cat "$S/a.fence")" ] || t_fail "no fence $(cat "$S/a.fence") for job $JA"
+scancel "$JA"
+t_until 1 res_gone "slurm job $JA step 0" || t_fail "job $JA's reservation outlived scancel by a second"
+t_until 5 test ! -e "/dev/shm/$(cat "$S/a.fence")" || t_fail "job $JA's fence is left behind"
+t_ok "a third job waits in Slurm's queue; scancel releases a running job's reservation within a second"
+t_wait_file "$S/c.held" 30
+JC=$(job_id c)
+res_live "slurm job $JC step 0" || t_fail "the third job runs without its reservation"
+t_ok "the third job starts when one ends"
+
+# Past its limit a step gets CUDA_ERROR_OUT_OF_MEMORY (enforce_probe try: exit 3); its
+# neighbours run on.
+rc=0
+srun -J d --gres=shard:2 --gpu-mem=2GiB --gpu-mem-enforce "$P" try 3G 2>"$S/d.err" || rc=$?
+[ "$rc" -eq 3 ] || { cat "$S/d.err"; t_fail "a step past its 2 GiB got exit $rc, not CUDA_ERROR_OUT_OF_MEMORY (3)"; }
+grep -q 'out of memory on device 0: limit 2.00 GiB' "$S/d.err" || { cat "$S/d.err"; t_fail "no shim line"; }
+t_expect 0 srun -J d2 --gres=shard:2 --gpu-mem=2GiB --gpu-mem-enforce "$P" try 1G
+job_state b RUNNING && job_state c RUNNING || t_fail "a neighbour stopped"
+t_ok "a step past its limit gets CUDA_ERROR_OUT_OF_MEMORY; its neighbours run on"
+
+# No --gpu-mem: untouched.
+t_expect 0 srun -J e --gres=shard:1 env
+grep -q '^GPUM_RESERVATION_ID=' "$T_OUT" && t_fail "a step without --gpu-mem got a reservation"
+grep -q '^LD_PRELOAD=' "$T_OUT" && t_fail "a step without --gpu-mem got the shim"
+grep -qx 'CUDA_VISIBLE_DEVICES=0' "$T_OUT" || { cat "$T_OUT"; t_fail "Slurm's CUDA_VISIBLE_DEVICES changed"; }
+t_ok "a step without --gpu-mem is untouched"
+
+# gpumd refuses: the step fails with the reason; bad options fail in srun.
+t_expect 1 srun -J f --gres=shard:1 --gpu-mem=100GiB true
+grep -q 'gpum: step [0-9]*.0: gpumd did not reserve 100.00 GiB on GPU 0: .*can ever hold' "$T_ERR" || { cat "$T_ERR"; t_fail "no reason for the refusal"; }
+t_expect 1 srun -J f --gpu-mem=1GiB true
+grep -q 'has --gpu-mem but no GPU on this node' "$T_ERR" || { cat "$T_ERR"; t_fail "no reason for a step without GPUs"; }
+rc=0
+srun -J f --gres=shard:1 --gpu-mem=lots true 2>"$T_ERR" || rc=$?
+[ "$rc" -ne 0 ] && grep -q 'gpum: --gpu-mem needs a size' "$T_ERR" || { cat "$T_ERR"; t_fail "--gpu-mem=lots"; }
+t_ok "a step gpumd refuses, or without GPUs, fails with the reason; a bad --gpu-mem fails in srun"
+
+# slurmstepd killed: gpumd ends the reservation (its pid lease).
+STEPD=$(pgrep -f "^slurmstepd: \[$JB\.0\]" | head -n 1)
+[ -n "$STEPD" ] || t_fail "no slurmstepd for job $JB"
+kill -KILL "$STEPD"
+t_until 2 res_gone "slurm job $JB step 0" || t_fail "job $JB's reservation outlived its slurmstepd"
+t_ok "a killed slurmstepd's reservation ends"
+# (Its fence stays: nothing of the step is left to remove it; docs/slurm.md.)
+rm -f "/dev/shm/$(cat "$S/b.fence")"
+scancel "$JC"
+t_until 5 res_gone "slurm job $JC step 0" || t_fail "job $JC's reservation outlived scancel"
