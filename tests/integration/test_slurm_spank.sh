@@ -76,6 +76,23 @@ for j in args:
     assert r["lease"] == "pid" and r["fenced"]["limit"] == 20 << 30 and r["fenced"]["used"] == 1 << 30, r' \
   "$JA" "$JB" || { cat "$S/jobs.json"; t_fail "no fenced 20 GiB reservations for jobs $JA and $JB on GPU 0"; }
 t_ok "two --gres=shard:20 --gpu-mem=20GiB steps share GPU 0, each reserved and fenced at 20 GiB"
+# The steps' processes hold 1 GiB each inside their reservations: gpumd does not count that
+# again as unmanaged memory (they descend from slurmstepd, the lease's process), while a
+# process outside Slurm holding 3 GiB is unmanaged.
+t_bg "$P" hold 3G "$S/f.held"
+FOREIGN=$T_LAST_PID
+t_wait_file "$S/f.held"
+unmanaged() { gd_py 'print(Client().ok("status")["devices"][0]["unmanaged"])'; }
+i=0
+until [ "$(unmanaged)" != 0 ]; do
+  i=$((i + 1))
+  [ $i -gt 100 ] && t_fail "the foreign process's memory is not seen within 5 s"
+  sleep 0.05
+done
+[ "$(unmanaged)" = $((3 * GiB)) ] || t_fail "unmanaged is $(unmanaged), not the foreign 3 GiB alone"
+kill "$FOREIGN"
+t_ok "the steps' memory is their reservations', not unmanaged"
+
 
 # A third does not fit in the 45 shards: Slurm queues it; cancelling a running job releases
 # its reservation within a second, and the third starts.
@@ -102,6 +119,15 @@ grep -q 'out of memory on device 0: limit 2.00 GiB' "$S/d.err" || { cat "$S/d.er
 t_expect 0 srun -J d2 --gres=shard:2 --gpu-mem=2GiB --gpu-mem-enforce "$P" try 1G
 job_state b RUNNING && job_state c RUNNING || t_fail "a neighbour stopped"
 t_ok "a step past its limit gets CUDA_ERROR_OUT_OF_MEMORY; its neighbours run on"
+
+# sbatch --gpu-mem: the batch script holds the reservation, fenced; its srun steps run in it.
+sbatch -J g --gres=shard:4 --gpu-mem=4GiB --gpu-mem-enforce -o "$S/g.out" --wrap \
+  "'$P' info >'$S/g.info'; srun '$P' try 5G; echo \$? >'$S/g.step'; srun '$P' try 3G; echo \$? >'$S/g.rc'" >/dev/null
+t_wait_file "$S/g.rc" 30
+t_pyjson "$S/g.info" 'assert d["cu_total"] == 4 << 30, d' || t_fail "the batch script does not see 4 GiB"
+[ "$(cat "$S/g.step")" = 3 ] && [ "$(cat "$S/g.rc")" = 0 ] || { cat "$S/g.out"; t_fail "the batch job's steps are not fenced at 4 GiB"; }
+grep -c 'slurm job' "$S/jobs.json" >/dev/null
+t_ok "sbatch --gpu-mem: the batch script and its steps share one fenced reservation"
 
 # No --gpu-mem: untouched.
 t_expect 0 srun -J e --gres=shard:1 env
