@@ -73,7 +73,7 @@ stop() {
     p=${e#/proc/}
     p=${p%/environ}
     [[ "$keep" == *" $p "* ]] && continue
-    if tr '\0' '\n' <"$e" 2>/dev/null | grep -qxF "$conf"; then
+    if tr '\0' '\n' 2>/dev/null <"$e" | grep -qxF "$conf"; then
       kill -KILL "$p" 2>/dev/null || true
     fi
   done

@@ -31,6 +31,7 @@ s_cleanup() {
     "$GPUM_SOURCE_DIR/scripts/slurm-test-cluster.sh" stop "$S_DIR/c" >/dev/null 2>&1 || true
     rm -rf "$S_DIR"
   fi
+  set +e # (set -e would end the shell at the subshell's status, before t_cleanup)
   (exit $rc)
   t_cleanup
 }

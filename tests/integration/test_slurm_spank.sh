@@ -126,7 +126,6 @@ sbatch -J g --gres=shard:4 --gpu-mem=4GiB --gpu-mem-enforce -o "$S/g.out" --wrap
 t_wait_file "$S/g.rc" 30
 t_pyjson "$S/g.info" 'assert d["cu_total"] == 4 << 30, d' || t_fail "the batch script does not see 4 GiB"
 [ "$(cat "$S/g.step")" = 3 ] && [ "$(cat "$S/g.rc")" = 0 ] || { cat "$S/g.out"; t_fail "the batch job's steps are not fenced at 4 GiB"; }
-grep -c 'slurm job' "$S/jobs.json" >/dev/null
 t_ok "sbatch --gpu-mem: the batch script and its steps share one fenced reservation"
 
 # No --gpu-mem: untouched.
