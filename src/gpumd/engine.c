@@ -489,8 +489,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
 }
 
 void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
+  const gpumd_resv_t *r = gpumd_sched_find(d->sched, id);
+  bool pid_lease = r && r->lease == GPUMD_LEASE_PID;
   if (gpumd_sched_end(d->sched, NULL, id, to, gpumd_now_ns(), reason) != 0)
     gpumd_lease_remove(d, id); /* already final */
+  /* The process a pid lease names is gone (a killed slurmstepd): nothing of the job is left to
+   * remove the reservation's fence, if it had one. Mapped handles stay valid. */
+  char name[GPUM_FENCE_NAME_MAX];
+  if (pid_lease && gpum_fence_name(name, sizeof name, d->socket_path, id) == 0)
+    (void)gpum_fence_unlink(name);
+  gpum_error_clear();
   gpumd_ops_tick(d);
 }
 

@@ -150,8 +150,7 @@ STEPD=$(pgrep -f "^slurmstepd: \[$JB\.0\]" | head -n 1)
 [ -n "$STEPD" ] || t_fail "no slurmstepd for job $JB"
 kill -KILL "$STEPD"
 t_until 2 res_gone "slurm job $JB step 0" || t_fail "job $JB's reservation outlived its slurmstepd"
-t_ok "a killed slurmstepd's reservation ends"
-# (Its fence stays: nothing of the step is left to remove it; docs/slurm.md.)
-rm -f "/dev/shm/$(cat "$S/b.fence")"
+t_until 2 test ! -e "/dev/shm/$(cat "$S/b.fence")" || t_fail "job $JB's fence outlived its slurmstepd"
+t_ok "a killed slurmstepd's reservation ends, and gpumd removes its fence"
 scancel "$JC"
 t_until 5 res_gone "slurm job $JC step 0" || t_fail "job $JC's reservation outlived scancel"
