@@ -55,17 +55,17 @@ static int held;
  * then fails, so that srun reports the step as failed. */
 static char refused[1024];
 
-static int opt_gpu_mem(int val, const char *optarg, int remote) {
+static int opt_gpu_mem(int val, const char *arg, int remote) {
   (void)val, (void)remote;
-  if (!optarg || gpum_size_parse(optarg, &gpu_mem) != 0 || gpu_mem == 0) {
-    slurm_error("gpum: --gpu-mem needs a size such as 20GiB (got '%s')", optarg ? optarg : "");
+  if (!arg || gpum_size_parse(arg, &gpu_mem) != 0 || gpu_mem == 0) {
+    slurm_error("gpum: --gpu-mem needs a size such as 20GiB (got '%s')", arg ? arg : "");
     return -1;
   }
   return 0;
 }
 
-static int opt_enforce(int val, const char *optarg, int remote) {
-  (void)val, (void)optarg, (void)remote;
+static int opt_enforce(int val, const char *arg, int remote) {
+  (void)val, (void)arg, (void)remote;
   enforce = 1;
   return 0;
 }
