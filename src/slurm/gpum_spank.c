@@ -31,7 +31,9 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
+#include <gpum/client.h>
 #include <gpum/error.h>
+#include <gpum/options.h>
 #include <gpum/size.h>
 #include <gpum/slurm.h>
 
@@ -103,6 +105,21 @@ static int parse_args(int ac, char **av) {
   return 0;
 }
 
+/* The socket of gpum's configuration (/etc/gpum/gpum.yaml, GPUM_SOCKET), as for root. */
+static int system_socket(void) {
+  gpum_config_t *cfg = NULL;
+  int rc = gpum_config_new(&cfg);
+  if (rc == 0)
+    rc = gpum_config_load_all(cfg, NULL, NULL, NULL);
+  if (rc == 0)
+    rc = gpum_socket_path(cfg, socket_path, sizeof socket_path);
+  gpum_config_free(cfg);
+  if (rc != 0)
+    slurm_error("gpum: cannot tell gpumd's socket (give socket=PATH in plugstack.conf): %s",
+                gpum_last_error());
+  return rc;
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av) {
   spank_context_t ctx = spank_context();
   if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
@@ -118,11 +135,15 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
-  (void)sp, (void)ac, (void)av;
+  (void)ac, (void)av;
   if (enforce && gpu_mem == 0) {
     slurm_error("gpum: --gpu-mem-enforce needs --gpu-mem=SIZE");
     return -1;
   }
+  /* gpumd's socket as root sees it (the system gpumd's), resolved while slurmstepd is still
+   * root: user_init runs as the job's user, to whom the default is a socket of their own. */
+  if (spank_remote(sp) && gpu_mem && !socket_path[0] && system_socket() != 0)
+    return -1;
   return 0;
 }
 
@@ -173,7 +194,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
   static char preload[GPUM_ENV_VALUE_MAX];
   if (spank_getenv(sp, "LD_PRELOAD", preload, sizeof preload) != ESPANK_SUCCESS)
     preload[0] = '\0';
-  gpum_slurm_step_req_t req = {.socket = socket_path[0] ? socket_path : NULL,
+  gpum_slurm_step_req_t req = {.socket = socket_path,
                                .bytes_per_gpu = gpu_mem,
                                .gpus = gpus,
                                .label = label,

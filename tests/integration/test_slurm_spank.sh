@@ -36,7 +36,9 @@ s_dir
 "$G" slurm conf --node gnode --dev-dir "$S_DIR/c/dev" --gres >"$S/gres.conf"
 "$G" slurm conf --node gnode --slurm >"$S/slurm.lines"
 grep -q 'shard:45$' "$S/slurm.lines" || { cat "$S/slurm.lines"; t_fail "expected 45 shards"; }
-echo "required $PLUGIN socket=$GPUM_SOCKET wait=5s" >"$S/plugstack.conf"
+# No socket=: the plugin finds gpumd's socket in gpum's configuration (here GPUM_SOCKET, which
+# slurmd and its slurmstepd inherit).
+echo "required $PLUGIN wait=5s" >"$S/plugstack.conf"
 s_start "$S/gres.conf" "$S/slurm.lines" "$S/plugstack.conf"
 cd "$S"
 
