@@ -31,6 +31,7 @@ devices:
     memory: 48GiB
 Y
 t_sim_start "$S/node.yaml"
+export GPUM_SOCKET_MODE=0666 # the job of another user below connects too
 gd_start
 s_dir
 "$G" slurm conf --node gnode --dev-dir "$S_DIR/c/dev" --gres >"$S/gres.conf"
@@ -146,6 +147,24 @@ rc=0
 srun -J f --gres=shard:1 --gpu-mem=lots true 2>"$T_ERR" || rc=$?
 [ "$rc" -ne 0 ] && grep -q 'gpum: --gpu-mem needs a size' "$T_ERR" || { cat "$T_ERR"; t_fail "--gpu-mem=lots"; }
 t_ok "a step gpumd refuses, or without GPUs, fails with the reason; a bad --gpu-mem fails in srun"
+
+# A job of another user (nobody): the reservation and the fence are that user's, and both go
+# when the step ends (released by slurmstepd as root).
+if id nobody >/dev/null 2>&1; then
+  chmod 0711 "$S"
+  t_expect 0 runuser -u nobody -- env "SLURM_CONF=$SLURM_CONF" srun -J n --gres=shard:2 \
+    --gpu-mem=2GiB --gpu-mem-enforce sh -c "stat -c %U /dev/shm/\$GPUM_FENCE && echo \$GPUM_FENCE && '$G' jobs --json"
+  [ "$(sed -n 1p "$T_OUT")" = nobody ] || { cat "$T_OUT" "$T_ERR"; t_fail "the fence is not the job user's"; }
+  NFENCE=$(sed -n 2p "$T_OUT")
+  sed 1,2d "$T_OUT" >"$S/n.json"
+  t_pyjson "$S/n.json" 'rs = d["reservations"] if isinstance(d, dict) else d
+assert len(rs) == 1 and rs[0]["uid"] == 65534 and rs[0]["label"].startswith("slurm job "), rs' ||
+    t_fail "the step of nobody holds no reservation of its own"
+  t_until 5 res_gone "$(t_pyjson "$S/n.json" 'print((d["reservations"] if isinstance(d, dict) else d)[0]["label"])')" ||
+    t_fail "nobody's reservation outlived the step"
+  t_until 5 test ! -e "/dev/shm/$NFENCE" || t_fail "nobody's fence outlived the step"
+  t_ok "a job of another user holds its own reservation and fence, released at its end"
+fi
 
 # slurmstepd killed: gpumd ends the reservation (its pid lease).
 STEPD=$(pgrep -f "^slurmstepd: \[$JB\.0\]" | head -n 1)
