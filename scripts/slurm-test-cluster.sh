@@ -64,7 +64,7 @@ stop() {
   # What is left of the cluster's jobs (a task whose slurmstepd was killed, a slurmstepd after
   # its slurmd): every process whose environment names this cluster's slurm.conf, except this
   # script and the processes it runs under.
-  local keep=" " q=$$ conf="SLURM_CONF=$dir/etc/slurm.conf"
+  local keep=" " q=$$ conf="SLURM_CONF=$dir/etc/slurm.conf" left=()
   while [ -n "$q" ] && [ "$q" -gt 1 ]; do
     keep+="$q "
     q=$(awk '/^PPid:/ {print $2}' "/proc/$q/status" 2>/dev/null || true)
@@ -75,9 +75,14 @@ stop() {
     [[ "$keep" == *" $p "* ]] && continue
     if tr '\0' '\n' 2>/dev/null <"$e" | grep -qxF "$conf"; then
       kill -KILL "$p" 2>/dev/null || true
+      left+=("$p")
     fi
   done
-  rm -rf "$dir"
+  for p in "${left[@]}"; do
+    wait_for 5 "process $p to end" bash -c "[ ! -e /proc/$p ] || grep -q '^State:.*Z' /proc/$p/status" || true
+  done
+  # A daemon that was still saving its state as it went may leave a file behind a first rm.
+  wait_for 5 "$dir to be removed" rm -rf "$dir" || rm -rf "$dir"
 }
 
 start() {
