@@ -346,29 +346,12 @@ static bool pid_managed(gpumd_t *d, unsigned device, int32_t pid) {
   return false;
 }
 
-/* The parent of pid (field 4 of /proc/PID/stat), or 0 when it cannot be read. */
-static int32_t parent_pid(int32_t pid) {
-  char path[48], line[512];
-  snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return 0;
-  char *ok = fgets(line, sizeof line, f);
-  fclose(f);
-  const char *p = ok ? strrchr(line, ')') : NULL; /* the name may hold spaces and ')' */
-  char state;
-  long ppid = 0;
-  if (!p || sscanf(p + 1, " %c %ld", &state, &ppid) != 2 || ppid < 0)
-    return 0;
-  return (int32_t)ppid;
-}
-
 /* A process is the reservation's when it or one of its ancestors is managed: a job's
  * processes are the children of what holds the reservation (gpum run's CMD, the tasks of a
  * Slurm step under its slurmstepd's pid lease), and their memory is the reservation's, not
  * memory on top of it. */
 static bool pid_or_ancestor_managed(gpumd_t *d, unsigned device, int32_t pid) {
-  for (int depth = 0; pid > 1 && depth < 32; depth++, pid = parent_pid(pid))
+  for (int depth = 0; pid > 1 && depth < 32; depth++, pid = gpumd_pid_parent(pid))
     if (pid_managed(d, device, pid))
       return true;
   return false;

@@ -95,6 +95,20 @@ done
 [ "$(unmanaged)" = $((3 * GiB)) ] || t_fail "unmanaged is $(unmanaged), not the foreign 3 GiB alone"
 kill "$FOREIGN"
 t_ok "the steps' memory is their reservations', not unmanaged"
+# /metrics: each step's reservation, by its label, with the memory its processes use.
+t_wait_file "$GPUM_STATE_DIR/http.addr"
+step_used() {
+  /usr/bin/python3 - "http://$(cat "$GPUM_STATE_DIR/http.addr")/metrics" "$1" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+rows = [l for l in text.splitlines() if l.startswith("gpum_reservation_used_bytes{")
+        and 'label="%s"' % sys.argv[2] in l]
+sys.exit(0 if len(rows) == 1 and float(rows[0].rsplit(" ", 1)[1]) == 1 << 30 else 1)
+PY
+}
+t_until 5 step_used "slurm job $JA step 0" && t_until 5 step_used "slurm job $JB step 0" ||
+  t_fail "/metrics: the steps' reservations do not show the 1 GiB their tasks use"
+t_ok "/metrics shows each step's reservation by job and step, with what its tasks use"
 
 
 # A third does not fit in the 45 shards: Slurm queues it; cancelling a running job releases
