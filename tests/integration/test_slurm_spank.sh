@@ -181,7 +181,10 @@ assert len(rs) == 1 and rs[0]["uid"] == 65534 and rs[0]["label"].startswith("slu
 fi
 
 # slurmstepd killed: gpumd ends the reservation (its pid lease).
-STEPD=$(pgrep -f "^slurmstepd: \[$JB\.0\]" | head -n 1)
+STEPD=""
+for p in $(pgrep -f "^slurmstepd: \[$JB\.0\]"); do # this cluster's (another may number alike)
+  tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF" && STEPD=$p
+done
 [ -n "$STEPD" ] || t_fail "no slurmstepd for job $JB"
 kill -KILL "$STEPD"
 t_until 2 res_gone "slurm job $JB step 0" || t_fail "job $JB's reservation outlived its slurmstepd"
