@@ -21,7 +21,8 @@
  * slurm_spank_exit releases the reservation and removes the fence.
  *
  * A step inside a job whose batch script already holds a reservation (sbatch --gpu-mem: the
- * environment carries GPUM_RESERVATION_ID) runs in it, fenced by the inherited variables.
+ * environment carries GPUM_SLURM_JOB with this job's id) runs in it, fenced by the inherited
+ * variables.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,10 @@
 SPANK_PLUGIN(gpum, 1)
 
 #define DEFAULT_WAIT_MS 30000
+/* Set in a step that holds a reservation, to its job's id: a step of the same job started from
+ * it (srun in a batch script) runs in that reservation. A GPUM_RESERVATION_ID inherited from
+ * elsewhere (srun run under gpum run on a login node) does not count. */
+#define JOB_MARK "GPUM_SLURM_JOB"
 
 /* The options as parsed (in srun, sbatch, salloc and again in slurmstepd). static: srun has
  * globals of its own (a plugin global named opt once shadowed srun's). */
@@ -178,9 +183,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
   }
   if (stepid == SLURM_EXTERN_CONT)
     return 0;
-  char buf[256];
-  if (spank_getenv(sp, "GPUM_RESERVATION_ID", buf, sizeof buf) == ESPANK_SUCCESS && buf[0])
-    return 0; /* in the reservation of the job's batch script */
+  char buf[256], jobs[16];
+  snprintf(jobs, sizeof jobs, "%u", job);
+  if (spank_getenv(sp, JOB_MARK, buf, sizeof buf) == ESPANK_SUCCESS && !strcmp(buf, jobs))
+    return 0; /* in the reservation of this job's batch script */
   char gpus[256], label[96], sname[16];
   if (step_gpus(sp, gpus, sizeof gpus) != 0) {
     snprintf(refused, sizeof refused,
@@ -192,8 +198,14 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
   step_name(stepid, sname, sizeof sname);
   snprintf(label, sizeof label, "slurm job %u step %s", job, sname);
   static char preload[GPUM_ENV_VALUE_MAX];
-  if (spank_getenv(sp, "LD_PRELOAD", preload, sizeof preload) != ESPANK_SUCCESS)
+  spank_err_t e = spank_getenv(sp, "LD_PRELOAD", preload, sizeof preload);
+  if (e == ESPANK_ENV_NOEXIST) {
     preload[0] = '\0';
+  } else if (e != ESPANK_SUCCESS) { /* too long: never drop what the job preloads */
+    snprintf(refused, sizeof refused, "gpum: step %u.%u: cannot read LD_PRELOAD: %s", job, stepid,
+             spank_strerror(e));
+    return 0;
+  }
   gpum_slurm_step_req_t req = {.socket = socket_path,
                                .bytes_per_gpu = gpu_mem,
                                .gpus = gpus,
@@ -208,6 +220,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
     return 0;
   }
   held = 1;
+  if (spank_setenv(sp, JOB_MARK, jobs, 1) != ESPANK_SUCCESS) {
+    slurm_error("gpum: step %u.%u: cannot set %s", job, stepid, JOB_MARK);
+    return -1; /* exit releases it */
+  }
   for (size_t i = 0; i < step.nenv; i++)
     if (spank_setenv(sp, step.env[i].name, step.env[i].value, step.env[i].if_unset ? 0 : 1) !=
             ESPANK_SUCCESS &&

@@ -144,6 +144,11 @@ t_wait_file "$S/g.rc" 30
 t_pyjson "$S/g.info" 'assert d["cu_total"] == 4 << 30, d' || t_fail "the batch script does not see 4 GiB"
 [ "$(cat "$S/g.step")" = 3 ] && [ "$(cat "$S/g.rc")" = 0 ] || { cat "$S/g.out"; t_fail "the batch job's steps are not fenced at 4 GiB"; }
 t_ok "sbatch --gpu-mem: the batch script and its steps share one fenced reservation"
+# A reservation id inherited from elsewhere (srun under gpum run on a login node) is not the
+# job's: the step reserves its own.
+t_expect 0 env GPUM_RESERVATION_ID=r-999 srun -J h --gres=shard:1 --gpu-mem=1GiB sh -c 'echo $GPUM_RESERVATION_ID'
+grep -qx 'r-[0-9]*' "$T_OUT" && ! grep -qx 'r-999' "$T_OUT" || { cat "$T_OUT" "$T_ERR"; t_fail "a step took an inherited reservation id for its job's"; }
+t_ok "a step with a reservation id from outside its job reserves its own"
 
 # No --gpu-mem: untouched.
 t_expect 0 srun -J e --gres=shard:1 env
