@@ -187,22 +187,23 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
   snprintf(jobs, sizeof jobs, "%u", job);
   if (spank_getenv(sp, JOB_MARK, buf, sizeof buf) == ESPANK_SUCCESS && !strcmp(buf, jobs))
     return 0; /* in the reservation of this job's batch script */
-  char gpus[256], label[96], sname[16];
-  if (step_gpus(sp, gpus, sizeof gpus) != 0) {
-    snprintf(refused, sizeof refused,
-             "gpum: step %u.%u has --gpu-mem but no GPU on this node: ask Slurm for "
-             "--gres=shard:N or --gres=gpu:N",
-             job, stepid);
-    return 0;
-  }
+  char gpus[256], label[96], sname[16], tag[32];
   step_name(stepid, sname, sizeof sname);
   snprintf(label, sizeof label, "slurm job %u step %s", job, sname);
+  snprintf(tag, sizeof tag, "%u.%s", job, sname);
+  if (step_gpus(sp, gpus, sizeof gpus) != 0) {
+    snprintf(refused, sizeof refused,
+             "gpum: step %s has --gpu-mem but no GPU on this node: ask Slurm for "
+             "--gres=shard:N or --gres=gpu:N",
+             tag);
+    return 0;
+  }
   static char preload[GPUM_ENV_VALUE_MAX];
   spank_err_t e = spank_getenv(sp, "LD_PRELOAD", preload, sizeof preload);
   if (e == ESPANK_ENV_NOEXIST) {
     preload[0] = '\0';
   } else if (e != ESPANK_SUCCESS) { /* too long: never drop what the job preloads */
-    snprintf(refused, sizeof refused, "gpum: step %u.%u: cannot read LD_PRELOAD: %s", job, stepid,
+    snprintf(refused, sizeof refused, "gpum: step %s: cannot read LD_PRELOAD: %s", tag,
              spank_strerror(e));
     return 0;
   }
@@ -215,23 +216,23 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
                                .timeout_ms = wait_ms};
   if (gpum_slurm_step_begin(&req, &step) != 0) {
     char size[GPUM_SIZE_BUFSZ];
-    snprintf(refused, sizeof refused, "gpum: step %u.%u: gpumd did not reserve %s on GPU %s: %s",
-             job, stepid, gpum_size_format(gpu_mem, size, sizeof size), gpus, gpum_last_error());
+    snprintf(refused, sizeof refused, "gpum: step %s: gpumd did not reserve %s on GPU %s: %s", tag,
+             gpum_size_format(gpu_mem, size, sizeof size), gpus, gpum_last_error());
     return 0;
   }
   held = 1;
   if (spank_setenv(sp, JOB_MARK, jobs, 1) != ESPANK_SUCCESS) {
-    slurm_error("gpum: step %u.%u: cannot set %s", job, stepid, JOB_MARK);
+    slurm_error("gpum: step %s: cannot set %s", tag, JOB_MARK);
     return -1; /* exit releases it */
   }
   for (size_t i = 0; i < step.nenv; i++)
     if (spank_setenv(sp, step.env[i].name, step.env[i].value, step.env[i].if_unset ? 0 : 1) !=
             ESPANK_SUCCESS &&
         !step.env[i].if_unset) {
-      slurm_error("gpum: step %u.%u: cannot set %s", job, stepid, step.env[i].name);
+      slurm_error("gpum: step %s: cannot set %s", tag, step.env[i].name);
       return -1; /* exit releases it */
     }
-  slurm_info("gpum: step %u.%u holds %s (%s on GPU %s%s)", job, stepid, step.reservation.id,
+  slurm_info("gpum: step %s holds %s (%s on GPU %s%s)", tag, step.reservation.id,
              gpum_size_format(gpu_mem, buf, sizeof buf), gpus, step.fence[0] ? ", fenced" : "");
   return 0;
 }
