@@ -23,6 +23,12 @@ PKGS=(
 # PyTorch on the CPU (Debian's build, run as /usr/bin/python3).
 # python3-pytest: the Python package's tests (bindings/python/tests, tests/integration/test_python.sh).
 
+# Slurm (tests/integration/test_slurm*.sh, src/slurm/gpum_spank.c, docs/slurm.md): Debian's
+# slurmctld, slurmd and slurm-client with munge run a loopback cluster in the tests, and
+# libslurm-dev's <slurm/spank.h> builds the SPANK plugin. Optional: when they cannot be
+# installed the build skips the plugin and the Slurm tests skip, each saying why.
+SLURM=(slurmctld slurmd slurm-client libslurm-dev munge)
+
 # Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc; bench/broker:
 # gpumd beside redis-server; bench/http: wrk against gpumd's HTTP face beside nginx).
 BENCH=(libjemalloc-dev libmimalloc-dev redis-server redis-tools wrk nginx-light)
@@ -96,6 +102,20 @@ case "${1:-}" in
   *) echo "usage: scripts/deps.sh [bench]" >&2; exit 2 ;;
 esac
 
+# Installs the Slurm packages that are missing; a failure is reported, not fatal. The packages
+# install systemd units: no Slurm or munge service is started here (the tests run their own).
+install_slurm() {
+  local p sudo="" want=()
+  for p in "${SLURM[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || want+=("$p")
+  done
+  [ ${#want[@]} -eq 0 ] && return 0
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "deps: installing ${want[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${want[@]}" ||
+    echo "deps: could not install ${want[*]}: the Slurm plugin and tests will be skipped" >&2
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -103,6 +123,7 @@ for p in "${PKGS[@]}"; do
   fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
+  install_slurm
   install_promtool
   install_http_conformance
   install_dashboard
@@ -123,6 +144,7 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 if [[ " ${missing[*]} " == *" nginx-light "* ]] && [ -d /run/systemd/system ]; then
   $SUDO systemctl disable --now nginx >/dev/null 2>&1 || true
 fi
+install_slurm
 install_promtool
 install_http_conformance
 install_dashboard

@@ -45,6 +45,7 @@
 #include <gpum/profile.h>
 #include <gpum/report.h>
 #include <gpum/size.h>
+#include <gpum/slurm.h>
 #include <gpum/tiercache.h>
 #include <gpum/torch.h>
 #include <gpum/version.h>

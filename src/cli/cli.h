@@ -48,6 +48,7 @@ int cmd_disable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_enable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_http_token(gpum_config_t *cfg, int argc, char **argv);
 int cmd_estimate(gpum_config_t *cfg, int argc, char **argv);
+int cmd_slurm(gpum_config_t *cfg, int argc, char **argv);
 
 /* The bytes per GPU that `--estimate SPEC` reserves (cmd_estimate.c): the estimate's total plus
  * margin_pct percent. Returns 0, or prints why (prefixed "gpum CMD:") and returns

@@ -346,13 +346,24 @@ static bool pid_managed(gpumd_t *d, unsigned device, int32_t pid) {
   return false;
 }
 
+/* A process is the reservation's when it or one of its ancestors is managed: a job's
+ * processes are the children of what holds the reservation (gpum run's CMD, the tasks of a
+ * Slurm step under its slurmstepd's pid lease), and their memory is the reservation's, not
+ * memory on top of it. */
+static bool pid_or_ancestor_managed(gpumd_t *d, unsigned device, int32_t pid) {
+  for (int depth = 0; pid > 1 && depth < 32; depth++, pid = gpumd_pid_parent(pid))
+    if (pid_managed(d, device, pid))
+      return true;
+  return false;
+}
+
 static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device) {
   static gpumd_procs_t procs; /* loop thread only; too big for the stack */
   if (gpumd_procs_get(d, device, &procs) != 0)
     return 0;
   uint64_t sum = 0;
   for (size_t i = 0; i < procs.count; i++)
-    if (!pid_managed(d, device, (int32_t)procs.pid[i]))
+    if (!pid_or_ancestor_managed(d, device, (int32_t)procs.pid[i]))
       sum += procs.memory[i];
   return sum;
 }
@@ -461,8 +472,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
 }
 
 void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
+  const gpumd_resv_t *r = gpumd_sched_find(d->sched, id);
+  bool pid_lease = r && r->lease == GPUMD_LEASE_PID;
   if (gpumd_sched_end(d->sched, NULL, id, to, gpumd_now_ns(), reason) != 0)
     gpumd_lease_remove(d, id); /* already final */
+  /* The process a pid lease names is gone (a killed slurmstepd): nothing of the job is left to
+   * remove the reservation's fence, if it had one. Mapped handles stay valid. */
+  char name[GPUM_FENCE_NAME_MAX];
+  if (pid_lease && gpum_fence_name(name, sizeof name, d->socket_path, id) == 0)
+    (void)gpum_fence_unlink(name);
+  gpum_error_clear();
   gpumd_ops_tick(d);
 }
 

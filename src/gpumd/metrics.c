@@ -20,6 +20,7 @@
 #include <gpum/version.h>
 
 #include "obs_internal.h"
+#include "pidstart_internal.h"
 
 #define LABELS_LEN 1024
 
@@ -128,7 +129,7 @@ static const char *pid_user(unsigned pid, char *buf, size_t len) {
 }
 
 /* The GRANTED reservation on device index that process pid belongs to, or NULL. */
-static const gpumd_resv_t *resv_of_pid(gpumd_t *d, unsigned index, unsigned pid) {
+static const gpumd_resv_t *resv_of_pid_itself(gpumd_t *d, unsigned index, unsigned pid) {
   size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
@@ -138,6 +139,18 @@ static const gpumd_resv_t *resv_of_pid(gpumd_t *d, unsigned index, unsigned pid)
       return r;
     gpumd_lease_t *l = gpumd_lease_get(d, r->id);
     if (l && l->conn && (unsigned)l->conn->pid == pid)
+      return r;
+  }
+  return NULL;
+}
+
+/* The reservation of pid or, failing that, of its nearest ancestor that holds one (gpum run's
+ * CMD, a Slurm step's tasks under slurmstepd): as admission counts them (engine.c). */
+static const gpumd_resv_t *resv_of_pid(gpumd_t *d, unsigned index, unsigned pid) {
+  int32_t p = (int32_t)pid;
+  for (int depth = 0; p > 1 && depth < 32; depth++, p = gpumd_pid_parent(p)) {
+    const gpumd_resv_t *r = resv_of_pid_itself(d, index, (unsigned)p);
+    if (r)
       return r;
   }
   return NULL;

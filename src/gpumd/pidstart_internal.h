@@ -21,4 +21,7 @@ uint64_t gpumd_pid_start_or_zero(int32_t pid);
  * whether kill(pid, 0) finds it. pid <= 0 is never alive. */
 bool gpumd_pid_is_alive(int32_t pid, uint64_t start);
 
+/* The parent of pid (field 4 of /proc/PID/stat), or 0 when it cannot be read. */
+int32_t gpumd_pid_parent(int32_t pid);
+
 #endif /* GPUMD_PIDSTART_INTERNAL_H */

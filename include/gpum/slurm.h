@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Slurm on a gpum node (docs/slurm.md): the gres.conf and slurm.conf lines that describe the
+ * node's GPUs to Slurm (`gpum slurm conf`), and the reservation a job step holds from gpumd on
+ * the GPUs Slurm gave it (the SPANK plugin, gpum_spank.so).
+ *
+ * Slurm places: each GPU is a gres/gpu and, for sharing, a number of gres/shard, one per unit of
+ * the memory gpumd may grant on it (1 GiB by default), so that Slurm's own placement bin-packs
+ * memory per GPU. gpumd keeps the memory honest: the plugin turns the step's GPUs into a
+ * reservation on exactly those devices, and the enforcement shim fences the step to it.
+ *
+ * Slurm numbers a node's GPUs 0..N-1 in the order of the Name=gpu lines of gres.conf
+ * (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS); the lines written here are in gpumd's device order,
+ * so Slurm's GPU k is gpumd's device k.
+ */
+#ifndef GPUM_SLURM_H
+#define GPUM_SLURM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpum/client.h>
+#include <gpum/device.h>
+#include <gpum/export.h>
+#include <gpum/fence.h>
+#include <gpum/session.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- The node's lines for gres.conf and slurm.conf ---------------------------------------- */
+
+#define GPUM_SLURM_SHARD_UNIT (1ull << 30) /* the default: one shard per GiB */
+#define GPUM_SLURM_TYPE_MAX 64
+
+typedef struct {
+  uint64_t shard_unit;    /* bytes per shard; 0: GPUM_SLURM_SHARD_UNIT */
+  const char *node;       /* the NodeName; NULL or "": this host's name up to its first dot */
+  const char *dev_dir;    /* the directory of the nvidiaN device files; NULL: "/dev" */
+  double memory_fraction; /* gpumd's admission (the options of the same names): shards count */
+  uint64_t safety_margin; /* what gpumd may grant, total x memory_fraction - safety_margin;
+                             memory_fraction 0: 1 */
+} gpum_slurm_conf_opts_t;
+
+/* Slurm's Type= for a device name: the name without a leading "NVIDIA ", lower case, runs of
+ * characters other than letters, digits, '.' and '-' made one '_' ("NVIDIA H100 80GB HBM3" ->
+ * "h100_80gb_hbm3"). GPUM_EINVAL for a name with nothing left, GPUM_ENOSPC when len is too
+ * small. Thread-safe. */
+GPUM_API int gpum_slurm_gres_type(const char *device_name, char *buf, size_t len);
+
+/* The shards of a device of memory_total bytes: what gpumd may grant on it divided by the
+ * unit, rounded down (0 when it may grant nothing). Thread-safe. */
+GPUM_API uint64_t gpum_slurm_shards(uint64_t memory_total, const gpum_slurm_conf_opts_t *opts);
+
+/* The node's lines from the devices of session s: gres.conf (AutoDetect=off, a Name=gpu line
+ * per GPU with Type= and File=, a Name=shard line per GPU with its Count= and File=) and
+ * slurm.conf (GresTypes=gpu,shard, SelectType=select/cons_tres, and the NodeName line's
+ * Gres=gpu:TYPE:N,...,shard:M). File= is DEV_DIR/nvidiaM, M the device's minor number as the
+ * NVIDIA driver reports it (/proc/driver/nvidia/gpus), else its index. *gres_conf and
+ * *slurm_conf are malloc'd (the caller frees both). GPUM_ENODEV when s has no GPU (the host
+ * backend's device is not one), GPUM_EINVAL for a bad option, or the device layer's errors.
+ * Not thread-safe for one session (it reads the session's devices). */
+GPUM_API int gpum_slurm_conf(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *opts,
+                             char **gres_conf, char **slurm_conf);
+
+/* --- A job step's reservation --------------------------------------------------------------- */
+
+#define GPUM_SLURM_STEP_ENV_MAX (GPUM_RESERVATION_ENV_MAX + 2)
+
+typedef struct {
+  const char *socket;     /* gpumd's socket; NULL: gpum_socket_path(NULL) */
+  uint64_t bytes_per_gpu; /* > 0 */
+  const char *gpus;       /* Slurm's GPUs of the step on this node: "0,2" or "0-1" */
+  const char *label;      /* shown by gpum jobs ("slurm job 12 step 0"), or NULL */
+  bool enforce;           /* fence the step to the reservation with the shim */
+  const char *ld_preload; /* the step's LD_PRELOAD (enforce: the shim goes after it), or NULL */
+  int64_t timeout_ms;     /* how long to wait for the grant; < 0: as long as it takes */
+} gpum_slurm_step_req_t;
+
+/* What gpum_slurm_step_begin set up: gpum_slurm_step_end undoes it. */
+typedef struct {
+  char socket[4096];
+  gpum_reservation_t reservation;
+  char fence[GPUM_FENCE_NAME_MAX]; /* "" when not enforced */
+  size_t nenv;                     /* the step's environment, to set in each of its tasks */
+  gpum_env_var_t env[GPUM_SLURM_STEP_ENV_MAX];
+} gpum_slurm_step_t;
+
+/* Reserves bytes_per_gpu on each of the step's GPUs (gpumd's devices with those indexes, all
+ * of them, no other) and waits for the grant up to timeout_ms. The reservation's lease is the
+ * calling process (a pid lease): gpumd releases it when that process exits, even killed, so the
+ * caller should be the process that lives as long as the step (slurmstepd); no connection is
+ * kept open. With enforce, creates the reservation's fence (gpum/fence.h, owned by the caller's
+ * effective uid) and adds LD_PRELOAD (the shim after ld_preload) and GPUM_FENCE to the
+ * environment, which is gpum_reservation_env's otherwise. Returns 0; GPUM_EINVAL (a bad
+ * request, gpus not a device list), gpumd's errors (GPUM_ENEVERFIT, GPUM_ENODEV, GPUM_EPERM,
+ * ...), gpum_client_connect's, GPUM_ETIMEDOUT (not granted in time: the request is
+ * cancelled), gpum_enforce_library's (no shim: nothing is reserved). The detail says why. */
+GPUM_API int gpum_slurm_step_begin(const gpum_slurm_step_req_t *req, gpum_slurm_step_t *out);
+
+/* Releases the step's reservation (as its owner or an admin) and removes its fence. 0 also
+ * when it had ended already; gpum_client_connect's errors when gpumd is away (the pid lease
+ * then ends it when the step's process exits). */
+GPUM_API int gpum_slurm_step_end(const gpum_slurm_step_t *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUM_SLURM_H */

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpum slurm conf`: prints the gres.conf and slurm.conf lines that describe this node's GPUs
+ * to Slurm (gpum/slurm.h, docs/slurm.md): a gres/gpu per GPU and one gres/shard per unit of the
+ * memory gpumd may grant on it, so that Slurm's placement bin-packs memory per GPU.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpum/error.h>
+#include <gpum/size.h>
+#include <gpum/slurm.h>
+
+#include "cli.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: gpum slurm conf [--shard-unit SIZE] [--node NAME] [--dev-dir DIR]\n"
+          "                       [--gres | --slurm]\n"
+          "\n"
+          "Prints this node's lines for Slurm (docs/slurm.md), from the GPUs the device layer\n"
+          "sees:\n"
+          "  gres.conf   AutoDetect=off; 'Name=gpu Type=TYPE File=DIR/nvidiaN' per GPU and\n"
+          "              'Name=shard Count=C File=DIR/nvidiaN' per GPU, one shard per SIZE of\n"
+          "              what gpumd may grant on it (total x memory_fraction - safety_margin)\n"
+          "  slurm.conf  GresTypes=gpu,shard, SelectType=select/cons_tres and\n"
+          "              'NodeName=NAME Gres=gpu:TYPE:N,shard:M' (merge the Gres= into the\n"
+          "              node's own NodeName line)\n"
+          "The GPUs are listed in gpumd's order: Slurm's GPU k is gpumd's device k.\n"
+          "\n"
+          "options:\n"
+          "  --shard-unit SIZE   memory per shard (default 1GiB)\n"
+          "  --node NAME         the node's Slurm name (default: this host's short name)\n"
+          "  --dev-dir DIR       where the nvidiaN device files are (default /dev)\n"
+          "  --gres              print only the gres.conf lines\n"
+          "  --slurm             print only the slurm.conf lines\n"
+          "\n"
+          "Exit status: 0, 1 when the node has no GPU or the devices cannot be read, 2 for\n"
+          "usage errors.\n");
+}
+
+static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
+  const char *unit = NULL, *node = NULL, *dev_dir = NULL, *pos[1];
+  bool gres_only = false, slurm_only = false;
+  cli_opt_t opts[] = {{"--shard-unit", &unit, NULL},  {"--node", &node, NULL},
+                      {"--dev-dir", &dev_dir, NULL},  {"--gres", NULL, &gres_only},
+                      {"--slurm", NULL, &slurm_only}, {NULL, NULL, NULL}};
+  int np, rc = cli_parse_sub("slurm", "conf", argc, argv, opts, pos, 0, 0, &np);
+  if (rc < 0) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (rc)
+    return rc;
+  gpum_slurm_conf_opts_t o = {.node = node,
+                              .dev_dir = dev_dir,
+                              .memory_fraction = gpum_config_get_double(cfg, "memory_fraction"),
+                              .safety_margin = gpum_config_get_size(cfg, "safety_margin")};
+  if (unit && (gpum_size_parse(unit, &o.shard_unit) != 0 || o.shard_unit < (1u << 20))) {
+    fprintf(stderr,
+            "gpum slurm conf: --shard-unit needs a size of at least 1MiB, such as 1GiB "
+            "(got '%s')\n",
+            unit);
+    return CLI_EXIT_USAGE;
+  }
+  if (node && (!*node || strpbrk(node, " \t\n=,"))) {
+    fprintf(stderr, "gpum slurm conf: --node: '%s' is not a Slurm node name\n", node);
+    return CLI_EXIT_USAGE;
+  }
+  if (dev_dir && dev_dir[0] != '/') {
+    fprintf(stderr, "gpum slurm conf: --dev-dir needs an absolute path (got '%s')\n", dev_dir);
+    return CLI_EXIT_USAGE;
+  }
+  if (gres_only && slurm_only) {
+    fprintf(stderr, "gpum slurm conf: give --gres or --slurm, not both\n");
+    return CLI_EXIT_USAGE;
+  }
+  gpum_device_session_t *s = NULL;
+  if ((rc = cli_open_session(cfg, &s)) != 0) {
+    fprintf(stderr, "gpum slurm conf: cannot read the GPUs: %s\n", cli_reason(rc));
+    return CLI_EXIT_FAIL;
+  }
+  char *gres = NULL, *lines = NULL;
+  rc = gpum_slurm_conf(s, &o, &gres, &lines);
+  gpum_device_close(s);
+  if (rc != 0) {
+    fprintf(stderr, "gpum slurm conf: %s\n", cli_reason(rc));
+    return CLI_EXIT_FAIL;
+  }
+  if (!slurm_only)
+    fputs(gres, stdout);
+  if (!gres_only && !slurm_only)
+    fputs("\n", stdout);
+  if (!gres_only)
+    fputs(lines, stdout);
+  free(gres);
+  free(lines);
+  return CLI_EXIT_OK;
+}
+
+int cmd_slurm(gpum_config_t *cfg, int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+  }
+  if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (!strcmp(argv[1], "conf"))
+    return slurm_conf(cfg, argc - 1, argv + 1);
+  fprintf(stderr, "gpum slurm: unknown command '%s' (there is: conf)\n", argv[1]);
+  return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `gpum slurm conf`: the gres.conf and slurm.conf lines that describe a node's GPUs to Slurm
+ * (gpum/slurm.h). One Name=gpu line per GPU with its type and device file, one Name=shard line
+ * per GPU with one shard per unit of the memory gpumd may grant on it, and the NodeName line's
+ * Gres= with the totals. Written in gpumd's device order, which is how Slurm numbers them.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <gpum/error.h>
+#include <gpum/size.h>
+#include <gpum/slurm.h>
+
+#define MAX_GPUS 64
+
+int gpum_slurm_gres_type(const char *device_name, char *buf, size_t len) {
+  if (!device_name || !buf || len == 0)
+    return gpum_error(GPUM_EINVAL, "gpum_slurm_gres_type: NULL argument");
+  const char *s = device_name;
+  if (strncasecmp(s, "NVIDIA ", 7) == 0)
+    s += 7;
+  size_t n = 0;
+  bool sep = false;
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (isalnum(c) || c == '.' || c == '-') {
+      if (sep && n > 0) {
+        if (n + 1 >= len)
+          return gpum_error(GPUM_ENOSPC, "the type of '%s' is longer than %zu bytes", device_name,
+                            len - 1);
+        buf[n++] = '_';
+      }
+      sep = false;
+      if (n + 1 >= len)
+        return gpum_error(GPUM_ENOSPC, "the type of '%s' is longer than %zu bytes", device_name,
+                          len - 1);
+      buf[n++] = (char)tolower(c);
+    } else {
+      sep = true;
+    }
+  }
+  buf[n] = '\0';
+  if (n == 0)
+    return gpum_error(GPUM_EINVAL, "device name '%s' gives no Slurm type", device_name);
+  return 0;
+}
+
+uint64_t gpum_slurm_shards(uint64_t memory_total, const gpum_slurm_conf_opts_t *opts) {
+  uint64_t unit = opts && opts->shard_unit ? opts->shard_unit : GPUM_SLURM_SHARD_UNIT;
+  double fraction = opts && opts->memory_fraction > 0 ? opts->memory_fraction : 1.0;
+  uint64_t margin = opts ? opts->safety_margin : 0;
+  uint64_t grantable = (uint64_t)((double)memory_total * fraction);
+  if (grantable <= margin)
+    return 0;
+  return (grantable - margin) / unit;
+}
+
+/* The device's minor number (the N of /dev/nvidiaN) as the NVIDIA driver lists it under
+ * /proc/driver/nvidia/gpus/<bus id>/information; -1 when it does not (simulated devices). */
+static long device_minor(const char *pci_bus_id) {
+  size_t n = strlen(pci_bus_id);
+  if (n < 12)
+    return -1;
+  char id[16], path[96];
+  snprintf(id, sizeof id, "%s", pci_bus_id + n - 12); /* "0000:3B:00.0" of "00000000:3B:00.0" */
+  for (char *p = id; *p; p++)
+    *p = (char)tolower((unsigned char)*p);
+  snprintf(path, sizeof path, "/proc/driver/nvidia/gpus/%s/information", id);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  char line[256];
+  long minor = -1;
+  while (fgets(line, sizeof line, f)) {
+    char *end;
+    if (strncmp(line, "Device Minor:", 13) == 0) {
+      long v = strtol(line + 13, &end, 10);
+      if (end != line + 13 && v >= 0)
+        minor = v;
+      break;
+    }
+  }
+  fclose(f);
+  return minor;
+}
+
+/* A growing text buffer; false once out of memory (the caller reports it). */
+typedef struct {
+  char *s;
+  size_t len, cap;
+  bool oom;
+} text_t;
+
+__attribute__((format(printf, 2, 3))) static void put(text_t *t, const char *fmt, ...) {
+  if (t->oom)
+    return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = t->cap - t->len;
+    int k = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? room : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) {
+      t->oom = true;
+      return;
+    }
+    if ((size_t)k < room) {
+      t->len += (size_t)k;
+      return;
+    }
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    while (cap < t->len + (size_t)k + 1)
+      cap *= 2;
+    char *s = realloc(t->s, cap);
+    if (!s) {
+      t->oom = true;
+      return;
+    }
+    t->s = s;
+    t->cap = cap;
+  }
+}
+
+typedef struct {
+  char type[GPUM_SLURM_TYPE_MAX];
+  char file[512];
+  uint64_t shards;
+} gpu_t;
+
+/* The node's GPUs in gpumd's order; *n of them. */
+static int read_gpus(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *o, gpu_t *gpus,
+                     size_t *n) {
+  const char *dev_dir = o->dev_dir && *o->dev_dir ? o->dev_dir : "/dev";
+  unsigned count = gpum_device_count(s);
+  *n = 0;
+  for (unsigned i = 0; i < count; i++) {
+    gpum_device_info_t info;
+    int rc = gpum_device_get_info(s, i, &info);
+    if (rc != 0)
+      return rc;
+    if (info.is_host)
+      continue;
+    if (*n >= MAX_GPUS)
+      return gpum_error(GPUM_ENOSPC, "more than %d GPUs", MAX_GPUS);
+    gpu_t *g = &gpus[(*n)++];
+    if ((rc = gpum_slurm_gres_type(info.name, g->type, sizeof g->type)) != 0)
+      return rc;
+    long minor = device_minor(info.pci_bus_id);
+    int w = snprintf(g->file, sizeof g->file, "%s%snvidia%ld", dev_dir,
+                     dev_dir[strlen(dev_dir) - 1] == '/' ? "" : "/", minor >= 0 ? minor : (long)i);
+    if (w < 0 || (size_t)w >= sizeof g->file)
+      return gpum_error(GPUM_EINVAL, "the device directory '%s' is too long", dev_dir);
+    g->shards = gpum_slurm_shards(info.memory_total, o);
+  }
+  if (*n == 0)
+    return gpum_error(GPUM_ENODEV, "no GPU on this node (the %s backend)",
+                      gpum_backend_name(gpum_device_backend(s)));
+  return 0;
+}
+
+/* The Gres= of the NodeName line: gpu:TYPE:COUNT per type (in order of first appearance), then
+ * shard:TOTAL. */
+static void node_gres(text_t *t, const gpu_t *gpus, size_t n) {
+  uint64_t shards = 0;
+  for (size_t i = 0; i < n; i++) {
+    shards += gpus[i].shards;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; j++)
+      seen = strcmp(gpus[j].type, gpus[i].type) == 0;
+    if (seen)
+      continue;
+    unsigned count = 0;
+    for (size_t j = i; j < n; j++)
+      count += strcmp(gpus[j].type, gpus[i].type) == 0;
+    put(t, "%sgpu:%s:%u", i ? "," : "", gpus[i].type, count);
+  }
+  put(t, ",shard:%llu", (unsigned long long)shards);
+}
+
+int gpum_slurm_conf(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *opts, char **gres_conf,
+                    char **slurm_conf) {
+  if (gres_conf)
+    *gres_conf = NULL;
+  if (slurm_conf)
+    *slurm_conf = NULL;
+  if (!s || !gres_conf || !slurm_conf)
+    return gpum_error(GPUM_EINVAL, "gpum_slurm_conf: NULL argument");
+  gpum_slurm_conf_opts_t o = opts ? *opts : (gpum_slurm_conf_opts_t){0};
+  if (o.memory_fraction < 0 || o.memory_fraction > 1)
+    return gpum_error(GPUM_EINVAL, "memory_fraction %g is not within 0..1", o.memory_fraction);
+  char host[256] = "";
+  const char *node = o.node;
+  if (!node || !*node) {
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0])
+      return gpum_error(GPUM_EINVAL, "cannot read this host's name: give the node's name");
+    host[strcspn(host, ".")] = '\0';
+    node = host;
+  }
+  if (strpbrk(node, " \t\n=,"))
+    return gpum_error(GPUM_EINVAL, "'%s' is not a Slurm node name", node);
+  gpu_t *gpus = calloc(MAX_GPUS, sizeof *gpus);
+  if (!gpus)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  size_t n = 0;
+  int rc = read_gpus(s, &o, gpus, &n);
+  if (rc != 0)
+    goto out;
+  uint64_t unit = o.shard_unit ? o.shard_unit : GPUM_SLURM_SHARD_UNIT;
+  text_t g = {0}, c = {0};
+  char unit_s[GPUM_SIZE_BUFSZ];
+  gpum_size_format(unit, unit_s, sizeof unit_s);
+  put(&g,
+      "# gres.conf for node %s (gpum slurm conf): %zu GPU%s, one shard per %s that gpumd "
+      "may grant\n",
+      node, n, n == 1 ? "" : "s", unit_s);
+  put(&g, "AutoDetect=off\n");
+  for (size_t i = 0; i < n; i++)
+    put(&g, "Name=gpu Type=%s File=%s\n", gpus[i].type, gpus[i].file);
+  for (size_t i = 0; i < n; i++)
+    put(&g, "Name=shard Count=%llu File=%s\n", (unsigned long long)gpus[i].shards, gpus[i].file);
+  put(&c,
+      "# slurm.conf lines for node %s (gpum slurm conf): add its Gres= to the node's "
+      "NodeName line\n",
+      node);
+  put(&c, "GresTypes=gpu,shard\nSelectType=select/cons_tres\nNodeName=%s Gres=", node);
+  node_gres(&c, gpus, n);
+  put(&c, "\n");
+  if (g.oom || c.oom) {
+    free(g.s);
+    free(c.s);
+    rc = gpum_error(GPUM_ENOMEM, "out of memory");
+    goto out;
+  }
+  *gres_conf = g.s;
+  *slurm_conf = c.s;
+out:
+  free(gpus);
+  return rc;
+}
