@@ -135,13 +135,19 @@ static void test_on_request_with_a_hung_device(void **state) {
   free(res[2].owned);
   /* Released, it ends its stuck read (and serves the requests that came meanwhile), and then
    * answers the next request that finds it idle: no request is waited for while it is busy
-   * with an older one, so ask until one is (each ask returns at once or with the answer). */
+   * with an older one, so ask until one is (each ask returns at once or with the answer),
+   * for up to a minute: on a loaded machine the released thread may wait long for a CPU. */
   set_hang(1, false);
   int rc = GPUM_ETIMEDOUT;
-  for (int tries = 0; tries < 100000 && rc == GPUM_ETIMEDOUT; tries++) {
+  struct timespec t0, now, pause = {0, 1000000};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (now = t0; rc == GPUM_ETIMEDOUT && now.tv_sec - t0.tv_sec < 60;) {
     memset(res, 0, sizeof res);
     assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 60000, res, rcs), 0);
     rc = rcs[0];
+    if (rc == GPUM_ETIMEDOUT)
+      nanosleep(&pause, NULL); /* lets the released reader run */
+    clock_gettime(CLOCK_MONOTONIC, &now);
   }
   assert_int_equal(rc, 0);
   assert_int_equal(*res[0].owned, 10);
