@@ -807,7 +807,8 @@ static void test_watch(void **state) {
   uint64_t seq = 0;
   assert_int_equal(gpum_client_watch(c, GPUM_WATCH_DEFAULT, &seq), 0);
   assert_int_equal(seq, 100);
-  assert_int_equal(seen.n, 1);
+  /* The server may have pushed the next events already: the call may have read them too. */
+  assert_true(seen.n >= 1);
   assert_int_equal(seen.types[0], GPUM_WATCH_RESERVATION);
   assert_string_equal(seen.res[0], "r-3 GRANTED");
   assert_int_equal(seen.devices[0], -1);
