@@ -410,6 +410,13 @@
     return el("div", {}, bar, el("div", { class: "workload-text", testid: `workload-${r.id}`, text: parts.join(" · ") }));
   }
 
+  // A Slurm step's reservation (gpum_spank.so): its job and step ids under the label.
+  function slurmLine(r) {
+    if (!r.slurm) return null;
+    return el("div", { class: "workload-text", testid: `resv-slurm-${r.id}`,
+      text: `job ${r.slurm.job_id}.${r.slurm.step_id}` });
+  }
+
   function renderReservations() {
     const body = $("resv-body");
     const rows = [...st.resv.values()].sort((a, b) => rank(b.state) - rank(a.state) ||
@@ -423,7 +430,7 @@
       const cells = [
         el("td", { text: r.id }),
         el("td", { text: ownerOf(r) }),
-        el("td", { text: r.label || "" }),
+        el("td", {}, r.label || "", slurmLine(r)),
         el("td", { text: gpus }),
         el("td", { class: "num", text: iec(r.bytes_per_gpu) + (r.gpus > 1 ? ` × ${r.gpus}` : "") }),
         el("td", { class: "num", text: fenced }),

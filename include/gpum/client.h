@@ -115,6 +115,10 @@ typedef struct {
    * fenced (or the daemon cannot read its fence). */
   bool fenced;
   uint64_t fenced_used, fenced_limit;
+  /* The Slurm job and step it was made for (gpum_spank.so): "12345" or "12345_7" (an array
+   * task), and "0", "batch", "extern" or "interactive"; both "" when none. */
+  char slurm_job_id[24];
+  char slurm_step_id[24];
 } gpum_reservation_t;
 
 /* "QUEUED", "GRANTED", ...; "UNKNOWN". */
@@ -139,6 +143,11 @@ typedef struct {
   uint64_t ttl_ms; /* GPUM_LEASE_TTL */
   bool no_wait;    /* never queue: granted at once, or the reserve call fails with GPUM_EBUSY
                       and the daemon's reason (what it would have waited for) */
+  /* The Slurm job step the reservation is for, shown by gpum jobs, the REST API and /metrics:
+   * both NULL (none) or both set. The job id is digits, or an array task's "JOB_TASK"; the
+   * step id digits or "batch", "extern", "interactive". gpumd refuses others (GPUM_EINVAL). */
+  const char *slurm_job_id;
+  const char *slurm_step_id;
 } gpum_reserve_req_t;
 
 /* --- Events ----------------------------------------------------------------------------- */

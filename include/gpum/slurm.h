@@ -77,6 +77,11 @@ typedef struct {
   bool enforce;           /* fence the step to the reservation with the shim */
   const char *ld_preload; /* the step's LD_PRELOAD (enforce: the shim goes after it), or NULL */
   int64_t timeout_ms;     /* how long to wait for the grant; < 0: as long as it takes */
+  /* The step's Slurm ids, stored with the reservation and shown by gpum jobs, the REST API and
+   * /metrics: the job id ("12345") and the step id ("0", "batch", "interactive"); both NULL
+   * or both set (gpum_reserve_req_t's slurm_job_id and slurm_step_id). */
+  const char *job_id;
+  const char *step_id;
 } gpum_slurm_step_req_t;
 
 /* What gpum_slurm_step_begin set up: gpum_slurm_step_end undoes it. */

@@ -127,6 +127,8 @@ static void print_table(gpum_reservation_t *list, size_t n, json_t *doc) {
     printf("%-10s %-9s %-10s %8d %-8s %10s %10s %4d %-8s %s", r->id, gpum_res_state_name(r->state),
            user, (int)r->pid, gpus, gpum_size_format(r->bytes_per_gpu, size, sizeof size), fenced,
            r->priority, when, r->label[0] ? r->label : "-");
+    if (r->slurm_job_id[0]) /* a Slurm step's (gpum_spank.so): its ids as squeue writes them */
+      printf(" [slurm %s.%s]", r->slurm_job_id, r->slurm_step_id);
     if (r->state == GPUM_RES_QUEUED && r->waiting_for[0])
       printf(" (waiting for %s)", r->waiting_for);
     else if (r->reason[0])

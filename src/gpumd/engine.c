@@ -88,6 +88,11 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
   put_int(o, GPUM_PROTO_F_UID, r->uid);
   put_int(o, GPUM_PROTO_F_PID, r->pid);
   json_object_set_new_nocheck(o, GPUM_PROTO_F_LABEL, json_string(r->label));
+  json_object_set_new_nocheck(o, GPUM_PROTO_F_SLURM,
+                              r->slurm_job[0]
+                                  ? json_pack("{s:s, s:s}", GPUM_PROTO_F_JOB_ID, r->slurm_job,
+                                              GPUM_PROTO_F_STEP_ID, r->slurm_step)
+                                  : json_null());
   put_int(o, GPUM_PROTO_F_BYTES_PER_GPU, (json_int_t)r->bytes_per_gpu);
   put_int(o, GPUM_PROTO_F_GPUS, r->gpus);
   put_int(o, GPUM_PROTO_F_PRIORITY, r->priority);
@@ -170,6 +175,16 @@ void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool wit
   W_INT(w, GPUM_PROTO_F_UID, r->uid);
   W_INT(w, GPUM_PROTO_F_PID, r->pid);
   W_TEXT(w, GPUM_PROTO_F_LABEL, r->label);
+  W_KEY(w, GPUM_PROTO_F_SLURM);
+  if (r->slurm_job[0]) { /* checked at submit: digits and names, nothing to escape */
+    GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_JOB_ID));
+    gpumd_jw_string(w, r->slurm_job);
+    W_KEY(w, GPUM_PROTO_F_STEP_ID);
+    gpumd_jw_string(w, r->slurm_step);
+    gpumd_jw_raw(w, "}", 1);
+  } else {
+    GPUMD_JW_LIT(w, "null");
+  }
   W_INT(w, GPUM_PROTO_F_BYTES_PER_GPU, (long long)r->bytes_per_gpu);
   W_INT(w, GPUM_PROTO_F_GPUS, r->gpus);
   W_INT(w, GPUM_PROTO_F_PRIORITY, r->priority);

@@ -91,6 +91,12 @@ static const char migrate_v6[] =
     " uid INTEGER NOT NULL, time_ns INTEGER NOT NULL) WITHOUT ROWID;"
     "PRAGMA user_version = 6;";
 
+/* Version 7: the Slurm job and step a reservation was made for ("" = none). */
+static const char migrate_v7[] =
+    "ALTER TABLE reservations ADD COLUMN slurm_job TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE reservations ADD COLUMN slurm_step TEXT NOT NULL DEFAULT '';"
+    "PRAGMA user_version = 7;";
+
 /* Sets the detail from SQLite's message and returns GPUM_EIO. */
 int gpumd__ledger_db_error(const gpumd_ledger_t *l, const char *what) {
   return gpum_error(GPUM_EIO, "ledger %s: %s: %s", l->path, what, sqlite3_errmsg(l->db));
@@ -158,6 +164,8 @@ static int setup_schema(gpumd_ledger_t *l) {
     rc = exec(l, migrate_v5, "cannot migrate the schema to version 5");
   if (rc == 0 && version < 6)
     rc = exec(l, migrate_v6, "cannot migrate the schema to version 6");
+  if (rc == 0 && version < 7)
+    rc = exec(l, migrate_v7, "cannot migrate the schema to version 7");
   if (rc == 0)
     rc = exec(l, "COMMIT", "cannot commit the schema");
   if (rc < 0)
@@ -170,7 +178,7 @@ static int prepare(gpumd_ledger_t *l) {
    * deleted and inserted again with all its index entries. */
   static const char put[] =
       "INSERT INTO reservations (" RESV_COLUMNS ") VALUES "
-      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
       "token = excluded.token, state = excluded.state, reason = excluded.reason, "
       "uid = excluded.uid, pid = excluded.pid, label = excluded.label, "
       "bytes_per_gpu = excluded.bytes_per_gpu, gpus = excluded.gpus, model = excluded.model, "
@@ -182,7 +190,8 @@ static int prepare(gpumd_ledger_t *l) {
       "granted_ns = excluded.granted_ns, ended_ns = excluded.ended_ns, "
       "timeout_told = excluded.timeout_told, pid_start = excluded.pid_start, "
       "lease_pid_start = excluded.lease_pid_start, device_uuids = excluded.device_uuids, "
-      "want_uuids = excluded.want_uuids";
+      "want_uuids = excluded.want_uuids, slurm_job = excluded.slurm_job, "
+      "slurm_step = excluded.slurm_step";
 #define AUDIT_INSERT \
   "INSERT INTO audit (reservation, from_state, to_state, time_ns, reason, uid, pid) VALUES "
   static const char audit[] = AUDIT_INSERT "(?,?,?,?,?,?,?)";

@@ -40,7 +40,8 @@
  * indexes left (ended_ns, audit.reservation): no table has one, so a write touches only the
  * pages of its rows. Version 6 added device_admin (uuid, reason, uid, time_ns): the devices an
  * operator disabled, one row each while disabled, by UUID so the switch follows the device
- * across restarts and renumbering.
+ * across restarts and renumbering. Version 7 added slurm_job and slurm_step (the Slurm job
+ * and step ids a reservation was made for); migrated rows get "" (= none).
  *
  * Devices. Masks in gpumd_resv_t use this run's device indices. gpumd_ledger_set_devices() tells
  * the ledger which UUID each index has: put() then stores the UUIDs next to the masks, and
@@ -66,7 +67,7 @@
 extern "C" {
 #endif
 
-#define GPUMD_LEDGER_SCHEMA_VERSION 6
+#define GPUMD_LEDGER_SCHEMA_VERSION 7
 #define GPUMD_LEDGER_FILE "ledger.db"
 
 typedef struct {

@@ -78,8 +78,8 @@ struct gpumd_ledger {
   "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
   "want_mask, priority, timeout_ms, on_timeout, lease, lease_pid, ttl_ms, expires_ns, "       \
   "device_mask, created_ns, granted_ns, ended_ns, timeout_told, pid_start, lease_pid_start, " \
-  "device_uuids, want_uuids"
-#define RESV_NCOLS 28
+  "device_uuids, want_uuids, slurm_job, slurm_step"
+#define RESV_NCOLS 30
 
 /* ---- shared between the ledger's files ---- */
 

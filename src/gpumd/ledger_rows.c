@@ -124,6 +124,8 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
                     SQLITE_STATIC);
   sqlite3_bind_text(st, i++, format_uuids(l, r->want_mask, l->want_buf, sizeof(l->want_buf)), -1,
                     SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, r->slurm_job, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, i++, r->slurm_step, -1, SQLITE_STATIC);
   return gpumd__ledger_step_done(l, st, "cannot store a reservation");
 }
 
@@ -259,6 +261,13 @@ static int read_row(const gpumd_ledger_t *l, sqlite3_stmt *st, gpumd_resv_t *r, 
   r->timeout_told = sqlite3_column_int(st, 23) != 0;
   r->pid_start = gpumd__ledger_col_u64(st, 24);
   r->lease_pid_start = gpumd__ledger_col_u64(st, 25);
+  /* Slurm ids that do not read back as gpumd writes them are dropped, not trusted. */
+  if (!col_text(st, 28, r->slurm_job, sizeof(r->slurm_job)) ||
+      !col_text(st, 29, r->slurm_step, sizeof(r->slurm_step)) ||
+      (r->slurm_job[0] != '\0' && gpumd_slurm_ids_check(r->slurm_job, r->slurm_step) != 0)) {
+    gpum_error_clear();
+    r->slurm_job[0] = r->slurm_step[0] = '\0';
+  }
   char want_gone[GPUM_UUID_LEN] = "";
   if (gone != NULL)
     gone[0] = '\0';

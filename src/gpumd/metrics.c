@@ -393,6 +393,8 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
         char l[LABELS_LEN] = "";
         label(l, sizeof l, "reservation", id);
         label(l, sizeof l, "label", r->label);
+        label(l, sizeof l, "slurm_job_id", r->slurm_job); /* "" when not a Slurm step's */
+        label(l, sizeof l, "slurm_step_id", r->slurm_step);
         size_t len = strlen(l);
         snprintf(l + len, sizeof l - len, ",%s", v[k].labels);
         uint64_t value = r->bytes_per_gpu;

@@ -73,6 +73,32 @@ static int get_str(json_t *req, const char *key, const char **out) {
   return 0;
 }
 
+/* The reserve request's optional "slurm" object {"job_id", "step_id"}: both strings, no other
+ * key; the ids themselves are checked with the rest of the request (gpumd_slurm_ids_check). */
+static int parse_slurm(json_t *req, gpumd_sched_request_t *q) {
+  static const char *const fields[] = {GPUM_PROTO_F_JOB_ID, GPUM_PROTO_F_STEP_ID, NULL};
+  json_t *o = json_object_get(req, GPUM_PROTO_F_SLURM);
+  if (o == NULL || json_is_null(o))
+    return 0;
+  if (!json_is_object(o))
+    return gpum_error(GPUM_EINVAL, "\"slurm\" must be an object {\"job_id\": \"12345\", "
+                                   "\"step_id\": \"0\"}");
+  for (size_t i = 0; i < 2; i++) {
+    json_t *v = json_object_get(o, fields[i]);
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+      return gpum_error(GPUM_EINVAL, "\"slurm\".\"%s\" is required and must be a string",
+                        fields[i]);
+  }
+  if (gpumd_check_fields(o, fields) != 0) {
+    char why[160];
+    snprintf(why, sizeof why, "%s", gpum_last_error());
+    return gpum_error(GPUM_EINVAL, "\"slurm\": %s (it takes job_id and step_id)", why);
+  }
+  q->slurm_job = json_string_value(json_object_get(o, fields[0]));
+  q->slurm_step = json_string_value(json_object_get(o, fields[1]));
+  return 0;
+}
+
 /* Finds the live reservation named by the request's "reservation" field. */
 static int get_resv(gpumd_t *d, json_t *req, const gpumd_resv_t **out, uint64_t *id) {
   const char *s = NULL;
@@ -238,6 +264,7 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpumd_sc
                                        GPUM_PROTO_F_TIMEOUT_MS,
                                        GPUM_PROTO_F_ON_TIMEOUT,
                                        GPUM_PROTO_F_LABEL,
+                                       GPUM_PROTO_F_SLURM,
                                        GPUM_PROTO_F_LEASE,
                                        GPUM_PROTO_F_PID,
                                        GPUM_PROTO_F_TTL_MS,
@@ -293,7 +320,7 @@ static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpumd_sc
     return rc;
   if (s && gpumd_on_timeout_parse(s, &req->on_timeout) != 0)
     return gpum_error(GPUM_EINVAL, "\"on_timeout\": '%.32s' is not reject or wait", s);
-  if ((rc = get_str(j, GPUM_PROTO_F_LABEL, &req->label)) != 0)
+  if ((rc = get_str(j, GPUM_PROTO_F_LABEL, &req->label)) != 0 || (rc = parse_slurm(j, req)) != 0)
     return rc;
   json_t *w = json_object_get(j, GPUM_PROTO_F_WAIT);
   if (w && !json_is_boolean(w))

@@ -386,8 +386,15 @@ static int fill_request(const gpumd_sched_request_t *q, gpumd_resv_t *r) {
     return gpum_error(GPUM_EINVAL, "label is longer than %zu bytes", sizeof(r->label) - 1);
   if (strlen(model) >= sizeof(r->model))
     return gpum_error(GPUM_EINVAL, "model pattern is longer than %zu bytes", sizeof(r->model) - 1);
+  int rc = gpumd_slurm_ids_check(q->slurm_job, q->slurm_step);
+  if (rc != 0)
+    return rc;
   memcpy(r->label, label, strlen(label) + 1);
   memcpy(r->model, model, strlen(model) + 1);
+  if (q->slurm_job) { /* checked: both fit */
+    snprintf(r->slurm_job, sizeof r->slurm_job, "%s", q->slurm_job);
+    snprintf(r->slurm_step, sizeof r->slurm_step, "%s", q->slurm_step);
+  }
   r->bytes_per_gpu = q->bytes_per_gpu;
   r->gpus = q->gpus;
   r->min_memory = q->min_memory;

@@ -74,7 +74,8 @@ extern "C" {
 #define GPUMD_RESV_LABEL_LEN 128 /* label, NUL included (longer: EINVAL at submit) */
 #define GPUMD_RESV_MODEL_LEN 128 /* model pattern, NUL included (longer: EINVAL) */
 #define GPUMD_RESV_REASON_LEN 256
-#define GPUMD_RESV_ID_BUFSZ 24 /* "r-" + 20 digits + NUL */
+#define GPUMD_RESV_ID_BUFSZ 24  /* "r-" + 20 digits + NUL */
+#define GPUMD_RESV_SLURM_LEN 24 /* a Slurm job or step id, NUL included: "N_T", 10 digits each */
 
 /* ---- Reservation states, leases ------------------------------------------------------- */
 
@@ -143,6 +144,10 @@ typedef struct {
   uint64_t pid_start; /* start time of pid (/proc/PID/stat field 22, clock ticks since boot);
                          0 = unknown: liveness then falls back to kill(pid, 0) */
   char label[GPUMD_RESV_LABEL_LEN];
+  /* The Slurm job step it was made for (the SPANK plugin): both "" when none, else both set,
+   * as gpumd_slurm_ids_check() accepts them. */
+  char slurm_job[GPUMD_RESV_SLURM_LEN];
+  char slurm_step[GPUMD_RESV_SLURM_LEN];
   /* The request. */
   uint64_t bytes_per_gpu;
   unsigned gpus;
@@ -173,6 +178,11 @@ char *gpumd_resv_id_format(uint64_t id, char *buf, size_t len);
  * to buf[len] at *off, cutting at the end of buf; buf stays NUL-terminated (len > 0). */
 void gpumd_cat(char *buf, size_t len, size_t *off, const char *s);
 void gpumd_cat_u64(char *buf, size_t len, size_t *off, uint64_t v);
+/* Checks a Slurm job id and step id as a reservation stores them: the job "N" or, for an array
+ * task, "N_T" (N and T 1 to 10 decimal digits); the step "N" or one of Slurm's named steps
+ * "batch", "extern", "interactive". Both NULL is fine (no Slurm job). Returns 0 or GPUM_EINVAL
+ * saying which is wrong. */
+int gpumd_slurm_ids_check(const char *job, const char *step);
 /* Parses "r-<n>" (n >= 1, decimal, no sign or junk). Returns 0 or GPUM_EINVAL naming s. */
 int gpumd_resv_id_parse(const char *s, uint64_t *out);
 
@@ -189,6 +199,9 @@ typedef struct {
   uint64_t timeout_ms;
   gpumd_on_timeout_t on_timeout;
   const char *label; /* NULL = "" */
+  /* The Slurm job and step ids: both NULL (none) or both set (gpumd_slurm_ids_check()). */
+  const char *slurm_job;
+  const char *slurm_step;
   gpumd_lease_kind_t lease;
   int32_t lease_pid;
   uint64_t lease_pid_start; /* see gpumd_resv_t; 0 = unknown */

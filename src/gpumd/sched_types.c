@@ -181,3 +181,36 @@ int gpumd_sched_opts_check(const gpumd_sched_opts_t *o) {
                       o->pressure_critical, o->pressure_high);
   return 0;
 }
+
+/* The length of the run of 1 to 10 decimal digits at s, or 0 when there is none or it is
+ * longer (a Slurm id is a 32-bit number). */
+static size_t digit_run(const char *s) {
+  size_t n = 0;
+  while (s[n] >= '0' && s[n] <= '9')
+    n++;
+  return n <= 10 ? n : 0;
+}
+
+int gpumd_slurm_ids_check(const char *job, const char *step) {
+  if (job == NULL && step == NULL)
+    return 0;
+  if (job == NULL || step == NULL)
+    return gpum_error(GPUM_EINVAL, "a Slurm job needs both its job id and its step id");
+  size_t n = digit_run(job);
+  if (n > 0 && job[n] == '_') {
+    size_t t = digit_run(job + n + 1);
+    n = t > 0 ? n + 1 + t : 0;
+  }
+  if (n == 0 || job[n] != '\0')
+    return gpum_error(GPUM_EINVAL, "the Slurm job id must be digits (\"12345\"), or an array "
+                                   "task's (\"12345_7\"), each part at most 10 digits");
+  static const char *const named[] = {"batch", "extern", "interactive"};
+  for (size_t i = 0; i < COUNT(named); i++)
+    if (strcmp(step, named[i]) == 0)
+      return 0;
+  n = digit_run(step);
+  if (n == 0 || step[n] != '\0')
+    return gpum_error(GPUM_EINVAL, "the Slurm step id must be at most 10 digits (\"0\") or one "
+                                   "of batch, extern, interactive");
+  return 0;
+}

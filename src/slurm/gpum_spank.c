@@ -13,8 +13,9 @@
  * In the step (remote context), slurm_spank_user_init runs in slurmstepd as the job's user,
  * before any task starts: the GPUs Slurm gave the step on this node (SLURM_STEP_GPUS, else
  * SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES) become a reservation on exactly those devices of
- * gpumd, labelled "slurm job J step S", whose lease is slurmstepd's pid (gpum/slurm.h says why),
- * so gpumd releases it even when slurmstepd is killed. The step's environment gets the grant's
+ * gpumd, labelled "slurm job J step S" and carrying the ids J and S (gpum jobs, /metrics),
+ * whose lease is slurmstepd's pid (gpum/slurm.h says why), so gpumd releases it even when
+ * slurmstepd is killed. The step's environment gets the grant's
  * variables (CUDA_VISIBLE_DEVICES as the devices' UUIDs, GPUM_RESERVATION_ID, GPUM_MEM_LIMIT,
  * ...) and, fenced, LD_PRELOAD and GPUM_FENCE. When gpumd refuses (or does not grant within
  * `wait`, 30 s by default), the step fails with gpumd's reason on srun's stderr.
@@ -213,7 +214,9 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
                                .label = label,
                                .enforce = enforce || enforce_always,
                                .ld_preload = preload,
-                               .timeout_ms = wait_ms};
+                               .timeout_ms = wait_ms,
+                               .job_id = jobs,
+                               .step_id = sname};
   if (gpum_slurm_step_begin(&req, &step) != 0) {
     char size[GPUM_SIZE_BUFSZ];
     snprintf(refused, sizeof refused, "gpum: step %s: gpumd did not reserve %s on GPU %s: %s", tag,

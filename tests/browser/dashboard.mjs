@@ -200,6 +200,18 @@ async function main() {
     await shot(page, "04-xid79");
     log("Xid 79: GPU 1 turns ERROR in red with its reason, the alert is listed");
 
+    // A Slurm step's reservation (made over the socket, as gpum_spank.so does) shows its job
+    // and step ids under the label.
+    phase = "slurm";
+    const slurmPy = (code) => execFileSync("python3", ["-c", `from gpumd_client import Client\nc = Client()\n${code}`],
+      { encoding: "utf8" }).trim();
+    const sid = slurmPy('print(c.ok("reserve", bytes_per_gpu="1GiB", label="slurm job 12345 step 0", lease="ttl", ' +
+      'ttl_ms=600000, slurm={"job_id": "12345", "step_id": "0"})["reservation"]["id"])');
+    await page.locator(tid("resv-slurm-" + sid)).filter({ hasText: /^job 12345\.0$/ }).waitFor();
+    slurmPy(`c.ok("release", reservation="${sid}")`);
+    await page.locator(tid("resv-" + sid)).waitFor({ state: "detached" });
+    log("a Slurm step's reservation shows job 12345.0 under its label");
+
     // 5. Release through the page.
     phase = "release";
     const made = await api("POST", "/api/v1/gpu/allocate", { memory_gb: 4, label: "to-release", ttl: 600 }, TOKEN);

@@ -4,7 +4,8 @@
 # and every endpoint's live responses (success and error cases) on a simulated 2xH100 node
 # match the spec's status codes, media types and schemas (tests/http/conform.mjs, node with
 # @seriousme/openapi-schema-validator and ajv; `scripts/deps.sh` installs node, npm and the
-# packages). Then both GPUs are lost (XID 79) and health's 503 document is checked too.
+# packages); the listed reservations include a Slurm step's. Then both GPUs are lost (XID 79)
+# and health's 503 document is checked too.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
 
@@ -15,6 +16,10 @@ command -v node >/dev/null || t_fail "node is not installed: run scripts/deps.sh
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
 gd_start
 export GPUMD_URL="http://$(cat "$GPUM_STATE_DIR/http.addr")"
+# A Slurm step's reservation (1 byte, made over the socket as gpum_spank.so does), so that the
+# listed reservations include a "slurm" object for the schema to check.
+gd_py 'Client().ok("reserve", bytes_per_gpu=1, lease="ttl", ttl_ms=600000,
+                   slurm={"job_id": "12345_7", "step_id": "batch"})' || t_fail "a Slurm step's reservation"
 GPUMD_TOKEN=$(cat "$GPUM_STATE_DIR/http.token")
 export GPUMD_TOKEN
 (cd "$CONFORM_DIR" && node conform.mjs "$GPUM_SOURCE_DIR/docs/openapi.yaml") || t_fail "conformance (main phase)"

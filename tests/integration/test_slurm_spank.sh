@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # gpum_spank.so in a loopback Slurm cluster over a simulated one-GPU node (48 GiB: 45 shards of
 # 1 GiB by gpum slurm conf) and its gpumd: two `srun --gres=shard:20 --gpu-mem=20GiB` steps
-# share the GPU, each holding a reservation on it labelled with its job and step and seeing a
-# 20 GiB device through the shim; a third waits in Slurm's queue and starts when one is
-# cancelled, whose reservation is released within a second; a step that allocates past its
+# share the GPU, each holding a reservation on it labelled with its job and step (whose ids
+# gpum jobs --json and /metrics show) and seeing a 20 GiB device through the shim; a third
+# waits in Slurm's queue and starts when one is cancelled, whose reservation is released within
+# a second; a batch script's reservation carries step id "batch"; a step that allocates past its
 # limit gets CUDA_ERROR_OUT_OF_MEMORY while its neighbour runs on; a step without --gpu-mem is
 # untouched; one gpumd refuses fails with the reason; a killed slurmstepd's reservation ends.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
@@ -76,9 +77,10 @@ mine = {r["label"]: r for r in rs if r["state"] == "GRANTED"}
 for j in args:
     r = mine["slurm job %s step 0" % j]
     assert r["bytes_per_gpu"] == 20 << 30 and [x["index"] for x in r["devices"]] == [0], r
-    assert r["lease"] == "pid" and r["fenced"]["limit"] == 20 << 30 and r["fenced"]["used"] == 1 << 30, r' \
+    assert r["lease"] == "pid" and r["fenced"]["limit"] == 20 << 30 and r["fenced"]["used"] == 1 << 30, r
+    assert r["slurm"] == {"job_id": j, "step_id": "0"}, r' \
   "$JA" "$JB" || { cat "$S/jobs.json"; t_fail "no fenced 20 GiB reservations for jobs $JA and $JB on GPU 0"; }
-t_ok "two --gres=shard:20 --gpu-mem=20GiB steps share GPU 0, each reserved and fenced at 20 GiB"
+t_ok "two --gres=shard:20 --gpu-mem=20GiB steps share GPU 0, each reserved and fenced at 20 GiB, with their job and step ids"
 # The steps' processes hold 1 GiB each inside their reservations: gpumd does not count that
 # again as unmanaged memory (they descend from slurmstepd, the lease's process), while a
 # process outside Slurm holding 3 GiB is unmanaged.
@@ -101,14 +103,16 @@ step_used() {
   /usr/bin/python3 - "http://$(cat "$GPUM_STATE_DIR/http.addr")/metrics" "$1" <<'PY'
 import sys, urllib.request
 text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+job = sys.argv[2].split()[2]  # "slurm job J step 0"
 rows = [l for l in text.splitlines() if l.startswith("gpum_reservation_used_bytes{")
-        and 'label="%s"' % sys.argv[2] in l]
+        and 'label="%s"' % sys.argv[2] in l
+        and 'slurm_job_id="%s",slurm_step_id="0"' % job in l]
 sys.exit(0 if len(rows) == 1 and float(rows[0].rsplit(" ", 1)[1]) == 1 << 30 else 1)
 PY
 }
 t_until 5 step_used "slurm job $JA step 0" && t_until 5 step_used "slurm job $JB step 0" ||
   t_fail "/metrics: the steps' reservations do not show the 1 GiB their tasks use"
-t_ok "/metrics shows each step's reservation by job and step, with what its tasks use"
+t_ok "/metrics shows each step's reservation by job and step (label, slurm_job_id, slurm_step_id), with what its tasks use"
 
 
 # A third does not fit in the 45 shards: Slurm queues it; cancelling a running job releases
@@ -139,11 +143,15 @@ t_ok "a step past its limit gets CUDA_ERROR_OUT_OF_MEMORY; its neighbours run on
 
 # sbatch --gpu-mem: the batch script holds the reservation, fenced; its srun steps run in it.
 sbatch -J g --gres=shard:4 --gpu-mem=4GiB --gpu-mem-enforce -o "$S/g.out" --wrap \
-  "'$P' info >'$S/g.info'; srun '$P' try 5G; echo \$? >'$S/g.step'; srun '$P' try 3G; echo \$? >'$S/g.rc'" >/dev/null
+  "'$G' jobs --json >'$S/g.jobs'; '$P' info >'$S/g.info'; srun '$P' try 5G; echo \$? >'$S/g.step'; srun '$P' try 3G; echo \$? >'$S/g.rc'" >/dev/null
 t_wait_file "$S/g.rc" 30
 t_pyjson "$S/g.info" 'assert d["cu_total"] == 4 << 30, d' || t_fail "the batch script does not see 4 GiB"
 [ "$(cat "$S/g.step")" = 3 ] && [ "$(cat "$S/g.rc")" = 0 ] || { cat "$S/g.out"; t_fail "the batch job's steps are not fenced at 4 GiB"; }
-t_ok "sbatch --gpu-mem: the batch script and its steps share one fenced reservation"
+t_pyjson "$S/g.jobs" 'rs = [r for r in d["reservations"] if (r["slurm"] or {}).get("step_id") == "batch"]
+assert len(rs) == 1 and rs[0]["state"] == "GRANTED", rs
+assert rs[0]["label"] == "slurm job %s step batch" % rs[0]["slurm"]["job_id"], rs' ||
+  { cat "$S/g.jobs"; t_fail "the batch script's reservation does not carry step id batch"; }
+t_ok "sbatch --gpu-mem: the batch script and its steps share one fenced reservation (step id batch)"
 # A reservation id inherited from elsewhere (srun under gpum run on a login node) is not the
 # job's: the step reserves its own.
 t_expect 0 env GPUM_RESERVATION_ID=r-999 srun -J h --gres=shard:1 --gpu-mem=1GiB sh -c 'echo $GPUM_RESERVATION_ID'

@@ -348,9 +348,12 @@ static void test_reserve_granted_fields(void **state) {
   assert_int_equal(r.priority, 5);
   assert_int_equal(r.pid, 42);
   assert_int_equal(r.queue_position, -1);
+  assert_string_equal(r.slurm_job_id, ""); /* none in the reply */
+  assert_string_equal(r.slurm_step_id, "");
   finish(&s, c);
   json_t *req = json_array_get(s.requests, 0);
   assert_true(json_is_integer(json_object_get(req, "id")));
+  assert_null(json_object_get(req, "slurm"));
   assert_int_equal(json_integer_value(json_object_get(req, "bytes_per_gpu")), 8ll << 30);
   assert_int_equal(json_integer_value(json_object_get(req, "gpus")), 1);
   assert_string_equal(json_string_value(json_object_get(req, "model")), "H100*");
@@ -360,6 +363,34 @@ static void test_reserve_granted_fields(void **state) {
   assert_int_equal(json_integer_value(json_object_get(req, "timeout_ms")), 1500);
   assert_int_equal(json_array_size(json_object_get(req, "devices")), 2);
   assert_null(json_object_get(req, "wait")); /* queueing is the default */
+  json_decref(s.requests);
+}
+
+/* A Slurm step's ids go out as the request's "slurm" object and come back in the reservation;
+ * one without the other is refused before anything is sent. */
+static void test_reserve_slurm_ids(void **state) {
+  (void)state;
+  static const step_t steps[] = {
+      {"reserve", "{\"id\":$ID,\"ok\":true,\"reservation\":{\"id\":\"r-4\",\"state\":"
+                  "\"GRANTED\",\"label\":\"slurm job 12345 step batch\",\"slurm\":{\"job_id\":"
+                  "\"12345\",\"step_id\":\"batch\"},\"bytes_per_gpu\":1,\"gpus\":1}}\n"}};
+  server_t s;
+  gpum_client_t *c;
+  START(&s, steps, &c);
+  gpum_reserve_req_t q = {.bytes_per_gpu = 1, .slurm_job_id = "12345", .slurm_step_id = "batch"};
+  gpum_reservation_t r;
+  assert_int_equal(gpum_client_reserve(c, &q, 1000, &r), 0);
+  assert_string_equal(r.slurm_job_id, "12345");
+  assert_string_equal(r.slurm_step_id, "batch");
+  q.slurm_step_id = NULL;
+  assert_int_equal(gpum_client_reserve(c, &q, 1000, &r), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "slurm_step_id"));
+  finish(&s, c);
+  assert_int_equal(json_array_size(s.requests), 1);
+  json_t *sl = json_object_get(json_array_get(s.requests, 0), "slurm");
+  assert_string_equal(json_string_value(json_object_get(sl, "job_id")), "12345");
+  assert_string_equal(json_string_value(json_object_get(sl, "step_id")), "batch");
+  assert_int_equal(json_object_size(sl), 2);
   json_decref(s.requests);
 }
 
@@ -863,6 +894,7 @@ int main(void) {
       cmocka_unit_test(test_connect_hello),
       cmocka_unit_test(test_connect_hello_refused),
       cmocka_unit_test(test_reserve_granted_fields),
+      cmocka_unit_test(test_reserve_slurm_ids),
       cmocka_unit_test(test_reserve_no_wait),
       cmocka_unit_test(test_ids_increase),
       cmocka_unit_test(test_error_reply),

@@ -182,11 +182,29 @@ static void test_structure_and_escaping(void **state) {
   check_structure(t);
   assert_true(has_line(t, "gpumd_up 1"));
   assert_true(has_line(t, "gpum_reservation_reserved_bytes{reservation=\"r-1\",label=\"lab\\\"el\","
-                          "gpu=\"0\",uuid=\"GPU-a\\\"b\\\\c\",model=\"Model\\nX\"} 10737418240"));
+                          "slurm_job_id=\"\",slurm_step_id=\"\",gpu=\"0\",uuid=\"GPU-a\\\"b\\\\c\","
+                          "model=\"Model\\nX\"} 10737418240"));
   assert_true(has_line(t, "gpum_reservations{state=\"granted\"} 1"));
   assert_true(has_line(t, "gpum_queue_length 0"));
   assert_true(has_line(t, "gpum_device_power_limit_watts{gpu=\"1\",uuid=\"GPU-plain\","
                           "model=\"NVIDIA A100-SXM4-80GB\"} 400"));
+}
+
+/* A Slurm step's reservation carries its job and step ids as labels. */
+static void test_slurm_ids(void **state) {
+  fixture_t *f = *state;
+  gpumd_sched_request_t req;
+  gpumd_sched_request_init(&req);
+  req.bytes_per_gpu = 2 * GIB;
+  req.label = "slurm job 12345 step 0";
+  req.slurm_job = "12345_7";
+  req.slurm_step = "batch";
+  assert_int_equal(gpumd_sched_submit(f->d.sched, NULL, &req, 1000, NULL), 0);
+  const char *t = render(f);
+  check_structure(t);
+  assert_true(has_line(t, "gpum_reservation_reserved_bytes{reservation=\"r-1\",label=\"slurm job "
+                          "12345 step 0\",slurm_job_id=\"12345_7\",slurm_step_id=\"batch\","
+                          "gpu=\"0\",uuid=\"GPU-a\\\"b\\\\c\",model=\"Model\\nX\"} 2147483648"));
 }
 
 static void test_no_sample_no_series(void **state) {
@@ -299,6 +317,7 @@ static void test_bad_rule_fails_start(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_structure_and_escaping, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_ids, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_sample_no_series, setup, teardown),
       cmocka_unit_test_setup_teardown(test_counters, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cache_shared_and_refreshed, setup, teardown),

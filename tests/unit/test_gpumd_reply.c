@@ -106,9 +106,18 @@ static void test_same_as_jansson(void **state) {
   uint64_t granted = submit(f, 10 * GIB, 1, "plain", GPUMD_LEASE_CONNECTION);
   uint64_t both = submit(f, 20 * GIB, 2, "tab\there \"quoted\" \\ ünï", GPUMD_LEASE_PID);
   uint64_t bad_utf8 = submit(f, 1 * GIB, 1, "cut \xc3", GPUMD_LEASE_CONNECTION);
+  /* A Slurm step's: its "slurm" object (null in the others). */
+  gpumd_sched_request_t sq;
+  gpumd_sched_request_init(&sq);
+  sq.bytes_per_gpu = GIB;
+  sq.slurm_job = "12345_7";
+  sq.slurm_step = "batch";
+  const gpumd_resv_t *sr = NULL;
+  assert_int_equal(gpumd_sched_submit(f->d.sched, NULL, &sq, 2000, &sr), 0);
+  uint64_t slurm = sr->id;
   uint64_t queued = submit(f, 70 * GIB, 2, "waits", GPUMD_LEASE_CONNECTION);
   assert_int_equal(gpumd_sched_find(f->d.sched, queued)->state, GPUMD_RESV_QUEUED);
-  uint64_t all[] = {granted, both, bad_utf8, queued};
+  uint64_t all[] = {granted, both, bad_utf8, slurm, queued};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++)
       check_same(f, all[i], ids[k]);
@@ -116,6 +125,11 @@ static void test_same_as_jansson(void **state) {
   gpumd_reply_ok_resv(&f->c, NULL, gpumd_sched_find(f->d.sched, bad_utf8), false);
   char *line = take(f);
   assert_null(strstr(line, "\"label\""));
+  assert_non_null(strstr(line, "\"slurm\":null"));
+  free(line);
+  gpumd_reply_ok_resv(&f->c, NULL, gpumd_sched_find(f->d.sched, slurm), false);
+  line = take(f);
+  assert_non_null(strstr(line, "\"slurm\":{\"job_id\":\"12345_7\",\"step_id\":\"batch\"}"));
   free(line);
   for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++)
     json_decref(ids[k]);

@@ -112,6 +112,8 @@ static void sample(gpumd_resv_t *r, uint64_t id, gpumd_resv_state_t st) {
   r->timeout_told = true;
   r->pid_start = UINT64_C(0x8000000000001234) + id; /* the top bit survives too */
   r->lease_pid_start = 987654321 + id;
+  snprintf(r->slurm_job, sizeof(r->slurm_job), "4294967295_%llu", (unsigned long long)id);
+  snprintf(r->slurm_step, sizeof(r->slurm_step), "%s", id % 2 ? "batch" : "4294967294");
 }
 
 static void assert_resv_equal(const gpumd_resv_t *a, const gpumd_resv_t *b) {
@@ -122,6 +124,8 @@ static void assert_resv_equal(const gpumd_resv_t *a, const gpumd_resv_t *b) {
   assert_int_equal(a->uid, b->uid);
   assert_int_equal(a->pid, b->pid);
   assert_string_equal(a->label, b->label);
+  assert_string_equal(a->slurm_job, b->slurm_job);
+  assert_string_equal(a->slurm_step, b->slurm_step);
   assert_int_equal(a->bytes_per_gpu, b->bytes_per_gpu);
   assert_int_equal(a->gpus, b->gpus);
   assert_string_equal(a->model, b->model);
@@ -591,7 +595,14 @@ static void test_migration_from_v1(void **state) {
   gpumd_ledger_close(l);
   assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
-  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 6);
+  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 7);
+  /* Version 7: the old row has no Slurm ids; the new one keeps them. */
+  assert_int_equal(query_int(db, "SELECT count(*) FROM reservations WHERE id = 7 AND "
+                                 "slurm_job = '' AND slurm_step = ''"),
+                   1);
+  assert_int_equal(query_int(db, "SELECT count(*) FROM reservations WHERE id = 8 AND "
+                                 "slurm_job = '4294967295_8' AND slurm_step = '4294967294'"),
+                   1);
   /* Version 6: the device switches' table, empty. */
   assert_int_equal(query_int(db, "SELECT count(*) FROM device_admin"), 0);
   /* Version 4: no index on state, no AUTOINCREMENT; the old audit row kept, with its id. */
@@ -1252,6 +1263,95 @@ static void test_disabled_devices(void **state) {
   gpumd_ledger_close(l);
 }
 
+/* Versions 3 to 6 exactly as gpumd applied them, so a ledger of the version before Slurm ids
+ * can be made as that gpumd left it, with a row in it. */
+static const char old_migrate_v3_to_v6[] =
+    "ALTER TABLE reservations ADD COLUMN device_uuids TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE reservations ADD COLUMN want_uuids TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX reservations_ended ON reservations(ended_ns) WHERE ended_ns > 0;"
+    "PRAGMA user_version = 3;"
+    "DROP INDEX IF EXISTS reservations_state;"
+    "CREATE TABLE audit_v4 ("
+    " id INTEGER PRIMARY KEY, reservation INTEGER NOT NULL,"
+    " from_state TEXT NOT NULL, to_state TEXT NOT NULL, time_ns INTEGER NOT NULL,"
+    " reason TEXT NOT NULL, uid INTEGER NOT NULL, pid INTEGER NOT NULL);"
+    "INSERT INTO audit_v4 SELECT id, reservation, from_state, to_state, time_ns, reason, uid, pid"
+    " FROM audit;"
+    "DROP TABLE audit;"
+    "DELETE FROM sqlite_sequence WHERE name = 'audit';"
+    "ALTER TABLE audit_v4 RENAME TO audit;"
+    "CREATE INDEX audit_reservation ON audit(reservation);"
+    "PRAGMA user_version = 4;"
+    "DROP INDEX IF EXISTS reservations_ended;"
+    "DROP INDEX IF EXISTS audit_reservation;"
+    "PRAGMA user_version = 5;"
+    "CREATE TABLE device_admin (uuid TEXT PRIMARY KEY, reason TEXT NOT NULL,"
+    " uid INTEGER NOT NULL, time_ns INTEGER NOT NULL) WITHOUT ROWID;"
+    "INSERT INTO reservations VALUES (11, 'aaaabbbbccccddddaaaabbbbccccdddd', 'GRANTED',"
+    " 'granted', 1000, 4242, 'v6', 1073741824, 1, '', 0, 0, 0, 0, 'reject', 'ttl', 0, 60000,"
+    " 9000000000000000000, 1, 100, 200, 0, 0, 55, 0, 'GPU-aaaa', '');"
+    "PRAGMA user_version = 6;";
+
+/* A version-6 ledger (before Slurm ids) upgrades: its rows read back with none, a row put after
+ * the upgrade keeps its ids across a reopen, and ids that do not read back as gpumd writes them
+ * (a ledger edited by hand) are dropped rather than trusted. */
+static void test_migration_from_v6(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v2, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v3_to_v6, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  assert_int_equal(user_version(db), 6);
+
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(user_version(db), 7);
+  assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, 3), 0);
+  gpumd_resv_t r;
+  assert_int_equal(gpumd_ledger_get(l, 11, &r), 0);
+  assert_string_equal(r.label, "v6");
+  assert_int_equal(r.device_mask, 0x1);
+  assert_string_equal(r.slurm_job, "");
+  assert_string_equal(r.slurm_step, "");
+  snprintf(r.slurm_job, sizeof(r.slurm_job), "12345");
+  snprintf(r.slurm_step, sizeof(r.slurm_step), "interactive");
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  gpumd_ledger_close(l);
+
+  l = open_ok(dir); /* no second migration */
+  assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, 3), 0);
+  gpumd_ledger_row_t *rows = NULL;
+  size_t n = 0;
+  assert_int_equal(gpumd_ledger_load_rows(l, &rows, &n), 0);
+  bool found = false;
+  for (size_t i = 0; i < n; i++)
+    if (rows[i].r.id == 11) {
+      found = true;
+      assert_string_equal(rows[i].r.slurm_job, "12345");
+      assert_string_equal(rows[i].r.slurm_step, "interactive");
+    }
+  assert_true(found);
+  free(rows);
+  gpumd_ledger_close(l);
+
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h,
+                                "UPDATE reservations SET slurm_job = '1\",x=\"y', "
+                                "slurm_step = '0' WHERE id = 11",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(h);
+  l = open_ok(dir);
+  assert_int_equal(gpumd_ledger_get(l, 11, &r), 0);
+  assert_string_equal(r.slurm_job, "");
+  assert_string_equal(r.slurm_step, "");
+  assert_int_equal(r.state, GPUMD_RESV_GRANTED); /* the row itself still loads */
+  gpumd_ledger_close(l);
+}
+
 #define DIR_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
 int main(void) {
@@ -1272,6 +1372,7 @@ int main(void) {
       DIR_TEST(test_devices_by_uuid),
       DIR_TEST(test_set_devices_bad_input),
       DIR_TEST(test_migration_from_v2),
+      DIR_TEST(test_migration_from_v6),
       DIR_TEST(test_prune),
       DIR_TEST(test_prune_stops_at_creation),
       DIR_TEST(test_prune_goes_on),

@@ -1245,8 +1245,65 @@ static void test_check(void **state) {
   fx_free(fx);
 }
 
+/* Slurm ids: the job's digits or array task, the step's digits or named steps; anything else
+ * is EINVAL at submit and makes nothing. */
+static void test_slurm_ids(void **state) {
+  (void)state;
+  static const char *const good[][2] = {{"1", "0"},
+                                        {"12345", "batch"},
+                                        {"4294967295_4294967295", "4294967295"},
+                                        {"7_0", "extern"},
+                                        {"0012", "interactive"}};
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+    if (gpumd_slurm_ids_check(good[i][0], good[i][1]) != 0)
+      fail_msg("refused %s / %s: %s", good[i][0], good[i][1], gpum_last_error());
+  assert_int_equal(gpumd_slurm_ids_check(NULL, NULL), 0);
+  static const char *const bad[][2] = {{"", "0"},
+                                       {"1", ""},
+                                       {"-1", "0"},
+                                       {"+1", "0"},
+                                       {" 1", "0"},
+                                       {"1 ", "0"},
+                                       {"1_", "0"},
+                                       {"_1", "0"},
+                                       {"1_2_3", "0"},
+                                       {"1.0", "0"},
+                                       {"1", "0.1"},
+                                       {"1", "Batch"},
+                                       {"1", "batch "},
+                                       {"1", "step"},
+                                       {"12345678901", "0"},
+                                       {"1", "12345678901"},
+                                       {"1_12345678901", "0"},
+                                       {"1\n", "0"},
+                                       {"1", NULL},
+                                       {NULL, "0"}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    if (gpumd_slurm_ids_check(bad[i][0], bad[i][1]) != GPUM_EINVAL)
+      fail_msg("accepted case %zu", i);
+  gpumd_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  add_h100(fx, 0, T0);
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
+  q.bytes_per_gpu = GiB;
+  q.slurm_job = "12345";
+  q.slurm_step = "bat\"ch";
+  const gpumd_resv_t *r = NULL;
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, &r), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "Slurm step id"));
+  assert_int_equal(gpumd_sched_count(fx->s), 0);
+  q.slurm_step = "0";
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, &r), 0);
+  assert_string_equal(r->slurm_job, "12345");
+  assert_string_equal(r->slurm_step, "0");
+  fx_free(fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_slurm_ids),
       cmocka_unit_test(test_admission_math),
       cmocka_unit_test(test_new_reservation_transitions),
       cmocka_unit_test(test_resize),

@@ -201,7 +201,8 @@ class Reservation(c.Structure):
         ("devices", ResDevice * MAX_DEVICES), ("queue_position", c.c_long),
         ("waiting_for", c.c_char * 256), ("created_ns", c.c_uint64), ("granted_ns", c.c_uint64),
         ("ended_ns", c.c_uint64), ("fenced", c.c_bool), ("fenced_used", c.c_uint64),
-        ("fenced_limit", c.c_uint64),
+        ("fenced_limit", c.c_uint64), ("slurm_job_id", c.c_char * 24),
+        ("slurm_step_id", c.c_char * 24),
     ]
 
 
@@ -211,7 +212,7 @@ class ReserveReq(c.Structure):
         ("min_memory", c.c_uint64), ("devices", c.POINTER(c.c_char_p)), ("ndevices", c.c_size_t),
         ("priority", c.c_int), ("queue_timeout_ms", c.c_uint64), ("wait_on_timeout", c.c_bool),
         ("label", c.c_char_p), ("lease", c.c_int), ("pid", c.c_int32), ("ttl_ms", c.c_uint64),
-        ("no_wait", c.c_bool),
+        ("no_wait", c.c_bool), ("slurm_job_id", c.c_char_p), ("slurm_step_id", c.c_char_p),
     ]
 
 

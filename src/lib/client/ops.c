@@ -69,6 +69,14 @@ static int reserve_fields(json_t *o, const gpum_reserve_req_t *q) {
   }
   if (rc == 0 && q->label && json_object_set_new(o, GPUM_PROTO_F_LABEL, json_string(q->label)))
     rc = GPUM_ENOMEM;
+  if (rc == 0 && (q->slurm_job_id || q->slurm_step_id)) {
+    if (!q->slurm_job_id || !q->slurm_step_id)
+      return gpum_error(GPUM_EINVAL, "a Slurm job needs both slurm_job_id and slurm_step_id");
+    json_t *sl = json_pack("{s:s, s:s}", GPUM_PROTO_F_JOB_ID, q->slurm_job_id, GPUM_PROTO_F_STEP_ID,
+                           q->slurm_step_id);
+    if (sl == NULL || json_object_set_new(o, GPUM_PROTO_F_SLURM, sl) != 0)
+      rc = GPUM_ENOMEM;
+  }
   if (rc == 0 && json_object_set_new(o, GPUM_PROTO_F_LEASE, json_string(lease)))
     rc = GPUM_ENOMEM;
   if (rc == 0 && q->lease == GPUM_LEASE_PID && q->pid > 0)

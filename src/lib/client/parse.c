@@ -101,6 +101,9 @@ void gpum__res_parse(const json_t *o, gpum_reservation_t *r) {
   r->uid = (uint32_t)u64(o, GPUM_PROTO_F_UID);
   r->pid = (int32_t)i64(o, GPUM_PROTO_F_PID);
   str(o, GPUM_PROTO_F_LABEL, r->label, sizeof r->label);
+  const json_t *sl = json_object_get(o, GPUM_PROTO_F_SLURM);
+  str(sl, GPUM_PROTO_F_JOB_ID, r->slurm_job_id, sizeof r->slurm_job_id);
+  str(sl, GPUM_PROTO_F_STEP_ID, r->slurm_step_id, sizeof r->slurm_step_id);
   r->bytes_per_gpu = u64(o, GPUM_PROTO_F_BYTES_PER_GPU);
   r->gpus = (unsigned)u64(o, GPUM_PROTO_F_GPUS);
   r->priority = (int)i64(o, GPUM_PROTO_F_PRIORITY);

@@ -73,6 +73,9 @@
 #define GPUM_PROTO_F_TIMEOUT_MS "timeout_ms"
 #define GPUM_PROTO_F_ON_TIMEOUT "on_timeout"
 #define GPUM_PROTO_F_LABEL "label"
+#define GPUM_PROTO_F_SLURM "slurm" /* {"job_id", "step_id"} (strings); null in R when none */
+#define GPUM_PROTO_F_JOB_ID "job_id"
+#define GPUM_PROTO_F_STEP_ID "step_id"
 #define GPUM_PROTO_F_LEASE "lease"
 #define GPUM_PROTO_F_PID "pid"
 #define GPUM_PROTO_F_TTL_MS "ttl_ms"

@@ -267,6 +267,8 @@
   X(gpum_reservation_t, fenced)                 \
   X(gpum_reservation_t, fenced_used)            \
   X(gpum_reservation_t, fenced_limit)           \
+  X(gpum_reservation_t, slurm_job_id)           \
+  X(gpum_reservation_t, slurm_step_id)          \
   X(gpum_reserve_req_t, bytes_per_gpu)          \
   X(gpum_reserve_req_t, gpus)                   \
   X(gpum_reserve_req_t, model)                  \
@@ -281,6 +283,8 @@
   X(gpum_reserve_req_t, pid)                    \
   X(gpum_reserve_req_t, ttl_ms)                 \
   X(gpum_reserve_req_t, no_wait)                \
+  X(gpum_reserve_req_t, slurm_job_id)           \
+  X(gpum_reserve_req_t, slurm_step_id)          \
   X(gpum_session_opts_t, socket)                \
   X(gpum_session_opts_t, cfg)                   \
   X(gpum_session_opts_t, connect_timeout_ms)    \

@@ -91,7 +91,9 @@ int gpum_slurm_step_begin(const gpum_slurm_step_req_t *req, gpum_slurm_step_t *o
                           .devices = devs,
                           .ndevices = n,
                           .label = req->label,
-                          .lease = GPUM_LEASE_PID};
+                          .lease = GPUM_LEASE_PID,
+                          .slurm_job_id = req->job_id,
+                          .slurm_step_id = req->step_id};
   gpum_client_t *c = NULL;
   if ((rc = gpum_client_connect(out->socket, CONNECT_MS, &c)) != 0)
     return rc;
