@@ -122,6 +122,8 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
  * (libevent may poll again within a turn). evhttp can free a connection before that (its
  * client closed at once): the reference held here keeps the bufferevent valid until the
  * check, which then finds its callbacks cleared. */
+#define GPUMD_HTTP_MAX_SINGLE_WRITE (4u << 20)
+
 struct bufferevent *gpumd__http_make_bev(struct event_base *base, void *arg) {
   struct gpumd_http *h = arg;
   struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
@@ -131,6 +133,12 @@ struct bufferevent *gpumd__http_make_bev(struct event_base *base, void *arg) {
     bufferevent_free(bev);
     return NULL;
   }
+  /* A response goes to the kernel in one write, not in libevent's default 16 KiB pieces:
+   * evhttp closes a connection whose client half-closed (shutdown after its requests) as soon
+   * as it reads that EOF, and what was still queued behind the first piece was lost (a
+   * /metrics of more than 16 KiB came out cut). What the socket's buffer cannot take at once
+   * remains exposed to that; docs/rest.md says so. */
+  (void)bufferevent_set_max_single_write(bev, GPUMD_HTTP_MAX_SINGLE_WRITE);
   if (h->nfresh == h->capfresh) {
     size_t cap = h->capfresh ? h->capfresh * 2 : 16;
     struct bufferevent **p = realloc(h->fresh, cap * sizeof *p);
