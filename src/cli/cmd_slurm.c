@@ -24,9 +24,11 @@ static void usage(FILE *out) {
           "  gres.conf   AutoDetect=off; 'Name=gpu Type=TYPE File=DIR/nvidiaN' per GPU and\n"
           "              'Name=shard Count=C File=DIR/nvidiaN' per GPU, one shard per SIZE of\n"
           "              what gpumd may grant on it (total x memory_fraction - safety_margin)\n"
-          "  slurm.conf  GresTypes=gpu,shard, SelectType=select/cons_tres and\n"
-          "              'NodeName=NAME Gres=gpu:TYPE:N,shard:M' (merge the Gres= into the\n"
-          "              node's own NodeName line)\n"
+          "  slurm.conf  GresTypes=gpu,shard, SelectType=select/cons_tres and the node's\n"
+          "              NodeName line: the one of `slurmd -C` (CPUs=, Boards=, ...,\n"
+          "              RealMemory=) with 'Gres=gpu:TYPE:N,shard:M' appended, when slurmd is\n"
+          "              on PATH and answers within 5 s; else 'NodeName=NAME Gres=...' only,\n"
+          "              under a comment saying to merge the Gres= into the node's own line\n"
           "The GPUs are listed in gpumd's order: Slurm's GPU k is gpumd's device k.\n"
           "\n"
           "options:\n"
@@ -38,6 +40,41 @@ static void usage(FILE *out) {
           "\n"
           "Exit status: 0, 1 when the node has no GPU or the devices cannot be read, 2 for\n"
           "usage errors.\n");
+}
+
+/* The output of `slurmd -C` (this node's hardware as slurm.conf's NodeName line), or NULL when
+ * slurmd is not on PATH, fails or takes more than 5 s. malloc'd. */
+static char *slurmd_hardware(void) {
+  FILE *p = popen("timeout -k 1 5 slurmd -C 2>/dev/null </dev/null", "r");
+  if (!p)
+    return NULL;
+  char *out = NULL;
+  size_t len = 0, cap = 0;
+  char buf[1024];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, p)) > 0) {
+    if (len + k + 1 > cap) {
+      size_t ncap = cap ? cap * 2 : 4096;
+      while (ncap < len + k + 1)
+        ncap *= 2;
+      char *n = realloc(out, ncap);
+      if (!n || ncap > (1u << 20)) {
+        free(n ? n : out);
+        pclose(p);
+        return NULL;
+      }
+      out = n;
+      cap = ncap;
+    }
+    memcpy(out + len, buf, k);
+    len += k;
+    out[len] = '\0';
+  }
+  if (pclose(p) != 0) {
+    free(out);
+    return NULL;
+  }
+  return out;
 }
 
 static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
@@ -81,9 +118,11 @@ static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
     fprintf(stderr, "gpum slurm conf: cannot read the GPUs: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
   }
-  char *gres = NULL, *lines = NULL;
+  char *gres = NULL, *lines = NULL, *hw = gres_only ? NULL : slurmd_hardware();
+  o.slurmd_c = hw;
   rc = gpum_slurm_conf(s, &o, &gres, &lines);
   gpum_device_close(s);
+  free(hw);
   if (rc != 0) {
     fprintf(stderr, "gpum slurm conf: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;

@@ -36,7 +36,8 @@ export GPUM_SOCKET_MODE=0666 # the job of another user below connects too
 gd_start
 s_dir
 "$G" slurm conf --node gnode --dev-dir "$S_DIR/c/dev" --gres >"$S/gres.conf"
-"$G" slurm conf --node gnode --slurm >"$S/slurm.lines"
+# Without slurmd -C's hardware (slurmd off PATH), the test cluster gives the node 16 CPUs.
+env PATH=/usr/bin:/bin "$G" slurm conf --node gnode --slurm >"$S/slurm.lines"
 grep -q 'shard:45$' "$S/slurm.lines" || { cat "$S/slurm.lines"; t_fail "expected 45 shards"; }
 # No socket=: the plugin finds gpumd's socket in gpum's configuration (here GPUM_SOCKET, which
 # slurmd and its slurmstepd inherit).
