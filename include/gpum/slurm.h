@@ -81,6 +81,22 @@ GPUM_API int gpum_slurm_node_line(const char *slurmd_c, const char *node, const 
 GPUM_API int gpum_slurm_conf(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *opts,
                              char **gres_conf, char **slurm_conf);
 
+/* The plugin as installed: LIBDIR/gpum/gpum_spank.so (LIBDIR: the build's install prefix's
+ * library directory, /usr/local/lib by default). Thread-safe. */
+GPUM_API const char *gpum_slurm_plugin_path(void);
+
+/* `gpum slurm conf --install DIR`: writes gres_conf to DIR/gres.conf (an existing one with other
+ * lines is kept as DIR/gres.conf.old; the same lines: left as it is) and adds the line
+ * "required PLUGIN" to DIR/plugstack.conf (made when missing) unless a line of it that is not a
+ * comment names gpum_spank.so already. plugin is the plugin's path with its arguments
+ * ("/usr/local/lib/gpum/gpum_spank.so wait=10s"); NULL or "": gpum_slurm_plugin_path(). Never
+ * touches DIR/slurm.conf. *report (malloc'd) says, one line per file, what was done.
+ * GPUM_ENOENT when DIR is not a directory, GPUM_EINVAL for a plugin that does not name
+ * gpum_spank.so, GPUM_EIO (the detail says which file) when a file cannot be read or written.
+ * Files are written through a temporary file renamed over them. */
+GPUM_API int gpum_slurm_install(const char *dir, const char *gres_conf, const char *plugin,
+                                char **report);
+
 /* --- A job step's reservation --------------------------------------------------------------- */
 
 #define GPUM_SLURM_STEP_ENV_MAX (GPUM_RESERVATION_ENV_MAX + 2)

@@ -17,7 +17,7 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: gpum slurm conf [--shard-unit SIZE] [--node NAME] [--dev-dir DIR]\n"
-          "                       [--gres | --slurm]\n"
+          "                       [--gres | --slurm | --install DIR [--plugin 'PATH [ARGS]']]\n"
           "\n"
           "Prints this node's lines for Slurm (docs/slurm.md), from the GPUs the device layer\n"
           "sees:\n"
@@ -37,9 +37,16 @@ static void usage(FILE *out) {
           "  --dev-dir DIR       where the nvidiaN device files are (default /dev)\n"
           "  --gres              print only the gres.conf lines\n"
           "  --slurm             print only the slurm.conf lines\n"
+          "  --install DIR       write the gres.conf lines to DIR/gres.conf (an existing one\n"
+          "                      with other lines is kept as DIR/gres.conf.old), add\n"
+          "                      'required PATH [ARGS]' to DIR/plugstack.conf unless it names\n"
+          "                      gpum_spank.so already, say what was written, and print the\n"
+          "                      slurm.conf lines to add: DIR/slurm.conf is never written\n"
+          "  --plugin 'PATH [ARGS]'  the plugin's line for --install (default %s)\n"
           "\n"
           "Exit status: 0, 1 when the node has no GPU or the devices cannot be read, 2 for\n"
-          "usage errors.\n");
+          "usage errors.\n",
+          gpum_slurm_plugin_path());
 }
 
 /* The output of `slurmd -C` (this node's hardware as slurm.conf's NodeName line), or NULL when
@@ -78,11 +85,12 @@ static char *slurmd_hardware(void) {
 }
 
 static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
-  const char *unit = NULL, *node = NULL, *dev_dir = NULL, *pos[1];
+  const char *unit = NULL, *node = NULL, *dev_dir = NULL, *install = NULL, *plugin = NULL, *pos[1];
   bool gres_only = false, slurm_only = false;
   cli_opt_t opts[] = {{"--shard-unit", &unit, NULL},  {"--node", &node, NULL},
                       {"--dev-dir", &dev_dir, NULL},  {"--gres", NULL, &gres_only},
-                      {"--slurm", NULL, &slurm_only}, {NULL, NULL, NULL}};
+                      {"--slurm", NULL, &slurm_only}, {"--install", &install, NULL},
+                      {"--plugin", &plugin, NULL},    {NULL, NULL, NULL}};
   int np, rc = cli_parse_sub("slurm", "conf", argc, argv, opts, pos, 0, 0, &np);
   if (rc < 0) {
     usage(stdout);
@@ -113,6 +121,18 @@ static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
     fprintf(stderr, "gpum slurm conf: give --gres or --slurm, not both\n");
     return CLI_EXIT_USAGE;
   }
+  if (install && (gres_only || slurm_only || !*install)) {
+    fprintf(stderr, "gpum slurm conf: --install DIR writes gres.conf and prints the slurm.conf "
+                    "lines: without --gres or --slurm\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (plugin && (!install || !strstr(plugin, "gpum_spank.so") || strchr(plugin, '\n'))) {
+    fprintf(stderr,
+            "gpum slurm conf: --plugin needs --install and the path of gpum_spank.so (got "
+            "'%s')\n",
+            plugin);
+    return CLI_EXIT_USAGE;
+  }
   gpum_device_session_t *s = NULL;
   if ((rc = cli_open_session(cfg, &s)) != 0) {
     fprintf(stderr, "gpum slurm conf: cannot read the GPUs: %s\n", cli_reason(rc));
@@ -126,6 +146,23 @@ static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
   if (rc != 0) {
     fprintf(stderr, "gpum slurm conf: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
+  }
+  if (install) {
+    char *report = NULL;
+    rc = gpum_slurm_install(install, gres, plugin, &report);
+    if (rc == 0) {
+      fputs(report, stdout);
+      fprintf(stdout,
+              "slurm.conf: not changed; add these lines to it (the same file on every node and "
+              "the controller), then restart slurmctld and slurmd:\n\n%s",
+              lines);
+    } else {
+      fprintf(stderr, "gpum slurm conf: --install %s: %s\n", install, cli_reason(rc));
+    }
+    free(report);
+    free(gres);
+    free(lines);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   }
   if (!slurm_only)
     fputs(gres, stdout);

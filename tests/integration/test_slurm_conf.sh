@@ -5,6 +5,7 @@
 # options and their errors; and a loopback slurmd (scripts/slurm-test-cluster.sh) accepts the
 # lines: the node comes up idle with those gres counts.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
+source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/slurm_lib.sh"
 G=$GPUM_BIN
 
@@ -72,15 +73,66 @@ t_expect 1 "$G" --backend host slurm conf
 grep -q 'no GPU on this node' "$T_ERR" || { cat "$T_ERR"; t_fail "the host backend: no reason"; }
 t_ok "bad options exit 2 with the reason; a node without GPUs exits 1"
 
-# slurmd accepts the lines: the node is idle with 2 GPUs and the shards (fake device files).
+# --install DIR: gres.conf written (an old one with other lines kept), the plugin line added
+# once, slurm.conf never touched, each file said; bad uses refused.
+E=$T_SCRATCH/etc
+mkdir -p "$E"
+printf 'Name=gpu File=/dev/old\n' >"$E/gres.conf"
+printf '# site plugins\noptional /x/other.so' >"$E/plugstack.conf" # no final newline
+printf 'ClusterName=site\n' >"$E/slurm.conf"
+t_expect 0 $NOSLURMD "$G" slurm conf --node n1 --install "$E"
+grep -qx "$E/gres.conf: written (the one it replaces is $E/gres.conf.old)" "$T_OUT" || { cat "$T_OUT"; t_fail "--install: no word on gres.conf"; }
+grep -qx "$E/plugstack.conf: added 'required $(grep -o '/[^ ]*gpum_spank.so' <<<"$("$G" slurm conf --help)")'" "$T_OUT" || { cat "$T_OUT"; t_fail "--install: no word on plugstack.conf"; }
+grep -qx 'slurm.conf: not changed; add these lines to it .*' "$T_OUT" || t_fail "--install: no word on slurm.conf"
+grep -qx 'NodeName=n1 Gres=gpu:tesla_t4:2,gpu:tesla_v100-sxm2-32gb:2,shard:88' "$T_OUT" || t_fail "--install: no slurm.conf lines"
+grep -qx 'Name=gpu File=/dev/old' "$E/gres.conf.old" || t_fail "the old gres.conf is not kept"
+grep -v '^#' "$E/gres.conf" | head -n 9 | diff <(head -n 9 "$T_SCRATCH/want") - || t_fail "--install wrote other gres.conf lines"
+[ "$(cat "$E/plugstack.conf")" = "$(printf '# site plugins\noptional /x/other.so\nrequired %s' "$("$G" slurm conf --help | grep -o '/[^ ]*gpum_spank.so')")" ] || { cat "$E/plugstack.conf"; t_fail "plugstack.conf: not the old lines and the plugin's"; }
+[ "$(cat "$E/slurm.conf")" = "ClusterName=site" ] || t_fail "--install changed slurm.conf"
+cp "$E/plugstack.conf" "$T_SCRATCH/plugstack.before"
+t_expect 0 $NOSLURMD "$G" slurm conf --node n1 --install "$E/" --plugin "/opt/gpum_spank.so wait=9s"
+grep -qx "$E/gres.conf: unchanged (it holds these lines already)" "$T_OUT" || { cat "$T_OUT"; t_fail "a second --install: gres.conf"; }
+grep -qx "$E/plugstack.conf: unchanged (it names gpum_spank.so already)" "$T_OUT" || { cat "$T_OUT"; t_fail "a second --install: plugstack.conf"; }
+cmp -s "$E/plugstack.conf" "$T_SCRATCH/plugstack.before" || t_fail "a second --install changed plugstack.conf"
+rm "$E/plugstack.conf"
+t_expect 0 "$G" slurm conf --node n1 --install "$E" --plugin "/opt/gpum_spank.so wait=9s"
+[ "$(cat "$E/plugstack.conf")" = "required /opt/gpum_spank.so wait=9s" ] || t_fail "--plugin: plugstack.conf"
+t_expect 1 "$G" slurm conf --install "$E/none"
+grep -q "is not a directory" "$T_ERR" || { cat "$T_ERR"; t_fail "--install into nothing: no reason"; }
+for bad in "--install $E --gres" "--install $E --slurm" "--plugin /x/gpum_spank.so" "--install $E --plugin /x/other.so"; do
+  # shellcheck disable=SC2086
+  t_expect 2 "$G" slurm conf $bad
+  grep -q 'gpum slurm conf: --' "$T_ERR" || t_fail "no reason for '$bad'"
+done
+t_ok "--install: gres.conf written, the plugin line added once, slurm.conf untouched, each said"
+
+# The set-up of docs/slurm.md against the loopback cluster's own configuration directory:
+# `gpum slurm conf --install` writes gres.conf and plugstack.conf there, its slurm.conf lines
+# (slurmd -C's NodeName line with the Gres=) go into the cluster's slurm.conf; slurmd accepts
+# them, the node is idle with the gres counts, and the plugin's --gpu-mem works in a step.
 s_require
+PLUGIN=$GPUM_BUILD_DIR/lib/gpum_spank.so
 s_dir
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml" "${T_NODE}h"
-"$G" slurm conf --node gnode --dev-dir "$S_DIR/c/dev" --gres >"$T_SCRATCH/gres.conf"
-"$G" slurm conf --node gnode --slurm >"$T_SCRATCH/slurm.lines"
-s_start "$T_SCRATCH/gres.conf" "$T_SCRATCH/slurm.lines"
+C=$S_DIR/c/etc
+mkdir -p "$C"
+plugin_opt=()
+[ -f "$PLUGIN" ] && plugin_opt=(--plugin "$PLUGIN wait=5s")
+t_expect 0 "$G" slurm conf --node gnode --dev-dir "$S_DIR/c/dev" --install "$C" "${plugin_opt[@]}"
+sed '1,/^slurm.conf: not changed/d' "$T_OUT" >"$T_SCRATCH/slurm.lines"
+grep -q "^NodeName=gnode CPUs=[0-9]* .*RealMemory=[0-9]* Gres=" "$T_SCRATCH/slurm.lines" || { cat "$T_OUT"; t_fail "the set-up printed no complete NodeName line"; }
+[ -f "$PLUGIN" ] || : >"$C/plugstack.conf" # no plugin built: the gres only
+gd_start # slurmd and its steps inherit its GPUM_SOCKET, where the plugin finds it
+s_start "$C/gres.conf" "$T_SCRATCH/slurm.lines" "$C/plugstack.conf"
 sinfo -h -N -n gnode -o '%t %G' >"$T_OUT"
 shards=$(sed -n 's/^NodeName=gnode .*Gres=.*shard:\([0-9]*\)$/\1/p' "$T_SCRATCH/slurm.lines")
 [ "$shards" -gt 100 ] || t_fail "few shards: $shards"
-grep -qx "idle gpu:h100_80gb_hbm3:2,shard:h100_80gb_hbm3:$shards" "$T_OUT" || { cat "$T_OUT" "$T_SCRATCH"/*.conf; t_fail "slurmd's node is not idle with the gres of gpum slurm conf"; }
-t_ok "slurmd accepts gpum slurm conf's lines: $(cat "$T_OUT")"
+grep -qx "idle gpu:h100_80gb_hbm3:2,shard:h100_80gb_hbm3:$shards" "$T_OUT" || { cat "$T_OUT" "$C"/*.conf; t_fail "slurmd's node is not idle with the gres of gpum slurm conf"; }
+t_ok "slurmd accepts the set-up's files and lines: $(cat "$T_OUT")"
+if [ ! -f "$PLUGIN" ]; then
+  echo "skip: $PLUGIN was not built (libslurm-dev's slurm/spank.h was not found): no --gpu-mem step"
+  exit 0
+fi
+timeout 60 srun --gres=shard:20 --gpu-mem=20GiB --gpu-mem-enforce "$GPUM_TEST_PROGS/enforce_probe" info >"$T_SCRATCH/info" 2>"$T_SCRATCH/srun.err" || { cat "$T_SCRATCH/srun.err"; t_fail "srun --gpu-mem failed"; }
+t_pyjson "$T_SCRATCH/info" 'assert d["cu_total"] == 20 << 30, d' || t_fail "the step does not see 20 GiB: the plugin line was not taken"
+t_ok "an srun --gpu-mem step sees 20 GiB: the plugin line --install added was taken"
