@@ -10,7 +10,9 @@
 #   scripts/slurm-test-cluster.sh start DIR GRES_CONF SLURM_LINES [PLUGSTACK]
 #       GRES_CONF is copied to DIR/etc/gres.conf; SLURM_LINES holds the slurm.conf lines of
 #       `gpum slurm conf --slurm` (GresTypes=..., NodeName=N Gres=...), completed here with
-#       the node's address and CPUs; PLUGSTACK (optional) becomes DIR/etc/plugstack.conf.
+#       the node's address (and, when the NodeName line has no CPUs=, 16 CPUs); PLUGSTACK
+#       (optional) becomes DIR/etc/plugstack.conf. GRES_CONF and PLUGSTACK may be the files
+#       DIR/etc/gres.conf and DIR/etc/plugstack.conf themselves (`gpum slurm conf --install`).
 #       Waits until the node is idle (30 s at most) and prints the environment for Slurm's
 #       commands: `export SLURM_CONF=DIR/etc/slurm.conf`.
 #   scripts/slurm-test-cluster.sh stop DIR
@@ -125,8 +127,14 @@ start() {
     minor=$(basename "$f" | sed 's/[^0-9]*//g')
     mknod "$f" c 240 "${minor:-0}" || die "mknod $f failed"
   done
-  cp "$gres" "$dir/etc/gres.conf"
-  if [ -n "$plugstack" ]; then cp "$plugstack" "$dir/etc/plugstack.conf"; else : >"$dir/etc/plugstack.conf"; fi
+  # GRES_CONF and PLUGSTACK may be DIR/etc's own files already (written there by
+  # `gpum slurm conf --install DIR/etc`): they are then used as they are.
+  [ "$gres" -ef "$dir/etc/gres.conf" ] || cp "$gres" "$dir/etc/gres.conf"
+  if [ -n "$plugstack" ]; then
+    [ "$plugstack" -ef "$dir/etc/plugstack.conf" ] || cp "$plugstack" "$dir/etc/plugstack.conf"
+  else
+    : >"$dir/etc/plugstack.conf"
+  fi
 
   local cport dport
   cport=$(free_port)
@@ -170,8 +178,14 @@ start() {
     echo "MessageTimeout=5"
     grep -v '^NodeName=' "$lines" | grep -v '^#' | grep -v '^SelectType=' | grep -v '^$' || true
     echo "SelectType=select/cons_tres"
-    # Enough CPUs that Slurm's placement is limited by the GPUs' shards, not by cores.
-    echo "$(grep '^NodeName=' "$lines" | head -n 1) NodeAddr=127.0.0.1 CPUs=16 RealMemory=1000 State=UNKNOWN"
+    # A NodeName line with the node's hardware (`slurmd -C`'s, as gpum slurm conf writes it
+    # when slurmd is on PATH) is kept as it is; one without gets enough CPUs that Slurm's
+    # placement is limited by the GPUs' shards, not by cores.
+    nodeline=$(grep '^NodeName=' "$lines" | head -n 1)
+    case " $nodeline " in
+      *" CPUs="*) echo "$nodeline NodeAddr=127.0.0.1 State=UNKNOWN" ;;
+      *) echo "$nodeline NodeAddr=127.0.0.1 CPUs=16 RealMemory=1000 State=UNKNOWN" ;;
+    esac
     echo "PartitionName=gpu Nodes=$node Default=YES MaxTime=INFINITE State=UP"
   } >"$dir/etc/slurm.conf"
   export SLURM_CONF=$dir/etc/slurm.conf

@@ -42,6 +42,9 @@ typedef struct {
   double memory_fraction; /* gpumd's admission (the options of the same names): shards count */
   uint64_t safety_margin; /* what gpumd may grant, total x memory_fraction - safety_margin;
                              memory_fraction 0: 1 */
+  const char *slurmd_c;   /* the output of `slurmd -C` on this node, or NULL: when it has a
+                             usable NodeName line, the slurm.conf NodeName line is that line
+                             with Gres= appended (gpum_slurm_node_line) */
 } gpum_slurm_conf_opts_t;
 
 /* Slurm's Type= for a device name: the name without a leading "NVIDIA ", lower case, runs of
@@ -54,16 +57,45 @@ GPUM_API int gpum_slurm_gres_type(const char *device_name, char *buf, size_t len
  * unit, rounded down (0 when it may grant nothing). Thread-safe. */
 GPUM_API uint64_t gpum_slurm_shards(uint64_t memory_total, const gpum_slurm_conf_opts_t *opts);
 
+/* The complete NodeName line of slurm.conf for this node: the NodeName= line of slurmd_c (the
+ * output of `slurmd -C`, which may hold other lines, such as UpTime=) with its NodeName replaced
+ * by node (when node is not NULL or "") and its hardware fields kept in their order (CPUs=,
+ * Boards=, SocketsPerBoard=, CoresPerSocket=, ThreadsPerCore=, RealMemory=, each a positive
+ * integer; other fields, a Gres= among them, are dropped), then " Gres=" gres. No newline.
+ * *line is malloc'd (the caller frees it). GPUM_EINVAL (the detail says why) when slurmd_c has
+ * no NodeName= line, the line lacks CPUs= or RealMemory=, a field is not NAME=VALUE, a hardware
+ * field's value is not a positive integer, or gres is empty. Thread-safe. */
+GPUM_API int gpum_slurm_node_line(const char *slurmd_c, const char *node, const char *gres,
+                                  char **line);
+
 /* The node's lines from the devices of session s: gres.conf (AutoDetect=off, a Name=gpu line
  * per GPU with Type= and File=, a Name=shard line per GPU with its Count= and File=) and
- * slurm.conf (GresTypes=gpu,shard, SelectType=select/cons_tres, and the NodeName line's
- * Gres=gpu:TYPE:N,...,shard:M). File= is DEV_DIR/nvidiaM, M the device's minor number as the
+ * slurm.conf (GresTypes=gpu,shard, SelectType=select/cons_tres, and the NodeName line:
+ * gpum_slurm_node_line's from opts->slurmd_c when that succeeds, else
+ * "NodeName=NODE Gres=gpu:TYPE:N,...,shard:M" under a comment saying to merge its Gres= into
+ * the node's own NodeName line). File= is DEV_DIR/nvidiaM, M the device's minor number as the
  * NVIDIA driver reports it (/proc/driver/nvidia/gpus), else its index. *gres_conf and
  * *slurm_conf are malloc'd (the caller frees both). GPUM_ENODEV when s has no GPU (the host
  * backend's device is not one), GPUM_EINVAL for a bad option, or the device layer's errors.
  * Not thread-safe for one session (it reads the session's devices). */
 GPUM_API int gpum_slurm_conf(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *opts,
                              char **gres_conf, char **slurm_conf);
+
+/* The plugin as installed: LIBDIR/gpum/gpum_spank.so (LIBDIR: the build's install prefix's
+ * library directory, /usr/local/lib by default). Thread-safe. */
+GPUM_API const char *gpum_slurm_plugin_path(void);
+
+/* `gpum slurm conf --install DIR`: writes gres_conf to DIR/gres.conf (an existing one with other
+ * lines is kept as DIR/gres.conf.old; the same lines: left as it is) and adds the line
+ * "required PLUGIN" to DIR/plugstack.conf (made when missing) unless a line of it that is not a
+ * comment names gpum_spank.so already. plugin is the plugin's path with its arguments
+ * ("/usr/local/lib/gpum/gpum_spank.so wait=10s"); NULL or "": gpum_slurm_plugin_path(). Never
+ * touches DIR/slurm.conf. *report (malloc'd) says, one line per file, what was done.
+ * GPUM_ENOENT when DIR is not a directory, GPUM_EINVAL for a plugin that does not name
+ * gpum_spank.so, GPUM_EIO (the detail says which file) when a file cannot be read or written.
+ * Files are written through a temporary file renamed over them. */
+GPUM_API int gpum_slurm_install(const char *dir, const char *gres_conf, const char *plugin,
+                                char **report);
 
 /* --- A job step's reservation --------------------------------------------------------------- */
 

@@ -17,16 +17,18 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: gpum slurm conf [--shard-unit SIZE] [--node NAME] [--dev-dir DIR]\n"
-          "                       [--gres | --slurm]\n"
+          "                       [--gres | --slurm | --install DIR [--plugin 'PATH [ARGS]']]\n"
           "\n"
           "Prints this node's lines for Slurm (docs/slurm.md), from the GPUs the device layer\n"
           "sees:\n"
           "  gres.conf   AutoDetect=off; 'Name=gpu Type=TYPE File=DIR/nvidiaN' per GPU and\n"
           "              'Name=shard Count=C File=DIR/nvidiaN' per GPU, one shard per SIZE of\n"
           "              what gpumd may grant on it (total x memory_fraction - safety_margin)\n"
-          "  slurm.conf  GresTypes=gpu,shard, SelectType=select/cons_tres and\n"
-          "              'NodeName=NAME Gres=gpu:TYPE:N,shard:M' (merge the Gres= into the\n"
-          "              node's own NodeName line)\n"
+          "  slurm.conf  GresTypes=gpu,shard, SelectType=select/cons_tres and the node's\n"
+          "              NodeName line: the one of `slurmd -C` (CPUs=, Boards=, ...,\n"
+          "              RealMemory=) with 'Gres=gpu:TYPE:N,shard:M' appended, when slurmd is\n"
+          "              on PATH and answers within 5 s; else 'NodeName=NAME Gres=...' only,\n"
+          "              under a comment saying to merge the Gres= into the node's own line\n"
           "The GPUs are listed in gpumd's order: Slurm's GPU k is gpumd's device k.\n"
           "\n"
           "options:\n"
@@ -35,17 +37,60 @@ static void usage(FILE *out) {
           "  --dev-dir DIR       where the nvidiaN device files are (default /dev)\n"
           "  --gres              print only the gres.conf lines\n"
           "  --slurm             print only the slurm.conf lines\n"
+          "  --install DIR       write the gres.conf lines to DIR/gres.conf (an existing one\n"
+          "                      with other lines is kept as DIR/gres.conf.old), add\n"
+          "                      'required PATH [ARGS]' to DIR/plugstack.conf unless it names\n"
+          "                      gpum_spank.so already, say what was written, and print the\n"
+          "                      slurm.conf lines to add: DIR/slurm.conf is never written\n"
+          "  --plugin 'PATH [ARGS]'  the plugin's line for --install (default %s)\n"
           "\n"
           "Exit status: 0, 1 when the node has no GPU or the devices cannot be read, 2 for\n"
-          "usage errors.\n");
+          "usage errors.\n",
+          gpum_slurm_plugin_path());
+}
+
+/* The output of `slurmd -C` (this node's hardware as slurm.conf's NodeName line), or NULL when
+ * slurmd is not on PATH, fails or takes more than 5 s. malloc'd. */
+static char *slurmd_hardware(void) {
+  FILE *p = popen("timeout -k 1 5 slurmd -C 2>/dev/null </dev/null", "r");
+  if (!p)
+    return NULL;
+  char *out = NULL;
+  size_t len = 0, cap = 0;
+  char buf[1024];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, p)) > 0) {
+    if (len + k + 1 > cap) {
+      size_t ncap = cap ? cap * 2 : 4096;
+      while (ncap < len + k + 1)
+        ncap *= 2;
+      char *n = realloc(out, ncap);
+      if (!n || ncap > (1u << 20)) {
+        free(n ? n : out);
+        pclose(p);
+        return NULL;
+      }
+      out = n;
+      cap = ncap;
+    }
+    memcpy(out + len, buf, k);
+    len += k;
+    out[len] = '\0';
+  }
+  if (pclose(p) != 0) {
+    free(out);
+    return NULL;
+  }
+  return out;
 }
 
 static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
-  const char *unit = NULL, *node = NULL, *dev_dir = NULL, *pos[1];
+  const char *unit = NULL, *node = NULL, *dev_dir = NULL, *install = NULL, *plugin = NULL, *pos[1];
   bool gres_only = false, slurm_only = false;
   cli_opt_t opts[] = {{"--shard-unit", &unit, NULL},  {"--node", &node, NULL},
                       {"--dev-dir", &dev_dir, NULL},  {"--gres", NULL, &gres_only},
-                      {"--slurm", NULL, &slurm_only}, {NULL, NULL, NULL}};
+                      {"--slurm", NULL, &slurm_only}, {"--install", &install, NULL},
+                      {"--plugin", &plugin, NULL},    {NULL, NULL, NULL}};
   int np, rc = cli_parse_sub("slurm", "conf", argc, argv, opts, pos, 0, 0, &np);
   if (rc < 0) {
     usage(stdout);
@@ -76,17 +121,48 @@ static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
     fprintf(stderr, "gpum slurm conf: give --gres or --slurm, not both\n");
     return CLI_EXIT_USAGE;
   }
+  if (install && (gres_only || slurm_only || !*install)) {
+    fprintf(stderr, "gpum slurm conf: --install DIR writes gres.conf and prints the slurm.conf "
+                    "lines: without --gres or --slurm\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (plugin && (!install || !strstr(plugin, "gpum_spank.so") || strchr(plugin, '\n'))) {
+    fprintf(stderr,
+            "gpum slurm conf: --plugin needs --install and the path of gpum_spank.so (got "
+            "'%s')\n",
+            plugin);
+    return CLI_EXIT_USAGE;
+  }
   gpum_device_session_t *s = NULL;
   if ((rc = cli_open_session(cfg, &s)) != 0) {
     fprintf(stderr, "gpum slurm conf: cannot read the GPUs: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
   }
-  char *gres = NULL, *lines = NULL;
+  char *gres = NULL, *lines = NULL, *hw = gres_only ? NULL : slurmd_hardware();
+  o.slurmd_c = hw;
   rc = gpum_slurm_conf(s, &o, &gres, &lines);
   gpum_device_close(s);
+  free(hw);
   if (rc != 0) {
     fprintf(stderr, "gpum slurm conf: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
+  }
+  if (install) {
+    char *report = NULL;
+    rc = gpum_slurm_install(install, gres, plugin, &report);
+    if (rc == 0) {
+      fputs(report, stdout);
+      fprintf(stdout,
+              "slurm.conf: not changed; add these lines to it (the same file on every node and "
+              "the controller), then restart slurmctld and slurmd:\n\n%s",
+              lines);
+    } else {
+      fprintf(stderr, "gpum slurm conf: --install %s: %s\n", install, cli_reason(rc));
+    }
+    free(report);
+    free(gres);
+    free(lines);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   }
   if (!slurm_only)
     fputs(gres, stdout);

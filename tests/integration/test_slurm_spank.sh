@@ -7,7 +7,8 @@
 # waits in Slurm's queue and starts when one is cancelled, whose reservation is released within
 # a second; a batch script's reservation carries step id "batch"; a step that allocates past its
 # limit gets CUDA_ERROR_OUT_OF_MEMORY while its neighbour runs on; a step without --gpu-mem is
-# untouched; one gpumd refuses fails with the reason; a killed slurmstepd's reservation ends.
+# untouched; one gpumd refuses fails with the reason; a killed slurmstepd's reservation ends;
+# salloc --gpu-mem hands the option to its srun steps, which reserve and see their memory.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/slurm_lib.sh"
@@ -36,7 +37,8 @@ export GPUM_SOCKET_MODE=0666 # the job of another user below connects too
 gd_start
 s_dir
 "$G" slurm conf --node gnode --dev-dir "$S_DIR/c/dev" --gres >"$S/gres.conf"
-"$G" slurm conf --node gnode --slurm >"$S/slurm.lines"
+# Without slurmd -C's hardware (slurmd off PATH), the test cluster gives the node 16 CPUs.
+env PATH=/usr/bin:/bin "$G" slurm conf --node gnode --slurm >"$S/slurm.lines"
 grep -q 'shard:45$' "$S/slurm.lines" || { cat "$S/slurm.lines"; t_fail "expected 45 shards"; }
 # No socket=: the plugin finds gpumd's socket in gpum's configuration (here GPUM_SOCKET, which
 # slurmd and its slurmstepd inherit).
@@ -205,3 +207,16 @@ t_until 2 test ! -e "/dev/shm/$(cat "$S/b.fence")" || t_fail "job $JB's fence ou
 t_ok "a killed slurmstepd's reservation ends, and gpumd removes its fence"
 scancel "$JC"
 t_until 5 res_gone "slurm job $JC step 0" || t_fail "job $JC's reservation outlived scancel"
+
+# salloc --gpu-mem: Slurm 22.05 hands salloc's SPANK options to the allocation's srun steps
+# (_SLURM_SPANK_OPTION_gpum_gpu_mem in their environment), so each step reserves and is fenced.
+t_expect 0 timeout 60 salloc -J sa --gres=shard:20 --gpu-mem=20GiB --gpu-mem-enforce \
+  srun sh -c "echo \$SLURM_JOB_ID >'$S/sa.job' && '$P' info >'$S/sa.info' && '$G' jobs --json >'$S/sa.json'"
+t_pyjson "$S/sa.info" 'assert d["cu_total"] == 20 << 30 and d["nvml_total"] == 20 << 30, d' ||
+  { cat "$T_OUT" "$T_ERR"; t_fail "salloc --gpu-mem: the step does not see a 20 GiB device"; }
+JS=$(cat "$S/sa.job")
+t_pyjson "$S/sa.json" 'rs = d["reservations"] if isinstance(d, dict) else d
+assert any(r["label"] == "slurm job %s step 0" % args[0] and r["state"] == "GRANTED" for r in rs), rs' "$JS" ||
+  t_fail "salloc --gpu-mem: the step held no reservation"
+t_until 5 res_gone "slurm job $JS step 0" || t_fail "salloc --gpu-mem: the step's reservation outlived it"
+t_ok "salloc --gres=shard:20 --gpu-mem=20GiB srun: the step reserves and sees 20 GiB"

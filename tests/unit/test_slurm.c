@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -49,6 +50,60 @@ static void test_shards(void **state) {
   assert_int_equal(gpum_slurm_shards(48 * GiB, &o), 0);
 }
 
+static void test_node_line(void **state) {
+  (void)state;
+  const char *gres = "gpu:h100_80gb_hbm3:2,shard:150";
+  char *l = NULL;
+  /* Debian 12's slurmd -C: the NodeName line, then UpTime=. */
+  assert_int_equal(gpum_slurm_node_line("NodeName=vm CPUs=2 Boards=1 SocketsPerBoard=1 "
+                                        "CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105\n"
+                                        "UpTime=0-05:00:00\n",
+                                        NULL, gres, &l),
+                   0);
+  assert_string_equal(l, "NodeName=vm CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 "
+                         "ThreadsPerCore=1 RealMemory=24105 Gres=gpu:h100_80gb_hbm3:2,shard:150");
+  free(l);
+  /* --node renames it; lines before it, a Gres= of its own, unknown fields, CRLF, tabs. */
+  assert_int_equal(gpum_slurm_node_line("slurmd: warning: something\n"
+                                        "NodeName=gpu01.example  CPUs=64\tGres=gpu:4 "
+                                        "Feature=x RealMemory=515000\r\nUpTime=3-01:02:03\n",
+                                        "gnode", gres, &l),
+                   0);
+  assert_string_equal(l, "NodeName=gnode CPUs=64 RealMemory=515000 Gres=" /* no old Gres= */
+                         "gpu:h100_80gb_hbm3:2,shard:150");
+  free(l);
+  /* No NodeName line, missing or bad fields: refused with the reason, *l stays NULL. */
+  static const char *const bad[][2] = {
+      {"", "no NodeName= line"},
+      {"UpTime=0-05:00:00\n", "no NodeName= line"},
+      {"slurmd: error: cannot read\n", "no NodeName= line"},
+      {"NodeName=vm RealMemory=1000\n", "no CPUs="},
+      {"NodeName=vm CPUs=2\n", "no RealMemory="},
+      {"NodeName=vm CPUs=two RealMemory=1000\n", "CPUs=two is not a positive integer"},
+      {"NodeName=vm CPUs=0 RealMemory=1000\n", "CPUs=0 is not a positive integer"},
+      {"NodeName=vm CPUs=2 RealMemory=\n", "RealMemory= is not a positive integer"},
+      {"NodeName=vm CPUs=2 junk RealMemory=1000\n", "'junk', not NAME=VALUE"},
+      {"NodeName= CPUs=2 RealMemory=1000\n", "names no node"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    l = (char *)"x";
+    assert_int_equal(gpum_slurm_node_line(bad[i][0], NULL, gres, &l), GPUM_EINVAL);
+    assert_null(l);
+    if (!strstr(gpum_last_error(), bad[i][1]))
+      fail_msg("'%s': %s", bad[i][0], gpum_last_error());
+  }
+  /* An empty NodeName= with --node is fine; a bad node or Gres= is refused. */
+  assert_int_equal(gpum_slurm_node_line("NodeName= CPUs=2 RealMemory=1000", "n1", "shard:1", &l),
+                   0);
+  assert_string_equal(l, "NodeName=n1 CPUs=2 RealMemory=1000 Gres=shard:1");
+  free(l);
+  assert_int_equal(gpum_slurm_node_line("NodeName=a CPUs=2 RealMemory=1", "a=b", gres, &l),
+                   GPUM_EINVAL);
+  assert_int_equal(gpum_slurm_node_line("NodeName=a CPUs=2 RealMemory=1", NULL, "", &l),
+                   GPUM_EINVAL);
+  assert_int_equal(gpum_slurm_node_line(NULL, NULL, gres, &l), GPUM_EINVAL);
+}
+
 static void test_step_refused_early(void **state) {
   (void)state;
   gpum_slurm_step_t st;
@@ -72,6 +127,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gres_type),
       cmocka_unit_test(test_shards),
+      cmocka_unit_test(test_node_line),
       cmocka_unit_test(test_step_refused_early),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

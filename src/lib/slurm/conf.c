@@ -183,6 +183,93 @@ static void node_gres(text_t *t, const gpu_t *gpus, size_t n) {
   put(t, ",shard:%llu", (unsigned long long)shards);
 }
 
+static const char *const hw_fields[] = {"CPUs",           "Boards",         "SocketsPerBoard",
+                                        "CoresPerSocket", "ThreadsPerCore", "RealMemory"};
+
+/* The index of NAME (of length n) in hw_fields, or -1. */
+static int hw_field(const char *name, size_t n) {
+  for (size_t i = 0; i < sizeof hw_fields / sizeof hw_fields[0]; i++)
+    if (strlen(hw_fields[i]) == n && strncmp(hw_fields[i], name, n) == 0)
+      return (int)i;
+  return -1;
+}
+
+int gpum_slurm_node_line(const char *slurmd_c, const char *node, const char *gres, char **line) {
+  if (line)
+    *line = NULL;
+  if (!slurmd_c || !gres || !line)
+    return gpum_error(GPUM_EINVAL, "gpum_slurm_node_line: NULL argument");
+  if (!*gres || strpbrk(gres, " \t\n"))
+    return gpum_error(GPUM_EINVAL, "'%s' is not a Gres= value", gres);
+  if (node && *node && strpbrk(node, " \t\n=,"))
+    return gpum_error(GPUM_EINVAL, "'%s' is not a Slurm node name", node);
+  /* The first line that starts with NodeName=. */
+  const char *l = slurmd_c;
+  while (*l && strncmp(l, "NodeName=", 9) != 0) {
+    l = strchr(l, '\n');
+    l = l ? l + 1 : "";
+  }
+  if (!*l)
+    return gpum_error(GPUM_EINVAL, "slurmd -C printed no NodeName= line");
+  size_t len = strcspn(l, "\r\n");
+  text_t t = {0};
+  bool seen[sizeof hw_fields / sizeof hw_fields[0]] = {false};
+  int rc = 0;
+  for (size_t i = 0; i < len && rc == 0;) {
+    while (i < len && (l[i] == ' ' || l[i] == '\t'))
+      i++;
+    if (i == len)
+      break;
+    size_t start = i;
+    while (i < len && l[i] != ' ' && l[i] != '\t')
+      i++;
+    const char *f = l + start, *eq = memchr(f, '=', i - start);
+    int flen = (int)(i - start);
+    if (!eq || eq == f) {
+      rc = gpum_error(GPUM_EINVAL, "slurmd -C's NodeName line has '%.*s', not NAME=VALUE", flen, f);
+      break;
+    }
+    size_t nlen = (size_t)(eq - f), vlen = (size_t)(f + flen - eq - 1);
+    const char *v = eq + 1;
+    if (nlen == 8 && strncmp(f, "NodeName", 8) == 0) {
+      if (vlen == 0 && !(node && *node)) {
+        rc = gpum_error(GPUM_EINVAL, "slurmd -C's NodeName line names no node");
+        break;
+      }
+      if (t.len == 0)
+        put(&t, "NodeName=%.*s", node && *node ? (int)strlen(node) : (int)vlen,
+            node && *node ? node : v);
+      continue;
+    }
+    int k = hw_field(f, nlen);
+    if (k < 0)
+      continue; /* UpTime=, a Gres= of its own, ...: not the hardware */
+    bool digits = vlen > 0 && vlen <= 12;
+    for (size_t j = 0; j < vlen && digits; j++)
+      digits = isdigit((unsigned char)v[j]) != 0;
+    if (!digits || strtoull(v, NULL, 10) == 0) {
+      rc = gpum_error(GPUM_EINVAL, "slurmd -C's %.*s is not a positive integer", flen, f);
+      break;
+    }
+    if (!seen[k])
+      put(&t, " %.*s", flen, f);
+    seen[k] = true;
+  }
+  if (rc == 0 && (!seen[0] || !seen[5]))
+    rc = gpum_error(GPUM_EINVAL,
+                    "slurmd -C's NodeName line has no %s=", !seen[0] ? "CPUs" : "RealMemory");
+  if (rc == 0)
+    put(&t, " Gres=%s", gres);
+  if (rc == 0 && t.oom)
+    rc = gpum_error(GPUM_ENOMEM, "out of memory");
+  if (rc != 0) {
+    free(t.s);
+    return rc;
+  }
+  *line = t.s;
+  return 0;
+}
+
 int gpum_slurm_conf(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *opts, char **gres_conf,
                     char **slurm_conf) {
   if (gres_conf)
@@ -224,19 +311,32 @@ int gpum_slurm_conf(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *opts
     put(&g, "Name=gpu Type=%s File=%s\n", gpus[i].type, gpus[i].file);
   for (size_t i = 0; i < n; i++)
     put(&g, "Name=shard Count=%llu File=%s\n", (unsigned long long)gpus[i].shards, gpus[i].file);
-  put(&c,
-      "# slurm.conf lines for node %s (gpum slurm conf): add its Gres= to the node's "
-      "NodeName line\n",
-      node);
-  put(&c, "GresTypes=gpu,shard\nSelectType=select/cons_tres\nNodeName=%s Gres=", node);
-  node_gres(&c, gpus, n);
-  put(&c, "\n");
-  if (g.oom || c.oom) {
+  text_t gr = {0};
+  node_gres(&gr, gpus, n);
+  char *full = NULL;
+  if (!gr.oom && o.slurmd_c && gpum_slurm_node_line(o.slurmd_c, node, gr.s, &full) != 0)
+    full = NULL; /* the line as without slurmd -C, to merge by hand */
+  if (full) {
+    put(&c, "# slurm.conf lines for node %s (gpum slurm conf; the hardware is slurmd -C's)\n",
+        node);
+    put(&c, "GresTypes=gpu,shard\nSelectType=select/cons_tres\n%s\n", full);
+  } else {
+    put(&c,
+        "# slurm.conf lines for node %s (gpum slurm conf): add its Gres= to the node's "
+        "NodeName line\n",
+        node);
+    put(&c, "GresTypes=gpu,shard\nSelectType=select/cons_tres\nNodeName=%s Gres=%s\n", node,
+        gr.s ? gr.s : "");
+  }
+  free(full);
+  if (g.oom || c.oom || gr.oom) {
+    free(gr.s);
     free(g.s);
     free(c.s);
     rc = gpum_error(GPUM_ENOMEM, "out of memory");
     goto out;
   }
+  free(gr.s);
   *gres_conf = g.s;
   *slurm_conf = c.s;
 out:
