@@ -120,6 +120,13 @@ static bool may_change(const gpumd_actor_t *a, const gpumd_resv_t *r) {
   return a->admin || a->uid == r->uid;
 }
 
+/* 0 when a may change r (reservation rid), else GPUM_EPERM naming its owner. */
+static int check_owner(const gpumd_actor_t *a, const gpumd_resv_t *r, uint64_t rid) {
+  return may_change(a, r) ? 0
+                          : gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu",
+                                       (unsigned long long)rid, (unsigned long)r->uid);
+}
+
 /* Replies to c with the core's result: body on rc 0, else the error and its detail. */
 static void reply(gpumd_conn_t *c, json_t *id, int rc, json_t *body) {
   if (rc == 0)
@@ -422,9 +429,8 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   int rc = gpumd_check_fields(j, fields);
   if (rc == 0)
     rc = get_resv(d, j, &r, &rid);
-  if (rc == 0 && !may_change(a, r))
-    rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
-                    (unsigned long)r->uid);
+  if (rc == 0)
+    rc = check_owner(a, r, rid);
   if (rc != 0)
     return rc;
   bool own = a->conn && r->uid == a->uid;
@@ -465,9 +471,8 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
     rc = get_resv(d, j, &r, &rid);
   if (rc == 0)
     rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &ttl, &has);
-  if (rc == 0 && !may_change(a, r))
-    rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
-                    (unsigned long)r->uid);
+  if (rc == 0)
+    rc = check_owner(a, r, rid);
   if (rc == 0 && r->lease != GPUMD_LEASE_TTL)
     rc = gpum_error(GPUM_EINVAL, "reservation r-%llu has a %s lease, not a ttl",
                     (unsigned long long)rid, gpumd_lease_kind_name(r->lease));
@@ -502,9 +507,8 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
     rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &bytes, &has);
   if (rc == 0 && (!has || bytes == 0))
     rc = gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
-  if (rc == 0 && !may_change(a, r))
-    rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
-                    (unsigned long)r->uid);
+  if (rc == 0)
+    rc = check_owner(a, r, rid);
   if (rc != 0)
     return rc;
   gpumd_cause_t cause = {.actor = a, .about = rid};
@@ -546,9 +550,8 @@ int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
     rc = get_str(j, GPUM_PROTO_F_SOURCE, &source);
   if (rc == 0 && !source)
     rc = gpum_error(GPUM_EINVAL, "a report needs \"source\", such as \"batcher.infer\"");
-  if (rc == 0 && !may_change(a, r))
-    rc = gpum_error(GPUM_EPERM, "reservation r-%llu belongs to uid %lu", (unsigned long long)rid,
-                    (unsigned long)r->uid);
+  if (rc == 0)
+    rc = check_owner(a, r, rid);
   if (rc == 0 && r->state != GPUMD_RESV_GRANTED)
     rc = gpum_error(GPUM_ESTATE, "reservation r-%llu is %s: only a granted one takes reports",
                     (unsigned long long)rid, gpumd_resv_state_name(r->state));
