@@ -31,7 +31,7 @@ struct gpum_batcher_req {
   unsigned level; /* 0: the highest */
   bool delayed;   /* timed out under DELAY: served after every request that has not */
   bool autofree;  /* the done callback owns it: freed after the callback */
-  uint64_t seq, t_submit, t_start, deadline; /* deadline 0: none */
+  uint64_t t_submit, t_start, deadline; /* deadline 0: none */
   gpum_batcher_done_fn done;
   void *user;
   gpum_batcher_req_t *prev, *next; /* in its queue */
@@ -56,7 +56,6 @@ struct gpum_batcher {
   queue_t q[MAX_LEVELS], delayed;
   size_t queued;
   gpum_batcher_req_t *ohead, *otail; /* unreleased requests in submission order */
-  uint64_t next_seq;
   bool stopping, drain, pressure;
   size_t oom_bound; /* the bound OOMs left (max_batch_size when none) */
   /* Measured memory (opts.memory): recent (batch size, peak) pairs and the bound they give. */
@@ -129,15 +128,13 @@ static size_t bound_of(const gpum_batcher_t *b) {
 
 /* Hands a completed request over (mutex held): one with a done callback goes to *out, whose
  * callbacks are called after unlocking (and which is released after its callback); one
- * without is released at once. */
+ * without is released at once. *out is newest first (pushed in O(1)); release() calls them in
+ * completion order. */
 static void hand_over(gpum_batcher_req_t *r, gpum_batcher_req_t **out) {
   if (r->done) {
     r->state = ST_CALLING;
-    r->cnext = NULL;
-    gpum_batcher_req_t **pp = out; /* kept in completion order */
-    while (*pp)
-      pp = &(*pp)->cnext;
-    *pp = r;
+    r->cnext = *out;
+    *out = r;
   } else {
     r->state = ST_RELEASED;
   }
@@ -175,8 +172,16 @@ static void complete(gpum_batcher_t *b, gpum_batcher_req_t *r, int status, void 
   pthread_cond_broadcast(&b->done);
 }
 
-/* Calls the callbacks of list (mutex not held: a callback may submit), then releases each. */
-static void release(gpum_batcher_t *b, gpum_batcher_req_t *list) {
+/* Calls the callbacks of list (newest first, as hand_over builds it) in completion order
+ * (mutex not held: a callback may submit), then releases each. */
+static void release(gpum_batcher_t *b, gpum_batcher_req_t *newest) {
+  gpum_batcher_req_t *list = NULL;
+  while (newest) { /* reversed: oldest first */
+    gpum_batcher_req_t *r = newest;
+    newest = r->cnext;
+    r->cnext = list;
+    list = r;
+  }
   while (list) {
     gpum_batcher_req_t *r = list;
     list = r->cnext; /* read before the callback: r may be freed after it */
@@ -602,7 +607,6 @@ int gpum_batcher_submit(gpum_batcher_t *b, void *input, const gpum_batcher_submi
   if (so->timeout_us && p->allow_override && (!timeout || so->timeout_us < timeout))
     timeout = so->timeout_us;
   r->deadline = timeout ? r->t_submit + timeout : 0;
-  r->seq = b->next_seq++;
   r->state = ST_QUEUED;
   q_push(&b->q[r->level], r);
   b->queued++;
