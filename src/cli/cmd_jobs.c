@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "output.h"
 #include "client_cli.h"
 
 static void usage(FILE *out) {
@@ -30,15 +31,6 @@ static void usage(FILE *out) {
                "  --json   the daemon's document: {\"reservations\": [...]} (docs/protocol.md)\n"
                "\n"
                "Exit status: 0, or 1 when gpumd cannot be reached.\n");
-}
-
-static void user_name(uint32_t uid, char *buf, size_t len) {
-  struct passwd pw, *res = NULL;
-  char tmp[1024];
-  if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
-    snprintf(buf, len, "%s", pw.pw_name);
-  else
-    snprintf(buf, len, "%u", uid);
 }
 
 /* "2m30s" since ns (a wall-clock time), "-" when unknown. */
@@ -109,7 +101,7 @@ static void print_table(gpum_reservation_t *list, size_t n, json_t *doc) {
     const gpum_reservation_t *r = &list[i];
     char user[64], gpus[64] = "", size[GPUM_SIZE_BUFSZ], when[GPUM_DURATION_BUFSZ],
                    fenced[GPUM_SIZE_BUFSZ] = "-";
-    user_name(r->uid, user, sizeof user);
+    cli_user_name(r->uid, user, sizeof user);
     size_t o = 0;
     for (size_t d = 0; d < r->ndevices && o < sizeof gpus; d++) {
       int k = snprintf(gpus + o, sizeof gpus - o, "%s%u", d ? "," : "", r->devices[d].index);

@@ -4,6 +4,7 @@
  * compact memory figures. Colour is decided once by the caller (cli_use_color) and carried in
  * the cli_out_t, so no function here looks at the environment.
  */
+#include <pwd.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -87,4 +88,13 @@ int cli_term_width(FILE *f) {
   if (!isatty(fileno(f)) || ioctl(fileno(f), TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0)
     return 0;
   return ws.ws_col;
+}
+
+void cli_user_name(int64_t uid, char *buf, size_t len) {
+  struct passwd pw, *res = NULL;
+  char tmp[1024];
+  if (uid >= 0 && getpwuid_r((uid_t)uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
+    snprintf(buf, len, "%s", pw.pw_name);
+  else
+    snprintf(buf, len, "%lld", (long long)uid);
 }

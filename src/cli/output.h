@@ -50,4 +50,7 @@ char *cli_fmt_size(uint64_t bytes, bool valid, char *buf, size_t len);
 /* Width of the terminal behind f, or 0 when f is not a terminal. */
 int cli_term_width(FILE *f);
 
+/* The name of user uid into buf (len bytes), or the number when it has none (or uid < 0). */
+void cli_user_name(int64_t uid, char *buf, size_t len);
+
 #endif /* GPUM_CLI_OUTPUT_H */

@@ -70,15 +70,6 @@ static uint64_t num(const json_t *o, const char *key) {
   return v > 0 ? (uint64_t)v : 0;
 }
 
-static void user_name(uint64_t uid, char *buf, size_t len) {
-  struct passwd pw, *res = NULL;
-  char tmp[1024];
-  if (getpwuid_r((uid_t)uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
-    snprintf(buf, len, "%s", pw.pw_name);
-  else
-    snprintf(buf, len, "%llu", (unsigned long long)uid);
-}
-
 /* "r-1 alice train 8.00 GiB" */
 static void res_line(const cli_out_t *o, const json_t *r, const char *id) {
   char user[64], size[GPUM_SIZE_BUFSZ];
@@ -87,7 +78,7 @@ static void res_line(const cli_out_t *o, const json_t *r, const char *id) {
     return;
   }
   const char *label = json_string_value(json_object_get(r, "label"));
-  user_name(num(r, "uid"), user, sizeof user);
+  cli_user_name((int64_t)num(r, "uid"), user, sizeof user);
   /* Run under the enforcement shim: what its processes hold, over all its GPUs. */
   const json_t *fenced = json_object_get(r, "fenced");
   char held[GPUM_SIZE_BUFSZ + 16] = "";

@@ -92,13 +92,11 @@ static int64_t jint(const json_t *o, const char *key) {
   return (int64_t)json_integer_value(json_object_get(o, key));
 }
 
+/* A user's name as the frame shows it: printable ASCII only. */
 static void user_name(int64_t uid, char *buf, size_t len) {
-  struct passwd pw, *res = NULL;
-  char tmp[1024];
-  if (uid >= 0 && getpwuid_r((uid_t)uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
-    top__clean(pw.pw_name, buf, len);
-  else
-    snprintf(buf, len, "%lld", (long long)uid);
+  char raw[256];
+  cli_user_name(uid, raw, sizeof raw);
+  top__clean(raw, buf, len);
 }
 
 static const json_t *gpumd_device(const top_data_t *d, unsigned index) {

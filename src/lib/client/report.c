@@ -197,7 +197,10 @@ struct gpum_reporter {
 };
 
 static int level_of(const char *name) {
-  return !name ? 1 : !strcmp(name, "none") ? 0 : !strcmp(name, "critical") ? 2 : 1;
+  return !name                                         ? 1
+         : !strcmp(name, GPUM_PROTO_PRESSURE_NONE)     ? 0
+         : !strcmp(name, GPUM_PROTO_PRESSURE_CRITICAL) ? 2
+                                                       : 1;
 }
 
 /* gpumd's pressure on one of the reservation's devices (send_mu held: events are read during a

@@ -16,6 +16,7 @@
 #include <gpum/session.h>
 
 #include "core/os_internal.h"
+#include "client/protocol_internal.h"
 
 #define WAIT_SLICE_MS 200        /* the longest a wait goes without asking `interrupted` */
 #define REATTACH_CONNECT_MS 2000 /* connect timeout of one re-attach attempt */
@@ -88,7 +89,8 @@ static void on_client_event(const gpum_client_event_t *ev, void *user) {
                                 .device = ev->device,
                                 .used_ratio = ev->used_ratio,
                                 .level = ev->level ? ev->level : "high"};
-    bool cleared = !strcmp(out.level, "none"); /* the device came back under pressure.high */
+    bool cleared =
+        !strcmp(out.level, GPUM_PROTO_PRESSURE_NONE); /* the device came back under pressure.high */
     out.trimmed = cleared ? 0 : trim_pools(s, ev->device);
     /* An elastic job under the shim gives back what it holds above its base at its next free. */
     for (size_t k = 0; !cleared && s->fence && k < s->r.ndevices; k++)
