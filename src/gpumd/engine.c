@@ -346,30 +346,34 @@ void gpumd_ops_turn_events(gpumd_t *d) {
 
 /* ---- device views ------------------------------------------------------------------------ */
 
-static bool pid_managed(gpumd_t *d, unsigned device, int32_t pid) {
+/* The GRANTED reservation on device that process pid itself holds (owner, lease pid or its
+ * connection's peer), or NULL. */
+static const gpumd_resv_t *resv_held_by(gpumd_t *d, unsigned device, int32_t pid) {
   size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (r->state != GPUMD_RESV_GRANTED || !(r->device_mask >> device & 1u))
       continue;
     if (r->pid == pid || (r->lease == GPUMD_LEASE_PID && r->lease_pid == pid))
-      return true;
+      return r;
     gpumd_lease_t *l = gpumd_lease_get(d, r->id);
     if (l && l->conn && l->conn->pid == pid)
-      return true;
+      return r;
   }
-  return false;
+  return NULL;
 }
 
-/* A process is the reservation's when it or one of its ancestors is managed: a job's
- * processes are the children of what holds the reservation (gpum run's CMD, the tasks of a
- * Slurm step under its slurmstepd's pid lease), and their memory is the reservation's, not
- * memory on top of it. */
-static bool pid_or_ancestor_managed(gpumd_t *d, unsigned device, int32_t pid) {
-  for (int depth = 0; pid > 1 && depth < 32; depth++, pid = gpumd_pid_parent(pid))
-    if (pid_managed(d, device, pid))
-      return true;
-  return false;
+/* A process is the reservation's when it or one of its ancestors holds it: a job's processes
+ * are the children of what holds the reservation (gpum run's CMD, the tasks of a Slurm step
+ * under its slurmstepd's pid lease), and their memory is the reservation's, not memory on top
+ * of it. */
+const gpumd_resv_t *gpumd_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid) {
+  for (int depth = 0; pid > 1 && depth < 32; depth++, pid = gpumd_pid_parent(pid)) {
+    const gpumd_resv_t *r = resv_held_by(d, device, pid);
+    if (r)
+      return r;
+  }
+  return NULL;
 }
 
 static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device) {
@@ -378,7 +382,7 @@ static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device) {
     return 0;
   uint64_t sum = 0;
   for (size_t i = 0; i < procs.count; i++)
-    if (!pid_or_ancestor_managed(d, device, (int32_t)procs.pid[i]))
+    if (!gpumd_resv_of_pid(d, device, (int32_t)procs.pid[i]))
       sum += procs.memory[i];
   return sum;
 }

@@ -370,6 +370,9 @@ void gpumd_ops_tick(gpumd_t *d);
  * reservation's document o: for listings and the REST document, not for replies and events
  * (which the fast writer must produce byte for byte the same). */
 void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
+/* The GRANTED reservation on device that process pid, or its nearest ancestor, holds (gpum
+ * run's CMD and a Slurm step's tasks count as their holder's), or NULL. Reads /proc. */
+const gpumd_resv_t *gpumd_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid);
 
 /* ---- watch.c: connections that follow the node's events ---- */
 #define GPUMD_WATCH_MAX 128 /* watchers at once */

@@ -20,7 +20,6 @@
 #include <gpum/version.h>
 
 #include "obs_internal.h"
-#include "pidstart_internal.h"
 
 #define LABELS_LEN 1024
 
@@ -126,34 +125,6 @@ static const char *pid_user(unsigned pid, char *buf, size_t len) {
   user_cache[slot].uid = st.st_uid;
   snprintf(user_cache[slot].name, sizeof user_cache[slot].name, "%s", buf);
   return buf;
-}
-
-/* The GRANTED reservation on device index that process pid belongs to, or NULL. */
-static const gpumd_resv_t *resv_of_pid_itself(gpumd_t *d, unsigned index, unsigned pid) {
-  size_t n = gpumd_sched_count(d->sched);
-  for (size_t i = 0; i < n; i++) {
-    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
-    if (r->state != GPUMD_RESV_GRANTED || !(r->device_mask >> index & 1u))
-      continue;
-    if ((unsigned)r->pid == pid || (r->lease == GPUMD_LEASE_PID && (unsigned)r->lease_pid == pid))
-      return r;
-    gpumd_lease_t *l = gpumd_lease_get(d, r->id);
-    if (l && l->conn && (unsigned)l->conn->pid == pid)
-      return r;
-  }
-  return NULL;
-}
-
-/* The reservation of pid or, failing that, of its nearest ancestor that holds one (gpum run's
- * CMD, a Slurm step's tasks under slurmstepd): as admission counts them (engine.c). */
-static const gpumd_resv_t *resv_of_pid(gpumd_t *d, unsigned index, unsigned pid) {
-  int32_t p = (int32_t)pid;
-  for (int depth = 0; p > 1 && depth < 32; depth++, p = gpumd_pid_parent(p)) {
-    const gpumd_resv_t *r = resv_of_pid_itself(d, index, (unsigned)p);
-    if (r)
-      return r;
-  }
-  return NULL;
 }
 
 /* ---- families ------------------------------------------------------------------------------ */
@@ -527,7 +498,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
     x->have_stats = d->sched && gpumd_sched_device_stats(d->sched, dev->index, &x->st) == 0;
     x->have_procs = gpumd_procs_get(d, dev->index, &x->procs) == 0;
     for (size_t k = 0; x->have_procs && k < x->procs.count; k++)
-      x->owner[k] = d->sched ? resv_of_pid(d, dev->index, x->procs.pid[k]) : NULL;
+      x->owner[k] = d->sched ? gpumd_resv_of_pid(d, dev->index, (int32_t)x->procs.pid[k]) : NULL;
   }
   daemon_metrics(d, &w);
   device_static_metrics(&w, v, n);

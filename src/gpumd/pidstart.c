@@ -54,17 +54,6 @@ bool gpumd_pid_is_alive(int32_t pid, uint64_t start) {
 }
 
 int32_t gpumd_pid_parent(int32_t pid) {
-  char path[48], line[512];
-  snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return 0;
-  char *ok = fgets(line, sizeof line, f);
-  fclose(f);
-  const char *p = ok ? strrchr(line, ')') : NULL; /* the name may hold spaces and ')' */
-  char state;
-  long ppid = 0;
-  if (!p || sscanf(p + 1, " %c %ld", &state, &ppid) != 2 || ppid < 0)
-    return 0;
-  return (int32_t)ppid;
+  gpum__os_proc_stat_t st;
+  return gpum__os_proc_stat(pid, &st) == 0 && st.ppid > 0 ? st.ppid : 0;
 }
