@@ -336,7 +336,11 @@ void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t 
     o->wait_count++;
     o->wait_sum += wait;
   }
-  /* Published with no stream open too: the ring keeps it for a client that reconnects. */
+  /* Published with no stream open too: the ring keeps it for a client that reconnects. Not
+   * built at all when nobody could get it (no stream, no watcher, http.event_replay 0): this
+   * runs at every reservation's every transition. */
+  if (!gpumd_sse_heard(d))
+    return;
   json_t *ev = json_pack("{s:s, s:s, s:o}", "transition", transition_name(to), "from",
                          from == GPUMD_RESV_NEW ? "new" : transition_name(from), "reservation",
                          gpumd_resv_json(d, r, false));

@@ -470,6 +470,9 @@ void gpumd_sse_open(gpumd_t *d, struct evhttp_request *req);
 /* Publishes an event to every SSE stream; data is stolen. Reservation events published during a
  * turn go out only after that turn's commit (gpumd_sse_flush from gpumd_end_turn). */
 void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data);
+/* Whether a published event would reach anyone: an open stream, a socket watcher or the replay
+ * ring (http.event_replay > 0). A caller may skip building an event nobody can get. */
+bool gpumd_sse_heard(const gpumd_t *d);
 void gpumd_sse_flush(gpumd_t *d);
 /* As gpumd_http_seal and gpumd_http_release, for the events. */
 void gpumd_sse_seal(gpumd_t *d);

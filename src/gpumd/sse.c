@@ -407,6 +407,11 @@ bool gpumd_sse_is_stream(gpumd_t *d, struct evhttp_request *req) {
   return false;
 }
 
+bool gpumd_sse_heard(const gpumd_t *d) {
+  const struct gpumd_obs *o = d ? d->obs : NULL;
+  return o && o->pending && (o->stream_count > 0 || d->watchers || o->ring.max_bytes > 0);
+}
+
 void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data) {
   struct gpumd_obs *o = d ? d->obs : NULL;
   if (!o || !o->pending || !data) {
