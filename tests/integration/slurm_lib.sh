@@ -10,17 +10,17 @@ s_require() {
   rt=$(ldd "$GPUM_BUILD_DIR/lib/libgpum.so" | awk '/lib(asan|tsan)\.so/ {print $3; exit}')
   if [ -n "$rt" ]; then
     echo "skip: a sanitizer build; the Slurm tests run on the normal build only"
-    exit 0
+    exit 77
   fi
   for c in munged slurmctld slurmd srun sinfo squeue scancel; do
     if ! command -v "$c" >/dev/null; then
       echo "skip: $c is not installed (scripts/deps.sh installs slurmctld slurmd slurm-client munge)"
-      exit 0
+      exit 77
     fi
   done
   if [ "$(id -u)" -ne 0 ]; then
     echo "skip: the Slurm tests run slurmd, which needs root"
-    exit 0
+    exit 77
   fi
 }
 

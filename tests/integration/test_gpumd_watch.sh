@@ -319,7 +319,9 @@ a.send({'id': 1, 'op': 'reserve', 'bytes_per_gpu': '1GiB', 'label': 'durable', '
 e = None
 while not e:
     m = w.read_msg()
-    if m and m.get('event') == 'node' and m['data']['transition'] == 'granted' and m['data']['reservation']['label'] == 'durable':
+    if m is None:
+        raise SystemExit('gpumd closed the watch connection before the grant')
+    if m.get('event') == 'node' and m['data']['transition'] == 'granted' and m['data']['reservation']['label'] == 'durable':
         e = m
 os.kill(int(args[0]), 9)
 print(e['data']['reservation']['id'])

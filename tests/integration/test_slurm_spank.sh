@@ -16,7 +16,7 @@ s_require
 PLUGIN=$GPUM_BUILD_DIR/lib/gpum_spank.so
 if [ ! -f "$PLUGIN" ]; then
   echo "skip: $PLUGIN was not built (libslurm-dev's slurm/spank.h was not found)"
-  exit 0
+  exit 77
 fi
 G=$GPUM_BIN
 P=$GPUM_TEST_PROGS/enforce_probe
@@ -90,12 +90,8 @@ t_bg "$P" hold 3G "$S/f.held"
 FOREIGN=$T_LAST_PID
 t_wait_file "$S/f.held"
 unmanaged() { gd_py 'print(Client().ok("status")["devices"][0]["unmanaged"])'; }
-i=0
-until [ "$(unmanaged)" != 0 ]; do
-  i=$((i + 1))
-  [ $i -gt 100 ] && t_fail "the foreign process's memory is not seen within 5 s"
-  sleep 0.05
-done
+seen() { [ "$(unmanaged)" != 0 ]; }
+t_until 5 seen || t_fail "the foreign process's memory is not seen within 5 s"
 [ "$(unmanaged)" = $((3 * GiB)) ] || t_fail "unmanaged is $(unmanaged), not the foreign 3 GiB alone"
 kill "$FOREIGN"
 t_ok "the steps' memory is their reservations', not unmanaged"

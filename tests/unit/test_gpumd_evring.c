@@ -2,9 +2,10 @@
 /*
  * The ring of recent events that gpumd replays to a reconnecting event stream (evring.c):
  * events are held under consecutive ids and read back by id; the byte bound drops the oldest
- * first and never splits an event; an event larger than the bound, an id out of sequence and
- * a failed allocation leave an empty ring that continues after that id (never a gap); the
- * array grows past its first size with the records in order, also when it has wrapped.
+ * first and never splits an event; an event larger than the bound and an id out of sequence
+ * leave an empty ring that continues after that id (no gap; evring.c does the same on a failed
+ * allocation, which is not injected here); the array grows past its first size with the records in
+ * order, also when it has wrapped.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -128,6 +128,7 @@ class Reporter:
             if self._rep and source in self._sources:
                 lib.gpum_reporter_remove(self._rep, source.encode())
                 del self._sources[source]
+                self._names.pop(source, None)
 
     def remove(self, source: str) -> None:
         """Stops reporting source (KeyError when there is none)."""
