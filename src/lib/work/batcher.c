@@ -16,6 +16,7 @@
 #include <gpum/error.h>
 
 #include "core/os_internal.h"
+#include "monitor/monitor_internal.h"
 
 #define MAX_LEVELS 64
 #define SAMPLES 4096 /* latency samples kept for the percentiles */
@@ -689,21 +690,14 @@ void gpum_batcher_set_pressure(gpum_batcher_t *b, bool on) {
   pthread_mutex_unlock(&b->mu);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Sorts v[0..n) in place; its nearest-rank percentiles (the value at rank ceil(p * n)). */
+/* Sorts v[0..n) in place; its nearest-rank percentiles (the monitor's statistics). */
 static void percentiles(double *v, size_t n, double *p50, double *p95, double *p99) {
-  if (!v || n == 0) {
-    *p50 = *p95 = *p99 = 0;
-    return;
-  }
-  qsort(v, n, sizeof *v, cmp_double);
-  *p50 = v[(n * 50 + 99) / 100 - 1];
-  *p95 = v[(n * 95 + 99) / 100 - 1];
-  *p99 = v[(n * 99 + 99) / 100 - 1];
+  gpum_window_stats_t st = {0};
+  if (v)
+    (void)gpum__stats_sort_in_place(v, n, &st);
+  *p50 = st.p50;
+  *p95 = st.p95;
+  *p99 = st.p99;
 }
 
 void gpum_batcher_stats(gpum_batcher_t *b, gpum_batcher_stats_t *out) {
