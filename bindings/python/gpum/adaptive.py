@@ -156,11 +156,14 @@ class Adaptive:
             fn(self._info(b.contents))
             return 0
         except self._ooms:
-            _free_framework_cache()
-            return GPUM_EDEVOOM
+            pass
         except BaseException as e:  # stops the run; raised again from run()
             self._error = e
             return GPUM_EINTR
+        # Out of memory. The cache is emptied here, after the handler: while it runs, the
+        # exception's traceback still holds the failed step's frames and their tensors.
+        _free_framework_cache()
+        return GPUM_EDEVOOM
 
     def _on_step(self, b: Any, user: Any) -> int:
         return self._call(self._step, b)

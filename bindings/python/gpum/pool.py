@@ -7,8 +7,10 @@
         pool.free(ptr)
         print(pool.stats().reserved_bytes)
 
-Sources: "cuda" (cuMemAlloc), "cuda-vmm" (virtual memory), "pinned" and "host" (host memory),
-"simulated" (addresses without memory, for replaying traces: never touch them). Under gpum run
+Sources: "cuda" (cuMemAlloc), "cuda-vmm" (virtual memory; with ``expandable_segments=True``
+a segment grows and shrinks in place, as PyTorch's ``expandable_segments:True``), "pinned" and
+"host" (host memory), "simulated" (addresses without memory, for replaying traces: never touch
+them). Under gpum run
 a GPU pool's default limit is the reservation. Allocating past the limit or the device raises
 :class:`gpum.OutOfMemory` with the pool's full explanation.
 """
@@ -59,6 +61,17 @@ class PoolStats:
     cache_limit: int
 
 
+def stats_of(pool: Any) -> PoolStats:
+    """The statistics of a gpum_pool_t (a pointer as c_void_p or int)."""
+    s = t.PoolStats()
+    check(lib.gpum_pool_stats(pool, c.byref(s)))
+    return PoolStats(s.allocated_bytes.current, s.allocated_bytes.peak,
+                     s.reserved_bytes.current, s.reserved_bytes.peak, s.allocation.current,
+                     s.segment.current, s.num_ooms, s.num_alloc_retries,
+                     s.largest_free_block, s.free_cached, s.fragmentation, s.limit,
+                     s.cache_limit)
+
+
 def _size(v: Union[None, int, str]) -> int:
     if v is None:
         return 0
@@ -75,7 +88,8 @@ class Pool:
     def __init__(self, source: str = "cuda", *, device: int = 0,
                  capacity: Union[None, int, str] = None, limit: Union[None, int, str] = None,
                  strategy: Optional[str] = None, name: Optional[str] = None,
-                 cache_limit: Union[None, int, str] = None) -> None:
+                 cache_limit: Union[None, int, str] = None,
+                 expandable_segments: bool = False) -> None:
         self._src = c.c_void_p()
         self._pool = c.c_void_p()
         check(lib.gpum_pool_source_open(source.encode(), device, _size(capacity),
@@ -86,6 +100,7 @@ class Pool:
         o.name, o.device = self._name, device
         o.limit_bytes = _size(limit)
         o.cache_limit_bytes = _size(cache_limit)
+        o.expandable_segments = bool(expandable_segments)
         if strategy:
             st = c.c_int()
             rc = lib.gpum_pool_strategy_parse(strategy.encode(), c.byref(st))
@@ -116,13 +131,7 @@ class Pool:
         return out.value
 
     def stats(self) -> PoolStats:
-        s = t.PoolStats()
-        check(lib.gpum_pool_stats(self._pool, c.byref(s)))
-        return PoolStats(s.allocated_bytes.current, s.allocated_bytes.peak,
-                         s.reserved_bytes.current, s.reserved_bytes.peak, s.allocation.current,
-                         s.segment.current, s.num_ooms, s.num_alloc_retries,
-                         s.largest_free_block, s.free_cached, s.fragmentation, s.limit,
-                         s.cache_limit)
+        return stats_of(self._pool)
 
     def reset_peaks(self) -> None:
         lib.gpum_pool_reset_peaks(self._pool)

@@ -6,15 +6,21 @@ Importing this module imports torch (it is the only part of the package that nee
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 
-from . import _lib
+# The library and its path from the module itself: the package's own `_lib` attribute is the
+# loaded library (gpum/__init__.py), which `from . import _lib` would give instead.
+from ._lib import lib as _clib, path as _clib_path
+from .errors import check
+from .pool import PoolStats, stats_of
 from .adaptive import Adaptive, BatchInfo, BatchStats
 
-__all__ = ["AdaptiveBatchLoader", "apply_reservation", "use_gpum_allocator", "cuda_memory"]
+__all__ = ["AdaptiveBatchLoader", "apply_reservation", "use_gpum_allocator", "cuda_memory",
+           "pool_stats"]
 
 
 def cuda_memory(device: Optional[int] = None) -> Optional[Callable[[], Tuple[int, int, int]]]:
@@ -112,7 +118,19 @@ def use_gpum_allocator() -> Any:
     """Makes gpum's pool PyTorch's CUDA allocator (one pool per device, honouring the
     reservation's limit: gpum/torch.h). Must run before the first CUDA allocation. Returns the
     allocator object."""
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(_lib.path, "gpum_torch_malloc",
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(_clib_path, "gpum_torch_malloc",
                                                      "gpum_torch_free")
     torch.cuda.memory.change_current_allocator(alloc)
     return alloc
+
+
+_clib.gpum_torch_pool.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+
+
+def pool_stats(device: int = 0) -> PoolStats:
+    """The statistics of the pool that serves PyTorch on device (after use_gpum_allocator): what
+    its tensors hold (allocated), what the pool keeps from the driver (reserved), its segments,
+    OOMs and limit."""
+    pool = ctypes.c_void_p()
+    check(_clib.gpum_torch_pool(device, ctypes.byref(pool)))
+    return stats_of(pool)

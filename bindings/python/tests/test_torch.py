@@ -81,3 +81,41 @@ def test_apply_reservation(monkeypatch):
     monkeypatch.delenv("GPUM_MEM_LIMIT")
     with pytest.raises(RuntimeError, match="GPUM_MEM_LIMIT is not set"):
         gt.apply_reservation()
+
+
+def test_use_gpum_allocator_names_libgpum(monkeypatch):
+    """The pluggable allocator is built from the libgpum this package loaded, by its path."""
+    seen = {}
+
+    class Pluggable:
+        def __init__(self, path, malloc, free):
+            seen.update(path=path, malloc=malloc, free=free)
+
+    monkeypatch.setattr(torch.cuda.memory, "CUDAPluggableAllocator", Pluggable, raising=False)
+    monkeypatch.setattr(torch.cuda.memory, "change_current_allocator",
+                        lambda a: seen.update(current=a), raising=False)
+    a = gt.use_gpum_allocator()
+    assert seen == {"path": gpum.library_path, "malloc": "gpum_torch_malloc",
+                    "free": "gpum_torch_free", "current": a}
+
+
+def test_pool_stats_of_the_torch_pool(node):
+    """gpum.torch.pool_stats shows what PyTorch's allocations through gpum's pool hold (the
+    allocator's C entry points called as PyTorch calls them, on the simulated node)."""
+    import ctypes
+    lib = gpum._lib
+    lib.gpum_torch_malloc.restype = ctypes.c_void_p
+    lib.gpum_torch_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    lib.gpum_torch_free.restype = None
+    lib.gpum_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
+                                    ctypes.c_void_p]
+    before = gt.pool_stats(0)
+    p = lib.gpum_torch_malloc(64 << 20, 0, None)
+    assert p
+    s = gt.pool_stats(0)
+    assert s.allocated_bytes == before.allocated_bytes + (64 << 20)
+    assert s.reserved_bytes >= s.allocated_bytes
+    lib.gpum_torch_free(p, 64 << 20, 0, None)
+    assert gt.pool_stats(0).allocated_bytes == before.allocated_bytes
+    with pytest.raises(gpum.GpumError):
+        gt.pool_stats(99)
