@@ -177,7 +177,7 @@ static void replay_usage(FILE *out) {
       out,
       "usage: gpum pool replay LOG.csv|- [--strategy S|all] [--source NAME] [--capacity SIZE]\n"
       "                        [--device N] [--cache-limit B] [--stop-on-oom]\n"
-      "                        [--find-min-capacity] [--json]\n"
+      "                        [--expandable-segments] [--find-min-capacity] [--json]\n"
       "\n"
       "Replays an RMM CSV allocation log (Thread,Time,Action,Pointer,Size,Stream) against the\n"
       "pool ('-' reads stdin) and reports peak allocated and reserved bytes, their ratio,\n"
@@ -194,6 +194,9 @@ static void replay_usage(FILE *out) {
       "                      size (2GiB), a fraction such as 0.25 or 1.0 of the limit (else of\n"
       "                      the device), or 'none' (default: none under a limit, else 1/8\n"
       "                      of the device; docs/pool.md, 'The cache bound')\n"
+      "  --expandable-segments\n"
+      "                      segments that grow in place (the source's virtual memory:\n"
+      "                      cuda-vmm), as PyTorch's expandable_segments:True\n"
       "  --stop-on-oom       stop at the first failed allocation (default: count it, go on,\n"
       "                      and skip the frees of failed allocations)\n"
       "  --find-min-capacity also bisect the smallest simulated capacity with no OOM, to\n"
@@ -217,7 +220,7 @@ static bool known_source(const char *s) {
 
 typedef struct {
   const char *path, *strategy, *source, *capacity, *device, *cache_limit;
-  bool json, find_min, stop, help;
+  bool json, find_min, stop, expandable, help;
 } replay_args_t;
 
 /* --cache-limit: a size, a fraction in (0, 1], or "none" into po. Returns 0 or -1. */
@@ -252,6 +255,7 @@ static int replay_setup(const replay_args_t *a, gpum_replay_opts_t *o, gpum_pool
     return bad_value("replay", "--cache-limit", a->cache_limit,
                      "a size such as 2GiB, a fraction such as 0.25, or none");
   o->stop_on_oom = a->stop;
+  po->expandable_segments = a->expandable;
   if (a->source && !known_source(a->source))
     return bad_value("replay", "--source", a->source, "simulated, host, pinned, cuda or cuda-vmm");
   if (a->source)
@@ -315,6 +319,7 @@ static int pool_replay(int argc, char **argv) {
                       {"--json", NULL, &a.json},
                       {"--find-min-capacity", NULL, &a.find_min},
                       {"--stop-on-oom", NULL, &a.stop},
+                      {"--expandable-segments", NULL, &a.expandable},
                       {NULL, NULL, NULL}};
   int np, rc = cli_parse_sub("pool", "replay", argc, argv, opts, pos, 0, 1, &np);
   if (rc < 0) {
