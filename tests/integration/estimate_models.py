@@ -6,7 +6,8 @@ Nothing is downloaded: each architecture is written out here from its paper and 
 (GPT-2, BERT, T5, LLaMA/Mistral, Whisper, ViT, ResNet, VGG, LSTM), so that torch itself counts the
 parameters. Large presets are built on the 'meta' device (shapes without storage).
 
-Two choices make the measured bytes those of a GPU run on a CPU:
+Tensors are made on the device of the model's input, so the same models run on a GPU (the
+device check, tests/gpu/checks.py). Two choices make the measured bytes those of a GPU run on a CPU:
 - Dropout uses torch.native_dropout, the fused kernel nn.Dropout runs on CUDA, which keeps a
   1-byte mask; on CPU nn.Dropout would keep a mask of the activation's dtype instead.
 - RMSNorm is a function that saves its input and the reciprocal RMS, as fused kernels do (apex,
@@ -64,8 +65,8 @@ def norm(cfg, h, dev):
 def rotate(x, s):
     """Rotary position embedding (RoFormer) of x (b, heads, s, d): parameter-free."""
     d = x.shape[-1]
-    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
-    f = torch.outer(torch.arange(s, dtype=torch.float32), inv)
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
+    f = torch.outer(torch.arange(s, dtype=torch.float32, device=x.device), inv)
     emb = torch.cat((f, f), dim=-1).to(x.dtype)
     x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
@@ -103,7 +104,7 @@ class Attention(nn.Module):
             v = v[:, :, None].expand(b, self.kv, r, t, self.d).reshape(b, self.a, t, self.d)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.d))
         if causal:
-            mask = torch.ones(s, t, dtype=torch.bool).tril()
+            mask = torch.ones(s, t, dtype=torch.bool, device=x.device).tril()
             att = att.masked_fill(~mask, float("-inf"))
         att = self.attn_drop(F.softmax(att, dim=-1))
         y = (att @ v).transpose(1, 2).contiguous().view(b, s, self.a * self.d)
@@ -186,7 +187,7 @@ class Transformer(nn.Module):
         b, s = ids.shape
         x = self.tok(ids)
         if self.pos is not None:
-            x = x + self.pos(torch.arange(s))
+            x = x + self.pos(torch.arange(s, device=ids.device))
         x = self.drop(x)
         if self.cfg.get("post_norm"):  # BERT: the embeddings' norm stands where others end
             x = self.final(x)
@@ -203,7 +204,7 @@ class Transformer(nn.Module):
 def loss_of(model, cfg, ids):
     out = model(ids)
     if cfg.get("classes"):
-        return F.cross_entropy(out, torch.zeros(ids.shape[0], dtype=torch.long))
+        return F.cross_entropy(out, torch.zeros(ids.shape[0], dtype=torch.long, device=ids.device))
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), ids.reshape(-1))
 
 
