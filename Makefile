@@ -10,7 +10,7 @@ CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 
 .PHONY: all deps build build-asan build-tsan build-release test test-normal test-asan test-tsan \
-        test-release test-gpu run bench check format clean
+        test-release test-gpu device-bundle run bench check format clean
 
 all: build
 
@@ -70,9 +70,15 @@ test-release: build-release
 run: build
 	@scripts/run.sh $(BUILD)
 
-# The checks that need a real GPU (tests/gpu/run.sh), skipped with a message without one.
+# The device check on this machine (tests/gpu/run.sh; docs/hardware.md): every check on a real
+# GPU, each GPU check skipped with its reason without one.
 test-gpu: build
 	@tests/gpu/run.sh $(BUILD)
+
+# A self-contained folder to carry to a machine with a real GPU and run the device check on
+# (tests/gpu/device-check.sh; docs/hardware.md): $(BUILD)/device-bundle, under 64 MiB.
+device-bundle: build
+	@scripts/device-bundle.sh $(BUILD) $(BUILD)/device-bundle
 
 bench: build
 	@scripts/deps.sh bench
