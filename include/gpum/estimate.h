@@ -113,8 +113,9 @@ typedef enum {
 
 /* The job's settings. batch: samples per GPU per step (a micro-batch); context: tokens the KV
  * cache holds per sequence (decoder inference; 0: the model's seq); zero_stage 0..3 shards over
- * gpus data-parallel GPUs; cuda_context: the CUDA context's bytes per device; allocator_pct: the
- * caching allocator's allowance, in percent of the rest. */
+ * gpus data-parallel GPUs; cuda_context: the CUDA context's bytes per device (with the framework's
+ * libraries loaded); allocator_pct and allocator_base: the caching allocator's allowance,
+ * allocator_pct percent of the rest plus allocator_base bytes. */
 typedef struct {
   uint64_t batch;
   gpum_precision_t precision;
@@ -127,6 +128,7 @@ typedef struct {
   uint32_t zero_stage, gpus;
   uint64_t cuda_context;
   uint32_t allocator_pct;
+  uint64_t allocator_base;
 } gpum_estimate_opts_t;
 
 /* The estimate, in bytes per device (params and trainable_params are counts). */
@@ -136,15 +138,20 @@ typedef struct {
   uint64_t total;
 } gpum_estimate_t;
 
-#define GPUM_ESTIMATE_CUDA_CONTEXT (UINT64_C(512) << 20) /* default cuda_context */
-#define GPUM_ESTIMATE_ALLOCATOR_PCT 5                    /* default allocator_pct */
+/* The defaults, measured with PyTorch 2.11 on an H100 (CUDA 13, driver 580; docs/hardware.md):
+ * a process's memory beside what PyTorch's allocator holds was 762-766 MiB, and the allocator
+ * held 4-39% (189 MiB to 1.1 GiB) more than its tensors at their peak. */
+#define GPUM_ESTIMATE_CUDA_CONTEXT (UINT64_C(768) << 20)     /* default cuda_context */
+#define GPUM_ESTIMATE_ALLOCATOR_PCT 10                       /* default allocator_pct */
+#define GPUM_ESTIMATE_ALLOCATOR_BASE (UINT64_C(256) << 20)   /* default allocator_base */
 
 /* Sets m to an empty model of kind with the common defaults (bias, LayerNorm, tied head, one
  * layer of nothing): callers then set the shape. Never fails. */
 GPUM_API void gpum_model_init(gpum_model_t *m, gpum_model_kind_t kind);
 
 /* Sets o to the defaults: batch 1, fp32, inference, rank 8, adamw, no checkpointing, no ZeRO,
- * 1 GPU, GPUM_ESTIMATE_CUDA_CONTEXT, GPUM_ESTIMATE_ALLOCATOR_PCT. Never fails. */
+ * 1 GPU, GPUM_ESTIMATE_CUDA_CONTEXT, GPUM_ESTIMATE_ALLOCATOR_PCT, GPUM_ESTIMATE_ALLOCATOR_BASE. Never
+ * fails. */
 GPUM_API void gpum_estimate_opts_init(gpum_estimate_opts_t *o);
 
 /* Fills *m with the preset called name (case-insensitive). Returns 0 or GPUM_ENOENT (the detail

@@ -30,6 +30,7 @@ void gpum_estimate_opts_init(gpum_estimate_opts_t *o) {
       .gpus = 1,
       .cuda_context = GPUM_ESTIMATE_CUDA_CONTEXT,
       .allocator_pct = GPUM_ESTIMATE_ALLOCATOR_PCT,
+      .allocator_base = GPUM_ESTIMATE_ALLOCATOR_BASE,
   };
 }
 
@@ -151,7 +152,7 @@ static void compute(const gpum_model_t *m, const gpum_estimate_opts_t *o, uint64
   sum = add(sum, out->activations);
   sum = add(sum, out->kv_cache);
   sum = add(sum, out->workspace);
-  out->allocator = bytes((double)sum * o->allocator_pct / 100.0);
+  out->allocator = add(bytes((double)sum * o->allocator_pct / 100.0), o->allocator_base);
   out->total = add(add(sum, out->allocator), out->context);
 }
 

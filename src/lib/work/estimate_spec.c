@@ -193,6 +193,12 @@ static int set_job(gpum_estimate_opts_t *o, const char *key, const char *v) {
     return parse_u32(key, v, &o->gpus);
   if (!strcmp(key, "allocator"))
     return parse_u32(key, v, &o->allocator_pct);
+  if (!strcmp(key, "allocator_base")) {
+    if (gpum_size_parse(v, &x) != 0)
+      return bad(key, v, "a size such as 256MiB");
+    o->allocator_base = x;
+    return 0;
+  }
   if (!strcmp(key, "cuda_context")) {
     if (gpum_size_parse(v, &x) != 0)
       return bad(key, v, "a size such as 512MiB");
