@@ -4,8 +4,9 @@
 ``gpum.adaptive(n_or_items, step, batch_size=32, effective_batch=256)`` runs ``step`` over the
 items a batch at a time. The step gets a :class:`BatchInfo` (the batch's indices, whether it
 closes an accumulation window, its loss scale). An out-of-memory exception raised by the step
-(``torch.cuda.OutOfMemoryError``, :class:`gpum.OutOfMemory`, or any type given in
-``oom_exceptions``) makes the runner free PyTorch's cache and run the same items again with a
+(``torch.cuda.OutOfMemoryError``, :class:`gpum.OutOfMemory`, any type given in
+``oom_exceptions``, or a RuntimeError whose message begins "CUDA out of memory", as PyTorch's
+pluggable allocators such as gpum's raise it) makes the runner free PyTorch's cache and run the same items again with a
 smaller batch: no item is lost and none is run twice. Any other exception stops the run and is
 raised from ``adaptive``.
 """
@@ -84,6 +85,12 @@ def _default_ooms() -> Tuple[Type[BaseException], ...]:
     return tuple(ooms)
 
 
+def _is_oom_text(e: BaseException) -> bool:
+    """A RuntimeError that says it is CUDA's out-of-memory error: what PyTorch raises for an
+    allocation a pluggable allocator (gpum.torch.use_gpum_allocator, RMM) refused."""
+    return isinstance(e, RuntimeError) and str(e).startswith("CUDA out of memory")
+
+
 def _free_framework_cache() -> None:
     torch = sys.modules.get("torch")
     try:
@@ -158,8 +165,9 @@ class Adaptive:
         except self._ooms:
             pass
         except BaseException as e:  # stops the run; raised again from run()
-            self._error = e
-            return GPUM_EINTR
+            if not _is_oom_text(e):
+                self._error = e
+                return GPUM_EINTR
         # Out of memory. The cache is emptied here, after the handler: while it runs, the
         # exception's traceback still holds the failed step's frames and their tensors.
         _free_framework_cache()

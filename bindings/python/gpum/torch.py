@@ -20,7 +20,7 @@ from .pool import PoolStats, stats_of
 from .adaptive import Adaptive, BatchInfo, BatchStats
 
 __all__ = ["AdaptiveBatchLoader", "apply_reservation", "use_gpum_allocator", "cuda_memory",
-           "pool_stats"]
+           "pool_stats", "torch_library"]
 
 
 def cuda_memory(device: Optional[int] = None) -> Optional[Callable[[], Tuple[int, int, int]]]:
@@ -114,12 +114,28 @@ def apply_reservation(limit: Optional[int] = None) -> List[float]:
     return fractions
 
 
+def torch_library() -> str:
+    """The path of libgpum_torch.so, the pluggable allocator PyTorch loads: $GPUM_TORCH_LIBRARY,
+    else beside the libgpum this package loaded."""
+    env = os.environ.get("GPUM_TORCH_LIBRARY")
+    if env:
+        return env
+    path = os.path.join(os.path.dirname(os.path.abspath(_clib_path)), "libgpum_torch.so")
+    if not os.path.exists(path):
+        raise RuntimeError("libgpum_torch.so is not beside %s (build gpum with its src/torch, or "
+                           "set GPUM_TORCH_LIBRARY)" % _clib_path)
+    return path
+
+
 def use_gpum_allocator() -> Any:
     """Makes gpum's pool PyTorch's CUDA allocator (one pool per device, honouring the
     reservation's limit: gpum/torch.h). Must run before the first CUDA allocation. Returns the
-    allocator object."""
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(_clib_path, "gpum_torch_malloc",
-                                                     "gpum_torch_free")
+    allocator object. An allocation that does not fit raises RuntimeError("CUDA out of memory.
+    ..."), not torch.cuda.OutOfMemoryError, which a pluggable allocator cannot raise
+    (pytorch/pytorch#133280); gpum.adaptive counts it as an out-of-memory error."""
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(torch_library(),
+                                                     "gpum_torch_pluggable_malloc",
+                                                     "gpum_torch_pluggable_free")
     torch.cuda.memory.change_current_allocator(alloc)
     return alloc
 

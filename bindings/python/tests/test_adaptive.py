@@ -118,3 +118,25 @@ def test_memory_callback_sizes_batches():
     st = gpum.adaptive(20000, step, batch_size=4, max_batch=1000,
                        memory=lambda: (last[0], 210, 0))
     assert 50 <= st.largest <= 100 and st.ooms <= 2
+
+
+def test_pluggable_allocator_oom_text_is_an_oom():
+    """PyTorch raises a pluggable allocator's refusal (gpum's, RMM's) as RuntimeError("CUDA out
+    of memory. ..."): retried smaller like torch.cuda.OutOfMemoryError; another RuntimeError
+    still stops the run."""
+    runs = [0] * 500
+
+    def step(b):
+        if b.count > 40:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 3.00 GiB on GPU 0: ...")
+        for i in b.indices:
+            runs[i] += 1
+
+    st = gpum.adaptive(500, step, batch_size=128)
+    assert runs == [1] * 500 and st.ooms >= 1 and st.largest <= 40
+
+    def bad(b):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        gpum.adaptive(10, bad, batch_size=4)

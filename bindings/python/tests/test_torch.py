@@ -84,7 +84,7 @@ def test_apply_reservation(monkeypatch):
 
 
 def test_use_gpum_allocator_names_libgpum(monkeypatch):
-    """The pluggable allocator is built from the libgpum this package loaded, by its path."""
+    """The pluggable allocator is libgpum_torch.so beside the libgpum this package loaded."""
     seen = {}
 
     class Pluggable:
@@ -95,8 +95,12 @@ def test_use_gpum_allocator_names_libgpum(monkeypatch):
     monkeypatch.setattr(torch.cuda.memory, "change_current_allocator",
                         lambda a: seen.update(current=a), raising=False)
     a = gt.use_gpum_allocator()
-    assert seen == {"path": gpum.library_path, "malloc": "gpum_torch_malloc",
-                    "free": "gpum_torch_free", "current": a}
+    import os
+    assert seen == {"path": os.path.join(os.path.dirname(os.path.abspath(gpum.library_path)),
+                                         "libgpum_torch.so"),
+                    "malloc": "gpum_torch_pluggable_malloc",
+                    "free": "gpum_torch_pluggable_free", "current": a}
+    assert os.path.exists(seen["path"])
 
 
 def test_pool_stats_of_the_torch_pool(node):
