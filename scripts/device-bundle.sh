@@ -3,9 +3,9 @@
 # `make device-bundle`: a self-contained folder to carry to a machine with a real GPU and run
 # tests/gpu/device-check.sh there (docs/hardware.md). It holds:
 #   bin/gpum, sbin/gpumd            installed by CMake, RUNPATH $ORIGIN/../lib (no build path)
-#   lib/libgpum.so.0, libgpum_enforce.so, libgpum_sim.so
-#   lib/<dependencies>              every shared library they link that is not the C library
-#                                   itself (jansson, libevent, libyaml, SQLite, ncurses, ...):
+#   lib/libgpum.so.0, libgpum_enforce.so, libgpum_sim.so, libgpum_torch.so
+#   lib/<dependencies>              every shared library they link but the C and C++ runtimes
+#                                   (jansson, libevent, libyaml, SQLite, ncurses, ...):
 #                                   the GPU machine may lack them or have other versions
 #   python/gpum                     the Python package (GPUM_LIBRARY points it at lib/)
 #   tests/gpu                       the device check and its parts, estimate_models.py
@@ -48,7 +48,7 @@ rm -rf "$OUT/include" "$OUT"/lib/*.a "$OUT/lib/gpum"
 is_system() {
   case "$1" in
     linux-vdso.so.* | ld-linux*.so.* | libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | \
-      librt.so.* | libresolv.so.* | libutil.so.* | libgcc_s.so.*) return 0 ;;
+      librt.so.* | libresolv.so.* | libutil.so.* | libgcc_s.so.* | libstdc++.so.*) return 0 ;;
   esac
   return 1
 }

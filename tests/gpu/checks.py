@@ -504,13 +504,16 @@ def child_shim_torch() -> Dict[str, Any]:
 
 @check("torch-allocator", ("torch",), 120)
 def check_torch_allocator(c: Ctx) -> str:
-    """gpum's pool as PyTorch's allocator (gpum.torch.use_gpum_allocator) within 2 GiB."""
+    """gpum's pool as PyTorch's allocator (gpum.torch.use_gpum_allocator) within 2 GiB: a
+    refusal is RuntimeError("CUDA out of memory..."), as PyTorch lets a pluggable allocator
+    report it (never a tensor without memory)."""
     r = c.child("torch-allocator", {"GPUM_MEM_LIMIT": str(2 * GiB)})
     c.fig("result", {k: v for k, v in r.items() if not k.startswith("_")})
     c.expect(r["_rc"] == 0 and not r.get("errors"),
              "; ".join(r.get("errors", [])) + " " + r["_stderr"])
-    return "tensors come from gpum's pool (reserved %s MiB), 3 GiB raises OutOfMemoryError, freed memory is reused, a matmul through it matches the CPU" % (
-        r.get("reserved_after_1gib", 0) // MiB)
+    return ("tensors come from gpum's pool (reserved %s MiB), 3 GiB raises RuntimeError('CUDA out "
+            "of memory...'), freed memory is reused, a matmul through it matches the CPU, the "
+            "adaptive runner shrinks on its refusals" % (r.get("reserved_after_1gib", 0) // MiB))
 
 
 def child_torch_allocator() -> Dict[str, Any]:
@@ -527,11 +530,14 @@ def child_torch_allocator() -> Dict[str, Any]:
     res1 = s.reserved_bytes
     if s.allocated_bytes < GiB:
         errors.append("the pool's allocated bytes %d after a 1 GiB tensor" % s.allocated_bytes)
+    oom = None
     try:
-        torch.empty(3 * GiB, dtype=torch.uint8, device="cuda")
-        errors.append("a 3 GiB tensor came from a pool limited to 2 GiB")
-    except torch.cuda.OutOfMemoryError:
-        pass
+        t3 = torch.empty(3 * GiB, dtype=torch.uint8, device="cuda")
+        errors.append("a 3 GiB tensor came from a pool limited to 2 GiB (data_ptr %#x)" % t3.data_ptr())
+    except RuntimeError as e:  # a pluggable allocator cannot raise OutOfMemoryError
+        oom = str(e).splitlines()[0][:400]
+        if not oom.startswith("CUDA out of memory"):
+            errors.append("3 GiB raised RuntimeError without CUDA's out-of-memory text: " + oom)
     del x
     z = torch.empty(GiB, dtype=torch.uint8, device="cuda")
     res2 = stats().reserved_bytes
@@ -545,7 +551,21 @@ def child_torch_allocator() -> Dict[str, Any]:
     err = float((got - want).abs().max() / want.abs().max())
     if err > 1e-2:  # relative: TF32 may be on
         errors.append("a matmul through the pool differs from the CPU's by %g" % err)
+    # The adaptive runner counts the pluggable allocator's refusal as an out-of-memory error.
+    import gpum
+    seen: List[int] = []
+
+    def step(info: Any) -> None:
+        t = torch.empty(info.count * 256 * MiB, dtype=torch.uint8, device="cuda")
+        seen.extend(info.indices)
+        del t
+
+    st = gpum.adaptive(40, step, batch_size=16)
+    if sorted(seen) != list(range(40)) or st.ooms == 0 or st.largest > 7:
+        errors.append("adaptive over the pool: %d items run, %d OOMs, largest batch %d" % (
+            len(seen), st.ooms, st.largest))
     return {"reserved_after_1gib": res1, "reserved_after_reuse": res2, "matmul_max_error": err,
+            "oom_message": oom, "adaptive_ooms": st.ooms, "adaptive_largest": st.largest,
             "errors": errors}
 
 
@@ -920,12 +940,25 @@ def check_adaptive(c: Ctx) -> str:
     c.expect(r["missing"] == 0 and r["repeated"] == 0,
              "%d items never run, %d run twice" % (r["missing"], r["repeated"]))
     c.expect(r["ooms"] > 0, "no OOM happened: batch %d fit in 4 GiB" % r["start_batch"])
-    ratio = r["final_batch"] / max(r["largest_fit"], 1)
+    settled = settled_batch(r["trajectory"], r["items"])
+    c.fig("settled_batch", settled)
+    ratio = settled / max(r["largest_fit"], 1)
     c.fig("settled_over_largest_fit", round(ratio, 3))
-    c.expect(r["final_batch"] <= r["largest_fit"] and ratio >= 0.5,
-             "settled on batch %d, the largest that fits is %d" % (r["final_batch"], r["largest_fit"]))
+    c.expect(settled <= r["largest_fit"] and ratio >= 0.5,
+             "settled on batch %d, the largest that fits is %d" % (settled, r["largest_fit"]))
     return "%d items once each; %d OOMs; settled on batch %d, the largest that fits is %d (%.0f%%)" % (
-        r["items"], r["ooms"], r["final_batch"], r["largest_fit"], 100 * ratio)
+        r["items"], r["ooms"], settled, r["largest_fit"], 100 * ratio)
+
+
+def settled_batch(trajectory: List[List[int]], items: int) -> int:
+    """The batch size the runner ran the most items at (from its trajectory of (first item,
+    size) changes; the last change may be only the short tail of the run)."""
+    best, best_items = 0, -1
+    for i, (first, size) in enumerate(trajectory):
+        end = trajectory[i + 1][0] if i + 1 < len(trajectory) else items
+        if end - first > best_items:
+            best, best_items = size, end - first
+    return best
 
 
 # ---- gpumd ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ fi
 
 B0=$T_SCRATCH/b0
 t_expect 0 "$GPUM_SOURCE_DIR/scripts/device-bundle.sh" "$GPUM_BUILD_DIR" "$B0"
-for f in bin/gpum sbin/gpumd lib/libgpum.so.0 lib/libgpum_enforce.so lib/libgpum_sim.so \
+for f in bin/gpum sbin/gpumd lib/libgpum.so.0 lib/libgpum_enforce.so lib/libgpum_sim.so lib/libgpum_torch.so \
   lib/libjansson.so.4 lib/libyaml-0.so.2 lib/libevent-2.1.so.7 lib/libsqlite3.so.0 \
   lib/libncursesw.so.6 python/gpum/__init__.py tests/gpu/checks.py tests/gpu/device-check.sh \
   tests/gpu/estimate_models.py traces/transformer.csv MANIFEST; do
