@@ -38,10 +38,10 @@ build-tsan: deps $(BUILD_TSAN)/CMakeCache.txt
 # Release builds, as packagers make them (-O3, NDEBUG), with gcc and with clang: each compiler
 # warns about different things and warnings are errors, so both must build.
 $(BUILD_REL_GCC)/CMakeCache.txt:
-	CC=gcc cmake -S . -B $(BUILD_REL_GCC) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	CC=gcc CXX=g++ cmake -S . -B $(BUILD_REL_GCC) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
 $(BUILD_REL_CLANG)/CMakeCache.txt:
-	CC=clang cmake -S . -B $(BUILD_REL_CLANG) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD_REL_CLANG) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
 build-release: deps $(BUILD_REL_GCC)/CMakeCache.txt $(BUILD_REL_CLANG)/CMakeCache.txt
 	cmake --build $(BUILD_REL_GCC) -j $(JOBS)

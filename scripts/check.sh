@@ -15,7 +15,7 @@ problem() {
 }
 
 # Source files: tracked ones plus new ones not ignored by .gitignore (not yet committed).
-mapfile -t sources < <(git ls-files --cached --others --exclude-standard -- '*.c' '*.h' | sort -u |
+mapfile -t sources < <(git ls-files --cached --others --exclude-standard -- '*.c' '*.h' '*.cc' | sort -u |
   while read -r f; do [ -f "$f" ] && echo "$f"; done)
 mapfile -t scripts < <(git ls-files --cached --others --exclude-standard -- '*.sh' '*CMakeLists.txt' \
   Makefile | sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)

@@ -86,7 +86,8 @@ int main() {
   expect(gpum_torch_pluggable_malloc(0, 0, nullptr) == nullptr && refusal(0, 0).empty(),
          "an empty tensor's 0 bytes: no allocation, no exception");
   why = refusal(-1, 0);
-  expect(starts(why, "gpum's allocator cannot allocate") && why.find("(EINVAL)") != std::string::npos,
+  expect(starts(why, "gpum's allocator cannot allocate") &&
+             why.find("(EINVAL)") != std::string::npos,
          "a negative size: '" + why + "'");
   why = refusal(MiB, 99);
   expect(starts(why, "gpum's allocator cannot allocate 1.00 MiB on GPU 99 (ENODEV)"),
