@@ -254,7 +254,9 @@ GPUM_API int gpum_device_list_parse(const char *s, unsigned *idx, size_t cap, si
  *     gpum_device_readers_take takes its result once it is there (notify says when): the
  *     monitor's sampler, with a request of its own per read (what to read this time);
  *   - periodic (interval_ms > 0): every reader reads its device every interval and keeps the
- *     newest result, which gpum_device_readers_latest copies (gpumd's process lists).
+ *     newest result, which gpum_device_readers_latest copies (gpumd's process lists); a
+ *     gpum_device_readers_read of periodic readers makes them read at once and copies the
+ *     fresh results (gpumd's admission).
  *
  * Each result is result_size bytes, each request request_size bytes (a copy is kept). The read
  * function fills a zeroed result on the reader's thread: read(session, index, request,
@@ -296,10 +298,11 @@ typedef struct gpum_device_readers gpum_device_readers_t;
 GPUM_API int gpum_device_readers_start(const gpum_device_readers_opts_t *opts,
                                        const unsigned *indexes, size_t n,
                                        gpum_device_readers_t **out);
-/* Asks the devices in indexes for a fresh read and waits up to timeout_ms for them. For each
- * i, rcs[i] gets the read's return and results (an array of n results) its result, handed
- * over; or rcs[i] = GPUM_ETIMEDOUT and results[i] is left alone when the device did not answer
- * in time (a reader still busy with an earlier read is not waited for). Returns 0, or
+/* Asks the devices in indexes for a fresh read (one that begins after this call) and waits up
+ * to timeout_ms for them. For each i, rcs[i] gets the read's return and results (an array of n
+ * results) its result, handed over (periodic readers: copied); or rcs[i] = GPUM_ETIMEDOUT and
+ * results[i] is left alone when the device did not answer in time (a reader already busy with
+ * an earlier read for timeout_ms or longer, a hung call, is not waited for). Returns 0, or
  * GPUM_ENOMEM when a reader cannot be started. Thread-safe. */
 GPUM_API int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes, size_t n,
                                       unsigned timeout_ms, void *results, int *rcs);

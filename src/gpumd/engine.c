@@ -376,23 +376,29 @@ const gpumd_resv_t *gpumd_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid) 
   return NULL;
 }
 
-static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device) {
-  static gpumd_procs_t procs; /* loop thread only; too big for the stack */
-  if (gpumd_procs_get(d, device, &procs) != 0)
-    return 0;
+static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device, const gpumd_procs_t *procs) {
   uint64_t sum = 0;
-  for (size_t i = 0; i < procs.count; i++)
-    if (!gpumd_resv_of_pid(d, device, (int32_t)procs.pid[i]))
-      sum += procs.memory[i];
+  for (size_t i = 0; i < procs->count; i++)
+    if (!gpumd_resv_of_pid(d, device, (int32_t)procs->pid[i]))
+      sum += procs->memory[i];
   return sum;
 }
 
-/* Builds the view of device index from the monitor and hands it to the scheduler. */
-static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample,
-                        bool procs) {
+/* The memory metrics of the newer of a monitor sample and the process readers' read. */
+static void take_memory(gpumd_sched_device_t *v, const gpum_device_sample_t *s) {
+  if (gpum_sample_valid(s, GPUM_METRIC_MEMORY_USED))
+    v->memory_used = s->memory_used;
+  if (gpum_sample_valid(s, GPUM_METRIC_MEMORY_TOTAL) && s->memory_total)
+    v->memory_total = s->memory_total;
+  if (gpum_sample_valid(s, GPUM_METRIC_MEMORY_RESERVED))
+    v->memory_reserved = s->memory_reserved;
+}
+
+bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample, bool procs,
+                       gpumd_sched_device_t *out) {
   gpumd_device_t *dev = gpumd_device_find(d, index);
   if (!dev || index >= GPUMD_SCHED_MAX_DEVICES)
-    return;
+    return false;
   gpumd_sched_device_t v;
   memset(&v, 0, sizeof v);
   gpumd_sched_device_t old;
@@ -404,17 +410,27 @@ static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *
   gpum_device_sample_t s;
   if (!sample && gpum_monitor_latest(d->mon, index, &s) == 0)
     sample = &s;
+  if (have_old) { /* what the last view had, until something newer says otherwise */
+    v.memory_used = old.memory_used;
+    v.memory_reserved = old.memory_reserved;
+  }
+  static gpumd_procs_t pl; /* loop thread only; too big for the stack */
+  bool have_pl = gpumd_procs_get(d, index, &pl) == 0;
   if (sample) {
-    if (gpum_sample_valid(sample, GPUM_METRIC_MEMORY_USED))
-      v.memory_used = sample->memory_used;
-    if (gpum_sample_valid(sample, GPUM_METRIC_MEMORY_TOTAL) && sample->memory_total)
-      v.memory_total = sample->memory_total;
+    if (!have_pl || sample->timestamp_ns >= pl.sample.timestamp_ns)
+      take_memory(&v, sample);
     v.util_valid = gpum_sample_valid(sample, GPUM_METRIC_UTIL_GPU);
     v.util_gpu_pct = sample->util_gpu;
     v.temp_valid = gpum_sample_valid(sample, GPUM_METRIC_TEMPERATURE);
     v.temperature_c = sample->temperature_c;
   }
-  v.unmanaged = procs ? unmanaged_bytes(d, index) : (have_old ? old.unmanaged : 0);
+  if (have_pl && (!sample || pl.sample.timestamp_ns > sample->timestamp_ns))
+    take_memory(&v, &pl.sample);
+  v.unmanaged =
+      procs ? (have_pl ? unmanaged_bytes(d, index, &pl) : 0) : (have_old ? old.unmanaged : 0);
+  /* Read afresh this turn (admission.c): the scheduler may grant on it until the turn ends. */
+  v.fresh = d->fresh_mask >> index & 1u;
+  v.unanswered = d->unanswered_mask >> index & 1u;
   gpum_device_health_t h;
   if (!dev->answered) { /* silent since start: nothing may be granted on it */
     v.health = GPUM_HEALTH_ERROR;
@@ -423,7 +439,16 @@ static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *
     v.health = h.state;
     snprintf(v.reason, sizeof v.reason, "%s", h.reason);
   }
-  gpumd_sched_update_device(d->sched, NULL, &v, gpumd_now_ns()); /* gpumd's own news */
+  *out = v;
+  return true;
+}
+
+/* Builds the view of device index from the monitor and hands it to the scheduler. */
+static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample,
+                        bool procs) {
+  gpumd_sched_device_t v;
+  if (gpumd_device_view(d, index, sample, procs, &v))
+    gpumd_sched_update_device(d->sched, NULL, &v, gpumd_now_ns()); /* gpumd's own news */
 }
 
 void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason) {
@@ -512,6 +537,8 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c) {
   /* The peer acts: the audit rows name its uid and pid. */
   gpumd_actor_t peer = {.uid = c->uid, .pid = (int32_t)c->pid, .conn = c};
   gpumd_cause_t cause = {.actor = &peer};
+  if (c->leases)
+    gpumd_admission_read_if_queued(d); /* what its releases let in is granted in its name */
   while (c->leases) {
     gpumd_lease_t *l = c->leases;
     const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
@@ -638,6 +665,8 @@ int gpumd_ops_reload(gpumd_t *d) {
   o.backfill_bound_ns = bound * 1000000ull;
   o.pressure_high = gpum_config_get_double(d->cfg, "pressure.high");
   o.pressure_critical = gpum_config_get_double(d->cfg, "pressure.critical");
+  o.require_fresh = true; /* grants are decided on devices read afresh (admission.c) */
+  d->admission_timeout_ms = (unsigned)gpum_config_get_duration(d->cfg, "admission.read_timeout");
   if (gpumd_sched_opts_check(&o) != 0)
     return GPUM_EINVAL;
   d->job_timeout_ms = gpum_config_get_duration(d->cfg, "job_timeout");

@@ -117,12 +117,13 @@ typedef struct {
 
 #define GPUMD_MAX_PROCS 128 /* processes counted per device */
 
-/* A device's newest process list (procs.c). */
+/* A device's newest process list (procs.c), and its memory read with it. */
 typedef struct {
   bool valid;
   size_t count;
   unsigned pid[GPUMD_MAX_PROCS];
   uint64_t memory[GPUMD_MAX_PROCS];
+  gpum_device_sample_t sample; /* the memory metrics only (valid bits say which) */
 } gpumd_procs_t;
 
 struct gpumd {
@@ -175,6 +176,11 @@ struct gpumd {
   struct event *ledger_ev;   /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
   gpum_device_readers_t *procs;
+  /* Admission (admission.c): the devices read afresh this turn, whether that read was made,
+   * and how long it may take (admission.read_timeout). */
+  uint64_t fresh_mask, unanswered_mask; /* unanswered: the last fresh read failed */
+  bool fresh_done;
+  unsigned admission_timeout_ms;
   /* Obsolete and read by nothing: who causes a transition now travels with each scheduler
    * call (gpumd_cause_t). http.c's dispatch still clears these two; remove them together with
    * those two lines. */
@@ -360,6 +366,22 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c);
  * monitor interval), a pressure level reached (1 high, 2 critical). */
 void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason);
 void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s);
+/* The scheduler's view of device index from what gpumd knows: the monitor's sample (NULL: its
+ * latest), the newest process list and memory (procs: unmanaged memory recomputed from it, else
+ * kept), health, and whether it was read afresh this turn. False for an unknown device. */
+bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample, bool procs,
+                       gpumd_sched_device_t *out);
+
+/* ---- admission.c ---- */
+/* Before a grant or a growth is decided: every device read afresh (once per turn), its view
+ * handed to the scheduler as fresh, then one scheduling pass. */
+void gpumd_admission_read(gpumd_t *d);
+/* The same when something waits in the queue: before a change that may grant it (a release),
+ * so that the grant is decided with the change, in its actor's name. */
+void gpumd_admission_read_if_queued(gpumd_t *d);
+/* At the end of a turn: a read for what a pass would have granted on stale views, then every
+ * view stale again. */
+void gpumd_admission_end_turn(gpumd_t *d);
 /* A device that was silent answered (its info is in gpumd_device_find(d, index)): the ledger
  * learns its UUID and the scheduler its view, with its health from then on. */
 void gpumd_ops_device_answered(gpumd_t *d, unsigned index);
@@ -432,6 +454,10 @@ void gpumd_procs_stop(gpumd_t *d);
 /* Copies device index's newest process list. Returns 0, GPUM_ENOENT (none yet or unreadable)
  * or GPUM_ENODEV. */
 int gpumd_procs_get(gpumd_t *d, unsigned index, gpumd_procs_t *out);
+/* Reads every device's process list and memory afresh (reads that begin now), waiting up to
+ * timeout_ms; rcs[i] is 0, or GPUM_ETIMEDOUT / the read's error for d->devices[i]. The results
+ * are also each device's newest (gpumd_procs_get). Returns 0 or GPUM_ENOENT (no readers). */
+int gpumd_procs_read_all(gpumd_t *d, unsigned timeout_ms, int *rcs);
 
 /* ---- leases.c ---- */
 gpumd_lease_t *gpumd_lease_get(gpumd_t *d, uint64_t id);

@@ -352,6 +352,8 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   int64_t qmax = d->queue_max;
   if (!req.no_wait && (int64_t)gpumd_sched_queue_length(d->sched) >= qmax)
     return gpum_error(GPUM_EAGAIN, "the queue is full (%lld requests, queue.max)", (long long)qmax);
+  /* Decided on the devices as they are now (admission.c). */
+  gpumd_admission_read(d);
   /* The new reservation's state is in the reply: no event about it while it is made, nor to
    * the actor's connection when it ends at once below. */
   gpumd_cause_t cause = {.actor = a, .about = gpumd_sched_next_id(d->sched), .submit = true};
@@ -406,6 +408,8 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
   gpumd_sched_check_t chk;
   int rc = parse_reserve(d, a, j, &req, devs, GPUMD_SCHED_MAX_DEVICES);
   if (rc == 0)
+    gpumd_admission_read(d); /* "fits now" on the devices as they are now */
+  if (rc == 0)
     rc = gpumd_sched_check(d->sched, &req, gpumd_now_ns(), &chk);
   if (rc != 0)
     return rc;
@@ -451,6 +455,7 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
       gpumd_cat(reason, sizeof reason, &off, "-");
     gpumd_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
   }
+  gpumd_admission_read_if_queued(d); /* what the release lets in is granted in its name */
   rc = gpumd_sched_release(d->sched, &cause, rid, gpumd_now_ns(), reason);
   if (rc != 0 || final.id != rid)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
@@ -511,6 +516,14 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
     rc = check_owner(a, r, rid);
   if (rc != 0)
     return rc;
+  if (bytes > r->bytes_per_gpu)
+    gpumd_admission_read(d);           /* grown on the devices as they are now (admission.c) */
+  r = gpumd_sched_find(d->sched, rid); /* the read's pass may have changed the table */
+  if (r == NULL) {
+    char idb[GPUMD_RESV_ID_BUFSZ];
+    return gpum_error(GPUM_ENOENT, "reservation %s has ended",
+                      gpumd_resv_id_format(rid, idb, sizeof idb));
+  }
   gpumd_cause_t cause = {.actor = a, .about = rid};
   char why[GPUMD_RESV_REASON_LEN];
   uint64_t now = gpumd_now_ns();

@@ -6,7 +6,8 @@
  * daemon's loop, nor the lists of the other devices (with one thread for all, a hung device
  * left every device's unmanaged memory stale, and admission over-granting). Every monitor
  * interval each reader (libgpum's hang-safe device readers, periodic) reads its device's list;
- * the loop copies the newest one. A reader stuck in a call at stop is left behind.
+ * the loop copies the newest one; before a grant gpumd asks them all for a read at once
+ * (gpumd_procs_read_all) and decides on that. A reader stuck in a call at stop is left behind.
  */
 #include <stdlib.h>
 
@@ -26,6 +27,18 @@ static int read_list(gpum_device_session_t *s, unsigned index, const void *reque
   if (procs == NULL)
     return GPUM_ENOMEM;
   size_t n = 0;
+  /* The device's memory (used, and what the driver keeps), then its processes. */
+  gpum_device_sample_t smp;
+  if (gpum_device_sample(s, index, &smp) == 0) {
+    uint32_t mem = 1u << GPUM_METRIC_MEMORY_TOTAL | 1u << GPUM_METRIC_MEMORY_USED |
+                   1u << GPUM_METRIC_MEMORY_FREE | 1u << GPUM_METRIC_MEMORY_RESERVED;
+    p->sample.timestamp_ns = smp.timestamp_ns;
+    p->sample.valid = smp.valid & mem;
+    p->sample.memory_total = smp.memory_total;
+    p->sample.memory_used = smp.memory_used;
+    p->sample.memory_free = smp.memory_free;
+    p->sample.memory_reserved = smp.memory_reserved;
+  }
   int rc = gpum_device_processes(s, index, procs, GPUMD_MAX_PROCS, &n);
   p->valid = rc == 0 || rc == GPUM_ENOSPC;
   for (size_t i = 0; p->valid && i < n && i < GPUMD_MAX_PROCS; i++) {
@@ -62,4 +75,21 @@ int gpumd_procs_get(gpumd_t *d, unsigned index, gpumd_procs_t *out) {
   if (rc == GPUM_ENODEV)
     return rc;
   return rc == 0 && out->valid ? 0 : GPUM_ENOENT;
+}
+
+int gpumd_procs_read_all(gpumd_t *d, unsigned timeout_ms, int *rcs) {
+  if (!d->procs)
+    return GPUM_ENOENT;
+  static gpumd_procs_t res[GPUMD_MAX_DEVICES]; /* loop thread only; too big for the stack */
+  unsigned idx[GPUMD_MAX_DEVICES];
+  for (unsigned i = 0; i < d->device_count; i++)
+    idx[i] = d->devices[i].index;
+  int rc = gpum_device_readers_read(d->procs, idx, d->device_count, timeout_ms, res, rcs);
+  if (rc != 0)
+    for (unsigned i = 0; i < d->device_count; i++)
+      rcs[i] = rc;
+  for (unsigned i = 0; i < d->device_count; i++)
+    if (rcs[i] == 0 && !res[i].valid)
+      rcs[i] = GPUM_EDRIVER;
+  return 0;
 }

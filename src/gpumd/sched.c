@@ -182,7 +182,7 @@ void gpumd__sched_pass(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t no
   while (i < s->n_queue && allowed != 0) {
     gpumd_resv_t *r = s->queue[i];
     uint64_t mask = 0;
-    if (gpumd__sched_place_in(s, r, allowed, &mask)) {
+    if (gpumd__sched_place_in(s, r, allowed, true, &mask)) {
       gpumd__sched_grant(s, cause, r, mask, now_ns, head);
       continue; /* r left the queue: queue[i] is the next one */
     }
@@ -273,11 +273,47 @@ static void fail_device(gpumd_sched_t *s, const gpumd_cause_t *cause, unsigned d
   }
 }
 
+/* Stores a view (index checked by the caller); fails its reservations when it is ERROR. */
+static void set_view(gpumd_sched_t *s, const gpumd_cause_t *cause, const gpumd_sched_device_t *dev,
+                     uint64_t now_ns);
+
 int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_cause_t *cause,
                               const gpumd_sched_device_t *dev, uint64_t now_ns) {
   if (dev->index >= GPUMD_SCHED_MAX_DEVICES)
     return gpum_error(GPUM_EINVAL, "device index %u is out of range (at most %d devices)",
                       dev->index, GPUMD_SCHED_MAX_DEVICES);
+  set_view(s, cause, dev, now_ns);
+  gpumd__sched_pass(s, cause, now_ns);
+  return 0;
+}
+
+int gpumd_sched_update_devices(gpumd_sched_t *s, const gpumd_cause_t *cause,
+                               const gpumd_sched_device_t *devs, size_t n, uint64_t now_ns) {
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (devs[i].index >= GPUMD_SCHED_MAX_DEVICES)
+      rc = gpum_error(GPUM_EINVAL, "device index %u is out of range (at most %d devices)",
+                      devs[i].index, GPUMD_SCHED_MAX_DEVICES);
+    else
+      set_view(s, cause, &devs[i], now_ns);
+  }
+  gpumd__sched_pass(s, cause, now_ns);
+  return rc;
+}
+
+uint64_t gpumd_sched_wants_fresh(gpumd_sched_t *s) {
+  uint64_t m = s->want_fresh;
+  s->want_fresh = 0;
+  return m;
+}
+
+void gpumd_sched_set_stale(gpumd_sched_t *s) {
+  for (uint64_t known = s->known_mask; known != 0; known &= known - 1)
+    s->dev[__builtin_ctzll(known)].v.fresh = false;
+}
+
+static void set_view(gpumd_sched_t *s, const gpumd_cause_t *cause, const gpumd_sched_device_t *dev,
+                     uint64_t now_ns) {
   sched_slot_t *slot = &s->dev[dev->index];
   gpumd_pressure_t old = slot->known ? slot->pressure : GPUMD_PRESSURE_NONE;
   slot->v = *dev;
@@ -292,8 +328,6 @@ int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_cause_t *cause,
     fail_device(s, cause, dev->index, now_ns);
   if (slot->pressure != old && s->cb.on_pressure != NULL)
     s->cb.on_pressure(s->cb.user, dev->index, ratio, old, slot->pressure);
-  gpumd__sched_pass(s, cause, now_ns);
-  return 0;
 }
 
 int gpumd_sched_device(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_t *out) {
@@ -307,6 +341,10 @@ uint64_t gpumd__sched_capacity(const gpumd_sched_t *s, const gpumd_sched_device_
   /* Rounded to the nearest byte: 0.95 is not exact in binary, 80 GiB x 0.95 must be 76 GiB. */
   long double cap = (long double)v->memory_total * (long double)s->opts.memory_fraction;
   uint64_t c = (uint64_t)(cap + 0.5L);
+  /* Never more than the driver can hand out: what it keeps for itself is nobody's. */
+  uint64_t usable = v->memory_total > v->memory_reserved ? v->memory_total - v->memory_reserved : 0;
+  if (c > usable)
+    c = usable;
   return c > s->opts.safety_margin ? c - s->opts.safety_margin : 0;
 }
 
@@ -421,7 +459,7 @@ static int grant_now_or_busy(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd
   const gpumd_resv_t *head = s->n_queue > 0 ? s->queue[0] : NULL;
   if (head != NULL && queue_before(head, r) && gpumd__sched_head_locked(s, head, now_ns))
     allowed &= ~gpumd__sched_usable_mask(s, head);
-  if (allowed != 0 && gpumd__sched_place_in(s, r, allowed, &mask))
+  if (allowed != 0 && gpumd__sched_place_in(s, r, allowed, true, &mask))
     return 0;
   char why[GPUMD_RESV_REASON_LEN];
   insert_all(s, r); /* cannot fail: grown by the caller */
@@ -527,6 +565,11 @@ int gpumd_sched_resize(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id
       if (h == GPUM_HEALTH_ERROR || h == GPUM_HEALTH_DISABLED)
         return gpum_error(GPUM_EBUSY, "GPU %u is %s: %s does not grow on it", d,
                           h == GPUM_HEALTH_ERROR ? "in ERROR" : "disabled", buf);
+      if (s->dev[d].v.unanswered || (s->opts.require_fresh && !s->dev[d].v.fresh))
+        return gpum_error(GPUM_EBUSY,
+                          "GPU %u did not answer a fresh read in time: %s does not "
+                          "grow on it now",
+                          d, buf);
       uint64_t room = gpumd__sched_headroom(s, d);
       if (room < more)
         return gpum_error(GPUM_EBUSY, "%s more on GPU %u asked, %s free there",
@@ -697,6 +740,7 @@ static void not_now_text(const gpumd_sched_t *s, const gpumd_resv_t *r, char *bu
     const sched_slot_t *slot = &s->dev[d];
     if (!gpumd__sched_matches(s, r, d) || slot->v.health == GPUM_HEALTH_ERROR ||
         slot->v.health == GPUM_HEALTH_DISABLED || slot->pressure == GPUMD_PRESSURE_CRITICAL ||
+        slot->v.unanswered ||
         (s->opts.max_concurrent_jobs != 0 && slot->jobs >= s->opts.max_concurrent_jobs))
       continue;
     uint64_t h = gpumd__sched_headroom(s, d);
@@ -710,7 +754,7 @@ static void not_now_text(const gpumd_sched_t *s, const gpumd_resv_t *r, char *bu
   if (usable == 0) {
     snprintf(buf, len,
              "needs %s on %u GPU%s; no matching device is usable now (error, disabled, "
-             "critical pressure or at max_concurrent_jobs)",
+             "critical pressure, at max_concurrent_jobs, or not answering a fresh read)",
              need, r->gpus, r->gpus == 1 ? "" : "s");
     return;
   }
@@ -739,7 +783,7 @@ int gpumd_sched_check(const gpumd_sched_t *s, const gpumd_sched_request_t *req, 
   r.state = GPUMD_RESV_QUEUED;
   r.created_ns = now_ns;
   uint64_t mask = 0;
-  if (!gpumd__sched_place(s, &r, &mask)) {
+  if (!gpumd__sched_place(s, &r, true, &mask)) {
     not_now_text(s, &r, out->reason, sizeof(out->reason));
     return 0;
   }
@@ -750,7 +794,7 @@ int gpumd_sched_check(const gpumd_sched_t *s, const gpumd_sched_request_t *req, 
     const gpumd_resv_t *head = s->queue[i];
     if (gpumd__sched_head_locked(s, head, now_ns))
       allowed &= ~gpumd__sched_usable_mask(s, head);
-    if (!gpumd__sched_place_in(s, &r, allowed, &mask)) {
+    if (!gpumd__sched_place_in(s, &r, allowed, true, &mask)) {
       char hid[GPUMD_RESV_ID_BUFSZ];
       out->queue_first = true;
       snprintf(out->reason, sizeof(out->reason),

@@ -13,12 +13,16 @@
  * the ledger, commits the loop turn, and only then sends replies and events.
  *
  * Admission, per device d and request of B bytes per GPU:
- *     committed(d) + B <= total(d) * memory_fraction - safety_margin
- * where committed(d) = bytes of GRANTED reservations on d + unmanaged(d), and unmanaged(d) is
- * the memory used on d by processes that hold no reservation (computed by the daemon). A
- * device also takes no new grant when it is ERROR or DISABLED, when it already runs
- * max_concurrent_jobs granted reservations (0 = unlimited; only reservations count as jobs),
- * or when its used-memory ratio is at or over the critical pressure watermark.
+ *     committed(d) + B <= capacity(d)
+ *     capacity(d) = min(total(d) * memory_fraction, total(d) - driver_reserved(d)) - safety_margin
+ * where committed(d) = bytes of GRANTED reservations on d + unmanaged(d), unmanaged(d) is the
+ * memory used on d by processes that hold no reservation (computed by the daemon), and
+ * driver_reserved(d) what the driver keeps for itself (never allocatable). A device also takes
+ * no new grant when it is ERROR or DISABLED, when it already runs max_concurrent_jobs granted
+ * reservations (0 = unlimited; only reservations count as jobs), when its used-memory ratio
+ * is at or over the critical pressure watermark, or, with require_fresh, when its view was not
+ * read afresh for this decision (the daemon reads the devices before it submits or resizes,
+ * and after a pass that wanted a stale device: gpumd_sched_wants_fresh).
  *
  * Never-fit: a request that could not be granted even on an idle node (no device matches the
  * model pattern / min_memory / explicit list, an explicit device does not exist, more GPUs
@@ -223,8 +227,11 @@ typedef struct {
   char uuid[GPUM_UUID_LEN];
   char name[GPUM_NAME_LEN]; /* matched by the model pattern */
   uint64_t memory_total;
-  uint64_t memory_used; /* all processes (NVML); the pressure ratio is used / total */
-  uint64_t unmanaged;   /* used by processes that hold no reservation */
+  uint64_t memory_used;     /* all processes (NVML); the pressure ratio is used / total */
+  uint64_t memory_reserved; /* the driver's own (NVML memory info v2): never allocatable */
+  uint64_t unmanaged;       /* used by processes that hold no reservation */
+  bool fresh;               /* read afresh for this decision: grants need it under require_fresh */
+  bool unanswered;          /* its last fresh read timed out or failed: no grant on it */
   gpum_health_t health;
   char reason[GPUM_HEALTH_REASON_LEN]; /* why (for ERROR: becomes the FAILED reason) */
   bool util_valid;
@@ -263,6 +270,7 @@ typedef struct {
   uint64_t backfill_bound_ns;   /* default 60 s; 0 = no backfill once anything is blocked */
   double pressure_high;         /* used ratio; default 0.90; (0, 1] */
   double pressure_critical;     /* used ratio; default 0.97; [pressure_high, 1] */
+  bool require_fresh;           /* grant only on devices whose view is fresh; default false */
 } gpumd_sched_opts_t;
 
 /* Fills opts with the defaults above. */
@@ -317,6 +325,16 @@ int gpumd_sched_set_opts(gpumd_sched_t *s, const gpumd_sched_opts_t *opts);
  */
 int gpumd_sched_update_device(gpumd_sched_t *s, const gpumd_cause_t *cause,
                               const gpumd_sched_device_t *dev, uint64_t now_ns);
+/* Several views at once, then one scheduling pass (a fresh read of every device). Returns 0
+ * or GPUM_EINVAL (an index out of range: that view is skipped, the others applied). */
+int gpumd_sched_update_devices(gpumd_sched_t *s, const gpumd_cause_t *cause,
+                               const gpumd_sched_device_t *devs, size_t n, uint64_t now_ns);
+/* require_fresh: the devices a pass would have granted on had their views been fresh (bit =
+ * index), gathered since the last call, which clears them. */
+uint64_t gpumd_sched_wants_fresh(gpumd_sched_t *s);
+/* require_fresh: every device's view is stale again (the decision they were read for is
+ * made). No pass. */
+void gpumd_sched_set_stale(gpumd_sched_t *s);
 /* The stored view / accounting of a device. Return 0 or GPUM_ENODEV. */
 int gpumd_sched_device(const gpumd_sched_t *s, unsigned index, gpumd_sched_device_t *out);
 int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index,

@@ -29,9 +29,12 @@ struct gpumd_sched {
   uint64_t next_id;
   unsigned char rand[512]; /* getrandom bytes for tokens, used from rand_used on */
   size_t rand_used;
+  /* require_fresh: stale devices a placement would have used (gpumd_sched_wants_fresh). A note
+   * for the daemon, written by the const placement functions: never read by scheduling. */
+  uint64_t want_fresh;
 };
 
-/* total * memory_fraction - safety_margin, saturating at 0. */
+/* min(total * memory_fraction, total - driver reserved) - safety_margin, saturating at 0. */
 uint64_t gpumd__sched_capacity(const gpumd_sched_t *s, const gpumd_sched_device_t *v);
 /* capacity - (reserved + unmanaged) of device d, saturating at 0. */
 uint64_t gpumd__sched_headroom(const gpumd_sched_t *s, unsigned d);
@@ -40,11 +43,13 @@ double gpumd__sched_used_ratio(const gpumd_sched_device_t *v);
 /* True when device d satisfies r's constraints (model, min_memory, explicit list). */
 bool gpumd__sched_matches(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigned d);
 /* Chooses r->gpus devices that admit r now, by the placement strategy. Returns false (mask
- * untouched) when fewer devices admit it. */
-bool gpumd__sched_place(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t *mask);
+ * untouched) when fewer devices admit it. decide: for a grant, so only on views read afresh
+ * (require_fresh; a stale one that would do is noted for gpumd_sched_wants_fresh); else to
+ * explain or estimate (stale views count, a device that did not answer its last read not). */
+bool gpumd__sched_place(const gpumd_sched_t *s, const gpumd_resv_t *r, bool decide, uint64_t *mask);
 /* The same among the devices of allowed only. */
 bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t allowed,
-                           uint64_t *mask);
+                           bool decide, uint64_t *mask);
 /* The devices r could ever use without an operator or a recovery: known, matching, neither
  * ERROR nor DISABLED. A locked head is protected on these devices only. */
 uint64_t gpumd__sched_usable_mask(const gpumd_sched_t *s, const gpumd_resv_t *r);

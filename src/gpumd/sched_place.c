@@ -43,18 +43,27 @@ bool gpumd__sched_matches(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigne
   return slot->v.memory_total >= r->min_memory;
 }
 
-/* True when device d could take r right now. */
-static bool admits(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigned d) {
+/* True when device d could take r right now (decide: see gpumd__sched_place). */
+static bool admits(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigned d, bool decide) {
   const sched_slot_t *slot = &s->dev[d];
   if (!gpumd__sched_matches(s, r, d))
     return false;
-  if (slot->v.health == GPUM_HEALTH_ERROR || slot->v.health == GPUM_HEALTH_DISABLED)
+  if (slot->v.health == GPUM_HEALTH_ERROR || slot->v.health == GPUM_HEALTH_DISABLED ||
+      slot->v.unanswered)
     return false;
   if (s->opts.max_concurrent_jobs != 0 && slot->jobs >= s->opts.max_concurrent_jobs)
     return false;
   if (slot->pressure == GPUMD_PRESSURE_CRITICAL)
     return false;
-  return r->bytes_per_gpu <= gpumd__sched_headroom(s, d);
+  if (r->bytes_per_gpu > gpumd__sched_headroom(s, d))
+    return false;
+  if (decide && s->opts.require_fresh && !slot->v.fresh) {
+    /* It would fit by what was last read: the daemon is asked for a fresh read to decide on.
+     * A note for it, not scheduling state: the only write through s here. */
+    ((gpumd_sched_t *)s)->want_fresh |= 1ull << d;
+    return false;
+  }
+  return true;
 }
 
 static double clamp01(double x) {
@@ -110,19 +119,20 @@ uint64_t gpumd__sched_usable_mask(const gpumd_sched_t *s, const gpumd_resv_t *r)
   return m;
 }
 
-bool gpumd__sched_place(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t *mask) {
-  return gpumd__sched_place_in(s, r, s->known_mask, mask);
+bool gpumd__sched_place(const gpumd_sched_t *s, const gpumd_resv_t *r, bool decide,
+                        uint64_t *mask) {
+  return gpumd__sched_place_in(s, r, s->known_mask, decide, mask);
 }
 
 bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64_t allowed,
-                           uint64_t *mask) {
+                           bool decide, uint64_t *mask) {
   cand_t c[GPUMD_SCHED_MAX_DEVICES];
   unsigned n = 0;
   /* Only the known devices (a node has a handful; the table has 64 slots): this is the hot
    * path of every scheduling pass. */
   for (uint64_t known = s->known_mask & allowed; known != 0; known &= known - 1) {
     unsigned d = (unsigned)__builtin_ctzll(known);
-    if (!admits(s, r, d))
+    if (!admits(s, r, d, decide))
       continue;
     cand_t x = {.d = d, .left = gpumd__sched_headroom(s, d) - r->bytes_per_gpu};
     if (s->opts.placement == GPUMD_PLACEMENT_SCORE)
@@ -228,11 +238,22 @@ int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r) {
     gpum_size_format(best, have, sizeof(have));
     char margin[GPUM_SIZE_BUFSZ];
     gpum_size_format(s->opts.safety_margin, margin, sizeof(margin));
+    const gpumd_sched_device_t *v = &s->dev[best_d].v;
+    char formula[96];
+    if ((long double)v->memory_total * s->opts.memory_fraction + 0.5L >
+        (long double)(v->memory_total - (v->memory_reserved < v->memory_total ? v->memory_reserved
+                                                                              : v->memory_total))) {
+      char res[GPUM_SIZE_BUFSZ];
+      snprintf(formula, sizeof formula, "total - %s the driver keeps - %s",
+               gpum_size_format(v->memory_reserved, res, sizeof res), margin);
+    } else {
+      snprintf(formula, sizeof formula, "total x %.2f - %s", s->opts.memory_fraction, margin);
+    }
     return gpum_error(GPUMD_SCHED_ENEVERFIT,
                       "needs %s on each of %u GPU%s but only %u device%s%s can ever hold that "
-                      "(largest: %s on GPU %u = total x %.2f - %s)",
+                      "(largest: %s on GPU %u = %s)",
                       need, r->gpus, r->gpus == 1 ? "" : "s", big, big == 1 ? "" : "s", cons, have,
-                      best_d, s->opts.memory_fraction, margin);
+                      best_d, formula);
   }
   return 0;
 }
@@ -245,7 +266,7 @@ static const gpumd_resv_t *locked_head_before(const gpumd_sched_t *s, const gpum
   uint64_t ignored;
   for (size_t i = 0; i < s->n_queue && s->queue[i] != r; i++) {
     const gpumd_resv_t *q = s->queue[i];
-    if (!gpumd__sched_place(s, q, &ignored))
+    if (!gpumd__sched_place(s, q, false, &ignored))
       return gpumd__sched_head_locked(s, q, now_ns) ? q : NULL;
   }
   return NULL;
@@ -259,7 +280,18 @@ char *gpumd_sched_waiting_for(const gpumd_sched_t *s, uint64_t id, char *buf, si
   if (r == NULL || r->state != GPUMD_RESV_QUEUED)
     return buf;
   uint64_t mask = 0;
-  if (gpumd__sched_place(s, r, &mask)) {
+  if (gpumd__sched_place(s, r, false, &mask)) {
+    uint64_t stale = 0;
+    for (uint64_t m = mask; s->opts.require_fresh && m != 0; m &= m - 1)
+      if (!s->dev[__builtin_ctzll(m)].v.fresh)
+        stale |= m & -m;
+    if (stale != 0) {
+      char devs[GPUMD_SCHED_MAX_DEVICES * 4];
+      snprintf(buf, len, "fits the devices as last read: decided once GPU %s %s read afresh",
+               gpumd__sched_mask_format(stale, devs, sizeof devs),
+               (stale & (stale - 1)) ? "are" : "is");
+      return buf;
+    }
     /* It fits now but was not granted: a head it may not pass blocks it (the passes ran at
      * the head's latest "now", so the head is locked). */
     const gpumd_resv_t *head = locked_head_before(s, r, UINT64_MAX);
@@ -280,7 +312,8 @@ char *gpumd_sched_waiting_for(const gpumd_sched_t *s, uint64_t id, char *buf, si
     const sched_slot_t *slot = &s->dev[d];
     bool usable = slot->v.health != GPUM_HEALTH_ERROR && slot->v.health != GPUM_HEALTH_DISABLED &&
                   slot->pressure != GPUMD_PRESSURE_CRITICAL &&
-                  (s->opts.max_concurrent_jobs == 0 || slot->jobs < s->opts.max_concurrent_jobs);
+                  (s->opts.max_concurrent_jobs == 0 || slot->jobs < s->opts.max_concurrent_jobs) &&
+                  !slot->v.unanswered;
     if (!usable)
       continue;
     uint64_t h = gpumd__sched_headroom(s, d);
@@ -298,8 +331,8 @@ char *gpumd_sched_waiting_for(const gpumd_sched_t *s, uint64_t id, char *buf, si
     return buf;
   if (!any) {
     snprintf(buf + off, len - off,
-             "; no matching device is usable now (error, disabled, "
-             "critical pressure or at max_concurrent_jobs)");
+             "; no matching device is usable now (error, disabled, critical pressure, at "
+             "max_concurrent_jobs, or not answering a fresh read)");
     return buf;
   }
   gpum_size_format(best, best_s, sizeof(best_s));

@@ -5,7 +5,9 @@
  * device marked GPUM_ETIMEDOUT and the others' results handed over; a reader still stuck in an
  * earlier read is not waited for again; it answers once released; stopping leaves a stuck
  * reader behind and its thread frees the block when the call returns (ASan checks that
- * nothing leaks); a periodic reader keeps the newest result for latest; a request carries its
+ * nothing leaks); a periodic reader keeps the newest result for latest, reads at once when a
+ * caller asks (a result made after the ask, kept for latest too) and is not waited for once
+ * it has been stuck for a whole timeout; a request carries its
  * data, notify says when its result can be taken, a reader in a call refuses the next request
  * (EBUSY), and the callbacks get the readers' own copy of the context. Sessions are opened on
  * the host backend: no driver is needed. Runs under ThreadSanitizer too (the _threads suffix).
@@ -26,7 +28,8 @@
 
 typedef struct {
   unsigned index;
-  int *owned; /* a result that owns memory, handed over with it */
+  unsigned seq; /* reads (below) once this read was counted: which read made it */
+  int *owned;   /* a result that owns memory, handed over with it */
 } result_t;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -44,6 +47,7 @@ static int read_fn(gpum_device_session_t *s, unsigned index, const void *request
   while (hang && (int)index == hang_index)
     pthread_cond_wait(&cv, &mu);
   reads++;
+  r->seq = reads;
   bool mine = own;
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
@@ -202,6 +206,61 @@ static void test_periodic_latest(void **state) {
   pthread_mutex_unlock(&mu);
 }
 
+static unsigned reads_now(void) {
+  pthread_mutex_lock(&mu);
+  unsigned n = reads;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+static void test_periodic_read_on_request(void **state) {
+  (void)state;
+  gpum_device_readers_opts_t o = opts(3600000); /* no periodic read during the test */
+  o.result_free = NULL;
+  pthread_mutex_lock(&mu);
+  own = false;
+  pthread_mutex_unlock(&mu);
+  gpum_device_readers_t *rs = NULL;
+  unsigned idx[2] = {0, 1};
+  unsigned start = reads_now();
+  assert_int_equal(gpum_device_readers_start(&o, idx, 2, &rs), 0);
+  assert_true(wait_count(&reads, start + 2)); /* the first periodic round */
+  /* A read made after the ask, copied; latest then gives the same result. */
+  unsigned before = reads_now();
+  result_t res[2];
+  int rcs[2];
+  memset(res, 0, sizeof res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, 2, 60000, res, rcs), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(rcs[i], 0);
+    assert_int_equal(res[i].index, idx[i]);
+    assert_true(res[i].seq > before);
+    result_t l;
+    assert_int_equal(gpum_device_readers_latest(rs, idx[i], &l), 0);
+    assert_int_equal(l.seq, res[i].seq);
+  }
+  /* Device 1 hangs in the read asked for: that ask times out (1 s) ... */
+  set_hang(1, true);
+  memset(res, 0, sizeof res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, 2, 1000, res, rcs), 0);
+  assert_int_equal(rcs[0], 0);
+  assert_int_equal(rcs[1], GPUM_ETIMEDOUT);
+  /* ... and the next one, with a shorter timeout than it has been stuck, does not wait for it:
+   * it is told at once (a minute would be waited otherwise). */
+  assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 500, res, rcs), 0);
+  assert_int_equal(rcs[0], GPUM_ETIMEDOUT);
+  /* Released, it finishes the stuck read and answers the next ask with a fresh result. */
+  set_hang(1, false);
+  before = reads_now();
+  assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 60000, res, rcs), 0);
+  assert_int_equal(rcs[0], 0);
+  assert_true(res[0].seq > before);
+  gpum_device_readers_stop(rs);
+  pthread_mutex_lock(&mu);
+  own = true;
+  pthread_mutex_unlock(&mu);
+}
+
 typedef struct {
   int tag;
 } ctx_t;
@@ -280,6 +339,7 @@ int main(void) {
       cmocka_unit_test(test_on_request_with_a_hung_device),
       cmocka_unit_test(test_stop_leaves_a_stuck_reader),
       cmocka_unit_test(test_periodic_latest),
+      cmocka_unit_test(test_periodic_read_on_request),
       cmocka_unit_test(test_request_take_notify),
       cmocka_unit_test(test_bad_options),
   };

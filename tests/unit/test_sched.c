@@ -1301,6 +1301,99 @@ static void test_slurm_ids(void **state) {
   fx_free(fx);
 }
 
+/* A view of device index as the daemon hands it over: total, driver reserved, unmanaged,
+ * read afresh or not, and whether its last fresh read went unanswered. */
+static void set_view(fx_t *fx, unsigned index, uint64_t total, uint64_t reserved,
+                     uint64_t unmanaged, bool fresh, bool unanswered, uint64_t now) {
+  gpumd_sched_device_t d;
+  memset(&d, 0, sizeof(d));
+  d.index = index;
+  snprintf(d.uuid, sizeof(d.uuid), "GPU-test-%u", index);
+  snprintf(d.name, sizeof(d.name), "NVIDIA H100 80GB HBM3");
+  d.memory_total = total;
+  d.memory_reserved = reserved;
+  d.memory_used = unmanaged;
+  d.unmanaged = unmanaged;
+  d.health = GPUM_HEALTH_AVAILABLE;
+  d.fresh = fresh;
+  d.unanswered = unanswered;
+  assert_int_equal(gpumd_sched_update_devices(fx->s, NULL, &d, 1, now), 0);
+}
+
+/* Capacity is at most what the driver can hand out: total - its reserved memory. */
+static void test_capacity_under_driver_reserved(void **state) {
+  (void)state;
+  gpumd_sched_opts_t o;
+  plain_opts(&o); /* fraction 1, margin 0 */
+  fx_t *fx = fx_new(&o);
+  set_view(fx, 0, 80 * GiB, 512 * MiB, 0, false, false, T0);
+  gpumd_sched_device_stats_t st;
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.capacity, 80 * GiB - 512 * MiB);
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
+  q.bytes_per_gpu = 80 * GiB;
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, NULL), GPUMD_SCHED_ENEVERFIT);
+  assert_non_null(strstr(gpum_last_error(), "total - 512.00 MiB the driver keeps - 0 B"));
+  gpumd_resv_state_t s;
+  uint64_t id = submit(fx, 80 * GiB - 512 * MiB, 1, 0, T0, &s);
+  assert_int_equal(s, GPUMD_RESV_GRANTED);
+  /* A fraction below what the driver keeps stays the bound. */
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, id, T0, "done"), 0);
+  o.memory_fraction = 0.5;
+  assert_int_equal(gpumd_sched_set_opts(fx->s, &o), 0);
+  assert_int_equal(gpumd_sched_device_stats(fx->s, 0, &st), 0);
+  assert_int_equal(st.capacity, 40 * GiB);
+  fx_free(fx);
+}
+
+/* require_fresh: nothing is granted on a view that was not read afresh; the pass that would
+ * have granted asks for the device (wants_fresh), and the fresh view's pass grants. A device
+ * whose fresh read went unanswered takes nothing and says so. */
+static void test_require_fresh(void **state) {
+  (void)state;
+  gpumd_sched_opts_t o;
+  plain_opts(&o);
+  o.require_fresh = true;
+  fx_t *fx = fx_new(&o);
+  set_view(fx, 0, 80 * GiB, 0, 0, false, false, T0);
+  set_view(fx, 1, 80 * GiB, 0, 0, false, false, T0);
+  assert_int_equal(gpumd_sched_wants_fresh(fx->s), 0); /* nothing asked for yet */
+  uint64_t id = 0;
+  assert_int_equal(submit_no_wait(fx, 10 * GiB, 0, T0, &id), GPUM_EBUSY);
+  assert_int_equal(gpumd_sched_wants_fresh(fx->s), 3); /* both would have done */
+  assert_int_equal(gpumd_sched_wants_fresh(fx->s), 0); /* cleared by the call */
+  gpumd_resv_state_t st;
+  uint64_t q = submit(fx, 10 * GiB, 1, 0, T0, &st);
+  assert_int_equal(st, GPUMD_RESV_QUEUED);
+  char why[GPUMD_RESV_REASON_LEN];
+  gpumd_sched_waiting_for(fx->s, q, why, sizeof why);
+  assert_string_equal(why, "fits the devices as last read: decided once GPU 0 is read afresh");
+  /* Read afresh: device 0 now has 75 GiB used outside; the pass places on device 1. */
+  set_view(fx, 0, 80 * GiB, 0, 75 * GiB, true, false, T0);
+  assert_int_equal(state_of(fx, q), GPUMD_RESV_QUEUED); /* device 1 still stale */
+  set_view(fx, 1, 80 * GiB, 0, 0, true, false, T0);
+  assert_int_equal(state_of(fx, q), GPUMD_RESV_GRANTED);
+  assert_int_equal(last_event(fx, q)->mask, 2);
+  /* Stale again: a growth is refused until the device is read afresh. */
+  gpumd_sched_set_stale(fx->s);
+  char w[GPUMD_RESV_REASON_LEN];
+  assert_int_equal(gpumd_sched_resize(fx->s, NULL, q, 20 * GiB, T0, w, sizeof w), GPUM_EBUSY);
+  assert_non_null(strstr(gpum_last_error(), "did not answer a fresh read"));
+  /* A device that did not answer: no grant, and the text says why. */
+  set_view(fx, 0, 80 * GiB, 0, 0, false, true, T0);
+  set_view(fx, 1, 80 * GiB, 0, 70 * GiB, true, false, T0);
+  gpumd_sched_wants_fresh(fx->s); /* what the earlier passes asked for */
+  uint64_t q2 = submit(fx, 20 * GiB, 1, 0, T0, &st);
+  assert_int_equal(st, GPUMD_RESV_QUEUED);
+  gpumd_sched_waiting_for(fx->s, q2, why, sizeof why);
+  assert_non_null(strstr(why, "best now"));
+  assert_int_equal(gpumd_sched_wants_fresh(fx->s) & 1, 0); /* unanswered: not asked again */
+  set_view(fx, 0, 80 * GiB, 0, 0, true, false, T0);
+  assert_int_equal(state_of(fx, q2), GPUMD_RESV_GRANTED);
+  fx_free(fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_slurm_ids),
@@ -1332,6 +1425,8 @@ int main(void) {
       cmocka_unit_test(test_random_operations_keep_invariants),
       cmocka_unit_test(test_no_wait),
       cmocka_unit_test(test_check),
+      cmocka_unit_test(test_capacity_under_driver_reserved),
+      cmocka_unit_test(test_require_fresh),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,6 +88,10 @@ static const gpum_option_def_t builtin_table[] = {
      "Share of each device's total memory that gpumd may grant."},
     {"safety_margin", GPUM_OPT_SIZE, "256MiB", NULL, UNBOUNDED, false,
      "Memory kept free on every device, subtracted from what gpumd may grant."},
+    {"admission.read_timeout", GPUM_OPT_DURATION, "1s", NULL, UNBOUNDED, false,
+     "gpumd: before it grants or grows a reservation it reads the devices afresh (their memory "
+     "and the processes using it) and decides on that; a device that has not answered within "
+     "this time takes no grant then (one stuck in a call is not waited for again)."},
     {"max_concurrent_jobs", GPUM_OPT_INT, "0", NULL, 0, 100000, false,
      "Most granted reservations per device; 0 means no limit."},
     {"job_timeout", GPUM_OPT_DURATION, "0", NULL, UNBOUNDED, false,

@@ -23,6 +23,7 @@ typedef struct {
   unsigned index;
   gpum_device_session_t *session; /* opened at start, or by the thread */
   bool started, busy;             /* busy: in a read */
+  uint64_t busy_since_ms;         /* when the read in progress began (monotonic) */
   uint64_t want, cur, got;        /* the request asked for, being read, and read */
   bool untaken;                   /* the result of request `got` is there for take */
   bool have;                      /* periodic: a read has finished */
@@ -90,6 +91,7 @@ static void read_once(reader_t *r, void *request, void *scratch) {
   if (qn)
     memcpy(request, r->request, qn); /* the caller may ask again once this one is read */
   r->busy = true;
+  r->busy_since_ms = gpum__os_mono_ms();
   pthread_mutex_unlock(&rs->lock);
   memset(scratch, 0, rs->o.result_size);
   int rc = rs->o.read(r->session, r->index, qn ? request : NULL, scratch, rs->o.user);
@@ -115,10 +117,15 @@ static void *reader_main(void *arg) {
   pthread_mutex_lock(&rs->lock);
   while (scratch && request && !rs->stop) {
     if (rs->o.interval_ms > 0) {
+      /* Every interval, and at once when a caller asks (gpum_device_readers_read). */
+      uint64_t gen = r->want;
+      r->cur = gen;
       read_once(r, request, scratch);
+      r->got = gen;
       r->have = true;
       struct timespec until = after_ms(rs->o.interval_ms);
-      while (!rs->stop && pthread_cond_timedwait(&rs->cond, &rs->lock, &until) != ETIMEDOUT)
+      while (!rs->stop && r->want == r->got &&
+             pthread_cond_timedwait(&rs->cond, &rs->lock, &until) != ETIMEDOUT)
         ;
     } else if (r->want == r->got) {
       pthread_cond_wait(&rs->cond, &rs->lock);
@@ -250,13 +257,19 @@ int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes,
     want[i]->want = gen;
   }
   pthread_cond_broadcast(&rs->cond);
-  /* Every reader answers, or the time is up (a reader still busy with an older request
-   * cannot answer this one: it is not waited for). */
-  uint64_t end = gpum__os_mono_ms() + timeout_ms;
+  /* Every reader answers, or the time is up. A reader busy with an older request is not
+   * waited for: that request timed out, the call hangs. A periodic reader busy with its own
+   * read is, unless it has been at it for the whole timeout already (a hung call): it reads
+   * this request next. */
+  uint64_t start = gpum__os_mono_ms(), end = start + timeout_ms;
+  for (size_t i = 0; i < n; i++)
+    if (want[i]->busy && want[i]->cur < gen &&
+        (rs->o.interval_ms == 0 || start - want[i]->busy_since_ms >= timeout_ms))
+      want[i] = NULL;
   for (;;) {
     bool waiting = false;
     for (size_t i = 0; i < n; i++)
-      waiting |= want[i]->got != gen && !(want[i]->busy && want[i]->cur < gen);
+      waiting |= want[i] && want[i]->got < gen;
     uint64_t now = gpum__os_mono_ms();
     if (!waiting || now >= end)
       break;
@@ -264,14 +277,16 @@ int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes,
     pthread_cond_timedwait(&rs->cond, &rs->lock, &ts);
   }
   for (size_t i = 0; i < n; i++) {
-    if (want[i]->got != gen) {
+    if (!want[i] || want[i]->got < gen) {
       rcs[i] = GPUM_ETIMEDOUT;
       continue;
     }
     void *dst = (char *)results + i * rs->o.result_size;
-    memcpy(dst, want[i]->result, rs->o.result_size); /* what it owns goes with it */
-    memset(want[i]->result, 0, rs->o.result_size);
-    want[i]->untaken = false;
+    memcpy(dst, want[i]->result, rs->o.result_size);
+    if (rs->o.interval_ms == 0) { /* handed over with what it owns */
+      memset(want[i]->result, 0, rs->o.result_size);
+      want[i]->untaken = false;
+    } /* periodic: a copy; the result stays the newest for gpum_device_readers_latest */
     rcs[i] = want[i]->rc;
   }
   pthread_mutex_unlock(&rs->lock);
