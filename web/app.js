@@ -316,8 +316,14 @@
     const i = d.index;
     const s = d.status || {};
     const h = d.health || {};
-    const state = h.state || s.state || "…";
-    const reason = h.reason !== undefined ? h.reason : s.reason || "";
+    let state = h.state || s.state || "…";
+    let reason = h.reason !== undefined ? h.reason : s.reason || "";
+    // Committed memory over the capacity: only gpumd knows (ERROR and DISABLED say more).
+    if ((s.overcommit || 0) > 0 && (state === "AVAILABLE" || state === "BUSY")) {
+      state = "OVERCOMMITTED";
+      reason = `committed ${iec(s.committed)} is ${iec(s.overcommit)} over its capacity of ` +
+        `${iec(s.capacity)}: memory taken outside reservations after they were granted`;
+    }
     d.el.className = "gpu gpu-" + state;
     const badge = d.el.querySelector(".state");
     badge.className = "state state-" + state;
@@ -353,6 +359,11 @@
     if (d.status && d.status.memory) d.status.memory.used = e.memory_used ?? d.status.memory.used;
     if (d.status && e.memory_reserved !== undefined) d.status.reserved = e.memory_reserved;
     if (d.status && e.memory_unmanaged !== undefined) d.status.unmanaged = e.memory_unmanaged;
+    if (d.status && e.memory_overcommit !== undefined) {
+      d.status.overcommit = e.memory_overcommit;
+      if (e.memory_capacity !== undefined) d.status.capacity = e.memory_capacity;
+      if (reserved !== null && unmanaged !== null) d.status.committed = reserved + unmanaged;
+    }
     addPoint(d, e.time_ns / 1e6, e.memory_used ?? null, reserved, unmanaged, e.memory_total ?? null,
       e.utilization_gpu ?? null, e.temperature ?? null, e.power ?? null);
     if (d.el) redrawCharts(d);

@@ -204,6 +204,16 @@ GPUM_API void gpum_alert_engine_feed_xid(gpum_alert_engine_t *e, unsigned device
 GPUM_API void gpum_alert_engine_feed_health(gpum_alert_engine_t *e, unsigned device,
                                             int state /* gpum_health_t from monitor.h */,
                                             const char *reason, uint64_t now_ns);
+/* A condition the caller judges itself (no rule): name (at most GPUM_ALERT_METRIC_LEN - 1
+ * bytes, e.g. "overcommitted") on device holds or not. The first feed that says it holds fires
+ * one alert (rule GPUM_ALERT_RULE_CONDITION, metric and rule_text name, level, message); later
+ * feeds while it holds update its message in place (no callback); the first that says it no
+ * longer holds clears it ("; cleared" appended). message may be NULL while it does not hold. */
+#define GPUM_ALERT_RULE_CONDITION 0xffffffffu
+GPUM_API void gpum_alert_engine_feed_condition(gpum_alert_engine_t *e, unsigned device,
+                                               const char *name, bool holds,
+                                               gpum_alert_level_t level, const char *message,
+                                               uint64_t now_ns);
 /* Lets time pass without a feed: expires Xid alerts and fires health rules with a duration. */
 GPUM_API void gpum_alert_engine_advance(gpum_alert_engine_t *e, uint64_t now_ns);
 

@@ -25,12 +25,14 @@
 
 #include "output.h"
 
-/* X(id, name shown and in JSON, style), in gpum_health_t order (checked in status_snapshot.c). */
+/* X(id, name shown and in JSON, style), in gpum_health_t order (checked in status_snapshot.c),
+ * then OVERCOMMITTED: a state only gpumd knows (committed memory over the device's capacity). */
 #define CLI_DEVICE_STATES(X)           \
   X(AVAILABLE, "AVAILABLE", CLI_GREEN) \
   X(BUSY, "BUSY", CLI_YELLOW)          \
   X(ERROR, "ERROR", CLI_BOLD_RED)      \
-  X(DISABLED, "DISABLED", CLI_DIM)
+  X(DISABLED, "DISABLED", CLI_DIM)     \
+  X(OVERCOMMITTED, "OVERCOMMITTED", CLI_BOLD_RED)
 
 typedef enum {
 #define CLI__STATE_ENUM(id, name, style) CLI_STATE_##id,
@@ -113,6 +115,9 @@ unsigned cli_status_timeout_ms(const gpum_config_t *cfg);
 /* Text: the reservations of device index under its line, and the queue at the end. Nothing
  * when snap->gpumd is NULL. */
 void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, unsigned index);
+/* The state to show for device index: gpumd's DISABLED or OVERCOMMITTED when it says so (only
+ * gpumd knows them), else local, the device layer's own. */
+cli_state_t cli_gpumd_state(const json_t *gpumd, unsigned index, cli_state_t local);
 void cli_render_gpumd_queue(const cli_out_t *o, const cli_snapshot_t *snap);
 
 /* Derives state and reason of one device from its read results (busy NULL: defaults). */

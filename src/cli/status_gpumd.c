@@ -106,11 +106,12 @@ void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, uns
                gpum_size_format(num(d, "committed"), com, sizeof com), json_array_size(ids),
                json_array_size(ids) == 1 ? "" : "s");
     const char *st = json_string_value(json_object_get(d, "state"));
-    if (st && !strcmp(st, "DISABLED")) { /* the operator's switch lives in gpumd only */
-      const char *why = json_string_value(json_object_get(d, "reason"));
+    const char *why = json_string_value(json_object_get(d, "reason"));
+    if (st && !strcmp(st, "DISABLED")) /* the operator's switch lives in gpumd only */
       cli_styled(o, CLI_YELLOW, "    gpumd: DISABLED (%s): no new reservations on this GPU\n",
                  why && *why ? why : "by the operator");
-    }
+    else if (st && !strcmp(st, "OVERCOMMITTED"))
+      cli_styled(o, CLI_BOLD_RED, "    gpumd: OVERCOMMITTED: %s\n", why && *why ? why : "");
     size_t k;
     const json_t *id;
     for (k = 0; k < json_array_size(ids) && (id = json_array_get(ids, k)); k++) {

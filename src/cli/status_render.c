@@ -136,8 +136,9 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
     device_name(d, name, sizeof name);
     if ((int)strlen(name) > name_w)
       name_w = (int)strlen(name);
-    if ((int)strlen(cli_state_name(d->state)) > state_w)
-      state_w = (int)strlen(cli_state_name(d->state));
+    cli_state_t st = cli_gpumd_state(snap->gpumd, d->index, d->state);
+    if ((int)strlen(cli_state_name(st)) > state_w)
+      state_w = (int)strlen(cli_state_name(st));
     uint64_t total = d->sample.memory_total ? d->sample.memory_total : d->info.memory_total;
     cli_fmt_mem_pair(d->sample.memory_used, total, pair, sizeof pair);
     if ((int)strlen(pair) > mem_w)
@@ -151,7 +152,8 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
     fputc(' ', f);
     cli_styled(&o, CLI_BLUE, "%-*s", name_w, name);
     fputs("  ", f);
-    cli_styled(&o, cli_state_style(d->state), "%-*s", state_w, cli_state_name(d->state));
+    cli_state_t st = cli_gpumd_state(snap->gpumd, d->index, d->state);
+    cli_styled(&o, cli_state_style(st), "%-*s", state_w, cli_state_name(st));
     fputs("  ", f);
     if (d->state == CLI_STATE_ERROR && d->sample.valid == 0) { /* nothing to show but why */
       cli_styled(&o, CLI_RED, "%s\n", d->reason);

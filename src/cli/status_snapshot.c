@@ -39,8 +39,24 @@ _Static_assert(CLI_STATE_AVAILABLE == (int)GPUM_HEALTH_AVAILABLE &&
                    CLI_STATE_BUSY == (int)GPUM_HEALTH_BUSY &&
                    CLI_STATE_ERROR == (int)GPUM_HEALTH_ERROR &&
                    CLI_STATE_DISABLED == (int)GPUM_HEALTH_DISABLED &&
-                   CLI_STATE_COUNT == GPUM_HEALTH_COUNT,
-               "CLI_DEVICE_STATES rows must follow gpum_health_t");
+                   CLI_STATE_OVERCOMMITTED == GPUM_HEALTH_COUNT &&
+                   CLI_STATE_COUNT == GPUM_HEALTH_COUNT + 1,
+               "CLI_DEVICE_STATES rows must follow gpum_health_t, then OVERCOMMITTED");
+
+cli_state_t cli_gpumd_state(const json_t *gpumd, unsigned index, cli_state_t local) {
+  const json_t *devs = json_object_get(gpumd, "devices"), *d;
+  size_t i;
+  json_array_foreach(devs, i, d) {
+    if (json_integer_value(json_object_get(d, "index")) != (json_int_t)index)
+      continue;
+    const char *st = json_string_value(json_object_get(d, "state"));
+    if (st && !strcmp(st, "DISABLED"))
+      return CLI_STATE_DISABLED;
+    if (st && !strcmp(st, "OVERCOMMITTED"))
+      return CLI_STATE_OVERCOMMITTED;
+  }
+  return local;
+}
 
 cli_state_t cli_state_of_health(gpum_health_t h) {
   return (unsigned)h < CLI_STATE_COUNT ? (cli_state_t)h : CLI_STATE_ERROR;

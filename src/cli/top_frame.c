@@ -265,9 +265,7 @@ static void build_gpus(lines_t *ls, const top_data_t *d, const top_view_t *v) {
   for (size_t i = 0; d->have_snap && i < d->snap.ndevs; i++) {
     const cli_dev_snap_t *dv = &d->snap.devs[i];
     const json_t *gd = gpumd_device(d, dv->index);
-    cli_state_t st = dv->state;
-    if (gd && !strcmp(jstr(gd, "state"), "DISABLED"))
-      st = CLI_STATE_DISABLED; /* the operator's switch lives in gpumd only */
+    cli_state_t st = cli_gpumd_state(d->status, dv->index, dv->state);
     char name[GPUM_NAME_LEN], mem[48] = "n/a";
     top__clean((dv->info.valid & GPUM_INFO_NAME) ? dv->info.name : "n/a", name, sizeof name);
     push(ls, &b, CLI_PLAIN);

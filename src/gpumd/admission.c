@@ -12,14 +12,25 @@
  * in time takes no grant this turn; one stuck in a call is not waited for again. When the turn
  * ends every view is stale again.
  *
+ * Overcommit: what admission cannot prevent, a process outside gpum that grows after the grant,
+ * is looked for at the end of every turn: a device whose committed memory passes its capacity
+ * raises an "overcommitted" alert (WARNING) naming the processes outside reservations and what
+ * they use, until it no longer does; the scheduler then gives the device HIGH pressure at least,
+ * which its jobs are told (docs/operations.md, "Overcommitted devices").
+ *
  * One read serves a whole turn of the loop: what was received by the time it is made is
  * decided on it, so an allocation that ended before its owner (or anyone it told) sent a
  * request to gpumd is counted. The read costs one round of the driver's calls per device per
  * turn that admits something, whatever number of requests the turn holds.
  */
+#include <stdio.h>
+
 #include <gpum/error.h>
 #include <gpum/log.h>
+#include <gpum/size.h>
 
+#include "core/os_internal.h"
+#include "device/device_internal.h"
 #include "gpumd_internal.h"
 
 void gpumd_admission_read(gpumd_t *d) {
@@ -48,9 +59,74 @@ void gpumd_admission_read(gpumd_t *d) {
   gpumd_sched_update_devices(d->sched, NULL, views, n, gpumd_now_ns()); /* gpumd's own news */
 }
 
+/* "pid 4242 (uid 1000: python leak.py) 20.00 GiB" for one process outside reservations. */
+static void describe_proc(unsigned pid, uint64_t bytes, char *buf, size_t len) {
+  char path[64], text[2048], cmd[64] = "", sz[GPUM_SIZE_BUFSZ];
+  unsigned uid = 0;
+  bool have_uid = false;
+  snprintf(path, sizeof path, "/proc/%u/status", pid);
+  long n = gpum__os_read_file(path, text, sizeof text - 1);
+  if (n > 0) {
+    text[n] = '\0';
+    have_uid = gpum__parse_status_uid(text, &uid) == 0;
+  }
+  snprintf(path, sizeof path, "/proc/%u/cmdline", pid);
+  n = gpum__os_read_file(path, text, sizeof text);
+  if (n > 0)
+    gpum__cmdline_to_string(text, (size_t)n, cmd, sizeof cmd);
+  gpum_size_format(bytes, sz, sizeof sz);
+  if (have_uid)
+    snprintf(buf, len, "pid %u (uid %u%s%s) %s", pid, uid, cmd[0] ? ": " : "", cmd, sz);
+  else
+    snprintf(buf, len, "pid %u %s", pid, sz);
+}
+
+/* Feeds the "overcommitted" condition of device index to the alert engine. */
+static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
+  gpumd_sched_device_stats_t st;
+  gpum_alert_engine_t *e = gpumd_alerts(d);
+  if (!e || gpumd_sched_device_stats(d->sched, index, &st) != 0)
+    return;
+  gpumd_device_t *dev = gpumd_device_find(d, index);
+  if (!dev || st.overcommit == dev->overcommit)
+    return; /* nothing new to say */
+  bool over = st.overcommit > 0, was = dev->overcommit > 0;
+  dev->overcommit = st.overcommit;
+  char msg[GPUM_ALERT_MSG_LEN] = "";
+  if (over) {
+    char c[GPUM_SIZE_BUFSZ], o[GPUM_SIZE_BUFSZ], cap[GPUM_SIZE_BUFSZ];
+    size_t off = (size_t)snprintf(
+        msg, sizeof msg,
+        "GPU %u: committed %s is %s over its capacity of %s; outside reservations:", index,
+        gpum_size_format(st.committed, c, sizeof c), gpum_size_format(st.overcommit, o, sizeof o),
+        gpum_size_format(st.capacity, cap, sizeof cap));
+    static gpumd_procs_t pl; /* loop thread only; too big for the stack */
+    unsigned shown = 0;
+    if (gpumd_procs_get(d, index, &pl) == 0)
+      for (size_t i = 0; i < pl.count && off < sizeof msg; i++) {
+        if (gpumd_resv_of_pid(d, index, (int32_t)pl.pid[i]))
+          continue;
+        char p[128];
+        describe_proc(pl.pid[i], pl.memory[i], p, sizeof p);
+        off += (size_t)snprintf(msg + off, sizeof msg - off, "%s %s", shown++ ? "," : "", p);
+      }
+    if (shown == 0 && off < sizeof msg)
+      snprintf(msg + off, sizeof msg - off, " none listed (memory the driver does not attribute)");
+  }
+  if (over && !was)
+    gpum_log(GPUM_LOG_WARN, "gpumd", "%s", msg);
+  else if (!over)
+    gpum_log(GPUM_LOG_INFO, "gpumd", "GPU %u is no longer overcommitted", index);
+  gpum_alert_engine_feed_condition(e, index, "overcommitted", over, GPUM_ALERT_WARNING, msg,
+                                   now_ns);
+}
+
 void gpumd_admission_end_turn(gpumd_t *d) {
   if (!d->sched)
     return;
+  uint64_t now = gpumd_now_ns();
+  for (unsigned i = 0; i < d->device_count; i++)
+    check_overcommit(d, d->devices[i].index, now);
   if (gpumd_sched_wants_fresh(d->sched) != 0)
     gpumd_admission_read(d);         /* grants what waited for it, in this turn's commit */
   gpumd_sched_wants_fresh(d->sched); /* what the read itself left: the next turn's business */

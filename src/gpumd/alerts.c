@@ -193,8 +193,9 @@ static uint64_t feed_time(struct gpumd_obs *o, uint64_t ns) {
   return o->alert_now_ns;
 }
 
-/* The "sample" event: the device's metrics and the scheduler's reserved and unmanaged memory
- * (st; NULL: not known, left out), as a point of GET /api/v1/gpu/history. */
+/* The "sample" event: the device's metrics and the scheduler's reserved, unmanaged and
+ * overcommitted memory and capacity (st; NULL: not known, left out), as a point of GET
+ * /api/v1/gpu/history. */
 static json_t *sample_json(const gpumd_device_t *dev, const gpum_device_sample_t *s,
                            const gpumd_sched_device_stats_t *st) {
   json_t *o = json_pack("{s:i, s:s, s:s, s:I}", "gpu", (int)dev->index, "uuid", dev->info.uuid,
@@ -206,6 +207,8 @@ static json_t *sample_json(const gpumd_device_t *dev, const gpum_device_sample_t
   if (o && st) {
     json_object_set_new(o, "memory_reserved", json_integer((json_int_t)st->reserved));
     json_object_set_new(o, "memory_unmanaged", json_integer((json_int_t)st->unmanaged));
+    json_object_set_new(o, "memory_overcommit", json_integer((json_int_t)st->overcommit));
+    json_object_set_new(o, "memory_capacity", json_integer((json_int_t)st->capacity));
   }
   return o;
 }

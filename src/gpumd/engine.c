@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include <gpum/error.h>
+#include <gpum/size.h>
 #include <gpum/fence.h>
 #include <gpum/log.h>
 
@@ -477,6 +478,23 @@ void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o) {
   json_object_set_new(o, GPUM_PROTO_F_COMMITTED, json_integer((json_int_t)st.committed));
   json_object_set_new(o, GPUM_PROTO_F_RESERVED, json_integer((json_int_t)st.reserved));
   json_object_set_new(o, GPUM_PROTO_F_UNMANAGED, json_integer((json_int_t)st.unmanaged));
+  json_object_set_new(o, GPUM_PROTO_F_OVERCOMMIT, json_integer((json_int_t)st.overcommit));
+  /* Memory taken after the grants put it over its capacity: what is wrong with a device that
+   * is otherwise up (ERROR and DISABLED say more). */
+  const char *state = json_string_value(json_object_get(o, GPUM_PROTO_F_STATE));
+  if (st.overcommit > 0 && state &&
+      (!strcmp(state, gpum_health_state_name(GPUM_HEALTH_AVAILABLE)) ||
+       !strcmp(state, gpum_health_state_name(GPUM_HEALTH_BUSY)))) {
+    char c[GPUM_SIZE_BUFSZ], cap[GPUM_SIZE_BUFSZ], over[GPUM_SIZE_BUFSZ], why[160];
+    snprintf(why, sizeof why,
+             "committed %s is %s over its capacity of %s: memory taken outside reservations "
+             "after they were granted",
+             gpum_size_format(st.committed, c, sizeof c),
+             gpum_size_format(st.overcommit, over, sizeof over),
+             gpum_size_format(st.capacity, cap, sizeof cap));
+    json_object_set_new(o, GPUM_PROTO_F_STATE, json_string(GPUMD_STATE_OVERCOMMITTED));
+    json_object_set_new(o, GPUM_PROTO_F_REASON, json_string(why));
+  }
   json_object_set_new(o, GPUM_PROTO_F_JOBS, json_integer(st.jobs));
   json_object_set_new(o, GPUM_PROTO_F_PRESSURE, json_string(gpumd_pressure_name(st.pressure)));
   json_t *ids = json_array();

@@ -110,7 +110,12 @@ typedef struct {
   unsigned index;
   gpum_device_info_t info; /* valid once answered */
   bool answered;           /* the monitor read its static info (or the read failed at once) */
+  uint64_t overcommit;     /* committed - capacity when last checked (admission.c); 0: not over */
 } gpumd_device_t;
+
+/* A device's state in gpumd's documents when its committed memory is over its capacity and
+ * its health is AVAILABLE or BUSY (docs/protocol.md). */
+#define GPUMD_STATE_OVERCOMMITTED "OVERCOMMITTED"
 
 /* The reason of a device that has not answered since start (its view is ERROR). */
 #define GPUMD_SILENT_REASON "no answer since gpumd started"

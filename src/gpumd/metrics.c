@@ -269,11 +269,17 @@ static void sched_device_metrics(writer_t *w, devview_t *v, unsigned n) {
     const char *name, *help;
   } fams[] = {
       {"gpum_device_capacity_bytes",
-       "Memory gpum may commit on the device (total x memory_fraction - safety_margin), bytes."},
+       "Memory gpum may commit on the device (min(total x memory_fraction, total - driver "
+       "reserved) - safety_margin), bytes."},
       {"gpum_device_reserved_bytes", "Memory held by granted reservations on the device, bytes."},
       {"gpum_device_unmanaged_bytes",
        "Memory used by processes that hold no reservation on the device, bytes."},
       {"gpum_device_reservations", "Granted reservations on the device."},
+      {"gpum_device_overcommit_bytes",
+       "Committed memory (reservations + unmanaged) above the device's capacity, bytes: taken "
+       "after the grants by processes outside reservations; 0 when not overcommitted."},
+      {"gpum_device_overcommitted",
+       "1 while the device's committed memory is above its capacity (OVERCOMMITTED), else 0."},
   };
   for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
     family(w, fams[f].name, "gauge", fams[f].help);
@@ -284,7 +290,9 @@ static void sched_device_metrics(writer_t *w, devview_t *v, unsigned n) {
       unsigned long long x = f == 0   ? st->capacity
                              : f == 1 ? st->reserved
                              : f == 2 ? st->unmanaged
-                                      : st->jobs;
+                             : f == 3 ? st->jobs
+                             : f == 4 ? st->overcommit
+                                      : st->overcommit > 0;
       sample_u(w, fams[f].name, v[i].labels, x);
     }
   }

@@ -324,6 +324,10 @@ static void set_view(gpumd_sched_t *s, const gpumd_cause_t *cause, const gpumd_s
   s->known_mask |= 1ull << dev->index;
   double ratio = gpumd__sched_used_ratio(&slot->v);
   slot->pressure = gpumd_sched_pressure_level(s, ratio);
+  /* Overcommitted (an outside process grew after the grants): the jobs are told to give back. */
+  if (slot->reserved + slot->v.unmanaged > gpumd__sched_capacity(s, &slot->v) &&
+      slot->pressure < GPUMD_PRESSURE_HIGH)
+    slot->pressure = GPUMD_PRESSURE_HIGH;
   if (dev->health == GPUM_HEALTH_ERROR)
     fail_device(s, cause, dev->index, now_ns);
   if (slot->pressure != old && s->cb.on_pressure != NULL)
@@ -366,6 +370,7 @@ int gpumd_sched_device_stats(const gpumd_sched_t *s, unsigned index,
   out->unmanaged = slot->v.unmanaged;
   out->committed = slot->reserved + slot->v.unmanaged;
   out->headroom = gpumd__sched_headroom(s, index);
+  out->overcommit = out->committed > out->capacity ? out->committed - out->capacity : 0;
   out->jobs = slot->jobs;
   out->used_ratio = gpumd__sched_used_ratio(&slot->v);
   out->pressure = slot->pressure;

@@ -24,6 +24,11 @@
  * read afresh for this decision (the daemon reads the devices before it submits or resizes,
  * and after a pass that wanted a stale device: gpumd_sched_wants_fresh).
  *
+ * Overcommit: admission keeps committed(d) <= capacity(d), but a process outside gpum may grow
+ * after a grant. A device whose committed memory then passes its capacity is overcommitted
+ * (gpumd_sched_device_stats: overcommit > 0): it takes no grant (its headroom is 0) and its
+ * pressure is at least HIGH, so that the jobs on it are told to give memory back.
+ *
  * Never-fit: a request that could not be granted even on an idle node (no device matches the
  * model pattern / min_memory / explicit list, an explicit device does not exist, more GPUs
  * than matching devices, or bytes_per_gpu above total*fraction-margin of too many matching
@@ -242,14 +247,15 @@ typedef struct {
 
 /* Per-device accounting, as `status` shows it. */
 typedef struct {
-  uint64_t capacity;  /* total * memory_fraction - safety_margin (0 when negative) */
-  uint64_t reserved;  /* bytes of GRANTED reservations */
-  uint64_t unmanaged; /* from the view */
-  uint64_t committed; /* reserved + unmanaged */
-  uint64_t headroom;  /* capacity - committed (0 when over) */
-  unsigned jobs;      /* GRANTED reservations on the device */
-  double used_ratio;  /* memory_used / memory_total (0 when total is 0) */
-  gpumd_pressure_t pressure;
+  uint64_t capacity;   /* min(total * fraction, total - driver reserved) - margin (0 when below) */
+  uint64_t reserved;   /* bytes of GRANTED reservations */
+  uint64_t unmanaged;  /* from the view */
+  uint64_t committed;  /* reserved + unmanaged */
+  uint64_t headroom;   /* capacity - committed (0 when over) */
+  uint64_t overcommit; /* committed - capacity (0 when not over): memory taken after grants */
+  unsigned jobs;       /* GRANTED reservations on the device */
+  double used_ratio;   /* memory_used / memory_total (0 when total is 0) */
+  gpumd_pressure_t pressure; /* at least HIGH while overcommitted */
 } gpumd_sched_device_stats_t;
 
 /* ---- Options, callbacks, lifecycle ------------------------------------------------------ */

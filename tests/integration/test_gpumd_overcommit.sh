@@ -11,7 +11,11 @@
 #      simulator's own count of what is used; no grant ever passes the capacity by a byte.
 #   3. A queued request that a release lets in is decided afresh too: a holder that appeared
 #      while it waited keeps it queued.
-#   4. Capacity is never more than the driver hands out: with memory_fraction 1 and
+#   4. What admission cannot prevent is seen: an outside process that grows after the grants
+#      puts GPU 0 over its capacity; gpumd's documents say OVERCOMMITTED with by how much, gpum
+#      status shows it, /metrics has gpum_device_overcommitted 1, an alert names the process,
+#      the device's pressure is high; all of it clears when the process leaves.
+#   5. Capacity is never more than the driver hands out: with memory_fraction 1 and
 #      safety_margin 0 it is total - the driver's reserved memory, and the whole total is
 #      refused as never fitting, saying why.
 source "$(dirname "$0")/lib.sh"
@@ -132,7 +136,50 @@ read -r what C < <(reserve_on0 1)
 t_expect 0 "$GPUM_BIN" release "$B" "$C"
 t_ok "a release grants what waits only if it fits the devices as they are now"
 
-# 4. Capacity: total - the driver's reserved memory at most.
+# 4. Overcommitted after the grant.
+read -r what A < <(reserve_on0 $((70 * GiB)))
+[ "$what" = ok ] || t_fail "70 GiB on GPU 0: $what $A"
+p=$(hold 0 10GiB) # 70 + 10 > 75.75: taken after the grant
+read -r what C < <(reserve_on0 1) # a request: gpumd reads the devices (refused: no room)
+[ "$what" = busy ] || t_fail "1 byte on an overcommitted GPU: $what $C"
+"$GPUM_BIN" status --json >"$T_OUT"
+python3 -c 'import json,sys
+d = [x for x in json.load(open(sys.argv[1]))["gpumd"]["devices"] if x["index"] == 0][0]
+over = d["committed"] - d["capacity"]
+assert d["state"] == "OVERCOMMITTED" and d["overcommit"] == over == (17 << 28), d
+assert "4.25 GiB over its capacity of 75.75 GiB" in d["reason"] and d["pressure"] == "high", d
+' "$T_OUT" || t_fail "gpumd's device document: $(cat "$T_OUT")"
+t_expect 0 "$GPUM_BIN" status --no-color
+grep -q '^\[0\] .* OVERCOMMITTED' "$T_OUT" && grep -q "gpumd: OVERCOMMITTED: committed 80.00 GiB" "$T_OUT" ||
+  t_fail "gpum status: $(cat "$T_OUT")"
+curl -sf "http://$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$T_SCRATCH"/gpumd.out.* | tail -1)/metrics" >"$T_OUT" ||
+  t_fail "GET /metrics"
+grep -q '^gpum_device_overcommitted{gpu="0",.*} 1$' "$T_OUT" &&
+  grep -q '^gpum_device_overcommit_bytes{gpu="0",.*} 4563402752$' "$T_OUT" &&
+  grep -q '^gpum_device_overcommitted{gpu="1",.*} 0$' "$T_OUT" || t_fail "/metrics: $(grep overcommit "$T_OUT")"
+t_expect 0 "$GPUM_BIN" alerts --json
+python3 -c 'import json,sys
+a = [x for x in json.load(open(sys.argv[1]))["active"] if x.get("metric") == "overcommitted"]
+assert len(a) == 1 and a[0]["device"] == 0 and a[0]["level"] == "WARNING", a
+assert "pid %s " % sys.argv[2] in a[0]["message"] and "10.00 GiB" in a[0]["message"], a
+' "$T_OUT" "$p" || t_fail "the overcommit alert: $(cat "$T_OUT")"
+unhold "$p"
+read -r what C < <(reserve_on0 1) # gpumd reads the devices again
+[ "$what" = ok ] || t_fail "1 byte once the holder left: $what $C"
+"$GPUM_BIN" status --json >"$T_OUT"
+python3 -c 'import json,sys
+d = [x for x in json.load(open(sys.argv[1]))["gpumd"]["devices"] if x["index"] == 0][0]
+assert d["state"] == "AVAILABLE" and d["overcommit"] == 0, d' "$T_OUT" || t_fail "not cleared"
+t_expect 0 "$GPUM_BIN" alerts --json
+python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+assert not [x for x in d["active"] if x.get("metric") == "overcommitted"], d["active"]
+assert [x for x in d["history"] if x.get("metric") == "overcommitted" and x["state"] == "cleared"]
+' "$T_OUT" || t_fail "the overcommit alert did not clear: $(cat "$T_OUT")"
+t_expect 0 "$GPUM_BIN" release "$A" "$C"
+t_ok "an outside process grown after the grant: OVERCOMMITTED in status and /metrics, alerted, cleared"
+
+# 5. Capacity: total - the driver's reserved memory at most.
 gd_stop TERM
 gd_start --memory-fraction 1 --safety-margin 0
 CAP=$(gpumd_dev capacity 0)

@@ -759,6 +759,51 @@ static void test_configure(void **state) {
   gpum_config_free(cfg);
 }
 
+/* A condition the caller judges: fires once per (device, name), its message follows the later
+ * feeds without a callback, clears once; an Xid window passing does not touch it. */
+static void test_condition(void **state) {
+  fixture_t *f = *state;
+  add(f, "xid 79 CRITICAL"); /* an Xid alert beside it, expiring by its window */
+  gpum_alert_engine_feed_condition(f->e, 1, "overcommitted", false, GPUM_ALERT_WARNING, NULL, 1);
+  assert_int_equal(f->rec.n, 0);
+  gpum_alert_engine_feed_condition(f->e, 1, "overcommitted", true, GPUM_ALERT_WARNING,
+                                   "GPU 1: 10 GiB over", 2);
+  gpum_alert_engine_feed_condition(f->e, 2, "overcommitted", true, GPUM_ALERT_ERROR,
+                                   "GPU 2: 1 GiB over", 2);
+  gpum_alert_engine_feed_xid(f->e, 1, 79, 3);
+  assert_int_equal(f->rec.n, 3);
+  const gpum_alert_t *a = &f->rec.seen[0];
+  assert_int_equal(a->state, GPUM_ALERT_FIRED);
+  assert_int_equal(a->rule, GPUM_ALERT_RULE_CONDITION);
+  assert_int_equal(a->device, 1);
+  assert_int_equal(a->level, GPUM_ALERT_WARNING);
+  assert_string_equal(a->metric, "overcommitted");
+  assert_string_equal(a->message, "GPU 1: 10 GiB over");
+  assert_int_equal(f->rec.seen[1].level, GPUM_ALERT_ERROR);
+  /* Still holding: the message follows, no callback, no second alert. */
+  gpum_alert_engine_feed_condition(f->e, 1, "overcommitted", true, GPUM_ALERT_WARNING,
+                                   "GPU 1: 12 GiB over", 4);
+  assert_int_equal(f->rec.n, 3);
+  gpum_alert_t act[8];
+  size_t n = 0;
+  assert_int_equal(gpum_alert_engine_active(f->e, act, 8, &n), 0);
+  assert_int_equal(n, 3);
+  assert_string_equal(act[0].message, "GPU 1: 12 GiB over");
+  /* The Xid's window passes: only the Xid alert expires. */
+  gpum_alert_engine_advance(f->e, 3 + 301ull * 1000000000ull);
+  assert_int_equal(f->rec.n, 4);
+  assert_int_equal(f->rec.seen[3].xid, 79);
+  /* Cleared once. */
+  gpum_alert_engine_feed_condition(f->e, 1, "overcommitted", false, GPUM_ALERT_WARNING, NULL, 5);
+  gpum_alert_engine_feed_condition(f->e, 1, "overcommitted", false, GPUM_ALERT_WARNING, NULL, 6);
+  assert_int_equal(f->rec.n, 5);
+  assert_int_equal(f->rec.seen[4].state, GPUM_ALERT_CLEARED);
+  assert_int_equal(f->rec.seen[4].id, a->id);
+  assert_string_equal(f->rec.seen[4].message, "GPU 1: 12 GiB over; cleared");
+  assert_int_equal(gpum_alert_engine_active(f->e, act, 8, &n), 0);
+  assert_int_equal(n, 1); /* GPU 2's */
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void) {
@@ -784,6 +829,7 @@ int main(void) {
       T(test_health_rule_duration),
       T(test_default_rules),
       T(test_callbacks),
+      T(test_condition),
       cmocka_unit_test(test_history),
       T(test_add_rules_string),
       T(test_load_file),

@@ -384,7 +384,8 @@ static void alert_init(gpum_alert_t *a, const rule_t *rule, unsigned rule_index,
 static void expire_xids(gpum_alert_engine_t *e, uint64_t now_ns, notes_t *notes) {
   for (size_t i = 0; i < e->n_active;) {
     active_t *act = &e->active[i];
-    if (e->rules[act->a.rule].r.kind == GPUM__RULE_XID && now_ns >= act->expires_ns)
+    if (act->a.rule != GPUM_ALERT_RULE_CONDITION &&
+        e->rules[act->a.rule].r.kind == GPUM__RULE_XID && now_ns >= act->expires_ns)
       clear(e, act, 0, now_ns, "; expired", notes);
     else
       i++;
@@ -661,6 +662,42 @@ void gpum_alert_engine_feed_health(gpum_alert_engine_t *e, unsigned device, int 
   snprintf(d->reason, sizeof d->reason, "%s", reason ? reason : "");
   expire_xids(e, now_ns, &notes);
   eval_health_rules(e, device, now_ns, &notes);
+  unlock_and_notify(e, &notes);
+}
+
+void gpum_alert_engine_feed_condition(gpum_alert_engine_t *e, unsigned device, const char *name,
+                                      bool holds, gpum_alert_level_t level, const char *message,
+                                      uint64_t now_ns) {
+  notes_t notes;
+  if (e == NULL || name == NULL || device >= GPUM_ALERT_MAX_DEVICES)
+    return;
+  notes_init(&notes);
+  pthread_mutex_lock(&e->mu);
+  active_t *act = NULL;
+  for (size_t i = 0; i < e->n_active && !act; i++) {
+    gpum_alert_t *a = &e->active[i].a;
+    if (a->rule == GPUM_ALERT_RULE_CONDITION && a->device == device &&
+        strncmp(a->metric, name, sizeof a->metric - 1) == 0)
+      act = &e->active[i];
+  }
+  if (holds && act) {
+    msg_printf(act->a.message, sizeof act->a.message, "%s", message ? message : name);
+    history_update(e, act);
+  } else if (holds) {
+    gpum_alert_t a;
+    memset(&a, 0, sizeof a);
+    a.rule = GPUM_ALERT_RULE_CONDITION;
+    a.device = device;
+    a.level = level;
+    a.value = 1;
+    a.since_ns = now_ns;
+    snprintf(a.metric, sizeof a.metric, "%s", name);
+    snprintf(a.rule_text, sizeof a.rule_text, "%s", name);
+    msg_printf(a.message, sizeof a.message, "%s", message ? message : name);
+    (void)fire(e, &a, now_ns, &notes); /* out of memory: the next feed fires it */
+  } else if (act) {
+    clear(e, act, 0, now_ns, "; cleared", &notes);
+  }
   unlock_and_notify(e, &notes);
 }
 
