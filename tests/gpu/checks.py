@@ -1087,16 +1087,113 @@ def check_gpumd(c: Ctx) -> str:
                          "gpum run --enforce: torch saw %s" % r)
                 ran = "; gpum run --mem 2GiB --enforce: PyTorch sees 2 GiB on %s and gets its OOM error past it" % r["cvd"]
         c.gpum("release", rid, env=d.env)
+        over = overcommit_part(c, d)
         jobs = c.gpum_json("jobs", "--json", env=d.env)["reservations"]
         c.expect(not [j for j in jobs if j["id"] == rid and j["state"] == "GRANTED"],
                  "%s still granted after release" % rid)
         rc = d.stop(signal.SIGTERM)
         c.expect(rc == 0, "gpumd exited %d on SIGTERM" % rc)
-        return "reserve 4 GiB, jobs, status, /metrics (%s), SIGKILL + restart kept %s%s" % (
+        return "reserve 4 GiB, jobs, status, /metrics (%s), SIGKILL + restart kept %s%s; %s" % (
             "promtool clean" if pt and not [f for f in c.fails if "promtool" in f] else ("promtool: see figures" if pt else "no promtool"),
-            rid, ran)
+            rid, ran, over)
     finally:
         d.stop(signal.SIGKILL)
+
+
+class Holder:
+    """Memory held outside gpumd's reservations on every device: the CUDA program's hold mode
+    on a GPU (one process per device), gpum sim hold on a simulated node."""
+
+    def __init__(self, c: Ctx, ndev: int, nbytes: int) -> None:
+        self.procs: List[subprocess.Popen] = []
+        self.pids: List[int] = []
+        for i in range(ndev):
+            if c.sim:
+                p = c.gpum("sim", "hold", os.environ["GPUM_SIM_NODE"], "--device", str(i),
+                           "--bytes", str(nbytes))
+                self.pids.append(int(p.stdout.strip()))
+                continue
+            env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(i))
+            q = subprocess.Popen([cudart_program(c), "hold", str(nbytes)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env)
+            self.procs.append(q)
+            ready, _, _ = select.select([q.stdout], [], [], 60)
+            if not ready or not q.stdout.readline().startswith("ready"):
+                self.release()
+                raise Fail("an outside process could not hold %d bytes on GPU %d" % (nbytes, i))
+
+    def release(self) -> None:
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for q in self.procs:
+            try:
+                q.stdin.close()
+                q.wait(timeout=20)
+            except (subprocess.TimeoutExpired, BrokenPipeError):
+                q.kill()
+        # Until the driver no longer counts them: what gpumd reads next.
+        deadline = time.monotonic() + 20
+        for pid in self.pids:
+            while os.path.exists("/proc/%d" % pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.pids, self.procs = [], []
+
+
+def overcommit_part(c: Ctx, d: "Gpumd") -> str:
+    """Admission on memory held outside (issue 21): with 8 GiB held outside on every GPU, a
+    request for all but 4 GiB of the capacity is refused (gpumd reads the devices afresh); once
+    the holders are gone it is granted; held again after the grant, the device is OVERCOMMITTED
+    in gpumd's documents and /metrics, with an alert."""
+    g = c.gpum_json("status", "--json", env=d.env)["gpumd"]
+    devs = g["devices"]
+    cap = min(x["capacity"] for x in devs)
+    ask = cap - 4 * GiB
+    hold = 8 * GiB
+    h = Holder(c, len(devs), hold)
+    try:
+        p = c.gpum("reserve", "--mem", str(ask), "--no-wait", "--ttl", "5m", "-q", env=d.env,
+                   check=False)
+        c.expect(p.returncode == 1, "%d bytes granted beside %d held outside on every GPU "
+                 "(capacity %d): %s" % (ask, hold, cap, p.stdout.strip()))
+        if p.returncode == 0:
+            c.gpum("release", p.stdout.strip(), env=d.env, check=False)
+    finally:
+        h.release()
+    p = c.gpum("reserve", "--mem", str(ask), "--no-wait", "--ttl", "5m", "-q", env=d.env,
+               check=False)
+    if not c.expect(p.returncode == 0, "%d bytes refused with nothing held outside: %s" % (
+            ask, tail(p.stderr))):
+        return "admission: refused beside outside memory, not granted without it"
+    rid = p.stdout.strip()
+    h = Holder(c, len(devs), hold)
+    try:
+        # A request makes gpumd read the devices (refused: no room left).
+        c.gpum("reserve", "--mem", "1", "--no-wait", "--ttl", "1m", "-q", env=d.env, check=False)
+        g = c.gpum_json("status", "--json", env=d.env)["gpumd"]
+        mine = [x for x in g["devices"] if rid in x.get("reservations", [])]
+        st = mine[0] if mine else {}
+        c.fig("overcommitted_device", {k: st.get(k) for k in ("state", "reason", "capacity",
+                                                              "committed", "overcommit",
+                                                              "pressure", "unmanaged")})
+        c.expect(st.get("state") == "OVERCOMMITTED" and st.get("overcommit", 0) > 0 and
+                 st.get("pressure") in ("high", "critical"),
+                 "8 GiB held after the grant: the device is %s" % st)
+        code, metrics = d.get("/metrics")
+        c.expect(code == 200 and re.search(r'^gpum_device_overcommitted\{[^}]*\} 1$', metrics,
+                                           re.M), "/metrics has no gpum_device_overcommitted 1")
+        al = c.gpum_json("alerts", "--json", env=d.env)
+        act = [a for a in al.get("active", []) if a.get("metric") == "overcommitted"]
+        c.fig("overcommit_alert", act[0]["message"] if act else None)
+        c.expect(act, "no overcommitted alert: %s" % al.get("active"))
+    finally:
+        h.release()
+        c.gpum("release", rid, env=d.env, check=False)
+    return ("admission: all but 4 GiB of the capacity refused beside 8 GiB held outside, granted "
+            "without; held after the grant: OVERCOMMITTED, alerted")
 
 
 def promtool(c: Ctx) -> Optional[str]:
