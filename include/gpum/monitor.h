@@ -248,6 +248,10 @@ typedef struct {
   uint64_t next_probe_ns;  /* in ERROR / after failures: next attempt (REALTIME); else 0 */
   int last_rc;             /* return of the last completed sample call */
   uint64_t last_xid;       /* last XID seen; 0 none */
+  /* In ERROR on evidence that the GPU is gone or needs a reset (lost, reset required, a
+   * critical Xid, uncorrectable ECC errors, a failed row remap); false for a device that is
+   * only slow (a call past the watchdog) or failing transiently: its jobs may still run. */
+  bool gone;
 } gpum_device_health_t;
 
 /* Current health of a device. Returns 0 or GPUM_ENODEV. */

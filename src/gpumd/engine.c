@@ -438,6 +438,7 @@ bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *s
     snprintf(v.reason, sizeof v.reason, "%s", GPUMD_SILENT_REASON);
   } else if (gpum_monitor_health(d->mon, index, &h) == 0) {
     v.health = h.state;
+    v.gone = h.gone;
     snprintf(v.reason, sizeof v.reason, "%s", h.reason);
   }
   *out = v;

@@ -328,7 +328,7 @@ static void set_view(gpumd_sched_t *s, const gpumd_cause_t *cause, const gpumd_s
   if (slot->reserved + slot->v.unmanaged > gpumd__sched_capacity(s, &slot->v) &&
       slot->pressure < GPUMD_PRESSURE_HIGH)
     slot->pressure = GPUMD_PRESSURE_HIGH;
-  if (dev->health == GPUM_HEALTH_ERROR)
+  if (dev->health == GPUM_HEALTH_ERROR && dev->gone)
     fail_device(s, cause, dev->index, now_ns);
   if (slot->pressure != old && s->cb.on_pressure != NULL)
     s->cb.on_pressure(s->cb.user, dev->index, ratio, old, slot->pressure);

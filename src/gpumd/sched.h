@@ -237,6 +237,9 @@ typedef struct {
   uint64_t unmanaged;       /* used by processes that hold no reservation */
   bool fresh;               /* read afresh for this decision: grants need it under require_fresh */
   bool unanswered;          /* its last fresh read timed out or failed: no grant on it */
+  /* ERROR on evidence the GPU is gone (lost, reset required): its reservations FAIL. An ERROR
+   * device that is only slow (a hung call) keeps them and takes no new one. */
+  bool gone;
   gpum_health_t health;
   char reason[GPUM_HEALTH_REASON_LEN]; /* why (for ERROR: becomes the FAILED reason) */
   bool util_valid;

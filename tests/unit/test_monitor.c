@@ -162,6 +162,7 @@ static void test_hsm_transient(void **state) {
         assert_true(o.transition);
         assert_int_equal(o.to, GPUM_HEALTH_ERROR);
         assert_non_null(strstr(h.reason, "3 consecutive failed driver calls; last: boom"));
+        assert_false(h.gone); /* failing, with no sign the GPU is gone */
         errors++;
         gpum__hsm_init(&h, t);
         run = 0;
@@ -190,6 +191,7 @@ static void test_hsm_error_recovery(void **state) {
   assert_int_equal(o.to, GPUM_HEALTH_ERROR);
   assert_string_equal(o.reason, "GPU is lost (fallen off the bus)");
   assert_int_equal(h.since_ns, t);
+  assert_true(h.gone);
   /* failed re-probes: 10, 20, 40, 80, 160, 160 ms apart */
   uint64_t want[] = {10, 20, 40, 80, 160, 160, 160};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -203,7 +205,7 @@ static void test_hsm_error_recovery(void **state) {
   ok_step(&h, &c, 0, t, &o);
   assert_int_equal(h.healthy_probes, 1);
   assert_int_equal(h.next_attempt_mono, 0); /* then with the rounds */
-  gpum__hsm_critical(&h, &c, "XID 48: double-bit ECC", t, t, 0.5, &o);
+  gpum__hsm_critical(&h, &c, "XID 48: double-bit ECC", true, t, t, 0.5, &o);
   assert_false(o.transition);
   assert_int_equal(h.healthy_probes, 0);
   assert_string_equal(h.reason, "XID 48: double-bit ECC");
@@ -216,12 +218,25 @@ static void test_hsm_error_recovery(void **state) {
   assert_int_equal(o.from, GPUM_HEALTH_ERROR);
   assert_int_equal(o.to, GPUM_HEALTH_BUSY);
   assert_non_null(strstr(h.reason, "recovered after 3 healthy probes; GPU utilisation 95%"));
+  assert_false(h.gone);
   ok_step(&h, &c, 5, t + 4, &o);
   assert_int_equal(o.to, GPUM_HEALTH_AVAILABLE);
   assert_int_equal(h.failures, 0);
   fail_step(&h, &c, GPUM_ERESET, t + 5, &o);
   assert_int_equal(h.shown, GPUM_HEALTH_ERROR);
   assert_string_equal(h.reason, "GPU needs a reset");
+  assert_true(h.gone);
+  /* A hung call (the watchdog) is ERROR but not gone; a critical Xid after it is. */
+  gpum__hsm_init(&h, t + 6);
+  gpum__hsm_critical(&h, &c, "driver call hung for 5000 ms (watchdog 5000 ms)", false, t + 6, t + 6,
+                     0.5, &o);
+  assert_int_equal(h.shown, GPUM_HEALTH_ERROR);
+  assert_false(h.gone);
+  gpum__hsm_critical(&h, &c, "XID 79: GPU has fallen off the bus", true, t + 7, t + 7, 0.5, &o);
+  assert_true(h.gone);
+  gpum__hsm_critical(&h, &c, "driver call hung for 6000 ms (watchdog 5000 ms)", false, t + 8, t + 8,
+                     0.5, &o);
+  assert_true(h.gone); /* stays gone until it recovers */
 }
 
 static void test_hsm_ecc_and_disabled(void **state) {

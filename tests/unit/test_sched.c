@@ -118,8 +118,10 @@ static void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, 
   d.memory_used = unmanaged;
   d.unmanaged = unmanaged;
   d.health = health;
-  if (health == GPUM_HEALTH_ERROR)
+  if (health == GPUM_HEALTH_ERROR) {
     snprintf(d.reason, sizeof(d.reason), "XID 79: fallen off the bus");
+    d.gone = true;
+  }
   assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, now), 0);
 }
 
@@ -922,6 +924,7 @@ static void test_cause_reaches_callback(void **state) {
   gpumd_sched_device_t d;
   assert_int_equal(gpumd_sched_device(fx->s, 0, &d), 0);
   d.health = GPUM_HEALTH_ERROR;
+  d.gone = true;
   assert_int_equal(gpumd_sched_update_device(fx->s, &by_dev, &d, T0 + 3), 0);
   assert_int_equal(last_event(fx, b)->to, GPUMD_RESV_FAILED);
   assert_ptr_equal(last_event(fx, b)->cause, &by_dev);
@@ -1394,6 +1397,36 @@ static void test_require_fresh(void **state) {
   fx_free(fx);
 }
 
+/* A device in ERROR only because a driver call is slow (past the monitor's watchdog) is not a
+ * lost one: its reservations stay GRANTED (their jobs may still run) and it takes no new one;
+ * once there is evidence it is gone (lost, reset required) they FAIL. */
+static void test_slow_device_is_not_gone(void **state) {
+  (void)state;
+  gpumd_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  add_h100(fx, 0, T0);
+  gpumd_resv_state_t st;
+  uint64_t a = submit(fx, 10 * GiB, 1, 0, T0, &st);
+  assert_int_equal(st, GPUMD_RESV_GRANTED);
+  gpumd_sched_device_t d;
+  assert_int_equal(gpumd_sched_device(fx->s, 0, &d), 0);
+  d.health = GPUM_HEALTH_ERROR;
+  snprintf(d.reason, sizeof d.reason, "driver call hung for 5000 ms (watchdog 5000 ms)");
+  d.gone = false;
+  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, T0 + SEC), 0);
+  assert_int_equal(state_of(fx, a), GPUMD_RESV_GRANTED);
+  uint64_t b = submit(fx, GiB, 1, 0, T0 + SEC, &st);
+  assert_int_equal(st, GPUMD_RESV_QUEUED); /* nothing new on it */
+  d.gone = true;
+  snprintf(d.reason, sizeof d.reason, "GPU is lost (fallen off the bus)");
+  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, T0 + 2 * SEC), 0);
+  assert_int_equal(state_of(fx, a), GPUMD_RESV_FAILED);
+  assert_non_null(strstr(last_event(fx, a)->reason, "fallen off the bus"));
+  assert_int_equal(state_of(fx, b), GPUMD_RESV_QUEUED);
+  fx_free(fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_slurm_ids),
@@ -1427,6 +1460,7 @@ int main(void) {
       cmocka_unit_test(test_check),
       cmocka_unit_test(test_capacity_under_driver_reserved),
       cmocka_unit_test(test_require_fresh),
+      cmocka_unit_test(test_slow_device_is_not_gone),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -75,7 +75,7 @@ class DeviceHealth(c.Structure):
         ("state", c.c_int), ("reason", c.c_char * 160), ("since_ns", c.c_uint64),
         ("responsive", c.c_bool), ("consecutive_failures", c.c_uint),
         ("healthy_probes", c.c_uint), ("next_probe_ns", c.c_uint64), ("last_rc", c.c_int),
-        ("last_xid", c.c_uint64),
+        ("last_xid", c.c_uint64), ("gone", c.c_bool),
     ]
 
 

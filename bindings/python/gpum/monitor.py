@@ -99,6 +99,7 @@ class Health:
     responsive: bool
     consecutive_failures: int
     last_xid: int
+    gone: bool = False  # ERROR on evidence the GPU is gone or needs a reset, not merely slow
 
 
 @dataclass(frozen=True)
@@ -287,4 +288,4 @@ class Monitor:
         check(lib.gpum_monitor_health(self._mon, device, c.byref(h)))
         return Health(lib.gpum_health_state_name(h.state).decode(),
                       h.reason.decode(errors="replace"), h.since_ns, bool(h.responsive),
-                      h.consecutive_failures, h.last_xid)
+                      h.consecutive_failures, h.last_xid, bool(h.gone))

@@ -168,6 +168,7 @@
   X(gpum_device_health_t, next_probe_ns)        \
   X(gpum_device_health_t, last_rc)              \
   X(gpum_device_health_t, last_xid)             \
+  X(gpum_device_health_t, gone)                 \
   X(gpum_monitor_event_t, seq)                  \
   X(gpum_monitor_event_t, kind)                 \
   X(gpum_monitor_event_t, device)               \

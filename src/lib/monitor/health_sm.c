@@ -56,6 +56,8 @@ static void copy_reason(char *dst, const char *src) {
 static void announce(gpum__hsm_t *h, gpum_health_t inner, const char *reason, uint64_t now_real,
                      gpum__hsm_out_t *out) {
   h->inner = inner;
+  if (inner != GPUM_HEALTH_ERROR)
+    h->gone = false; /* recovered: whatever it was is over */
   copy_reason(h->inner_reason, reason);
   gpum_health_t shown = h->disabled ? GPUM_HEALTH_DISABLED : inner;
   const char *why = h->disabled ? h->disabled_reason : h->inner_reason;
@@ -77,22 +79,24 @@ static void schedule(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, unsigned attemp
   h->next_attempt_mono = now_mono + ms * 1000000ull;
 }
 
-static void go_error(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, const char *reason,
+static void go_error(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, const char *reason, bool gone,
                      uint64_t now_real, uint64_t now_mono, double u, gpum__hsm_out_t *out) {
+  h->gone = h->gone || gone;
   h->healthy_probes = 0;
   h->error_probes = 0;
   schedule(h, cfg, 1, now_mono, u);
   announce(h, GPUM_HEALTH_ERROR, reason, now_real, out);
 }
 
-void gpum__hsm_critical(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, const char *reason,
+void gpum__hsm_critical(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, const char *reason, bool gone,
                         uint64_t now_real, uint64_t now_mono, double u, gpum__hsm_out_t *out) {
   memset(out, 0, sizeof(*out));
   if (h->inner != GPUM_HEALTH_ERROR) {
-    go_error(h, cfg, reason, now_real, now_mono, u, out);
+    go_error(h, cfg, reason, gone, now_real, now_mono, u, out);
     return;
   }
   /* Already ERROR: the recovery starts over. */
+  h->gone = h->gone || gone;
   h->healthy_probes = 0;
   if (h->next_attempt_mono == 0)
     schedule(h, cfg, h->error_probes + 1, now_mono, u);
@@ -126,10 +130,11 @@ static void result_ok(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, const gpum_dev
   h->failures = 0;
   h->last_rc = 0;
   if (sample_critical(h, s, mh, why, sizeof why)) {
+    /* Uncorrectable ECC errors, a failed row remap: the GPU needs a reset or service. */
     if (h->inner == GPUM_HEALTH_ERROR)
-      gpum__hsm_critical(h, cfg, why, now_real, now_mono, u, out);
+      gpum__hsm_critical(h, cfg, why, true, now_real, now_mono, u, out);
     else
-      go_error(h, cfg, why, now_real, now_mono, u, out);
+      go_error(h, cfg, why, true, now_real, now_mono, u, out);
     return;
   }
   h->next_attempt_mono = 0;
@@ -171,6 +176,7 @@ static void result_fail(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, int rc, cons
   out->probe = true;
   out->probe_rc = rc;
   if (h->inner == GPUM_HEALTH_ERROR) {
+    h->gone = h->gone || rc == GPUM_ELOST || rc == GPUM_ERESET;
     h->healthy_probes = 0;
     h->error_probes++;
     schedule(h, cfg, h->error_probes + 1, now_mono, u);
@@ -181,13 +187,13 @@ static void result_fail(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, int rc, cons
     gpum_health_probe_t p = {.rc = rc};
     gpum_health_classify(&p, NULL, why, sizeof why);
     snprintf(out->reason, sizeof out->reason, "%s", msg);
-    go_error(h, cfg, why, now_real, now_mono, u, out);
+    go_error(h, cfg, why, true, now_real, now_mono, u, out);
     return;
   }
-  if (h->failures >= cfg->fail_threshold) {
+  if (h->failures >= cfg->fail_threshold) { /* failing, not shown gone: not "gone" */
     snprintf(why, sizeof why, "%u consecutive failed driver calls; last: %s", h->failures, msg);
     snprintf(out->reason, sizeof out->reason, "%s", msg);
-    go_error(h, cfg, why, now_real, now_mono, u, out);
+    go_error(h, cfg, why, false, now_real, now_mono, u, out);
     return;
   }
   schedule(h, cfg, h->failures, now_mono, u);

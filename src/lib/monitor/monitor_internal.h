@@ -90,6 +90,7 @@ typedef struct {
   uint64_t ecc_base;
   bool critical_pending; /* a critical event arrived since the last probe */
   char critical_reason[GPUM_HEALTH_REASON_LEN];
+  bool gone; /* in ERROR on evidence the GPU is gone (gpum_device_health_t.gone) */
 } gpum__hsm_t;
 
 typedef struct {
@@ -116,8 +117,9 @@ void gpum__hsm_result(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, int rc, const 
                       const gpum_device_sample_t *s, const gpum_memory_health_t *mh,
                       const unsigned *jobs, uint64_t now_real, uint64_t now_mono, double u,
                       gpum__hsm_out_t *out);
-/* Something that makes the device ERROR at once (critical XID, ECC event, hung call). */
-void gpum__hsm_critical(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, const char *reason,
+/* Something that makes the device ERROR at once (critical XID, ECC event, hung call). gone:
+ * it is evidence that the GPU is gone or needs a reset (a critical Xid), not a slow call. */
+void gpum__hsm_critical(gpum__hsm_t *h, const gpum__hsm_cfg_t *cfg, const char *reason, bool gone,
                         uint64_t now_real, uint64_t now_mono, double u, gpum__hsm_out_t *out);
 /* The operator's switch. */
 void gpum__hsm_set_disabled(gpum__hsm_t *h, bool disabled, const char *reason, uint64_t now_real,

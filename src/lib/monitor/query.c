@@ -148,6 +148,7 @@ int gpum_monitor_health(gpum_monitor_t *mon, unsigned device, gpum_device_health
   if (h->next_attempt_mono != 0)
     out->next_probe_ns = h->next_attempt_mono > mono ? real + (h->next_attempt_mono - mono) : real;
   out->last_rc = h->last_rc;
+  out->gone = h->shown == GPUM_HEALTH_ERROR && h->gone;
   out->last_xid = h->last_xid;
   pthread_mutex_unlock(&mon->lock);
   return 0;

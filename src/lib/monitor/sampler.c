@@ -230,11 +230,14 @@ static void collect(gpum_monitor_t *mon) {
   }
 }
 
-static void critical(gpum_monitor_t *mon, gpum__mdev_t *md, const char *reason) {
+/* gone: evidence the GPU is gone or needs a reset (gpum_device_health_t.gone); a hung call is
+ * not. */
+static void critical(gpum_monitor_t *mon, gpum__mdev_t *md, const char *reason, bool gone) {
   uint64_t real = gpum__mon_now(CLOCK_REALTIME), mono = gpum__mon_now(CLOCK_MONOTONIC);
   gpum__hsm_out_t o;
   /* mon->lock held by the caller */
-  gpum__hsm_critical(&md->hsm, &mon->cfg, reason, real, mono, gpum__mon_rand01(&mon->rng), &o);
+  gpum__hsm_critical(&md->hsm, &mon->cfg, reason, gone, real, mono, gpum__mon_rand01(&mon->rng),
+                     &o);
   gpum__mon_emit_hsm(mon, md->index, &o, real);
 }
 
@@ -257,7 +260,7 @@ static void handle_devev(gpum_monitor_t *mon, const gpum_device_event_t *dev) {
     snprintf(ev.reason, sizeof ev.reason, "%s", why);
     gpum__mon_emit(mon, &ev);
     if (crit)
-      critical(mon, md, why);
+      critical(mon, md, why, true);
     break;
   }
   case GPUM_DEVEV_ECC_DOUBLE:
@@ -268,11 +271,11 @@ static void handle_devev(gpum_monitor_t *mon, const gpum_device_event_t *dev) {
              dbe ? "double-bit (uncorrectable) ECC error" : "single-bit (corrected) ECC error");
     gpum__mon_emit(mon, &ev);
     if (dbe)
-      critical(mon, md, ev.reason);
+      critical(mon, md, ev.reason, true);
     break;
   }
   case GPUM_DEVEV_GPU_LOST:
-    critical(mon, md, "GPU is lost (fallen off the bus)");
+    critical(mon, md, "GPU is lost (fallen off the bus)", true);
     break;
   }
   pthread_mutex_unlock(&mon->lock);
@@ -303,7 +306,7 @@ static void watchdog(gpum_monitor_t *mon, uint64_t now) {
     gpum_log(GPUM_LOG_WARN, "monitor", "device %u: %s", md->index, why);
     pthread_mutex_lock(&mon->lock);
     md->hsm.responsive = false;
-    critical(mon, md, why);
+    critical(mon, md, why, false); /* slow is not gone: its jobs may still run */
     pthread_mutex_unlock(&mon->lock);
   }
 }
