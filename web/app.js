@@ -339,9 +339,12 @@
     setText(`gpu-total-${i}`, iec(last("total") ?? mem.total));
     setText(`gpu-reserved-${i}`, iec(s.reserved ?? last("reserved")));
     setText(`gpu-unmanaged-${i}`, iec(s.unmanaged ?? last("unmanaged")));
-    const util = last("util");
-    const temp = last("temp");
-    const power = last("power");
+    // A device in ERROR (lost, hung) is not measured: its last values would look like a healthy
+    // idle GPU. They are shown unknown until it answers again.
+    const measured = state !== "ERROR";
+    const util = measured ? last("util") : null;
+    const temp = measured ? last("temp") : null;
+    const power = measured ? last("power") : null;
     setText(`gpu-util-${i}`, util === null ? "–" : util + " %");
     setText(`gpu-temp-${i}`, temp === null ? "–" : temp + " °C");
     setText(`gpu-power-${i}`, power === null ? "–" : power.toFixed(0) + " W");

@@ -298,10 +298,23 @@ static void build_gpus(lines_t *ls, const top_data_t *d, const top_view_t *v) {
       top__lb_add(&b, CLI_PLAIN, " ");
       sparkline(&b, v, h, h->util, g.spark);
     }
-    if (dv->reason[0]) {
+    /* What is wrong with a device in trouble goes on a line of its own, right under it, where
+     * it is read (after the sparklines it was cut off at every usual width); a note on a
+     * healthy one (BUSY's utilisation, transient errors) stays at the end of its line. The
+     * reason of a state only gpumd knows is gpumd's. */
+    bool trouble = st == CLI_STATE_ERROR || st == CLI_STATE_DISABLED ||
+                   st == CLI_STATE_OVERCOMMITTED;
+    const char *reason = st != dv->state && gd && jstr(gd, "reason")[0] ? jstr(gd, "reason")
+                                                                       : dv->reason;
+    if (reason[0]) {
       char why[CLI_REASON_LEN];
-      top__clean(dv->reason, why, sizeof why);
-      top__lb_add(&b, st == CLI_STATE_ERROR ? CLI_RED : CLI_DIM, "  %s", why);
+      top__clean(reason, why, sizeof why);
+      if (trouble) {
+        push(ls, &b, CLI_PLAIN);
+        top__lb_add(&b, st == CLI_STATE_DISABLED ? CLI_YELLOW : CLI_RED, "    %s", why);
+      } else {
+        top__lb_add(&b, CLI_DIM, "  %s", why);
+      }
     }
   }
 }

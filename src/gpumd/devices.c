@@ -165,6 +165,7 @@ int gpumd_devices_start(gpumd_t *d) {
   if (rc != 0)
     return rc;
   mo.history_seconds = 600;
+  d->monitor_interval_ms = mo.interval_ms;
   rc = gpum_monitor_create(&dopts, &mo, &d->mon);
   if (rc != 0)
     return rc;
@@ -269,4 +270,17 @@ json_t *gpumd_devices_json(gpumd_t *d) {
 
 gpumd_device_t *gpumd_device_find(gpumd_t *d, unsigned index) {
   return device_by_index(d, index);
+}
+
+bool gpumd_device_measured(gpumd_t *d, unsigned index, gpum_device_sample_t *s) {
+  if (!d->mon || gpum_monitor_latest(d->mon, index, s) != 0)
+    return false;
+  gpum_device_health_t h;
+  if (gpum_monitor_health(d->mon, index, &h) == 0 && h.state == GPUM_HEALTH_ERROR &&
+      (h.gone || !h.responsive))
+    return false;
+  uint64_t bound = 3ull * d->monitor_interval_ms * 1000000ull;
+  if (bound < 5000000000ull)
+    bound = 5000000000ull;
+  return s->timestamp_ns + bound >= gpumd_now_ns();
 }

@@ -184,6 +184,7 @@ struct gpumd {
   /* Admission (admission.c): the devices read afresh this turn, whether that read was made,
    * and how long it may take (admission.read_timeout). */
   uint64_t fresh_mask, unanswered_mask; /* unanswered: the last fresh read failed */
+  unsigned monitor_interval_ms;          /* the monitor's sampling interval */
   bool fresh_done;
   unsigned admission_timeout_ms;
   /* Obsolete and read by nothing: who causes a transition now travels with each scheduler
@@ -483,6 +484,10 @@ void gpumd_devices_stop(gpumd_t *d);
 /* The "devices" array of the status reply. */
 json_t *gpumd_devices_json(gpumd_t *d);
 gpumd_device_t *gpumd_device_find(gpumd_t *d, unsigned index);
+/* The device's newest sample into s when it is still a measurement: taken within the last
+ * three monitor intervals (at least 5 s), and the device not in ERROR for being gone or hung.
+ * False when its values are no longer measured (a lost GPU keeps its last sample). */
+bool gpumd_device_measured(gpumd_t *d, unsigned index, gpum_device_sample_t *s);
 
 /* ---- metrics.c / sse.c / alerts.c ---- */
 /* Creates / frees d->obs (the alert engine configured from d->cfg, SSE streams, counters).

@@ -32,7 +32,8 @@ typedef struct {
 typedef struct {
   const gpumd_device_t *dev;
   char labels[LABELS_LEN]; /* gpu="0",uuid="...",model="..." */
-  bool have_sample;
+  bool have_sample; /* a sample that is still a measurement (gpumd_device_measured) */
+  bool any_sample;  /* a sample at all, maybe a lost GPU's last one */
   gpum_device_sample_t s;
   bool have_health;
   gpum_device_health_t h;
@@ -215,14 +216,20 @@ static void device_metrics(writer_t *w, devview_t *v, unsigned n) {
             (unsigned long long)v[i].s.ecc_uncorrected);
     }
   }
+  /* Whether the series above are measured now: a lost or hung GPU's are left out, not frozen. */
+  family(w, "gpum_device_up", "gauge",
+         "1 when the device's metrics are measured now; 0 when it is lost, hung or has not been "
+         "sampled for three monitor intervals (its metric series are then left out).");
+  for (unsigned i = 0; i < n; i++)
+    put(w, "gpum_device_up{%s} %d\n", v[i].labels, v[i].have_sample ? 1 : 0);
   any = false;
   for (unsigned i = 0; i < n && !any; i++)
-    any = v[i].have_sample;
+    any = v[i].any_sample;
   if (any) {
     family(w, "gpum_device_last_sample_timestamp_seconds", "gauge",
            "When the newest sample of the device was taken, seconds since the epoch.");
     for (unsigned i = 0; i < n; i++)
-      if (v[i].have_sample)
+      if (v[i].any_sample)
         put(w, "gpum_device_last_sample_timestamp_seconds{%s} %.3f\n", v[i].labels,
             (double)v[i].s.timestamp_ns / 1e9);
   }
@@ -501,7 +508,8 @@ static int render(gpumd_t *d, struct evbuffer *out) {
     label_u(x->labels, sizeof x->labels, "gpu", dev->index);
     label(x->labels, sizeof x->labels, "uuid", dev->info.uuid);
     label(x->labels, sizeof x->labels, "model", dev->info.name);
-    x->have_sample = d->mon && gpum_monitor_latest(d->mon, dev->index, &x->s) == 0;
+    x->any_sample = d->mon && gpum_monitor_latest(d->mon, dev->index, &x->s) == 0;
+    x->have_sample = gpumd_device_measured(d, dev->index, &x->s);
     x->have_health = d->mon && gpum_monitor_health(d->mon, dev->index, &x->h) == 0;
     x->have_stats = d->sched && gpumd_sched_device_stats(d->sched, dev->index, &x->st) == 0;
     x->have_procs = gpumd_procs_get(d, dev->index, &x->procs) == 0;

@@ -5,7 +5,8 @@
 //     GPUs moves when their data arrive;
 //  2. `gpum sim hold` 20 GiB on GPU 0: the memory chart's newest point shows it;
 //  3. a `gpum run` appears in the reservations table and leaves it when it ends;
-//  4. an Xid 79 on GPU 1: its state turns ERROR (red) and the alert is listed;
+//  4. an Xid 79 on GPU 1: its state turns ERROR (red), its temperature, power and utilisation
+//     unknown, and the alert is listed;
 //  5. a job's workload report (allocated, cached, peak, ...) drawn against its limit;
 //     releasing through the page: refused without a token (401) and with a wrong one (403),
 //     done with the right one;
@@ -197,8 +198,11 @@ async function main() {
       throw new Error(`GPU 1's state is not red: ${JSON.stringify(red)}`);
     await page.locator(`${tid("alerts")} li[data-level="CRITICAL"]`, { hasText: "Xid 79: GPU has fallen off the bus" }).first().waitFor();
     await page.waitForSelector(`${tid("gpu-reason-1")}:text-matches("lost|fallen off the bus", "i")`);
+    // Its last temperature, power and utilisation are no measurement: shown unknown.
+    for (const m of ["temp", "power", "util"])
+      await page.waitForSelector(`${tid(`gpu-${m}-1`)}:text("–")`);
     await shot(page, "04-xid79");
-    log("Xid 79: GPU 1 turns ERROR in red with its reason, the alert is listed");
+    log("Xid 79: GPU 1 turns ERROR in red with its reason, its values unknown, the alert is listed");
 
     // A Slurm step's reservation (made over the socket, as gpum_spank.so does) shows its job
     // and step ids under the label.

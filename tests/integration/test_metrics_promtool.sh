@@ -112,6 +112,7 @@ u = get("gpum_device_utilization_ratio", gpu="0")[0][1]
 assert 0 <= u <= 1, u
 h = get("gpum_device_health_state", gpu="1")
 assert sorted(l["state"] for l, v in h) == ["AVAILABLE", "BUSY", "DISABLED", "ERROR"] and sum(v for l, v in h) == 1, h
+assert [v for l, v in get("gpum_device_up")] == [1, 1], get("gpum_device_up")
 assert get("gpum_queue_wait_seconds_count")[0][1] == 3
 assert get("gpum_queue_wait_seconds_bucket", le="+Inf")[0][1] == 3
 # No sentinel anywhere: no negative, NaN or 2^32-1 / 2^64-1 style values.
@@ -129,6 +130,26 @@ missing = [f for f in fams if "`%s`" % f not in doc]
 assert not missing, missing
 PY
 t_ok "every metric family is documented in docs/metrics.md"
+
+# A lost GPU's values are no measurement: gpum_device_up 0 and its sample series left out (not
+# frozen at their last values); GPU 0 goes on; the REST status has no utilisation for it.
+grep -q '^gpum_device_up{gpu="0",.*} 1$' "$M" && grep -q '^gpum_device_up{gpu="1",.*} 1$' "$M" ||
+  t_fail "gpum_device_up: $(grep gpum_device_up "$M")"
+"$GPUM_BIN" sim inject "$N" --device 1 --xid 79 >/dev/null || t_fail "sim inject --xid 79"
+lost() { fetch && grep -q '^gpum_device_up{gpu="1",.*} 0$' "$M"; }
+t_until 20 lost || t_fail "GPU 1 still up after Xid 79: $(grep gpum_device_up "$M")"
+for name in gpum_device_memory_used_bytes gpum_device_memory_total_bytes gpum_device_power_watts; do
+  ! grep -q "^$name{gpu=\"1\"" "$M" || t_fail "$name still exported for the lost GPU 1"
+done
+grep -q '^gpum_device_memory_used_bytes{gpu="0"' "$M" &&
+  grep -q '^gpum_device_last_sample_timestamp_seconds{gpu="1"' "$M" ||
+  t_fail "GPU 0's series or GPU 1's last sample time are gone: $(cat "$M")"
+curl -sS -f "http://$(cat "$GPUM_STATE_DIR/http.addr")/api/v1/gpu/status" >"$T_OUT" || t_fail "status"
+python3 -c 'import json,sys
+d = [x for x in json.load(open(sys.argv[1]))["devices"] if x["index"] == 1][0]
+assert d["state"] == "ERROR" and d["utilization_ratio"] is None, d' "$T_OUT" ||
+  t_fail "the REST status of the lost GPU: $(cat "$T_OUT")"
+t_ok "a lost GPU: gpum_device_up 0, its series left out, GPU 0 unaffected"
 
 gd_stop TERM
 [ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC"

@@ -203,6 +203,31 @@ static void test_frame_content(void **state) {
   free_data(d);
 }
 
+/* A GPU in trouble says why on a line of its own under it, whole, at the usual widths (after
+ * the sparklines it was cut off); gpumd's OVERCOMMITTED shows with gpumd's reason. */
+static void test_trouble_reason_is_read(void **state) {
+  (void)state;
+  top_data_t *d = make_data(true);
+  d->snap.devs[1].state = CLI_STATE_ERROR;
+  snprintf(d->snap.devs[1].reason, sizeof d->snap.devs[1].reason,
+           "GPU is lost (fallen off the bus): Xid 79");
+  json_decref(d->status);
+  d->status = json_pack("{s:[{s:i, s:I, s:s, s:s}]}", "devices", "index", 0, "reserved",
+                        (json_int_t)(40 * GIB), "state", "OVERCOMMITTED", "reason",
+                        "committed 80.00 GiB is 4.25 GiB over its capacity of 75.75 GiB");
+  top_view_t v = {.utf8 = true};
+  for (int w = 80; w <= 200; w += 40) {
+    size_t n = render(d, &v, w, 60, NULL);
+    int g0 = find(n, "  0 NVIDIA H100"), g1 = find(n, "  1 NVIDIA H100");
+    assert_true(g0 > 0 && g1 > g0);
+    assert_non_null(strstr(lines[g0].text, "OVERCOMMITTED"));
+    assert_non_null(strstr(lines[g0 + 1].text, "    committed 80.00 GiB is 4.25 GiB over"));
+    assert_non_null(strstr(lines[g1].text, "ERROR"));
+    assert_non_null(strstr(lines[g1 + 1].text, "    GPU is lost (fallen off the bus)"));
+  }
+  free_data(d);
+}
+
 static void test_without_gpumd(void **state) {
   (void)state;
   top_data_t *d = make_data(false);
@@ -332,6 +357,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fits_every_size),
       cmocka_unit_test(test_frame_content),
+      cmocka_unit_test(test_trouble_reason_is_read),
       cmocka_unit_test(test_without_gpumd),
       cmocka_unit_test(test_sort_and_filter),
       cmocka_unit_test(test_truncation_and_selection),
