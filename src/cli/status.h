@@ -114,10 +114,18 @@ json_t *cli_gpumd_ask(gpum_client_t *c, const char *op, const char *args);
 unsigned cli_status_timeout_ms(const gpum_config_t *cfg);
 /* Text: the reservations of device index under its line, and the queue at the end. Nothing
  * when snap->gpumd is NULL. */
-void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, unsigned index);
-/* The state to show for device index: gpumd's DISABLED or OVERCOMMITTED when it says so (only
- * gpumd knows them), else local, the device layer's own. */
-cli_state_t cli_gpumd_state(const json_t *gpumd, unsigned index, cli_state_t local);
+/* gpumd's lines under a device seen here (its reservations, DISABLED, OVERCOMMITTED). */
+void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap,
+                             const cli_dev_snap_t *dev);
+/* gpumd's devices that are none of the devices seen here, each said so plainly, with its
+ * lines: gpumd and this process read different drivers. */
+void cli_render_gpumd_strangers(const cli_out_t *o, const cli_snapshot_t *snap);
+/* gpumd's document of the device seen here as dev: the one with its UUID (by index only when
+ * the UUID is not known here); NULL when gpumd has none. */
+const json_t *cli_gpumd_device_of(const json_t *gpumd, const cli_dev_snap_t *dev);
+/* The state to show for dev: gpumd's DISABLED or OVERCOMMITTED when it says so (only gpumd
+ * knows them), else dev's own. */
+cli_state_t cli_gpumd_state(const json_t *gpumd, const cli_dev_snap_t *dev);
 void cli_render_gpumd_queue(const cli_out_t *o, const cli_snapshot_t *snap);
 
 /* Derives state and reason of one device from its read results (busy NULL: defaults). */

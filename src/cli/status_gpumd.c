@@ -92,13 +92,9 @@ static void res_line(const cli_out_t *o, const json_t *r, const char *id) {
           (unsigned long long)num(r, "pid"), label && *label ? label : "", held);
 }
 
-void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, unsigned index) {
-  size_t i;
-  const json_t *d;
-  const json_t *devs = json_object_get(snap->gpumd, "devices");
-  for (i = 0; i < json_array_size(devs) && (d = json_array_get(devs, i)); i++) {
-    if (num(d, "index") != index)
-      continue;
+/* gpumd's lines for its device d: accounting, its DISABLED or OVERCOMMITTED, reservations. */
+static void gpumd_device_lines(const cli_out_t *o, const cli_snapshot_t *snap, const json_t *d) {
+  {
     char res[GPUM_SIZE_BUFSZ], com[GPUM_SIZE_BUFSZ];
     const json_t *ids = json_object_get(d, "reservations");
     cli_styled(o, CLI_DIM, "    gpumd: reserved %s, committed %s, %zu reservation%s\n",
@@ -119,7 +115,32 @@ void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap, uns
       if (s)
         res_line(o, find_res(snap, s), s);
     }
-    return;
+  }
+}
+
+void cli_render_gpumd_device(const cli_out_t *o, const cli_snapshot_t *snap,
+                             const cli_dev_snap_t *dev) {
+  const json_t *d = cli_gpumd_device_of(snap->gpumd, dev);
+  if (d)
+    gpumd_device_lines(o, snap, d);
+}
+
+void cli_render_gpumd_strangers(const cli_out_t *o, const cli_snapshot_t *snap) {
+  size_t i;
+  const json_t *d;
+  json_array_foreach(json_object_get(snap->gpumd, "devices"), i, d) {
+    bool seen = false;
+    for (size_t k = 0; k < snap->ndevs && !seen; k++)
+      seen = cli_gpumd_device_of(snap->gpumd, &snap->devs[k]) == d;
+    if (seen)
+      continue;
+    const char *uuid = json_string_value(json_object_get(d, "uuid"));
+    const char *name = json_string_value(json_object_get(d, "name"));
+    cli_styled(o, CLI_YELLOW,
+               "gpumd's GPU %llu (%s, %s) is not among the devices seen here: gpumd and this "
+               "gpum read different drivers (GPUM_SIM_NODE, CUDA_VISIBLE_DEVICES?)\n",
+               (unsigned long long)num(d, "index"), name ? name : "?", uuid ? uuid : "?");
+    gpumd_device_lines(o, snap, d);
   }
 }
 

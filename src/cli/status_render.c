@@ -136,7 +136,7 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
     device_name(d, name, sizeof name);
     if ((int)strlen(name) > name_w)
       name_w = (int)strlen(name);
-    cli_state_t st = cli_gpumd_state(snap->gpumd, d->index, d->state);
+    cli_state_t st = cli_gpumd_state(snap->gpumd, d);
     if ((int)strlen(cli_state_name(st)) > state_w)
       state_w = (int)strlen(cli_state_name(st));
     uint64_t total = d->sample.memory_total ? d->sample.memory_total : d->info.memory_total;
@@ -152,7 +152,7 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
     fputc(' ', f);
     cli_styled(&o, CLI_BLUE, "%-*s", name_w, name);
     fputs("  ", f);
-    cli_state_t st = cli_gpumd_state(snap->gpumd, d->index, d->state);
+    cli_state_t st = cli_gpumd_state(snap->gpumd, d);
     cli_styled(&o, cli_state_style(st), "%-*s", state_w, cli_state_name(st));
     fputs("  ", f);
     if (d->state == CLI_STATE_ERROR && d->sample.valid == 0) { /* nothing to show but why */
@@ -171,10 +171,11 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
     if (ro->show_processes)
       for (size_t k = 0; k < d->nprocs; k++)
         text_process(&o, &d->procs[k], ro);
-    cli_render_gpumd_device(&o, snap, d->index);
+    cli_render_gpumd_device(&o, snap, d);
   }
   if (snap->ndevs == 0)
     fprintf(f, "no devices\n");
+  cli_render_gpumd_strangers(&o, snap);
   cli_render_gpumd_queue(&o, snap);
 }
 

@@ -43,19 +43,26 @@ _Static_assert(CLI_STATE_AVAILABLE == (int)GPUM_HEALTH_AVAILABLE &&
                    CLI_STATE_COUNT == GPUM_HEALTH_COUNT + 1,
                "CLI_DEVICE_STATES rows must follow gpum_health_t, then OVERCOMMITTED");
 
-cli_state_t cli_gpumd_state(const json_t *gpumd, unsigned index, cli_state_t local) {
+const json_t *cli_gpumd_device_of(const json_t *gpumd, const cli_dev_snap_t *dev) {
   const json_t *devs = json_object_get(gpumd, "devices"), *d;
+  bool by_uuid = (dev->info.valid & GPUM_INFO_UUID) && dev->info.uuid[0];
   size_t i;
   json_array_foreach(devs, i, d) {
-    if (json_integer_value(json_object_get(d, "index")) != (json_int_t)index)
-      continue;
-    const char *st = json_string_value(json_object_get(d, "state"));
-    if (st && !strcmp(st, "DISABLED"))
-      return CLI_STATE_DISABLED;
-    if (st && !strcmp(st, "OVERCOMMITTED"))
-      return CLI_STATE_OVERCOMMITTED;
+    const char *u = json_string_value(json_object_get(d, "uuid"));
+    if (by_uuid ? u && !strcmp(u, dev->info.uuid)
+                : json_integer_value(json_object_get(d, "index")) == (json_int_t)dev->index)
+      return d;
   }
-  return local;
+  return NULL;
+}
+
+cli_state_t cli_gpumd_state(const json_t *gpumd, const cli_dev_snap_t *dev) {
+  const char *st = json_string_value(json_object_get(cli_gpumd_device_of(gpumd, dev), "state"));
+  if (st && !strcmp(st, "DISABLED"))
+    return CLI_STATE_DISABLED;
+  if (st && !strcmp(st, "OVERCOMMITTED"))
+    return CLI_STATE_OVERCOMMITTED;
+  return dev->state;
 }
 
 cli_state_t cli_state_of_health(gpum_health_t h) {

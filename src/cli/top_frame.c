@@ -99,14 +99,9 @@ static void user_name(int64_t uid, char *buf, size_t len) {
   top__clean(raw, buf, len);
 }
 
-static const json_t *gpumd_device(const top_data_t *d, unsigned index) {
-  size_t i;
-  const json_t *dv;
-  json_array_foreach(json_object_get(d->status, "devices"), i, dv) {
-    if (jint(dv, "index") == (int64_t)index)
-      return dv;
-  }
-  return NULL;
+/* gpumd's document of the device seen here as dv (by UUID: docs/cli.md). */
+static const json_t *gpumd_device(const top_data_t *d, const cli_dev_snap_t *dv) {
+  return cli_gpumd_device_of(d->status, dv);
 }
 
 /* ---- lines ---- */
@@ -174,6 +169,22 @@ static void build_header(lines_t *ls, const top_data_t *d) {
     top__lb_add(&b, CLI_PLAIN, " at %s: %zu granted, %zu queued, ", d->socket, granted, queued);
     top__lb_add(&b, active ? CLI_RED : CLI_PLAIN, "%zu active alert%s", active,
                 active == 1 ? "" : "s");
+    /* gpumd's GPUs matched by UUID (docs/cli.md): say so plainly when they are not these. */
+    size_t strangers = 0;
+    const json_t *g;
+    json_array_foreach(json_object_get(d->status, "devices"), i, g) {
+      bool seen = false;
+      for (size_t k = 0; d->have_snap && k < d->snap.ndevs && !seen; k++)
+        seen = cli_gpumd_device_of(d->status, &d->snap.devs[k]) == g;
+      strangers += !seen;
+    }
+    if (strangers) {
+      push(ls, &b, CLI_PLAIN);
+      top__lb_add(&b, CLI_YELLOW,
+                  "%zu of gpumd's GPUs are not among the devices seen here: gpumd and this gpum "
+                  "read different drivers (GPUM_SIM_NODE?)",
+                  strangers);
+    }
   } else {
     top__lb_add(&b, CLI_YELLOW,
                 "gpumd is not running (%s): devices and processes from the device layer; no "
@@ -264,8 +275,8 @@ static void build_gpus(lines_t *ls, const top_data_t *d, const top_view_t *v) {
   }
   for (size_t i = 0; d->have_snap && i < d->snap.ndevs; i++) {
     const cli_dev_snap_t *dv = &d->snap.devs[i];
-    const json_t *gd = gpumd_device(d, dv->index);
-    cli_state_t st = cli_gpumd_state(d->status, dv->index, dv->state);
+    const json_t *gd = gpumd_device(d, dv);
+    cli_state_t st = cli_gpumd_state(d->status, dv);
     char name[GPUM_NAME_LEN], mem[48] = "n/a";
     top__clean((dv->info.valid & GPUM_INFO_NAME) ? dv->info.name : "n/a", name, sizeof name);
     push(ls, &b, CLI_PLAIN);
