@@ -11,6 +11,10 @@
   const GAP_ROUNDS = 5; // monitor rounds without a sample that make a gap in the charts
   const GIB = 1024 ** 3;
   const TERMINAL = new Set(["RELEASED", "EXPIRED", "CANCELLED", "FAILED"]);
+  // Endings that went wrong stay listed with their reason for ten minutes (as gpumd keeps them:
+  // "ended" in the reservation list); a release or a cancel leaves the table at once.
+  const KEPT_ENDED = new Set(["FAILED", "EXPIRED"]);
+  const ENDED_KEEP_MS = 10 * 60 * 1000;
   const RANK = { QUEUED: 0, GRANTED: 1 }; // terminal states rank 2
 
   // ---- state ---------------------------------------------------------------------------------
@@ -433,6 +437,9 @@
 
   function renderReservations() {
     const body = $("resv-body");
+    const cutoff = Date.now() - ENDED_KEEP_MS;
+    for (const [id, r] of st.resv)
+      if (TERMINAL.has(r.state) && (r.ended_ns || 0) / 1e6 < cutoff) st.resv.delete(id);
     const rows = [...st.resv.values()].sort((a, b) => rank(b.state) - rank(a.state) ||
       (a.queue_position ?? 0) - (b.queue_position ?? 0) || (a.created_ns || 0) - (b.created_ns || 0));
     const seen = new Set();
@@ -441,6 +448,7 @@
       const gpus = (r.devices || []).map((x) => x.index).join(",") || `${r.gpus} (any)`;
       const fenced = r.fenced ? `${iec(r.fenced.used)} / ${iec(r.fenced.limit)}` : "not fenced";
       const queued = r.state === "QUEUED";
+      const ended = TERMINAL.has(r.state);
       const cells = [
         el("td", { text: r.id }),
         el("td", { text: ownerOf(r) }),
@@ -450,13 +458,15 @@
         el("td", { class: "num", text: fenced }),
         el("td", {}, el("span", { class: "state state-" + r.state, testid: `resv-state-${r.id}`, text: r.state })),
         el("td", { class: "num" }, ageSpan(r.created_ns)),
-        el("td", {}, queued ? `#${qpos(r)} · waiting ` : "", queued ? ageSpan(r.created_ns) : ""),
-        el("td", { class: "workload" }, workloadCell(r)),
-        el("td", {}, el("button", { type: "button", class: "danger", testid: `release-${r.id}`, "data-id": r.id,
+        el("td", {}, queued ? `#${qpos(r)} · waiting ` : "", queued ? ageSpan(r.created_ns) : "",
+          ended ? el("span", { class: "ended-reason", testid: `resv-reason-${r.id}`, text: r.reason || "" }) : ""),
+        el("td", { class: "workload" }, ended ? "" : workloadCell(r)),
+        el("td", {}, ended ? "" : el("button", { type: "button", class: "danger", testid: `release-${r.id}`, "data-id": r.id,
           text: queued ? "Cancel" : "Release" })),
       ];
       let tr = body.querySelector(`tr[data-id="${CSS.escape(r.id)}"]`);
       if (!tr) tr = el("tr", { "data-id": r.id, testid: `resv-${r.id}` });
+      tr.className = ended ? "ended" : "";
       tr.replaceChildren(...cells);
       body.append(tr); // in sorted order
     }
@@ -476,8 +486,8 @@
     const old = st.resv.get(r.id);
     if (old && rank(old.state) > rank(r.state)) return;
     if (fromEvent) st.touched.set("r:" + r.id, st.seq);
-    if (TERMINAL.has(r.state)) st.resv.delete(r.id);
-    else st.resv.set(r.id, { ...old, ...r });
+    if (TERMINAL.has(r.state) && !KEPT_ENDED.has(r.state)) st.resv.delete(r.id);
+    else st.resv.set(r.id, { ...old, ...r, ended_ns: r.ended_ns || (TERMINAL.has(r.state) ? Date.now() * 1e6 : 0) });
   }
 
   async function release(id) {
@@ -618,6 +628,7 @@
 
   function applyReservations(body, since) {
     const fresh = new Map();
+    for (const r of body.ended || []) if (KEPT_ENDED.has(r.state)) fresh.set(r.id, r);
     for (const r of body.reservations || []) fresh.set(r.id, r);
     // Reservations an event told about after the request went out: the event may be newer.
     for (const [id, r] of st.resv)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * `gpum jobs [--all] [--json]`: the reservations gpumd holds for the caller (--all: everyone's),
- * granted ones first, then the queue in order, as a table or as JSON.
+ * `gpum jobs [--all] [--json]`: the reservations gpumd holds for the caller (--all: everyone's,
+ * and what ended in the last ten minutes), granted ones first, then the queue in order, as a
+ * table or as JSON.
  */
 #include <pwd.h>
 #include <stdio.h>
@@ -18,6 +19,9 @@
 #include "output.h"
 #include "client_cli.h"
 
+/* --all asks for what ended lately too (gpumd keeps ten minutes of it). */
+#define ALL_AND_ENDED "{\"all\":true,\"ended\":true}"
+
 static void usage(FILE *out) {
   fprintf(out, "usage: gpum jobs [--all] [--json]\n"
                "\n"
@@ -27,8 +31,11 @@ static void usage(FILE *out) {
                "bytes: docs/report.md).\n"
                "\n"
                "options:\n"
-               "  --all    every user's reservations (tokens are only shown to their owners)\n"
-               "  --json   the daemon's document: {\"reservations\": [...]} (docs/protocol.md)\n"
+               "  --all    every user's reservations (tokens are only shown to their owners),\n"
+               "           and those that ended in the last 10 minutes with why (FAILED: its\n"
+               "           GPU is gone)\n"
+               "  --json   the daemon's document: {\"reservations\": [...]}, with --all also\n"
+               "           \"ended\": [...] (docs/protocol.md)\n"
                "\n"
                "Exit status: 0, or 1 when gpumd cannot be reached.\n");
 }
@@ -89,6 +96,30 @@ static void print_workload(json_t *doc, const char *id) {
   }
 }
 
+/* --all: what ended in the last ten minutes (gpumd's "ended", newest first), a FAILED one with
+ * why, so that it does not vanish the moment its GPU does. */
+static void print_ended(json_t *doc) {
+  json_t *ended = json_object_get(doc, "ended"), *r;
+  size_t i;
+  if (json_array_size(ended) == 0)
+    return;
+  printf("\nENDED in the last 10 minutes (newest first)\n");
+  json_array_foreach(ended, i, r) {
+    char user[64], size[GPUM_SIZE_BUFSZ], when[GPUM_DURATION_BUFSZ];
+    cli_user_name((uint32_t)json_integer_value(json_object_get(r, "uid")), user, sizeof user);
+    age((uint64_t)json_integer_value(json_object_get(r, "ended_ns")), when, sizeof when);
+    const char *id = json_string_value(json_object_get(r, "id"));
+    const char *st = json_string_value(json_object_get(r, "state"));
+    const char *why = json_string_value(json_object_get(r, "reason"));
+    const char *label = json_string_value(json_object_get(r, "label"));
+    printf("%-10s %-9s %-10s %8lld %10s %-8s ago  %s: %s\n", id ? id : "?", st ? st : "?", user,
+           (long long)json_integer_value(json_object_get(r, "pid")),
+           gpum_size_format((uint64_t)json_integer_value(json_object_get(r, "bytes_per_gpu")), size,
+                            sizeof size),
+           when, label && *label ? label : "-", why ? why : "");
+  }
+}
+
 static void print_table(gpum_reservation_t *list, size_t n, json_t *doc) {
   if (n == 0) {
     printf("no reservations\n");
@@ -133,7 +164,7 @@ static void print_table(gpum_reservation_t *list, size_t n, json_t *doc) {
 
 static int print_json(gpum_client_t *c, bool all) {
   char *text = NULL;
-  int rc = gpum_client_call_json(c, "list", all ? "{\"all\":true}" : "{\"all\":false}", &text);
+  int rc = gpum_client_call_json(c, "list", all ? ALL_AND_ENDED : "{\"all\":false}", &text);
   if (rc != 0) {
     fprintf(stderr, "gpum jobs: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
@@ -141,6 +172,8 @@ static int print_json(gpum_client_t *c, bool all) {
   json_t *doc = json_loads(text, 0, NULL);
   free(text);
   json_t *out = json_pack("{s:O}", "reservations", json_object_get(doc, "reservations"));
+  if (out && all && json_object_get(doc, "ended"))
+    json_object_set(out, "ended", json_object_get(doc, "ended"));
   json_decref(doc);
   if (out == NULL) {
     fprintf(stderr, "gpum jobs: gpumd's reply has no reservation list\n");
@@ -187,7 +220,7 @@ int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
   char *text = NULL;
   json_t *doc = NULL;
   if (rc == 0 &&
-      gpum_client_call_json(c, "list", all ? "{\"all\":true}" : "{\"all\":false}", &text) == 0)
+      gpum_client_call_json(c, "list", all ? ALL_AND_ENDED : "{\"all\":false}", &text) == 0)
     doc = json_loads(text, 0, NULL);
   free(text);
   gpum_client_close(c);
@@ -196,6 +229,7 @@ int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
     return CLI_EXIT_FAIL;
   }
   print_table(list, n, doc);
+  print_ended(doc);
   json_decref(doc);
   free(list);
   return CLI_EXIT_OK;

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gpum/clock.h>
 #include <gpum/error.h>
 #include <gpum/fence.h>
 #include <gpum/session.h>
@@ -38,7 +40,7 @@ static void usage(FILE *out) {
       out,
       "usage: gpum run --mem SIZE | --estimate SPEC [--gpus N] [--type PATTERN] [--priority P]\n"
       "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
-      "                [-q] -- CMD [ARGS...]\n"
+      "                [--on-end term|keep] [-q] -- CMD [ARGS...]\n"
       "\n"
       "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
       "position on stderr), then runs CMD with:\n"
@@ -57,7 +59,9 @@ static void usage(FILE *out) {
       "(docs/enforce.md).\n"
       "SIGINT, SIGTERM and SIGHUP sent to gpum run are forwarded to CMD. The reservation\n"
       "is released when CMD exits (and by gpumd if gpum run itself dies); CMD is killed\n"
-      "(SIGKILL) if gpum run dies, so it never runs on unreserved.\n"
+      "(SIGKILL) if gpum run dies, so it never runs on unreserved. If the reservation ends\n"
+      "under CMD (its GPU is gone: FAILED; an admin released it; lost across a gpumd\n"
+      "restart), CMD gets SIGTERM (SIGKILL 10 s later) unless --on-end keep.\n"
       "\n"
       "options:\n"
       "%s"
@@ -65,6 +69,8 @@ static void usage(FILE *out) {
       "                         estimate.margin percent, instead of --mem; e.g.\n"
       "                         'llama-7b,mode=lora,batch=4,precision=bf16'\n"
       "  --enforce              fence CMD to the reservation with the shim (run.enforce)\n"
+      "  --on-end term|keep     when the reservation ends under CMD: term (default,\n"
+      "                         run.on_end) signals CMD, keep lets it run on unreserved\n"
       "  --no-enforce           do not, whatever run.enforce says\n"
       "\n"
       "Exit status: CMD's, or 128+N when CMD was killed by signal N; 1 when no reservation\n"
@@ -73,9 +79,13 @@ static void usage(FILE *out) {
 }
 
 /* Returns -1 to go on (with *cmd_at the index of CMD), else an exit code. */
+/* --on-end / run.on_end: true to terminate CMD when the reservation ends under it. */
+static bool term_on_end = true;
+
 static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_opts_t *o,
                  int *cmd_at, int *enforce, uint64_t *max_mem) {
   const char *estimate = NULL;
+  term_on_end = strcmp(gpum_config_get_string(cfg, "run.on_end"), "keep") != 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -87,6 +97,14 @@ static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_op
       continue;
     }
     const char *v = NULL;
+    if (cli_take_flag(argc, argv, &i, "--on-end", &v)) {
+      if (!v || (strcmp(v, "term") && strcmp(v, "keep"))) {
+        fprintf(stderr, "gpum run: --on-end needs term or keep\n");
+        return CLI_EXIT_USAGE;
+      }
+      term_on_end = !strcmp(v, "term");
+      continue;
+    }
     if (cli_take_flag(argc, argv, &i, "--max-mem", &v)) {
       if (!v || gpum_size_parse(v, max_mem) != 0 || *max_mem == 0) {
         fprintf(stderr, "gpum run: --max-mem needs a size such as 16GiB\n");
@@ -225,10 +243,15 @@ static void child_exec(char **cmd, const gpum_reservation_t *r, const run_fence_
   _exit(err == ENOENT ? 127 : 126);
 }
 
+#define KILL_AFTER_MS 10000 /* --on-end term: SIGKILL when CMD outlives SIGTERM this long */
+
 /* Waits for CMD, serving the session meanwhile (events, re-attaching after a restart of
- * gpumd within lease.grace). Returns CMD's wait status. */
+ * gpumd within lease.grace). When the reservation ends under CMD (the session has said why),
+ * CMD gets SIGTERM, then SIGKILL KILL_AFTER_MS later, unless --on-end keep. Returns CMD's wait
+ * status. */
 static int supervise(gpum_session_t *s) {
-  bool held = true; /* the session still has something to serve */
+  bool held = true;     /* the session still has something to serve */
+  uint64_t kill_at = 0; /* monotonic ms: SIGKILL then; 0 none */
   for (;;) {
     int status = 0;
     pid_t p = waitpid(child_pid, &status, WNOHANG);
@@ -236,9 +259,18 @@ static int supervise(gpum_session_t *s) {
       return status;
     if (p < 0 && errno != EINTR)
       return 0;
+    uint64_t now = gpum_clock_mono_ns() / 1000000;
+    if (kill_at && now >= kill_at) {
+      fprintf(stderr, "gpum run: CMD outlived SIGTERM by %d s: SIGKILL\n", KILL_AFTER_MS / 1000);
+      kill(child_pid, SIGKILL);
+      kill_at = 0;
+    }
     int fd = held ? gpum_session_fd(s) : -1;
     struct pollfd fds[2] = {{chld_pipe[0], POLLIN, 0}, {fd, POLLIN, 0}};
-    if (poll(fds, 2, held && fd < 0 ? GPUM_SESSION_RETRY_MS : -1) < 0)
+    int wait_ms = held && fd < 0 ? GPUM_SESSION_RETRY_MS : -1;
+    if (kill_at && (wait_ms < 0 || kill_at - now < (uint64_t)wait_ms))
+      wait_ms = (int)(kill_at - now);
+    if (poll(fds, 2, wait_ms) < 0)
       continue;
     if (fds[0].revents) {
       char buf[64];
@@ -247,8 +279,17 @@ static int supervise(gpum_session_t *s) {
     }
     if (held && (fd < 0 || fds[1].revents)) {
       int rc = gpum_session_process(s, 0);
-      if (rc == GPUM_ESTATE || rc == GPUM_ECLOSED) /* ended or lost: said so; CMD runs on */
+      if (rc == GPUM_ESTATE || rc == GPUM_ECLOSED) { /* ended or lost: the session said so */
         held = false;
+        if (term_on_end) {
+          fprintf(stderr, "gpum run: CMD has no reservation now: SIGTERM to it (--on-end term; "
+                          "--on-end keep lets it run on)\n");
+          kill(child_pid, SIGTERM);
+          kill_at = gpum_clock_mono_ns() / 1000000 + KILL_AFTER_MS;
+        } else {
+          fprintf(stderr, "gpum run: CMD runs on without a reservation (--on-end keep)\n");
+        }
+      }
       gpum_error_clear();
     }
   }

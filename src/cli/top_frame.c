@@ -313,10 +313,10 @@ static void build_gpus(lines_t *ls, const top_data_t *d, const top_view_t *v) {
      * it is read (after the sparklines it was cut off at every usual width); a note on a
      * healthy one (BUSY's utilisation, transient errors) stays at the end of its line. The
      * reason of a state only gpumd knows is gpumd's. */
-    bool trouble = st == CLI_STATE_ERROR || st == CLI_STATE_DISABLED ||
-                   st == CLI_STATE_OVERCOMMITTED;
-    const char *reason = st != dv->state && gd && jstr(gd, "reason")[0] ? jstr(gd, "reason")
-                                                                       : dv->reason;
+    bool trouble =
+        st == CLI_STATE_ERROR || st == CLI_STATE_DISABLED || st == CLI_STATE_OVERCOMMITTED;
+    const char *reason =
+        st != dv->state && gd && jstr(gd, "reason")[0] ? jstr(gd, "reason") : dv->reason;
     if (reason[0]) {
       char why[CLI_REASON_LEN];
       top__clean(reason, why, sizeof why);

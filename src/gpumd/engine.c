@@ -294,6 +294,7 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
     if (cause && cause->final && cause->about == r->id)
       *cause->final = *r;
     gpumd_lease_remove(d, r->id);
+    gpumd_ended_note(d, r);
   }
 }
 
@@ -842,6 +843,9 @@ void gpumd_ops_stop(gpumd_t *d) {
   d->tick_timer = d->grace_timer = d->prune_timer = d->ledger_ev = NULL;
   gpumd_sched_destroy(d->sched);
   d->sched = NULL;
+  free(d->ended);
+  d->ended = NULL;
+  d->ended_n = d->ended_head = 0;
   gpumd_ledger_close(d->ledger);
   d->ledger = NULL;
 }

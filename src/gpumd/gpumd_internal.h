@@ -184,7 +184,10 @@ struct gpumd {
   /* Admission (admission.c): the devices read afresh this turn, whether that read was made,
    * and how long it may take (admission.read_timeout). */
   uint64_t fresh_mask, unanswered_mask; /* unanswered: the last fresh read failed */
-  unsigned monitor_interval_ms;          /* the monitor's sampling interval */
+  /* Reservations that ended lately (ended.c): a ring of GPUMD_ENDED_MAX, made at the first. */
+  gpumd_resv_t *ended;
+  size_t ended_head, ended_n;
+  unsigned monitor_interval_ms; /* the monitor's sampling interval */
   bool fresh_done;
   unsigned admission_timeout_ms;
   /* Obsolete and read by nothing: who causes a transition now travels with each scheduler
@@ -377,6 +380,15 @@ void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sampl
  * kept), health, and whether it was read afresh this turn. False for an unknown device. */
 bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample, bool procs,
                        gpumd_sched_device_t *out);
+
+/* ---- ended.c ---- */
+#define GPUMD_ENDED_MAX 256
+#define GPUMD_ENDED_KEEP_NS (600ull * 1000000000ull) /* 10 minutes */
+/* Keeps a copy of r, which has just reached a final state. */
+void gpumd_ended_note(gpumd_t *d, const gpumd_resv_t *r);
+/* The reservations that ended within GPUMD_ENDED_KEEP_NS before now, newest first: the actor's
+ * own, or everyone's with all (no tokens). */
+json_t *gpumd_ended_json(gpumd_t *d, const gpumd_actor_t *a, bool all, uint64_t now_ns);
 
 /* ---- admission.c ---- */
 /* Before a grant or a growth is decided: every device read afresh (once per turn), its view

@@ -305,7 +305,7 @@ int gpumd_http_allocate(gpumd_http_call_t *call) {
 int gpumd_http_resv_list(gpumd_http_call_t *call) {
   static const char *const params[] = {NULL};
   gpumd_actor_t a = http_actor(call);
-  json_t *req = json_pack("{s:b}", "all", 1);
+  json_t *req = json_pack("{s:b, s:b}", "all", 1, "ended", 1);
   int rc = gpumd_http_check_query(call, params);
   if (rc == 0)
     rc = gpumd_op_list(call->d, &a, req, &call->out);

@@ -32,8 +32,8 @@ typedef struct {
 typedef struct {
   const gpumd_device_t *dev;
   char labels[LABELS_LEN]; /* gpu="0",uuid="...",model="..." */
-  bool have_sample; /* a sample that is still a measurement (gpumd_device_measured) */
-  bool any_sample;  /* a sample at all, maybe a lost GPU's last one */
+  bool have_sample;        /* a sample that is still a measurement (gpumd_device_measured) */
+  bool any_sample;         /* a sample at all, maybe a lost GPU's last one */
   gpum_device_sample_t s;
   bool have_health;
   gpum_device_health_t h;

@@ -197,12 +197,16 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
 }
 
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ALL, NULL};
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ALL,
+                                       GPUM_PROTO_F_ENDED, NULL};
   json_t *all = json_object_get(req, GPUM_PROTO_F_ALL);
+  json_t *ended = json_object_get(req, GPUM_PROTO_F_ENDED);
   if (gpumd_check_fields(req, fields) != 0)
     return GPUM_EINVAL;
   if (all && !json_is_boolean(all))
     return gpum_error(GPUM_EINVAL, "\"all\" must be true or false");
+  if (ended && !json_is_boolean(ended))
+    return gpum_error(GPUM_EINVAL, "\"ended\" must be true or false");
   json_t *arr = json_array();
   size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
@@ -214,6 +218,9 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out)
     }
   }
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATIONS, arr);
+  if (*out && json_is_true(ended))
+    json_object_set_new(*out, GPUM_PROTO_F_ENDED,
+                        gpumd_ended_json(d, a, json_is_true(all), gpumd_now_ns()));
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 

@@ -6,7 +6,8 @@
 //  2. `gpum sim hold` 20 GiB on GPU 0: the memory chart's newest point shows it;
 //  3. a `gpum run` appears in the reservations table and leaves it when it ends;
 //  4. an Xid 79 on GPU 1: its state turns ERROR (red), its temperature, power and utilisation
-//     unknown, and the alert is listed;
+//     unknown, the reservation it held stays listed as FAILED with its reason, and the alert is
+//     listed;
 //  5. a job's workload report (allocated, cached, peak, ...) drawn against its limit;
 //     releasing through the page: refused without a token (401) and with a wrong one (403),
 //     done with the right one;
@@ -181,8 +182,11 @@ async function main() {
     await row.waitFor({ state: "detached" });
     log("a gpum run appears in the reservations table and leaves it when it ends");
 
-    // 4. Xid 79 on GPU 1.
+    // 4. Xid 79 on GPU 1, which holds a reservation (70 GiB: GPU 0 has 20 GiB held outside).
     phase = "xid";
+    gpum("reserve", "--mem", "70GiB", "--ttl", "5m", "--label", "doomed", "-q");
+    const doomed = page.locator(`${tid("reservations")} tbody tr`, { hasText: "doomed" });
+    await doomed.waitFor();
     gpum("sim", "inject", NODE, "--device", "1", "--xid", "79");
     await page.waitForSelector(`${tid("gpu-state-1")}:text("ERROR")`);
     const red = await page.evaluate(() => {
@@ -201,6 +205,9 @@ async function main() {
     // Its last temperature, power and utilisation are no measurement: shown unknown.
     for (const m of ["temp", "power", "util"])
       await page.waitForSelector(`${tid(`gpu-${m}-1`)}:text("–")`);
+    // The reservation it held stays listed, FAILED, with why.
+    await page.waitForSelector(`${tid("reservations")} tr:has-text("doomed") :text("FAILED")`);
+    await page.waitForSelector(`${tid("reservations")} tr:has-text("doomed") .ended-reason:text-matches("fallen off the bus|failed", "i")`);
     await shot(page, "04-xid79");
     log("Xid 79: GPU 1 turns ERROR in red with its reason, its values unknown, the alert is listed");
 

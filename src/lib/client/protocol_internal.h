@@ -102,6 +102,7 @@
 #define GPUM_PROTO_F_RESERVATION "reservation"
 #define GPUM_PROTO_F_RESERVATIONS "reservations"
 #define GPUM_PROTO_F_ALL "all"
+#define GPUM_PROTO_F_ENDED "ended"
 #define GPUM_PROTO_F_ROTATE "rotate"
 
 /* report (a process's workload figures on its reservation) and R's "workload". */

@@ -112,6 +112,11 @@ static const gpum_option_def_t builtin_table[] = {
      "gpum run: keep CMD inside its reservation with the enforcement shim (libgpum_enforce.so, "
      "LD_PRELOAD): an allocation past the reserved memory fails with CUDA's out-of-memory "
      "error. --enforce / --no-enforce decide per run (docs/enforce.md)."},
+    {"run.on_end", GPUM_OPT_ENUM, "term", "term|keep", UNBOUNDED, false,
+     "gpum run: what to do with CMD when its reservation ends under it (its GPU is gone, an "
+     "admin released it, it was lost across a gpumd restart): term sends CMD SIGTERM (SIGKILL "
+     "10 s later), keep lets it run on without a reservation (said on stderr). --on-end "
+     "decides per run."},
     {"run.grow_timeout", GPUM_OPT_DURATION, "2s", NULL, UNBOUNDED, false,
      "gpum run --max-mem: how long an allocation past the reservation waits for gpumd to grow "
      "it before it fails with CUDA's out-of-memory error."},
