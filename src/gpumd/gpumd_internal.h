@@ -37,6 +37,7 @@
 #include "ledger.h"
 #include "paths_internal.h"
 #include "sched.h"
+#include "utf8_internal.h"
 
 struct event_base;
 struct event;
@@ -255,9 +256,6 @@ uint64_t gpumd_now_ns(void); /* CLOCK_REALTIME */
 /* Deepest nesting of arrays/objects in a JSON text (strings skipped), stopping early once it
  * passes limit. */
 int gpumd_json_depth(const char *s, size_t len, int limit);
-/* The length of the valid UTF-8 sequence at s (at most n bytes; no overlong forms, surrogates
- * or code points past U+10FFFF, as jansson checks), 0 when it is not one. */
-size_t gpumd_utf8_seq(const unsigned char *s, size_t n);
 /* Parses a request as json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, err) does,
  * with the same result (value, or NULL and err) for every input; faster for the common shape
  * of requests (json_fast.c). Any value is taken on top (the caller checks for an object). The
@@ -278,10 +276,6 @@ void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, boo
  * is not UTF-8 is written as '?'. */
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Copies s into out (outlen > 0) with every byte that does not start a valid UTF-8 sequence
- * (as gpumd_utf8_seq checks) replaced by '?', stopping before a character that does not fit;
- * out is NUL-terminated. For texts a JSON string must hold. */
-void gpumd_utf8_clean(const char *s, char *out, size_t outlen);
 /* Checks that obj has only the named fields (NULL-terminated list). Returns 0, or GPUM_EINVAL
  * with the detail naming the first unknown field. */
 int gpumd_check_fields(json_t *obj, const char *const *allowed);
