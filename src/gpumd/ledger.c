@@ -97,6 +97,13 @@ static const char migrate_v7[] =
     "ALTER TABLE reservations ADD COLUMN slurm_step TEXT NOT NULL DEFAULT '';"
     "PRAGMA user_version = 7;";
 
+/* Version 8: the highest reservation id ever stored, apart from the rows (which retention or
+ * a hand may delete), so that ids never repeat. */
+static const char migrate_v8[] =
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+    "INSERT INTO meta VALUES ('max_id', (SELECT coalesce(max(id), 0) FROM reservations));"
+    "PRAGMA user_version = 8;";
+
 /* Sets the detail from SQLite's message and returns GPUM_EIO. */
 int gpumd__ledger_db_error(const gpumd_ledger_t *l, const char *what) {
   return gpum_error(GPUM_EIO, "ledger %s: %s: %s", l->path, what, sqlite3_errmsg(l->db));
@@ -166,6 +173,8 @@ static int setup_schema(gpumd_ledger_t *l) {
     rc = exec(l, migrate_v6, "cannot migrate the schema to version 6");
   if (rc == 0 && version < 7)
     rc = exec(l, migrate_v7, "cannot migrate the schema to version 7");
+  if (rc == 0 && version < 8)
+    rc = exec(l, migrate_v8, "cannot migrate the schema to version 8");
   if (rc == 0)
     rc = exec(l, "COMMIT", "cannot commit the schema");
   if (rc < 0)
@@ -209,7 +218,9 @@ static int prepare(gpumd_ledger_t *l) {
       sqlite3_prepare_v3(l->db, "COMMIT", -1, SQLITE_PREPARE_PERSISTENT, &l->commit, NULL) !=
           SQLITE_OK ||
       sqlite3_prepare_v3(l->db, "ROLLBACK", -1, SQLITE_PREPARE_PERSISTENT, &l->rollback, NULL) !=
-          SQLITE_OK)
+          SQLITE_OK ||
+      sqlite3_prepare_v3(l->db, "UPDATE meta SET value = ?1 WHERE key = 'max_id' AND value < ?1",
+                         -1, SQLITE_PREPARE_PERSISTENT, &l->put_high, NULL) != SQLITE_OK)
     return gpumd__ledger_db_error(l, "cannot prepare statements");
   return 0;
 }
@@ -322,6 +333,7 @@ void gpumd_ledger_close(gpumd_ledger_t *l) {
   sqlite3_finalize(l->begin);
   sqlite3_finalize(l->commit);
   sqlite3_finalize(l->rollback);
+  sqlite3_finalize(l->put_high);
   sqlite3_close(l->db);
   gpumd__ledger_batch_free(&l->stage);
   gpumd__ledger_batch_free(&l->flight);

@@ -41,7 +41,11 @@
  * pages of its rows. Version 6 added device_admin (uuid, reason, uid, time_ns): the devices an
  * operator disabled, one row each while disabled, by UUID so the switch follows the device
  * across restarts and renumbering. Version 7 added slurm_job and slurm_step (the Slurm job
- * and step ids a reservation was made for); migrated rows get "" (= none).
+ * and step ids a reservation was made for); migrated rows get "" (= none). Version 8 added
+ * meta (key, value) with the row ('max_id', the highest reservation id ever stored), raised in
+ * the transaction that stores a higher id (one write per batch with a new reservation), so
+ * that ids never repeat whatever becomes of the rows; migrated ledgers get their rows' highest
+ * id.
  *
  * Devices. Masks in gpumd_resv_t use this run's device indices. gpumd_ledger_set_devices() tells
  * the ledger which UUID each index has: put() then stores the UUIDs next to the masks, and
@@ -50,7 +54,8 @@
  * Retention. gpumd_ledger_prune() deletes finished reservations that ended before a time, and
  * audit rows written before it (the audit log keeps the same period, whatever became of the
  * reservation), a small batch per call, so that the daemon's turns stay short. The newest
- * reservation row and the newest audit row are always kept, so ids never repeat.
+ * reservation row and the newest audit row are always kept (and the highest reservation id is
+ * in meta besides), so ids never repeat.
  *
  * Not thread-safe: one thread (the loop) uses a ledger; the writer thread is internal.
  */
@@ -67,7 +72,7 @@
 extern "C" {
 #endif
 
-#define GPUMD_LEDGER_SCHEMA_VERSION 7
+#define GPUMD_LEDGER_SCHEMA_VERSION 8
 #define GPUMD_LEDGER_FILE "ledger.db"
 
 typedef struct {
@@ -153,7 +158,8 @@ uint64_t gpumd_ledger_checkpoint_count(const gpumd_ledger_t *l);
 int gpumd_ledger_load_all(gpumd_ledger_t *l, gpumd_resv_t **out, size_t *count);
 /* Loads one reservation in any state. Returns 0, GPUM_ENOENT or GPUM_EIO. */
 int gpumd_ledger_get(gpumd_ledger_t *l, uint64_t id, gpumd_resv_t *out);
-/* The highest reservation id ever stored (0 when none): new ids start above it. */
+/* The highest reservation id ever stored (0 when none), kept apart from the rows (meta), so
+ * deleted rows do not lower it: new ids start above it. */
 int gpumd_ledger_max_id(gpumd_ledger_t *l, uint64_t *out);
 
 /* ---- Devices by UUID ------------------------------------------------------------------- */

@@ -57,6 +57,10 @@ struct gpumd_ledger {
   sqlite3_stmt *put, *audit;
   sqlite3_stmt *audit8;                    /* AUDIT_CHUNK audit rows in one INSERT */
   sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
+  sqlite3_stmt *put_high;                  /* raises meta's max_id */
+  /* The highest id known to be in meta's max_id in the open transaction (0 after a rollback:
+   * unknown), so that a batch without a new reservation writes no meta row. */
+  uint64_t id_high;
   gpumd_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
   batch_t stage;             /* the caller's writes since the last commit */
   /* The writer thread (gpumd_ledger_start_writer; NULL: commits on the caller's thread). */
@@ -104,6 +108,8 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r);
 int gpumd__ledger_write_audit(gpumd_ledger_t *l, const staged_audit_t *a);
 /* AUDIT_CHUNK audit rows with one statement. */
 int gpumd__ledger_write_audits(gpumd_ledger_t *l, const staged_audit_t *a);
+/* Raises the highest id ever stored (meta's max_id) to id, unless it is there already. */
+int gpumd__ledger_write_high(gpumd_ledger_t *l, uint64_t id);
 
 static inline uint64_t gpumd__ledger_col_u64(sqlite3_stmt *st, int c) {
   return (uint64_t)sqlite3_column_int64(st, c);

@@ -129,6 +129,16 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   return gpumd__ledger_step_done(l, st, "cannot store a reservation");
 }
 
+int gpumd__ledger_write_high(gpumd_ledger_t *l, uint64_t id) {
+  if (id <= l->id_high)
+    return 0;
+  sqlite3_bind_int64(l->put_high, 1, (sqlite3_int64)id);
+  int rc = gpumd__ledger_step_done(l, l->put_high, "cannot store the highest id");
+  if (rc == 0)
+    l->id_high = id;
+  return rc;
+}
+
 static void bind_audit(sqlite3_stmt *st, int i, const staged_audit_t *a) {
   sqlite3_bind_int64(st, i + 1, (sqlite3_int64)a->reservation);
   sqlite3_bind_text(st, i + 2, gpumd_resv_state_name(a->from), -1, SQLITE_STATIC);
@@ -182,7 +192,7 @@ int gpumd_ledger_put(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   int rc;
   if (!stage_room(l, (void **)&b->rows, b->n_rows, &b->cap_rows, sizeof(*b->rows), &rc)) {
     if (rc == 0 && (rc = gpumd__ledger_ensure_turn(l)) == 0 &&
-        (rc = gpumd__ledger_write_row(l, r)) < 0)
+        ((rc = gpumd__ledger_write_row(l, r)) < 0 || (rc = gpumd__ledger_write_high(l, r->id)) < 0))
       l->turn_failed = true;
     return rc;
   }
@@ -365,9 +375,12 @@ int gpumd_ledger_max_id(gpumd_ledger_t *l, uint64_t *out) {
   int frc = gpumd__ledger_flush(l); /* reads see this turn's puts */
   if (frc < 0)
     return frc;
+  /* Kept apart from the rows since schema version 8; the rows' own maximum, should a row
+   * ever be above it, counts too. */
+  static const char sql[] = "SELECT max((SELECT coalesce(max(value), 0) FROM meta WHERE key = "
+                            "'max_id'), (SELECT coalesce(max(id), 0) FROM reservations))";
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(l->db, "SELECT coalesce(max(id), 0) FROM reservations", -1, &st, NULL) !=
-      SQLITE_OK)
+  if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
     return gpumd__ledger_db_error(l, "cannot read the highest id");
   int rc = 0;
   if (sqlite3_step(st) == SQLITE_ROW)

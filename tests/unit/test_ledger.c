@@ -595,7 +595,9 @@ static void test_migration_from_v1(void **state) {
   gpumd_ledger_close(l);
   assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
-  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 7);
+  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 8);
+  /* Version 8: the highest id, apart from the rows. */
+  assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'max_id'"), 8);
   /* Version 7: the old row has no Slurm ids; the new one keeps them. */
   assert_int_equal(query_int(db, "SELECT count(*) FROM reservations WHERE id = 7 AND "
                                  "slurm_job = '' AND slurm_step = ''"),
@@ -1307,7 +1309,7 @@ static void test_migration_from_v6(void **state) {
   assert_int_equal(user_version(db), 6);
 
   gpumd_ledger_t *l = open_ok(dir);
-  assert_int_equal(user_version(db), 7);
+  assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, 3), 0);
   gpumd_resv_t r;
   assert_int_equal(gpumd_ledger_get(l, 11, &r), 0);
@@ -1352,6 +1354,79 @@ static void test_migration_from_v6(void **state) {
   gpumd_ledger_close(l);
 }
 
+/* A version-7 ledger (before the highest id was kept apart) upgrades: its meta row gets the
+ * highest id of its rows. */
+static void test_migration_from_v7(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v2, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v3_to_v6, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h,
+                                "ALTER TABLE reservations ADD COLUMN slurm_job TEXT NOT NULL "
+                                "DEFAULT '';"
+                                "ALTER TABLE reservations ADD COLUMN slurm_step TEXT NOT NULL "
+                                "DEFAULT '';"
+                                "PRAGMA user_version = 7;",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(h);
+  assert_int_equal(user_version(db), 7);
+
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(user_version(db), 8);
+  assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'max_id'"), 11);
+  uint64_t max = 0;
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 11);
+  gpumd_ledger_close(l);
+}
+
+/* Ids never repeat, whatever becomes of the rows: the highest id ever stored is kept apart from
+ * them (the meta table), committed with the row, so a ledger whose rows were all deleted (as a
+ * retention could) still continues above it; a rolled-back row does not count. */
+static void test_ids_never_reused(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db));
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_resv_t r;
+  for (uint64_t id = 1; id <= 5; id++) {
+    sample(&r, id, GPUMD_RESV_RELEASED);
+    assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  }
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  sample(&r, 9, GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_ledger_begin_turn(l), 0);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  uint64_t max = 0;
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 9); /* the turn's own row */
+  gpumd_ledger_rollback_turn(l);
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 5);
+  /* Through the writer thread too. */
+  assert_int_equal(gpumd_ledger_start_writer(l), 0);
+  sample(&r, 6, GPUMD_RESV_RELEASED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  assert_int_equal(gpumd_ledger_commit_async(l), 1);
+  gpumd_ledger_wait(l);
+  assert_int_equal(gpumd_ledger_poll(l), 1);
+  gpumd_ledger_close(l);
+  assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'max_id'"), 6);
+
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "DELETE FROM reservations", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  l = open_ok(dir);
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 6);
+  gpumd_ledger_close(l);
+}
+
 #define DIR_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_dir, teardown_dir)
 
 int main(void) {
@@ -1373,6 +1448,8 @@ int main(void) {
       DIR_TEST(test_set_devices_bad_input),
       DIR_TEST(test_migration_from_v2),
       DIR_TEST(test_migration_from_v6),
+      DIR_TEST(test_migration_from_v7),
+      DIR_TEST(test_ids_never_reused),
       DIR_TEST(test_prune),
       DIR_TEST(test_prune_stops_at_creation),
       DIR_TEST(test_prune_goes_on),
