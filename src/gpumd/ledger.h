@@ -82,14 +82,17 @@ typedef struct {
 typedef struct gpumd_ledger gpumd_ledger_t;
 
 /*
- * Opens (creating when missing) state_dir/ledger.db. state_dir and missing parents are
- * created with mode 0700; the database file is created 0600. Takes an exclusive flock on
- * state_dir/ledger.lock (held until close; the kernel drops it when the process dies). Sets
- * WAL mode and the sync level, creates or checks the schema. opts NULL: defaults. Returns 0;
- * GPUM_EINVAL (state_dir NULL or empty); GPUM_EBUSY (another process has the ledger open);
- * GPUM_EPERM (directory or file not accessible); GPUM_EIO
- * (cannot create or open, not a database or corrupt, newer schema: the detail names the
- * path and SQLite's message); GPUM_ENOMEM.
+ * Opens state_dir/ledger.db. state_dir and missing parents are created with mode 0700. Takes
+ * an exclusive flock on state_dir/ledger.lock (held until close; the kernel drops it when the
+ * process dies). Only when there is no ledger.db (nor a log of one, ledger.db-wal) is a new
+ * ledger made: whole, schema and all, as ledger.db.new (0600), then renamed, so that an
+ * existing ledger.db always has the schema. An existing one is checked before anything is
+ * written to it and refused when it is empty (0 bytes), has no gpumd schema (version 0) or a
+ * newer one, or fails SQLite's PRAGMA quick_check; then set to WAL mode and the sync level,
+ * and migrated when older. opts NULL: defaults. Returns 0; GPUM_EINVAL (state_dir NULL or
+ * empty); GPUM_EBUSY (another process has the ledger open); GPUM_EPERM (directory or file not
+ * accessible); GPUM_EIO (cannot create or open, or refused as above: the detail names the path,
+ * what is wrong and what the operator can do); GPUM_ENOMEM.
  */
 int gpumd_ledger_open(const char *state_dir, const gpumd_ledger_opts_t *opts, gpumd_ledger_t **out);
 /* Rolls back an uncommitted turn and closes. NULL is fine. */

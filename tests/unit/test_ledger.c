@@ -514,6 +514,118 @@ static void test_garbage_database(void **state) {
   assert_non_null(strstr(msg, "not a database"));
 }
 
+static int query_int(const char *db, const char *sql);
+static int user_version(const char *db);
+
+/* The size of a file, or -1 when it does not exist. */
+static long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* The message of a refused ledger names the file and what to do. */
+static void assert_refused(const char *dir, const char *db, const char *what) {
+  gpumd_ledger_t *l = (gpumd_ledger_t *)0x1;
+  assert_int_equal(gpumd_ledger_open(dir, NULL, &l), GPUM_EIO);
+  assert_ptr_equal(l, (gpumd_ledger_t *)0x1);
+  const char *msg = gpum_last_error();
+  if (strstr(msg, db) == NULL || strstr(msg, what) == NULL ||
+      strstr(msg, "Restore it from a backup") == NULL || strstr(msg, "docs/operations.md") == NULL)
+    fail_msg("unexpected message: %s", msg);
+}
+
+/* A ledger.db of 0 bytes (truncated, a bad restore) is refused, never taken for a new ledger
+ * (whose ids would start again at r-1), and left as it is. */
+static void test_empty_file_refused(void **state) {
+  const char *dir = *state;
+  char db[300], wal[310];
+  FILE *f = fopen(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_refused(dir, db, "is empty (0 bytes)");
+  assert_int_equal(file_size(db), 0);
+  snprintf(wal, sizeof wal, "%s-wal", db);
+  assert_int_equal(file_size(wal), -1);
+}
+
+/* An SQLite database without gpumd's schema is refused: emptied, or not a ledger. */
+static void test_no_schema_refused(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "CREATE TABLE t(a); DROP TABLE t", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  long size = file_size(db);
+  assert_true(size > 0);
+  assert_refused(dir, db, "no gpumd schema");
+  assert_int_equal(file_size(db), size);
+  assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master"), 0); /* nothing made */
+
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "CREATE TABLE other(a)", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  assert_refused(dir, db, "no gpumd schema");
+}
+
+/* A database that SQLite finds damaged (a page of the reservations table overwritten) is
+ * refused with what PRAGMA quick_check says. */
+static void test_corrupt_database_refused(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db));
+  gpumd_ledger_t *l = open_ok(dir);
+  for (uint64_t id = 1; id <= 50; id++) {
+    gpumd_resv_t r;
+    sample(&r, id, GPUMD_RESV_RELEASED);
+    assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  }
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  gpumd_ledger_close(l);
+  int root = query_int(db, "SELECT rootpage FROM sqlite_master WHERE name = 'reservations'");
+  int page = query_int(db, "PRAGMA page_size");
+  assert_true(root > 1 && page > 0);
+  FILE *f = fopen(db, "r+b");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, (long)(root - 1) * page, SEEK_SET), 0);
+  assert_int_equal(fputc(0x00, f), 0x00); /* not a b-tree page type */
+  fclose(f);
+  assert_refused(dir, db, "fails SQLite's integrity check");
+}
+
+/* A new ledger is made whole beside its final name and moved there: a ledger.db that exists
+ * always has the schema. What a crash left of an earlier try is replaced. A ledger.db that is
+ * missing while its log (ledger.db-wal) is there was deleted: refused. */
+static void test_new_ledger_made_whole(void **state) {
+  const char *dir = *state;
+  char db[300], tmp[310];
+  sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db));
+  snprintf(tmp, sizeof tmp, "%s.new", db);
+  FILE *f = fopen(tmp, "w"); /* left by a crash while creating */
+  assert_non_null(f);
+  fclose(f);
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(file_size(tmp), -1);
+  assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
+  struct stat st;
+  assert_int_equal(stat(db, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0600);
+  gpumd_ledger_close(l);
+  snprintf(tmp, sizeof tmp, "%s.new-wal", db);
+  assert_int_equal(file_size(tmp), -1);
+  snprintf(tmp, sizeof tmp, "%s-wal", db);
+  assert_int_equal(file_size(tmp), -1);
+
+  /* ledger.db gone but its log left: deleted, not new. */
+  f = fopen(tmp, "w");
+  assert_non_null(f);
+  fputs("a log of transactions", f);
+  fclose(f);
+  assert_int_equal(unlink(db), 0);
+  assert_refused(dir, db, "is missing but its log");
+  assert_int_equal(file_size(db), -1);
+}
+
 static void test_newer_schema_refused(void **state) {
   const char *dir = *state;
   gpumd_ledger_close(open_ok(dir));
@@ -1105,8 +1217,8 @@ static void test_page_size(void **state) {
   assert_int_equal(mkdir(sd, 0700), 0);
   sqlite3 *h = NULL;
   assert_int_equal(sqlite3_open(sub(sd, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
-  assert_int_equal(
-      sqlite3_exec(h, "PRAGMA page_size=4096; CREATE TABLE other(a)", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "PRAGMA page_size=4096", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(h);
   l = open_ok(sd);
   gpumd_resv_t r, back;
@@ -1442,6 +1554,10 @@ int main(void) {
       DIR_TEST(test_sync_full_option),
       DIR_TEST(test_bad_state_dirs),
       DIR_TEST(test_garbage_database),
+      DIR_TEST(test_empty_file_refused),
+      DIR_TEST(test_no_schema_refused),
+      DIR_TEST(test_corrupt_database_refused),
+      DIR_TEST(test_new_ledger_made_whole),
       DIR_TEST(test_newer_schema_refused),
       DIR_TEST(test_migration_from_v1),
       DIR_TEST(test_devices_by_uuid),
