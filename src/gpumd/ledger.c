@@ -30,12 +30,6 @@
 
 #define GPUMD_LEDGER_PAGE_SIZE_S "1024" /* of a new ledger */
 
-/* What the operator can do about a ledger gpumd refuses to start with. */
-#define ADVICE                                                                               \
-  "Restore it from a backup (stop gpumd, replace ledger.db, delete ledger.db-wal and "       \
-  "ledger.db-shm), or move the three files away to start a new ledger with no history: see " \
-  "\"An empty or damaged ledger\" in docs/operations.md"
-
 static const char schema_v1[] =
     "CREATE TABLE reservations ("
     " id INTEGER PRIMARY KEY, token TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL,"
@@ -176,14 +170,16 @@ static int check_version(gpumd_ledger_t *l, int64_t *version) {
   if (*version < 0 && busy(l))
     return gpumd__ledger_db_error(l, "cannot read the schema version");
   if (*version < 0)
-    return gpum_error(GPUM_EIO, "ledger %s is not a usable SQLite database (%s). " ADVICE, l->path,
-                      sqlite3_errmsg(l->db));
-  if (*version == 0)
     return gpum_error(GPUM_EIO,
-                      "ledger %s holds no gpumd schema (%lld tables, schema version 0): not a "
-                      "ledger gpumd wrote, or one that was emptied; gpumd never takes it for a "
-                      "new ledger, whose reservation ids would start again at r-1. " ADVICE,
-                      l->path, (long long)query_int(l, "SELECT count(*) FROM sqlite_master"));
+                      "ledger %s is not a usable SQLite database (%s). " GPUMD_LEDGER_ADVICE,
+                      l->path, sqlite3_errmsg(l->db));
+  if (*version == 0)
+    return gpum_error(
+        GPUM_EIO,
+        "ledger %s holds no gpumd schema (%lld tables, schema version 0): not a "
+        "ledger gpumd wrote, or one that was emptied; gpumd never takes it for a "
+        "new ledger, whose reservation ids would start again at r-1. " GPUMD_LEDGER_ADVICE,
+        l->path, (long long)query_int(l, "SELECT count(*) FROM sqlite_master"));
   if (*version > GPUMD_LEDGER_SCHEMA_VERSION)
     return gpum_error(GPUM_EIO, "ledger %s: schema version %lld is newer than this gpumd's (%d)",
                       l->path, (long long)*version, GPUMD_LEDGER_SCHEMA_VERSION);
@@ -191,10 +187,9 @@ static int check_version(gpumd_ledger_t *l, int64_t *version) {
 }
 
 /* Creates the schema (version 0: a database create_ledger made) or migrates an older one to
- * this gpumd's version. */
+ * this gpumd's version, and checks every row, in one transaction: a ledger refused for a row
+ * is left as it was. */
 static int setup_schema(gpumd_ledger_t *l, int64_t version) {
-  if (version == GPUMD_LEDGER_SCHEMA_VERSION)
-    return 0;
   int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin");
   if (rc == 0 && version == 0)
     rc = exec(l, schema_v1, "cannot create the schema");
@@ -212,6 +207,8 @@ static int setup_schema(gpumd_ledger_t *l, int64_t version) {
     rc = exec(l, migrate_v7, "cannot migrate the schema to version 7");
   if (rc == 0 && version < 8)
     rc = exec(l, migrate_v8, "cannot migrate the schema to version 8");
+  if (rc == 0)
+    rc = gpumd__ledger_check_rows(l);
   if (rc == 0)
     rc = exec(l, "COMMIT", "cannot commit the schema");
   if (rc < 0)
@@ -284,8 +281,9 @@ static int lock_dir(gpumd_ledger_t *l, const char *state_dir) {
 static int check_integrity(gpumd_ledger_t *l) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK)
-    return gpum_error(GPUM_EIO, "ledger %s fails SQLite's integrity check (%s). " ADVICE, l->path,
-                      sqlite3_errmsg(l->db));
+    return gpum_error(GPUM_EIO,
+                      "ledger %s fails SQLite's integrity check (%s). " GPUMD_LEDGER_ADVICE,
+                      l->path, sqlite3_errmsg(l->db));
   int step = sqlite3_step(st);
   char what[256];
   const unsigned char *t = step == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
@@ -297,9 +295,10 @@ static int check_integrity(gpumd_ledger_t *l) {
     return gpumd__ledger_db_error(l, "cannot run the integrity check");
   for (char *p = what; *p; p++)
     *p = *p == '\n' ? ' ' : *p; /* "*** in database main ***\nPage 2: ..." on one line */
-  return gpum_error(GPUM_EIO,
-                    "ledger %s fails SQLite's integrity check (PRAGMA quick_check: %s). " ADVICE,
-                    l->path, what);
+  return gpum_error(
+      GPUM_EIO,
+      "ledger %s fails SQLite's integrity check (PRAGMA quick_check: %s). " GPUMD_LEDGER_ADVICE,
+      l->path, what);
 }
 
 /* Sets the page size, WAL mode and the sync level on l->db. */
@@ -311,14 +310,16 @@ static int set_modes(gpumd_ledger_t *l, bool fresh, bool sync_full) {
     return GPUM_EIO;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
-    return gpum_error(GPUM_EIO, "ledger %s is not a usable SQLite database (%s). " ADVICE, l->path,
-                      sqlite3_errmsg(l->db));
+    return gpum_error(GPUM_EIO,
+                      "ledger %s is not a usable SQLite database (%s). " GPUMD_LEDGER_ADVICE,
+                      l->path, sqlite3_errmsg(l->db));
   int step = sqlite3_step(st);
   bool wal = step == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
   sqlite3_finalize(st);
   if (step != SQLITE_ROW)
-    return gpum_error(GPUM_EIO, "ledger %s is not a usable SQLite database (%s). " ADVICE, l->path,
-                      sqlite3_errmsg(l->db));
+    return gpum_error(GPUM_EIO,
+                      "ledger %s is not a usable SQLite database (%s). " GPUMD_LEDGER_ADVICE,
+                      l->path, sqlite3_errmsg(l->db));
   if (!wal)
     return gpumd__ledger_db_error(l, "cannot switch to WAL mode");
   return exec(l, sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
@@ -394,11 +395,11 @@ static int open_db(gpumd_ledger_t *l, const gpumd_ledger_opts_t *opts) {
     char wal[4096];
     if ((size_t)snprintf(wal, sizeof wal, "%s-wal", l->path) < sizeof wal && stat(wal, &sb) == 0 &&
         sb.st_size > 0)
-      return gpum_error(
-          GPUM_EIO,
-          "ledger %s is missing but its log %s (%lld bytes) is there: the ledger "
-          "was deleted or moved, and gpumd never starts a new one over its log. " ADVICE,
-          l->path, wal, (long long)sb.st_size);
+      return gpum_error(GPUM_EIO,
+                        "ledger %s is missing but its log %s (%lld bytes) is there: the ledger "
+                        "was deleted or moved, and gpumd never starts a new one over its "
+                        "log. " GPUMD_LEDGER_ADVICE,
+                        l->path, wal, (long long)sb.st_size);
     rc = create_ledger(l); /* a new state directory: the only way to a new ledger */
     if (rc < 0)
       return rc;
@@ -406,7 +407,7 @@ static int open_db(gpumd_ledger_t *l, const gpumd_ledger_opts_t *opts) {
     return gpum_error(GPUM_EIO,
                       "ledger %s is empty (0 bytes): truncated, or restored from a bad copy; "
                       "gpumd never takes it for a new ledger, whose reservation ids would start "
-                      "again at r-1. " ADVICE,
+                      "again at r-1. " GPUMD_LEDGER_ADVICE,
                       l->path);
   }
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;

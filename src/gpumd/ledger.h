@@ -89,7 +89,10 @@ typedef struct gpumd_ledger gpumd_ledger_t;
  * existing ledger.db always has the schema. An existing one is checked before anything is
  * written to it and refused when it is empty (0 bytes), has no gpumd schema (version 0) or a
  * newer one, or fails SQLite's PRAGMA quick_check; then set to WAL mode and the sync level,
- * and migrated when older. opts NULL: defaults. Returns 0; GPUM_EINVAL (state_dir NULL or
+ * migrated when older, and every row checked (ledger_check.c: a row gpumd never writes, such as
+ * text that is not UTF-8, is refused, naming the row and the field; the migration is then rolled
+ * back). What put() and audit() store always passes: text that is not UTF-8 is stored with '?'
+ * for each bad byte. opts NULL: defaults. Returns 0; GPUM_EINVAL (state_dir NULL or
  * empty); GPUM_EBUSY (another process has the ledger open); GPUM_EPERM (directory or file not
  * accessible); GPUM_EIO (cannot create or open, or refused as above: the detail names the path,
  * what is wrong and what the operator can do); GPUM_ENOMEM.

@@ -8,6 +8,7 @@
  *   ledger_rows.c     devices by UUID, writing and reading reservation and audit rows
  *   ledger_prune.c    retention: deleting old finished reservations and audit rows
  *   ledger_admin.c    the operator's switches per device (disabled devices, by UUID)
+ *   ledger_check.c    checking every row at open against the protocol's rules
  *   ledger_recover.c  what to do with each stored reservation after a restart
  *   ledger_writer.c   the writer thread that commits batches for the loop
  *   ledger_ckpt.c     the checkpointer thread next to the main connection
@@ -86,6 +87,17 @@ struct gpumd_ledger {
 #define RESV_NCOLS 30
 
 /* ---- shared between the ledger's files ---- */
+
+/* What the operator can do about a ledger gpumd refuses to start with (ends a message). */
+#define GPUMD_LEDGER_ADVICE                                                                  \
+  "Restore it from a backup (stop gpumd, replace ledger.db, delete ledger.db-wal and "       \
+  "ledger.db-shm), or move the three files away to start a new ledger with no history: see " \
+  "\"An empty or damaged ledger\" in docs/operations.md"
+
+/* Checks every row (reservations, audit, device switches, the highest id) as gpumd writes
+ * them, in the open transaction. Returns 0, GPUM_EIO naming the first bad row and its field
+ * (refused: see GPUMD_LEDGER_ADVICE) or SQLite's error (ledger_check.c). */
+int gpumd__ledger_check_rows(gpumd_ledger_t *l);
 
 /* Sets the detail from SQLite's message and returns GPUM_EIO (ledger.c). */
 int gpumd__ledger_db_error(const gpumd_ledger_t *l, const char *what);

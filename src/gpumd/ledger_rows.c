@@ -13,6 +13,7 @@
 #include <gpum/error.h>
 
 #include "ledger_internal.h"
+#include "utf8_internal.h"
 
 /* ---- Devices by UUID --------------------------------------------------------------------- */
 
@@ -22,8 +23,12 @@ int gpumd_ledger_set_devices(gpumd_ledger_t *l, const char *const *uuids, unsign
                       GPUMD_SCHED_MAX_DEVICES);
   for (unsigned i = 0; i < count; i++) {
     const char *u = uuids[i] ? uuids[i] : "";
-    if (strlen(u) >= GPUM_UUID_LEN || strchr(u, ',') != NULL)
-      return gpum_error(GPUM_EINVAL, "device %u: UUID '%.40s' is too long or has a comma", i, u);
+    if (strlen(u) >= GPUM_UUID_LEN || strchr(u, ',') != NULL || !gpumd_utf8_valid(u, strlen(u))) {
+      char shown[48];
+      gpumd_utf8_clean(u, shown, sizeof shown);
+      return gpum_error(GPUM_EINVAL,
+                        "device %u: UUID '%s' is too long, has a comma or is not UTF-8", i, shown);
+    }
   }
   memset(l->uuid, 0, sizeof(l->uuid));
   for (unsigned i = 0; i < count; i++)
@@ -90,6 +95,19 @@ int gpumd__ledger_step_done(gpumd_ledger_t *l, sqlite3_stmt *st, const char *wha
   return rc;
 }
 
+/* Binds text s, which must read back as ledger_check.c wants: text that is not UTF-8 (which
+ * the protocol never lets in; a message cut inside a character) is stored with '?' for each
+ * byte that is not part of a character, as it goes out on the wire. */
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+  if (gpumd_utf8_valid(s, strlen(s))) {
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    return;
+  }
+  char clean[GPUMD_RESV_REASON_LEN];
+  gpumd_utf8_clean(s, clean, sizeof clean);
+  sqlite3_bind_text(st, i, clean, -1, SQLITE_TRANSIENT);
+}
+
 /* Writes one reservation row (INSERT OR REPLACE) in the open transaction. */
 int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   sqlite3_stmt *st = l->put;
@@ -97,13 +115,13 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->id);
   sqlite3_bind_text(st, i++, r->token, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, i++, gpumd_resv_state_name(r->state), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, i++, r->reason, -1, SQLITE_STATIC);
+  bind_text(st, i++, r->reason);
   sqlite3_bind_int64(st, i++, r->uid);
   sqlite3_bind_int64(st, i++, r->pid);
-  sqlite3_bind_text(st, i++, r->label, -1, SQLITE_STATIC);
+  bind_text(st, i++, r->label);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->bytes_per_gpu);
   sqlite3_bind_int64(st, i++, r->gpus);
-  sqlite3_bind_text(st, i++, r->model, -1, SQLITE_STATIC);
+  bind_text(st, i++, r->model);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->min_memory);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->want_mask);
   sqlite3_bind_int64(st, i++, r->priority);
@@ -208,10 +226,8 @@ int gpumd_ledger_audit(gpumd_ledger_t *l, const gpumd_ledger_audit_t *a) {
                         .time_ns = a->time_ns,
                         .uid = a->uid,
                         .pid = a->pid};
-  const char *reason = a->reason ? a->reason : "";
-  size_t n = strnlen(reason, sizeof(one.reason) - 1); /* as the reservation row keeps it */
-  memcpy(one.reason, reason, n);
-  one.reason[n] = '\0';
+  /* As the reservation row keeps it: cut before a character, UTF-8 (bind_text). */
+  gpumd_utf8_clean(a->reason ? a->reason : "", one.reason, sizeof(one.reason));
   int rc;
   if (!stage_room(l, (void **)&b->audits, b->n_audits, &b->cap_audits, sizeof(*b->audits), &rc)) {
     if (rc == 0 && (rc = gpumd__ledger_ensure_turn(l)) == 0 &&

@@ -3,7 +3,9 @@
 # A damaged ledger stops gpumd before it is ready: exit 1, a message on stderr that names the
 # file, what is wrong and the way out (a backup, docs/operations.md), and the ledger left as it
 # was. Damage here: a 0-byte ledger.db (truncated, a bad restore), a database without gpumd's
-# schema, one that fails SQLite's integrity check, a ledger.db deleted beside its log. Only a
+# schema, one that fails SQLite's integrity check, a ledger.db deleted beside its log, one byte
+# flipped in a label or a token (SQLite calls the file sound; the row breaks the protocol's
+# rules: the message names the row and the field). Only a
 # state directory without a ledger starts a new one; a ledger restored from a backup goes on
 # with the ids above the backup's highest (none is reused).
 source "$(dirname "$0")/lib.sh"
@@ -19,9 +21,11 @@ gd_py '
 c = Client()
 for i in range(3):
     c.ok("release", reservation=c.ok("reserve", bytes_per_gpu="1GiB")["reservation"]["id"])
-r = c.ok("reserve", bytes_per_gpu="1GiB", lease="ttl", ttl_ms=3600000)["reservation"]
+r = c.ok("reserve", bytes_per_gpu="1GiB", lease="ttl", ttl_ms=3600000, label="notebook")
+r = r["reservation"]
 assert r["id"] == "r-4", r
-' || t_fail "reservations in a new ledger"
+open(args[0], "w").write(r["token"])
+' "$T_SCRATCH/token" || t_fail "reservations in a new ledger"
 gd_stop TERM
 [ "$GD_RC" -eq 0 ] || t_fail "exit $GD_RC"
 python3 -c 'import sqlite3, sys
@@ -97,6 +101,29 @@ printf 'what was left of the log' >"$DB-wal"
 refused "is missing but its log"
 [ ! -e "$DB" ] || t_fail "a new ledger was made beside the log of a deleted one"
 t_ok "a ledger.db deleted beside its log is refused"
+
+# flip TEXT OFFSET BYTE: in the backup's bytes, the byte at OFFSET of every copy of TEXT
+# becomes BYTE (hex): one flipped byte in a row, the file otherwise sound.
+flip() {
+  rm -f "$DB" "$DB-wal" "$DB-shm"
+  python3 -c 'import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+text, off, byte = sys.argv[3].encode(), int(sys.argv[4]), int(sys.argv[5], 16)
+at = data.find(text)
+assert at >= 0, "%r not in the ledger" % text
+while at >= 0:
+    data[at + off] = byte
+    at = data.find(text, at + 1)
+open(sys.argv[2], "wb").write(data)' "$BACKUP" "$DB" "$1" "$2" "$3"
+}
+
+flip notebook 4 ff
+refused "reservation r-4: its label is not valid UTF-8"
+flip "$(cat "$T_SCRATCH/token")" 7 ff
+refused "reservation r-4: its token is not valid UTF-8"
+flip "$(cat "$T_SCRATCH/token")" 7 47
+refused "reservation r-4: its token is not 32 lowercase hex digits"
+t_ok "a row with a flipped byte (label, token) is refused, naming the row and the field"
 
 rm -f "$DB-wal" "$DB-shm"
 cp "$BACKUP" "$DB"
