@@ -688,8 +688,23 @@ static bool recover_one(gpumd_t *d, gpumd_ledger_row_t *row, uint64_t now) {
     }
     if (l && r->lease == GPUMD_LEASE_TTL)
       gpumd_lease_arm_ttl(d, l, r->expires_ns);
-    if (l && dec.action == GPUMD_RECOVER_AWAIT_ATTACH)
+    if (l && dec.action == GPUMD_RECOVER_AWAIT_ATTACH) {
       l->awaiting_attach = true;
+      /* Its owner lives now, but its client may never come back (a crash lost the reply that
+       * had the token): the owner's exit ends the wait, as a pid lease's end does. */
+      int wrc = r->lease == GPUMD_LEASE_CONNECTION
+                    ? gpumd_lease_watch_pid(d, l, r->pid, r->pid_start)
+                    : 0;
+      if (wrc == GPUM_ENOENT) {
+        char why[GPUMD_RESV_REASON_LEN];
+        snprintf(why, sizeof why, "owner pid %d exited while gpumd was down", (int)r->pid);
+        gpumd_ops_lease_ended(d, r->id, GPUMD_RESV_RELEASED, why);
+        return false;
+      }
+      if (wrc != 0) /* no pidfd: the grace alone ends the wait */
+        gpum_log(GPUM_LOG_WARN, "gpumd", "%s: owner pid %d not watched: %s", id, (int)r->pid,
+                 gpum_last_error());
+    }
     gpum_log(GPUM_LOG_INFO, "gpumd", "recovered %s (%s, %s)%s", id, gpumd_resv_state_name(r->state),
              gpumd_lease_kind_name(r->lease),
              dec.action == GPUMD_RECOVER_AWAIT_ATTACH ? ": waiting for its client" : "");

@@ -69,7 +69,8 @@ struct gpumd_lease {
   struct event *pid_ev;
   struct event *ttl_ev;
   uint64_t expires_ns;
-  bool awaiting_attach; /* restored connection lease: ends at the grace unless attached */
+  bool awaiting_attach; /* restored connection lease: ends at the grace unless attached, or
+                           when its owner (pidfd) exits first */
   size_t told_position; /* queue position + 1 the client last learnt; 0 = none */
   gpumd_lease_t *next;  /* hash chain */
 };
@@ -432,8 +433,13 @@ gpumd_lease_t *gpumd_lease_get(gpumd_t *d, uint64_t id);
 /* The lease of id, created when missing (NULL: out of memory). */
 gpumd_lease_t *gpumd_lease_add(gpumd_t *d, uint64_t id);
 void gpumd_lease_bind(gpumd_lease_t *l, gpumd_conn_t *c); /* c NULL: unbind */
-/* Watches pid through a pidfd. Returns 0, GPUM_ENOENT (no such process) or GPUM_EIO. */
+/* Watches pid (the process with start time start_time, 0 = unknown) through a pidfd: when it
+ * exits, the lease ends (RELEASED; the reason names the lease process, or, while the lease
+ * awaits a re-attach, the owner). Returns 0, GPUM_ENOENT (no such process, or its pid now names
+ * another) or GPUM_EIO. */
 int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid, uint64_t start_time);
+/* Stops watching the lease's pid (none watched: nothing). */
+void gpumd_lease_unwatch_pid(gpumd_lease_t *l);
 int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns);
 void gpumd_lease_remove(gpumd_t *d, uint64_t id);
 void gpumd_leases_free_all(gpumd_t *d);
