@@ -226,8 +226,15 @@ int gpumd_ledger_audit(gpumd_ledger_t *l, const gpumd_ledger_audit_t *a) {
                         .time_ns = a->time_ns,
                         .uid = a->uid,
                         .pid = a->pid};
-  /* As the reservation row keeps it: cut before a character, UTF-8 (bind_text). */
-  gpumd_utf8_clean(a->reason ? a->reason : "", one.reason, sizeof(one.reason));
+  /* As the reservation row keeps it: cut before a character, UTF-8 (as bind_text stores it). */
+  const char *reason = a->reason ? a->reason : "";
+  size_t n = gpumd_utf8_cut(reason, sizeof(one.reason) - 1);
+  if (gpumd_utf8_valid(reason, n)) { /* the common case, ASCII checked at memcpy's pace */
+    memcpy(one.reason, reason, n);
+    one.reason[n] = '\0';
+  } else {
+    gpumd_utf8_clean(reason, one.reason, sizeof(one.reason));
+  }
   int rc;
   if (!stage_room(l, (void **)&b->audits, b->n_audits, &b->cap_audits, sizeof(*b->audits), &rc)) {
     if (rc == 0 && (rc = gpumd__ledger_ensure_turn(l)) == 0 &&
