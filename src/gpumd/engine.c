@@ -27,10 +27,21 @@
 /* ---- JSON of a reservation ---------------------------------------------------------------- */
 
 /* Keys are ASCII literals and ids, tokens, state and lease names ASCII by construction:
- * they skip jansson's UTF-8 checks (a tenth of a reply's cost). Label, reason and model come
- * from clients (UUIDs from the driver) and keep the check. */
+ * they skip jansson's UTF-8 checks (a tenth of a reply's cost; gpumd_json_write still writes
+ * a byte that is not UTF-8 as '?'). Label, reason and model come from clients (UUIDs from the
+ * driver) and keep the check. */
 static void put_ascii(json_t *o, const char *key, const char *value) {
   json_object_set_new_nocheck(o, key, json_string_nocheck(value));
+}
+
+/* A client-given or driver-given text (at most 1 KiB) as a JSON string: when it is not UTF-8,
+ * each byte that is not part of a character becomes '?', as gpumd_jw_string writes it. */
+static json_t *text_json(const char *s) {
+  if (gpumd_utf8_valid(s, strlen(s)))
+    return json_string(s);
+  char clean[1024];
+  gpumd_utf8_clean(s, clean, sizeof clean);
+  return json_string(clean);
 }
 
 static void put_int(json_t *o, const char *key, json_int_t value) {
@@ -85,10 +96,10 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
   if (with_token)
     put_ascii(o, GPUM_PROTO_F_TOKEN, r->token);
   put_ascii(o, GPUM_PROTO_F_STATE, gpumd_resv_state_name(r->state));
-  json_object_set_new_nocheck(o, GPUM_PROTO_F_REASON, json_string(r->reason));
+  json_object_set_new_nocheck(o, GPUM_PROTO_F_REASON, text_json(r->reason));
   put_int(o, GPUM_PROTO_F_UID, r->uid);
   put_int(o, GPUM_PROTO_F_PID, r->pid);
-  json_object_set_new_nocheck(o, GPUM_PROTO_F_LABEL, json_string(r->label));
+  json_object_set_new_nocheck(o, GPUM_PROTO_F_LABEL, text_json(r->label));
   json_object_set_new_nocheck(o, GPUM_PROTO_F_SLURM,
                               r->slurm_job[0]
                                   ? json_pack("{s:s, s:s}", GPUM_PROTO_F_JOB_ID, r->slurm_job,
@@ -110,7 +121,7 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
     json_t *dev = json_object();
     bool known = gpumd_sched_device(d->sched, i, &v) == 0;
     put_int(dev, GPUM_PROTO_F_INDEX, (json_int_t)i);
-    json_object_set_new_nocheck(dev, GPUM_PROTO_F_UUID, json_string(known ? v.uuid : ""));
+    json_object_set_new_nocheck(dev, GPUM_PROTO_F_UUID, text_json(known ? v.uuid : ""));
     put_int(dev, GPUM_PROTO_F_MEMORY_TOTAL, known ? (json_int_t)v.memory_total : 0);
     json_array_append_new(devs, dev);
   }
@@ -122,26 +133,12 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
     char why[512];
     json_object_set_new_nocheck(
         o, GPUM_PROTO_F_WAITING_FOR,
-        json_string(gpumd_sched_waiting_for(d->sched, r->id, why, sizeof why)));
+        text_json(gpumd_sched_waiting_for(d->sched, r->id, why, sizeof why)));
   }
   put_int(o, GPUM_PROTO_F_CREATED_NS, (json_int_t)r->created_ns);
   put_int(o, GPUM_PROTO_F_GRANTED_NS, (json_int_t)r->granted_ns);
   put_int(o, GPUM_PROTO_F_ENDED_NS, (json_int_t)r->ended_ns);
   return o;
-}
-
-/* Whether s is valid UTF-8 as jansson checks it (no overlong forms, no surrogates, nothing
- * past U+10FFFF): such a string gpumd_resv_json leaves out, and so must the writer. ASCII (most
- * strings) is passed over first. */
-static bool utf8_valid(const char *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p != 0 && *p < 0x80)
-    p++;
-  size_t n = strlen((const char *)p);
-  for (size_t i = 0, k; i < n; i += k)
-    if ((k = gpumd_utf8_seq(p + i, n - i)) == 0)
-      return false;
-  return true;
 }
 
 /* ,"key": as one piece (key a string literal). */
@@ -153,13 +150,12 @@ static bool utf8_valid(const char *s) {
     gpumd_jw_int((w), (v)); \
   } while (0)
 
-/* A client-given or driver-given string: left out when it is not UTF-8, as jansson does. */
-#define W_TEXT(w, key, v)        \
-  do {                           \
-    if (utf8_valid(v)) {         \
-      W_KEY(w, key);             \
-      gpumd_jw_string((w), (v)); \
-    }                            \
+/* A client-given or driver-given string (text_json's: gpumd_jw_string writes a byte that is
+ * not UTF-8 as '?'). */
+#define W_TEXT(w, key, v)      \
+  do {                         \
+    W_KEY(w, key);             \
+    gpumd_jw_string((w), (v)); \
   } while (0)
 
 void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
@@ -741,8 +737,23 @@ static bool recover_one(gpumd_t *d, gpumd_ledger_row_t *row, uint64_t now) {
     }
     if (l && r->lease == GPUMD_LEASE_TTL)
       gpumd_lease_arm_ttl(d, l, r->expires_ns);
-    if (l && dec.action == GPUMD_RECOVER_AWAIT_ATTACH)
+    if (l && dec.action == GPUMD_RECOVER_AWAIT_ATTACH) {
       l->awaiting_attach = true;
+      /* Its owner lives now, but its client may never come back (a crash lost the reply that
+       * had the token): the owner's exit ends the wait, as a pid lease's end does. */
+      int wrc = r->lease == GPUMD_LEASE_CONNECTION
+                    ? gpumd_lease_watch_pid(d, l, r->pid, r->pid_start)
+                    : 0;
+      if (wrc == GPUM_ENOENT) {
+        char why[GPUMD_RESV_REASON_LEN];
+        snprintf(why, sizeof why, "owner pid %d exited while gpumd was down", (int)r->pid);
+        gpumd_ops_lease_ended(d, r->id, GPUMD_RESV_RELEASED, why);
+        return false;
+      }
+      if (wrc != 0) /* no pidfd: the grace alone ends the wait */
+        gpum_log(GPUM_LOG_WARN, "gpumd", "%s: owner pid %d not watched: %s", id, (int)r->pid,
+                 gpum_last_error());
+    }
     gpum_log(GPUM_LOG_INFO, "gpumd", "recovered %s (%s, %s)%s", id, gpumd_resv_state_name(r->state),
              gpumd_lease_kind_name(r->lease),
              dec.action == GPUMD_RECOVER_AWAIT_ATTACH ? ": waiting for its client" : "");

@@ -37,6 +37,7 @@
 #include "ledger.h"
 #include "paths_internal.h"
 #include "sched.h"
+#include "utf8_internal.h"
 
 struct event_base;
 struct event;
@@ -68,7 +69,8 @@ struct gpumd_lease {
   struct event *pid_ev;
   struct event *ttl_ev;
   uint64_t expires_ns;
-  bool awaiting_attach; /* restored connection lease: ends at the grace unless attached */
+  bool awaiting_attach; /* restored connection lease: ends at the grace unless attached, or
+                           when its owner (pidfd) exits first */
   size_t told_position; /* queue position + 1 the client last learnt; 0 = none */
   gpumd_lease_t *next;  /* hash chain */
 };
@@ -270,9 +272,6 @@ uint64_t gpumd_now_ns(void); /* CLOCK_REALTIME */
 /* Deepest nesting of arrays/objects in a JSON text (strings skipped), stopping early once it
  * passes limit. */
 int gpumd_json_depth(const char *s, size_t len, int limit);
-/* The length of the valid UTF-8 sequence at s (at most n bytes; no overlong forms, surrogates
- * or code points past U+10FFFF, as jansson checks), 0 when it is not one. */
-size_t gpumd_utf8_seq(const unsigned char *s, size_t n);
 /* Parses a request as json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, err) does,
  * with the same result (value, or NULL and err) for every input; faster for the common shape
  * of requests (json_fast.c). Any value is taken on top (the caller checks for an object). The
@@ -293,10 +292,6 @@ void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, boo
  * is not UTF-8 is written as '?'. */
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Copies s into out (outlen > 0) with every byte that does not start a valid UTF-8 sequence
- * (as gpumd_utf8_seq checks) replaced by '?', stopping before a character that does not fit;
- * out is NUL-terminated. For texts a JSON string must hold. */
-void gpumd_utf8_clean(const char *s, char *out, size_t outlen);
 /* Checks that obj has only the named fields (NULL-terminated list). Returns 0, or GPUM_EINVAL
  * with the detail naming the first unknown field. */
 int gpumd_check_fields(json_t *obj, const char *const *allowed);
@@ -482,8 +477,13 @@ gpumd_lease_t *gpumd_lease_get(gpumd_t *d, uint64_t id);
 /* The lease of id, created when missing (NULL: out of memory). */
 gpumd_lease_t *gpumd_lease_add(gpumd_t *d, uint64_t id);
 void gpumd_lease_bind(gpumd_lease_t *l, gpumd_conn_t *c); /* c NULL: unbind */
-/* Watches pid through a pidfd. Returns 0, GPUM_ENOENT (no such process) or GPUM_EIO. */
+/* Watches pid (the process with start time start_time, 0 = unknown) through a pidfd: when it
+ * exits, the lease ends (RELEASED; the reason names the lease process, or, while the lease
+ * awaits a re-attach, the owner). Returns 0, GPUM_ENOENT (no such process, or its pid now names
+ * another) or GPUM_EIO. */
 int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid, uint64_t start_time);
+/* Stops watching the lease's pid (none watched: nothing). */
+void gpumd_lease_unwatch_pid(gpumd_lease_t *l);
 int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns);
 void gpumd_lease_remove(gpumd_t *d, uint64_t id);
 void gpumd_leases_free_all(gpumd_t *d);

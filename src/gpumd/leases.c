@@ -2,8 +2,9 @@
 /*
  * The daemon side of each live reservation ("lease"): which connection it is bound to (its
  * events go there; a connection lease ends when that connection closes), the pidfd watched
- * for a pid lease (readable when the process exits), the timer of a TTL lease, and whether it
- * waits for its client to re-attach after a restart. Kept in a hash table by reservation id
+ * for a pid lease (readable when the process exits) or, while a connection lease recovered
+ * after a restart waits for its client to re-attach, for its owner, the timer of a TTL lease,
+ * and whether it waits for that re-attach. Kept in a hash table by reservation id
  * and, per connection, in a list so a closing connection finds its leases at once.
  */
 #include <errno.h>
@@ -107,9 +108,17 @@ static void on_pid_exit(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
   gpumd_lease_t *l = arg;
   gpumd_t *d = l->d;
-  char reason[96];
-  snprintf(reason, sizeof reason, "lease process %d exited", (int)l->pid);
+  char reason[128];
+  if (l->awaiting_attach) /* a recovered connection lease: its owner is watched */
+    snprintf(reason, sizeof reason, "owner pid %d exited before re-attaching after a gpumd restart",
+             (int)l->pid);
+  else
+    snprintf(reason, sizeof reason, "lease process %d exited", (int)l->pid);
   gpumd_ops_lease_ended(d, l->id, GPUMD_RESV_RELEASED, reason);
+}
+
+void gpumd_lease_unwatch_pid(gpumd_lease_t *l) {
+  stop_pid(l);
 }
 
 int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid, uint64_t start_time) {

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The gpumd ledger (see ledger.h): reservations and their audit trail in SQLite, WAL mode,
- * one transaction per loop turn. This file opens it: creates the state directory (0700) and
- * the database (0600), takes the directory's lock, sets the journal and sync modes, creates or
- * checks the versioned schema (migrating an older one) and prepares the statements of the
- * write path; and closes it. Turns and batches are in ledger_turn.c, rows in ledger_rows.c,
+ * one transaction per loop turn. This file opens it: creates the state directory (0700),
+ * takes the directory's lock, makes a new database (0600, schema and all, renamed into place)
+ * only where there is none, refuses an existing one that is empty, has no schema or fails
+ * SQLite's integrity check (before anything is written to it), sets the journal and sync
+ * modes, migrates an older schema and prepares the statements of the write path; and closes
+ * it. Turns and batches are in ledger_turn.c, rows in ledger_rows.c,
  * retention in ledger_prune.c (the list is in ledger_internal.h).
  */
 #include "ledger.h"
@@ -97,6 +99,13 @@ static const char migrate_v7[] =
     "ALTER TABLE reservations ADD COLUMN slurm_step TEXT NOT NULL DEFAULT '';"
     "PRAGMA user_version = 7;";
 
+/* Version 8: the highest reservation id ever stored, apart from the rows (which retention or
+ * a hand may delete), so that ids never repeat. */
+static const char migrate_v8[] =
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+    "INSERT INTO meta VALUES ('max_id', (SELECT coalesce(max(id), 0) FROM reservations));"
+    "PRAGMA user_version = 8;";
+
 /* Sets the detail from SQLite's message and returns GPUM_EIO. */
 int gpumd__ledger_db_error(const gpumd_ledger_t *l, const char *what) {
   return gpum_error(GPUM_EIO, "ledger %s: %s: %s", l->path, what, sqlite3_errmsg(l->db));
@@ -137,20 +146,50 @@ static int make_dirs(const char *dir) {
   return 0;
 }
 
-/* Creates the schema, or checks its version and migrates an older one. */
-static int setup_schema(gpumd_ledger_t *l) {
+/* Whether the last failure was another process's lock (not damage). */
+static bool busy(const gpumd_ledger_t *l) {
+  int code = sqlite3_errcode(l->db) & 0xff;
+  return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+}
+
+/* The integer a one-row query gives (its first column), or -1. */
+static int64_t query_int(gpumd_ledger_t *l, const char *sql) {
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(l->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-    return gpumd__ledger_db_error(l, "cannot read the schema version");
-  int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
-  if (version < 0)
+  return v;
+}
+
+/* The schema version of an existing ledger, read before anything is written to it: an
+ * SQLite database without gpumd's schema is refused (gpumd never makes a new ledger in place
+ * of one that was there), and so is a newer one. Returns 0, or GPUM_EIO. */
+static int check_version(gpumd_ledger_t *l, int64_t *version) {
+  *version = query_int(l, "PRAGMA user_version");
+  if (*version < 0 && busy(l))
     return gpumd__ledger_db_error(l, "cannot read the schema version");
-  if (version > GPUMD_LEDGER_SCHEMA_VERSION)
-    return gpum_error(GPUM_EIO, "ledger %s: schema version %d is newer than this gpumd's (%d)",
-                      l->path, version, GPUMD_LEDGER_SCHEMA_VERSION);
-  if (version == GPUMD_LEDGER_SCHEMA_VERSION)
-    return 0;
+  if (*version < 0)
+    return gpum_error(GPUM_EIO,
+                      "ledger %s is not a usable SQLite database (%s). " GPUMD_LEDGER_ADVICE,
+                      l->path, sqlite3_errmsg(l->db));
+  if (*version == 0)
+    return gpum_error(
+        GPUM_EIO,
+        "ledger %s holds no gpumd schema (%lld tables, schema version 0): not a "
+        "ledger gpumd wrote, or one that was emptied; gpumd never takes it for a "
+        "new ledger, whose reservation ids would start again at r-1. " GPUMD_LEDGER_ADVICE,
+        l->path, (long long)query_int(l, "SELECT count(*) FROM sqlite_master"));
+  if (*version > GPUMD_LEDGER_SCHEMA_VERSION)
+    return gpum_error(GPUM_EIO, "ledger %s: schema version %lld is newer than this gpumd's (%d)",
+                      l->path, (long long)*version, GPUMD_LEDGER_SCHEMA_VERSION);
+  return 0;
+}
+
+/* Creates the schema (version 0: a database create_ledger made) or migrates an older one to
+ * this gpumd's version, and checks every row, in one transaction: a ledger refused for a row
+ * is left as it was. */
+static int setup_schema(gpumd_ledger_t *l, int64_t version) {
   int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin");
   if (rc == 0 && version == 0)
     rc = exec(l, schema_v1, "cannot create the schema");
@@ -166,6 +205,10 @@ static int setup_schema(gpumd_ledger_t *l) {
     rc = exec(l, migrate_v6, "cannot migrate the schema to version 6");
   if (rc == 0 && version < 7)
     rc = exec(l, migrate_v7, "cannot migrate the schema to version 7");
+  if (rc == 0 && version < 8)
+    rc = exec(l, migrate_v8, "cannot migrate the schema to version 8");
+  if (rc == 0)
+    rc = gpumd__ledger_check_rows(l);
   if (rc == 0)
     rc = exec(l, "COMMIT", "cannot commit the schema");
   if (rc < 0)
@@ -209,7 +252,9 @@ static int prepare(gpumd_ledger_t *l) {
       sqlite3_prepare_v3(l->db, "COMMIT", -1, SQLITE_PREPARE_PERSISTENT, &l->commit, NULL) !=
           SQLITE_OK ||
       sqlite3_prepare_v3(l->db, "ROLLBACK", -1, SQLITE_PREPARE_PERSISTENT, &l->rollback, NULL) !=
-          SQLITE_OK)
+          SQLITE_OK ||
+      sqlite3_prepare_v3(l->db, "UPDATE meta SET value = ?1 WHERE key = 'max_id' AND value < ?1",
+                         -1, SQLITE_PREPARE_PERSISTENT, &l->put_high, NULL) != SQLITE_OK)
     return gpumd__ledger_db_error(l, "cannot prepare statements");
   return 0;
 }
@@ -230,21 +275,34 @@ static int lock_dir(gpumd_ledger_t *l, const char *state_dir) {
   return 0;
 }
 
-static int open_db(gpumd_ledger_t *l, const gpumd_ledger_opts_t *opts) {
-  /* Create the file ourselves so that it is 0600 whatever the umask; SQLite gives the -wal
-   * and -shm files the database file's mode. */
-  int fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return gpum_error(errno == EACCES || errno == EROFS ? GPUM_EPERM : GPUM_EIO,
-                      "cannot open ledger %s: %s", l->path, strerror(errno));
-  struct stat sb;
-  bool fresh = fstat(fd, &sb) == 0 && sb.st_size == 0;
-  close(fd);
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
-  if (sqlite3_open_v2(l->path, &l->db, flags, NULL) != SQLITE_OK)
-    return gpumd__ledger_db_error(l, "cannot open");
-  sqlite3_extended_result_codes(l->db, 1);
-  sqlite3_busy_timeout(l->db, 2000);
+/* Runs PRAGMA quick_check (every page and record readable, the b-trees well formed; O(size)
+ * but no index checks, and the ledger has no index). Returns 0 or GPUM_EIO with the first of
+ * SQLite's findings. */
+static int check_integrity(gpumd_ledger_t *l) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(l->db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK)
+    return gpum_error(GPUM_EIO,
+                      "ledger %s fails SQLite's integrity check (%s). " GPUMD_LEDGER_ADVICE,
+                      l->path, sqlite3_errmsg(l->db));
+  int step = sqlite3_step(st);
+  char what[256];
+  const unsigned char *t = step == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+  snprintf(what, sizeof what, "%s", t ? (const char *)t : sqlite3_errmsg(l->db));
+  sqlite3_finalize(st);
+  if (step == SQLITE_ROW && strcmp(what, "ok") == 0)
+    return 0;
+  if (step != SQLITE_ROW && busy(l))
+    return gpumd__ledger_db_error(l, "cannot run the integrity check");
+  for (char *p = what; *p; p++)
+    *p = *p == '\n' ? ' ' : *p; /* "*** in database main ***\nPage 2: ..." on one line */
+  return gpum_error(
+      GPUM_EIO,
+      "ledger %s fails SQLite's integrity check (PRAGMA quick_check: %s). " GPUMD_LEDGER_ADVICE,
+      l->path, what);
+}
+
+/* Sets the page size, WAL mode and the sync level on l->db. */
+static int set_modes(gpumd_ledger_t *l, bool fresh, bool sync_full) {
   /* A new ledger gets 1 KiB pages (before WAL mode, which fixes the size): a turn changes a
    * few rows, and each page it touches is one frame of the log, checksummed and written. */
   if (fresh &&
@@ -252,18 +310,122 @@ static int open_db(gpumd_ledger_t *l, const gpumd_ledger_opts_t *opts) {
     return GPUM_EIO;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(l->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
-    return gpumd__ledger_db_error(l, "not a usable SQLite database");
-  bool wal = sqlite3_step(st) == SQLITE_ROW &&
-             strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
+    return gpum_error(GPUM_EIO,
+                      "ledger %s is not a usable SQLite database (%s). " GPUMD_LEDGER_ADVICE,
+                      l->path, sqlite3_errmsg(l->db));
+  int step = sqlite3_step(st);
+  bool wal = step == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
   sqlite3_finalize(st);
+  if (step != SQLITE_ROW)
+    return gpum_error(GPUM_EIO,
+                      "ledger %s is not a usable SQLite database (%s). " GPUMD_LEDGER_ADVICE,
+                      l->path, sqlite3_errmsg(l->db));
   if (!wal)
     return gpumd__ledger_db_error(l, "cannot switch to WAL mode");
-  int rc = exec(l, opts->sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
-                "cannot set the sync mode");
+  return exec(l, sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+              "cannot set the sync mode");
+}
+
+/* Makes a new ledger, schema and all, as <path>.new (0600 whatever the umask: SQLite gives
+ * the -wal and -shm files the database file's mode) and renames it to path, so that a
+ * ledger.db that exists always has the schema: an empty one is damage, never a new ledger. */
+static int create_ledger(gpumd_ledger_t *l) {
+  size_t len = strlen(l->path) + sizeof(".new-wal");
+  char *tmp = malloc(len), *side = malloc(len);
+  if (tmp == NULL || side == NULL) {
+    free(tmp);
+    free(side);
+    return gpum_error(GPUM_ENOMEM, "out of memory creating the ledger");
+  }
+  snprintf(tmp, len, "%s.new", l->path);
+  for (int k = 0; k < 3; k++) { /* what a crash in here left */
+    snprintf(side, len, "%s%s", tmp, k == 0 ? "" : k == 1 ? "-wal" : "-shm");
+    (void)unlink(side);
+  }
+  free(side);
+  int rc = 0;
+  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    rc = gpum_error(errno == EACCES || errno == EROFS ? GPUM_EPERM : GPUM_EIO,
+                    "cannot create ledger %s: %s", tmp, strerror(errno));
+  else
+    close(fd);
+  if (rc == 0 &&
+      sqlite3_open_v2(tmp, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+    rc = gpumd__ledger_db_error(l, "cannot create");
+  if (rc == 0)
+    rc = set_modes(l, true, true);
+  if (rc == 0)
+    rc = setup_schema(l, 0);
+  /* The last connection's close copies the log into the file, syncs it and removes the log. */
+  if (l->db != NULL && sqlite3_close(l->db) != SQLITE_OK && rc == 0)
+    rc = gpum_error(GPUM_EIO, "cannot create ledger %s: closing failed", tmp);
+  l->db = NULL;
+  if (rc == 0 && rename(tmp, l->path) != 0)
+    rc = gpum_error(GPUM_EIO, "cannot create ledger %s: %s", l->path, strerror(errno));
+  if (rc == 0) { /* the rename itself on disk */
+    char *dir = strdup(l->path);
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    if (slash != NULL) {
+      *slash = '\0';
+      int dfd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+      }
+    }
+    free(dir);
+    gpum_log(GPUM_LOG_INFO, "gpumd", "no ledger in the state directory: created %s", l->path);
+  } else {
+    (void)unlink(tmp);
+  }
+  free(tmp);
+  return rc;
+}
+
+static int open_db(gpumd_ledger_t *l, const gpumd_ledger_opts_t *opts) {
+  struct stat sb;
+  int rc = 0;
+  if (stat(l->path, &sb) != 0) {
+    if (errno != ENOENT)
+      return gpum_error(errno == EACCES ? GPUM_EPERM : GPUM_EIO, "cannot open ledger %s: %s",
+                        l->path, strerror(errno));
+    /* A log without its database: the ledger was deleted, not never made (and SQLite would
+     * apply that log to the new file). */
+    char wal[4096];
+    if ((size_t)snprintf(wal, sizeof wal, "%s-wal", l->path) < sizeof wal && stat(wal, &sb) == 0 &&
+        sb.st_size > 0)
+      return gpum_error(GPUM_EIO,
+                        "ledger %s is missing but its log %s (%lld bytes) is there: the ledger "
+                        "was deleted or moved, and gpumd never starts a new one over its "
+                        "log. " GPUMD_LEDGER_ADVICE,
+                        l->path, wal, (long long)sb.st_size);
+    rc = create_ledger(l); /* a new state directory: the only way to a new ledger */
+    if (rc < 0)
+      return rc;
+  } else if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
+    return gpum_error(GPUM_EIO,
+                      "ledger %s is empty (0 bytes): truncated, or restored from a bad copy; "
+                      "gpumd never takes it for a new ledger, whose reservation ids would start "
+                      "again at r-1. " GPUMD_LEDGER_ADVICE,
+                      l->path);
+  }
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(l->path, &l->db, flags, NULL) != SQLITE_OK)
+    return gpumd__ledger_db_error(l, "cannot open");
+  sqlite3_extended_result_codes(l->db, 1);
+  sqlite3_busy_timeout(l->db, 2000);
+  /* Checked before the first write (WAL mode, a migration): a refused ledger stays as it is. */
+  int64_t version = 0;
+  rc = check_version(l, &version);
+  if (rc == 0)
+    rc = check_integrity(l);
+  if (rc == 0)
+    rc = set_modes(l, false, opts->sync_full);
   if (rc == 0)
     rc = exec(l, "PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY", "cannot set pragmas");
   if (rc == 0)
-    rc = setup_schema(l);
+    rc = setup_schema(l, version);
   if (rc == 0)
     rc = prepare(l);
   if (rc == 0 && gpumd__ledger_ckpt_start(l->db, l->path, &l->ckpt) != 0)
@@ -322,6 +484,7 @@ void gpumd_ledger_close(gpumd_ledger_t *l) {
   sqlite3_finalize(l->begin);
   sqlite3_finalize(l->commit);
   sqlite3_finalize(l->rollback);
+  sqlite3_finalize(l->put_high);
   sqlite3_close(l->db);
   gpumd__ledger_batch_free(&l->stage);
   gpumd__ledger_batch_free(&l->flight);

@@ -41,7 +41,11 @@
  * pages of its rows. Version 6 added device_admin (uuid, reason, uid, time_ns): the devices an
  * operator disabled, one row each while disabled, by UUID so the switch follows the device
  * across restarts and renumbering. Version 7 added slurm_job and slurm_step (the Slurm job
- * and step ids a reservation was made for); migrated rows get "" (= none).
+ * and step ids a reservation was made for); migrated rows get "" (= none). Version 8 added
+ * meta (key, value) with the row ('max_id', the highest reservation id ever stored), raised in
+ * the transaction that stores a higher id (one write per batch with a new reservation), so
+ * that ids never repeat whatever becomes of the rows; migrated ledgers get their rows' highest
+ * id.
  *
  * Devices. Masks in gpumd_resv_t use this run's device indices. gpumd_ledger_set_devices() tells
  * the ledger which UUID each index has: put() then stores the UUIDs next to the masks, and
@@ -50,7 +54,8 @@
  * Retention. gpumd_ledger_prune() deletes finished reservations that ended before a time, and
  * audit rows written before it (the audit log keeps the same period, whatever became of the
  * reservation), a small batch per call, so that the daemon's turns stay short. The newest
- * reservation row and the newest audit row are always kept, so ids never repeat.
+ * reservation row and the newest audit row are always kept (and the highest reservation id is
+ * in meta besides), so ids never repeat.
  *
  * Not thread-safe: one thread (the loop) uses a ledger; the writer thread is internal.
  */
@@ -67,7 +72,7 @@
 extern "C" {
 #endif
 
-#define GPUMD_LEDGER_SCHEMA_VERSION 7
+#define GPUMD_LEDGER_SCHEMA_VERSION 8
 #define GPUMD_LEDGER_FILE "ledger.db"
 
 typedef struct {
@@ -77,14 +82,20 @@ typedef struct {
 typedef struct gpumd_ledger gpumd_ledger_t;
 
 /*
- * Opens (creating when missing) state_dir/ledger.db. state_dir and missing parents are
- * created with mode 0700; the database file is created 0600. Takes an exclusive flock on
- * state_dir/ledger.lock (held until close; the kernel drops it when the process dies). Sets
- * WAL mode and the sync level, creates or checks the schema. opts NULL: defaults. Returns 0;
- * GPUM_EINVAL (state_dir NULL or empty); GPUM_EBUSY (another process has the ledger open);
- * GPUM_EPERM (directory or file not accessible); GPUM_EIO
- * (cannot create or open, not a database or corrupt, newer schema: the detail names the
- * path and SQLite's message); GPUM_ENOMEM.
+ * Opens state_dir/ledger.db. state_dir and missing parents are created with mode 0700. Takes
+ * an exclusive flock on state_dir/ledger.lock (held until close; the kernel drops it when the
+ * process dies). Only when there is no ledger.db (nor a log of one, ledger.db-wal) is a new
+ * ledger made: whole, schema and all, as ledger.db.new (0600), then renamed, so that an
+ * existing ledger.db always has the schema. An existing one is checked before anything is
+ * written to it and refused when it is empty (0 bytes), has no gpumd schema (version 0) or a
+ * newer one, or fails SQLite's PRAGMA quick_check; then set to WAL mode and the sync level,
+ * migrated when older, and every row checked (ledger_check.c: a row gpumd never writes, such as
+ * text that is not UTF-8, is refused, naming the row and the field; the migration is then rolled
+ * back). What put() and audit() store always passes: text that is not UTF-8 is stored with '?'
+ * for each bad byte. opts NULL: defaults. Returns 0; GPUM_EINVAL (state_dir NULL or
+ * empty); GPUM_EBUSY (another process has the ledger open); GPUM_EPERM (directory or file not
+ * accessible); GPUM_EIO (cannot create or open, or refused as above: the detail names the path,
+ * what is wrong and what the operator can do); GPUM_ENOMEM.
  */
 int gpumd_ledger_open(const char *state_dir, const gpumd_ledger_opts_t *opts, gpumd_ledger_t **out);
 /* Rolls back an uncommitted turn and closes. NULL is fine. */
@@ -153,7 +164,8 @@ uint64_t gpumd_ledger_checkpoint_count(const gpumd_ledger_t *l);
 int gpumd_ledger_load_all(gpumd_ledger_t *l, gpumd_resv_t **out, size_t *count);
 /* Loads one reservation in any state. Returns 0, GPUM_ENOENT or GPUM_EIO. */
 int gpumd_ledger_get(gpumd_ledger_t *l, uint64_t id, gpumd_resv_t *out);
-/* The highest reservation id ever stored (0 when none): new ids start above it. */
+/* The highest reservation id ever stored (0 when none), kept apart from the rows (meta), so
+ * deleted rows do not lower it: new ids start above it. */
 int gpumd_ledger_max_id(gpumd_ledger_t *l, uint64_t *out);
 
 /* ---- Devices by UUID ------------------------------------------------------------------- */

@@ -12,11 +12,17 @@
 #include <gpum/error.h>
 
 #include "ledger_internal.h"
+#include "utf8_internal.h"
 
 int gpumd_ledger_set_disabled(gpumd_ledger_t *l, const char *uuid, bool disabled,
                               const char *reason, uint32_t uid, uint64_t time_ns) {
-  if (uuid == NULL || uuid[0] == '\0' || strlen(uuid) >= GPUM_UUID_LEN)
+  if (uuid == NULL || uuid[0] == '\0' || strlen(uuid) >= GPUM_UUID_LEN ||
+      !gpumd_utf8_valid(uuid, strlen(uuid)))
     return gpum_error(GPUM_EINVAL, "a device switch needs the device's UUID");
+  if (reason != NULL &&
+      (strlen(reason) >= GPUMD_RESV_REASON_LEN || !gpumd_utf8_valid(reason, strlen(reason))))
+    return gpum_error(GPUM_EINVAL, "a device switch's reason must be UTF-8 of at most %d bytes",
+                      GPUMD_RESV_REASON_LEN - 1);
   static const char put[] = "INSERT OR REPLACE INTO device_admin (uuid, reason, uid, time_ns) "
                             "VALUES (?, ?, ?, ?)";
   static const char del[] = "DELETE FROM device_admin WHERE uuid = ?";

@@ -8,6 +8,7 @@
  *   ledger_rows.c     devices by UUID, writing and reading reservation and audit rows
  *   ledger_prune.c    retention: deleting old finished reservations and audit rows
  *   ledger_admin.c    the operator's switches per device (disabled devices, by UUID)
+ *   ledger_check.c    checking every row at open against the protocol's rules
  *   ledger_recover.c  what to do with each stored reservation after a restart
  *   ledger_writer.c   the writer thread that commits batches for the loop
  *   ledger_ckpt.c     the checkpointer thread next to the main connection
@@ -57,6 +58,10 @@ struct gpumd_ledger {
   sqlite3_stmt *put, *audit;
   sqlite3_stmt *audit8;                    /* AUDIT_CHUNK audit rows in one INSERT */
   sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
+  sqlite3_stmt *put_high;                  /* raises meta's max_id */
+  /* The highest id known to be in meta's max_id in the open transaction (0 after a rollback:
+   * unknown), so that a batch without a new reservation writes no meta row. */
+  uint64_t id_high;
   gpumd_ledger_ckpt_t *ckpt; /* the checkpointer thread; NULL: SQLite's own checkpoints */
   batch_t stage;             /* the caller's writes since the last commit */
   /* The writer thread (gpumd_ledger_start_writer; NULL: commits on the caller's thread). */
@@ -83,6 +88,17 @@ struct gpumd_ledger {
 
 /* ---- shared between the ledger's files ---- */
 
+/* What the operator can do about a ledger gpumd refuses to start with (ends a message). */
+#define GPUMD_LEDGER_ADVICE                                                                  \
+  "Restore it from a backup (stop gpumd, replace ledger.db, delete ledger.db-wal and "       \
+  "ledger.db-shm), or move the three files away to start a new ledger with no history: see " \
+  "\"An empty or damaged ledger\" in docs/operations.md"
+
+/* Checks every row (reservations, audit, device switches, the highest id) as gpumd writes
+ * them, in the open transaction. Returns 0, GPUM_EIO naming the first bad row and its field
+ * (refused: see GPUMD_LEDGER_ADVICE) or SQLite's error (ledger_check.c). */
+int gpumd__ledger_check_rows(gpumd_ledger_t *l);
+
 /* Sets the detail from SQLite's message and returns GPUM_EIO (ledger.c). */
 int gpumd__ledger_db_error(const gpumd_ledger_t *l, const char *what);
 
@@ -104,6 +120,8 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r);
 int gpumd__ledger_write_audit(gpumd_ledger_t *l, const staged_audit_t *a);
 /* AUDIT_CHUNK audit rows with one statement. */
 int gpumd__ledger_write_audits(gpumd_ledger_t *l, const staged_audit_t *a);
+/* Raises the highest id ever stored (meta's max_id) to id, unless it is there already. */
+int gpumd__ledger_write_high(gpumd_ledger_t *l, uint64_t id);
 
 static inline uint64_t gpumd__ledger_col_u64(sqlite3_stmt *st, int c) {
   return (uint64_t)sqlite3_column_int64(st, c);

@@ -13,6 +13,7 @@
 #include <gpum/error.h>
 
 #include "ledger_internal.h"
+#include "utf8_internal.h"
 
 /* ---- Devices by UUID --------------------------------------------------------------------- */
 
@@ -22,8 +23,12 @@ int gpumd_ledger_set_devices(gpumd_ledger_t *l, const char *const *uuids, unsign
                       GPUMD_SCHED_MAX_DEVICES);
   for (unsigned i = 0; i < count; i++) {
     const char *u = uuids[i] ? uuids[i] : "";
-    if (strlen(u) >= GPUM_UUID_LEN || strchr(u, ',') != NULL)
-      return gpum_error(GPUM_EINVAL, "device %u: UUID '%.40s' is too long or has a comma", i, u);
+    if (strlen(u) >= GPUM_UUID_LEN || strchr(u, ',') != NULL || !gpumd_utf8_valid(u, strlen(u))) {
+      char shown[48];
+      gpumd_utf8_clean(u, shown, sizeof shown);
+      return gpum_error(GPUM_EINVAL,
+                        "device %u: UUID '%s' is too long, has a comma or is not UTF-8", i, shown);
+    }
   }
   memset(l->uuid, 0, sizeof(l->uuid));
   for (unsigned i = 0; i < count; i++)
@@ -90,6 +95,19 @@ int gpumd__ledger_step_done(gpumd_ledger_t *l, sqlite3_stmt *st, const char *wha
   return rc;
 }
 
+/* Binds text s, which must read back as ledger_check.c wants: text that is not UTF-8 (which
+ * the protocol never lets in; a message cut inside a character) is stored with '?' for each
+ * byte that is not part of a character, as it goes out on the wire. */
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+  if (gpumd_utf8_valid(s, strlen(s))) {
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    return;
+  }
+  char clean[GPUMD_RESV_REASON_LEN];
+  gpumd_utf8_clean(s, clean, sizeof clean);
+  sqlite3_bind_text(st, i, clean, -1, SQLITE_TRANSIENT);
+}
+
 /* Writes one reservation row (INSERT OR REPLACE) in the open transaction. */
 int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   sqlite3_stmt *st = l->put;
@@ -97,13 +115,13 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->id);
   sqlite3_bind_text(st, i++, r->token, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, i++, gpumd_resv_state_name(r->state), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, i++, r->reason, -1, SQLITE_STATIC);
+  bind_text(st, i++, r->reason);
   sqlite3_bind_int64(st, i++, r->uid);
   sqlite3_bind_int64(st, i++, r->pid);
-  sqlite3_bind_text(st, i++, r->label, -1, SQLITE_STATIC);
+  bind_text(st, i++, r->label);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->bytes_per_gpu);
   sqlite3_bind_int64(st, i++, r->gpus);
-  sqlite3_bind_text(st, i++, r->model, -1, SQLITE_STATIC);
+  bind_text(st, i++, r->model);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->min_memory);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)r->want_mask);
   sqlite3_bind_int64(st, i++, r->priority);
@@ -127,6 +145,16 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   sqlite3_bind_text(st, i++, r->slurm_job, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, i++, r->slurm_step, -1, SQLITE_STATIC);
   return gpumd__ledger_step_done(l, st, "cannot store a reservation");
+}
+
+int gpumd__ledger_write_high(gpumd_ledger_t *l, uint64_t id) {
+  if (id <= l->id_high)
+    return 0;
+  sqlite3_bind_int64(l->put_high, 1, (sqlite3_int64)id);
+  int rc = gpumd__ledger_step_done(l, l->put_high, "cannot store the highest id");
+  if (rc == 0)
+    l->id_high = id;
+  return rc;
 }
 
 static void bind_audit(sqlite3_stmt *st, int i, const staged_audit_t *a) {
@@ -182,7 +210,7 @@ int gpumd_ledger_put(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   int rc;
   if (!stage_room(l, (void **)&b->rows, b->n_rows, &b->cap_rows, sizeof(*b->rows), &rc)) {
     if (rc == 0 && (rc = gpumd__ledger_ensure_turn(l)) == 0 &&
-        (rc = gpumd__ledger_write_row(l, r)) < 0)
+        ((rc = gpumd__ledger_write_row(l, r)) < 0 || (rc = gpumd__ledger_write_high(l, r->id)) < 0))
       l->turn_failed = true;
     return rc;
   }
@@ -198,10 +226,15 @@ int gpumd_ledger_audit(gpumd_ledger_t *l, const gpumd_ledger_audit_t *a) {
                         .time_ns = a->time_ns,
                         .uid = a->uid,
                         .pid = a->pid};
+  /* As the reservation row keeps it: cut before a character, UTF-8 (as bind_text stores it). */
   const char *reason = a->reason ? a->reason : "";
-  size_t n = strnlen(reason, sizeof(one.reason) - 1); /* as the reservation row keeps it */
-  memcpy(one.reason, reason, n);
-  one.reason[n] = '\0';
+  size_t n = gpumd_utf8_cut(reason, sizeof(one.reason) - 1);
+  if (gpumd_utf8_valid(reason, n)) { /* the common case, ASCII checked at memcpy's pace */
+    memcpy(one.reason, reason, n);
+    one.reason[n] = '\0';
+  } else {
+    gpumd_utf8_clean(reason, one.reason, sizeof(one.reason));
+  }
   int rc;
   if (!stage_room(l, (void **)&b->audits, b->n_audits, &b->cap_audits, sizeof(*b->audits), &rc)) {
     if (rc == 0 && (rc = gpumd__ledger_ensure_turn(l)) == 0 &&
@@ -365,9 +398,12 @@ int gpumd_ledger_max_id(gpumd_ledger_t *l, uint64_t *out) {
   int frc = gpumd__ledger_flush(l); /* reads see this turn's puts */
   if (frc < 0)
     return frc;
+  /* Kept apart from the rows since schema version 8; the rows' own maximum, should a row
+   * ever be above it, counts too. */
+  static const char sql[] = "SELECT max((SELECT coalesce(max(value), 0) FROM meta WHERE key = "
+                            "'max_id'), (SELECT coalesce(max(id), 0) FROM reservations))";
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(l->db, "SELECT coalesce(max(id), 0) FROM reservations", -1, &st, NULL) !=
-      SQLITE_OK)
+  if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
     return gpumd__ledger_db_error(l, "cannot read the highest id");
   int rc = 0;
   if (sqlite3_step(st) == SQLITE_ROW)

@@ -48,6 +48,7 @@ bool gpumd__ledger_grow(void **arr, size_t n, size_t *cap, size_t size) {
 
 /* Ends the open transaction without its writes, keeping the error detail of what failed. */
 static void roll_back(gpumd_ledger_t *l) {
+  l->id_high = 0; /* what the transaction raised it to is gone */
   if (sqlite3_get_autocommit(l->db))
     return; /* SQLite rolled back already (a failed COMMIT can) */
   sqlite3_step(l->rollback);
@@ -57,8 +58,13 @@ static void roll_back(gpumd_ledger_t *l) {
 /* Writes a batch into the open transaction; stops at the first error. */
 static int write_batch(gpumd_ledger_t *l, const batch_t *b) {
   int rc = 0;
-  for (size_t i = 0; rc == 0 && i < b->n_rows; i++)
+  uint64_t high = 0;
+  for (size_t i = 0; rc == 0 && i < b->n_rows; i++) {
     rc = gpumd__ledger_write_row(l, &b->rows[i]);
+    high = b->rows[i].id > high ? b->rows[i].id : high;
+  }
+  if (rc == 0)
+    rc = gpumd__ledger_write_high(l, high); /* one meta write per batch with a new id */
   size_t i = 0;
   for (; rc == 0 && i + AUDIT_CHUNK <= b->n_audits; i += AUDIT_CHUNK)
     rc = gpumd__ledger_write_audits(l, &b->audits[i]);

@@ -60,21 +60,28 @@ static void family(writer_t *w, const char *name, const char *type, const char *
 }
 
 /* Appends name="value" (with a leading comma when buf is not empty) to buf, escaped as the
- * text format wants. Truncation keeps buf a valid, shorter label set. */
+ * text format wants; the format's label values are UTF-8, so each byte of value that is not
+ * part of a character is written as '?' (one such byte would fail the whole scrape).
+ * Truncation keeps buf a valid, shorter label set. */
 static void label(char *buf, size_t cap, const char *name, const char *value) {
   size_t n = strlen(buf);
   char tmp[LABELS_LEN];
   size_t t = 0;
-  for (const char *p = value; *p && t + 3 < sizeof tmp; p++) {
-    if (*p == '\\' || *p == '"') {
+  size_t len = strlen(value);
+  for (size_t i = 0; i < len && t + 5 < sizeof tmp;) {
+    unsigned char ch = (unsigned char)value[i];
+    size_t k = ch < 0x80 ? 1 : gpumd_utf8_seq((const unsigned char *)value + i, len - i);
+    if (ch == '\\' || ch == '"' || ch == '\n') {
       tmp[t++] = '\\';
-      tmp[t++] = *p;
-    } else if (*p == '\n') {
-      tmp[t++] = '\\';
-      tmp[t++] = 'n';
+      tmp[t++] = ch == '\n' ? 'n' : (char)ch;
+    } else if (k == 0) {
+      tmp[t++] = '?';
+      k = 1;
     } else {
-      tmp[t++] = *p;
+      memcpy(tmp + t, value + i, k); /* a whole character, up to 4 bytes */
+      t += k;
     }
+    i += k;
   }
   tmp[t] = '\0';
   int k = snprintf(buf + n, cap - n, "%s%s=\"%s\"", n ? "," : "", name, tmp);

@@ -623,6 +623,8 @@ static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
     return;
   }
   gpumd_lease_bind(l, c);
+  if (l->awaiting_attach && r->lease == GPUMD_LEASE_CONNECTION)
+    gpumd_lease_unwatch_pid(l); /* bound to c now: its close ends it, whoever made it */
   l->awaiting_attach = false;
   gpumd_reply_ok(c, id, json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
 }

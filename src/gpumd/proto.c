@@ -121,25 +121,6 @@ void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, boo
     send_err_fallback(c, id);
 }
 
-void gpumd_utf8_clean(const char *s, char *out, size_t outlen) {
-  const unsigned char *p = (const unsigned char *)s;
-  size_t n = strlen(s), o = 0;
-  for (size_t i = 0; i < n && o + 1 < outlen;) {
-    size_t k = gpumd_utf8_seq(p + i, n - i);
-    if (k == 0) {
-      out[o++] = '?';
-      i++;
-    } else if (o + k < outlen) {
-      memcpy(out + o, p + i, k);
-      o += k;
-      i += k;
-    } else {
-      break; /* a whole character or nothing */
-    }
-  }
-  out[o] = '\0';
-}
-
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...) {
   char text[1024], clean[1024];
   va_list ap;
@@ -220,28 +201,4 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
   gpumd_ops_dispatch(c, id, json_string_value(op), req);
 out_req:
   json_decref(req);
-}
-
-size_t gpumd_utf8_seq(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  size_t len = c < 0x80                 ? 1
-               : c >= 0xC2 && c <= 0xDF ? 2
-               : c >= 0xE0 && c <= 0xEF ? 3
-               : c >= 0xF0 && c <= 0xF4 ? 4
-                                        : 0;
-  if (len == 0 || len > n)
-    return 0;
-  unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, surrogates) */
-  if (c == 0xE0)
-    lo = 0xA0;
-  else if (c == 0xED)
-    hi = 0x9F;
-  else if (c == 0xF0)
-    lo = 0x90;
-  else if (c == 0xF4)
-    hi = 0x8F;
-  for (size_t i = 1; i < len; i++)
-    if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF))
-      return 0;
-  return len;
 }

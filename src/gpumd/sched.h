@@ -184,7 +184,8 @@ typedef struct {
 char *gpumd_resv_id_format(uint64_t id, char *buf, size_t len);
 
 /* snprintf's job on the request path, at a fraction of its cost: append s, or the decimal v,
- * to buf[len] at *off, cutting at the end of buf; buf stays NUL-terminated (len > 0). */
+ * to buf[len] at *off, cutting at the end of buf (before a UTF-8 character the cut would
+ * split); buf stays NUL-terminated (len > 0). */
 void gpumd_cat(char *buf, size_t len, size_t *off, const char *s);
 void gpumd_cat_u64(char *buf, size_t len, size_t *off, uint64_t v);
 /* Checks a Slurm job id and step id as a reservation stores them: the job "N" or, for an array

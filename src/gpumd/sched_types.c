@@ -18,6 +18,7 @@
 #include <gpum/error.h>
 
 #include "client/protocol_internal.h"
+#include "utf8_internal.h"
 
 #define STATE_NAME(n) [GPUMD_RESV_##n] = GPUM_PROTO_STATE_##n,
 static const char *const state_names[] = {GPUM_PROTO_STATES(STATE_NAME)};
@@ -111,7 +112,7 @@ const char *gpumd_pressure_name(gpumd_pressure_t p) {
 
 void gpumd_cat(char *buf, size_t len, size_t *off, const char *s) {
   size_t o = *off < len ? *off : len - 1;
-  size_t n = strnlen(s, len - 1 - o);
+  size_t n = gpumd_utf8_cut(s, len - 1 - o); /* a cut never splits a character */
   memcpy(buf + o, s, n);
   buf[o + n] = '\0';
   *off = o + n;

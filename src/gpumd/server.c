@@ -155,8 +155,10 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
  * a quarter of gpumd's instructions per request. The output is what
  * json_dumps(JSON_COMPACT) gives (keys in insertion order, '/' and non-ASCII as is), but for
  * reals, which are written in their shortest form that reads back the same (gpumd_json_real:
- * 0.95, where jansson's %.17g writes 0.94999999999999996). Pieces gather in a stack
- * buffer and reach the evbuffer in few, large adds. */
+ * 0.95, where jansson's %.17g writes 0.94999999999999996), and for text that is not UTF-8
+ * (which jansson refuses to write): each byte that is not part of a character goes out as
+ * '?', so that whatever a string holds (a damaged ledger row, a driver's name) every message
+ * is valid UTF-8. Pieces gather in a stack buffer and reach the evbuffer in few, large adds. */
 static void dump_flush(gpumd_jw_t *b) {
   if (b->used && evbuffer_add(b->out, b->buf, b->used) != 0)
     b->rc = -1;
@@ -186,17 +188,18 @@ static void dump_put(void *ctx, const char *p, size_t len) {
   dump_bytes(ctx, p, len);
 }
 
-/* Whether s needs no escape (the common case: keys, ids, names). */
+/* Whether s needs no escape and is ASCII (the common case: keys, ids, names). */
 static bool plain(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
-    if (ch < 0x20 || ch == '"' || ch == '\\')
+    if (ch < 0x20 || ch >= 0x80 || ch == '"' || ch == '\\')
       return false;
   }
   return true;
 }
 
-/* s as a JSON string, escaped by the library's one set of rules (gpum__json_escape). */
+/* s as a JSON string, escaped by the library's one set of rules (gpum__json_escape), each
+ * byte that does not start a valid UTF-8 sequence written as '?'. */
 static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
   if (n + 2 <= sizeof b->buf - b->used && plain(s, n)) { /* quote, bytes, quote in place */
     char *p = b->buf + b->used;
@@ -206,8 +209,20 @@ static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
     b->used += n + 2;
     return;
   }
+  const unsigned char *u = (const unsigned char *)s;
+  size_t run = 0; /* the start of the bytes not written yet */
   dump_bytes(b, "\"", 1);
-  gpum__json_escape_runs(s, n, dump_put, b);
+  for (size_t i = 0; i < n;) {
+    size_t k = u[i] < 0x80 ? 1 : gpumd_utf8_seq(u + i, n - i);
+    if (k > 0) {
+      i += k;
+      continue;
+    }
+    gpum__json_escape_runs(s + run, i - run, dump_put, b);
+    dump_bytes(b, "?", 1);
+    run = ++i;
+  }
+  gpum__json_escape_runs(s + run, n - run, dump_put, b);
   dump_bytes(b, "\"", 1);
 }
 

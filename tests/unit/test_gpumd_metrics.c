@@ -207,6 +207,20 @@ static void test_slurm_ids(void **state) {
                           "gpu=\"0\",uuid=\"GPU-a\\\"b\\\\c\",model=\"Model\\nX\"} 2147483648"));
 }
 
+/* A label value that is not UTF-8 (a damaged ledger row that got through) is written with '?'
+ * for each byte that is not part of a character, never raw: Prometheus rejects the whole
+ * scrape for one invalid byte. */
+static void test_label_not_utf8(void **state) {
+  fixture_t *f = *state;
+  submit(&f->d, 10 * GIB, "bad \xff\xc3 \xc3\xa9t\xe9", 2000);
+  const char *t = render(f);
+  check_structure(t);
+  assert_true(gpumd_utf8_valid(t, strlen(t)));
+  assert_true(has_line(t, "gpum_reservation_reserved_bytes{reservation=\"r-1\",label=\"bad ?? "
+                          "\xc3\xa9t?\",slurm_job_id=\"\",slurm_step_id=\"\",gpu=\"0\",uuid="
+                          "\"GPU-a\\\"b\\\\c\",model=\"Model\\nX\"} 10737418240"));
+}
+
 static void test_no_sample_no_series(void **state) {
   fixture_t *f = *state;
   const char *t = render(f);
@@ -318,6 +332,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_structure_and_escaping, setup, teardown),
       cmocka_unit_test_setup_teardown(test_slurm_ids, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_label_not_utf8, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_sample_no_series, setup, teardown),
       cmocka_unit_test_setup_teardown(test_counters, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cache_shared_and_refreshed, setup, teardown),

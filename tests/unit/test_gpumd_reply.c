@@ -4,8 +4,9 @@
  * against the jansson path it replaces (gpumd_reply_ok with {"reservation":
  * gpumd_resv_json}): byte for byte the same line for granted, queued (position and what it
  * waits for), pid-leased and multi-GPU reservations, with and without the token, with ids
- * of every JSON kind, and with labels and reasons that need escaping or are not UTF-8
- * (jansson leaves such a field out, and so must the writer).
+ * of every JSON kind, and with labels and reasons that need escaping or are not UTF-8; and
+ * that what is not UTF-8 (a label, a reason, a token of a damaged ledger row) goes out with
+ * '?' for each byte that is not part of a character, the same on both paths, never raw.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -121,10 +122,10 @@ static void test_same_as_jansson(void **state) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++)
       check_same(f, all[i], ids[k]);
-  /* The invalid label is left out by both. */
+  /* The invalid label goes out cleaned by both. */
   gpumd_reply_ok_resv(&f->c, NULL, gpumd_sched_find(f->d.sched, bad_utf8), false);
   char *line = take(f);
-  assert_null(strstr(line, "\"label\""));
+  assert_non_null(strstr(line, "\"label\":\"cut ?\""));
   assert_non_null(strstr(line, "\"slurm\":null"));
   free(line);
   gpumd_reply_ok_resv(&f->c, NULL, gpumd_sched_find(f->d.sched, slurm), false);
@@ -135,9 +136,41 @@ static void test_same_as_jansson(void **state) {
     json_decref(ids[k]);
 }
 
+/* A reservation restored from a row whose token, label and reason are not UTF-8: every line
+ * about it is valid UTF-8, each bad byte a '?', the same on both paths. */
+static void test_not_utf8_replaced(void **state) {
+  fixture_t *f = *state;
+  gpumd_resv_t r = {.id = 41,
+                    .state = GPUMD_RESV_GRANTED,
+                    .uid = 1000,
+                    .pid = 4242,
+                    .bytes_per_gpu = GIB,
+                    .gpus = 1,
+                    .device_mask = 1,
+                    .created_ns = 1000,
+                    .granted_ns = 1000};
+  snprintf(r.token, sizeof r.token,
+           "0123456789abcdef\xff"
+           "123456789abcde");
+  snprintf(r.label, sizeof r.label, "l\xc3 \xc3\xa9");
+  snprintf(r.reason, sizeof r.reason, "why \xed\xa0\x80 end");
+  assert_int_equal(gpumd_sched_restore(f->d.sched, &r), 0);
+  json_t *id = json_integer(3);
+  check_same(f, r.id, id);
+  gpumd_reply_ok_resv(&f->c, id, gpumd_sched_find(f->d.sched, r.id), true);
+  char *line = take(f);
+  assert_true(gpumd_utf8_valid(line, strlen(line)));
+  assert_non_null(strstr(line, "\"token\":\"0123456789abcdef?123456789abcde\""));
+  assert_non_null(strstr(line, "\"label\":\"l? \xc3\xa9\""));
+  assert_non_null(strstr(line, "\"reason\":\"why ??? end\""));
+  free(line);
+  json_decref(id);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_same_as_jansson, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_not_utf8_replaced, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -514,6 +514,118 @@ static void test_garbage_database(void **state) {
   assert_non_null(strstr(msg, "not a database"));
 }
 
+static int query_int(const char *db, const char *sql);
+static int user_version(const char *db);
+
+/* The size of a file, or -1 when it does not exist. */
+static long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* The message of a refused ledger names the file and what to do. */
+static void assert_refused(const char *dir, const char *db, const char *what) {
+  gpumd_ledger_t *l = (gpumd_ledger_t *)0x1;
+  assert_int_equal(gpumd_ledger_open(dir, NULL, &l), GPUM_EIO);
+  assert_ptr_equal(l, (gpumd_ledger_t *)0x1);
+  const char *msg = gpum_last_error();
+  if (strstr(msg, db) == NULL || strstr(msg, what) == NULL ||
+      strstr(msg, "Restore it from a backup") == NULL || strstr(msg, "docs/operations.md") == NULL)
+    fail_msg("unexpected message: %s", msg);
+}
+
+/* A ledger.db of 0 bytes (truncated, a bad restore) is refused, never taken for a new ledger
+ * (whose ids would start again at r-1), and left as it is. */
+static void test_empty_file_refused(void **state) {
+  const char *dir = *state;
+  char db[300], wal[310];
+  FILE *f = fopen(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_refused(dir, db, "is empty (0 bytes)");
+  assert_int_equal(file_size(db), 0);
+  snprintf(wal, sizeof wal, "%s-wal", db);
+  assert_int_equal(file_size(wal), -1);
+}
+
+/* An SQLite database without gpumd's schema is refused: emptied, or not a ledger. */
+static void test_no_schema_refused(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "CREATE TABLE t(a); DROP TABLE t", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  long size = file_size(db);
+  assert_true(size > 0);
+  assert_refused(dir, db, "no gpumd schema");
+  assert_int_equal(file_size(db), size);
+  assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master"), 0); /* nothing made */
+
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "CREATE TABLE other(a)", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+  assert_refused(dir, db, "no gpumd schema");
+}
+
+/* A database that SQLite finds damaged (a page of the reservations table overwritten) is
+ * refused with what PRAGMA quick_check says. */
+static void test_corrupt_database_refused(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db));
+  gpumd_ledger_t *l = open_ok(dir);
+  for (uint64_t id = 1; id <= 50; id++) {
+    gpumd_resv_t r;
+    sample(&r, id, GPUMD_RESV_RELEASED);
+    assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  }
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  gpumd_ledger_close(l);
+  int root = query_int(db, "SELECT rootpage FROM sqlite_master WHERE name = 'reservations'");
+  int page = query_int(db, "PRAGMA page_size");
+  assert_true(root > 1 && page > 0);
+  FILE *f = fopen(db, "r+b");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, (long)(root - 1) * page, SEEK_SET), 0);
+  assert_int_equal(fputc(0x00, f), 0x00); /* not a b-tree page type */
+  fclose(f);
+  assert_refused(dir, db, "fails SQLite's integrity check");
+}
+
+/* A new ledger is made whole beside its final name and moved there: a ledger.db that exists
+ * always has the schema. What a crash left of an earlier try is replaced. A ledger.db that is
+ * missing while its log (ledger.db-wal) is there was deleted: refused. */
+static void test_new_ledger_made_whole(void **state) {
+  const char *dir = *state;
+  char db[300], tmp[310];
+  sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db));
+  snprintf(tmp, sizeof tmp, "%s.new", db);
+  FILE *f = fopen(tmp, "w"); /* left by a crash while creating */
+  assert_non_null(f);
+  fclose(f);
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(file_size(tmp), -1);
+  assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
+  struct stat st;
+  assert_int_equal(stat(db, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0600);
+  gpumd_ledger_close(l);
+  snprintf(tmp, sizeof tmp, "%s.new-wal", db);
+  assert_int_equal(file_size(tmp), -1);
+  snprintf(tmp, sizeof tmp, "%s-wal", db);
+  assert_int_equal(file_size(tmp), -1);
+
+  /* ledger.db gone but its log left: deleted, not new. */
+  f = fopen(tmp, "w");
+  assert_non_null(f);
+  fputs("a log of transactions", f);
+  fclose(f);
+  assert_int_equal(unlink(db), 0);
+  assert_refused(dir, db, "is missing but its log");
+  assert_int_equal(file_size(db), -1);
+}
+
 static void test_newer_schema_refused(void **state) {
   const char *dir = *state;
   gpumd_ledger_close(open_ok(dir));
@@ -595,7 +707,9 @@ static void test_migration_from_v1(void **state) {
   gpumd_ledger_close(l);
   assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
-  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 7);
+  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 8);
+  /* Version 8: the highest id, apart from the rows. */
+  assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'max_id'"), 8);
   /* Version 7: the old row has no Slurm ids; the new one keeps them. */
   assert_int_equal(query_int(db, "SELECT count(*) FROM reservations WHERE id = 7 AND "
                                  "slurm_job = '' AND slurm_step = ''"),
@@ -1103,8 +1217,8 @@ static void test_page_size(void **state) {
   assert_int_equal(mkdir(sd, 0700), 0);
   sqlite3 *h = NULL;
   assert_int_equal(sqlite3_open(sub(sd, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
-  assert_int_equal(
-      sqlite3_exec(h, "PRAGMA page_size=4096; CREATE TABLE other(a)", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "PRAGMA page_size=4096", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(h);
   l = open_ok(sd);
   gpumd_resv_t r, back;
@@ -1294,7 +1408,7 @@ static const char old_migrate_v3_to_v6[] =
 
 /* A version-6 ledger (before Slurm ids) upgrades: its rows read back with none, a row put after
  * the upgrade keeps its ids across a reopen, and ids that do not read back as gpumd writes them
- * (a ledger edited by hand) are dropped rather than trusted. */
+ * (a ledger edited by hand) make the ledger refused, naming the row and the field. */
 static void test_migration_from_v6(void **state) {
   const char *dir = *state;
   char db[300];
@@ -1307,7 +1421,7 @@ static void test_migration_from_v6(void **state) {
   assert_int_equal(user_version(db), 6);
 
   gpumd_ledger_t *l = open_ok(dir);
-  assert_int_equal(user_version(db), 7);
+  assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(gpumd_ledger_set_devices(l, uuids_abc, 3), 0);
   gpumd_resv_t r;
   assert_int_equal(gpumd_ledger_get(l, 11, &r), 0);
@@ -1344,11 +1458,244 @@ static void test_migration_from_v6(void **state) {
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(h);
+  assert_refused(dir, db, "reservation r-11: its slurm_job and slurm_step are not a Slurm job");
+}
+
+/* A version-7 ledger (before the highest id was kept apart) upgrades: its meta row gets the
+ * highest id of its rows. */
+static void test_migration_from_v7(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v2, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v3_to_v6, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h,
+                                "ALTER TABLE reservations ADD COLUMN slurm_job TEXT NOT NULL "
+                                "DEFAULT '';"
+                                "ALTER TABLE reservations ADD COLUMN slurm_step TEXT NOT NULL "
+                                "DEFAULT '';"
+                                "PRAGMA user_version = 7;",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(h);
+  assert_int_equal(user_version(db), 7);
+
+  gpumd_ledger_t *l = open_ok(dir);
+  assert_int_equal(user_version(db), 8);
+  assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'max_id'"), 11);
+  uint64_t max = 0;
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 11);
+  gpumd_ledger_close(l);
+}
+
+/* Ids never repeat, whatever becomes of the rows: the highest id ever stored is kept apart from
+ * them (the meta table), committed with the row, so a ledger whose rows were all deleted (as a
+ * retention could) still continues above it; a rolled-back row does not count. */
+static void test_ids_never_reused(void **state) {
+  const char *dir = *state;
+  char db[300];
+  sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db));
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_resv_t r;
+  for (uint64_t id = 1; id <= 5; id++) {
+    sample(&r, id, GPUMD_RESV_RELEASED);
+    assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  }
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  sample(&r, 9, GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_ledger_begin_turn(l), 0);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  uint64_t max = 0;
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 9); /* the turn's own row */
+  gpumd_ledger_rollback_turn(l);
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 5);
+  /* Through the writer thread too. */
+  assert_int_equal(gpumd_ledger_start_writer(l), 0);
+  sample(&r, 6, GPUMD_RESV_RELEASED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  assert_int_equal(gpumd_ledger_commit_async(l), 1);
+  gpumd_ledger_wait(l);
+  assert_int_equal(gpumd_ledger_poll(l), 1);
+  gpumd_ledger_close(l);
+  assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'max_id'"), 6);
+
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "DELETE FROM reservations", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
   l = open_ok(dir);
-  assert_int_equal(gpumd_ledger_get(l, 11, &r), 0);
-  assert_string_equal(r.slurm_job, "");
-  assert_string_equal(r.slurm_step, "");
-  assert_int_equal(r.state, GPUMD_RESV_GRANTED); /* the row itself still loads */
+  assert_int_equal(gpumd_ledger_max_id(l, &max), 0);
+  assert_int_equal(max, 6);
+  gpumd_ledger_close(l);
+}
+
+/* A file's contents (caller frees), *len its size. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  assert_true(n >= 0);
+  rewind(f);
+  char *buf = malloc((size_t)n + 1);
+  assert_non_null(buf);
+  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
+static void spit(const char *path, const char *buf, size_t len) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(buf, 1, len, f), len);
+  fclose(f);
+}
+
+/* A row that SQLite calls sound but that gpumd never writes (one flipped byte, an edit) makes
+ * the ledger refused at open, the message naming the row and the field, and the ledger left as
+ * it was: for each field of each table, by the rules the protocol applies to a new request. */
+static void test_bad_rows_refused(void **state) {
+  static const struct {
+    const char *sql;  /* makes one row bad */
+    const char *what; /* in the message */
+  } cases[] = {
+      {"UPDATE reservations SET label = CAST(x'6261642dff' AS TEXT) WHERE id = 1",
+       "reservation r-1: its label is not valid UTF-8"},
+      {"UPDATE reservations SET label = CAST(x'610062' AS TEXT) WHERE id = 1",
+       "reservation r-1: its label holds a NUL byte"},
+      {"UPDATE reservations SET token = CAST(x'ff' || substr(token, 2) AS TEXT) WHERE id = 2",
+       "reservation r-2: its token is not valid UTF-8"},
+      {"UPDATE reservations SET token = 'G' || substr(token, 2) WHERE id = 2",
+       "reservation r-2: its token is not 32 lowercase hex digits"},
+      {"UPDATE reservations SET token = substr(token, 2) WHERE id = 2",
+       "reservation r-2: its token is not 32 lowercase hex digits"},
+      {"UPDATE reservations SET reason = printf('%.300c', 'x') WHERE id = 1",
+       "reservation r-1: its reason is 300 bytes long, more than 255"},
+      {"UPDATE reservations SET model = CAST(x'c3' AS TEXT) WHERE id = 1",
+       "reservation r-1: its model is not valid UTF-8"},
+      {"UPDATE reservations SET state = 'GRANTEX' WHERE id = 1",
+       "reservation r-1: its state 'GRANTEX' is not a reservation state"},
+      {"UPDATE reservations SET state = 'granted' WHERE id = 1",
+       "reservation r-1: its state 'granted' is not a reservation state"},
+      {"UPDATE reservations SET lease = 'lease' WHERE id = 1",
+       "reservation r-1: its lease 'lease' is not a lease kind"},
+      {"UPDATE reservations SET on_timeout = 'later' WHERE id = 1",
+       "reservation r-1: its on_timeout 'later' is not a timeout action"},
+      {"UPDATE reservations SET gpus = 0 WHERE id = 1",
+       "reservation r-1: its gpus is 0, out of range 1..64"},
+      {"UPDATE reservations SET priority = 101 WHERE id = 1",
+       "reservation r-1: its priority is 101, out of range -100..100"},
+      {"UPDATE reservations SET uid = -1 WHERE id = 1", "reservation r-1: its uid is -1"},
+      {"UPDATE reservations SET bytes_per_gpu = '1GiB' WHERE id = 1",
+       "reservation r-1: its bytes_per_gpu is not an integer"},
+      {"UPDATE reservations SET bytes_per_gpu = 0 WHERE id = 1",
+       "reservation r-1: its bytes_per_gpu is 0"},
+      {"UPDATE reservations SET device_mask = 0 WHERE id = 1",
+       "reservation r-1: its device_mask is 0 in a GRANTED reservation"},
+      {"UPDATE reservations SET lease = 'pid', lease_pid = 0 WHERE id = 1",
+       "reservation r-1: its lease_pid is 0 in a pid lease"},
+      {"UPDATE reservations SET ttl_ms = 0 WHERE id = 1",
+       "reservation r-1: its ttl_ms is 0 in a ttl lease"},
+      {"UPDATE reservations SET device_uuids = 'GPU-a,,GPU-c' WHERE id = 1",
+       "reservation r-1: its device_uuids holds a UUID of 0 bytes"},
+      {"UPDATE reservations SET slurm_job = '12x' WHERE id = 2",
+       "reservation r-2: its slurm_job and slurm_step are not a Slurm job step"},
+      {"UPDATE reservations SET timeout_told = 2 WHERE id = 2",
+       "reservation r-2: its timeout_told is 2"},
+      {"UPDATE audit SET reason = CAST(x'ff' AS TEXT) WHERE id = 2",
+       "audit row 2 (of r-1): its reason is not valid UTF-8"},
+      {"UPDATE audit SET to_state = 'NEW' WHERE id = 1",
+       "audit row 1 (of r-1): its to_state 'NEW' is not a reservation state"},
+      {"UPDATE audit SET from_state = 'OLD' WHERE id = 1",
+       "audit row 1 (of r-1): its from_state 'OLD' is not NEW or a reservation state"},
+      {"UPDATE device_admin SET reason = CAST(x'e282' AS TEXT)",
+       "the switch of device 'GPU-b' (device_admin): its reason is not valid UTF-8"},
+      {"DELETE FROM meta", "meta: its max_id is missing"},
+  };
+  const char *dir = *state;
+  char db[300];
+  sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db));
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_resv_t r;
+  sample(&r, 1, GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  sample(&r, 2, GPUMD_RESV_RELEASED);
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  for (int k = 0; k < 2; k++) {
+    gpumd_ledger_audit_t a = {.reservation = 1,
+                              .from = k ? GPUMD_RESV_QUEUED : GPUMD_RESV_NEW,
+                              .to = k ? GPUMD_RESV_GRANTED : GPUMD_RESV_QUEUED,
+                              .time_ns = T0,
+                              .reason = k ? "granted on GPU 0" : "queued",
+                              .uid = 1000,
+                              .pid = 42};
+    assert_int_equal(gpumd_ledger_audit(l, &a), 0);
+  }
+  assert_int_equal(gpumd_ledger_set_disabled(l, "GPU-b", true, "fan swap", 0, T0), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  gpumd_ledger_close(l);
+  size_t good_len = 0;
+  char *good = slurp(db, &good_len);
+  gpumd_ledger_close(open_ok(dir)); /* as it is, it opens */
+
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    spit(db, good, good_len);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    if (sqlite3_exec(h, cases[i].sql, NULL, NULL, NULL) != SQLITE_OK)
+      fail_msg("%s: %s", cases[i].sql, sqlite3_errmsg(h));
+    assert_int_equal(sqlite3_changes(h), 1);
+    sqlite3_close(h);
+    size_t before_len = 0, after_len = 0;
+    char *before = slurp(db, &before_len);
+    assert_refused(dir, db, cases[i].what);
+    char *after = slurp(db, &after_len);
+    assert_int_equal(after_len, before_len);
+    assert_memory_equal(after, before, before_len); /* refused: left as it was */
+    free(before);
+    free(after);
+  }
+  free(good);
+}
+
+/* What gpumd writes it reads back: text that is not UTF-8 (a reason cut inside a character by
+ * an older gpumd, or from anywhere) is stored with '?' for each bad byte, so that the ledger
+ * is never refused for a row of gpumd's own; UUIDs and switches that are not UTF-8 are
+ * refused before they are stored. */
+static void test_stores_what_it_accepts(void **state) {
+  const char *dir = *state;
+  gpumd_ledger_t *l = open_ok(dir);
+  gpumd_resv_t r, back;
+  sample(&r, 1, GPUMD_RESV_FAILED);
+  memset(r.reason, 'x', sizeof r.reason);
+  memcpy(r.reason + sizeof r.reason - 2, "\xc3", 1); /* the first byte of an é, cut */
+  r.reason[sizeof r.reason - 1] = '\0';
+  snprintf(r.label, sizeof r.label, "l\xff");
+  assert_int_equal(gpumd_ledger_put(l, &r), 0);
+  gpumd_ledger_audit_t a = {.reservation = 1,
+                            .from = GPUMD_RESV_GRANTED,
+                            .to = GPUMD_RESV_FAILED,
+                            .time_ns = T0,
+                            .reason = r.reason};
+  assert_int_equal(gpumd_ledger_audit(l, &a), 0);
+  assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  const char *bad_uuids[] = {"GPU-\xff"};
+  assert_int_equal(gpumd_ledger_set_devices(l, bad_uuids, 1), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_set_disabled(l, "GPU-\xff", true, "x", 0, T0), GPUM_EINVAL);
+  assert_int_equal(gpumd_ledger_set_disabled(l, "GPU-a", true, "bad \xc3", 0, T0), GPUM_EINVAL);
+  gpumd_ledger_close(l);
+
+  l = open_ok(dir);
+  assert_int_equal(gpumd_ledger_get(l, 1, &back), 0);
+  assert_int_equal(strlen(back.reason), sizeof back.reason - 1);
+  assert_int_equal(back.reason[sizeof back.reason - 2], '?');
+  assert_string_equal(back.label, "l?");
   gpumd_ledger_close(l);
 }
 
@@ -1367,12 +1714,20 @@ int main(void) {
       DIR_TEST(test_sync_full_option),
       DIR_TEST(test_bad_state_dirs),
       DIR_TEST(test_garbage_database),
+      DIR_TEST(test_empty_file_refused),
+      DIR_TEST(test_no_schema_refused),
+      DIR_TEST(test_corrupt_database_refused),
+      DIR_TEST(test_new_ledger_made_whole),
       DIR_TEST(test_newer_schema_refused),
       DIR_TEST(test_migration_from_v1),
       DIR_TEST(test_devices_by_uuid),
       DIR_TEST(test_set_devices_bad_input),
       DIR_TEST(test_migration_from_v2),
       DIR_TEST(test_migration_from_v6),
+      DIR_TEST(test_migration_from_v7),
+      DIR_TEST(test_ids_never_reused),
+      DIR_TEST(test_bad_rows_refused),
+      DIR_TEST(test_stores_what_it_accepts),
       DIR_TEST(test_prune),
       DIR_TEST(test_prune_stops_at_creation),
       DIR_TEST(test_prune_goes_on),

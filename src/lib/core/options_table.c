@@ -125,7 +125,8 @@ static const gpum_option_def_t builtin_table[] = {
      "estimate's accuracy is in docs/estimate.md)."},
     {"lease.grace", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
      "After a gpumd restart, how long a connection-bound reservation waits for its client to "
-     "re-attach with its token before it is released. Reloaded on SIGHUP: a grace period "
+     "re-attach with its token before it is released (at once when its owner process exits "
+     "first). Reloaded on SIGHUP: a grace period "
      "that is running then ends lease.grace after it began (at once when that has passed)."},
     {"ledger.retention", GPUM_OPT_DURATION, "7d", NULL, UNBOUNDED, false,
      "How long gpumd keeps finished reservations (released, expired, cancelled, failed) and "
