@@ -511,9 +511,25 @@ static void raise_nofile(void) {
   }
 }
 
+/* The state directory holds the ledger (with every reservation's token) and the API token:
+ * created 0700, and an existing one that others may read or enter is reported, not changed
+ * (an operator may have reasons; docs/operations.md says to keep it 0700). */
+static int state_dir_make(const char *dir) {
+  int rc = gpumd_mkdirs(dir, 0700);
+  if (rc != 0)
+    return rc;
+  struct stat st;
+  if (stat(dir, &st) == 0 && (st.st_mode & 077) != 0)
+    gpum_log(GPUM_LOG_WARN, "gpumd",
+             "state directory %s is mode %04o: it holds the ledger and the API token, which "
+             "other users can then reach; chmod 700 it",
+             dir, (unsigned)(st.st_mode & 07777));
+  return 0;
+}
+
 int gpumd_server_start(gpumd_t *d) {
   char lock[PATH_MAX + 16];
-  int rc = gpumd_mkdirs(d->state_dir, 0755);
+  int rc = state_dir_make(d->state_dir);
   if (rc != 0)
     return rc;
   snprintf(lock, sizeof lock, "%s/gpumd.lock", d->state_dir);
