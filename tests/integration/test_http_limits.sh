@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Hostile and broken HTTP input against gpumd: malformed JSON, bodies that are not objects,
-# deep nesting, invalid UTF-8, wrong types and unknown fields (400 naming the field), a body
+# deep nesting, invalid UTF-8, wrong types and unknown fields (400 naming the field), a
+# memory_gb missing, not above 0 or below one byte (each said as such), a body
 # just over http.max_body (413 in the error shape) and a huge one (413, connection closed), an
 # over-long header block, more connections than http.max_connections (503), and a slow client
 # that sends half a request and stalls: gpumd keeps serving others meanwhile (a concurrent
@@ -37,6 +38,15 @@ for body, field in [({"memory_gb": "8GiB"}, "memory_gb"), ({"memory_gb": True}, 
                     ({"memory_gb": 1, "bytes_per_gpu": 5}, "bytes_per_gpu")]:
     expect_err("POST", P, 400, "EINVAL", field, tok=tok, body=body)
     expect_err("POST", "/api/v1/gpu/validate", 400, "EINVAL", field, body=body)
+# memory_gb: missing, not above 0, and below one byte are three different mistakes.
+for body, says in [({"label": "x"}, "\"memory_gb\" is required"),
+                   ({"memory_gb": 0}, "\"memory_gb\" must be above 0"),
+                   ({"memory_gb": -0.0}, "\"memory_gb\" must be above 0"),
+                   ({"memory_gb": 1e-300}, "\"memory_gb\" 1e-300 is below the smallest size, 1 byte"),
+                   ({"memory_gb": 5e-10}, "is below the smallest size, 1 byte")]:
+    expect_err("POST", P, 400, "EINVAL", says, tok=tok, body=body)
+    expect_err("POST", "/api/v1/gpu/validate", 400, "EINVAL", says, body=body)
+assert expect("POST", "/api/v1/gpu/validate", 200, body={"memory_gb": 1 / 1073741824})["could_fit"]
 expect_err("POST", "/api/v1/gpu/setup-pytorch", 400, "EINVAL", "framework",
            body={"reservation": "r-1", "framework": "jax"})
 expect_err("POST", "/api/v1/gpu/setup-tensorflow", 400, "EINVAL", "reservation",
