@@ -33,6 +33,7 @@
 #include <gpum/monitor.h>
 #include <gpum/options.h>
 
+#include "accept_internal.h"
 #include "client/protocol_internal.h"
 #include "ledger.h"
 #include "paths_internal.h"
@@ -130,8 +131,8 @@ struct gpumd {
   struct event_base *base;
   struct evconnlistener *listener;
   struct event *sig_term, *sig_int, *sig_hup, *pressure_timer;
-  struct event *accept_timer; /* resumes accepting after a failed accept */
-  struct event *kick;         /* makes the loop turn once more (work left for the next turn) */
+  gpumd_accept_guard_t accept_guard; /* the socket's failed accepts (accept.c) */
+  struct event *kick; /* makes the loop turn once more (work left for the next turn) */
   char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
   char state_dir[PATH_MAX];
   int state_lock_fd, socket_lock_fd;
@@ -505,6 +506,8 @@ void gpumd_http_release(gpumd_t *d);
 /* SIGHUP: re-reads the token file. */
 void gpumd_http_reload(gpumd_t *d);
 /* "ADDR:PORT" the server listens on, or NULL when off. */
+/* Failed accepts on the HTTP listener since start (0 when http.listen is off). */
+uint64_t gpumd_http_accept_failures(gpumd_t *d);
 const char *gpumd_http_addr(gpumd_t *d);
 /* Replaces the token with a fresh random one (written to the token file first) when rotate,
  * and returns {"token", "token_file"} in *out. Returns 0, GPUM_ESTATE (HTTP off) or GPUM_EIO. */

@@ -152,6 +152,12 @@ int gpumd_http_start(gpumd_t *d) {
   h->sock = evhttp_bind_socket_with_handle(h->http, host, (ev_uint16_t)port);
   if (!h->sock)
     return gpum_error(GPUM_EIO, "cannot listen on http.listen %s: %s", listen, strerror(errno));
+  /* Without an error callback libevent logs every failed accept and tries again at once: out
+   * of descriptors, that spins the loop. */
+  rc = gpumd_accept_guard_init(&h->accept_guard, d->base, evhttp_bound_socket_get_listener(h->sock),
+                               "HTTP");
+  if (rc != 0)
+    return rc;
   rc = note_addr(d, h, host);
   if (rc != 0)
     return rc;
@@ -163,6 +169,7 @@ void gpumd_http_stop(gpumd_t *d) {
   struct gpumd_http *h = d->http;
   if (!h)
     return;
+  gpumd_accept_guard_free(&h->accept_guard);
   if (h->http)
     evhttp_free(h->http); /* closes the connections; unsent replies go with them */
   for (size_t i = 0; i < h->nfresh; i++)
@@ -182,6 +189,10 @@ void gpumd_http_stop(gpumd_t *d) {
   explicit_bzero(h->token, sizeof h->token);
   free(h);
   d->http = NULL;
+}
+
+uint64_t gpumd_http_accept_failures(gpumd_t *d) {
+  return d->http ? d->http->accept_guard.failures : 0;
 }
 
 const char *gpumd_http_addr(gpumd_t *d) {

@@ -126,6 +126,7 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
 
 struct bufferevent *gpumd__http_make_bev(struct event_base *base, void *arg) {
   struct gpumd_http *h = arg;
+  gpumd_accept_guard_ok(&h->accept_guard);
   struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
   if (!bev)
     return NULL;

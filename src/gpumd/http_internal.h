@@ -53,7 +53,8 @@ struct gpumd_http {
   gpumd_t *d;
   struct evhttp *http;
   struct evhttp_bound_socket *sock;
-  char addr[96]; /* "127.0.0.1:8642", "[::1]:8642" */
+  gpumd_accept_guard_t accept_guard; /* the listener's failed accepts (accept.c) */
+  char addr[96];                     /* "127.0.0.1:8642", "[::1]:8642" */
   bool loopback;
   char token[GPUMD_HTTP_TOKEN_MAX + 1];
   char token_path[PATH_MAX];

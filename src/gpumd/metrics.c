@@ -138,6 +138,12 @@ static void daemon_metrics(gpumd_t *d, writer_t *w) {
   put(w, "gpumd_start_time_seconds %.3f\n", (double)d->start_ns / 1e9);
   family(w, "gpumd_clients", "gauge", "Clients connected to the Unix socket.");
   put(w, "gpumd_clients %zu\n", d->conn_count);
+  family(w, "gpumd_accept_failures_total", "counter",
+         "Connections a listener could not accept (out of descriptors or memory).");
+  put(w, "gpumd_accept_failures_total{listener=\"socket\"} %llu\n",
+      (unsigned long long)d->accept_guard.failures);
+  put(w, "gpumd_accept_failures_total{listener=\"http\"} %llu\n",
+      (unsigned long long)gpumd_http_accept_failures(d));
   struct gpumd_obs *o = d->obs;
   family(w, "gpumd_event_streams", "gauge", "Open Server-Sent Events streams (/api/v1/events).");
   put(w, "gpumd_event_streams %zu\n", o ? o->stream_count : 0);
