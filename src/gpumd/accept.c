@@ -13,6 +13,8 @@
 
 #include "accept_internal.h"
 #include "core/os_internal.h"
+#include "gpumd_internal.h"
+#include "obs_internal.h"
 
 /* The guards in use, found by their listener: the error callback gets the listener's own
  * argument, which for evhttp's listener is evhttp's. */
@@ -37,6 +39,7 @@ static void on_error(struct evconnlistener *l, void *arg) {
     return;
   g->failures++;
   g->unlogged++;
+  gpumd_obs_changed(g->d->obs); /* /metrics counts it */
   g->failing = true;
   uint64_t now = gpum__os_mono_ns();
   if (g->logged_ns == 0 || now - g->logged_ns >= (uint64_t)GPUMD_ACCEPT_LOG_S * 1000000000ull) {
@@ -64,9 +67,10 @@ void gpumd__accept_guard_recovered(gpumd_accept_guard_t *g) {
   g->logged_ns = 0; /* the next run of failures is logged at once */
 }
 
-int gpumd_accept_guard_init(gpumd_accept_guard_t *g, struct event_base *base,
-                            struct evconnlistener *l, const char *what) {
+int gpumd_accept_guard_init(gpumd_accept_guard_t *g, struct gpumd *d, struct evconnlistener *l,
+                            const char *what) {
   memset(g, 0, sizeof *g);
+  g->d = d;
   g->what = what;
   g->listener = l;
   unsigned slot = 0;
@@ -74,7 +78,7 @@ int gpumd_accept_guard_init(gpumd_accept_guard_t *g, struct event_base *base,
     slot++;
   if (slot == MAX_GUARDS)
     return gpum_error(GPUM_ENOSPC, "more than %d listeners", MAX_GUARDS);
-  g->resume = evtimer_new(base, on_resume, g);
+  g->resume = evtimer_new(d->base, on_resume, g);
   if (!g->resume)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   guards[slot] = g;

@@ -19,7 +19,10 @@
 #define GPUMD_ACCEPT_PAUSE_MS 100
 #define GPUMD_ACCEPT_LOG_S 10
 
+struct gpumd;
+
 typedef struct {
+  struct gpumd *d;                 /* its /metrics are told of each failure */
   const char *what;                /* the listener, for the log and /metrics: "socket", "http" */
   struct evconnlistener *listener; /* not owned */
   struct event *resume;            /* re-enables the listener after a pause */
@@ -31,8 +34,8 @@ typedef struct {
 
 /* Sets the guard up on listener l (its error callback included; the guard must stay where it
  * is until gpumd_accept_guard_free). 0, GPUM_ENOMEM, or GPUM_ENOSPC past four guards. */
-int gpumd_accept_guard_init(gpumd_accept_guard_t *g, struct event_base *base,
-                            struct evconnlistener *l, const char *what);
+int gpumd_accept_guard_init(gpumd_accept_guard_t *g, struct gpumd *d, struct evconnlistener *l,
+                            const char *what);
 /* Frees what init made (not the listener). A zeroed guard is fine. */
 void gpumd_accept_guard_free(gpumd_accept_guard_t *g);
 /* To call on every accepted connection: logs the end of a run of failures. */

@@ -508,6 +508,8 @@ void gpumd_http_reload(gpumd_t *d);
 /* "ADDR:PORT" the server listens on, or NULL when off. */
 /* Failed accepts on the HTTP listener since start (0 when http.listen is off). */
 uint64_t gpumd_http_accept_failures(gpumd_t *d);
+/* HTTP connections closed to make room for a new one (http.max_connections, _per_peer). */
+uint64_t gpumd_http_evicted(gpumd_t *d);
 const char *gpumd_http_addr(gpumd_t *d);
 /* Replaces the token with a fresh random one (written to the token file first) when rotate,
  * and returns {"token", "token_file"} in *out. Returns 0, GPUM_ESTATE (HTTP off) or GPUM_EIO. */

@@ -144,6 +144,10 @@ static void daemon_metrics(gpumd_t *d, writer_t *w) {
       (unsigned long long)d->accept_guard.failures);
   put(w, "gpumd_accept_failures_total{listener=\"http\"} %llu\n",
       (unsigned long long)gpumd_http_accept_failures(d));
+  family(w, "gpumd_http_connections_evicted_total", "counter",
+         "HTTP connections waiting for a request closed to make room for a new one "
+         "(http.max_connections, http.max_connections_per_peer).");
+  put(w, "gpumd_http_connections_evicted_total %llu\n", (unsigned long long)gpumd_http_evicted(d));
   struct gpumd_obs *o = d->obs;
   family(w, "gpumd_event_streams", "gauge", "Open Server-Sent Events streams (/api/v1/events).");
   put(w, "gpumd_event_streams %zu\n", o ? o->stream_count : 0);

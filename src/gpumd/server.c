@@ -545,7 +545,7 @@ int gpumd_server_start(gpumd_t *d) {
   if (!d->listener)
     return gpum_error(GPUM_EIO, "cannot listen on %s: %s", d->socket_path, strerror(errno));
   d->socket_bound = true;
-  rc = gpumd_accept_guard_init(&d->accept_guard, d->base, d->listener, "socket");
+  rc = gpumd_accept_guard_init(&d->accept_guard, d, d->listener, "socket");
   if (rc != 0)
     return rc;
   raise_nofile();
