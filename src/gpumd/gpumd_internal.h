@@ -35,6 +35,7 @@
 
 #include "accept_internal.h"
 #include "client/protocol_internal.h"
+#include "fences_internal.h"
 #include "ledger.h"
 #include "paths_internal.h"
 #include "sched.h"
@@ -169,11 +170,12 @@ struct gpumd {
   bool ledger_failed; /* a write of this turn failed: the turn must not be sent */
   bool commit_failed; /* a commit failed: gpumd stops, sending nothing more */
   gpumd_lease_t *leases[GPUMD_LEASE_BUCKETS];
-  struct event *tick_timer;  /* queue timeouts */
-  struct event *grace_timer; /* end of lease.grace after a restart */
-  uint64_t grace_start_ns;   /* when that grace period began (SIGHUP re-arms it from there) */
-  struct event *prune_timer; /* ledger.retention: deletes old finished reservations */
-  struct event *ledger_ev;   /* the ledger's writer has committed a batch */
+  struct event *tick_timer;    /* queue timeouts */
+  struct event *grace_timer;   /* end of lease.grace after a restart */
+  uint64_t grace_start_ns;     /* when that grace period began (SIGHUP re-arms it from there) */
+  struct event *prune_timer;   /* ledger.retention: deletes old finished reservations */
+  struct gpumd_fences *fences; /* the reservations' fence regions (fences.c) */
+  struct event *ledger_ev;     /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
   gpum_device_readers_t *procs;
   /* Obsolete and read by nothing: who causes a transition now travels with each scheduler

@@ -358,13 +358,9 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
       const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
       if (r->state != GPUMD_RESV_GRANTED)
         continue;
-      gpum_fence *f = NULL;
-      char fname[GPUM_FENCE_NAME_MAX];
-      if (pass == 2 && (gpum_fence_name(fname, sizeof fname, d->socket_path, r->id) != 0 ||
-                        gpum_fence_open(fname, false, &f) != 0)) {
-        gpum_error_clear();
+      gpum_fence *f = pass == 2 ? gpumd_fences_open(d, r) : NULL;
+      if (pass == 2 && !f)
         continue; /* not run under the shim */
-      }
       char id[GPUMD_RESV_ID_BUFSZ];
       gpumd_resv_id_format(r->id, id, sizeof id);
       unsigned ordinal = 0; /* the job's CUDA numbers its GPUs in gpumd's index order */
