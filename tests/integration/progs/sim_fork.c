@@ -324,7 +324,7 @@ static void fork_before_init(void) {
 int main(int argc, char **argv) {
   if (argc != 3)
     fail("usage: sim_fork CHILDREN THREADS");
-  int children = atoi(argv[1]), nthreads = atoi(argv[2]); /* NOLINT: test arguments */
+  int children = (int)strtol(argv[1], NULL, 10), nthreads = (int)strtol(argv[2], NULL, 10);
   if (children <= 0 || nthreads <= 0 || nthreads > 64)
     fail("bad arguments");
   check_coverage();
