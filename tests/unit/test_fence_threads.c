@@ -322,11 +322,16 @@ static void test_sweep_own(void **state) {
   gpum_fence_opts_t o = {.limit = GiB};
   assert_int_equal(gpum_fence_own_name(live, sizeof live), 0);
   assert_int_equal(gpum_fence_create(live, &o, &mine), 0);
-  assert_int_equal(gpum_fence_open(dead, false, &g), 0);
-  assert_true(gpum_fence_abandoned(g));
   assert_false(gpum_fence_abandoned(mine));
-  gpum_fence_close(g);
-  assert_true(gpum_fence_sweep_own() >= 1);
+  /* A gpumd of a test running beside this one may sweep it first: then it is gone already. */
+  int rc = gpum_fence_open(dead, false, &g);
+  if (rc == 0) {
+    assert_true(gpum_fence_abandoned(g));
+    gpum_fence_close(g);
+  } else {
+    assert_int_equal(rc, GPUM_ENOENT);
+  }
+  (void)gpum_fence_sweep_own();
   assert_int_equal(gpum_fence_open(dead, false, &g), GPUM_ENOENT);
   assert_int_equal(gpum_fence_open(live, false, &g), 0);
   gpum_fence_close(g);
