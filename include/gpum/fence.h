@@ -42,7 +42,8 @@ typedef struct {
   uint64_t limit;       /* bytes per device (> 0) */
   uint64_t max_limit;   /* elastic: the most the limit may grow to (0: not elastic) */
   uint64_t reservation; /* gpumd's reservation id (0: none, a limit from GPUM_MEM_LIMIT alone) */
-  unsigned mode;        /* file mode of the region (0: 0644, readable by gpumd as another user) */
+  unsigned mode;        /* file mode of the region: 0600 (0), or 0640/0660 for a group that
+                           must read it (gpum_fence_set_group); never more than owner and group */
 } gpum_fence_opts_t;
 
 /* One device of a fence as it stands. */
@@ -53,21 +54,49 @@ typedef struct {
   unsigned procs;     /* live processes attached */
 } gpum_fence_usage_t;
 
-/* The region's name for a reservation of the gpumd at scope (its socket path: stable across
- * restarts of that gpumd, distinct between two gpumd on one machine). GPUM_ENOSPC if len is too
- * small (GPUM_FENCE_NAME_MAX is enough). */
+/* Names. A region's name cannot be guessed, so that no other user can create it first and stop
+ * the job from starting: it ends in 64 bits from getrandom(2), and every call gives a new one.
+ * gpumd finds the regions of its reservations by their prefix and their owner.
+ *
+ * gpum_fence_prefix: "gpum-fence-HHHHHHHHHHHH-", the prefix of every region of the gpumd at
+ * scope (its socket path: distinct between two gpumd on one machine).
+ * gpum_fence_name: a fresh name for a region of reservation at scope: the prefix, the id, "-",
+ * 16 random hex digits.
+ * gpum_fence_own_name: a fresh name for a region of the enforcement shim's own (a limit from
+ * GPUM_MEM_LIMIT, no gpumd): "gpum-fence-pPID-" and 16 random hex digits.
+ * Each returns 0, GPUM_ENOSPC if len is too small (GPUM_FENCE_NAME_MAX is enough), or GPUM_EIO
+ * when the kernel gives no random bytes. Thread-safe. */
+GPUM_API int gpum_fence_prefix(char *buf, size_t len, const char *scope);
 GPUM_API int gpum_fence_name(char *buf, size_t len, const char *scope, uint64_t reservation);
+GPUM_API int gpum_fence_own_name(char *buf, size_t len);
 
-/* Creates the region name (GPUM_EEXIST if it exists) with every device's limit set from opts,
- * and opens it read-write. */
+/* Creates the region name with every device's limit set from opts, and opens it read-write.
+ * The name must not exist, whatever is there (a file of another user, a symbolic link):
+ * GPUM_EEXIST then, and the caller picks another name. The region is created with mode 0600
+ * (opts->mode) and checked to be the caller's after it is opened. */
 GPUM_API int gpum_fence_create(const char *name, const gpum_fence_opts_t *opts, gpum_fence **out);
-/* Opens an existing region: GPUM_ENOENT if there is none, GPUM_EPERM if it may not be opened
- * so, GPUM_EPROTO if it is not a fence of this version. A read-only handle can read usage only. */
+/* Gives the region name (the caller's) to group gid, for a gpumd that runs as another user and
+ * reads it through that group (create it with mode 0640). 0, or GPUM_EPERM (not a group of the
+ * caller), GPUM_ENOENT. */
+GPUM_API int gpum_fence_set_group(const char *name, unsigned gid);
+/* Opens an existing region owned by the caller's effective uid (gpum_fence_open) or by uid
+ * owner: GPUM_ENOENT if there is none, GPUM_EPERM if it may not be opened so or belongs to
+ * another uid, GPUM_EPROTO if it is not a regular file (a symbolic link is never followed) or
+ * not a fence of this version. A read-only handle can read usage only. */
 GPUM_API int gpum_fence_open(const char *name, bool writable, gpum_fence **out);
+GPUM_API int gpum_fence_open_owned(const char *name, bool writable, unsigned owner,
+                                   gpum_fence **out);
 /* Unmaps the region (it stays for the other processes). NULL is ignored. */
 GPUM_API void gpum_fence_close(gpum_fence *f);
 /* Removes the region's name (mapped handles stay valid). GPUM_ENOENT if it was not there. */
 GPUM_API int gpum_fence_unlink(const char *name);
+/* Whether nobody will use the region again: the process that created it and every process
+ * attached to it are gone. */
+GPUM_API bool gpum_fence_abandoned(gpum_fence *f);
+/* Removes the abandoned regions of the enforcement shim's own ("gpum-fence-p..."; the
+ * caller's, or everyone's for root): a job killed before its first process could remove its
+ * region leaves it to the next process that creates one, and to gpumd. Returns how many. */
+GPUM_API unsigned gpum_fence_sweep_own(void);
 
 /* Charges bytes on dev to the calling process: 0, or GPUM_EDEVOOM when the device's charged
  * bytes would pass its limit (after reclaiming dead processes' bytes), GPUM_ERANGE for a dev

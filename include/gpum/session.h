@@ -182,9 +182,11 @@ GPUM_API void gpum_session_close(gpum_session_t *s);
 
 /* Creates the memory fence (gpum/fence.h) of a granted reservation r of the gpumd at
  * socket_path: limit r->bytes_per_gpu on every device, growing up to max_limit when that is
- * larger (elastic), named as gpumd names it (so that gpumd reads the job's usage from it). The
- * name goes to name (GPUM_FENCE_NAME_MAX bytes is enough). An old region of the same name (a
- * launcher killed before it could remove it) is replaced. */
+ * larger (elastic), under a fresh random name with gpumd's prefix and the id (gpumd finds it by
+ * them and by its owner, the caller, and removes it when the reservation ends). The name goes
+ * to name (GPUM_FENCE_NAME_MAX bytes is enough). A name that exists is never reused: another
+ * is drawn. The region is mode 0600, or 0640 in the socket's group when gpumd runs as another
+ * user than the caller and root (so that it can read the job's usage). */
 GPUM_API int gpum_reservation_fence(const gpum_reservation_t *r, const char *socket_path,
                                     uint64_t max_limit, char *name, size_t len, gpum_fence **out);
 /* The same for the session's granted reservation, on the session's socket; and while the

@@ -121,11 +121,13 @@ static void fence_from_env(void) {
     want.off = true;
     return;
   }
-  /* A region of the job's own, named now so that children (fork, exec) join it. */
-  gpum__os_proc_stat_t st = {0};
-  (void)gpum__os_proc_stat((int)getpid(), &st);
-  snprintf(gpum__enf.fence_name, sizeof gpum__enf.fence_name, "gpum-fence-p%d-%llu", (int)getpid(),
-           (unsigned long long)st.start_time);
+  /* A region of the job's own, named now so that children (fork, exec) join it; the name
+   * cannot be guessed, so no one can make it first. */
+  if (gpum_fence_own_name(gpum__enf.fence_name, sizeof gpum__enf.fence_name) != 0) {
+    gpum__enf_log("cannot name a fence (%s): not fencing", gpum_last_error());
+    want.off = true;
+    return;
+  }
   setenv(GPUM_FENCE_ENV, gpum__enf.fence_name, 1);
 }
 
@@ -138,6 +140,9 @@ static gpum_fence *fence_open(void) {
     if (rc == 0)
       return f;
     if (rc == GPUM_ENOENT && want.limit) {
+      /* Regions of earlier jobs killed before they could remove theirs go first. */
+      if (tries == 0)
+        (void)gpum_fence_sweep_own();
       gpum_fence_opts_t o = {.limit = want.limit,
                              .max_limit =
                                  gpum__enf.max_limit > want.limit ? gpum__enf.max_limit : 0,

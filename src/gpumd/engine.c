@@ -50,8 +50,7 @@ static void put_int(json_t *o, const char *key, json_int_t value) {
 
 /* What the enforcement shim counts for a granted reservation run under it (gpum run --enforce):
  * {"used": bytes its processes hold over its GPUs, "limit": per GPU, "processes": N}, from the
- * fence the launcher made (gpum_reservation_fence names it after this socket and the id); NULL
- * when the job is not fenced. */
+ * fence the launcher made (fences.c finds it); NULL when the job is not fenced. */
 static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r);
 
 void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r) {
@@ -65,13 +64,9 @@ void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r) {
 }
 
 static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r) {
-  char name[GPUM_FENCE_NAME_MAX];
-  gpum_fence *f = NULL;
-  if (gpum_fence_name(name, sizeof name, d->socket_path, r->id) != 0 ||
-      gpum_fence_open(name, false, &f) != 0) {
-    gpum_error_clear();
+  gpum_fence *f = gpumd_fences_open(d, r);
+  if (!f)
     return NULL;
-  }
   uint64_t used = 0, limit = 0;
   unsigned procs = 0;
   for (unsigned k = 0; k < r->gpus && k < GPUM_FENCE_MAX_DEVICES; k++) {
@@ -291,6 +286,7 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
       *cause->final = *r;
     gpumd_lease_remove(d, r->id);
     gpumd_ended_note(d, r);
+    gpumd_fences_ended(d, r); /* nothing outlives its reservation */
   }
 }
 
@@ -532,16 +528,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
 }
 
 void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
-  const gpumd_resv_t *r = gpumd_sched_find(d->sched, id);
-  bool pid_lease = r && r->lease == GPUMD_LEASE_PID;
+  /* Its fence, if it had one, goes with it (on_transition). */
   if (gpumd_sched_end(d->sched, NULL, id, to, gpumd_now_ns(), reason) != 0)
     gpumd_lease_remove(d, id); /* already final */
-  /* The process a pid lease names is gone (a killed slurmstepd): nothing of the job is left to
-   * remove the reservation's fence, if it had one. Mapped handles stay valid. */
-  char name[GPUM_FENCE_NAME_MAX];
-  if (pid_lease && gpum_fence_name(name, sizeof name, d->socket_path, id) == 0)
-    (void)gpum_fence_unlink(name);
-  gpum_error_clear();
   gpumd_ops_tick(d);
 }
 
@@ -837,10 +826,13 @@ int gpumd_ops_start(gpumd_t *d) {
   rc = gpumd_ops_commit(d);
   if (rc == 0)
     rc = start_writer(d);
+  if (rc == 0) /* after the recovery: regions of what ended while gpumd was down go now */
+    rc = gpumd_fences_start(d);
   return rc;
 }
 
 void gpumd_ops_stop(gpumd_t *d) {
+  gpumd_fences_stop(d);
   gpumd_reports_free(d);
   gpumd_leases_free_all(d);
   if (d->tick_timer)

@@ -33,7 +33,9 @@
 #include <gpum/monitor.h>
 #include <gpum/options.h>
 
+#include "accept_internal.h"
 #include "client/protocol_internal.h"
+#include "fences_internal.h"
 #include "ledger.h"
 #include "paths_internal.h"
 #include "sched.h"
@@ -138,8 +140,8 @@ struct gpumd {
   struct event_base *base;
   struct evconnlistener *listener;
   struct event *sig_term, *sig_int, *sig_hup, *pressure_timer;
-  struct event *accept_timer; /* resumes accepting after a failed accept */
-  struct event *kick;         /* makes the loop turn once more (work left for the next turn) */
+  gpumd_accept_guard_t accept_guard; /* the socket's failed accepts (accept.c) */
+  struct event *kick; /* makes the loop turn once more (work left for the next turn) */
   char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
   char state_dir[PATH_MAX];
   int state_lock_fd, socket_lock_fd;
@@ -176,11 +178,12 @@ struct gpumd {
   bool ledger_failed; /* a write of this turn failed: the turn must not be sent */
   bool commit_failed; /* a commit failed: gpumd stops, sending nothing more */
   gpumd_lease_t *leases[GPUMD_LEASE_BUCKETS];
-  struct event *tick_timer;  /* queue timeouts */
-  struct event *grace_timer; /* end of lease.grace after a restart */
-  uint64_t grace_start_ns;   /* when that grace period began (SIGHUP re-arms it from there) */
-  struct event *prune_timer; /* ledger.retention: deletes old finished reservations */
-  struct event *ledger_ev;   /* the ledger's writer has committed a batch */
+  struct event *tick_timer;    /* queue timeouts */
+  struct event *grace_timer;   /* end of lease.grace after a restart */
+  uint64_t grace_start_ns;     /* when that grace period began (SIGHUP re-arms it from there) */
+  struct event *prune_timer;   /* ledger.retention: deletes old finished reservations */
+  struct gpumd_fences *fences; /* the reservations' fence regions (fences.c) */
+  struct event *ledger_ev;     /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
   gpum_device_readers_t *procs;
   /* Admission (admission.c): the devices read afresh this turn, whether that read was made,
@@ -553,6 +556,10 @@ void gpumd_http_release(gpumd_t *d);
 /* SIGHUP: re-reads the token file. */
 void gpumd_http_reload(gpumd_t *d);
 /* "ADDR:PORT" the server listens on, or NULL when off. */
+/* Failed accepts on the HTTP listener since start (0 when http.listen is off). */
+uint64_t gpumd_http_accept_failures(gpumd_t *d);
+/* HTTP connections closed to make room for a new one (http.max_connections, _per_peer). */
+uint64_t gpumd_http_evicted(gpumd_t *d);
 const char *gpumd_http_addr(gpumd_t *d);
 /* Replaces the token with a fresh random one (written to the token file first) when rotate,
  * and returns {"token", "token_file"} in *out. Returns 0, GPUM_ESTATE (HTTP off) or GPUM_EIO. */

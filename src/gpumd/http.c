@@ -120,6 +120,7 @@ int gpumd_http_start(gpumd_t *d) {
   h->loopback = loopback;
   h->max_body = (size_t)gpum_config_get_size(d->cfg, "http.max_body");
   h->max_conns = (size_t)gpum_config_get_int(d->cfg, "http.max_connections");
+  h->max_per_peer = (size_t)gpum_config_get_int(d->cfg, "http.max_connections_per_peer");
   rc = gpumd__http_token_path(d, h->token_path, sizeof h->token_path);
   if (rc == 0)
     rc = gpumd_http_token_load(h->token_path, true, h->token, sizeof h->token);
@@ -142,7 +143,8 @@ int gpumd_http_start(gpumd_t *d) {
   h->request_tv = tv;
   h->nbuckets = 1024;
   h->conns = calloc(h->nbuckets, sizeof *h->conns);
-  if (!h->conns)
+  h->peers = calloc(h->nbuckets, sizeof *h->peers);
+  if (!h->conns || !h->peers)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                                           EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH |
@@ -152,6 +154,12 @@ int gpumd_http_start(gpumd_t *d) {
   h->sock = evhttp_bind_socket_with_handle(h->http, host, (ev_uint16_t)port);
   if (!h->sock)
     return gpum_error(GPUM_EIO, "cannot listen on http.listen %s: %s", listen, strerror(errno));
+  /* Without an error callback libevent logs every failed accept and tries again at once: out
+   * of descriptors, that spins the loop. */
+  rc = gpumd_accept_guard_init(&h->accept_guard, d, evhttp_bound_socket_get_listener(h->sock),
+                               "HTTP");
+  if (rc != 0)
+    return rc;
   rc = note_addr(d, h, host);
   if (rc != 0)
     return rc;
@@ -163,6 +171,7 @@ void gpumd_http_stop(gpumd_t *d) {
   struct gpumd_http *h = d->http;
   if (!h)
     return;
+  gpumd_accept_guard_free(&h->accept_guard);
   if (h->http)
     evhttp_free(h->http); /* closes the connections; unsent replies go with them */
   for (size_t i = 0; i < h->nfresh; i++)
@@ -171,6 +180,7 @@ void gpumd_http_stop(gpumd_t *d) {
     while (h->conns[i]) /* none: evhttp_free closed them all (their close callbacks ran) */
       gpumd__http_conn_forget(h, h->conns[i]);
   free(h->conns);
+  free(h->peers); /* empty: each peer went with its last connection */
   if (h->addr[0]) {
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/http.addr", d->state_dir);
@@ -182,6 +192,14 @@ void gpumd_http_stop(gpumd_t *d) {
   explicit_bzero(h->token, sizeof h->token);
   free(h);
   d->http = NULL;
+}
+
+uint64_t gpumd_http_accept_failures(gpumd_t *d) {
+  return d->http ? d->http->accept_guard.failures : 0;
+}
+
+uint64_t gpumd_http_evicted(gpumd_t *d) {
+  return d->http ? d->http->evicted : 0;
 }
 
 const char *gpumd_http_addr(gpumd_t *d) {

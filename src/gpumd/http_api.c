@@ -104,8 +104,14 @@ static int reserve_request(json_t *b, json_t **out) {
   const char *type = NULL, *on_timeout = NULL, *label = NULL;
   if (rc == 0)
     rc = get_number(b, "memory_gb", 0, 1e6, &mem, &has_mem);
-  if (rc == 0 && (!has_mem || mem * GIB < 1))
+  if (rc == 0 && !has_mem)
     rc = gpum_error(GPUM_EINVAL, "\"memory_gb\" is required: GiB per GPU, above 0");
+  else if (rc == 0 && mem <= 0)
+    rc = gpum_error(GPUM_EINVAL, "\"memory_gb\" must be above 0 (GiB per GPU), not %g", mem);
+  else if (rc == 0 && mem * GIB < 1)
+    rc = gpum_error(GPUM_EINVAL,
+                    "\"memory_gb\" %g is below the smallest size, 1 byte (%.3g GiB) per GPU", mem,
+                    1 / GIB);
   if (rc == 0)
     rc = get_integer(b, "gpu_count", 1, GPUMD_SCHED_MAX_DEVICES, &gpus, &has);
   if (rc == 0)

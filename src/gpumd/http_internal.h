@@ -53,11 +53,12 @@ struct gpumd_http {
   gpumd_t *d;
   struct evhttp *http;
   struct evhttp_bound_socket *sock;
-  char addr[96]; /* "127.0.0.1:8642", "[::1]:8642" */
+  gpumd_accept_guard_t accept_guard; /* the listener's failed accepts (accept.c) */
+  char addr[96];                     /* "127.0.0.1:8642", "[::1]:8642" */
   bool loopback;
   char token[GPUMD_HTTP_TOKEN_MAX + 1];
   char token_path[PATH_MAX];
-  size_t max_body, max_conns;
+  size_t max_body, max_conns, max_per_peer;
   gpumd_http_pending_t *pend; /* responses of this turn, sent after the commit */
   size_t npend, cappend;
   gpumd_http_pending_t *held; /* responses of turns the ledger's writer is committing */
@@ -67,6 +68,10 @@ struct gpumd_http {
   size_t live;                    /* open connections counted against max_conns */
   struct gpumd_http_conn **conns; /* the counted connections, hashed by evhttp connection */
   size_t nbuckets;
+  struct gpumd_http_peer **peers; /* the remote addresses of counted connections, hashed */
+  /* Counted connections waiting for a request, the one waiting longest first (http_conns.c). */
+  struct gpumd_http_conn *waiting_head, *waiting_tail;
+  uint64_t evicted;          /* connections closed to make room for a new one */
   struct timeval request_tv; /* http.timeout: the deadline of each request (see http_conns.c) */
   uint64_t served;           /* requests seen */
 };

@@ -238,9 +238,11 @@ static void dispatch(struct gpumd_http *h, struct evhttp_request *req, const rou
 void gpumd__http_on_request(struct evhttp_request *req, void *arg) {
   struct gpumd_http *h = arg;
   h->served++;
+  /* Its request is in: it stops waiting (and so can no longer be closed to make room) before
+   * the connections accepted this turn are counted, which may close waiting ones. */
+  gpumd__http_request_deadline(h, evhttp_request_get_connection(req), false);
   if (h->nfresh) /* no connection is served before it is counted */
     gpumd__http_check_fresh(h, evhttp_request_get_connection(req));
-  gpumd__http_request_deadline(h, evhttp_request_get_connection(req), false); /* it is in */
   const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
   if (path && gpumd_web_serve(h, req, path)) /* the dashboard: / and /assets/ (http_web.c) */
     return;

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -106,9 +107,32 @@ static const char migrate_v8[] =
     "INSERT INTO meta VALUES ('max_id', (SELECT coalesce(max(id), 0) FROM reservations));"
     "PRAGMA user_version = 8;";
 
-/* Sets the detail from SQLite's message and returns GPUM_EIO. */
+/* Whether the file system holding path is mounted read-only now. */
+static bool on_read_only_fs(const char *path) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *(slash == dir ? slash + 1 : slash) = '\0';
+  struct statvfs vfs;
+  return statvfs(slash ? dir : ".", &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0;
+}
+
+/* Sets the detail from SQLite's message and returns GPUM_EIO. SQLite's message alone misleads
+ * when the file system went read-only under the ledger: it says "disk I/O error", or
+ * "database or disk is full" where it did not keep the system's error. The system's error of
+ * the failed call and the file system's flags say what happened. */
 int gpumd__ledger_db_error(const gpumd_ledger_t *l, const char *what) {
-  return gpum_error(GPUM_EIO, "ledger %s: %s: %s", l->path, what, sqlite3_errmsg(l->db));
+  int e = l->db ? sqlite3_system_errno(l->db) : 0;
+  const char *msg = l->db ? sqlite3_errmsg(l->db) : "no database";
+  if (e == EROFS || on_read_only_fs(l->path))
+    return gpum_error(GPUM_EIO,
+                      "ledger %s: %s: the file system is read-only (EROFS; SQLite says: %s)",
+                      l->path, what, msg);
+  if (e == ENOSPC || e == EDQUOT)
+    return gpum_error(GPUM_EIO, "ledger %s: %s: %s (SQLite says: %s)", l->path, what, strerror(e),
+                      msg);
+  return gpum_error(GPUM_EIO, "ledger %s: %s: %s", l->path, what, msg);
 }
 
 static int exec(gpumd_ledger_t *l, const char *sql, const char *what) {

@@ -15,6 +15,7 @@
  * for 64 MiB of log: sixteen times rarer than SQLite's own, the log file stays under about
  * 64 MiB. The thresholds are in bytes, whatever the page size (a log frame is a page).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -54,7 +55,11 @@ static void *run(void *arg) {
     int log = 0, copied = 0;
     int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY)
-      gpum_log(GPUM_LOG_WARN, "gpumd", "ledger checkpoint failed: %s", sqlite3_errmsg(c->db));
+      gpum_log(GPUM_LOG_WARN, "gpumd", "ledger checkpoint failed: %s%s",
+               sqlite3_system_errno(c->db) == EROFS ? "the file system is read-only (EROFS); "
+                                                      "SQLite says: "
+                                                    : "",
+               sqlite3_errmsg(c->db));
     pthread_mutex_lock(&c->lock);
     c->done++;
   }

@@ -117,6 +117,7 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
                                       "sim.node",
                                       "http.listen",
                                       "http.max_connections",
+                                      "http.max_connections_per_peer",
                                       "http.max_body",
                                       "http.max_header",
                                       "http.timeout",

@@ -146,6 +146,16 @@ static void daemon_metrics(gpumd_t *d, writer_t *w) {
   put(w, "gpumd_start_time_seconds %.3f\n", (double)d->start_ns / 1e9);
   family(w, "gpumd_clients", "gauge", "Clients connected to the Unix socket.");
   put(w, "gpumd_clients %zu\n", d->conn_count);
+  family(w, "gpumd_accept_failures_total", "counter",
+         "Connections a listener could not accept (out of descriptors or memory).");
+  put(w, "gpumd_accept_failures_total{listener=\"socket\"} %llu\n",
+      (unsigned long long)d->accept_guard.failures);
+  put(w, "gpumd_accept_failures_total{listener=\"http\"} %llu\n",
+      (unsigned long long)gpumd_http_accept_failures(d));
+  family(w, "gpumd_http_connections_evicted_total", "counter",
+         "HTTP connections waiting for a request closed to make room for a new one "
+         "(http.max_connections, http.max_connections_per_peer).");
+  put(w, "gpumd_http_connections_evicted_total %llu\n", (unsigned long long)gpumd_http_evicted(d));
   struct gpumd_obs *o = d->obs;
   family(w, "gpumd_event_streams", "gauge", "Open Server-Sent Events streams (/api/v1/events).");
   put(w, "gpumd_event_streams %zu\n", o ? o->stream_count : 0);
@@ -370,13 +380,9 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
       const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
       if (r->state != GPUMD_RESV_GRANTED)
         continue;
-      gpum_fence *f = NULL;
-      char fname[GPUM_FENCE_NAME_MAX];
-      if (pass == 2 && (gpum_fence_name(fname, sizeof fname, d->socket_path, r->id) != 0 ||
-                        gpum_fence_open(fname, false, &f) != 0)) {
-        gpum_error_clear();
+      gpum_fence *f = pass == 2 ? gpumd_fences_open(d, r) : NULL;
+      if (pass == 2 && !f)
         continue; /* not run under the shim */
-      }
       char id[GPUMD_RESV_ID_BUFSZ];
       gpumd_resv_id_format(r->id, id, sizeof id);
       unsigned ordinal = 0; /* the job's CUDA numbers its GPUs in gpumd's index order */

@@ -451,6 +451,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                       void *arg) {
   (void)l, (void)sa, (void)salen;
   gpumd_t *d = arg;
+  gpumd_accept_guard_ok(&d->accept_guard);
   struct ucred cred;
   socklen_t clen = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
@@ -498,25 +499,6 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
            c->admin ? " (admin)" : "");
 }
 
-static void on_accept_resume(evutil_socket_t fd, short what, void *arg) {
-  (void)fd, (void)what;
-  gpumd_t *d = arg;
-  if (d->listener)
-    evconnlistener_enable(d->listener);
-}
-
-static void on_listen_error(struct evconnlistener *l, void *arg) {
-  gpumd_t *d = arg;
-  int e = errno;
-  /* Out of descriptors (EMFILE, ENFILE) or memory: the pending connection stays in the
-   * backlog and would wake the loop at once again; pause accepting for 100 ms instead of
-   * spinning. */
-  gpum_log(GPUM_LOG_WARN, "gpumd", "accept failed: %s; pausing accept for 100 ms", strerror(e));
-  evconnlistener_disable(l);
-  struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-  event_add(d->accept_timer, &tv);
-}
-
 /* Raises the soft limit of open files to the hard one: every client is a descriptor. */
 static void raise_nofile(void) {
   struct rlimit rl;
@@ -526,9 +508,25 @@ static void raise_nofile(void) {
   }
 }
 
+/* The state directory holds the ledger (with every reservation's token) and the API token:
+ * created 0700, and an existing one that others may read or enter is reported, not changed
+ * (an operator may have reasons; docs/operations.md says to keep it 0700). */
+static int state_dir_make(const char *dir) {
+  int rc = gpumd_mkdirs(dir, 0700);
+  if (rc != 0)
+    return rc;
+  struct stat st;
+  if (stat(dir, &st) == 0 && (st.st_mode & 077) != 0)
+    gpum_log(GPUM_LOG_WARN, "gpumd",
+             "state directory %s is mode %04o: it holds the ledger and the API token, which "
+             "other users can then reach; chmod 700 it",
+             dir, (unsigned)(st.st_mode & 07777));
+  return 0;
+}
+
 int gpumd_server_start(gpumd_t *d) {
   char lock[PATH_MAX + 16];
-  int rc = gpumd_mkdirs(d->state_dir, 0755);
+  int rc = state_dir_make(d->state_dir);
   if (rc != 0)
     return rc;
   snprintf(lock, sizeof lock, "%s/gpumd.lock", d->state_dir);
@@ -562,10 +560,9 @@ int gpumd_server_start(gpumd_t *d) {
   if (!d->listener)
     return gpum_error(GPUM_EIO, "cannot listen on %s: %s", d->socket_path, strerror(errno));
   d->socket_bound = true;
-  evconnlistener_set_error_cb(d->listener, on_listen_error);
-  d->accept_timer = evtimer_new(d->base, on_accept_resume, d);
-  if (!d->accept_timer)
-    return gpum_error(GPUM_ENOMEM, "out of memory");
+  rc = gpumd_accept_guard_init(&d->accept_guard, d, d->listener, "socket");
+  if (rc != 0)
+    return rc;
   raise_nofile();
   return set_socket_access(d);
 }
@@ -575,10 +572,7 @@ void gpumd_server_stop(gpumd_t *d) {
     evconnlistener_free(d->listener);
     d->listener = NULL;
   }
-  if (d->accept_timer) {
-    event_free(d->accept_timer);
-    d->accept_timer = NULL;
-  }
+  gpumd_accept_guard_free(&d->accept_guard);
   if (d->socket_bound) {
     unlink(d->socket_path);
     d->socket_bound = false;

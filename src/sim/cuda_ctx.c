@@ -43,6 +43,15 @@ static int nvisible;
 static struct CUctx_st primary[GPUM__SIM_MAX_DEVICES];
 static _Thread_local CUcontext current;
 
+bool gpum__sim_cu_forked_flag;
+
+void gpum__sim_ctx_atfork(gpum__sim_fork_phase_t ph) {
+  gpum__sim_fork_mutex(&cu_mu, ph);
+  /* What the parent initialised is the parent's: this process may not use it. */
+  if (ph == GPUM__SIM_FORK_CHILD && cu_inited)
+    __atomic_store_n(&gpum__sim_cu_forked_flag, true, __ATOMIC_RELAXED);
+}
+
 /* cu_inited and cu_node are written under cu_mu (cuInit) and read without it: every allocation
  * asks, and a real driver answers from thread-local state, not under a process-wide lock. */
 bool gpum__sim_cu_initialized(void) {
@@ -104,6 +113,7 @@ static void parse_visible(const struct gpum__sim_node *n) {
 }
 
 CUresult cuInit(unsigned int Flags) {
+  GPUM__SIM_CU_FORK_GATE();
   if (Flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
   CUresult ret = CUDA_SUCCESS;
@@ -210,6 +220,7 @@ CUresult gpum__sim_cu_begin_on(struct gpum__sim_node **out, unsigned simdev) {
 }
 
 CUresult cuDeviceGetCount(int *count) {
+  GPUM__SIM_CU_FORK_GATE();
   struct gpum__sim_node *n;
   if (!count)
     return CUDA_ERROR_INVALID_VALUE;
@@ -220,6 +231,7 @@ CUresult cuDeviceGetCount(int *count) {
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   if (!device)
     return CUDA_ERROR_INVALID_VALUE;
@@ -230,6 +242,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
 }
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   if (!name || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
@@ -240,6 +253,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 }
 
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   if (!uuid)
     return CUDA_ERROR_INVALID_VALUE;
@@ -261,6 +275,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   if (!bytes)
     return CUDA_ERROR_INVALID_VALUE;
@@ -271,6 +286,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
 }
 
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   if (!pi)
     return CUDA_ERROR_INVALID_VALUE;
@@ -315,6 +331,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) 
 }
 
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   if (!pciBusId || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
@@ -328,6 +345,7 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   if (!pctx)
     return CUDA_ERROR_INVALID_VALUE;
@@ -364,6 +382,7 @@ out:
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   CUresult r = gpum__sim_cu_device(dev, &s);
   if (r != CUDA_SUCCESS)
@@ -385,6 +404,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
+  GPUM__SIM_CU_FORK_GATE();
   struct gpum__sim_node *n;
   CUresult r = live(&n);
   if (r != CUDA_SUCCESS)
@@ -396,6 +416,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult cuCtxGetCurrent(CUcontext *pctx) {
+  GPUM__SIM_CU_FORK_GATE();
   struct gpum__sim_node *n;
   if (!pctx)
     return CUDA_ERROR_INVALID_VALUE;
@@ -406,6 +427,7 @@ CUresult cuCtxGetCurrent(CUcontext *pctx) {
 }
 
 CUresult cuCtxGetDevice(CUdevice *device) {
+  GPUM__SIM_CU_FORK_GATE();
   struct gpum__sim_node *n;
   if (!device)
     return CUDA_ERROR_INVALID_VALUE;
@@ -419,6 +441,7 @@ CUresult cuCtxGetDevice(CUdevice *device) {
 }
 
 CUresult cuCtxSynchronize(void) {
+  GPUM__SIM_CU_FORK_GATE();
   struct gpum__sim_node *n;
   unsigned s;
   CUresult r = gpum__sim_cu_begin(&n, &s);

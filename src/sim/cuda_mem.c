@@ -105,6 +105,7 @@ out_unmap:
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+  GPUM__SIM_CU_FORK_GATE();
   return gpum__sim_cu_alloc(dptr, bytesize, NULL);
 }
 
@@ -113,6 +114,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
       (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
     return CUDA_ERROR_INVALID_VALUE;
@@ -130,6 +132,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 /* Managed memory is counted on the current device from the start (a real driver places pages on
  * first touch): docs/sim.md. */
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+  GPUM__SIM_CU_FORK_GATE();
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
     return CUDA_ERROR_INVALID_VALUE;
   return gpum__sim_cu_alloc(dptr, bytesize, NULL);
@@ -149,6 +152,7 @@ static void block_free(struct gpum__sim_node *n, struct block *b) {
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
   struct gpum__sim_node *n = gpum__sim_attached();
@@ -177,6 +181,7 @@ void gpum__sim_cu_free_all(struct gpum__sim_node *n, unsigned simdev) {
 }
 
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!free || !total)
     return CUDA_ERROR_INVALID_VALUE;
   struct gpum__sim_node *n;
@@ -200,6 +205,7 @@ bool gpum__sim_cu_range_ok(CUdeviceptr ptr, size_t len) {
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+  GPUM__SIM_CU_FORK_GATE();
   struct gpum__sim_node *n;
   unsigned dev;
   CUresult r = gpum__sim_cu_begin(&n, &dev);
@@ -227,6 +233,7 @@ static CUresult copy_begin(void) {
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
@@ -237,6 +244,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t Byte
 }
 
 CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
@@ -250,6 +258,7 @@ CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
  * stream is known (a completed copy is what any later synchronisation would see). */
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                               CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   return cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount);
@@ -257,12 +266,14 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t
 
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                               CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount);
 }
 
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || ByteCount == 0)
     return r;
@@ -273,6 +284,7 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t By
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = copy_begin();
   if (r != CUDA_SUCCESS || N == 0)
     return r;
@@ -291,7 +303,19 @@ struct host_block {
 static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct host_block *host_blocks;
 
+/* host_mu and blocks_mu are never held together. */
+void gpum__sim_mem_atfork(gpum__sim_fork_phase_t ph) {
+  if (ph == GPUM__SIM_FORK_PREPARE) {
+    pthread_mutex_lock(&blocks_mu);
+    pthread_mutex_lock(&host_mu);
+  } else {
+    pthread_mutex_unlock(&host_mu);
+    pthread_mutex_unlock(&blocks_mu);
+  }
+}
+
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!pp || bytesize == 0 || (Flags & ~7u)) /* PORTABLE | DEVICEMAP | WRITECOMBINED */
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = copy_begin();
@@ -313,10 +337,12 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
 }
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
+  GPUM__SIM_CU_FORK_GATE();
   return cuMemHostAlloc(pp, bytesize, 0);
 }
 
 CUresult cuMemFreeHost(void *p) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&host_mu);

@@ -45,6 +45,13 @@ static struct CUevent_st *events;
 /* The default stream (handle NULL), for holds. */
 static struct CUstream_st default_stream = {.magic = STREAM_MAGIC};
 
+void gpum__sim_misc_atfork(gpum__sim_fork_phase_t ph) {
+  gpum__sim_fork_mutex(&obj_mu, ph);
+  /* Threads of the parent that waited on it are not in the child. */
+  if (ph == GPUM__SIM_FORK_CHILD)
+    pthread_cond_init(&obj_cond, NULL);
+}
+
 /* Context and device check for calls that need no lock. */
 static CUresult need_ctx(void) {
   struct gpum__sim_node *n;
@@ -134,6 +141,7 @@ static bool event_ok(CUevent h) {
 }
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!phStream || Flags > CU_STREAM_NON_BLOCKING)
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = need_ctx();
@@ -152,6 +160,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 }
 
 CUresult cuStreamDestroy_v2(CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&obj_mu);
@@ -171,6 +180,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
 }
 
 CUresult cuStreamSynchronize(CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_ctx();
   if (r != CUDA_SUCCESS)
     return r;
@@ -185,6 +195,7 @@ CUresult cuStreamSynchronize(CUstream hStream) {
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_ctx();
   if (r != CUDA_SUCCESS)
     return r;
@@ -196,6 +207,7 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!phEvent || (Flags & ~7u)) /* BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS */
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = need_ctx();
@@ -215,6 +227,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
 }
 
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_ctx();
   if (r != CUDA_SUCCESS)
     return r;
@@ -231,6 +244,7 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
 }
 
 CUresult cuEventQuery(CUevent hEvent) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_ctx();
   if (r == CUDA_SUCCESS && !event_ok(hEvent))
     r = CUDA_ERROR_INVALID_HANDLE;
@@ -243,6 +257,7 @@ CUresult cuEventQuery(CUevent hEvent) {
 }
 
 CUresult cuEventSynchronize(CUevent hEvent) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_ctx();
   if (r == CUDA_SUCCESS && !event_ok(hEvent))
     r = CUDA_ERROR_INVALID_HANDLE;
@@ -256,6 +271,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
 }
 
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_ctx();
   if (r != CUDA_SUCCESS)
     return r;
@@ -273,6 +289,7 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) 
 }
 
 CUresult cuEventDestroy_v2(CUevent hEvent) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&obj_mu);
@@ -291,6 +308,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent) {
 
 /* From the current device's pool, its default pool (cuda_pool.c). */
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   CUdevice dev;
@@ -302,6 +320,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   return cuMemFree_v2(dptr);
@@ -310,10 +329,12 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 /* The per-thread-default-stream variants: the simulator's streams do not order work, so they are
  * the same calls. */
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   return cuMemAllocAsync(dptr, bytesize, hStream);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   return cuMemFreeAsync(dptr, hStream);
 }
 

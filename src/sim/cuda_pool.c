@@ -31,6 +31,10 @@ static pthread_mutex_t pools_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct CUmemPoolHandle_st default_pools[GPUM__SIM_MAX_DEVICES];
 static struct CUmemPoolHandle_st *created;
 
+void gpum__sim_pool_atfork(gpum__sim_fork_phase_t ph) {
+  gpum__sim_fork_mutex(&pools_mu, ph);
+}
+
 static bool pool_ok(const struct CUmemPoolHandle_st *p) {
   if (!p)
     return false;
@@ -67,6 +71,7 @@ void gpum__sim_cu_pool_count(struct CUmemPoolHandle_st *pool, int64_t delta) {
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned simdev;
   if (!pool_out)
     return CUDA_ERROR_INVALID_VALUE;
@@ -86,10 +91,12 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
 
 /* The simulator has no cuDeviceSetMemPool: a device's current pool is its default pool. */
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+  GPUM__SIM_CU_FORK_GATE();
   return cuDeviceGetDefaultMemPool(pool, dev);
 }
 
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned simdev;
   if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
       poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
@@ -115,6 +122,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
 }
 
 CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!pool_ok(pool) || pool->is_default)
     return CUDA_ERROR_INVALID_VALUE;
   /* Outstanding allocations keep the pool until the last is freed, as in CUDA. */
@@ -134,11 +142,13 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 }
 
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  GPUM__SIM_CU_FORK_GATE();
   (void)minBytesToKeep; /* nothing is kept past a free: there is nothing to trim */
   return pool_ok(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!pool_ok(pool) || !value)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&pools_mu);
@@ -160,6 +170,7 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 }
 
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!pool_ok(pool) || !value)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&pools_mu);
@@ -196,6 +207,7 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   if (!gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   if (!pool_ok(pool))
@@ -205,5 +217,6 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream) {
+  GPUM__SIM_CU_FORK_GATE();
   return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
 }

@@ -90,6 +90,10 @@ static struct handle_slot *slots;
 static uint32_t nslots, capslots, nlive, free_slots = UINT32_MAX;
 static uint32_t next_gen = 1;
 
+void gpum__sim_vmm_atfork(gpum__sim_fork_phase_t ph) {
+  gpum__sim_fork_mutex(&vmm_mu, ph);
+}
+
 #define AS(type, t) ((t) ? GPUM__SIM_CONTAINER((t), type, node) : NULL)
 
 static CUresult need_init(void) {
@@ -115,6 +119,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop, unsigned *simdev) {
 
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                        CUmemAllocationGranularity_flags option) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
                        option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
@@ -135,6 +140,7 @@ static struct mapping *mapping_from(CUdeviceptr from, CUdeviceptr to) {
 
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_init();
   if (r != CUDA_SUCCESS)
     return r;
@@ -173,6 +179,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 }
 
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_init();
   if (r != CUDA_SUCCESS)
     return r;
@@ -331,6 +338,7 @@ static void handle_free(CUmemGenericAllocationHandle h) {
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags) {
+  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
   CUresult r = need_init();
   if (r != CUDA_SUCCESS)
@@ -401,6 +409,7 @@ static struct gpum__sim_node *lock_node(void) {
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_init();
   if (r != CUDA_SUCCESS)
     return r;
@@ -428,6 +437,7 @@ static bool in_reservation(CUdeviceptr ptr, size_t size) {
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_init();
   if (r != CUDA_SUCCESS)
     return r;
@@ -460,6 +470,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_init();
   if (r != CUDA_SUCCESS)
     return r;
@@ -491,6 +502,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+  GPUM__SIM_CU_FORK_GATE();
   CUresult r = need_init();
   if (r != CUDA_SUCCESS)
     return r;

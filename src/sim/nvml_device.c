@@ -31,6 +31,10 @@ static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned init_count;
 static struct gpum__sim_node *init_node;
 
+void gpum__sim_nvml_atfork(gpum__sim_fork_phase_t ph) {
+  gpum__sim_fork_mutex(&init_mu, ph);
+}
+
 nvmlDevice_t gpum__sim_nvml_handle(unsigned idx) {
   return &handles[idx];
 }

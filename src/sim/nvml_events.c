@@ -135,6 +135,10 @@ struct nvmlEventSet_st {
 static pthread_mutex_t sets_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct nvmlEventSet_st *sets;
 
+void gpum__sim_events_atfork(gpum__sim_fork_phase_t ph) {
+  gpum__sim_fork_mutex(&sets_mu, ph);
+}
+
 /* Whether set is one of ours (checked by address before it is dereferenced). */
 static bool set_known(nvmlEventSet_t set) {
   bool found = false;

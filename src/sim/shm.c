@@ -220,6 +220,10 @@ void gpum__sim_unlock(struct gpum__sim_node *n) {
 static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct gpum__sim_node *attached;
 
+void gpum__sim_shm_atfork(gpum__sim_fork_phase_t ph) {
+  gpum__sim_fork_mutex(&attach_mu, ph);
+}
+
 struct gpum__sim_node *gpum__sim_attach(int *err) {
   struct gpum__sim_node *n = NULL;
   pthread_mutex_lock(&attach_mu);

@@ -359,6 +359,47 @@ nvmlReturn_t gpum__sim_nvml_enter(nvmlDevice_t h, uint32_t metric, struct gpum__
 struct gpum__sim_node *gpum__sim_nvml_node(void);
 nvmlDevice_t gpum__sim_nvml_handle(unsigned idx);
 
+/* ---- fork.c: the driver across fork() ---- */
+/* fork() copies only the calling thread: a process-local lock that another thread held stays
+ * held in the child for ever. fork.c's pthread_atfork handlers take every such lock before the
+ * fork (PREPARE, in the lock order) and release them after it in both processes (PARENT,
+ * CHILD, in reverse), through one function per file. The node's lock is process-shared and
+ * robust: its holder in the parent releases it, so it needs nothing. */
+typedef enum {
+  GPUM__SIM_FORK_PREPARE,
+  GPUM__SIM_FORK_PARENT,
+  GPUM__SIM_FORK_CHILD,
+} gpum__sim_fork_phase_t;
+static inline void gpum__sim_fork_mutex(pthread_mutex_t *m, gpum__sim_fork_phase_t ph) {
+  if (ph == GPUM__SIM_FORK_PREPARE)
+    pthread_mutex_lock(m);
+  else
+    pthread_mutex_unlock(m);
+}
+void gpum__sim_ctx_atfork(gpum__sim_fork_phase_t ph);    /* cuda_ctx.c: cu_mu */
+void gpum__sim_nvml_atfork(gpum__sim_fork_phase_t ph);   /* nvml_device.c: init_mu */
+void gpum__sim_shm_atfork(gpum__sim_fork_phase_t ph);    /* shm.c: attach_mu */
+void gpum__sim_events_atfork(gpum__sim_fork_phase_t ph); /* nvml_events.c: sets_mu */
+void gpum__sim_misc_atfork(gpum__sim_fork_phase_t ph);   /* cuda_misc.c: obj_mu, obj_cond */
+void gpum__sim_mem_atfork(gpum__sim_fork_phase_t ph);    /* cuda_mem.c: host_mu, blocks_mu */
+void gpum__sim_pool_atfork(gpum__sim_fork_phase_t ph);   /* cuda_pool.c: pools_mu */
+void gpum__sim_vmm_atfork(gpum__sim_fork_phase_t ph);    /* cuda_vmm.c: vmm_mu */
+
+/* True in a process forked from one that had called cuInit (set by the CHILD handler). Such a
+ * child cannot use the CUDA state it inherited, as with the real driver (CUDA is not
+ * fork-safe): every CUDA entry point but cuDriverGetVersion, cuGetErrorName,
+ * cuGetErrorString and cuGetProcAddress returns CUDA_ERROR_NOT_INITIALIZED there, cuInit
+ * included, before it takes any lock. NVML stays usable. */
+extern bool gpum__sim_cu_forked_flag;
+static inline bool gpum__sim_cu_forked(void) {
+  return __atomic_load_n(&gpum__sim_cu_forked_flag, __ATOMIC_RELAXED);
+}
+#define GPUM__SIM_CU_FORK_GATE()                    \
+  do {                                              \
+    if (__builtin_expect(gpum__sim_cu_forked(), 0)) \
+      return CUDA_ERROR_NOT_INITIALIZED;            \
+  } while (0)
+
 /* ---- cuda_ctx.c: shared with the other CUDA files ---- */
 /* Checks cuInit was called and that there is a usable current context; gives the simulated
  * device index of its device. Takes the node lock on success (caller unlocks). */

@@ -13,10 +13,12 @@
 #   abandon  mutating requests whose client closes before the reply (FIN: carried out exactly
 #            once; RST: at most once)
 #   churn    many concurrent connections opening and closing abruptly; the connection count
-#            does not leak (exactly http.max_connections are served afterwards)
+#            does not leak (exactly http.max_connections are held afterwards, the next one
+#            closing the one that waited longest)
 #   sse      event streams that disconnect abruptly during a burst of events, one that
 #            floods the daemon with bytes it never reads (closed, bounded memory), and
-#            requests refused past the stream limit (their connections stay counted)
+#            requests refused past the stream limit (their connections stay counted: one
+#            more connection closes the one of them waiting longest)
 #   slowloris clients trickling a request a byte at a time: closed after http.timeout
 #   fuzz     a seeded random fuzz of a few thousand requests, bounded in time
 # No response may be a 500: every bad input is the client's fault (4xx) or refused.
@@ -117,6 +119,17 @@ class Conn:
                 self._fill()
             body, self.buf = self.buf, b""
         return status, hdrs, body
+
+    def closed_by_peer(self, secs=0):
+        """Whether gpumd closed this connection (EOF or reset), waiting up to secs."""
+        import select
+        r, _, _ = select.select([self.s], [], [], secs)
+        if not r:
+            return False
+        try:
+            return self.s.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def close(self):
         self.s.close()
@@ -505,8 +518,9 @@ def phase_churn():
     if errors:
         raise Fail("; ".join(errors[:5]))
 
-    # Exactly http.max_connections kept-alive connections are served, the next one is
-    # refused: the count neither leaked up nor down.
+    # Exactly http.max_connections kept-alive connections are held; the next one is served by
+    # closing the one that waited longest: the count neither leaked up (a connection closed
+    # before the limit) nor down (none closed past it).
     def all_slots():
         conns = []
         try:
@@ -517,18 +531,23 @@ def phase_churn():
                 r = c.response()
                 if r is None or r[0] != 200:
                     return False
+            if any(c.closed_by_peer() for c in conns):
+                raise Fail("a connection closed before %d were open" % MAX_CONNS)
             extra = Conn(timeout=5)
             extra.send(req("GET", "/api/v1/gpu/health"))
             r = extra.response()
             extra.close()
-            if r is None or r[0] != 503:
+            if r is None or r[0] != 200:
                 raise Fail("connection %d of %d: %r" % (MAX_CONNS + 1, MAX_CONNS, r))
+            if not conns[0].closed_by_peer(5) or any(c.closed_by_peer() for c in conns[1:]):
+                raise Fail("connection %d did not close exactly the one waiting longest" %
+                           (MAX_CONNS + 1))
             return True
         finally:
             for c in conns:
                 c.close()
     until(all_slots, 15, "%d connection slots after the churn" % MAX_CONNS)
-    print("ok: churn: 24 threads opening and closing for 3 s; exactly %d connections served "
+    print("ok: churn: 24 threads opening and closing for 3 s; exactly %d connections held "
           "afterwards" % MAX_CONNS)
 
 
@@ -593,11 +612,13 @@ def phase_sse():
         if r[0] != 503 or json.loads(r[2])["error"]["code"] != "EAGAIN":
             raise Fail("stream %d past the limit: %r" % (65 + i, r))
         refused.append(c)
+    # The refused streams' connections are counted: one more connection closes the one of
+    # them that waited longest.
     extra = Conn()
     extra.send(req("GET", "/api/v1/gpu/health"))
     r = extra.response()
     extra.close()
-    if r is None or r[0] != 503 or b"max_connections" not in r[2]:
+    if r is None or r[0] != 200 or not refused[0].closed_by_peer(5):
         raise Fail("connection %d with %d refused streams kept alive: %r" %
                    (MAX_CONNS + 1, MAX_CONNS, r))
     for c in refused + full:

@@ -4,7 +4,10 @@
  * stop at the limit to the byte; two processes share one limit; a process killed with SIGKILL
  * gives its bytes back at the next charge that needs them, and its bytes stop counting in the
  * usage at once; a child after fork gets a slot of its own; 64 threads charging and giving back
- * at random never pass the limit and leave the counter at zero. Runs under ThreadSanitizer too
+ * at random never pass the limit and leave the counter at zero. Names cannot be guessed; a
+ * region is never created over, or opened through, a file that was there (another user's, a
+ * symbolic link), is mode 0600 and is only opened when its owner is the one expected; the
+ * shim's own regions whose processes are all gone are swept. Runs under ThreadSanitizer too
  * (the _threads suffix); the tests that fork run before any thread is started.
  */
 #include <pthread.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -216,12 +220,135 @@ static void test_threads_never_pass_the_limit(void **state) {
   drop(shared);
 }
 
+/* Names end in 64 random bits: two for the same reservation differ, whatever the scope. */
+static void test_names_cannot_be_guessed(void **state) {
+  (void)state;
+  char prefix[GPUM_FENCE_NAME_MAX], a[GPUM_FENCE_NAME_MAX], b[GPUM_FENCE_NAME_MAX];
+  assert_int_equal(gpum_fence_prefix(prefix, sizeof prefix, "/run/gpum/gpumd.sock"), 0);
+  assert_int_equal(gpum_fence_name(a, sizeof a, "/run/gpum/gpumd.sock", 12), 0);
+  assert_int_equal(gpum_fence_name(b, sizeof b, "/run/gpum/gpumd.sock", 12), 0);
+  assert_string_not_equal(a, b);
+  size_t pl = strlen(prefix);
+  assert_int_equal(strncmp(a, prefix, pl), 0);
+  assert_int_equal(strncmp(a + pl, "12-", 3), 0);
+  assert_int_equal(strlen(a + pl + 3), 16);
+  assert_int_equal(strspn(a + pl + 3, "0123456789abcdef"), 16);
+  /* The largest id still fits. */
+  assert_int_equal(gpum_fence_name(a, sizeof a, "/x", UINT64_MAX), 0);
+  assert_int_equal(gpum_fence_own_name(a, sizeof a), 0);
+  assert_int_equal(gpum_fence_own_name(b, sizeof b), 0);
+  assert_string_not_equal(a, b);
+  assert_int_equal(strncmp(a, "gpum-fence-p", 12), 0);
+}
+
+/* What was at the name before (a symbolic link, a file of someone else) is never taken over or
+ * followed, and stays as it was. */
+static void test_create_never_takes_over(void **state) {
+  (void)state;
+  char link[128], target[128], file[128], n_link[GPUM_FENCE_NAME_MAX], n_file[GPUM_FENCE_NAME_MAX];
+  snprintf(n_link, sizeof n_link, "gpum-test-fence-link-%d", (int)getpid());
+  snprintf(n_file, sizeof n_file, "gpum-test-fence-file-%d", (int)getpid());
+  snprintf(link, sizeof link, "/dev/shm/%s", n_link);
+  snprintf(file, sizeof file, "/dev/shm/%s", n_file);
+  snprintf(target, sizeof target, "/tmp/gpum-test-fence-target-%d", (int)getpid());
+  unlink(target);
+  assert_int_equal(symlink(target, link), 0);
+  FILE *fp = fopen(file, "w");
+  assert_non_null(fp);
+  fputs("not a fence", fp);
+  fclose(fp);
+  gpum_fence *f = NULL;
+  gpum_fence_opts_t o = {.limit = GiB};
+  assert_int_equal(gpum_fence_create(n_link, &o, &f), GPUM_EEXIST);
+  assert_int_equal(gpum_fence_create(n_file, &o, &f), GPUM_EEXIST);
+  assert_int_equal(access(target, F_OK), -1); /* the link was not followed */
+  assert_int_equal(gpum_fence_open(n_link, true, &f), GPUM_EPROTO);
+  assert_int_equal(access(target, F_OK), -1);
+  assert_int_equal(gpum_fence_open(n_file, true, &f), GPUM_EPROTO);
+  struct stat st;
+  assert_int_equal(stat(file, &st), 0);
+  assert_int_equal(st.st_size, 11);
+  unlink(link);
+  unlink(file);
+}
+
+/* A region is its creator's alone (0600, whatever the umask), and is opened only when it
+ * belongs to the uid expected. */
+static void test_mode_and_owner(void **state) {
+  (void)state;
+  mode_t old = umask(0);
+  gpum_fence *f = make(GiB), *g = NULL;
+  umask(old);
+  char path[128];
+  snprintf(path, sizeof path, "/dev/shm/%s", name);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0600);
+  assert_int_equal(gpum_fence_open_owned(name, false, geteuid() + 1, &g), GPUM_EPERM);
+  assert_null(g);
+  if (geteuid() == 0) { /* a region of another user is not ours to use */
+    assert_int_equal(chown(path, 65534, (gid_t)-1), 0);
+    assert_int_equal(gpum_fence_open(name, true, &g), GPUM_EPERM);
+    assert_int_equal(gpum_fence_open_owned(name, false, 65534, &g), 0);
+    gpum_fence_close(g);
+  }
+  drop(f);
+}
+
+/* The shim's own region of a job whose processes are all gone is swept; one whose creator runs
+ * is kept, as is a region being made (no magic yet) by a process that runs. */
+static void test_sweep_own(void **state) {
+  (void)state;
+  char dead[GPUM_FENCE_NAME_MAX], live[GPUM_FENCE_NAME_MAX];
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) { /* creates a region, charges it, and dies without removing it */
+    gpum_fence *f = NULL;
+    gpum_fence_opts_t o = {.limit = GiB};
+    if (gpum_fence_own_name(dead, sizeof dead) != 0 || gpum_fence_create(dead, &o, &f) != 0 ||
+        gpum_fence_charge(f, 0, 1, NULL) != 0 || write(p[1], dead, sizeof dead) != sizeof dead)
+      _exit(1);
+    _exit(0);
+  }
+  close(p[1]);
+  assert_int_equal(read(p[0], dead, sizeof dead), (ssize_t)sizeof dead);
+  close(p[0]);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  gpum_fence *mine = NULL, *g = NULL;
+  gpum_fence_opts_t o = {.limit = GiB};
+  assert_int_equal(gpum_fence_own_name(live, sizeof live), 0);
+  assert_int_equal(gpum_fence_create(live, &o, &mine), 0);
+  assert_false(gpum_fence_abandoned(mine));
+  /* A gpumd of a test running beside this one may sweep it first: then it is gone already. */
+  int rc = gpum_fence_open(dead, false, &g);
+  if (rc == 0) {
+    assert_true(gpum_fence_abandoned(g));
+    gpum_fence_close(g);
+  } else {
+    assert_int_equal(rc, GPUM_ENOENT);
+  }
+  (void)gpum_fence_sweep_own();
+  assert_int_equal(gpum_fence_open(dead, false, &g), GPUM_ENOENT);
+  assert_int_equal(gpum_fence_open(live, false, &g), 0);
+  gpum_fence_close(g);
+  gpum_fence_close(mine);
+  assert_int_equal(gpum_fence_unlink(live), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_limit_to_the_byte),
       cmocka_unit_test(test_open_errors),
       cmocka_unit_test(test_processes_share_and_sigkill_gives_back),
       cmocka_unit_test(test_reclaim_explicit),
+      cmocka_unit_test(test_names_cannot_be_guessed),
+      cmocka_unit_test(test_create_never_takes_over),
+      cmocka_unit_test(test_mode_and_owner),
+      cmocka_unit_test(test_sweep_own),
       cmocka_unit_test(test_threads_never_pass_the_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

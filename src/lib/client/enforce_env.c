@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gpum/error.h>
@@ -74,17 +75,24 @@ int gpum_reservation_fence(const gpum_reservation_t *r, const char *socket_path,
   unsigned long long id = digits ? strtoull(digits + 1, &end, 10) : 0;
   if (!digits || !end || *end || r->bytes_per_gpu == 0)
     return gpum_error(GPUM_EINVAL, "reservation '%s' has no id or no memory to fence", r->id);
-  int rc = gpum_fence_name(name, len, socket_path, id);
-  if (rc)
-    return rc;
+  /* gpumd reads the region: as root or as the caller it can at 0600; as another user, through
+   * the socket's group, which the caller is in when it could connect. */
+  struct stat sock;
+  bool group = stat(socket_path, &sock) == 0 && sock.st_uid != 0 && sock.st_uid != geteuid();
   gpum_fence_opts_t o = {.limit = r->bytes_per_gpu,
                          .max_limit = max_limit > r->bytes_per_gpu ? max_limit : 0,
-                         .reservation = id};
-  rc = gpum_fence_create(name, &o, out);
-  if (rc == GPUM_EEXIST) { /* left by a launcher that was killed: ids are not reused */
+                         .reservation = id,
+                         .mode = group ? 0640 : 0600};
+  int rc = GPUM_EEXIST;
+  /* A name that exists (64 random bits: only by design of someone who listed the names) is
+   * never taken over: draw another. */
+  for (int tries = 0; tries < 8 && rc == GPUM_EEXIST; tries++) {
     gpum_error_clear();
-    (void)gpum_fence_unlink(name);
-    rc = gpum_fence_create(name, &o, out);
+    rc = gpum_fence_name(name, len, socket_path, id);
+    if (rc == 0)
+      rc = gpum_fence_create(name, &o, out);
   }
+  if (rc == 0 && group && gpum_fence_set_group(name, (unsigned)sock.st_gid) != 0)
+    gpum_error_clear(); /* not in the group: gpumd shows the job unfenced, the fence holds */
   return rc;
 }

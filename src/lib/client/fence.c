@@ -8,6 +8,7 @@
  * process gives its bytes back; it takes each device's bytes out of the slot with an exchange,
  * so a reclaimer that dies half-way leaves the rest to the next one, never a double subtraction.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,7 +27,11 @@
 #include "core/os_internal.h"
 
 #define FENCE_MAGIC 0x31434e4546505047ULL /* "GPPFENC1" little-endian */
-#define FENCE_VERSION 1u
+#define FENCE_VERSION 2u                  /* 2: the creator's pid and start time */
+
+/* Where glibc's shm_open keeps the regions, listed by the sweeps. */
+#define SHM_DIR "/dev/shm"
+#define NAME_BASE "gpum-fence-"
 
 #define OWNER_PID_MASK 0xffffffffULL
 #define OWNER_CLAIMING (1ULL << 62)
@@ -50,7 +56,8 @@ struct fence_region {
   uint64_t base_limit;
   _Atomic uint64_t max_limit;
   _Atomic uint32_t shrink_wanted;
-  uint32_t pad;
+  uint32_t creator_pid;   /* the process that created the region */
+  uint64_t creator_start; /* its start time (/proc/PID/stat field 22) */
   struct fence_dev dev[GPUM_FENCE_MAX_DEVICES];
   struct fence_slot slot[GPUM_FENCE_MAX_PROCS];
 };
@@ -75,14 +82,51 @@ static void atfork_install(void) {
   pthread_atfork(NULL, NULL, on_fork_child);
 }
 
-int gpum_fence_name(char *buf, size_t len, const char *scope, uint64_t reservation) {
+int gpum_fence_prefix(char *buf, size_t len, const char *scope) {
   if (!buf || !scope)
     return gpum_error(GPUM_EINVAL, "fence name: NULL argument");
   uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
   for (const unsigned char *p = (const unsigned char *)scope; *p; p++)
     h = (h ^ *p) * 0x100000001b3ULL;
-  int n = snprintf(buf, len, "gpum-fence-%016llx-%llu", (unsigned long long)h,
-                   (unsigned long long)reservation);
+  int n = snprintf(buf, len, NAME_BASE "%012llx-", (unsigned long long)(h & 0xffffffffffffULL));
+  if (n < 0 || (size_t)n >= len)
+    return gpum_error(GPUM_ENOSPC, "fence name: a buffer of %zu bytes is too small", len);
+  return 0;
+}
+
+/* 64 bits from the kernel's random source, as 16 hex digits. */
+static int random_hex(char out[17]) {
+  uint64_t r = 0;
+  ssize_t n;
+  do
+    n = getrandom(&r, sizeof r, 0);
+  while (n < 0 && errno == EINTR);
+  if (n != (ssize_t)sizeof r)
+    return gpum_error(GPUM_EIO, "fence name: getrandom: %s",
+                      n < 0 ? strerror(errno) : "short read");
+  snprintf(out, 17, "%016llx", (unsigned long long)r);
+  return 0;
+}
+
+int gpum_fence_name(char *buf, size_t len, const char *scope, uint64_t reservation) {
+  char prefix[GPUM_FENCE_NAME_MAX], rnd[17];
+  int rc = gpum_fence_prefix(prefix, sizeof prefix, scope);
+  if (rc == 0)
+    rc = random_hex(rnd);
+  if (rc)
+    return rc;
+  int n = snprintf(buf, len, "%s%llu-%s", prefix, (unsigned long long)reservation, rnd);
+  if (n < 0 || (size_t)n >= len)
+    return gpum_error(GPUM_ENOSPC, "fence name: a buffer of %zu bytes is too small", len);
+  return 0;
+}
+
+int gpum_fence_own_name(char *buf, size_t len) {
+  char rnd[17];
+  int rc = random_hex(rnd);
+  if (rc)
+    return rc;
+  int n = snprintf(buf, len, NAME_BASE "p%d-%s", (int)getpid(), rnd);
   if (n < 0 || (size_t)n >= len)
     return gpum_error(GPUM_ENOSPC, "fence name: a buffer of %zu bytes is too small", len);
   return 0;
@@ -117,6 +161,31 @@ static int map_fd(int fd, bool writable, gpum_fence **out) {
   return 0;
 }
 
+/* Checks what fd is: a regular file of the size of a region, owned by owner. */
+static int check_file(int fd, const char *name, uid_t owner, bool sized) {
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return gpum_error(GPUM_EIO, "fence '%s': fstat: %s", name, strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return gpum_error(GPUM_EPROTO, "fence '%s' is not a regular file", name);
+  if (st.st_uid != owner)
+    return gpum_error(GPUM_EPERM, "fence '%s' belongs to uid %lu, not uid %lu: not used", name,
+                      (unsigned long)st.st_uid, (unsigned long)owner);
+  if (sized && st.st_size != (off_t)sizeof(struct fence_region))
+    return gpum_error(GPUM_EPROTO, "fence '%s' is not a gpum fence of this version (size)", name);
+  return 0;
+}
+
+static int open_errno(const char *name, int e) {
+  return gpum_error(e == EEXIST                 ? GPUM_EEXIST
+                    : e == ENOENT               ? GPUM_ENOENT
+                    : e == EACCES || e == EPERM ? GPUM_EPERM
+                    : e == ELOOP                ? GPUM_EPROTO
+                                                : GPUM_EIO,
+                    "fence '%s': %s", name,
+                    e == ELOOP ? "a symbolic link: not followed" : strerror(e));
+}
+
 int gpum_fence_create(const char *name, const gpum_fence_opts_t *opts, gpum_fence **out) {
   char path[GPUM_FENCE_NAME_MAX + 2];
   int rc = shm_path(path, sizeof path, name);
@@ -125,33 +194,33 @@ int gpum_fence_create(const char *name, const gpum_fence_opts_t *opts, gpum_fenc
   if (!opts || !out || opts->limit == 0 || (opts->max_limit && opts->max_limit < opts->limit))
     return gpum_error(GPUM_EINVAL, "fence: a limit above zero is needed, and a max_limit (if "
                                    "any) at least as large");
-  int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, opts->mode ? opts->mode : 0644);
-  if (fd < 0) {
-    int e = errno;
-    return gpum_error(e == EEXIST   ? GPUM_EEXIST
-                      : e == EACCES ? GPUM_EPERM
-                                    : GPUM_EIO,
-                      "fence '%s': %s", name, strerror(e));
-  }
+  mode_t mode = ((opts->mode ? (mode_t)opts->mode : 0600) & 0660) | 0600;
+  /* O_EXCL: never a file that was there, whoever made it (glibc adds O_NOFOLLOW). */
+  int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0)
+    return open_errno(name, errno);
+  rc = check_file(fd, name, geteuid(), false);
   /* shm_open's mode is masked by the umask: set it as asked. */
-  (void)fchmod(fd, opts->mode ? opts->mode : 0644);
-  if (ftruncate(fd, sizeof(struct fence_region)) != 0) {
-    int e = errno;
-    close(fd);
-    shm_unlink(path);
-    return gpum_error(GPUM_EIO, "fence '%s': ftruncate: %s", name, strerror(e));
-  }
-  rc = map_fd(fd, true, out);
+  if (rc == 0 && fchmod(fd, mode) != 0)
+    rc = gpum_error(GPUM_EIO, "fence '%s': fchmod: %s", name, strerror(errno));
+  if (rc == 0 && ftruncate(fd, sizeof(struct fence_region)) != 0)
+    rc = gpum_error(GPUM_EIO, "fence '%s': ftruncate: %s", name, strerror(errno));
+  if (rc == 0)
+    rc = map_fd(fd, true, out);
   close(fd);
   if (rc) {
     shm_unlink(path);
     return rc;
   }
   struct fence_region *r = (*out)->r;
+  gpum__os_proc_stat_t st = {0};
+  (void)gpum__os_proc_stat((int)getpid(), &st);
   r->version = FENCE_VERSION;
   r->size = sizeof *r;
   r->reservation = opts->reservation;
   r->base_limit = opts->limit;
+  r->creator_pid = (uint32_t)getpid();
+  r->creator_start = st.start_time;
   atomic_store(&r->max_limit, opts->max_limit);
   for (unsigned d = 0; d < GPUM_FENCE_MAX_DEVICES; d++)
     atomic_store(&r->dev[d].limit, opts->limit);
@@ -159,27 +228,35 @@ int gpum_fence_create(const char *name, const gpum_fence_opts_t *opts, gpum_fenc
   return 0;
 }
 
-int gpum_fence_open(const char *name, bool writable, gpum_fence **out) {
+int gpum_fence_set_group(const char *name, unsigned gid) {
+  char path[GPUM_FENCE_NAME_MAX + 2];
+  int rc = shm_path(path, sizeof path, name);
+  if (rc)
+    return rc;
+  int fd = shm_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0)
+    return open_errno(name, errno);
+  rc = check_file(fd, name, geteuid(), false);
+  if (rc == 0 && fchown(fd, (uid_t)-1, (gid_t)gid) != 0)
+    rc = gpum_error(errno == EPERM ? GPUM_EPERM : GPUM_EIO, "fence '%s': group %u: %s", name, gid,
+                    strerror(errno));
+  close(fd);
+  return rc;
+}
+
+int gpum_fence_open_owned(const char *name, bool writable, unsigned owner, gpum_fence **out) {
   char path[GPUM_FENCE_NAME_MAX + 2];
   int rc = shm_path(path, sizeof path, name);
   if (rc)
     return rc;
   if (!out)
     return gpum_error(GPUM_EINVAL, "fence: NULL out");
-  int fd = shm_open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
-  if (fd < 0) {
-    int e = errno;
-    return gpum_error(e == ENOENT   ? GPUM_ENOENT
-                      : e == EACCES ? GPUM_EPERM
-                                    : GPUM_EIO,
-                      "fence '%s': %s", name, strerror(e));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size != (off_t)sizeof(struct fence_region)) {
-    close(fd);
-    return gpum_error(GPUM_EPROTO, "fence '%s' is not a gpum fence of this version (size)", name);
-  }
-  rc = map_fd(fd, writable, out);
+  int fd = shm_open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0)
+    return open_errno(name, errno);
+  rc = check_file(fd, name, (uid_t)owner, true);
+  if (rc == 0)
+    rc = map_fd(fd, writable, out);
   close(fd);
   if (rc)
     return rc;
@@ -191,6 +268,10 @@ int gpum_fence_open(const char *name, bool writable, gpum_fence **out) {
     return gpum_error(GPUM_EPROTO, "fence '%s' is not a gpum fence of this version", name);
   }
   return 0;
+}
+
+int gpum_fence_open(const char *name, bool writable, gpum_fence **out) {
+  return gpum_fence_open_owned(name, writable, geteuid(), out);
 }
 
 void gpum_fence_close(gpum_fence *f) {
@@ -415,4 +496,71 @@ bool gpum_fence_take_shrink(gpum_fence *f) {
   if (!f || !f->writable || !atomic_load_explicit(&f->r->shrink_wanted, memory_order_relaxed))
     return false;
   return atomic_exchange(&f->r->shrink_wanted, 0) != 0;
+}
+
+bool gpum_fence_abandoned(gpum_fence *f) {
+  if (!f)
+    return false;
+  struct fence_region *r = f->r;
+  if (owner_alive(r->creator_pid, r->creator_start))
+    return false;
+  for (unsigned i = 0; i < GPUM_FENCE_MAX_PROCS; i++) {
+    struct fence_slot *s = &r->slot[i];
+    uint64_t o = atomic_load_explicit(&s->owner, memory_order_acquire);
+    if (o == 0)
+      continue;
+    bool alive = (o & OWNER_RECLAIMING) ? owner_alive(o & OWNER_PID_MASK, 0)
+                                        : owner_alive(o, atomic_load(&s->start));
+    if (alive)
+      return false;
+  }
+  return true;
+}
+
+/* Whether the region name (a region of the shim's own, "gpum-fence-pPID-...") is one nobody
+ * will use again: its creator and every process attached are gone. One that is not a finished
+ * region of this version (its creator died while making it, or another version's) counts as
+ * abandoned when the process its name gives is gone. Regions of other users are left alone,
+ * except by root. */
+static bool own_region_abandoned(int dirfd, const char *name) {
+  int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  struct stat st;
+  bool mine =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || geteuid() == 0);
+  close(fd);
+  if (!mine)
+    return false;
+  gpum_fence *f = NULL;
+  if (gpum_fence_open_owned(name, false, st.st_uid, &f) == 0) {
+    bool gone = gpum_fence_abandoned(f);
+    gpum_fence_close(f);
+    return gone;
+  }
+  gpum_error_clear();
+  char *end = NULL;
+  long pid = strtol(name + strlen(NAME_BASE "p"), &end, 10);
+  if (!end || *end != '-' || pid <= 0)
+    return false;
+  gpum__os_proc_stat_t ps;
+  return gpum__os_proc_stat((int)pid, &ps) == -ENOENT;
+}
+
+unsigned gpum_fence_sweep_own(void) {
+  DIR *dir = opendir(SHM_DIR);
+  if (!dir)
+    return 0;
+  unsigned removed = 0;
+  struct dirent *e;
+  while ((e = readdir(dir)) != NULL) {
+    if (strncmp(e->d_name, NAME_BASE "p", strlen(NAME_BASE "p")) != 0 ||
+        strlen(e->d_name) >= GPUM_FENCE_NAME_MAX || !own_region_abandoned(dirfd(dir), e->d_name))
+      continue;
+    if (gpum_fence_unlink(e->d_name) == 0)
+      removed++;
+    gpum_error_clear();
+  }
+  closedir(dir);
+  return removed;
 }

@@ -140,7 +140,13 @@ static const gpum_option_def_t builtin_table[] = {
      "File holding the REST API's bearer token (created with mode 0600 when missing); empty "
      "means STATE_DIR/http.token. Re-read on SIGHUP; rotate with gpum http-token --rotate."},
     {"http.max_connections", GPUM_OPT_INT, "256", NULL, 1, 100000, false,
-     "Most open HTTP connections; more are answered 503 and closed."},
+     "Most open HTTP connections. A new one past it closes the connection that has waited "
+     "longest for a request, of the address holding the most connections; only when every "
+     "connection is busy with a request is the new one answered 503 and closed."},
+    {"http.max_connections_per_peer", GPUM_OPT_INT, "64", NULL, 1, 100000, false,
+     "Most open HTTP connections from one remote address (an IPv6 one: its /64 network; every "
+     "local client is 127.0.0.1 or ::1). A new one past it closes that address's connection "
+     "that has waited longest for a request, or is answered 503 when all of them are busy."},
     {"http.max_body", GPUM_OPT_SIZE, "64KiB", NULL, UNBOUNDED, false,
      "Largest HTTP request body; a larger one is answered 413."},
     {"http.max_header", GPUM_OPT_SIZE, "8KiB", NULL, UNBOUNDED, false,

@@ -18,6 +18,9 @@
  *                                      they hold together ever passes LIMIT, or if the job's
  *                                      memory is not all free at the end
  *   enforce_probe fork BYTES           a child after fork allocates BYTES too: exit as try
+ *                                      (CUDA is not fork-safe: the real driver and the
+ *                                      simulator refuse the child, CUDA_ERROR_NOT_INITIALIZED,
+ *                                      exit 1)
  *   enforce_probe fillhold STEP MAX FILE
  *                                      allocates STEP-byte blocks until refused (or MAX),
  *                                      writes the bytes held to FILE, waits to be killed
