@@ -141,17 +141,17 @@ typedef struct {
 /* The defaults, measured with PyTorch 2.11 on an H100 (CUDA 13, driver 580; docs/hardware.md):
  * a process's memory beside what PyTorch's allocator holds was 762-766 MiB, and the allocator
  * held 4-39% (189 MiB to 1.1 GiB) more than its tensors at their peak. */
-#define GPUM_ESTIMATE_CUDA_CONTEXT (UINT64_C(768) << 20)     /* default cuda_context */
-#define GPUM_ESTIMATE_ALLOCATOR_PCT 10                       /* default allocator_pct */
-#define GPUM_ESTIMATE_ALLOCATOR_BASE (UINT64_C(256) << 20)   /* default allocator_base */
+#define GPUM_ESTIMATE_CUDA_CONTEXT (UINT64_C(768) << 20)   /* default cuda_context */
+#define GPUM_ESTIMATE_ALLOCATOR_PCT 10                     /* default allocator_pct */
+#define GPUM_ESTIMATE_ALLOCATOR_BASE (UINT64_C(256) << 20) /* default allocator_base */
 
 /* Sets m to an empty model of kind with the common defaults (bias, LayerNorm, tied head, one
  * layer of nothing): callers then set the shape. Never fails. */
 GPUM_API void gpum_model_init(gpum_model_t *m, gpum_model_kind_t kind);
 
 /* Sets o to the defaults: batch 1, fp32, inference, rank 8, adamw, no checkpointing, no ZeRO,
- * 1 GPU, GPUM_ESTIMATE_CUDA_CONTEXT, GPUM_ESTIMATE_ALLOCATOR_PCT, GPUM_ESTIMATE_ALLOCATOR_BASE. Never
- * fails. */
+ * 1 GPU, GPUM_ESTIMATE_CUDA_CONTEXT, GPUM_ESTIMATE_ALLOCATOR_PCT, GPUM_ESTIMATE_ALLOCATOR_BASE.
+ * Never fails. */
 GPUM_API void gpum_estimate_opts_init(gpum_estimate_opts_t *o);
 
 /* Fills *m with the preset called name (case-insensitive). Returns 0 or GPUM_ENOENT (the detail
