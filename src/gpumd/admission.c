@@ -81,6 +81,15 @@ static void describe_proc(unsigned pid, uint64_t bytes, char *buf, size_t len) {
     snprintf(buf, len, "pid %u %s", pid, sz);
 }
 
+char *gpumd_overcommit_text(const gpumd_sched_device_stats_t *st, char *buf, size_t len) {
+  char c[GPUM_SIZE_BUFSZ], o[GPUM_SIZE_BUFSZ], cap[GPUM_SIZE_BUFSZ];
+  snprintf(buf, len, "committed %s is %s over its capacity of %s",
+           gpum_size_format(st->committed, c, sizeof c),
+           gpum_size_format(st->overcommit, o, sizeof o),
+           gpum_size_format(st->capacity, cap, sizeof cap));
+  return buf;
+}
+
 /* Feeds the "overcommitted" condition of device index to the alert engine. */
 static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
   gpumd_sched_device_stats_t st;
@@ -94,12 +103,9 @@ static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
   dev->overcommit = st.overcommit;
   char msg[GPUM_ALERT_MSG_LEN] = "";
   if (over) {
-    char c[GPUM_SIZE_BUFSZ], o[GPUM_SIZE_BUFSZ], cap[GPUM_SIZE_BUFSZ];
-    size_t off = (size_t)snprintf(
-        msg, sizeof msg,
-        "GPU %u: committed %s is %s over its capacity of %s; outside reservations:", index,
-        gpum_size_format(st.committed, c, sizeof c), gpum_size_format(st.overcommit, o, sizeof o),
-        gpum_size_format(st.capacity, cap, sizeof cap));
+    char what[128];
+    size_t off = (size_t)snprintf(msg, sizeof msg, "GPU %u: %s; outside reservations:", index,
+                                  gpumd_overcommit_text(&st, what, sizeof what));
     static gpumd_procs_t pl; /* loop thread only; too big for the stack */
     unsigned shown = 0;
     if (gpumd_procs_get(d, index, &pl) == 0)

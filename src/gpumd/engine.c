@@ -17,7 +17,6 @@
 #include <event2/event.h>
 
 #include <gpum/error.h>
-#include <gpum/size.h>
 #include <gpum/fence.h>
 #include <gpum/log.h>
 
@@ -378,7 +377,7 @@ static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device, const gpumd_procs_t
   return sum;
 }
 
-/* The memory metrics of the newer of a monitor sample and the process readers' read. */
+/* The memory metrics s holds, into v. */
 static void take_memory(gpumd_sched_device_t *v, const gpum_device_sample_t *s) {
   if (gpum_sample_valid(s, GPUM_METRIC_MEMORY_USED))
     v->memory_used = s->memory_used;
@@ -410,16 +409,18 @@ bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *s
   }
   static gpumd_procs_t pl; /* loop thread only; too big for the stack */
   bool have_pl = gpumd_procs_get(d, index, &pl) == 0;
+  /* Memory from the newer of the sample and the process readers' read. */
+  const gpum_device_sample_t *mem = sample;
+  if (have_pl && (!sample || pl.sample.timestamp_ns > sample->timestamp_ns))
+    mem = &pl.sample;
+  if (mem)
+    take_memory(&v, mem);
   if (sample) {
-    if (!have_pl || sample->timestamp_ns >= pl.sample.timestamp_ns)
-      take_memory(&v, sample);
     v.util_valid = gpum_sample_valid(sample, GPUM_METRIC_UTIL_GPU);
     v.util_gpu_pct = sample->util_gpu;
     v.temp_valid = gpum_sample_valid(sample, GPUM_METRIC_TEMPERATURE);
     v.temperature_c = sample->temperature_c;
   }
-  if (have_pl && (!sample || pl.sample.timestamp_ns > sample->timestamp_ns))
-    take_memory(&v, &pl.sample);
   v.unmanaged =
       procs ? (have_pl ? unmanaged_bytes(d, index, &pl) : 0) : (have_old ? old.unmanaged : 0);
   /* Read afresh this turn (admission.c): the scheduler may grant on it until the turn ends. */
@@ -479,13 +480,9 @@ void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o) {
   if (st.overcommit > 0 && state &&
       (!strcmp(state, gpum_health_state_name(GPUM_HEALTH_AVAILABLE)) ||
        !strcmp(state, gpum_health_state_name(GPUM_HEALTH_BUSY)))) {
-    char c[GPUM_SIZE_BUFSZ], cap[GPUM_SIZE_BUFSZ], over[GPUM_SIZE_BUFSZ], why[160];
-    snprintf(why, sizeof why,
-             "committed %s is %s over its capacity of %s: memory taken outside reservations "
-             "after they were granted",
-             gpum_size_format(st.committed, c, sizeof c),
-             gpum_size_format(st.overcommit, over, sizeof over),
-             gpum_size_format(st.capacity, cap, sizeof cap));
+    char what[128], why[192];
+    snprintf(why, sizeof why, "%s: memory taken outside reservations after they were granted",
+             gpumd_overcommit_text(&st, what, sizeof what));
     json_object_set_new(o, GPUM_PROTO_F_STATE, json_string(GPUMD_STATE_OVERCOMMITTED));
     json_object_set_new(o, GPUM_PROTO_F_REASON, json_string(why));
   }

@@ -398,6 +398,9 @@ void gpumd_admission_read_if_queued(gpumd_t *d);
 /* At the end of a turn: a read for what a pass would have granted on stale views, then every
  * view stale again. */
 void gpumd_admission_end_turn(gpumd_t *d);
+/* "committed X is Y over its capacity of Z" for a device whose st.overcommit > 0: the words
+ * of its reason in documents and of its alert. Returns buf. */
+char *gpumd_overcommit_text(const gpumd_sched_device_stats_t *st, char *buf, size_t len);
 /* A device that was silent answered (its info is in gpumd_device_find(d, index)): the ledger
  * learns its UUID and the scheduler its view, with its health from then on. */
 void gpumd_ops_device_answered(gpumd_t *d, unsigned index);

@@ -38,10 +38,10 @@ def closed(s):
 def open_count(socks):
     return sum(not closed(s) for s in socks)
 
-def health(peer="127.0.0.1"):
-    """GET /api/v1/gpu/health from peer on a fresh connection: the status."""
+def get(path, peer="127.0.0.1"):
+    """GET path from peer on a fresh connection: the whole answer (b"" if none)."""
     s = socket.create_connection(addr(), timeout=10, source_address=(peer, 0))
-    s.sendall(b"GET /api/v1/gpu/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     data = b""
     while True:
         b = s.recv(65536)
@@ -49,18 +49,15 @@ def health(peer="127.0.0.1"):
             break
         data += b
     s.close()
+    return data
+
+def health(peer="127.0.0.1"):
+    """GET /api/v1/gpu/health from peer on a fresh connection: the status."""
+    data = get(b"/api/v1/gpu/health", peer)
     return int(data.split(b" ", 2)[1]) if data else 0
 
 def evicted():
-    s = socket.create_connection(addr(), timeout=10)
-    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-    s.close()
+    data = get(b"/metrics")
     for line in data.decode().splitlines():
         if line.startswith("gpumd_http_connections_evicted_total "):
             return int(line.split()[1])

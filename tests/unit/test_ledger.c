@@ -1406,17 +1406,23 @@ static const char old_migrate_v3_to_v6[] =
     " 9000000000000000000, 1, 100, 200, 0, 0, 55, 0, 'GPU-aaaa', '');"
     "PRAGMA user_version = 6;";
 
+/* Writes a version-6 ledger into dir (its path into db) and returns it open. */
+static sqlite3 *open_v6(const char *dir, char *db, size_t len) {
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, len), &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v2, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, old_migrate_v3_to_v6, NULL, NULL, NULL), SQLITE_OK);
+  return h;
+}
+
 /* A version-6 ledger (before Slurm ids) upgrades: its rows read back with none, a row put after
  * the upgrade keeps its ids across a reopen, and ids that do not read back as gpumd writes them
  * (a ledger edited by hand) make the ledger refused, naming the row and the field. */
 static void test_migration_from_v6(void **state) {
   const char *dir = *state;
   char db[300];
-  sqlite3 *h = NULL;
-  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h, old_migrate_v2, NULL, NULL, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h, old_migrate_v3_to_v6, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3 *h = open_v6(dir, db, sizeof(db));
   sqlite3_close(h);
   assert_int_equal(user_version(db), 6);
 
@@ -1466,11 +1472,7 @@ static void test_migration_from_v6(void **state) {
 static void test_migration_from_v7(void **state) {
   const char *dir = *state;
   char db[300];
-  sqlite3 *h = NULL;
-  assert_int_equal(sqlite3_open(sub(dir, GPUMD_LEDGER_FILE, db, sizeof(db)), &h), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h, old_schema_v1, NULL, NULL, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h, old_migrate_v2, NULL, NULL, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h, old_migrate_v3_to_v6, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3 *h = open_v6(dir, db, sizeof(db));
   assert_int_equal(sqlite3_exec(h,
                                 "ALTER TABLE reservations ADD COLUMN slurm_job TEXT NOT NULL "
                                 "DEFAULT '';"

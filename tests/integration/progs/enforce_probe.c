@@ -43,6 +43,7 @@
 
 #include "cuda_abi.h"
 #include "nvml_abi.h"
+#include "prog_fail.h"
 
 /* The linked entry points (libgpum_sim.so, standing for libcuda.so.1). */
 #define DECL(name, params) CUresult name params;
@@ -51,17 +52,6 @@ GPUM_CUDA_FUNCS(DECL)
 GPUM_CUDA_FUNCS_OTHER(DECL_OTHER)
 #define NVML_DECL(ret, name, params) ret name params;
 GPUM_NVML_FUNCS(NVML_DECL)
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "FAIL (pid %d): ", (int)getpid());
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
-}
 
 static unsigned long long num(const char *s) {
   char *end;

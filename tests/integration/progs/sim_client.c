@@ -23,23 +23,13 @@
 
 #include "cuda_abi.h"
 #include "nvml_abi.h"
+#include "prog_fail.h"
 
 #define NVML_PTR(ret, name, params) static gpum_##name##_fn p_##name;
 GPUM_NVML_FUNCS(NVML_PTR)
 #define CU_PTR(name, params) static gpum_##name##_fn p_##name;
 GPUM_CUDA_FUNCS(CU_PTR)
 static void *dl;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "FAIL (pid %d): ", (int)getpid());
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
-}
 
 static void load(void) {
   const char *path = getenv("GPUM_SIM_LIBRARY");

@@ -33,6 +33,7 @@
 
 #include "cuda_abi.h"
 #include "nvml_abi.h"
+#include "prog_fail.h"
 
 /* The linked entry points (libgpum_sim.so, standing for libcuda.so.1). */
 #define DECL(name, params) CUresult name params;
@@ -43,17 +44,6 @@ GPUM_CUDA_FUNCS_OTHER(DECL_OTHER)
 GPUM_NVML_FUNCS(NVML_DECL)
 
 #define CHILD_DEADLINE_S 20
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "FAIL (pid %d): ", (int)getpid());
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
-}
 
 /* What the parent made before forking: the child hands it back to the driver. */
 static CUcontext parent_ctx;
@@ -152,6 +142,23 @@ static void check_coverage(void) {
 #undef CHECK_ONE
 }
 
+/* Props of a pool and of an allocation of pinned device memory. */
+static CUmemPoolProps device_pool_props(void) {
+  CUmemPoolProps p;
+  memset(&p, 0, sizeof p);
+  p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  return p;
+}
+
+static CUmemAllocationProp device_alloc_prop(void) {
+  CUmemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  return p;
+}
+
 /* The child's checks: its exit status (0 when all held), with a line on stderr per failure. */
 static int child_checks(void) {
   int bad = 0, i = 0;
@@ -163,14 +170,8 @@ static int child_checks(void) {
   CUdeviceptr dp = 0;
   void *hp = NULL;
   CUmemoryPool pool = NULL;
-  CUmemPoolProps pool_props;
-  memset(&pool_props, 0, sizeof pool_props);
-  pool_props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  pool_props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  CUmemAllocationProp alloc_prop;
-  memset(&alloc_prop, 0, sizeof alloc_prop);
-  alloc_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  alloc_prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemPoolProps pool_props = device_pool_props();
+  CUmemAllocationProp alloc_prop = device_alloc_prop();
   CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE}, .flags = 3};
   CUmemGenericAllocationHandle handle = 0;
   CUstream stream = NULL;
@@ -227,14 +228,8 @@ static void *worker(void *arg) {
   (void)arg;
   if (cuCtxSetCurrent(parent_ctx) != CUDA_SUCCESS)
     fail("thread: cuCtxSetCurrent");
-  CUmemPoolProps pp;
-  memset(&pp, 0, sizeof pp);
-  pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  CUmemAllocationProp ap;
-  memset(&ap, 0, sizeof ap);
-  ap.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  ap.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemPoolProps pp = device_pool_props();
+  CUmemAllocationProp ap = device_alloc_prop();
   nvmlDevice_t d;
   if (nvmlDeviceGetHandleByIndex_v2(0, &d) != NVML_SUCCESS)
     fail("thread: NVML handle");
