@@ -34,7 +34,7 @@
 
 #include <gpum/size.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "device/device_internal.h"
 #include "enforce_internal.h"
 

@@ -12,7 +12,7 @@
 #include <gpum/log.h>
 
 #include "accept_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "gpumd_internal.h"
 #include "obs_internal.h"
 

@@ -29,7 +29,7 @@
 #include <gpum/log.h>
 #include <gpum/size.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "device/device_internal.h"
 #include "gpumd_internal.h"
 

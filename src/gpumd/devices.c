@@ -22,7 +22,7 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "gpumd_internal.h"
 
 /* On the sampler thread: queue the event and wake the loop. Must be quick. */

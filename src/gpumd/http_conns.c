@@ -23,7 +23,7 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "http_internal.h"
 #include "obs_internal.h"
 

@@ -13,7 +13,7 @@
 
 #include <gpum/error.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 /* Reads state (field 3) and start time (field 22) of pid through the OS layer. Returns 0,
  * GPUM_ENOENT or GPUM_EIO. */

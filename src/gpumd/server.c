@@ -33,7 +33,7 @@
 #include "gpumd_internal.h"
 #include "pidstart_internal.h"
 #include "core/options_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 uint64_t gpumd_now_ns(void) {
   return gpum__os_real_ns();

@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "sim_internal.h"
 
 #ifndef MADV_POPULATE_WRITE

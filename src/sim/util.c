@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "sim_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 static _Thread_local char last_error[1024];
 

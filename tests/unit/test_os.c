@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for the OS layer (src/lib/core/os.c) and the JSON escaping every hand-written JSON
+ * Unit tests for the OS layer (src/common/os.c) and the JSON escaping every hand-written JSON
  * of gpum shares (src/lib/core/strbuf.c): the clocks, /proc/PID/stat parsing (a command name
  * with spaces and ')', malformed lines) and reading (this process, a missing pid), and the
  * escape of every byte class.
@@ -19,7 +19,7 @@
 #include <gpum/clock.h>
 
 #include "core/options_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 static void test_clocks(void **state) {
   (void)state;

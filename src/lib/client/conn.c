@@ -18,7 +18,7 @@
 
 #include <gpum/error.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "client/client_internal.h"
 #include "client/protocol_internal.h"
 

@@ -24,7 +24,7 @@
 #include <gpum/error.h>
 #include <gpum/fence.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 #define FENCE_MAGIC 0x31434e4546505047ULL /* "GPPFENC1" little-endian */
 #define FENCE_VERSION 2u                  /* 2: the creator's pid and start time */

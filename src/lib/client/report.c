@@ -18,7 +18,7 @@
 
 #include "client/client_internal.h"
 #include "client/protocol_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 #define SOURCES_MAX 16
 #define DEFAULT_PERIOD_MS 2000

@@ -15,7 +15,7 @@
 #include <gpum/error.h>
 #include <gpum/session.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "client/protocol_internal.h"
 
 #define WAIT_SLICE_MS 200        /* the longest a wait goes without asking `interrupted` */

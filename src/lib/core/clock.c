@@ -2,7 +2,7 @@
 /* The public face of the OS layer's clocks (gpum/clock.h). */
 #include <gpum/clock.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 uint64_t gpum_clock_mono_ns(void) {
   return gpum__os_mono_ns();

@@ -31,7 +31,7 @@
 
 #include "nvml_abi.h"
 #include "device/device_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 /* ---- names ---- */
 

@@ -26,7 +26,7 @@
 
 #include <gpum/error.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "device/device_internal.h"
 
 #define MIN_DELTA_NS (50ull * 1000000ull)

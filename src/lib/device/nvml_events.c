@@ -25,7 +25,7 @@
 #include <gpum/log.h>
 
 #include "device/nvml_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 #define WANTED_EVENTS \
   (nvmlEventTypeXidCriticalError | nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError)

@@ -17,7 +17,7 @@
 #include <gpum/error.h>
 
 #include "device/device_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 int gpum__parse_status_uid(const char *status, unsigned *uid) {
   const char *p = status;

@@ -16,7 +16,7 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 typedef struct {
   struct gpum_device_readers *rs;

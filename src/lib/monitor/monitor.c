@@ -16,7 +16,7 @@
 #include <gpum/monitor.h>
 
 #include "monitor/monitor_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 #define MAX_INTERVAL_MS 3600000u
 #define MAX_RING 10000000u /* records per device (640 MB): a sanity bound on the options */

@@ -15,7 +15,7 @@
 #include <gpum/error.h>
 #include <gpum/profile.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "core/options_internal.h"
 #include "monitor/profile_internal.h"
 

@@ -19,7 +19,7 @@
 #include <gpum/log.h>
 #include <gpum/monitor.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "monitor/monitor_internal.h"
 
 #define EVENT_WAIT_MS 250u

@@ -18,7 +18,7 @@
 #include <gpum/pool_replay.h>
 #include <gpum/size.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "pool/replay_internal.h"
 
 #define MIB (1024u * 1024u)

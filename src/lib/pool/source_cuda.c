@@ -32,7 +32,7 @@
 #include "device/device_internal.h"
 #include "pool/pool_internal.h"
 #include "pool/source_cuda_internal.h"
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 /* ---- common part ------------------------------------------------------------------------- */
 

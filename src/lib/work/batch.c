@@ -33,7 +33,7 @@
 #include <gpum/error.h>
 #include <gpum/report.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 #define DEFAULT_TARGET 0.88
 #define PRESSURE_SHARE 0.75 /* of the limit while gpumd reports pressure */

@@ -15,7 +15,7 @@
 #include <gpum/batcher.h>
 #include <gpum/error.h>
 
-#include "core/os_internal.h"
+#include "os_internal.h"
 #include "monitor/monitor_internal.h"
 
 #define MAX_LEVELS 64

@@ -3,7 +3,7 @@
  * The OS layer of os_internal.h: clocks and /proc/PID/stat. Also compiled into libgpum_sim
  * (src/sim/CMakeLists.txt), so it uses nothing else of libgpum.
  */
-#include "core/os_internal.h"
+#include "os_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
