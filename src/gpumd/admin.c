@@ -15,6 +15,7 @@
 #include <gpum/log.h>
 
 #include "gpumd_internal.h"
+#include "os_internal.h"
 #include "ledger.h"
 
 #define DEFAULT_REASON "disabled by the operator"
@@ -83,8 +84,8 @@ static int set_switch(gpumd_t *d, const gpumd_actor_t *a, json_t *req, bool disa
                       "switch is stored, is unknown",
                       dev->index);
   const char *reason = why && json_string_length(why) ? json_string_value(why) : DEFAULT_REASON;
-  rc =
-      gpumd_ledger_set_disabled(d->ledger, dev->info.uuid, disable, reason, a->uid, gpumd_now_ns());
+  rc = gpumd_ledger_set_disabled(d->ledger, dev->info.uuid, disable, reason, a->uid,
+                                 gpum__os_real_ns());
   if (rc == 0)
     rc = gpum_monitor_set_disabled(d->mon, dev->index, disable, reason);
   if (rc != 0)

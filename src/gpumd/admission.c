@@ -56,7 +56,7 @@ void gpumd_admission_read(gpumd_t *d) {
     if (gpumd_device_view(d, index, NULL, rcs[i] == 0, &views[n]))
       n++;
   }
-  gpumd_sched_update_devices(d->sched, NULL, views, n, gpumd_now_ns()); /* gpumd's own news */
+  gpumd_sched_update_devices(d->sched, NULL, views, n, gpum__os_real_ns()); /* gpumd's own news */
 }
 
 /* "pid 4242 (uid 1000: python leak.py) 20.00 GiB" for one process outside reservations. */
@@ -130,7 +130,7 @@ static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
 void gpumd_admission_end_turn(gpumd_t *d) {
   if (!d->sched)
     return;
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   for (unsigned i = 0; i < d->device_count; i++)
     check_overcommit(d, d->devices[i].index, now);
   if (gpumd_sched_wants_fresh(d->sched) != 0)

@@ -16,6 +16,7 @@
 #include <gpum/log.h>
 
 #include "obs_internal.h"
+#include "os_internal.h"
 
 const double gpumd_wait_bounds[GPUMD_OBS_WAIT_BUCKETS] = {0.005, 0.01, 0.05, 0.1, 0.5, 1,    5,
                                                           10,    30,   60,   300, 900, 3600, 14400};
@@ -181,6 +182,12 @@ void gpumd_obs_stop(gpumd_t *d) {
   d->obs = NULL;
 }
 
+void gpumd_obs_device_info(gpumd_t *d, const gpumd_device_t *dev) {
+  gpum_alert_engine_t *e = gpumd_alerts(d);
+  if (e)
+    gpum_alert_engine_set_device_info(e, dev->index, &dev->info);
+}
+
 gpum_alert_engine_t *gpumd_alerts(gpumd_t *d) {
   return d && d->obs ? d->obs->alerts : NULL;
 }
@@ -262,7 +269,7 @@ void gpumd_obs_round(gpumd_t *d) {
     gpum_alert_engine_feed_sample(o->alerts, dev->index, &s, feed_time(o, s.timestamp_ns));
     add_points(d, i, prev, &s, every_ns);
   }
-  gpum_alert_engine_advance(o->alerts, feed_time(o, gpumd_now_ns()));
+  gpum_alert_engine_advance(o->alerts, feed_time(o, gpum__os_real_ns()));
 }
 
 static void count_xid(struct gpumd_obs *o, unsigned device, uint64_t xid) {

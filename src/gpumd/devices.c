@@ -65,9 +65,7 @@ static bool take_info(gpumd_t *d, gpumd_device_t *dev) {
     return false;
   dev->info = info;
   dev->answered = true;
-  gpum_alert_engine_t *e = gpumd_alerts(d);
-  if (e)
-    gpum_alert_engine_set_device_info(e, dev->index, &dev->info);
+  d->hooks.device_info(d, dev);
   return true;
 }
 
@@ -83,7 +81,7 @@ static void on_info(gpumd_t *d, const gpum_monitor_event_t *ev) {
   if (!was)
     gpum_log(GPUM_LOG_WARN, "gpumd", "device %u answered at last (%s): schedulable from now on",
              dev->index, ev->reason);
-  gpumd_ops_device_answered(d, dev->index);
+  d->hooks.device_answered(d, dev->index);
 }
 
 /* On the loop: take every queued event. */
@@ -110,25 +108,18 @@ static void on_monitor_wake(evutil_socket_t fd, short what, void *arg) {
     if (ev->kind == GPUM_MONEV_HEALTH) {
       gpum_log(GPUM_LOG_INFO, "gpumd", "device %u: %s -> %s (%s)", ev->device,
                gpum_health_state_name(ev->from), gpum_health_state_name(ev->to), ev->reason);
-      gpumd_ops_device_health(d, ev->device, ev->to, ev->reason);
     }
-    gpumd_obs_monitor_event(d, ev);
+    d->hooks.device_event(d, ev);
     free(q);
     q = next;
   }
 }
 
-/* Every monitor interval: the newest samples go to the scheduler (memory pressure, used and
- * unmanaged memory). */
+/* Every monitor interval: the newest samples are in. */
 static void on_sample_timer(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
   gpumd_t *d = arg;
-  for (unsigned i = 0; i < d->device_count; i++) {
-    gpum_device_sample_t s;
-    if (gpum_monitor_latest(d->mon, d->devices[i].index, &s) == 0)
-      gpumd_ops_device_sample(d, d->devices[i].index, &s);
-  }
-  gpumd_obs_round(d);
+  d->hooks.device_round(d);
 }
 
 /* Waits up to monitor.start_timeout for every device's static info (the monitor reads it on
@@ -177,9 +168,10 @@ int gpumd_devices_start(gpumd_t *d) {
     gpum_monitor_device_index(d->mon, i, &dev->index);
     dev->info.index = dev->index;
   }
-  rc = gpumd_obs_start(d); /* the devices' info reaches the alert engine as it is read */
-  if (rc != 0)
-    return rc;
+  return 0;
+}
+
+int gpumd_devices_run(gpumd_t *d) {
   if (evutil_socketpair(AF_UNIX, SOCK_STREAM, 0, d->mon_fds) != 0)
     return gpum_error(GPUM_EIO, "socketpair: %s", strerror(errno));
   evutil_make_socket_nonblocking(d->mon_fds[0]);
@@ -191,9 +183,13 @@ int gpumd_devices_start(gpumd_t *d) {
   if (!d->mon_ev || !d->pressure_timer)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   event_add(d->mon_ev, NULL);
-  struct timeval tv = {.tv_sec = mo.interval_ms / 1000, .tv_usec = (mo.interval_ms % 1000) * 1000};
+  unsigned ms = d->monitor_interval_ms;
+  struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
   event_add(d->pressure_timer, &tv);
-  rc = gpumd_procs_start(d, &dopts, mo.interval_ms);
+  gpum_device_open_opts_t dopts;
+  int rc = gpum_device_opts_from_config(d->cfg, &dopts);
+  if (rc == 0)
+    rc = gpumd_procs_start(d, &dopts, ms);
   if (rc != 0)
     return rc;
   rc = gpum_monitor_subscribe(d->mon, on_monitor_event, d, NULL);
@@ -229,43 +225,6 @@ void gpumd_devices_stop(gpumd_t *d) {
     q = next;
   }
   d->monq_head = d->monq_tail = NULL;
-  gpumd_obs_stop(d);
-}
-
-json_t *gpumd_devices_json(gpumd_t *d) {
-  json_t *arr = json_array();
-  for (unsigned i = 0; i < d->device_count; i++) {
-    gpumd_device_t *dev = &d->devices[i];
-    gpum_device_health_t h;
-    memset(&h, 0, sizeof h);
-    gpum_monitor_health(d->mon, dev->index, &h);
-    if (!dev->answered) {
-      h.state = GPUM_HEALTH_ERROR;
-      snprintf(h.reason, sizeof h.reason, "%s", GPUMD_SILENT_REASON);
-    }
-    gpum_device_sample_t s;
-    bool have = gpum_monitor_latest(d->mon, dev->index, &s) == 0;
-    uint64_t total = dev->info.memory_total;
-    uint64_t used = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_USED) ? s.memory_used : 0;
-    /* The driver's own share (NVML memory info v2) is neither used nor free: free is what the
-     * driver says, as in gpum status and /metrics, not total - used. */
-    bool have_drv = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_RESERVED);
-    uint64_t drv = have_drv ? s.memory_reserved : 0;
-    uint64_t free_b = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_FREE) ? s.memory_free
-                      : total > used + drv                                   ? total - used - drv
-                                                                             : 0;
-    json_t *o =
-        json_pack("{s:I, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:o}}", "index",
-                  (json_int_t)dev->index, "uuid", dev->info.uuid, "name", dev->info.name, "state",
-                  gpum_health_state_name(h.state), "reason", h.reason, "memory", "total",
-                  (json_int_t)total, "used", (json_int_t)used, "free", (json_int_t)free_b,
-                  "driver_reserved", have_drv ? json_integer((json_int_t)drv) : json_null());
-    if (o) {
-      gpumd_ops_device_json(d, dev->index, o);
-      json_array_append_new(arr, o);
-    }
-  }
-  return arr;
 }
 
 gpumd_device_t *gpumd_device_find(gpumd_t *d, unsigned index) {
@@ -282,5 +241,5 @@ bool gpumd_device_measured(gpumd_t *d, unsigned index, gpum_device_sample_t *s) 
   uint64_t bound = 3ull * d->monitor_interval_ms * 1000000ull;
   if (bound < 5000000000ull)
     bound = 5000000000ull;
-  return s->timestamp_ns + bound >= gpumd_now_ns();
+  return s->timestamp_ns + bound >= gpum__os_real_ns();
 }

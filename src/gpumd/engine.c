@@ -21,6 +21,7 @@
 #include <gpum/log.h>
 
 #include "gpumd_internal.h"
+#include "os_internal.h"
 #include "pidstart_internal.h"
 
 /* ---- JSON of a reservation ---------------------------------------------------------------- */
@@ -444,7 +445,7 @@ static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *
                         bool procs) {
   gpumd_sched_device_t v;
   if (gpumd_device_view(d, index, sample, procs, &v))
-    gpumd_sched_update_device(d->sched, NULL, &v, gpumd_now_ns()); /* gpumd's own news */
+    gpumd_sched_update_device(d->sched, NULL, &v, gpum__os_real_ns()); /* gpumd's own news */
 }
 
 void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason) {
@@ -506,7 +507,7 @@ static void arm_tick(gpumd_t *d, uint64_t next_ns) {
     event_del(d->tick_timer);
     return;
   }
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   uint64_t left = next_ns > now ? next_ns - now : 0;
   struct timeval tv = {.tv_sec = (time_t)(left / 1000000000ull),
                        .tv_usec = (suseconds_t)((left % 1000000000ull) / 1000 + 1)};
@@ -515,7 +516,7 @@ static void arm_tick(gpumd_t *d, uint64_t next_ns) {
 
 void gpumd_ops_tick(gpumd_t *d) {
   uint64_t next = UINT64_MAX;
-  gpumd_sched_tick(d->sched, NULL, gpumd_now_ns(), &next); /* timeouts: gpumd acts */
+  gpumd_sched_tick(d->sched, NULL, gpum__os_real_ns(), &next); /* timeouts: gpumd acts */
   arm_tick(d, next);
 }
 
@@ -526,7 +527,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
 
 void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
   /* Its fence, if it had one, goes with it (on_transition). */
-  if (gpumd_sched_end(d->sched, NULL, id, to, gpumd_now_ns(), reason) != 0)
+  if (gpumd_sched_end(d->sched, NULL, id, to, gpum__os_real_ns(), reason) != 0)
     gpumd_lease_remove(d, id); /* already final */
   gpumd_ops_tick(d);
 }
@@ -546,7 +547,7 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c) {
     const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
     if (r && r->lease == GPUMD_LEASE_CONNECTION) {
       uint64_t id = l->id;
-      if (gpumd_sched_release(d->sched, &cause, id, gpumd_now_ns(), reason) != 0)
+      if (gpumd_sched_release(d->sched, &cause, id, gpum__os_real_ns(), reason) != 0)
         gpumd_lease_remove(d, id);
     } else {
       gpumd_lease_bind(l, NULL);
@@ -587,7 +588,7 @@ static void arm_ms(struct event *ev, uint64_t ms) {
 static void arm_grace(gpumd_t *d) {
   uint64_t grace = gpum_config_get_duration(d->cfg, "lease.grace");
   uint64_t grace_ns = grace > UINT64_MAX / 2000000ull ? UINT64_MAX / 2 : grace * 1000000ull;
-  uint64_t end = d->grace_start_ns + grace_ns, now = gpumd_now_ns();
+  uint64_t end = d->grace_start_ns + grace_ns, now = gpum__os_real_ns();
   uint64_t left_ms = end > now ? (end - now + 999999) / 1000000 : 0;
   arm_ms(d->grace_timer, left_ms);
   gpum_log(GPUM_LOG_INFO, "gpumd",
@@ -608,7 +609,7 @@ static void on_prune(evutil_socket_t fd, short what, void *arg) {
   uint64_t keep_ms = gpum_config_get_duration(d->cfg, "ledger.retention");
   if (keep_ms == 0 || !d->ledger)
     return;
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   uint64_t keep_ns = keep_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : keep_ms * 1000000ull;
   size_t n = 0;
   bool more = false;
@@ -800,7 +801,7 @@ int gpumd_ops_start(gpumd_t *d) {
   rc = gpumd_ledger_load_rows(d->ledger, &rs, &n);
   if (rc != 0)
     return rc;
-  uint64_t max_id = 0, now = gpumd_now_ns();
+  uint64_t max_id = 0, now = gpum__os_real_ns();
   size_t waiting = 0;
   rc = gpumd_ledger_begin_turn(d->ledger);
   for (size_t i = 0; rc == 0 && i < n; i++)

@@ -36,6 +36,8 @@
 #include "accept_internal.h"
 #include "client/protocol_internal.h"
 #include "fences_internal.h"
+#include "json_in.h"
+#include "json_out.h"
 #include "ledger.h"
 #include "paths_internal.h"
 #include "sched.h"
@@ -135,7 +137,23 @@ typedef struct {
   gpum_device_sample_t sample; /* the memory metrics only (valid bits say which) */
 } gpumd_procs_t;
 
+/* The calls a lower module makes upwards, wired once by main.c before anything starts: the
+ * socket transport (server.c) hands up lines and closings, the device bridge (devices.c) the
+ * monitor's news, the HTTP transport (http.c) its requests. So no lower module names a higher
+ * one (docs/architecture.md). */
+typedef struct {
+  void (*line)(gpumd_conn_t *c, const char *line, size_t len); /* a complete line, no newline */
+  void (*conn_closing)(gpumd_conn_t *c); /* c is going away: no more of the node's events */
+  void (*conn_closed)(gpumd_conn_t *c);  /* c's peer is gone or going: its leases end */
+  void (*device_info)(gpumd_t *d, const gpumd_device_t *dev); /* its static info was read */
+  void (*device_answered)(gpumd_t *d, unsigned index);        /* a device silent so far answered */
+  void (*device_event)(gpumd_t *d, const gpum_monitor_event_t *ev); /* a health change, an Xid */
+  void (*device_round)(gpumd_t *d); /* every monitor interval: the newest samples are in */
+  void (*http_request)(struct evhttp_request *req, void *arg); /* arg: the HTTP server's */
+} gpumd_hooks_t;
+
 struct gpumd {
+  gpumd_hooks_t hooks;
   gpum_config_t *cfg;
   struct event_base *base;
   struct evconnlistener *listener;
@@ -222,35 +240,6 @@ void gpumd_server_stop(gpumd_t *d);
  * when c is closed: nothing is sent), or -1 when msg is NULL or could not be staged (out of
  * memory; nothing of it is). */
 int gpumd_conn_send(gpumd_conn_t *c, json_t *msg);
-/* Appends v to out as compact JSON, byte for byte what json_dumps(v, JSON_COMPACT) gives, without
- * jansson's loop-detection cost. Returns 0, or -1 when out cannot grow (out may then hold a
- * partial value). */
-int gpumd_json_write(struct evbuffer *out, json_t *v);
-/* Writes v in the shortest form (15 to 17 significant digits) that reads back as v, with ".0"
- * on a whole number as jansson writes it ("0.95", "1e-05", "3.0"), into buf; returns its
- * length (0 and "" when len is too small; GPUMD_REAL_BUFSZ always suffices). Reals in
- * gpumd's replies, REST bodies and events are written this way, never as jansson's %.17g. */
-#define GPUMD_REAL_BUFSZ 32
-size_t gpumd_json_real(double v, char *buf, size_t len);
-/* A JSON writer with the output of gpumd_json_write, for messages written without building
- * jansson values first (the hot replies): pieces gather in a buffer and reach out in few adds.
- * gpumd_jw_end flushes and returns 0, or -1 when out could not grow. */
-typedef struct {
-  struct evbuffer *out;
-  size_t used;
-  int rc;
-  char buf[4096];
-} gpumd_jw_t;
-void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out);
-void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n); /* as is */
-/* A string literal as is, and "key": for a key that is a string literal (a protocol name):
- * GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_STATE)). */
-#define GPUMD_JW_LIT(w, lit) gpumd_jw_raw((w), (lit), sizeof(lit) - 1)
-#define GPUMD_JSON_KEY(key) "\"" key "\":"
-void gpumd_jw_string(gpumd_jw_t *w, const char *s); /* quoted and escaped */
-void gpumd_jw_int(gpumd_jw_t *w, long long v);
-void gpumd_jw_value(gpumd_jw_t *w, json_t *v);
-int gpumd_jw_end(gpumd_jw_t *w);
 /* Appends one message written by fill (plus '\n') to c's staged output. Returns as
  * gpumd_conn_send. */
 int gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg);
@@ -260,28 +249,25 @@ void gpumd_conn_close_after_flush(gpumd_conn_t *c);
  * output of this turn is still written, and it closes at the start of the next turn (its
  * connection leases end then). */
 void gpumd_conn_drop(gpumd_conn_t *c, const char *why);
-/* End of a loop turn: commit (or hand the writes to the ledger's writer), write the output
- * that is committed, free closed connections. */
-void gpumd_end_turn(gpumd_t *d);
 /* Closes the connections that writing their output at the end of the last turn found gone
  * or hopeless (from the kick event, at the start of a turn). */
 void gpumd_close_deferred(gpumd_t *d);
+/* The output staged on the connections: written now (flush), held for the ledger's writer
+ * (seal), or the held output written now that the writer has committed (release); closed
+ * connections are freed once no list has them. Called at the end of a turn (turn.c). */
+void gpumd_conns_flush(gpumd_t *d);
+void gpumd_conns_seal(gpumd_t *d);
+void gpumd_conns_release(gpumd_t *d);
+
+/* ---- turn.c ---- */
+/* End of a loop turn: commit (or hand the writes to the ledger's writer), write the output
+ * that is committed, free closed connections. */
+void gpumd_end_turn(gpumd_t *d);
 /* The last turns before stopping: waits for the ledger's writer until all is committed and
  * written. */
 void gpumd_finish_turns(gpumd_t *d);
-uint64_t gpumd_now_ns(void); /* CLOCK_REALTIME */
 
 /* ---- proto.c ---- */
-/* Deepest nesting of arrays/objects in a JSON text (strings skipped), stopping early once it
- * passes limit. */
-int gpumd_json_depth(const char *s, size_t len, int limit);
-/* Parses a request as json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, err) does,
- * with the same result (value, or NULL and err) for every input; faster for the common shape
- * of requests (json_fast.c). Any value is taken on top (the caller checks for an object). The
- * caller owns the value. */
-json_t *gpumd_json_parse(const char *s, size_t len, json_error_t *err);
-/* Its fast path alone: the value, or NULL when the input is not of the shape it takes. */
-json_t *gpumd_json_parse_fast(const char *s, size_t len);
 /* Handles one complete line from c (without the newline). */
 void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len);
 /* Replies: every request gets exactly one. id may be NULL (the request had none or could not
@@ -295,11 +281,11 @@ void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, boo
  * is not UTF-8 is written as '?'. */
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Checks that obj has only the named fields (NULL-terminated list). Returns 0, or GPUM_EINVAL
- * with the detail naming the first unknown field. */
-int gpumd_check_fields(json_t *obj, const char *const *allowed);
 /* {"event": name, ...body} to c. Steals body (may be NULL). */
 void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body);
+/* The short ENOMEM error that replaces a reply that could not be staged, so that the request
+ * still gets its one reply when memory allows that much. */
+void gpumd_reply_oom(gpumd_conn_t *c, json_t *id);
 
 /* ---- ops.c ---- */
 /* Who asks for an operation: a socket peer (conn set, identity from SO_PEERCRED) or an HTTP
@@ -378,6 +364,10 @@ void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sampl
  * kept), health, and whether it was read afresh this turn. False for an unknown device. */
 bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample, bool procs,
                        gpumd_sched_device_t *out);
+
+/* ---- device_doc.c ---- */
+/* The "devices" array of the status reply. */
+json_t *gpumd_devices_json(gpumd_t *d);
 
 /* ---- ended.c ---- */
 #define GPUMD_ENDED_MAX 256
@@ -495,12 +485,13 @@ void gpumd_lease_remove(gpumd_t *d, uint64_t id);
 void gpumd_leases_free_all(gpumd_t *d);
 
 /* ---- devices.c ---- */
-/* Creates and starts the monitor, then waits up to monitor.start_timeout for the devices'
- * static info; a device still silent is left !answered (unusable until its info arrives). */
+/* Creates the monitor and learns the devices it has (d->devices, d->device_count). */
 int gpumd_devices_start(gpumd_t *d);
+/* Starts the monitor and the process-list threads, then waits up to monitor.start_timeout for
+ * the devices' static info; a device still silent is left !answered (unusable until its info
+ * arrives). From here on the monitor's news reach d->hooks. */
+int gpumd_devices_run(gpumd_t *d);
 void gpumd_devices_stop(gpumd_t *d);
-/* The "devices" array of the status reply. */
-json_t *gpumd_devices_json(gpumd_t *d);
 gpumd_device_t *gpumd_device_find(gpumd_t *d, unsigned index);
 /* The device's newest sample into s when it is still a measurement: taken within the last
  * three monitor intervals (at least 5 s), and the device not in ERROR for being gone or hung.
@@ -541,6 +532,8 @@ json_t *gpumd_alert_json(const gpum_alert_t *a);
  * publishes "sample" events) and every monitor event taken on the loop (health, Xid). engine.c:
  * every reservation transition ("reservation" events, counters, the queue-wait histogram). */
 void gpumd_obs_round(gpumd_t *d);
+/* A device's static info was read: the alert engine learns it. */
+void gpumd_obs_device_info(gpumd_t *d, const gpumd_device_t *dev);
 void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev);
 void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
                           gpumd_resv_state_t to);

@@ -25,6 +25,7 @@
 
 #include "http_internal.h"
 #include "obs_internal.h"
+#include "os_internal.h"
 #include "pidstart_internal.h"
 
 #define GIB 1073741824.0
@@ -568,10 +569,10 @@ int gpumd_http_health(gpumd_http_call_t *call) {
       reason = "some devices are in ERROR or unresponsive";
     }
   }
-  call->out =
-      json_pack("{s:s, s:b, s:s, s:I, s:I, s:o}", "status", status, "healthy", healthy, "reason",
-                reason, "uptime_s", (json_int_t)((gpumd_now_ns() - d->start_ns) / 1000000000ull),
-                "usable_devices", (json_int_t)usable, "devices", devs);
+  call->out = json_pack("{s:s, s:b, s:s, s:I, s:I, s:o}", "status", status, "healthy", healthy,
+                        "reason", reason, "uptime_s",
+                        (json_int_t)((gpum__os_real_ns() - d->start_ns) / 1000000000ull),
+                        "usable_devices", (json_int_t)usable, "devices", devs);
   call->status = healthy ? 200 : 503;
   return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }

@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "gpumd_internal.h"
+#include "json_in.h"
 
 #define FAST_MAX_DEPTH 32 /* deeper: jansson's (the protocol's limit is lower anyway) */
 

@@ -22,6 +22,8 @@
 #include <gpum/version.h>
 
 #include "gpumd_internal.h"
+#include "http_internal.h"
+#include "os_internal.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -147,6 +149,40 @@ static void on_kick(evutil_socket_t fd, short what, void *arg) {
   gpumd_close_deferred(arg);
 }
 
+/* ---- the hooks (gpumd_hooks_t): news from below, handed to the modules above ---- */
+
+static void on_device_info(gpumd_t *d, const gpumd_device_t *dev) {
+  gpumd_obs_device_info(d, dev);
+}
+
+static void on_device_event(gpumd_t *d, const gpum_monitor_event_t *ev) {
+  if (ev->kind == GPUM_MONEV_HEALTH)
+    gpumd_ops_device_health(d, ev->device, ev->to, ev->reason);
+  gpumd_obs_monitor_event(d, ev);
+}
+
+/* The newest samples go to the scheduler (memory pressure, used and unmanaged memory), then
+ * to the alert engine, the history and the "sample" events. */
+static void on_device_round(gpumd_t *d) {
+  for (unsigned i = 0; i < d->device_count; i++) {
+    gpum_device_sample_t s;
+    if (gpum_monitor_latest(d->mon, d->devices[i].index, &s) == 0)
+      gpumd_ops_device_sample(d, d->devices[i].index, &s);
+  }
+  gpumd_obs_round(d);
+}
+
+static const gpumd_hooks_t hooks = {
+    .line = gpumd_proto_line,
+    .conn_closing = gpumd_watch_stop,
+    .conn_closed = gpumd_ops_conn_closed,
+    .device_info = on_device_info,
+    .device_answered = gpumd_ops_device_answered,
+    .device_event = on_device_event,
+    .device_round = on_device_round,
+    .http_request = gpumd__http_on_request,
+};
+
 static int start(gpumd_t *d) {
   int rc = gpumd_socket_path(d->cfg, d->socket_path, sizeof d->socket_path);
   if (rc == 0)
@@ -171,6 +207,10 @@ static int start(gpumd_t *d) {
   if (rc == 0)
     rc = gpumd_devices_start(d);
   if (rc == 0)
+    rc = gpumd_obs_start(d); /* before the devices run: their info reaches the alert engine */
+  if (rc == 0)
+    rc = gpumd_devices_run(d);
+  if (rc == 0)
     rc = gpumd_ops_start(d);
   if (rc == 0)
     rc = gpumd_http_start(d);
@@ -181,6 +221,7 @@ static void stop(gpumd_t *d) {
   gpumd_sse_close_all(d); /* the event streams hold requests of the HTTP server */
   gpumd_http_stop(d);
   gpumd_devices_stop(d);
+  gpumd_obs_stop(d);
   gpumd_ops_stop(d);
   gpumd_server_stop(d);
   struct event *evs[] = {d->kick, d->sig_term, d->sig_int, d->sig_hup};
@@ -207,6 +248,7 @@ int main(int argc, char **argv) {
   g_argv = argv;
   gpumd_t d;
   memset(&d, 0, sizeof d);
+  d.hooks = hooks;
   d.state_lock_fd = d.socket_lock_fd = -1;
   d.mon_fds[0] = d.mon_fds[1] = -1;
   pthread_mutex_init(&d.monq_lock, NULL);
@@ -222,7 +264,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   gpum_config_export_sim(d.cfg);
-  d.start_ns = gpumd_now_ns();
+  d.start_ns = gpum__os_real_ns();
   rc = start(&d);
   if (rc != 0) {
     fprintf(stderr, "gpumd: cannot start: %s\n",

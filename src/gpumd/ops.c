@@ -21,6 +21,7 @@
 #include <gpum/version.h>
 
 #include "gpumd_internal.h"
+#include "os_internal.h"
 #include "pidstart_internal.h"
 
 #define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
@@ -220,7 +221,7 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out)
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATIONS, arr);
   if (*out && json_is_true(ended))
     json_object_set_new(*out, GPUM_PROTO_F_ENDED,
-                        gpumd_ended_json(d, a, json_is_true(all), gpumd_now_ns()));
+                        gpumd_ended_json(d, a, json_is_true(all), gpum__os_real_ns()));
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
@@ -364,7 +365,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   /* The new reservation's state is in the reply: no event about it while it is made, nor to
    * the actor's connection when it ends at once below. */
   gpumd_cause_t cause = {.actor = a, .about = gpumd_sched_next_id(d->sched), .submit = true};
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   const gpumd_resv_t *r = NULL;
   rc = gpumd_sched_submit(d->sched, &cause, &req, now, &r);
   if (rc != 0)
@@ -417,7 +418,7 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
   if (rc == 0)
     gpumd_admission_read(d); /* "fits now" on the devices as they are now */
   if (rc == 0)
-    rc = gpumd_sched_check(d->sched, &req, gpumd_now_ns(), &chk);
+    rc = gpumd_sched_check(d->sched, &req, gpum__os_real_ns(), &chk);
   if (rc != 0)
     return rc;
   json_t *ids = json_array();
@@ -463,7 +464,7 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
     gpumd_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
   }
   gpumd_admission_read_if_queued(d); /* what the release lets in is granted in its name */
-  rc = gpumd_sched_release(d->sched, &cause, rid, gpumd_now_ns(), reason);
+  rc = gpumd_sched_release(d->sched, &cause, rid, gpum__os_real_ns(), reason);
   if (rc != 0 || final.id != rid)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
   resv_body(d, a, &final, own, out);
@@ -490,7 +491,7 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
                     (unsigned long long)rid, gpumd_lease_kind_name(r->lease));
   if (rc != 0)
     return rc;
-  uint64_t exp = gpumd_now_ns() + (has ? (uint64_t)ttl : r->ttl_ms) * 1000000ull;
+  uint64_t exp = gpum__os_real_ns() + (has ? (uint64_t)ttl : r->ttl_ms) * 1000000ull;
   gpumd_sched_set_expiry(d->sched, rid, exp);
   gpumd_lease_t *l = gpumd_lease_add(d, rid);
   if (l)
@@ -533,7 +534,7 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
   }
   gpumd_cause_t cause = {.actor = a, .about = rid};
   char why[GPUMD_RESV_REASON_LEN];
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   rc = gpumd_sched_resize(d->sched, &cause, rid, bytes, now, why, sizeof why);
   if (rc != 0)
     return rc;

@@ -35,10 +35,6 @@
 #include "core/options_internal.h"
 #include "os_internal.h"
 
-uint64_t gpumd_now_ns(void) {
-  return gpum__os_real_ns();
-}
-
 /* Takes an exclusive lock on path (created 0644) and writes our pid into it. */
 static int take_lock(const char *path, const char *what, int *out_fd) {
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -110,7 +106,7 @@ static bool in_group(uid_t uid, gid_t gid, gid_t want) {
 
 static void conn_free(gpumd_conn_t *c) {
   gpumd_t *d = c->d;
-  gpumd_watch_stop(c);
+  c->d->hooks.conn_closing(c);
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -137,212 +133,17 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "client %llu (uid %lu pid %ld) closed: %s",
            (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid, why);
   c->dead = true;
-  gpumd_watch_stop(c);
+  c->d->hooks.conn_closing(c);
   if (c->bev) {
     bufferevent_free(c->bev);
     c->bev = NULL;
   }
-  gpumd_ops_conn_closed(c);
+  c->d->hooks.conn_closed(c);
   if (!c->dirty) {
     c->dirty = true;
     c->dirty_next = c->d->dirty;
     c->d->dirty = c;
   }
-}
-
-/* Replies are written with a small serialiser of our own: jansson's dumper checks every
- * container for reference loops through a hash table keyed by a printed pointer, which was
- * a quarter of gpumd's instructions per request. The output is what
- * json_dumps(JSON_COMPACT) gives (keys in insertion order, '/' and non-ASCII as is), but for
- * reals, which are written in their shortest form that reads back the same (gpumd_json_real:
- * 0.95, where jansson's %.17g writes 0.94999999999999996), and for text that is not UTF-8
- * (which jansson refuses to write): each byte that is not part of a character goes out as
- * '?', so that whatever a string holds (a damaged ledger row, a driver's name) every message
- * is valid UTF-8. Pieces gather in a stack buffer and reach the evbuffer in few, large adds. */
-static void dump_flush(gpumd_jw_t *b) {
-  if (b->used && evbuffer_add(b->out, b->buf, b->used) != 0)
-    b->rc = -1;
-  b->used = 0;
-}
-
-static void dump_bytes(gpumd_jw_t *b, const char *p, size_t n) {
-  if (n > sizeof b->buf - b->used) {
-    dump_flush(b);
-    if (n > sizeof b->buf) {
-      if (evbuffer_add(b->out, p, n) != 0)
-        b->rc = -1;
-      return;
-    }
-  }
-  memcpy(b->buf + b->used, p, n);
-  b->used += n;
-}
-
-static void dump_char(gpumd_jw_t *b, char ch) {
-  if (b->used == sizeof b->buf)
-    dump_flush(b);
-  b->buf[b->used++] = ch;
-}
-
-static void dump_put(void *ctx, const char *p, size_t len) {
-  dump_bytes(ctx, p, len);
-}
-
-/* Whether s needs no escape and is ASCII (the common case: keys, ids, names). */
-static bool plain(const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (ch < 0x20 || ch >= 0x80 || ch == '"' || ch == '\\')
-      return false;
-  }
-  return true;
-}
-
-/* s as a JSON string, escaped by the library's one set of rules (gpum__json_escape), each
- * byte that does not start a valid UTF-8 sequence written as '?'. */
-static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
-  if (n + 2 <= sizeof b->buf - b->used && plain(s, n)) { /* quote, bytes, quote in place */
-    char *p = b->buf + b->used;
-    p[0] = '"';
-    memcpy(p + 1, s, n);
-    p[n + 1] = '"';
-    b->used += n + 2;
-    return;
-  }
-  const unsigned char *u = (const unsigned char *)s;
-  size_t run = 0; /* the start of the bytes not written yet */
-  dump_bytes(b, "\"", 1);
-  for (size_t i = 0; i < n;) {
-    size_t k = u[i] < 0x80 ? 1 : gpumd_utf8_seq(u + i, n - i);
-    if (k > 0) {
-      i += k;
-      continue;
-    }
-    gpum__json_escape_runs(s + run, i - run, dump_put, b);
-    dump_bytes(b, "?", 1);
-    run = ++i;
-  }
-  gpum__json_escape_runs(s + run, n - run, dump_put, b);
-  dump_bytes(b, "\"", 1);
-}
-
-size_t gpumd_json_real(double v, char *buf, size_t len) {
-  int n = 0;
-  for (int prec = 15; prec <= 17; prec++) { /* 17 significant digits always read back */
-    n = snprintf(buf, len, "%.*g", prec, v);
-    if (n < 0 || (size_t)n >= len || strtod(buf, NULL) == v)
-      break;
-  }
-  if (n < 0 || (size_t)n >= len) {
-    buf[0] = '\0';
-    return 0;
-  }
-  if (strspn(buf, "-0123456789") == (size_t)n && (size_t)n + 2 < len) { /* 1 -> 1.0, as jansson */
-    memcpy(buf + n, ".0", 3);
-    n += 2;
-  }
-  return (size_t)n;
-}
-
-static void dump_integer(gpumd_jw_t *b, json_int_t v) {
-  char tmp[24];
-  size_t i = sizeof tmp;
-  unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
-  do {
-    tmp[--i] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  if (v < 0)
-    tmp[--i] = '-';
-  dump_bytes(b, tmp + i, sizeof tmp - i);
-}
-
-static void dump_value(gpumd_jw_t *b, json_t *v, int depth) {
-  if (depth > 64) { /* our own messages are shallow: this is a cycle or a bug */
-    b->rc = -1;
-    return;
-  }
-  switch (json_typeof(v)) {
-  case JSON_OBJECT: {
-    const char *key;
-    json_t *val;
-    bool first = true;
-    dump_char(b, '{');
-    json_object_foreach(v, key, val) {
-      if (!first)
-        dump_char(b, ',');
-      first = false;
-      dump_string(b, key, strlen(key));
-      dump_char(b, ':');
-      dump_value(b, val, depth + 1);
-    }
-    dump_char(b, '}');
-    break;
-  }
-  case JSON_ARRAY:
-    dump_char(b, '[');
-    for (size_t i = 0; i < json_array_size(v); i++) {
-      if (i)
-        dump_char(b, ',');
-      dump_value(b, json_array_get(v, i), depth + 1);
-    }
-    dump_char(b, ']');
-    break;
-  case JSON_STRING:
-    dump_string(b, json_string_value(v), json_string_length(v));
-    break;
-  case JSON_INTEGER:
-    dump_integer(b, json_integer_value(v));
-    break;
-  case JSON_REAL: {
-    char num[GPUMD_REAL_BUFSZ];
-    size_t n = gpumd_json_real(json_real_value(v), num, sizeof num);
-    dump_bytes(b, num, n);
-    break;
-  }
-  case JSON_TRUE:
-    dump_bytes(b, "true", 4);
-    break;
-  case JSON_FALSE:
-    dump_bytes(b, "false", 5);
-    break;
-  default:
-    dump_bytes(b, "null", 4);
-  }
-}
-
-void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out) {
-  w->out = out;
-  w->used = 0;
-  w->rc = 0;
-}
-
-int gpumd_json_write(struct evbuffer *out, json_t *v) {
-  gpumd_jw_t w;
-  gpumd_jw_init(&w, out);
-  dump_value(&w, v, 0);
-  return gpumd_jw_end(&w);
-}
-
-void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n) {
-  dump_bytes(w, s, n);
-}
-
-void gpumd_jw_string(gpumd_jw_t *w, const char *s) {
-  dump_string(w, s, strlen(s));
-}
-
-void gpumd_jw_int(gpumd_jw_t *w, long long v) {
-  dump_integer(w, (json_int_t)v);
-}
-
-void gpumd_jw_value(gpumd_jw_t *w, json_t *v) {
-  dump_value(w, v, 0);
-}
-
-int gpumd_jw_end(gpumd_jw_t *w) {
-  dump_flush(w);
-  return w->rc;
 }
 
 int gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg), void *arg) {
@@ -354,7 +155,7 @@ int gpumd_conn_send_with(gpumd_conn_t *c, void (*fill)(gpumd_jw_t *w, void *arg)
   gpumd_jw_t w;
   gpumd_jw_init(&w, c->staged);
   fill(&w, arg);
-  dump_char(&w, '\n');
+  gpumd_jw_raw(&w, "\n", 1);
   int rc = gpumd_jw_end(&w);
   if (rc != 0) {
     size_t now = evbuffer_get_length(c->staged);
@@ -388,7 +189,7 @@ int gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
 
 void gpumd_conn_close_after_flush(gpumd_conn_t *c) {
   c->closing = true;
-  gpumd_watch_stop(c); /* going away: no more of the node's events */
+  c->d->hooks.conn_closing(c); /* going away: no more of the node's events */
   if (c->bev)
     bufferevent_disable(c->bev, EV_READ);
 }
@@ -421,7 +222,7 @@ static void on_read(struct bufferevent *bev, void *arg) {
       conn_close(c, "out of memory");
       return;
     }
-    gpumd_proto_line(c, line, len);
+    c->d->hooks.line(c, line, len);
     if (c->dead)
       return; /* bev and its input buffer are gone */
     evbuffer_drain(in, len + eol_len);
@@ -441,7 +242,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
     /* The client shut down its writing side but may still read: its leases end now (it is
      * going away), the replies it is owed are written, then the connection closes. */
     gpumd_conn_close_after_flush(c); /* first: no events about its own leases' end */
-    gpumd_ops_conn_closed(c);
+    c->d->hooks.conn_closed(c);
     return;
   }
   conn_close(c, (what & BEV_EVENT_EOF) ? "end of file" : "socket error");
@@ -604,7 +405,7 @@ static void close_later(gpumd_conn_t *c, const char *why) {
   if (c->close_why)
     return;
   c->close_why = why;
-  gpumd_watch_stop(c);
+  c->d->hooks.conn_closing(c);
   if (c->bev)
     bufferevent_disable(c->bev, EV_READ);
   c->close_next = c->d->to_close;
@@ -705,72 +506,14 @@ static void release_one(gpumd_t *d, gpumd_conn_t *c) {
     conn_free(c);
 }
 
-/* The staged output of the turns just committed (none is held: this runs only when the
- * writer has nothing of ours). */
-static void flush_staged(gpumd_t *d) {
-  gpumd_sse_flush(d);  /* events, now that their transitions are durable */
-  gpumd_http_flush(d); /* HTTP responses, likewise */
+void gpumd_conns_flush(gpumd_t *d) {
   DRAIN(d, dirty, dirty_next, dirty, flush_one);
 }
 
-/* The staged output of the turns handed to the ledger's writer. The held list is empty here
- * (the writer had finished and its output was released). */
-static void seal_staged(gpumd_t *d) {
-  gpumd_sse_seal(d);
-  gpumd_http_seal(d);
+void gpumd_conns_seal(gpumd_t *d) {
   DRAIN(d, dirty, dirty_next, dirty, seal_one);
 }
 
-/* The writer has committed: the held output goes. */
-static void release_held(gpumd_t *d) {
-  gpumd_sse_release(d);
-  gpumd_http_release(d);
+void gpumd_conns_release(gpumd_t *d) {
   DRAIN(d, held, held_next, in_held, release_one);
-}
-
-/* A ledger failure: nothing of this turn (or of turns waiting for the writer) may reach a
- * client. Stop without writing; the restart recovers from the last committed state. */
-static void commit_failed(gpumd_t *d) {
-  gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger commit failed: %s; stopping", gpum_last_error());
-  d->commit_failed = true;
-  d->exit_code = 1;
-  d->stop = true;
-}
-
-void gpumd_end_turn(gpumd_t *d) {
-  if (d->commit_failed)
-    return; /* what is staged or held may rest on the failed writes: it never goes out */
-  gpumd_admission_end_turn(d); /* grants that waited for a fresh read go in this commit */
-  gpumd_ops_turn_events(d);
-  int rc = d->ledger ? gpumd_ledger_poll(d->ledger) : 0;
-  if (rc < 0) {
-    commit_failed(d);
-    return;
-  }
-  bool released = rc == 1;
-  if (d->ledger && gpumd_ledger_writing(d->ledger))
-    return; /* this turn waits for the writer: staged, it goes with the next batch */
-  /* The writer gets the next batch first, then the last batch's output goes out while it
-   * works (the writes to the clients overlap the commit). */
-  rc = gpumd_ops_commit(d);
-  if (rc < 0) {
-    commit_failed(d);
-    return;
-  }
-  if (released)
-    release_held(d);
-  if (rc == 1)
-    seal_staged(d);
-  else
-    flush_staged(d);
-  if (d->dirty)
-    event_active(d->kick, 0, 0);
-}
-
-void gpumd_finish_turns(gpumd_t *d) {
-  do {
-    if (d->ledger)
-      gpumd_ledger_wait(d->ledger);
-    gpumd_end_turn(d);
-  } while (!d->commit_failed && d->ledger && gpumd_ledger_writing(d->ledger));
 }

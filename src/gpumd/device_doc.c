@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The "devices" array of the status reply: each device as the monitor sees it (devices.c)
+ * with what the scheduler holds on it (gpumd_ops_device_json).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gpumd_internal.h"
+
+json_t *gpumd_devices_json(gpumd_t *d) {
+  json_t *arr = json_array();
+  for (unsigned i = 0; i < d->device_count; i++) {
+    gpumd_device_t *dev = &d->devices[i];
+    gpum_device_health_t h;
+    memset(&h, 0, sizeof h);
+    gpum_monitor_health(d->mon, dev->index, &h);
+    if (!dev->answered) {
+      h.state = GPUM_HEALTH_ERROR;
+      snprintf(h.reason, sizeof h.reason, "%s", GPUMD_SILENT_REASON);
+    }
+    gpum_device_sample_t s;
+    bool have = gpum_monitor_latest(d->mon, dev->index, &s) == 0;
+    uint64_t total = dev->info.memory_total;
+    uint64_t used = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_USED) ? s.memory_used : 0;
+    /* The driver's own share (NVML memory info v2) is neither used nor free: free is what the
+     * driver says, as in gpum status and /metrics, not total - used. */
+    bool have_drv = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_RESERVED);
+    uint64_t drv = have_drv ? s.memory_reserved : 0;
+    uint64_t free_b = have && gpum_sample_valid(&s, GPUM_METRIC_MEMORY_FREE) ? s.memory_free
+                      : total > used + drv                                   ? total - used - drv
+                                                                             : 0;
+    json_t *o =
+        json_pack("{s:I, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:o}}", "index",
+                  (json_int_t)dev->index, "uuid", dev->info.uuid, "name", dev->info.name, "state",
+                  gpum_health_state_name(h.state), "reason", h.reason, "memory", "total",
+                  (json_int_t)total, "used", (json_int_t)used, "free", (json_int_t)free_b,
+                  "driver_reserved", have_drv ? json_integer((json_int_t)drv) : json_null());
+    if (o) {
+      gpumd_ops_device_json(d, dev->index, o);
+      json_array_append_new(arr, o);
+    }
+  }
+  return arr;
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The checks of json_in.h that are not the parser (json_fast.c): nesting on the raw text and
+ * the field names of an object.
+ */
+#include "json_in.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include <gpum/error.h>
+
+int gpumd_json_depth(const char *s, size_t len, int limit) {
+  int depth = 0, max = 0;
+  bool in_str = false;
+  for (size_t i = 0; i < len; i++) {
+    char ch = s[i];
+    if (in_str) {
+      if (ch == '\\')
+        i++;
+      else if (ch == '"')
+        in_str = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_str = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > max) {
+        max = depth;
+        if (max > limit)
+          return max;
+      }
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      depth--; /* stray closers cannot hide the openers that follow */
+    }
+  }
+  return max;
+}
+
+int gpumd_check_fields(json_t *obj, const char *const *allowed) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    bool ok = false;
+    for (const char *const *a = allowed; *a && !ok; a++)
+      ok = strcmp(*a, key) == 0;
+    if (!ok)
+      return gpum_error(GPUM_EINVAL, "unknown field '%s'", key);
+  }
+  return 0;
+}

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's JSON writer (json_out.h): replies, events, REST bodies and the ledger's documents are
+ * written with it, never with jansson's dumper.
+ */
+#include "json_out.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "core/options_internal.h"
+#include "utf8_internal.h"
+
+/* Replies are written with a small serialiser of our own: jansson's dumper checks every
+ * container for reference loops through a hash table keyed by a printed pointer, which was
+ * a quarter of gpumd's instructions per request. The output is what
+ * json_dumps(JSON_COMPACT) gives (keys in insertion order, '/' and non-ASCII as is), but for
+ * reals, which are written in their shortest form that reads back the same (gpumd_json_real:
+ * 0.95, where jansson's %.17g writes 0.94999999999999996), and for text that is not UTF-8
+ * (which jansson refuses to write): each byte that is not part of a character goes out as
+ * '?', so that whatever a string holds (a damaged ledger row, a driver's name) every message
+ * is valid UTF-8. Pieces gather in a stack buffer and reach the evbuffer in few, large adds. */
+static void dump_flush(gpumd_jw_t *b) {
+  if (b->used && evbuffer_add(b->out, b->buf, b->used) != 0)
+    b->rc = -1;
+  b->used = 0;
+}
+
+static void dump_bytes(gpumd_jw_t *b, const char *p, size_t n) {
+  if (n > sizeof b->buf - b->used) {
+    dump_flush(b);
+    if (n > sizeof b->buf) {
+      if (evbuffer_add(b->out, p, n) != 0)
+        b->rc = -1;
+      return;
+    }
+  }
+  memcpy(b->buf + b->used, p, n);
+  b->used += n;
+}
+
+static void dump_char(gpumd_jw_t *b, char ch) {
+  if (b->used == sizeof b->buf)
+    dump_flush(b);
+  b->buf[b->used++] = ch;
+}
+
+static void dump_put(void *ctx, const char *p, size_t len) {
+  dump_bytes(ctx, p, len);
+}
+
+/* Whether s needs no escape and is ASCII (the common case: keys, ids, names). */
+static bool plain(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch < 0x20 || ch >= 0x80 || ch == '"' || ch == '\\')
+      return false;
+  }
+  return true;
+}
+
+/* s as a JSON string, escaped by the library's one set of rules (gpum__json_escape), each
+ * byte that does not start a valid UTF-8 sequence written as '?'. */
+static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
+  if (n + 2 <= sizeof b->buf - b->used && plain(s, n)) { /* quote, bytes, quote in place */
+    char *p = b->buf + b->used;
+    p[0] = '"';
+    memcpy(p + 1, s, n);
+    p[n + 1] = '"';
+    b->used += n + 2;
+    return;
+  }
+  const unsigned char *u = (const unsigned char *)s;
+  size_t run = 0; /* the start of the bytes not written yet */
+  dump_bytes(b, "\"", 1);
+  for (size_t i = 0; i < n;) {
+    size_t k = u[i] < 0x80 ? 1 : gpumd_utf8_seq(u + i, n - i);
+    if (k > 0) {
+      i += k;
+      continue;
+    }
+    gpum__json_escape_runs(s + run, i - run, dump_put, b);
+    dump_bytes(b, "?", 1);
+    run = ++i;
+  }
+  gpum__json_escape_runs(s + run, n - run, dump_put, b);
+  dump_bytes(b, "\"", 1);
+}
+
+size_t gpumd_json_real(double v, char *buf, size_t len) {
+  int n = 0;
+  for (int prec = 15; prec <= 17; prec++) { /* 17 significant digits always read back */
+    n = snprintf(buf, len, "%.*g", prec, v);
+    if (n < 0 || (size_t)n >= len || strtod(buf, NULL) == v)
+      break;
+  }
+  if (n < 0 || (size_t)n >= len) {
+    buf[0] = '\0';
+    return 0;
+  }
+  if (strspn(buf, "-0123456789") == (size_t)n && (size_t)n + 2 < len) { /* 1 -> 1.0, as jansson */
+    memcpy(buf + n, ".0", 3);
+    n += 2;
+  }
+  return (size_t)n;
+}
+
+static void dump_integer(gpumd_jw_t *b, json_int_t v) {
+  char tmp[24];
+  size_t i = sizeof tmp;
+  unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+  do {
+    tmp[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0)
+    tmp[--i] = '-';
+  dump_bytes(b, tmp + i, sizeof tmp - i);
+}
+
+static void dump_value(gpumd_jw_t *b, json_t *v, int depth) {
+  if (depth > 64) { /* our own messages are shallow: this is a cycle or a bug */
+    b->rc = -1;
+    return;
+  }
+  switch (json_typeof(v)) {
+  case JSON_OBJECT: {
+    const char *key;
+    json_t *val;
+    bool first = true;
+    dump_char(b, '{');
+    json_object_foreach(v, key, val) {
+      if (!first)
+        dump_char(b, ',');
+      first = false;
+      dump_string(b, key, strlen(key));
+      dump_char(b, ':');
+      dump_value(b, val, depth + 1);
+    }
+    dump_char(b, '}');
+    break;
+  }
+  case JSON_ARRAY:
+    dump_char(b, '[');
+    for (size_t i = 0; i < json_array_size(v); i++) {
+      if (i)
+        dump_char(b, ',');
+      dump_value(b, json_array_get(v, i), depth + 1);
+    }
+    dump_char(b, ']');
+    break;
+  case JSON_STRING:
+    dump_string(b, json_string_value(v), json_string_length(v));
+    break;
+  case JSON_INTEGER:
+    dump_integer(b, json_integer_value(v));
+    break;
+  case JSON_REAL: {
+    char num[GPUMD_REAL_BUFSZ];
+    size_t n = gpumd_json_real(json_real_value(v), num, sizeof num);
+    dump_bytes(b, num, n);
+    break;
+  }
+  case JSON_TRUE:
+    dump_bytes(b, "true", 4);
+    break;
+  case JSON_FALSE:
+    dump_bytes(b, "false", 5);
+    break;
+  default:
+    dump_bytes(b, "null", 4);
+  }
+}
+
+void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out) {
+  w->out = out;
+  w->used = 0;
+  w->rc = 0;
+}
+
+int gpumd_json_write(struct evbuffer *out, json_t *v) {
+  gpumd_jw_t w;
+  gpumd_jw_init(&w, out);
+  dump_value(&w, v, 0);
+  return gpumd_jw_end(&w);
+}
+
+void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n) {
+  dump_bytes(w, s, n);
+}
+
+void gpumd_jw_string(gpumd_jw_t *w, const char *s) {
+  dump_string(w, s, strlen(s));
+}
+
+void gpumd_jw_int(gpumd_jw_t *w, long long v) {
+  dump_integer(w, (json_int_t)v);
+}
+
+void gpumd_jw_value(gpumd_jw_t *w, json_t *v) {
+  dump_value(w, v, 0);
+}
+
+int gpumd_jw_end(gpumd_jw_t *w) {
+  dump_flush(w);
+  return w->rc;
+}

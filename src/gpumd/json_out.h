@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's JSON writer (json_out.c): every reply, event, REST body and rendered document leaves
+ * gpumd through it, as compact JSON that is always valid UTF-8. A leaf: it uses jansson and
+ * libevent's buffers, nothing of gpumd.
+ */
+#ifndef GPUMD_JSON_OUT_H
+#define GPUMD_JSON_OUT_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+struct evbuffer;
+
+/* Appends v to out as compact JSON, byte for byte what json_dumps(v, JSON_COMPACT) gives, without
+ * jansson's loop-detection cost. Returns 0, or -1 when out cannot grow (out may then hold a
+ * partial value). */
+int gpumd_json_write(struct evbuffer *out, json_t *v);
+/* Writes v in the shortest form (15 to 17 significant digits) that reads back as v, with ".0"
+ * on a whole number as jansson writes it ("0.95", "1e-05", "3.0"), into buf; returns its
+ * length (0 and "" when len is too small; GPUMD_REAL_BUFSZ always suffices). Reals in
+ * gpumd's replies, REST bodies and events are written this way, never as jansson's %.17g. */
+#define GPUMD_REAL_BUFSZ 32
+size_t gpumd_json_real(double v, char *buf, size_t len);
+/* A JSON writer with the output of gpumd_json_write, for messages written without building
+ * jansson values first (the hot replies): pieces gather in a buffer and reach out in few adds.
+ * gpumd_jw_end flushes and returns 0, or -1 when out could not grow. */
+typedef struct {
+  struct evbuffer *out;
+  size_t used;
+  int rc;
+  char buf[4096];
+} gpumd_jw_t;
+void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out);
+void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n); /* as is */
+/* A string literal as is, and "key": for a key that is a string literal (a protocol name):
+ * GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_STATE)). */
+#define GPUMD_JW_LIT(w, lit) gpumd_jw_raw((w), (lit), sizeof(lit) - 1)
+#define GPUMD_JSON_KEY(key) "\"" key "\":"
+void gpumd_jw_string(gpumd_jw_t *w, const char *s); /* quoted and escaped */
+void gpumd_jw_int(gpumd_jw_t *w, long long v);
+void gpumd_jw_value(gpumd_jw_t *w, json_t *v);
+int gpumd_jw_end(gpumd_jw_t *w);
+
+#endif /* GPUMD_JSON_OUT_H */

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The end of a loop turn, in one place: the scheduler's last word on the turn (admission's
+ * reads, "queued" events), then the ledger's commit (or the hand-over to its writer thread),
+ * then the output each channel held back for it (the event streams, the HTTP responses, the
+ * socket connections), which goes only once what it tells is durable (docs/architecture.md).
+ */
+#include <event2/event.h>
+
+#include <gpum/error.h>
+#include <gpum/log.h>
+
+#include "gpumd_internal.h"
+
+/* The staged output of the turns just committed (none is held: this runs only when the
+ * writer has nothing of ours). */
+static void flush_staged(gpumd_t *d) {
+  gpumd_sse_flush(d);  /* events, now that their transitions are durable */
+  gpumd_http_flush(d); /* HTTP responses, likewise */
+  gpumd_conns_flush(d);
+}
+
+/* The staged output of the turns handed to the ledger's writer. The held list is empty here
+ * (the writer had finished and its output was released). */
+static void seal_staged(gpumd_t *d) {
+  gpumd_sse_seal(d);
+  gpumd_http_seal(d);
+  gpumd_conns_seal(d);
+}
+
+/* The writer has committed: the held output goes. */
+static void release_held(gpumd_t *d) {
+  gpumd_sse_release(d);
+  gpumd_http_release(d);
+  gpumd_conns_release(d);
+}
+
+/* A ledger failure: nothing of this turn (or of turns waiting for the writer) may reach a
+ * client. Stop without writing; the restart recovers from the last committed state. */
+static void commit_failed(gpumd_t *d) {
+  gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger commit failed: %s; stopping", gpum_last_error());
+  d->commit_failed = true;
+  d->exit_code = 1;
+  d->stop = true;
+}
+
+void gpumd_end_turn(gpumd_t *d) {
+  if (d->commit_failed)
+    return; /* what is staged or held may rest on the failed writes: it never goes out */
+  gpumd_admission_end_turn(d); /* grants that waited for a fresh read go in this commit */
+  gpumd_ops_turn_events(d);
+  int rc = d->ledger ? gpumd_ledger_poll(d->ledger) : 0;
+  if (rc < 0) {
+    commit_failed(d);
+    return;
+  }
+  bool released = rc == 1;
+  if (d->ledger && gpumd_ledger_writing(d->ledger))
+    return; /* this turn waits for the writer: staged, it goes with the next batch */
+  /* The writer gets the next batch first, then the last batch's output goes out while it
+   * works (the writes to the clients overlap the commit). */
+  rc = gpumd_ops_commit(d);
+  if (rc < 0) {
+    commit_failed(d);
+    return;
+  }
+  if (released)
+    release_held(d);
+  if (rc == 1)
+    seal_staged(d);
+  else
+    flush_staged(d);
+  if (d->dirty)
+    event_active(d->kick, 0, 0);
+}
+
+void gpumd_finish_turns(gpumd_t *d) {
+  do {
+    if (d->ledger)
+      gpumd_ledger_wait(d->ledger);
+    gpumd_end_turn(d);
+  } while (!d->commit_failed && d->ledger && gpumd_ledger_writing(d->ledger));
+}
