@@ -106,27 +106,3 @@ int gpumd_op_disable(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **o
 int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
   return set_switch(d, a, req, false, out);
 }
-
-void gpumd_admin_apply(gpumd_t *d) {
-  gpumd_ledger_disabled_t *list = NULL;
-  size_t n = 0;
-  if (!d->ledger || !d->mon)
-    return;
-  if (gpumd_ledger_load_disabled(d->ledger, &list, &n) != 0) {
-    gpum_log(GPUM_LOG_ERROR, "gpumd", "cannot read the disabled devices: %s", gpum_last_error());
-    return;
-  }
-  for (size_t k = 0; k < n; k++) {
-    for (unsigned i = 0; i < d->device_count; i++) {
-      gpumd_device_t *dev = &d->devices[i];
-      gpum_device_health_t h;
-      if (!dev->answered || strcmp(dev->info.uuid, list[k].uuid) != 0 ||
-          gpum_monitor_health(d->mon, dev->index, &h) != 0 || h.state == GPUM_HEALTH_DISABLED)
-        continue;
-      gpum_monitor_set_disabled(d->mon, dev->index, true, list[k].reason);
-      gpum_log(GPUM_LOG_INFO, "gpumd", "device %u (%s) stays disabled (uid %u): %s", dev->index,
-               dev->info.uuid, list[k].uid, list[k].reason);
-    }
-  }
-  free(list);
-}

@@ -332,10 +332,12 @@ static const char *transition_name(gpumd_resv_state_t to) {
 }
 
 void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                          gpumd_resv_state_t to) {
+                          gpumd_resv_state_t to, json_t *doc) {
   struct gpumd_obs *o = d->obs;
-  if (!o || to < GPUMD_RESV_QUEUED || to > GPUMD_RESV_FAILED)
+  if (!o || to < GPUMD_RESV_QUEUED || to > GPUMD_RESV_FAILED) {
+    json_decref(doc);
     return;
+  }
   gpumd_obs_changed(o);
   o->transitions[to]++;
   if (to == GPUMD_RESV_GRANTED && from == GPUMD_RESV_QUEUED) {
@@ -346,14 +348,12 @@ void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t 
     o->wait_count++;
     o->wait_sum += wait;
   }
-  /* Published with no stream open too: the ring keeps it for a client that reconnects. Not
-   * built at all when nobody could get it (no stream, no watcher, http.event_replay 0): this
-   * runs at every reservation's every transition. */
-  if (!gpumd_sse_heard(d))
+  /* Published with no stream open too: the ring keeps it for a client that reconnects. */
+  if (!doc)
     return;
   json_t *ev = json_pack("{s:s, s:s, s:o}", "transition", transition_name(to), "from",
                          from == GPUMD_RESV_NEW ? "new" : transition_name(from), "reservation",
-                         gpumd_resv_json(d, r, false));
+                         doc);
   gpumd_sse_publish(d, "reservation", ev);
 }
 

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <gpum/log.h>
+
 #include "gpumd_internal.h"
 
 json_t *gpumd_devices_json(gpumd_t *d) {
@@ -42,4 +44,28 @@ json_t *gpumd_devices_json(gpumd_t *d) {
     }
   }
   return arr;
+}
+
+void gpumd_admin_apply(gpumd_t *d) {
+  gpumd_ledger_disabled_t *list = NULL;
+  size_t n = 0;
+  if (!d->ledger || !d->mon)
+    return;
+  if (gpumd_ledger_load_disabled(d->ledger, &list, &n) != 0) {
+    gpum_log(GPUM_LOG_ERROR, "gpumd", "cannot read the disabled devices: %s", gpum_last_error());
+    return;
+  }
+  for (size_t k = 0; k < n; k++) {
+    for (unsigned i = 0; i < d->device_count; i++) {
+      gpumd_device_t *dev = &d->devices[i];
+      gpum_device_health_t h;
+      if (!dev->answered || strcmp(dev->info.uuid, list[k].uuid) != 0 ||
+          gpum_monitor_health(d->mon, dev->index, &h) != 0 || h.state == GPUM_HEALTH_DISABLED)
+        continue;
+      gpum_monitor_set_disabled(d->mon, dev->index, true, list[k].reason);
+      gpum_log(GPUM_LOG_INFO, "gpumd", "device %u (%s) stays disabled (uid %u): %s", dev->index,
+               dev->info.uuid, list[k].uid, list[k].reason);
+    }
+  }
+  free(list);
 }

@@ -280,7 +280,9 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
     d->queue_changed = true;
   if (from != GPUMD_RESV_NEW)
     event_to_owner(d, cause, r, event_name(to));
-  gpumd_obs_transition(d, r, from, to);
+  /* The event's document is not built at all when nobody could get it (no stream, no watcher,
+   * http.event_replay 0): this runs at every reservation's every transition. */
+  gpumd_obs_transition(d, r, from, to, gpumd_sse_heard(d) ? gpumd_resv_json(d, r, false) : NULL);
   if (gpumd_resv_state_final(to)) {
     if (cause && cause->final && cause->about == r->id)
       *cause->final = *r;

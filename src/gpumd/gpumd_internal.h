@@ -535,8 +535,10 @@ void gpumd_obs_round(gpumd_t *d);
 /* A device's static info was read: the alert engine learns it. */
 void gpumd_obs_device_info(gpumd_t *d, const gpumd_device_t *dev);
 void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev);
+/* doc: r's document for the "reservation" event (stolen), NULL when nobody could get the
+ * event (gpumd_sse_heard false). */
 void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                          gpumd_resv_state_t to);
+                          gpumd_resv_state_t to, json_t *doc);
 
 /* ---- http*.c (REST API; docs/rest.md) ---- */
 /* Starts the HTTP server per http.listen (nothing when "off"); creates or reads the API token.
