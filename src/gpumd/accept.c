@@ -13,7 +13,7 @@
 
 #include "accept_internal.h"
 #include "os_internal.h"
-#include "gpumd_internal.h"
+#include "gpumd.h"
 #include "obs_internal.h"
 
 /* The guards in use, found by their listener: the error callback gets the listener's own

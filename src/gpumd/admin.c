@@ -5,7 +5,7 @@
  * device is DISABLED in the monitor (with the operator's reason), so the scheduler grants
  * nothing new on it while the reservations already there run on ("drain"); enabling gives it
  * back to the health rules. The switch is stored in the ledger by UUID, in the turn that made
- * it, and applied again whenever gpumd starts (gpumd_admin_apply).
+ * it, and applied again whenever gpumd starts (gpumd_engine_apply_disabled).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,11 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
-#include "gpumd_internal.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "json_in.h"
+#include "ledger.h"
+#include "ops.h"
 #include "os_internal.h"
 #include "ledger.h"
 
@@ -44,7 +48,7 @@ static int find_device(gpumd_t *d, json_t *req, gpumd_device_t **out) {
 
 /* {"device": D} for dev, as in status. */
 static int device_reply(gpumd_t *d, const gpumd_device_t *dev, json_t **out) {
-  json_t *all = gpumd_devices_json(d);
+  json_t *all = gpumd_engine_devices_json(d);
   json_t *one = NULL;
   size_t i;
   json_t *o;
@@ -94,8 +98,8 @@ static int set_switch(gpumd_t *d, const gpumd_actor_t *a, json_t *req, bool disa
            dev->info.uuid, disable ? "disabled" : "enabled", a->uid, a->via ? " over " : "",
            a->via ? a->via : "", disable ? reason : "back to the health rules");
   /* The scheduler sees the new state in this turn: nothing is placed on it after the reply. */
-  gpumd_ops_device_health(d, dev->index, disable ? GPUM_HEALTH_DISABLED : GPUM_HEALTH_AVAILABLE,
-                          reason);
+  gpumd_engine_device_health(d, dev->index, disable ? GPUM_HEALTH_DISABLED : GPUM_HEALTH_AVAILABLE,
+                             reason);
   return device_reply(d, dev, out);
 }
 

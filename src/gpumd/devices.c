@@ -23,7 +23,8 @@
 #include <gpum/log.h>
 
 #include "os_internal.h"
-#include "gpumd_internal.h"
+#include "devices.h"
+#include "gpumd.h"
 
 /* On the sampler thread: queue the event and wake the loop. Must be quick. */
 static void on_monitor_event(const gpum_monitor_event_t *ev, void *user) {

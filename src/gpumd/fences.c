@@ -18,7 +18,9 @@
 #include <gpum/log.h>
 
 #include "fences_internal.h"
-#include "gpumd_internal.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "sched.h"
 
 #define SHM_DIR "/dev/shm"
 

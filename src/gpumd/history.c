@@ -15,6 +15,8 @@
 #include <gpum/error.h>
 
 #include "obs_internal.h"
+#include "json_out.h"
+#include "obs.h"
 #include "os_internal.h"
 
 enum { V_USED = 1, V_TOTAL = 2, V_UTIL = 4, V_TEMP = 8, V_POWER = 16, V_SCHED = 32 };

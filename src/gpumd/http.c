@@ -34,6 +34,8 @@
 
 #include "http_internal.h"
 #include "obs_internal.h"
+#include "accept_internal.h"
+#include "net.h"
 
 /* ---- start and stop ---------------------------------------------------------------------- */
 

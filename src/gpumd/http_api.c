@@ -25,6 +25,16 @@
 
 #include "http_internal.h"
 #include "obs_internal.h"
+#include "devices.h"
+#include "engine.h"
+#include "json_in.h"
+#include "json_out.h"
+#include "ledger.h"
+#include "obs.h"
+#include "ops.h"
+#include "pidstart_internal.h"
+#include "rest.h"
+#include "sched.h"
 #include "os_internal.h"
 #include "pidstart_internal.h"
 
@@ -263,7 +273,7 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
   char pat[128] = "*";
   if (type)
     type_pattern(type, pat, sizeof pat);
-  json_t *all = gpumd_devices_json(call->d), *keep = json_array();
+  json_t *all = gpumd_engine_devices_json(call->d), *keep = json_array();
   size_t i;
   json_t *dev;
   json_array_foreach(all, i, dev) {
@@ -330,8 +340,8 @@ int gpumd_http_resv_get(gpumd_http_call_t *call) {
     r = &old;
   if (!r)
     return gpum_error(GPUM_ENOENT, "no reservation %s", call->id);
-  json_t *o = gpumd_resv_json(call->d, r, false);
-  gpumd_resv_add_fenced(call->d, o, r);
+  json_t *o = gpumd_engine_resv_json(call->d, r, false);
+  gpumd_engine_resv_add_fenced(call->d, o, r);
   call->out = json_pack("{s:o}", "reservation", o);
   return 0;
 }
@@ -670,7 +680,7 @@ int gpumd_http_alerts(gpumd_http_call_t *call) {
     json_object_set_new(req, "limit", json_integer(limit));
   }
   gpumd_actor_t a = http_actor(call);
-  rc = gpumd_op_alerts(call->d, &a, req, &call->out);
+  rc = gpumd_obs_op_alerts(call->d, &a, req, &call->out);
   json_decref(req);
   return rc;
 }

@@ -26,6 +26,8 @@
 #include "os_internal.h"
 #include "http_internal.h"
 #include "obs_internal.h"
+#include "accept_internal.h"
+#include "net.h"
 
 /* ---- connections and their limit ---------------------------------------------------------- */
 

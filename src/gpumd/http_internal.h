@@ -14,7 +14,8 @@
 
 #include <jansson.h>
 
-#include "gpumd_internal.h"
+#include "gpumd.h"
+#include "net.h"
 
 struct evhttp;
 struct evhttp_connection;
@@ -113,9 +114,6 @@ void gpumd__http_reply_json(struct gpumd_http *h, struct evhttp_request *req, in
  * gpum_strerror(code)). */
 void gpumd__http_reply_error(struct gpumd_http *h, struct evhttp_request *req, int status, int code,
                              const char *msg);
-
-/* http_router.c: evhttp's callback for every request (arg: the struct gpumd_http). */
-void gpumd__http_on_request(struct evhttp_request *req, void *arg);
 
 /* http_conns.c */
 struct gpumd_http_conn;

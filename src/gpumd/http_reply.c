@@ -20,6 +20,9 @@
 
 #include "http_internal.h"
 #include "obs_internal.h"
+#include "json_out.h"
+#include "net.h"
+#include "utf8_internal.h"
 
 /* ---- responses ---------------------------------------------------------------------------- */
 

@@ -20,6 +20,7 @@
 
 #include "http_internal.h"
 #include "obs_internal.h"
+#include "net.h"
 
 /* ---- the bearer token ------------------------------------------------------------------- */
 

@@ -16,6 +16,8 @@
 #include <gpum/error.h>
 
 #include "http_internal.h"
+#include "net.h"
+#include "rest.h"
 #include "web_internal.h"
 
 #define ASSETS_PREFIX "/assets/"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A fast path for parsing requests (see gpumd_json_parse in gpumd_internal.h). jansson reads
+ * A fast path for parsing requests (see gpumd_json_parse in json_in.h). jansson reads
  * its input through a character stream with a callback per byte; for the small requests of
  * the socket protocol that was a third of the loop's work per request. This parser takes the
  * common shape only: objects and arrays, strings of printable ASCII without escapes, integers

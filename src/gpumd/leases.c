@@ -18,7 +18,9 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
-#include "gpumd_internal.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "pidstart_internal.h"
 #include "os_internal.h"
 #include "pidstart_internal.h"
 
@@ -115,7 +117,7 @@ static void on_pid_exit(evutil_socket_t fd, short what, void *arg) {
              (int)l->pid);
   else
     snprintf(reason, sizeof reason, "lease process %d exited", (int)l->pid);
-  gpumd_ops_lease_ended(d, l->id, GPUMD_RESV_RELEASED, reason);
+  gpumd_engine_lease_ended(d, l->id, GPUMD_RESV_RELEASED, reason);
 }
 
 void gpumd_lease_unwatch_pid(gpumd_lease_t *l) {
@@ -156,7 +158,7 @@ static void on_ttl(evutil_socket_t fd, short what, void *arg) {
     gpumd_lease_arm_ttl(d, l, l->expires_ns);
     return;
   }
-  gpumd_ops_lease_ended(d, l->id, GPUMD_RESV_EXPIRED, "lease ttl passed without renewal");
+  gpumd_engine_lease_ended(d, l->id, GPUMD_RESV_EXPIRED, "lease ttl passed without renewal");
 }
 
 int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns) {

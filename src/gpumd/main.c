@@ -21,8 +21,14 @@
 #include <gpum/log.h>
 #include <gpum/version.h>
 
-#include "gpumd_internal.h"
-#include "http_internal.h"
+#include "devices.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "net.h"
+#include "obs.h"
+#include "proto.h"
+#include "rest.h"
+#include "turn.h"
 #include "os_internal.h"
 
 static void usage(FILE *out) {
@@ -129,7 +135,8 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
       gpum_log(GPUM_LOG_WARN, "gpumd", "%s changed: it takes effect at the next start", fixed[i]);
   gpum_config_t *old = d->cfg;
   d->cfg = cfg;
-  if (gpum_config_apply_logging(cfg) != 0 || load_admin_group(d) != 0 || gpumd_ops_reload(d) != 0) {
+  if (gpum_config_apply_logging(cfg) != 0 || load_admin_group(d) != 0 ||
+      gpumd_engine_reload(d) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "reload failed, keeping the old configuration: %s",
              gpum_last_error());
     d->cfg = old;
@@ -157,7 +164,7 @@ static void on_device_info(gpumd_t *d, const gpumd_device_t *dev) {
 
 static void on_device_event(gpumd_t *d, const gpum_monitor_event_t *ev) {
   if (ev->kind == GPUM_MONEV_HEALTH)
-    gpumd_ops_device_health(d, ev->device, ev->to, ev->reason);
+    gpumd_engine_device_health(d, ev->device, ev->to, ev->reason);
   gpumd_obs_monitor_event(d, ev);
 }
 
@@ -167,7 +174,7 @@ static void on_device_round(gpumd_t *d) {
   for (unsigned i = 0; i < d->device_count; i++) {
     gpum_device_sample_t s;
     if (gpum_monitor_latest(d->mon, d->devices[i].index, &s) == 0)
-      gpumd_ops_device_sample(d, d->devices[i].index, &s);
+      gpumd_engine_device_sample(d, d->devices[i].index, &s);
   }
   gpumd_obs_round(d);
 }
@@ -175,12 +182,12 @@ static void on_device_round(gpumd_t *d) {
 static const gpumd_hooks_t hooks = {
     .line = gpumd_proto_line,
     .conn_closing = gpumd_watch_stop,
-    .conn_closed = gpumd_ops_conn_closed,
+    .conn_closed = gpumd_engine_conn_closed,
     .device_info = on_device_info,
-    .device_answered = gpumd_ops_device_answered,
+    .device_answered = gpumd_engine_device_answered,
     .device_event = on_device_event,
     .device_round = on_device_round,
-    .http_request = gpumd__http_on_request,
+    .http_request = gpumd_rest_on_request,
 };
 
 static int start(gpumd_t *d) {
@@ -211,7 +218,7 @@ static int start(gpumd_t *d) {
   if (rc == 0)
     rc = gpumd_devices_run(d);
   if (rc == 0)
-    rc = gpumd_ops_start(d);
+    rc = gpumd_engine_start(d);
   if (rc == 0)
     rc = gpumd_http_start(d);
   return rc;
@@ -222,7 +229,7 @@ static void stop(gpumd_t *d) {
   gpumd_http_stop(d);
   gpumd_devices_stop(d);
   gpumd_obs_stop(d);
-  gpumd_ops_stop(d);
+  gpumd_engine_stop(d);
   gpumd_server_stop(d);
   struct event *evs[] = {d->kick, d->sig_term, d->sig_int, d->sig_hup};
   for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)

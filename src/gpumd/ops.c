@@ -20,7 +20,15 @@
 #include <gpum/size.h>
 #include <gpum/version.h>
 
-#include "gpumd_internal.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "json_in.h"
+#include "ledger.h"
+#include "net.h"
+#include "obs.h"
+#include "ops.h"
+#include "pidstart_internal.h"
+#include "sched.h"
 #include "os_internal.h"
 #include "pidstart_internal.h"
 
@@ -146,7 +154,7 @@ static void resv_body(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resv_t *r,
     *out = NULL;
     return;
   }
-  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, with_token));
+  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_engine_resv_json(d, r, with_token));
 }
 
 /* ---- hello, status, list ------------------------------------------------------------------ */
@@ -185,7 +193,7 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
   size_t qn = gpumd_sched_queue_length(d->sched);
   for (size_t i = 0; i < qn; i++) {
     const gpumd_resv_t *r = gpumd_sched_queue_at(d->sched, i);
-    json_array_append_new(queue, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
+    json_array_append_new(queue, gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
   }
   json_t *node = json_pack(
       "{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", GPUM_PROTO_F_HOSTNAME, host, GPUM_PROTO_F_VERSION,
@@ -193,7 +201,7 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
       (json_int_t)d->start_ns, GPUM_PROTO_F_RESERVATIONS, (json_int_t)gpumd_sched_count(d->sched),
       GPUM_PROTO_F_QUEUED, (json_int_t)qn, GPUM_PROTO_F_CLIENTS, (json_int_t)d->conn_count);
   *out = json_pack("{s:o, s:o, s:o}", GPUM_PROTO_F_NODE, node, GPUM_PROTO_F_DEVICES,
-                   gpumd_devices_json(d), GPUM_PROTO_F_QUEUE, queue);
+                   gpumd_engine_devices_json(d), GPUM_PROTO_F_QUEUE, queue);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
@@ -213,8 +221,8 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out)
   for (size_t i = 0; i < n; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (r->uid == a->uid || json_is_true(all)) {
-      json_t *o = gpumd_resv_json(d, r, a->conn && r->uid == a->uid);
-      gpumd_resv_add_fenced(d, o, r);
+      json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
+      gpumd_engine_resv_add_fenced(d, o, r);
       json_array_append_new(arr, o);
     }
   }
@@ -404,7 +412,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
     resv_body(d, a, r, a->conn != NULL, out);
   else
     rc = gpum_error(GPUM_EINTERNAL, "reservation ended at once");
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
   return rc;
 }
 
@@ -468,7 +476,7 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   if (rc != 0 || final.id != rid)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
   resv_body(d, a, &final, own, out);
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
   return 0;
 }
 
@@ -500,7 +508,7 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
   if (gpumd_ledger_put(d->ledger, r) != 0)
     d->ledger_failed = true;
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
-                   gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
+                   gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
   return 0;
 }
 
@@ -551,7 +559,7 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
   gpum_log(GPUM_LOG_INFO, "gpumd", "r-%llu %s (uid %lu)", (unsigned long long)rid, why,
            (unsigned long)a->uid);
   resv_body(d, a, r, a->conn && r->uid == a->uid, out);
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
   return 0;
 }
 
@@ -627,7 +635,8 @@ static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
   if (l->awaiting_attach && r->lease == GPUMD_LEASE_CONNECTION)
     gpumd_lease_unwatch_pid(l); /* bound to c now: its close ends it, whoever made it */
   l->awaiting_attach = false;
-  gpumd_reply_ok(c, id, json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
+  gpumd_reply_ok(c, id,
+                 json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_engine_resv_json(d, r, true)));
 }
 
 /* The REST API's bearer token (docs/rest.md): shown, or rotated, for admins only. */
@@ -648,7 +657,7 @@ static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
 
 typedef int (*op_core_fn)(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 
-void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
+void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
   /* An op is either a socket-only handler or a core shared with the REST API, called with
    * the peer as actor and answered with its body or error. */
   static const struct {
@@ -664,7 +673,7 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
              {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
              {GPUM_PROTO_OP_LIST, NULL, gpumd_op_list},
              {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
-             {GPUM_PROTO_OP_ALERTS, NULL, gpumd_op_alerts},
+             {GPUM_PROTO_OP_ALERTS, NULL, gpumd_obs_op_alerts},
              {GPUM_PROTO_OP_DISABLE, NULL, gpumd_op_disable},
              {GPUM_PROTO_OP_ENABLE, NULL, gpumd_op_enable},
              {GPUM_PROTO_OP_REPORT, NULL, gpumd_op_report},

@@ -14,7 +14,8 @@
 #include <gpum/device.h>
 #include <gpum/error.h>
 
-#include "gpumd_internal.h"
+#include "devices.h"
+#include "gpumd.h"
 
 /* One device's list, as a reader reads it (flat: copied out by gpumd_procs_get). */
 static int read_list(gpum_device_session_t *s, unsigned index, const void *request, void *result,

@@ -9,7 +9,11 @@
  */
 #include <gpum/error.h>
 
-#include "gpumd_internal.h"
+#include "gpumd.h"
+#include "json_in.h"
+#include "net.h"
+#include "ops.h"
+#include "proto.h"
 
 void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
   while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
@@ -47,7 +51,7 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
     gpumd_reply_err(c, id, GPUM_EINVAL, "a request needs an \"op\" string");
     goto out_req;
   }
-  gpumd_ops_dispatch(c, id, json_string_value(op), req);
+  gpumd_op_dispatch(c, id, json_string_value(op), req);
 out_req:
   json_decref(req);
 }

@@ -10,6 +10,7 @@
 #include <gpum/error.h>
 
 #include "obs_internal.h"
+#include "obs.h"
 
 /* A rendering shared by the responses that send it: evbuffer_add_reference points each
  * response at the same bytes (no copy per request), and the last reference frees it. All on

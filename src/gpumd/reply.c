@@ -10,7 +10,10 @@
 
 #include <gpum/error.h>
 
-#include "gpumd_internal.h"
+#include "gpumd.h"
+#include "json_out.h"
+#include "net.h"
+#include "utf8_internal.h"
 
 static json_t *id_or_null(json_t *id) {
   return id ? json_incref(id) : json_null();

@@ -15,7 +15,10 @@
 
 #include <gpum/error.h>
 
-#include "gpumd_internal.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "net.h"
+#include "sched.h"
 #include "os_internal.h"
 
 #define REPORTS_MAX 512 /* over all reservations */

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The reply {"reservation": R} of a socket reserve or release, written straight from the
- * engine's reservation (gpumd_resv_write) without building it.
+ * engine's reservation (gpumd_engine_resv_write) without building it.
  */
-#include "gpumd_internal.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "json_out.h"
+#include "net.h"
 
 typedef struct {
   gpumd_t *d;
@@ -16,7 +19,7 @@ typedef struct {
 static void fill_resv_reply(gpumd_jw_t *w, void *arg) {
   const resv_reply_t *a = arg;
   GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_RESERVATION));
-  gpumd_resv_write(a->d, w, a->r, a->with_token);
+  gpumd_engine_resv_write(a->d, w, a->r, a->with_token);
   GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
   if (a->id)
     gpumd_jw_value(w, a->id);

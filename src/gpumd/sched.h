@@ -265,7 +265,7 @@ typedef struct {
 /* ---- Options, callbacks, lifecycle ------------------------------------------------------ */
 
 /* Who or what causes the transitions of one call (a client's request, a timer, a device
- * change): a type of the caller's (gpumd: gpumd_internal.h), which the scheduler never reads.
+ * change): a type of the caller's (gpumd: gpumd.h), which the scheduler never reads.
  * Every call that may change reservations takes one and hands it, as is, to on_transition
  * for each transition the call causes. NULL is fine. */
 typedef struct gpumd_cause gpumd_cause_t;

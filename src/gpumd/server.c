@@ -30,7 +30,12 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
-#include "gpumd_internal.h"
+#include "accept_internal.h"
+#include "gpumd.h"
+#include "json_out.h"
+#include "net.h"
+#include "paths_internal.h"
+#include "pidstart_internal.h"
 #include "pidstart_internal.h"
 #include "core/options_internal.h"
 #include "os_internal.h"

@@ -41,6 +41,8 @@
 #include <gpum/log.h>
 
 #include "obs_internal.h"
+#include "json_out.h"
+#include "obs.h"
 #include "os_internal.h"
 
 #define SSE_WRITE_TIMEOUT_S 30

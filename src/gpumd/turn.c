@@ -10,7 +10,11 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
-#include "gpumd_internal.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "ledger.h"
+#include "net.h"
+#include "obs.h"
 
 /* The staged output of the turns just committed (none is held: this runs only when the
  * writer has nothing of ours). */
@@ -48,7 +52,7 @@ void gpumd_end_turn(gpumd_t *d) {
   if (d->commit_failed)
     return; /* what is staged or held may rest on the failed writes: it never goes out */
   gpumd_admission_end_turn(d); /* grants that waited for a fresh read go in this commit */
-  gpumd_ops_turn_events(d);
+  gpumd_engine_turn_events(d);
   int rc = d->ledger ? gpumd_ledger_poll(d->ledger) : 0;
   if (rc < 0) {
     commit_failed(d);
@@ -59,7 +63,7 @@ void gpumd_end_turn(gpumd_t *d) {
     return; /* this turn waits for the writer: staged, it goes with the next batch */
   /* The writer gets the next batch first, then the last batch's output goes out while it
    * works (the writes to the clients overlap the commit). */
-  rc = gpumd_ops_commit(d);
+  rc = gpumd_engine_commit(d);
   if (rc < 0) {
     commit_failed(d);
     return;

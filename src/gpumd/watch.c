@@ -25,7 +25,11 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
-#include "gpumd_internal.h"
+#include "gpumd.h"
+#include "json_in.h"
+#include "json_out.h"
+#include "net.h"
+#include "obs.h"
 #include "obs_internal.h"
 
 static void link_watcher(gpumd_conn_t *c) {

@@ -19,7 +19,14 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "gpumd_internal.h"
+#include "devices.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "net.h"
+#include "obs.h"
+#include "ops.h"
+#include "proto.h"
+#include "rest.h"
 
 static unsigned fast_taken; /* inputs the fast path took itself */
 

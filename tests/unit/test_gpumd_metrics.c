@@ -28,7 +28,14 @@
 #include <gpum/error.h>
 #include <gpum/options.h>
 
-#include "gpumd_internal.h"
+#include "devices.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "net.h"
+#include "obs.h"
+#include "ops.h"
+#include "proto.h"
+#include "rest.h"
 
 #define GIB (1024ull * 1024 * 1024)
 
@@ -308,8 +315,8 @@ static void test_publish_without_streams(void **state) {
   gpumd_sse_publish(&f->d, "alert", json_pack("{s:i}", "x", 1));
   gpumd_sse_flush(&f->d);
   gpumd_sse_publish(NULL, "alert", json_pack("{s:i}", "x", 1));
-  assert_non_null(gpumd_alerts(&f->d));
-  assert_null(gpumd_alerts(NULL));
+  assert_non_null(gpumd_obs_alerts(&f->d));
+  assert_null(gpumd_obs_alerts(NULL));
 }
 
 static void test_bad_rule_fails_start(void **state) {

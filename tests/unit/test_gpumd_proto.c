@@ -26,7 +26,14 @@
 #include <gpum/error.h>
 
 #include "client/client_internal.h"
-#include "gpumd_internal.h"
+#include "devices.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "net.h"
+#include "obs.h"
+#include "ops.h"
+#include "proto.h"
+#include "rest.h"
 
 static int depth(const char *s) {
   return gpumd_json_depth(s, strlen(s), 100);

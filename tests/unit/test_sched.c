@@ -20,7 +20,7 @@
 
 #include <gpum/error.h>
 
-#include "gpumd_internal.h" /* gpumd_cause_t, opaque to the scheduler */
+#include "gpumd.h" /* gpumd_cause_t, opaque to the scheduler */
 #include "sched.h"
 
 #define MiB (UINT64_C(1) << 20)

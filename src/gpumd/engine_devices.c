@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The "devices" array of the status reply: each device as the monitor sees it (devices.c)
- * with what the scheduler holds on it (gpumd_ops_device_json).
+ * with what the scheduler holds on it (gpumd_engine_device_json).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <gpum/log.h>
 
-#include "gpumd_internal.h"
+#include "engine.h"
+#include "gpumd.h"
+#include "ledger.h"
 
-json_t *gpumd_devices_json(gpumd_t *d) {
+json_t *gpumd_engine_devices_json(gpumd_t *d) {
   json_t *arr = json_array();
   for (unsigned i = 0; i < d->device_count; i++) {
     gpumd_device_t *dev = &d->devices[i];
@@ -39,14 +41,14 @@ json_t *gpumd_devices_json(gpumd_t *d) {
                   (json_int_t)total, "used", (json_int_t)used, "free", (json_int_t)free_b,
                   "driver_reserved", have_drv ? json_integer((json_int_t)drv) : json_null());
     if (o) {
-      gpumd_ops_device_json(d, dev->index, o);
+      gpumd_engine_device_json(d, dev->index, o);
       json_array_append_new(arr, o);
     }
   }
   return arr;
 }
 
-void gpumd_admin_apply(gpumd_t *d) {
+void gpumd_engine_apply_disabled(gpumd_t *d) {
   gpumd_ledger_disabled_t *list = NULL;
   size_t n = 0;
   if (!d->ledger || !d->mon)

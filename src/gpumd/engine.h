@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpumd's engine: the one owner of reservations and the one writer of their ledger rows
+ * (engine.c), their leases (leases.c), the reads made before a grant (admission.c), those that
+ * ended lately (ended.c), the figures their processes report (reports.c), the devices as the
+ * scheduler sees them (engine_devices.c) and the reply that carries one (resv_reply.c).
+ */
+#ifndef GPUMD_ENGINE_H
+#define GPUMD_ENGINE_H
+
+#include "gpumd.h"
+#include "json_out.h"
+
+/* gpumd_reply_ok with the body {"reservation": R}, written without building it. */
+void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, bool with_token);
+/* Applies the ledger's disabled devices to the devices that have answered (at start, and when
+ * a silent device answers). */
+void gpumd_engine_apply_disabled(gpumd_t *d);
+/* Called when c closes (connection leases end). */
+void gpumd_engine_conn_closed(gpumd_conn_t *c);
+/* Device news from devices.c, on the loop: a health transition, a fresh sample (every
+ * monitor interval), a pressure level reached (1 high, 2 critical). */
+void gpumd_engine_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason);
+void gpumd_engine_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s);
+/* The scheduler's view of device index from what gpumd knows: the monitor's sample (NULL: its
+ * latest), the newest process list and memory (procs: unmanaged memory recomputed from it, else
+ * kept), health, and whether it was read afresh this turn. False for an unknown device. */
+bool gpumd_engine_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample,
+                              bool procs, gpumd_sched_device_t *out);
+/* The "devices" array of the status reply. */
+json_t *gpumd_engine_devices_json(gpumd_t *d);
+#define GPUMD_ENDED_MAX 256
+#define GPUMD_ENDED_KEEP_NS (600ull * 1000000000ull) /* 10 minutes */
+/* Keeps a copy of r, which has just reached a final state. */
+void gpumd_ended_note(gpumd_t *d, const gpumd_resv_t *r);
+/* The reservations that ended within GPUMD_ENDED_KEEP_NS before now, newest first: the actor's
+ * own, or everyone's with all (no tokens). */
+json_t *gpumd_ended_json(gpumd_t *d, const gpumd_actor_t *a, bool all, uint64_t now_ns);
+/* Before a grant or a growth is decided: every device read afresh (once per turn), its view
+ * handed to the scheduler as fresh, then one scheduling pass. */
+void gpumd_admission_read(gpumd_t *d);
+/* The same when something waits in the queue: before a change that may grant it (a release),
+ * so that the grant is decided with the change, in its actor's name. */
+void gpumd_admission_read_if_queued(gpumd_t *d);
+/* At the end of a turn: a read for what a pass would have granted on stale views, then every
+ * view stale again. */
+void gpumd_admission_end_turn(gpumd_t *d);
+/* "committed X is Y over its capacity of Z" for a device whose st.overcommit > 0: the words
+ * of its reason in documents and of its alert. Returns buf. */
+char *gpumd_admission_overcommit_text(const gpumd_sched_device_stats_t *st, char *buf, size_t len);
+/* A device that was silent answered (its info is in gpumd_device_find(d, index)): the ledger
+ * learns its UUID and the scheduler its view, with its health from then on. */
+void gpumd_engine_device_answered(gpumd_t *d, unsigned index);
+/* Runs the scheduler's timers (queue timeouts) and re-arms its timer. */
+void gpumd_engine_tick(gpumd_t *d);
+/* The protocol's reservation object (token only when with_token). */
+/* Adds "fenced" (what the job holds under the enforcement shim, or null) to a GRANTED
+ * reservation's document o: for listings and the REST document, not for replies and events
+ * (which the fast writer must produce byte for byte the same). */
+void gpumd_engine_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
+/* The GRANTED reservation on device that process pid, or its nearest ancestor, holds (gpum
+ * run's CMD and a Slurm step's tasks count as their holder's), or NULL. Reads /proc. */
+const gpumd_resv_t *gpumd_engine_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid);
+/* Keeps figures ({"name": number}, checked: names, count) as pid's latest for source on the
+ * granted reservation rid. GPUM_EINVAL (bad names or values), GPUM_EBUSY (too many sources). */
+int gpumd_reports_put(gpumd_t *d, uint64_t rid, int32_t pid, const char *source, json_t *figures);
+/* [{"pid", "source", "age_ms", "figures"}] of rid's live processes; NULL when none. */
+json_t *gpumd_reports_json(gpumd_t *d, uint64_t rid);
+/* The number of reports after dropping those of ended reservations and processes, and the
+ * i-th of them (NULL past the end). */
+size_t gpumd_reports_count(gpumd_t *d);
+const struct gpumd_report *gpumd_report_at(gpumd_t *d, size_t i, uint64_t *rid, int32_t *pid,
+                                           const char **source, json_t **figures);
+void gpumd_reports_free(gpumd_t *d);
+/* Remembers that c reported on rid (up to 8 reservations) and, the first time, sends it the
+ * pressure of rid's devices that are under pressure now. */
+void gpumd_reports_subscribe(gpumd_t *d, gpumd_conn_t *c, const gpumd_resv_t *r);
+/* Whether c holds a lease on, or reported on, a live reservation on device. */
+bool gpumd_engine_conn_watches_device(gpumd_t *d, gpumd_conn_t *c, unsigned device);
+json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token);
+/* The same object written straight to w, byte for byte what gpumd_json_write gives for
+ * gpumd_engine_resv_json (the hot replies skip building it). */
+void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token);
+/* Adds the scheduler's fields ("committed", "reserved", "unmanaged", "jobs", "reservations")
+ * to a device object of the status reply. */
+void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o);
+/* A lease ended (pid exit, ttl): end the reservation with state to. */
+void gpumd_engine_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason);
+/* Opens the ledger, restores its reservations (recovery) and feeds the devices. */
+int gpumd_engine_start(gpumd_t *d);
+void gpumd_engine_stop(gpumd_t *d);
+/* Rebuilds the scheduler options from the config (start and SIGHUP). */
+int gpumd_engine_reload(gpumd_t *d);
+/* End of turn, before the commit: "queued" events to clients whose queue position moved. */
+void gpumd_engine_turn_events(gpumd_t *d);
+/* Commits the ledger writes of this turn (and of the turns before it that waited for the
+ * writer thread), if any. Returns 0 (committed, or nothing to commit: the output may go), 1
+ * (handed to the writer thread: the output waits for gpumd_ledger_poll) or a negative code.
+ * Not while gpumd_ledger_writing(). */
+int gpumd_engine_commit(gpumd_t *d);
+gpumd_lease_t *gpumd_lease_get(gpumd_t *d, uint64_t id);
+/* The lease of id, created when missing (NULL: out of memory). */
+gpumd_lease_t *gpumd_lease_add(gpumd_t *d, uint64_t id);
+void gpumd_lease_bind(gpumd_lease_t *l, gpumd_conn_t *c); /* c NULL: unbind */
+/* Watches pid (the process with start time start_time, 0 = unknown) through a pidfd: when it
+ * exits, the lease ends (RELEASED; the reason names the lease process, or, while the lease
+ * awaits a re-attach, the owner). Returns 0, GPUM_ENOENT (no such process, or its pid now names
+ * another) or GPUM_EIO. */
+int gpumd_lease_watch_pid(gpumd_t *d, gpumd_lease_t *l, int32_t pid, uint64_t start_time);
+/* Stops watching the lease's pid (none watched: nothing). */
+void gpumd_lease_unwatch_pid(gpumd_lease_t *l);
+int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns);
+void gpumd_lease_remove(gpumd_t *d, uint64_t id);
+void gpumd_leases_free_all(gpumd_t *d);
+
+#endif /* GPUMD_ENGINE_H */
