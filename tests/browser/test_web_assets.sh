@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The dashboard's files as gpumd serves them (src/gpumd/http_web.c): GET / is the page and
+# The dashboard's files as gpumd serves them (src/gpumd/rest/http_web.c): GET / is the page and
 # /assets/NAME each embedded file, byte for byte the ones in web/ and uPlot's dist, with
 # Content-Type, a strong ETag (304 on If-None-Match), no-cache, nosniff and the CSP; HEAD has
 # the headers and no body; an unknown name is 404, another method 405 with Allow. No token is

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for gpumd_json_parse (src/gpumd/json_fast.c): for every input its result is
+ * Unit tests for gpumd_json_parse (src/gpumd/util/json_fast.c): for every input its result is
  * json_loadb's with JSON_REJECT_DUPLICATES | JSON_DECODE_ANY (the same value, types included,
  * or NULL and the same error for both), and its fast path alone gives that value or nothing;
  * the protocol's common requests take the fast path; on hand-picked inputs at the edges of its fast

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for gpumd's Prometheus rendering (src/gpumd/metrics.c) and the counters behind it
- * (src/gpumd/alerts.c): a daemon state built by hand (two devices whose uuid and model need
+ * Unit tests for gpumd's Prometheus rendering (src/gpumd/rest/metrics.c) and the counters behind it
+ * (src/gpumd/obs/alerts.c): a daemon state built by hand (two devices whose uuid and model need
  * escaping, a scheduler with a granted and a queued reservation, no monitor) renders a text
  * where every family has one HELP and one TYPE line before its samples, no series repeats,
  * label values are escaped, the reservation's reserved bytes, the Xid counter, the alert

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for gpumd's protocol helpers (src/gpumd/proto.c): the nesting-depth scan that
+ * Unit tests for gpumd's protocol helpers (src/gpumd/proto/proto.c): the nesting-depth scan that
  * runs before a line is parsed (strings and escapes skipped, early stop past the limit), the
  * unknown-field check that names the offending field, the protocol's names shared with the
  * client library (both sides' enums map through the one table of client/protocol_internal.h),
@@ -81,7 +81,7 @@ static void test_check_fields(void **state) {
   json_decref(empty);
 }
 
-/* gpumd's own JSON writer (src/gpumd/server.c) must give exactly jansson's compact output, but
+/* gpumd's own JSON writer (src/gpumd/net/server.c) must give exactly jansson's compact output, but
  * for reals (test_json_reals). */
 static void check_same_as_jansson(json_t *v) {
   assert_non_null(v);

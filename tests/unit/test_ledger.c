@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for the gpumd ledger (src/gpumd/ledger.h): a full round trip of every reservation
+ * Unit tests for the gpumd ledger (src/gpumd/ledger/ledger.h): a full round trip of every reservation
  * field, one transaction (one commit) per loop turn and its invisibility to other readers
  * before the commit, rollback, the audit trail, reopening after close and after a process
  * exits without closing (the SIGKILL case), file modes, the recovery policy, and the errors:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for the gpumd scheduler (src/gpumd/sched.h): the admission inequality with
+ * Unit tests for the gpumd scheduler (src/gpumd/sched/sched.h): the admission inequality with
  * unmanaged memory and the safety margin, the pack / spread / score placements, multi-GPU
  * all-or-nothing, every never-fit reason, priority order and FIFO, backfill inside and past
  * its bound, queue timeouts with REJECT and WAIT, max_concurrent_jobs, device loss with
