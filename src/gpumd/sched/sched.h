@@ -183,11 +183,6 @@ typedef struct {
 /* Writes "r-<id>" into buf (GPUMD_RESV_ID_BUFSZ suffices) and returns buf. */
 char *gpumd_resv_id_format(uint64_t id, char *buf, size_t len);
 
-/* snprintf's job on the request path, at a fraction of its cost: append s, or the decimal v,
- * to buf[len] at *off, cutting at the end of buf (before a UTF-8 character the cut would
- * split); buf stays NUL-terminated (len > 0). */
-void gpumd_cat(char *buf, size_t len, size_t *off, const char *s);
-void gpumd_cat_u64(char *buf, size_t len, size_t *off, uint64_t v);
 /* Checks a Slurm job id and step id as a reservation stores them: the job "N" or, for an array
  * task, "N_T" (N and T 1 to 10 decimal digits); the step "N" or one of Slurm's named steps
  * "batch", "extern", "interactive". Both NULL is fine (no Slurm job). Returns 0 or GPUM_EINVAL

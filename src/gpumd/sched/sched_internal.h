@@ -7,6 +7,7 @@
 #define GPUMD_SCHED_INTERNAL_H
 
 #include "sched.h"
+#include "utf8_internal.h"
 
 /* One device: the daemon's view plus the scheduler's accounting. */
 typedef struct {

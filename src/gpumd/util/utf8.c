@@ -69,3 +69,22 @@ size_t gpumd_utf8_cut(const char *s, size_t max) {
     n--; /* s[n] continues a character: cut before its first byte */
   return n;
 }
+
+void gpumd_cat(char *buf, size_t len, size_t *off, const char *s) {
+  size_t o = *off < len ? *off : len - 1;
+  size_t n = gpumd_utf8_cut(s, len - 1 - o); /* a cut never splits a character */
+  memcpy(buf + o, s, n);
+  buf[o + n] = '\0';
+  *off = o + n;
+}
+
+void gpumd_cat_u64(char *buf, size_t len, size_t *off, uint64_t v) {
+  char tmp[24];
+  size_t i = sizeof(tmp) - 1;
+  tmp[i] = '\0';
+  do {
+    tmp[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  gpumd_cat(buf, len, off, tmp + i);
+}
