@@ -56,19 +56,28 @@ static bool job_view(nvmlDevice_t device, uint64_t *limit, uint64_t *used) {
   return ord >= 0 && gpum__enf_view((unsigned)ord, limit, used);
 }
 
+/* The device's memory as the job sees it when it runs fenced: total at most its limit, used
+ * what it holds, free what is left of the limit (never more than the device has free).
+ * Returns false (nothing changed) when the job is not fenced on device. */
+static bool clamp_to_job(nvmlDevice_t device, unsigned long long *total, unsigned long long *used,
+                         unsigned long long *free_b) {
+  uint64_t limit, held;
+  if (!job_view(device, &limit, &held))
+    return false;
+  *total = limit < *total ? limit : *total;
+  unsigned long long left = *total > held ? *total - held : 0;
+  *used = held;
+  *free_b = left < *free_b ? left : *free_b;
+  return true;
+}
+
 GPUM_ENFORCE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device,
                                                          nvmlMemory_t *memory) {
   if (!gpum__enf_nvml_ready(NULL) || !gpum__enf_real.nvmlDeviceGetMemoryInfo)
     return NVML_ERROR_UNINITIALIZED;
   nvmlReturn_t r = gpum__enf_real.nvmlDeviceGetMemoryInfo(device, memory);
-  uint64_t limit, used;
-  if (r != NVML_SUCCESS || !job_view(device, &limit, &used))
-    return r;
-  unsigned long long total = limit < memory->total ? limit : memory->total;
-  unsigned long long left = total > used ? total - used : 0;
-  memory->total = total;
-  memory->used = used;
-  memory->free = left < memory->free ? left : memory->free;
+  if (r == NVML_SUCCESS)
+    (void)clamp_to_job(device, &memory->total, &memory->used, &memory->free);
   return r;
 }
 
@@ -77,14 +86,7 @@ GPUM_ENFORCE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
   if (!gpum__enf_nvml_ready(NULL) || !gpum__enf_real.nvmlDeviceGetMemoryInfo_v2)
     return NVML_ERROR_UNINITIALIZED;
   nvmlReturn_t r = gpum__enf_real.nvmlDeviceGetMemoryInfo_v2(device, memory);
-  uint64_t limit, used;
-  if (r != NVML_SUCCESS || !job_view(device, &limit, &used))
-    return r;
-  unsigned long long total = limit < memory->total ? limit : memory->total;
-  unsigned long long left = total > used ? total - used : 0;
-  memory->total = total;
-  memory->reserved = 0;
-  memory->used = used;
-  memory->free = left < memory->free ? left : memory->free;
+  if (r == NVML_SUCCESS && clamp_to_job(device, &memory->total, &memory->used, &memory->free))
+    memory->reserved = 0;
   return r;
 }
