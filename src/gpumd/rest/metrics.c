@@ -172,15 +172,49 @@ static void daemon_metrics(gpumd_t *d, writer_t *w) {
       (unsigned long long)(o ? o->streams_dropped : 0));
 }
 
+/* The families read straight from a sample: value * mul / div, printed as an integer when
+ * both are 1. */
+typedef struct {
+  gpum_metric_t metric;
+  const char *name, *type, *help;
+  double mul, div;
+} sample_family_t;
+
+static const sample_family_t memory_families[] = {
+    {GPUM_METRIC_MEMORY_TOTAL, "gpum_device_memory_total_bytes", "gauge",
+     "Device memory in total, bytes.", 1, 1},
+    {GPUM_METRIC_MEMORY_USED, "gpum_device_memory_used_bytes", "gauge",
+     "Device memory in use by all processes, bytes.", 1, 1},
+    {GPUM_METRIC_MEMORY_FREE, "gpum_device_memory_free_bytes", "gauge",
+     "Device memory free, bytes.", 1, 1},
+    {GPUM_METRIC_MEMORY_RESERVED, "gpum_device_memory_driver_reserved_bytes", "gauge",
+     "Device memory the driver keeps for itself, bytes.", 1, 1},
+    {GPUM_METRIC_UTIL_GPU, "gpum_device_utilization_ratio", "gauge",
+     "Share of the last sample period a kernel ran on the GPU, 0 to 1.", 1, 100},
+    {GPUM_METRIC_UTIL_MEMORY, "gpum_device_memory_utilization_ratio", "gauge",
+     "Share of the last sample period device memory was read or written, 0 to 1.", 1, 100},
+};
+
+static const sample_family_t power_families[] = {
+    {GPUM_METRIC_POWER, "gpum_device_power_watts", "gauge", "Power drawn by the device, watts.", 1,
+     1000},
+    {GPUM_METRIC_CLOCK_SM, "gpum_device_sm_clock_hertz", "gauge",
+     "Streaming multiprocessor clock, hertz.", 1e6, 1},
+    {GPUM_METRIC_CLOCK_MEM, "gpum_device_memory_clock_hertz", "gauge", "Memory clock, hertz.", 1e6,
+     1},
+};
+
 /* A family of one sample metric: devices whose newest sample has it valid. */
-static void sample_family(writer_t *w, devview_t *v, unsigned n, gpum_metric_t m, const char *name,
-                          const char *type, const char *help, double mul, double div) {
+static void sample_family(writer_t *w, devview_t *v, unsigned n, const sample_family_t *f) {
+  gpum_metric_t m = f->metric;
+  const char *name = f->name;
+  double mul = f->mul, div = f->div;
   bool any = false;
   for (unsigned i = 0; i < n && !any; i++)
     any = v[i].have_sample && gpum_sample_valid(&v[i].s, m);
   if (!any)
     return;
-  family(w, name, type, help);
+  family(w, name, f->type, f->help);
   for (unsigned i = 0; i < n; i++) {
     if (!v[i].have_sample || !gpum_sample_valid(&v[i].s, m))
       continue;
@@ -192,20 +226,14 @@ static void sample_family(writer_t *w, devview_t *v, unsigned n, gpum_metric_t m
   }
 }
 
+static void sample_families(writer_t *w, devview_t *v, unsigned n, const sample_family_t *f,
+                            size_t count) {
+  for (size_t k = 0; k < count; k++)
+    sample_family(w, v, n, &f[k]);
+}
+
 static void device_metrics(writer_t *w, devview_t *v, unsigned n) {
-  sample_family(w, v, n, GPUM_METRIC_MEMORY_TOTAL, "gpum_device_memory_total_bytes", "gauge",
-                "Device memory in total, bytes.", 1, 1);
-  sample_family(w, v, n, GPUM_METRIC_MEMORY_USED, "gpum_device_memory_used_bytes", "gauge",
-                "Device memory in use by all processes, bytes.", 1, 1);
-  sample_family(w, v, n, GPUM_METRIC_MEMORY_FREE, "gpum_device_memory_free_bytes", "gauge",
-                "Device memory free, bytes.", 1, 1);
-  sample_family(w, v, n, GPUM_METRIC_MEMORY_RESERVED, "gpum_device_memory_driver_reserved_bytes",
-                "gauge", "Device memory the driver keeps for itself, bytes.", 1, 1);
-  sample_family(w, v, n, GPUM_METRIC_UTIL_GPU, "gpum_device_utilization_ratio", "gauge",
-                "Share of the last sample period a kernel ran on the GPU, 0 to 1.", 1, 100);
-  sample_family(w, v, n, GPUM_METRIC_UTIL_MEMORY, "gpum_device_memory_utilization_ratio", "gauge",
-                "Share of the last sample period device memory was read or written, 0 to 1.", 1,
-                100);
+  sample_families(w, v, n, memory_families, sizeof memory_families / sizeof memory_families[0]);
   /* Temperature may be negative: print it signed. */
   bool any = false;
   for (unsigned i = 0; i < n && !any; i++)
@@ -216,12 +244,7 @@ static void device_metrics(writer_t *w, devview_t *v, unsigned n) {
       if (v[i].have_sample && gpum_sample_valid(&v[i].s, GPUM_METRIC_TEMPERATURE))
         put(w, "gpum_device_temperature_celsius{%s} %d\n", v[i].labels, v[i].s.temperature_c);
   }
-  sample_family(w, v, n, GPUM_METRIC_POWER, "gpum_device_power_watts", "gauge",
-                "Power drawn by the device, watts.", 1, 1000);
-  sample_family(w, v, n, GPUM_METRIC_CLOCK_SM, "gpum_device_sm_clock_hertz", "gauge",
-                "Streaming multiprocessor clock, hertz.", 1e6, 1);
-  sample_family(w, v, n, GPUM_METRIC_CLOCK_MEM, "gpum_device_memory_clock_hertz", "gauge",
-                "Memory clock, hertz.", 1e6, 1);
+  sample_families(w, v, n, power_families, sizeof power_families / sizeof power_families[0]);
   any = false;
   for (unsigned i = 0; i < n && !any; i++)
     any = v[i].have_sample && (gpum_sample_valid(&v[i].s, GPUM_METRIC_ECC_CORRECTED) ||
