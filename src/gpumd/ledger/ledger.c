@@ -214,23 +214,21 @@ static int check_version(gpumd_ledger_t *l, int64_t *version) {
  * this gpumd's version, and checks every row, in one transaction: a ledger refused for a row
  * is left as it was. */
 static int setup_schema(gpumd_ledger_t *l, int64_t version) {
+  /* migrations[k] takes a ledger of version k to version k + 1 (0: none yet, the schema). */
+  static const char *const migrations[] = {schema_v1,  migrate_v2, migrate_v3, migrate_v4,
+                                           migrate_v5, migrate_v6, migrate_v7, migrate_v8};
+  _Static_assert(sizeof migrations / sizeof migrations[0] == GPUMD_LEDGER_SCHEMA_VERSION,
+                 "a migration for every schema version");
   int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin");
-  if (rc == 0 && version == 0)
-    rc = exec(l, schema_v1, "cannot create the schema");
-  if (rc == 0 && version < 2)
-    rc = exec(l, migrate_v2, "cannot migrate the schema to version 2");
-  if (rc == 0 && version < 3)
-    rc = exec(l, migrate_v3, "cannot migrate the schema to version 3");
-  if (rc == 0 && version < 4)
-    rc = exec(l, migrate_v4, "cannot migrate the schema to version 4");
-  if (rc == 0 && version < 5)
-    rc = exec(l, migrate_v5, "cannot migrate the schema to version 5");
-  if (rc == 0 && version < 6)
-    rc = exec(l, migrate_v6, "cannot migrate the schema to version 6");
-  if (rc == 0 && version < 7)
-    rc = exec(l, migrate_v7, "cannot migrate the schema to version 7");
-  if (rc == 0 && version < 8)
-    rc = exec(l, migrate_v8, "cannot migrate the schema to version 8");
+  for (int64_t k = version; rc == 0 && k < (int64_t)(sizeof migrations / sizeof migrations[0]);
+       k++) {
+    char what[64];
+    if (k == 0)
+      snprintf(what, sizeof what, "cannot create the schema");
+    else
+      snprintf(what, sizeof what, "cannot migrate the schema to version %lld", (long long)k + 1);
+    rc = exec(l, migrations[k], what);
+  }
   if (rc == 0)
     rc = gpumd__ledger_check_rows(l);
   if (rc == 0)
