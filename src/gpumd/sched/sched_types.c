@@ -46,6 +46,23 @@ static int lookup(const char *const *names, size_t n, const char *s) {
   return -1;
 }
 
+/* names[i], or "unknown" past its end. */
+static const char *name_at(const char *const *names, size_t n, int i) {
+  return i >= 0 && (size_t)i < n ? names[i] : "unknown";
+}
+
+/* *out = the index of s in names; GPUM_EINVAL "unknown WHAT 's' (expected EXPECTED)" when it is
+ * not one. */
+static int parse_name(const char *const *names, size_t n, const char *s, const char *what,
+                      const char *expected, int *out) {
+  int i = lookup(names, n, s);
+  if (i < 0)
+    return gpum_error(GPUM_EINVAL, "unknown %s '%s' (expected %s)", what, s ? s : "(null)",
+                      expected);
+  *out = i;
+  return 0;
+}
+
 const char *gpumd_resv_state_name(gpumd_resv_state_t s) {
   if (s == GPUMD_RESV_NEW)
     return "NEW";
@@ -68,46 +85,45 @@ bool gpumd_resv_state_final(gpumd_resv_state_t s) {
 }
 
 const char *gpumd_lease_kind_name(gpumd_lease_kind_t k) {
-  return (int)k >= 0 && (size_t)k < COUNT(lease_names) ? lease_names[k] : "unknown";
+  return name_at(lease_names, COUNT(lease_names), (int)k);
 }
 
 int gpumd_lease_kind_parse(const char *s, gpumd_lease_kind_t *out) {
-  int i = lookup(lease_names, COUNT(lease_names), s);
-  if (i < 0)
-    return gpum_error(GPUM_EINVAL, "unknown lease '%s' (expected connection, pid or ttl)",
-                      s ? s : "(null)");
-  *out = (gpumd_lease_kind_t)i;
-  return 0;
+  int i = 0;
+  int rc = parse_name(lease_names, COUNT(lease_names), s, "lease", "connection, pid or ttl", &i);
+  if (rc == 0)
+    *out = (gpumd_lease_kind_t)i;
+  return rc;
 }
 
 const char *gpumd_on_timeout_name(gpumd_on_timeout_t t) {
-  return (int)t >= 0 && (size_t)t < COUNT(timeout_names) ? timeout_names[t] : "unknown";
+  return name_at(timeout_names, COUNT(timeout_names), (int)t);
 }
 
 int gpumd_on_timeout_parse(const char *s, gpumd_on_timeout_t *out) {
-  int i = lookup(timeout_names, COUNT(timeout_names), s);
-  if (i < 0)
-    return gpum_error(GPUM_EINVAL, "unknown timeout action '%s' (expected reject or wait)",
-                      s ? s : "(null)");
-  *out = (gpumd_on_timeout_t)i;
-  return 0;
+  int i = 0;
+  int rc =
+      parse_name(timeout_names, COUNT(timeout_names), s, "timeout action", "reject or wait", &i);
+  if (rc == 0)
+    *out = (gpumd_on_timeout_t)i;
+  return rc;
 }
 
 const char *gpumd_placement_name(gpumd_placement_t p) {
-  return (int)p >= 0 && (size_t)p < COUNT(placement_names) ? placement_names[p] : "unknown";
+  return name_at(placement_names, COUNT(placement_names), (int)p);
 }
 
 int gpumd_placement_parse(const char *s, gpumd_placement_t *out) {
-  int i = lookup(placement_names, COUNT(placement_names), s);
-  if (i < 0)
-    return gpum_error(GPUM_EINVAL, "unknown placement '%s' (expected pack, spread or score)",
-                      s ? s : "(null)");
-  *out = (gpumd_placement_t)i;
-  return 0;
+  int i = 0;
+  int rc = parse_name(placement_names, COUNT(placement_names), s, "placement",
+                      "pack, spread or score", &i);
+  if (rc == 0)
+    *out = (gpumd_placement_t)i;
+  return rc;
 }
 
 const char *gpumd_pressure_name(gpumd_pressure_t p) {
-  return (int)p >= 0 && (size_t)p < COUNT(pressure_names) ? pressure_names[p] : "unknown";
+  return name_at(pressure_names, COUNT(pressure_names), (int)p);
 }
 
 char *gpumd_resv_id_format(uint64_t id, char *buf, size_t len) {
