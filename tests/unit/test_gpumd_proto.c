@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for gpumd's protocol helpers (src/gpumd/proto/proto.c): the nesting-depth scan that
- * runs before a line is parsed (strings and escapes skipped, early stop past the limit), the
- * unknown-field check that names the offending field, the protocol's names shared with the
- * client library (both sides' enums map through the one table of client/protocol_internal.h),
- * and the error replies to bad lines:
- * exactly one valid UTF-8 line per line, whatever bytes the parse error quotes (a backslash
- * before a non-ASCII character), EPROTO for JSON values that are not objects, messages cut
- * before a character, and an error for a reply whose body could not be built. The
- * daemon-level behaviour (closing on over-long lines, the socket) is tested in
- * tests/integration/test_gpumd_basic.sh.
+ * Unit tests for gpumd's protocol helpers (src/gpumd/proto/proto.c, src/gpumd/util/json_in.c,
+ * src/gpumd/net/reply.c): the nesting-depth scan that runs before a line is parsed (strings and
+ * escapes skipped, early stop past the limit), the unknown-field check that names the offending
+ * field, the protocol's names shared with the client library (both sides' enums map through the one
+ * table of client/protocol_internal.h), and the error replies to bad lines: exactly one valid UTF-8
+ * line per line, whatever bytes the parse error quotes (a backslash before a non-ASCII character),
+ * EPROTO for JSON values that are not objects, messages cut before a character, and an error for a
+ * reply whose body could not be built. The daemon-level behaviour (closing on over-long lines, the
+ * socket) is tested in tests/integration/test_gpumd_basic.sh.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -81,8 +80,8 @@ static void test_check_fields(void **state) {
   json_decref(empty);
 }
 
-/* gpumd's own JSON writer (src/gpumd/net/server.c) must give exactly jansson's compact output, but
- * for reals (test_json_reals). */
+/* gpumd's own JSON writer (src/gpumd/util/json_out.c) must give exactly jansson's compact output,
+ * but for reals (test_json_reals). */
 static void check_same_as_jansson(json_t *v) {
   assert_non_null(v);
   char *want = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
