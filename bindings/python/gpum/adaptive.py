@@ -19,12 +19,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
 
 from ._lib import lib
 from . import _types as t
-from .errors import GpumError, OutOfMemory, check, error_for
+from .errors import GPUM_EDEVOOM, GPUM_EINTR, GpumError, OutOfMemory, check, error_for
 
 __all__ = ["adaptive", "Adaptive", "BatchInfo", "BatchStats"]
-
-GPUM_EDEVOOM = -16
-GPUM_EINTR = -26
 
 lib.gpum_batch_create.argtypes = [c.POINTER(t.BatchOpts), c.POINTER(c.c_void_p)]
 lib.gpum_batch_destroy.argtypes = [c.c_void_p]

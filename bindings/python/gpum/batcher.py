@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, U
 from ._lib import lib
 from . import _types as t
 from .adaptive import _default_ooms, _free_framework_cache
-from .errors import check, error_for
+from .errors import GPUM_EAGAIN, GPUM_EDEVOOM, GPUM_EIO, check, error_for
 from . import report as _report
 
 __all__ = ["Batcher", "BatcherStats"]
@@ -54,8 +54,6 @@ lib.gpum_batcher_wait.argtypes = [c.c_void_p, c.c_int64, c.c_void_p]
 lib.gpum_batcher_cancel.argtypes = [c.c_void_p]
 lib.gpum_batcher_req_free.argtypes = [c.c_void_p]
 lib.gpum_batcher_req_free.restype = None
-
-GPUM_EDEVOOM, GPUM_EIO, GPUM_EAGAIN = -16, -8, -7
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ._lib import lib
 from . import _types as t
-from .errors import check
+from .errors import GPUM_ENOSPC, check
 
 __all__ = ["Monitor", "Sample", "Health", "MonitorEvent", "Alert"]
 
@@ -279,7 +279,7 @@ class Monitor:
         when there are more: ask again from the last one's timestamp)."""
         arr, n = (t.DeviceSample * cap)(), c.c_size_t()
         rc = lib.gpum_monitor_history(self._mon, device, since_ns, arr, cap, c.byref(n))
-        if rc != -12:  # GPUM_ENOSPC: more than cap, the oldest cap were copied
+        if rc != GPUM_ENOSPC:  # more than cap, the oldest cap were copied
             check(rc)
         return [_sample(arr[i]) for i in range(min(n.value, cap))]
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._lib import lib
 from . import _types as t
-from .errors import check, error_for
+from .errors import GPUM_ENOSPC, check, error_for
 
 __all__ = ["devices", "status", "Gpu", "Memory", "Process", "Status"]
 
@@ -123,7 +123,7 @@ def _device(sess: c.c_void_p, i: int) -> Gpu:
     if rc == 0:
         arr, n = (t.Process * 256)(), c.c_size_t()
         prc = lib.gpum_device_processes(sess, i, arr, 256, c.byref(n))
-        if prc == 0 or prc == -12:  # GPUM_ENOSPC: the first 256
+        if prc == 0 or prc == GPUM_ENOSPC:  # the first 256
             procs = tuple(Process(arr[k].pid, arr[k].memory if arr[k].memory_valid else None,
                                   arr[k].user.decode(errors="replace"),
                                   arr[k].command.decode(errors="replace"))

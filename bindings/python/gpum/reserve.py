@@ -28,7 +28,10 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 
 from ._lib import lib
 from . import _types as t
-from .errors import DaemonUnavailable, GpumError, PermissionDenied, check, error_for
+from .errors import (
+    GPUM_ECLOSED, GPUM_EINTR, GPUM_ESTATE, DaemonUnavailable, GpumError, PermissionDenied, check,
+    error_for,
+)
 
 __all__ = ["reserve", "Reservation", "Device", "Pressure", "CudaAlreadyInitialized"]
 
@@ -46,7 +49,6 @@ lib.gpum_reservation_env.argtypes = [c.POINTER(t.Reservation), c.POINTER(t.EnvVa
                                      c.POINTER(c.c_size_t)]
 
 EV_QUEUED, EV_GRANTED, EV_ENDED, EV_PRESSURE, EV_LOST, EV_REATTACHED, EV_GAVE_UP = range(1, 8)
-GPUM_ESTATE, GPUM_ECLOSED, GPUM_EINTR = -19, -22, -26
 STATES = ["UNKNOWN", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED"]
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Deque, Iterator, NamedTuple, Optional, Tuple, 
 
 from ._lib import lib
 from . import _types as t
-from .errors import OutOfMemory, check, error_for
+from .errors import GPUM_ENOENT, GPUM_ENOSPC, OutOfMemory, check, error_for
 from .pool import _size
 from . import report as _report
 
@@ -55,7 +55,6 @@ lib.gpum_tiercache_pressure.argtypes = [_VP, _U64, c.POINTER(_U64)]
 lib.gpum_tiercache_stats.argtypes = [_VP, c.POINTER(t.TierCacheStats)]
 lib.gpum_tiercache_stats.restype = None
 
-GPUM_ENOENT, GPUM_ENOSPC = -3, -12
 _ALL = (1 << 64) - 1
 
 Key = Union[bytes, bytearray, memoryview, str]
