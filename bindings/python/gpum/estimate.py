@@ -15,6 +15,7 @@ from typing import Any, Optional, Tuple
 from ._lib import lib
 from . import _types as t
 from .errors import check
+from .pool import _size
 
 __all__ = ["estimate", "Estimate", "presets", "accumulation"]
 
@@ -31,14 +32,6 @@ _fn.gpum_estimate_accumulation.argtypes = [c.c_uint64, c.c_uint64, c.c_uint32,
                                            c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]
 _fn.gpum_model_preset_name.restype = c.c_char_p
 _fn.gpum_model_preset_name.argtypes = [c.c_size_t]
-
-
-def _size(v: Any) -> int:
-    if isinstance(v, int):
-        return v
-    out = c.c_uint64()
-    check(lib.gpum_size_parse(str(v).encode(), c.byref(out)))
-    return out.value
 
 
 @dataclass(frozen=True)

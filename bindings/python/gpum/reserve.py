@@ -32,6 +32,7 @@ from .errors import (
     GPUM_ECLOSED, GPUM_EINTR, GPUM_ESTATE, DaemonUnavailable, GpumError, PermissionDenied, check,
     error_for,
 )
+from .pool import _size
 
 __all__ = ["reserve", "Reservation", "Device", "Pressure", "CudaAlreadyInitialized"]
 
@@ -68,14 +69,6 @@ class Pressure:
     device: int       # gpumd's index of the GPU under pressure
     used_ratio: float
     level: str        # "high", "critical", or "none" (back under pressure.high)
-
-
-def _size(v: Union[int, str]) -> int:
-    if isinstance(v, int):
-        return v
-    out = c.c_uint64()
-    check(lib.gpum_size_parse(v.encode(), c.byref(out)))
-    return out.value
 
 
 def _ms(v: Union[None, int, float, str]) -> int:
