@@ -19,19 +19,19 @@ from .pool import _size
 
 __all__ = ["estimate", "Estimate", "presets", "accumulation"]
 
-_fn = lib
-_fn.gpum_model_init.restype = None
-_fn.gpum_estimate_opts_init.restype = None
-_fn.gpum_estimate_opts_init.argtypes = [c.c_void_p]
-_fn.gpum_estimate_parse.argtypes = [c.c_char_p, c.c_void_p, c.c_void_p]
-_fn.gpum_estimate_set.argtypes = [c.c_void_p, c.c_void_p, c.c_char_p, c.c_char_p]
-_fn.gpum_estimate.argtypes = [c.c_void_p, c.c_void_p, c.POINTER(t.Estimate)]
-_fn.gpum_estimate_max_batch.argtypes = [c.c_void_p, c.c_void_p, c.c_uint64,
+lib.gpum_model_init.argtypes = [c.c_void_p, c.c_int]
+lib.gpum_model_init.restype = None
+lib.gpum_estimate_opts_init.argtypes = [c.c_void_p]
+lib.gpum_estimate_opts_init.restype = None
+lib.gpum_estimate_parse.argtypes = [c.c_char_p, c.c_void_p, c.c_void_p]
+lib.gpum_estimate_set.argtypes = [c.c_void_p, c.c_void_p, c.c_char_p, c.c_char_p]
+lib.gpum_estimate.argtypes = [c.c_void_p, c.c_void_p, c.POINTER(t.Estimate)]
+lib.gpum_estimate_max_batch.argtypes = [c.c_void_p, c.c_void_p, c.c_uint64,
                                         c.POINTER(c.c_uint64)]
-_fn.gpum_estimate_accumulation.argtypes = [c.c_uint64, c.c_uint64, c.c_uint32,
+lib.gpum_estimate_accumulation.argtypes = [c.c_uint64, c.c_uint64, c.c_uint32,
                                            c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]
-_fn.gpum_model_preset_name.restype = c.c_char_p
-_fn.gpum_model_preset_name.argtypes = [c.c_size_t]
+lib.gpum_model_preset_name.argtypes = [c.c_size_t]
+lib.gpum_model_preset_name.restype = c.c_char_p
 
 
 @dataclass(frozen=True)

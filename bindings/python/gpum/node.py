@@ -30,7 +30,6 @@ lib.gpum_device_sample.argtypes = [c.c_void_p, c.c_uint, c.POINTER(t.DeviceSampl
 lib.gpum_device_processes.argtypes = [c.c_void_p, c.c_uint, c.POINTER(t.Process), c.c_size_t,
                                       c.POINTER(c.c_size_t)]
 lib.gpum_device_backend.argtypes = [c.c_void_p]
-lib.gpum_device_backend.restype = c.c_int
 lib.gpum_backend_name.argtypes = [c.c_int]
 lib.gpum_backend_name.restype = c.c_char_p
 lib.gpum_device_backend_detail.argtypes = [c.c_void_p]
@@ -43,7 +42,6 @@ lib.gpum_busy_thresholds_init.argtypes = [c.POINTER(t.BusyThresholds)]
 lib.gpum_busy_thresholds_init.restype = None
 lib.gpum_health_classify.argtypes = [c.POINTER(t.HealthProbe), c.POINTER(t.BusyThresholds),
                                      c.c_char_p, c.c_size_t]
-lib.gpum_health_classify.restype = c.c_int
 lib.gpum_health_state_name.argtypes = [c.c_int]
 lib.gpum_health_state_name.restype = c.c_char_p
 lib.gpum_client_connect.argtypes = [c.c_char_p, c.c_uint, c.POINTER(c.c_void_p)]

@@ -6,7 +6,7 @@ Importing this module imports torch (it is the only part of the package that nee
 """
 from __future__ import annotations
 
-import ctypes
+import ctypes as c
 import os
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -14,13 +14,15 @@ import torch
 
 # The library and its path from the module itself: the package's own `_lib` attribute is the
 # loaded library (gpum/__init__.py), which `from . import _lib` would give instead.
-from ._lib import lib as _clib, path as _clib_path
+from ._lib import lib, path as _clib_path
 from .errors import check
 from .pool import PoolStats, stats_of
 from .adaptive import Adaptive, BatchInfo, BatchStats
 
 __all__ = ["AdaptiveBatchLoader", "apply_reservation", "use_gpum_allocator", "cuda_memory",
            "pool_stats", "torch_library"]
+
+lib.gpum_torch_pool.argtypes = [c.c_int, c.POINTER(c.c_void_p)]
 
 
 def cuda_memory(device: Optional[int] = None) -> Optional[Callable[[], Tuple[int, int, int]]]:
@@ -140,13 +142,10 @@ def use_gpum_allocator() -> Any:
     return alloc
 
 
-_clib.gpum_torch_pool.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
-
-
 def pool_stats(device: int = 0) -> PoolStats:
     """The statistics of the pool that serves PyTorch on device (after use_gpum_allocator): what
     its tensors hold (allocated), what the pool keeps from the driver (reserved), its segments,
     OOMs and limit."""
-    pool = ctypes.c_void_p()
-    check(_clib.gpum_torch_pool(device, ctypes.byref(pool)))
+    pool = c.c_void_p()
+    check(lib.gpum_torch_pool(device, c.byref(pool)))
     return stats_of(pool)
