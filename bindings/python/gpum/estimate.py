@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes as c
 from dataclasses import dataclass, fields
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ._lib import lib
 from . import _types as t
@@ -87,7 +87,7 @@ def estimate(model: Optional[str] = None, *, hf_config: Optional[str] = None,
 
 def presets() -> Tuple[str, ...]:
     """The preset names gpum knows."""
-    names = []
+    names: List[str] = []
     i = 0
     while True:
         n = lib.gpum_model_preset_name(i)

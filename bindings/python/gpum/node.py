@@ -165,7 +165,7 @@ def _gpumd(socket_path: Optional[str]) -> Optional[Dict[str, Any]]:
         out = c.c_void_p()
         check(lib.gpum_client_call_json(cl, b"status", None, c.byref(out)))
         try:
-            return json.loads(c.string_at(out.value).decode())
+            return json.loads(c.string_at(out).decode())
         finally:
             _libc.free(out)
     finally:

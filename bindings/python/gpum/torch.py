@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes as c
 import os
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -82,7 +82,8 @@ class AdaptiveBatchLoader:
 
     def run(self, step: Callable[[Any, BatchInfo], Any], **kwargs: Any) -> BatchStats:
         """Runs step(batch, info) over the dataset; options as gpum.adaptive's."""
-        items = self.order if self.order is not None else len(self.dataset)
+        items: Union[int, Sequence[int]] = (self.order if self.order is not None
+                                            else len(self.dataset))
 
         def inner(info: BatchInfo) -> None:
             step(self.collate_fn([self.dataset[i] for i in info.indices]), info)
@@ -135,10 +136,13 @@ def use_gpum_allocator() -> Any:
     allocator object. An allocation that does not fit raises RuntimeError("CUDA out of memory.
     ..."), not torch.cuda.OutOfMemoryError, which a pluggable allocator cannot raise
     (pytorch/pytorch#133280); gpum.adaptive counts it as an out-of-memory error."""
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(torch_library(),
-                                                     "gpum_torch_pluggable_malloc",
-                                                     "gpum_torch_pluggable_free")
-    torch.cuda.memory.change_current_allocator(alloc)
+    # PyTorch 2.0's API, looked up by name: the older PyTorch a type checker may read (Debian
+    # 12's 1.13) does not declare it, and there the call fails with the same AttributeError.
+    memory = torch.cuda.memory
+    alloc = getattr(memory, "CUDAPluggableAllocator")(torch_library(),
+                                                      "gpum_torch_pluggable_malloc",
+                                                      "gpum_torch_pluggable_free")
+    getattr(memory, "change_current_allocator")(alloc)
     return alloc
 
 
