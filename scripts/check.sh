@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Static checks behind `make check`: formatting (clang-format, dry run), cppcheck over the
-# compilation database, the banned-function grep, and the SPDX header on every source file.
+# compilation database, mypy over the Python package (bindings/python), the banned-function
+# grep, and the SPDX header on every source file.
 # Usage: scripts/check.sh BUILD_DIR   (BUILD_DIR holds compile_commands.json)
 # Prints each problem found and exits non-zero if there was any.
 set -uo pipefail
@@ -38,6 +39,17 @@ else
     echo "$cppcheck_out" >&2
     problem "cppcheck found problems (above)"
   fi
+fi
+
+# The Python package, with Debian's mypy (python3-mypy) and the configuration in its
+# pyproject.toml; the cache goes into the build directory, out of the source tree.
+echo "check: mypy on bindings/python/gpum"
+if ! /usr/bin/python3 -m mypy --version >/dev/null 2>&1; then
+  problem "mypy is not installed for /usr/bin/python3 (scripts/deps.sh installs python3-mypy)"
+elif ! mypy_out=$(/usr/bin/python3 -m mypy --config-file bindings/python/pyproject.toml \
+  --cache-dir "$build/mypy-cache" bindings/python/gpum 2>&1); then
+  echo "$mypy_out" >&2
+  problem "mypy found problems in bindings/python/gpum (above)"
 fi
 
 # Whole-word calls only: snprintf, vsnprintf, strtok_r and fgets do not match.
