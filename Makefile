@@ -85,7 +85,7 @@ bench: build
 	@bench/run.sh $(BUILD)
 
 check: deps $(BUILD)/CMakeCache.txt
-	@scripts/check.sh $(BUILD)
+	@JOBS=$(JOBS) scripts/check.sh $(BUILD)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Static checks behind `make check`: formatting (clang-format, dry run), cppcheck over the
-# compilation database, the banned-function grep, and the SPDX header on every source file.
+# Static checks behind `make check`: formatting (clang-format, dry run), cppcheck and clang-tidy
+# (.clang-tidy) over the compilation database, mypy over the Python package (bindings/python),
+# the banned-function grep, and the SPDX header on every source file.
 # Usage: scripts/check.sh BUILD_DIR   (BUILD_DIR holds compile_commands.json)
 # Prints each problem found and exits non-zero if there was any.
 set -uo pipefail
@@ -37,6 +38,36 @@ else
   if [ $? -ne 0 ]; then
     echo "$cppcheck_out" >&2
     problem "cppcheck found problems (above)"
+  fi
+fi
+
+# The Python package, with Debian's mypy (python3-mypy) and the configuration in its
+# pyproject.toml; the cache goes into the build directory, out of the source tree.
+echo "check: mypy on bindings/python/gpum"
+if ! /usr/bin/python3 -m mypy --version >/dev/null 2>&1; then
+  problem "mypy is not installed for /usr/bin/python3 (scripts/deps.sh installs python3-mypy)"
+elif ! mypy_out=$(/usr/bin/python3 -m mypy --config-file bindings/python/pyproject.toml \
+  --cache-dir "$build/mypy-cache" bindings/python/gpum 2>&1); then
+  echo "$mypy_out" >&2
+  problem "mypy found problems in bindings/python/gpum (above)"
+fi
+
+# clang-tidy with the committed .clang-tidy over the same compilation database: the sources of
+# src/, tests/ and bench/ (not the generated ones in the build directory) and this tree's
+# headers, JOBS at a time (default: every core; about half a minute on two).
+echo "check: clang-tidy"
+if [ ! -f "$build/compile_commands.json" ]; then
+  : # said above
+elif ! command -v run-clang-tidy >/dev/null; then
+  problem "run-clang-tidy is not installed (scripts/deps.sh installs clang-tidy)"
+else
+  root=$(pwd | sed 's/[][\\.*^$+?(){}|]/\\&/g') # the tree's path as a regular expression
+  if ! tidy_out=$(run-clang-tidy -p "$build" -j "${JOBS:-$(nproc)}" -quiet \
+    -header-filter="^$root/(src|include|tests|bench)/" "^$root/(src|tests|bench)/" 2>&1); then
+    # The diagnostics only: no colours, commands or counts of suppressed warnings.
+    sed -E 's/\x1b\[[0-9;]*m//g' <<<"$tidy_out" |
+      grep -vE '^(clang-tidy|[0-9]+ warnings? generated|Suppressed|Use -header-filter)' >&2
+    problem "clang-tidy found problems (above)"
   fi
 fi
 

@@ -13,7 +13,7 @@ PKGS=(
   procps python3 curl
   libncurses-dev tmux
   chromium
-  python3-torch python3-pytest
+  python3-torch python3-pytest python3-mypy
 )
 
 # chromium: the dashboard's browser test (tests/browser/, headless through playwright-core).
@@ -22,6 +22,7 @@ PKGS=(
 # python3-torch: tests/integration/test_estimate_torch.sh checks the memory estimator against
 # PyTorch on the CPU (Debian's build, run as /usr/bin/python3).
 # python3-pytest: the Python package's tests (bindings/python/tests, tests/integration/test_python.sh).
+# python3-mypy: `make check` type-checks the Python package (bindings/python/gpum) with it.
 
 # Slurm (tests/integration/test_slurm*.sh, src/slurm/gpum_spank.c, docs/slurm.md): Debian's
 # slurmctld, slurmd and slurm-client with munge run a loopback cluster in the tests, and

@@ -5,10 +5,14 @@ The library is looked up, in order: ``$GPUM_LIBRARY``, ``libgpum.so.0`` beside t
 (a wheel may ship it there), then the loader's search path. Nothing is compiled: any libgpum
 build of the same ABI works, and the structs mirrored in ``_types`` are checked against the
 library's own layouts (``gpum_abi_sizeof`` / ``gpum_abi_offsetof``) when it is loaded.
+
+Each module declares the C functions it calls, at its top, in one style: ``lib.NAME.argtypes =
+[...]`` (``[]`` for none), then ``lib.NAME.restype = ...`` unless the function returns int
+(ctypes' default). This one declares those of the error table and the size parsers.
 """
 from __future__ import annotations
 
-import ctypes
+import ctypes as c
 import os
 from typing import Iterator, List, Tuple
 
@@ -27,13 +31,13 @@ def _candidates() -> Iterator[str]:
     yield "libgpum.so.0"
 
 
-def _load() -> Tuple[ctypes.CDLL, str]:
+def _load() -> Tuple[c.CDLL, str]:
     tried: List[str] = []
-    for c in _candidates():
+    for name in _candidates():
         try:
-            return ctypes.CDLL(c), c
+            return c.CDLL(name), name
         except OSError as e:
-            tried.append(f"{c}: {e}")
+            tried.append(f"{name}: {e}")
     raise ImportError(
         "cannot load libgpum (" + "; ".join(tried) + "): install gpum's library or set "
         "GPUM_LIBRARY to the path of libgpum.so"
@@ -42,24 +46,21 @@ def _load() -> Tuple[ctypes.CDLL, str]:
 
 lib, path = _load()
 
-_c = ctypes
-_P = _c.c_void_p
-
-
-def _fn(name: str, restype, *argtypes) -> None:
-    f = getattr(lib, name)
-    f.restype = restype
-    f.argtypes = list(argtypes)
-
-
 # Errors and version.
-_fn("gpum_last_error", _c.c_char_p)
-_fn("gpum_error_clear", None)
-_fn("gpum_err_name", _c.c_char_p, _c.c_int)
-_fn("gpum_strerror", _c.c_char_p, _c.c_int)
-_fn("gpum_version", _c.c_char_p)
-_fn("gpum_abi_sizeof", _c.c_long, _c.c_char_p)
-_fn("gpum_abi_offsetof", _c.c_long, _c.c_char_p, _c.c_char_p)
+lib.gpum_last_error.argtypes = []
+lib.gpum_last_error.restype = c.c_char_p
+lib.gpum_error_clear.argtypes = []
+lib.gpum_error_clear.restype = None
+lib.gpum_err_name.argtypes = [c.c_int]
+lib.gpum_err_name.restype = c.c_char_p
+lib.gpum_strerror.argtypes = [c.c_int]
+lib.gpum_strerror.restype = c.c_char_p
+lib.gpum_version.argtypes = []
+lib.gpum_version.restype = c.c_char_p
+lib.gpum_abi_sizeof.argtypes = [c.c_char_p]
+lib.gpum_abi_sizeof.restype = c.c_long
+lib.gpum_abi_offsetof.argtypes = [c.c_char_p, c.c_char_p]
+lib.gpum_abi_offsetof.restype = c.c_long
 # Sizes.
-_fn("gpum_size_parse", _c.c_int, _c.c_char_p, _c.POINTER(_c.c_uint64))
-_fn("gpum_duration_parse", _c.c_int, _c.c_char_p, _c.POINTER(_c.c_uint64))
+lib.gpum_size_parse.argtypes = [c.c_char_p, c.POINTER(c.c_uint64)]
+lib.gpum_duration_parse.argtypes = [c.c_char_p, c.POINTER(c.c_uint64)]

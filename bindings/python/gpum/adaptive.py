@@ -15,16 +15,13 @@ from __future__ import annotations
 import ctypes as c
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 from ._lib import lib
 from . import _types as t
-from .errors import GpumError, OutOfMemory, check, error_for
+from .errors import GPUM_EDEVOOM, GPUM_EINTR, GpumError, OutOfMemory, check, error_for
 
 __all__ = ["adaptive", "Adaptive", "BatchInfo", "BatchStats"]
-
-GPUM_EDEVOOM = -16
-GPUM_EINTR = -26
 
 lib.gpum_batch_create.argtypes = [c.POINTER(t.BatchOpts), c.POINTER(c.c_void_p)]
 lib.gpum_batch_destroy.argtypes = [c.c_void_p]
@@ -120,26 +117,26 @@ class Adaptive:
         self._step, self._fallback = step, fallback
         self._ooms = tuple(oom_exceptions) + _default_ooms()
         self._error: Optional[BaseException] = None
-        self._user = {"weight": weight, "memory": memory, "on_failed": on_failed,
-                      "checkpoint": checkpoint, "progress": progress}
-        # The callbacks, kept alive as long as the runner.
-        self._cb = {
-            "step": t.BATCH_STEP_FN(self._on_step),
-            "fallback": t.BATCH_STEP_FN(self._on_fallback) if fallback else t.BATCH_STEP_FN(),
-            "memory": t.BATCH_MEMORY_FN(self._on_memory) if memory else t.BATCH_MEMORY_FN(),
-            "weight": t.BATCH_WEIGHT_FN(self._on_weight) if weight else t.BATCH_WEIGHT_FN(),
-            "checkpoint": (t.BATCH_CHECKPOINT_FN(self._on_checkpoint) if checkpoint
-                           else t.BATCH_CHECKPOINT_FN()),
-            "progress": t.BATCH_PROGRESS_FN(self._on_progress) if progress
-            else t.BATCH_PROGRESS_FN(),
-            "failed": t.BATCH_FAILED_FN(self._on_failed) if on_failed else t.BATCH_FAILED_FN(),
-        }
+        self._weight, self._memory, self._on_failed_fn = weight, memory, on_failed
+        self._checkpoint, self._progress = checkpoint, progress
+        # The C callbacks by their field of gpum_batch_opts_t, kept alive as long as the runner;
+        # one not given stays NULL in the zeroed options.
+        self._cb: Dict[str, Any] = {"step": t.BATCH_STEP_FN(self._on_step)}
+        if fallback:
+            self._cb["fallback"] = t.BATCH_STEP_FN(self._on_fallback)
+        if memory:
+            self._cb["memory"] = t.BATCH_MEMORY_FN(self._on_memory)
+        if weight:
+            self._cb["weight"] = t.BATCH_WEIGHT_FN(self._on_weight)
+        if checkpoint:
+            self._cb["checkpoint"] = t.BATCH_CHECKPOINT_FN(self._on_checkpoint)
+        if progress:
+            self._cb["progress"] = t.BATCH_PROGRESS_FN(self._on_progress)
+        if on_failed:
+            self._cb["failed"] = t.BATCH_FAILED_FN(self._on_failed)
         o = t.BatchOpts(items=n, start=start, batch_size=batch_size, max_batch=max_batch or 0,
-                        effective_batch=effective_batch, step=self._cb["step"],
-                        fallback=self._cb["fallback"], memory=self._cb["memory"],
-                        weight=self._cb["weight"], checkpoint=self._cb["checkpoint"],
-                        checkpoint_every=checkpoint_every, progress=self._cb["progress"],
-                        failed=self._cb["failed"])
+                        effective_batch=effective_batch, checkpoint_every=checkpoint_every,
+                        **self._cb)
         self._r = c.c_void_p()
         check(lib.gpum_batch_create(c.byref(o), c.byref(self._r)))
 
@@ -147,7 +144,7 @@ class Adaptive:
         r = getattr(self, "_r", None)
         if r:
             lib.gpum_batch_destroy(r)
-            self._r = None
+            self._r = c.c_void_p()
 
     def _info(self, b: t.Batch) -> BatchInfo:
         first, count = b.first, b.count
@@ -181,8 +178,9 @@ class Adaptive:
         return self._call(self._fallback, b)
 
     def _on_memory(self, m: Any, user: Any) -> int:
+        assert self._memory is not None
         try:
-            peak, limit, total = self._user["memory"]()
+            peak, limit, total = self._memory()
             m.contents.peak, m.contents.limit, m.contents.total = peak, limit, total
             return 0
         except BaseException as e:
@@ -190,29 +188,33 @@ class Adaptive:
             return GPUM_EINTR
 
     def _on_weight(self, item: int, user: Any) -> float:
+        assert self._weight is not None
         try:
-            return float(self._user["weight"](item))
+            return float(self._weight(item))
         except BaseException as e:
             self._error = self._error or e
             return 1.0
 
     def _on_checkpoint(self, nxt: int, user: Any) -> int:
+        assert self._checkpoint is not None
         try:
-            self._user["checkpoint"](nxt)
+            self._checkpoint(nxt)
             return 0
         except BaseException as e:
             self._error = self._error or e
             return GPUM_EINTR
 
     def _on_progress(self, s: Any, user: Any) -> None:
+        assert self._progress is not None
         try:
-            self._user["progress"](_stats(s.contents))
+            self._progress(_stats(s.contents))
         except BaseException as e:
             self._error = self._error or e
 
     def _on_failed(self, item: int, err: int, user: Any) -> None:
+        assert self._on_failed_fn is not None
         try:
-            self._user["on_failed"](item)
+            self._on_failed_fn(item)
         except BaseException as e:
             self._error = self._error or e
 

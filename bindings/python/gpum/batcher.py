@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, U
 from ._lib import lib
 from . import _types as t
 from .adaptive import _default_ooms, _free_framework_cache
-from .errors import check, error_for
+from .errors import GPUM_EAGAIN, GPUM_EDEVOOM, GPUM_EIO, check, error_for
 from . import report as _report
 
 __all__ = ["Batcher", "BatcherStats"]
@@ -54,8 +54,6 @@ lib.gpum_batcher_wait.argtypes = [c.c_void_p, c.c_int64, c.c_void_p]
 lib.gpum_batcher_cancel.argtypes = [c.c_void_p]
 lib.gpum_batcher_req_free.argtypes = [c.c_void_p]
 lib.gpum_batcher_req_free.restype = None
-
-GPUM_EDEVOOM, GPUM_EIO, GPUM_EAGAIN = -16, -8, -7
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,7 @@ class Batcher:
         self._fn_c = t.BATCHER_FN(self._run)
         self._done_c = t.BATCHER_DONE_FN(self._done)
         self._memory = memory
-        self._memory_c = t.BATCH_MEMORY_FN(self._on_memory) if memory else t.BATCH_MEMORY_FN()
+        self._memory_c = t.BATCH_MEMORY_FN(self._on_memory) if memory else None
         self._pref = (c.c_size_t * max(1, len(preferred_sizes)))(*preferred_sizes)
         pol = t.BatcherPolicy(timeout_us=_us(queue_timeout), delay=delay_on_timeout,
                               allow_override=allow_timeout_override,
@@ -131,7 +129,9 @@ class Batcher:
                           priority_levels=priority_levels, default_priority=default_priority,
                           default_policy=pol, preserve_ordering=preserve_ordering,
                           workers=workers, item_bytes=item_bytes, budget_bytes=budget_bytes,
-                          fn=self._fn_c, memory=self._memory_c)
+                          fn=self._fn_c)
+        if self._memory_c is not None:  # else NULL: no memory callback
+            o.memory = self._memory_c
         self._b = c.c_void_p()
         check(lib.gpum_batcher_create(c.byref(o), c.byref(self._b)))
 

@@ -3,6 +3,8 @@
 
 Every libgpum call returns 0 or a negative ``GPUM_E*`` code with a detail message; the package
 turns a failure into a :class:`GpumError` subclass carrying both, never a bare return code.
+The codes themselves are the ``GPUM_E*`` constants below, for the few places that compare a
+return code or hand one back to C from a callback.
 """
 from __future__ import annotations
 
@@ -13,7 +15,41 @@ from ._lib import lib
 __all__ = [
     "GpumError", "InvalidArgument", "NotFound", "OutOfMemory", "Timeout", "PermissionDenied",
     "DaemonUnavailable", "NeverFits", "Busy", "Interrupted", "check", "error_for",
+    "GPUM_EINVAL", "GPUM_ENOMEM", "GPUM_ENOENT", "GPUM_ENODEV", "GPUM_ENOTSUP", "GPUM_ETIMEDOUT",
+    "GPUM_EAGAIN", "GPUM_EIO", "GPUM_ELOST", "GPUM_ERESET", "GPUM_EPERM", "GPUM_ENOSPC",
+    "GPUM_EDRIVER", "GPUM_ERANGE", "GPUM_EPARSE", "GPUM_EDEVOOM", "GPUM_EBUSY", "GPUM_EEXIST",
+    "GPUM_ESTATE", "GPUM_EUNKNOWN_KEY", "GPUM_EDRIVERVER", "GPUM_ECLOSED", "GPUM_EPROTO",
+    "GPUM_EINTERNAL", "GPUM_ENEVERFIT", "GPUM_EINTR",
 ]
+
+# libgpum's codes: include/gpum/error.h's GPUM_ERRNO_MAP, value for value (codes are stable,
+# only ever appended; tests/test_core.py checks each against the loaded library's names).
+GPUM_EINVAL = -1
+GPUM_ENOMEM = -2
+GPUM_ENOENT = -3
+GPUM_ENODEV = -4
+GPUM_ENOTSUP = -5
+GPUM_ETIMEDOUT = -6
+GPUM_EAGAIN = -7
+GPUM_EIO = -8
+GPUM_ELOST = -9
+GPUM_ERESET = -10
+GPUM_EPERM = -11
+GPUM_ENOSPC = -12
+GPUM_EDRIVER = -13
+GPUM_ERANGE = -14
+GPUM_EPARSE = -15
+GPUM_EDEVOOM = -16
+GPUM_EBUSY = -17
+GPUM_EEXIST = -18
+GPUM_ESTATE = -19
+GPUM_EUNKNOWN_KEY = -20
+GPUM_EDRIVERVER = -21
+GPUM_ECLOSED = -22
+GPUM_EPROTO = -23
+GPUM_EINTERNAL = -24
+GPUM_ENEVERFIT = -25
+GPUM_EINTR = -26
 
 
 class GpumError(Exception):

@@ -10,35 +10,28 @@ from __future__ import annotations
 
 import ctypes as c
 from dataclasses import dataclass, fields
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ._lib import lib
 from . import _types as t
 from .errors import check
+from .pool import _size
 
 __all__ = ["estimate", "Estimate", "presets", "accumulation"]
 
-_fn = lib
-_fn.gpum_model_init.restype = None
-_fn.gpum_estimate_opts_init.restype = None
-_fn.gpum_estimate_opts_init.argtypes = [c.c_void_p]
-_fn.gpum_estimate_parse.argtypes = [c.c_char_p, c.c_void_p, c.c_void_p]
-_fn.gpum_estimate_set.argtypes = [c.c_void_p, c.c_void_p, c.c_char_p, c.c_char_p]
-_fn.gpum_estimate.argtypes = [c.c_void_p, c.c_void_p, c.POINTER(t.Estimate)]
-_fn.gpum_estimate_max_batch.argtypes = [c.c_void_p, c.c_void_p, c.c_uint64,
+lib.gpum_model_init.argtypes = [c.c_void_p, c.c_int]
+lib.gpum_model_init.restype = None
+lib.gpum_estimate_opts_init.argtypes = [c.c_void_p]
+lib.gpum_estimate_opts_init.restype = None
+lib.gpum_estimate_parse.argtypes = [c.c_char_p, c.c_void_p, c.c_void_p]
+lib.gpum_estimate_set.argtypes = [c.c_void_p, c.c_void_p, c.c_char_p, c.c_char_p]
+lib.gpum_estimate.argtypes = [c.c_void_p, c.c_void_p, c.POINTER(t.Estimate)]
+lib.gpum_estimate_max_batch.argtypes = [c.c_void_p, c.c_void_p, c.c_uint64,
                                         c.POINTER(c.c_uint64)]
-_fn.gpum_estimate_accumulation.argtypes = [c.c_uint64, c.c_uint64, c.c_uint32,
+lib.gpum_estimate_accumulation.argtypes = [c.c_uint64, c.c_uint64, c.c_uint32,
                                            c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]
-_fn.gpum_model_preset_name.restype = c.c_char_p
-_fn.gpum_model_preset_name.argtypes = [c.c_size_t]
-
-
-def _size(v: Any) -> int:
-    if isinstance(v, int):
-        return v
-    out = c.c_uint64()
-    check(lib.gpum_size_parse(str(v).encode(), c.byref(out)))
-    return out.value
+lib.gpum_model_preset_name.argtypes = [c.c_size_t]
+lib.gpum_model_preset_name.restype = c.c_char_p
 
 
 @dataclass(frozen=True)
@@ -94,7 +87,7 @@ def estimate(model: Optional[str] = None, *, hf_config: Optional[str] = None,
 
 def presets() -> Tuple[str, ...]:
     """The preset names gpum knows."""
-    names = []
+    names: List[str] = []
     i = 0
     while True:
         n = lib.gpum_model_preset_name(i)

@@ -20,7 +20,7 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ._lib import lib
 from . import _types as t
-from .errors import check
+from .errors import GPUM_ENOSPC, check
 
 __all__ = ["Monitor", "Sample", "Health", "MonitorEvent", "Alert"]
 
@@ -147,8 +147,9 @@ class Monitor:
         lib.gpum_monitor_opts_init(c.byref(o))
         o.interval_ms = _ms(interval)
         o.history_seconds = max(1, _ms(history) // 1000)
-        self._devs = (c.c_uint * len(devices))(*devices) if devices else None
-        if self._devs is not None:
+        self._devs: Optional[c.Array[c.c_uint]] = None
+        if devices:
+            self._devs = (c.c_uint * len(devices))(*devices)
             o.devices, o.device_count = self._devs, len(devices)
         self._engine = c.c_void_p()
         self._alert_cb = t.ALERT_FN(self._on_alert_c)
@@ -205,7 +206,11 @@ class Monitor:
             item = self._queue.get()
             if item is None:
                 return
-            fns = self._alert_fns if isinstance(item, Alert) else self._event_fns
+            fns: Sequence[Callable[[Any], Any]]
+            if isinstance(item, Alert):
+                fns = self._alert_fns
+            else:
+                fns = self._event_fns
             for fn in list(fns):
                 try:
                     fn(item)
@@ -263,7 +268,8 @@ class Monitor:
     # --- reading --------------------------------------------------------------------------------
     @property
     def devices(self) -> List[int]:
-        out, idx = [], c.c_uint()
+        out: List[int] = []
+        idx = c.c_uint()
         for slot in range(lib.gpum_monitor_device_count(self._mon)):
             if lib.gpum_monitor_device_index(self._mon, slot, c.byref(idx)) == 0:
                 out.append(idx.value)
@@ -279,7 +285,7 @@ class Monitor:
         when there are more: ask again from the last one's timestamp)."""
         arr, n = (t.DeviceSample * cap)(), c.c_size_t()
         rc = lib.gpum_monitor_history(self._mon, device, since_ns, arr, cap, c.byref(n))
-        if rc != -12:  # GPUM_ENOSPC: more than cap, the oldest cap were copied
+        if rc != GPUM_ENOSPC:  # more than cap, the oldest cap were copied
             check(rc)
         return [_sample(arr[i]) for i in range(min(n.value, cap))]
 

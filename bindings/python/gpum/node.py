@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._lib import lib
 from . import _types as t
-from .errors import check, error_for
+from .errors import GPUM_ENOSPC, check, error_for
 
 __all__ = ["devices", "status", "Gpu", "Memory", "Process", "Status"]
 
@@ -30,7 +30,6 @@ lib.gpum_device_sample.argtypes = [c.c_void_p, c.c_uint, c.POINTER(t.DeviceSampl
 lib.gpum_device_processes.argtypes = [c.c_void_p, c.c_uint, c.POINTER(t.Process), c.c_size_t,
                                       c.POINTER(c.c_size_t)]
 lib.gpum_device_backend.argtypes = [c.c_void_p]
-lib.gpum_device_backend.restype = c.c_int
 lib.gpum_backend_name.argtypes = [c.c_int]
 lib.gpum_backend_name.restype = c.c_char_p
 lib.gpum_device_backend_detail.argtypes = [c.c_void_p]
@@ -43,7 +42,6 @@ lib.gpum_busy_thresholds_init.argtypes = [c.POINTER(t.BusyThresholds)]
 lib.gpum_busy_thresholds_init.restype = None
 lib.gpum_health_classify.argtypes = [c.POINTER(t.HealthProbe), c.POINTER(t.BusyThresholds),
                                      c.c_char_p, c.c_size_t]
-lib.gpum_health_classify.restype = c.c_int
 lib.gpum_health_state_name.argtypes = [c.c_int]
 lib.gpum_health_state_name.restype = c.c_char_p
 lib.gpum_client_connect.argtypes = [c.c_char_p, c.c_uint, c.POINTER(c.c_void_p)]
@@ -123,7 +121,7 @@ def _device(sess: c.c_void_p, i: int) -> Gpu:
     if rc == 0:
         arr, n = (t.Process * 256)(), c.c_size_t()
         prc = lib.gpum_device_processes(sess, i, arr, 256, c.byref(n))
-        if prc == 0 or prc == -12:  # GPUM_ENOSPC: the first 256
+        if prc == 0 or prc == GPUM_ENOSPC:  # the first 256
             procs = tuple(Process(arr[k].pid, arr[k].memory if arr[k].memory_valid else None,
                                   arr[k].user.decode(errors="replace"),
                                   arr[k].command.decode(errors="replace"))
@@ -167,7 +165,7 @@ def _gpumd(socket_path: Optional[str]) -> Optional[Dict[str, Any]]:
         out = c.c_void_p()
         check(lib.gpum_client_call_json(cl, b"status", None, c.byref(out)))
         try:
-            return json.loads(c.string_at(out.value).decode())
+            return json.loads(c.string_at(out).decode())
         finally:
             _libc.free(out)
     finally:

@@ -73,12 +73,14 @@ def stats_of(pool: Any) -> PoolStats:
 
 
 def _size(v: Union[None, int, str]) -> int:
+    """Bytes: an int as it is, a size such as "8GiB" as libgpum's gpum_size_parse reads it
+    (gpum.InvalidArgument when it cannot), None as 0. The package's one size reader."""
     if v is None:
         return 0
     if isinstance(v, int):
         return v
     out = c.c_uint64()
-    check(lib.gpum_size_parse(v.encode(), c.byref(out)))
+    check(lib.gpum_size_parse(str(v).encode(), c.byref(out)))
     return out.value
 
 

@@ -28,7 +28,11 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 
 from ._lib import lib
 from . import _types as t
-from .errors import DaemonUnavailable, GpumError, PermissionDenied, check, error_for
+from .errors import (
+    GPUM_ECLOSED, GPUM_EINTR, GPUM_ESTATE, DaemonUnavailable, GpumError, PermissionDenied, check,
+    error_for,
+)
+from .pool import _size
 
 __all__ = ["reserve", "Reservation", "Device", "Pressure", "CudaAlreadyInitialized"]
 
@@ -46,7 +50,6 @@ lib.gpum_reservation_env.argtypes = [c.POINTER(t.Reservation), c.POINTER(t.EnvVa
                                      c.POINTER(c.c_size_t)]
 
 EV_QUEUED, EV_GRANTED, EV_ENDED, EV_PRESSURE, EV_LOST, EV_REATTACHED, EV_GAVE_UP = range(1, 8)
-GPUM_ESTATE, GPUM_ECLOSED, GPUM_EINTR = -19, -22, -26
 STATES = ["UNKNOWN", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED"]
 
 
@@ -66,14 +69,6 @@ class Pressure:
     device: int       # gpumd's index of the GPU under pressure
     used_ratio: float
     level: str        # "high", "critical", or "none" (back under pressure.high)
-
-
-def _size(v: Union[int, str]) -> int:
-    if isinstance(v, int):
-        return v
-    out = c.c_uint64()
-    check(lib.gpum_size_parse(v.encode(), c.byref(out)))
-    return out.value
 
 
 def _ms(v: Union[None, int, float, str]) -> int:

@@ -29,33 +29,33 @@ from typing import Any, Callable, Deque, Iterator, NamedTuple, Optional, Tuple, 
 
 from ._lib import lib
 from . import _types as t
-from .errors import OutOfMemory, check, error_for
+from .errors import GPUM_ENOENT, GPUM_ENOSPC, OutOfMemory, check, error_for
 from .pool import _size
 from . import report as _report
 
 __all__ = ["TierCache", "TierCacheStats", "TierStats", "Tier", "Placement"]
 
-_VP, _SZ, _U64 = c.c_void_p, c.c_size_t, c.c_uint64
 lib.gpum_tiercache_opts_init.argtypes = [c.POINTER(t.TierCacheOpts)]
 lib.gpum_tiercache_opts_init.restype = None
-lib.gpum_tiercache_create.argtypes = [c.POINTER(t.TierCacheOpts), c.POINTER(_VP)]
-lib.gpum_tiercache_destroy.argtypes = [_VP]
+lib.gpum_tiercache_create.argtypes = [c.POINTER(t.TierCacheOpts), c.POINTER(c.c_void_p)]
+lib.gpum_tiercache_destroy.argtypes = [c.c_void_p]
 lib.gpum_tiercache_destroy.restype = None
-lib.gpum_tiercache_put.argtypes = [_VP, c.c_char_p, _SZ, _VP, _SZ]
-lib.gpum_tiercache_get.argtypes = [_VP, c.c_char_p, _SZ, _VP, _SZ, c.POINTER(_SZ),
-                                   c.POINTER(c.c_int)]
-lib.gpum_tiercache_put_device.argtypes = [_VP, c.c_char_p, _SZ, _U64, _SZ]
-lib.gpum_tiercache_get_device.argtypes = [_VP, c.c_char_p, _SZ, _U64, _SZ, c.POINTER(_SZ),
-                                          c.POINTER(c.c_int)]
-lib.gpum_tiercache_lookup.argtypes = [_VP, c.c_char_p, _SZ, c.POINTER(c.c_int), c.POINTER(_SZ)]
-lib.gpum_tiercache_remove.argtypes = [_VP, c.c_char_p, _SZ]
-lib.gpum_tiercache_pin.argtypes = [_VP, c.c_char_p, _SZ, c.POINTER(_U64)]
-lib.gpum_tiercache_unpin.argtypes = [_VP, c.c_char_p, _SZ]
-lib.gpum_tiercache_pressure.argtypes = [_VP, _U64, c.POINTER(_U64)]
-lib.gpum_tiercache_stats.argtypes = [_VP, c.POINTER(t.TierCacheStats)]
+lib.gpum_tiercache_put.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t, c.c_void_p, c.c_size_t]
+lib.gpum_tiercache_get.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t, c.c_void_p, c.c_size_t,
+                                   c.POINTER(c.c_size_t), c.POINTER(c.c_int)]
+lib.gpum_tiercache_put_device.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t, c.c_uint64,
+                                          c.c_size_t]
+lib.gpum_tiercache_get_device.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t, c.c_uint64,
+                                          c.c_size_t, c.POINTER(c.c_size_t), c.POINTER(c.c_int)]
+lib.gpum_tiercache_lookup.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_int),
+                                      c.POINTER(c.c_size_t)]
+lib.gpum_tiercache_remove.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t]
+lib.gpum_tiercache_pin.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_uint64)]
+lib.gpum_tiercache_unpin.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t]
+lib.gpum_tiercache_pressure.argtypes = [c.c_void_p, c.c_uint64, c.POINTER(c.c_uint64)]
+lib.gpum_tiercache_stats.argtypes = [c.c_void_p, c.POINTER(t.TierCacheStats)]
 lib.gpum_tiercache_stats.restype = None
 
-GPUM_ENOENT, GPUM_ENOSPC = -3, -12
 _ALL = (1 << 64) - 1
 
 Key = Union[bytes, bytearray, memoryview, str]
@@ -214,7 +214,7 @@ class TierCache:
                  host_limit: Union[None, int, str] = None,
                  on_evict: Optional[EvictFn] = None) -> None:
         self._mu = threading.Lock()
-        self._c = _VP()
+        self._c = c.c_void_p()
         self._on_evict = on_evict
         self._pending = _Pending()
         if on_evict is not None and not callable(on_evict):
@@ -235,12 +235,12 @@ class TierCache:
                          else None)
         if self._evict_c is not None:
             o.on_evict = self._evict_c
-        h = _VP()
+        h = c.c_void_p()
         check(lib.gpum_tiercache_create(c.byref(o), c.byref(h)))
         self._c = h
 
     # --- helpers --------------------------------------------------------------------------------
-    def _live(self) -> _VP:
+    def _live(self) -> c.c_void_p:
         """The C cache; the caller holds _mu. ValueError once closed."""
         if not self._c:
             raise ValueError("the TierCache is closed")
@@ -295,7 +295,7 @@ class TierCache:
         k = _key(key)
         err: Optional[BaseException] = None
         data = b""
-        size, tier = _SZ(), c.c_int()
+        size, tier = c.c_size_t(), c.c_int()
         with self._mu:
             h = self._live()
             # The size first (lookup counts nothing); the lock keeps it until the get.
@@ -332,7 +332,7 @@ class TierCache:
         mv = mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv
         dst = (c.c_char * mv.nbytes).from_buffer(mv)
         err: Optional[BaseException] = None
-        size, tier = _SZ(), c.c_int()
+        size, tier = c.c_size_t(), c.c_int()
         with self._mu:
             rc = lib.gpum_tiercache_get(self._live(), k, len(k), dst, mv.nbytes, c.byref(size),
                                         c.byref(tier))
@@ -366,7 +366,7 @@ class TierCache:
         (capacity below the entry: nothing copied)."""
         k = _key(key)
         err: Optional[BaseException] = None
-        size, tier = _SZ(), c.c_int()
+        size, tier = c.c_size_t(), c.c_int()
         with self._mu:
             rc = lib.gpum_tiercache_get_device(self._live(), k, len(k), ptr, capacity,
                                                c.byref(size), c.byref(tier))
@@ -383,7 +383,7 @@ class TierCache:
         """Where key's entry is and its size, or None; neither a hit nor a miss, and the LRU
         order does not change."""
         k = _key(key)
-        size, tier = _SZ(), c.c_int()
+        size, tier = c.c_size_t(), c.c_int()
         with self._mu:
             rc = lib.gpum_tiercache_lookup(self._live(), k, len(k), c.byref(tier), c.byref(size))
             if rc == GPUM_ENOENT:
@@ -408,7 +408,7 @@ class TierCache:
         Raises KeyError, gpum.OutOfMemory (no room on the device even with every unpinned entry
         demoted; the entry stays where it was)."""
         k = _key(key)
-        ptr = _U64()
+        ptr = c.c_uint64()
         err: Optional[BaseException] = None
         with self._mu:
             rc = lib.gpum_tiercache_pin(self._live(), k, len(k), c.byref(ptr))
@@ -449,7 +449,7 @@ class TierCache:
         a gpumd pressure event should trigger. Returns the payload bytes demoted (or evicted,
         when no lower tier could hold them)."""
         n = _ALL if nbytes is None else _nbytes("nbytes", nbytes)
-        freed = _U64()
+        freed = c.c_uint64()
         err: Optional[BaseException] = None
         with self._mu:
             rc = lib.gpum_tiercache_pressure(self._live(), n, c.byref(freed))
@@ -476,7 +476,7 @@ class TierCache:
         with self._mu:
             if self._c:
                 lib.gpum_tiercache_destroy(self._c)
-                self._c = _VP()
+                self._c = c.c_void_p()
 
     @property
     def closed(self) -> bool:

@@ -6,21 +6,23 @@ Importing this module imports torch (it is the only part of the package that nee
 """
 from __future__ import annotations
 
-import ctypes
+import ctypes as c
 import os
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 # The library and its path from the module itself: the package's own `_lib` attribute is the
 # loaded library (gpum/__init__.py), which `from . import _lib` would give instead.
-from ._lib import lib as _clib, path as _clib_path
+from ._lib import lib, path as _clib_path
 from .errors import check
 from .pool import PoolStats, stats_of
 from .adaptive import Adaptive, BatchInfo, BatchStats
 
 __all__ = ["AdaptiveBatchLoader", "apply_reservation", "use_gpum_allocator", "cuda_memory",
            "pool_stats", "torch_library"]
+
+lib.gpum_torch_pool.argtypes = [c.c_int, c.POINTER(c.c_void_p)]
 
 
 def cuda_memory(device: Optional[int] = None) -> Optional[Callable[[], Tuple[int, int, int]]]:
@@ -80,7 +82,8 @@ class AdaptiveBatchLoader:
 
     def run(self, step: Callable[[Any, BatchInfo], Any], **kwargs: Any) -> BatchStats:
         """Runs step(batch, info) over the dataset; options as gpum.adaptive's."""
-        items = self.order if self.order is not None else len(self.dataset)
+        items: Union[int, Sequence[int]] = (self.order if self.order is not None
+                                            else len(self.dataset))
 
         def inner(info: BatchInfo) -> None:
             step(self.collate_fn([self.dataset[i] for i in info.indices]), info)
@@ -133,20 +136,20 @@ def use_gpum_allocator() -> Any:
     allocator object. An allocation that does not fit raises RuntimeError("CUDA out of memory.
     ..."), not torch.cuda.OutOfMemoryError, which a pluggable allocator cannot raise
     (pytorch/pytorch#133280); gpum.adaptive counts it as an out-of-memory error."""
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(torch_library(),
-                                                     "gpum_torch_pluggable_malloc",
-                                                     "gpum_torch_pluggable_free")
-    torch.cuda.memory.change_current_allocator(alloc)
+    # PyTorch 2.0's API, looked up by name: the older PyTorch a type checker may read (Debian
+    # 12's 1.13) does not declare it, and there the call fails with the same AttributeError.
+    memory = torch.cuda.memory
+    alloc = getattr(memory, "CUDAPluggableAllocator")(torch_library(),
+                                                      "gpum_torch_pluggable_malloc",
+                                                      "gpum_torch_pluggable_free")
+    getattr(memory, "change_current_allocator")(alloc)
     return alloc
-
-
-_clib.gpum_torch_pool.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
 
 
 def pool_stats(device: int = 0) -> PoolStats:
     """The statistics of the pool that serves PyTorch on device (after use_gpum_allocator): what
     its tensors hold (allocated), what the pool keeps from the driver (reserved), its segments,
     OOMs and limit."""
-    pool = ctypes.c_void_p()
-    check(_clib.gpum_torch_pool(device, ctypes.byref(pool)))
+    pool = c.c_void_p()
+    check(lib.gpum_torch_pool(device, c.byref(pool)))
     return stats_of(pool)

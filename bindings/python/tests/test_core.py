@@ -7,6 +7,7 @@ import pytest
 
 import gpum
 from gpum import _types
+from gpum._lib import lib as _lib
 from conftest import gpum as run_gpum
 
 
@@ -26,6 +27,17 @@ def test_errors_are_exceptions_with_code_and_message():
         gpum.estimate("gpt2", precision="fp7")
     assert issubclass(gpum.OutOfMemory, MemoryError)
     assert issubclass(gpum.Timeout, TimeoutError)
+
+
+def test_error_codes_are_the_c_tables():
+    """gpum.errors' GPUM_E* constants are include/gpum/error.h's codes, all of them."""
+    from gpum import errors
+    codes = {n: getattr(errors, n) for n in dir(errors) if n.startswith("GPUM_E")}
+    assert len(codes) == len(set(codes.values()))
+    for name, code in codes.items():
+        assert _lib.gpum_err_name(code).decode() == name[len("GPUM_"):], name
+    assert sorted(codes.values()) == list(range(min(codes.values()), 0))
+    assert _lib.gpum_err_name(min(codes.values()) - 1) == b"UNKNOWN"  # none missing
 
 
 @pytest.mark.parametrize("spec", ["llama-7b,mode=lora,batch=4,precision=bf16",
