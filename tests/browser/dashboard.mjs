@@ -94,6 +94,17 @@ function assertNoProblems(where) {
 
 const tid = (id) => `[data-testid="${id}"]`;
 
+// Whether process pid has exited: no such process, or a zombie (which holds no file any more).
+function gone(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    return state === "Z" || state === "X";
+  } catch {
+    return true;
+  }
+}
+
 async function startGpumd() {
   const out = path.join(SCRATCH, `gpumd.out.${Date.now()}`);
   const fd = fs.openSync(out, "w");
@@ -269,8 +280,12 @@ async function main() {
 
     // 6. gpumd restarts.
     phase = "restart";
-    process.kill(Number(fs.readFileSync(env("DASH_GPUMD_PIDFILE"), "utf8")), "SIGKILL");
+    const oldPid = Number(fs.readFileSync(env("DASH_GPUMD_PIDFILE"), "utf8"));
+    process.kill(oldPid, "SIGKILL");
     await page.waitForSelector(`${tid("conn")}:not([data-state="live"])`);
+    // The page sees the socket closed before the killed gpumd has let go of its lock files: a
+    // new one started then refuses the state directory (seen on a loaded machine).
+    await until("the killed gpumd gone", () => gone(oldPid));
     await shot(page, "07-gpumd-down");
     await startGpumd();
     await page.waitForSelector(`${tid("conn")}[data-state="live"]`, { timeout: 30000 });

@@ -45,5 +45,8 @@ export DASH_SCRATCH=$T_SCRATCH
 export DASH_OUT=${GPUM_TEST_OUTPUT:-$GPUM_BUILD_DIR/test-output}/dashboard
 mkdir -p "$DASH_OUT"
 rm -f "$DASH_OUT"/*.png
-node "$GPUM_SOURCE_DIR/tests/browser/dashboard.mjs" || t_fail "the dashboard test failed (screenshots in $DASH_OUT)"
+node "$GPUM_SOURCE_DIR/tests/browser/dashboard.mjs" || {
+  tail -n 20 "$GD_ERR" >&2 # what gpumd said, should it be what failed
+  t_fail "the dashboard test failed (screenshots in $DASH_OUT)"
+}
 t_ok "the dashboard in Chromium: screenshots in $DASH_OUT"

@@ -66,10 +66,16 @@ t_expect 0 "$G" reserve --mem "$(( (ROOM - 14 * GiB) / MiB ))MiB" --ttl 10m --la
 FILLER=$(cat "$T_OUT")
 [ "$(room)" -lt $((14 * GiB + 256 * MiB)) ] || t_fail "room left: $(room)"
 EXTRA=$(( $(room) - 14 * GiB ))   # below one 256 MiB step: never grantable
-t_bg "${RUN[@]}" --mem 2GiB --max-mem 30GiB -q --label a -- "$P" fillhold 256M 30G "$T_SCRATCH/a"
+# Both are granted their 2 GiB and running before either grows: on a loaded machine one job
+# started late found the other grown into all the room and waited in the queue.
+GATE=$T_SCRATCH/go
+t_bg "${RUN[@]}" --mem 2GiB --max-mem 30GiB -q --label a -- "$P" fillhold 256M 30G "$T_SCRATCH/a" "$T_SCRATCH/a.ready" "$GATE"
 A=$T_LAST_PID
-t_bg "${RUN[@]}" --mem 2GiB --max-mem 30GiB -q --label b -- "$P" fillhold 256M 30G "$T_SCRATCH/b"
+t_bg "${RUN[@]}" --mem 2GiB --max-mem 30GiB -q --label b -- "$P" fillhold 256M 30G "$T_SCRATCH/b" "$T_SCRATCH/b.ready" "$GATE"
 B=$T_LAST_PID
+t_wait_file "$T_SCRATCH/a.ready" 60
+t_wait_file "$T_SCRATCH/b.ready" 60
+touch "$GATE"
 t_wait_file "$T_SCRATCH/a" 60
 t_wait_file "$T_SCRATCH/b" 60
 HA=$(cat "$T_SCRATCH/a") HB=$(cat "$T_SCRATCH/b")

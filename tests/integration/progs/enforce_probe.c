@@ -21,9 +21,12 @@
  *                                      (CUDA is not fork-safe: the real driver and the
  *                                      simulator refuse the child, CUDA_ERROR_NOT_INITIALIZED,
  *                                      exit 1)
- *   enforce_probe fillhold STEP MAX FILE
+ *   enforce_probe fillhold STEP MAX FILE [READY GATE]
  *                                      allocates STEP-byte blocks until refused (or MAX),
- *                                      writes the bytes held to FILE, waits to be killed
+ *                                      writes the bytes held to FILE, waits to be killed;
+ *                                      with READY and GATE, first writes READY and waits for
+ *                                      GATE to exist (jobs that must all be running before
+ *                                      any of them allocates)
  *   enforce_probe shrink BYTES BASE FILE1 FILE2
  *                                      allocates BYTES in 256 MiB blocks, frees them, writes
  *                                      FILE1; then allocates and frees 2 MiB every 20 ms until
@@ -311,8 +314,15 @@ static void write_file(const char *path, unsigned long long v) {
   fclose(f);
 }
 
-static void __attribute__((noreturn)) cmd_fillhold(size_t step, size_t max, const char *file) {
+static void __attribute__((noreturn))
+cmd_fillhold(size_t step, size_t max, const char *file, const char *ready, const char *gate) {
   ctx();
+  if (ready) {
+    write_file(ready, 1);
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    while (access(gate, F_OK) != 0)
+      nanosleep(&ts, NULL); /* the test's go: every job is running */
+  }
   static CUdeviceptr blocks[MAX_BLOCKS];
   size_t n = 0;
   while ((n + 1) * step <= max && n < MAX_BLOCKS && cuMemAlloc_v2(&blocks[n], step) == CUDA_SUCCESS)
@@ -351,8 +361,9 @@ cmd_shrink(size_t bytes, size_t base, const char *f1, const char *f2) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc == 5 && !strcmp(argv[1], "fillhold"))
-    cmd_fillhold(num(argv[2]), num(argv[3]), argv[4]);
+  if ((argc == 5 || argc == 7) && !strcmp(argv[1], "fillhold"))
+    cmd_fillhold(num(argv[2]), num(argv[3]), argv[4], argc == 7 ? argv[5] : NULL,
+                 argc == 7 ? argv[6] : NULL);
   if (argc == 6 && !strcmp(argv[1], "shrink"))
     cmd_shrink(num(argv[2]), num(argv[3]), argv[4], argv[5]);
   if (argc >= 4 && !strcmp(argv[1], "fill")) {
