@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Static checks behind `make check`: formatting (clang-format, dry run), cppcheck and clang-tidy
 # (.clang-tidy) over the compilation database, mypy over the Python package (bindings/python),
-# the banned-function grep, and the SPDX header on every source file.
+# the order of the modules (scripts/layers.py), the banned-function grep, and the SPDX header
+# on every source file.
 # Usage: scripts/check.sh BUILD_DIR   (BUILD_DIR holds compile_commands.json)
 # Prints each problem found and exits non-zero if there was any.
 set -uo pipefail
@@ -72,6 +73,14 @@ else
 fi
 
 # Whole-word calls only: snprintf, vsnprintf, strtok_r and fgets do not match.
+# The order in which gpumd's modules call each other, and no circle between libgpum's
+# (docs/architecture.md), read from the build's objects.
+echo "check: module layers"
+if ! layers_out=$(/usr/bin/python3 scripts/layers.py "$build" 2>&1); then
+  echo "$layers_out" >&2
+  problem "modules call each other against their order (above)"
+fi
+
 echo "check: banned functions"
 banned='\b(sprintf|vsprintf|strcpy|strcat|atoi|strtok|gets)[[:space:]]*\('
 dirs=()
