@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CUDA driver entry points of the simulated driver: cuInit, CUDA_VISIBLE_DEVICES, device
- * queries, primary contexts and the per-thread current context. The other cuda_*.c files use
- * gpum__sim_cu_begin() to check that a call has an initialised driver, a current context and a
- * healthy device.
+ * queries, primary contexts and the per-thread current context. Every entry point opens with
+ * gpum__sim_cu_check() (its arguments, then an initialised driver, a live node, a current
+ * context on a healthy device, as it needs); gpum__sim_cu_begin() makes the same context check
+ * and keeps the node locked for calls that change it.
  *
  * CUDA_VISIBLE_DEVICES is read once, at the first successful cuInit, as the real driver does:
  * a comma-separated list of indices or "GPU-" UUIDs (unique prefixes accepted); parsing stops
@@ -219,12 +220,32 @@ CUresult gpum__sim_cu_begin_on(struct gpum__sim_node **out, unsigned simdev) {
   return CUDA_SUCCESS;
 }
 
+CUresult gpum__sim_cu_check(bool args_ok, gpum__sim_cu_need_t need) {
+  if (!args_ok)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct gpum__sim_node *n;
+  unsigned dev;
+  CUresult r;
+  switch (need) {
+  case GPUM__SIM_CU_INIT:
+    return gpum__sim_cu_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+  case GPUM__SIM_CU_LIVE:
+    return live(&n);
+  case GPUM__SIM_CU_CTX:
+    if ((r = gpum__sim_cu_begin(&n, &dev)) == CUDA_SUCCESS)
+      gpum__sim_unlock(n);
+    return r;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult gpum__sim_cu_check_device(bool args_ok, CUdevice dev, unsigned *simdev) {
+  return args_ok ? gpum__sim_cu_device(dev, simdev) : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult cuDeviceGetCount(int *count) {
   GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  if (!count)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = live(&n);
+  CUresult r = gpum__sim_cu_check(count != NULL, GPUM__SIM_CU_LIVE);
   if (r == CUDA_SUCCESS)
     *count = nvisible;
   return r;
@@ -233,9 +254,7 @@ CUresult cuDeviceGetCount(int *count) {
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!device)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(ordinal, &s);
+  CUresult r = gpum__sim_cu_check_device(device != NULL, ordinal, &s);
   if (r == CUDA_SUCCESS)
     *device = ordinal;
   return r;
@@ -244,9 +263,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!name || len <= 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_check_device(name && len > 0, dev, &s);
   if (r == CUDA_SUCCESS)
     snprintf(name, (size_t)len, "%s", cu_node->spec.dev[s].name); /* truncates, as CUDA does */
   return r;
@@ -255,9 +272,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!uuid)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_check_device(uuid != NULL, dev, &s);
   if (r != CUDA_SUCCESS)
     return r;
   /* "GPU-xxxxxxxx-xxxx-...": the 32 hex digits are the 16 bytes. */
@@ -277,9 +292,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!bytes)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_check_device(bytes != NULL, dev, &s);
   if (r == CUDA_SUCCESS)
     *bytes = cu_node->spec.dev[s].memory;
   return r;
@@ -288,9 +301,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!pi)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_check_device(pi != NULL, dev, &s);
   if (r != CUDA_SUCCESS)
     return r;
   const struct gpum__sim_dev_spec *d = &cu_node->spec.dev[s];
@@ -333,9 +344,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) 
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!pciBusId || len <= 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_check_device(pciBusId && len > 0, dev, &s);
   if (r == CUDA_SUCCESS) {
     const struct gpum__sim_dev_spec *d = &cu_node->spec.dev[s];
     snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", d->pci_domain & 0xffff, d->pci_bus,
@@ -347,9 +356,7 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!pctx)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
+  CUresult r = gpum__sim_cu_check_device(pctx != NULL, dev, &s);
   if (r != CUDA_SUCCESS)
     return r;
   struct gpum__sim_node *n = cu_node;
@@ -405,8 +412,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
   GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  CUresult r = live(&n);
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_LIVE);
   if (r != CUDA_SUCCESS)
     return r;
   if (ctx && !ctx_ok(ctx))
@@ -417,10 +423,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 
 CUresult cuCtxGetCurrent(CUcontext *pctx) {
   GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  if (!pctx)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = live(&n);
+  CUresult r = gpum__sim_cu_check(pctx != NULL, GPUM__SIM_CU_LIVE);
   if (r == CUDA_SUCCESS)
     *pctx = current;
   return r;
@@ -428,10 +431,7 @@ CUresult cuCtxGetCurrent(CUcontext *pctx) {
 
 CUresult cuCtxGetDevice(CUdevice *device) {
   GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  if (!device)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = live(&n);
+  CUresult r = gpum__sim_cu_check(device != NULL, GPUM__SIM_CU_LIVE);
   if (r != CUDA_SUCCESS)
     return r;
   if (!current || !ctx_ok(current))
@@ -442,12 +442,9 @@ CUresult cuCtxGetDevice(CUdevice *device) {
 
 CUresult cuCtxSynchronize(void) {
   GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  unsigned s;
-  CUresult r = gpum__sim_cu_begin(&n, &s);
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_CTX);
   if (r != CUDA_SUCCESS)
     return r;
-  gpum__sim_unlock(n);
   /* Execution is synchronous: only streams held by gpum_sim_debug_stream_hold have work. */
   gpum__sim_cu_streams_wait_idle();
   return CUDA_SUCCESS;

@@ -52,16 +52,6 @@ void gpum__sim_misc_atfork(gpum__sim_fork_phase_t ph) {
     pthread_cond_init(&obj_cond, NULL);
 }
 
-/* Context and device check for calls that need no lock. */
-static CUresult need_ctx(void) {
-  struct gpum__sim_node *n;
-  unsigned dev;
-  CUresult r = gpum__sim_cu_begin(&n, &dev);
-  if (r == CUDA_SUCCESS)
-    gpum__sim_unlock(n);
-  return r;
-}
-
 bool gpum__sim_cu_stream_ok(CUstream h) {
   if (!h)
     return true;
@@ -142,9 +132,7 @@ static bool event_ok(CUevent h) {
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
   GPUM__SIM_CU_FORK_GATE();
-  if (!phStream || Flags > CU_STREAM_NON_BLOCKING)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = need_ctx();
+  CUresult r = gpum__sim_cu_check(phStream && Flags <= CU_STREAM_NON_BLOCKING, GPUM__SIM_CU_CTX);
   if (r != CUDA_SUCCESS)
     return r;
   struct CUstream_st *s = calloc(1, sizeof *s);
@@ -161,8 +149,9 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 
 CUresult cuStreamDestroy_v2(CUstream hStream) {
   GPUM__SIM_CU_FORK_GATE();
-  if (!gpum__sim_cu_initialized())
-    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
+  if (r != CUDA_SUCCESS)
+    return r;
   pthread_mutex_lock(&obj_mu);
   struct CUstream_st **pp = &streams;
   while (*pp && *pp != hStream)
@@ -181,7 +170,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
 
 CUresult cuStreamSynchronize(CUstream hStream) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_CTX);
   if (r != CUDA_SUCCESS)
     return r;
   pthread_mutex_lock(&obj_mu);
@@ -196,7 +185,7 @@ CUresult cuStreamSynchronize(CUstream hStream) {
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_CTX);
   if (r != CUDA_SUCCESS)
     return r;
   if (Flags > 1)
@@ -208,9 +197,8 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
   GPUM__SIM_CU_FORK_GATE();
-  if (!phEvent || (Flags & ~7u)) /* BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS */
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = need_ctx();
+  /* Flags: BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS */
+  CUresult r = gpum__sim_cu_check(phEvent && !(Flags & ~7u), GPUM__SIM_CU_CTX);
   if (r != CUDA_SUCCESS)
     return r;
   struct CUevent_st *e = calloc(1, sizeof *e);
@@ -228,7 +216,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
 
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_CTX);
   if (r != CUDA_SUCCESS)
     return r;
   if (!event_ok(hEvent) || !gpum__sim_cu_stream_ok(hStream))
@@ -245,7 +233,7 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
 
 CUresult cuEventQuery(CUevent hEvent) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_CTX);
   if (r == CUDA_SUCCESS && !event_ok(hEvent))
     r = CUDA_ERROR_INVALID_HANDLE;
   if (r != CUDA_SUCCESS)
@@ -258,7 +246,7 @@ CUresult cuEventQuery(CUevent hEvent) {
 
 CUresult cuEventSynchronize(CUevent hEvent) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_CTX);
   if (r == CUDA_SUCCESS && !event_ok(hEvent))
     r = CUDA_ERROR_INVALID_HANDLE;
   if (r != CUDA_SUCCESS)
@@ -272,7 +260,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
 
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_CTX);
   if (r != CUDA_SUCCESS)
     return r;
   if (!pMilliseconds)
@@ -290,8 +278,9 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) 
 
 CUresult cuEventDestroy_v2(CUevent hEvent) {
   GPUM__SIM_CU_FORK_GATE();
-  if (!gpum__sim_cu_initialized())
-    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
+  if (r != CUDA_SUCCESS)
+    return r;
   pthread_mutex_lock(&obj_mu);
   struct CUevent_st **pp = &events;
   while (*pp && *pp != hEvent)

@@ -96,10 +96,6 @@ void gpum__sim_vmm_atfork(gpum__sim_fork_phase_t ph) {
 
 #define AS(type, t) ((t) ? GPUM__SIM_CONTAINER((t), type, node) : NULL)
 
-static CUresult need_init(void) {
-  return gpum__sim_cu_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
-}
-
 /* Checks an allocation property; gives the simulated device. */
 static CUresult check_prop(const CUmemAllocationProp *prop, unsigned *simdev) {
   if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
@@ -121,10 +117,9 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
                                        CUmemAllocationGranularity_flags option) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-                       option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = need_init();
+  bool args_ok = granularity && (option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ||
+                                 option == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  CUresult r = gpum__sim_cu_check(args_ok, GPUM__SIM_CU_INIT);
   if (r == CUDA_SUCCESS)
     r = check_prop(prop, &s);
   if (r == CUDA_SUCCESS)
@@ -141,7 +136,7 @@ static struct mapping *mapping_from(CUdeviceptr from, CUdeviceptr to) {
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
   if (r != CUDA_SUCCESS)
     return r;
   if (!ptr || flags != 0 || size == 0 || size % GRAN || (alignment & (alignment - 1)) ||
@@ -180,7 +175,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
   if (r != CUDA_SUCCESS)
     return r;
   pthread_mutex_lock(&vmm_mu);
@@ -340,7 +335,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags) {
   GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  CUresult r = need_init();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
   if (r != CUDA_SUCCESS)
     return r;
   if (!handle || flags != 0 || size == 0 || size % GRAN)
@@ -410,7 +405,7 @@ static struct gpum__sim_node *lock_node(void) {
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
   if (r != CUDA_SUCCESS)
     return r;
   struct gpum__sim_node *n = lock_node();
@@ -438,7 +433,7 @@ static bool in_reservation(CUdeviceptr ptr, size_t size) {
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
   if (r != CUDA_SUCCESS)
     return r;
   if (flags != 0 || offset != 0 || size == 0 || size % GRAN || ptr % GRAN)
@@ -471,7 +466,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
   if (r != CUDA_SUCCESS)
     return r;
   if (size == 0 || size % GRAN || ptr % GRAN)
@@ -503,7 +498,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
   GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
+  CUresult r = gpum__sim_cu_check(true, GPUM__SIM_CU_INIT);
   if (r != CUDA_SUCCESS)
     return r;
   if (!desc || count == 0 || size == 0)
