@@ -71,11 +71,9 @@ void gpum__sim_cu_pool_count(struct CUmemPoolHandle_st *pool, int64_t delta) {
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned simdev;
-  CUresult r = gpum__sim_cu_check(pool_out != NULL, GPUM__SIM_CU_INIT);
-  if (r == CUDA_SUCCESS)
-    r = gpum__sim_cu_device(dev, &simdev);
+  GPUM__SIM_CU_ENTRY(pool_out != NULL, GPUM__SIM_CU_INIT);
+  CUresult r = gpum__sim_cu_device(dev, &simdev);
   if (r != CUDA_SUCCESS)
     return r;
   struct CUmemPoolHandle_st *p = &default_pools[dev];
@@ -94,15 +92,13 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
 }
 
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned simdev;
   bool args_ok = pool && poolProps && poolProps->allocType == CU_MEM_ALLOCATION_TYPE_PINNED &&
                  poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
                  (poolProps->handleTypes == CU_MEM_HANDLE_TYPE_NONE ||
                   poolProps->handleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  CUresult r = gpum__sim_cu_check(args_ok, GPUM__SIM_CU_INIT);
-  if (r == CUDA_SUCCESS)
-    r = gpum__sim_cu_device(poolProps->location.id, &simdev);
+  GPUM__SIM_CU_ENTRY(args_ok, GPUM__SIM_CU_INIT);
+  CUresult r = gpum__sim_cu_device(poolProps->location.id, &simdev);
   if (r != CUDA_SUCCESS)
     return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_VALUE : r;
   struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);

@@ -417,6 +417,22 @@ CUresult gpum__sim_cu_check(bool args_ok, gpum__sim_cu_need_t need);
 /* As gpum__sim_cu_check for a call on CUDA device dev: the arguments, then
  * gpum__sim_cu_device (initialised, live, a visible ordinal); gives the simulated device. */
 CUresult gpum__sim_cu_check_device(bool args_ok, CUdevice dev, unsigned *simdev);
+/* The first line of a CUDA entry point: the fork gate, then gpum__sim_cu_check (or
+ * gpum__sim_cu_check_device); a failed check returns its code from the entry point. */
+#define GPUM__SIM_CU_ENTRY(args_ok, need)                              \
+  do {                                                                 \
+    GPUM__SIM_CU_FORK_GATE();                                          \
+    CUresult gpum__sim_entry_r_ = gpum__sim_cu_check((args_ok), need); \
+    if (gpum__sim_entry_r_ != CUDA_SUCCESS)                            \
+      return gpum__sim_entry_r_;                                       \
+  } while (0)
+#define GPUM__SIM_CU_ENTRY_DEVICE(args_ok, dev, simdev)                              \
+  do {                                                                               \
+    GPUM__SIM_CU_FORK_GATE();                                                        \
+    CUresult gpum__sim_entry_r_ = gpum__sim_cu_check_device((args_ok), dev, simdev); \
+    if (gpum__sim_entry_r_ != CUDA_SUCCESS)                                          \
+      return gpum__sim_entry_r_;                                                     \
+  } while (0)
 /* Checks cuInit was called and that there is a usable current context; gives the simulated
  * device index of its device. Takes the node lock on success (caller unlocks). */
 CUresult gpum__sim_cu_begin(struct gpum__sim_node **n, unsigned *simdev);
