@@ -116,35 +116,23 @@ static int failed(const simapi_t *api, const char *what, int rc) {
 
 /* ---- argument parsing ---- */
 
-/* Parses an unsigned integer in [lo, hi] (an optional trailing '%' when pct). */
-static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, bool pct,
-                      unsigned long long *out) {
-  if (!s || !*s || *s == '-' || *s == '+')
-    return -1;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (pct && *end == '%')
-    end++;
-  if (errno || end == s || *end || v < lo || v > hi)
-    return -1;
-  *out = v;
-  return 0;
-}
-
 static int bad(const char *sub, const char *opt, const char *val, const char *expect) {
   fprintf(stderr, "gpum sim %s: bad value '%s' for %s (expected %s)\n", sub, val ? val : "", opt,
           expect);
   return 2;
 }
 
+/* Reports a required option left out (what: "--util PCT"): 2. */
+static int missing(const char *sub, const char *what) {
+  fprintf(stderr, "gpum sim %s: %s is required\n", sub, what);
+  return 2;
+}
+
 static int parse_device(const char *sub, const char *s, unsigned *out) {
   unsigned long long v;
-  if (!s) {
-    fprintf(stderr, "gpum sim %s: --device I is required\n", sub);
-    return 2;
-  }
-  if (parse_uint(s, 0, GPUM_SIM_MAX_DEVICES - 1, false, &v))
+  if (!s)
+    return missing(sub, "--device I");
+  if (cli_parse_uint(s, 0, GPUM_SIM_MAX_DEVICES - 1, false, &v))
     return bad(sub, "--device", s, "a device index from 0 to 15");
   *out = (unsigned)v;
   return 0;
@@ -387,14 +375,14 @@ static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_
   }
   unsigned long long x;
   if (v[0]) {
-    if (parse_uint(v[0], 1, 999, false, &x))
+    if (cli_parse_uint(v[0], 1, 999, false, &x))
       return bad("inject", names[0], v[0], "an Xid from 1 to 999");
     *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_XID, .value = (int64_t)x};
   } else if (v[1]) {
     if (strcmp(v[1], "single") && strcmp(v[1], "double"))
       return bad("inject", names[1], v[1], "single or double");
     x = 1;
-    if (count && parse_uint(count, 1, 1000000, false, &x))
+    if (count && cli_parse_uint(count, 1, 1000000, false, &x))
       return bad("inject", "--count", count, "a count from 1 to 1000000");
     *f = (gpum_sim_fault_t){.kind = v[1][0] == 's' ? GPUM_SIM_FAULT_ECC_SINGLE
                                                    : GPUM_SIM_FAULT_ECC_DOUBLE,
@@ -420,7 +408,7 @@ static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_
     *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_ERROR_RATE, .rate = r};
   } else if (v[4]) {
     uint64_t ms;
-    if (parse_uint(v[4], 0, 86400000, false, &x) == 0)
+    if (cli_parse_uint(v[4], 0, 86400000, false, &x) == 0)
       ms = x; /* a bare number is milliseconds here */
     else if (gpum_duration_parse(v[4], &ms) != 0 || ms > 86400000)
       return bad("inject", names[4], v[4], "milliseconds, or a duration like 2s, up to 1d");
@@ -498,13 +486,11 @@ static int sim_set(const simapi_t *api, const sim_sub_t *sub, int argc, char **a
   unsigned long long u, m = ULLONG_MAX;
   if ((rc = parse_device("set", dev, &d)))
     return rc;
-  if (!util) {
-    fprintf(stderr, "gpum sim set: --util PCT is required\n");
-    return 2;
-  }
-  if (parse_uint(util, 0, 100, true, &u))
+  if (!util)
+    return missing(sub->name, "--util PCT");
+  if (cli_parse_uint(util, 0, 100, true, &u))
     return bad("set", "--util", util, "a percentage from 0 to 100");
-  if (mem && parse_uint(mem, 0, 100, true, &m))
+  if (mem && cli_parse_uint(mem, 0, 100, true, &m))
     return bad("set", "--mem-util", mem, "a percentage from 0 to 100");
   return sim_done(api, sub, api->set_util(pos[0], d, (int)u, mem ? (int)m : -1));
 }
@@ -528,10 +514,8 @@ static int sim_hold(const simapi_t *api, const sim_sub_t *sub, int argc, char **
   uint64_t size, ms = 0;
   if ((rc = parse_device("hold", dev, &d)))
     return rc;
-  if (!bytes) {
-    fprintf(stderr, "gpum sim hold: --bytes SIZE is required\n");
-    return 2;
-  }
+  if (!bytes)
+    return missing(sub->name, "--bytes SIZE");
   if (gpum_size_parse(bytes, &size) != 0 || size == 0)
     return bad("hold", "--bytes", bytes, "a size like 8GiB");
   if (dur && (gpum_duration_parse(dur, &ms) != 0 || ms == 0))
