@@ -16,9 +16,19 @@
  *   profile.h      named timers and a benchmark helper
  *   pool.h         the caching pool allocator for device, pinned and host memory
  *   pool_replay.h  replays allocation logs against the pool's strategies
+ *   torch.h        the pool as PyTorch's CUDA allocator, one pool per device
  *   client.h       the gpumd client: reservations, events, node status
  *   session.h      a reservation held for a job's life, and the environment of its grant
+ *   fence.h        a reservation's memory fence: one limit per device for all of a job's processes
+ *   report.h       workload reports: a job's pool, batcher and cache figures sent to gpumd
+ *   slurm.h        Slurm: the gres.conf and slurm.conf lines, and a job step's reservation
  *   estimate.h     how much GPU memory a model needs to train or serve, and the batch that fits
+ *   batch.h        the adaptive batch runner: batches kept as large as memory allows
+ *   batcher.h      the dynamic request batcher: single requests into batches, memory-bounded
+ *   tiercache.h    keyed buffers kept on the GPU, spilled to pinned then host memory when short
+ *   abi.h          the layouts of the structs language bindings mirror (sizes, field offsets)
+ *
+ * Every header also includes export.h (GPUM_API: what the library exports).
  *
  * The simulated driver's control API (gpum/sim.h) belongs to libgpum_sim.so, not libgpum, and
  * is not included here.

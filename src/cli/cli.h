@@ -92,6 +92,11 @@ bool cli_use_color(const gpum_config_t *cfg, FILE *out);
  * milliseconds. Returns 0 or GPUM_EINVAL. */
 int cli_parse_interval(const char *s, unsigned long *out_ms);
 
+/* Parses an unsigned decimal integer in [lo, hi] into *out, with an optional trailing '%' when
+ * pct; no sign, no other trailing text. Returns 0, or -1 (nothing printed). */
+int cli_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, bool pct,
+                   unsigned long long *out);
+
 /* Prints "gpum CMD: unknown option 'X'" plus a hint to stderr and returns CLI_EXIT_USAGE. */
 int cli_bad_option(const char *cmd, const char *opt);
 

@@ -32,20 +32,6 @@ static int bad_value(const char *sub, const char *flag, const char *val, const c
   return CLI_EXIT_USAGE;
 }
 
-/* An unsigned integer in [lo, hi]. */
-static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
-                      unsigned long long *out) {
-  if (!s || !*s || *s == '-' || *s == '+')
-    return -1;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi)
-    return -1;
-  *out = v;
-  return 0;
-}
-
 /* ---- replay: output ---- */
 
 typedef struct {
@@ -263,7 +249,7 @@ static int replay_setup(const replay_args_t *a, gpum_replay_opts_t *o, gpum_pool
   if (a->capacity && gpum_size_parse(a->capacity, &o->capacity))
     return bad_value("replay", "--capacity", a->capacity, "a size such as 16GiB or 512MiB");
   unsigned long long dev = 0;
-  if (a->device && parse_uint(a->device, 0, 255, &dev))
+  if (a->device && cli_parse_uint(a->device, 0, 255, false, &dev))
     return bad_value("replay", "--device", a->device, "a device index");
   o->device = (int)dev;
   *n = 1;
@@ -419,11 +405,11 @@ static int pool_gen_trace(int argc, char **argv) {
   for (int i = 0; i < 7; i++) {
     if (!v[i])
       continue;
-    if (parse_uint(v[i], 1, 0xffffffffu, &x))
+    if (cli_parse_uint(v[i], 1, 0xffffffffu, false, &x))
       return bad_value("gen-trace", names[i], v[i], "a positive integer");
     *fields[i] = (unsigned)x;
   }
-  if (v[7] && parse_uint(v[7], 0, UINT64_MAX, &x))
+  if (v[7] && cli_parse_uint(v[7], 0, UINT64_MAX, false, &x))
     return bad_value("gen-trace", "--seed", v[7], "an integer");
   if (v[7])
     p.seed = x;

@@ -116,35 +116,23 @@ static int failed(const simapi_t *api, const char *what, int rc) {
 
 /* ---- argument parsing ---- */
 
-/* Parses an unsigned integer in [lo, hi] (an optional trailing '%' when pct). */
-static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, bool pct,
-                      unsigned long long *out) {
-  if (!s || !*s || *s == '-' || *s == '+')
-    return -1;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (pct && *end == '%')
-    end++;
-  if (errno || end == s || *end || v < lo || v > hi)
-    return -1;
-  *out = v;
-  return 0;
-}
-
 static int bad(const char *sub, const char *opt, const char *val, const char *expect) {
   fprintf(stderr, "gpum sim %s: bad value '%s' for %s (expected %s)\n", sub, val ? val : "", opt,
           expect);
   return 2;
 }
 
+/* Reports a required option left out (what: "--util PCT"): 2. */
+static int missing(const char *sub, const char *what) {
+  fprintf(stderr, "gpum sim %s: %s is required\n", sub, what);
+  return 2;
+}
+
 static int parse_device(const char *sub, const char *s, unsigned *out) {
   unsigned long long v;
-  if (!s) {
-    fprintf(stderr, "gpum sim %s: --device I is required\n", sub);
-    return 2;
-  }
-  if (parse_uint(s, 0, GPUM_SIM_MAX_DEVICES - 1, false, &v))
+  if (!s)
+    return missing(sub, "--device I");
+  if (cli_parse_uint(s, 0, GPUM_SIM_MAX_DEVICES - 1, false, &v))
     return bad(sub, "--device", s, "a device index from 0 to 15");
   *out = (unsigned)v;
   return 0;
@@ -152,22 +140,54 @@ static int parse_device(const char *sub, const char *s, unsigned *out) {
 
 /* ---- subcommands ---- */
 
-static int sim_start(const simapi_t *api, int argc, char **argv) {
+typedef struct sim_sub sim_sub_t;
+
+/* A subcommand: its name, how many positional arguments it takes (exactly), what --help prints
+ * and the one-line summary `gpum sim --help` lists. api is NULL when it is run for --help. */
+struct sim_sub {
+  const char *name;
+  int (*run)(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv);
+  int npos;
+  const char *summary;
+  const char *usage;
+};
+
+/* The preamble every subcommand shares: parses argv against opts, and its sub->npos positional
+ * arguments into pos. Returns true when the subcommand goes on; else false with *rc its exit
+ * code: 0 after printing its usage for --help, 2 after a usage error (reported on stderr). */
+static bool sim_args(const sim_sub_t *sub, int argc, char **argv, const cli_opt_t *opts,
+                     const char **pos, int *rc) {
+  int np;
+  *rc = cli_parse_sub("sim", sub->name, argc, argv, opts, pos, sub->npos, sub->npos, &np);
+  if (*rc < 0) {
+    fputs(sub->usage, stdout);
+    *rc = 0;
+    return false;
+  }
+  return *rc == 0;
+}
+
+/* The end of a subcommand whose last step is the control call that returned rc: 0, or 1 with
+ * the failure reported. */
+static int sim_done(const simapi_t *api, const sim_sub_t *sub, int rc) {
+  return rc ? failed(api, sub->name, rc) : 0;
+}
+
+static const char start_usage[] =
+    "usage: gpum sim start SPEC [--name NAME]\n\n"
+    "Starts a simulated GPU node described by the YAML file SPEC (see examples/sim/ and\n"
+    "docs/sim.md). NAME defaults to the spec's 'name'. Programs use the node when\n"
+    "GPUM_SIM_NODE=NAME is in their environment.\n";
+
+static int sim_start(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
   const char *name = NULL, *pos[1];
   cli_opt_t opts[] = {{"--name", &name, NULL}, {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("sim", "start", argc, argv, opts, pos, 1, 1, &np);
-  if (rc < 0) {
-    printf("usage: gpum sim start SPEC [--name NAME]\n\n"
-           "Starts a simulated GPU node described by the YAML file SPEC (see examples/sim/ and\n"
-           "docs/sim.md). NAME defaults to the spec's 'name'. Programs use the node when\n"
-           "GPUM_SIM_NODE=NAME is in their environment.\n");
-    return 0;
-  }
-  if (rc)
+  int rc;
+  if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;
   char actual[GPUM_SIM_NAME_MAX + 1];
   if ((rc = api->create(pos[0], name, actual, sizeof actual)))
-    return failed(api, "start", rc);
+    return failed(api, sub->name, rc);
   gpum_sim_status_t st = {.api_version = GPUM_SIM_API_VERSION};
   unsigned ndev = api->status(actual, &st) == 0 ? st.device_count : 0;
   printf("started simulated node '%s' with %u device%s\nuse it with: export GPUM_SIM_NODE=%s\n",
@@ -175,37 +195,33 @@ static int sim_start(const simapi_t *api, int argc, char **argv) {
   return 0;
 }
 
-static int sim_stop(const simapi_t *api, int argc, char **argv) {
+static const char stop_usage[] =
+    "usage: gpum sim stop NAME\n\n"
+    "Stops the simulated node NAME: processes holding memory with 'gpum sim hold' end,\n"
+    "and programs still using the node see the driver go away.\n";
+
+static int sim_stop(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
   const char *pos[1];
   cli_opt_t opts[] = {{NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("sim", "stop", argc, argv, opts, pos, 1, 1, &np);
-  if (rc < 0) {
-    printf("usage: gpum sim stop NAME\n\n"
-           "Stops the simulated node NAME: processes holding memory with 'gpum sim hold' end,\n"
-           "and programs still using the node see the driver go away.\n");
-    return 0;
-  }
-  if (rc)
+  int rc;
+  if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;
-  if ((rc = api->destroy(pos[0])))
-    return failed(api, "stop", rc);
-  return 0;
+  return sim_done(api, sub, api->destroy(pos[0]));
 }
 
-static int sim_list(const simapi_t *api, int argc, char **argv) {
+static const char list_usage[] =
+    "usage: gpum sim list\n\nLists this user's simulated nodes, one name a line.\n";
+
+static int sim_list(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
   const char *pos[1];
   cli_opt_t opts[] = {{NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("sim", "list", argc, argv, opts, pos, 0, 0, &np);
-  if (rc < 0) {
-    printf("usage: gpum sim list\n\nLists this user's simulated nodes, one name a line.\n");
-    return 0;
-  }
-  if (rc)
+  int rc;
+  if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;
   char names[64][GPUM_SIM_NAME_MAX + 1];
   size_t n;
   if ((rc = api->list(names, 64, &n)))
-    return failed(api, "list", rc);
+    return failed(api, sub->name, rc);
   for (size_t i = 0; i < n && i < 64; i++)
     printf("%s\n", names[i]);
   return 0;
@@ -313,18 +329,17 @@ static void status_text(const gpum_sim_status_t *st) {
            gpum_size_format(st->processes[i].bytes, a, sizeof a));
 }
 
-static int sim_status(const simapi_t *api, int argc, char **argv) {
+static const char status_usage[] =
+    "usage: gpum sim status NAME [--json]\n\n"
+    "Shows the simulated node NAME: its devices with memory, utilisation, temperature,\n"
+    "power and injected faults, and the processes holding memory.\n";
+
+static int sim_status(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
   const char *pos[1];
   bool json = false;
   cli_opt_t opts[] = {{"--json", NULL, &json}, {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("sim", "status", argc, argv, opts, pos, 1, 1, &np);
-  if (rc < 0) {
-    printf("usage: gpum sim status NAME [--json]\n\n"
-           "Shows the simulated node NAME: its devices with memory, utilisation, temperature,\n"
-           "power and injected faults, and the processes holding memory.\n");
-    return 0;
-  }
-  if (rc)
+  int rc;
+  if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;
   gpum_sim_status_t *st = calloc(1, sizeof *st);
   if (!st)
@@ -332,7 +347,7 @@ static int sim_status(const simapi_t *api, int argc, char **argv) {
   st->api_version = GPUM_SIM_API_VERSION;
   if ((rc = api->status(pos[0], st))) {
     free(st);
-    return failed(api, "status", rc);
+    return failed(api, sub->name, rc);
   }
   if (json) {
     json_t *j = status_json(st);
@@ -360,14 +375,14 @@ static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_
   }
   unsigned long long x;
   if (v[0]) {
-    if (parse_uint(v[0], 1, 999, false, &x))
+    if (cli_parse_uint(v[0], 1, 999, false, &x))
       return bad("inject", names[0], v[0], "an Xid from 1 to 999");
     *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_XID, .value = (int64_t)x};
   } else if (v[1]) {
     if (strcmp(v[1], "single") && strcmp(v[1], "double"))
       return bad("inject", names[1], v[1], "single or double");
     x = 1;
-    if (count && parse_uint(count, 1, 1000000, false, &x))
+    if (count && cli_parse_uint(count, 1, 1000000, false, &x))
       return bad("inject", "--count", count, "a count from 1 to 1000000");
     *f = (gpum_sim_fault_t){.kind = v[1][0] == 's' ? GPUM_SIM_FAULT_ECC_SINGLE
                                                    : GPUM_SIM_FAULT_ECC_DOUBLE,
@@ -393,7 +408,7 @@ static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_
     *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_ERROR_RATE, .rate = r};
   } else if (v[4]) {
     uint64_t ms;
-    if (parse_uint(v[4], 0, 86400000, false, &x) == 0)
+    if (cli_parse_uint(v[4], 0, 86400000, false, &x) == 0)
       ms = x; /* a bare number is milliseconds here */
     else if (gpum_duration_parse(v[4], &ms) != 0 || ms > 86400000)
       return bad("inject", names[4], v[4], "milliseconds, or a duration like 2s, up to 1d");
@@ -407,26 +422,25 @@ static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_
   return 0;
 }
 
-static int sim_inject(const simapi_t *api, int argc, char **argv) {
+static const char inject_usage[] =
+    "usage: gpum sim inject NAME --device I FAULT\n\n"
+    "FAULT is one of:\n"
+    "  --xid N              an Xid error (79: GPU lost; 48, 74, 94, 95: reset required)\n"
+    "  --ecc single|double  ECC errors (--count N, default 1) and their event\n"
+    "  --temp C             pin the temperature at C degrees\n"
+    "  --error-rate P       fraction P (0..1, or 20%) of NVML calls fail with UNKNOWN\n"
+    "  --slow MS            every NVML call on the device takes MS milliseconds longer\n"
+    "  --fail-after BYTES   CUDA allocations fail once BYTES more were allocated\n"
+    "See docs/sim.md for what each makes NVML and CUDA return. Undo with gpum sim clear.\n";
+
+static int sim_inject(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
   const char *pos[1], *dev = NULL, *v[6] = {0}, *count = NULL;
   cli_opt_t opts[] = {
       {"--device", &dev, NULL},      {"--xid", &v[0], NULL},        {"--ecc", &v[1], NULL},
       {"--temp", &v[2], NULL},       {"--error-rate", &v[3], NULL}, {"--slow", &v[4], NULL},
       {"--fail-after", &v[5], NULL}, {"--count", &count, NULL},     {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("sim", "inject", argc, argv, opts, pos, 1, 1, &np);
-  if (rc < 0) {
-    printf("usage: gpum sim inject NAME --device I FAULT\n\n"
-           "FAULT is one of:\n"
-           "  --xid N              an Xid error (79: GPU lost; 48, 74, 94, 95: reset required)\n"
-           "  --ecc single|double  ECC errors (--count N, default 1) and their event\n"
-           "  --temp C             pin the temperature at C degrees\n"
-           "  --error-rate P       fraction P (0..1, or 20%%) of NVML calls fail with UNKNOWN\n"
-           "  --slow MS            every NVML call on the device takes MS milliseconds longer\n"
-           "  --fail-after BYTES   CUDA allocations fail once BYTES more were allocated\n"
-           "See docs/sim.md for what each makes NVML and CUDA return. Undo with gpum sim clear.\n");
-    return 0;
-  }
-  if (rc)
+  int rc;
+  if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;
   unsigned d;
   gpum_sim_fault_t f;
@@ -434,111 +448,94 @@ static int sim_inject(const simapi_t *api, int argc, char **argv) {
     return rc;
   if (count && !v[1])
     return bad("inject", "--count", count, "--count only with --ecc");
-  if ((rc = api->inject(pos[0], d, &f)))
-    return failed(api, "inject", rc);
-  return 0;
+  return sim_done(api, sub, api->inject(pos[0], d, &f));
 }
 
-static int sim_clear(const simapi_t *api, int argc, char **argv) {
+static const char clear_usage[] =
+    "usage: gpum sim clear NAME [--device I]\n\n"
+    "Removes every injected fault of device I (all devices without --device), like a GPU\n"
+    "reset: a lost GPU comes back and volatile ECC counters restart from 0.\n";
+
+static int sim_clear(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
   const char *pos[1], *dev = NULL;
   cli_opt_t opts[] = {{"--device", &dev, NULL}, {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("sim", "clear", argc, argv, opts, pos, 1, 1, &np);
-  if (rc < 0) {
-    printf("usage: gpum sim clear NAME [--device I]\n\n"
-           "Removes every injected fault of device I (all devices without --device), like a GPU\n"
-           "reset: a lost GPU comes back and volatile ECC counters restart from 0.\n");
-    return 0;
-  }
-  if (rc)
+  int rc;
+  if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;
   unsigned d = UINT32_MAX;
   if (dev && (rc = parse_device("clear", dev, &d)))
     return rc;
-  if ((rc = api->clear(pos[0], d)))
-    return failed(api, "clear", rc);
-  return 0;
+  return sim_done(api, sub, api->clear(pos[0], d));
 }
 
-static int sim_set(const simapi_t *api, int argc, char **argv) {
+static const char set_usage[] =
+    "usage: gpum sim set NAME --device I --util PCT [--mem-util PCT]\n\n"
+    "Sets the GPU utilisation device I reports (memory utilisation defaults to half of\n"
+    "it). Temperature and power follow with a lag of a few seconds.\n";
+
+static int sim_set(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
   const char *pos[1], *dev = NULL, *util = NULL, *mem = NULL;
   cli_opt_t opts[] = {{"--device", &dev, NULL},
                       {"--util", &util, NULL},
                       {"--mem-util", &mem, NULL},
                       {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("sim", "set", argc, argv, opts, pos, 1, 1, &np);
-  if (rc < 0) {
-    printf("usage: gpum sim set NAME --device I --util PCT [--mem-util PCT]\n\n"
-           "Sets the GPU utilisation device I reports (memory utilisation defaults to half of\n"
-           "it). Temperature and power follow with a lag of a few seconds.\n");
-    return 0;
-  }
-  if (rc)
+  int rc;
+  if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;
   unsigned d;
   unsigned long long u, m = ULLONG_MAX;
   if ((rc = parse_device("set", dev, &d)))
     return rc;
-  if (!util) {
-    fprintf(stderr, "gpum sim set: --util PCT is required\n");
-    return 2;
-  }
-  if (parse_uint(util, 0, 100, true, &u))
+  if (!util)
+    return missing(sub->name, "--util PCT");
+  if (cli_parse_uint(util, 0, 100, true, &u))
     return bad("set", "--util", util, "a percentage from 0 to 100");
-  if (mem && parse_uint(mem, 0, 100, true, &m))
+  if (mem && cli_parse_uint(mem, 0, 100, true, &m))
     return bad("set", "--mem-util", mem, "a percentage from 0 to 100");
-  if ((rc = api->set_util(pos[0], d, (int)u, mem ? (int)m : -1)))
-    return failed(api, "set", rc);
-  return 0;
+  return sim_done(api, sub, api->set_util(pos[0], d, (int)u, mem ? (int)m : -1));
 }
 
-static int sim_hold(const simapi_t *api, int argc, char **argv) {
+static const char hold_usage[] =
+    "usage: gpum sim hold NAME --device I --bytes SIZE [--for DURATION]\n\n"
+    "Starts a detached process that holds SIZE of memory on device I, like a program\n"
+    "that no scheduler manages; it shows in the process list. Prints its pid once the\n"
+    "memory is held. It lets go after DURATION (default: when killed or the node stops).\n";
+
+static int sim_hold(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
   const char *pos[1], *dev = NULL, *bytes = NULL, *dur = NULL;
   cli_opt_t opts[] = {{"--device", &dev, NULL},
                       {"--bytes", &bytes, NULL},
                       {"--for", &dur, NULL},
                       {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("sim", "hold", argc, argv, opts, pos, 1, 1, &np);
-  if (rc < 0) {
-    printf("usage: gpum sim hold NAME --device I --bytes SIZE [--for DURATION]\n\n"
-           "Starts a detached process that holds SIZE of memory on device I, like a program\n"
-           "that no scheduler manages; it shows in the process list. Prints its pid once the\n"
-           "memory is held. It lets go after DURATION (default: when killed or the node stops).\n");
-    return 0;
-  }
-  if (rc)
+  int rc;
+  if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;
   unsigned d;
   uint64_t size, ms = 0;
   if ((rc = parse_device("hold", dev, &d)))
     return rc;
-  if (!bytes) {
-    fprintf(stderr, "gpum sim hold: --bytes SIZE is required\n");
-    return 2;
-  }
+  if (!bytes)
+    return missing(sub->name, "--bytes SIZE");
   if (gpum_size_parse(bytes, &size) != 0 || size == 0)
     return bad("hold", "--bytes", bytes, "a size like 8GiB");
   if (dur && (gpum_duration_parse(dur, &ms) != 0 || ms == 0))
     return bad("hold", "--for", dur, "a duration like 30s or 5m");
   pid_t pid;
   if ((rc = api->hold(pos[0], d, size, ms, &pid)))
-    return failed(api, "hold", rc);
+    return failed(api, sub->name, rc);
   printf("%d\n", (int)pid);
   return 0;
 }
 
-static const struct {
-  const char *name;
-  int (*run)(const simapi_t *, int, char **);
-  const char *summary;
-} subs[] = {
-    {"start", sim_start, "start a node from a YAML spec"},
-    {"stop", sim_stop, "stop a node"},
-    {"status", sim_status, "show a node's devices, faults and processes"},
-    {"list", sim_list, "list the running nodes"},
-    {"inject", sim_inject, "inject a fault into a device"},
-    {"clear", sim_clear, "clear a device's faults (like a GPU reset)"},
-    {"set", sim_set, "set a device's utilisation"},
-    {"hold", sim_hold, "hold memory from an unmanaged process"},
+static const sim_sub_t subs[] = {
+    {"start", sim_start, 1, "start a node from a YAML spec", start_usage},
+    {"stop", sim_stop, 1, "stop a node", stop_usage},
+    {"status", sim_status, 1, "show a node's devices, faults and processes", status_usage},
+    {"list", sim_list, 0, "list the running nodes", list_usage},
+    {"inject", sim_inject, 1, "inject a fault into a device", inject_usage},
+    {"clear", sim_clear, 1, "clear a device's faults (like a GPU reset)", clear_usage},
+    {"set", sim_set, 1, "set a device's utilisation", set_usage},
+    {"hold", sim_hold, 1, "hold memory from an unmanaged process", hold_usage},
 };
 
 static void usage(FILE *out) {
@@ -566,11 +563,11 @@ int cmd_sim(gpum_config_t *cfg, int argc, char **argv) {
     /* --help needs no simulator: every subcommand prints it before touching the API. */
     for (int k = 2; k < argc; k++)
       if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h"))
-        return subs[i].run(NULL, argc - 1, argv + 1);
+        return subs[i].run(NULL, &subs[i], argc - 1, argv + 1);
     simapi_t api;
     if (load_api(cfg, &api))
       return 1;
-    int rc = subs[i].run(&api, argc - 1, argv + 1);
+    int rc = subs[i].run(&api, &subs[i], argc - 1, argv + 1);
     dlclose(api.dl);
     return rc;
   }

@@ -72,6 +72,21 @@ int cli_parse_interval(const char *s, unsigned long *out_ms) {
   return 0;
 }
 
+int cli_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, bool pct,
+                   unsigned long long *out) {
+  if (!s || !*s || *s == '-' || *s == '+')
+    return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (pct && *end == '%')
+    end++;
+  if (errno || end == s || *end || v < lo || v > hi)
+    return -1;
+  *out = v;
+  return 0;
+}
+
 int cli_bad_option(const char *cmd, const char *opt) {
   fprintf(stderr, "gpum %s: unknown option '%s'\nRun 'gpum %s --help' for its options.\n", cmd, opt,
           cmd);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CUDA driver entry points of the simulated driver: cuInit, CUDA_VISIBLE_DEVICES, device
- * queries, primary contexts and the per-thread current context. The other cuda_*.c files use
- * gpum__sim_cu_begin() to check that a call has an initialised driver, a current context and a
- * healthy device.
+ * queries, primary contexts and the per-thread current context. The entry points open with
+ * GPUM__SIM_CU_ENTRY (the fork gate, then gpum__sim_cu_check: its arguments, then an
+ * initialised driver, a live node or a current context on a healthy device, as it needs);
+ * gpum__sim_cu_begin() makes the same context check and keeps the node locked for calls that
+ * change it.
  *
  * CUDA_VISIBLE_DEVICES is read once, at the first successful cuInit, as the real driver does:
  * a comma-separated list of indices or "GPU-" UUIDs (unique prefixes accepted); parsing stops
@@ -219,47 +221,52 @@ CUresult gpum__sim_cu_begin_on(struct gpum__sim_node **out, unsigned simdev) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetCount(int *count) {
-  GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  if (!count)
+CUresult gpum__sim_cu_check(bool args_ok, gpum__sim_cu_need_t need) {
+  if (!args_ok)
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = live(&n);
-  if (r == CUDA_SUCCESS)
-    *count = nvisible;
-  return r;
+  struct gpum__sim_node *n;
+  unsigned dev;
+  CUresult r;
+  switch (need) {
+  case GPUM__SIM_CU_INIT:
+    return gpum__sim_cu_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+  case GPUM__SIM_CU_LIVE:
+    return live(&n);
+  case GPUM__SIM_CU_CTX:
+    if ((r = gpum__sim_cu_begin(&n, &dev)) == CUDA_SUCCESS)
+      gpum__sim_unlock(n);
+    return r;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult gpum__sim_cu_check_device(bool args_ok, CUdevice dev, unsigned *simdev) {
+  return args_ok ? gpum__sim_cu_device(dev, simdev) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuDeviceGetCount(int *count) {
+  GPUM__SIM_CU_ENTRY(count != NULL, GPUM__SIM_CU_LIVE);
+  *count = nvisible;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!device)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(ordinal, &s);
-  if (r == CUDA_SUCCESS)
-    *device = ordinal;
-  return r;
+  GPUM__SIM_CU_ENTRY_DEVICE(device != NULL, ordinal, &s);
+  *device = ordinal;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!name || len <= 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
-  if (r == CUDA_SUCCESS)
-    snprintf(name, (size_t)len, "%s", cu_node->spec.dev[s].name); /* truncates, as CUDA does */
-  return r;
+  GPUM__SIM_CU_ENTRY_DEVICE(name && len > 0, dev, &s);
+  snprintf(name, (size_t)len, "%s", cu_node->spec.dev[s].name); /* truncates, as CUDA does */
+  return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!uuid)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY_DEVICE(uuid != NULL, dev, &s);
   /* "GPU-xxxxxxxx-xxxx-...": the 32 hex digits are the 16 bytes. */
   const char *p = cu_node->spec.dev[s].uuid;
   p += strncmp(p, "GPU-", 4) == 0 ? 4 : 0;
@@ -275,24 +282,15 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!bytes)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
-  if (r == CUDA_SUCCESS)
-    *bytes = cu_node->spec.dev[s].memory;
-  return r;
+  GPUM__SIM_CU_ENTRY_DEVICE(bytes != NULL, dev, &s);
+  *bytes = cu_node->spec.dev[s].memory;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!pi)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY_DEVICE(pi != NULL, dev, &s);
   const struct gpum__sim_dev_spec *d = &cu_node->spec.dev[s];
   switch (attrib) {
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
@@ -331,33 +329,24 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) 
 }
 
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!pciBusId || len <= 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
-  if (r == CUDA_SUCCESS) {
-    const struct gpum__sim_dev_spec *d = &cu_node->spec.dev[s];
-    snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", d->pci_domain & 0xffff, d->pci_bus,
-             d->pci_device);
-  }
-  return r;
+  GPUM__SIM_CU_ENTRY_DEVICE(pciBusId && len > 0, dev, &s);
+  const struct gpum__sim_dev_spec *d = &cu_node->spec.dev[s];
+  snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", d->pci_domain & 0xffff, d->pci_bus,
+           d->pci_device);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!pctx)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = gpum__sim_cu_device(dev, &s);
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY_DEVICE(pctx != NULL, dev, &s);
   struct gpum__sim_node *n = cu_node;
   if (gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
   gpum__sim_tick(n);
   struct CUctx_st *c = &primary[dev];
-  if ((r = gpum__sim_cu_fault(n, s)) != CUDA_SUCCESS)
+  CUresult r = gpum__sim_cu_fault(n, s);
+  if (r != CUDA_SUCCESS)
     goto out;
   if (__atomic_load_n(&c->refcount, __ATOMIC_ACQUIRE) == 0) {
     /* A new context: it costs context_memory and makes the process show in NVML's list. Dead
@@ -404,11 +393,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
-  GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  CUresult r = live(&n);
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_LIVE);
   if (ctx && !ctx_ok(ctx))
     return CUDA_ERROR_INVALID_CONTEXT;
   current = ctx;
@@ -416,24 +401,13 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult cuCtxGetCurrent(CUcontext *pctx) {
-  GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  if (!pctx)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = live(&n);
-  if (r == CUDA_SUCCESS)
-    *pctx = current;
-  return r;
+  GPUM__SIM_CU_ENTRY(pctx != NULL, GPUM__SIM_CU_LIVE);
+  *pctx = current;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuCtxGetDevice(CUdevice *device) {
-  GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  if (!device)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = live(&n);
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(device != NULL, GPUM__SIM_CU_LIVE);
   if (!current || !ctx_ok(current))
     return CUDA_ERROR_INVALID_CONTEXT;
   *device = current->ordinal;
@@ -441,13 +415,7 @@ CUresult cuCtxGetDevice(CUdevice *device) {
 }
 
 CUresult cuCtxSynchronize(void) {
-  GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  unsigned s;
-  CUresult r = gpum__sim_cu_begin(&n, &s);
-  if (r != CUDA_SUCCESS)
-    return r;
-  gpum__sim_unlock(n);
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
   /* Execution is synchronous: only streams held by gpum_sim_debug_stream_hold have work. */
   gpum__sim_cu_streams_wait_idle();
   return CUDA_SUCCESS;

@@ -152,9 +152,7 @@ static void block_free(struct gpum__sim_node *n, struct block *b) {
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  GPUM__SIM_CU_FORK_GATE();
-  if (!gpum__sim_cu_initialized())
-    return CUDA_ERROR_NOT_INITIALIZED;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   struct gpum__sim_node *n = gpum__sim_attached();
   if (!n || gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
@@ -205,13 +203,7 @@ bool gpum__sim_cu_range_ok(CUdeviceptr ptr, size_t len) {
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
-  GPUM__SIM_CU_FORK_GATE();
-  struct gpum__sim_node *n;
-  unsigned dev;
-  CUresult r = gpum__sim_cu_begin(&n, &dev);
-  if (r != CUDA_SUCCESS)
-    return r;
-  gpum__sim_unlock(n);
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
   pthread_mutex_lock(&blocks_mu);
   struct block *b = block_containing(dptr);
   if (b && pbase)
@@ -222,21 +214,12 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
   return b ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
-/* Checks context and device for a copy (the lock is not kept: copies run unlocked). */
-static CUresult copy_begin(void) {
-  struct gpum__sim_node *n;
-  unsigned dev;
-  CUresult r = gpum__sim_cu_begin(&n, &dev);
-  if (r == CUDA_SUCCESS)
-    gpum__sim_unlock(n);
-  return r;
-}
+/* Copies check context and device (gpum__sim_cu_check) and run without the node lock. */
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = copy_begin();
-  if (r != CUDA_SUCCESS || ByteCount == 0)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
+  if (ByteCount == 0)
+    return CUDA_SUCCESS;
   if (!srcHost || !gpum__sim_cu_range_ok(dstDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
@@ -244,10 +227,9 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t Byte
 }
 
 CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = copy_begin();
-  if (r != CUDA_SUCCESS || ByteCount == 0)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
+  if (ByteCount == 0)
+    return CUDA_SUCCESS;
   if (!dstHost || !gpum__sim_cu_range_ok(srcDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memcpy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
@@ -273,10 +255,9 @@ CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
 }
 
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = copy_begin();
-  if (r != CUDA_SUCCESS || ByteCount == 0)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
+  if (ByteCount == 0)
+    return CUDA_SUCCESS;
   if (!gpum__sim_cu_range_ok(dstDevice, ByteCount) || !gpum__sim_cu_range_ok(srcDevice, ByteCount))
     return CUDA_ERROR_INVALID_VALUE;
   memmove((void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice, ByteCount);
@@ -284,10 +265,9 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t By
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = copy_begin();
-  if (r != CUDA_SUCCESS || N == 0)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
+  if (N == 0)
+    return CUDA_SUCCESS;
   if (!gpum__sim_cu_range_ok(dstDevice, N))
     return CUDA_ERROR_INVALID_VALUE;
   memset((void *)(uintptr_t)dstDevice, uc, N);
@@ -315,12 +295,8 @@ void gpum__sim_mem_atfork(gpum__sim_fork_phase_t ph) {
 }
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
-  GPUM__SIM_CU_FORK_GATE();
-  if (!pp || bytesize == 0 || (Flags & ~7u)) /* PORTABLE | DEVICEMAP | WRITECOMBINED */
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = copy_begin();
-  if (r != CUDA_SUCCESS)
-    return r;
+  /* Flags: PORTABLE | DEVICEMAP | WRITECOMBINED */
+  GPUM__SIM_CU_ENTRY(pp && bytesize != 0 && !(Flags & ~7u), GPUM__SIM_CU_CTX);
   struct host_block *b = malloc(sizeof *b);
   void *p = NULL;
   if (!b || posix_memalign(&p, 4096, bytesize) != 0) {
@@ -342,9 +318,7 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
 }
 
 CUresult cuMemFreeHost(void *p) {
-  GPUM__SIM_CU_FORK_GATE();
-  if (!gpum__sim_cu_initialized())
-    return CUDA_ERROR_NOT_INITIALIZED;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   pthread_mutex_lock(&host_mu);
   struct host_block **pp = &host_blocks, *b;
   while (*pp && (*pp)->p != p)

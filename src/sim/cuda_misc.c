@@ -52,16 +52,6 @@ void gpum__sim_misc_atfork(gpum__sim_fork_phase_t ph) {
     pthread_cond_init(&obj_cond, NULL);
 }
 
-/* Context and device check for calls that need no lock. */
-static CUresult need_ctx(void) {
-  struct gpum__sim_node *n;
-  unsigned dev;
-  CUresult r = gpum__sim_cu_begin(&n, &dev);
-  if (r == CUDA_SUCCESS)
-    gpum__sim_unlock(n);
-  return r;
-}
-
 bool gpum__sim_cu_stream_ok(CUstream h) {
   if (!h)
     return true;
@@ -141,12 +131,7 @@ static bool event_ok(CUevent h) {
 }
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
-  GPUM__SIM_CU_FORK_GATE();
-  if (!phStream || Flags > CU_STREAM_NON_BLOCKING)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = need_ctx();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(phStream && Flags <= CU_STREAM_NON_BLOCKING, GPUM__SIM_CU_CTX);
   struct CUstream_st *s = calloc(1, sizeof *s);
   if (!s)
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -160,9 +145,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 }
 
 CUresult cuStreamDestroy_v2(CUstream hStream) {
-  GPUM__SIM_CU_FORK_GATE();
-  if (!gpum__sim_cu_initialized())
-    return CUDA_ERROR_NOT_INITIALIZED;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   pthread_mutex_lock(&obj_mu);
   struct CUstream_st **pp = &streams;
   while (*pp && *pp != hStream)
@@ -180,10 +163,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
 }
 
 CUresult cuStreamSynchronize(CUstream hStream) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
   pthread_mutex_lock(&obj_mu);
   struct CUstream_st *s = stream_find(hStream);
   while (s && s->held) {
@@ -195,10 +175,7 @@ CUresult cuStreamSynchronize(CUstream hStream) {
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
   if (Flags > 1)
     return CUDA_ERROR_INVALID_VALUE;
   if (!gpum__sim_cu_stream_ok(hStream) || !event_ok(hEvent))
@@ -207,12 +184,8 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
-  GPUM__SIM_CU_FORK_GATE();
-  if (!phEvent || (Flags & ~7u)) /* BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS */
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = need_ctx();
-  if (r != CUDA_SUCCESS)
-    return r;
+  /* Flags: BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS */
+  GPUM__SIM_CU_ENTRY(phEvent && !(Flags & ~7u), GPUM__SIM_CU_CTX);
   struct CUevent_st *e = calloc(1, sizeof *e);
   if (!e)
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -227,10 +200,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
 }
 
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
   if (!event_ok(hEvent) || !gpum__sim_cu_stream_ok(hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&obj_mu);
@@ -244,12 +214,9 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
 }
 
 CUresult cuEventQuery(CUevent hEvent) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
-  if (r == CUDA_SUCCESS && !event_ok(hEvent))
-    r = CUDA_ERROR_INVALID_HANDLE;
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
+  if (!event_ok(hEvent))
+    return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&obj_mu);
   bool pending = hEvent->pending;
   pthread_mutex_unlock(&obj_mu);
@@ -257,12 +224,9 @@ CUresult cuEventQuery(CUevent hEvent) {
 }
 
 CUresult cuEventSynchronize(CUevent hEvent) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
-  if (r == CUDA_SUCCESS && !event_ok(hEvent))
-    r = CUDA_ERROR_INVALID_HANDLE;
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
+  if (!event_ok(hEvent))
+    return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&obj_mu);
   while (event_known(hEvent) && hEvent->pending)
     pthread_cond_wait(&obj_cond, &obj_mu);
@@ -271,10 +235,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
 }
 
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_ctx();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_CTX);
   if (!pMilliseconds)
     return CUDA_ERROR_INVALID_VALUE;
   if (!event_ok(hStart) || !event_ok(hEnd))
@@ -289,9 +250,7 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) 
 }
 
 CUresult cuEventDestroy_v2(CUevent hEvent) {
-  GPUM__SIM_CU_FORK_GATE();
-  if (!gpum__sim_cu_initialized())
-    return CUDA_ERROR_NOT_INITIALIZED;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   pthread_mutex_lock(&obj_mu);
   struct CUevent_st **pp = &events;
   while (*pp && *pp != hEvent)

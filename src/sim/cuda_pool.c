@@ -71,12 +71,8 @@ void gpum__sim_cu_pool_count(struct CUmemPoolHandle_st *pool, int64_t delta) {
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned simdev;
-  if (!pool_out)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!gpum__sim_cu_initialized())
-    return CUDA_ERROR_NOT_INITIALIZED;
+  GPUM__SIM_CU_ENTRY(pool_out != NULL, GPUM__SIM_CU_INIT);
   CUresult r = gpum__sim_cu_device(dev, &simdev);
   if (r != CUDA_SUCCESS)
     return r;
@@ -96,15 +92,12 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
 }
 
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned simdev;
-  if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      (poolProps->handleTypes != CU_MEM_HANDLE_TYPE_NONE &&
-       poolProps->handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!gpum__sim_cu_initialized())
-    return CUDA_ERROR_NOT_INITIALIZED;
+  bool args_ok = pool && poolProps && poolProps->allocType == CU_MEM_ALLOCATION_TYPE_PINNED &&
+                 poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+                 (poolProps->handleTypes == CU_MEM_HANDLE_TYPE_NONE ||
+                  poolProps->handleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  GPUM__SIM_CU_ENTRY(args_ok, GPUM__SIM_CU_INIT);
   CUresult r = gpum__sim_cu_device(poolProps->location.id, &simdev);
   if (r != CUDA_SUCCESS)
     return r == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_VALUE : r;

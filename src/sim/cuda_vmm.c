@@ -96,10 +96,6 @@ void gpum__sim_vmm_atfork(gpum__sim_fork_phase_t ph) {
 
 #define AS(type, t) ((t) ? GPUM__SIM_CONTAINER((t), type, node) : NULL)
 
-static CUresult need_init(void) {
-  return gpum__sim_cu_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
-}
-
 /* Checks an allocation property; gives the simulated device. */
 static CUresult check_prop(const CUmemAllocationProp *prop, unsigned *simdev) {
   if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
@@ -119,14 +115,11 @@ static CUresult check_prop(const CUmemAllocationProp *prop, unsigned *simdev) {
 
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                        CUmemAllocationGranularity_flags option) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-                       option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = need_init();
-  if (r == CUDA_SUCCESS)
-    r = check_prop(prop, &s);
+  bool args_ok = granularity && (option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ||
+                                 option == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  GPUM__SIM_CU_ENTRY(args_ok, GPUM__SIM_CU_INIT);
+  CUresult r = check_prop(prop, &s);
   if (r == CUDA_SUCCESS)
     *granularity = GRAN;
   return r;
@@ -140,10 +133,7 @@ static struct mapping *mapping_from(CUdeviceptr from, CUdeviceptr to) {
 
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   if (!ptr || flags != 0 || size == 0 || size % GRAN || (alignment & (alignment - 1)) ||
       addr % GRAN)
     return CUDA_ERROR_INVALID_VALUE;
@@ -179,10 +169,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 }
 
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   pthread_mutex_lock(&vmm_mu);
   struct reservation *res = AS(struct reservation, gpum__sim_tree_find(reservations, ptr));
   /* Unknown range, or still mapped. */
@@ -338,14 +325,12 @@ static void handle_free(CUmemGenericAllocationHandle h) {
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags) {
-  GPUM__SIM_CU_FORK_GATE();
   unsigned s;
-  CUresult r = need_init();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   if (!handle || flags != 0 || size == 0 || size % GRAN)
     return CUDA_ERROR_INVALID_VALUE;
-  if ((r = check_prop(prop, &s)) != CUDA_SUCCESS)
+  CUresult r = check_prop(prop, &s);
+  if (r != CUDA_SUCCESS)
     return r;
   struct phys *ph = calloc(1, sizeof *ph);
   if (!ph)
@@ -409,13 +394,11 @@ static struct gpum__sim_node *lock_node(void) {
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   struct gpum__sim_node *n = lock_node();
   if (!n)
     return CUDA_ERROR_UNKNOWN;
+  CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&vmm_mu);
   struct phys *ph = phys_of(handle);
   if (!ph || ph->released) {
@@ -437,15 +420,13 @@ static bool in_reservation(CUdeviceptr ptr, size_t size) {
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   if (flags != 0 || offset != 0 || size == 0 || size % GRAN || ptr % GRAN)
     return CUDA_ERROR_INVALID_VALUE;
   struct mapping *m = malloc(sizeof *m);
   if (!m)
     return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&vmm_mu);
   struct phys *ph = phys_of(handle);
   /* Mappings never overlap: only the last one starting below the end can reach into it. */
@@ -470,10 +451,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   if (size == 0 || size % GRAN || ptr % GRAN)
     return CUDA_ERROR_INVALID_VALUE;
   struct gpum__sim_node *n = lock_node();
@@ -502,12 +480,10 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
-  GPUM__SIM_CU_FORK_GATE();
-  CUresult r = need_init();
-  if (r != CUDA_SUCCESS)
-    return r;
+  GPUM__SIM_CU_ENTRY(true, GPUM__SIM_CU_INIT);
   if (!desc || count == 0 || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CUDA_SUCCESS;
   int flags = 0;
   for (size_t i = 0; i < count; i++) {
     unsigned s;

@@ -401,6 +401,38 @@ static inline bool gpum__sim_cu_forked(void) {
   } while (0)
 
 /* ---- cuda_ctx.c: shared with the other CUDA files ---- */
+/* What a CUDA entry point needs of the driver before it acts (gpum__sim_cu_check), each level
+ * including the one before. */
+typedef enum {
+  GPUM__SIM_CU_INIT, /* cuInit succeeded: else CUDA_ERROR_NOT_INITIALIZED */
+  GPUM__SIM_CU_LIVE, /* and the node was not stopped since: else CUDA_ERROR_DEINITIALIZED */
+  GPUM__SIM_CU_CTX,  /* and a usable current context on a healthy device: else
+                        gpum__sim_cu_begin's error (the node lock is not kept) */
+} gpum__sim_cu_need_t;
+/* The checks a CUDA entry point opens with, in the real driver's order: its arguments first
+ * (args_ok false: CUDA_ERROR_INVALID_VALUE), then what it needs of the driver. CUDA_SUCCESS
+ * when the call may go on. Entry points that check something in between (a handle, a flag
+ * checked after the context) pass true and check it themselves after. */
+CUresult gpum__sim_cu_check(bool args_ok, gpum__sim_cu_need_t need);
+/* As gpum__sim_cu_check for a call on CUDA device dev: the arguments, then
+ * gpum__sim_cu_device (initialised, live, a visible ordinal); gives the simulated device. */
+CUresult gpum__sim_cu_check_device(bool args_ok, CUdevice dev, unsigned *simdev);
+/* The first line of a CUDA entry point: the fork gate, then gpum__sim_cu_check (or
+ * gpum__sim_cu_check_device); a failed check returns its code from the entry point. */
+#define GPUM__SIM_CU_ENTRY(args_ok, need)                              \
+  do {                                                                 \
+    GPUM__SIM_CU_FORK_GATE();                                          \
+    CUresult gpum__sim_entry_r_ = gpum__sim_cu_check((args_ok), need); \
+    if (gpum__sim_entry_r_ != CUDA_SUCCESS)                            \
+      return gpum__sim_entry_r_;                                       \
+  } while (0)
+#define GPUM__SIM_CU_ENTRY_DEVICE(args_ok, dev, simdev)                              \
+  do {                                                                               \
+    GPUM__SIM_CU_FORK_GATE();                                                        \
+    CUresult gpum__sim_entry_r_ = gpum__sim_cu_check_device((args_ok), dev, simdev); \
+    if (gpum__sim_entry_r_ != CUDA_SUCCESS)                                          \
+      return gpum__sim_entry_r_;                                                     \
+  } while (0)
 /* Checks cuInit was called and that there is a usable current context; gives the simulated
  * device index of its device. Takes the node lock on success (caller unlocks). */
 CUresult gpum__sim_cu_begin(struct gpum__sim_node **n, unsigned *simdev);

@@ -129,6 +129,28 @@ void gpum__cuda_src_leave(gpum__cuda_src_t *s, CUcontext prev) {
     s->cu->cuCtxSetCurrent(prev);
 }
 
+static int run(gpum__cuda_src_t *s, bool lock, gpum__cuda_src_fn fn, void *arg) {
+  CUcontext prev;
+  int rc = gpum__cuda_src_enter(s, &prev);
+  if (rc)
+    return rc;
+  if (lock)
+    pthread_mutex_lock(&s->mu);
+  rc = fn(s, arg);
+  if (lock)
+    pthread_mutex_unlock(&s->mu);
+  gpum__cuda_src_leave(s, prev);
+  return rc;
+}
+
+int gpum__cuda_src_run(gpum__cuda_src_t *s, gpum__cuda_src_fn fn, void *arg) {
+  return run(s, false, fn, arg);
+}
+
+int gpum__cuda_src_run_locked(gpum__cuda_src_t *s, gpum__cuda_src_fn fn, void *arg) {
+  return run(s, true, fn, arg);
+}
+
 int gpum__cuda_src_check(const gpum__cuda_src_t *s, CUresult r, const char *fmt, ...) {
   if (r == CUDA_SUCCESS)
     return 0;
@@ -142,59 +164,70 @@ int gpum__cuda_src_check(const gpum__cuda_src_t *s, CUresult r, const char *fmt,
   return gpum__cuda_check(s->cu, r, what);
 }
 
-static int src_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
+typedef struct {
+  uint64_t *free_bytes, *total_bytes;
+} mem_info_args_t;
+
+static int mem_info_in(gpum__cuda_src_t *s, void *arg) {
+  const mem_info_args_t *a = arg;
   size_t f = 0, t = 0;
-  rc = gpum__cuda_src_check(s, s->cu->cuMemGetInfo_v2(&f, &t), "cuMemGetInfo_v2");
-  gpum__cuda_src_leave(s, prev);
+  int rc = gpum__cuda_src_check(s, s->cu->cuMemGetInfo_v2(&f, &t), "cuMemGetInfo_v2");
   if (rc == 0) {
-    *free_bytes = f;
-    *total_bytes = t;
+    *a->free_bytes = f;
+    *a->total_bytes = t;
   }
   return rc;
 }
 
-static int src_event_record(void *ctx, gpum_stream_t stream, void **event) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
+static int src_mem_info(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes) {
+  return gpum__cuda_src_run(ctx, mem_info_in, &(mem_info_args_t){free_bytes, total_bytes});
+}
+
+typedef struct {
+  gpum_stream_t stream;
+  void **event;
+} event_record_args_t;
+
+static int event_record_in(gpum__cuda_src_t *s, void *arg) {
+  const event_record_args_t *a = arg;
   CUevent ev = NULL;
   pthread_mutex_lock(&s->mu);
   if (s->nevents > 0)
     ev = s->events[--s->nevents];
   pthread_mutex_unlock(&s->mu);
+  int rc = 0;
   if (!ev)
     rc = gpum__cuda_src_check(s, s->cu->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING),
                               "cuEventCreate");
   if (rc == 0) {
-    rc = gpum__cuda_src_check(s, s->cu->cuEventRecord(ev, (CUstream)(uintptr_t)stream),
-                              "cuEventRecord(stream 0x%llx)", (unsigned long long)stream);
+    rc = gpum__cuda_src_check(s, s->cu->cuEventRecord(ev, (CUstream)(uintptr_t)a->stream),
+                              "cuEventRecord(stream 0x%llx)", (unsigned long long)a->stream);
     if (rc)
       s->cu->cuEventDestroy_v2(ev);
   }
-  gpum__cuda_src_leave(s, prev);
   if (rc == 0)
-    *event = ev;
+    *a->event = ev;
   return rc;
 }
 
-static int src_event_query(void *ctx, void *event) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
+static int src_event_record(void *ctx, gpum_stream_t stream, void **event) {
+  return gpum__cuda_src_run(ctx, event_record_in, &(event_record_args_t){stream, event});
+}
+
+static int event_query_in(gpum__cuda_src_t *s, void *event) {
   CUresult r = s->cu->cuEventQuery(event);
-  gpum__cuda_src_leave(s, prev);
   if (r == CUDA_ERROR_NOT_READY)
     return GPUM_EAGAIN; /* the common answer: no detail message to format */
   return gpum__cuda_src_check(s, r, "cuEventQuery");
+}
+
+static int src_event_query(void *ctx, void *event) {
+  return gpum__cuda_src_run(ctx, event_query_in, event);
+}
+
+static int event_destroy_in(gpum__cuda_src_t *s, void *event) {
+  s->cu->cuEventDestroy_v2(event);
+  return 0;
 }
 
 static void src_event_destroy(void *ctx, void *event) {
@@ -204,24 +237,17 @@ static void src_event_destroy(void *ctx, void *event) {
   if (cached)
     s->events[s->nevents++] = event;
   pthread_mutex_unlock(&s->mu);
-  if (cached)
-    return;
-  CUcontext prev;
-  if (gpum__cuda_src_enter(s, &prev) != 0)
-    return;
-  s->cu->cuEventDestroy_v2(event);
-  gpum__cuda_src_leave(s, prev);
+  if (!cached)
+    (void)gpum__cuda_src_run(s, event_destroy_in, event);
+}
+
+static int synchronize_in(gpum__cuda_src_t *s, void *arg) {
+  (void)arg;
+  return gpum__cuda_src_check(s, s->cu->cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 static int src_synchronize(void *ctx) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
-  rc = gpum__cuda_src_check(s, s->cu->cuCtxSynchronize(), "cuCtxSynchronize");
-  gpum__cuda_src_leave(s, prev);
-  return rc;
+  return gpum__cuda_src_run(ctx, synchronize_in, NULL);
 }
 
 static void src_destroy(void *ctx) {
@@ -253,33 +279,31 @@ int gpum__cuda_src_finish(gpum__cuda_src_t *s, const gpum_pool_source_ops_t *ops
 
 /* ---- "cuda": cuMemAlloc_v2 --------------------------------------------------------------- */
 
-static int cuda_alloc(void *ctx, size_t size, gpum_devptr_t *addr) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
+static int cuda_alloc_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
   CUdeviceptr p = 0;
   char sz[GPUM_SIZE_BUFSZ];
-  rc = gpum__cuda_src_check(s, s->cu->cuMemAlloc_v2(&p, size), "cuMemAlloc_v2(%s)",
-                            gpum_size_format(size, sz, sizeof sz));
-  gpum__cuda_src_leave(s, prev);
+  int rc = gpum__cuda_src_check(s, s->cu->cuMemAlloc_v2(&p, a->size), "cuMemAlloc_v2(%s)",
+                                gpum_size_format(a->size, sz, sizeof sz));
   if (rc == 0)
-    *addr = p;
+    *a->out = p;
   return rc;
 }
 
-static int cuda_free(void *ctx, gpum_devptr_t addr, size_t size) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
+static int cuda_alloc(void *ctx, size_t size, gpum_devptr_t *addr) {
+  return gpum__cuda_src_run(ctx, cuda_alloc_in, &(gpum__cuda_src_seg_t){.size = size, .out = addr});
+}
+
+static int cuda_free_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
   char sz[GPUM_SIZE_BUFSZ];
-  rc = gpum__cuda_src_check(s, s->cu->cuMemFree_v2(addr), "cuMemFree_v2(0x%llx, %s)",
-                            (unsigned long long)addr, gpum_size_format(size, sz, sizeof sz));
-  gpum__cuda_src_leave(s, prev);
-  return rc;
+  return gpum__cuda_src_check(s, s->cu->cuMemFree_v2(a->addr), "cuMemFree_v2(0x%llx, %s)",
+                              (unsigned long long)a->addr,
+                              gpum_size_format(a->size, sz, sizeof sz));
+}
+
+static int cuda_free(void *ctx, gpum_devptr_t addr, size_t size) {
+  return gpum__cuda_src_run(ctx, cuda_free_in, &(gpum__cuda_src_seg_t){.addr = addr, .size = size});
 }
 
 int gpum__pool_cuda_ops(int device, gpum_pool_source_ops_t *ops, void **ctx) {
@@ -305,34 +329,33 @@ int gpum_pool_source_cuda(int device, gpum_pool_source_t **out) {
 
 /* ---- "pinned": cuMemHostAlloc ------------------------------------------------------------ */
 
-static int pinned_alloc(void *ctx, size_t size, gpum_devptr_t *addr) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
+static int pinned_alloc_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
   void *p = NULL;
   char sz[GPUM_SIZE_BUFSZ];
-  rc = gpum__cuda_src_check(s, s->cu->cuMemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE),
-                            "cuMemHostAlloc(%s)", gpum_size_format(size, sz, sizeof sz));
-  gpum__cuda_src_leave(s, prev);
+  int rc = gpum__cuda_src_check(s, s->cu->cuMemHostAlloc(&p, a->size, CU_MEMHOSTALLOC_PORTABLE),
+                                "cuMemHostAlloc(%s)", gpum_size_format(a->size, sz, sizeof sz));
   if (rc == 0)
-    *addr = (gpum_devptr_t)(uintptr_t)p;
+    *a->out = (gpum_devptr_t)(uintptr_t)p;
   return rc;
 }
 
-static int pinned_free(void *ctx, gpum_devptr_t addr, size_t size) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
+static int pinned_alloc(void *ctx, size_t size, gpum_devptr_t *addr) {
+  return gpum__cuda_src_run(ctx, pinned_alloc_in,
+                            &(gpum__cuda_src_seg_t){.size = size, .out = addr});
+}
+
+static int pinned_free_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
   char sz[GPUM_SIZE_BUFSZ];
-  rc = gpum__cuda_src_check(s, s->cu->cuMemFreeHost((void *)(uintptr_t)addr),
-                            "cuMemFreeHost(0x%llx, %s)", (unsigned long long)addr,
-                            gpum_size_format(size, sz, sizeof sz));
-  gpum__cuda_src_leave(s, prev);
-  return rc;
+  return gpum__cuda_src_check(s, s->cu->cuMemFreeHost((void *)(uintptr_t)a->addr),
+                              "cuMemFreeHost(0x%llx, %s)", (unsigned long long)a->addr,
+                              gpum_size_format(a->size, sz, sizeof sz));
+}
+
+static int pinned_free(void *ctx, gpum_devptr_t addr, size_t size) {
+  return gpum__cuda_src_run(ctx, pinned_free_in,
+                            &(gpum__cuda_src_seg_t){.addr = addr, .size = size});
 }
 
 /* Host RAM: what page-locked allocations use up. */

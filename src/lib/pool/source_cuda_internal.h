@@ -3,9 +3,10 @@
  * What the CUDA memory sources of the pool share (library-internal): the driver loaded through
  * libgpum's CUDA loader, the retained primary context of one device, entering and leaving that
  * context around each call (ops may run on any thread, and the caller's current context is put
- * back afterwards), error messages naming the call and the device, and the stream-event ops with
- * their small cache of CUevents. source_cuda.c holds the "cuda" and "pinned" sources and this
- * common part; source_cuda_vmm.c the "cuda-vmm" source (expandable segments).
+ * back afterwards; gpum__cuda_src_run wraps an op's body in both), error messages naming the call
+ * and the device, and the stream-event ops with their small cache of CUevents. source_cuda.c
+ * holds the "cuda" and "pinned" sources and this common part; source_cuda_vmm.c the "cuda-vmm"
+ * source (expandable segments).
  */
 #ifndef GPUM_POOL_SOURCE_CUDA_INTERNAL_H
 #define GPUM_POOL_SOURCE_CUDA_INTERNAL_H
@@ -49,6 +50,25 @@ void gpum__cuda_src_close(gpum__cuda_src_t *s);
  * with gpum__cuda_src_leave. */
 int gpum__cuda_src_enter(gpum__cuda_src_t *s, CUcontext *prev);
 void gpum__cuda_src_leave(gpum__cuda_src_t *s, CUcontext prev);
+
+/* The body of one source op: the driver calls it makes, with the source's context current. arg
+ * is the op's own (its arguments and where its results go). Returns 0 or a GPUM_E* code. */
+typedef int (*gpum__cuda_src_fn)(gpum__cuda_src_t *s, void *arg);
+
+/* The prologue and epilogue every op shares: enters the source's context, runs fn(s, arg) and
+ * puts the caller's context back. Returns gpum__cuda_src_enter's error (fn is not run then) or
+ * what fn returns. gpum__cuda_src_run_locked also holds s->mu around fn. */
+int gpum__cuda_src_run(gpum__cuda_src_t *s, gpum__cuda_src_fn fn, void *arg);
+int gpum__cuda_src_run_locked(gpum__cuda_src_t *s, gpum__cuda_src_fn fn, void *arg);
+
+/* The arguments of a segment op (alloc, free, reserve, map, unmap, unreserve) for its body: the
+ * address and size it works on, and where it returns an address (alloc, reserve), written only
+ * on success. */
+typedef struct {
+  gpum_devptr_t addr;
+  size_t size;
+  gpum_devptr_t *out;
+} gpum__cuda_src_seg_t;
 
 /* 0 for CUDA_SUCCESS; else sets the detail "<call, printf-formatted> on CUDA device N
  * (source 'kind'): CUDA_ERROR_X (text)" and returns the mapped GPUM_E* code. */

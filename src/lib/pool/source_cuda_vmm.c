@@ -146,35 +146,30 @@ static int map_range(gpum__cuda_src_t *s, reservation_t *r, size_t first, size_t
   return 0;
 }
 
-static int vmm_map(void *ctx, gpum_devptr_t addr, size_t size) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
-  pthread_mutex_lock(&s->mu);
+/* The ops' bodies below run through gpum__cuda_src_run_locked: context entered, s->mu held. */
+
+static int map_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
   reservation_t *r;
-  rc = range_check(s, "map", addr, size, &r);
+  int rc = range_check(s, "map", a->addr, a->size, &r);
   if (rc == 0)
-    rc = map_range(s, r, (addr - r->base) / vmm_of(s)->gran, size / vmm_of(s)->gran);
-  pthread_mutex_unlock(&s->mu);
-  gpum__cuda_src_leave(s, prev);
+    rc = map_range(s, r, (a->addr - r->base) / vmm_of(s)->gran, a->size / vmm_of(s)->gran);
   return rc;
 }
 
-static int vmm_unmap(void *ctx, gpum_devptr_t addr, size_t size) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
-  pthread_mutex_lock(&s->mu);
+static int vmm_map(void *ctx, gpum_devptr_t addr, size_t size) {
+  return gpum__cuda_src_run_locked(ctx, map_in,
+                                   &(gpum__cuda_src_seg_t){.addr = addr, .size = size});
+}
+
+static int unmap_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
   reservation_t *r;
-  rc = range_check(s, "unmap", addr, size, &r);
+  int rc = range_check(s, "unmap", a->addr, a->size, &r);
   size_t first = 0, n = 0;
   if (rc == 0) {
-    first = (addr - r->base) / vmm_of(s)->gran;
-    n = size / vmm_of(s)->gran;
+    first = (a->addr - r->base) / vmm_of(s)->gran;
+    n = a->size / vmm_of(s)->gran;
     for (size_t i = first; i < first + n && rc == 0; i++) {
       if (!r->handles[i])
         rc = gpum_error(GPUM_EINVAL,
@@ -185,9 +180,12 @@ static int vmm_unmap(void *ctx, gpum_devptr_t addr, size_t size) {
   }
   if (rc == 0)
     rc = unmap_granules(s, r, first, n);
-  pthread_mutex_unlock(&s->mu);
-  gpum__cuda_src_leave(s, prev);
   return rc;
+}
+
+static int vmm_unmap(void *ctx, gpum_devptr_t addr, size_t size) {
+  return gpum__cuda_src_run_locked(ctx, unmap_in,
+                                   &(gpum__cuda_src_seg_t){.addr = addr, .size = size});
 }
 
 /* Reserves address space (context entered). */
@@ -242,20 +240,18 @@ static int unreserve_locked(gpum__cuda_src_t *s, reservation_t *r) {
   return rc ? rc : e;
 }
 
-static int vmm_reserve(void *ctx, size_t size, gpum_devptr_t *base) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
-  pthread_mutex_lock(&s->mu);
+static int reserve_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
   reservation_t *r;
-  rc = reserve_locked(s, size, false, &r);
-  pthread_mutex_unlock(&s->mu);
-  gpum__cuda_src_leave(s, prev);
+  int rc = reserve_locked(s, a->size, false, &r);
   if (rc == 0)
-    *base = r->base;
+    *a->out = r->base;
   return rc;
+}
+
+static int vmm_reserve(void *ctx, size_t size, gpum_devptr_t *base) {
+  return gpum__cuda_src_run_locked(ctx, reserve_in,
+                                   &(gpum__cuda_src_seg_t){.size = size, .out = base});
 }
 
 /* The reservation starting at base (s->mu held). */
@@ -266,37 +262,33 @@ static reservation_t *res_at(vmm_t *v, CUdeviceptr base) {
   return r;
 }
 
-static void vmm_unreserve(void *ctx, gpum_devptr_t base, size_t size) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  if (gpum__cuda_src_enter(s, &prev) != 0)
-    return;
-  pthread_mutex_lock(&s->mu);
-  reservation_t *r = res_at(vmm_of(s), base);
+/* Failures are logged: unreserve has no error to return. */
+static int unreserve_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
+  reservation_t *r = res_at(vmm_of(s), a->addr);
   if (!r || r->plain)
     gpum_log(GPUM_LOG_WARN, "pool",
              "cuda-vmm source: unreserve of 0x%llx (%zu bytes): not a "
              "reservation",
-             (unsigned long long)base, size);
+             (unsigned long long)a->addr, a->size);
   else if (unreserve_locked(s, r) != 0)
     gpum_log(GPUM_LOG_WARN, "pool", "cuda-vmm source: %s", gpum_last_error());
-  pthread_mutex_unlock(&s->mu);
-  gpum__cuda_src_leave(s, prev);
+  return 0;
 }
 
-static int vmm_alloc(void *ctx, size_t size, gpum_devptr_t *addr) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
-  pthread_mutex_lock(&s->mu);
+static void vmm_unreserve(void *ctx, gpum_devptr_t base, size_t size) {
+  (void)gpum__cuda_src_run_locked(ctx, unreserve_in,
+                                  &(gpum__cuda_src_seg_t){.addr = base, .size = size});
+}
+
+static int alloc_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
   reservation_t *r;
-  rc = reserve_locked(s, size, true, &r);
+  int rc = reserve_locked(s, a->size, true, &r);
   if (rc == 0) {
     rc = map_range(s, r, 0, r->ngran);
     if (rc == 0) {
-      *addr = r->base;
+      *a->out = r->base;
     } else {
       char msg[1024];
       snprintf(msg, sizeof msg, "%s", gpum_last_error());
@@ -304,29 +296,28 @@ static int vmm_alloc(void *ctx, size_t size, gpum_devptr_t *addr) {
       gpum_error(rc, "%s", msg);
     }
   }
-  pthread_mutex_unlock(&s->mu);
-  gpum__cuda_src_leave(s, prev);
   return rc;
 }
 
-static int vmm_free(void *ctx, gpum_devptr_t addr, size_t size) {
-  gpum__cuda_src_t *s = ctx;
-  CUcontext prev;
-  int rc = gpum__cuda_src_enter(s, &prev);
-  if (rc)
-    return rc;
-  pthread_mutex_lock(&s->mu);
-  reservation_t *r = res_at(vmm_of(s), addr);
+static int vmm_alloc(void *ctx, size_t size, gpum_devptr_t *addr) {
+  return gpum__cuda_src_run_locked(ctx, alloc_in,
+                                   &(gpum__cuda_src_seg_t){.size = size, .out = addr});
+}
+
+static int free_in(gpum__cuda_src_t *s, void *arg) {
+  const gpum__cuda_src_seg_t *a = arg;
+  reservation_t *r = res_at(vmm_of(s), a->addr);
   if (!r || !r->plain)
-    rc = gpum_error(GPUM_EINVAL,
-                    "cuda-vmm pool source: free of 0x%llx (%zu bytes) on CUDA device "
-                    "%d: not a segment of this source",
-                    (unsigned long long)addr, size, s->ordinal);
-  else
-    rc = unreserve_locked(s, r);
-  pthread_mutex_unlock(&s->mu);
-  gpum__cuda_src_leave(s, prev);
-  return rc;
+    return gpum_error(GPUM_EINVAL,
+                      "cuda-vmm pool source: free of 0x%llx (%zu bytes) on CUDA device "
+                      "%d: not a segment of this source",
+                      (unsigned long long)a->addr, a->size, s->ordinal);
+  return unreserve_locked(s, r);
+}
+
+static int vmm_free(void *ctx, gpum_devptr_t addr, size_t size) {
+  return gpum__cuda_src_run_locked(ctx, free_in,
+                                   &(gpum__cuda_src_seg_t){.addr = addr, .size = size});
 }
 
 /* At destroy: gives back whatever the pools left behind (context entered). */

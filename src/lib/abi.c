@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The layouts bindings mirror (gpum/abi.h): every struct the Python package declares with
- * ctypes, and every field of it, listed once here.
+ * ctypes, and every field of it, listed once here. It sees every module's public header, so it
+ * stands at the top of libgpum, above the modules (src/lib/<module>/), not in core, which
+ * depends on nothing above it.
  */
 #include <stddef.h>
 #include <string.h>
