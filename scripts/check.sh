@@ -33,9 +33,13 @@ echo "check: cppcheck"
 if [ ! -f "$build/compile_commands.json" ]; then
   problem "$build/compile_commands.json is missing: configure the build first (make build)"
 else
+  # cppcheck reads -I but not -iquote, which gpumd's module folders are named with (its
+  # sched.h must not shadow <sched.h> when the compiler looks): a copy of the database with
+  # -I in their place.
+  sed 's/-iquote /-I/g' "$build/compile_commands.json" >"$build/cppcheck_commands.json"
   cppcheck_out=$(cppcheck --enable=warning,performance,portability --inline-suppr \
     --error-exitcode=1 --suppress=missingIncludeSystem -q \
-    --project="$build/compile_commands.json" 2>&1)
+    --project="$build/cppcheck_commands.json" 2>&1)
   if [ $? -ne 0 ]; then
     echo "$cppcheck_out" >&2
     problem "cppcheck found problems (above)"

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for the gpumd ledger (src/gpumd/ledger/ledger.h): a full round trip of every reservation
- * field, one transaction (one commit) per loop turn and its invisibility to other readers
- * before the commit, rollback, the audit trail, reopening after close and after a process
+ * Unit tests for the gpumd ledger (src/gpumd/ledger/ledger.h): a full round trip of every
+ * reservation field, one transaction (one commit) per loop turn and its invisibility to other
+ * readers before the commit, rollback, the audit trail, reopening after close and after a process
  * exits without closing (the SIGKILL case), file modes, the recovery policy, and the errors:
  * no state directory, a state directory that cannot be created, a garbage file as database,
  * a schema newer than ours; the migration of a version-1 ledger (start-time columns added as
