@@ -415,6 +415,24 @@ void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
  * run's CMD and a Slurm step's tasks count as their holder's), or NULL. Reads /proc. */
 const gpumd_resv_t *gpumd_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid);
 
+/* ---- engine.c: the one writer of reservation rows (issue 23) ---- */
+/* Every reservation row and audit row reaches the ledger through engine.c: a transition the
+ * scheduler reports (on_transition), the recovery at start, and the changes below, which are
+ * no transition. Each stages its rows in the turn's ledger transaction (committed before any
+ * reply of the turn leaves); a failed write fails the turn (ledger_failed). Loop thread only. */
+/* Sets the live TTL reservation rid's expiry to expires_ns (the reserve that made it): the
+ * scheduler's expires_ns, its lease's timer (the lease is made when missing) and its row.
+ * Returns the reservation, or NULL when rid is not live (nothing staged). */
+const gpumd_resv_t *gpumd_engine_set_ttl(gpumd_t *d, uint64_t rid, uint64_t expires_ns);
+/* A renew: gpumd_engine_set_ttl with the expiry ttl_ms from now. */
+const gpumd_resv_t *gpumd_engine_renew(gpumd_t *d, uint64_t rid, uint64_t ttl_ms);
+/* Resizes the GRANTED reservation rid to bytes per GPU for the actor a (gpumd_sched_resize:
+ * growing under admission's rules; shrinking may grant what waits, in a's name), stages its row
+ * and a GRANTED -> GRANTED audit row with the old and new size and a's uid and pid, and logs it.
+ * Returns 0 with *out the reservation, or gpumd_sched_resize's error (nothing changed). */
+int gpumd_engine_resize(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, uint64_t bytes,
+                        const gpumd_resv_t **out);
+
 /* ---- watch.c: connections that follow the node's events ---- */
 #define GPUMD_WATCH_MAX 128 /* watchers at once */
 /* The watch op (socket only): {"events": [TYPE...]} (default: every type but "sample") or

@@ -5,8 +5,8 @@
  * fields (unknown ones are EINVAL naming the field), check the actor's right to act (owner from
  * SO_PEERCRED, or an admin; over HTTP the API token makes an admin), call the scheduler and build
  * the reply body; the socket handlers (op_*) and the REST API (http_api.c) both call them. The
- * transitions reach the ledger through engine.c and are committed before any reply leaves (end of
- * the loop turn).
+ * cores never write the ledger: transitions, TTL expiries and resizes reach it through engine.c
+ * (gpumd_engine_*), and are committed before any reply leaves (end of the loop turn).
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -386,14 +386,8 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
     gpumd_sched_release(d->sched, &cause, rid, now, "lease process gone");
     return gpum_error(GPUM_ENOENT, "%s", why);
   }
-  if (req.lease == GPUMD_LEASE_TTL) {
-    uint64_t exp = now + req.ttl_ms * 1000000ull;
-    gpumd_sched_set_expiry(d->sched, rid, exp);
-    gpumd_lease_arm_ttl(d, l, exp);
-    r = gpumd_sched_find(d->sched, rid);
-    if (r && gpumd_ledger_put(d->ledger, r) != 0)
-      d->ledger_failed = true;
-  }
+  if (req.lease == GPUMD_LEASE_TTL)
+    gpumd_engine_set_ttl(d, rid, now + req.ttl_ms * 1000000ull);
   r = gpumd_sched_find(d->sched, rid);
   size_t pos = 0;
   if (r && r->state == GPUMD_RESV_QUEUED && gpumd_sched_queue_position(d->sched, rid, &pos) == 0)
@@ -490,14 +484,7 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
                     (unsigned long long)rid, gpumd_lease_kind_name(r->lease));
   if (rc != 0)
     return rc;
-  uint64_t exp = gpumd_now_ns() + (has ? (uint64_t)ttl : r->ttl_ms) * 1000000ull;
-  gpumd_sched_set_expiry(d->sched, rid, exp);
-  gpumd_lease_t *l = gpumd_lease_add(d, rid);
-  if (l)
-    gpumd_lease_arm_ttl(d, l, exp);
-  r = gpumd_sched_find(d->sched, rid);
-  if (gpumd_ledger_put(d->ledger, r) != 0)
-    d->ledger_failed = true;
+  r = gpumd_engine_renew(d, rid, has ? (uint64_t)ttl : r->ttl_ms);
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
                    gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   return 0;
@@ -531,24 +518,8 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
     return gpum_error(GPUM_ENOENT, "reservation %s has ended",
                       gpumd_resv_id_format(rid, idb, sizeof idb));
   }
-  gpumd_cause_t cause = {.actor = a, .about = rid};
-  char why[GPUMD_RESV_REASON_LEN];
-  uint64_t now = gpumd_now_ns();
-  rc = gpumd_sched_resize(d->sched, &cause, rid, bytes, now, why, sizeof why);
-  if (rc != 0)
+  if ((rc = gpumd_engine_resize(d, a, rid, bytes, &r)) != 0)
     return rc;
-  r = gpumd_sched_find(d->sched, rid);
-  gpumd_ledger_audit_t row = {.reservation = rid,
-                              .from = GPUMD_RESV_GRANTED,
-                              .to = GPUMD_RESV_GRANTED,
-                              .time_ns = now,
-                              .reason = why,
-                              .uid = a->uid,
-                              .pid = a->pid};
-  if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &row) != 0)
-    d->ledger_failed = true;
-  gpum_log(GPUM_LOG_INFO, "gpumd", "r-%llu %s (uid %lu)", (unsigned long long)rid, why,
-           (unsigned long)a->uid);
   resv_body(d, a, r, a->conn && r->uid == a->uid, out);
   gpumd_ops_tick(d);
   return 0;
