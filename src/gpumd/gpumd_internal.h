@@ -342,12 +342,40 @@ struct gpumd_cause {
    * until then). */
   gpumd_resv_t *final;
 };
+
+/* ---- requests.c: the op cores' requests, each face decoding into them (issue 23) ---- */
+/* Each op core takes its request as a struct. The socket face decodes a protocol request (field
+ * names GPUM_PROTO_F_*) with the gpumd_*_decode functions of requests.c; the REST face decodes
+ * its own bodies (docs/rest.md) into the same structs in http_api.c. A decoder checks what the
+ * protocol checks before the core acts, in the same order and with the same messages, and
+ * returns 0 or GPUM_EINVAL (EPERM/ENOENT for a reserve's "pid") with the detail set. Strings
+ * point into the request's JSON or into the struct: a struct lives no longer than its request. */
+
+/* reserve, and check (its dry run). */
+typedef struct {
+  gpumd_sched_request_t q; /* uid, pid and pid_start are the actor's (filled by the core), and
+                              so is lease_pid when 0 */
+  bool timeout_set;        /* q.timeout_ms was given; else the core takes job_timeout */
+  const char *devices[GPUMD_SCHED_MAX_DEVICES];  /* q.devices points here */
+  char device_text[GPUMD_SCHED_MAX_DEVICES][24]; /* indices a face spelt out (REST's numbers) */
+  char model[128];                               /* a pattern a face made (REST's gpu_type) */
+} gpumd_reserve_req_t;
+/* An empty request: gpumd_sched_request_init's defaults, nothing given. */
+void gpumd_reserve_req_init(gpumd_reserve_req_t *req);
+/* The socket's reserve request. a: a non-admin's "pid" must be its own process. */
+int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t *out);
+/* reserve's "on_timeout" value ("reject" or "wait"), with the protocol's message naming it (REST
+ * gives the same value under the same name). */
+int gpumd_on_timeout_decode(const char *s, gpumd_on_timeout_t *out);
+
 int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
-int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *req,
+                     json_t **out);
 /* A dry run of reserve (nothing changes): {"could_fit", "fits_now", "queue_first", "devices",
  * "reason"}. */
-int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *req,
+                   json_t **out);
 int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out);

@@ -92,8 +92,9 @@ static void type_pattern(const char *t, char *buf, size_t len) {
     snprintf(buf, len, "*%s*", t);
 }
 
-/* Translates an allocate/validate body into the protocol's reserve request. */
-static int reserve_request(json_t *b, json_t **out) {
+/* Decodes an allocate/validate body into the reserve request (the REST names and units: GiB,
+ * seconds; a TTL lease always, "http" the label unless given). */
+static int reserve_decode(json_t *b, gpumd_reserve_req_t *out) {
   static const char *const fields[] = {"gpu_count", "gpu_type", "memory_gb", "min_memory_gb",
                                        "devices",   "priority", "timeout",   "on_timeout",
                                        "ttl",       "label",    "wait",      NULL};
@@ -139,42 +140,39 @@ static int reserve_request(json_t *b, json_t **out) {
                     GPUMD_SCHED_MAX_DEVICES);
   if (rc != 0)
     return rc;
-  json_t *r = json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I}", "bytes_per_gpu",
-                        (json_int_t)(mem * GIB), "gpus", (json_int_t)gpus, "min_memory",
-                        (json_int_t)(minmem * GIB), "priority", (json_int_t)prio, "timeout_ms",
-                        (json_int_t)(timeout * 1000), "label", label ? label : "http", "lease",
-                        "ttl", "ttl_ms", (json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000));
-  if (!r)
-    return gpum_error(GPUM_ENOMEM, "out of memory");
+  gpumd_reserve_req_init(out);
+  gpumd_sched_request_t *q = &out->q;
+  q->bytes_per_gpu = (uint64_t)(json_int_t)(mem * GIB);
+  q->gpus = (unsigned)gpus;
+  q->min_memory = (uint64_t)(json_int_t)(minmem * GIB);
+  q->priority = (int)prio;
+  q->timeout_ms = (uint64_t)(json_int_t)(timeout * 1000); /* 0 unless given: no job_timeout */
+  out->timeout_set = true;
+  q->label = label ? label : "http";
+  q->lease = GPUMD_LEASE_TTL;
+  q->ttl_ms = (uint64_t)(json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000);
+  q->no_wait = json_is_false(wait);
   if (type && *type) {
-    char pat[128];
-    type_pattern(type, pat, sizeof pat);
-    json_object_set_new(r, "model", json_string(pat));
+    type_pattern(type, out->model, sizeof out->model);
+    q->model = out->model;
   }
-  if (on_timeout)
-    json_object_set_new(r, "on_timeout", json_string(on_timeout));
-  if (wait)
-    json_object_set(r, "wait", wait);
-  if (devs) {
-    json_t *list = json_array();
-    for (size_t i = 0; i < json_array_size(devs); i++) {
-      json_t *e = json_array_get(devs, i);
-      char num[24];
-      if (json_is_integer(e) && json_integer_value(e) >= 0) {
-        snprintf(num, sizeof num, "%lld", (long long)json_integer_value(e));
-        json_array_append_new(list, json_string(num));
-      } else if (json_is_string(e)) {
-        json_array_append(list, e);
-      } else {
-        json_decref(list);
-        json_decref(r);
-        return gpum_error(GPUM_EINVAL, "\"devices\"[%zu] must be an index or a UUID", i);
-      }
+  for (size_t i = 0; devs && i < json_array_size(devs); i++) {
+    json_t *e = json_array_get(devs, i);
+    if (json_is_integer(e) && json_integer_value(e) >= 0) {
+      snprintf(out->device_text[i], sizeof out->device_text[i], "%lld",
+               (long long)json_integer_value(e));
+      out->devices[i] = out->device_text[i];
+    } else if (json_is_string(e)) {
+      out->devices[i] = json_string_value(e);
+    } else {
+      return gpum_error(GPUM_EINVAL, "\"devices\"[%zu] must be an index or a UUID", i);
     }
-    json_object_set_new(r, "devices", list);
   }
-  *out = r;
-  return 0;
+  if (devs) {
+    q->devices = out->devices;
+    q->device_count = json_array_size(devs);
+  }
+  return on_timeout ? gpumd_on_timeout_decode(on_timeout, &q->on_timeout) : 0;
 }
 
 /* ---- status, nodes ------------------------------------------------------------------------ */
@@ -283,25 +281,23 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
 
 int gpumd_http_validate(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
-  json_t *req = NULL;
-  int rc = reserve_request(call->body, &req);
+  gpumd_reserve_req_t req;
+  int rc = reserve_decode(call->body, &req);
   if (rc == 0)
-    rc = gpumd_op_check(call->d, &a, req, &call->out);
-  json_decref(req);
+    rc = gpumd_op_check(call->d, &a, &req, &call->out);
   return rc;
 }
 
 int gpumd_http_allocate(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
-  json_t *req = NULL;
-  int rc = reserve_request(call->body, &req);
+  gpumd_reserve_req_t req;
+  int rc = reserve_decode(call->body, &req);
   if (rc == 0)
-    rc = gpumd_op_reserve(call->d, &a, req, &call->out);
-  json_decref(req);
+    rc = gpumd_op_reserve(call->d, &a, &req, &call->out);
   if (rc == 0) {
-    const char *st =
-        json_string_value(json_object_get(json_object_get(call->out, "reservation"), "state"));
-    call->status = st && !strcmp(st, "GRANTED") ? 201 : 202;
+    const char *st = json_string_value(
+        json_object_get(json_object_get(call->out, GPUM_PROTO_F_RESERVATION), GPUM_PROTO_F_STATE));
+    call->status = st && !strcmp(st, GPUM_PROTO_STATE_GRANTED) ? 201 : 202;
   }
   return rc;
 }

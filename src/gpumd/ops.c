@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gpum/error.h>
@@ -70,32 +69,6 @@ static int get_str(json_t *req, const char *key, const char **out) {
   if (!json_is_string(v))
     return gpum_error(GPUM_EINVAL, "\"%s\" must be a string", key);
   *out = json_string_value(v);
-  return 0;
-}
-
-/* The reserve request's optional "slurm" object {"job_id", "step_id"}: both strings, no other
- * key; the ids themselves are checked with the rest of the request (gpumd_slurm_ids_check). */
-static int parse_slurm(json_t *req, gpumd_sched_request_t *q) {
-  static const char *const fields[] = {GPUM_PROTO_F_JOB_ID, GPUM_PROTO_F_STEP_ID, NULL};
-  json_t *o = json_object_get(req, GPUM_PROTO_F_SLURM);
-  if (o == NULL || json_is_null(o))
-    return 0;
-  if (!json_is_object(o))
-    return gpum_error(GPUM_EINVAL, "\"slurm\" must be an object {\"job_id\": \"12345\", "
-                                   "\"step_id\": \"0\"}");
-  for (size_t i = 0; i < 2; i++) {
-    json_t *v = json_object_get(o, fields[i]);
-    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-      return gpum_error(GPUM_EINVAL, "\"slurm\".\"%s\" is required and must be a string",
-                        fields[i]);
-  }
-  if (gpumd_check_fields(o, fields) != 0) {
-    char why[160];
-    snprintf(why, sizeof why, "%s", gpum_last_error());
-    return gpum_error(GPUM_EINVAL, "\"slurm\": %s (it takes job_id and step_id)", why);
-  }
-  q->slurm_job = json_string_value(json_object_get(o, fields[0]));
-  q->slurm_step = json_string_value(json_object_get(o, fields[1]));
   return 0;
 }
 
@@ -226,131 +199,23 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out)
 
 /* ---- reserve ------------------------------------------------------------------------------ */
 
-static int pid_owned_by(pid_t pid, uid_t uid) {
-  char path[64];
-  struct stat st;
-  snprintf(path, sizeof path, "/proc/%ld", (long)pid);
-  if (stat(path, &st) != 0)
-    return gpum_error(GPUM_ENOENT, "\"pid\": process %ld does not exist", (long)pid);
-  if (st.st_uid != uid)
-    return gpum_error(GPUM_EPERM, "\"pid\": process %ld belongs to another user", (long)pid);
-  return 0;
+/* The scheduler's request of r from actor a: gpumd's job_timeout unless r gives one, and the
+ * actor's uid and pid (and its pid as the lease's unless r names another). */
+static gpumd_sched_request_t sched_request(gpumd_t *d, const gpumd_actor_t *a,
+                                           const gpumd_reserve_req_t *r) {
+  gpumd_sched_request_t q = r->q;
+  if (!r->timeout_set)
+    q.timeout_ms = d->job_timeout_ms;
+  if (q.lease_pid == 0)
+    q.lease_pid = a->pid;
+  q.uid = a->uid;
+  q.pid = a->pid;
+  return q;
 }
 
-/* The lease part of a reserve request: "lease", "pid", "ttl_ms". */
-static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req) {
-  const char *s = NULL;
-  bool has;
-  long long v = 0;
-  int rc = get_str(j, GPUM_PROTO_F_LEASE, &s);
-  if (rc != 0)
-    return rc;
-  if (s && gpumd_lease_kind_parse(s, &req->lease) != 0)
-    return gpum_error(GPUM_EINVAL, "\"lease\": '%.32s' is not connection, pid or ttl", s);
-  if ((rc = get_int(j, GPUM_PROTO_F_PID, 1, 0x7fffffff, &v, &has)) != 0)
-    return rc;
-  if (has && req->lease != GPUMD_LEASE_PID)
-    return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
-  req->lease_pid = has ? (int32_t)v : a->pid;
-  if (req->lease == GPUMD_LEASE_PID && has && !a->admin &&
-      (rc = pid_owned_by((pid_t)v, a->uid)) != 0)
-    return rc;
-  if ((rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
-    return rc;
-  if (has != (req->lease == GPUMD_LEASE_TTL))
-    return gpum_error(GPUM_EINVAL, has ? "\"ttl_ms\" is only for \"lease\": \"ttl\""
-                                       : "\"lease\": \"ttl\" needs \"ttl_ms\"");
-  req->ttl_ms = has ? (uint64_t)v : 0;
-  return 0;
-}
-
-/* Parses the reserve request into req (strings point into the JSON). */
-static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req,
-                         const char **devs, size_t cap) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID,
-                                       GPUM_PROTO_F_OP,
-                                       GPUM_PROTO_F_BYTES_PER_GPU,
-                                       GPUM_PROTO_F_GPUS,
-                                       GPUM_PROTO_F_MODEL,
-                                       GPUM_PROTO_F_MIN_MEMORY,
-                                       GPUM_PROTO_F_DEVICES,
-                                       GPUM_PROTO_F_PRIORITY,
-                                       GPUM_PROTO_F_TIMEOUT_MS,
-                                       GPUM_PROTO_F_ON_TIMEOUT,
-                                       GPUM_PROTO_F_LABEL,
-                                       GPUM_PROTO_F_SLURM,
-                                       GPUM_PROTO_F_LEASE,
-                                       GPUM_PROTO_F_PID,
-                                       GPUM_PROTO_F_TTL_MS,
-                                       GPUM_PROTO_F_WAIT,
-                                       NULL};
-  int rc = gpumd_check_fields(j, fields);
-  if (rc != 0)
-    return rc;
-  gpumd_sched_request_init(req);
-  bool has;
-  long long v = 0;
-  uint64_t u;
-  if ((rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &req->bytes_per_gpu, &has)) != 0)
-    return rc;
-  if (!has || req->bytes_per_gpu == 0)
-    return gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
-  if ((rc = get_int(j, GPUM_PROTO_F_GPUS, 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
-    return rc;
-  if (has)
-    req->gpus = (unsigned)v;
-  if ((rc = get_str(j, GPUM_PROTO_F_MODEL, &req->model)) != 0)
-    return rc;
-  if ((rc = get_size(j, GPUM_PROTO_F_MIN_MEMORY, &u, &has)) != 0)
-    return rc;
-  req->min_memory = has ? u : 0;
-  json_t *dv = json_object_get(j, GPUM_PROTO_F_DEVICES);
-  if (dv) {
-    if (!json_is_array(dv) || json_array_size(dv) > cap || json_array_size(dv) == 0)
-      return gpum_error(GPUM_EINVAL,
-                        "\"devices\" must be a list of 1 to %zu device indices "
-                        "or UUIDs (strings)",
-                        cap);
-    for (size_t i = 0; i < json_array_size(dv); i++) {
-      json_t *e = json_array_get(dv, i);
-      if (!json_is_string(e))
-        return gpum_error(GPUM_EINVAL,
-                          "\"devices\"[%zu] must be a string such as \"0\" or a "
-                          "UUID",
-                          i);
-      devs[i] = json_string_value(e);
-    }
-    req->devices = devs;
-    req->device_count = json_array_size(dv);
-  }
-  if ((rc = get_int(j, GPUM_PROTO_F_PRIORITY, -100, 100, &v, &has)) != 0)
-    return rc;
-  req->priority = has ? (int)v : 0;
-  if ((rc = get_int(j, GPUM_PROTO_F_TIMEOUT_MS, 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
-    return rc;
-  req->timeout_ms = has ? (uint64_t)v : d->job_timeout_ms;
-  const char *s = NULL;
-  if ((rc = get_str(j, GPUM_PROTO_F_ON_TIMEOUT, &s)) != 0)
-    return rc;
-  if (s && gpumd_on_timeout_parse(s, &req->on_timeout) != 0)
-    return gpum_error(GPUM_EINVAL, "\"on_timeout\": '%.32s' is not reject or wait", s);
-  if ((rc = get_str(j, GPUM_PROTO_F_LABEL, &req->label)) != 0 || (rc = parse_slurm(j, req)) != 0)
-    return rc;
-  json_t *w = json_object_get(j, GPUM_PROTO_F_WAIT);
-  if (w && !json_is_boolean(w))
-    return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
-  req->no_wait = json_is_false(w); /* grant now or EBUSY, never queue */
-  req->uid = a->uid;
-  req->pid = a->pid;
-  return parse_lease(a, j, req);
-}
-
-int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_sched_request_t req;
-  const char *devs[GPUMD_SCHED_MAX_DEVICES];
-  int rc = parse_reserve(d, a, j, &req, devs, GPUMD_SCHED_MAX_DEVICES);
-  if (rc != 0)
-    return rc;
+int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *rq,
+                     json_t **out) {
+  gpumd_sched_request_t req = sched_request(d, a, rq);
   /* Start times identify the processes across pid reuse (0 = unknown). */
   req.pid_start = a->pid_start; /* req.pid is the actor's pid */
   if (req.lease == GPUMD_LEASE_PID)
@@ -366,7 +231,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   gpumd_cause_t cause = {.actor = a, .about = gpumd_sched_next_id(d->sched), .submit = true};
   uint64_t now = gpumd_now_ns();
   const gpumd_resv_t *r = NULL;
-  rc = gpumd_sched_submit(d->sched, &cause, &req, now, &r);
+  int rc = gpumd_sched_submit(d->sched, &cause, &req, now, &r);
   if (rc != 0)
     return rc;
   uint64_t rid = r->id;
@@ -401,17 +266,14 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   return rc;
 }
 
-/* A dry run of reserve: the same fields and checks, nothing changes. Body: {"could_fit",
- * "fits_now", "queue_first", "devices": [index...], "reason"}. */
-int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_sched_request_t req;
-  const char *devs[GPUMD_SCHED_MAX_DEVICES];
+/* A dry run of reserve (the same request, from the same decoders), nothing changes. Body:
+ * {"could_fit", "fits_now", "queue_first", "devices": [index...], "reason"}. */
+int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *rq,
+                   json_t **out) {
+  gpumd_sched_request_t req = sched_request(d, a, rq);
   gpumd_sched_check_t chk;
-  int rc = parse_reserve(d, a, j, &req, devs, GPUMD_SCHED_MAX_DEVICES);
-  if (rc == 0)
-    gpumd_admission_read(d); /* "fits now" on the devices as they are now */
-  if (rc == 0)
-    rc = gpumd_sched_check(d->sched, &req, gpumd_now_ns(), &chk);
+  gpumd_admission_read(d); /* "fits now" on the devices as they are now */
+  int rc = gpumd_sched_check(d->sched, &req, gpumd_now_ns(), &chk);
   if (rc != 0)
     return rc;
   json_t *ids = json_array();
@@ -616,7 +478,15 @@ static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
   reply(c, id, rc, body);
 }
 
+/* ---- the socket face: each op's request decoded (requests.c), then its core --------------- */
+
 typedef int (*op_core_fn)(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+
+static int sock_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_reserve_req_t req;
+  int rc = gpumd_reserve_decode(a, j, &req);
+  return rc != 0 ? rc : gpumd_op_reserve(d, a, &req, out);
+}
 
 void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
   /* An op is either a socket-only handler or a core shared with the REST API, called with
@@ -627,7 +497,7 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
     op_core_fn core;
   } ops[] = {{GPUM_PROTO_OP_HELLO, op_hello, NULL},
              {GPUM_PROTO_OP_STATUS, NULL, gpumd_op_status},
-             {GPUM_PROTO_OP_RESERVE, NULL, gpumd_op_reserve},
+             {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},
              {GPUM_PROTO_OP_RELEASE, NULL, gpumd_op_release},
              {GPUM_PROTO_OP_RENEW, NULL, gpumd_op_renew},
              {GPUM_PROTO_OP_RESIZE, NULL, gpumd_op_resize},
