@@ -368,6 +368,54 @@ int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t 
  * gives the same value under the same name). */
 int gpumd_on_timeout_decode(const char *s, gpumd_on_timeout_t *out);
 
+/* The reservation a request names: its id, and the text that named it (quoted by messages). */
+typedef struct {
+  uint64_t id;
+  const char *text;
+} gpumd_resv_ref_t;
+/* Reads "r-<n>" (s NULL: none given). EINVAL in the protocol's words ("reservation"), which
+ * both faces use. */
+int gpumd_resv_ref_decode(const char *s, gpumd_resv_ref_t *out);
+/* An error of a field that the protocol reports only after the op's first check (the lookup of
+ * the reservation it names; the admin check of disable/enable): the decoder keeps it here and
+ * returns 0, and the core raises it at that point (gpumd_req_error_raise: 0 when rc is 0). */
+typedef struct {
+  int rc;
+  char message[1024]; /* the detail, as gpum_error keeps it (1 KiB) */
+} gpumd_req_error_t;
+int gpumd_req_error_raise(const gpumd_req_error_t *late);
+
+typedef struct {
+  gpumd_resv_ref_t resv;
+} gpumd_release_req_t;
+typedef struct {
+  gpumd_resv_ref_t resv;
+  bool ttl_set; /* else the reservation's own ttl_ms */
+  uint64_t ttl_ms;
+  gpumd_req_error_t late;
+} gpumd_renew_req_t;
+typedef struct {
+  gpumd_resv_ref_t resv;
+  uint64_t bytes_per_gpu; /* > 0 */
+  gpumd_req_error_t late;
+} gpumd_resize_req_t;
+typedef struct {
+  gpumd_resv_ref_t resv;
+  const char *token;
+} gpumd_attach_req_t;
+typedef struct {
+  gpumd_resv_ref_t resv;
+  const char *source;
+  json_t *figures; /* borrowed from the request; checked by gpumd_reports_put */
+  gpumd_req_error_t late;
+} gpumd_report_req_t;
+/* The socket's requests of these ops. */
+int gpumd_release_decode(json_t *j, gpumd_release_req_t *out);
+int gpumd_renew_decode(json_t *j, gpumd_renew_req_t *out);
+int gpumd_resize_decode(json_t *j, gpumd_resize_req_t *out);
+int gpumd_attach_decode(json_t *j, gpumd_attach_req_t *out);
+int gpumd_report_decode(json_t *j, gpumd_report_req_t *out);
+
 int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *req,
@@ -376,10 +424,13 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req
  * "reason"}. */
 int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *req,
                    json_t **out);
-int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
-int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
-int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out);
-int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out);
+int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                     json_t **out);
+int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, const gpumd_renew_req_t *req, json_t **out);
+int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resize_req_t *req,
+                    json_t **out);
+int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, const gpumd_report_req_t *req,
+                    json_t **out);
 /* The alert engine's state (alerts.c): {"enabled", "active": [A...], "history": [A...] (the
  * newest "limit" entries, default 100, at most 100000), "counters": {"fired", "cleared"}}.
  * Anyone may read it. */

@@ -331,32 +331,39 @@ int gpumd_http_resv_get(gpumd_http_call_t *call) {
   return 0;
 }
 
+/* The reservation the path names ({ID}), with the protocol's messages. An id that is not UTF-8
+ * reads as none ("must be a reservation id"), as it did when it went through a JSON request. */
+static int path_resv(const gpumd_http_call_t *call, gpumd_resv_ref_t *out) {
+  bool text = gpumd_utf8_valid(call->id, strlen(call->id));
+  return gpumd_resv_ref_decode(text ? call->id : NULL, out);
+}
+
 int gpumd_http_resv_delete(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
-  json_t *req = json_pack("{s:s}", "reservation", call->id);
+  gpumd_release_req_t req;
   int rc = json_object_size(call->body) ? gpum_error(GPUM_EINVAL, "DELETE takes no body") : 0;
   if (rc == 0)
-    rc = gpumd_op_release(call->d, &a, req, &call->out);
-  json_decref(req);
+    rc = path_resv(call, &req.resv);
+  if (rc == 0)
+    rc = gpumd_op_release(call->d, &a, &req, &call->out);
   return rc;
 }
 
 int gpumd_http_resv_renew(gpumd_http_call_t *call) {
   static const char *const fields[] = {"ttl", NULL};
   gpumd_actor_t a = http_actor(call);
+  gpumd_renew_req_t req;
+  memset(&req, 0, sizeof req);
   double ttl = 0;
-  bool has = false;
   int rc = gpumd_check_fields(call->body, fields);
   if (rc == 0)
-    rc = get_number(call->body, "ttl", 0.001, MAX_SECONDS, &ttl, &has);
+    rc = get_number(call->body, "ttl", 0.001, MAX_SECONDS, &ttl, &req.ttl_set);
+  if (rc == 0)
+    rc = path_resv(call, &req.resv);
   if (rc != 0)
     return rc;
-  json_t *req = json_pack("{s:s}", "reservation", call->id);
-  if (has)
-    json_object_set_new(req, "ttl_ms", json_integer((json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000)));
-  rc = gpumd_op_renew(call->d, &a, req, &call->out);
-  json_decref(req);
-  return rc;
+  req.ttl_ms = req.ttl_set ? (uint64_t)(json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000) : 0;
+  return gpumd_op_renew(call->d, &a, &req, &call->out);
 }
 
 /* ---- framework setup ------------------------------------------------------------------------ */

@@ -16,13 +16,10 @@
 
 #include <gpum/error.h>
 #include <gpum/log.h>
-#include <gpum/size.h>
 #include <gpum/version.h>
 
 #include "gpumd_internal.h"
 #include "pidstart_internal.h"
-
-#define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
 
 static gpumd_actor_t actor_of(const gpumd_conn_t *c) {
   gpumd_actor_t a = {.uid = c->uid,
@@ -34,59 +31,16 @@ static gpumd_actor_t actor_of(const gpumd_conn_t *c) {
   return a;
 }
 
-/* A size field: a non-negative integer (bytes) or a string such as "8GiB". */
-static int get_size(json_t *req, const char *key, uint64_t *out, bool *present) {
-  json_t *v = json_object_get(req, key);
-  *present = v != NULL;
-  if (!v)
-    return 0;
-  if (json_is_integer(v) && json_integer_value(v) >= 0) {
-    *out = (uint64_t)json_integer_value(v);
-    return 0;
-  }
-  if (json_is_string(v) && gpum_size_parse(json_string_value(v), out) == 0)
-    return 0;
-  return gpum_error(GPUM_EINVAL, "\"%s\" must be a size in bytes or a string such as \"8GiB\"",
-                    key);
-}
-
-static int get_int(json_t *req, const char *key, long long lo, long long hi, long long *out,
-                   bool *present) {
-  json_t *v = json_object_get(req, key);
-  *present = v != NULL;
-  if (!v)
-    return 0;
-  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-    return gpum_error(GPUM_EINVAL, "\"%s\" must be an integer from %lld to %lld", key, lo, hi);
-  *out = json_integer_value(v);
-  return 0;
-}
-
-static int get_str(json_t *req, const char *key, const char **out) {
-  json_t *v = json_object_get(req, key);
-  if (!v)
-    return 0;
-  if (!json_is_string(v))
-    return gpum_error(GPUM_EINVAL, "\"%s\" must be a string", key);
-  *out = json_string_value(v);
-  return 0;
-}
-
-/* Finds the live reservation named by the request's "reservation" field. */
-static int get_resv(gpumd_t *d, json_t *req, const gpumd_resv_t **out, uint64_t *id) {
-  const char *s = NULL;
-  if (get_str(req, GPUM_PROTO_F_RESERVATION, &s) != 0 || !s)
-    return gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
-  if (gpumd_resv_id_parse(s, id) != 0)
-    return gpum_error(GPUM_EINVAL, "\"reservation\": '%.64s' is not an id such as \"r-1\"", s);
-  *out = gpumd_sched_find(d->sched, *id);
+/* Finds the live reservation a request names (ref). */
+static int get_resv(gpumd_t *d, const gpumd_resv_ref_t *ref, const gpumd_resv_t **out) {
+  *out = gpumd_sched_find(d->sched, ref->id);
   if (*out)
     return 0;
   gpumd_resv_t old;
-  if (d->ledger && gpumd_ledger_get(d->ledger, *id, &old) == 0)
-    return gpum_error(GPUM_ENOENT, "reservation %s already ended: %s (%s)", s,
+  if (d->ledger && gpumd_ledger_get(d->ledger, ref->id, &old) == 0)
+    return gpum_error(GPUM_ENOENT, "reservation %s already ended: %s (%s)", ref->text,
                       gpumd_resv_state_name(old.state), old.reason);
-  return gpum_error(GPUM_ENOENT, "no reservation %s", s);
+  return gpum_error(GPUM_ENOENT, "no reservation %s", ref->text);
 }
 
 static bool may_change(const gpumd_actor_t *a, const gpumd_resv_t *r) {
@@ -288,14 +242,11 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t
 
 /* ---- release, renew, attach ----------------------------------------------------------------- */
 
-int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       NULL};
+int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                     json_t **out) {
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0;
-  int rc = gpumd_check_fields(j, fields);
-  if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
+  uint64_t rid = req->resv.id;
+  int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
     rc = check_owner(a, r, rid);
   if (rc != 0)
@@ -327,18 +278,12 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   return 0;
 }
 
-int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       GPUM_PROTO_F_TTL_MS, NULL};
+int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, const gpumd_renew_req_t *req, json_t **out) {
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0;
-  long long ttl = 0;
-  bool has = false;
-  int rc = gpumd_check_fields(j, fields);
+  uint64_t rid = req->resv.id;
+  int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
-  if (rc == 0)
-    rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &ttl, &has);
+    rc = gpumd_req_error_raise(&req->late);
   if (rc == 0)
     rc = check_owner(a, r, rid);
   if (rc == 0 && r->lease != GPUMD_LEASE_TTL)
@@ -346,7 +291,7 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
                     (unsigned long long)rid, gpumd_lease_kind_name(r->lease));
   if (rc != 0)
     return rc;
-  r = gpumd_engine_renew(d, rid, has ? (uint64_t)ttl : r->ttl_ms);
+  r = gpumd_engine_renew(d, rid, req->ttl_set ? req->ttl_ms : r->ttl_ms);
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
                    gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
   return 0;
@@ -355,19 +300,13 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
 /* Resizes a granted reservation (elastic reservations under the enforcement shim): the owner or
  * an admin; growing under admission's rules (gpumd_sched_resize), each resize a ledger audit
  * row GRANTED -> GRANTED with the old and new size and who asked. */
-int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       GPUM_PROTO_F_BYTES_PER_GPU, NULL};
+int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resize_req_t *req,
+                    json_t **out) {
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0, bytes = 0;
-  bool has = false;
-  int rc = gpumd_check_fields(j, fields);
+  uint64_t rid = req->resv.id, bytes = req->bytes_per_gpu;
+  int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
-  if (rc == 0)
-    rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &bytes, &has);
-  if (rc == 0 && (!has || bytes == 0))
-    rc = gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
+    rc = gpumd_req_error_raise(&req->late);
   if (rc == 0)
     rc = check_owner(a, r, rid);
   if (rc != 0)
@@ -389,20 +328,13 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
 
 /* A process's workload figures on a granted reservation (reports.c): the owner's processes or
  * an admin's. The reply is empty; the figures show in listings, the REST API and /metrics. */
-int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID,          GPUM_PROTO_F_OP,
-                                       GPUM_PROTO_F_RESERVATION, GPUM_PROTO_F_SOURCE,
-                                       GPUM_PROTO_F_FIGURES,     NULL};
+int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, const gpumd_report_req_t *req,
+                    json_t **out) {
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0;
-  const char *source = NULL;
-  int rc = gpumd_check_fields(j, fields);
+  uint64_t rid = req->resv.id;
+  int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
-  if (rc == 0)
-    rc = get_str(j, GPUM_PROTO_F_SOURCE, &source);
-  if (rc == 0 && !source)
-    rc = gpum_error(GPUM_EINVAL, "a report needs \"source\", such as \"batcher.infer\"");
+    rc = gpumd_req_error_raise(&req->late);
   if (rc == 0)
     rc = check_owner(a, r, rid);
   if (rc == 0 && r->state != GPUMD_RESV_GRANTED)
@@ -411,7 +343,7 @@ int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
   if (rc == 0 && a->pid <= 0)
     rc = gpum_error(GPUM_EINVAL, "a report comes from a local process (its pid names it)");
   if (rc == 0)
-    rc = gpumd_reports_put(d, rid, a->pid, source, json_object_get(j, GPUM_PROTO_F_FIGURES));
+    rc = gpumd_reports_put(d, rid, a->pid, req->source, req->figures);
   if (rc != 0)
     return rc;
   if (a->conn)
@@ -429,21 +361,15 @@ static bool token_equal(const char *a, const char *b) {
 }
 
 static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       GPUM_PROTO_F_TOKEN, NULL};
   gpumd_t *d = c->d;
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0;
-  const char *token = NULL;
-  int rc = gpumd_check_fields(j, fields);
+  gpumd_attach_req_t req;
+  int rc = gpumd_attach_decode(j, &req);
+  uint64_t rid = req.resv.id;
   if (rc == 0)
-    rc = get_str(j, GPUM_PROTO_F_TOKEN, &token);
-  if (rc == 0 && !token)
-    rc = gpum_error(GPUM_EINVAL, "\"token\" is required");
-  if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
+    rc = get_resv(d, &req.resv, &r);
   gpumd_actor_t a = actor_of(c);
-  if (rc == 0 && (!may_change(&a, r) || !token_equal(token, r->token)))
+  if (rc == 0 && (!may_change(&a, r) || !token_equal(req.token, r->token)))
     rc = gpum_error(GPUM_EPERM, "wrong token for reservation r-%llu or not its owner",
                     (unsigned long long)rid);
   if (rc != 0) {
@@ -488,6 +414,30 @@ static int sock_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **
   return rc != 0 ? rc : gpumd_op_reserve(d, a, &req, out);
 }
 
+static int sock_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_release_req_t req;
+  int rc = gpumd_release_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_release(d, a, &req, out);
+}
+
+static int sock_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_renew_req_t req;
+  int rc = gpumd_renew_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_renew(d, a, &req, out);
+}
+
+static int sock_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_resize_req_t req;
+  int rc = gpumd_resize_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_resize(d, a, &req, out);
+}
+
+static int sock_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_report_req_t req;
+  int rc = gpumd_report_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_report(d, a, &req, out);
+}
+
 void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
   /* An op is either a socket-only handler or a core shared with the REST API, called with
    * the peer as actor and answered with its body or error. */
@@ -498,16 +448,16 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
   } ops[] = {{GPUM_PROTO_OP_HELLO, op_hello, NULL},
              {GPUM_PROTO_OP_STATUS, NULL, gpumd_op_status},
              {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},
-             {GPUM_PROTO_OP_RELEASE, NULL, gpumd_op_release},
-             {GPUM_PROTO_OP_RENEW, NULL, gpumd_op_renew},
-             {GPUM_PROTO_OP_RESIZE, NULL, gpumd_op_resize},
+             {GPUM_PROTO_OP_RELEASE, NULL, sock_release},
+             {GPUM_PROTO_OP_RENEW, NULL, sock_renew},
+             {GPUM_PROTO_OP_RESIZE, NULL, sock_resize},
              {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
              {GPUM_PROTO_OP_LIST, NULL, gpumd_op_list},
              {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
              {GPUM_PROTO_OP_ALERTS, NULL, gpumd_op_alerts},
              {GPUM_PROTO_OP_DISABLE, NULL, gpumd_op_disable},
              {GPUM_PROTO_OP_ENABLE, NULL, gpumd_op_enable},
-             {GPUM_PROTO_OP_REPORT, NULL, gpumd_op_report},
+             {GPUM_PROTO_OP_REPORT, NULL, sock_report},
              {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL}};
   const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();

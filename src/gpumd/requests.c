@@ -219,3 +219,109 @@ int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t 
   req->no_wait = json_is_false(w); /* grant now or EBUSY, never queue */
   return parse_lease(a, j, req);
 }
+
+/* ---- the reservation a request names; errors reported after its lookup ------------------ */
+
+int gpumd_resv_ref_decode(const char *s, gpumd_resv_ref_t *out) {
+  out->id = 0;
+  out->text = s;
+  if (!s)
+    return gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
+  if (gpumd_resv_id_parse(s, &out->id) != 0)
+    return gpum_error(GPUM_EINVAL, "\"reservation\": '%.64s' is not an id such as \"r-1\"", s);
+  return 0;
+}
+
+/* The request's "reservation" (a string "r-<n>"). */
+static int get_ref(json_t *j, gpumd_resv_ref_t *out) {
+  const char *s = NULL;
+  if (get_str(j, GPUM_PROTO_F_RESERVATION, &s) != 0)
+    s = NULL; /* not a string: the same message as none */
+  return gpumd_resv_ref_decode(s, out);
+}
+
+/* Keeps the error rc just raised (its detail) for the core to report later; returns 0. */
+static int keep_late(gpumd_req_error_t *late, int rc) {
+  late->rc = rc;
+  snprintf(late->message, sizeof late->message, "%s", gpum_last_error());
+  return 0;
+}
+
+int gpumd_req_error_raise(const gpumd_req_error_t *late) {
+  return late->rc ? gpum_error(late->rc, "%s", late->message) : 0;
+}
+
+/* ---- release, renew, resize, attach, report ----------------------------------------------- */
+
+int gpumd_release_decode(json_t *j, gpumd_release_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       NULL};
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, fields);
+  return rc != 0 ? rc : get_ref(j, &out->resv);
+}
+
+int gpumd_renew_decode(json_t *j, gpumd_renew_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_TTL_MS, NULL};
+  memset(out, 0, sizeof *out);
+  long long ttl = 0;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_ref(j, &out->resv);
+  if (rc != 0)
+    return rc;
+  if ((rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &ttl, &out->ttl_set)) != 0)
+    return keep_late(&out->late, rc);
+  out->ttl_ms = out->ttl_set ? (uint64_t)ttl : 0;
+  return 0;
+}
+
+int gpumd_resize_decode(json_t *j, gpumd_resize_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_BYTES_PER_GPU, NULL};
+  memset(out, 0, sizeof *out);
+  bool has = false;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_ref(j, &out->resv);
+  if (rc != 0)
+    return rc;
+  if ((rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &out->bytes_per_gpu, &has)) != 0)
+    return keep_late(&out->late, rc);
+  if (!has || out->bytes_per_gpu == 0)
+    return keep_late(&out->late,
+                     gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0"));
+  return 0;
+}
+
+int gpumd_attach_decode(json_t *j, gpumd_attach_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_TOKEN, NULL};
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_str(j, GPUM_PROTO_F_TOKEN, &out->token);
+  if (rc == 0 && !out->token)
+    rc = gpum_error(GPUM_EINVAL, "\"token\" is required");
+  return rc != 0 ? rc : get_ref(j, &out->resv);
+}
+
+int gpumd_report_decode(json_t *j, gpumd_report_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID,          GPUM_PROTO_F_OP,
+                                       GPUM_PROTO_F_RESERVATION, GPUM_PROTO_F_SOURCE,
+                                       GPUM_PROTO_F_FIGURES,     NULL};
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_ref(j, &out->resv);
+  if (rc != 0)
+    return rc;
+  if ((rc = get_str(j, GPUM_PROTO_F_SOURCE, &out->source)) != 0)
+    return keep_late(&out->late, rc);
+  if (!out->source)
+    return keep_late(&out->late, gpum_error(GPUM_EINVAL, "a report needs \"source\", such as "
+                                                         "\"batcher.infer\""));
+  out->figures = json_object_get(j, GPUM_PROTO_F_FIGURES);
+  return 0;
+}
