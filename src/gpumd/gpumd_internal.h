@@ -416,8 +416,30 @@ int gpumd_resize_decode(json_t *j, gpumd_resize_req_t *out);
 int gpumd_attach_decode(json_t *j, gpumd_attach_req_t *out);
 int gpumd_report_decode(json_t *j, gpumd_report_req_t *out);
 
-int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
-int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+/* list: the actor's reservations, or everyone's (all); with those that ended lately (ended). */
+typedef struct {
+  bool all;
+  bool ended;
+} gpumd_list_req_t;
+int gpumd_list_decode(json_t *j, gpumd_list_req_t *out);
+/* status takes nothing: its decoder only refuses other fields. */
+int gpumd_status_decode(json_t *j);
+
+/* disable / enable (admin.c): the device and, for disable, the operator's reason. Every field
+ * error comes after the admin check (late). */
+typedef struct {
+  const char *device;     /* an index or a UUID as spelt (NULL: late says why) */
+  char device_text[128];  /* an index given as a number, spelt out; also the longest spelling */
+  const char *reason;     /* NULL: none given, or "" (the default reason) */
+  gpumd_req_error_t late; /* a bad "reason" (first) or "device" */
+} gpumd_switch_req_t;
+/* The socket's request (disable takes "reason", enable does not). */
+int gpumd_switch_decode(json_t *j, bool disable, gpumd_switch_req_t *out);
+/* A disable's "reason" (why: its JSON value, NULL when none), for both faces. */
+void gpumd_switch_reason_decode(json_t *why, gpumd_switch_req_t *out);
+
+int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t **out);
+int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out);
 int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *req,
                      json_t **out);
 /* A dry run of reserve (nothing changes): {"could_fit", "fits_now", "queue_first", "devices",
@@ -439,8 +461,10 @@ int gpumd_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
  * DISABLED (no new grants on it; grants there keep running), stored in the ledger so that it
  * survives restarts; "enable" {"device"} gives it back to the health rules. Admins only
  * (EPERM). Reply: {"device": D} as in status. */
-int gpumd_op_disable(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
-int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_op_disable(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req_t *req,
+                     json_t **out);
+int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req_t *req,
+                    json_t **out);
 /* Applies the ledger's disabled devices to the devices that have answered (at start, and when
  * a silent device answers). */
 void gpumd_admin_apply(gpumd_t *d);

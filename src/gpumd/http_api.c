@@ -187,7 +187,7 @@ static json_t *ratio(uint64_t part, uint64_t total) {
 static int render_status(gpumd_t *d, struct evbuffer *out) {
   gpumd_actor_t a = actor_as_daemon(false);
   json_t *body = NULL;
-  int rc = gpumd_op_status(d, &a, NULL, &body);
+  int rc = gpumd_op_status(d, &a, &body);
   if (rc != 0)
     return rc;
   uint64_t total = 0, used = 0, reserved = 0;
@@ -307,11 +307,10 @@ int gpumd_http_allocate(gpumd_http_call_t *call) {
 int gpumd_http_resv_list(gpumd_http_call_t *call) {
   static const char *const params[] = {NULL};
   gpumd_actor_t a = http_actor(call);
-  json_t *req = json_pack("{s:b, s:b}", "all", 1, "ended", 1);
+  const gpumd_list_req_t req = {.all = true, .ended = true}; /* everyone's, and what ended lately */
   int rc = gpumd_http_check_query(call, params);
   if (rc == 0)
-    rc = gpumd_op_list(call->d, &a, req, &call->out);
-  json_decref(req);
+    rc = gpumd_op_list(call->d, &a, &req, &call->out);
   return rc;
 }
 
@@ -512,16 +511,18 @@ static int device_switch(gpumd_http_call_t *call, bool disable) {
   int rc = gpumd_check_fields(call->body, disable ? dis_fields : en_fields);
   if (rc != 0)
     return rc;
-  gpumd_actor_t a = http_actor(call);
-  json_t *req = json_deep_copy(call->body);
-  if (!req || json_object_set_new(req, "device", json_string(call->id)) != 0) {
-    json_decref(req);
+  /* A path id that is not UTF-8 is refused as it always was, when it went into a JSON request
+   * that could not hold it. Every other id is 1 to 63 bytes: a device's spelling. */
+  if (!gpumd_utf8_valid(call->id, strlen(call->id)))
     return gpum_error(GPUM_ENOMEM, "out of memory");
-  }
-  rc = disable ? gpumd_op_disable(call->d, &a, req, &call->out)
-               : gpumd_op_enable(call->d, &a, req, &call->out);
-  json_decref(req);
-  return rc;
+  gpumd_switch_req_t req;
+  memset(&req, 0, sizeof req);
+  req.device = call->id;
+  if (disable)
+    gpumd_switch_reason_decode(json_object_get(call->body, "reason"), &req);
+  gpumd_actor_t a = http_actor(call);
+  return disable ? gpumd_op_disable(call->d, &a, &req, &call->out)
+                 : gpumd_op_enable(call->d, &a, &req, &call->out);
 }
 
 int gpumd_http_device_disable(gpumd_http_call_t *call) {
@@ -669,7 +670,7 @@ int gpumd_http_alerts(gpumd_http_call_t *call) {
       json_decref(req);
       return gpum_error(GPUM_EINVAL, "limit '%.32s' must be an integer from 0 to 100000", ls);
     }
-    json_object_set_new(req, "limit", json_integer(limit));
+    json_object_set_new(req, GPUM_PROTO_F_LIMIT, json_integer(limit));
   }
   gpumd_actor_t a = http_actor(call);
   rc = gpumd_op_alerts(call->d, &a, req, &call->out);

@@ -101,10 +101,7 @@ static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
                            GPUM_PROTO_F_PID, (json_int_t)c->pid, GPUM_PROTO_F_ADMIN, c->admin));
 }
 
-int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, NULL};
-  if (req && gpumd_check_fields(req, fields) != 0)
-    return GPUM_EINVAL;
+int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t **out) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   json_t *queue = json_array();
@@ -123,31 +120,20 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
-int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ALL,
-                                       GPUM_PROTO_F_ENDED, NULL};
-  json_t *all = json_object_get(req, GPUM_PROTO_F_ALL);
-  json_t *ended = json_object_get(req, GPUM_PROTO_F_ENDED);
-  if (gpumd_check_fields(req, fields) != 0)
-    return GPUM_EINVAL;
-  if (all && !json_is_boolean(all))
-    return gpum_error(GPUM_EINVAL, "\"all\" must be true or false");
-  if (ended && !json_is_boolean(ended))
-    return gpum_error(GPUM_EINVAL, "\"ended\" must be true or false");
+int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out) {
   json_t *arr = json_array();
   size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
-    if (r->uid == a->uid || json_is_true(all)) {
+    if (r->uid == a->uid || req->all) {
       json_t *o = gpumd_resv_json(d, r, a->conn && r->uid == a->uid);
       gpumd_resv_add_fenced(d, o, r);
       json_array_append_new(arr, o);
     }
   }
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATIONS, arr);
-  if (*out && json_is_true(ended))
-    json_object_set_new(*out, GPUM_PROTO_F_ENDED,
-                        gpumd_ended_json(d, a, json_is_true(all), gpumd_now_ns()));
+  if (*out && req->ended)
+    json_object_set_new(*out, GPUM_PROTO_F_ENDED, gpumd_ended_json(d, a, req->all, gpumd_now_ns()));
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
@@ -408,6 +394,17 @@ static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
 
 typedef int (*op_core_fn)(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 
+static int sock_status(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  int rc = gpumd_status_decode(j);
+  return rc != 0 ? rc : gpumd_op_status(d, a, out);
+}
+
+static int sock_list(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_list_req_t req;
+  int rc = gpumd_list_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_list(d, a, &req, out);
+}
+
 static int sock_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   gpumd_reserve_req_t req;
   int rc = gpumd_reserve_decode(a, j, &req);
@@ -432,6 +429,18 @@ static int sock_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **o
   return rc != 0 ? rc : gpumd_op_resize(d, a, &req, out);
 }
 
+static int sock_disable(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_switch_req_t req;
+  int rc = gpumd_switch_decode(j, true, &req);
+  return rc != 0 ? rc : gpumd_op_disable(d, a, &req, out);
+}
+
+static int sock_enable(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_switch_req_t req;
+  int rc = gpumd_switch_decode(j, false, &req);
+  return rc != 0 ? rc : gpumd_op_enable(d, a, &req, out);
+}
+
 static int sock_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   gpumd_report_req_t req;
   int rc = gpumd_report_decode(j, &req);
@@ -446,17 +455,17 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
     void (*fn)(gpumd_conn_t *, json_t *, json_t *);
     op_core_fn core;
   } ops[] = {{GPUM_PROTO_OP_HELLO, op_hello, NULL},
-             {GPUM_PROTO_OP_STATUS, NULL, gpumd_op_status},
+             {GPUM_PROTO_OP_STATUS, NULL, sock_status},
              {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},
              {GPUM_PROTO_OP_RELEASE, NULL, sock_release},
              {GPUM_PROTO_OP_RENEW, NULL, sock_renew},
              {GPUM_PROTO_OP_RESIZE, NULL, sock_resize},
              {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
-             {GPUM_PROTO_OP_LIST, NULL, gpumd_op_list},
+             {GPUM_PROTO_OP_LIST, NULL, sock_list},
              {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
              {GPUM_PROTO_OP_ALERTS, NULL, gpumd_op_alerts},
-             {GPUM_PROTO_OP_DISABLE, NULL, gpumd_op_disable},
-             {GPUM_PROTO_OP_ENABLE, NULL, gpumd_op_enable},
+             {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},
+             {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
              {GPUM_PROTO_OP_REPORT, NULL, sock_report},
              {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL}};
   const size_t n = sizeof ops / sizeof ops[0];

@@ -240,10 +240,13 @@ static int get_ref(json_t *j, gpumd_resv_ref_t *out) {
   return gpumd_resv_ref_decode(s, out);
 }
 
-/* Keeps the error rc just raised (its detail) for the core to report later; returns 0. */
+/* Keeps the error rc just raised (its detail) for the core to report later, unless an earlier
+ * one is kept already; returns 0. */
 static int keep_late(gpumd_req_error_t *late, int rc) {
-  late->rc = rc;
-  snprintf(late->message, sizeof late->message, "%s", gpum_last_error());
+  if (late->rc == 0) {
+    late->rc = rc;
+    snprintf(late->message, sizeof late->message, "%s", gpum_last_error());
+  }
   return 0;
 }
 
@@ -323,5 +326,69 @@ int gpumd_report_decode(json_t *j, gpumd_report_req_t *out) {
     return keep_late(&out->late, gpum_error(GPUM_EINVAL, "a report needs \"source\", such as "
                                                          "\"batcher.infer\""));
   out->figures = json_object_get(j, GPUM_PROTO_F_FIGURES);
+  return 0;
+}
+
+/* ---- status, list ------------------------------------------------------------------------- */
+
+int gpumd_status_decode(json_t *j) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, NULL};
+  return gpumd_check_fields(j, fields);
+}
+
+int gpumd_list_decode(json_t *j, gpumd_list_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ALL,
+                                       GPUM_PROTO_F_ENDED, NULL};
+  json_t *all = json_object_get(j, GPUM_PROTO_F_ALL);
+  json_t *ended = json_object_get(j, GPUM_PROTO_F_ENDED);
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, fields);
+  if (rc != 0)
+    return rc;
+  if (all && !json_is_boolean(all))
+    return gpum_error(GPUM_EINVAL, "\"all\" must be true or false");
+  if (ended && !json_is_boolean(ended))
+    return gpum_error(GPUM_EINVAL, "\"ended\" must be true or false");
+  out->all = json_is_true(all);
+  out->ended = json_is_true(ended);
+  return 0;
+}
+
+/* ---- disable, enable ---------------------------------------------------------------------- */
+
+void gpumd_switch_reason_decode(json_t *why, gpumd_switch_req_t *out) {
+  if (why && (!json_is_string(why) || json_string_length(why) >= GPUMD_RESV_REASON_LEN ||
+              strlen(json_string_value(why)) != json_string_length(why))) {
+    keep_late(&out->late, gpum_error(GPUM_EINVAL, "\"reason\" must be a text of at most %d bytes",
+                                     GPUMD_RESV_REASON_LEN - 1));
+    return;
+  }
+  out->reason = why && json_string_length(why) ? json_string_value(why) : NULL;
+}
+
+/* The request's "device": an index (a number, or a string of one) or a UUID. */
+static void device_decode(json_t *v, gpumd_switch_req_t *out) {
+  if (json_is_integer(v) && json_integer_value(v) >= 0) {
+    snprintf(out->device_text, sizeof out->device_text, "%lld", (long long)json_integer_value(v));
+    out->device = out->device_text;
+  } else if (json_is_string(v) && json_string_length(v) > 0 &&
+             json_string_length(v) < sizeof out->device_text) {
+    out->device = json_string_value(v);
+  } else {
+    keep_late(&out->late, gpum_error(GPUM_EINVAL, "\"device\" must be a device index or UUID"));
+  }
+}
+
+int gpumd_switch_decode(json_t *j, bool disable, gpumd_switch_req_t *out) {
+  static const char *const dis_fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_DEVICE,
+                                           GPUM_PROTO_F_REASON, NULL};
+  static const char *const en_fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_DEVICE,
+                                          NULL};
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, disable ? dis_fields : en_fields);
+  if (rc != 0)
+    return rc;
+  gpumd_switch_reason_decode(json_object_get(j, GPUM_PROTO_F_REASON), out);
+  device_decode(json_object_get(j, GPUM_PROTO_F_DEVICE), out);
   return 0;
 }
