@@ -2,9 +2,10 @@
 /*
  * The REST API's endpoints (docs/rest.md, docs/openapi.yaml). Each handler reads its query
  * and JSON body, checks them (unknown fields and parameters are 400 naming them), and builds
- * the response body; reservation requests are translated into the protocol's request and go
- * through the same op cores as the Unix socket (ops.c), so validation, ownership and ledger
- * writes are the same code. HTTP callers act as gpumd's own uid and pid; the API token makes
+ * the response body; reservation and device requests are decoded from the REST names and units
+ * straight into the op cores' request structs (gpumd_*_req_t) and go through the same op cores
+ * as the Unix socket (ops.c, admin.c), so scheduling, ownership and ledger writes are the same
+ * code. HTTP callers act as gpumd's own uid and pid; the API token makes
  * them admins. Reservations made over HTTP are TTL-bound (ttl, default 10 minutes).
  */
 #include <fnmatch.h>

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The protocol's operations (docs/protocol.md): hello, status, reserve, release, renew,
- * attach, list and http_token (watch is watch.c's). The cores (gpumd_op_*) check the request's
- * fields (unknown ones are EINVAL naming the field), check the actor's right to act (owner from
- * SO_PEERCRED, or an admin; over HTTP the API token makes an admin), call the scheduler and build
- * the reply body; the socket handlers (op_*) and the REST API (http_api.c) both call them. The
+ * attach, list and http_token (watch is watch.c's). The cores (gpumd_op_*) take their request
+ * decoded (gpumd_*_req_t: requests.c decodes the socket's, http_api.c the REST API's), check
+ * the actor's right to act (owner from SO_PEERCRED, or an admin; over HTTP the API token makes
+ * an admin), call the scheduler and build the reply body; the socket handlers (op_*, sock_*)
+ * and the REST API (http_api.c) both call them. The
  * cores never write the ledger: transitions, TTL expiries and resizes reach it through engine.c
  * (gpumd_engine_*), and are committed before any reply leaves (end of the loop turn).
  */
@@ -448,8 +449,9 @@ static int sock_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **o
 }
 
 void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
-  /* An op is either a socket-only handler or a core shared with the REST API, called with
-   * the peer as actor and answered with its body or error. */
+  /* An op is either a socket-only handler or a core shared with the REST API (its request
+   * decoded by sock_*; alerts decodes its own), called with the peer as actor and answered
+   * with its body or error. */
   static const struct {
     const char *name;
     void (*fn)(gpumd_conn_t *, json_t *, json_t *);
