@@ -5,8 +5,8 @@
  * the response body; reservation and device requests are decoded from the REST names and units
  * straight into the op cores' request structs (gpumd_*_req_t) and go through the same op cores
  * as the Unix socket (ops.c, admin.c), so scheduling, ownership and ledger writes are the same
- * code. HTTP callers act as gpumd's own uid and pid; the API token makes
- * them admins. Reservations made over HTTP are TTL-bound (ttl, default 10 minutes).
+ * code. HTTP callers act as gpumd's own uid and pid; the API token makes them admins.
+ * Reservations made over HTTP are TTL-bound (ttl, default 10 minutes).
  */
 #include <fnmatch.h>
 #include <math.h>
