@@ -5,7 +5,7 @@
  * device is DISABLED in the monitor (with the operator's reason), so the scheduler grants
  * nothing new on it while the reservations already there run on ("drain"); enabling gives it
  * back to the health rules. The switch is stored in the ledger by UUID, in the turn that made
- * it, and applied again whenever gpumd starts (gpumd_admin_apply).
+ * it, and applied again whenever gpumd starts (gpumd_engine_apply_disabled).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +35,7 @@ static int find_device(gpumd_t *d, const char *spec, gpumd_device_t **out) {
 
 /* {"device": D} for dev, as in status. */
 static int device_reply(gpumd_t *d, const gpumd_device_t *dev, json_t **out) {
-  json_t *all = gpumd_devices_json(d);
+  json_t *all = gpumd_engine_devices_json(d);
   json_t *one = NULL;
   size_t i;
   json_t *o;
@@ -66,7 +66,7 @@ static int set_switch(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req
                       dev->index);
   const char *reason = req->reason ? req->reason : DEFAULT_REASON;
   rc =
-      gpumd_ledger_set_disabled(d->ledger, dev->info.uuid, disable, reason, a->uid, gpumd_now_ns());
+      gpumd_ledger_set_disabled(d->ledger, dev->info.uuid, disable, reason, a->uid, gpum__os_real_ns());
   if (rc == 0)
     rc = gpum_monitor_set_disabled(d->mon, dev->index, disable, reason);
   if (rc != 0)
@@ -75,7 +75,7 @@ static int set_switch(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req
            dev->info.uuid, disable ? "disabled" : "enabled", a->uid, a->via ? " over " : "",
            a->via ? a->via : "", disable ? reason : "back to the health rules");
   /* The scheduler sees the new state in this turn: nothing is placed on it after the reply. */
-  gpumd_ops_device_health(d, dev->index, disable ? GPUM_HEALTH_DISABLED : GPUM_HEALTH_AVAILABLE,
+  gpumd_engine_device_health(d, dev->index, disable ? GPUM_HEALTH_DISABLED : GPUM_HEALTH_AVAILABLE,
                           reason);
   return device_reply(d, dev, out);
 }
@@ -90,7 +90,7 @@ int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req_t
   return set_switch(d, a, req, false, out);
 }
 
-void gpumd_admin_apply(gpumd_t *d) {
+void gpumd_engine_apply_disabled(gpumd_t *d) {
   gpumd_ledger_disabled_t *list = NULL;
   size_t n = 0;
   if (!d->ledger || !d->mon)

@@ -53,10 +53,10 @@ void gpumd_admission_read(gpumd_t *d) {
                "GPU %u: no fresh read for admission (%s): nothing is granted on it now", index,
                rcs[i] == GPUM_ETIMEDOUT ? "did not answer in time" : gpum_strerror(rcs[i]));
     }
-    if (gpumd_device_view(d, index, NULL, rcs[i] == 0, &views[n]))
+    if (gpumd_engine_device_view(d, index, NULL, rcs[i] == 0, &views[n]))
       n++;
   }
-  gpumd_sched_update_devices(d->sched, NULL, views, n, gpumd_now_ns()); /* gpumd's own news */
+  gpumd_sched_update_devices(d->sched, NULL, views, n, gpum__os_real_ns()); /* gpumd's own news */
 }
 
 /* "pid 4242 (uid 1000: python leak.py) 20.00 GiB" for one process outside reservations. */
@@ -81,7 +81,7 @@ static void describe_proc(unsigned pid, uint64_t bytes, char *buf, size_t len) {
     snprintf(buf, len, "pid %u %s", pid, sz);
 }
 
-char *gpumd_overcommit_text(const gpumd_sched_device_stats_t *st, char *buf, size_t len) {
+char *gpumd_admission_overcommit_text(const gpumd_sched_device_stats_t *st, char *buf, size_t len) {
   char c[GPUM_SIZE_BUFSZ], o[GPUM_SIZE_BUFSZ], cap[GPUM_SIZE_BUFSZ];
   snprintf(buf, len, "committed %s is %s over its capacity of %s",
            gpum_size_format(st->committed, c, sizeof c),
@@ -93,7 +93,7 @@ char *gpumd_overcommit_text(const gpumd_sched_device_stats_t *st, char *buf, siz
 /* Feeds the "overcommitted" condition of device index to the alert engine. */
 static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
   gpumd_sched_device_stats_t st;
-  gpum_alert_engine_t *e = gpumd_alerts(d);
+  gpum_alert_engine_t *e = gpumd_obs_alerts(d);
   if (!e || gpumd_sched_device_stats(d->sched, index, &st) != 0)
     return;
   gpumd_device_t *dev = gpumd_device_find(d, index);
@@ -105,12 +105,12 @@ static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
   if (over) {
     char what[128];
     size_t off = (size_t)snprintf(msg, sizeof msg, "GPU %u: %s; outside reservations:", index,
-                                  gpumd_overcommit_text(&st, what, sizeof what));
+                                  gpumd_admission_overcommit_text(&st, what, sizeof what));
     static gpumd_procs_t pl; /* loop thread only; too big for the stack */
     unsigned shown = 0;
     if (gpumd_procs_get(d, index, &pl) == 0)
       for (size_t i = 0; i < pl.count && off < sizeof msg; i++) {
-        if (gpumd_resv_of_pid(d, index, (int32_t)pl.pid[i]))
+        if (gpumd_engine_resv_of_pid(d, index, (int32_t)pl.pid[i]))
           continue;
         char p[128];
         describe_proc(pl.pid[i], pl.memory[i], p, sizeof p);
@@ -130,7 +130,7 @@ static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
 void gpumd_admission_end_turn(gpumd_t *d) {
   if (!d->sched)
     return;
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   for (unsigned i = 0; i < d->device_count; i++)
     check_overcommit(d, d->devices[i].index, now);
   if (gpumd_sched_wants_fresh(d->sched) != 0)

@@ -20,7 +20,7 @@
 const double gpumd_wait_bounds[GPUMD_OBS_WAIT_BUCKETS] = {0.005, 0.01, 0.05, 0.1, 0.5, 1,    5,
                                                           10,    30,   60,   300, 900, 3600, 14400};
 
-double gpumd_sample_value(const gpum_device_sample_t *s, gpum_metric_t m) {
+double gpumd_obs_sample_value(const gpum_device_sample_t *s, gpum_metric_t m) {
   switch (m) {
   case GPUM_METRIC_MEMORY_TOTAL:
     return (double)s->memory_total;
@@ -55,7 +55,7 @@ static json_t *jtime(uint64_t ns) {
   return ns ? json_integer((json_int_t)ns) : json_null();
 }
 
-json_t *gpumd_alert_json(const gpum_alert_t *a) {
+json_t *gpumd_obs_alert_json(const gpum_alert_t *a) {
   bool is_xid = strcmp(a->metric, "xid") == 0;
   bool is_metric = !is_xid && strcmp(a->metric, "health") != 0;
   json_t *o = json_object();
@@ -92,7 +92,7 @@ static void on_alert(const gpum_alert_t *a, void *arg) {
     d->obs->alerts_fired[a->level]++;
   gpum_log(fired ? GPUM_LOG_WARN : GPUM_LOG_INFO, "gpumd", "alert %s: %s",
            fired ? "fired" : "cleared", a->message);
-  json_t *o = gpumd_alert_json(a);
+  json_t *o = gpumd_obs_alert_json(a);
   json_object_set_new(o, "event", json_string(fired ? "fired" : "cleared"));
   gpumd_sse_publish(d, "alert", o);
 }
@@ -181,7 +181,7 @@ void gpumd_obs_stop(gpumd_t *d) {
   d->obs = NULL;
 }
 
-gpum_alert_engine_t *gpumd_alerts(gpumd_t *d) {
+gpum_alert_engine_t *gpumd_obs_alerts(gpumd_t *d) {
   return d && d->obs ? d->obs->alerts : NULL;
 }
 
@@ -203,7 +203,7 @@ static json_t *sample_json(const gpumd_device_t *dev, const gpum_device_sample_t
   for (int m = 0; o && m < GPUM_METRIC_COUNT; m++)
     if (gpum_sample_valid(s, (gpum_metric_t)m))
       json_object_set_new(o, gpum_metric_name((gpum_metric_t)m),
-                          json_integer((json_int_t)gpumd_sample_value(s, (gpum_metric_t)m)));
+                          json_integer((json_int_t)gpumd_obs_sample_value(s, (gpum_metric_t)m)));
   if (o && st) {
     json_object_set_new(o, "memory_reserved", json_integer((json_int_t)st->reserved));
     json_object_set_new(o, "memory_unmanaged", json_integer((json_int_t)st->unmanaged));
@@ -262,7 +262,7 @@ void gpumd_obs_round(gpumd_t *d) {
     gpum_alert_engine_feed_sample(o->alerts, dev->index, &s, feed_time(o, s.timestamp_ns));
     add_points(d, i, prev, &s, every_ns);
   }
-  gpum_alert_engine_advance(o->alerts, feed_time(o, gpumd_now_ns()));
+  gpum_alert_engine_advance(o->alerts, feed_time(o, gpum__os_real_ns()));
 }
 
 static void count_xid(struct gpumd_obs *o, unsigned device, uint64_t xid) {
@@ -346,7 +346,7 @@ void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t 
     return;
   json_t *ev = json_pack("{s:s, s:s, s:o}", "transition", transition_name(to), "from",
                          from == GPUMD_RESV_NEW ? "new" : transition_name(from), "reservation",
-                         gpumd_resv_json(d, r, false));
+                         gpumd_engine_resv_json(d, r, false));
   gpumd_sse_publish(d, "reservation", ev);
 }
 
@@ -371,12 +371,12 @@ static json_t *alert_list(gpum_alert_engine_t *e, bool history, size_t limit) {
   if (got > n)
     got = n;
   for (size_t i = got > limit ? got - limit : 0; i < got; i++)
-    json_array_append_new(arr, gpumd_alert_json(&a[i]));
+    json_array_append_new(arr, gpumd_obs_alert_json(&a[i]));
   free(a);
   return arr;
 }
 
-int gpumd_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
+int gpumd_obs_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
   static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_LIMIT, NULL};
   (void)a;
   long long limit = 100;
@@ -388,7 +388,7 @@ int gpumd_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
     return gpum_error(GPUM_EINVAL, "\"limit\" must be an integer from 0 to 100000");
   if (l)
     limit = json_integer_value(l);
-  gpum_alert_engine_t *e = gpumd_alerts(d);
+  gpum_alert_engine_t *e = gpumd_obs_alerts(d);
   gpum_alert_counters_t cnt = {0, 0, 0};
   if (e)
     gpum_alert_engine_counters(e, &cnt);

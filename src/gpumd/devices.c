@@ -65,7 +65,7 @@ static bool take_info(gpumd_t *d, gpumd_device_t *dev) {
     return false;
   dev->info = info;
   dev->answered = true;
-  gpum_alert_engine_t *e = gpumd_alerts(d);
+  gpum_alert_engine_t *e = gpumd_obs_alerts(d);
   if (e)
     gpum_alert_engine_set_device_info(e, dev->index, &dev->info);
   return true;
@@ -83,7 +83,7 @@ static void on_info(gpumd_t *d, const gpum_monitor_event_t *ev) {
   if (!was)
     gpum_log(GPUM_LOG_WARN, "gpumd", "device %u answered at last (%s): schedulable from now on",
              dev->index, ev->reason);
-  gpumd_ops_device_answered(d, dev->index);
+  gpumd_engine_device_answered(d, dev->index);
 }
 
 /* On the loop: take every queued event. */
@@ -110,7 +110,7 @@ static void on_monitor_wake(evutil_socket_t fd, short what, void *arg) {
     if (ev->kind == GPUM_MONEV_HEALTH) {
       gpum_log(GPUM_LOG_INFO, "gpumd", "device %u: %s -> %s (%s)", ev->device,
                gpum_health_state_name(ev->from), gpum_health_state_name(ev->to), ev->reason);
-      gpumd_ops_device_health(d, ev->device, ev->to, ev->reason);
+      gpumd_engine_device_health(d, ev->device, ev->to, ev->reason);
     }
     gpumd_obs_monitor_event(d, ev);
     free(q);
@@ -126,7 +126,7 @@ static void on_sample_timer(evutil_socket_t fd, short what, void *arg) {
   for (unsigned i = 0; i < d->device_count; i++) {
     gpum_device_sample_t s;
     if (gpum_monitor_latest(d->mon, d->devices[i].index, &s) == 0)
-      gpumd_ops_device_sample(d, d->devices[i].index, &s);
+      gpumd_engine_device_sample(d, d->devices[i].index, &s);
   }
   gpumd_obs_round(d);
 }
@@ -232,7 +232,7 @@ void gpumd_devices_stop(gpumd_t *d) {
   gpumd_obs_stop(d);
 }
 
-json_t *gpumd_devices_json(gpumd_t *d) {
+json_t *gpumd_engine_devices_json(gpumd_t *d) {
   json_t *arr = json_array();
   for (unsigned i = 0; i < d->device_count; i++) {
     gpumd_device_t *dev = &d->devices[i];
@@ -261,7 +261,7 @@ json_t *gpumd_devices_json(gpumd_t *d) {
                   (json_int_t)total, "used", (json_int_t)used, "free", (json_int_t)free_b,
                   "driver_reserved", have_drv ? json_integer((json_int_t)drv) : json_null());
     if (o) {
-      gpumd_ops_device_json(d, dev->index, o);
+      gpumd_engine_device_json(d, dev->index, o);
       json_array_append_new(arr, o);
     }
   }
@@ -282,5 +282,5 @@ bool gpumd_device_measured(gpumd_t *d, unsigned index, gpum_device_sample_t *s) 
   uint64_t bound = 3ull * d->monitor_interval_ms * 1000000ull;
   if (bound < 5000000000ull)
     bound = 5000000000ull;
-  return s->timestamp_ns + bound >= gpumd_now_ns();
+  return s->timestamp_ns + bound >= gpum__os_real_ns();
 }

@@ -30,7 +30,7 @@ json_t *gpumd_ended_json(gpumd_t *d, const gpumd_actor_t *a, bool all, uint64_t 
     if (r->ended_ns + GPUMD_ENDED_KEEP_NS < now_ns)
       break; /* older ones are older still */
     if (all || r->uid == a->uid)
-      json_array_append_new(arr, gpumd_resv_json(d, r, false));
+      json_array_append_new(arr, gpumd_engine_resv_json(d, r, false));
   }
   return arr;
 }

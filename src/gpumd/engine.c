@@ -54,7 +54,7 @@ static void put_int(json_t *o, const char *key, json_int_t value) {
  * fence the launcher made (fences.c finds it); NULL when the job is not fenced. */
 static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r);
 
-void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r) {
+void gpumd_engine_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r) {
   if (r->state != GPUMD_RESV_GRANTED || !o)
     return;
   json_t *f = fenced_json(d, r);
@@ -83,7 +83,7 @@ static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r) {
                    (json_int_t)limit, GPUM_PROTO_F_PROCESSES, (int)procs);
 }
 
-json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
+json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
   char id[GPUMD_RESV_ID_BUFSZ];
   json_t *o = json_object();
   if (!o)
@@ -154,7 +154,7 @@ json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
     gpumd_jw_string((w), (v)); \
   } while (0)
 
-void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
+void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
   char id[GPUMD_RESV_ID_BUFSZ];
   GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
   gpumd_jw_string(w, gpumd_resv_id_format(r->id, id, sizeof id));
@@ -235,13 +235,13 @@ static void event_to_owner(gpumd_t *d, const gpumd_cause_t *cause, const gpumd_r
     return;
   if (l && l->conn) {
     gpumd_send_event(l->conn, name,
-                     json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
+                     json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_engine_resv_json(d, r, true)));
     return;
   }
   for (gpumd_conn_t *c = d->conns; c; c = c->next)
     if (!c->dead && !c->closing && c->uid == r->uid)
       gpumd_send_event(c, name,
-                       json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
+                       json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_engine_resv_json(d, r, true)));
 }
 
 static const char *event_name(gpumd_resv_state_t to) {
@@ -315,14 +315,14 @@ const gpumd_resv_t *gpumd_engine_set_ttl(gpumd_t *d, uint64_t rid, uint64_t expi
 }
 
 const gpumd_resv_t *gpumd_engine_renew(gpumd_t *d, uint64_t rid, uint64_t ttl_ms) {
-  return gpumd_engine_set_ttl(d, rid, gpumd_now_ns() + ttl_ms * 1000000ull);
+  return gpumd_engine_set_ttl(d, rid, gpum__os_real_ns() + ttl_ms * 1000000ull);
 }
 
 int gpumd_engine_resize(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, uint64_t bytes,
                         const gpumd_resv_t **out) {
   gpumd_cause_t cause = {.actor = a, .about = rid};
   char why[GPUMD_RESV_REASON_LEN];
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   int rc = gpumd_sched_resize(d->sched, &cause, rid, bytes, now, why, sizeof why);
   if (rc != 0)
     return rc;
@@ -341,7 +341,7 @@ int gpumd_engine_resize(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, uint64
   return 0;
 }
 
-bool gpumd_conn_watches_device(gpumd_t *d, gpumd_conn_t *c, unsigned device) {
+bool gpumd_engine_conn_watches_device(gpumd_t *d, gpumd_conn_t *c, unsigned device) {
   for (gpumd_lease_t *l = c->leases; l; l = l->cnext) {
     const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
     if (r && (r->device_mask >> device & 1u))
@@ -365,14 +365,14 @@ static void on_pressure(void *user, unsigned device, double used_ratio, gpumd_pr
   gpum_log(GPUM_LOG_INFO, "gpumd", "device %u memory pressure %s (%.0f%% used)", device,
            gpumd_pressure_name(to), used_ratio * 100.0);
   for (gpumd_conn_t *c = d->conns; c; c = c->next)
-    if (!c->dead && gpumd_conn_watches_device(d, c, device))
+    if (!c->dead && gpumd_engine_conn_watches_device(d, c, device))
       gpumd_send_event(c, GPUM_PROTO_EV_PRESSURE,
                        json_pack("{s:i, s:f, s:s}", GPUM_PROTO_F_DEVICE, (int)device,
                                  GPUM_PROTO_F_USED_RATIO, used_ratio, GPUM_PROTO_F_LEVEL,
                                  gpumd_pressure_name(to)));
 }
 
-void gpumd_ops_turn_events(gpumd_t *d) {
+void gpumd_engine_turn_events(gpumd_t *d) {
   if (!d->queue_changed || !d->sched)
     return;
   d->queue_changed = false;
@@ -385,7 +385,7 @@ void gpumd_ops_turn_events(gpumd_t *d) {
     l->told_position = pos + 1;
     if (l->conn)
       gpumd_send_event(l->conn, GPUM_PROTO_EV_QUEUED,
-                       json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
+                       json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_engine_resv_json(d, r, true)));
   }
 }
 
@@ -412,7 +412,7 @@ static const gpumd_resv_t *resv_held_by(gpumd_t *d, unsigned device, int32_t pid
  * are the children of what holds the reservation (gpum run's CMD, the tasks of a Slurm step
  * under its slurmstepd's pid lease), and their memory is the reservation's, not memory on top
  * of it. */
-const gpumd_resv_t *gpumd_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid) {
+const gpumd_resv_t *gpumd_engine_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid) {
   for (int depth = 0; pid > 1 && depth < 32; depth++, pid = gpumd_pid_parent(pid)) {
     const gpumd_resv_t *r = resv_held_by(d, device, pid);
     if (r)
@@ -424,7 +424,7 @@ const gpumd_resv_t *gpumd_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid) 
 static uint64_t unmanaged_bytes(gpumd_t *d, unsigned device, const gpumd_procs_t *procs) {
   uint64_t sum = 0;
   for (size_t i = 0; i < procs->count; i++)
-    if (!gpumd_resv_of_pid(d, device, (int32_t)procs->pid[i]))
+    if (!gpumd_engine_resv_of_pid(d, device, (int32_t)procs->pid[i]))
       sum += procs->memory[i];
   return sum;
 }
@@ -439,7 +439,7 @@ static void take_memory(gpumd_sched_device_t *v, const gpum_device_sample_t *s) 
     v->memory_reserved = s->memory_reserved;
 }
 
-bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample, bool procs,
+bool gpumd_engine_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample, bool procs,
                        gpumd_sched_device_t *out) {
   gpumd_device_t *dev = gpumd_device_find(d, index);
   if (!dev || index >= GPUMD_SCHED_MAX_DEVICES)
@@ -495,29 +495,29 @@ bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *s
 static void feed_device(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample,
                         bool procs) {
   gpumd_sched_device_t v;
-  if (gpumd_device_view(d, index, sample, procs, &v))
-    gpumd_sched_update_device(d->sched, NULL, &v, gpumd_now_ns()); /* gpumd's own news */
+  if (gpumd_engine_device_view(d, index, sample, procs, &v))
+    gpumd_sched_update_device(d->sched, NULL, &v, gpum__os_real_ns()); /* gpumd's own news */
 }
 
-void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason) {
+void gpumd_engine_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason) {
   (void)to, (void)reason; /* the monitor's current state is read again in feed_device */
   feed_device(d, index, NULL, false);
 }
 
 static void ledger_devices(gpumd_t *d);
 
-void gpumd_ops_device_answered(gpumd_t *d, unsigned index) {
+void gpumd_engine_device_answered(gpumd_t *d, unsigned index) {
   if (d->ledger)
     ledger_devices(d); /* grants on it are stored with its UUID from now on */
   if (d->sched)
     feed_device(d, index, NULL, false);
 }
 
-void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s) {
+void gpumd_engine_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s) {
   feed_device(d, index, s, true);
 }
 
-void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o) {
+void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o) {
   gpumd_sched_device_stats_t st;
   if (gpumd_sched_device_stats(d->sched, index, &st) != 0)
     return;
@@ -534,7 +534,7 @@ void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o) {
        !strcmp(state, gpum_health_state_name(GPUM_HEALTH_BUSY)))) {
     char what[128], why[192];
     snprintf(why, sizeof why, "%s: memory taken outside reservations after they were granted",
-             gpumd_overcommit_text(&st, what, sizeof what));
+             gpumd_admission_overcommit_text(&st, what, sizeof what));
     json_object_set_new(o, GPUM_PROTO_F_STATE, json_string(GPUMD_STATE_OVERCOMMITTED));
     json_object_set_new(o, GPUM_PROTO_F_REASON, json_string(why));
   }
@@ -558,32 +558,32 @@ static void arm_tick(gpumd_t *d, uint64_t next_ns) {
     event_del(d->tick_timer);
     return;
   }
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   uint64_t left = next_ns > now ? next_ns - now : 0;
   struct timeval tv = {.tv_sec = (time_t)(left / 1000000000ull),
                        .tv_usec = (suseconds_t)((left % 1000000000ull) / 1000 + 1)};
   event_add(d->tick_timer, &tv);
 }
 
-void gpumd_ops_tick(gpumd_t *d) {
+void gpumd_engine_tick(gpumd_t *d) {
   uint64_t next = UINT64_MAX;
-  gpumd_sched_tick(d->sched, NULL, gpumd_now_ns(), &next); /* timeouts: gpumd acts */
+  gpumd_sched_tick(d->sched, NULL, gpum__os_real_ns(), &next); /* timeouts: gpumd acts */
   arm_tick(d, next);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
-  gpumd_ops_tick(arg);
+  gpumd_engine_tick(arg);
 }
 
-void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
+void gpumd_engine_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason) {
   /* Its fence, if it had one, goes with it (on_transition). */
-  if (gpumd_sched_end(d->sched, NULL, id, to, gpumd_now_ns(), reason) != 0)
+  if (gpumd_sched_end(d->sched, NULL, id, to, gpum__os_real_ns(), reason) != 0)
     gpumd_lease_remove(d, id); /* already final */
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
 }
 
-void gpumd_ops_conn_closed(gpumd_conn_t *c) {
+void gpumd_engine_conn_closed(gpumd_conn_t *c) {
   gpumd_t *d = c->d;
   char reason[128];
   snprintf(reason, sizeof reason, "client disconnected (uid %lu pid %ld)", (unsigned long)c->uid,
@@ -598,13 +598,13 @@ void gpumd_ops_conn_closed(gpumd_conn_t *c) {
     const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
     if (r && r->lease == GPUMD_LEASE_CONNECTION) {
       uint64_t id = l->id;
-      if (gpumd_sched_release(d->sched, &cause, id, gpumd_now_ns(), reason) != 0)
+      if (gpumd_sched_release(d->sched, &cause, id, gpum__os_real_ns(), reason) != 0)
         gpumd_lease_remove(d, id);
     } else {
       gpumd_lease_bind(l, NULL);
     }
   }
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
 }
 
 static void on_grace(evutil_socket_t fd, short what, void *arg) {
@@ -621,7 +621,7 @@ static void on_grace(evutil_socket_t fd, short what, void *arg) {
       ids[k++] = r->id;
   }
   for (size_t i = 0; i < k; i++)
-    gpumd_ops_lease_ended(d, ids[i], GPUMD_RESV_RELEASED,
+    gpumd_engine_lease_ended(d, ids[i], GPUMD_RESV_RELEASED,
                           "client did not re-attach within lease.grace after a gpumd restart");
   free(ids);
 }
@@ -639,7 +639,7 @@ static void arm_ms(struct event *ev, uint64_t ms) {
 static void arm_grace(gpumd_t *d) {
   uint64_t grace = gpum_config_get_duration(d->cfg, "lease.grace");
   uint64_t grace_ns = grace > UINT64_MAX / 2000000ull ? UINT64_MAX / 2 : grace * 1000000ull;
-  uint64_t end = d->grace_start_ns + grace_ns, now = gpumd_now_ns();
+  uint64_t end = d->grace_start_ns + grace_ns, now = gpum__os_real_ns();
   uint64_t left_ms = end > now ? (end - now + 999999) / 1000000 : 0;
   arm_ms(d->grace_timer, left_ms);
   gpum_log(GPUM_LOG_INFO, "gpumd",
@@ -660,7 +660,7 @@ static void on_prune(evutil_socket_t fd, short what, void *arg) {
   uint64_t keep_ms = gpum_config_get_duration(d->cfg, "ledger.retention");
   if (keep_ms == 0 || !d->ledger)
     return;
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   uint64_t keep_ns = keep_ms > UINT64_MAX / 1000000ull ? UINT64_MAX : keep_ms * 1000000ull;
   size_t n = 0;
   bool more = false;
@@ -702,10 +702,10 @@ static void ledger_devices(gpumd_t *d) {
   if (gpumd_ledger_set_devices(d->ledger, uuids, count) != 0)
     gpum_log(GPUM_LOG_WARN, "gpumd", "grants are stored by device index only: %s",
              gpum_last_error());
-  gpumd_admin_apply(d);
+  gpumd_engine_apply_disabled(d);
 }
 
-int gpumd_ops_reload(gpumd_t *d) {
+int gpumd_engine_reload(gpumd_t *d) {
   gpumd_sched_opts_t o;
   gpumd_sched_opts_init(&o);
   o.memory_fraction = gpum_config_get_double(d->cfg, "memory_fraction");
@@ -732,7 +732,7 @@ int gpumd_ops_reload(gpumd_t *d) {
   }
   int rc = gpumd_sched_set_opts(d->sched, &o);
   if (rc == 0)
-    gpumd_ops_tick(d);
+    gpumd_engine_tick(d);
   if (rc == 0)
     reload_timers(d);
   return rc;
@@ -770,7 +770,7 @@ static bool recover_one(gpumd_t *d, gpumd_ledger_row_t *row, uint64_t now) {
     gpumd_lease_t *l = gpumd_lease_add(d, r->id);
     if (l && r->lease == GPUMD_LEASE_PID &&
         gpumd_lease_watch_pid(d, l, r->lease_pid, r->lease_pid_start) != 0) {
-      gpumd_ops_lease_ended(d, r->id, GPUMD_RESV_RELEASED, "lease process exited");
+      gpumd_engine_lease_ended(d, r->id, GPUMD_RESV_RELEASED, "lease process exited");
       return false;
     }
     if (l && r->lease == GPUMD_LEASE_TTL)
@@ -785,7 +785,7 @@ static bool recover_one(gpumd_t *d, gpumd_ledger_row_t *row, uint64_t now) {
       if (wrc == GPUM_ENOENT) {
         char why[GPUMD_RESV_REASON_LEN];
         snprintf(why, sizeof why, "owner pid %d exited while gpumd was down", (int)r->pid);
-        gpumd_ops_lease_ended(d, r->id, GPUMD_RESV_RELEASED, why);
+        gpumd_engine_lease_ended(d, r->id, GPUMD_RESV_RELEASED, why);
         return false;
       }
       if (wrc != 0) /* no pidfd: the grace alone ends the wait */
@@ -831,8 +831,8 @@ static int start_writer(gpumd_t *d) {
   return 0;
 }
 
-int gpumd_ops_start(gpumd_t *d) {
-  int rc = gpumd_ops_reload(d);
+int gpumd_engine_start(gpumd_t *d) {
+  int rc = gpumd_engine_reload(d);
   if (rc != 0)
     return rc;
   d->tick_timer = event_new(d->base, -1, 0, on_tick, d);
@@ -851,7 +851,7 @@ int gpumd_ops_start(gpumd_t *d) {
   rc = gpumd_ledger_load_rows(d->ledger, &rs, &n);
   if (rc != 0)
     return rc;
-  uint64_t max_id = 0, now = gpumd_now_ns();
+  uint64_t max_id = 0, now = gpum__os_real_ns();
   size_t waiting = 0;
   rc = gpumd_ledger_begin_turn(d->ledger);
   for (size_t i = 0; rc == 0 && i < n; i++)
@@ -862,7 +862,7 @@ int gpumd_ops_start(gpumd_t *d) {
   if (rc != 0)
     return rc;
   gpumd_sched_set_next_id(d->sched, max_id + 1);
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
   if (waiting) {
     d->grace_start_ns = now;
     arm_grace(d);
@@ -871,7 +871,7 @@ int gpumd_ops_start(gpumd_t *d) {
   }
   if (gpum_config_get_duration(d->cfg, "ledger.retention") > 0)
     arm_ms(d->prune_timer, 0); /* the first batch at the first turn */
-  rc = gpumd_ops_commit(d);
+  rc = gpumd_engine_commit(d);
   if (rc == 0)
     rc = start_writer(d);
   if (rc == 0) /* after the recovery: regions of what ended while gpumd was down go now */
@@ -879,7 +879,7 @@ int gpumd_ops_start(gpumd_t *d) {
   return rc;
 }
 
-void gpumd_ops_stop(gpumd_t *d) {
+void gpumd_engine_stop(gpumd_t *d) {
   gpumd_fences_stop(d);
   gpumd_reports_free(d);
   gpumd_leases_free_all(d);
@@ -901,7 +901,7 @@ void gpumd_ops_stop(gpumd_t *d) {
   d->ledger = NULL;
 }
 
-int gpumd_ops_commit(gpumd_t *d) {
+int gpumd_engine_commit(gpumd_t *d) {
   if (!d->ledger)
     return 0;
   if (d->ledger_failed) {

@@ -169,7 +169,7 @@ struct gpumd {
   /* Reloadable settings (SIGHUP). */
   gid_t admin_gid;
   bool admin_gid_set;
-  uint64_t job_timeout_ms; /* job_timeout and queue.max, read per request (gpumd_ops_reload) */
+  uint64_t job_timeout_ms; /* job_timeout and queue.max, read per request (gpumd_engine_reload) */
   int64_t queue_max;
 
   /* Scheduler, ledger and leases (ops.c, leases.c). */
@@ -310,7 +310,7 @@ void gpumd_send_event(gpumd_conn_t *c, const char *name, json_t *body);
  * gpum_last_error(). Transitions reach the ledger through engine.c and are committed at the end
  * of the turn, before any reply leaves. */
 /* Where a socket reserve or release leaves its reservation instead of building the
- * {"reservation": R} body: the reply is then written directly (gpumd_resv_write). */
+ * {"reservation": R} body: the reply is then written directly (gpumd_engine_resv_write). */
 typedef struct {
   gpumd_resv_t r;
   bool with_token;
@@ -457,7 +457,7 @@ int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, const gpumd_report_req_t
 /* The alert engine's state (alerts.c): {"enabled", "active": [A...], "history": [A...] (the
  * newest "limit" entries, default 100, at most 100000), "counters": {"fired", "cleared"}}.
  * Anyone may read it. */
-int gpumd_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+int gpumd_obs_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 /* The operator's switch (admin.c): {"device": index or UUID, "reason"} makes the device
  * DISABLED (no new grants on it; grants there keep running), stored in the ledger so that it
  * survives restarts; "enable" {"device"} gives it back to the health rules. Admins only
@@ -468,19 +468,19 @@ int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req_t
                     json_t **out);
 /* Applies the ledger's disabled devices to the devices that have answered (at start, and when
  * a silent device answers). */
-void gpumd_admin_apply(gpumd_t *d);
+void gpumd_engine_apply_disabled(gpumd_t *d);
 /* Dispatches a parsed request (an object with a valid op). */
-void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req);
+void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req);
 /* Called when c closes (connection leases end). */
-void gpumd_ops_conn_closed(gpumd_conn_t *c);
+void gpumd_engine_conn_closed(gpumd_conn_t *c);
 /* Device news from devices.c, on the loop: a health transition, a fresh sample (every
  * monitor interval), a pressure level reached (1 high, 2 critical). */
-void gpumd_ops_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason);
-void gpumd_ops_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s);
+void gpumd_engine_device_health(gpumd_t *d, unsigned index, gpum_health_t to, const char *reason);
+void gpumd_engine_device_sample(gpumd_t *d, unsigned index, const gpum_device_sample_t *s);
 /* The scheduler's view of device index from what gpumd knows: the monitor's sample (NULL: its
  * latest), the newest process list and memory (procs: unmanaged memory recomputed from it, else
  * kept), health, and whether it was read afresh this turn. False for an unknown device. */
-bool gpumd_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample, bool procs,
+bool gpumd_engine_device_view(gpumd_t *d, unsigned index, const gpum_device_sample_t *sample, bool procs,
                        gpumd_sched_device_t *out);
 
 /* ---- ended.c ---- */
@@ -504,20 +504,20 @@ void gpumd_admission_read_if_queued(gpumd_t *d);
 void gpumd_admission_end_turn(gpumd_t *d);
 /* "committed X is Y over its capacity of Z" for a device whose st.overcommit > 0: the words
  * of its reason in documents and of its alert. Returns buf. */
-char *gpumd_overcommit_text(const gpumd_sched_device_stats_t *st, char *buf, size_t len);
+char *gpumd_admission_overcommit_text(const gpumd_sched_device_stats_t *st, char *buf, size_t len);
 /* A device that was silent answered (its info is in gpumd_device_find(d, index)): the ledger
  * learns its UUID and the scheduler its view, with its health from then on. */
-void gpumd_ops_device_answered(gpumd_t *d, unsigned index);
+void gpumd_engine_device_answered(gpumd_t *d, unsigned index);
 /* Runs the scheduler's timers (queue timeouts) and re-arms its timer. */
-void gpumd_ops_tick(gpumd_t *d);
+void gpumd_engine_tick(gpumd_t *d);
 /* The protocol's reservation object (token only when with_token). */
 /* Adds "fenced" (what the job holds under the enforcement shim, or null) to a GRANTED
  * reservation's document o: for listings and the REST document, not for replies and events
  * (which the fast writer must produce byte for byte the same). */
-void gpumd_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
+void gpumd_engine_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
 /* The GRANTED reservation on device that process pid, or its nearest ancestor, holds (gpum
  * run's CMD and a Slurm step's tasks count as their holder's), or NULL. Reads /proc. */
-const gpumd_resv_t *gpumd_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid);
+const gpumd_resv_t *gpumd_engine_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid);
 
 /* ---- engine.c: the one writer of reservation rows (issue 23) ---- */
 /* Every reservation row and audit row reaches the ledger through engine.c: a transition the
@@ -564,28 +564,28 @@ void gpumd_reports_free(gpumd_t *d);
  * pressure of rid's devices that are under pressure now. */
 void gpumd_reports_subscribe(gpumd_t *d, gpumd_conn_t *c, const gpumd_resv_t *r);
 /* Whether c holds a lease on, or reported on, a live reservation on device. */
-bool gpumd_conn_watches_device(gpumd_t *d, gpumd_conn_t *c, unsigned device);
-json_t *gpumd_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token);
+bool gpumd_engine_conn_watches_device(gpumd_t *d, gpumd_conn_t *c, unsigned device);
+json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token);
 /* The same object written straight to w, byte for byte what gpumd_json_write gives for
- * gpumd_resv_json (the hot replies skip building it). */
-void gpumd_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token);
+ * gpumd_engine_resv_json (the hot replies skip building it). */
+void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token);
 /* Adds the scheduler's fields ("committed", "reserved", "unmanaged", "jobs", "reservations")
  * to a device object of the status reply. */
-void gpumd_ops_device_json(gpumd_t *d, unsigned index, json_t *o);
+void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o);
 /* A lease ended (pid exit, ttl): end the reservation with state to. */
-void gpumd_ops_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason);
+void gpumd_engine_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason);
 /* Opens the ledger, restores its reservations (recovery) and feeds the devices. */
-int gpumd_ops_start(gpumd_t *d);
-void gpumd_ops_stop(gpumd_t *d);
+int gpumd_engine_start(gpumd_t *d);
+void gpumd_engine_stop(gpumd_t *d);
 /* Rebuilds the scheduler options from the config (start and SIGHUP). */
-int gpumd_ops_reload(gpumd_t *d);
+int gpumd_engine_reload(gpumd_t *d);
 /* End of turn, before the commit: "queued" events to clients whose queue position moved. */
-void gpumd_ops_turn_events(gpumd_t *d);
+void gpumd_engine_turn_events(gpumd_t *d);
 /* Commits the ledger writes of this turn (and of the turns before it that waited for the
  * writer thread), if any. Returns 0 (committed, or nothing to commit: the output may go), 1
  * (handed to the writer thread: the output waits for gpumd_ledger_poll) or a negative code.
  * Not while gpumd_ledger_writing(). */
-int gpumd_ops_commit(gpumd_t *d);
+int gpumd_engine_commit(gpumd_t *d);
 
 /* ---- procs.c ---- */
 /* Starts a process-list thread per device (each with a session opened with dopts; a device
@@ -622,7 +622,7 @@ void gpumd_leases_free_all(gpumd_t *d);
 int gpumd_devices_start(gpumd_t *d);
 void gpumd_devices_stop(gpumd_t *d);
 /* The "devices" array of the status reply. */
-json_t *gpumd_devices_json(gpumd_t *d);
+json_t *gpumd_engine_devices_json(gpumd_t *d);
 gpumd_device_t *gpumd_device_find(gpumd_t *d, unsigned index);
 /* The device's newest sample into s when it is still a measurement: taken within the last
  * three monitor intervals (at least 5 s), and the device not in ERROR for being gone or hung.
@@ -656,9 +656,9 @@ void gpumd_sse_release(gpumd_t *d);
 /* Ends every stream (before the HTTP server is freed at stop). */
 void gpumd_sse_close_all(gpumd_t *d);
 /* gpumd's alert engine (created at start, fed from devices.c); may be NULL. */
-gpum_alert_engine_t *gpumd_alerts(gpumd_t *d);
+gpum_alert_engine_t *gpumd_obs_alerts(gpumd_t *d);
 /* The JSON of an alert, as "alert" events and GET /api/v1/alerts show it. */
-json_t *gpumd_alert_json(const gpum_alert_t *a);
+json_t *gpumd_obs_alert_json(const gpum_alert_t *a);
 /* Hooks. devices.c: every monitor interval (feeds the newest samples to the alert engine,
  * publishes "sample" events) and every monitor event taken on the loop (health, Xid). engine.c:
  * every reservation transition ("reservation" events, counters, the queue-wait histogram). */

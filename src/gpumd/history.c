@@ -128,7 +128,7 @@ int gpumd_history_render(gpumd_t *d, uint64_t window_ms, struct evbuffer *out) {
   uint64_t iv = gpum_config_get_duration(d->cfg, "monitor.interval");
   if (iv < GPUMD_SSE_SAMPLE_MS)
     iv = GPUMD_SSE_SAMPLE_MS;
-  uint64_t now_ms = gpumd_now_ns() / 1000000u;
+  uint64_t now_ms = gpum__os_real_ns() / 1000000u;
   uint64_t since = now_ms > window_ms ? now_ms - window_ms : 0;
   int rc = evbuffer_add_printf(out,
                                "{\"interval_ms\":%llu,\"window_s\":%llu,\"fields\":[\"t\","

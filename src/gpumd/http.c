@@ -149,7 +149,7 @@ int gpumd_http_start(gpumd_t *d) {
   evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                                           EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH |
                                           EVHTTP_REQ_OPTIONS);
-  evhttp_set_gencb(h->http, gpumd__http_on_request, h);
+  evhttp_set_gencb(h->http, gpumd_rest_on_request, h);
   evhttp_set_bevcb(h->http, gpumd__http_make_bev, h);
   h->sock = evhttp_bind_socket_with_handle(h->http, host, (ev_uint16_t)port);
   if (!h->sock)

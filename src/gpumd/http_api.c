@@ -261,7 +261,7 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
   char pat[128] = "*";
   if (type)
     type_pattern(type, pat, sizeof pat);
-  json_t *all = gpumd_devices_json(call->d), *keep = json_array();
+  json_t *all = gpumd_engine_devices_json(call->d), *keep = json_array();
   size_t i;
   json_t *dev;
   json_array_foreach(all, i, dev) {
@@ -325,8 +325,8 @@ int gpumd_http_resv_get(gpumd_http_call_t *call) {
     r = &old;
   if (!r)
     return gpum_error(GPUM_ENOENT, "no reservation %s", call->id);
-  json_t *o = gpumd_resv_json(call->d, r, false);
-  gpumd_resv_add_fenced(call->d, o, r);
+  json_t *o = gpumd_engine_resv_json(call->d, r, false);
+  gpumd_engine_resv_add_fenced(call->d, o, r);
   call->out = json_pack("{s:o}", "reservation", o);
   return 0;
 }
@@ -575,7 +575,7 @@ int gpumd_http_health(gpumd_http_call_t *call) {
   }
   call->out =
       json_pack("{s:s, s:b, s:s, s:I, s:I, s:o}", "status", status, "healthy", healthy, "reason",
-                reason, "uptime_s", (json_int_t)((gpumd_now_ns() - d->start_ns) / 1000000000ull),
+                reason, "uptime_s", (json_int_t)((gpum__os_real_ns() - d->start_ns) / 1000000000ull),
                 "usable_devices", (json_int_t)usable, "devices", devs);
   call->status = healthy ? 200 : 503;
   return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
@@ -674,7 +674,7 @@ int gpumd_http_alerts(gpumd_http_call_t *call) {
     json_object_set_new(req, GPUM_PROTO_F_LIMIT, json_integer(limit));
   }
   gpumd_actor_t a = http_actor(call);
-  rc = gpumd_op_alerts(call->d, &a, req, &call->out);
+  rc = gpumd_obs_op_alerts(call->d, &a, req, &call->out);
   json_decref(req);
   return rc;
 }

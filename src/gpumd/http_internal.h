@@ -115,7 +115,7 @@ void gpumd__http_reply_error(struct gpumd_http *h, struct evhttp_request *req, i
                              const char *msg);
 
 /* http_router.c: evhttp's callback for every request (arg: the struct gpumd_http). */
-void gpumd__http_on_request(struct evhttp_request *req, void *arg);
+void gpumd_rest_on_request(struct evhttp_request *req, void *arg);
 
 /* http_conns.c */
 struct gpumd_http_conn;

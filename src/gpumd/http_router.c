@@ -235,7 +235,7 @@ static void dispatch(struct gpumd_http *h, struct evhttp_request *req, const rou
   h->d->submit_id = 0;
 }
 
-void gpumd__http_on_request(struct evhttp_request *req, void *arg) {
+void gpumd_rest_on_request(struct evhttp_request *req, void *arg) {
   struct gpumd_http *h = arg;
   h->served++;
   /* Its request is in: it stops waiting (and so can no longer be closed to make room) before

@@ -114,7 +114,7 @@ static void on_pid_exit(evutil_socket_t fd, short what, void *arg) {
              (int)l->pid);
   else
     snprintf(reason, sizeof reason, "lease process %d exited", (int)l->pid);
-  gpumd_ops_lease_ended(d, l->id, GPUMD_RESV_RELEASED, reason);
+  gpumd_engine_lease_ended(d, l->id, GPUMD_RESV_RELEASED, reason);
 }
 
 void gpumd_lease_unwatch_pid(gpumd_lease_t *l) {
@@ -150,12 +150,12 @@ static void on_ttl(evutil_socket_t fd, short what, void *arg) {
   (void)fd, (void)what;
   gpumd_lease_t *l = arg;
   gpumd_t *d = l->d;
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   if (now < l->expires_ns) { /* renewed meanwhile, or the clock moved: wait on */
     gpumd_lease_arm_ttl(d, l, l->expires_ns);
     return;
   }
-  gpumd_ops_lease_ended(d, l->id, GPUMD_RESV_EXPIRED, "lease ttl passed without renewal");
+  gpumd_engine_lease_ended(d, l->id, GPUMD_RESV_EXPIRED, "lease ttl passed without renewal");
 }
 
 int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns) {
@@ -166,7 +166,7 @@ int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns) {
     if (!l->ttl_ev)
       return gpum_error(GPUM_ENOMEM, "out of memory");
   }
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   uint64_t left = expires_ns > now ? expires_ns - now : 0;
   struct timeval tv = {.tv_sec = (time_t)(left / 1000000000ull),
                        .tv_usec = (suseconds_t)((left % 1000000000ull) / 1000)};

@@ -127,7 +127,7 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
       gpum_log(GPUM_LOG_WARN, "gpumd", "%s changed: it takes effect at the next start", fixed[i]);
   gpum_config_t *old = d->cfg;
   d->cfg = cfg;
-  if (gpum_config_apply_logging(cfg) != 0 || load_admin_group(d) != 0 || gpumd_ops_reload(d) != 0) {
+  if (gpum_config_apply_logging(cfg) != 0 || load_admin_group(d) != 0 || gpumd_engine_reload(d) != 0) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "reload failed, keeping the old configuration: %s",
              gpum_last_error());
     d->cfg = old;
@@ -171,7 +171,7 @@ static int start(gpumd_t *d) {
   if (rc == 0)
     rc = gpumd_devices_start(d);
   if (rc == 0)
-    rc = gpumd_ops_start(d);
+    rc = gpumd_engine_start(d);
   if (rc == 0)
     rc = gpumd_http_start(d);
   return rc;
@@ -181,7 +181,7 @@ static void stop(gpumd_t *d) {
   gpumd_sse_close_all(d); /* the event streams hold requests of the HTTP server */
   gpumd_http_stop(d);
   gpumd_devices_stop(d);
-  gpumd_ops_stop(d);
+  gpumd_engine_stop(d);
   gpumd_server_stop(d);
   struct event *evs[] = {d->kick, d->sig_term, d->sig_int, d->sig_hup};
   for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
@@ -222,7 +222,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   gpum_config_export_sim(d.cfg);
-  d.start_ns = gpumd_now_ns();
+  d.start_ns = gpum__os_real_ns();
   rc = start(&d);
   if (rc != 0) {
     fprintf(stderr, "gpumd: cannot start: %s\n",

@@ -177,7 +177,7 @@ static void sample_family(writer_t *w, devview_t *v, unsigned n, gpum_metric_t m
   for (unsigned i = 0; i < n; i++) {
     if (!v[i].have_sample || !gpum_sample_valid(&v[i].s, m))
       continue;
-    double x = gpumd_sample_value(&v[i].s, m);
+    double x = gpumd_obs_sample_value(&v[i].s, m);
     if (mul == 1 && div == 1)
       sample_u(w, name, v[i].labels, (unsigned long long)x);
     else
@@ -527,7 +527,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
     x->have_stats = d->sched && gpumd_sched_device_stats(d->sched, dev->index, &x->st) == 0;
     x->have_procs = gpumd_procs_get(d, dev->index, &x->procs) == 0;
     for (size_t k = 0; x->have_procs && k < x->procs.count; k++)
-      x->owner[k] = d->sched ? gpumd_resv_of_pid(d, dev->index, (int32_t)x->procs.pid[k]) : NULL;
+      x->owner[k] = d->sched ? gpumd_engine_resv_of_pid(d, dev->index, (int32_t)x->procs.pid[k]) : NULL;
   }
   daemon_metrics(d, &w);
   device_static_metrics(&w, v, n);

@@ -90,7 +90,7 @@ struct gpumd_obs {
 
 /* The value of metric m of s, in the device layer's unit (bytes, percent, celsius, milliwatts,
  * MHz, count); check gpum_sample_valid first. */
-double gpumd_sample_value(const gpum_device_sample_t *s, gpum_metric_t m);
+double gpumd_obs_sample_value(const gpum_device_sample_t *s, gpum_metric_t m);
 
 /* Something /metrics or the status shows changed: the cached renderings are stale. */
 static inline void gpumd_obs_changed(struct gpumd_obs *o) {

@@ -73,7 +73,7 @@ static void resv_body(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resv_t *r,
     *out = NULL;
     return;
   }
-  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, with_token));
+  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_engine_resv_json(d, r, with_token));
 }
 
 /* ---- hello, status, list ------------------------------------------------------------------ */
@@ -109,7 +109,7 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t **out) {
   size_t qn = gpumd_sched_queue_length(d->sched);
   for (size_t i = 0; i < qn; i++) {
     const gpumd_resv_t *r = gpumd_sched_queue_at(d->sched, i);
-    json_array_append_new(queue, gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
+    json_array_append_new(queue, gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
   }
   json_t *node = json_pack(
       "{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", GPUM_PROTO_F_HOSTNAME, host, GPUM_PROTO_F_VERSION,
@@ -117,7 +117,7 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t **out) {
       (json_int_t)d->start_ns, GPUM_PROTO_F_RESERVATIONS, (json_int_t)gpumd_sched_count(d->sched),
       GPUM_PROTO_F_QUEUED, (json_int_t)qn, GPUM_PROTO_F_CLIENTS, (json_int_t)d->conn_count);
   *out = json_pack("{s:o, s:o, s:o}", GPUM_PROTO_F_NODE, node, GPUM_PROTO_F_DEVICES,
-                   gpumd_devices_json(d), GPUM_PROTO_F_QUEUE, queue);
+                   gpumd_engine_devices_json(d), GPUM_PROTO_F_QUEUE, queue);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
@@ -127,14 +127,14 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
   for (size_t i = 0; i < n; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (r->uid == a->uid || req->all) {
-      json_t *o = gpumd_resv_json(d, r, a->conn && r->uid == a->uid);
-      gpumd_resv_add_fenced(d, o, r);
+      json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
+      gpumd_engine_resv_add_fenced(d, o, r);
       json_array_append_new(arr, o);
     }
   }
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATIONS, arr);
   if (*out && req->ended)
-    json_object_set_new(*out, GPUM_PROTO_F_ENDED, gpumd_ended_json(d, a, req->all, gpumd_now_ns()));
+    json_object_set_new(*out, GPUM_PROTO_F_ENDED, gpumd_ended_json(d, a, req->all, gpum__os_real_ns()));
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
@@ -170,7 +170,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req
   /* The new reservation's state is in the reply: no event about it while it is made, nor to
    * the actor's connection when it ends at once below. */
   gpumd_cause_t cause = {.actor = a, .about = gpumd_sched_next_id(d->sched), .submit = true};
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   const gpumd_resv_t *r = NULL;
   int rc = gpumd_sched_submit(d->sched, &cause, &req, now, &r);
   if (rc != 0)
@@ -203,7 +203,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req
     resv_body(d, a, r, a->conn != NULL, out);
   else
     rc = gpum_error(GPUM_EINTERNAL, "reservation ended at once");
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
   return rc;
 }
 
@@ -214,7 +214,7 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t
   gpumd_sched_request_t req = sched_request(d, a, rq);
   gpumd_sched_check_t chk;
   gpumd_admission_read(d); /* "fits now" on the devices as they are now */
-  int rc = gpumd_sched_check(d->sched, &req, gpumd_now_ns(), &chk);
+  int rc = gpumd_sched_check(d->sched, &req, gpum__os_real_ns(), &chk);
   if (rc != 0)
     return rc;
   json_t *ids = json_array();
@@ -257,11 +257,11 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
     gpumd_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
   }
   gpumd_admission_read_if_queued(d); /* what the release lets in is granted in its name */
-  rc = gpumd_sched_release(d->sched, &cause, rid, gpumd_now_ns(), reason);
+  rc = gpumd_sched_release(d->sched, &cause, rid, gpum__os_real_ns(), reason);
   if (rc != 0 || final.id != rid)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");
   resv_body(d, a, &final, own, out);
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
   return 0;
 }
 
@@ -280,7 +280,7 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, const gpumd_renew_req_t *
     return rc;
   r = gpumd_engine_renew(d, rid, req->ttl_set ? req->ttl_ms : r->ttl_ms);
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
-                   gpumd_resv_json(d, r, a->conn && r->uid == a->uid));
+                   gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
   return 0;
 }
 
@@ -309,7 +309,7 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resize_req_t
   if ((rc = gpumd_engine_resize(d, a, rid, bytes, &r)) != 0)
     return rc;
   resv_body(d, a, r, a->conn && r->uid == a->uid, out);
-  gpumd_ops_tick(d);
+  gpumd_engine_tick(d);
   return 0;
 }
 
@@ -372,7 +372,7 @@ static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
   if (l->awaiting_attach && r->lease == GPUMD_LEASE_CONNECTION)
     gpumd_lease_unwatch_pid(l); /* bound to c now: its close ends it, whoever made it */
   l->awaiting_attach = false;
-  gpumd_reply_ok(c, id, json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_resv_json(d, r, true)));
+  gpumd_reply_ok(c, id, json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_engine_resv_json(d, r, true)));
 }
 
 /* The REST API's bearer token (docs/rest.md): shown, or rotated, for admins only. */
@@ -448,7 +448,7 @@ static int sock_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **o
   return rc != 0 ? rc : gpumd_op_report(d, a, &req, out);
 }
 
-void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
+void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
   /* An op is either a socket-only handler or a core shared with the REST API (its request
    * decoded by sock_*; alerts decodes its own), called with the peer as actor and answered
    * with its body or error. */
@@ -465,7 +465,7 @@ void gpumd_ops_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req
              {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
              {GPUM_PROTO_OP_LIST, NULL, sock_list},
              {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
-             {GPUM_PROTO_OP_ALERTS, NULL, gpumd_op_alerts},
+             {GPUM_PROTO_OP_ALERTS, NULL, gpumd_obs_op_alerts},
              {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},
              {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
              {GPUM_PROTO_OP_REPORT, NULL, sock_report},

@@ -106,7 +106,7 @@ typedef struct {
 static void fill_resv_reply(gpumd_jw_t *w, void *arg) {
   const resv_reply_t *a = arg;
   GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_RESERVATION));
-  gpumd_resv_write(a->d, w, a->r, a->with_token);
+  gpumd_engine_resv_write(a->d, w, a->r, a->with_token);
   GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
   if (a->id)
     gpumd_jw_value(w, a->id);
@@ -198,7 +198,7 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
     gpumd_reply_err(c, id, GPUM_EINVAL, "a request needs an \"op\" string");
     goto out_req;
   }
-  gpumd_ops_dispatch(c, id, json_string_value(op), req);
+  gpumd_op_dispatch(c, id, json_string_value(op), req);
 out_req:
   json_decref(req);
 }

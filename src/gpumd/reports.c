@@ -102,13 +102,13 @@ int gpumd_reports_put(gpumd_t *d, uint64_t rid, int32_t pid, const char *source,
     return gpum_error(GPUM_ENOMEM, "out of memory");
   json_decref(e->figures);
   e->figures = copy;
-  e->at_ns = gpumd_now_ns();
+  e->at_ns = gpum__os_real_ns();
   return 0;
 }
 
 json_t *gpumd_reports_json(gpumd_t *d, uint64_t rid) {
   json_t *arr = NULL;
-  uint64_t now = gpumd_now_ns();
+  uint64_t now = gpum__os_real_ns();
   for (size_t i = 0; i < d->nreports; i++) {
     const struct gpumd_report *e = &d->reports[i];
     if (e->rid != rid || !pid_alive(e->pid))

@@ -142,7 +142,7 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
     bufferevent_free(c->bev);
     c->bev = NULL;
   }
-  gpumd_ops_conn_closed(c);
+  gpumd_engine_conn_closed(c);
   if (!c->dirty) {
     c->dirty = true;
     c->dirty_next = c->d->dirty;
@@ -441,7 +441,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
     /* The client shut down its writing side but may still read: its leases end now (it is
      * going away), the replies it is owed are written, then the connection closes. */
     gpumd_conn_close_after_flush(c); /* first: no events about its own leases' end */
-    gpumd_ops_conn_closed(c);
+    gpumd_engine_conn_closed(c);
     return;
   }
   conn_close(c, (what & BEV_EVENT_EOF) ? "end of file" : "socket error");
@@ -741,7 +741,7 @@ void gpumd_end_turn(gpumd_t *d) {
   if (d->commit_failed)
     return; /* what is staged or held may rest on the failed writes: it never goes out */
   gpumd_admission_end_turn(d); /* grants that waited for a fresh read go in this commit */
-  gpumd_ops_turn_events(d);
+  gpumd_engine_turn_events(d);
   int rc = d->ledger ? gpumd_ledger_poll(d->ledger) : 0;
   if (rc < 0) {
     commit_failed(d);
@@ -752,7 +752,7 @@ void gpumd_end_turn(gpumd_t *d) {
     return; /* this turn waits for the writer: staged, it goes with the next batch */
   /* The writer gets the next batch first, then the last batch's output goes out while it
    * works (the writes to the clients overlap the commit). */
-  rc = gpumd_ops_commit(d);
+  rc = gpumd_engine_commit(d);
   if (rc < 0) {
     commit_failed(d);
     return;

@@ -214,7 +214,7 @@ int gpumd_sse_start(gpumd_t *d) {
   if (!o->pending || !o->held || !o->keepalive || !o->catchup)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   /* This run's ids start above its start time in microseconds: above any earlier run's. */
-  o->event_seq = o->sent_seq = o->sealed_seq = gpumd_now_ns() / 1000u;
+  o->event_seq = o->sent_seq = o->sealed_seq = gpum__os_real_ns() / 1000u;
   o->run_base = o->event_seq;
   uint64_t ring = gpum_config_get_size(d->cfg, "http.event_replay");
   gpumd_evring_init(&o->ring, ring > SIZE_MAX ? SIZE_MAX : (size_t)ring, o->event_seq + 1);

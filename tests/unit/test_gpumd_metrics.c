@@ -308,8 +308,8 @@ static void test_publish_without_streams(void **state) {
   gpumd_sse_publish(&f->d, "alert", json_pack("{s:i}", "x", 1));
   gpumd_sse_flush(&f->d);
   gpumd_sse_publish(NULL, "alert", json_pack("{s:i}", "x", 1));
-  assert_non_null(gpumd_alerts(&f->d));
-  assert_null(gpumd_alerts(NULL));
+  assert_non_null(gpumd_obs_alerts(&f->d));
+  assert_null(gpumd_obs_alerts(NULL));
 }
 
 static void test_bad_rule_fails_start(void **state) {

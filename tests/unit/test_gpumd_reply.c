@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The direct reply writer of the hot socket replies (gpumd_reply_ok_resv, gpumd_resv_write)
+ * The direct reply writer of the hot socket replies (gpumd_reply_ok_resv, gpumd_engine_resv_write)
  * against the jansson path it replaces (gpumd_reply_ok with {"reservation":
- * gpumd_resv_json}): byte for byte the same line for granted, queued (position and what it
+ * gpumd_engine_resv_json}): byte for byte the same line for granted, queued (position and what it
  * waits for), pid-leased and multi-GPU reservations, with and without the token, with ids
  * of every JSON kind, and with labels and reasons that need escaping or are not UTF-8; and
  * that what is not UTF-8 (a label, a reason, a token of a damaged ledger row) goes out with
@@ -74,7 +74,7 @@ static void check_same(fixture_t *f, uint64_t id, json_t *req_id) {
   assert_non_null(r);
   for (int tok = 0; tok < 2; tok++) {
     gpumd_reply_ok(&f->c, req_id,
-                   json_pack("{s:o}", "reservation", gpumd_resv_json(&f->d, r, tok != 0)));
+                   json_pack("{s:o}", "reservation", gpumd_engine_resv_json(&f->d, r, tok != 0)));
     char *want = take(f);
     gpumd_reply_ok_resv(&f->c, req_id, r, tok != 0);
     char *got = take(f);
