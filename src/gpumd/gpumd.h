@@ -236,10 +236,11 @@ struct gpumd {
 
 /* Who asks for an operation: a socket peer (conn set, identity from SO_PEERCRED) or an HTTP
  * caller (conn NULL; gpumd's own uid and pid, admin when it showed the API token). The op
- * cores below are shared by the socket protocol and the REST API: each checks the request
- * (fields in the protocol's spelling), acts, and returns 0 with *out = the reply body, or a
- * negative code with the detail in gpum_last_error(). Transitions reach the ledger and are
- * committed at the end of the turn, before any reply leaves. */
+ * cores (ops.h) are shared by the socket protocol and the REST API: each takes its request as
+ * each face decoded it (ops.h's request structs; alerts still takes the protocol's JSON), acts,
+ * and returns 0 with *out = the reply body, or a negative code with the detail in
+ * gpum_last_error(). Transitions reach the ledger through the engine and are committed at the
+ * end of the turn, before any reply leaves. */
 /* Where a socket reserve or release leaves its reservation instead of building the
  * {"reservation": R} body: the reply is then written directly (gpumd_engine_resv_write). */
 typedef struct {

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The core of gpumd between the protocol and the scheduler: it owns the scheduler and the
- * ledger, writes every transition the scheduler reports to the ledger (row + audit) and turns
- * it into an event for the owner's connection, feeds the scheduler the device views (monitor
+ * ledger, and is the one writer of reservation rows: it writes every transition the scheduler
+ * reports to the ledger (row + audit) and turns it into an event for the owner's connection,
+ * stages the changes that are no transition (a TTL lease's expiry, a renew, a resize: the
+ * gpumd_engine_* entries the ops call), feeds the scheduler the device views (monitor
  * samples and health, unmanaged memory from the process list), ends leases (connection
  * closed, pid exited, ttl passed, not re-attached after a restart), and recovers the
  * reservations from the ledger at start.
@@ -269,6 +271,18 @@ static const char *event_name(gpumd_resv_state_t to) {
   }
 }
 
+/* Stages r's row, and the audit row a when not NULL, in the turn's ledger transaction: the one
+ * place gpumd writes reservation rows. A failed write fails the turn (d->ledger_failed: its
+ * output is never sent). Returns 0 or the write's error. */
+static int stage_resv(gpumd_t *d, const gpumd_resv_t *r, const gpumd_ledger_audit_t *a) {
+  int rc = gpumd_ledger_put(d->ledger, r);
+  if (rc == 0 && a)
+    rc = gpumd_ledger_audit(d->ledger, a);
+  if (rc != 0)
+    d->ledger_failed = true;
+  return rc;
+}
+
 static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,
                           gpumd_resv_state_t from, gpumd_resv_state_t to, uint64_t time_ns,
                           const char *reason) {
@@ -281,10 +295,8 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
                             .reason = reason,
                             .uid = actor ? actor->uid : 0,
                             .pid = actor ? actor->pid : 0};
-  if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &a) != 0) {
+  if (stage_resv(d, r, &a) != 0)
     gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger write failed: %s", gpum_last_error());
-    d->ledger_failed = true;
-  }
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "r-%llu %s -> %s: %s", (unsigned long long)r->id,
            gpumd_resv_state_name(from), gpumd_resv_state_name(to), reason ? reason : "");
   if ((from == GPUMD_RESV_QUEUED) != (to == GPUMD_RESV_QUEUED))
@@ -302,6 +314,46 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
     gpumd_ended_note(d, r);
     gpumd_fences_ended(d, r); /* nothing outlives its reservation */
   }
+}
+
+/* ---- changes without a transition: a TTL lease's expiry, a resize ------------------------- */
+
+const gpumd_resv_t *gpumd_engine_set_ttl(gpumd_t *d, uint64_t rid, uint64_t expires_ns) {
+  gpumd_sched_set_expiry(d->sched, rid, expires_ns);
+  gpumd_lease_t *l = gpumd_lease_add(d, rid);
+  if (l)
+    gpumd_lease_arm_ttl(d, l, expires_ns);
+  const gpumd_resv_t *r = gpumd_sched_find(d->sched, rid);
+  if (r)
+    stage_resv(d, r, NULL);
+  return r;
+}
+
+const gpumd_resv_t *gpumd_engine_renew(gpumd_t *d, uint64_t rid, uint64_t ttl_ms) {
+  return gpumd_engine_set_ttl(d, rid, gpum__os_real_ns() + ttl_ms * 1000000ull);
+}
+
+int gpumd_engine_resize(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, uint64_t bytes,
+                        const gpumd_resv_t **out) {
+  gpumd_cause_t cause = {.actor = a, .about = rid};
+  char why[GPUMD_RESV_REASON_LEN];
+  uint64_t now = gpum__os_real_ns();
+  int rc = gpumd_sched_resize(d->sched, &cause, rid, bytes, now, why, sizeof why);
+  if (rc != 0)
+    return rc;
+  const gpumd_resv_t *r = gpumd_sched_find(d->sched, rid);
+  gpumd_ledger_audit_t row = {.reservation = rid,
+                              .from = GPUMD_RESV_GRANTED,
+                              .to = GPUMD_RESV_GRANTED,
+                              .time_ns = now,
+                              .reason = why,
+                              .uid = a->uid,
+                              .pid = a->pid};
+  stage_resv(d, r, &row);
+  gpum_log(GPUM_LOG_INFO, "gpumd", "r-%llu %s (uid %lu)", (unsigned long long)rid, why,
+           (unsigned long)a->uid);
+  *out = r;
+  return 0;
 }
 
 bool gpumd_engine_conn_watches_device(gpumd_t *d, gpumd_conn_t *c, unsigned device) {
@@ -768,8 +820,7 @@ static bool recover_one(gpumd_t *d, gpumd_ledger_row_t *row, uint64_t now) {
   r->ended_ns = now;
   gpumd_ledger_audit_t a = {
       .reservation = r->id, .from = from, .to = r->state, .time_ns = now, .reason = r->reason};
-  if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &a) != 0)
-    d->ledger_failed = true;
+  stage_resv(d, r, &a);
   gpum_log(GPUM_LOG_INFO, "gpumd", "recovery: %s %s: %s", id, gpumd_resv_state_name(r->state),
            r->reason);
   return false;

@@ -113,4 +113,21 @@ int gpumd_lease_arm_ttl(gpumd_t *d, gpumd_lease_t *l, uint64_t expires_ns);
 void gpumd_lease_remove(gpumd_t *d, uint64_t id);
 void gpumd_leases_free_all(gpumd_t *d);
 
+/* Every reservation row and audit row reaches the ledger through engine.c: a transition the
+ * scheduler reports (on_transition), the recovery at start, and the changes below, which are
+ * no transition. Each stages its rows in the turn's ledger transaction (committed before any
+ * reply of the turn leaves); a failed write fails the turn (ledger_failed). Loop thread only. */
+/* Sets the live TTL reservation rid's expiry to expires_ns (the reserve that made it): the
+ * scheduler's expires_ns, its lease's timer (the lease is made when missing) and its row.
+ * Returns the reservation, or NULL when rid is not live (nothing staged). */
+const gpumd_resv_t *gpumd_engine_set_ttl(gpumd_t *d, uint64_t rid, uint64_t expires_ns);
+/* A renew: gpumd_engine_set_ttl with the expiry ttl_ms from now. */
+const gpumd_resv_t *gpumd_engine_renew(gpumd_t *d, uint64_t rid, uint64_t ttl_ms);
+/* Resizes the GRANTED reservation rid to bytes per GPU for the actor a (gpumd_sched_resize:
+ * growing under admission's rules; shrinking may grant what waits, in a's name), stages its row
+ * and a GRANTED -> GRANTED audit row with the old and new size and a's uid and pid, and logs it.
+ * Returns 0 with *out the reservation, or gpumd_sched_resize's error (nothing changed). */
+int gpumd_engine_resize(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, uint64_t bytes,
+                        const gpumd_resv_t **out);
+
 #endif /* GPUMD_ENGINE_H */

@@ -24,16 +24,8 @@
 
 #define DEFAULT_REASON "disabled by the operator"
 
-/* The device named by the request's "device" (an index as a string or number, or a UUID). */
-static int find_device(gpumd_t *d, json_t *req, gpumd_device_t **out) {
-  json_t *v = json_object_get(req, GPUM_PROTO_F_DEVICE);
-  char spec[128];
-  if (json_is_integer(v) && json_integer_value(v) >= 0)
-    snprintf(spec, sizeof spec, "%lld", (long long)json_integer_value(v));
-  else if (json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) < sizeof spec)
-    snprintf(spec, sizeof spec, "%s", json_string_value(v));
-  else
-    return gpum_error(GPUM_EINVAL, "\"device\" must be a device index or UUID");
+/* The device spec names (an index or a UUID). */
+static int find_device(gpumd_t *d, const char *spec, gpumd_device_t **out) {
   for (unsigned i = 0; i < d->device_count; i++) {
     gpumd_device_t *dev = &d->devices[i];
     char idx[16];
@@ -61,33 +53,23 @@ static int device_reply(gpumd_t *d, const gpumd_device_t *dev, json_t **out) {
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
-static int set_switch(gpumd_t *d, const gpumd_actor_t *a, json_t *req, bool disable, json_t **out) {
-  static const char *const dis_fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_DEVICE,
-                                           GPUM_PROTO_F_REASON, NULL};
-  static const char *const en_fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_DEVICE,
-                                          NULL};
-  int rc = gpumd_check_fields(req, disable ? dis_fields : en_fields);
-  if (rc != 0)
-    return rc;
+static int set_switch(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req_t *req,
+                      bool disable, json_t **out) {
   if (!a->admin)
     return gpum_error(GPUM_EPERM,
                       "only an admin (root or admin_group, or the HTTP token) may "
                       "%s a device",
                       disable ? "disable" : "enable");
-  json_t *why = json_object_get(req, GPUM_PROTO_F_REASON);
-  if (why && (!json_is_string(why) || json_string_length(why) >= GPUMD_RESV_REASON_LEN ||
-              strlen(json_string_value(why)) != json_string_length(why)))
-    return gpum_error(GPUM_EINVAL, "\"reason\" must be a text of at most %d bytes",
-                      GPUMD_RESV_REASON_LEN - 1);
   gpumd_device_t *dev = NULL;
-  if ((rc = find_device(d, req, &dev)) != 0)
+  int rc = gpumd_req_error_raise(&req->late);
+  if (rc != 0 || (rc = find_device(d, req->device, &dev)) != 0)
     return rc;
   if (!dev->answered || !dev->info.uuid[0])
     return gpum_error(GPUM_ESTATE,
                       "device %u has not answered yet: its UUID, by which the "
                       "switch is stored, is unknown",
                       dev->index);
-  const char *reason = why && json_string_length(why) ? json_string_value(why) : DEFAULT_REASON;
+  const char *reason = req->reason ? req->reason : DEFAULT_REASON;
   rc = gpumd_ledger_set_disabled(d->ledger, dev->info.uuid, disable, reason, a->uid,
                                  gpum__os_real_ns());
   if (rc == 0)
@@ -103,10 +85,12 @@ static int set_switch(gpumd_t *d, const gpumd_actor_t *a, json_t *req, bool disa
   return device_reply(d, dev, out);
 }
 
-int gpumd_op_disable(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
+int gpumd_op_disable(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req_t *req,
+                     json_t **out) {
   return set_switch(d, a, req, true, out);
 }
 
-int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
+int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req_t *req,
+                    json_t **out) {
   return set_switch(d, a, req, false, out);
 }

@@ -1,23 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The protocol's operations (docs/protocol.md): hello, status, reserve, release, renew,
- * attach, list and http_token (watch is watch.c's). The cores (gpumd_op_*) check the request's
- * fields (unknown ones are EINVAL naming the field), check the actor's right to act (owner from
- * SO_PEERCRED, or an admin; over HTTP the API token makes an admin), call the scheduler and build
- * the reply body; the socket handlers (op_*) and the REST API (http_api.c) both call them. The
- * transitions reach the ledger through engine.c and are committed before any reply leaves (end of
- * the loop turn).
+ * attach, list and http_token (watch is watch.c's). The cores (gpumd_op_*) take their request
+ * decoded (gpumd_*_req_t: requests.c decodes the socket's, http_api.c the REST API's), check
+ * the actor's right to act (owner from SO_PEERCRED, or an admin; over HTTP the API token makes
+ * an admin), call the scheduler and build the reply body; the socket handlers (op_*, sock_*)
+ * and the REST API (http_api.c) both call them. The
+ * cores never write the ledger: transitions, TTL expiries and resizes reach it through engine.c
+ * (gpumd_engine_*), and are committed before any reply leaves (end of the loop turn).
  */
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gpum/error.h>
 #include <gpum/log.h>
-#include <gpum/size.h>
 #include <gpum/version.h>
 
 #include "engine.h"
@@ -32,8 +31,6 @@
 #include "os_internal.h"
 #include "pidstart_internal.h"
 
-#define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
-
 static gpumd_actor_t actor_of(const gpumd_conn_t *c) {
   gpumd_actor_t a = {.uid = c->uid,
                      .pid = (int32_t)c->pid,
@@ -44,85 +41,16 @@ static gpumd_actor_t actor_of(const gpumd_conn_t *c) {
   return a;
 }
 
-/* A size field: a non-negative integer (bytes) or a string such as "8GiB". */
-static int get_size(json_t *req, const char *key, uint64_t *out, bool *present) {
-  json_t *v = json_object_get(req, key);
-  *present = v != NULL;
-  if (!v)
-    return 0;
-  if (json_is_integer(v) && json_integer_value(v) >= 0) {
-    *out = (uint64_t)json_integer_value(v);
-    return 0;
-  }
-  if (json_is_string(v) && gpum_size_parse(json_string_value(v), out) == 0)
-    return 0;
-  return gpum_error(GPUM_EINVAL, "\"%s\" must be a size in bytes or a string such as \"8GiB\"",
-                    key);
-}
-
-static int get_int(json_t *req, const char *key, long long lo, long long hi, long long *out,
-                   bool *present) {
-  json_t *v = json_object_get(req, key);
-  *present = v != NULL;
-  if (!v)
-    return 0;
-  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-    return gpum_error(GPUM_EINVAL, "\"%s\" must be an integer from %lld to %lld", key, lo, hi);
-  *out = json_integer_value(v);
-  return 0;
-}
-
-static int get_str(json_t *req, const char *key, const char **out) {
-  json_t *v = json_object_get(req, key);
-  if (!v)
-    return 0;
-  if (!json_is_string(v))
-    return gpum_error(GPUM_EINVAL, "\"%s\" must be a string", key);
-  *out = json_string_value(v);
-  return 0;
-}
-
-/* The reserve request's optional "slurm" object {"job_id", "step_id"}: both strings, no other
- * key; the ids themselves are checked with the rest of the request (gpumd_slurm_ids_check). */
-static int parse_slurm(json_t *req, gpumd_sched_request_t *q) {
-  static const char *const fields[] = {GPUM_PROTO_F_JOB_ID, GPUM_PROTO_F_STEP_ID, NULL};
-  json_t *o = json_object_get(req, GPUM_PROTO_F_SLURM);
-  if (o == NULL || json_is_null(o))
-    return 0;
-  if (!json_is_object(o))
-    return gpum_error(GPUM_EINVAL, "\"slurm\" must be an object {\"job_id\": \"12345\", "
-                                   "\"step_id\": \"0\"}");
-  for (size_t i = 0; i < 2; i++) {
-    json_t *v = json_object_get(o, fields[i]);
-    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-      return gpum_error(GPUM_EINVAL, "\"slurm\".\"%s\" is required and must be a string",
-                        fields[i]);
-  }
-  if (gpumd_check_fields(o, fields) != 0) {
-    char why[160];
-    snprintf(why, sizeof why, "%s", gpum_last_error());
-    return gpum_error(GPUM_EINVAL, "\"slurm\": %s (it takes job_id and step_id)", why);
-  }
-  q->slurm_job = json_string_value(json_object_get(o, fields[0]));
-  q->slurm_step = json_string_value(json_object_get(o, fields[1]));
-  return 0;
-}
-
-/* Finds the live reservation named by the request's "reservation" field. */
-static int get_resv(gpumd_t *d, json_t *req, const gpumd_resv_t **out, uint64_t *id) {
-  const char *s = NULL;
-  if (get_str(req, GPUM_PROTO_F_RESERVATION, &s) != 0 || !s)
-    return gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
-  if (gpumd_resv_id_parse(s, id) != 0)
-    return gpum_error(GPUM_EINVAL, "\"reservation\": '%.64s' is not an id such as \"r-1\"", s);
-  *out = gpumd_sched_find(d->sched, *id);
+/* Finds the live reservation a request names (ref). */
+static int get_resv(gpumd_t *d, const gpumd_resv_ref_t *ref, const gpumd_resv_t **out) {
+  *out = gpumd_sched_find(d->sched, ref->id);
   if (*out)
     return 0;
   gpumd_resv_t old;
-  if (d->ledger && gpumd_ledger_get(d->ledger, *id, &old) == 0)
-    return gpum_error(GPUM_ENOENT, "reservation %s already ended: %s (%s)", s,
+  if (d->ledger && gpumd_ledger_get(d->ledger, ref->id, &old) == 0)
+    return gpum_error(GPUM_ENOENT, "reservation %s already ended: %s (%s)", ref->text,
                       gpumd_resv_state_name(old.state), old.reason);
-  return gpum_error(GPUM_ENOENT, "no reservation %s", s);
+  return gpum_error(GPUM_ENOENT, "no reservation %s", ref->text);
 }
 
 static bool may_change(const gpumd_actor_t *a, const gpumd_resv_t *r) {
@@ -183,10 +111,7 @@ static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
                            GPUM_PROTO_F_PID, (json_int_t)c->pid, GPUM_PROTO_F_ADMIN, c->admin));
 }
 
-int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, NULL};
-  if (req && gpumd_check_fields(req, fields) != 0)
-    return GPUM_EINVAL;
+int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t **out) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   json_t *queue = json_array();
@@ -205,161 +130,43 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **ou
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
-int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ALL,
-                                       GPUM_PROTO_F_ENDED, NULL};
-  json_t *all = json_object_get(req, GPUM_PROTO_F_ALL);
-  json_t *ended = json_object_get(req, GPUM_PROTO_F_ENDED);
-  if (gpumd_check_fields(req, fields) != 0)
-    return GPUM_EINVAL;
-  if (all && !json_is_boolean(all))
-    return gpum_error(GPUM_EINVAL, "\"all\" must be true or false");
-  if (ended && !json_is_boolean(ended))
-    return gpum_error(GPUM_EINVAL, "\"ended\" must be true or false");
+int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out) {
   json_t *arr = json_array();
   size_t n = gpumd_sched_count(d->sched);
   for (size_t i = 0; i < n; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
-    if (r->uid == a->uid || json_is_true(all)) {
+    if (r->uid == a->uid || req->all) {
       json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
       gpumd_engine_resv_add_fenced(d, o, r);
       json_array_append_new(arr, o);
     }
   }
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATIONS, arr);
-  if (*out && json_is_true(ended))
+  if (*out && req->ended)
     json_object_set_new(*out, GPUM_PROTO_F_ENDED,
-                        gpumd_ended_json(d, a, json_is_true(all), gpum__os_real_ns()));
+                        gpumd_ended_json(d, a, req->all, gpum__os_real_ns()));
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
 /* ---- reserve ------------------------------------------------------------------------------ */
 
-static int pid_owned_by(pid_t pid, uid_t uid) {
-  char path[64];
-  struct stat st;
-  snprintf(path, sizeof path, "/proc/%ld", (long)pid);
-  if (stat(path, &st) != 0)
-    return gpum_error(GPUM_ENOENT, "\"pid\": process %ld does not exist", (long)pid);
-  if (st.st_uid != uid)
-    return gpum_error(GPUM_EPERM, "\"pid\": process %ld belongs to another user", (long)pid);
-  return 0;
+/* The scheduler's request of r from actor a: gpumd's job_timeout unless r gives one, and the
+ * actor's uid and pid (and its pid as the lease's unless r names another). */
+static gpumd_sched_request_t sched_request(gpumd_t *d, const gpumd_actor_t *a,
+                                           const gpumd_reserve_req_t *r) {
+  gpumd_sched_request_t q = r->q;
+  if (!r->timeout_set)
+    q.timeout_ms = d->job_timeout_ms;
+  if (q.lease_pid == 0)
+    q.lease_pid = a->pid;
+  q.uid = a->uid;
+  q.pid = a->pid;
+  return q;
 }
 
-/* The lease part of a reserve request: "lease", "pid", "ttl_ms". */
-static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req) {
-  const char *s = NULL;
-  bool has;
-  long long v = 0;
-  int rc = get_str(j, GPUM_PROTO_F_LEASE, &s);
-  if (rc != 0)
-    return rc;
-  if (s && gpumd_lease_kind_parse(s, &req->lease) != 0)
-    return gpum_error(GPUM_EINVAL, "\"lease\": '%.32s' is not connection, pid or ttl", s);
-  if ((rc = get_int(j, GPUM_PROTO_F_PID, 1, 0x7fffffff, &v, &has)) != 0)
-    return rc;
-  if (has && req->lease != GPUMD_LEASE_PID)
-    return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
-  req->lease_pid = has ? (int32_t)v : a->pid;
-  if (req->lease == GPUMD_LEASE_PID && has && !a->admin &&
-      (rc = pid_owned_by((pid_t)v, a->uid)) != 0)
-    return rc;
-  if ((rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
-    return rc;
-  if (has != (req->lease == GPUMD_LEASE_TTL))
-    return gpum_error(GPUM_EINVAL, has ? "\"ttl_ms\" is only for \"lease\": \"ttl\""
-                                       : "\"lease\": \"ttl\" needs \"ttl_ms\"");
-  req->ttl_ms = has ? (uint64_t)v : 0;
-  return 0;
-}
-
-/* Parses the reserve request into req (strings point into the JSON). */
-static int parse_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req,
-                         const char **devs, size_t cap) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID,
-                                       GPUM_PROTO_F_OP,
-                                       GPUM_PROTO_F_BYTES_PER_GPU,
-                                       GPUM_PROTO_F_GPUS,
-                                       GPUM_PROTO_F_MODEL,
-                                       GPUM_PROTO_F_MIN_MEMORY,
-                                       GPUM_PROTO_F_DEVICES,
-                                       GPUM_PROTO_F_PRIORITY,
-                                       GPUM_PROTO_F_TIMEOUT_MS,
-                                       GPUM_PROTO_F_ON_TIMEOUT,
-                                       GPUM_PROTO_F_LABEL,
-                                       GPUM_PROTO_F_SLURM,
-                                       GPUM_PROTO_F_LEASE,
-                                       GPUM_PROTO_F_PID,
-                                       GPUM_PROTO_F_TTL_MS,
-                                       GPUM_PROTO_F_WAIT,
-                                       NULL};
-  int rc = gpumd_check_fields(j, fields);
-  if (rc != 0)
-    return rc;
-  gpumd_sched_request_init(req);
-  bool has;
-  long long v = 0;
-  uint64_t u;
-  if ((rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &req->bytes_per_gpu, &has)) != 0)
-    return rc;
-  if (!has || req->bytes_per_gpu == 0)
-    return gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
-  if ((rc = get_int(j, GPUM_PROTO_F_GPUS, 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
-    return rc;
-  if (has)
-    req->gpus = (unsigned)v;
-  if ((rc = get_str(j, GPUM_PROTO_F_MODEL, &req->model)) != 0)
-    return rc;
-  if ((rc = get_size(j, GPUM_PROTO_F_MIN_MEMORY, &u, &has)) != 0)
-    return rc;
-  req->min_memory = has ? u : 0;
-  json_t *dv = json_object_get(j, GPUM_PROTO_F_DEVICES);
-  if (dv) {
-    if (!json_is_array(dv) || json_array_size(dv) > cap || json_array_size(dv) == 0)
-      return gpum_error(GPUM_EINVAL,
-                        "\"devices\" must be a list of 1 to %zu device indices "
-                        "or UUIDs (strings)",
-                        cap);
-    for (size_t i = 0; i < json_array_size(dv); i++) {
-      json_t *e = json_array_get(dv, i);
-      if (!json_is_string(e))
-        return gpum_error(GPUM_EINVAL,
-                          "\"devices\"[%zu] must be a string such as \"0\" or a "
-                          "UUID",
-                          i);
-      devs[i] = json_string_value(e);
-    }
-    req->devices = devs;
-    req->device_count = json_array_size(dv);
-  }
-  if ((rc = get_int(j, GPUM_PROTO_F_PRIORITY, -100, 100, &v, &has)) != 0)
-    return rc;
-  req->priority = has ? (int)v : 0;
-  if ((rc = get_int(j, GPUM_PROTO_F_TIMEOUT_MS, 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
-    return rc;
-  req->timeout_ms = has ? (uint64_t)v : d->job_timeout_ms;
-  const char *s = NULL;
-  if ((rc = get_str(j, GPUM_PROTO_F_ON_TIMEOUT, &s)) != 0)
-    return rc;
-  if (s && gpumd_on_timeout_parse(s, &req->on_timeout) != 0)
-    return gpum_error(GPUM_EINVAL, "\"on_timeout\": '%.32s' is not reject or wait", s);
-  if ((rc = get_str(j, GPUM_PROTO_F_LABEL, &req->label)) != 0 || (rc = parse_slurm(j, req)) != 0)
-    return rc;
-  json_t *w = json_object_get(j, GPUM_PROTO_F_WAIT);
-  if (w && !json_is_boolean(w))
-    return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
-  req->no_wait = json_is_false(w); /* grant now or EBUSY, never queue */
-  req->uid = a->uid;
-  req->pid = a->pid;
-  return parse_lease(a, j, req);
-}
-
-int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_sched_request_t req;
-  const char *devs[GPUMD_SCHED_MAX_DEVICES];
-  int rc = parse_reserve(d, a, j, &req, devs, GPUMD_SCHED_MAX_DEVICES);
-  if (rc != 0)
-    return rc;
+int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *rq,
+                     json_t **out) {
+  gpumd_sched_request_t req = sched_request(d, a, rq);
   /* Start times identify the processes across pid reuse (0 = unknown). */
   req.pid_start = a->pid_start; /* req.pid is the actor's pid */
   if (req.lease == GPUMD_LEASE_PID)
@@ -375,7 +182,7 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   gpumd_cause_t cause = {.actor = a, .about = gpumd_sched_next_id(d->sched), .submit = true};
   uint64_t now = gpum__os_real_ns();
   const gpumd_resv_t *r = NULL;
-  rc = gpumd_sched_submit(d->sched, &cause, &req, now, &r);
+  int rc = gpumd_sched_submit(d->sched, &cause, &req, now, &r);
   if (rc != 0)
     return rc;
   uint64_t rid = r->id;
@@ -395,14 +202,8 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
     gpumd_sched_release(d->sched, &cause, rid, now, "lease process gone");
     return gpum_error(GPUM_ENOENT, "%s", why);
   }
-  if (req.lease == GPUMD_LEASE_TTL) {
-    uint64_t exp = now + req.ttl_ms * 1000000ull;
-    gpumd_sched_set_expiry(d->sched, rid, exp);
-    gpumd_lease_arm_ttl(d, l, exp);
-    r = gpumd_sched_find(d->sched, rid);
-    if (r && gpumd_ledger_put(d->ledger, r) != 0)
-      d->ledger_failed = true;
-  }
+  if (req.lease == GPUMD_LEASE_TTL)
+    gpumd_engine_set_ttl(d, rid, now + req.ttl_ms * 1000000ull);
   r = gpumd_sched_find(d->sched, rid);
   size_t pos = 0;
   if (r && r->state == GPUMD_RESV_QUEUED && gpumd_sched_queue_position(d->sched, rid, &pos) == 0)
@@ -416,17 +217,14 @@ int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   return rc;
 }
 
-/* A dry run of reserve: the same fields and checks, nothing changes. Body: {"could_fit",
- * "fits_now", "queue_first", "devices": [index...], "reason"}. */
-int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_sched_request_t req;
-  const char *devs[GPUMD_SCHED_MAX_DEVICES];
+/* A dry run of reserve (the same request, from the same decoders), nothing changes. Body:
+ * {"could_fit", "fits_now", "queue_first", "devices": [index...], "reason"}. */
+int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *rq,
+                   json_t **out) {
+  gpumd_sched_request_t req = sched_request(d, a, rq);
   gpumd_sched_check_t chk;
-  int rc = parse_reserve(d, a, j, &req, devs, GPUMD_SCHED_MAX_DEVICES);
-  if (rc == 0)
-    gpumd_admission_read(d); /* "fits now" on the devices as they are now */
-  if (rc == 0)
-    rc = gpumd_sched_check(d->sched, &req, gpum__os_real_ns(), &chk);
+  gpumd_admission_read(d); /* "fits now" on the devices as they are now */
+  int rc = gpumd_sched_check(d->sched, &req, gpum__os_real_ns(), &chk);
   if (rc != 0)
     return rc;
   json_t *ids = json_array();
@@ -441,14 +239,11 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
 
 /* ---- release, renew, attach ----------------------------------------------------------------- */
 
-int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       NULL};
+int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                     json_t **out) {
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0;
-  int rc = gpumd_check_fields(j, fields);
-  if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
+  uint64_t rid = req->resv.id;
+  int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
     rc = check_owner(a, r, rid);
   if (rc != 0)
@@ -480,18 +275,12 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out
   return 0;
 }
 
-int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       GPUM_PROTO_F_TTL_MS, NULL};
+int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, const gpumd_renew_req_t *req, json_t **out) {
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0;
-  long long ttl = 0;
-  bool has = false;
-  int rc = gpumd_check_fields(j, fields);
+  uint64_t rid = req->resv.id;
+  int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
-  if (rc == 0)
-    rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &ttl, &has);
+    rc = gpumd_req_error_raise(&req->late);
   if (rc == 0)
     rc = check_owner(a, r, rid);
   if (rc == 0 && r->lease != GPUMD_LEASE_TTL)
@@ -499,14 +288,7 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
                     (unsigned long long)rid, gpumd_lease_kind_name(r->lease));
   if (rc != 0)
     return rc;
-  uint64_t exp = gpum__os_real_ns() + (has ? (uint64_t)ttl : r->ttl_ms) * 1000000ull;
-  gpumd_sched_set_expiry(d->sched, rid, exp);
-  gpumd_lease_t *l = gpumd_lease_add(d, rid);
-  if (l)
-    gpumd_lease_arm_ttl(d, l, exp);
-  r = gpumd_sched_find(d->sched, rid);
-  if (gpumd_ledger_put(d->ledger, r) != 0)
-    d->ledger_failed = true;
+  r = gpumd_engine_renew(d, rid, req->ttl_set ? req->ttl_ms : r->ttl_ms);
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
                    gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
   return 0;
@@ -515,19 +297,13 @@ int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) 
 /* Resizes a granted reservation (elastic reservations under the enforcement shim): the owner or
  * an admin; growing under admission's rules (gpumd_sched_resize), each resize a ledger audit
  * row GRANTED -> GRANTED with the old and new size and who asked. */
-int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       GPUM_PROTO_F_BYTES_PER_GPU, NULL};
+int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resize_req_t *req,
+                    json_t **out) {
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0, bytes = 0;
-  bool has = false;
-  int rc = gpumd_check_fields(j, fields);
+  uint64_t rid = req->resv.id, bytes = req->bytes_per_gpu;
+  int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
-  if (rc == 0)
-    rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &bytes, &has);
-  if (rc == 0 && (!has || bytes == 0))
-    rc = gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
+    rc = gpumd_req_error_raise(&req->late);
   if (rc == 0)
     rc = check_owner(a, r, rid);
   if (rc != 0)
@@ -540,24 +316,8 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
     return gpum_error(GPUM_ENOENT, "reservation %s has ended",
                       gpumd_resv_id_format(rid, idb, sizeof idb));
   }
-  gpumd_cause_t cause = {.actor = a, .about = rid};
-  char why[GPUMD_RESV_REASON_LEN];
-  uint64_t now = gpum__os_real_ns();
-  rc = gpumd_sched_resize(d->sched, &cause, rid, bytes, now, why, sizeof why);
-  if (rc != 0)
+  if ((rc = gpumd_engine_resize(d, a, rid, bytes, &r)) != 0)
     return rc;
-  r = gpumd_sched_find(d->sched, rid);
-  gpumd_ledger_audit_t row = {.reservation = rid,
-                              .from = GPUMD_RESV_GRANTED,
-                              .to = GPUMD_RESV_GRANTED,
-                              .time_ns = now,
-                              .reason = why,
-                              .uid = a->uid,
-                              .pid = a->pid};
-  if (gpumd_ledger_put(d->ledger, r) != 0 || gpumd_ledger_audit(d->ledger, &row) != 0)
-    d->ledger_failed = true;
-  gpum_log(GPUM_LOG_INFO, "gpumd", "r-%llu %s (uid %lu)", (unsigned long long)rid, why,
-           (unsigned long)a->uid);
   resv_body(d, a, r, a->conn && r->uid == a->uid, out);
   gpumd_engine_tick(d);
   return 0;
@@ -565,20 +325,13 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
 
 /* A process's workload figures on a granted reservation (reports.c): the owner's processes or
  * an admin's. The reply is empty; the figures show in listings, the REST API and /metrics. */
-int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID,          GPUM_PROTO_F_OP,
-                                       GPUM_PROTO_F_RESERVATION, GPUM_PROTO_F_SOURCE,
-                                       GPUM_PROTO_F_FIGURES,     NULL};
+int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, const gpumd_report_req_t *req,
+                    json_t **out) {
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0;
-  const char *source = NULL;
-  int rc = gpumd_check_fields(j, fields);
+  uint64_t rid = req->resv.id;
+  int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
-  if (rc == 0)
-    rc = get_str(j, GPUM_PROTO_F_SOURCE, &source);
-  if (rc == 0 && !source)
-    rc = gpum_error(GPUM_EINVAL, "a report needs \"source\", such as \"batcher.infer\"");
+    rc = gpumd_req_error_raise(&req->late);
   if (rc == 0)
     rc = check_owner(a, r, rid);
   if (rc == 0 && r->state != GPUMD_RESV_GRANTED)
@@ -587,7 +340,7 @@ int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out)
   if (rc == 0 && a->pid <= 0)
     rc = gpum_error(GPUM_EINVAL, "a report comes from a local process (its pid names it)");
   if (rc == 0)
-    rc = gpumd_reports_put(d, rid, a->pid, source, json_object_get(j, GPUM_PROTO_F_FIGURES));
+    rc = gpumd_reports_put(d, rid, a->pid, req->source, req->figures);
   if (rc != 0)
     return rc;
   if (a->conn)
@@ -605,21 +358,15 @@ static bool token_equal(const char *a, const char *b) {
 }
 
 static void op_attach(gpumd_conn_t *c, json_t *id, json_t *j) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       GPUM_PROTO_F_TOKEN, NULL};
   gpumd_t *d = c->d;
   const gpumd_resv_t *r = NULL;
-  uint64_t rid = 0;
-  const char *token = NULL;
-  int rc = gpumd_check_fields(j, fields);
+  gpumd_attach_req_t req;
+  int rc = gpumd_attach_decode(j, &req);
+  uint64_t rid = req.resv.id;
   if (rc == 0)
-    rc = get_str(j, GPUM_PROTO_F_TOKEN, &token);
-  if (rc == 0 && !token)
-    rc = gpum_error(GPUM_EINVAL, "\"token\" is required");
-  if (rc == 0)
-    rc = get_resv(d, j, &r, &rid);
+    rc = get_resv(d, &req.resv, &r);
   gpumd_actor_t a = actor_of(c);
-  if (rc == 0 && (!may_change(&a, r) || !token_equal(token, r->token)))
+  if (rc == 0 && (!may_change(&a, r) || !token_equal(req.token, r->token)))
     rc = gpum_error(GPUM_EPERM, "wrong token for reservation r-%llu or not its owner",
                     (unsigned long long)rid);
   if (rc != 0) {
@@ -655,28 +402,84 @@ static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
   reply(c, id, rc, body);
 }
 
+/* ---- the socket face: each op's request decoded (requests.c), then its core --------------- */
+
 typedef int (*op_core_fn)(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 
+static int sock_status(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  int rc = gpumd_status_decode(j);
+  return rc != 0 ? rc : gpumd_op_status(d, a, out);
+}
+
+static int sock_list(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_list_req_t req;
+  int rc = gpumd_list_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_list(d, a, &req, out);
+}
+
+static int sock_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_reserve_req_t req;
+  int rc = gpumd_reserve_decode(a, j, &req);
+  return rc != 0 ? rc : gpumd_op_reserve(d, a, &req, out);
+}
+
+static int sock_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_release_req_t req;
+  int rc = gpumd_release_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_release(d, a, &req, out);
+}
+
+static int sock_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_renew_req_t req;
+  int rc = gpumd_renew_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_renew(d, a, &req, out);
+}
+
+static int sock_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_resize_req_t req;
+  int rc = gpumd_resize_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_resize(d, a, &req, out);
+}
+
+static int sock_disable(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_switch_req_t req;
+  int rc = gpumd_switch_decode(j, true, &req);
+  return rc != 0 ? rc : gpumd_op_disable(d, a, &req, out);
+}
+
+static int sock_enable(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_switch_req_t req;
+  int rc = gpumd_switch_decode(j, false, &req);
+  return rc != 0 ? rc : gpumd_op_enable(d, a, &req, out);
+}
+
+static int sock_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_report_req_t req;
+  int rc = gpumd_report_decode(j, &req);
+  return rc != 0 ? rc : gpumd_op_report(d, a, &req, out);
+}
+
 void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
-  /* An op is either a socket-only handler or a core shared with the REST API, called with
-   * the peer as actor and answered with its body or error. */
+  /* An op is either a socket-only handler or a core shared with the REST API (its request
+   * decoded by sock_*; alerts decodes its own), called with the peer as actor and answered
+   * with its body or error. */
   static const struct {
     const char *name;
     void (*fn)(gpumd_conn_t *, json_t *, json_t *);
     op_core_fn core;
   } ops[] = {{GPUM_PROTO_OP_HELLO, op_hello, NULL},
-             {GPUM_PROTO_OP_STATUS, NULL, gpumd_op_status},
-             {GPUM_PROTO_OP_RESERVE, NULL, gpumd_op_reserve},
-             {GPUM_PROTO_OP_RELEASE, NULL, gpumd_op_release},
-             {GPUM_PROTO_OP_RENEW, NULL, gpumd_op_renew},
-             {GPUM_PROTO_OP_RESIZE, NULL, gpumd_op_resize},
+             {GPUM_PROTO_OP_STATUS, NULL, sock_status},
+             {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},
+             {GPUM_PROTO_OP_RELEASE, NULL, sock_release},
+             {GPUM_PROTO_OP_RENEW, NULL, sock_renew},
+             {GPUM_PROTO_OP_RESIZE, NULL, sock_resize},
              {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
-             {GPUM_PROTO_OP_LIST, NULL, gpumd_op_list},
+             {GPUM_PROTO_OP_LIST, NULL, sock_list},
              {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
              {GPUM_PROTO_OP_ALERTS, NULL, gpumd_obs_op_alerts},
-             {GPUM_PROTO_OP_DISABLE, NULL, gpumd_op_disable},
-             {GPUM_PROTO_OP_ENABLE, NULL, gpumd_op_enable},
-             {GPUM_PROTO_OP_REPORT, NULL, gpumd_op_report},
+             {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},
+             {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
+             {GPUM_PROTO_OP_REPORT, NULL, sock_report},
              {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL}};
   const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();

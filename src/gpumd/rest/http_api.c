@@ -2,10 +2,11 @@
 /*
  * The REST API's endpoints (docs/rest.md, docs/openapi.yaml). Each handler reads its query
  * and JSON body, checks them (unknown fields and parameters are 400 naming them), and builds
- * the response body; reservation requests are translated into the protocol's request and go
- * through the same op cores as the Unix socket (ops.c), so validation, ownership and ledger
- * writes are the same code. HTTP callers act as gpumd's own uid and pid; the API token makes
- * them admins. Reservations made over HTTP are TTL-bound (ttl, default 10 minutes).
+ * the response body; reservation and device requests are decoded from the REST names and units
+ * straight into the op cores' request structs (gpumd_*_req_t) and go through the same op cores
+ * as the Unix socket (ops.c, admin.c), so scheduling, ownership and ledger writes are the same
+ * code. HTTP callers act as gpumd's own uid and pid; the API token makes them admins.
+ * Reservations made over HTTP are TTL-bound (ttl, default 10 minutes).
  */
 #include <fnmatch.h>
 #include <math.h>
@@ -103,8 +104,9 @@ static void type_pattern(const char *t, char *buf, size_t len) {
     snprintf(buf, len, "*%s*", t);
 }
 
-/* Translates an allocate/validate body into the protocol's reserve request. */
-static int reserve_request(json_t *b, json_t **out) {
+/* Decodes an allocate/validate body into the reserve request (the REST names and units: GiB,
+ * seconds; a TTL lease always, "http" the label unless given). */
+static int reserve_decode(json_t *b, gpumd_reserve_req_t *out) {
   static const char *const fields[] = {"gpu_count", "gpu_type", "memory_gb", "min_memory_gb",
                                        "devices",   "priority", "timeout",   "on_timeout",
                                        "ttl",       "label",    "wait",      NULL};
@@ -150,42 +152,39 @@ static int reserve_request(json_t *b, json_t **out) {
                     GPUMD_SCHED_MAX_DEVICES);
   if (rc != 0)
     return rc;
-  json_t *r = json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I}", "bytes_per_gpu",
-                        (json_int_t)(mem * GIB), "gpus", (json_int_t)gpus, "min_memory",
-                        (json_int_t)(minmem * GIB), "priority", (json_int_t)prio, "timeout_ms",
-                        (json_int_t)(timeout * 1000), "label", label ? label : "http", "lease",
-                        "ttl", "ttl_ms", (json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000));
-  if (!r)
-    return gpum_error(GPUM_ENOMEM, "out of memory");
+  gpumd_reserve_req_init(out);
+  gpumd_sched_request_t *q = &out->q;
+  q->bytes_per_gpu = (uint64_t)(json_int_t)(mem * GIB);
+  q->gpus = (unsigned)gpus;
+  q->min_memory = (uint64_t)(json_int_t)(minmem * GIB);
+  q->priority = (int)prio;
+  q->timeout_ms = (uint64_t)(json_int_t)(timeout * 1000); /* 0 unless given: no job_timeout */
+  out->timeout_set = true;
+  q->label = label ? label : "http";
+  q->lease = GPUMD_LEASE_TTL;
+  q->ttl_ms = (uint64_t)(json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000);
+  q->no_wait = json_is_false(wait);
   if (type && *type) {
-    char pat[128];
-    type_pattern(type, pat, sizeof pat);
-    json_object_set_new(r, "model", json_string(pat));
+    type_pattern(type, out->model, sizeof out->model);
+    q->model = out->model;
   }
-  if (on_timeout)
-    json_object_set_new(r, "on_timeout", json_string(on_timeout));
-  if (wait)
-    json_object_set(r, "wait", wait);
-  if (devs) {
-    json_t *list = json_array();
-    for (size_t i = 0; i < json_array_size(devs); i++) {
-      json_t *e = json_array_get(devs, i);
-      char num[24];
-      if (json_is_integer(e) && json_integer_value(e) >= 0) {
-        snprintf(num, sizeof num, "%lld", (long long)json_integer_value(e));
-        json_array_append_new(list, json_string(num));
-      } else if (json_is_string(e)) {
-        json_array_append(list, e);
-      } else {
-        json_decref(list);
-        json_decref(r);
-        return gpum_error(GPUM_EINVAL, "\"devices\"[%zu] must be an index or a UUID", i);
-      }
+  for (size_t i = 0; devs && i < json_array_size(devs); i++) {
+    json_t *e = json_array_get(devs, i);
+    if (json_is_integer(e) && json_integer_value(e) >= 0) {
+      snprintf(out->device_text[i], sizeof out->device_text[i], "%lld",
+               (long long)json_integer_value(e));
+      out->devices[i] = out->device_text[i];
+    } else if (json_is_string(e)) {
+      out->devices[i] = json_string_value(e);
+    } else {
+      return gpum_error(GPUM_EINVAL, "\"devices\"[%zu] must be an index or a UUID", i);
     }
-    json_object_set_new(r, "devices", list);
   }
-  *out = r;
-  return 0;
+  if (devs) {
+    q->devices = out->devices;
+    q->device_count = json_array_size(devs);
+  }
+  return on_timeout ? gpumd_on_timeout_decode(on_timeout, &q->on_timeout) : 0;
 }
 
 /* ---- status, nodes ------------------------------------------------------------------------ */
@@ -200,7 +199,7 @@ static json_t *ratio(uint64_t part, uint64_t total) {
 static int render_status(gpumd_t *d, struct evbuffer *out) {
   gpumd_actor_t a = actor_as_daemon(false);
   json_t *body = NULL;
-  int rc = gpumd_op_status(d, &a, NULL, &body);
+  int rc = gpumd_op_status(d, &a, &body);
   if (rc != 0)
     return rc;
   uint64_t total = 0, used = 0, reserved = 0;
@@ -294,25 +293,23 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
 
 int gpumd_http_validate(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
-  json_t *req = NULL;
-  int rc = reserve_request(call->body, &req);
+  gpumd_reserve_req_t req;
+  int rc = reserve_decode(call->body, &req);
   if (rc == 0)
-    rc = gpumd_op_check(call->d, &a, req, &call->out);
-  json_decref(req);
+    rc = gpumd_op_check(call->d, &a, &req, &call->out);
   return rc;
 }
 
 int gpumd_http_allocate(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
-  json_t *req = NULL;
-  int rc = reserve_request(call->body, &req);
+  gpumd_reserve_req_t req;
+  int rc = reserve_decode(call->body, &req);
   if (rc == 0)
-    rc = gpumd_op_reserve(call->d, &a, req, &call->out);
-  json_decref(req);
+    rc = gpumd_op_reserve(call->d, &a, &req, &call->out);
   if (rc == 0) {
-    const char *st =
-        json_string_value(json_object_get(json_object_get(call->out, "reservation"), "state"));
-    call->status = st && !strcmp(st, "GRANTED") ? 201 : 202;
+    const char *st = json_string_value(
+        json_object_get(json_object_get(call->out, GPUM_PROTO_F_RESERVATION), GPUM_PROTO_F_STATE));
+    call->status = st && !strcmp(st, GPUM_PROTO_STATE_GRANTED) ? 201 : 202;
   }
   return rc;
 }
@@ -322,11 +319,10 @@ int gpumd_http_allocate(gpumd_http_call_t *call) {
 int gpumd_http_resv_list(gpumd_http_call_t *call) {
   static const char *const params[] = {NULL};
   gpumd_actor_t a = http_actor(call);
-  json_t *req = json_pack("{s:b, s:b}", "all", 1, "ended", 1);
+  const gpumd_list_req_t req = {.all = true, .ended = true}; /* everyone's, and what ended lately */
   int rc = gpumd_http_check_query(call, params);
   if (rc == 0)
-    rc = gpumd_op_list(call->d, &a, req, &call->out);
-  json_decref(req);
+    rc = gpumd_op_list(call->d, &a, &req, &call->out);
   return rc;
 }
 
@@ -346,32 +342,39 @@ int gpumd_http_resv_get(gpumd_http_call_t *call) {
   return 0;
 }
 
+/* The reservation the path names ({ID}), with the protocol's messages. An id that is not UTF-8
+ * reads as none ("must be a reservation id"), as it did when it went through a JSON request. */
+static int path_resv(const gpumd_http_call_t *call, gpumd_resv_ref_t *out) {
+  bool text = gpumd_utf8_valid(call->id, strlen(call->id));
+  return gpumd_resv_ref_decode(text ? call->id : NULL, out);
+}
+
 int gpumd_http_resv_delete(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
-  json_t *req = json_pack("{s:s}", "reservation", call->id);
+  gpumd_release_req_t req;
   int rc = json_object_size(call->body) ? gpum_error(GPUM_EINVAL, "DELETE takes no body") : 0;
   if (rc == 0)
-    rc = gpumd_op_release(call->d, &a, req, &call->out);
-  json_decref(req);
+    rc = path_resv(call, &req.resv);
+  if (rc == 0)
+    rc = gpumd_op_release(call->d, &a, &req, &call->out);
   return rc;
 }
 
 int gpumd_http_resv_renew(gpumd_http_call_t *call) {
   static const char *const fields[] = {"ttl", NULL};
   gpumd_actor_t a = http_actor(call);
+  gpumd_renew_req_t req;
+  memset(&req, 0, sizeof req);
   double ttl = 0;
-  bool has = false;
   int rc = gpumd_check_fields(call->body, fields);
   if (rc == 0)
-    rc = get_number(call->body, "ttl", 0.001, MAX_SECONDS, &ttl, &has);
+    rc = get_number(call->body, "ttl", 0.001, MAX_SECONDS, &ttl, &req.ttl_set);
+  if (rc == 0)
+    rc = path_resv(call, &req.resv);
   if (rc != 0)
     return rc;
-  json_t *req = json_pack("{s:s}", "reservation", call->id);
-  if (has)
-    json_object_set_new(req, "ttl_ms", json_integer((json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000)));
-  rc = gpumd_op_renew(call->d, &a, req, &call->out);
-  json_decref(req);
-  return rc;
+  req.ttl_ms = req.ttl_set ? (uint64_t)(json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000) : 0;
+  return gpumd_op_renew(call->d, &a, &req, &call->out);
 }
 
 /* ---- framework setup ------------------------------------------------------------------------ */
@@ -520,16 +523,18 @@ static int device_switch(gpumd_http_call_t *call, bool disable) {
   int rc = gpumd_check_fields(call->body, disable ? dis_fields : en_fields);
   if (rc != 0)
     return rc;
-  gpumd_actor_t a = http_actor(call);
-  json_t *req = json_deep_copy(call->body);
-  if (!req || json_object_set_new(req, "device", json_string(call->id)) != 0) {
-    json_decref(req);
+  /* A path id that is not UTF-8 is refused as it always was, when it went into a JSON request
+   * that could not hold it. Every other id is 1 to 63 bytes: a device's spelling. */
+  if (!gpumd_utf8_valid(call->id, strlen(call->id)))
     return gpum_error(GPUM_ENOMEM, "out of memory");
-  }
-  rc = disable ? gpumd_op_disable(call->d, &a, req, &call->out)
-               : gpumd_op_enable(call->d, &a, req, &call->out);
-  json_decref(req);
-  return rc;
+  gpumd_switch_req_t req;
+  memset(&req, 0, sizeof req);
+  req.device = call->id;
+  if (disable)
+    gpumd_switch_reason_decode(json_object_get(call->body, "reason"), &req);
+  gpumd_actor_t a = http_actor(call);
+  return disable ? gpumd_op_disable(call->d, &a, &req, &call->out)
+                 : gpumd_op_enable(call->d, &a, &req, &call->out);
 }
 
 int gpumd_http_device_disable(gpumd_http_call_t *call) {
@@ -677,7 +682,7 @@ int gpumd_http_alerts(gpumd_http_call_t *call) {
       json_decref(req);
       return gpum_error(GPUM_EINVAL, "limit '%.32s' must be an integer from 0 to 100000", ls);
     }
-    json_object_set_new(req, "limit", json_integer(limit));
+    json_object_set_new(req, GPUM_PROTO_F_LIMIT, json_integer(limit));
   }
   gpumd_actor_t a = http_actor(call);
   rc = gpumd_obs_op_alerts(call->d, &a, req, &call->out);

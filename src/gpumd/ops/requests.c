@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The requests of the op cores (ops.c, admin.c) as structs, and the socket face's decoders:
+ * each reads a protocol request (a JSON object whose field names come from the protocol's
+ * table, GPUM_PROTO_F_*) straight into the struct its core takes, with the checks and the
+ * messages of docs/protocol.md, in the order the protocol reports them. The REST face decodes
+ * its own bodies (docs/rest.md: its names and units) into the same structs (http_api.c), so a
+ * request is decoded once, by the face that received it, and never re-encoded.
+ *
+ * Strings in a decoded struct point into the request's JSON (or into the struct): the struct
+ * lives no longer than the request. Loop thread only, like the ops.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <gpum/error.h>
+#include <gpum/size.h>
+
+#include "gpumd.h"
+#include "json_in.h"
+#include "ops.h"
+
+#define MAX_TTL_MS (30ull * 24 * 3600 * 1000)
+
+/* ---- fields ------------------------------------------------------------------------------ */
+
+/* A size field: a non-negative integer (bytes) or a string such as "8GiB". */
+static int get_size(json_t *req, const char *key, uint64_t *out, bool *present) {
+  json_t *v = json_object_get(req, key);
+  *present = v != NULL;
+  if (!v)
+    return 0;
+  if (json_is_integer(v) && json_integer_value(v) >= 0) {
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+  }
+  if (json_is_string(v) && gpum_size_parse(json_string_value(v), out) == 0)
+    return 0;
+  return gpum_error(GPUM_EINVAL, "\"%s\" must be a size in bytes or a string such as \"8GiB\"",
+                    key);
+}
+
+static int get_int(json_t *req, const char *key, long long lo, long long hi, long long *out,
+                   bool *present) {
+  json_t *v = json_object_get(req, key);
+  *present = v != NULL;
+  if (!v)
+    return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+    return gpum_error(GPUM_EINVAL, "\"%s\" must be an integer from %lld to %lld", key, lo, hi);
+  *out = json_integer_value(v);
+  return 0;
+}
+
+static int get_str(json_t *req, const char *key, const char **out) {
+  json_t *v = json_object_get(req, key);
+  if (!v)
+    return 0;
+  if (!json_is_string(v))
+    return gpum_error(GPUM_EINVAL, "\"%s\" must be a string", key);
+  *out = json_string_value(v);
+  return 0;
+}
+
+/* ---- what both faces share -------------------------------------------------------------- */
+
+int gpumd_on_timeout_decode(const char *s, gpumd_on_timeout_t *out) {
+  if (gpumd_on_timeout_parse(s, out) != 0)
+    return gpum_error(GPUM_EINVAL, "\"on_timeout\": '%.32s' is not reject or wait", s);
+  return 0;
+}
+
+void gpumd_reserve_req_init(gpumd_reserve_req_t *req) {
+  memset(req, 0, sizeof *req);
+  gpumd_sched_request_init(&req->q);
+}
+
+/* ---- reserve (and check, its dry run) ---------------------------------------------------- */
+
+/* The reserve request's optional "slurm" object {"job_id", "step_id"}: both strings, no other
+ * key; the ids themselves are checked with the rest of the request (gpumd_slurm_ids_check). */
+static int parse_slurm(json_t *req, gpumd_sched_request_t *q) {
+  static const char *const fields[] = {GPUM_PROTO_F_JOB_ID, GPUM_PROTO_F_STEP_ID, NULL};
+  json_t *o = json_object_get(req, GPUM_PROTO_F_SLURM);
+  if (o == NULL || json_is_null(o))
+    return 0;
+  if (!json_is_object(o))
+    return gpum_error(GPUM_EINVAL, "\"slurm\" must be an object {\"job_id\": \"12345\", "
+                                   "\"step_id\": \"0\"}");
+  for (size_t i = 0; i < 2; i++) {
+    json_t *v = json_object_get(o, fields[i]);
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+      return gpum_error(GPUM_EINVAL, "\"slurm\".\"%s\" is required and must be a string",
+                        fields[i]);
+  }
+  if (gpumd_check_fields(o, fields) != 0) {
+    char why[160];
+    snprintf(why, sizeof why, "%s", gpum_last_error());
+    return gpum_error(GPUM_EINVAL, "\"slurm\": %s (it takes job_id and step_id)", why);
+  }
+  q->slurm_job = json_string_value(json_object_get(o, fields[0]));
+  q->slurm_step = json_string_value(json_object_get(o, fields[1]));
+  return 0;
+}
+
+static int pid_owned_by(pid_t pid, uid_t uid) {
+  char path[64];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/%ld", (long)pid);
+  if (stat(path, &st) != 0)
+    return gpum_error(GPUM_ENOENT, "\"pid\": process %ld does not exist", (long)pid);
+  if (st.st_uid != uid)
+    return gpum_error(GPUM_EPERM, "\"pid\": process %ld belongs to another user", (long)pid);
+  return 0;
+}
+
+/* The lease part of a reserve request: "lease", "pid", "ttl_ms". */
+static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req) {
+  const char *s = NULL;
+  bool has;
+  long long v = 0;
+  int rc = get_str(j, GPUM_PROTO_F_LEASE, &s);
+  if (rc != 0)
+    return rc;
+  if (s && gpumd_lease_kind_parse(s, &req->lease) != 0)
+    return gpum_error(GPUM_EINVAL, "\"lease\": '%.32s' is not connection, pid or ttl", s);
+  if ((rc = get_int(j, GPUM_PROTO_F_PID, 1, 0x7fffffff, &v, &has)) != 0)
+    return rc;
+  if (has && req->lease != GPUMD_LEASE_PID)
+    return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
+  req->lease_pid = has ? (int32_t)v : 0; /* 0: the actor's (gpumd_op_reserve) */
+  if (req->lease == GPUMD_LEASE_PID && has && !a->admin &&
+      (rc = pid_owned_by((pid_t)v, a->uid)) != 0)
+    return rc;
+  if ((rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
+    return rc;
+  if (has != (req->lease == GPUMD_LEASE_TTL))
+    return gpum_error(GPUM_EINVAL, has ? "\"ttl_ms\" is only for \"lease\": \"ttl\""
+                                       : "\"lease\": \"ttl\" needs \"ttl_ms\"");
+  req->ttl_ms = has ? (uint64_t)v : 0;
+  return 0;
+}
+
+int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID,
+                                       GPUM_PROTO_F_OP,
+                                       GPUM_PROTO_F_BYTES_PER_GPU,
+                                       GPUM_PROTO_F_GPUS,
+                                       GPUM_PROTO_F_MODEL,
+                                       GPUM_PROTO_F_MIN_MEMORY,
+                                       GPUM_PROTO_F_DEVICES,
+                                       GPUM_PROTO_F_PRIORITY,
+                                       GPUM_PROTO_F_TIMEOUT_MS,
+                                       GPUM_PROTO_F_ON_TIMEOUT,
+                                       GPUM_PROTO_F_LABEL,
+                                       GPUM_PROTO_F_SLURM,
+                                       GPUM_PROTO_F_LEASE,
+                                       GPUM_PROTO_F_PID,
+                                       GPUM_PROTO_F_TTL_MS,
+                                       GPUM_PROTO_F_WAIT,
+                                       NULL};
+  int rc = gpumd_check_fields(j, fields);
+  if (rc != 0)
+    return rc;
+  gpumd_reserve_req_init(out);
+  gpumd_sched_request_t *req = &out->q;
+  bool has;
+  long long v = 0;
+  uint64_t u;
+  if ((rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &req->bytes_per_gpu, &has)) != 0)
+    return rc;
+  if (!has || req->bytes_per_gpu == 0)
+    return gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
+  if ((rc = get_int(j, GPUM_PROTO_F_GPUS, 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
+    return rc;
+  if (has)
+    req->gpus = (unsigned)v;
+  if ((rc = get_str(j, GPUM_PROTO_F_MODEL, &req->model)) != 0)
+    return rc;
+  if ((rc = get_size(j, GPUM_PROTO_F_MIN_MEMORY, &u, &has)) != 0)
+    return rc;
+  req->min_memory = has ? u : 0;
+  json_t *dv = json_object_get(j, GPUM_PROTO_F_DEVICES);
+  if (dv) {
+    const size_t cap = GPUMD_SCHED_MAX_DEVICES;
+    if (!json_is_array(dv) || json_array_size(dv) > cap || json_array_size(dv) == 0)
+      return gpum_error(GPUM_EINVAL,
+                        "\"devices\" must be a list of 1 to %zu device indices "
+                        "or UUIDs (strings)",
+                        cap);
+    for (size_t i = 0; i < json_array_size(dv); i++) {
+      json_t *e = json_array_get(dv, i);
+      if (!json_is_string(e))
+        return gpum_error(GPUM_EINVAL,
+                          "\"devices\"[%zu] must be a string such as \"0\" or a "
+                          "UUID",
+                          i);
+      out->devices[i] = json_string_value(e);
+    }
+    req->devices = out->devices;
+    req->device_count = json_array_size(dv);
+  }
+  if ((rc = get_int(j, GPUM_PROTO_F_PRIORITY, -100, 100, &v, &has)) != 0)
+    return rc;
+  req->priority = has ? (int)v : 0;
+  if ((rc = get_int(j, GPUM_PROTO_F_TIMEOUT_MS, 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
+    return rc;
+  out->timeout_set = has;
+  req->timeout_ms = has ? (uint64_t)v : 0;
+  const char *s = NULL;
+  if ((rc = get_str(j, GPUM_PROTO_F_ON_TIMEOUT, &s)) != 0)
+    return rc;
+  if (s && (rc = gpumd_on_timeout_decode(s, &req->on_timeout)) != 0)
+    return rc;
+  if ((rc = get_str(j, GPUM_PROTO_F_LABEL, &req->label)) != 0 || (rc = parse_slurm(j, req)) != 0)
+    return rc;
+  json_t *w = json_object_get(j, GPUM_PROTO_F_WAIT);
+  if (w && !json_is_boolean(w))
+    return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
+  req->no_wait = json_is_false(w); /* grant now or EBUSY, never queue */
+  return parse_lease(a, j, req);
+}
+
+/* ---- the reservation a request names; errors reported after its lookup ------------------ */
+
+int gpumd_resv_ref_decode(const char *s, gpumd_resv_ref_t *out) {
+  out->id = 0;
+  out->text = s;
+  if (!s)
+    return gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
+  if (gpumd_resv_id_parse(s, &out->id) != 0)
+    return gpum_error(GPUM_EINVAL, "\"reservation\": '%.64s' is not an id such as \"r-1\"", s);
+  return 0;
+}
+
+/* The request's "reservation" (a string "r-<n>"). */
+static int get_ref(json_t *j, gpumd_resv_ref_t *out) {
+  const char *s = NULL;
+  if (get_str(j, GPUM_PROTO_F_RESERVATION, &s) != 0)
+    s = NULL; /* not a string: the same message as none */
+  return gpumd_resv_ref_decode(s, out);
+}
+
+/* Keeps the error rc just raised (its detail) for the core to report later, unless an earlier
+ * one is kept already; returns 0. */
+static int keep_late(gpumd_req_error_t *late, int rc) {
+  if (late->rc == 0) {
+    late->rc = rc;
+    snprintf(late->message, sizeof late->message, "%s", gpum_last_error());
+  }
+  return 0;
+}
+
+int gpumd_req_error_raise(const gpumd_req_error_t *late) {
+  return late->rc ? gpum_error(late->rc, "%s", late->message) : 0;
+}
+
+/* ---- release, renew, resize, attach, report ----------------------------------------------- */
+
+int gpumd_release_decode(json_t *j, gpumd_release_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       NULL};
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, fields);
+  return rc != 0 ? rc : get_ref(j, &out->resv);
+}
+
+int gpumd_renew_decode(json_t *j, gpumd_renew_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_TTL_MS, NULL};
+  memset(out, 0, sizeof *out);
+  long long ttl = 0;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_ref(j, &out->resv);
+  if (rc != 0)
+    return rc;
+  if ((rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &ttl, &out->ttl_set)) != 0)
+    return keep_late(&out->late, rc);
+  out->ttl_ms = out->ttl_set ? (uint64_t)ttl : 0;
+  return 0;
+}
+
+int gpumd_resize_decode(json_t *j, gpumd_resize_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_BYTES_PER_GPU, NULL};
+  memset(out, 0, sizeof *out);
+  bool has = false;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_ref(j, &out->resv);
+  if (rc != 0)
+    return rc;
+  if ((rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &out->bytes_per_gpu, &has)) != 0)
+    return keep_late(&out->late, rc);
+  if (!has || out->bytes_per_gpu == 0)
+    return keep_late(&out->late,
+                     gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0"));
+  return 0;
+}
+
+int gpumd_attach_decode(json_t *j, gpumd_attach_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
+                                       GPUM_PROTO_F_TOKEN, NULL};
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_str(j, GPUM_PROTO_F_TOKEN, &out->token);
+  if (rc == 0 && !out->token)
+    rc = gpum_error(GPUM_EINVAL, "\"token\" is required");
+  return rc != 0 ? rc : get_ref(j, &out->resv);
+}
+
+int gpumd_report_decode(json_t *j, gpumd_report_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID,          GPUM_PROTO_F_OP,
+                                       GPUM_PROTO_F_RESERVATION, GPUM_PROTO_F_SOURCE,
+                                       GPUM_PROTO_F_FIGURES,     NULL};
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, fields);
+  if (rc == 0)
+    rc = get_ref(j, &out->resv);
+  if (rc != 0)
+    return rc;
+  if ((rc = get_str(j, GPUM_PROTO_F_SOURCE, &out->source)) != 0)
+    return keep_late(&out->late, rc);
+  if (!out->source)
+    return keep_late(&out->late, gpum_error(GPUM_EINVAL, "a report needs \"source\", such as "
+                                                         "\"batcher.infer\""));
+  out->figures = json_object_get(j, GPUM_PROTO_F_FIGURES);
+  return 0;
+}
+
+/* ---- status, list ------------------------------------------------------------------------- */
+
+int gpumd_status_decode(json_t *j) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, NULL};
+  return gpumd_check_fields(j, fields);
+}
+
+int gpumd_list_decode(json_t *j, gpumd_list_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ALL,
+                                       GPUM_PROTO_F_ENDED, NULL};
+  json_t *all = json_object_get(j, GPUM_PROTO_F_ALL);
+  json_t *ended = json_object_get(j, GPUM_PROTO_F_ENDED);
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, fields);
+  if (rc != 0)
+    return rc;
+  if (all && !json_is_boolean(all))
+    return gpum_error(GPUM_EINVAL, "\"all\" must be true or false");
+  if (ended && !json_is_boolean(ended))
+    return gpum_error(GPUM_EINVAL, "\"ended\" must be true or false");
+  out->all = json_is_true(all);
+  out->ended = json_is_true(ended);
+  return 0;
+}
+
+/* ---- disable, enable ---------------------------------------------------------------------- */
+
+void gpumd_switch_reason_decode(json_t *why, gpumd_switch_req_t *out) {
+  if (why && (!json_is_string(why) || json_string_length(why) >= GPUMD_RESV_REASON_LEN ||
+              strlen(json_string_value(why)) != json_string_length(why))) {
+    keep_late(&out->late, gpum_error(GPUM_EINVAL, "\"reason\" must be a text of at most %d bytes",
+                                     GPUMD_RESV_REASON_LEN - 1));
+    return;
+  }
+  out->reason = why && json_string_length(why) ? json_string_value(why) : NULL;
+}
+
+/* The request's "device": an index (a number, or a string of one) or a UUID. */
+static void device_decode(json_t *v, gpumd_switch_req_t *out) {
+  if (json_is_integer(v) && json_integer_value(v) >= 0) {
+    snprintf(out->device_text, sizeof out->device_text, "%lld", (long long)json_integer_value(v));
+    out->device = out->device_text;
+  } else if (json_is_string(v) && json_string_length(v) > 0 &&
+             json_string_length(v) < sizeof out->device_text) {
+    out->device = json_string_value(v);
+  } else {
+    keep_late(&out->late, gpum_error(GPUM_EINVAL, "\"device\" must be a device index or UUID"));
+  }
+}
+
+int gpumd_switch_decode(json_t *j, bool disable, gpumd_switch_req_t *out) {
+  static const char *const dis_fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_DEVICE,
+                                           GPUM_PROTO_F_REASON, NULL};
+  static const char *const en_fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_DEVICE,
+                                          NULL};
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_check_fields(j, disable ? dis_fields : en_fields);
+  if (rc != 0)
+    return rc;
+  gpumd_switch_reason_decode(json_object_get(j, GPUM_PROTO_F_REASON), out);
+  device_decode(json_object_get(j, GPUM_PROTO_F_DEVICE), out);
+  return 0;
+}
