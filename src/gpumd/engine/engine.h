@@ -16,6 +16,11 @@ void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, boo
 /* Applies the ledger's disabled devices to the devices that have answered (at start, and when
  * a silent device answers). */
 void gpumd_engine_apply_disabled(gpumd_t *d);
+/* The operator's switch on dev (answered, its UUID known), for the actor a: stored in the ledger
+ * (by UUID, so that it survives restarts), applied to the monitor, logged, and seen by the
+ * scheduler in this turn. Returns 0 or the ledger's or monitor's error (nothing changed). */
+int gpumd_engine_set_disabled(gpumd_t *d, const gpumd_actor_t *a, const gpumd_device_t *dev,
+                              bool disable, const char *reason);
 /* Called when c closes (connection leases end). */
 void gpumd_engine_conn_closed(gpumd_conn_t *c);
 /* Device news from devices.c, on the loop: a health transition, a fresh sample (every

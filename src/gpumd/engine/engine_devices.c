@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The "devices" array of the status reply: each device as the monitor sees it (devices.c)
- * with what the scheduler holds on it (gpumd_engine_device_json).
+ * The devices as the engine keeps them: the "devices" array of the status reply (each device as
+ * the monitor sees it, devices.c, with what the scheduler holds on it), and the operator's
+ * switches, stored in the ledger and applied again at every start.
  */
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "engine.h"
 #include "gpumd.h"
 #include "ledger.h"
+#include "os_internal.h"
 
 json_t *gpumd_engine_devices_json(gpumd_t *d) {
   json_t *arr = json_array();
@@ -70,4 +72,21 @@ void gpumd_engine_apply_disabled(gpumd_t *d) {
     }
   }
   free(list);
+}
+
+int gpumd_engine_set_disabled(gpumd_t *d, const gpumd_actor_t *a, const gpumd_device_t *dev,
+                              bool disable, const char *reason) {
+  int rc = gpumd_ledger_set_disabled(d->ledger, dev->info.uuid, disable, reason, a->uid,
+                                     gpum__os_real_ns());
+  if (rc == 0)
+    rc = gpum_monitor_set_disabled(d->mon, dev->index, disable, reason);
+  if (rc != 0)
+    return rc;
+  gpum_log(GPUM_LOG_WARN, "gpumd", "device %u (%s) %s by uid %u%s%s: %s", dev->index,
+           dev->info.uuid, disable ? "disabled" : "enabled", a->uid, a->via ? " over " : "",
+           a->via ? a->via : "", disable ? reason : "back to the health rules");
+  /* The scheduler sees the new state in this turn: nothing is placed on it after the reply. */
+  gpumd_engine_device_health(d, dev->index, disable ? GPUM_HEALTH_DISABLED : GPUM_HEALTH_AVAILABLE,
+                             reason);
+  return 0;
 }

@@ -12,15 +12,11 @@
 #include <string.h>
 
 #include <gpum/error.h>
-#include <gpum/log.h>
 
 #include "engine.h"
 #include "gpumd.h"
 #include "json_in.h"
-#include "ledger.h"
 #include "ops.h"
-#include "os_internal.h"
-#include "ledger.h"
 
 #define DEFAULT_REASON "disabled by the operator"
 
@@ -70,18 +66,9 @@ static int set_switch(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req
                       "switch is stored, is unknown",
                       dev->index);
   const char *reason = req->reason ? req->reason : DEFAULT_REASON;
-  rc = gpumd_ledger_set_disabled(d->ledger, dev->info.uuid, disable, reason, a->uid,
-                                 gpum__os_real_ns());
-  if (rc == 0)
-    rc = gpum_monitor_set_disabled(d->mon, dev->index, disable, reason);
+  rc = gpumd_engine_set_disabled(d, a, dev, disable, reason);
   if (rc != 0)
     return rc;
-  gpum_log(GPUM_LOG_WARN, "gpumd", "device %u (%s) %s by uid %u%s%s: %s", dev->index,
-           dev->info.uuid, disable ? "disabled" : "enabled", a->uid, a->via ? " over " : "",
-           a->via ? a->via : "", disable ? reason : "back to the health rules");
-  /* The scheduler sees the new state in this turn: nothing is placed on it after the reply. */
-  gpumd_engine_device_health(d, dev->index, disable ? GPUM_HEALTH_DISABLED : GPUM_HEALTH_AVAILABLE,
-                             reason);
   return device_reply(d, dev, out);
 }
 
