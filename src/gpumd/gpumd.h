@@ -237,7 +237,7 @@ struct gpumd {
 /* Who asks for an operation: a socket peer (conn set, identity from SO_PEERCRED) or an HTTP
  * caller (conn NULL; gpumd's own uid and pid, admin when it showed the API token). The op
  * cores (ops.h) are shared by the socket protocol and the REST API: each takes its request as
- * each face decoded it (ops.h's request structs; alerts still takes the protocol's JSON), acts,
+ * each face decoded it (the request structs of ops.h; alerts' of obs.h), acts,
  * and returns 0 with *out = the reply body, or a negative code with the detail in
  * gpum_last_error(). Transitions reach the ledger through the engine and are committed at the
  * end of the turn, before any reply leaves. */

@@ -221,12 +221,35 @@ static void test_list_and_status(void **state) {
   json_decref(j);
 }
 
+/* alerts: 100 history entries unless "limit" (0 to 100000) says otherwise. */
+static void test_alerts(void **state) {
+  (void)state;
+  gpumd_alerts_req_t r;
+  json_t *j = req("{\"op\": \"alerts\"}");
+  assert_int_equal(gpumd_alerts_decode(j, &r), 0);
+  assert_int_equal(r.limit, 100);
+  json_decref(j);
+  j = req("{\"limit\": 0}");
+  assert_int_equal(gpumd_alerts_decode(j, &r), 0);
+  assert_int_equal(r.limit, 0);
+  json_decref(j);
+  j = req("{\"limit\": 100001}");
+  assert_int_equal(gpumd_alerts_decode(j, &r), GPUM_EINVAL);
+  assert_string_equal(gpum_last_error(), "\"limit\" must be an integer from 0 to 100000");
+  json_decref(j);
+  j = req("{\"limit\": \"5\", \"max\": 1}"); /* the unknown field is said first */
+  assert_int_equal(gpumd_alerts_decode(j, &r), GPUM_EINVAL);
+  assert_string_equal(gpum_last_error(), "unknown field 'max'");
+  json_decref(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reserve_full),   cmocka_unit_test(test_reserve_defaults),
       cmocka_unit_test(test_reserve_errors), cmocka_unit_test(test_resv_ref),
       cmocka_unit_test(test_renew_late),     cmocka_unit_test(test_resize_and_report),
       cmocka_unit_test(test_switch),         cmocka_unit_test(test_list_and_status),
+      cmocka_unit_test(test_alerts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -387,25 +387,16 @@ static json_t *alert_list(gpum_alert_engine_t *e, bool history, size_t limit) {
   return arr;
 }
 
-int gpumd_obs_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_LIMIT, NULL};
-  (void)a;
-  long long limit = 100;
-  json_t *l = req ? json_object_get(req, GPUM_PROTO_F_LIMIT) : NULL;
-  int rc = req ? gpumd_check_fields(req, fields) : 0;
-  if (rc != 0)
-    return rc;
-  if (l && (!json_is_integer(l) || json_integer_value(l) < 0 || json_integer_value(l) > 100000))
-    return gpum_error(GPUM_EINVAL, "\"limit\" must be an integer from 0 to 100000");
-  if (l)
-    limit = json_integer_value(l);
+int gpumd_obs_op_alerts(gpumd_t *d, const gpumd_actor_t *a, const gpumd_alerts_req_t *req,
+                        json_t **out) {
+  (void)a; /* anyone may read it */
   gpum_alert_engine_t *e = gpumd_obs_alerts(d);
   gpum_alert_counters_t cnt = {0, 0, 0};
   if (e)
     gpum_alert_engine_counters(e, &cnt);
   *out = json_pack("{s:b, s:o, s:o, s:{s:I, s:I}}", "enabled", e != NULL, "active",
                    e ? alert_list(e, false, SIZE_MAX) : json_array(), "history",
-                   e ? alert_list(e, true, (size_t)limit) : json_array(), "counters", "fired",
+                   e ? alert_list(e, true, req->limit) : json_array(), "counters", "fired",
                    (json_int_t)cnt.fired, "cleared", (json_int_t)cnt.cleared);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }

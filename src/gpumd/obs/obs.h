@@ -12,7 +12,14 @@
 /* The alert engine's state (alerts.c): {"enabled", "active": [A...], "history": [A...] (the
  * newest "limit" entries, default 100, at most 100000), "counters": {"fired", "cleared"}}.
  * Anyone may read it. */
-int gpumd_obs_op_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
+/* Its request, as both faces decode it: the newest history entries to show. */
+#define GPUMD_ALERTS_LIMIT_DEFAULT 100
+#define GPUMD_ALERTS_LIMIT_MAX 100000
+typedef struct {
+  size_t limit; /* 0 to GPUMD_ALERTS_LIMIT_MAX */
+} gpumd_alerts_req_t;
+int gpumd_obs_op_alerts(gpumd_t *d, const gpumd_actor_t *a, const gpumd_alerts_req_t *req,
+                        json_t **out);
 #define GPUMD_WATCH_MAX 128 /* watchers at once */
 /* The watch op (socket only): {"events": [TYPE...]} (default: every type but "sample") or
  * {"off": true}. Anyone may watch. */

@@ -441,6 +441,12 @@ static int sock_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **o
   return rc != 0 ? rc : gpumd_op_resize(d, a, &req, out);
 }
 
+static int sock_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
+  gpumd_alerts_req_t req;
+  int rc = gpumd_alerts_decode(j, &req);
+  return rc != 0 ? rc : gpumd_obs_op_alerts(d, a, &req, out);
+}
+
 static int sock_disable(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   gpumd_switch_req_t req;
   int rc = gpumd_switch_decode(j, true, &req);
@@ -461,26 +467,20 @@ static int sock_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **o
 
 void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
   /* An op is either a socket-only handler or a core shared with the REST API (its request
-   * decoded by sock_*; alerts decodes its own), called with the peer as actor and answered
+   * decoded by sock_*), called with the peer as actor and answered
    * with its body or error. */
   static const struct {
     const char *name;
     void (*fn)(gpumd_conn_t *, json_t *, json_t *);
     op_core_fn core;
-  } ops[] = {{GPUM_PROTO_OP_HELLO, op_hello, NULL},
-             {GPUM_PROTO_OP_STATUS, NULL, sock_status},
-             {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},
-             {GPUM_PROTO_OP_RELEASE, NULL, sock_release},
-             {GPUM_PROTO_OP_RENEW, NULL, sock_renew},
-             {GPUM_PROTO_OP_RESIZE, NULL, sock_resize},
-             {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
-             {GPUM_PROTO_OP_LIST, NULL, sock_list},
-             {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
-             {GPUM_PROTO_OP_ALERTS, NULL, gpumd_obs_op_alerts},
-             {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},
-             {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
-             {GPUM_PROTO_OP_REPORT, NULL, sock_report},
-             {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL}};
+  } ops[] = {
+      {GPUM_PROTO_OP_HELLO, op_hello, NULL},           {GPUM_PROTO_OP_STATUS, NULL, sock_status},
+      {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},     {GPUM_PROTO_OP_RELEASE, NULL, sock_release},
+      {GPUM_PROTO_OP_RENEW, NULL, sock_renew},         {GPUM_PROTO_OP_RESIZE, NULL, sock_resize},
+      {GPUM_PROTO_OP_ATTACH, op_attach, NULL},         {GPUM_PROTO_OP_LIST, NULL, sock_list},
+      {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL}, {GPUM_PROTO_OP_ALERTS, NULL, sock_alerts},
+      {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},     {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
+      {GPUM_PROTO_OP_REPORT, NULL, sock_report},       {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL}};
   const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();
   for (size_t i = 0; i < n; i++) {

@@ -8,6 +8,7 @@
 #define GPUMD_OPS_H
 
 #include "gpumd.h"
+#include "obs.h"
 
 /* Each op core takes its request as a struct. The socket face decodes a protocol request (field
  * names GPUM_PROTO_F_*) with the gpumd_*_decode functions of requests.c; the REST face decodes
@@ -87,6 +88,8 @@ typedef struct {
   bool ended;
 } gpumd_list_req_t;
 int gpumd_list_decode(json_t *j, gpumd_list_req_t *out);
+/* alerts (its core is obs's: gpumd_obs_op_alerts). */
+int gpumd_alerts_decode(json_t *j, gpumd_alerts_req_t *out);
 /* status takes nothing: its decoder only refuses other fields. */
 int gpumd_status_decode(json_t *j);
 

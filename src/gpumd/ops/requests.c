@@ -356,6 +356,23 @@ int gpumd_list_decode(json_t *j, gpumd_list_req_t *out) {
   return 0;
 }
 
+/* ---- alerts ------------------------------------------------------------------------------ */
+
+int gpumd_alerts_decode(json_t *j, gpumd_alerts_req_t *out) {
+  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_LIMIT, NULL};
+  json_t *l = json_object_get(j, GPUM_PROTO_F_LIMIT);
+  out->limit = GPUMD_ALERTS_LIMIT_DEFAULT;
+  int rc = gpumd_check_fields(j, fields);
+  if (rc != 0)
+    return rc;
+  if (l && (!json_is_integer(l) || json_integer_value(l) < 0 ||
+            json_integer_value(l) > GPUMD_ALERTS_LIMIT_MAX))
+    return gpum_error(GPUM_EINVAL, "\"limit\" must be an integer from 0 to 100000");
+  if (l)
+    out->limit = (size_t)json_integer_value(l);
+  return 0;
+}
+
 /* ---- disable, enable ---------------------------------------------------------------------- */
 
 void gpumd_switch_reason_decode(json_t *why, gpumd_switch_req_t *out) {

@@ -674,20 +674,16 @@ int gpumd_http_alerts(gpumd_http_call_t *call) {
   if (rc != 0)
     return rc;
   const char *ls = evhttp_find_header(call->query, "limit");
-  json_t *req = json_object();
+  gpumd_alerts_req_t req = {.limit = GPUMD_ALERTS_LIMIT_DEFAULT};
   if (ls) {
     char *end = NULL;
     long long limit = strtoll(ls, &end, 10);
-    if (!*ls || *end || limit < 0 || limit > 100000) {
-      json_decref(req);
+    if (!*ls || *end || limit < 0 || limit > GPUMD_ALERTS_LIMIT_MAX)
       return gpum_error(GPUM_EINVAL, "limit '%.32s' must be an integer from 0 to 100000", ls);
-    }
-    json_object_set_new(req, GPUM_PROTO_F_LIMIT, json_integer(limit));
+    req.limit = (size_t)limit;
   }
   gpumd_actor_t a = http_actor(call);
-  rc = gpumd_obs_op_alerts(call->d, &a, req, &call->out);
-  json_decref(req);
-  return rc;
+  return gpumd_obs_op_alerts(call->d, &a, &req, &call->out);
 }
 
 int gpumd_http_config(gpumd_http_call_t *call) {
