@@ -74,6 +74,9 @@ hp '
 tok = token()
 expect_err("POST", "/api/v1/gpu/devices/1/enable", 401, "EPERM", "Authorization", body={})
 expect_err("POST", "/api/v1/gpu/devices/9/enable", 404, "ENODEV", "9", tok=tok, body={})
+# A path that is not UTF-8 names no device either (it was a 500 "out of memory").
+expect_err("POST", "/api/v1/gpu/devices/%FF%FE/disable", 404, "ENODEV", "no device", tok=tok,
+           body={})
 expect_err("POST", "/api/v1/gpu/devices/1/enable", 400, "EINVAL", "reason", tok=tok,
            body={"reason": "x"})
 s = expect("GET", "/api/v1/gpu/status", 200)
