@@ -75,8 +75,10 @@ tok = token()
 expect_err("POST", "/api/v1/gpu/devices/1/enable", 401, "EPERM", "Authorization", body={})
 expect_err("POST", "/api/v1/gpu/devices/9/enable", 404, "ENODEV", "9", tok=tok, body={})
 # A path that is not UTF-8 names no device either (it was a 500 "out of memory").
-expect_err("POST", "/api/v1/gpu/devices/%FF%FE/disable", 404, "ENODEV", "no device", tok=tok,
-           body={})
+resp = raw(b"POST /api/v1/gpu/devices/\xff\xfe/disable HTTP/1.1\r\nHost: x\r\n"
+           b"Authorization: Bearer " + tok.encode() + b"\r\nContent-Type: application/json\r\n"
+           b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+assert resp.startswith(b"HTTP/1.1 404 ") and b"ENODEV" in resp and b"no device" in resp, resp
 expect_err("POST", "/api/v1/gpu/devices/1/enable", 400, "EINVAL", "reason", tok=tok,
            body={"reason": "x"})
 s = expect("GET", "/api/v1/gpu/status", 200)
