@@ -411,59 +411,23 @@ static int sock_status(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **o
   return rc != 0 ? rc : gpumd_op_status(d, a, out);
 }
 
-static int sock_list(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_list_req_t req;
-  int rc = gpumd_list_decode(j, &req);
-  return rc != 0 ? rc : gpumd_op_list(d, a, &req, out);
-}
-
-static int sock_reserve(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_reserve_req_t req;
-  int rc = gpumd_reserve_decode(a, j, &req);
-  return rc != 0 ? rc : gpumd_op_reserve(d, a, &req, out);
-}
-
-static int sock_release(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_release_req_t req;
-  int rc = gpumd_release_decode(j, &req);
-  return rc != 0 ? rc : gpumd_op_release(d, a, &req, out);
-}
-
-static int sock_renew(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_renew_req_t req;
-  int rc = gpumd_renew_decode(j, &req);
-  return rc != 0 ? rc : gpumd_op_renew(d, a, &req, out);
-}
-
-static int sock_resize(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_resize_req_t req;
-  int rc = gpumd_resize_decode(j, &req);
-  return rc != 0 ? rc : gpumd_op_resize(d, a, &req, out);
-}
-
-static int sock_alerts(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_alerts_req_t req;
-  int rc = gpumd_alerts_decode(j, &req);
-  return rc != 0 ? rc : gpumd_obs_op_alerts(d, a, &req, out);
-}
-
-static int sock_disable(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_switch_req_t req;
-  int rc = gpumd_switch_decode(j, true, &req);
-  return rc != 0 ? rc : gpumd_op_disable(d, a, &req, out);
-}
-
-static int sock_enable(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_switch_req_t req;
-  int rc = gpumd_switch_decode(j, false, &req);
-  return rc != 0 ? rc : gpumd_op_enable(d, a, &req, out);
-}
-
-static int sock_report(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
-  gpumd_report_req_t req;
-  int rc = gpumd_report_decode(j, &req);
-  return rc != 0 ? rc : gpumd_op_report(d, a, &req, out);
-}
+/* sock_NAME: the socket's request of an op decoded into its struct (decode_args end with
+ * &req), then the op's core. */
+#define SOCK_OP(name, type, decode, decode_args, core)                                  \
+  static int sock_##name(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) { \
+    type req;                                                                           \
+    int rc = decode decode_args;                                                        \
+    return rc != 0 ? rc : core(d, a, &req, out);                                        \
+  }
+SOCK_OP(list, gpumd_list_req_t, gpumd_list_decode, (j, &req), gpumd_op_list)
+SOCK_OP(reserve, gpumd_reserve_req_t, gpumd_reserve_decode, (a, j, &req), gpumd_op_reserve)
+SOCK_OP(release, gpumd_release_req_t, gpumd_release_decode, (j, &req), gpumd_op_release)
+SOCK_OP(renew, gpumd_renew_req_t, gpumd_renew_decode, (j, &req), gpumd_op_renew)
+SOCK_OP(resize, gpumd_resize_req_t, gpumd_resize_decode, (j, &req), gpumd_op_resize)
+SOCK_OP(alerts, gpumd_alerts_req_t, gpumd_alerts_decode, (j, &req), gpumd_obs_op_alerts)
+SOCK_OP(disable, gpumd_switch_req_t, gpumd_switch_decode, (j, true, &req), gpumd_op_disable)
+SOCK_OP(enable, gpumd_switch_req_t, gpumd_switch_decode, (j, false, &req), gpumd_op_enable)
+SOCK_OP(report, gpumd_report_req_t, gpumd_report_decode, (j, &req), gpumd_op_report)
 
 void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
   /* An op is either a socket-only handler or a core shared with the REST API (its request
