@@ -48,10 +48,22 @@ for x in reals:
     if "." in x or "e" in x:
         assert x == repr(float(x)), "float noise: %s in %s" % (x, text)
 expect_err("GET", "/api/v1/gpu/status?x=1", 400, "EINVAL", "x")
+# the seed's status keys beside gpum's: device 0 at 47%, device 1 idle
+st = expect("GET", "/api/v1/gpu/status", 200)
+u = st["utilization"]
+assert abs(u["gpu_utilization"] - (0.47 + st["devices"][1]["utilization_ratio"]) / 2) < 1e-9, st
+assert u["gpu_memory_usage"] == st["summary"]["memory_used_ratio"], st
+assert st["total_nodes"] == 1 and re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$", st["timestamp"]), st
+an = st["available_nodes"]
+assert len(an) == 1 and an[0]["gpu_type"] == "NVIDIA H100 80GB HBM3" and an[0]["available_gpus"] == 2, an
 n = expect("GET", "/api/v1/gpu/nodes?gpu_type=H100&min_memory_gb=80", 200)
 assert len(n["nodes"]) == 1 and len(n["nodes"][0]["devices"]) == 2, n
-assert expect("GET", "/api/v1/gpu/nodes?gpu_type=A100", 200)["nodes"][0]["devices"] == []
-assert expect("GET", "/api/v1/gpu/nodes?min_memory_gb=81", 200)["nodes"][0]["devices"] == []
+nd = n["nodes"][0]  # the seed's fields beside gpum's
+assert nd["node_name"] == nd["hostname"] and nd["gpu_type"] == "NVIDIA H100 80GB HBM3", nd
+assert nd["available_gpus"] == 2 and nd["memory_per_gpu"] == 80 and 0 <= nd["utilization"] <= 1, nd
+# a filter that matches nothing lists no node (it was a node with no devices)
+assert expect("GET", "/api/v1/gpu/nodes?gpu_type=A100", 200)["nodes"] == []
+assert expect("GET", "/api/v1/gpu/nodes?min_memory_gb=81", 200)["nodes"] == []
 assert len(expect("GET", "/api/v1/gpu/nodes?gpu_type=*H100*", 200)["nodes"][0]["devices"]) == 2
 expect_err("GET", "/api/v1/gpu/nodes?min_memory_gb=lots", 400, "EINVAL", "min_memory_gb")
 expect_err("GET", "/api/v1/gpu/nodes?min_memory_gb=-1", 400, "EINVAL", "min_memory_gb")
@@ -157,7 +169,10 @@ assert t["settings"]["memory_limit_mib"] == 60 * 1024 and t["settings"]["memory_
 assert "memory_limit=61440" in t["python"] and "MirroredStrategy" in t["python"], t
 expect_err("POST", "/api/v1/gpu/setup-pytorch", 409, "ESTATE", "QUEUED", body={"reservation": q["id"]})
 expect_err("POST", "/api/v1/gpu/setup-tensorflow", 404, "ENOENT", None, body={"reservation": "r-999"})
-expect_err("POST", "/api/v1/gpu/setup-pytorch", 400, "EINVAL", "reservation", body={})
+# no reservation: a GPU configuration, which needs memory_gb as allocate does
+expect_err("POST", "/api/v1/gpu/setup-pytorch", 400, "EINVAL", "memory_gb", body={})
+expect_err("POST", "/api/v1/gpu/setup-pytorch", 400, "EINVAL", "reservation",
+           body={"reservation": 7})
 expect_err("POST", "/api/v1/gpu/setup-pytorch", 400, "EINVAL", "master_port",
            body={"reservation": r["id"], "master_port": 70000})
 # delete: the queued one is granted once the first goes

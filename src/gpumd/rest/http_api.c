@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -35,6 +36,7 @@
 #include "ops.h"
 #include "pidstart_internal.h"
 #include "rest.h"
+#include "rest_internal.h"
 #include "sched.h"
 #include "os_internal.h"
 #include "pidstart_internal.h"
@@ -59,6 +61,10 @@ static gpumd_actor_t actor_as_daemon(bool admin) {
 
 static gpumd_actor_t http_actor(const gpumd_http_call_t *call) {
   return actor_as_daemon(call->admin);
+}
+
+gpumd_actor_t gpumd_rest_actor(const gpumd_http_call_t *call) {
+  return http_actor(call);
 }
 
 /* A number field within [lo, hi] (integers or reals). */
@@ -104,13 +110,41 @@ static void type_pattern(const char *t, char *buf, size_t len) {
     snprintf(buf, len, "*%s*", t);
 }
 
+/* The GPU configuration's own fields. */
+static int config_extras(json_t *b, gpumd_rest_config_t *cfg) {
+  static const char *const flags[] = {"distributed_training", "mixed_precision"};
+  bool *vals[] = {&cfg->distributed, &cfg->mixed};
+  bool *has[] = {&cfg->has_distributed, &cfg->has_mixed};
+  for (size_t i = 0; i < 2; i++) {
+    json_t *v = json_object_get(b, flags[i]);
+    *has[i] = v != NULL;
+    if (v && !json_is_boolean(v))
+      return gpum_error(GPUM_EINVAL, "\"%s\" must be true or false", flags[i]);
+    *vals[i] = json_is_true(v);
+  }
+  cfg->fraction = 1.0;
+  int rc = get_number(b, "gpu_memory_fraction", 0, 1, &cfg->fraction, &cfg->has_fraction);
+  if (rc == 0 && cfg->has_fraction && cfg->fraction <= 0)
+    rc = gpum_error(GPUM_EINVAL, "\"gpu_memory_fraction\" must be above 0 and at most 1");
+  return rc;
+}
+
 /* Decodes an allocate/validate body into the reserve request (the REST names and units: GiB,
- * seconds; a TTL lease always, "http" the label unless given). */
-static int reserve_decode(json_t *b, gpumd_reserve_req_t *out) {
-  static const char *const fields[] = {"gpu_count", "gpu_type", "memory_gb", "min_memory_gb",
-                                       "devices",   "priority", "timeout",   "on_timeout",
-                                       "ttl",       "label",    "wait",      NULL};
-  int rc = gpumd_check_fields(b, fields);
+ * seconds; a TTL lease always, "http" the label unless given), and the GPU configuration's
+ * fields that are not the reservation's (distributed_training, mixed_precision,
+ * gpu_memory_fraction: the seed's TrainingGPUConfig) into cfg. */
+static int reserve_decode(json_t *b, gpumd_reserve_req_t *out, gpumd_rest_config_t *cfg,
+                          bool setup) {
+#define RESERVE_FIELDS                                                                     \
+  "gpu_count", "gpu_type", "memory_gb", "min_memory_gb", "devices", "priority", "timeout", \
+      "on_timeout", "ttl", "label", "wait", "distributed_training", "mixed_precision",     \
+      "gpu_memory_fraction"
+  static const char *const fields[] = {RESERVE_FIELDS, NULL};
+  static const char *const setup_fields[] = {RESERVE_FIELDS, "master_port", NULL};
+#undef RESERVE_FIELDS
+  int rc = gpumd_check_fields(b, setup ? setup_fields : fields);
+  if (rc == 0)
+    rc = config_extras(b, cfg);
   double mem = 0, minmem = 0, timeout = 0, ttl = DEFAULT_TTL_S;
   long long gpus = 1, prio = 0;
   bool has_mem = false, has;
@@ -187,7 +221,164 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out) {
   return on_timeout ? gpumd_on_timeout_decode(on_timeout, &q->on_timeout) : 0;
 }
 
+/* The memory a card of device dev's class is sold with, in GB as people write it (32 for a
+ * 32 GB V100): its total rounded up to whole GiB. */
+static double card_class_gb(json_t *dev) {
+  double total =
+      (double)json_integer_value(json_object_get(json_object_get(dev, "memory"), "total"));
+  return ceil(total / GIB - 1e-9);
+}
+
+/* "memory_gb" as the seed means it: a number up to a card's class (32.0 of a 32 GB V100) asks
+ * for that card, not for 32 GiB, which no V100 can grant (the driver and gpumd's margin keep
+ * some of it). When every matching device's capacity is below what was asked and some matching
+ * device's class reaches it, gpum reserves the smallest capacity among the devices of that
+ * class, and cfg->note says so. Otherwise the request is left as it is. */
+static void whole_card(gpumd_t *d, gpumd_reserve_req_t *req, gpumd_rest_config_t *cfg) {
+  uint64_t asked = req->q.bytes_per_gpu, grant = 0;
+  double asked_gb = (double)asked / GIB;
+  const char *model = NULL;
+  json_t *all = gpumd_engine_devices_json(d);
+  size_t i;
+  json_t *dev;
+  json_array_foreach(all, i, dev) {
+    const char *name = json_string_value(json_object_get(dev, "name"));
+    if (req->q.model && fnmatch(req->q.model, name ? name : "", 0) != 0)
+      continue;
+    uint64_t cap = (uint64_t)json_integer_value(json_object_get(dev, GPUM_PROTO_F_CAPACITY));
+    if (cap >= asked) { /* a device that can grant it as asked: nothing to interpret */
+      grant = 0;
+      break;
+    }
+    if (card_class_gb(dev) + 1e-9 >= asked_gb && cap > 0 && (grant == 0 || cap < grant)) {
+      grant = cap;
+      model = name;
+    }
+  }
+  if (grant) {
+    req->q.bytes_per_gpu = grant;
+    char sz[32];
+    gpum_size_format(grant, sz, sizeof sz);
+    snprintf(cfg->note, sizeof cfg->note,
+             "memory_gb %g names the memory of a %s card: gpumd reserves what it can grant of "
+             "one, %s per GPU",
+             asked_gb, model ? model : "GPU", sz);
+    cfg->whole_card = true;
+  }
+  json_decref(all);
+}
+
+int gpumd_rest_config_decode(gpumd_t *d, json_t *body, bool setup, gpumd_reserve_req_t *req,
+                             gpumd_rest_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  int rc = reserve_decode(body, req, cfg, setup);
+  if (rc != 0)
+    return rc;
+  json_t *mem = json_object_get(body, "memory_gb");
+  cfg->memory_gb = json_number_value(mem);
+  cfg->gpu_type = json_string_value(json_object_get(body, "gpu_type"));
+  whole_card(d, req, cfg);
+  return 0;
+}
+
+json_t *gpumd_rest_config_json(const gpumd_reserve_req_t *req, const gpumd_rest_config_t *cfg) {
+  json_t *o = json_pack("{s:I, s:s?, s:f, s:b}", "gpu_count", (json_int_t)req->q.gpus, "gpu_type",
+                        cfg->gpu_type, "memory_gb", cfg->memory_gb, "distributed_training",
+                        cfg->distributed);
+  if (o && cfg->has_mixed)
+    json_object_set_new(o, "mixed_precision", json_boolean(cfg->mixed));
+  if (o && cfg->has_fraction)
+    json_object_set_new(o, "gpu_memory_fraction", json_real(cfg->fraction));
+  if (o)
+    json_object_set_new(o, "reserved_bytes_per_gpu",
+                        json_integer((json_int_t)req->q.bytes_per_gpu));
+  if (o && cfg->whole_card)
+    json_object_set_new(o, "note", json_string(cfg->note));
+  return o;
+}
+
 /* ---- status, nodes ------------------------------------------------------------------------ */
+
+/* A GPU type as the seed's users write it, for grouping and answers: the device's name. */
+static const char *type_of(json_t *dev) {
+  const char *name = json_string_value(json_object_get(dev, "name"));
+  return name ? name : "";
+}
+
+/* Whether a device can take a whole new job: AVAILABLE or BUSY, and nothing reserved on it
+ * (the seed's "available GPUs"). */
+static bool available(json_t *dev) {
+  const char *st = json_string_value(json_object_get(dev, "state"));
+  return st && (!strcmp(st, "AVAILABLE") || !strcmp(st, "BUSY")) &&
+         json_integer_value(json_object_get(dev, "jobs")) == 0 &&
+         json_integer_value(json_object_get(dev, "reserved")) == 0;
+}
+
+/* The GPU utilisation of a device's newest measured sample, 0 to 1; -1 when unknown. */
+static double util_of(gpumd_t *d, json_t *dev) {
+  gpum_device_sample_t s;
+  unsigned idx = (unsigned)json_integer_value(json_object_get(dev, "index"));
+  if (gpumd_device_measured(d, idx, &s) && gpum_sample_valid(&s, GPUM_METRIC_UTIL_GPU))
+    return s.util_gpu / 100.0;
+  return -1;
+}
+
+/* The seed's node entry for the devices of devs whose type is type:
+ * {"node_name", "gpu_type", "available_gpus", "memory_per_gpu" (GB, the card's class),
+ * "utilization" (0 to 1, mean over those with a sample)}. */
+static json_t *seed_node(gpumd_t *d, const char *host, json_t *devs, const char *type) {
+  unsigned avail = 0, nutil = 0;
+  double util = 0, class_gb = 0;
+  size_t i;
+  json_t *dev;
+  json_array_foreach(devs, i, dev) {
+    if (strcmp(type_of(dev), type) != 0)
+      continue;
+    avail += available(dev);
+    double u = util_of(d, dev), gb = card_class_gb(dev);
+    if (u >= 0) {
+      util += u;
+      nutil++;
+    }
+    if (gb > class_gb)
+      class_gb = gb;
+  }
+  return json_pack("{s:s, s:s, s:I, s:f, s:f}", "node_name", host, "gpu_type", type,
+                   "available_gpus", (json_int_t)avail, "memory_per_gpu", class_gb, "utilization",
+                   nutil ? util / nutil : 0.0);
+}
+
+/* The seed's status fields: "utilization" {"gpu_utilization", "gpu_memory_usage"} (0 to 1),
+ * "available_nodes" (this node once per GPU type with an available GPU), "total_nodes" and
+ * "timestamp" (local time, ISO 8601 to the second). */
+static void seed_status(gpumd_t *d, json_t *body, double util, uint64_t used, uint64_t total) {
+  char host[256] = "", stamp[32] = "";
+  gethostname(host, sizeof host - 1);
+  time_t now = time(NULL);
+  struct tm tm;
+  if (localtime_r(&now, &tm))
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+  json_t *devs = json_object_get(body, "devices"), *nodes = json_array();
+  size_t i, j;
+  json_t *dev, *prev;
+  json_array_foreach(devs, i, dev) {
+    bool seen = false;
+    for (j = 0; j < i && !seen; j++) {
+      prev = json_array_get(devs, j);
+      seen = !strcmp(type_of(prev), type_of(dev));
+    }
+    json_t *n = seen ? NULL : seed_node(d, host, devs, type_of(dev));
+    if (n && json_integer_value(json_object_get(n, "available_gpus")) > 0)
+      json_array_append(nodes, n);
+    json_decref(n);
+  }
+  json_object_set_new(body, "utilization",
+                      json_pack("{s:f, s:f}", "gpu_utilization", util, "gpu_memory_usage",
+                                total ? (double)used / (double)total : 0.0));
+  json_object_set_new(body, "available_nodes", nodes);
+  json_object_set_new(body, "total_nodes", json_integer(1));
+  json_object_set_new(body, "timestamp", json_string(stamp));
+}
 
 static json_t *ratio(uint64_t part, uint64_t total) {
   return total ? json_real((double)part / (double)total) : json_real(0);
@@ -231,6 +422,7 @@ static int render_status(gpumd_t *d, struct evbuffer *out) {
       (json_int_t)reserved, "memory_used_ratio", ratio(used, total), "memory_reserved_ratio",
       ratio(reserved, total), "utilization_ratio", nutil ? json_real(util / nutil) : json_null());
   json_object_set_new(body, "summary", sum);
+  seed_status(d, body, nutil ? util / nutil : 0.0, used, total);
   rc = gpumd_json_write(out, body) == 0 && evbuffer_add(out, "\n", 1) == 0
            ? 0
            : gpum_error(GPUM_ENOMEM, "out of memory writing the status");
@@ -285,31 +477,77 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
   json_decref(all);
   char host[256] = "";
   gethostname(host, sizeof host - 1);
-  call->out = json_pack("{s:[{s:s, s:o}]}", "nodes", "hostname", host, "devices", keep);
+  /* A filter that matches nothing here lists no node. The node's seed fields are those of its
+   * most common GPU type among the devices listed. */
+  if (json_array_size(keep) == 0) {
+    json_decref(keep);
+    call->out = json_pack("{s:[]}", "nodes");
+    return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
+  }
+  const char *most = type_of(json_array_get(keep, 0));
+  size_t best = 0;
+  json_array_foreach(keep, i, dev) {
+    size_t n = 0, j;
+    json_t *other;
+    json_array_foreach(keep, j, other) n += !strcmp(type_of(other), type_of(dev));
+    if (n > best) {
+      best = n;
+      most = type_of(dev);
+    }
+  }
+  json_t *node = seed_node(call->d, host, keep, most);
+  if (node) {
+    json_object_set_new(node, "hostname", json_string(host));
+    json_object_set_new(node, "devices", keep);
+  } else {
+    json_decref(keep);
+  }
+  call->out = node ? json_pack("{s:[o]}", "nodes", node) : NULL;
   return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
 /* ---- validate, allocate --------------------------------------------------------------------- */
 
+/* The seed's fields beside gpum's own in validate's and allocate's answers: what was asked
+ * (gpu_config, with what gpum reserves for it) and the verdict. */
+static int config_answer(gpumd_http_call_t *call, const gpumd_reserve_req_t *req,
+                         const gpumd_rest_config_t *cfg, const char *verdict, bool yes) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  json_t *gc = gpumd_rest_config_json(req, cfg);
+  if (!gc || json_object_set_new(call->out, "gpu_config", gc) != 0 ||
+      json_object_set_new(call->out, verdict, json_boolean(yes)) != 0 ||
+      json_object_set_new(call->out, "node_name", json_string(host)) != 0)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  return 0;
+}
+
 int gpumd_http_validate(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
   gpumd_reserve_req_t req;
-  int rc = reserve_decode(call->body, &req);
+  gpumd_rest_config_t cfg;
+  int rc = gpumd_rest_config_decode(call->d, call->body, false, &req, &cfg);
   if (rc == 0)
     rc = gpumd_op_check(call->d, &a, &req, &call->out);
+  if (rc == 0)
+    rc = config_answer(call, &req, &cfg, "valid",
+                       json_is_true(json_object_get(call->out, "could_fit")));
   return rc;
 }
 
 int gpumd_http_allocate(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
   gpumd_reserve_req_t req;
-  int rc = reserve_decode(call->body, &req);
+  gpumd_rest_config_t cfg;
+  int rc = gpumd_rest_config_decode(call->d, call->body, false, &req, &cfg);
   if (rc == 0)
     rc = gpumd_op_reserve(call->d, &a, &req, &call->out);
   if (rc == 0) {
     const char *st = json_string_value(
         json_object_get(json_object_get(call->out, GPUM_PROTO_F_RESERVATION), GPUM_PROTO_F_STATE));
-    call->status = st && !strcmp(st, GPUM_PROTO_STATE_GRANTED) ? 201 : 202;
+    bool granted = st && !strcmp(st, GPUM_PROTO_STATE_GRANTED);
+    call->status = granted ? 201 : 202;
+    rc = config_answer(call, &req, &cfg, "success", granted);
   }
   return rc;
 }
@@ -375,143 +613,6 @@ int gpumd_http_resv_renew(gpumd_http_call_t *call) {
     return rc;
   req.ttl_ms = req.ttl_set ? (uint64_t)(json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000) : 0;
   return gpumd_op_renew(call->d, &a, &req, &call->out);
-}
-
-/* ---- framework setup ------------------------------------------------------------------------ */
-
-typedef struct {
-  const gpumd_resv_t *r;
-  char id[GPUMD_RESV_ID_BUFSZ];
-  gpum_reservation_t grant; /* r as a client sees it, for its environment */
-  double fraction;          /* reserved / total, smallest over the devices */
-  json_t *devices;
-} granted_t;
-
-/* The granted reservation named by the body's "reservation" (fields: allowed). */
-static int find_granted(gpumd_http_call_t *call, const char *const *fields, granted_t *g) {
-  const char *s = NULL;
-  uint64_t id = 0;
-  int rc = gpumd_check_fields(call->body, fields);
-  if (rc == 0)
-    rc = get_string(call->body, "reservation", 32, &s);
-  if (rc == 0 && (!s || gpumd_resv_id_parse(s, &id) != 0))
-    rc = gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
-  if (rc != 0)
-    return rc;
-  g->r = gpumd_sched_find(call->d->sched, id);
-  if (!g->r)
-    return gpum_error(GPUM_ENOENT, "no live reservation %s", s);
-  if (g->r->state != GPUMD_RESV_GRANTED)
-    return gpum_error(GPUM_ESTATE, "reservation %s is %s, not GRANTED yet", s,
-                      gpumd_resv_state_name(g->r->state));
-  gpumd_resv_id_format(id, g->id, sizeof g->id);
-  memset(&g->grant, 0, sizeof g->grant);
-  memcpy(g->grant.id, g->id, sizeof g->id);
-  g->grant.state = GPUM_RES_GRANTED;
-  g->grant.bytes_per_gpu = g->r->bytes_per_gpu;
-  g->grant.gpus = g->r->gpus;
-  g->fraction = 1.0;
-  g->devices = json_array();
-  for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++) {
-    if (!(g->r->device_mask >> i & 1u))
-      continue;
-    gpumd_device_t *dev = gpumd_device_find(call->d, i);
-    uint64_t total = dev ? dev->info.memory_total : 0;
-    const char *uuid = dev ? dev->info.uuid : "";
-    if (total && (double)g->r->bytes_per_gpu / (double)total < g->fraction)
-      g->fraction = (double)g->r->bytes_per_gpu / (double)total;
-    if (g->grant.ndevices < GPUM_CLIENT_MAX_DEVICES) {
-      gpum_res_device_t *gd = &g->grant.devices[g->grant.ndevices++];
-      gd->index = i;
-      snprintf(gd->uuid, sizeof gd->uuid, "%s", uuid);
-    }
-    json_array_append_new(g->devices, json_pack("{s:i, s:s, s:s, s:I, s:I}", "index", (int)i,
-                                                "uuid", uuid, "name", dev ? dev->info.name : "",
-                                                "memory_total", (json_int_t)total, "reserved",
-                                                (json_int_t)g->r->bytes_per_gpu));
-  }
-  g->fraction = floor(g->fraction * 10000.0) / 10000.0;
-  return 0;
-}
-
-/* The environment of every job of the grant (libgpum's gpum_reservation_env, the same
- * variables gpum run sets), as a JSON object. */
-static json_t *base_env(const granted_t *g) {
-  gpum_env_var_t vars[GPUM_RESERVATION_ENV_MAX];
-  size_t n = 0;
-  json_t *env = json_object();
-  if (env && gpum_reservation_env(&g->grant, vars, GPUM_RESERVATION_ENV_MAX, &n) == 0)
-    for (size_t i = 0; i < n; i++)
-      json_object_set_new(env, vars[i].name, json_string(vars[i].value));
-  return env;
-}
-
-int gpumd_http_setup_pytorch(gpumd_http_call_t *call) {
-  static const char *const fields[] = {"reservation", "master_port", NULL};
-  granted_t g;
-  long long port = 29500;
-  bool has;
-  int rc = find_granted(call, fields, &g);
-  if (rc != 0)
-    return rc;
-  rc = get_integer(call->body, "master_port", 1, 65535, &port, &has);
-  if (rc != 0) {
-    json_decref(g.devices);
-    return rc;
-  }
-  unsigned n = g.r->gpus;
-  json_t *env = base_env(&g);
-  char num[24], code[512];
-  if (n > 1) {
-    snprintf(num, sizeof num, "%u", n);
-    json_object_set_new(env, "WORLD_SIZE", json_string(num));
-    json_object_set_new(env, "LOCAL_WORLD_SIZE", json_string(num));
-    json_object_set_new(env, "PET_NPROC_PER_NODE", json_string(num));
-    json_object_set_new(env, "PET_NNODES", json_string("1"));
-    json_object_set_new(env, "MASTER_ADDR", json_string("127.0.0.1"));
-    snprintf(num, sizeof num, "%lld", port);
-    json_object_set_new(env, "MASTER_PORT", json_string(num));
-    json_object_set_new(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", json_string("1"));
-  }
-  snprintf(code, sizeof code,
-           "import torch\nfor i in range(torch.cuda.device_count()):\n"
-           "    torch.cuda.set_per_process_memory_fraction(%.4f, i)\n",
-           g.fraction);
-  char run[128];
-  snprintf(run, sizeof run, "torchrun --standalone --nnodes=1 --nproc-per-node=%u TRAIN.py", n);
-  call->out = json_pack("{s:s, s:s, s:o, s:{s:f, s:I, s:s*, s:s, s:o}, s:s}", "reservation", g.id,
-                        "framework", "pytorch", "env", env, "settings",
-                        "per_process_memory_fraction", g.fraction, "nproc_per_node", (json_int_t)n,
-                        "distributed_backend", n > 1 ? "nccl" : NULL, "launch",
-                        n > 1 ? run : "python TRAIN.py", "devices", g.devices, "python", code);
-  return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
-}
-
-int gpumd_http_setup_tensorflow(gpumd_http_call_t *call) {
-  static const char *const fields[] = {"reservation", NULL};
-  granted_t g;
-  int rc = find_granted(call, fields, &g);
-  if (rc != 0)
-    return rc;
-  unsigned n = g.r->gpus;
-  json_int_t mib = (json_int_t)(g.r->bytes_per_gpu >> 20);
-  json_t *env = base_env(&g);
-  json_object_set_new(env, "TF_FORCE_GPU_ALLOW_GROWTH", json_string("true"));
-  char code[640];
-  snprintf(code, sizeof code,
-           "import tensorflow as tf\nfor gpu in tf.config.list_physical_devices(\"GPU\"):\n"
-           "    tf.config.set_logical_device_configuration(\n"
-           "        gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=%lld)])\n%s",
-           (long long)mib,
-           n > 1 ? "strategy = tf.distribute.MirroredStrategy(\n"
-                   "    cross_device_ops=tf.distribute.NcclAllReduce())\n"
-                 : "");
-  call->out = json_pack("{s:s, s:s, s:o, s:{s:b, s:I, s:I, s:s, s:o}, s:s}", "reservation", g.id,
-                        "framework", "tensorflow", "env", env, "settings", "memory_growth", 1,
-                        "memory_limit_mib", mib, "gpus", (json_int_t)n, "strategy",
-                        n > 1 ? "MirroredStrategy(NcclAllReduce)" : "default", "devices", g.devices,
-                        "python", code);
-  return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
 /* ---- the operator's switch per device ------------------------------------------------------ */
