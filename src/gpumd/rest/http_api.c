@@ -8,7 +8,6 @@
  * code. HTTP callers act as gpumd's own uid and pid; the API token makes them admins.
  * Reservations made over HTTP are TTL-bound (ttl, default 10 minutes).
  */
-#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 
 #include <gpum/alert.h>
 #include <gpum/error.h>
+#include <gpum/gputype.h>
 #include <gpum/session.h>
 #include <gpum/size.h>
 
@@ -96,14 +96,6 @@ static int get_string(json_t *o, const char *key, size_t max, const char **out) 
   return 0;
 }
 
-/* "A100" matches names containing A100; a pattern with * ? [ is used as given (fnmatch). */
-static void type_pattern(const char *t, char *buf, size_t len) {
-  if (strpbrk(t, "*?["))
-    snprintf(buf, len, "%s", t);
-  else
-    snprintf(buf, len, "*%s*", t);
-}
-
 /* Decodes an allocate/validate body into the reserve request (the REST names and units: GiB,
  * seconds; a TTL lease always, "http" the label unless given). */
 static int reserve_decode(json_t *b, gpumd_reserve_req_t *out) {
@@ -165,7 +157,7 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out) {
   q->ttl_ms = (uint64_t)(json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000);
   q->no_wait = json_is_false(wait);
   if (type && *type) {
-    type_pattern(type, out->model, sizeof out->model);
+    snprintf(out->model, sizeof out->model, "%s", type); /* as given: gpum_gpu_type_matches */
     q->model = out->model;
   }
   for (size_t i = 0; devs && i < json_array_size(devs); i++) {
@@ -269,9 +261,6 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
   }
   if (type && (!*type || strlen(type) > 100))
     return gpum_error(GPUM_EINVAL, "gpu_type must be 1 to 100 characters");
-  char pat[128] = "*";
-  if (type)
-    type_pattern(type, pat, sizeof pat);
   json_t *all = gpumd_engine_devices_json(call->d), *keep = json_array();
   size_t i;
   json_t *dev;
@@ -279,7 +268,7 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
     const char *name = json_string_value(json_object_get(dev, "name"));
     double total =
         (double)json_integer_value(json_object_get(json_object_get(dev, "memory"), "total"));
-    if (fnmatch(pat, name ? name : "", 0) == 0 && total >= min_gb * GIB)
+    if (gpum_gpu_type_matches(type, name) && total >= min_gb * GIB)
       json_array_append(keep, dev);
   }
   json_decref(all);
