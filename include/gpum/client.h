@@ -130,7 +130,7 @@ GPUM_API bool gpum_res_state_is_final(gpum_res_state_t st);
 typedef struct {
   uint64_t bytes_per_gpu; /* required, > 0 */
   unsigned gpus;
-  const char *model;          /* fnmatch pattern on the device name, or NULL */
+  const char *model;          /* GPU type (gpum/gputype.h: "A100", "H100*"), or NULL */
   uint64_t min_memory;        /* devices with at least this much total memory; 0: any */
   const char *const *devices; /* indexes or UUIDs to choose from, or NULL */
   size_t ndevices;

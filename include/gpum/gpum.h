@@ -11,6 +11,7 @@
  *   options.h      the options table, the YAML config, GPUM_* environment variables
  *   device.h       GPU discovery and sampling over NVML (or the host as a device)
  *   xid.h          what an NVIDIA XID error means
+ *   gputype.h      GPU types as people write them: vendor, family, memory; matching a request
  *   monitor.h      sampler threads, history, health state machine
  *   alert.h        alert rules, levels and callbacks
  *   profile.h      named timers and a benchmark helper
@@ -46,6 +47,7 @@
 #include <gpum/error.h>
 #include <gpum/estimate.h>
 #include <gpum/fence.h>
+#include <gpum/gputype.h>
 #include <gpum/log.h>
 #include <gpum/monitor.h>
 #include <gpum/options.h>

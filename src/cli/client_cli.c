@@ -23,7 +23,8 @@ volatile sig_atomic_t cli_signal_caught;
 const char cli_reserve_flags_help[] =
     "  --mem SIZE          GPU memory per GPU (required), e.g. 8GiB, 512MiB\n"
     "  --gpus N            number of GPUs (default 1)\n"
-    "  --type PATTERN      only GPUs whose name matches (shell pattern, e.g. 'H100*')\n"
+    "  --type TYPE         only GPUs of that type: A100, a100, A100-80GB, nvidia, or a\n"
+    "                      shell pattern on the name or family such as 'H100*'\n"
     "  --priority P        -100..100, higher is served first (default 0)\n"
     "  --timeout DURATION  give up when not granted within DURATION (e.g. 30s, 10m);\n"
     "                      default: wait as long as it takes\n"
@@ -80,7 +81,7 @@ int cli_take_reserve_flag(const char *cmd, int argc, char **argv, int *i, cli_re
     o->req.gpus = (unsigned)n;
   } else if (cli_take_flag(argc, argv, i, "--type", &v)) {
     if (!v || !*v)
-      return usage_error(cmd, "--type", v, "a GPU name pattern such as 'H100*'");
+      return usage_error(cmd, "--type", v, "a GPU type such as A100, A100-80GB or 'H100*'");
     o->req.model = v;
   } else if (cli_take_flag(argc, argv, i, "--priority", &v)) {
     if (!parse_long(v, -100, 100, &n))

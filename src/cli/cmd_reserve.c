@@ -25,7 +25,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: gpum reserve --mem SIZE [--gpus N] [--type PATTERN] [--priority P]\n"
+          "usage: gpum reserve --mem SIZE [--gpus N] [--type TYPE] [--priority P]\n"
           "                    [--timeout DURATION] [--label L] [--ttl DURATION] [--no-wait]\n"
           "                    [-q]\n"
           "\n"

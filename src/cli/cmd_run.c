@@ -38,7 +38,7 @@
 static void usage(FILE *out) {
   fprintf(
       out,
-      "usage: gpum run --mem SIZE | --estimate SPEC [--gpus N] [--type PATTERN] [--priority P]\n"
+      "usage: gpum run --mem SIZE | --estimate SPEC [--gpus N] [--type TYPE] [--priority P]\n"
       "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
       "                [--on-end term|keep] [-q] -- CMD [ARGS...]\n"
       "\n"

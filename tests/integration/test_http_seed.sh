@@ -47,7 +47,7 @@ CURL
 j '
 u = d["utilization"]; assert 0 <= u["gpu_utilization"] <= 1 and 0 <= u["gpu_memory_usage"] <= 1, u
 types = sorted(n["gpu_type"] for n in d["available_nodes"])
-assert types == ["NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-32GB"], d["available_nodes"]
+assert types == ["A100", "V100"], d["available_nodes"]
 for n in d["available_nodes"]:
     assert n["available_gpus"] == 2 and n["node_name"] and 0 <= n["utilization"] <= 1, n
     assert n["memory_per_gpu"] == (32 if "V100" in n["gpu_type"] else 80), n
@@ -60,7 +60,7 @@ curl -X GET "http://localhost:8000/api/v1/gpu/nodes?gpu_type=V100&min_memory_gb=
 CURL
 j '
 n = d["nodes"]; assert len(n) == 1, n
-assert n[0]["gpu_type"] == "Tesla V100-SXM2-32GB" and n[0]["available_gpus"] == 2, n
+assert n[0]["gpu_type"] == "V100" and n[0]["available_gpus"] == 2, n
 assert n[0]["memory_per_gpu"] == 32 and len(n[0]["devices"]) == 2, n' "$T_SCRATCH/nodes.json" ||
   t_fail "nodes: $(cat "$T_SCRATCH/nodes.json")"
 t_ok "GET nodes?gpu_type=V100&min_memory_gb=16: the V100s"
@@ -103,6 +103,14 @@ assert d["valid"] is True and d["could_fit"] is True and d["fits_now"] is True, 
 assert d["gpu_config"]["gpu_type"] == "A100" and d["gpu_config"]["reserved_bytes_per_gpu"] < 80 * 2**30, d' \
   "$T_SCRATCH/valid.json" || t_fail "validate: $(cat "$T_SCRATCH/valid.json")"
 t_ok "POST validate 1 x A100 80.0 GB: valid"
+
+# A type this node does not have: validate says what it would take (the type table).
+hp '
+v = expect("POST", "/api/v1/gpu/validate", 200, body={"gpu_count": 2, "gpu_type": "H100", "memory_gb": 80.0})
+assert v["valid"] is False and v["would_need"] == {"gpu_type": "H100", "gpus": 2, "memory_per_gpu": 80.0}, v
+assert v["reason"] == "this node has no H100; it would take 2 H100 cards (80 GB each)", v
+' || t_fail "validate of an absent type"
+t_ok "POST validate 2 x H100 on a node without: would_need 2 cards of 80 GB"
 
 seed >"$T_SCRATCH/tf.json" <<'CURL'
 curl -X POST "http://localhost:8000/api/v1/gpu/setup-tensorflow" \

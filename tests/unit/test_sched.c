@@ -1190,6 +1190,47 @@ static void test_no_wait(void **state) {
   fx_free(fx);
 }
 
+/* The model is a GPU type (gpum_gpu_type_matches): a family without case, never a longer
+ * family that starts the same (A10 is not an A100), family and memory, a vendor, a shell
+ * pattern on the name or on the family. */
+static void test_model_types(void **state) {
+  (void)state;
+  gpumd_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  add_h100(fx, 0, T0);
+  set_dev(fx, 1, "NVIDIA A100-SXM4-40GB", 40 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 2, "NVIDIA A100-SXM4-80GB", 80 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  static const struct {
+    const char *model;
+    uint64_t mask; /* the devices that match; 0: never fits */
+  } cases[] = {
+      {"A100", 6},           {"a100", 6},   {"NVIDIA A100", 6},  {"A100-80GB", 4},
+      {"a100 40gb", 2},      {"A10", 0},    {"H100", 1},         {"h100", 1},
+      {"nvidia", 7},         {"amd", 0},    {"*A100*", 6},       {"A100*", 6},
+      {"*a100*80GB*", 4},    {"H1??", 1},   {"NVIDIA H100*", 1}, {"SXM4", 0},
+      {"A100-SXM4-80GB", 4}, {"*V100*", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gpumd_sched_request_t q;
+    gpumd_sched_check_t c;
+    gpumd_sched_request_init(&q);
+    q.bytes_per_gpu = GiB;
+    q.model = cases[i].model;
+    q.gpus = (unsigned)__builtin_popcountll(cases[i].mask ? cases[i].mask : 1);
+    assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), 0);
+    if (c.could_fit != (cases[i].mask != 0) || (c.could_fit && c.device_mask != cases[i].mask))
+      fail_msg("model '%s': could_fit %d, devices %#llx (%s)", cases[i].model, c.could_fit,
+               (unsigned long long)c.device_mask, c.reason);
+  }
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
+  q.bytes_per_gpu = GiB;
+  q.model = "A10";
+  expect_never_fit(fx, &q, "no device on this node matching model 'A10'");
+  fx_free(fx);
+}
+
 /* gpumd_sched_check: the dry run answers like submit would, and changes nothing. */
 static void test_check(void **state) {
   (void)state;
@@ -1457,6 +1498,7 @@ int main(void) {
       cmocka_unit_test(test_names_and_ids),
       cmocka_unit_test(test_random_operations_keep_invariants),
       cmocka_unit_test(test_no_wait),
+      cmocka_unit_test(test_model_types),
       cmocka_unit_test(test_check),
       cmocka_unit_test(test_capacity_under_driver_reserved),
       cmocka_unit_test(test_require_fresh),

@@ -24,7 +24,7 @@ typedef struct {
   bool timeout_set;        /* q.timeout_ms was given; else the core takes job_timeout */
   const char *devices[GPUMD_SCHED_MAX_DEVICES];  /* q.devices points here */
   char device_text[GPUMD_SCHED_MAX_DEVICES][24]; /* indices a face spelt out (REST's numbers) */
-  char model[128];                               /* a pattern a face made (REST's gpu_type) */
+  char model[128];                               /* the GPU type a face was given (REST gpu_type) */
 } gpumd_reserve_req_t;
 /* An empty request: gpumd_sched_request_init's defaults, nothing given. */
 void gpumd_reserve_req_init(gpumd_reserve_req_t *req);

@@ -8,7 +8,6 @@
  * code. HTTP callers act as gpumd's own uid and pid; the API token makes them admins.
  * Reservations made over HTTP are TTL-bound (ttl, default 10 minutes).
  */
-#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 
 #include <gpum/alert.h>
 #include <gpum/error.h>
+#include <gpum/gputype.h>
 #include <gpum/session.h>
 #include <gpum/size.h>
 
@@ -100,14 +100,6 @@ static int get_string(json_t *o, const char *key, size_t max, const char **out) 
     return gpum_error(GPUM_EINVAL, "\"%s\" must be a string of at most %zu bytes", key, max);
   *out = json_string_value(v);
   return 0;
-}
-
-/* "A100" matches names containing A100; a pattern with * ? [ is used as given (fnmatch). */
-static void type_pattern(const char *t, char *buf, size_t len) {
-  if (strpbrk(t, "*?["))
-    snprintf(buf, len, "%s", t);
-  else
-    snprintf(buf, len, "*%s*", t);
 }
 
 /* The GPU configuration's own fields. */
@@ -199,7 +191,7 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out, gpumd_rest_config
   q->ttl_ms = (uint64_t)(json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000);
   q->no_wait = json_is_false(wait);
   if (type && *type) {
-    type_pattern(type, out->model, sizeof out->model);
+    snprintf(out->model, sizeof out->model, "%s", type); /* as given: gpum_gpu_type_matches */
     q->model = out->model;
   }
   for (size_t i = 0; devs && i < json_array_size(devs); i++) {
@@ -222,11 +214,16 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out, gpumd_rest_config
 }
 
 /* The memory a card of device dev's class is sold with, in GB as people write it (32 for a
- * 32 GB V100): its total rounded up to whole GiB. */
+ * 32 GB V100, 16 for a T4 whose driver shows 15 GiB): what its name states or its family's
+ * (gpum_gpu_type_memory_gb), else its total rounded up to whole GiB. */
 static double card_class_gb(json_t *dev) {
   double total =
       (double)json_integer_value(json_object_get(json_object_get(dev, "memory"), "total"));
-  return ceil(total / GIB - 1e-9);
+  double gb = ceil(total / GIB - 1e-9), named = 0;
+  const char *name = json_string_value(json_object_get(dev, "name"));
+  if (name && gpum_gpu_type_memory_gb(name, &named) == 0 && named > gb)
+    gb = named;
+  return gb;
 }
 
 /* "memory_gb" as the seed means it: a number up to a card's class (32.0 of a 32 GB V100) asks
@@ -243,7 +240,7 @@ static void whole_card(gpumd_t *d, gpumd_reserve_req_t *req, gpumd_rest_config_t
   json_t *dev;
   json_array_foreach(all, i, dev) {
     const char *name = json_string_value(json_object_get(dev, "name"));
-    if (req->q.model && fnmatch(req->q.model, name ? name : "", 0) != 0)
+    if (!gpum_gpu_type_matches(req->q.model, name ? name : ""))
       continue;
     uint64_t cap = (uint64_t)json_integer_value(json_object_get(dev, GPUM_PROTO_F_CAPACITY));
     if (cap >= asked) { /* a device that can grant it as asked: nothing to interpret */
@@ -299,10 +296,22 @@ json_t *gpumd_rest_config_json(const gpumd_reserve_req_t *req, const gpumd_rest_
 
 /* ---- status, nodes ------------------------------------------------------------------------ */
 
-/* A GPU type as the seed's users write it, for grouping and answers: the device's name. */
-static const char *type_of(json_t *dev) {
+/* A GPU type as the seed's users write it, for grouping and answers: the family of the
+ * device's name ("V100" for "Tesla V100-SXM2-32GB"), or the name when it names none. */
+#define TYPE_LEN 128
+static const char *type_of(json_t *dev, char buf[TYPE_LEN]) {
   const char *name = json_string_value(json_object_get(dev, "name"));
-  return name ? name : "";
+  gpum_gpu_type_t t;
+  if (name && gpum_gpu_type_parse(name, &t) == 0 && t.family[0])
+    name = t.family;
+  snprintf(buf, TYPE_LEN, "%s", name ? name : "");
+  return buf;
+}
+
+/* Whether devices a and b are of one GPU type. */
+static bool same_type(json_t *a, json_t *b) {
+  char ta[TYPE_LEN], tb[TYPE_LEN];
+  return strcmp(type_of(a, ta), type_of(b, tb)) == 0;
 }
 
 /* Whether a device can take a whole new job: AVAILABLE or BUSY, and nothing reserved on it
@@ -332,7 +341,8 @@ static json_t *seed_node(gpumd_t *d, const char *host, json_t *devs, const char 
   size_t i;
   json_t *dev;
   json_array_foreach(devs, i, dev) {
-    if (strcmp(type_of(dev), type) != 0)
+    char t[TYPE_LEN];
+    if (strcmp(type_of(dev, t), type) != 0)
       continue;
     avail += available(dev);
     double u = util_of(d, dev), gb = card_class_gb(dev);
@@ -365,9 +375,10 @@ static void seed_status(gpumd_t *d, json_t *body, double util, uint64_t used, ui
     bool seen = false;
     for (j = 0; j < i && !seen; j++) {
       prev = json_array_get(devs, j);
-      seen = !strcmp(type_of(prev), type_of(dev));
+      seen = same_type(prev, dev);
     }
-    json_t *n = seen ? NULL : seed_node(d, host, devs, type_of(dev));
+    char t[TYPE_LEN];
+    json_t *n = seen ? NULL : seed_node(d, host, devs, type_of(dev, t));
     if (n && json_integer_value(json_object_get(n, "available_gpus")) > 0)
       json_array_append(nodes, n);
     json_decref(n);
@@ -461,9 +472,6 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
   }
   if (type && (!*type || strlen(type) > 100))
     return gpum_error(GPUM_EINVAL, "gpu_type must be 1 to 100 characters");
-  char pat[128] = "*";
-  if (type)
-    type_pattern(type, pat, sizeof pat);
   json_t *all = gpumd_engine_devices_json(call->d), *keep = json_array();
   size_t i;
   json_t *dev;
@@ -471,7 +479,7 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
     const char *name = json_string_value(json_object_get(dev, "name"));
     double total =
         (double)json_integer_value(json_object_get(json_object_get(dev, "memory"), "total"));
-    if (fnmatch(pat, name ? name : "", 0) == 0 && total >= min_gb * GIB)
+    if (gpum_gpu_type_matches(type, name) && total >= min_gb * GIB)
       json_array_append(keep, dev);
   }
   json_decref(all);
@@ -484,18 +492,20 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
     call->out = json_pack("{s:[]}", "nodes");
     return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
   }
-  const char *most = type_of(json_array_get(keep, 0));
+  json_t *most = json_array_get(keep, 0);
   size_t best = 0;
   json_array_foreach(keep, i, dev) {
     size_t n = 0, j;
     json_t *other;
-    json_array_foreach(keep, j, other) n += !strcmp(type_of(other), type_of(dev));
+    json_array_foreach(keep, j, other) n += same_type(other, dev);
     if (n > best) {
       best = n;
-      most = type_of(dev);
+      most = dev;
     }
   }
-  json_t *node = seed_node(call->d, host, keep, most);
+  char most_type[TYPE_LEN];
+  type_of(most, most_type);
+  json_t *node = seed_node(call->d, host, keep, most_type);
   if (node) {
     json_object_set_new(node, "hostname", json_string(host));
     json_object_set_new(node, "devices", keep);
@@ -522,6 +532,37 @@ static int config_answer(gpumd_http_call_t *call, const gpumd_reserve_req_t *req
   return 0;
 }
 
+/* Whether any device here is of type (gpum_gpu_type_matches). */
+static bool node_has_type(gpumd_t *d, const char *type) {
+  bool any = false;
+  json_t *all = gpumd_engine_devices_json(d);
+  size_t i;
+  json_t *dev;
+  json_array_foreach(all, i, dev) {
+    const char *name = json_string_value(json_object_get(dev, "name"));
+    any = any || gpum_gpu_type_matches(type, name ? name : "");
+  }
+  json_decref(all);
+  return any;
+}
+
+/* A type this node does not have: what it would take, from the type table ("would_need":
+ * {"gpu_type", "gpus", "memory_per_gpu"}), and the reason says it. */
+static void type_absent(gpumd_http_call_t *call, const gpumd_reserve_req_t *req,
+                        const gpumd_rest_config_t *cfg) {
+  double gb = 0;
+  if (!cfg->gpu_type || !*cfg->gpu_type || node_has_type(call->d, cfg->gpu_type) ||
+      gpum_gpu_type_memory_gb(cfg->gpu_type, &gb) != 0)
+    return;
+  char why[512];
+  snprintf(why, sizeof why, "this node has no %s; it would take %u %s card%s (%g GB each)",
+           cfg->gpu_type, req->q.gpus, cfg->gpu_type, req->q.gpus == 1 ? "" : "s", gb);
+  json_object_set_new(call->out, "reason", json_string(why));
+  json_object_set_new(call->out, "would_need",
+                      json_pack("{s:s, s:I, s:f}", "gpu_type", cfg->gpu_type, "gpus",
+                                (json_int_t)req->q.gpus, "memory_per_gpu", gb));
+}
+
 int gpumd_http_validate(gpumd_http_call_t *call) {
   gpumd_actor_t a = http_actor(call);
   gpumd_reserve_req_t req;
@@ -532,6 +573,8 @@ int gpumd_http_validate(gpumd_http_call_t *call) {
   if (rc == 0)
     rc = config_answer(call, &req, &cfg, "valid",
                        json_is_true(json_object_get(call->out, "could_fit")));
+  if (rc == 0 && !json_is_true(json_object_get(call->out, "could_fit")))
+    type_absent(call, &req, &cfg);
   return rc;
 }
 

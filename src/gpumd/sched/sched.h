@@ -30,7 +30,7 @@
  * pressure is at least HIGH, so that the jobs on it are told to give memory back.
  *
  * Never-fit: a request that could not be granted even on an idle node (no device matches the
- * model pattern / min_memory / explicit list, an explicit device does not exist, more GPUs
+ * model (GPU type) / min_memory / explicit list, an explicit device does not exist, more GPUs
  * than matching devices, or bytes_per_gpu above total*fraction-margin of too many matching
  * devices) is rejected by gpumd_sched_submit() with GPUMD_SCHED_ENEVERFIT and a reason; it
  * never enters the queue. Device health does not count here (an ERROR device may recover).
@@ -81,7 +81,7 @@ extern "C" {
 
 #define GPUMD_RESV_TOKEN_LEN 33  /* 32 lowercase hex digits + NUL */
 #define GPUMD_RESV_LABEL_LEN 128 /* label, NUL included (longer: EINVAL at submit) */
-#define GPUMD_RESV_MODEL_LEN 128 /* model pattern, NUL included (longer: EINVAL) */
+#define GPUMD_RESV_MODEL_LEN 128 /* model (GPU type), NUL included (longer: EINVAL) */
 #define GPUMD_RESV_REASON_LEN 256
 #define GPUMD_RESV_ID_BUFSZ 24  /* "r-" + 20 digits + NUL */
 #define GPUMD_RESV_SLURM_LEN 24 /* a Slurm job or step id, NUL included: "N_T", 10 digits each */
@@ -160,7 +160,7 @@ typedef struct {
   /* The request. */
   uint64_t bytes_per_gpu;
   unsigned gpus;
-  char model[GPUMD_RESV_MODEL_LEN]; /* fnmatch(3) pattern on the device name; "" = any */
+  char model[GPUMD_RESV_MODEL_LEN]; /* GPU type, gpum_gpu_type_matches on the name; "" = any */
   uint64_t min_memory;              /* minimum total memory of a device; 0 = any */
   uint64_t want_mask;               /* explicit devices (bit = index); 0 = any device */
   int priority;                     /* -100..100, higher first */
@@ -196,7 +196,7 @@ int gpumd_resv_id_parse(const char *s, uint64_t *out);
 typedef struct {
   uint64_t bytes_per_gpu; /* > 0 */
   unsigned gpus;          /* 1..GPUMD_SCHED_MAX_DEVICES */
-  const char *model;      /* NULL or "" = any */
+  const char *model;      /* GPU type (gpum/gputype.h); NULL or "" = any */
   uint64_t min_memory;
   const char *const *devices; /* explicit devices: decimal index or exact UUID; NULL = any */
   size_t device_count;
@@ -226,7 +226,7 @@ void gpumd_sched_request_init(gpumd_sched_request_t *req);
 typedef struct {
   unsigned index; /* device-layer index, < GPUMD_SCHED_MAX_DEVICES */
   char uuid[GPUM_UUID_LEN];
-  char name[GPUM_NAME_LEN]; /* matched by the model pattern */
+  char name[GPUM_NAME_LEN]; /* matched by the model (gpum_gpu_type_matches) */
   uint64_t memory_total;
   uint64_t memory_used;     /* all processes (NVML); the pressure ratio is used / total */
   uint64_t memory_reserved; /* the driver's own (NVML memory info v2): never allocatable */

@@ -7,12 +7,12 @@
 #include "sched_internal.h"
 
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <gpum/error.h>
+#include <gpum/gputype.h>
 #include <gpum/size.h>
 
 #define ALL_DEVICES(d) for (unsigned d = 0; d < GPUMD_SCHED_MAX_DEVICES; d++)
@@ -38,7 +38,7 @@ bool gpumd__sched_matches(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigne
     return false;
   if (r->want_mask != 0 && !(r->want_mask & (1ull << d)))
     return false;
-  if (r->model[0] != '\0' && fnmatch(r->model, slot->v.name, 0) != 0)
+  if (r->model[0] != '\0' && !gpum_gpu_type_matches(r->model, slot->v.name))
     return false;
   return slot->v.memory_total >= r->min_memory;
 }
