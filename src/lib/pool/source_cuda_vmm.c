@@ -242,7 +242,7 @@ static int unreserve_locked(gpum__cuda_src_t *s, reservation_t *r) {
 
 static int reserve_in(gpum__cuda_src_t *s, void *arg) {
   const gpum__cuda_src_seg_t *a = arg;
-  reservation_t *r;
+  reservation_t *r = NULL;
   int rc = reserve_locked(s, a->size, false, &r);
   if (rc == 0)
     *a->out = r->base;
@@ -283,7 +283,7 @@ static void vmm_unreserve(void *ctx, gpum_devptr_t base, size_t size) {
 
 static int alloc_in(gpum__cuda_src_t *s, void *arg) {
   const gpum__cuda_src_seg_t *a = arg;
-  reservation_t *r;
+  reservation_t *r = NULL;
   int rc = reserve_locked(s, a->size, true, &r);
   if (rc == 0) {
     rc = map_range(s, r, 0, r->ngran);
