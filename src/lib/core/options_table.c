@@ -139,9 +139,10 @@ static const gpum_option_def_t builtin_table[] = {
      "keeps the table."},
     {"resources.default", GPUM_OPT_STRING, "nvidia.com/gpu", NULL, UNBOUNDED, false,
      "Kubernetes-style resource name of a GPU whose vendor has no name of its own below, and "
-     "of a request that names no vendor."},
+     "of a request that names no vendor; the resources.* names are those that status, the REST "
+     "API and /metrics labels give."},
     {"resources.nvidia", GPUM_OPT_STRING, "nvidia.com/gpu", NULL, UNBOUNDED, false,
-     "Resource name of NVIDIA GPUs, as status, the REST API and /metrics labels show it."},
+     "Resource name of NVIDIA GPUs."},
     {"resources.amd", GPUM_OPT_STRING, "amd.com/gpu", NULL, UNBOUNDED, false,
      "Resource name of AMD GPUs."},
     {"resources.intel", GPUM_OPT_STRING, "intel.com/gpu", NULL, UNBOUNDED, false,
