@@ -85,14 +85,17 @@ GPUM_API void gpum_config_free(gpum_config_t *cfg);
 GPUM_API int gpum_config_set(gpum_config_t *cfg, const char *key, const char *value,
                              gpum_opt_source_t source);
 
-/* Loads a YAML file (a mapping, nested or dotted keys; scalars only). GPUM_ENOENT when the
+/* Loads a YAML file (a mapping, nested or dotted keys; scalars only, and mappings for map
+ * options; the file aliases such as monitor_update_interval are read too). GPUM_ENOENT when the
  * file does not exist, GPUM_EPARSE on YAML errors (with line and column), GPUM_EUNKNOWN_KEY or
  * GPUM_EINVAL on a bad entry. All-or-nothing: on any error nothing from the file is applied. */
 GPUM_API int gpum_config_load_file(gpum_config_t *cfg, const char *path);
 
 /* Applies GPUM_* variables from envp (NULL: the process environment). Variables that are not
  * options are rejected with GPUM_EUNKNOWN_KEY only if they start with a known section prefix
- * (e.g. GPUM_HTTP_LISTNE); other GPUM_* names are ignored, since tools set their own. */
+ * (e.g. GPUM_HTTP_LISTNE); other GPUM_* names are ignored, since tools set their own. The
+ * environment aliases (SAFETY_MARGIN_MB...) are read too; a bad value of one is GPUM_EINVAL or
+ * GPUM_ERANGE naming the alias and its option. */
 GPUM_API int gpum_config_load_env(gpum_config_t *cfg, char *const *envp);
 
 /* Consumes option flags from argv: "--http-listen VALUE" and "--http-listen=VALUE" ("--flag"
