@@ -55,10 +55,10 @@ static void usage(FILE *out) {
   fprintf(out, "usage: gpum doctor [--json] [--no-color]\n"
                "\n"
                "Checks what gpum needs and reports each finding as OK, WARN or FAIL with a\n"
-               "suggestion: the configuration, the NVML library and driver version, the CUDA\n"
-               "driver library, /dev/nvidia* permissions, CUDA_VISIBLE_DEVICES against the\n"
-               "devices, device health and ECC, retired pages and remapped rows, and the\n"
-               "simulated node in use.\n"
+               "suggestion: the configuration and the other GPU managers' settings it read as\n"
+               "aliases, the NVML library and driver version, the CUDA driver library,\n"
+               "/dev/nvidia* permissions, CUDA_VISIBLE_DEVICES against the devices, device\n"
+               "health and ECC, retired pages and remapped rows, and the simulated node in use.\n"
                "\n"
                "options:\n"
                "  --json       print the findings as JSON\n"
@@ -128,6 +128,7 @@ int cmd_doctor(gpum_config_t *cfg, int argc, char **argv) {
   const char *node = getenv("GPUM_SIM_NODE");
   doc_ctx_t c = {.cfg = cfg, .sim_node = node && *node ? node : NULL};
   doc_check_config(&c, &r);
+  doc_check_aliases(&c, &r);
   doc_check_nvml(&c, &r);
   doc_check_cuda(&c, &r);
   doc_check_dev_files(&c, &r);

@@ -45,7 +45,8 @@ typedef struct {
 } doc_ctx_t;
 
 void doc_check_config(doc_ctx_t *c, doc_report_t *r);
-void doc_check_nvml(doc_ctx_t *c, doc_report_t *r); /* opens c->nvml */
+void doc_check_aliases(doc_ctx_t *c, doc_report_t *r); /* other GPU managers' settings read */
+void doc_check_nvml(doc_ctx_t *c, doc_report_t *r);    /* opens c->nvml */
 void doc_check_cuda(doc_ctx_t *c, doc_report_t *r);
 void doc_check_dev_files(doc_ctx_t *c, doc_report_t *r);
 void doc_check_visible_devices(doc_ctx_t *c, doc_report_t *r);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The checks of `gpum doctor`. Each looks at one thing (configuration, the NVML and CUDA
- * driver libraries, /dev/nvidia* permissions, CUDA_VISIBLE_DEVICES, device health and ECC,
- * retired pages and remapped rows) and adds findings with a suggestion the user can act on.
- * Devices are read through the device layer only; the CUDA driver through libgpum's internal
- * CUDA loader, so that doctor sees exactly what the memory pool will see.
+ * The checks of `gpum doctor`. Each looks at one thing (configuration, the aliases of other GPU
+ * managers' settings it read, the NVML and CUDA driver libraries, /dev/nvidia* permissions,
+ * CUDA_VISIBLE_DEVICES, device health and ECC, retired pages and remapped rows) and adds
+ * findings with a suggestion the user can act on. Devices are read through the device layer
+ * only; the CUDA driver through libgpum's internal CUDA loader, so that doctor sees exactly what
+ * the memory pool will see.
  */
 #include <ctype.h>
 #include <glob.h>
@@ -66,6 +67,23 @@ void doc_check_config(doc_ctx_t *c, doc_report_t *r) {
                                "not used",
                                c->sim_node);
     doc_suggest(f, "set backend to auto or nvml, or unset GPUM_SIM_NODE");
+  }
+}
+
+/* One finding per alias of another GPU manager's setting that the configuration read: OK when
+ * applied, WARN when gpum's own name overrode it or gpum has no such setting. */
+void doc_check_aliases(doc_ctx_t *c, doc_report_t *r) {
+  gpum_alias_read_t a;
+  char line[512];
+  for (size_t i = 0; gpum_config_alias_at(c->cfg, i, &a) == 0; i++) {
+    gpum_config_alias_describe(c->cfg, i, line, sizeof line);
+    doc_finding_t *f =
+        doc_add(r, "alias", a.state == GPUM_ALIAS_APPLIED ? DOC_OK : DOC_WARN, "%s", line);
+    if (a.state == GPUM_ALIAS_OVERRIDDEN)
+      doc_suggest(f, "remove %s, or %s if it is the value you mean (docs/config.md, Aliases)",
+                  a.name, a.by ? "the other alias" : "gpum's own setting of the option");
+    else if (a.state == GPUM_ALIAS_IGNORED)
+      doc_suggest(f, "remove %s: it has no effect on gpum (docs/config.md, Aliases)", a.name);
   }
 }
 

@@ -93,9 +93,9 @@ static void usage(FILE *out) {
     gpum_option_flag_name(def, flag, sizeof flag);
     gpum_option_env_name(def, env, sizeof env);
     static const char *const metavar[] = {
-        [GPUM_OPT_STRING] = "VALUE", [GPUM_OPT_BOOL] = "",     [GPUM_OPT_INT] = "N",
-        [GPUM_OPT_DOUBLE] = "X",     [GPUM_OPT_SIZE] = "SIZE", [GPUM_OPT_DURATION] = "TIME",
-        [GPUM_OPT_ENUM] = "MODE",
+        [GPUM_OPT_STRING] = "VALUE", [GPUM_OPT_BOOL] = "",          [GPUM_OPT_INT] = "N",
+        [GPUM_OPT_DOUBLE] = "X",     [GPUM_OPT_SIZE] = "SIZE",      [GPUM_OPT_DURATION] = "TIME",
+        [GPUM_OPT_ENUM] = "MODE",    [GPUM_OPT_MAP] = "NAME=N,...",
     };
     snprintf(left, sizeof left, "%s%s%s", flag, def->type == GPUM_OPT_BOOL ? "" : " ",
              metavar[def->type]);

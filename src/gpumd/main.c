@@ -271,6 +271,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   gpum_config_export_sim(d.cfg);
+  gpum_config_log_aliases(d.cfg, "gpumd"); /* other GPU managers' settings read, if any */
   d.start_ns = gpum__os_real_ns();
   rc = start(&d);
   if (rc != 0) {

@@ -7,6 +7,9 @@ set -euo pipefail
 : "${GPUM_SOURCE_DIR:?}"
 : "${GPUM_TEST_PROGS:?}"
 export GPUM_SIM_LIBRARY GPUM_BIN
+# Other GPU managers' variables are read as aliases of gpum's options (docs/config.md, Aliases):
+# a test sets the ones it means, none comes from the caller's environment.
+unset USE_GPU GPU_DEVICE MAX_CONCURRENT_JOBS JOB_TIMEOUT SAFETY_MARGIN_MB
 
 T_SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/gpum-test.XXXXXX")
 T_NODE="t$$-$RANDOM"

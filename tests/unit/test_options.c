@@ -1065,26 +1065,28 @@ static bool write_docs(void) {
   return w != NULL && strcmp(w, "1") == 0;
 }
 
-static void test_docs_config_md_in_step(void **state) {
-  (void)state;
+/* Checks that docs/config.md holds md between the markers begin and end; GPUM_WRITE_DOCS=1
+ * rewrites it. */
+static void md_block_in_step(const char *begin_marker, const char *end_marker, const char *md,
+                             const char *what) {
   const char *src = getenv("GPUM_SOURCE_DIR");
   if (src == NULL)
     skip();
   char path[4096];
   snprintf(path, sizeof path, "%s/docs/config.md", src);
-  char *doc = read_whole(path), *md = NULL;
+  char *doc = read_whole(path);
   if (doc == NULL)
     fail_msg("cannot read %s", path);
-  assert_int_equal(gpum_options_markdown(&md), 0);
-  char *begin = strstr(doc, MD_BEGIN), *end = begin ? strstr(begin, MD_END) : NULL;
+  char *begin = strstr(doc, begin_marker), *end = begin ? strstr(begin, end_marker) : NULL;
   if (begin == NULL || end == NULL)
-    fail_msg("%s lacks the markers " MD_BEGIN " and " MD_END, path);
-  begin += strlen(MD_BEGIN);
+    fail_msg("%s lacks the markers %s and %s", path, begin_marker, end_marker);
+  begin += strlen(begin_marker);
   size_t have = (size_t)(end - begin);
   if (have != strlen(md) || strncmp(begin, md, have) != 0) {
     if (!write_docs())
-      fail_msg("docs/config.md's option table differs from the options table; regenerate it "
-               "with GPUM_WRITE_DOCS=1 ctest --test-dir build -R unit.test_options");
+      fail_msg("docs/config.md's %s differs from the %s; regenerate it "
+               "with GPUM_WRITE_DOCS=1 ctest --test-dir build -R unit.test_options",
+               what, what);
     gpum__strbuf_t b = {0};
     char *out = NULL;
     gpum__strbuf_printf(&b, "%.*s%s%s", (int)(begin - doc), doc, md, end);
@@ -1093,8 +1095,18 @@ static void test_docs_config_md_in_step(void **state) {
     free(out);
     print_message("rewrote %s\n", path);
   }
-  free(md);
   free(doc);
+}
+
+static void test_docs_config_md_in_step(void **state) {
+  (void)state;
+  char *md = NULL;
+  assert_int_equal(gpum_options_markdown(&md), 0);
+  md_block_in_step(MD_BEGIN, MD_END, md, "options table");
+  free(md);
+  assert_int_equal(gpum_options_aliases_markdown(&md), 0);
+  md_block_in_step("<!-- aliases:begin -->\n", "<!-- aliases:end -->", md, "alias table");
+  free(md);
 }
 
 static void test_example_yaml_in_step(void **state) {

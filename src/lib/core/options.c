@@ -97,6 +97,83 @@ static int parse_enum(const gpum_option_def_t *def, const char *t, char **canon)
   return gpum_error(GPUM_EINVAL, "'%s' is not one of %s", t, def->choices ? def->choices : "");
 }
 
+static bool is_map_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         strchr("_.+-", c) != NULL;
+}
+
+/* True when the entries in b (canonical "NAME=N,NAME=N") hold name[0..n), case aside. */
+static bool map_has(const gpum__strbuf_t *b, const char *name, size_t n) {
+  for (const char *p = b->data; p != NULL && *p;) {
+    size_t e = strcspn(p, "=");
+    if (e == n && !strncasecmp(p, name, n))
+      return true;
+    p += strcspn(p, ",");
+    p += *p == ',';
+  }
+  return false;
+}
+
+/* Checks the entry e[0..n) ("NAME=NUMBER", spaces around either part allowed) and appends it
+ * to b without the spaces. */
+static int map_entry(const gpum_option_def_t *def, const char *e, size_t n, gpum__strbuf_t *b) {
+  char num[64];
+  double v;
+  while (n > 0 && isspace((unsigned char)*e))
+    e++, n--;
+  while (n > 0 && isspace((unsigned char)e[n - 1]))
+    n--;
+  const char *eq = memchr(e, '=', n);
+  if (n == 0)
+    return gpum_error(GPUM_EINVAL, "an empty entry (expected NAME=NUMBER, comma-separated)");
+  if (eq == NULL)
+    return gpum_error(GPUM_EINVAL, "'%.*s' is not NAME=NUMBER", (int)n, e);
+  size_t nl = (size_t)(eq - e), vl = n - nl - 1;
+  while (nl > 0 && isspace((unsigned char)e[nl - 1]))
+    nl--;
+  const char *val = eq + 1;
+  while (vl > 0 && isspace((unsigned char)*val))
+    val++, vl--;
+  for (size_t i = 0; i < nl; i++)
+    if (!is_map_name_char(e[i]))
+      nl = 0;
+  if (nl == 0)
+    return gpum_error(GPUM_EINVAL,
+                      "'%.*s': a name is letters, digits and _ . + - (expected NAME=NUMBER)",
+                      (int)n, e);
+  if (vl == 0 || vl >= sizeof num)
+    return gpum_error(GPUM_EINVAL, "'%.*s': expected a number after '='", (int)n, e);
+  memcpy(num, val, vl);
+  num[vl] = '\0';
+  int err = parse_double(def, num, &v);
+  if (err)
+    return gpum_error(err, "'%.*s': %s", (int)nl, e, gpum_last_error());
+  if (map_has(b, e, nl))
+    return gpum_error(GPUM_EINVAL, "'%.*s' is given twice", (int)nl, e);
+  gpum__strbuf_printf(b, "%s%.*s=%s", b->len ? "," : "", (int)nl, e, num);
+  return 0;
+}
+
+/* NAME=NUMBER entries separated by ','; *canon gets them without spaces (malloc'd). */
+static int parse_map(const gpum_option_def_t *def, const char *t, char **canon) {
+  gpum__strbuf_t b = {0};
+  int err = 0;
+  gpum__strbuf_puts(&b, "");
+  for (const char *p = t; *p && !err;) {
+    size_t n = strcspn(p, ",");
+    err = map_entry(def, p, n, &b);
+    p += n;
+    if (*p == ',' && p[1] == '\0')
+      err = err ? err : gpum_error(GPUM_EINVAL, "a trailing ','");
+    p += *p == ',';
+  }
+  if (err) {
+    free(b.data);
+    return err;
+  }
+  return gpum__strbuf_finish(&b, canon);
+}
+
 static const char *type_word(gpum_opt_type_t t) {
   switch (t) {
   case GPUM_OPT_BOOL:
@@ -111,6 +188,8 @@ static const char *type_word(gpum_opt_type_t t) {
     return "a duration such as 30s";
   case GPUM_OPT_ENUM:
     return "one of the choices";
+  case GPUM_OPT_MAP:
+    return "NAME=NUMBER entries";
   default:
     return "a string";
   }
@@ -123,7 +202,7 @@ int gpum__option_parse(const gpum_option_def_t *def, const char *text, gpum__opt
 
   if (text == NULL)
     return gpum_error(GPUM_EINVAL, "no value given");
-  if (def->type != GPUM_OPT_STRING && text[0] == '\0') {
+  if (def->type != GPUM_OPT_STRING && def->type != GPUM_OPT_MAP && text[0] == '\0') {
     if (def->type == GPUM_OPT_ENUM)
       return gpum_error(GPUM_EINVAL, "empty value (expected one of %s)", def->choices);
     return gpum_error(GPUM_EINVAL, "empty value (expected %s)", type_word(def->type));
@@ -148,6 +227,9 @@ int gpum__option_parse(const gpum_option_def_t *def, const char *text, gpum__opt
     break;
   case GPUM_OPT_ENUM:
     err = parse_enum(def, text, &canon);
+    break;
+  case GPUM_OPT_MAP:
+    err = parse_map(def, text, &canon);
     break;
   default:
     break;
@@ -199,6 +281,7 @@ void gpum_config_free(gpum_config_t *cfg) {
     return;
   free_values(cfg->values, cfg->count);
   free(cfg->file);
+  gpum__alias_uses_free(cfg->aliases, cfg->alias_count);
   free(cfg);
 }
 
@@ -210,10 +293,14 @@ int gpum__config_clone(const gpum_config_t *cfg, gpum_config_t **out) {
   gpum_config_t *c = calloc(1, sizeof *c);
   if (c == NULL)
     goto out_nomem;
-  *c = (gpum_config_t){cfg->defs, cfg->count,
-                       calloc(cfg->count ? cfg->count : 1, sizeof *cfg->values), NULL};
+  *c = (gpum_config_t){.defs = cfg->defs,
+                       .count = cfg->count,
+                       .values = calloc(cfg->count ? cfg->count : 1, sizeof *cfg->values)};
   if (c->values == NULL || (cfg->file && !(c->file = strdup(cfg->file))))
     goto out_free;
+  if (gpum__alias_uses_copy(cfg->aliases, cfg->alias_count, &c->aliases) != 0)
+    goto out_free;
+  c->alias_count = cfg->alias_count;
   for (size_t i = 0; i < cfg->count; i++) {
     c->values[i] = cfg->values[i];
     c->values[i].text = strdup(cfg->values[i].text);
@@ -231,8 +318,11 @@ out_nomem:
 void gpum__config_commit(gpum_config_t *cfg, gpum_config_t *staged) {
   free_values(cfg->values, cfg->count);
   free(cfg->file);
+  gpum__alias_uses_free(cfg->aliases, cfg->alias_count);
   cfg->values = staged->values;
   cfg->file = staged->file;
+  cfg->aliases = staged->aliases;
+  cfg->alias_count = staged->alias_count;
   staged->values = NULL;
   free(staged);
 }
@@ -264,7 +354,8 @@ int gpum__config_set_from(gpum_config_t *cfg, const char *key, const char *value
   int err = gpum__option_parse(&cfg->defs[i], value, &v);
   if (err)
     return gpum_error(err, "option '%s'%s: %s", key, from, gpum_last_error());
-  if (source < cfg->values[i].source) {
+  /* gpum's own name wins over an alias whatever their sources (options_alias.c) */
+  if (source < cfg->values[i].source && cfg->values[i].alias == 0) {
     free(v.text); /* valid, but a higher-precedence source already set it */
     return 0;
   }
@@ -336,6 +427,26 @@ uint64_t gpum_config_get_size(const gpum_config_t *cfg, const char *key) {
 uint64_t gpum_config_get_duration(const gpum_config_t *cfg, const char *key) {
   const gpum__opt_value_t *v = lookup(cfg, key, TYPE_BIT(GPUM_OPT_DURATION), __func__);
   return v ? v->v.u : 0;
+}
+
+int gpum_config_get_map(const gpum_config_t *cfg, const char *key, size_t i, char *name, size_t len,
+                        double *value) {
+  const gpum__opt_value_t *v = lookup(cfg, key, TYPE_BIT(GPUM_OPT_MAP), __func__);
+  if (v == NULL)
+    return gpum_error(GPUM_EINVAL, "'%s' is not a map option", key ? key : "(null)");
+  const char *p = v->text;
+  for (; i > 0 && *p; i--) {
+    p += strcspn(p, ",");
+    p += *p == ',';
+  }
+  if (*p == '\0')
+    return GPUM_ENOENT;
+  size_t nl = strcspn(p, "=");
+  if (name != NULL && len > 0)
+    snprintf(name, len, "%.*s", (int)nl, p);
+  if (value != NULL)
+    *value = strtod(p + nl + 1, NULL); /* checked when it was set */
+  return 0;
 }
 
 gpum_opt_source_t gpum_config_source(const gpum_config_t *cfg, const char *key) {

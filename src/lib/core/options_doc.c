@@ -138,6 +138,12 @@ static void put_type(gpum__strbuf_t *b, const gpum_option_def_t *def, bool markd
   case GPUM_OPT_DURATION:
     gpum__strbuf_puts(b, "duration (500ms, 30s, 1h30m)");
     break;
+  case GPUM_OPT_MAP:
+    if (def->min < def->max)
+      gpum__strbuf_printf(b, "map (NAME=NUMBER,...; numbers %g to %g)", def->min, def->max);
+    else
+      gpum__strbuf_puts(b, "map (NAME=NUMBER,...)");
+    break;
   case GPUM_OPT_ENUM:
     gpum__strbuf_puts(b, "one of ");
     for (const char *c = def->choices; *c;) {

@@ -6,6 +6,7 @@
  * Environment: GPUM_<KEY> for each option. Tools and tests set GPUM_* variables of their own
  * (GPUM_BIN, GPUM_CONFIG, GPUM_SOURCE_DIR...), so an unknown GPUM_* name is an error only when
  * it starts with a known section (GPUM_LOG_, GPUM_SIM_...), where it is almost surely a typo.
+ * Other GPU managers' variables (SAFETY_MARGIN_MB...) are read as aliases (options_alias.c).
  *
  * Flags: option flags are taken from anywhere before "--", so `gpum --log-level debug status`
  * and `gpum status --log-level debug` mean the same; every other argument keeps its order for
@@ -77,9 +78,16 @@ static int apply_env(gpum_config_t *staged, char *const *envp) {
   for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
     const char *entry = envp[i], *eq = strchr(entry, '=');
     char origin[160];
-    if (strncmp(entry, "GPUM_", 5) != 0 || eq == NULL)
+    if (eq == NULL)
       continue;
     size_t len = (size_t)(eq - entry);
+    if (strncmp(entry, "GPUM_", 5) != 0) {
+      const gpum__alias_def_t *a = gpum__alias_find(staged, entry, len, GPUM__ALIAS_ENV);
+      int err = a ? gpum__config_set_alias(staged, a, eq + 1, GPUM_OPT_SRC_ENV, "environment") : 0;
+      if (err)
+        return err;
+      continue;
+    }
     const gpum_option_def_t *def = find_env(staged, entry, len);
     if (def == NULL) {
       if (in_known_section(staged, entry, len))

@@ -6,7 +6,8 @@
  * dump and docs/config.md are all derived from the rows below. To add an option, add a row
  * (documentation order), then regenerate docs/config.md and examples/gpum.yaml with
  * `GPUM_WRITE_DOCS=1 ctest --test-dir build -R unit.test_options`. Enum choices are '|'-separated;
- * INT and DOUBLE bounds apply when min < max. Secrets are never shown in dumps.
+ * INT, DOUBLE and MAP bounds apply when min < max. Secrets are never shown in dumps. Other GPU
+ * managers' names for these options are in options_alias.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -132,6 +133,22 @@ static const gpum_option_def_t builtin_table[] = {
      "How long gpumd keeps finished reservations (released, expired, cancelled, failed) and "
      "audit rows in the ledger; older ones are deleted at start and then periodically "
      "(hourly at most), in small batches. 0 keeps them forever. Reloaded on SIGHUP."},
+    {"gputype.memory", GPUM_OPT_MAP, "", NULL, 0.1, 65536, false,
+     "Memory of GPU families in GB, such as \"T4=16,V100=32\" (in the file also a mapping "
+     "T4: 16), overriding the built-in table of GPU types for the families it names; empty "
+     "keeps the table."},
+    {"resources.default", GPUM_OPT_STRING, "nvidia.com/gpu", NULL, UNBOUNDED, false,
+     "Kubernetes-style resource name of a GPU whose vendor has no name of its own below, and "
+     "of a request that names no vendor; the resources.* names are those that status, the REST "
+     "API and /metrics labels give."},
+    {"resources.nvidia", GPUM_OPT_STRING, "nvidia.com/gpu", NULL, UNBOUNDED, false,
+     "Resource name of NVIDIA GPUs."},
+    {"resources.amd", GPUM_OPT_STRING, "amd.com/gpu", NULL, UNBOUNDED, false,
+     "Resource name of AMD GPUs."},
+    {"resources.intel", GPUM_OPT_STRING, "intel.com/gpu", NULL, UNBOUNDED, false,
+     "Resource name of Intel GPUs."},
+    {"resources.memory", GPUM_OPT_STRING, "gpum.io/gpu-memory", NULL, UNBOUNDED, false,
+     "Resource name of GPU memory."},
     {"http.listen", GPUM_OPT_STRING, "127.0.0.1:8642", NULL, UNBOUNDED, false,
      "Address and port of gpumd's REST API (docs/rest.md), such as 127.0.0.1:8642 or "
      "[::1]:8642; port 0 picks a free port; \"off\" or empty turns the API off. A "
