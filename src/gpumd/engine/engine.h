@@ -16,6 +16,13 @@ void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, boo
 /* Applies the ledger's disabled devices to the devices that have answered (at start, and when
  * a silent device answers). */
 void gpumd_engine_apply_disabled(gpumd_t *d);
+/* The Kubernetes-style resource name of a GPU called name (the resources.<vendor> option of
+ * its vendor, else resources.default). Never NULL. */
+const char *gpumd_engine_resource_of(gpumd_t *d, const char *name);
+/* The memory a card of name's family is sold with, in GB: what name states, else the
+ * gputype.memory option's figure for its family, else libgpum's table
+ * (gpum_gpu_type_memory_gb). Returns 0, or that function's error. */
+int gpumd_engine_class_gb(gpumd_t *d, const char *name, double *gb);
 /* The operator's switch on dev (answered, its UUID known), for the actor a: stored in the ledger
  * (by UUID, so that it survives restarts), applied to the monitor, logged, and seen by the
  * scheduler in this turn. Returns 0 or the ledger's or monitor's error (nothing changed). */

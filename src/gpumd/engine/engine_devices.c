@@ -7,12 +7,42 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <gpum/gputype.h>
 #include <gpum/log.h>
+#include <gpum/options.h>
 
 #include "engine.h"
 #include "gpumd.h"
 #include "ledger.h"
 #include "os_internal.h"
+
+const char *gpumd_engine_resource_of(gpumd_t *d, const char *name) {
+  gpum_gpu_type_t t;
+  const char *key = "resources.default";
+  if (name && gpum_gpu_type_parse(name, &t) == 0 && t.vendor != GPUM_GPU_VENDOR_UNKNOWN)
+    key = t.vendor == GPUM_GPU_VENDOR_NVIDIA ? "resources.nvidia"
+          : t.vendor == GPUM_GPU_VENDOR_AMD  ? "resources.amd"
+                                             : "resources.intel";
+  const char *r = gpum_config_get_string(d->cfg, key);
+  return r && *r ? r : gpum_config_get_string(d->cfg, "resources.default");
+}
+
+int gpumd_engine_class_gb(gpumd_t *d, const char *name, double *gb) {
+  gpum_gpu_type_t t;
+  if (name && gpum_gpu_type_parse(name, &t) == 0 && t.family[0] && t.memory_gb <= 0) {
+    char key[64];
+    double v = 0;
+    for (size_t i = 0; gpum_config_get_map(d->cfg, "gputype.memory", i, key, sizeof key, &v) == 0;
+         i++) {
+      gpum_gpu_type_t k;
+      if (gpum_gpu_type_parse(key, &k) == 0 && strcmp(k.family, t.family) == 0) {
+        *gb = v;
+        return 0;
+      }
+    }
+  }
+  return gpum_gpu_type_memory_gb(name, gb);
+}
 
 json_t *gpumd_engine_devices_json(gpumd_t *d) {
   json_t *arr = json_array();
@@ -43,6 +73,14 @@ json_t *gpumd_engine_devices_json(gpumd_t *d) {
                   (json_int_t)total, "used", (json_int_t)used, "free", (json_int_t)free_b,
                   "driver_reserved", have_drv ? json_integer((json_int_t)drv) : json_null());
     if (o) {
+      gpum_gpu_type_t t;
+      bool typed = gpum_gpu_type_parse(dev->info.name, &t) == 0;
+      json_object_set_new(
+          o, "vendor",
+          json_string(gpum_gpu_vendor_name(typed ? t.vendor : GPUM_GPU_VENDOR_UNKNOWN)));
+      json_object_set_new(o, "gpu_type",
+                          typed && t.family[0] ? json_string(t.family) : json_null());
+      json_object_set_new(o, "resource", json_string(gpumd_engine_resource_of(d, dev->info.name)));
       gpumd_engine_device_json(d, dev->index, o);
       json_array_append_new(arr, o);
     }

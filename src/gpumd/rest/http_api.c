@@ -216,12 +216,12 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out, gpumd_rest_config
 /* The memory a card of device dev's class is sold with, in GB as people write it (32 for a
  * 32 GB V100, 16 for a T4 whose driver shows 15 GiB): what its name states or its family's
  * (gpum_gpu_type_memory_gb), else its total rounded up to whole GiB. */
-static double card_class_gb(json_t *dev) {
+static double card_class_gb(gpumd_t *d, json_t *dev) {
   double total =
       (double)json_integer_value(json_object_get(json_object_get(dev, "memory"), "total"));
   double gb = ceil(total / GIB - 1e-9), named = 0;
   const char *name = json_string_value(json_object_get(dev, "name"));
-  if (name && gpum_gpu_type_memory_gb(name, &named) == 0 && named > gb)
+  if (name && gpumd_engine_class_gb(d, name, &named) == 0 && named > gb)
     gb = named;
   return gb;
 }
@@ -247,7 +247,7 @@ static void whole_card(gpumd_t *d, gpumd_reserve_req_t *req, gpumd_rest_config_t
       grant = 0;
       break;
     }
-    if (card_class_gb(dev) + 1e-9 >= asked_gb && cap > 0 && (grant == 0 || cap < grant)) {
+    if (card_class_gb(d, dev) + 1e-9 >= asked_gb && cap > 0 && (grant == 0 || cap < grant)) {
       grant = cap;
       model = name;
     }
@@ -345,7 +345,7 @@ static json_t *seed_node(gpumd_t *d, const char *host, json_t *devs, const char 
     if (strcmp(type_of(dev, t), type) != 0)
       continue;
     avail += available(dev);
-    double u = util_of(d, dev), gb = card_class_gb(dev);
+    double u = util_of(d, dev), gb = card_class_gb(d, dev);
     if (u >= 0) {
       util += u;
       nutil++;
@@ -552,7 +552,7 @@ static void type_absent(gpumd_http_call_t *call, const gpumd_reserve_req_t *req,
                         const gpumd_rest_config_t *cfg) {
   double gb = 0;
   if (!cfg->gpu_type || !*cfg->gpu_type || node_has_type(call->d, cfg->gpu_type) ||
-      gpum_gpu_type_memory_gb(cfg->gpu_type, &gb) != 0)
+      gpumd_engine_class_gb(call->d, cfg->gpu_type, &gb) != 0)
     return;
   char why[512];
   snprintf(why, sizeof why, "this node has no %s; it would take %u %s card%s (%g GB each)",

@@ -17,6 +17,7 @@
 
 #include <event2/buffer.h>
 #include <gpum/fence.h>
+#include <gpum/gputype.h>
 #include <gpum/version.h>
 
 #include "obs_internal.h"
@@ -282,9 +283,10 @@ static void device_metrics(writer_t *w, devview_t *v, unsigned n) {
   }
 }
 
-static void device_static_metrics(writer_t *w, devview_t *v, unsigned n) {
+static void device_static_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
   family(w, "gpum_device_info", "gauge",
-         "Static facts of each device as labels (pci_bus_id, compute_capability); always 1.");
+         "Static facts of each device as labels (pci_bus_id, compute_capability, vendor, "
+         "gpu_type, resource: its Kubernetes-style name); always 1.");
   for (unsigned i = 0; i < n; i++) {
     const gpum_device_info_t *in = &v[i].dev->info;
     char l[LABELS_LEN];
@@ -294,6 +296,11 @@ static void device_static_metrics(writer_t *w, devview_t *v, unsigned n) {
     if (in->valid & GPUM_INFO_COMPUTE_CAP)
       snprintf(cc, sizeof cc, "%d.%d", in->cc_major, in->cc_minor);
     label(l, sizeof l, "compute_capability", cc);
+    gpum_gpu_type_t t;
+    bool typed = gpum_gpu_type_parse(in->name, &t) == 0;
+    label(l, sizeof l, "vendor", gpum_gpu_vendor_name(typed ? t.vendor : GPUM_GPU_VENDOR_UNKNOWN));
+    label(l, sizeof l, "gpu_type", typed ? t.family : "");
+    label(l, sizeof l, "resource", gpumd_engine_resource_of(d, in->name));
     put(w, "gpum_device_info{%s} 1\n", l);
   }
   bool any = false;
@@ -561,7 +568,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
           d->sched ? gpumd_engine_resv_of_pid(d, dev->index, (int32_t)x->procs.pid[k]) : NULL;
   }
   daemon_metrics(d, &w);
-  device_static_metrics(&w, v, n);
+  device_static_metrics(d, &w, v, n);
   device_metrics(&w, v, n);
   xid_alert_metrics(d, &w, v, n);
   if (d->sched) {
