@@ -102,8 +102,7 @@ static int get_string(json_t *o, const char *key, size_t max, const char **out) 
   return 0;
 }
 
-/* The GPU configuration's own fields. */
-static int config_extras(json_t *b, gpumd_rest_config_t *cfg) {
+int gpumd_rest_config_extras(json_t *b, gpumd_rest_config_t *cfg) {
   static const char *const flags[] = {"distributed_training", "mixed_precision"};
   bool *vals[] = {&cfg->distributed, &cfg->mixed};
   bool *has[] = {&cfg->has_distributed, &cfg->has_mixed};
@@ -136,7 +135,7 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out, gpumd_rest_config
 #undef RESERVE_FIELDS
   int rc = gpumd_check_fields(b, setup ? setup_fields : fields);
   if (rc == 0)
-    rc = config_extras(b, cfg);
+    rc = gpumd_rest_config_extras(b, cfg);
   double mem = 0, minmem = 0, timeout = 0, ttl = DEFAULT_TTL_S;
   long long gpus = 1, prio = 0;
   bool has_mem = false, has;

@@ -71,30 +71,6 @@ static void target_init(target_t *t, unsigned gpus, uint64_t bytes_per_gpu) {
   t->devices = json_array();
 }
 
-/* The configuration's own fields beside a reservation ({"reservation", "master_port",
- * "distributed_training", "mixed_precision", "gpu_memory_fraction"}). */
-static int reservation_extras(json_t *b, gpumd_rest_config_t *cfg) {
-  static const char *const flags[] = {"distributed_training", "mixed_precision"};
-  bool *vals[] = {&cfg->distributed, &cfg->mixed};
-  bool *has[] = {&cfg->has_distributed, &cfg->has_mixed};
-  memset(cfg, 0, sizeof *cfg);
-  for (size_t i = 0; i < 2; i++) {
-    json_t *v = json_object_get(b, flags[i]);
-    *has[i] = v != NULL;
-    if (v && !json_is_boolean(v))
-      return gpum_error(GPUM_EINVAL, "\"%s\" must be true or false", flags[i]);
-    *vals[i] = json_is_true(v);
-  }
-  json_t *f = json_object_get(b, "gpu_memory_fraction");
-  cfg->fraction = 1.0;
-  cfg->has_fraction = f != NULL;
-  if (f && (!json_is_number(f) || !(json_number_value(f) > 0) || json_number_value(f) > 1))
-    return gpum_error(GPUM_EINVAL, "\"gpu_memory_fraction\" must be above 0 and at most 1");
-  if (f)
-    cfg->fraction = json_number_value(f);
-  return 0;
-}
-
 /* The granted reservation the body names. */
 static int from_reservation(gpumd_http_call_t *call, target_t *t) {
   static const char *const fields[] = {"reservation",          "master_port",
@@ -107,8 +83,10 @@ static int from_reservation(gpumd_http_call_t *call, target_t *t) {
     rc = gpum_error(GPUM_EINVAL, "\"reservation\" must be a string of at most 32 bytes");
   if (rc == 0 && gpumd_resv_id_parse(json_string_value(v), &id) != 0)
     rc = gpum_error(GPUM_EINVAL, "\"reservation\" must be a reservation id such as \"r-1\"");
-  if (rc == 0)
-    rc = reservation_extras(call->body, &t->cfg);
+  if (rc == 0) {
+    memset(&t->cfg, 0, sizeof t->cfg);
+    rc = gpumd_rest_config_extras(call->body, &t->cfg);
+  }
   if (rc != 0)
     return rc;
   const char *s = json_string_value(v);

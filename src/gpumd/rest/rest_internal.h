@@ -30,6 +30,9 @@ typedef struct {
   char note[256];  /* then, what is reserved and why */
 } gpumd_rest_config_t;
 
+/* The configuration's own fields of body (distributed_training, mixed_precision,
+ * gpu_memory_fraction) into cfg. Returns 0 or GPUM_EINVAL with the detail. */
+int gpumd_rest_config_extras(json_t *body, gpumd_rest_config_t *cfg);
 /* Decodes a body (allocate's fields; with setup, also "master_port") into req and cfg, and
  * reads "memory_gb" as the seed means it (a number up to a card's class asks for that card:
  * its capacity is reserved, cfg->note says so). Returns 0 or GPUM_EINVAL with the detail. */
