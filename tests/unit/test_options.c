@@ -26,54 +26,11 @@
 #include <gpum/options.h>
 
 #include "core/options_internal.h"
+#include "options_testlib.h"
 
 /* ---- helpers ---- */
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-static void expect_err(int got, int want, const char *part) {
-  if (got != want)
-    fail_msg("got %s (%s), expected %s", gpum_err_name(got), gpum_last_error(),
-             gpum_err_name(want));
-  if (part != NULL && strstr(gpum_last_error(), part) == NULL)
-    fail_msg("detail '%s' lacks '%s'", gpum_last_error(), part);
-}
-
-static gpum_config_t *new_config(void) {
-  gpum_config_t *cfg = NULL;
-  int err = gpum_config_new(&cfg);
-  if (err)
-    fail_msg("gpum_config_new: %s", gpum_last_error());
-  return cfg;
-}
-
-/* A scratch directory per test run, removed by the teardown. */
-static char scratch[64];
-
-static int make_scratch(void **state) {
-  (void)state;
-  snprintf(scratch, sizeof scratch, "/tmp/gpum-test-options-XXXXXX");
-  return mkdtemp(scratch) ? 0 : -1;
-}
-
-static int remove_scratch(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
-/* Writes content to a new file in the scratch directory; returns its path (static buffer). */
-static const char *write_yaml(const char *content) {
-  static char path[128];
-  snprintf(path, sizeof path, "%s/cfg-XXXXXX.yaml", scratch);
-  int fd = mkstemps(path, 5);
-  assert_true(fd >= 0);
-  size_t n = strlen(content);
-  assert_int_equal(write(fd, content, n), (ssize_t)n);
-  close(fd);
-  return path;
-}
 
 /* Every option's text and source, to check that a rejected load changed nothing. */
 static char *snapshot(const gpum_config_t *cfg) {

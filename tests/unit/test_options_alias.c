@@ -24,52 +24,11 @@
 #include <gpum/options.h>
 
 #include "core/options_internal.h"
+#include "options_testlib.h"
 
 #define MiB (1024ull * 1024ull)
 
 /* ---- helpers ---- */
-
-static void expect_err(int got, int want, const char *part) {
-  if (got != want)
-    fail_msg("got %s (%s), expected %s", gpum_err_name(got), gpum_last_error(),
-             gpum_err_name(want));
-  if (part != NULL && strstr(gpum_last_error(), part) == NULL)
-    fail_msg("detail '%s' lacks '%s'", gpum_last_error(), part);
-}
-
-static gpum_config_t *new_config(void) {
-  gpum_config_t *cfg = NULL;
-  if (gpum_config_new(&cfg) != 0)
-    fail_msg("gpum_config_new: %s", gpum_last_error());
-  return cfg;
-}
-
-static char scratch[64];
-
-static int make_scratch(void **state) {
-  (void)state;
-  snprintf(scratch, sizeof scratch, "/tmp/gpum-test-alias-XXXXXX");
-  return mkdtemp(scratch) ? 0 : -1;
-}
-
-static int remove_scratch(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
-/* Writes content to a new YAML file in the scratch directory; returns its path (static). */
-static const char *write_yaml(const char *content) {
-  static char path[128];
-  snprintf(path, sizeof path, "%s/cfg-XXXXXX.yaml", scratch);
-  int fd = mkstemps(path, 5);
-  assert_true(fd >= 0);
-  size_t n = strlen(content);
-  assert_int_equal(write(fd, content, n), (ssize_t)n);
-  close(fd);
-  return path;
-}
 
 /* The reading of alias name in cfg; fails the test when there is none. */
 static gpum_alias_read_t reading(const gpum_config_t *cfg, const char *name) {
