@@ -129,9 +129,10 @@ static void test_parse_proc_net_tcp(void **state) {
   assert_int_equal(t.uid, 65534);
   assert_int_equal(t.inode, 123456);
 #endif
+  static const char header[] = "  sl  local_address rem_address   st tx_queue rx_queue tr "
+                               "tm->when retrnsmt   uid  timeout inode\n";
+  assert_int_equal(gpum__os_parse_proc_net_tcp(header, &t), -EINVAL);
   static const char *const bad[] = {
-      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
-      "timeout inode\n", /* the header */
       "",
       "   0: 0100007F:1F90\n", /* short */
       "   0: 0100007G:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1\n",
@@ -140,8 +141,7 @@ static void test_parse_proc_net_tcp(void **state) {
       "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 x 0 1\n",
       "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0\n",
       "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 -1\n",
-      "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 "
-      "4294967296 0 1\n", /* uid beyond 32 bits */
+      "   0: 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 4294967296 0 1\n", /* uid over 32 bits */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_int_equal(gpum__os_parse_proc_net_tcp(bad[i], &t), -EINVAL);
