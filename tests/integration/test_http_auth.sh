@@ -10,8 +10,8 @@
 # [::1], a caller acts as the uid that owns its socket (sock_diag, as the socket's
 # SO_PEERCRED): its allocation is its own, it renews and releases that; as root, uid 65534
 # cannot release or renew another uid's reservation nor switch a device (403, as on the
-# socket), root is an admin, the token makes any caller an admin acting as gpumd, and the
-# audit rows of a tokenless caller's reservation name its uid.
+# socket), root and admin_group members are admins, the token makes any caller an admin acting
+# as gpumd, and the audit rows of a tokenless caller's reservation name its uid.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
 source "$(dirname "$0")/http_lib.sh"
@@ -146,8 +146,23 @@ gpumd = int(sys.argv[3])
 assert len(rows) >= 2 and all(r[3:] == (65534, gpumd) for r in rows), rows
 assert rows[-1] == ("GRANTED", "RELEASED", "released over HTTP", 65534, gpumd), rows
 EOF
+  # With admin_group set to uid 65534's primary group, that uid is an admin without a token
+  # too (its group found from the user database, as HTTP knows no gid): it releases root's.
+  gd_stop TERM
+  GPUM_ADMIN_GROUP=$(getent group 65534 | cut -d: -f1) gd_start
+  hp '
+r = expect("POST", "/api/v1/gpu/allocate", 201, body={"memory_gb": 1})["reservation"]
+assert r["uid"] == 0, r
+print(r["id"])
+' >"$T_OUT" || t_fail "root allocates"
+  hp_as_nobody '
+r = expect("DELETE", "/api/v1/reservations/" + args[0], 200)["reservation"]
+assert r["state"] == "RELEASED" and r["uid"] == 0, r
+' "$(cat "$T_OUT")" || t_fail "an admin_group member over HTTP without a token"
+  gd_stop TERM
+  gd_start
 fi
-t_ok "gpum http-token shows the token; --rotate replaces it at once (old 403, new works); admins only; without a token uid 65534 acts as itself (its own only, audited as such), root as an admin; the token makes an admin"
+t_ok "gpum http-token shows the token; --rotate replaces it at once (old 403, new works); admins only; without a token uid 65534 acts as itself (its own only, audited as such), root and admin_group as admins; the token makes an admin"
 
 # SIGHUP re-reads a token written into the file by hand.
 umask 077
