@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The small OS layer: clocks and /proc/PID/stat, written once for libgpum, gpumd and the
- * simulated driver. os.c is compiled into libgpum and into libgpum_sim (which must not link
- * libgpum), so nothing here sets libgpum's error detail or exports a symbol: failures are
- * negative errno values that the caller turns into its own message.
+ * The small OS layer: clocks, /proc/PID/stat and the owner of a local TCP peer, written once for
+ * libgpum, gpumd and the simulated driver. os.c is compiled into libgpum and into libgpum_sim
+ * (which must not link libgpum), so nothing here sets libgpum's error detail or exports a symbol:
+ * failures are negative errno values that the caller turns into its own message.
  *
  * Every function is thread-safe and async-signal-safe except where noted.
  */
@@ -49,5 +49,54 @@ int gpum__os_parse_proc_stat(const char *text, gpum__os_proc_stat_t *out);
 /* Reads /proc/PID/stat of pid. Returns 0, -ENOENT (no such process), -EINVAL (malformed) or
  * another negative errno (cannot open or read). Not async-signal-safe (strtoull). */
 int gpum__os_proc_stat(int pid, gpum__os_proc_stat_t *out);
+
+struct sockaddr;
+
+/* The owner of a TCP socket of this host (in the caller's network namespace). */
+typedef struct {
+  uint32_t uid;   /* the uid that created the socket (its file's owner, as ls -l /proc/PID/fd
+                     shows it), in the caller's user namespace */
+  uint64_t inode; /* the socket's inode, as in /proc/PID/fd's "socket:[INODE]"; never 0 */
+} gpum__os_sock_owner_t;
+
+/* The ways gpum__os_tcp_peer_owner may look (a mask): the kernel's sock_diag over netlink
+ * (NETLINK_SOCK_DIAG, an exact lookup of one socket), and /proc/net/tcp or tcp6 (read whole). */
+#define GPUM__OS_SOCK_NETLINK 1u
+#define GPUM__OS_SOCK_PROC 2u
+
+/* Finds the owner of the socket at the other end of a TCP connection whose two ends are both
+ * on this host, from one end: local and remote are that end's getsockname and getpeername
+ * (both AF_INET, or both AF_INET6). The socket looked for is the one whose own local address
+ * is remote and whose remote address is local. With GPUM__OS_SOCK_NETLINK, sock_diag is asked
+ * first (waiting at most timeout_ms for its answer, which the kernel gives at once); with
+ * GPUM__OS_SOCK_PROC, /proc/net/tcp (tcp6) is read when netlink was not asked or failed in any
+ * way (no sock_diag or inet_diag in the kernel, a filter on netlink sockets). Reading that file
+ * takes time in proportion to the host's TCP sockets and is not bounded by timeout_ms.
+ *
+ * Only a socket that a file still holds counts: one in TIME_WAIT, one closed by its process but
+ * not yet finished (orphaned), and one listening carry no owner (the kernel shows uid 0 for some
+ * of them), so they are -ENOENT. The answer is the socket's creator (or who root chowned it to),
+ * not necessarily the process using it now (a descriptor may be passed or inherited).
+ *
+ * Returns 0 with *out set, -ENOENT (no such socket with an owner), -EAFNOSUPPORT (not a pair of
+ * IPv4 or IPv6 addresses), -EINVAL (how names no way), -ETIMEDOUT (netlink did not answer;
+ * PROC not asked), or another negative errno. Not async-signal-safe; thread-safe. */
+int gpum__os_tcp_peer_owner(const struct sockaddr *local, const struct sockaddr *remote,
+                            unsigned how, int timeout_ms, gpum__os_sock_owner_t *out);
+
+/* One socket's line of /proc/net/tcp or /proc/net/tcp6. */
+typedef struct {
+  unsigned char local[16], remote[16]; /* addresses in network byte order (4 or 16 bytes) */
+  uint16_t lport, rport;               /* ports in host byte order */
+  unsigned alen;                       /* 4 (tcp) or 16 (tcp6): the address format of the line */
+  unsigned state;                      /* TCP_ESTABLISHED (1) ... TCP_LISTEN (10) */
+  uint32_t uid;
+  uint64_t inode; /* 0 when no file holds the socket (TIME_WAIT, orphaned) */
+} gpum__os_tcp_line_t;
+
+/* Parses one line of /proc/net/tcp or tcp6 ("  0: 0100007F:1F90 0100007F:A2C4 01 ... UID
+ * TIMEOUT INODE ..."; the kernel prints each 32-bit word of an address in hex as the host
+ * reads it from memory). Returns 0, or -EINVAL for the header line or a malformed one. */
+int gpum__os_parse_proc_net_tcp(const char *line, gpum__os_tcp_line_t *out);
 
 #endif /* GPUM_OS_INTERNAL_H */

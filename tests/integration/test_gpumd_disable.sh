@@ -4,7 +4,7 @@
 # REST and /metrics; new reservations go elsewhere or wait, the one already on it runs on; the
 # switch survives a restart of gpumd (it is in the ledger); gpum enable gives it back and the
 # waiting request is granted. A non-admin gets EPERM and nothing changes; bad devices are
-# refused. REST: the same calls, which need the token.
+# refused. REST: the same calls, for an admin: the token, or root on its own loopback connection.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/http_lib.sh"
@@ -69,10 +69,15 @@ disabled_again() { [ "$(state_of 1)" = DISABLED ]; }
 t_until 10 disabled_again || t_fail "GPU 1 not DISABLED after a restart: $(state_of 1)"
 t_ok "the switch survives a restart"
 
-# REST: the token is needed; enable over REST grants the waiting request.
+# REST: an admin is needed (the token, or root's own loopback connection); enable over REST
+# grants the waiting request.
 hp '
 tok = token()
-expect_err("POST", "/api/v1/gpu/devices/1/enable", 401, "EPERM", "Authorization", body={})
+# A malformed Authorization header is refused before anything else.
+expect_err("POST", "/api/v1/gpu/devices/1/enable", 401, "EPERM", "Bearer", body={},
+           headers={"Authorization": "Basic dXNlcjpwdw=="})
+# (Without a token the caller acts as the uid owning its loopback socket: this test runs as an
+# admin, who may switch devices so; test_http_auth shows a non-admin uid refused with 403.)
 expect_err("POST", "/api/v1/gpu/devices/9/enable", 404, "ENODEV", "9", tok=tok, body={})
 # A path that is not UTF-8 names no device either (it was a 500 "out of memory").
 resp = raw(b"POST /api/v1/gpu/devices/\xff\xfe/disable HTTP/1.1\r\nHost: x\r\n"

@@ -4,8 +4,10 @@
  * IPv6, localhost, loopback detection, bad hosts and ports), the token file (created 0600
  * with 64 hex digits, read back, refused when readable by others, too short, with spaces, or
  * missing without create), the constant-time token comparison, route matching with an {ID}
- * segment, the mapping of gpum error codes to HTTP statuses, and the UTF-8 cleaning of error
- * messages that quote a client's bytes.
+ * segment, the rule for calls without a token (a non-loopback listener refuses all; on
+ * loopback a call that changes state needs the caller's owner known), the mapping of gpum
+ * error codes to HTTP statuses, and the UTF-8 cleaning of error messages that quote a client's
+ * bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -136,6 +138,26 @@ static void test_path_match(void **state) {
   assert_false(gpumd_http_path_match("/r/{ID}", "/r/r-1234", small, sizeof small));
 }
 
+static void test_tokenless_rule(void **state) {
+  (void)state;
+  const char *msg = NULL;
+  /* A non-loopback listener: every call needs the token, whoever the caller is. */
+  for (int known = 0; known < 2; known++)
+    for (int mutating = 0; mutating < 2; mutating++) {
+      msg = NULL;
+      assert_int_equal(gpumd_http_tokenless_rule(false, known, mutating, &msg), 401);
+      assert_non_null(strstr(msg, "non-loopback"));
+    }
+  /* Loopback: reads are open; a change needs the owner of the caller's socket. */
+  assert_int_equal(gpumd_http_tokenless_rule(true, false, false, &msg), 0);
+  assert_int_equal(gpumd_http_tokenless_rule(true, true, false, &msg), 0);
+  assert_int_equal(gpumd_http_tokenless_rule(true, true, true, &msg), 0);
+  msg = NULL;
+  assert_int_equal(gpumd_http_tokenless_rule(true, false, true, &msg), 401);
+  assert_non_null(strstr(msg, "Authorization: Bearer"));
+  assert_non_null(strstr(msg, "owner"));
+}
+
 static void test_status_of(void **state) {
   (void)state;
   assert_int_equal(gpumd_http_status_of(GPUM_EINVAL), 400);
@@ -178,9 +200,10 @@ static void test_utf8_clean(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse_listen),  cmocka_unit_test_setup(test_token_file, make_dir),
-      cmocka_unit_test(test_token_matches), cmocka_unit_test(test_path_match),
-      cmocka_unit_test(test_status_of),     cmocka_unit_test(test_utf8_clean),
+      cmocka_unit_test(test_parse_listen),   cmocka_unit_test_setup(test_token_file, make_dir),
+      cmocka_unit_test(test_token_matches),  cmocka_unit_test(test_path_match),
+      cmocka_unit_test(test_tokenless_rule), cmocka_unit_test(test_status_of),
+      cmocka_unit_test(test_utf8_clean),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

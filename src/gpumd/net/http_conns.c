@@ -4,7 +4,8 @@
  * http.max_connections and its remote address's http.max_connections_per_peer (past either,
  * the connection that has waited longest for a request makes room, or the new one is answered
  * 503 when every one is busy), given a deadline for each request (http.timeout, which evhttp
- * only applies to idle time), and closed when it sends more than any request can hold.
+ * only applies to idle time), and closed when it sends more than any request can hold; and who
+ * a loopback caller is (the owner of its socket), found once per connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,6 +57,8 @@ struct gpumd_http_conn {
   uint64_t waiting_ns;                   /* when it began waiting (monotonic) */
   struct gpumd_http_conn *wprev, *wnext; /* every waiting connection */
   struct gpumd_http_conn *pprev, *pnext; /* its peer's waiting connections */
+  bool owner_looked;                     /* owner was looked up (gpumd__http_peer_owner) */
+  gpumd_http_owner_t owner;
 };
 
 /* A remote address with counted connections: an IPv4 address, or an IPv6 address's /64
@@ -420,4 +423,69 @@ void gpumd__http_check_fresh(struct gpumd_http *h, struct evhttp_connection *cur
     bufferevent_decref(h->fresh[i]);
   }
   h->nfresh = 0;
+}
+
+/* ---- who a loopback caller is ---------------------------------------------------------------- */
+
+/* How long sock_diag may take to answer (it answers within the request; this only bounds a
+ * kernel that does not). */
+#define GPUMD_HTTP_OWNER_TIMEOUT_MS 50
+
+/* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z: a peer in gpumd's own network namespace. */
+static bool loopback_peer(const struct sockaddr_storage *ss) {
+  if (ss->ss_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+  if (ss->ss_family != AF_INET6)
+    return false;
+  const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+  return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+static void owner_lookup(struct gpumd_http *h, struct evhttp_connection *evcon,
+                         gpumd_http_owner_t *out) {
+  memset(out, 0, sizeof *out);
+  struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+  int fd = bev ? bufferevent_getfd(bev) : -1;
+  struct sockaddr_storage local, remote;
+  socklen_t llen = sizeof local, rlen = sizeof remote;
+  if (fd < 0 || getsockname(fd, (struct sockaddr *)&local, &llen) != 0 ||
+      getpeername(fd, (struct sockaddr *)&remote, &rlen) != 0 || !loopback_peer(&remote))
+    return;
+  char *host = NULL;
+  ev_uint16_t port = 0;
+  evhttp_connection_get_peer(evcon, &host, &port);
+  gpum__os_sock_owner_t o;
+  int rc = gpum__os_tcp_peer_owner((struct sockaddr *)&local, (struct sockaddr *)&remote,
+                                   GPUM__OS_SOCK_NETLINK | GPUM__OS_SOCK_PROC,
+                                   GPUMD_HTTP_OWNER_TIMEOUT_MS, &o);
+  if (rc != 0) {
+    gpum_log(GPUM_LOG_INFO, "gpumd",
+             "HTTP: the owner of the socket of %s:%u is unknown (%s): its calls that change "
+             "state need the API token",
+             host ? host : "?", (unsigned)port, strerror(-rc));
+    return;
+  }
+  out->known = true;
+  out->uid = o.uid;
+  out->admin = gpumd_server_is_admin(h->d, (uid_t)o.uid, (gid_t)-1);
+  gpum_log(GPUM_LOG_DEBUG, "gpumd", "HTTP: %s:%u is uid %lu (socket inode %llu)%s",
+           host ? host : "?", (unsigned)port, (unsigned long)o.uid, (unsigned long long)o.inode,
+           out->admin ? " (admin)" : "");
+}
+
+void gpumd__http_peer_owner(struct gpumd_http *h, struct evhttp_connection *evcon,
+                            gpumd_http_owner_t *out) {
+  struct gpumd_http_conn *c = evcon ? *conn_slot(h, evcon) : NULL;
+  if (c && c->owner_looked) {
+    *out = c->owner;
+    return;
+  }
+  if (evcon)
+    owner_lookup(h, evcon, out);
+  else
+    memset(out, 0, sizeof *out);
+  if (c) {
+    c->owner = *out;
+    c->owner_looked = true;
+  }
 }

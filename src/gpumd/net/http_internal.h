@@ -37,10 +37,15 @@ typedef struct {
                               NULL */
   struct evkeyvalq *query; /* parsed query string (may be empty) */
   json_t *body;            /* parsed JSON body (an object; {} when none) */
-  bool admin;              /* showed the right token */
-  int status;              /* success status (default 200) */
-  json_t *out;             /* success body (stolen by the router) */
-  int err_status;          /* error status override (0: from the code) */
+  bool admin;              /* showed the right token, or a peer_known caller who is root or in
+                              admin_group */
+  /* No token, on a loopback listener: the owner of the caller's socket was found (peer_uid),
+   * and the caller acts as that uid (http_actor). false with a token: it acts as gpumd. */
+  bool peer_known;
+  uint32_t peer_uid;
+  int status;     /* success status (default 200) */
+  json_t *out;    /* success body (stolen by the router) */
+  int err_status; /* error status override (0: from the code) */
 } gpumd_http_call_t;
 
 typedef int (*gpumd_http_fn)(gpumd_http_call_t *call);
@@ -117,6 +122,18 @@ void gpumd__http_reply_error(struct gpumd_http *h, struct evhttp_request *req, i
 
 /* http_conns.c */
 struct gpumd_http_conn;
+/* Who a caller is, from the owner of its socket (a loopback peer only). */
+typedef struct {
+  bool known;   /* false: not a loopback peer, or its socket's owner could not be found */
+  uint32_t uid; /* the uid that owns the peer socket */
+  bool admin;   /* uid is root or in admin_group (gpumd_server_is_admin) */
+} gpumd_http_owner_t;
+/* The owner of the socket at the other end of evcon when that end is 127.0.0.0/8 or ::1 (the
+ * same network namespace), found through sock_diag (at most 50 ms) or /proc/net/tcp
+ * (gpum__os_tcp_peer_owner) at its first call for a counted connection and remembered for the
+ * connection's life; each failure is logged once and leaves known false. */
+void gpumd__http_peer_owner(struct gpumd_http *h, struct evhttp_connection *evcon,
+                            gpumd_http_owner_t *out);
 /* evhttp's bufferevent factory (arg: the struct gpumd_http): remembers the connection as
  * fresh, to be counted or refused by gpumd__http_check_fresh. */
 struct bufferevent *gpumd__http_make_bev(struct event_base *base, void *arg);
@@ -145,6 +162,12 @@ bool gpumd_http_token_matches(const char *want, const char *got, size_t got_len)
 /* Matches path against a route pattern where "{ID}" stands for one segment (copied to id,
  * at most idlen - 1 bytes). */
 bool gpumd_http_path_match(const char *pattern, const char *path, char *id, size_t idlen);
+/* The rule for a call without a token: on a non-loopback listener none is allowed; on a
+ * loopback one a call that changes state (mutating) needs the caller's owner known (it then
+ * acts as that uid), while a read-only one is allowed either way. 0 (allowed) or 401 with *msg
+ * saying why. */
+int gpumd_http_tokenless_rule(bool listener_loopback, bool owner_known, bool mutating,
+                              const char **msg);
 /* The HTTP status of a gpum error code (EINVAL 400, EPERM 403, ENOENT 404, ESTATE/EBUSY 409,
  * ENEVERFIT 422, EAGAIN 503, others 500). */
 int gpumd_http_status_of(int code);

@@ -13,6 +13,11 @@
 
 int gpumd_server_start(gpumd_t *d);
 void gpumd_server_stop(gpumd_t *d);
+/* Whether uid (with gid its primary group, or (gid_t)-1 when not known) is an admin: root, or
+ * a member of admin_group as the system's group database says (may ask NSS: getpwuid_r,
+ * getgrouplist). The socket decides it for each connection it accepts, the HTTP server for
+ * each loopback caller whose socket's owner it found. Loop thread. */
+bool gpumd_server_is_admin(const gpumd_t *d, uid_t uid, gid_t gid);
 /* Appends one JSON message (plus '\n') to conn's staged output. Steals msg. Returns 0 (also
  * when c is closed: nothing is sent), or -1 when msg is NULL or could not be staged (out of
  * memory; nothing of it is). */

@@ -107,6 +107,10 @@ static bool in_group(uid_t uid, gid_t gid, gid_t want) {
   return false;
 }
 
+bool gpumd_server_is_admin(const gpumd_t *d, uid_t uid, gid_t gid) {
+  return uid == 0 || (d->admin_gid_set && in_group(uid, gid, d->admin_gid));
+}
+
 /* ---- connections ---------------------------------------------------------------------- */
 
 static void conn_free(gpumd_conn_t *c) {
@@ -291,7 +295,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
   c->pid = cred.pid;
   /* Read once: the process that connected, even if its pid is reused while it stays open. */
   c->pid_start = gpumd_pid_start_or_zero(cred.pid);
-  c->admin = cred.uid == 0 || (d->admin_gid_set && in_group(cred.uid, cred.gid, d->admin_gid));
+  c->admin = gpumd_server_is_admin(d, cred.uid, cred.gid);
   c->next = d->conns;
   if (d->conns)
     d->conns->prev = c;

@@ -45,7 +45,8 @@
 #define MAX_SECONDS (30.0 * 24 * 3600)
 #define DEFAULT_TTL_S 600
 
-/* HTTP callers act as gpumd itself (its uid and pid), as an admin when they showed the token. */
+/* gpumd itself (its uid and pid), as an admin when admin: how HTTP callers act, but for the
+ * uid of a tokenless loopback caller whose socket's owner is known (http_actor). */
 static gpumd_actor_t actor_as_daemon(bool admin) {
   static uint64_t self_start;
   if (!self_start)
@@ -59,8 +60,15 @@ static gpumd_actor_t actor_as_daemon(bool admin) {
   return a;
 }
 
+/* The caller of call: with the token, gpumd as an admin; without one, the owner of its loopback
+ * socket when the router found it (an admin when root or in admin_group), as the socket's
+ * SO_PEERCRED makes its peer the actor, else gpumd as no admin. The pid stays gpumd's: the
+ * caller's process is not known (the audit reason says "over HTTP"). */
 static gpumd_actor_t http_actor(const gpumd_http_call_t *call) {
-  return actor_as_daemon(call->admin);
+  gpumd_actor_t a = actor_as_daemon(call->admin);
+  if (call->peer_known)
+    a.uid = call->peer_uid;
+  return a;
 }
 
 gpumd_actor_t gpumd_rest_actor(const gpumd_http_call_t *call) {

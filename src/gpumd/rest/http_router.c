@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpumd's HTTP router: the table of routes (path, methods, handler, whether it changes state),
- * the checks every request goes through (connection limit, method, token for mutating calls
- * and from non-loopback addresses, JSON body, query parameters) and the dispatch to the
+ * the checks every request goes through (connection limit, method, who calls: the token, or
+ * on loopback the owner of the caller's socket, JSON body, query parameters) and the dispatch
+ * to the
  * endpoints of http_api.c, /metrics (metrics.c), the event stream (sse.c) and the dashboard
  * (http_web.c).
  */
@@ -86,11 +87,30 @@ static const char *method_name(int m) {
   return m == M_GET ? "GET, HEAD" : m == M_POST ? "POST" : "DELETE";
 }
 
-/* The token check. Returns 0, or the status to refuse with (401, 403) and sets *msg. */
+int gpumd_http_tokenless_rule(bool listener_loopback, bool owner_known, bool mutating,
+                              const char **msg) {
+  if (!listener_loopback) {
+    *msg = "gpumd listens on a non-loopback address: every call needs Authorization: Bearer "
+           "TOKEN (gpum http-token shows it)";
+    return 401;
+  }
+  if (mutating && !owner_known) {
+    *msg = "this call changes state and needs Authorization: Bearer TOKEN (gpum http-token "
+           "shows it): the owner of this connection's socket could not be found";
+    return 401;
+  }
+  return 0;
+}
+
+/* Who calls, and whether they may (docs/rest.md, Security): with a token, an admin acting as
+ * gpumd; without one, on a loopback listener, the owner of the caller's socket when it is
+ * found (*owner), an admin when root or in admin_group. Returns 0, or the status to refuse
+ * with (401, 403) and sets *msg. */
 static int authorize(struct gpumd_http *h, struct evhttp_request *req, bool mutating, bool *admin,
-                     const char **msg) {
+                     gpumd_http_owner_t *owner, const char **msg) {
   const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
   *admin = false;
+  memset(owner, 0, sizeof *owner);
   if (auth) {
     if (strncasecmp(auth, "Bearer ", 7) != 0) {
       *msg = "the Authorization header must be \"Bearer TOKEN\"";
@@ -109,17 +129,10 @@ static int authorize(struct gpumd_http *h, struct evhttp_request *req, bool muta
     *admin = true;
     return 0;
   }
-  if (!h->loopback) {
-    *msg = "gpumd listens on a non-loopback address: every call needs Authorization: Bearer "
-           "TOKEN (gpum http-token shows it)";
-    return 401;
-  }
-  if (mutating) {
-    *msg = "this call changes state and needs Authorization: Bearer TOKEN (gpum http-token "
-           "shows it)";
-    return 401;
-  }
-  return 0;
+  if (h->loopback)
+    gpumd__http_peer_owner(h, evhttp_request_get_connection(req), owner);
+  *admin = owner->known && owner->admin;
+  return gpumd_http_tokenless_rule(h->loopback, owner->known, mutating, msg);
 }
 
 /* Parses the request body into call->body: an object, {} when empty. */
@@ -206,8 +219,14 @@ static int route_events(gpumd_http_call_t *call) {
 }
 
 static void dispatch(struct gpumd_http *h, struct evhttp_request *req, const route_t *r,
-                     const char *id, bool admin) {
-  gpumd_http_call_t call = {.d = h->d, .req = req, .id = id, .admin = admin, .status = 200};
+                     const char *id, bool admin, const gpumd_http_owner_t *owner) {
+  gpumd_http_call_t call = {.d = h->d,
+                            .req = req,
+                            .id = id,
+                            .admin = admin,
+                            .peer_known = owner->known,
+                            .peer_uid = owner->uid,
+                            .status = 200};
   struct evkeyvalq query;
   query.tqh_first = NULL; /* TAILQ_INIT without <sys/queue.h> */
   query.tqh_last = &query.tqh_first;
@@ -283,11 +302,12 @@ void gpumd_rest_on_request(struct evhttp_request *req, void *arg) {
     return;
   }
   bool admin = false;
+  gpumd_http_owner_t owner;
   const char *why = NULL;
-  int refuse = authorize(h, req, found->mutating, &admin, &why);
+  int refuse = authorize(h, req, found->mutating, &admin, &owner, &why);
   if (refuse) {
     gpumd__http_reply_error(h, req, refuse, GPUM_EPERM, why);
     return;
   }
-  dispatch(h, req, found, strstr(found->path, "{ID}") ? id : NULL, admin);
+  dispatch(h, req, found, strstr(found->path, "{ID}") ? id : NULL, admin, &owner);
 }
