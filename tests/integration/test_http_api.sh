@@ -171,6 +171,8 @@ expect_err("POST", "/api/v1/gpu/setup-pytorch", 409, "ESTATE", "QUEUED", body={"
 expect_err("POST", "/api/v1/gpu/setup-tensorflow", 404, "ENOENT", None, body={"reservation": "r-999"})
 # no reservation: a GPU configuration, which needs memory_gb as allocate does
 expect_err("POST", "/api/v1/gpu/setup-pytorch", 400, "EINVAL", "memory_gb", body={})
+expect_err("POST", "/api/v1/gpu/setup-tensorflow", 422, "ENEVERFIT", "can never fit on this node",
+           body={"memory_gb": 100})
 expect_err("POST", "/api/v1/gpu/setup-pytorch", 400, "EINVAL", "reservation",
            body={"reservation": 7})
 expect_err("POST", "/api/v1/gpu/setup-pytorch", 400, "EINVAL", "master_port",

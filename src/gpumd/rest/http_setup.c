@@ -117,7 +117,7 @@ static int from_config(gpumd_http_call_t *call, const gpumd_actor_t *a, target_t
   if (rc != 0)
     return rc;
   if (!json_is_true(json_object_get(chk, "could_fit"))) {
-    rc = gpum_error(GPUM_ENOSPC, "this configuration can never fit on this node: %s",
+    rc = gpum_error(GPUMD_SCHED_ENEVERFIT, "this configuration can never fit on this node: %s",
                     json_string_value(json_object_get(chk, "reason")));
     json_decref(chk);
     return rc;
