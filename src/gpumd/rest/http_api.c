@@ -5,8 +5,12 @@
  * the response body; reservation and device requests are decoded from the REST names and units
  * straight into the op cores' request structs (gpumd_*_req_t) and go through the same op cores
  * as the Unix socket (ops.c, admin.c), so scheduling, ownership and ledger writes are the same
- * code. HTTP callers act as gpumd's own uid and pid; the API token makes them admins.
- * Reservations made over HTTP are TTL-bound (ttl, default 10 minutes).
+ * code. A caller with the API token acts as gpumd's own uid, an admin; a loopback caller
+ * without it as the owner of its socket (http_router.c; docs/rest.md, "Who calls"), with gpumd's
+ * pid. Reservations made over HTTP are TTL-bound (ttl, default 10 minutes). Bodies in the
+ * seed's GPU configurations (distributed_training, mixed_precision, gpu_memory_fraction;
+ * memory_gb as a card's class) are read here too (gpumd_rest_config_decode), and the status and
+ * nodes answers carry the seed's fields beside gpum's.
  */
 #include <math.h>
 #include <stdio.h>
