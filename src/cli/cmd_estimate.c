@@ -11,6 +11,7 @@
 
 #include <gpum/error.h>
 #include <gpum/estimate.h>
+#include <gpum/gputype.h>
 #include <gpum/size.h>
 #include <jansson.h>
 
@@ -63,7 +64,8 @@ static void usage(FILE *out) {
       "  --allocator-base SIZE  ... plus SIZE (defaults 10 and 256MiB)\n"
       "\n"
       "output:\n"
-      "  --budget SIZE          the largest batch whose total fits SIZE (e.g. 80GiB)\n"
+      "  --budget SIZE|TYPE     the largest batch whose total fits SIZE (e.g. 80GiB) or a card\n"
+      "                         of GPU type TYPE (e.g. A100-40GB, V100: libgpum's memory table)\n"
       "  --effective-batch N    gradient-accumulation steps to reach N samples per step\n"
       "  --json                 one key per component, in bytes\n"
       "\n"
@@ -176,8 +178,16 @@ static int parse(int argc, char **argv, est_args_t *a) {
       int rc = 0;
       if (!strcmp(key, "budget")) {
         a->have_budget = true;
-        if (gpum_size_parse(v, &a->budget) != 0 || a->budget == 0) {
-          fprintf(stderr, "gpum estimate: --budget: invalid size '%s' (e.g. 80GiB)\n", v);
+        double gb = 0;
+        if (gpum_size_parse(v, &a->budget) == 0 && a->budget > 0) {
+          /* a size */
+        } else if (gpum_gpu_type_memory_gb(v, &gb) == 0 && gb > 0) {
+          a->budget = (uint64_t)(gb * 1073741824.0); /* the card's GB as gpum reads memory_gb */
+        } else {
+          fprintf(stderr,
+                  "gpum estimate: --budget: '%s' is neither a size (e.g. 80GiB) nor a GPU type "
+                  "of the memory table (e.g. A100-40GB)\n",
+                  v);
           return CLI_EXIT_USAGE;
         }
       } else if (!strcmp(key, "effective-batch")) {

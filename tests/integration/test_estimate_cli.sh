@@ -48,6 +48,15 @@ grep -q 'largest batch within 24.00 GiB' "$T_OUT" || t_fail "budget text: $(cat 
 grep -q 'accumulation steps of micro-batch' "$T_OUT" || t_fail "accumulation text: $(cat "$T_OUT")"
 t_ok "--budget 24GiB: batch $b fits, $((b + 1)) does not; --effective-batch"
 
+# A GPU type as the budget: a card of its class (libgpum's memory table), as its GiB would say.
+t_expect 0 "$G" estimate gpt2 --mode training --budget RTX4090 --json
+cp "$T_OUT" "$T_SCRATCH/by_type.json"
+t_expect 0 "$G" estimate gpt2 --mode training --budget 24GiB --json
+cmp -s "$T_OUT" "$T_SCRATCH/by_type.json" || t_fail "--budget RTX4090 is not --budget 24GiB"
+t_expect 2 "$G" estimate gpt2 --budget Z9000
+grep -q "neither a size (e.g. 80GiB) nor a GPU type" "$T_ERR" || t_fail "bad budget: $(cat "$T_ERR")"
+t_ok "--budget RTX4090 is a 24 GB card's budget; an unknown type is a usage error"
+
 # Shapes by flags, and a Hugging Face config.json.
 t_expect 0 "$G" estimate --kind transformer --layers 12 --hidden 768 --heads 12 --vocab 50257 \
   --positions 1024 --seq 1024 --decoder --json
