@@ -156,6 +156,10 @@ static const gpum_option_def_t builtin_table[] = {
     {"http.event_replay", GPUM_OPT_SIZE, "4MiB", NULL, UNBOUNDED, false,
      "Recent events gpumd keeps to replay to an event stream that reconnects with "
      "Last-Event-ID (docs/metrics.md); 0 keeps none: every such stream gets a reset."},
+    {"slurm.nodes_refresh", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
+     "gpumd: how often the cluster's GPU nodes are read from Slurm's controller for the REST "
+     "node listing (docs/slurm.md), where libslurm and a slurm.conf are found; 0 turns it "
+     "off. Takes effect at the next start."},
     {"color", GPUM_OPT_ENUM, "auto", "auto|always|never", UNBOUNDED, false,
      "Colour in terminal output: auto colours only when the output is a terminal and NO_COLOR "
      "is not set."},
