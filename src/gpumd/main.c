@@ -131,7 +131,7 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
                                       "http.max_header",
                                       "http.timeout",
                                       "http.event_replay",
-                                      "slurm.nodes_refresh"};
+                                      "cluster.slurm_refresh"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
     if (strcmp(gpum_config_get_string(cfg, fixed[i]), gpum_config_get_string(d->cfg, fixed[i])))
       gpum_log(GPUM_LOG_WARN, "gpumd", "%s changed: it takes effect at the next start", fixed[i]);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The cluster's GPU nodes, cached (cluster.h): a thread that every slurm.nodes_refresh runs
+ * The cluster's GPU nodes, cached (cluster.h): a thread that every cluster.slurm_refresh runs
  * gpumd again as a child to ask Slurm (`gpumd --slurm-nodes-query`, whose main is here too),
  * reads its one JSON line through a pipe within a timeout, and swaps the decoded list into the
  * cache; the loop thread copies the cache into the seed's node entries under the same lock.
@@ -341,10 +341,10 @@ static void *refresh_thread(void *arg) {
 }
 
 int gpumd_cluster_start(gpumd_t *d) {
-  uint64_t every = gpum_config_get_duration(d->cfg, "slurm.nodes_refresh");
+  uint64_t every = gpum_config_get_duration(d->cfg, "cluster.slurm_refresh");
   if (every == 0) {
     gpum_log(GPUM_LOG_INFO, "cluster",
-             "the cluster's nodes are not listed: slurm.nodes_refresh "
+             "the cluster's nodes are not listed: cluster.slurm_refresh "
              "is 0");
     return 0;
   }

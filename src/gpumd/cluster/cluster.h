@@ -2,7 +2,7 @@
 /*
  * The cluster's GPU nodes as Slurm knows them (cluster.c, cluster_seed.c), for the REST face's
  * node listing: a cached copy of libgpum's gpum_slurm_gpu_nodes, refreshed every
- * slurm.nodes_refresh on a thread of its own.
+ * cluster.slurm_refresh on a thread of its own.
  *
  * Each refresh runs the query in a child process, gpumd itself started again with
  * GPUMD_CLUSTER_QUERY_ARG, which prints the nodes as one JSON document and exits: libslurm
@@ -27,7 +27,7 @@
 #define GPUMD_CLUSTER_QUERY_TIMEOUT_MS 30000
 #define GPUMD_CLUSTER_STALE_MS 90000
 
-/* Starts the refresh thread when slurm.nodes_refresh is not 0 and a slurm.conf is found
+/* Starts the refresh thread when cluster.slurm_refresh is not 0 and a slurm.conf is found
  * (gpum_slurm_conf_path); logs why at info level when it does not start. The thread ends
  * itself, logging why, when the first query finds no usable libslurm (GPUM_ENOTSUP); other
  * failures (slurmctld not answering) are logged as warnings when their reason changes and
