@@ -251,16 +251,18 @@ static int query(struct gpumd_cluster *c, gpum_slurm_node_t **out, size_t *n, ch
   char *text = NULL;
   rc = read_child(fd, gpum__os_mono_ns() + GPUMD_CLUSTER_QUERY_TIMEOUT_MS * 1000000ull, &text);
   close(fd);
+  /* Forgotten before it is reaped, so that gpumd_cluster_stop never signals a pid that may
+   * have been reused; its output has ended, so it is exiting or killed already. */
+  pthread_mutex_lock(&c->lock);
+  c->child = 0;
+  pthread_mutex_unlock(&c->lock);
   if (rc != 0)
     kill(pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  pthread_mutex_lock(&c->lock);
-  c->child = 0;
-  pthread_mutex_unlock(&c->lock);
   if (rc == GPUM_ETIMEDOUT)
-    snprintf(why, wlen, "no answer from Slurm within %u s (the query was killed)",
+    snprintf(why, wlen, "no answer from Slurm within %d s (the query was killed)",
              GPUMD_CLUSTER_QUERY_TIMEOUT_MS / 1000);
   else if (rc != 0)
     snprintf(why, wlen, "reading the query's answer: %s", gpum_strerror(rc));
@@ -329,7 +331,7 @@ static void *refresh_thread(void *arg) {
       c->n = n;
       c->fetched_ns = gpum__os_mono_ns();
       pthread_mutex_unlock(&c->lock);
-    } else if (rc == GPUM_ENOTSUP) {
+    } else if (rc == GPUM_ENOTSUP && !ever) {
       gpum_log(GPUM_LOG_INFO, "cluster", "the cluster's nodes are not listed: %s", why);
       break;
     } else if (strcmp(why, c->last_error) != 0) {

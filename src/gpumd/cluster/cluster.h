@@ -29,9 +29,10 @@
 
 /* Starts the refresh thread when cluster.slurm_refresh is not 0 and a slurm.conf is found
  * (gpum_slurm_conf_path); logs why at info level when it does not start. The thread ends
- * itself, logging why, when the first query finds no usable libslurm (GPUM_ENOTSUP); other
- * failures (slurmctld not answering) are logged as warnings when their reason changes and
- * retried at the next refresh. Returns 0 (also when nothing starts), or GPUM_ENOMEM. */
+ * itself, logging why, when Slurm is not available (GPUM_ENOTSUP: no libslurm.so.38) before
+ * any query succeeded; other failures (slurmctld not answering, a slurm.conf gone or broken)
+ * are logged as warnings when their reason changes and retried at the next refresh. Returns 0 (also
+ * when nothing starts), or GPUM_ENOMEM. */
 int gpumd_cluster_start(gpumd_t *d);
 
 /* Stops the thread (a query running then is killed) and frees the cache. d->cluster may be
