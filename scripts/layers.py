@@ -17,8 +17,8 @@ import os
 import subprocess
 import sys
 
-GPUMD_ORDER = ["util", "sched", "ledger", "net", "devices", "obs", "engine", "ops", "proto",
-               "rest", "daemon"]
+GPUMD_ORDER = ["util", "sched", "ledger", "net", "devices", "cluster", "obs", "engine", "ops",
+               "proto", "rest", "daemon"]
 
 
 def read_objects(root, top_name, sources=None):

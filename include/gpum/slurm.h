@@ -97,6 +97,58 @@ GPUM_API const char *gpum_slurm_plugin_path(void);
 GPUM_API int gpum_slurm_install(const char *dir, const char *gres_conf, const char *plugin,
                                 char **report);
 
+/* --- The cluster's GPU nodes, as Slurm's controller knows them ----------------------------- */
+
+#define GPUM_SLURM_NODE_NAME_MAX 64
+#define GPUM_SLURM_STATE_MAX 64
+#define GPUM_SLURM_NODE_TYPES_MAX 8 /* GPU types per node; more are left out */
+
+/* One GPU type of a node: its gres "gpu:a100:4(S:0-1)" gives type "a100" and total 4, its
+ * gres_used "gpu:a100:2(IDX:0-1)" used 2. An untyped gres ("gpu:4") has type "". */
+typedef struct {
+  char type[GPUM_SLURM_TYPE_MAX];
+  uint32_t total; /* the node's GPUs of this type */
+  uint32_t used;  /* of them, allocated to jobs now (at most total) */
+} gpum_slurm_gpus_t;
+
+typedef struct {
+  char name[GPUM_SLURM_NODE_NAME_MAX]; /* Slurm's NodeName */
+  /* Slurm's state in lower case, "idle", "mixed", "allocated", "down", "unknown", "future",
+   * with its flags after '+': "+drain", "+completing", "+not_responding", "+fail", "+maint",
+   * "+powered_down", "+reserved" ("idle+drain"). */
+  char state[GPUM_SLURM_STATE_MAX];
+  bool usable;              /* idle, mixed or allocated, and not draining, failing, powered
+                               down or silent: Slurm may place new jobs there */
+  uint64_t real_memory_mib; /* the node's RealMemory (host memory, MiB) */
+  size_t ntypes;            /* 1 or more */
+  gpum_slurm_gpus_t gpus[GPUM_SLURM_NODE_TYPES_MAX];
+} gpum_slurm_node_t;
+
+/* Slurm's configuration file as libslurm finds it: $SLURM_CONF, else /etc/slurm/slurm.conf
+ * (Debian's Slurm), else /etc/slurm-llnl/slurm.conf (older Debian), the first that is a
+ * readable file; NULL when none is (gpum then never asks libslurm, which would look for a
+ * controller in DNS: configless Slurm is not supported). The string is the environment's or a
+ * constant. Thread-safe while the environment does not change. */
+GPUM_API const char *gpum_slurm_conf_path(void);
+
+/* The cluster's GPU nodes, in the order slurmctld lists them: every node with a gres named
+ * "gpu", its GPU types with their counts and what jobs hold of them, from Slurm 22.05's
+ * libslurm (libslurm.so.38, loaded with dlopen on the first call and never unloaded: its
+ * plugins need its symbols global, RTLD_GLOBAL) and the controller of gpum_slurm_conf_path().
+ * *out is malloc'd (gpum_slurm_nodes_free; NULL when *n is 0).
+ * Returns 0; GPUM_ENOTSUP when Slurm is not available here (no slurm.conf, libslurm.so.38
+ * absent or lacking a function; the detail says which); GPUM_EAGAIN when slurmctld did not
+ * answer (the detail has Slurm's reason); GPUM_ENOMEM.
+ * Blocks while libslurm talks to slurmctld: up to its MessageTimeout and retries (tens of
+ * seconds when the controller does not answer), so a program with an event loop calls it off
+ * that loop. libslurm reads slurm.conf once, on the first call in a process, and ends the
+ * process (exit 1) when that file cannot be parsed: a program that must survive a broken
+ * slurm.conf calls this in a child process (gpumd does). Thread-safe (calls are serialised). */
+GPUM_API int gpum_slurm_gpu_nodes(gpum_slurm_node_t **out, size_t *n);
+
+/* Frees what gpum_slurm_gpu_nodes returned; NULL is a no-op. */
+GPUM_API void gpum_slurm_nodes_free(gpum_slurm_node_t *nodes);
+
 /* --- A job step's reservation --------------------------------------------------------------- */
 
 #define GPUM_SLURM_STEP_ENV_MAX (GPUM_RESERVATION_ENV_MAX + 2)

@@ -3,10 +3,13 @@
  * `gpum slurm conf`: prints the gres.conf and slurm.conf lines that describe this node's GPUs
  * to Slurm (gpum/slurm.h, docs/slurm.md): a gres/gpu per GPU and one gres/shard per unit of the
  * memory gpumd may grant on it, so that Slurm's placement bin-packs memory per GPU.
+ * `gpum slurm nodes`: the cluster's GPU nodes as Slurm's controller lists them.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include <gpum/error.h>
 #include <gpum/size.h>
@@ -18,7 +21,14 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: gpum slurm conf [--shard-unit SIZE] [--node NAME] [--dev-dir DIR]\n"
           "                       [--gres | --slurm | --install DIR [--plugin 'PATH [ARGS]']]\n"
+          "       gpum slurm nodes [--json]\n"
           "\n"
+          "nodes: the cluster's GPU nodes from Slurm's controller (libslurm.so.38, Slurm\n"
+          "22.05; slurm.conf from $SLURM_CONF or /etc/slurm): each node's GPU types with how\n"
+          "many it has and how many jobs hold, and its state. Exit status 1 when Slurm is not\n"
+          "available here or its controller does not answer.\n"
+          "\n"
+          "conf:\n"
           "Prints this node's lines for Slurm (docs/slurm.md), from the GPUs the device layer\n"
           "sees:\n"
           "  gres.conf   AutoDetect=off; 'Name=gpu Type=TYPE File=DIR/nvidiaN' per GPU and\n"
@@ -175,6 +185,64 @@ static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
   return CLI_EXIT_OK;
 }
 
+/* One node as `gpum slurm nodes --json` shows it. */
+static json_t *node_json(const gpum_slurm_node_t *nd) {
+  json_t *gpus = json_array();
+  for (size_t i = 0; gpus && i < nd->ntypes; i++)
+    json_array_append_new(gpus, json_pack("{s:s, s:I, s:I}", "type", nd->gpus[i].type, "total",
+                                          (json_int_t)nd->gpus[i].total, "used",
+                                          (json_int_t)nd->gpus[i].used));
+  return json_pack("{s:s, s:s, s:b, s:I, s:o*}", "name", nd->name, "state", nd->state, "usable",
+                   nd->usable, "real_memory_mib", (json_int_t)nd->real_memory_mib, "gpus", gpus);
+}
+
+static int slurm_nodes(int argc, char **argv) {
+  bool as_json = false;
+  cli_opt_t opts[] = {{"--json", NULL, &as_json}, {NULL, NULL, NULL}};
+  const char *pos[1];
+  int np, rc = cli_parse_sub("slurm", "nodes", argc, argv, opts, pos, 0, 0, &np);
+  if (rc < 0) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (rc)
+    return rc;
+  gpum_slurm_node_t *nodes = NULL;
+  size_t n = 0;
+  if ((rc = gpum_slurm_gpu_nodes(&nodes, &n)) != 0) {
+    fprintf(stderr, "gpum slurm nodes: %s\n", cli_reason(rc));
+    return CLI_EXIT_FAIL;
+  }
+  if (as_json) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++)
+      json_array_append_new(arr, node_json(&nodes[i]));
+    json_t *doc = arr ? json_pack("{s:o}", "nodes", arr) : NULL;
+    char *text = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
+    if (text)
+      printf("%s\n", text);
+    free(text);
+    json_decref(doc);
+    gpum_slurm_nodes_free(nodes);
+    if (!text) {
+      fprintf(stderr, "gpum slurm nodes: out of memory\n");
+      return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+  }
+  printf("%-20s %-24s %-24s %5s %5s %5s\n", "NODE", "STATE", "GPU TYPE", "TOTAL", "USED", "FREE");
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < nodes[i].ntypes; j++) {
+      const gpum_slurm_gpus_t *g = &nodes[i].gpus[j];
+      printf("%-20s %-24s %-24s %5u %5u %5u\n", nodes[i].name, nodes[i].state,
+             g->type[0] ? g->type : "-", g->total, g->used, g->total - g->used);
+    }
+  if (n == 0)
+    printf("(no node with a gres/gpu)\n");
+  gpum_slurm_nodes_free(nodes);
+  return CLI_EXIT_OK;
+}
+
 int cmd_slurm(gpum_config_t *cfg, int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -186,6 +254,8 @@ int cmd_slurm(gpum_config_t *cfg, int argc, char **argv) {
   }
   if (!strcmp(argv[1], "conf"))
     return slurm_conf(cfg, argc - 1, argv + 1);
-  fprintf(stderr, "gpum slurm: unknown command '%s' (there is: conf)\n", argv[1]);
+  if (!strcmp(argv[1], "nodes"))
+    return slurm_nodes(argc - 1, argv + 1);
+  fprintf(stderr, "gpum slurm: unknown command '%s' (there are: conf, nodes)\n", argv[1]);
   return CLI_EXIT_USAGE;
 }

@@ -36,7 +36,7 @@ static const gpum_cli_command_t commands[] = {
     {"enable", cmd_enable, "give a disabled GPU back to gpumd (admin)"},
     {"http-token", cmd_http_token, "show or rotate the bearer token of gpumd's REST API"},
     {"estimate", cmd_estimate, "estimate the GPU memory a model needs to train or serve"},
-    {"slurm", cmd_slurm, "print the gres.conf and slurm.conf lines for this node's GPUs"},
+    {"slurm", cmd_slurm, "this node's gres.conf and slurm.conf lines; the cluster's GPU nodes"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

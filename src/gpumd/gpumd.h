@@ -4,11 +4,11 @@
  * the client connections, the leases, the scheduler and ledger, the monitor bridge), the
  * hooks through which lower modules call up, and who acts in a request. Each module declares
  * its functions in a header of its own, named after it (net.h, devices.h, obs.h, engine.h,
- * ops.h, proto.h, rest.h, turn.h; the leaves json_in.h, json_out.h, utf8_internal.h, ...);
- * docs/architecture.md has the map and the order in which they may call each other.
+ * cluster.h, ops.h, proto.h, rest.h, turn.h; the leaves json_in.h, json_out.h, utf8_internal.h,
+ * ...); docs/architecture.md has the map and the order in which they may call each other.
  * Everything here runs on the loop thread except the monitor callback in devices.c, which only
  * queues events for the loop, and the process-list threads of procs.c, which only publish
- * snapshots.
+ * snapshots, and the refresh thread of cluster.c, which only swaps its cache under its lock.
  *
  * A loop turn is one event_base_loop(EVLOOP_ONCE). Replies and events produced during a turn
  * are staged per connection and written only after the ledger's transaction for that turn
@@ -232,6 +232,9 @@ struct gpumd {
   uint64_t start_ns;
 
   struct gpumd_http *http; /* the HTTP face (http.c); NULL when http.listen is off */
+
+  /* The cluster's GPU nodes from Slurm (cluster.c); NULL when they are not listed. */
+  struct gpumd_cluster *cluster;
 };
 
 /* Who asks for an operation: a socket peer (conn set, identity from SO_PEERCRED) or an HTTP

@@ -21,6 +21,7 @@
 #include <gpum/log.h>
 #include <gpum/version.h>
 
+#include "cluster.h"
 #include "devices.h"
 #include "engine.h"
 #include "gpumd.h"
@@ -129,7 +130,8 @@ static void on_hup(evutil_socket_t sig, short what, void *arg) {
                                       "http.max_body",
                                       "http.max_header",
                                       "http.timeout",
-                                      "http.event_replay"};
+                                      "http.event_replay",
+                                      "cluster.slurm_refresh"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
     if (strcmp(gpum_config_get_string(cfg, fixed[i]), gpum_config_get_string(d->cfg, fixed[i])))
       gpum_log(GPUM_LOG_WARN, "gpumd", "%s changed: it takes effect at the next start", fixed[i]);
@@ -221,10 +223,13 @@ static int start(gpumd_t *d) {
     rc = gpumd_engine_start(d);
   if (rc == 0)
     rc = gpumd_http_start(d);
+  if (rc == 0)
+    rc = gpumd_cluster_start(d);
   return rc;
 }
 
 static void stop(gpumd_t *d) {
+  gpumd_cluster_stop(d);
   gpumd_sse_close_all(d); /* the event streams hold requests of the HTTP server */
   gpumd_http_stop(d);
   gpumd_devices_stop(d);
@@ -241,6 +246,11 @@ static void stop(gpumd_t *d) {
 }
 
 int main(int argc, char **argv) {
+  /* The cluster's refresh thread runs this gpumd again to ask Slurm (cluster.h): the answer is
+   * written, and libslurm's allocations are left to the end of the process (_exit: no leak
+   * report of a sanitizer build over them). */
+  if (argc == 2 && !strcmp(argv[1], GPUMD_CLUSTER_QUERY_ARG))
+    _exit(gpumd_cluster_query_main());
   for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);

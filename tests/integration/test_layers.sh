@@ -9,7 +9,7 @@ PY=/usr/bin/python3
 LAYERS=$GPUM_SOURCE_DIR/scripts/layers.py
 
 t_expect 0 "$PY" "$LAYERS" "$GPUM_BUILD_DIR"
-grep -q '^layers: gpumd: 11 modules, .* in order$' "$T_OUT" || t_fail "gpumd not checked: $(cat "$T_OUT")"
+grep -q '^layers: gpumd: 12 modules, .* in order$' "$T_OUT" || t_fail "gpumd not checked: $(cat "$T_OUT")"
 grep -q '^layers: libgpum: .* in order$' "$T_OUT" || t_fail "libgpum not checked: $(cat "$T_OUT")"
 t_ok "gpumd's and libgpum's modules call each other in order"
 

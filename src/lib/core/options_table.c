@@ -173,6 +173,12 @@ static const gpum_option_def_t builtin_table[] = {
     {"http.event_replay", GPUM_OPT_SIZE, "4MiB", NULL, UNBOUNDED, false,
      "Recent events gpumd keeps to replay to an event stream that reconnects with "
      "Last-Event-ID (docs/metrics.md); 0 keeps none: every such stream gets a reset."},
+    /* Not in a slurm section: GPUM_SLURM_* names the plugin's variables (GPUM_SLURM_JOB), which
+     * a section of that name would refuse as unknown options. */
+    {"cluster.slurm_refresh", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
+     "gpumd: how often the cluster's GPU nodes are read from Slurm's controller for the REST "
+     "node listing (docs/slurm.md), where libslurm and a slurm.conf are found; 0 turns it "
+     "off. Takes effect at the next start."},
     {"color", GPUM_OPT_ENUM, "auto", "auto|always|never", UNBOUNDED, false,
      "Colour in terminal output: auto colours only when the output is a terminal and NO_COLOR "
      "is not set."},
