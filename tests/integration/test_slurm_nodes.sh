@@ -10,6 +10,7 @@
 # Slurm is not available and gpumd serves on.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
+source "$GPUM_SOURCE_DIR/tests/integration/http_lib.sh"
 G=$GPUM_BIN
 S=$T_SCRATCH
 
@@ -112,6 +113,24 @@ t_until 30 log_has "Slurm's GPU nodes: gnode a100_80gb 1/2 used, tesla_v100 0/1 
   t_fail "the job's GPU is not used in gpumd's cache: $(grep cluster "$GD_ERR"; squeue)"
 nodes_are mixed 1 0 || t_fail "gpum slurm nodes with a job: $(cat "$S/nodes.json")"
 t_ok "job $job's a100_80gb is used in gpumd's cache and gpum slurm nodes, the node mixed"
+
+# REST's nodes: this node's L40S first, then gnode from Slurm, filtered by type as the seed does.
+hp '
+n = expect("GET", "/api/v1/gpu/nodes", 200)["nodes"]
+assert n[0]["gpu_type"] == "L40S" and "devices" in n[0], n
+g = [x for x in n if x.get("source") == "slurm" and x["node_name"] == "gnode"]
+assert {x["gpu_type"] for x in g} == {"a100_80gb", "tesla_v100"}, n
+a = [x for x in g if x["gpu_type"] == "a100_80gb"][0]
+assert a["gpus_total"] == 2 and a["gpus_used"] == 1 and a["available_gpus"] == 1, a
+assert a["memory_per_gpu"] == 80 and a["utilization"] is None and a["state"] == "mixed", a
+f = expect("GET", "/api/v1/gpu/nodes?gpu_type=A100", 200)["nodes"]
+assert [x["gpu_type"] for x in f] == ["a100_80gb"], f  # no local A100: only the cluster entry
+st = expect("GET", "/api/v1/gpu/status", 200)
+assert st["total_nodes"] == 2, st["total_nodes"]  # this node and gnode
+an = [(x["node_name"], x["gpu_type"]) for x in st["available_nodes"]]
+assert ("gnode", "a100_80gb") in an and ("gnode", "tesla_v100") in an, an
+' || t_fail "REST nodes with the cluster"
+t_ok "GET /api/v1/gpu/nodes lists this node, then gnode's A100s and V100 from Slurm; gpu_type=A100 only gnode's"
 
 : >"$GD_ERR"
 scancel "$job"

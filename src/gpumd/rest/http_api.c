@@ -31,6 +31,7 @@
 
 #include "http_internal.h"
 #include "obs_internal.h"
+#include "cluster.h"
 #include "devices.h"
 #include "engine.h"
 #include "json_in.h"
@@ -370,8 +371,9 @@ static json_t *seed_node(gpumd_t *d, const char *host, json_t *devs, const char 
 }
 
 /* The seed's status fields: "utilization" {"gpu_utilization", "gpu_memory_usage"} (0 to 1),
- * "available_nodes" (this node once per GPU type with an available GPU), "total_nodes" and
- * "timestamp" (local time, ISO 8601 to the second). */
+ * "available_nodes" (this node once per GPU type with an available GPU, then the cluster's
+ * nodes with a free GPU where Slurm runs), "total_nodes" (this node and the cluster's others)
+ * and "timestamp" (local time, ISO 8601 to the second). */
 static void seed_status(gpumd_t *d, json_t *body, double util, uint64_t used, uint64_t total) {
   char host[256] = "", stamp[32] = "";
   gethostname(host, sizeof host - 1);
@@ -397,8 +399,23 @@ static void seed_status(gpumd_t *d, json_t *body, double util, uint64_t used, ui
   json_object_set_new(body, "utilization",
                       json_pack("{s:f, s:f}", "gpu_utilization", util, "gpu_memory_usage",
                                 total ? (double)used / (double)total : 0.0));
+  /* Where Slurm runs, the cluster's other GPU nodes too (cluster/cluster.h): those with a GPU
+   * free among the available ones, every one of them in the count. */
+  json_t *free_there = gpumd_cluster_seed_nodes(d, NULL, 0, 1);
+  json_t *all_there = gpumd_cluster_seed_nodes(d, NULL, 0, 0);
+  json_array_extend(nodes, free_there);
+  json_int_t total_nodes = 1;
+  json_array_foreach(all_there, i, dev) {
+    bool seen = false;
+    for (j = 0; j < i && !seen; j++)
+      seen = json_equal(json_object_get(dev, "node_name"),
+                        json_object_get(json_array_get(all_there, j), "node_name"));
+    total_nodes += !seen;
+  }
+  json_decref(free_there);
+  json_decref(all_there);
   json_object_set_new(body, "available_nodes", nodes);
-  json_object_set_new(body, "total_nodes", json_integer(1));
+  json_object_set_new(body, "total_nodes", json_integer(total_nodes));
   json_object_set_new(body, "timestamp", json_string(stamp));
 }
 
@@ -498,9 +515,14 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
   gethostname(host, sizeof host - 1);
   /* A filter that matches nothing here lists no node. The node's seed fields are those of its
    * most common GPU type among the devices listed. */
+  json_t *cluster = gpumd_cluster_seed_nodes(call->d, type, min_gb, 0);
+  if (!cluster) {
+    json_decref(keep);
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  }
   if (json_array_size(keep) == 0) {
     json_decref(keep);
-    call->out = json_pack("{s:[]}", "nodes");
+    call->out = json_pack("{s:o}", "nodes", cluster);
     return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
   }
   json_t *most = json_array_get(keep, 0);
@@ -523,7 +545,12 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
   } else {
     json_decref(keep);
   }
-  call->out = node ? json_pack("{s:[o]}", "nodes", node) : NULL;
+  /* This node first, then the cluster's others as Slurm knows them (cluster/cluster.h). */
+  if (node && json_array_insert_new(cluster, 0, node) != 0)
+    node = NULL;
+  call->out = node ? json_pack("{s:o}", "nodes", cluster) : NULL;
+  if (!node)
+    json_decref(cluster);
   return call->out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
