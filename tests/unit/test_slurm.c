@@ -213,7 +213,7 @@ static void test_type_match(void **state) {
       {"A100", "a10", false},
       {"RTX4090", "geforce_rtx_4090", true},
       {"RTX 4090", "geforce_rtx_4090", true},
-      {"4090", "geforce_rtx_4090", true},
+      {"4090", "geforce_rtx_4090", false}, /* a number alone names no family */
       {"RTX409", "geforce_rtx_4090", false},
       {"H100", "a100", false},
       {"nvidia", "nvidia_t4", true},

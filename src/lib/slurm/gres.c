@@ -6,19 +6,17 @@
  * no libslurm: tested in tests/unit/test_slurm_nodes.c.
  */
 #include <ctype.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <gpum/error.h>
+#include <gpum/gputype.h>
 
 #include "slurm/slurm_internal.h"
 
 #define MAX_USED 32  /* typed entries of a gres_used string that are matched */
 #define MAX_FIELDS 5 /* NAME:TYPE:no_consume:COUNT and one too many */
-#define MAX_WORDS 32 /* words of a type or a filter */
-#define WORD_BUF 256 /* a type or a filter, words and their terminators */
 
 static bool empty(const char *s) {
   return !s || !*s || !strcmp(s, "(null)");
@@ -180,77 +178,13 @@ int gpum__slurm_gres_parse(const char *gres, const char *gres_used, gpum_slurm_g
   return 0;
 }
 
-/* Cuts s into lower-case words of letters and digits, in buf; their starts in w. Returns the
- * number of words (those past MAX_WORDS or past buf are left out). */
-static size_t words(const char *s, char *buf, const char **w) {
-  size_t nw = 0, k = 0;
-  bool in = false;
-  for (; *s && k + 1 < WORD_BUF; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (isalnum(c)) {
-      if (!in) {
-        if (nw == MAX_WORDS)
-          break;
-        w[nw++] = buf + k;
-      }
-      buf[k++] = (char)tolower(c);
-      in = true;
-    } else if (in) {
-      buf[k++] = '\0';
-      in = false;
-    }
-  }
-  buf[k] = '\0';
-  return nw;
-}
-
 bool gpum__slurm_type_match(const char *filter, const char *type) {
-  if (!filter || !*filter)
-    return true;
-  if (!type)
-    type = "";
-  if (strpbrk(filter, "*?["))
-    return fnmatch(filter, type, FNM_CASEFOLD) == 0;
-  char fbuf[WORD_BUF], tbuf[WORD_BUF], want[WORD_BUF] = "";
-  const char *fw[MAX_WORDS], *tw[MAX_WORDS];
-  size_t nf = words(filter, fbuf, fw), nt = words(type, tbuf, tw), first = 0;
-  if (nf > 1 && !strcmp(fw[0], "nvidia"))
-    first = 1;
-  size_t wl = 0;
-  for (size_t i = first; i < nf; i++) {
-    size_t k = strlen(fw[i]);
-    if (wl + k >= sizeof want)
-      return false;
-    memcpy(want + wl, fw[i], k + 1);
-    wl += k;
-  }
-  if (wl == 0)
-    return false;
-  for (size_t i = 0; i < nt; i++) {
-    size_t pos = 0;
-    for (size_t j = i; j < nt; j++) {
-      size_t k = strlen(tw[j]);
-      if (pos + k > wl || memcmp(want + pos, tw[j], k) != 0)
-        break;
-      pos += k;
-      if (pos == wl)
-        return true;
-    }
-  }
-  return false;
+  return gpum_gpu_type_matches(filter, type);
 }
 
 unsigned gpum__slurm_type_memory_gb(const char *type) {
-  char buf[WORD_BUF];
-  const char *w[MAX_WORDS];
-  size_t nw = words(type ? type : "", buf, w);
-  for (size_t i = 0; i < nw; i++) {
-    char *end = NULL;
-    if (!isdigit((unsigned char)w[i][0]))
-      continue;
-    unsigned long v = strtoul(w[i], &end, 10);
-    if (!strcmp(end, "gb") && v > 0 && v < 100000)
-      return (unsigned)v;
-  }
-  return 0;
+  gpum_gpu_type_t t;
+  if (!type || gpum_gpu_type_parse(type, &t) != 0 || t.memory_gb < 1 || t.memory_gb >= 100000)
+    return 0;
+  return (unsigned)t.memory_gb;
 }

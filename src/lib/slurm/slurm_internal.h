@@ -26,18 +26,14 @@
 int gpum__slurm_gres_parse(const char *gres, const char *gres_used, gpum_slurm_gpus_t *out,
                            size_t max, size_t *n);
 
-/* Whether a GPU type as a user writes it ("V100", "a100", "Tesla V100", "RTX 4090",
- * "A100-80GB") names a Slurm gres type ("tesla_v100", "a100_80gb_hbm3"): both are cut into
- * words of letters and digits (a leading "nvidia" of the filter dropped), lower case, and the
- * filter's words joined must equal a run of the type's words joined ("v100" is the run
- * ["v100"] of ["tesla","v100"]; "rtx4090" the run ["rtx","4090"] of ["geforce","rtx","4090"]);
- * so "A10" never matches "a100". A filter with *, ? or [ is a shell pattern matched against
- * the whole type without case. NULL or "" matches every type; an empty type matches only
- * those. Thread-safe. */
+/* Whether a request's GPU type filter ("V100", "a100-80gb", "A100*") names a Slurm gres type
+ * ("tesla_v100", "a100_80gb_hbm3"): libgpum's one rule, gpum_gpu_type_matches (gpum/gputype.h:
+ * a family without case, so "A10" never matches "a100"; shell patterns; vendors). NULL or ""
+ * matches every type. Thread-safe. */
 bool gpum__slurm_type_match(const char *filter, const char *type);
 
-/* The memory class a gres type states, in GB: the number of its first word of the form
- * NUMBERgb ("h100_80gb_hbm3" -> 80, "tesla_v100-sxm2-32gb" -> 32); 0 when none does. */
+/* The memory a gres type states, in GB, as gpum_gpu_type_parse reads it ("h100_80gb_hbm3" ->
+ * 80, "tesla_v100-sxm2-32gb" -> 32); 0 when it states none. */
 unsigned gpum__slurm_type_memory_gb(const char *type);
 
 #endif /* GPUM_SLURM_INTERNAL_H */
