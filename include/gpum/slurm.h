@@ -47,10 +47,13 @@ typedef struct {
                              with Gres= appended (gpum_slurm_node_line) */
 } gpum_slurm_conf_opts_t;
 
-/* Slurm's Type= for a device name: the name without a leading "NVIDIA ", lower case, runs of
- * characters other than letters, digits, '.' and '-' made one '_' ("NVIDIA H100 80GB HBM3" ->
- * "h100_80gb_hbm3"). GPUM_EINVAL for a name with nothing left, GPUM_ENOSPC when len is too
- * small. Thread-safe. */
+/* Slurm's Type= for a device name, as Slurm users write types: its family in lower case
+ * (gpum/gputype.h), with "_<N>gb" when the name states its memory ("NVIDIA H100 80GB HBM3" ->
+ * "h100_80gb", "Tesla T4" -> "t4", "NVIDIA GeForce RTX 4090" -> "rtx4090"), so that
+ * --gres=gpu:a100:1 style requests and gpum's --type name the same cards. A name that states
+ * no family: the name without a leading "NVIDIA ", lower case, runs of characters other than
+ * letters, digits, '.' and '-' made one '_'. GPUM_EINVAL for a name with nothing left,
+ * GPUM_ENOSPC when len is too small. Thread-safe. */
 GPUM_API int gpum_slurm_gres_type(const char *device_name, char *buf, size_t len);
 
 /* The shards of a device of memory_total bytes: what gpumd may grant on it divided by the

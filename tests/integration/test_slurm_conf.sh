@@ -18,10 +18,10 @@ t_expect 0 $NOSLURMD "$G" slurm conf --node n1
 grep -qx "# slurm.conf lines for node n1 (gpum slurm conf): add its Gres= to the node's NodeName line" "$T_OUT" || { cat "$T_OUT"; t_fail "no comment saying to merge the Gres="; }
 cat >"$T_SCRATCH/want" <<'W'
 AutoDetect=off
-Name=gpu Type=tesla_t4 File=/dev/nvidia0
-Name=gpu Type=tesla_t4 File=/dev/nvidia1
-Name=gpu Type=tesla_v100-sxm2-32gb File=/dev/nvidia2
-Name=gpu Type=tesla_v100-sxm2-32gb File=/dev/nvidia3
+Name=gpu Type=t4 File=/dev/nvidia0
+Name=gpu Type=t4 File=/dev/nvidia1
+Name=gpu Type=v100_32gb File=/dev/nvidia2
+Name=gpu Type=v100_32gb File=/dev/nvidia3
 Name=shard Count=14 File=/dev/nvidia0
 Name=shard Count=14 File=/dev/nvidia1
 Name=shard Count=30 File=/dev/nvidia2
@@ -29,7 +29,7 @@ Name=shard Count=30 File=/dev/nvidia3
 
 GresTypes=gpu,shard
 SelectType=select/cons_tres
-NodeName=n1 Gres=gpu:tesla_t4:2,gpu:tesla_v100-sxm2-32gb:2,shard:88
+NodeName=n1 Gres=gpu:t4:2,gpu:v100_32gb:2,shard:88
 W
 grep -v '^#' "$T_OUT" | diff "$T_SCRATCH/want" - || t_fail "gpum slurm conf printed other lines"
 t_ok "gres.conf and slurm.conf lines for a mixed node"
@@ -39,14 +39,14 @@ if command -v slurmd >/dev/null; then
   hw=$(timeout 5 slurmd -C | sed -n 's/^NodeName=[^ ]* \(.*\)/\1/p')
   [ -n "$hw" ] || t_fail "slurmd -C printed no NodeName line"
   t_expect 0 "$G" slurm conf --node n1 --slurm
-  grep -qx "NodeName=n1 $hw Gres=gpu:tesla_t4:2,gpu:tesla_v100-sxm2-32gb:2,shard:88" "$T_OUT" || { cat "$T_OUT"; t_fail "not slurmd -C's line with the Gres="; }
+  grep -qx "NodeName=n1 $hw Gres=gpu:t4:2,gpu:v100_32gb:2,shard:88" "$T_OUT" || { cat "$T_OUT"; t_fail "not slurmd -C's line with the Gres="; }
   grep -q 'merge\|add its Gres' "$T_OUT" && t_fail "a comment to merge a complete line"
   # A slurmd that prints nothing usable: the line to merge, as without slurmd.
   mkdir -p "$T_SCRATCH/bin"
   printf '#!/bin/sh\necho UpTime=0-01:00:00\n' >"$T_SCRATCH/bin/slurmd"
   chmod +x "$T_SCRATCH/bin/slurmd"
   t_expect 0 env PATH="$T_SCRATCH/bin:$PATH" "$G" slurm conf --node n1 --slurm
-  grep -qx 'NodeName=n1 Gres=gpu:tesla_t4:2,gpu:tesla_v100-sxm2-32gb:2,shard:88' "$T_OUT" || { cat "$T_OUT"; t_fail "a useless slurmd -C: not the line to merge"; }
+  grep -qx 'NodeName=n1 Gres=gpu:t4:2,gpu:v100_32gb:2,shard:88' "$T_OUT" || { cat "$T_OUT"; t_fail "a useless slurmd -C: not the line to merge"; }
   t_ok "slurmd -C's hardware on the NodeName line: $hw"
 fi
 
@@ -54,7 +54,7 @@ t_expect 0 "$G" slurm conf --node n1 --shard-unit 2GiB --dev-dir /x/dev/ --gres
 grep -qx 'Name=shard Count=15 File=/x/dev/nvidia2' "$T_OUT" || { cat "$T_OUT"; t_fail "--shard-unit 2GiB / --dev-dir"; }
 grep -q 'GresTypes' "$T_OUT" && t_fail "--gres printed slurm.conf lines"
 t_expect 0 env GPUM_MEMORY_FRACTION=0.5 GPUM_SAFETY_MARGIN=0 $NOSLURMD "$G" slurm conf --node n1 --slurm
-grep -qx 'NodeName=n1 Gres=gpu:tesla_t4:2,gpu:tesla_v100-sxm2-32gb:2,shard:46' "$T_OUT" || { cat "$T_OUT"; t_fail "memory_fraction / safety_margin not in the shard counts"; }
+grep -qx 'NodeName=n1 Gres=gpu:t4:2,gpu:v100_32gb:2,shard:46' "$T_OUT" || { cat "$T_OUT"; t_fail "memory_fraction / safety_margin not in the shard counts"; }
 grep -q 'Name=gpu' "$T_OUT" && t_fail "--slurm printed gres.conf lines"
 t_expect 0 "$G" slurm conf --slurm
 grep -qx "NodeName=$(hostname -s) .*Gres=.*" "$T_OUT" || { cat "$T_OUT"; t_fail "the default node name is not the host's"; }
@@ -84,7 +84,7 @@ t_expect 0 $NOSLURMD "$G" slurm conf --node n1 --install "$E"
 grep -qx "$E/gres.conf: written (the one it replaces is $E/gres.conf.old)" "$T_OUT" || { cat "$T_OUT"; t_fail "--install: no word on gres.conf"; }
 grep -qx "$E/plugstack.conf: added 'required $(grep -o '/[^ ]*gpum_spank.so' <<<"$("$G" slurm conf --help)")'" "$T_OUT" || { cat "$T_OUT"; t_fail "--install: no word on plugstack.conf"; }
 grep -qx 'slurm.conf: not changed; add these lines to it .*' "$T_OUT" || t_fail "--install: no word on slurm.conf"
-grep -qx 'NodeName=n1 Gres=gpu:tesla_t4:2,gpu:tesla_v100-sxm2-32gb:2,shard:88' "$T_OUT" || t_fail "--install: no slurm.conf lines"
+grep -qx 'NodeName=n1 Gres=gpu:t4:2,gpu:v100_32gb:2,shard:88' "$T_OUT" || t_fail "--install: no slurm.conf lines"
 grep -qx 'Name=gpu File=/dev/old' "$E/gres.conf.old" || t_fail "the old gres.conf is not kept"
 grep -v '^#' "$E/gres.conf" | head -n 9 | diff <(head -n 9 "$T_SCRATCH/want") - || t_fail "--install wrote other gres.conf lines"
 [ "$(cat "$E/plugstack.conf")" = "$(printf '# site plugins\noptional /x/other.so\nrequired %s' "$("$G" slurm conf --help | grep -o '/[^ ]*gpum_spank.so')")" ] || { cat "$E/plugstack.conf"; t_fail "plugstack.conf: not the old lines and the plugin's"; }
@@ -127,7 +127,7 @@ s_start "$C/gres.conf" "$T_SCRATCH/slurm.lines" "$C/plugstack.conf"
 sinfo -h -N -n gnode -o '%t %G' >"$T_OUT"
 shards=$(sed -n 's/^NodeName=gnode .*Gres=.*shard:\([0-9]*\)$/\1/p' "$T_SCRATCH/slurm.lines")
 [ "$shards" -gt 100 ] || t_fail "few shards: $shards"
-grep -qx "idle gpu:h100_80gb_hbm3:2,shard:h100_80gb_hbm3:$shards" "$T_OUT" || { cat "$T_OUT" "$C"/*.conf; t_fail "slurmd's node is not idle with the gres of gpum slurm conf"; }
+grep -qx "idle gpu:h100_80gb:2,shard:h100_80gb:$shards" "$T_OUT" || { cat "$T_OUT" "$C"/*.conf; t_fail "slurmd's node is not idle with the gres of gpum slurm conf"; }
 t_ok "slurmd accepts the set-up's files and lines: $(cat "$T_OUT")"
 if [ ! -f "$PLUGIN" ]; then
   echo "skip: $PLUGIN was not built (libslurm-dev's slurm/spank.h was not found): no --gpu-mem step"

@@ -28,9 +28,14 @@
 static void test_gres_type(void **state) {
   (void)state;
   static const char *const cases[][2] = {
-      {"NVIDIA H100 80GB HBM3", "h100_80gb_hbm3"},      {"Tesla T4", "tesla_t4"},
-      {"Tesla V100-SXM2-32GB", "tesla_v100-sxm2-32gb"}, {"nvidia  A100 (40GB) ", "a100_40gb"},
-      {"NVIDIA GeForce RTX 4090", "geforce_rtx_4090"},
+      {"NVIDIA H100 80GB HBM3", "h100_80gb"},
+      {"Tesla T4", "t4"},
+      {"Tesla V100-SXM2-32GB", "v100_32gb"},
+      {"nvidia  A100 (40GB) ", "a100_40gb"},
+      {"NVIDIA GeForce RTX 4090", "rtx4090"},
+      {"NVIDIA L40S", "l40s"},
+      /* no family: the name spelt out */
+      {"Weird Thing 9", "weird_thing_9"},
   };
   char buf[GPUM_SLURM_TYPE_MAX];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -40,6 +45,7 @@ static void test_gres_type(void **state) {
   assert_int_equal(gpum_slurm_gres_type("NVIDIA ()", buf, sizeof buf), GPUM_EINVAL);
   assert_int_equal(gpum_slurm_gres_type("H100", buf, 4), GPUM_ENOSPC);
   assert_int_equal(gpum_slurm_gres_type("H100", buf, 5), 0);
+  assert_int_equal(gpum_slurm_gres_type("Weird Thing 9", buf, 5), GPUM_ENOSPC);
   assert_int_equal(gpum_slurm_gres_type(NULL, buf, sizeof buf), GPUM_EINVAL);
 }
 
@@ -57,7 +63,7 @@ static void test_shards(void **state) {
 
 static void test_node_line(void **state) {
   (void)state;
-  const char *gres = "gpu:h100_80gb_hbm3:2,shard:150";
+  const char *gres = "gpu:h100_80gb:2,shard:150";
   char *l = NULL;
   /* Debian 12's slurmd -C: the NodeName line, then UpTime=. */
   assert_int_equal(gpum_slurm_node_line("NodeName=vm CPUs=2 Boards=1 SocketsPerBoard=1 "
@@ -66,7 +72,7 @@ static void test_node_line(void **state) {
                                         NULL, gres, &l),
                    0);
   assert_string_equal(l, "NodeName=vm CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 "
-                         "ThreadsPerCore=1 RealMemory=24105 Gres=gpu:h100_80gb_hbm3:2,shard:150");
+                         "ThreadsPerCore=1 RealMemory=24105 Gres=gpu:h100_80gb:2,shard:150");
   free(l);
   /* --node renames it; lines before it, a Gres= of its own, unknown fields, CRLF, tabs. */
   assert_int_equal(gpum_slurm_node_line("slurmd: warning: something\n"
@@ -75,7 +81,7 @@ static void test_node_line(void **state) {
                                         "gnode", gres, &l),
                    0);
   assert_string_equal(l, "NodeName=gnode CPUs=64 RealMemory=515000 Gres=" /* no old Gres= */
-                         "gpu:h100_80gb_hbm3:2,shard:150");
+                         "gpu:h100_80gb:2,shard:150");
   free(l);
   /* No NodeName line, missing or bad fields: refused with the reason, *l stays NULL. */
   static const char *const bad[][2] = {

@@ -14,14 +14,39 @@
 #include <unistd.h>
 
 #include <gpum/error.h>
+#include <gpum/gputype.h>
 #include <gpum/size.h>
 #include <gpum/slurm.h>
 
 #define MAX_GPUS 64
 
+/* The name's family in lower case, with "_<N>gb" when the name states its memory. Returns 0,
+ * 1 when the name states no family (the caller spells it out), or GPUM_ENOSPC. */
+static int family_type(const char *device_name, char *buf, size_t len) {
+  gpum_gpu_type_t t;
+  if (gpum_gpu_type_parse(device_name, &t) != 0 || !t.family[0] ||
+      !strpbrk(t.family, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"))
+    return 1; /* no family, or only a number ("Thing 9"): spelt out */
+  char tmp[GPUM_GPU_FAMILY_LEN + 24];
+  size_t n = 0;
+  for (const char *p = t.family; *p; p++)
+    tmp[n++] = (char)tolower((unsigned char)*p);
+  tmp[n] = '\0';
+  if (t.memory_gb >= 1)
+    snprintf(tmp + n, sizeof tmp - n, "_%.0fgb", t.memory_gb);
+  if (strlen(tmp) + 1 > len)
+    return gpum_error(GPUM_ENOSPC, "the type of '%s' is longer than %zu bytes", device_name,
+                      len - 1);
+  memcpy(buf, tmp, strlen(tmp) + 1);
+  return 0;
+}
+
 int gpum_slurm_gres_type(const char *device_name, char *buf, size_t len) {
   if (!device_name || !buf || len == 0)
     return gpum_error(GPUM_EINVAL, "gpum_slurm_gres_type: NULL argument");
+  int rc = family_type(device_name, buf, len);
+  if (rc != 1)
+    return rc;
   const char *s = device_name;
   if (strncasecmp(s, "NVIDIA ", 7) == 0)
     s += 7;
