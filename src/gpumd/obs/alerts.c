@@ -21,6 +21,7 @@
 #include "obs.h"
 #include "sched.h"
 #include "os_internal.h"
+#include "core/names_internal.h"
 
 const double gpumd_wait_bounds[GPUMD_OBS_WAIT_BUCKETS] = {0.005, 0.01, 0.05, 0.1, 0.5, 1,    5,
                                                           10,    30,   60,   300, 900, 3600, 14400};
@@ -317,22 +318,11 @@ void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev) {
 }
 
 static const char *transition_name(gpumd_resv_state_t to) {
-  switch (to) {
-  case GPUMD_RESV_QUEUED:
-    return "queued";
-  case GPUMD_RESV_GRANTED:
-    return "granted";
-  case GPUMD_RESV_RELEASED:
-    return "released";
-  case GPUMD_RESV_EXPIRED:
-    return "expired";
-  case GPUMD_RESV_CANCELLED:
-    return "cancelled";
-  case GPUMD_RESV_FAILED:
-    return "failed";
-  default:
-    return "unknown";
-  }
+  static const char *const names[] = {
+      [GPUMD_RESV_QUEUED] = "queued",       [GPUMD_RESV_GRANTED] = "granted",
+      [GPUMD_RESV_RELEASED] = "released",   [GPUMD_RESV_EXPIRED] = "expired",
+      [GPUMD_RESV_CANCELLED] = "cancelled", [GPUMD_RESV_FAILED] = "failed"};
+  return GPUM__NAME_OF(names, to, "unknown");
 }
 
 void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,

@@ -18,6 +18,7 @@
 #include <gpum/error.h>
 
 #include "core/options_internal.h"
+#include "core/names_internal.h"
 
 #define MAX_DEPTH 16
 
@@ -40,16 +41,10 @@ static int next_event(ctx_t *c, yaml_event_t *ev) {
 }
 
 static const char *node_kind(yaml_event_type_t t) {
-  switch (t) {
-  case YAML_SEQUENCE_START_EVENT:
-    return "a list";
-  case YAML_MAPPING_START_EVENT:
-    return "a mapping";
-  case YAML_ALIAS_EVENT:
-    return "an alias";
-  default:
-    return "something else";
-  }
+  static const char *const names[] = {[YAML_SEQUENCE_START_EVENT] = "a list",
+                                      [YAML_MAPPING_START_EVENT] = "a mapping",
+                                      [YAML_ALIAS_EVENT] = "an alias"};
+  return GPUM__NAME_OF(names, t, "something else");
 }
 
 static bool is_null(const yaml_event_t *ev) {

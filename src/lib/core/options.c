@@ -22,6 +22,7 @@
 #include <gpum/size.h>
 
 #include "core/options_internal.h"
+#include "core/names_internal.h"
 
 static const char *const source_names[] = {"default", "file", "environment", "flag", "api"};
 
@@ -175,24 +176,14 @@ static int parse_map(const gpum_option_def_t *def, const char *t, char **canon) 
 }
 
 static const char *type_word(gpum_opt_type_t t) {
-  switch (t) {
-  case GPUM_OPT_BOOL:
-    return "a boolean";
-  case GPUM_OPT_INT:
-    return "an integer";
-  case GPUM_OPT_DOUBLE:
-    return "a number";
-  case GPUM_OPT_SIZE:
-    return "a size such as 8GiB";
-  case GPUM_OPT_DURATION:
-    return "a duration such as 30s";
-  case GPUM_OPT_ENUM:
-    return "one of the choices";
-  case GPUM_OPT_MAP:
-    return "NAME=NUMBER entries";
-  default:
-    return "a string";
-  }
+  static const char *const names[] = {[GPUM_OPT_BOOL] = "a boolean",
+                                      [GPUM_OPT_INT] = "an integer",
+                                      [GPUM_OPT_DOUBLE] = "a number",
+                                      [GPUM_OPT_SIZE] = "a size such as 8GiB",
+                                      [GPUM_OPT_DURATION] = "a duration such as 30s",
+                                      [GPUM_OPT_ENUM] = "one of the choices",
+                                      [GPUM_OPT_MAP] = "NAME=NUMBER entries"};
+  return GPUM__NAME_OF(names, t, "a string");
 }
 
 int gpum__option_parse(const gpum_option_def_t *def, const char *text, gpum__opt_value_t *out) {

@@ -28,6 +28,7 @@
 #include <gpum/log.h>
 
 #include "core/options_internal.h"
+#include "core/names_internal.h"
 
 /* ---- converters: the alias's value as its users mean it, to the option's text ---- */
 
@@ -341,15 +342,10 @@ int gpum_config_alias_at(const gpum_config_t *cfg, size_t i, gpum_alias_read_t *
 }
 
 const char *gpum_alias_state_name(gpum_alias_state_t state) {
-  switch (state) {
-  case GPUM_ALIAS_APPLIED:
-    return "applied";
-  case GPUM_ALIAS_OVERRIDDEN:
-    return "overridden";
-  case GPUM_ALIAS_IGNORED:
-    return "ignored";
-  }
-  return "unknown";
+  static const char *const names[] = {[GPUM_ALIAS_APPLIED] = "applied",
+                                      [GPUM_ALIAS_OVERRIDDEN] = "overridden",
+                                      [GPUM_ALIAS_IGNORED] = "ignored"};
+  return GPUM__NAME_OF(names, state, "unknown");
 }
 
 int gpum_config_alias_describe(const gpum_config_t *cfg, size_t i, char *buf, size_t len) {

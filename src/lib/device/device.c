@@ -32,19 +32,14 @@
 #include "nvml_abi.h"
 #include "device/device_internal.h"
 #include "os_internal.h"
+#include "core/names_internal.h"
 
 /* ---- names ---- */
 
 const char *gpum_backend_name(gpum_backend_kind_t kind) {
-  switch (kind) {
-  case GPUM_BACKEND_AUTO:
-    return "auto";
-  case GPUM_BACKEND_NVML:
-    return "nvml";
-  case GPUM_BACKEND_HOST:
-    return "host";
-  }
-  return "unknown";
+  static const char *const names[] = {
+      [GPUM_BACKEND_AUTO] = "auto", [GPUM_BACKEND_NVML] = "nvml", [GPUM_BACKEND_HOST] = "host"};
+  return GPUM__NAME_OF(names, kind, "unknown");
 }
 
 int gpum_backend_parse(const char *s, gpum_backend_kind_t *out) {

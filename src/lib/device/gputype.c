@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include <gpum/error.h>
+#include "core/names_internal.h"
 
 /* ---- the words ------------------------------------------------------------------------------ */
 
@@ -376,25 +377,13 @@ int gpum_gpu_type_memory_gb(const char *family_or_name, double *gb) {
 }
 
 const char *gpum_gpu_vendor_name(gpum_gpu_vendor_t vendor) {
-  switch (vendor) {
-  case GPUM_GPU_VENDOR_NVIDIA:
-    return "nvidia";
-  case GPUM_GPU_VENDOR_AMD:
-    return "amd";
-  case GPUM_GPU_VENDOR_INTEL:
-    return "intel";
-  default:
-    return "unknown";
-  }
+  static const char *const names[] = {[GPUM_GPU_VENDOR_NVIDIA] = "nvidia",
+                                      [GPUM_GPU_VENDOR_AMD] = "amd",
+                                      [GPUM_GPU_VENDOR_INTEL] = "intel"};
+  return GPUM__NAME_OF(names, vendor, "unknown");
 }
 
 const char *gpum_gpu_form_name(gpum_gpu_form_t form) {
-  switch (form) {
-  case GPUM_GPU_FORM_SXM:
-    return "SXM";
-  case GPUM_GPU_FORM_PCIE:
-    return "PCIe";
-  default:
-    return "unknown";
-  }
+  static const char *const names[] = {[GPUM_GPU_FORM_SXM] = "SXM", [GPUM_GPU_FORM_PCIE] = "PCIe"};
+  return GPUM__NAME_OF(names, form, "unknown");
 }

@@ -17,23 +17,17 @@
 #include <gpum/xid.h>
 
 #include "monitor/monitor_internal.h"
+#include "core/names_internal.h"
 
 static _Thread_local const gpum_monitor_t *tl_delivering;
 
 const char *gpum_monitor_event_kind_name(gpum_monitor_event_kind_t kind) {
-  switch (kind) {
-  case GPUM_MONEV_HEALTH:
-    return "health";
-  case GPUM_MONEV_XID:
-    return "xid";
-  case GPUM_MONEV_ECC:
-    return "ecc";
-  case GPUM_MONEV_PROBE:
-    return "probe";
-  case GPUM_MONEV_INFO:
-    return "info";
-  }
-  return "unknown";
+  static const char *const names[] = {[GPUM_MONEV_HEALTH] = "health",
+                                      [GPUM_MONEV_XID] = "xid",
+                                      [GPUM_MONEV_ECC] = "ecc",
+                                      [GPUM_MONEV_PROBE] = "probe",
+                                      [GPUM_MONEV_INFO] = "info"};
+  return GPUM__NAME_OF(names, kind, "unknown");
 }
 
 bool gpum__mon_xid_critical(uint64_t xid, char *buf, size_t cap) {

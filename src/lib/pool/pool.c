@@ -14,6 +14,7 @@
 #include <gpum/size.h>
 
 #include "pool/pool_internal.h"
+#include "core/names_internal.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define FA_MAX_SPLIT (64 * MIB)
@@ -26,17 +27,11 @@
 #define GREEDY_FIRST_STEP (64 * MIB)
 
 const char *gpum_pool_strategy_name(gpum_pool_strategy_t s) {
-  switch (s) {
-  case GPUM_POOL_BALANCED:
-    return "BALANCED";
-  case GPUM_POOL_GREEDY:
-    return "GREEDY";
-  case GPUM_POOL_CONSOLIDATED:
-    return "CONSOLIDATED";
-  case GPUM_POOL_FRAGMENTATION_AWARE:
-    return "FRAGMENTATION_AWARE";
-  }
-  return "UNKNOWN";
+  static const char *const names[] = {[GPUM_POOL_BALANCED] = "BALANCED",
+                                      [GPUM_POOL_GREEDY] = "GREEDY",
+                                      [GPUM_POOL_CONSOLIDATED] = "CONSOLIDATED",
+                                      [GPUM_POOL_FRAGMENTATION_AWARE] = "FRAGMENTATION_AWARE"};
+  return GPUM__NAME_OF(names, s, "UNKNOWN");
 }
 
 int gpum_pool_strategy_parse(const char *s, gpum_pool_strategy_t *out) {

@@ -16,21 +16,16 @@
 #include <gpum/tiercache.h>
 
 #include "work/tiercache_internal.h"
+#include "core/names_internal.h"
 
 #define KEY_MAX 4096
 #define FIRST_BUCKETS 256
 #define DEFAULT_PINNED_LIMIT (256ull << 20)
 
 const char *gpum_tier_name(gpum_tier_t tier) {
-  switch (tier) {
-  case GPUM_TIER_DEVICE:
-    return "device";
-  case GPUM_TIER_PINNED:
-    return "pinned";
-  case GPUM_TIER_HOST:
-    return "host";
-  }
-  return "?";
+  static const char *const names[] = {
+      [GPUM_TIER_DEVICE] = "device", [GPUM_TIER_PINNED] = "pinned", [GPUM_TIER_HOST] = "host"};
+  return GPUM__NAME_OF(names, tier, "?");
 }
 
 void gpum_tiercache_opts_init(gpum_tiercache_opts_t *opts) {
