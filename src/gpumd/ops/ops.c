@@ -275,14 +275,22 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
   return 0;
 }
 
+/* The live reservation ref names, for an op its owner or an admin may make: the lookup, then
+ * the request's late field error, then the owner check (the protocol's order). */
+static int owned_resv(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resv_ref_t *ref,
+                      const gpumd_req_error_t *late, const gpumd_resv_t **r) {
+  int rc = get_resv(d, ref, r);
+  if (rc == 0)
+    rc = gpumd_req_error_raise(late);
+  if (rc == 0)
+    rc = check_owner(a, *r, ref->id);
+  return rc;
+}
+
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, const gpumd_renew_req_t *req, json_t **out) {
   const gpumd_resv_t *r = NULL;
   uint64_t rid = req->resv.id;
-  int rc = get_resv(d, &req->resv, &r);
-  if (rc == 0)
-    rc = gpumd_req_error_raise(&req->late);
-  if (rc == 0)
-    rc = check_owner(a, r, rid);
+  int rc = owned_resv(d, a, &req->resv, &req->late, &r);
   if (rc == 0 && r->lease != GPUMD_LEASE_TTL)
     rc = gpum_error(GPUM_EINVAL, "reservation r-%llu has a %s lease, not a ttl",
                     (unsigned long long)rid, gpumd_lease_kind_name(r->lease));
@@ -301,11 +309,7 @@ int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resize_req_t
                     json_t **out) {
   const gpumd_resv_t *r = NULL;
   uint64_t rid = req->resv.id, bytes = req->bytes_per_gpu;
-  int rc = get_resv(d, &req->resv, &r);
-  if (rc == 0)
-    rc = gpumd_req_error_raise(&req->late);
-  if (rc == 0)
-    rc = check_owner(a, r, rid);
+  int rc = owned_resv(d, a, &req->resv, &req->late, &r);
   if (rc != 0)
     return rc;
   if (bytes > r->bytes_per_gpu)
@@ -329,11 +333,7 @@ int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, const gpumd_report_req_t
                     json_t **out) {
   const gpumd_resv_t *r = NULL;
   uint64_t rid = req->resv.id;
-  int rc = get_resv(d, &req->resv, &r);
-  if (rc == 0)
-    rc = gpumd_req_error_raise(&req->late);
-  if (rc == 0)
-    rc = check_owner(a, r, rid);
+  int rc = owned_resv(d, a, &req->resv, &req->late, &r);
   if (rc == 0 && r->state != GPUMD_RESV_GRANTED)
     rc = gpum_error(GPUM_ESTATE, "reservation r-%llu is %s: only a granted one takes reports",
                     (unsigned long long)rid, gpumd_resv_state_name(r->state));
