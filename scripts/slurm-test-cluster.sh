@@ -24,9 +24,25 @@ set -euo pipefail
 
 die() { echo "slurm-test-cluster: $*" >&2; exit 1; }
 
-# A TCP port on loopback that nobody listens on now.
+# A TCP port on loopback that nobody listens on now, below the kernel's ephemeral range: a port
+# the kernel hands out to bind(port 0) (every HTTP test's gpumd, Python's clients) could be taken
+# by another test between this pick and slurmd's bind ("Address already in use").
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 -c 'import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    p = random.randrange(10000, max(lo, 10001))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+else:
+    raise SystemExit("no free port below %d" % lo)'
 }
 
 # wait_for SECONDS DESCRIPTION CMD...: retries CMD every 0.1 s.
