@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""gpum for Python: reservations, memory estimates, adaptive batches and the tier cache over
-libgpum.
+"""gpum for Python: reservations, memory estimates, adaptive batches, the tier cache and the
+profiler over libgpum.
 
 See docs/python.md in gpum's source tree.
 """
@@ -24,6 +24,12 @@ from .monitor import Monitor  # noqa: E402
 from .batcher import Batcher, BatcherStats  # noqa: E402
 from .tiercache import Placement, Tier, TierCache, TierCacheStats, TierStats  # noqa: E402
 from .report import Reporter  # noqa: E402
+# gpum.profile is the function (the module stays importable: `from gpum.profile import ...`);
+# the report is gpum.profile_report, since gpum.report is the Reporter's module.
+from .profile import (  # noqa: E402
+    BenchmarkResult, Profiler, Summary, WindowStats, benchmark, profile, summary,
+    window_stats, report as profile_report,
+)
 
 __version__ = _lib.gpum_version().decode()
 
@@ -34,4 +40,6 @@ __all__ = [
     "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
     "status", "Status", "Gpu", "Pool", "PoolStats", "Monitor", "Batcher", "BatcherStats",
     "TierCache", "TierCacheStats", "TierStats", "Tier", "Placement", "Reporter",
+    "profile", "Profiler", "Summary", "summary", "profile_report", "benchmark", "BenchmarkResult",
+    "window_stats", "WindowStats",
 ]
