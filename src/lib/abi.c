@@ -17,6 +17,7 @@
 #include <gpum/estimate.h>
 #include <gpum/monitor.h>
 #include <gpum/pool.h>
+#include <gpum/profile.h>
 #include <gpum/report.h>
 #include <gpum/session.h>
 #include <gpum/tiercache.h>
@@ -55,6 +56,8 @@
   X(gpum_tier_stats_t)          \
   X(gpum_tiercache_stats_t)     \
   X(gpum_figure_t)              \
+  X(gpum_profile_stat_t)        \
+  X(gpum_window_stats_t)        \
   X(gpum_reporter_opts_t)       \
   X(gpum_model_t)               \
   X(gpum_estimate_opts_t)
@@ -381,6 +384,22 @@
   X(gpum_tiercache_stats_t, pressure_calls)     \
   X(gpum_figure_t, name)                        \
   X(gpum_figure_t, value)                       \
+  X(gpum_profile_stat_t, name)                  \
+  X(gpum_profile_stat_t, count)                 \
+  X(gpum_profile_stat_t, total_ns)              \
+  X(gpum_profile_stat_t, min_ns)                \
+  X(gpum_profile_stat_t, max_ns)                \
+  X(gpum_profile_stat_t, mean_ns)               \
+  X(gpum_profile_stat_t, p50_ns)                \
+  X(gpum_profile_stat_t, p95_ns)                \
+  X(gpum_profile_stat_t, p99_ns)                \
+  X(gpum_window_stats_t, count)                 \
+  X(gpum_window_stats_t, min)                   \
+  X(gpum_window_stats_t, max)                   \
+  X(gpum_window_stats_t, mean)                  \
+  X(gpum_window_stats_t, p50)                   \
+  X(gpum_window_stats_t, p95)                   \
+  X(gpum_window_stats_t, p99)                   \
   X(gpum_reporter_opts_t, socket_path)          \
   X(gpum_reporter_opts_t, reservation)          \
   X(gpum_reporter_opts_t, period_ms)

@@ -318,6 +318,24 @@ class ReporterOpts(c.Structure):
                 ("period_ms", c.c_uint)]
 
 
+PROFILE_NAME_LEN = 64  # GPUM_PROFILE_NAME_LEN
+
+
+class ProfileStat(c.Structure):  # gpum_profile_stat_t
+    _fields_ = [
+        ("name", c.c_char * PROFILE_NAME_LEN), ("count", c.c_uint64), ("total_ns", c.c_uint64),
+        ("min_ns", c.c_uint64), ("max_ns", c.c_uint64), ("mean_ns", c.c_double),
+        ("p50_ns", c.c_uint64), ("p95_ns", c.c_uint64), ("p99_ns", c.c_uint64),
+    ]
+
+
+class MonitorWindowStats(c.Structure):  # gpum_window_stats_t
+    _fields_ = [
+        ("count", c.c_size_t), ("min", c.c_double), ("max", c.c_double), ("mean", c.c_double),
+        ("p50", c.c_double), ("p95", c.c_double), ("p99", c.c_double),
+    ]
+
+
 MIRRORED: List[tuple] = [
     ("gpum_device_info_t", DeviceInfo), ("gpum_device_sample_t", DeviceSample),
     ("gpum_process_t", Process), ("gpum_env_var_t", EnvVar), ("gpum_pool_opts_t", PoolOpts),
@@ -335,6 +353,7 @@ MIRRORED: List[tuple] = [
     ("gpum_batch_stats_t", BatchStats), ("gpum_tiercache_opts_t", TierCacheOpts),
     ("gpum_tier_stats_t", TierStats), ("gpum_tiercache_stats_t", TierCacheStats),
     ("gpum_figure_t", Figure), ("gpum_reporter_opts_t", ReporterOpts),
+    ("gpum_profile_stat_t", ProfileStat), ("gpum_window_stats_t", MonitorWindowStats),
 ]
 
 

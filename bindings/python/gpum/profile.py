@@ -38,6 +38,7 @@ from typing import (
 from types import TracebackType
 
 from ._lib import lib
+from ._types import MonitorWindowStats, ProfileStat
 from .errors import GPUM_EINVAL, GPUM_ENOSPC, InvalidArgument, check, error_for
 
 __all__ = [
@@ -50,35 +51,20 @@ MAX_NAMES = 256  # GPUM_PROFILE_MAX_NAMES
 NAME_LEN = 64  # GPUM_PROFILE_NAME_LEN (a name is at most NAME_LEN - 1 bytes)
 
 
-class _Stat(c.Structure):  # gpum_profile_stat_t (not in libgpum's ABI table: mirrored by hand)
-    _fields_ = [
-        ("name", c.c_char * NAME_LEN), ("count", c.c_uint64), ("total_ns", c.c_uint64),
-        ("min_ns", c.c_uint64), ("max_ns", c.c_uint64), ("mean_ns", c.c_double),
-        ("p50_ns", c.c_uint64), ("p95_ns", c.c_uint64), ("p99_ns", c.c_uint64),
-    ]
-
-
-class _WindowStats(c.Structure):  # gpum_window_stats_t (mirrored by hand, likewise)
-    _fields_ = [
-        ("count", c.c_size_t), ("min", c.c_double), ("max", c.c_double), ("mean", c.c_double),
-        ("p50", c.c_double), ("p95", c.c_double), ("p99", c.c_double),
-    ]
-
-
 lib.gpum_profile_record.argtypes = [c.c_char_p, c.c_uint64]
 lib.gpum_profile_record.restype = None
-lib.gpum_profile_stats.argtypes = [c.POINTER(_Stat), c.c_size_t, c.POINTER(c.c_size_t)]
-lib.gpum_profile_get.argtypes = [c.c_char_p, c.POINTER(_Stat)]
+lib.gpum_profile_stats.argtypes = [c.POINTER(ProfileStat), c.c_size_t, c.POINTER(c.c_size_t)]
+lib.gpum_profile_get.argtypes = [c.c_char_p, c.POINTER(ProfileStat)]
 lib.gpum_profile_report.argtypes = [c.c_bool, c.POINTER(c.c_void_p)]
 lib.gpum_profile_reset.argtypes = []
 lib.gpum_profile_reset.restype = None
 lib.gpum_profile_dropped.argtypes = []
 lib.gpum_profile_dropped.restype = c.c_uint64
 lib.gpum_monitor_window_stats.argtypes = [c.c_void_p, c.c_uint, c.c_int, c.c_double,
-                                          c.POINTER(_WindowStats)]
+                                          c.POINTER(MonitorWindowStats)]
 lib.gpum_monitor_range_stats.argtypes = [c.c_void_p, c.c_uint, c.c_int, c.c_uint64, c.c_uint64,
-                                         c.POINTER(_WindowStats)]
-lib.gpum_stats_compute.argtypes = [c.POINTER(c.c_double), c.c_size_t, c.POINTER(_WindowStats)]
+                                         c.POINTER(MonitorWindowStats)]
+lib.gpum_stats_compute.argtypes = [c.POINTER(c.c_double), c.c_size_t, c.POINTER(MonitorWindowStats)]
 lib.gpum_metric_name.argtypes = [c.c_int]
 lib.gpum_metric_name.restype = c.c_char_p
 
@@ -168,7 +154,7 @@ class Summary:
         return self.p99_ns / 1e9
 
 
-def _summary(s: _Stat) -> Summary:
+def _summary(s: ProfileStat) -> Summary:
     return Summary(s.name.decode(errors="replace"), s.count, s.total_ns, s.mean_ns, s.min_ns,
                    s.max_ns, s.p50_ns, s.p95_ns, s.p99_ns)
 
@@ -228,7 +214,7 @@ class Profiler:
     def summary(self, name: str) -> Summary:
         """name's aggregate (gpum_profile_get); raises NotFound when nothing was recorded under
         it since the last reset."""
-        s = _Stat()
+        s = ProfileStat()
         check(lib.gpum_profile_get(_cname(name), c.byref(s)))
         return _summary(s)
 
@@ -237,7 +223,7 @@ class Profiler:
         n = c.c_size_t(0)
         while True:
             cap = max(n.value, 1)
-            buf = (_Stat * cap)()
+            buf = (ProfileStat * cap)()
             rc = lib.gpum_profile_stats(buf, cap, c.byref(n))
             if rc == GPUM_ENOSPC:
                 continue  # names were added between the two calls
@@ -402,7 +388,7 @@ class WindowStats:
     p99: float
 
 
-def _window(w: _WindowStats) -> WindowStats:
+def _window(w: MonitorWindowStats) -> WindowStats:
     return WindowStats(w.count, w.min, w.max, w.mean, w.p50, w.p95, w.p99)
 
 
@@ -425,7 +411,7 @@ def window_stats(monitor: Any, device: int, metric: str, seconds: float) -> Wind
     """Statistics of metric on device over the monitor's last ``seconds`` (> 0)
     (gpum_monitor_window_stats). Raises GpumError (ENODEV) for a device the monitor does not
     sample, InvalidArgument for a bad metric or seconds."""
-    out = _WindowStats()
+    out = MonitorWindowStats()
     check(lib.gpum_monitor_window_stats(_handle(monitor), device, _metric(metric), seconds,
                                         c.byref(out)))
     return _window(out)
@@ -435,7 +421,7 @@ def range_stats(monitor: Any, device: int, metric: str, from_ns: int,
                 to_ns: int) -> WindowStats:
     """Statistics of metric over the samples with from_ns <= timestamp <= to_ns
     (CLOCK_REALTIME ns, as ``time.time_ns()``) (gpum_monitor_range_stats)."""
-    out = _WindowStats()
+    out = MonitorWindowStats()
     check(lib.gpum_monitor_range_stats(_handle(monitor), device, _metric(metric), from_ns, to_ns,
                                        c.byref(out)))
     return _window(out)
@@ -444,6 +430,6 @@ def range_stats(monitor: Any, device: int, metric: str, from_ns: int,
 def stats(values: Sequence[float]) -> WindowStats:
     """The same statistics of any values (gpum_stats_compute, exact); all 0 for none."""
     arr = (c.c_double * len(values))(*values)
-    out = _WindowStats()
+    out = MonitorWindowStats()
     check(lib.gpum_stats_compute(arr, len(values), c.byref(out)))
     return _window(out)
