@@ -69,6 +69,33 @@ GPUM_API int gpum_reservation_env(const gpum_reservation_t *r, gpum_env_var_t *v
  * gpum_reservation_env's errors; GPUM_ENOMEM when setenv fails. Not thread-safe (setenv). */
 GPUM_API int gpum_reservation_setenv(const gpum_reservation_t *r);
 
+#define GPUM_DISTRIBUTED_ENV_MAX 7         /* variables gpum_distributed_env writes */
+#define GPUM_DISTRIBUTED_MASTER_PORT 29500 /* torchrun's default rendezvous port */
+
+/* What torchrun, torch.distributed and NCCL need to run nproc processes, one per granted GPU,
+ * on this node, in vars[0..*count), every one if_unset (a value the job's environment already
+ * has wins, so a launcher or the user can always override it):
+ *   WORLD_SIZE=nproc, LOCAL_WORLD_SIZE=nproc  what torch.distributed's env:// init and a
+ *                                             plain multi-process launcher read
+ *   PET_NPROC_PER_NODE=nproc, PET_NNODES=1    torchrun's --nproc-per-node and --nnodes
+ *                                             defaults: bare `torchrun train.py` starts one
+ *                                             process per granted GPU
+ *   MASTER_ADDR=127.0.0.1, MASTER_PORT=port   the rendezvous of env:// (one node: loopback)
+ *   TORCH_NCCL_ASYNC_ERROR_HANDLING=1         a failed NCCL collective aborts the process
+ *                                             group instead of hanging the job
+ * No RANK or LOCAL_RANK: each process has its own, set by its launcher. The reservation's own
+ * variables are gpum_reservation_env's; a launcher sets these too when the job is distributed
+ * (gpum run: more than one GPU, or --distributed; gpumd's setup-pytorch answer likewise).
+ * master_port 0 means GPUM_DISTRIBUTED_MASTER_PORT. Returns 0, GPUM_EINVAL (nproc 0, port
+ * above 65535, vars or count NULL) or GPUM_ENOSPC (cap < GPUM_DISTRIBUTED_ENV_MAX).
+ * Thread-safe. */
+GPUM_API int gpum_distributed_env(unsigned nproc, unsigned master_port, gpum_env_var_t *vars,
+                                  size_t cap, size_t *count);
+/* Sets gpum_distributed_env's variables in this process where the environment has none
+ * (setenv without overwrite). Returns 0, its errors, or GPUM_ENOMEM when setenv fails. Not
+ * thread-safe (setenv). */
+GPUM_API int gpum_distributed_setenv(unsigned nproc, unsigned master_port);
+
 /* --- Sessions ------------------------------------------------------------------------------- */
 
 typedef enum {

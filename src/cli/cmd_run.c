@@ -3,8 +3,9 @@
  * `gpum run [FLAGS] -- CMD ARGS...`: reserves GPU memory from gpumd, waits for the grant
  * (showing the queue position on stderr), runs CMD with the grant's environment
  * (gpum_reservation_env: CUDA_VISIBLE_DEVICES set to the granted GPUs' UUIDs,
- * CUDA_DEVICE_ORDER, GPUM_RESERVATION_ID, GPUM_MEM_LIMIT, ...), forwards SIGINT, SIGTERM and
- * SIGHUP to it, and releases the reservation when CMD exits. The reservation is bound to this
+ * CUDA_DEVICE_ORDER, GPUM_RESERVATION_ID, GPUM_MEM_LIMIT, ...; with more than one GPU or
+ * --distributed also gpum_distributed_env: WORLD_SIZE, MASTER_PORT, ...), forwards SIGINT, SIGTERM
+ * and SIGHUP to it, and releases the reservation when CMD exits. The reservation is bound to this
  * process's connection, so even if gpum run is killed the daemon releases it; and CMD is tied
  * to gpum run (PR_SET_PDEATHSIG): it is killed when gpum run dies, so it never runs on without
  * its reservation. When gpumd restarts while CMD runs, gpum run reconnects and re-attaches the
@@ -40,7 +41,8 @@ static void usage(FILE *out) {
       out,
       "usage: gpum run --mem SIZE | --estimate SPEC [--gpus N] [--type TYPE] [--priority P]\n"
       "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
-      "                [--on-end term|keep] [-q] -- CMD [ARGS...]\n"
+      "                [--on-end term|keep] [--distributed | --no-distributed]\n"
+      "                [--master-port N] [-q] -- CMD [ARGS...]\n"
       "\n"
       "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
       "position on stderr), then runs CMD with:\n"
@@ -52,6 +54,11 @@ static void usage(FILE *out) {
       "  GPUM_RESERVATION_DEVICES  gpumd's names (UUIDs) of the granted devices\n"
       "and, unless already set, TF_FORCE_GPU_ALLOW_GROWTH=true and\n"
       "XLA_PYTHON_CLIENT_PREALLOCATE=false (TensorFlow and JAX take memory as needed).\n"
+      "With more than one GPU (or --distributed), also, unless already set, what torchrun\n"
+      "and torch.distributed need for one process per GPU on this node: WORLD_SIZE,\n"
+      "LOCAL_WORLD_SIZE, PET_NPROC_PER_NODE (the GPU count), PET_NNODES=1,\n"
+      "MASTER_ADDR=127.0.0.1, MASTER_PORT (--master-port, 29500) and\n"
+      "TORCH_NCCL_ASYNC_ERROR_HANDLING=1; --no-distributed sets none of them.\n"
       "With --enforce (or run.enforce: true, GPUM_RUN_ENFORCE=1) CMD and every process it\n"
       "starts are kept inside the reservation by the enforcement shim (libgpum_enforce.so,\n"
       "preloaded): an allocation past GPUM_MEM_LIMIT on a GPU fails with CUDA's\n"
@@ -72,6 +79,9 @@ static void usage(FILE *out) {
       "  --on-end term|keep     when the reservation ends under CMD: term (default,\n"
       "                         run.on_end) signals CMD, keep lets it run on unreserved\n"
       "  --no-enforce           do not, whatever run.enforce says\n"
+      "  --distributed          set the torchrun/NCCL variables even for one GPU\n"
+      "  --no-distributed       do not set them, even for several GPUs\n"
+      "  --master-port N        MASTER_PORT for them (1-65535; default 29500)\n"
       "\n"
       "Exit status: CMD's, or 128+N when CMD was killed by signal N; 1 when no reservation\n"
       "was granted; 2 for usage errors; 126/127 when CMD cannot be run / is not found.\n",
@@ -81,6 +91,9 @@ static void usage(FILE *out) {
 /* Returns -1 to go on (with *cmd_at the index of CMD), else an exit code. */
 /* --on-end / run.on_end: true to terminate CMD when the reservation ends under it. */
 static bool term_on_end = true;
+/* --distributed (1) / --no-distributed (0); -1: when the grant has more than one GPU. */
+static int distributed = -1;
+static unsigned master_port; /* --master-port; 0: gpum_distributed_env's default */
 
 static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_opts_t *o,
                  int *cmd_at, int *enforce, uint64_t *max_mem) {
@@ -96,7 +109,20 @@ static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_op
       *enforce = a[2] == 'e';
       continue;
     }
+    if (!strcmp(a, "--distributed") || !strcmp(a, "--no-distributed")) {
+      distributed = a[2] == 'd';
+      continue;
+    }
     const char *v = NULL;
+    if (cli_take_flag(argc, argv, &i, "--master-port", &v)) {
+      unsigned long long port = 0;
+      if (!v || cli_parse_uint(v, 1, 65535, false, &port) != 0) {
+        fprintf(stderr, "gpum run: --master-port needs a port from 1 to 65535\n");
+        return CLI_EXIT_USAGE;
+      }
+      master_port = (unsigned)port;
+      continue;
+    }
     if (cli_take_flag(argc, argv, &i, "--on-end", &v)) {
       if (!v || (strcmp(v, "term") && strcmp(v, "keep"))) {
         fprintf(stderr, "gpum run: --on-end needs term or keep\n");
@@ -231,7 +257,9 @@ static void child_exec(char **cmd, const gpum_reservation_t *r, const run_fence_
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     signal(sigs[i], SIG_DFL);
   sigprocmask(SIG_SETMASK, mask, NULL);
+  bool dist = distributed < 0 ? r->ndevices > 1 : distributed == 1;
   if (gpum_reservation_setenv(r) != 0 ||
+      (dist && gpum_distributed_setenv((unsigned)r->ndevices, master_port) != 0) ||
       (fence->f && gpum_enforce_setenv(fence->shim, fence->fence) != 0) ||
       (fence->f && fence->max_mem && elastic_setenv(fence) != 0)) {
     fprintf(stderr, "gpum run: cannot set the environment: %s\n", gpum_last_error());

@@ -4,7 +4,9 @@
  * (gpum_reservation_env: the variables and their order, several GPUs, devices without a UUID,
  * the host backend's device, a too-small array, a reservation without devices) and
  * gpum_reservation_setenv (gpum's variables overwrite, framework defaults yield to the
- * environment), and opening a session with no daemon. The session against a real gpumd is
+ * environment), the distributed table (gpum_distributed_env: the torchrun/NCCL variables, all
+ * yielding to the environment, the default port, bad arguments, gpum_distributed_setenv), and
+ * opening a session with no daemon. The session against a real gpumd is
  * tested by tests/integration (test_run_*, test_client_reserve*, test_session_pool).
  */
 #include <setjmp.h>
@@ -116,6 +118,58 @@ static void test_setenv_precedence(void **state) {
   assert_string_equal(getenv("GPUM_RESERVATION_ID"), "r-7");
 }
 
+static void test_distributed_env(void **state) {
+  (void)state;
+  static const char *const want[][2] = {
+      {"WORLD_SIZE", "4"},
+      {"LOCAL_WORLD_SIZE", "4"},
+      {"PET_NPROC_PER_NODE", "4"},
+      {"PET_NNODES", "1"},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", "29511"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+  };
+  gpum_env_var_t v[GPUM_DISTRIBUTED_ENV_MAX];
+  size_t n = 0;
+  assert_int_equal(gpum_distributed_env(4, 29511, v, GPUM_DISTRIBUTED_ENV_MAX, &n), 0);
+  assert_int_equal(n, sizeof want / sizeof want[0]);
+  assert_int_equal(n, GPUM_DISTRIBUTED_ENV_MAX);
+  for (size_t i = 0; i < n; i++) { /* this order: gpumd's setup-pytorch answer keeps it */
+    assert_string_equal(v[i].name, want[i][0]);
+    assert_string_equal(v[i].value, want[i][1]);
+    assert_true(v[i].if_unset); /* a launcher's or the user's value wins */
+  }
+  assert_int_equal(gpum_distributed_env(1, 0, v, GPUM_DISTRIBUTED_ENV_MAX, &n), 0);
+  assert_string_equal(value(v, n, "MASTER_PORT"), "29500");
+  assert_int_equal(GPUM_DISTRIBUTED_MASTER_PORT, 29500);
+  assert_string_equal(value(v, n, "WORLD_SIZE"), "1");
+}
+
+static void test_distributed_env_errors(void **state) {
+  (void)state;
+  gpum_env_var_t v[GPUM_DISTRIBUTED_ENV_MAX];
+  size_t n = 9;
+  assert_int_equal(gpum_distributed_env(0, 0, v, GPUM_DISTRIBUTED_ENV_MAX, &n), GPUM_EINVAL);
+  assert_int_equal(n, 0);
+  assert_int_equal(gpum_distributed_env(2, 65536, v, GPUM_DISTRIBUTED_ENV_MAX, &n), GPUM_EINVAL);
+  assert_int_equal(gpum_distributed_env(2, 0, NULL, GPUM_DISTRIBUTED_ENV_MAX, &n), GPUM_EINVAL);
+  assert_int_equal(gpum_distributed_env(2, 0, v, GPUM_DISTRIBUTED_ENV_MAX, NULL), GPUM_EINVAL);
+  assert_int_equal(gpum_distributed_env(2, 0, v, GPUM_DISTRIBUTED_ENV_MAX - 1, &n), GPUM_ENOSPC);
+  assert_int_equal(n, 0);
+}
+
+static void test_distributed_setenv(void **state) {
+  (void)state;
+  setenv("MASTER_PORT", "12345", 1); /* the user's choice wins */
+  unsetenv("WORLD_SIZE");
+  unsetenv("MASTER_ADDR");
+  assert_int_equal(gpum_distributed_setenv(2, 0), 0);
+  assert_string_equal(getenv("MASTER_PORT"), "12345");
+  assert_string_equal(getenv("WORLD_SIZE"), "2");
+  assert_string_equal(getenv("MASTER_ADDR"), "127.0.0.1");
+  assert_int_equal(gpum_distributed_setenv(0, 0), GPUM_EINVAL);
+}
+
 static void test_open_without_daemon(void **state) {
   (void)state;
   gpum_session_opts_t o;
@@ -137,9 +191,15 @@ static void test_open_without_daemon(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_env_two_gpus),      cmocka_unit_test(test_env_indexes_without_uuid),
-      cmocka_unit_test(test_env_host_device),   cmocka_unit_test(test_env_errors),
-      cmocka_unit_test(test_setenv_precedence), cmocka_unit_test(test_open_without_daemon),
+      cmocka_unit_test(test_env_two_gpus),
+      cmocka_unit_test(test_env_indexes_without_uuid),
+      cmocka_unit_test(test_env_host_device),
+      cmocka_unit_test(test_env_errors),
+      cmocka_unit_test(test_setenv_precedence),
+      cmocka_unit_test(test_distributed_env),
+      cmocka_unit_test(test_distributed_env_errors),
+      cmocka_unit_test(test_distributed_setenv),
+      cmocka_unit_test(test_open_without_daemon),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,9 @@
 
 On entry it waits for the grant (``on_queue`` gets the queue position while it waits), then
 sets ``CUDA_VISIBLE_DEVICES`` and the other variables of the grant (gpum run's; see
-docs/cli.md) in this process's environment, before CUDA is initialised: when it was initialised
+docs/cli.md; with more than one GPU, or ``distributed=True``, also the torchrun/NCCL variables
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... of libgpum's gpum_distributed_env) in this process's
+environment, before CUDA is initialised: when it was initialised
 already, the variables could not take effect, and :class:`CudaAlreadyInitialized` says so with
 the remedy. A thread serves the session while the block runs (gpumd's events, re-attaching after
 a gpumd restart); pressure on the reservation's GPUs calls the ``on_pressure`` callbacks on that
@@ -47,6 +49,8 @@ lib.gpum_session_release.argtypes = [c.c_void_p]
 lib.gpum_session_close.argtypes = [c.c_void_p]
 lib.gpum_session_close.restype = None
 lib.gpum_reservation_env.argtypes = [c.POINTER(t.Reservation), c.POINTER(t.EnvVar), c.c_size_t,
+                                     c.POINTER(c.c_size_t)]
+lib.gpum_distributed_env.argtypes = [c.c_uint, c.c_uint, c.POINTER(t.EnvVar), c.c_size_t,
                                      c.POINTER(c.c_size_t)]
 
 EV_QUEUED, EV_GRANTED, EV_ENDED, EV_PRESSURE, EV_LOST, EV_REATTACHED, EV_GAVE_UP = range(1, 8)
@@ -96,7 +100,8 @@ class Reservation:
                  timeout: Union[None, int, float, str] = None, label: Optional[str] = None,
                  model: Optional[str] = None, socket: Optional[str] = None,
                  on_queue: Optional[Callable[[int], Any]] = None,
-                 set_env: bool = True) -> None:
+                 set_env: bool = True, distributed: Optional[bool] = None,
+                 master_port: int = 0) -> None:
         self._req = t.ReserveReq(bytes_per_gpu=_size(mem), gpus=gpus, priority=priority,
                                  label=(label or os.path.basename(sys.argv[0] or "python")).encode(),
                                  model=model.encode() if model else None)
@@ -104,6 +109,8 @@ class Reservation:
         self._socket = socket.encode() if socket else None
         self._on_queue = on_queue
         self._set_env = set_env
+        self._distributed = distributed  # None: when the grant has more than one GPU
+        self._master_port = master_port  # 0: libgpum's default (29500)
         self._pressure: List[Callable[[Pressure], Any]] = []
         self._s = c.c_void_p()
         self._thread: Optional[threading.Thread] = None
@@ -144,14 +151,24 @@ class Reservation:
         return self._ended
 
     def env(self) -> dict:
-        """The grant's environment (as gpum run sets it), name -> (value, only_if_unset)."""
+        """The grant's environment (as gpum run sets it), name -> (value, only_if_unset): the
+        reservation's variables and, when it is distributed (``distributed``, else more than
+        one GPU), the torchrun/NCCL ones (WORLD_SIZE, MASTER_PORT, ..., all only_if_unset)."""
         if not self._r:
             return {}
         vars_ = (t.EnvVar * t.ENV_MAX)()
         n = c.c_size_t()
         check(lib.gpum_reservation_env(c.byref(self._r), vars_, t.ENV_MAX, c.byref(n)))
-        return {vars_[i].name.decode(): (vars_[i].value.decode(), bool(vars_[i].if_unset))
-                for i in range(n.value)}
+        env = {vars_[i].name.decode(): (vars_[i].value.decode(), bool(vars_[i].if_unset))
+               for i in range(n.value)}
+        ndev = int(self._r.ndevices)
+        if self._distributed if self._distributed is not None else ndev > 1:
+            dvars = (t.EnvVar * t.DISTRIBUTED_ENV_MAX)()
+            check(lib.gpum_distributed_env(ndev, self._master_port, dvars, t.DISTRIBUTED_ENV_MAX,
+                                           c.byref(n)))
+            env.update({dvars[i].name.decode(): (dvars[i].value.decode(), bool(dvars[i].if_unset))
+                        for i in range(n.value)})
+        return env
 
     def on_pressure(self, callback: Callable[[Pressure], Any]) -> None:
         """Calls callback(Pressure) on the session's thread when gpumd reports memory pressure

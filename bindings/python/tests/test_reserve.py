@@ -150,3 +150,29 @@ def test_cuda_initialised_already(monkeypatch):
         with gpum.reserve("1GiB"):
             pass
     assert "before the first use of torch.cuda" in str(e.value)
+
+
+DIST = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "PET_NPROC_PER_NODE", "PET_NNODES", "MASTER_ADDR",
+        "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING")
+
+
+def test_distributed_environment(gpumd, monkeypatch):
+    for k in DIST:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MASTER_PORT", "31000")  # the user's value wins
+    with gpum.reserve("1GiB", gpus=2, label="py-dist") as r:
+        env = r.env()
+        assert env["WORLD_SIZE"] == ("2", True) and env["MASTER_PORT"] == ("29500", True)
+        assert os.environ["WORLD_SIZE"] == "2" and os.environ["LOCAL_WORLD_SIZE"] == "2"
+        assert os.environ["PET_NPROC_PER_NODE"] == "2" and os.environ["PET_NNODES"] == "1"
+        assert os.environ["MASTER_ADDR"] == "127.0.0.1"
+        assert os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+        assert os.environ["MASTER_PORT"] == "31000"
+    assert "WORLD_SIZE" not in os.environ and os.environ["MASTER_PORT"] == "31000"
+    with gpum.reserve("1GiB", label="py-one") as r:
+        assert not set(DIST) & set(r.env()) and "WORLD_SIZE" not in os.environ
+    with gpum.reserve("1GiB", gpus=2, distributed=False, set_env=False) as r:
+        assert not set(DIST) & set(r.env())
+    with gpum.reserve("1GiB", distributed=True, master_port=29611, set_env=False) as r:
+        env = r.env()
+        assert env["WORLD_SIZE"] == ("1", True) and env["MASTER_PORT"] == ("29611", True)

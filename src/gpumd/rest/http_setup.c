@@ -5,8 +5,9 @@
  * seed's users describe it ({"gpu_count", "gpu_type", "memory_gb", "distributed_training",
  * "mixed_precision", "gpu_memory_fraction"}) on the devices a reservation of it would get now,
  * reserving nothing. The answer: the environment of every job (libgpum's gpum_reservation_env,
- * what gpum run sets), the framework's settings (memory, distribution, precision) and the
- * Python lines that apply them.
+ * what gpum run sets; for a distributed PyTorch set-up also libgpum's gpum_distributed_env),
+ * the framework's settings (memory, distribution, precision) and the Python lines that apply
+ * them.
  */
 #include <math.h>
 #include <stdio.h>
@@ -200,23 +201,18 @@ int gpumd_http_setup_pytorch(gpumd_http_call_t *call) {
     json_decref(t.devices);
     return rc;
   }
-  long long port = port_v ? json_integer_value(port_v) : 29500;
+  long long port = port_v ? json_integer_value(port_v) : GPUM_DISTRIBUTED_MASTER_PORT;
   unsigned n = t.gpus;
   bool dist = distributed(&t);
   double fraction = floor(t.fraction * t.cfg.fraction * 10000.0) / 10000.0;
   json_t *env = job_env(&t);
-  char num[24], code[1024], run[128];
-  if (dist) {
-    snprintf(num, sizeof num, "%u", n);
-    json_object_set_new(env, "WORLD_SIZE", json_string(num));
-    json_object_set_new(env, "LOCAL_WORLD_SIZE", json_string(num));
-    json_object_set_new(env, "PET_NPROC_PER_NODE", json_string(num));
-    json_object_set_new(env, "PET_NNODES", json_string("1"));
-    json_object_set_new(env, "MASTER_ADDR", json_string("127.0.0.1"));
-    snprintf(num, sizeof num, "%lld", port);
-    json_object_set_new(env, "MASTER_PORT", json_string(num));
-    json_object_set_new(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", json_string("1"));
-  }
+  char code[1024], run[128];
+  gpum_env_var_t dvars[GPUM_DISTRIBUTED_ENV_MAX];
+  size_t ndvars = 0;
+  if (dist && env &&
+      gpum_distributed_env(n, (unsigned)port, dvars, GPUM_DISTRIBUTED_ENV_MAX, &ndvars) == 0)
+    for (size_t i = 0; i < ndvars; i++) /* libgpum's table, as gpum run sets it */
+      json_object_set_new(env, dvars[i].name, json_string(dvars[i].value));
   const char *dtype = t.bf16 ? "bfloat16" : "float16";
   int len = snprintf(code, sizeof code,
                      "import torch\nfor i in range(torch.cuda.device_count()):\n"

@@ -2,7 +2,8 @@
 /*
  * The environment of a job that runs under a reservation (gpum/session.h): one list of
  * variables that gpum run sets, gpum reserve prints and gpumd's REST setup answers return, so
- * that every way to start a job hands it the same view of its GPUs.
+ * that every way to start a job hands it the same view of its GPUs; and, for a job of several
+ * processes, the torchrun/NCCL variables (gpum_distributed_env) those launchers add.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,46 @@ int gpum_reservation_setenv(const gpum_reservation_t *r) {
     return gpum_error(GPUM_ENOMEM, "out of memory");
   size_t n = 0;
   int rc = gpum_reservation_env(r, vars, GPUM_RESERVATION_ENV_MAX, &n);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (setenv(vars[i].name, vars[i].value, vars[i].if_unset ? 0 : 1) != 0)
+      rc = gpum_error(GPUM_ENOMEM, "cannot set %s in the environment", vars[i].name);
+  free(vars);
+  return rc;
+}
+
+int gpum_distributed_env(unsigned nproc, unsigned master_port, gpum_env_var_t *vars, size_t cap,
+                         size_t *count) {
+  if (count)
+    *count = 0;
+  if (vars == NULL || count == NULL)
+    return gpum_error(GPUM_EINVAL, "gpum_distributed_env: NULL argument");
+  if (nproc == 0 || master_port > 65535)
+    return gpum_error(GPUM_EINVAL, "gpum_distributed_env: %u processes, master port %u", nproc,
+                      master_port);
+  char num[16], port[16];
+  snprintf(num, sizeof num, "%u", nproc);
+  snprintf(port, sizeof port, "%u", master_port ? master_port : GPUM_DISTRIBUTED_MASTER_PORT);
+  size_t n = 0;
+  bool ok = put(vars, cap, &n, "WORLD_SIZE", num, true) &&
+            put(vars, cap, &n, "LOCAL_WORLD_SIZE", num, true) &&
+            put(vars, cap, &n, "PET_NPROC_PER_NODE", num, true) &&
+            put(vars, cap, &n, "PET_NNODES", "1", true) &&
+            put(vars, cap, &n, "MASTER_ADDR", "127.0.0.1", true) &&
+            put(vars, cap, &n, "MASTER_PORT", port, true) &&
+            put(vars, cap, &n, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", true);
+  if (!ok)
+    return gpum_error(GPUM_ENOSPC, "the distributed environment has %d variables, room for %zu",
+                      GPUM_DISTRIBUTED_ENV_MAX, cap);
+  *count = n;
+  return 0;
+}
+
+int gpum_distributed_setenv(unsigned nproc, unsigned master_port) {
+  gpum_env_var_t *vars = calloc(GPUM_DISTRIBUTED_ENV_MAX, sizeof *vars);
+  if (vars == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  size_t n = 0;
+  int rc = gpum_distributed_env(nproc, master_port, vars, GPUM_DISTRIBUTED_ENV_MAX, &n);
   for (size_t i = 0; rc == 0 && i < n; i++)
     if (setenv(vars[i].name, vars[i].value, vars[i].if_unset ? 0 : 1) != 0)
       rc = gpum_error(GPUM_ENOMEM, "cannot set %s in the environment", vars[i].name);
