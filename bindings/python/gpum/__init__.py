@@ -24,6 +24,10 @@ from .monitor import Monitor  # noqa: E402
 from .batcher import Batcher, BatcherStats  # noqa: E402
 from .tiercache import Placement, Tier, TierCache, TierCacheStats, TierStats  # noqa: E402
 from .report import Reporter  # noqa: E402
+from .optimize import (  # noqa: E402
+    ModelPrecision, OptimizationLevel, OptimizationReport, OptimizationStep, OptLevel, Precision,
+    optimize,
+)
 
 __version__ = _lib.gpum_version().decode()
 
@@ -34,4 +38,6 @@ __all__ = [
     "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
     "status", "Status", "Gpu", "Pool", "PoolStats", "Monitor", "Batcher", "BatcherStats",
     "TierCache", "TierCacheStats", "TierStats", "Tier", "Placement", "Reporter",
+    "optimize", "OptLevel", "Precision", "OptimizationLevel", "ModelPrecision",
+    "OptimizationReport", "OptimizationStep",
 ]
