@@ -497,10 +497,12 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
     s = _Steps()
     if device is not None:
         model.to(dev)
-    if inference:
-        model.eval()
-    else:
-        model.train()
+    if example_input is not None:
+        # On the model's device, floating tensors in the dtype its parameters have now.
+        dt = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+        example_input = _map_tensors(example_input,
+                                     lambda t: _cast_tensor(t.to(dev), dt, False))
+    # Measured as the model comes, in the mode it is in.
     before_p = param_bytes(model)
     before_a = (activation_bytes(model, example_input, inference)
                 if example_input is not None else None)
@@ -510,6 +512,10 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
     if lvl is OptLevel.NONE:
         s.skip("all", "level NONE changes nothing")
     else:
+        if inference:
+            model.eval()
+        else:
+            model.train()
         if prune > 0.0:
             if inference:
                 _prune(model, prune, s)
