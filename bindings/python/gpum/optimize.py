@@ -90,8 +90,7 @@ class OptimizationReport:
     def model(self) -> Any:
         """The optimised model: the one passed in, or the new module quantisation or
         compilation made."""
-        m = self._model
-        return m() if isinstance(m, weakref.ReferenceType) else m
+        return self._model
 
     def applied(self) -> List[str]:
         """The names of the steps applied, in order."""
@@ -180,7 +179,7 @@ def activation_bytes(model: Any, example_input: Any, inference: bool,
         seen: set = set()
         total[0] += _obj_bytes(_flatten(out), seen)
 
-    leaves = [m for m in model.modules() if not any(True for _ in m.children())]
+    leaves = _leaves(model)
     handles = [m.register_forward_hook(hook) for m in leaves]
     # A training-mode pass updates BatchNorm's running statistics: put them back after.
     saved = {k: v.detach().clone() for k, v in model.named_buffers()}
@@ -197,6 +196,23 @@ def activation_bytes(model: Any, example_input: Any, inference: bool,
                 if k in saved and saved[k].shape == v.shape:
                     v.copy_(saved[k])
     return total[0]
+
+
+def _leaves(model: Any) -> List[Any]:
+    """The modules whose outputs are activations: those without children, and quantised ones
+    (whose only children hold their packed weights and are never called)."""
+    out: List[Any] = []
+
+    def walk(m: Any) -> None:
+        kids = list(m.children())
+        if not kids or type(m).__module__.startswith(("torch.ao.nn.quantized",
+                                                      "torch.nn.quantized")):
+            out.append(m)
+            return
+        for k in kids:
+            walk(k)
+    walk(model)
+    return out
 
 
 def _grad_context(inference: bool) -> ContextManager[Any]:
@@ -394,6 +410,9 @@ def _checkpointing(model: Any, s: _Steps) -> None:
     nn = torch.nn
     name = "activation_checkpointing"
     if isinstance(model, nn.Sequential) and len(model) >= 2:
+        if isinstance(model.forward, _SegmentedForward):
+            s.ok(name, "already checkpointed")
+            return
         n = len(model)
         size = max(1, int(math.isqrt(n)))
         segments = [(a, min(a + size, n)) for a in range(0, n, size)]
@@ -404,6 +423,8 @@ def _checkpointing(model: Any, s: _Steps) -> None:
     for path, m in model.named_modules():
         if isinstance(m, nn.ModuleList) and len(m) >= 2:
             for block in m:
+                if isinstance(block.forward, _CheckpointForward):
+                    continue
                 setattr(block, "forward", _CheckpointForward(block.forward))
             s.ok(name, f"each of the {len(m)} blocks of {path or 'the model'} checkpointed")
             return
@@ -447,10 +468,13 @@ def _compile(model: Any, dev: Any, example_input: Any, inference: bool,
 
 # The cache ------------------------------------------------------------------------------------
 
-# model -> {arguments -> report}. A report whose model is the key holds it weakly, so the cache
-# never keeps a model alive (a compiled wrapper holds its module, and so does keep it).
-_cache: "weakref.WeakKeyDictionary[Any, Dict[Tuple[Any, ...], OptimizationReport]]" = \
-    weakref.WeakKeyDictionary()
+# model -> {arguments -> report}, both weakly: a report holds its model (the one passed in, or
+# one made from it), so a strong value would keep the key alive for ever. A report lives as long
+# as its caller keeps it; optimising again after that repeats steps that are idempotent on the
+# model already optimised (eval, casts, channels_last, pruning the same zeros, checkpointing
+# once) and measures it as it is then.
+_Reports = Dict[Tuple[Any, ...], "weakref.ReferenceType[OptimizationReport]"]
+_cache: "weakref.WeakKeyDictionary[Any, _Reports]" = weakref.WeakKeyDictionary()
 
 
 def _signature(x: Any) -> Any:
@@ -489,9 +513,10 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
         raise ValueError("model must be a torch.nn.Module")
     dev = _device_of(model, device)
     key = (lvl, prec, mode, str(dev), float(prune), _signature(example_input))
-    per_model = _cache.get(model)
-    if per_model is not None and key in per_model and per_model[key].model is not None:
-        return per_model[key]
+    cached = _cache.get(model, {}).get(key)
+    hit = cached() if cached is not None else None
+    if hit is not None:
+        return hit
 
     inference = mode == "inference"
     s = _Steps()
@@ -555,6 +580,6 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
     if x is not None:
         report.activation_bytes_after = activation_bytes(eager, x, inference,
                                                          report.autocast())
-    report._model = weakref.ref(out) if out is model else out
-    _cache.setdefault(model, {})[key] = report
+    report._model = out
+    _cache.setdefault(model, {})[key] = weakref.ref(report)
     return report

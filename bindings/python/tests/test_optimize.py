@@ -122,6 +122,8 @@ def test_int8_shrinks_linear_and_lstm_within_tolerance(make, x):
                                   if isinstance(mod, (nn.Linear, nn.LSTM))])
     # Weights of one byte instead of four: well under half, with the float biases and scales.
     assert r.param_bytes_after < 0.4 * r.param_bytes_before
+    # Dynamic quantisation computes in int8 and hands back float32: the same activations.
+    assert r.activation_bytes_after == r.activation_bytes_before > 0
     with torch.no_grad():
         assert close(r.model(x), want, 0.1)
 
@@ -220,14 +222,19 @@ def test_experimental_compiles_or_says_why():
         assert (r.model(x) - want).abs().max().item() <= 1e-5
 
 
-def test_the_cache_returns_the_same_report_and_holds_no_model():
+def test_the_cache_returns_the_same_report_and_keeps_no_model_alive():
     m, x = mlp(), torch.randn(4, 64)
     r = gpum.optimize(m, precision="bf16", example_input=x)
     assert gpum.optimize(m, precision="bf16", example_input=torch.randn(4, 64)) is r
     # Other arguments optimise again (the model is already bf16 now, and measured so).
     r2 = gpum.optimize(m, precision="bf16", example_input=torch.randn(2, 64))
     assert r2 is not r and r2.param_bytes_before == r.param_bytes_after
+    # Held weakly both ways: dropping the reports and the model frees the model.
     ref = weakref.ref(m)
     del m, r, r2
     gc.collect()
     assert ref() is None
+    # A report keeps a model made for it alive.
+    r = gpum.optimize(mlp(), example_input=x)
+    gc.collect()
+    assert r.model is not None and r.model(x).shape == (4, 10)
