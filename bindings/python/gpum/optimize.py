@@ -323,9 +323,6 @@ def _precision(model: Any, precision: Precision, mode: str, dev: Any, example_in
     return model
 
 
-_INT8_TYPES_NAMES = ("Linear", "LSTM")
-
-
 def _int8(model: Any, mode: str, dev: Any, s: _Steps, name: str) -> Any:
     import torch
     nn = torch.nn
@@ -495,9 +492,10 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
     """Optimise model (an nn.Module) for mode ("inference" or "training") at level, in
     precision, and report each step and the bytes it saved.
 
-    example_input (a tensor or a tuple of positional arguments, in float32) lets the activation
-    bytes be measured and fp16 and torch.compile be tried on the model itself; device moves the
-    model first (default: where its parameters are). prune (0.0 to 0.9, inference only) zeroes
+    example_input (a tensor or a tuple of positional arguments; floating tensors are cast to
+    the model's dtype and device) lets the activation bytes be measured and fp16 and
+    torch.compile be tried on the model itself; device moves the model first (default: where
+    its parameters are). prune (0.0 to 0.9, inference only) zeroes
     that fraction of each Linear/Conv weight. Use ``report.model`` afterwards, under
     ``report.autocast()``, with inputs through ``report.cast_input``. The same model with the
     same arguments returns the cached report. Raises ValueError on a bad argument.

@@ -222,6 +222,36 @@ def test_experimental_compiles_or_says_why():
         assert (r.model(x) - want).abs().max().item() <= 1e-5
 
 
+def test_compile_failure_keeps_the_eager_model(monkeypatch):
+    """torch.compile itself is stood in for: Debian's 1.13 has none."""
+    monkeypatch.setenv("CXX", "c++")
+
+    class Broken:
+        def __init__(self, model):
+            self._orig_mod = model
+
+        def __call__(self, *args):
+            raise RuntimeError("no backend")
+
+    x = torch.randn(4, 64)
+    monkeypatch.setattr(torch, "compile", Broken, raising=False)
+    m = mlp()
+    r = gpum.optimize(m, level=OptLevel.EXPERIMENTAL, example_input=x)
+    assert r.model is m and "failed, the eager model is kept: no backend" in \
+        r.skipped()["torch.compile"]
+
+    class Works(Broken):
+        def __call__(self, *args):
+            return self._orig_mod(*args)
+
+    monkeypatch.setattr(torch, "compile", Works)
+    r = gpum.optimize(mlp(), level=OptLevel.EXPERIMENTAL, example_input=x, precision="bf16")
+    assert isinstance(r.model, Works) and r.step("torch.compile").applied
+    assert r.param_bytes_after * 2 == r.param_bytes_before  # measured on the eager module
+    no_input = gpum.optimize(mlp(), level=OptLevel.EXPERIMENTAL)
+    assert "example_input" in no_input.skipped()["torch.compile"]
+
+
 def test_the_cache_returns_the_same_report_and_keeps_no_model_alive():
     m, x = mlp(), torch.randn(4, 64)
     r = gpum.optimize(m, precision="bf16", example_input=x)
