@@ -30,6 +30,10 @@ from .profile import (  # noqa: E402
     BenchmarkResult, Profiler, Summary, WindowStats, benchmark, profile, summary,
     window_stats, report as profile_report,
 )
+from .optimize import (  # noqa: E402
+    ModelPrecision, OptimizationLevel, OptimizationReport, OptimizationStep, OptLevel, Precision,
+    optimize,
+)
 
 __version__ = _lib.gpum_version().decode()
 
@@ -42,4 +46,6 @@ __all__ = [
     "TierCache", "TierCacheStats", "TierStats", "Tier", "Placement", "Reporter",
     "profile", "Profiler", "Summary", "summary", "profile_report", "benchmark", "BenchmarkResult",
     "window_stats", "WindowStats",
+    "optimize", "OptLevel", "Precision", "OptimizationLevel", "ModelPrecision",
+    "OptimizationReport", "OptimizationStep",
 ]
