@@ -24,6 +24,9 @@ from .monitor import Monitor  # noqa: E402
 from .batcher import Batcher, BatcherStats  # noqa: E402
 from .tiercache import Placement, Tier, TierCache, TierCacheStats, TierStats  # noqa: E402
 from .report import Reporter  # noqa: E402
+from .manager import (  # noqa: E402
+    DeviceChoice, GPUConfig, GPUConfigBuilder, GPUManager, ReleaseReport,
+)
 # gpum.profile is the function (the module stays importable: `from gpum.profile import ...`);
 # the report is gpum.profile_report, since gpum.report is the Reporter's module.
 from .profile import (  # noqa: E402
@@ -41,5 +44,6 @@ __all__ = [
     "status", "Status", "Gpu", "Pool", "PoolStats", "Monitor", "Batcher", "BatcherStats",
     "TierCache", "TierCacheStats", "TierStats", "Tier", "Placement", "Reporter",
     "profile", "Profiler", "Summary", "summary", "profile_report", "benchmark", "BenchmarkResult",
-    "window_stats", "WindowStats",
+    "window_stats", "WindowStats", "GPUConfig", "GPUConfigBuilder", "GPUManager", "DeviceChoice",
+    "ReleaseReport",
 ]
