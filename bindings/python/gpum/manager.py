@@ -16,8 +16,9 @@ from (docs/python.md lists them); ``GPUConfig.builder()`` builds one fluently;
 unknown key is refused by name; ``preset: NAME`` starts from a preset).
 
 :class:`GPUManager` opens, in this order: the node's devices (gpum.node, filtered by
-``device_ids``), a reservation from gpumd when ``reserve_memory`` is set (gpum.reserve; its
-pressure events call :meth:`GPUManager.emergency_release` when ``release_on_pressure``, then the
+``device_ids``), a reservation from gpumd when ``reserve_memory`` is set (gpum.reserve; with
+``device_ids`` None the manager's GPUs are then the grant's, and with them gpumd still picks the
+GPUs, as gpum.reserve cannot name them yet; its pressure events call :meth:`GPUManager.emergency_release` when ``release_on_pressure``, then the
 ``on_pressure`` callbacks), and the monitor (gpum.Monitor) when ``monitoring`` is on, with the
 default alert rules plus the configuration's thresholds; ``on_alert`` callbacks receive its
 alerts. Pools and tiered caches made through :meth:`GPUManager.pool` and
@@ -212,7 +213,8 @@ class GPUConfig:
 
     @classmethod
     def from_yaml(cls, source: Union[str, "os.PathLike[str]"]) -> "GPUConfig":
-        """From a YAML file's path or from YAML text (a string holding a newline or a colon)."""
+        """From a YAML file's path (a path object, an existing file, or a string without a
+        colon or a newline) or else from YAML text."""
         s = os.fspath(source)
         text = s
         if "\n" not in s and (isinstance(source, os.PathLike) or os.path.exists(s)
@@ -403,6 +405,8 @@ class GPUManager:
             r.__enter__()
             self.reservation = r
             r.on_pressure(self._on_pressure)
+            if cfg.device_ids is None:  # the manager's GPUs are the grant's
+                self.device_ids = [d.index for d in r.devices]
         if cfg.monitoring:
             rules: List[str] = []
             if cfg.alert_memory_pct is not None:
@@ -462,7 +466,8 @@ class GPUManager:
     def status(self) -> Dict[str, Any]:
         """{"devices": [...], "memory": {...}, "health": {index: state}, "reservation": ...,
         "monitoring": bool, "cuda": bool}: the manager's GPUs read now, health from the
-        monitor (with its retries) when it runs, else one probe's."""
+        monitor (with its retries) when it runs, else one probe's; "cuda" is whether torch
+        can use CUDA, None when torch was not imported (status() does not import it)."""
         gpus = {g.index: g for g in _node_devices() if g.index in self.device_ids}
         devs: List[Dict[str, Any]] = []
         health: Dict[int, str] = {}
@@ -497,7 +502,8 @@ class GPUManager:
                    "devices": [d.index for d in r.devices], "ended": r.ended}
         return {"devices": devs, "memory": {"total": total, "used": used, "free": free},
                 "health": health, "reservation": res, "monitoring": self.monitor is not None,
-                "cuda": _torch_cuda()[1] is None, "releases": len(self.releases)}
+                "cuda": _torch_cuda()[1] is None if "torch" in sys.modules else None,
+                "releases": len(self.releases)}
 
     # --- device context -----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -539,7 +545,10 @@ class GPUManager:
         rep = ReleaseReport(trigger)
         rep.gc_objects = gc.collect()
         rep.actions.append(f"gc.collect() freed {rep.gc_objects} objects")
-        torch, why = _torch_cuda()
+        torch: Any = None
+        why: Optional[str] = "PyTorch was not imported in this process (no cache to empty)"
+        if "torch" in sys.modules:
+            torch, why = _torch_cuda()
         if why is None:
             torch.cuda.empty_cache()
             rep.empty_cache = True

@@ -154,6 +154,7 @@ def test_pressure_triggers_release_and_alerts(gpumd, node):
         st = m.status()["reservation"]
         assert st["state"] == "GRANTED" and st["limit"] == 4 * GiB
         dev = st["devices"][0]
+        assert [d["index"] for d in m.status()["devices"]] == [dev]  # the grant's GPU
         pool = m.pool("simulated", capacity="1GiB")
         pool.free(pool.alloc(64 << 20))
         pid = run_gpum("sim", "hold", node, "--device", str(dev), "--bytes", "76GiB").stdout
