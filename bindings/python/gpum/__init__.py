@@ -24,6 +24,9 @@ from .monitor import Monitor  # noqa: E402
 from .batcher import Batcher, BatcherStats  # noqa: E402
 from .tiercache import Placement, Tier, TierCache, TierCacheStats, TierStats  # noqa: E402
 from .report import Reporter  # noqa: E402
+from .manager import (  # noqa: E402
+    DeviceChoice, GPUConfig, GPUConfigBuilder, GPUManager, ReleaseReport,
+)
 # gpum.profile is the function (the module stays importable: `from gpum.profile import ...`);
 # the report is gpum.profile_report, since gpum.report is the Reporter's module.
 from .profile import (  # noqa: E402
@@ -48,4 +51,5 @@ __all__ = [
     "window_stats", "WindowStats",
     "optimize", "OptLevel", "Precision", "OptimizationLevel", "ModelPrecision",
     "OptimizationReport", "OptimizationStep",
+    "GPUConfig", "GPUConfigBuilder", "GPUManager", "DeviceChoice", "ReleaseReport",
 ]
