@@ -57,6 +57,17 @@ t_expect 2 "$G" estimate gpt2 --budget Z9000
 grep -q "neither a size (e.g. 80GiB) nor a GPU type" "$T_ERR" || t_fail "bad budget: $(cat "$T_ERR")"
 t_ok "--budget RTX4090 is a 24 GB card's budget; an unknown type is a usage error"
 
+# An option the model's kind does not read is refused, never ignored (vit-b16 --image 384 was
+# estimated at 224 without a word).
+t_expect 2 "$G" estimate vit-b16 --image 384
+grep -q "transformer model: image does not apply to it (it would be ignored): a ViT's tokens per image are its seq" "$T_ERR" ||
+  t_fail "vit --image: $(cat "$T_ERR")"
+t_expect 2 "$G" estimate resnet50 --seq 128
+grep -q "cnn model: seq does not apply to it" "$T_ERR" || t_fail "resnet --seq: $(cat "$T_ERR")"
+t_expect 2 "$G" estimate lstm-2x1024 --heads 8
+grep -q "heads does not apply to it (it would be ignored): a transformer's" "$T_ERR" || t_fail "lstm --heads: $(cat "$T_ERR")"
+t_ok "options a model's kind would ignore are refused (vit --image, resnet --seq, lstm --heads)"
+
 # Shapes by flags, and a Hugging Face config.json.
 t_expect 0 "$G" estimate --kind transformer --layers 12 --hidden 768 --heads 12 --vocab 50257 \
   --positions 1024 --seq 1024 --decoder --json

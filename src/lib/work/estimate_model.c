@@ -194,9 +194,55 @@ static int need(uint64_t v, const char *kind, const char *what) {
   return v ? 0 : gpum_error(GPUM_EINVAL, "%s model: %s must be given (and above 0)", kind, what);
 }
 
+/* An error when set: a field the kind does not read, which would otherwise be ignored. */
+static int unused(bool set, const char *kind, const char *what, const char *hint) {
+  return set ? gpum_error(GPUM_EINVAL, "%s model: %s does not apply to it (it would be ignored)%s",
+                          kind, what, hint)
+             : 0;
+}
+
+/* The fields other kinds read, refused where this kind would ignore them. */
+static int check_unused(const gpum_model_t *m, const char *k) {
+  bool tf = m->kind == GPUM_MODEL_TRANSFORMER, cnn = m->kind == GPUM_MODEL_CNN,
+       mlp = m->kind == GPUM_MODEL_MLP, rnn = !tf && !cnn && !mlp;
+  int rc = 0;
+  if (!cnn && ((rc = unused(m->image != 0, k, "image",
+                            tf ? ": a ViT's tokens per image are its seq, (image / patch)^2 + 1 "
+                                 "(577 for 384 px at patch 16)"
+                               : "")) ||
+               (rc = unused(m->ncnn != 0, k, "a layer list (cnn)", "")) ||
+               (rc = unused(m->channels != 0, k, "channels", ""))))
+    return rc;
+  if (!mlp && (rc = unused(m->nwidths != 0, k, "widths (mlp)", "")))
+    return rc;
+  if (!rnn && ((rc = unused(m->input != 0, k, "input", "")) ||
+               (rc = unused(m->bidirectional, k, "bidirectional", ""))))
+    return rc;
+  if (!tf) {
+    static const char *const tf_only = ": a transformer's";
+    if ((rc = unused(m->enc_layers != 0, k, "enc_layers", tf_only)) ||
+        (rc = unused(m->heads != 0, k, "heads", tf_only)) ||
+        (rc = unused(m->kv_heads != 0, k, "kv_heads", tf_only)) ||
+        (rc = unused(m->head_dim != 0, k, "head_dim", tf_only)) ||
+        (rc = unused(m->ffn != 0, k, "ffn", tf_only)) ||
+        (rc = unused(m->vocab != 0, k, "vocab", tf_only)) ||
+        (rc = unused(m->enc_seq != 0, k, "enc_seq", tf_only)) ||
+        (rc = unused(m->positions != 0, k, "positions", tf_only)) ||
+        (rc = unused(m->enc_positions != 0, k, "enc_positions", tf_only)) ||
+        (rc = unused(m->classes != 0, k, "classes", tf_only)))
+      return rc;
+  }
+  if ((cnn || mlp) &&
+      ((rc = unused(m->hidden != 0, k, "hidden", "")) || (rc = unused(m->seq != 0, k, "seq", ""))))
+    return rc;
+  return 0;
+}
+
 int gpum__model_check(const gpum_model_t *m) {
   const char *k = gpum_model_kind_name(m->kind);
-  int rc = 0;
+  int rc = check_unused(m, k);
+  if (rc != 0)
+    return rc;
   switch (m->kind) {
   case GPUM_MODEL_TRANSFORMER:
     if ((rc = need(m->layers, k, "layers")) || (rc = need(m->hidden, k, "hidden")) ||
