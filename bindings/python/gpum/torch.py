@@ -266,7 +266,8 @@ def _saved_bytes(model: Any, x: Any, params: set,
             (copies if _is_weight_copy(t) else seen)[key] = n
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    # enable_grad: a caller's no_grad would leave autograd nothing to save.
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         if autocast is not None:
             with torch.autocast(_device(model), dtype=autocast):
                 out = _call(model, x)
@@ -418,9 +419,10 @@ def estimate(model: Any, example_input: Any, mode: str = "training",
     gradients = opt_bytes = trainable = 0
     if train:
         trainable = nparams
-        loss = sum(t.float().sum() for t in _tensors(out) if t.is_floating_point())
-        if dev != "meta" and isinstance(loss, torch.Tensor):
-            loss.backward()
+        with torch.enable_grad():
+            loss = sum(t.float().sum() for t in _tensors(out) if t.is_floating_point())
+            if dev != "meta" and isinstance(loss, torch.Tensor):
+                loss.backward()
         # Gradients: one per trainable parameter, as large as it (mixed: the half copy).
         gradients = weights
         if optimizer is not None:

@@ -203,3 +203,10 @@ def test_keyword_shapes_match_spec_strings():
     assert a.total == b.total == c.total
     with pytest.raises(ValueError):
         gpum.estimate(batch=64)
+
+
+def test_under_the_callers_no_grad():
+    model, x = cases()["mlp"]
+    with torch.no_grad():
+        e = gt.estimate(model, x)
+    assert e.activations == gt.estimate(model, x).activations > 0
