@@ -362,7 +362,7 @@ def estimate(model: Any, example_input: Any, mode: str = "training",
         # bf16 has the same 2-byte element, and keeps the same tensors.
         run_dtype = torch.bfloat16
         notes.append(f"fp16 measured as bf16 on {dev} (same element size)")
-    example = [t for t in _tensors(example_input)]
+    example = list(_tensors(example_input))
     example_batch = int(example[0].shape[0]) if example and example[0].dim() > 0 else 1
     batch = example_batch if batch is None else int(batch)
 
@@ -431,8 +431,7 @@ def estimate(model: Any, example_input: Any, mode: str = "training",
             # dtype, fp32 in mixed precision (whatever the run above stood in with).
             esize = 4 if mixed or half is None else 2
             if dev == "meta":
-                name = _optimizer(optimizer, plist)[1] if not isinstance(optimizer, str) \
-                    else optimizer
+                name = _optimizer(optimizer, plist)[1]   # made, never stepped
                 if name not in _SLOTS:
                     raise ValueError(f"optimizer {name!r} has no known slots on meta")
                 opt_bytes = _SLOTS[name] * nparams * esize
