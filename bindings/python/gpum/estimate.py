@@ -4,7 +4,9 @@
 ``gpum.estimate("llama-7b", mode="lora", batch=4, precision="bf16")`` takes a preset, a kind
 ("transformer", "cnn", "lstm", ...) or a spec string, and the settings ``gpum estimate``'s
 flags and spec strings name (batch, precision, mode, lora_rank, optimizer, checkpointing,
-context, zero, gpus, the shape's keys, ...); ``hf_config`` reads a local config.json.
+context, zero, gpus, the shape's keys, ...); ``hf_config`` reads a local config.json. Without a
+model, the shape's keywords name it as ``gpum estimate``'s flags do:
+``gpum.estimate(mlp="784/512/10", batch=64)``, ``gpum.estimate(kind="lstm", layers=2, ...)``.
 """
 from __future__ import annotations
 
@@ -59,9 +61,16 @@ class Estimate:
         return out.value
 
 
+# The keywords that name a model without a preset or a spec, applied before the rest (kind
+# resets the shape; cnn reads channels as it parses), as gpum_estimate_parse takes them.
+_MODEL_KEYS = ("preset", "kind", "channels", "mlp", "cnn")
+
+
 def _value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "/".join(str(x) for x in v)   # mlp=[784, 512, 10], cnn=["conv:16:3", "relu"]
     return str(v)
 
 
@@ -69,15 +78,20 @@ def estimate(model: Optional[str] = None, *, hf_config: Optional[str] = None,
              **settings: Any) -> Estimate:
     """Estimates the memory per GPU of model (a preset, a kind or a spec) with settings."""
     m, o = t.opaque("gpum_model_t"), t.opaque("gpum_estimate_opts_t")
-    if model is None and hf_config is None:
-        raise ValueError("give a model (a preset, a kind or a spec) or hf_config")
+    named = [k for k in ("preset", "kind", "mlp", "cnn") if k in settings]
+    if model is None and hf_config is None and not named:
+        raise ValueError("give a model (a preset, a kind or a spec), hf_config, or a shape "
+                         "keyword (preset=, kind=, mlp=, cnn=)")
     if model is not None:
         check(lib.gpum_estimate_parse(model.encode(), m, o))
     else:
+        lib.gpum_model_init(m, 0)  # a transformer's defaults, as gpum_estimate_parse starts
         lib.gpum_estimate_opts_init(o)
     if hf_config is not None:
         check(lib.gpum_estimate_set(m, o, b"hf", str(hf_config).encode()))
-    for key, v in settings.items():
+    first = [k for k in _MODEL_KEYS if k in settings]
+    for key in first + [k for k in settings if k not in first]:
+        v = settings[key]
         check(lib.gpum_estimate_set(m, o, key.encode(), _value(v).encode()))
     e = t.Estimate()
     check(lib.gpum_estimate(m, o, c.byref(e)))

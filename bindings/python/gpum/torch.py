@@ -1,14 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """PyTorch integration: adaptive batches over a Dataset, the reservation as PyTorch's memory
-fraction, and gpum's pool as PyTorch's CUDA allocator.
+fraction, gpum's pool as PyTorch's CUDA allocator, and the memory of a live model measured in one
+step (``estimate``).
 
 Importing this module imports torch (it is the only part of the package that needs it).
 """
 from __future__ import annotations
 
+import copy
 import ctypes as c
 import os
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -18,9 +22,11 @@ from ._lib import lib, path as _clib_path
 from .errors import check
 from .pool import PoolStats, stats_of
 from .adaptive import Adaptive, BatchInfo, BatchStats
+from .estimate import Estimate
+from .pool import _size
 
 __all__ = ["AdaptiveBatchLoader", "apply_reservation", "use_gpum_allocator", "cuda_memory",
-           "pool_stats", "torch_library"]
+           "pool_stats", "torch_library", "estimate", "MeasuredEstimate"]
 
 lib.gpum_torch_pool.argtypes = [c.c_int, c.POINTER(c.c_void_p)]
 
@@ -153,3 +159,301 @@ def pool_stats(device: int = 0) -> PoolStats:
     pool = c.c_void_p()
     check(lib.gpum_torch_pool(device, c.byref(pool)))
     return stats_of(pool)
+
+
+# --- Estimate a live model --------------------------------------------------------------------
+#
+# The breakdown of `gpum estimate` (gpum.Estimate's fields), measured on one step of the module
+# instead of computed from a shape: a copy of the module runs one forward (and, in training, a
+# backward and an optimizer step) on the device its parameters are on, the CPU or the meta
+# device, and what it holds is counted. Bytes follow docs/estimate.md's accounting per precision
+# (mixed: half weights and gradients, fp32 optimizer state plus a 4-byte master copy), so the
+# figures line up with the formula estimator's field by field.
+
+_HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
+_PRECISIONS = ("fp32", "fp16", "bf16", "mixed-fp16", "mixed-bf16")
+# Optimizer state elements per parameter where it is not stepped (the meta device).
+_SLOTS = {"adam": 2, "adamw": 2, "momentum": 1, "sgd": 0}
+
+
+@dataclass(frozen=True)
+class MeasuredEstimate(Estimate):
+    """gpum.Estimate's breakdown measured on a live model. workspace holds the half copies of the
+    weights that autocast makes and autograd keeps (mixed training); kv_cache, context and
+    allocator are 0 (a CPU step has none of them; the formula estimator's figures or
+    estimate.margin cover them); notes say how each part was measured and what stood in."""
+
+    batch: int = 0
+    device: str = "cpu"
+    notes: Tuple[str, ...] = ()
+
+    def max_batch(self, budget: Any) -> int:
+        """The largest batch whose total fits budget (bytes, or a size such as "24GiB"), with
+        activations linear in the batch."""
+        fixed = self.total - self.activations
+        per = self.activations / max(self.batch, 1)
+        room = _size(budget) - fixed
+        return 0 if room <= 0 or per <= 0 else int(room // per)
+
+
+def _tensors(x: Any) -> Iterator[Any]:
+    """The tensors in x: a tensor, or lists, tuples and dicts of them (nested)."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _tensors(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _tensors(v)
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    """x with its floating-point tensors cast to dtype (integer inputs, token ids, kept)."""
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype) if x.is_floating_point() else x
+    if isinstance(x, (list, tuple)):
+        return type(x)(_cast(v, dtype) for v in x)
+    if isinstance(x, dict):
+        return {k: _cast(v, dtype) for k, v in x.items()}
+    return x
+
+
+def _storage(t: Any) -> Tuple[Any, int]:
+    """(a key naming t's storage, its bytes). On the meta device every data pointer is 0: the
+    storage's own handle names it there."""
+    st = t.storage()
+    if t.device.type == "meta":
+        inner = getattr(st, "_storage", st)   # a TypedStorage wraps the untyped one
+        return ("meta", getattr(inner, "_cdata", id(inner))), st.nbytes()
+    return (t.device.type, st.data_ptr()), st.nbytes()
+
+
+def _call(model: Any, x: Any) -> Any:
+    if isinstance(x, dict):
+        return model(**x)
+    if isinstance(x, (list, tuple)):
+        return model(*x)
+    return model(x)
+
+
+def _is_weight_copy(t: Any) -> bool:
+    """Whether t is a cast of a parameter, or a view of one (autocast's half copy of a weight,
+    saved as its transpose by a linear map): up a chain of single-input functions, a copy whose
+    input accumulates into a leaf."""
+    fn = t.grad_fn
+    for _ in range(4):
+        nexts = [f for f, _ in fn.next_functions if f is not None] if fn is not None else []
+        if len(nexts) != 1:
+            return False
+        if type(fn).__name__.startswith("ToCopyBackward"):
+            return type(nexts[0]).__name__ == "AccumulateGrad"
+        fn = nexts[0]
+    return False
+
+
+def _saved_bytes(model: Any, x: Any, params: set,
+                 autocast: Optional[Any]) -> Tuple[int, int, Any]:
+    """(bytes of the distinct storages autograd saves for backward in one forward pass, the
+    parameters' and their casts excepted; bytes of the casts of parameters it saves, the half
+    copies of the weights under autocast; the output)."""
+    seen: Dict[Any, int] = {}
+    copies: Dict[Any, int] = {}
+
+    def pack(t: Any) -> Any:
+        key, n = _storage(t)
+        if key not in params and key not in seen and key not in copies:
+            (copies if _is_weight_copy(t) else seen)[key] = n
+        return t
+
+    # enable_grad: a caller's no_grad would leave autograd nothing to save.
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        if autocast is not None:
+            with torch.autocast(_device(model), dtype=autocast):
+                out = _call(model, x)
+        else:
+            out = _call(model, x)
+    return sum(seen.values()), sum(copies.values()), out
+
+
+def _device(model: Any) -> str:
+    p = next(iter(model.parameters()), None)
+    return "cpu" if p is None else str(p.device.type)
+
+
+def _live_peak(model: Any, x: Any, params: set, autocast: Optional[Any]) -> int:
+    """The peak bytes of live tensors in a forward under no_grad: the inputs, then every module's
+    outputs (forward hooks) until they are freed, distinct storages, parameters excepted."""
+    live: Dict[Any, int] = {}
+    state = {"cur": 0, "peak": 0}
+
+    def drop(key: Any) -> None:
+        state["cur"] -= live.pop(key, 0)
+
+    def track(value: Any) -> None:
+        for t in _tensors(value):
+            key, n = _storage(t)
+            if key in params or key in live:
+                continue
+            live[key] = n
+            state["cur"] += n
+            state["peak"] = max(state["peak"], state["cur"])
+            weakref.finalize(t, drop, key)
+
+    def hook(_m: Any, _inp: Any, out: Any) -> None:
+        track(out)
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    try:
+        track(x)
+        with torch.no_grad():
+            if autocast is not None:
+                with torch.autocast(_device(model), dtype=autocast):
+                    out = _call(model, x)
+            else:
+                out = _call(model, x)
+        del out
+    finally:
+        for h in handles:
+            h.remove()
+    return state["peak"]
+
+
+def _optimizer(opt: Any, params: List[Any]) -> Tuple[Any, str]:
+    """(a fresh optimizer over params, its name) from a name or an optimizer instance (its class
+    and defaults; the instance itself is not touched)."""
+    if isinstance(opt, torch.optim.Optimizer):
+        name = type(opt).__name__.lower()
+        if name == "sgd":
+            name = "momentum" if opt.defaults.get("momentum", 0) else "sgd"
+        return type(opt)(params, **opt.defaults), name
+    if opt in ("adam", "adamw"):
+        cls = torch.optim.Adam if opt == "adam" else torch.optim.AdamW
+        return cls(params, lr=1e-3), str(opt)
+    if opt in ("sgd", "momentum"):
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9 if opt == "momentum" else 0), opt
+    raise ValueError(f"optimizer {opt!r}: adam, adamw, sgd, momentum, None or an optimizer")
+
+
+def estimate(model: Any, example_input: Any, mode: str = "training",
+             optimizer: Any = "adam", precision: str = "fp32",
+             batch: Optional[int] = None) -> MeasuredEstimate:
+    """Measures one step of model (a torch.nn.Module) on example_input (a tensor, a tuple of
+    positional inputs or a dict of keyword inputs; its leading dimension is the batch) and
+    returns gpum.estimate's breakdown in bytes. mode is "training" (forward, backward on the sum
+    of the outputs, one optimizer step) or "inference" (a forward under no_grad); optimizer is
+    "adam", "adamw", "sgd", "momentum", an optimizer (its class and defaults) or None; precision
+    is fp32, fp16, bf16, mixed-fp16 or mixed-bf16. batch scales the activations linearly from the
+    example's batch. The model runs on a deep copy, on the device its parameters are on (the CPU,
+    or the meta device for a model built there: nothing computed, the optimizer state from its
+    known slots). The caller's model and optimizer are left as they were."""
+    if mode not in ("training", "inference"):
+        raise ValueError(f"mode {mode!r}: training or inference")
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision {precision!r}: one of {', '.join(_PRECISIONS)}")
+    train = mode == "training"
+    notes: List[str] = []
+    dev = _device(model)
+    mixed = precision.startswith("mixed-")
+    half = _HALF.get(precision.replace("mixed-", ""))
+    run_dtype = half
+    if half is torch.float16 and dev != "cuda":
+        # PyTorch's CPU has no fp16 matmul ("addmm_impl_cpu_" not implemented for 'Half'):
+        # bf16 has the same 2-byte element, and keeps the same tensors.
+        run_dtype = torch.bfloat16
+        notes.append(f"fp16 measured as bf16 on {dev} (same element size)")
+    example = list(_tensors(example_input))
+    example_batch = int(example[0].shape[0]) if example and example[0].dim() > 0 else 1
+    batch = example_batch if batch is None else int(batch)
+
+    # How to run the forward, in order of preference: mixed under autocast with fp32
+    # parameters, else with the model cast to the half type; a precision the device has no
+    # kernels for (or autocast breaks, as a fused fast path can) in fp32, the activations halved.
+    plans: List[Tuple[str, Any]] = [("fp32", None)]
+    if run_dtype is not None:
+        plans = [("cast", run_dtype), ("fp32, activations halved", None)]
+        if mixed and dev != "meta":
+            plans.insert(0, ("autocast", run_dtype))
+    for i, (how, dtype) in enumerate(plans):
+        m = copy.deepcopy(model)
+        m.train(train)
+        if how == "cast":
+            m = m.to(dtype)
+        for p in m.parameters():
+            p.requires_grad_(train)
+        x = _cast(example_input, dtype) if how == "cast" else example_input
+        autocast = dtype if how == "autocast" else None
+        keys = {_storage(p)[0] for p in m.parameters()}
+        try:
+            if train:
+                activations, workspace, out = _saved_bytes(m, x, keys, autocast)
+            else:
+                workspace = 0
+                activations, out = _live_peak(m, x, keys, autocast), None
+        except RuntimeError as err:
+            if i + 1 == len(plans):
+                raise
+            notes.append(f"{how} failed on {dev} ({str(err).splitlines()[0]})")
+            continue
+        if i > 0 or (mixed and how == "cast"):
+            notes.append(f"{precision} measured as {how}")
+        if how.startswith("fp32") and run_dtype is not None:
+            activations //= 2
+        break
+
+    # Weights: the distinct parameter storages at the precision's element size (mixed: half).
+    params: Dict[Any, Any] = {}
+    for p in m.parameters():
+        params.setdefault(_storage(p)[0], p)
+    nparams = sum(p.numel() for p in params.values())
+    weights = nparams * (2 if half is not None else 4)
+    notes.append("activations: " + ("bytes autograd saves for backward in one forward "
+                                    "(saved_tensors_hooks, distinct storages, parameters excepted)"
+                                    if train else
+                                    "peak of live module outputs in a forward under no_grad "
+                                    "(forward hooks, distinct storages)"))
+    activations = int(activations * batch / example_batch)
+    if batch != example_batch:
+        notes.append(f"activations scaled linearly from the example's batch {example_batch}")
+
+    gradients = opt_bytes = trainable = 0
+    if train:
+        trainable = nparams
+        with torch.enable_grad():
+            loss = sum(t.float().sum() for t in _tensors(out) if t.is_floating_point())
+            if dev != "meta" and isinstance(loss, torch.Tensor):
+                loss.backward()
+        # Gradients: one per trainable parameter, as large as it (mixed: the half copy).
+        gradients = weights
+        if optimizer is not None:
+            plist = list(params.values())
+            # State elements as measured, at the precision's state element: the parameters'
+            # dtype, fp32 in mixed precision (whatever the run above stood in with).
+            esize = 4 if mixed or half is None else 2
+            if dev == "meta":
+                name = _optimizer(optimizer, plist)[1]   # made, never stepped
+                if name not in _SLOTS:
+                    raise ValueError(f"optimizer {name!r} has no known slots on meta")
+                opt_bytes = _SLOTS[name] * nparams * esize
+                notes.append(f"optimizer: {name}'s {_SLOTS[name]} slots per parameter (meta)")
+            else:
+                opt, name = _optimizer(optimizer, plist)
+                opt.step()
+                for st in opt.state.values():
+                    for v in st.values():
+                        # Step counters (0-dim tensors) are bookkeeping, not per-parameter state.
+                        if isinstance(v, torch.Tensor) and v.dim() > 0:
+                            opt_bytes += v.numel() * esize
+                notes.append(f"optimizer: {name}'s state after one step")
+            if mixed:
+                opt_bytes += 4 * nparams
+                notes.append("mixed: optimizer includes the fp32 master copy (4 bytes/param)")
+    if workspace:
+        notes.append("workspace: the half copies of the weights autocast makes and autograd "
+                     "keeps for backward")
+    notes.append("kv_cache, context, allocator: not measured (0)")
+    total = weights + gradients + opt_bytes + activations + workspace
+    return MeasuredEstimate(params=nparams, trainable_params=trainable, weights=weights,
+                            gradients=gradients, optimizer=opt_bytes, activations=activations,
+                            kv_cache=0, workspace=workspace, context=0, allocator=0, total=total,
+                            batch=batch, device=dev, notes=tuple(notes))
