@@ -42,7 +42,7 @@ static void usage(FILE *out) {
       "usage: gpum run --mem SIZE | --estimate SPEC [--gpus N] [--type TYPE] [--priority P]\n"
       "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
       "                [--on-end term|keep] [--distributed | --no-distributed]\n"
-      "                [--master-port N] [-q] -- CMD [ARGS...]\n"
+      "                [--master-port N] [--fallback cpu] [-q] -- CMD [ARGS...]\n"
       "\n"
       "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
       "position on stderr), then runs CMD with:\n"
@@ -79,6 +79,11 @@ static void usage(FILE *out) {
       "  --on-end term|keep     when the reservation ends under CMD: term (default,\n"
       "                         run.on_end) signals CMD, keep lets it run on unreserved\n"
       "  --no-enforce           do not, whatever run.enforce says\n"
+      "  --fallback cpu         CMD can run on the CPU: when no GPU can serve it (none\n"
+      "                         could ever hold the request, the wait timed out, gpumd\n"
+      "                         is not there), run it anyway with CUDA_VISIBLE_DEVICES=\"\"\n"
+      "                         (no GPU to see), GPUM_FALLBACK=cpu and GPUM_FALLBACK_REASON\n"
+      "                         set, instead of failing\n"
       "  --distributed          set the torchrun/NCCL variables even for one GPU\n"
       "  --no-distributed       do not set them, even for several GPUs\n"
       "  --master-port N        MASTER_PORT for them (1-65535; default 29500)\n"
@@ -94,6 +99,7 @@ static bool term_on_end = true;
 /* --distributed (1) / --no-distributed (0); -1: when the grant has more than one GPU. */
 static int distributed = -1;
 static unsigned master_port; /* --master-port; 0: gpum_distributed_env's default */
+static bool fallback_cpu;    /* --fallback cpu */
 
 static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_opts_t *o,
                  int *cmd_at, int *enforce, uint64_t *max_mem) {
@@ -121,6 +127,14 @@ static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_op
         return CLI_EXIT_USAGE;
       }
       master_port = (unsigned)port;
+      continue;
+    }
+    if (cli_take_flag(argc, argv, &i, "--fallback", &v)) {
+      if (!v || strcmp(v, "cpu") != 0) {
+        fprintf(stderr, "gpum run: --fallback needs cpu (the only place CMD may fall back to)\n");
+        return CLI_EXIT_USAGE;
+      }
+      fallback_cpu = true;
       continue;
     }
     if (cli_take_flag(argc, argv, &i, "--on-end", &v)) {
@@ -277,6 +291,26 @@ static void child_exec(char **cmd, const gpum_reservation_t *r, const run_fence_
  * gpumd within lease.grace). When the reservation ends under CMD (the session has said why),
  * CMD gets SIGTERM, then SIGKILL KILL_AFTER_MS later, unless --on-end keep. Returns CMD's wait
  * status. */
+/* --fallback cpu: no GPU could serve CMD (the reservation failed: said above by the session),
+ * so CMD runs in gpum run's place, seeing no GPU. Exits 126/127 when CMD cannot be run. */
+static void __attribute__((noreturn)) run_on_cpu(char **cmd) {
+  const char *why = *gpum_last_error() ? gpum_last_error() : "no reservation";
+  fprintf(stderr, "gpum run: no GPU for %s (%s): running it on the CPU (--fallback cpu)\n", cmd[0],
+          why);
+  if (setenv("CUDA_VISIBLE_DEVICES", "", 1) != 0 || setenv("GPUM_FALLBACK", "cpu", 1) != 0 ||
+      setenv("GPUM_FALLBACK_REASON", why, 1) != 0) {
+    fprintf(stderr, "gpum run: cannot set CMD's environment: %s\n", strerror(errno));
+    exit(CLI_EXIT_FAIL);
+  }
+  unsetenv("GPUM_RESERVATION_ID");
+  unsetenv("GPUM_MEM_LIMIT");
+  fflush(NULL);
+  execvp(cmd[0], cmd);
+  int e = errno;
+  fprintf(stderr, "gpum run: %s: %s\n", cmd[0], strerror(e));
+  exit(e == ENOENT ? 127 : 126);
+}
+
 static int supervise(gpum_session_t *s) {
   bool held = true;     /* the session still has something to serve */
   uint64_t kill_at = 0; /* monotonic ms: SIGKILL then; 0 none */
@@ -346,6 +380,8 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv) {
   cli_session_ui_t ui = {.cmd = "run", .quiet = o.quiet};
   gpum_session_t *s = NULL;
   code = cli_session_start(cfg, &ui, &o, &s);
+  if (code == CLI_EXIT_FAIL && fallback_cpu && !cli_signal_caught)
+    run_on_cpu(argv + cmd_at); /* does not return */
   if (code != 0)
     return code;
   const gpum_reservation_t *r = gpum_session_reservation(s);
