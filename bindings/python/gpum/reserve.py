@@ -31,8 +31,8 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 from ._lib import lib
 from . import _types as t
 from .errors import (
-    GPUM_ECLOSED, GPUM_EINTR, GPUM_ESTATE, DaemonUnavailable, GpumError, PermissionDenied, check,
-    error_for,
+    GPUM_ECLOSED, GPUM_EINTR, GPUM_ESTATE, DaemonUnavailable, GpumError, InvalidArgument,
+    PermissionDenied, check, error_for,
 )
 from .pool import _size
 
@@ -101,7 +101,11 @@ class Reservation:
                  model: Optional[str] = None, socket: Optional[str] = None,
                  on_queue: Optional[Callable[[int], Any]] = None,
                  set_env: bool = True, distributed: Optional[bool] = None,
-                 master_port: int = 0) -> None:
+                 master_port: int = 0, fallback: Optional[str] = None) -> None:
+        if fallback not in (None, "cpu"):
+            raise ValueError(f"fallback must be None or 'cpu', not {fallback!r}")
+        self._fallback = fallback
+        self._cpu_reason: Optional[str] = None  # why the block runs on the CPU (fallback)
         self._req = t.ReserveReq(bytes_per_gpu=_size(mem), gpus=gpus, priority=priority,
                                  label=(label or os.path.basename(sys.argv[0] or "python")).encode(),
                                  model=model.encode() if model else None)
@@ -150,10 +154,25 @@ class Reservation:
         """Why the reservation ended under the block (gpumd failed or expired it), else None."""
         return self._ended
 
+    @property
+    def on_cpu(self) -> bool:
+        """True when no GPU could serve the block and it runs on the CPU (``fallback="cpu"``)."""
+        return self._cpu_reason is not None
+
+    @property
+    def fallback_reason(self) -> Optional[str]:
+        """Why the block runs on the CPU (the reservation's error), else None."""
+        return self._cpu_reason
+
     def env(self) -> dict:
         """The grant's environment (as gpum run sets it), name -> (value, only_if_unset): the
         reservation's variables and, when it is distributed (``distributed``, else more than
-        one GPU), the torchrun/NCCL ones (WORLD_SIZE, MASTER_PORT, ..., all only_if_unset)."""
+        one GPU), the torchrun/NCCL ones (WORLD_SIZE, MASTER_PORT, ..., all only_if_unset).
+        On the CPU (fallback): CUDA_VISIBLE_DEVICES="" (no GPU to see), GPUM_FALLBACK=cpu and
+        GPUM_FALLBACK_REASON, as ``gpum run --fallback cpu`` sets them."""
+        if self._cpu_reason is not None:
+            return {"CUDA_VISIBLE_DEVICES": ("", False), "GPUM_FALLBACK": ("cpu", False),
+                    "GPUM_FALLBACK_REASON": (self._cpu_reason, False)}
         if not self._r:
             return {}
         vars_ = (t.EnvVar * t.ENV_MAX)()
@@ -202,7 +221,26 @@ class Reservation:
             lib.gpum_error_clear()
 
     # --- the block ------------------------------------------------------------------------------
+    def _set_environment(self) -> None:
+        if self._set_env:
+            for name, (value, if_unset) in self.env().items():
+                if not (if_unset and name in os.environ):
+                    self._saved_env[name] = os.environ.get(name)
+                    os.environ[name] = value
+
     def __enter__(self) -> "Reservation":
+        try:
+            return self._enter()
+        except GpumError as err:  # DaemonUnavailable, NeverFits, Timeout, ...
+            if self._fallback != "cpu" or isinstance(err, (PermissionDenied, InvalidArgument)):
+                raise
+            # No GPU can serve the block (gpumd not there, none could ever hold it, the wait
+            # timed out): it runs on the CPU, as gpum run --fallback cpu runs CMD.
+            self._cpu_reason = str(err) or type(err).__name__
+            self._set_environment()
+            return self
+
+    def _enter(self) -> "Reservation":
         if self._set_env and _cuda_initialized():
             raise CudaAlreadyInitialized(
                 "CUDA was initialised in this process before the reservation, so the granted "
@@ -237,11 +275,7 @@ class Reservation:
             if rc == GPUM_EINTR:
                 raise KeyboardInterrupt("interrupted while waiting for the reservation")
             raise err
-        if self._set_env:
-            for name, (value, if_unset) in self.env().items():
-                if not (if_unset and name in os.environ):
-                    self._saved_env[name] = os.environ.get(name)
-                    os.environ[name] = value
+        self._set_environment()
         if threading.current_thread() is threading.main_thread() and \
                 signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             self._old_term = signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -256,8 +290,19 @@ class Reservation:
     def _on_sigterm(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)
 
+    def _restore_environment(self) -> None:
+        for name, old in self._saved_env.items():  # the environment as it was before
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+        self._saved_env = {}
+
     def release(self) -> None:
         """Releases the reservation now (the block's end does it too)."""
+        if self._cpu_reason is not None:
+            self._restore_environment()
+            return
         if not self._s:
             return
         self._stop.set()
@@ -270,12 +315,7 @@ class Reservation:
         rc = lib.gpum_session_release(self._s)
         lib.gpum_session_close(self._s)
         self._s = c.c_void_p()
-        for name, old in self._saved_env.items():  # the environment as it was before
-            if old is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = old
-        self._saved_env = {}
+        self._restore_environment()
         if rc < 0 and rc not in (GPUM_ESTATE, GPUM_ECLOSED):
             raise error_for(rc)
 

@@ -176,3 +176,26 @@ def test_distributed_environment(gpumd, monkeypatch):
     with gpum.reserve("1GiB", distributed=True, master_port=29611, set_env=False) as r:
         env = r.env()
         assert env["WORLD_SIZE"] == ("1", True) and env["MASTER_PORT"] == ("29611", True)
+
+
+def test_fallback_cpu(gpumd, tmp_path, node, monkeypatch):
+    """fallback="cpu": when no GPU can serve the block (none could ever hold it, gpumd not
+    there) it runs on the CPU with the environment saying so, as gpum run --fallback cpu; a
+    request that fits is a reservation as always; without it the errors are raised."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "before")
+    with gpum.reserve("500GiB", fallback="cpu", label="py-fb") as r:
+        assert r.on_cpu and "can ever hold" in r.fallback_reason
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["GPUM_FALLBACK"] == "cpu"
+        assert os.environ["GPUM_FALLBACK_REASON"] == r.fallback_reason
+        assert r.id == "" and r.devices == () and r.limit == 0
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "before" and "GPUM_FALLBACK" not in os.environ
+    with gpum.reserve("1GiB", fallback="cpu", socket=str(tmp_path / "none.sock"),
+                      set_env=False) as r:
+        assert r.on_cpu and r.env()["GPUM_FALLBACK"] == ("cpu", False)
+    with gpum.reserve("1GiB", fallback="cpu", label="py-fb-ok", set_env=False) as r:
+        assert not r.on_cpu and r.fallback_reason is None and r.state == "GRANTED"
+    with pytest.raises(gpum.NeverFits):
+        with gpum.reserve("500GiB"):
+            pass
+    with pytest.raises(ValueError):
+        gpum.reserve("1GiB", fallback="gpu")
