@@ -37,6 +37,8 @@ from .optimize import (  # noqa: E402
     ModelPrecision, OptimizationLevel, OptimizationReport, OptimizationStep, OptLevel, Precision,
     optimize,
 )
+# Serving (gpum.serving): models served by name through the batcher.
+from .serving import BatchProcessor, ModelStats  # noqa: E402
 
 __version__ = _lib.gpum_version().decode()
 
@@ -52,4 +54,6 @@ __all__ = [
     "optimize", "OptLevel", "Precision", "OptimizationLevel", "ModelPrecision",
     "OptimizationReport", "OptimizationStep",
     "GPUConfig", "GPUConfigBuilder", "GPUManager", "DeviceChoice", "ReleaseReport",
+    # Serving
+    "BatchProcessor", "ModelStats",
 ]
