@@ -108,6 +108,16 @@ def _cname(name: str) -> bytes:
         return _names.setdefault(name, enc)
 
 
+class _Seconds:
+    """A figure kept in nanoseconds (the field named), read in seconds."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __get__(self, obj: Any, owner: Any = None) -> float:
+        return float(getattr(obj, self.field)) / 1e9
+
+
 @dataclass(frozen=True)
 class Summary:
     """One name's aggregate, gpum_profile_stat_t's fields in ns. ``count``, ``total_ns``,
@@ -125,33 +135,14 @@ class Summary:
     p95_ns: int
     p99_ns: int
 
-    @property
-    def total(self) -> float:
-        return self.total_ns / 1e9
-
-    @property
-    def mean(self) -> float:
-        return self.mean_ns / 1e9
-
-    @property
-    def min(self) -> float:
-        return self.min_ns / 1e9
-
-    @property
-    def max(self) -> float:
-        return self.max_ns / 1e9
-
-    @property
-    def p50(self) -> float:
-        return self.p50_ns / 1e9
-
-    @property
-    def p95(self) -> float:
-        return self.p95_ns / 1e9
-
-    @property
-    def p99(self) -> float:
-        return self.p99_ns / 1e9
+    # the same figures in seconds
+    total = _Seconds("total_ns")
+    mean = _Seconds("mean_ns")
+    min = _Seconds("min_ns")
+    max = _Seconds("max_ns")
+    p50 = _Seconds("p50_ns")
+    p95 = _Seconds("p95_ns")
+    p99 = _Seconds("p99_ns")
 
 
 def _summary(s: ProfileStat) -> Summary:
@@ -300,25 +291,12 @@ class BenchmarkResult:
     throughput: float
     times_ns: Tuple[int, ...]
 
-    @property
-    def mean(self) -> float:
-        return self.mean_ns / 1e9
-
-    @property
-    def median(self) -> float:
-        return self.median_ns / 1e9
-
-    @property
-    def p95(self) -> float:
-        return self.p95_ns / 1e9
-
-    @property
-    def min(self) -> float:
-        return self.min_ns / 1e9
-
-    @property
-    def max(self) -> float:
-        return self.max_ns / 1e9
+    # the same figures in seconds
+    mean = _Seconds("mean_ns")
+    median = _Seconds("median_ns")
+    p95 = _Seconds("p95_ns")
+    min = _Seconds("min_ns")
+    max = _Seconds("max_ns")
 
     def __str__(self) -> str:
         def f(ns: float) -> str:  # as gpum__profile_format_ns
@@ -372,6 +350,7 @@ def benchmark(fn: Callable[..., Any], *args: Any, runs: int = 100, warmup: int =
 
 
 # ---- Window statistics ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class WindowStats:
