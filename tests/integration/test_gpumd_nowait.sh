@@ -51,8 +51,10 @@ out=$("$G" run --mem 1GiB --no-wait -- sh -c 'echo "$GPUM_RESERVATION_ID"')
 t_pyjson "$T_SCRATCH/jobs.json" '
 sys.exit(0 if [r["id"] for r in d["reservations"]] == ["r-1"] else 1)' ||
   { cat "$T_SCRATCH/jobs.json" >&2; t_fail "reservations left by the CLI"; }
-"$G" reserve --help | grep -q -- "--no-wait" || t_fail "gpum reserve --help lacks --no-wait"
-"$G" run --help | grep -q -- "--no-wait" || t_fail "gpum run --help lacks --no-wait"
+# The help is read whole before it is searched: grep -q leaves at the first match, and under
+# pipefail a help longer than one write (gpum run's is over 4 KiB) then dies of SIGPIPE.
+grep -q -- "--no-wait" <<<"$("$G" reserve --help)" || t_fail "gpum reserve --help lacks --no-wait"
+grep -q -- "--no-wait" <<<"$("$G" run --help)" || t_fail "gpum run --help lacks --no-wait"
 t_ok "gpum reserve/run --no-wait"
 gd_stop TERM
 [ "$GD_RC" -eq 0 ] || t_fail "gpumd exit $GD_RC"
