@@ -120,7 +120,7 @@ unset GPUM_SIM_NODE
 GPUM_NVML_LIBRARY=$T_SCRATCH/libnvidia-ml.so.1 t_expect 1 "$G" doctor
 grep -q 'gpum sim start examples/sim/h100x2.yaml' "$out" || t_fail "no sim hint: $(cat "$out")"
 grep -q "$T_SCRATCH/libnvidia-ml.so.1" "$out" || t_fail "library not named: $(cat "$out")"
-if ! ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml.so.1 '; then
+if ! grep -q 'libnvidia-ml.so.1 ' <<<"$(ldconfig -p 2>/dev/null)"; then
   # A machine without the NVIDIA driver: a warning, not a failure, and the same hint.
   t_expect 0 "$G" doctor --json
   pyjson "$out" '

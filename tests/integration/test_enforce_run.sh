@@ -23,7 +23,7 @@ t_wait_file "$GPUM_STATE_DIR/http.addr"
 # Every way into the driver stops at the reservation's 4 GiB.
 t_expect 0 "${RUN[@]}" --mem 4GiB --enforce -q -- "$P" fill 256M 6G
 WAYS="linked dlsym getproc getproc-self async-ptsz async managed pitch pool vmm"
-nm -D --defined-only "$GPUM_BUILD_DIR/lib/libgpum_enforce.so" | grep -qw dlsym || WAYS=${WAYS/dlsym /}
+grep -qw dlsym <<<"$(nm -D --defined-only "$GPUM_BUILD_DIR/lib/libgpum_enforce.so")" || WAYS=${WAYS/dlsym /}
 for way in $WAYS; do
   grep -qx "$way $((4 * GiB)) 2" "$T_OUT" || { cat "$T_OUT" "$T_ERR"; t_fail "$way: not fenced at 4 GiB"; }
 done

@@ -12,7 +12,7 @@ source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 PY=/usr/bin/python3
 
 if ! "$PY" -c 'import torch' 2>"$T_ERR"; then
-  if ! apt-cache policy python3-torch 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+  if ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy python3-torch 2>/dev/null)"; then
     echo "SKIP: Debian has no python3-torch package for this machine; the PyTorch comparison did not run"
     exit 0
   fi
