@@ -25,8 +25,8 @@ alerts. Pools and tiered caches made through :meth:`GPUManager.pool` and
 :meth:`GPUManager.tier_cache` are trimmed and demoted by the emergency release and closed with
 the manager. close() (or the with block's end) undoes everything, threads included.
 
-The optimisation level and precision are names (strings) here: applying them to a model is the
-business of the optimisation module, not of this one.
+The optimisation level and precision are names (strings) here; :meth:`GPUManager.optimize`
+applies them to a model through :func:`gpum.optimize` (the optimisation module).
 """
 from __future__ import annotations
 
@@ -534,6 +534,19 @@ class GPUManager:
             torch.cuda.set_per_process_memory_fraction(self.config.memory_fraction, ordinal)
         with torch.cuda.device(ordinal):
             yield DeviceChoice(index, f"cuda:{ordinal}", True, None)
+
+    # --- models -------------------------------------------------------------------------------
+    def optimize(self, model: Any, mode: str = "inference", example_input: Any = None,
+                 prune: float = 0.0) -> Any:
+        """gpum.optimize(model) at the configuration's optimization_level and precision, on the
+        device device_context() would choose; "experimental" is taken as "aggressive" when
+        enable_compile is False (no torch.compile). Returns its OptimizationReport."""
+        from .optimize import optimize as _optimize  # the module imports torch when asked
+        level = self.config.optimization_level
+        if level == "experimental" and not self.config.enable_compile:
+            level = "aggressive"
+        return _optimize(model, level=level, precision=self.config.precision, mode=mode,
+                         example_input=example_input, prune=prune)
 
     # --- emergency ----------------------------------------------------------------------------
     def emergency_release(self, trigger: str = "manual") -> ReleaseReport:

@@ -184,3 +184,22 @@ def test_close_leaves_no_threads(gpumd):
     m.close()  # idempotent
     assert m.closed and set(threading.enumerate()) <= before
     assert not [j for j in jobs() if j["label"] == "py-manager-close"]
+
+
+def test_optimize_applies_the_config(gpumd):
+    """GPUManager.optimize applies the configuration's level and precision (gpum.optimize)."""
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    cfg = gpum.GPUConfig(optimization_level="basic", precision="bf16", monitoring=False)
+    with gpum.GPUManager(cfg) as m:
+        rep = m.optimize(model)
+    assert next(rep.model.parameters()).dtype == torch.bfloat16
+    assert rep.param_bytes_after * 2 == rep.param_bytes_before
+    assert not next(rep.model.parameters()).requires_grad  # inference: eval, no gradients
+    cfg = gpum.GPUConfig(optimization_level="experimental", enable_compile=False, precision="fp32",
+                         monitoring=False)
+    with gpum.GPUManager(cfg) as m:
+        rep = m.optimize(torch.nn.Linear(4, 4))
+    with pytest.raises(KeyError):  # taken as aggressive: compile is not even considered
+        rep.step("torch.compile")
+
