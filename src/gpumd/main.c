@@ -160,10 +160,6 @@ static void on_kick(evutil_socket_t fd, short what, void *arg) {
 
 /* ---- the hooks (gpumd_hooks_t): news from below, handed to the modules above ---- */
 
-static void on_device_info(gpumd_t *d, const gpumd_device_t *dev) {
-  gpumd_obs_device_info(d, dev);
-}
-
 static void on_device_event(gpumd_t *d, const gpum_monitor_event_t *ev) {
   if (ev->kind == GPUM_MONEV_HEALTH)
     gpumd_engine_device_health(d, ev->device, ev->to, ev->reason);
@@ -185,7 +181,7 @@ static const gpumd_hooks_t hooks = {
     .line = gpumd_proto_line,
     .conn_closing = gpumd_watch_stop,
     .conn_closed = gpumd_engine_conn_closed,
-    .device_info = on_device_info,
+    .device_info = gpumd_obs_device_info,
     .device_answered = gpumd_engine_device_answered,
     .device_event = on_device_event,
     .device_round = on_device_round,

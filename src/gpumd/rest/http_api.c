@@ -308,15 +308,15 @@ json_t *gpumd_rest_config_json(const gpumd_reserve_req_t *req, const gpumd_rest_
 
 /* ---- status, nodes ------------------------------------------------------------------------ */
 
-/* A GPU type as the seed's users write it, for grouping and answers: the family of the
- * device's name ("V100" for "Tesla V100-SXM2-32GB"), or the name when it names none. */
+/* A GPU type as the seed's users write it, for grouping and answers: the family the device's
+ * document carries ("V100" for "Tesla V100-SXM2-32GB"; engine_devices.c reads it from the name),
+ * or the name when it names none. */
 #define TYPE_LEN 128
 static const char *type_of(json_t *dev, char buf[TYPE_LEN]) {
-  const char *name = json_string_value(json_object_get(dev, "name"));
-  gpum_gpu_type_t t;
-  if (name && gpum_gpu_type_parse(name, &t) == 0 && t.family[0])
-    name = t.family;
-  snprintf(buf, TYPE_LEN, "%s", name ? name : "");
+  const char *t = json_string_value(json_object_get(dev, "gpu_type"));
+  if (!t)
+    t = json_string_value(json_object_get(dev, "name"));
+  snprintf(buf, TYPE_LEN, "%s", t ? t : "");
   return buf;
 }
 

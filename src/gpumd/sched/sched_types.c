@@ -18,6 +18,7 @@
 #include <gpum/error.h>
 
 #include "client/protocol_internal.h"
+#include "core/names_internal.h"
 #include "utf8_internal.h"
 
 #define STATE_NAME(n) [GPUMD_RESV_##n] = GPUM_PROTO_STATE_##n,
@@ -44,11 +45,6 @@ static int lookup(const char *const *names, size_t n, const char *s) {
     if (names[i] != NULL && strcasecmp(names[i], s) == 0)
       return (int)i;
   return -1;
-}
-
-/* names[i], or "unknown" past its end. */
-static const char *name_at(const char *const *names, size_t n, int i) {
-  return i >= 0 && (size_t)i < n ? names[i] : "unknown";
 }
 
 /* *out = the index of s in names; GPUM_EINVAL "unknown WHAT 's' (expected EXPECTED)" when it is
@@ -85,7 +81,7 @@ bool gpumd_resv_state_final(gpumd_resv_state_t s) {
 }
 
 const char *gpumd_lease_kind_name(gpumd_lease_kind_t k) {
-  return name_at(lease_names, COUNT(lease_names), (int)k);
+  return GPUM__NAME_OF(lease_names, k, "unknown");
 }
 
 int gpumd_lease_kind_parse(const char *s, gpumd_lease_kind_t *out) {
@@ -97,7 +93,7 @@ int gpumd_lease_kind_parse(const char *s, gpumd_lease_kind_t *out) {
 }
 
 const char *gpumd_on_timeout_name(gpumd_on_timeout_t t) {
-  return name_at(timeout_names, COUNT(timeout_names), (int)t);
+  return GPUM__NAME_OF(timeout_names, t, "unknown");
 }
 
 int gpumd_on_timeout_parse(const char *s, gpumd_on_timeout_t *out) {
@@ -110,7 +106,7 @@ int gpumd_on_timeout_parse(const char *s, gpumd_on_timeout_t *out) {
 }
 
 const char *gpumd_placement_name(gpumd_placement_t p) {
-  return name_at(placement_names, COUNT(placement_names), (int)p);
+  return GPUM__NAME_OF(placement_names, p, "unknown");
 }
 
 int gpumd_placement_parse(const char *s, gpumd_placement_t *out) {
@@ -123,7 +119,7 @@ int gpumd_placement_parse(const char *s, gpumd_placement_t *out) {
 }
 
 const char *gpumd_pressure_name(gpumd_pressure_t p) {
-  return name_at(pressure_names, COUNT(pressure_names), (int)p);
+  return GPUM__NAME_OF(pressure_names, p, "unknown");
 }
 
 char *gpumd_resv_id_format(uint64_t id, char *buf, size_t len) {
