@@ -11,22 +11,29 @@
 
 :class:`GPUConfig` is validated on construction: a bad value raises ValueError naming the
 field. Presets (``GPUConfig.preset(name)``) give the values of the configurations people start
-from (docs/python.md lists them); ``GPUConfig.builder()`` builds one fluently;
-``GPUConfig.from_yaml`` / ``to_yaml`` read and write the dataclass's fields as flat YAML keys (an
-unknown key is refused by name; ``preset: NAME`` starts from a preset).
+from (docs/python.md lists them); ``GPUConfig.builder()`` builds one fluently (also by seed
+003's builder names); ``GPUConfig.from_yaml`` / ``to_yaml`` read and write the dataclass's
+fields as flat YAML keys, and from_yaml also reads seed 003's nested sections (devices,
+compute, batching, optimization, memory); an unknown key is refused by name; ``preset: NAME``
+starts from a preset.
 
 :class:`GPUManager` opens, in this order: the node's devices (gpum.node, filtered by
-``device_ids``), a reservation from gpumd when ``reserve_memory`` is set (gpum.reserve; with
-``device_ids`` None the manager's GPUs are then the grant's, and with them gpumd still picks the
-GPUs, as gpum.reserve cannot name them yet; its pressure events call :meth:`GPUManager.emergency_release` when ``release_on_pressure``, then the
-``on_pressure`` callbacks), and the monitor (gpum.Monitor) when ``monitoring`` is on, with the
-default alert rules plus the configuration's thresholds; ``on_alert`` callbacks receive its
-alerts. Pools and tiered caches made through :meth:`GPUManager.pool` and
-:meth:`GPUManager.tier_cache` are trimmed and demoted by the emergency release and closed with
-the manager. close() (or the with block's end) undoes everything, threads included.
+``device_ids``), a reservation from gpumd when ``reserve_memory`` is set (gpum.reserve, on the
+CPU when it cannot be served and ``fallback_to_cpu``; with ``device_ids`` None the manager's
+GPUs are then the grant's, and with them gpumd still picks the GPUs, as gpum.reserve cannot
+name them yet; its pressure events call :meth:`GPUManager.emergency_release` when
+``release_on_pressure``, then the ``on_pressure`` callbacks), and the monitor (gpum.Monitor)
+when ``monitoring`` is on, with the default alert rules plus the configuration's thresholds
+and the ``gc_threshold`` rule, whose alerts call the emergency release; ``on_alert``
+callbacks receive its alerts. Pools, tiered caches and batch processors made through the
+manager are trimmed, demoted and closed with it. close() (or the with block's end) undoes
+everything, threads included.
 
-The optimisation level and precision are names (strings) here; :meth:`GPUManager.optimize`
-applies them to a model through :func:`gpum.optimize` (the optimisation module).
+The rest of the configuration is applied where it acts: torch's backend switches in
+:meth:`GPUManager.device_context`, optimisation in :meth:`GPUManager.optimize` (gpum.optimize),
+the multi-GPU strategy in :meth:`GPUManager.parallelize` (gpum.torch.data_parallel), batching
+in :meth:`GPUManager.batch_processor` (gpum.BatchProcessor), profiling in
+:meth:`GPUManager.profile`.
 """
 from __future__ import annotations
 
@@ -43,19 +50,31 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tup
 
 from .monitor import Alert, Monitor
 from .node import Gpu, devices as _node_devices
-from .pool import Pool
+from .pool import Pool, _size
 from .reserve import Pressure, Reservation
+from .serving import BatchProcessor
 from .tiercache import TierCache
 
 __all__ = ["GPUConfig", "GPUConfigBuilder", "GPUManager", "DeviceChoice", "ReleaseReport",
            "PRESETS", "OPTIMIZATION_LEVELS", "PRECISIONS", "POOL_STRATEGIES",
-           "BATCHING_STRATEGIES"]
+           "BATCHING_STRATEGIES", "MEMORY_GROWTH", "MULTI_GPU_STRATEGIES"]
 
 OPTIMIZATION_LEVELS = ("none", "basic", "aggressive", "experimental")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "mixed")
 POOL_STRATEGIES = ("balanced", "greedy", "consolidated", "fragmentation_aware")
 BATCHING_STRATEGIES = ("adaptive", "fixed_size", "dynamic")
 DISTRIBUTED_BACKENDS = ("nccl", "gloo", "mpi")
+MEMORY_GROWTH = ("grow_as_needed", "preallocate")
+MULTI_GPU_STRATEGIES = ("none", "data_parallel", "distributed")
+
+
+def _key(v: Any) -> str:
+    """A choice as written in Python, YAML or seed 003's enums (PrecisionMode.MIXED): lower
+    case, '-' as '_'."""
+    if not isinstance(v, str):
+        v = getattr(v, "value", None) if isinstance(getattr(v, "value", None), str) \
+            else getattr(v, "name", v)
+    return str(v).lower().replace("-", "_")
 
 
 def _fail(name: str, why: str, value: Any) -> None:
@@ -83,11 +102,14 @@ class GPUConfig:
     reserve_timeout: Optional[float] = None     # seconds to wait for the grant; None: forever
     reserve_set_env: bool = True                # CUDA_VISIBLE_DEVICES etc. for the grant
     release_on_pressure: bool = True            # gpumd's pressure triggers emergency_release()
+    fallback_to_cpu: bool = False               # no GPU can serve the reservation: run on CPU
     # --- memory pooling ---------------------------------------------------------------------------
     enable_memory_pooling: bool = True
     pool_strategy: str = "balanced"             # one of POOL_STRATEGIES
     max_memory_cache_ratio: float = 0.8         # cached share a pool keeps after a trim, [0, 1]
     gc_threshold: float = 0.8                   # used share of a GPU that calls for a release
+    memory_growth: str = "grow_as_needed"       # one of MEMORY_GROWTH: pools grow, or start full
+    pool_size: Union[None, int, str] = None     # bytes a pool may hold (None: no bound)
     # --- monitoring and alerts ---------------------------------------------------------------
     monitoring: bool = True
     monitor_interval: float = 1.0               # seconds between samples
@@ -101,7 +123,9 @@ class GPUConfig:
     enable_compile: bool = True
     enable_channels_last: bool = True
     enable_tf32: bool = False
+    enable_cudnn: bool = True
     cudnn_benchmark: bool = False
+    optimize_for_inference: bool = True         # optimize()'s mode: inference, else training
     gradient_checkpointing: bool = False
     gradient_accumulation_steps: int = 1
     enable_profiling: bool = False
@@ -110,8 +134,9 @@ class GPUConfig:
     max_wait_ms: float = 10.0
     batching_strategy: str = "adaptive"         # one of BATCHING_STRATEGIES
     # --- distributed ------------------------------------------------------------------------------
-    enable_distributed: bool = False
+    enable_distributed: bool = False            # the same as multi_gpu_strategy "distributed"
     distributed_backend: str = "nccl"           # one of DISTRIBUTED_BACKENDS
+    multi_gpu_strategy: str = "none"            # one of MULTI_GPU_STRATEGIES
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -129,13 +154,15 @@ class GPUConfig:
         mf = self.memory_fraction
         if mf is not None and (not _is_num(mf) or not 0 < mf <= 1):
             _fail("memory_fraction", "must be in (0, 1] or None", mf)
-        rm = self.reserve_memory
-        if rm is not None:
-            if isinstance(rm, str):
-                if not rm.strip():
-                    _fail("reserve_memory", "must be a size such as '20GiB'", rm)
-            elif not _is_int(rm) or rm <= 0:
-                _fail("reserve_memory", "must be a positive number of bytes or a size string", rm)
+        for name in ("reserve_memory", "pool_size"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, str):
+                if not v.strip():
+                    _fail(name, "must be a size such as '20GiB'", v)
+            elif not _is_int(v) or v <= 0:
+                _fail(name, "must be a positive number of bytes or a size string", v)
         if self.reserve_gpus is not None and (not _is_int(self.reserve_gpus)
                                               or self.reserve_gpus < 1):
             _fail("reserve_gpus", "must be an integer >= 1 or None", self.reserve_gpus)
@@ -158,11 +185,27 @@ class GPUConfig:
                               ("optimization_level", OPTIMIZATION_LEVELS),
                               ("precision", PRECISIONS),
                               ("batching_strategy", BATCHING_STRATEGIES),
-                              ("distributed_backend", DISTRIBUTED_BACKENDS)):
+                              ("distributed_backend", DISTRIBUTED_BACKENDS),
+                              ("memory_growth", MEMORY_GROWTH),
+                              ("multi_gpu_strategy", MULTI_GPU_STRATEGIES)):
             v = getattr(self, name)
-            if not isinstance(v, str) or v.lower().replace("-", "_") not in allowed:
+            if _key(v) not in allowed:
                 _fail(name, "must be one of " + ", ".join(allowed), v)
-            setattr(self, name, v.lower().replace("-", "_"))
+            setattr(self, name, _key(v))
+        if self.precision == "mixed" and not self.enable_amp:
+            _fail("enable_amp", "precision 'mixed' is automatic mixed precision, so it must be "
+                  "true (or choose fp32, fp16, bf16 or int8)", self.enable_amp)
+        # enable_distributed is seed 000's name for the strategy "distributed": one value.
+        if self.enable_distributed and self.multi_gpu_strategy == "none":
+            self.multi_gpu_strategy = "distributed"
+        elif self.multi_gpu_strategy == "distributed":
+            self.enable_distributed = True
+        elif self.enable_distributed:
+            _fail("enable_distributed", "contradicts multi_gpu_strategy "
+                  f"{self.multi_gpu_strategy!r}", self.enable_distributed)
+        if self.memory_growth == "preallocate" and self.pool_size is None:
+            _fail("memory_growth", "'preallocate' needs pool_size (the bytes to take up front)",
+                  self.memory_growth)
         if not _is_int(self.gradient_accumulation_steps) or self.gradient_accumulation_steps < 1:
             _fail("gradient_accumulation_steps", "must be an integer >= 1",
                   self.gradient_accumulation_steps)
@@ -196,11 +239,12 @@ class GPUConfig:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "GPUConfig":
-        """A configuration from a mapping of field names (``preset`` names a base); an unknown
-        key raises ValueError naming it."""
+        """A configuration from a mapping of field names (``preset`` names a base) and/or seed
+        003's sections (devices, compute, batching, optimization, memory); an unknown key
+        raises ValueError naming it."""
         if not isinstance(data, dict):
             raise ValueError(f"GPUConfig: a configuration is a mapping, not {type(data).__name__}")
-        data = dict(data)
+        data = _flatten_sections(data)
         base = data.pop("preset", None)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = [k for k in data if k not in known]
@@ -223,6 +267,90 @@ class GPUConfig:
                 text = f.read()
         data = _yaml().safe_load(text)
         return cls.from_dict({} if data is None else data)
+
+
+# Seed 003's nested YAML: section -> {its key: the field it sets}. Keys named as the field are
+# accepted too (every field of the section's kind).
+_SECTIONS: Dict[str, Dict[str, str]] = {
+    "compute": {"precision": "precision", "enable_amp": "enable_amp",
+                "enable_tf32": "enable_tf32", "enable_cudnn": "enable_cudnn",
+                "cudnn_benchmark": "cudnn_benchmark"},
+    "batching": {"max_batch_size": "max_batch_size", "max_wait_time_ms": "max_wait_ms",
+                 "max_wait_ms": "max_wait_ms", "strategy": "batching_strategy"},
+    "optimization": {"optimize_for_inference": "optimize_for_inference",
+                     "enable_jit": "enable_compile", "enable_compile": "enable_compile",
+                     "level": "optimization_level", "channels_last": "enable_channels_last",
+                     "gradient_checkpointing": "gradient_checkpointing",
+                     "gradient_accumulation_steps": "gradient_accumulation_steps",
+                     "enable_profiling": "enable_profiling"},
+    "memory": {"growth_policy": "memory_growth", "pool_size_mb": "pool_size",
+               "pool_size": "pool_size", "gc_threshold": "gc_threshold",
+               "enable_pooling": "enable_memory_pooling", "pool_strategy": "pool_strategy",
+               "max_memory_cache_ratio": "max_memory_cache_ratio"},
+}
+_DEVICE_KEYS = ("device_id", "memory_fraction", "priority")
+
+
+def _flatten_sections(data: Dict[str, Any]) -> Dict[str, Any]:
+    """data with seed 003's sections turned into fields (see _SECTIONS). ``devices`` is a list
+    of {device_id, memory_fraction, priority}: device_ids in priority order (lower first, then
+    as listed), and one memory_fraction, which every device that gives one must share (torch
+    applies one fraction per process here). A field set twice is refused."""
+    out: Dict[str, Any] = {}
+
+    def put(field_name: str, value: Any, where: str) -> None:
+        if field_name in out:
+            raise ValueError(f"GPUConfig: {where} sets {field_name}, which is set already")
+        out[field_name] = value
+
+    for k, v in data.items():
+        if k in _SECTIONS:
+            if not isinstance(v, dict):
+                raise ValueError(f"GPUConfig: section {k!r} is a mapping, not "
+                                 f"{type(v).__name__}")
+            for sk, sv in v.items():
+                name = _SECTIONS[k].get(sk)
+                if name is None:
+                    raise ValueError(f"GPUConfig: unknown key '{k}.{sk}' (the section takes "
+                                     + ", ".join(_SECTIONS[k]) + ")")
+                if sk == "pool_size_mb":
+                    if not _is_num(sv) or sv <= 0:
+                        _fail("pool_size", "memory.pool_size_mb must be a positive number", sv)
+                    sv = int(sv * (1 << 20))
+                put(name, sv, f"{k}.{sk}")
+        elif k == "devices":
+            for name, value in _devices_section(v).items():
+                put(name, value, "devices")
+        else:
+            put(k, v, k)
+    return out
+
+
+def _devices_section(devs: Any) -> Dict[str, Any]:
+    if not isinstance(devs, list) or not devs:
+        raise ValueError("GPUConfig: 'devices' is a non-empty list of {device_id: N, ...}")
+    rows = []
+    fractions = set()
+    for i, d in enumerate(devs):
+        if not isinstance(d, dict) or "device_id" not in d:
+            raise ValueError(f"GPUConfig: devices[{i}] needs a device_id (got {d!r})")
+        bad = [k for k in d if k not in _DEVICE_KEYS]
+        if bad:
+            raise ValueError(f"GPUConfig: unknown key 'devices[{i}].{bad[0]}' (a device takes "
+                             + ", ".join(_DEVICE_KEYS) + ")")
+        prio = d.get("priority", 0)
+        if not _is_int(prio):
+            raise ValueError(f"GPUConfig: devices[{i}].priority must be an integer (got {prio!r})")
+        rows.append((prio, i, d["device_id"]))
+        if "memory_fraction" in d:
+            fractions.add(d["memory_fraction"])
+    if len(fractions) > 1:
+        raise ValueError("GPUConfig: the devices give different memory_fraction values "
+                         f"{sorted(fractions)}; gpum applies one to every device")
+    out: Dict[str, Any] = {"device_ids": [dev for _, _, dev in sorted(rows)]}
+    if fractions:
+        out["memory_fraction"] = fractions.pop()
+    return out
 
 
 def _yaml() -> Any:
@@ -319,7 +447,39 @@ class GPUConfigBuilder:
         return self
 
     def distributed(self, backend: str = "nccl", enabled: bool = True) -> "GPUConfigBuilder":
-        return self.set(enable_distributed=enabled, distributed_backend=backend)
+        return self.set(enable_distributed=enabled, distributed_backend=backend,
+                        multi_gpu_strategy="distributed" if enabled else "none")
+
+    def memory(self, growth: Optional[str] = None, *, pool_size: Union[None, int, str] = None,
+               gc_threshold: Optional[float] = None) -> "GPUConfigBuilder":
+        for k, v in (("memory_growth", growth), ("pool_size", pool_size),
+                     ("gc_threshold", gc_threshold)):
+            if v is not None:
+                self.set(**{k: v})
+        return self
+
+    def fallback_to_cpu(self, enabled: bool = True) -> "GPUConfigBuilder":
+        return self.set(fallback_to_cpu=enabled)
+
+    # Seed 003's builder, by its names (its enums are taken by name: PrecisionMode.MIXED).
+    def auto_detect_devices(self) -> "GPUConfigBuilder":
+        return self.set(device_ids=None)
+
+    def set_precision(self, mode: Any) -> "GPUConfigBuilder":
+        return self.set(precision=_key(mode))
+
+    def set_memory_policy(self, policy: Any) -> "GPUConfigBuilder":
+        return self.set(memory_growth=_key(policy))
+
+    def set_batching(self, *, max_batch_size: Optional[int] = None,
+                     max_wait_time_ms: Optional[float] = None,
+                     strategy: Optional[str] = None) -> "GPUConfigBuilder":
+        return self.batching(max_batch_size=max_batch_size, max_wait_ms=max_wait_time_ms,
+                             strategy=None if strategy is None else _key(strategy))
+
+    def enable_multi_gpu(self, strategy: Any = "data_parallel") -> "GPUConfigBuilder":
+        k = _key(strategy)
+        return self.set(multi_gpu_strategy=k, enable_distributed=k == "distributed")
 
     def build(self) -> GPUConfig:
         return GPUConfig(**self._f)
@@ -334,6 +494,22 @@ class DeviceChoice:
     device: str
     cuda: bool
     reason: Optional[str] = None
+
+
+class _NoProfile:
+    """A profile timer that records nothing: ``with`` and ``@`` both work."""
+
+    def __enter__(self) -> "_NoProfile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        return fn
+
+
+_NO_PROFILE = _NoProfile()
 
 
 @dataclass
@@ -376,6 +552,8 @@ class GPUManager:
         self._pressure_fns: List[Callable[[Pressure], Any]] = []
         self._pools: List[Pool] = []
         self._caches: List[TierCache] = []
+        self._processors: List[BatchProcessor] = []
+        self._gc_rule: Optional[str] = None
         self.releases: List[ReleaseReport] = []
         self.monitor: Optional[Monitor] = None
         self.reservation: Optional[Reservation] = None
@@ -401,14 +579,19 @@ class GPUManager:
             gpus = cfg.reserve_gpus or (len(cfg.device_ids) if cfg.device_ids else 1)
             r = Reservation(cfg.reserve_memory, gpus, timeout=cfg.reserve_timeout,
                             label=self._label, socket=self._socket,
-                            set_env=cfg.reserve_set_env)
+                            set_env=cfg.reserve_set_env,
+                            fallback="cpu" if cfg.fallback_to_cpu else None)
             r.__enter__()
             self.reservation = r
             r.on_pressure(self._on_pressure)
-            if cfg.device_ids is None:  # the manager's GPUs are the grant's
+            if r.on_cpu:  # no GPU could serve it: the manager's work runs on the CPU
+                self.device_ids = []
+            elif cfg.device_ids is None:  # the manager's GPUs are the grant's
                 self.device_ids = [d.index for d in r.devices]
-        if cfg.monitoring:
-            rules: List[str] = []
+        if cfg.monitoring and self.device_ids:
+            # gc_threshold: a GPU's used share above it calls emergency_release() (_on_alert).
+            self._gc_rule = f"memory_used_pct > {cfg.gc_threshold * 100:g} for 1s INFO"
+            rules: List[str] = [self._gc_rule]
             if cfg.alert_memory_pct is not None:
                 rules.append(f"memory_used_pct > {cfg.alert_memory_pct:g} for 2s WARNING")
             if cfg.alert_temperature_c is not None:
@@ -424,6 +607,8 @@ class GPUManager:
         self._alert_fns.append(fn)
 
     def _on_alert(self, a: Alert) -> None:
+        if a.fired and a.rule == self._gc_rule:
+            self.emergency_release(trigger="gc_threshold")
         for fn in list(self._alert_fns):
             fn(a)  # the monitor prints what one raises
 
@@ -447,17 +632,31 @@ class GPUManager:
              **kwargs: Any) -> Pool:
         """A gpum.Pool with the configuration's strategy, trimmed by emergency_release() and
         closed with the manager."""
-        if not self.config.enable_memory_pooling:
+        cfg = self.config
+        if not cfg.enable_memory_pooling:
             raise RuntimeError("GPUConfig.enable_memory_pooling is false")
-        kwargs.setdefault("strategy", self.config.pool_strategy)
-        p = Pool(source, device=self.device_ids[0] if device is None else device, **kwargs)
+        kwargs.setdefault("strategy", cfg.pool_strategy)
+        kwargs.setdefault("limit", cfg.pool_size)
+        p = Pool(source, device=self._first_gpu("pool") if device is None else device, **kwargs)
         with self._lock:
             self._pools.append(p)
+        if cfg.memory_growth == "preallocate":  # take pool_size now; the pool keeps it cached
+            assert cfg.pool_size is not None
+            p.free(p.alloc(_size(cfg.pool_size)))
         return p
+
+    def _first_gpu(self, what: str) -> int:
+        if not self.device_ids:
+            r = self.reservation
+            raise RuntimeError(f"GPUManager.{what}: the manager has no GPU"
+                               + (f" (it runs on the CPU: {r.fallback_reason})"
+                                  if r is not None and r.on_cpu else ""))
+        return self.device_ids[0]
 
     def tier_cache(self, *, device: Optional[int] = None, **kwargs: Any) -> TierCache:
         """A gpum.TierCache, demoted by emergency_release() and closed with the manager."""
-        tc = TierCache(device=self.device_ids[0] if device is None else device, **kwargs)
+        tc = TierCache(device=self._first_gpu("tier_cache") if device is None else device,
+                       **kwargs)
         with self._lock:
             self._caches.append(tc)
         return tc
@@ -499,7 +698,8 @@ class GPUManager:
         if self.reservation is not None:
             r = self.reservation
             res = {"id": r.id, "state": r.state, "limit": r.limit,
-                   "devices": [d.index for d in r.devices], "ended": r.ended}
+                   "devices": [d.index for d in r.devices], "ended": r.ended,
+                   "on_cpu": r.on_cpu, "fallback_reason": r.fallback_reason}
         return {"devices": devs, "memory": {"total": total, "used": used, "free": free},
                 "health": health, "reservation": res, "monitoring": self.monitor is not None,
                 "cuda": _torch_cuda()[1] is None if "torch" in sys.modules else None,
@@ -509,44 +709,121 @@ class GPUManager:
     @contextlib.contextmanager
     def device_context(self, index: Optional[int] = None) -> Iterator[DeviceChoice]:
         """Makes GPU ``index`` (gpum's index, one of the manager's; None: the first) current
-        for torch for the block and yields the DeviceChoice. Without torch or CUDA the block
-        runs unchanged and the choice says "cpu" and why. Under a reservation that set
-        CUDA_VISIBLE_DEVICES, torch's ordinal is the GPU's position in the grant."""
+        for torch for the block and yields the DeviceChoice. Without torch or CUDA, without a
+        GPU (the reservation fell back to the CPU), or with fallback_to_cpu when the GPU's
+        health is ERROR or DISABLED, the block runs unchanged and the choice says "cpu" and why.
+        Under a reservation that set CUDA_VISIBLE_DEVICES, torch's ordinal is the GPU's
+        position in the grant. torch's backend switches (enable_tf32, enable_cudnn,
+        cudnn_benchmark) hold for the block and are put back after it."""
+        r = self.reservation
+        if not self.device_ids:
+            with self._backend_flags():
+                yield DeviceChoice(-1, "cpu", False, "the manager has no GPU"
+                                   + (f": {r.fallback_reason}" if r and r.on_cpu else ""))
+            return
         if index is None:
             index = self.device_ids[0]
         if index not in self.device_ids:
             raise ValueError(f"device_context: GPU {index} is not one of the manager's "
                              f"{self.device_ids}")
         torch, why = _torch_cuda()
-        if why is not None:
-            yield DeviceChoice(index, "cpu", False, why)
-            return
+        if why is None and self.config.fallback_to_cpu:
+            state = self.status()["health"].get(index)
+            if state in ("ERROR", "DISABLED", "GONE"):
+                why = f"GPU {index} is {state} and fallback_to_cpu is on"
         ordinal = index
-        r = self.reservation
-        if r is not None and self.config.reserve_set_env:
+        if why is None and r is not None and self.config.reserve_set_env:
             granted = [d.index for d in r.devices]
             if index not in granted:
-                yield DeviceChoice(index, "cpu", False,
-                                   f"GPU {index} is not in the reservation's grant {granted}")
+                why = f"GPU {index} is not in the reservation's grant {granted}"
+            else:
+                ordinal = granted.index(index)
+        with self._backend_flags():
+            if why is not None:
+                yield DeviceChoice(index, "cpu", False, why)
                 return
-            ordinal = granted.index(index)
-        if self.config.memory_fraction is not None:
-            torch.cuda.set_per_process_memory_fraction(self.config.memory_fraction, ordinal)
-        with torch.cuda.device(ordinal):
-            yield DeviceChoice(index, f"cuda:{ordinal}", True, None)
+            if self.config.memory_fraction is not None:
+                torch.cuda.set_per_process_memory_fraction(self.config.memory_fraction, ordinal)
+            with torch.cuda.device(ordinal):
+                yield DeviceChoice(index, f"cuda:{ordinal}", True, None)
+
+    @contextlib.contextmanager
+    def _backend_flags(self) -> Iterator[None]:
+        """torch.backends' switches as the configuration says, put back afterwards (nothing
+        without torch)."""
+        try:
+            torch = importlib.import_module("torch")
+        except ImportError:
+            yield
+            return
+        cfg = self.config
+        b = torch.backends
+        flags = ((b.cuda.matmul, "allow_tf32", cfg.enable_tf32),
+                 (b.cudnn, "allow_tf32", cfg.enable_tf32),
+                 (b.cudnn, "enabled", cfg.enable_cudnn),
+                 (b.cudnn, "benchmark", cfg.cudnn_benchmark))
+        saved = [(obj, name, getattr(obj, name)) for obj, name, _ in flags]
+        for obj, name, value in flags:
+            setattr(obj, name, value)
+        try:
+            yield
+        finally:
+            for obj, name, value in saved:
+                setattr(obj, name, value)
 
     # --- models -------------------------------------------------------------------------------
-    def optimize(self, model: Any, mode: str = "inference", example_input: Any = None,
+    def optimize(self, model: Any, mode: Optional[str] = None, example_input: Any = None,
                  prune: float = 0.0) -> Any:
-        """gpum.optimize(model) at the configuration's optimization_level and precision, on the
-        device device_context() would choose; "experimental" is taken as "aggressive" when
-        enable_compile is False (no torch.compile). Returns its OptimizationReport."""
+        """gpum.optimize(model) as the configuration says: its optimization_level and
+        precision, for inference or training (mode; None: optimize_for_inference). The level
+        decides channels_last and torch.compile unless enable_channels_last / enable_compile
+        turn them off, and activation checkpointing unless gradient_checkpointing turns it on
+        at any level. Returns its OptimizationReport."""
         from .optimize import optimize as _optimize  # the module imports torch when asked
-        level = self.config.optimization_level
-        if level == "experimental" and not self.config.enable_compile:
-            level = "aggressive"
-        return _optimize(model, level=level, precision=self.config.precision, mode=mode,
-                         example_input=example_input, prune=prune)
+        cfg = self.config
+        if mode is None:
+            mode = "inference" if cfg.optimize_for_inference else "training"
+        return _optimize(model, level=cfg.optimization_level, precision=cfg.precision,
+                         mode=mode, example_input=example_input, prune=prune,
+                         channels_last=None if cfg.enable_channels_last else False,
+                         checkpointing=True if cfg.gradient_checkpointing else None,
+                         compile=None if cfg.enable_compile else False)
+
+    def parallelize(self, model: Any) -> Any:
+        """model wrapped as multi_gpu_strategy says, on the manager's GPUs (gpum.torch.
+        data_parallel): "distributed" DistributedDataParallel (the process group started from
+        the environment gpum.reserve or torchrun set, over distributed_backend), "data_parallel"
+        nn.DataParallel over the GPUs torch sees, "none" unchanged. Returns its Parallel
+        (``.model``, ``.kind``, ``.reason``)."""
+        from .torch import data_parallel  # imports torch
+        cfg = self.config
+        ordinals = list(range(len(self.device_ids)))
+        if self.reservation is None or not cfg.reserve_set_env:
+            ordinals = list(self.device_ids)
+        return data_parallel(model, cfg.multi_gpu_strategy, device_ids=ordinals,
+                             backend=cfg.distributed_backend)
+
+    def profile(self, name: str) -> Any:
+        """gpum.profile(name) (a decorator and a context manager) when enable_profiling is on,
+        else one that records nothing and costs nothing."""
+        if self.config.enable_profiling:
+            from .profile import profile as _profile
+            return _profile(name)
+        return _NO_PROFILE
+
+    def batch_processor(self) -> BatchProcessor:
+        """A gpum.BatchProcessor whose models default to the configuration's batching
+        (max_batch_size, max_wait_ms, batching_strategy) and to the device device_context()
+        chooses; closed with the manager."""
+        cfg = self.config
+        with self.device_context() as dev:
+            device = dev.device
+        bp = BatchProcessor(device=device, max_batch_size=cfg.max_batch_size,
+                            max_queue_delay=cfg.max_wait_ms / 1000.0,
+                            strategy=cfg.batching_strategy)
+        with self._lock:
+            self._processors.append(bp)
+        return bp
 
     # --- emergency ----------------------------------------------------------------------------
     def emergency_release(self, trigger: str = "manual") -> ReleaseReport:
@@ -600,9 +877,9 @@ class GPUManager:
         self._closed = True
         errors: List[BaseException] = []
         with self._lock:
-            caches, pools = self._caches, self._pools
-            self._caches, self._pools = [], []
-        objs: List[Any] = [*caches, *pools]
+            caches, pools, procs = self._caches, self._pools, self._processors
+            self._caches, self._pools, self._processors = [], [], []
+        objs: List[Any] = [*procs, *caches, *pools]
         for obj in objs:
             try:
                 obj.close()

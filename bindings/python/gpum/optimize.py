@@ -474,6 +474,15 @@ _Reports = Dict[Tuple[Any, ...], "weakref.ReferenceType[OptimizationReport]"]
 _cache: "weakref.WeakKeyDictionary[Any, _Reports]" = weakref.WeakKeyDictionary()
 
 
+def _wanted(asked: Optional[bool], by_level: bool, step: str, s: _Steps) -> bool:
+    """Whether an optional step runs: as asked (True/False), else as the level says. A step
+    turned off by the caller is reported as skipped; one the level leaves out is not."""
+    if asked is False:
+        s.skip(step, "turned off by the caller")
+        return False
+    return by_level if asked is None else True
+
+
 def _signature(x: Any) -> Any:
     import torch
     if isinstance(x, torch.Tensor):
@@ -487,8 +496,9 @@ def _signature(x: Any) -> Any:
 
 def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
              precision: Union[Precision, str] = Precision.FP32, mode: str = "inference",
-             example_input: Any = None, device: Any = None,
-             prune: float = 0.0) -> OptimizationReport:
+             example_input: Any = None, device: Any = None, prune: float = 0.0,
+             channels_last: Optional[bool] = None, checkpointing: Optional[bool] = None,
+             compile: Optional[bool] = None) -> OptimizationReport:
     """Optimise model (an nn.Module) for mode ("inference" or "training") at level, in
     precision, and report each step and the bytes it saved.
 
@@ -496,7 +506,10 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
     the model's dtype and device) lets the activation bytes be measured and fp16 and
     torch.compile be tried on the model itself; device moves the model first (default: where
     its parameters are). prune (0.0 to 0.9, inference only) zeroes
-    that fraction of each Linear/Conv weight. Use ``report.model`` afterwards, under
+    that fraction of each Linear/Conv weight. channels_last, checkpointing (activation
+    checkpointing, training only) and compile (torch.compile) are applied from level AGGRESSIVE,
+    AGGRESSIVE and EXPERIMENTAL on; True applies one at any level but NONE, False leaves it out
+    (the report says so). Use ``report.model`` afterwards, under
     ``report.autocast()``, with inputs through ``report.cast_input``. The same model with the
     same arguments returns the cached report. Raises ValueError on a bad argument.
     """
@@ -510,7 +523,8 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
     if not isinstance(model, torch.nn.Module):
         raise ValueError("model must be a torch.nn.Module")
     dev = _device_of(model, device)
-    key = (lvl, prec, mode, str(dev), float(prune), _signature(example_input))
+    key = (lvl, prec, mode, str(dev), float(prune), channels_last, checkpointing, compile,
+           _signature(example_input))
     cached = _cache.get(model, {}).get(key)
     hit = cached() if cached is not None else None
     if hit is not None:
@@ -550,7 +564,7 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
             s.ok("inference_mode", "eval() and requires_grad off on every parameter")
         else:
             s.ok("training_mode", "train() with gradients on")
-        if lvl >= OptLevel.AGGRESSIVE:
+        if _wanted(channels_last, lvl >= OptLevel.AGGRESSIVE, "channels_last", s):
             if _has_module(model, (torch.nn.Conv2d,)):
                 model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
                 rep["channels_last"] = True
@@ -558,7 +572,7 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
             else:
                 s.skip("channels_last", "the model has no Conv2d")
         out = _precision(model, prec, mode, dev, example_input, s, rep)
-        if lvl >= OptLevel.AGGRESSIVE:
+        if _wanted(checkpointing, lvl >= OptLevel.AGGRESSIVE, "activation_checkpointing", s):
             if inference:
                 s.skip("activation_checkpointing", "only training keeps activations")
             else:
@@ -570,7 +584,8 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
                                 input_dtype=rep.get("input_dtype"),
                                 channels_last=rep.get("channels_last", False))
     x = report.cast_input(example_input) if example_input is not None else None
-    if lvl >= OptLevel.EXPERIMENTAL:
+    if lvl is not OptLevel.NONE and _wanted(compile, lvl >= OptLevel.EXPERIMENTAL,
+                                            "torch.compile", s):
         out = _compile(out, dev, x, inference, report.autocast(), s)
     # Measured on the eager module: a compiled wrapper runs the same tensors.
     eager = getattr(out, "_orig_mod", out)

@@ -18,6 +18,15 @@ stream() keeps at most `window` requests of an iterable in flight and yields the
 the iterable's order, whatever order the batches finish in. close() drains: every queued
 request is answered before it returns (close(drain=False) fails them with gpum.Interrupted);
 the batchers' worker threads have stopped when it returns.
+
+The processor's own arguments are its models' defaults (GPUManager.batch_processor() passes the
+configuration's): device, max_batch_size, max_queue_delay and strategy. The strategy says how
+a batch forms: "dynamic" sends what has queued when a worker is free, waiting at most
+max_queue_delay for more (Triton's dynamic batching); "fixed_size" also prefers batches of
+exactly max_batch_size (the batcher's preferred size); "adaptive" is "dynamic" bounded by
+memory, on a CUDA device: the batcher measures the bytes per request from PyTorch's figures
+(gpum.torch.cuda_memory) and shrinks the batch to fit (on the CPU it is "dynamic").
+options(name) says what a model was given.
 """
 from __future__ import annotations
 
@@ -30,7 +39,9 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 
 from .batcher import Batcher
 
-__all__ = ["BatchProcessor", "ModelStats"]
+__all__ = ["BatchProcessor", "ModelStats", "STRATEGIES"]
+
+STRATEGIES = ("dynamic", "fixed_size", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -56,8 +67,9 @@ class _Model:
     """A registered model: its batcher and the counters its wrapper keeps on the workers."""
 
     def __init__(self, name: str, fn: Callable[[List[Any]], Sequence[Any]], device: str,
-                 workers: int) -> None:
+                 workers: int, options: Dict[str, Any]) -> None:
         self.name, self.fn, self.device, self.workers = name, fn, device, workers
+        self.options = options
         self.lock = threading.Lock()
         self.requests = self.items = self.batches = self.errors = 0
         self.batcher: Optional[Batcher] = None
@@ -96,29 +108,57 @@ def _is_module(model: Any) -> bool:
 class BatchProcessor:
     """Models registered by name, each served through its own gpum.Batcher. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, device: str = "cpu", max_batch_size: int = 8,
+                 max_queue_delay: Union[int, float, str] = 0, strategy: str = "dynamic") -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+        self._defaults: Dict[str, Any] = dict(device=device, max_batch_size=max_batch_size,
+                                              max_queue_delay=max_queue_delay,
+                                              strategy=strategy)
         self._models: Dict[str, _Model] = {}
         self._lock = threading.Lock()
         self._closed = False
 
-    def register_model(self, name: str, model: Any, *, device: str = "cpu", priority: int = 0,
-                       priority_levels: int = 1, workers: int = 1, max_batch_size: int = 8,
-                       max_queue_delay: Union[int, float, str] = 0, max_queue_size: int = 0,
-                       queue_timeout: Union[None, int, float, str] = None) -> None:
+    def register_model(self, name: str, model: Any, *, device: Optional[str] = None,
+                       priority: int = 0, priority_levels: int = 1, workers: int = 1,
+                       max_batch_size: Optional[int] = None,
+                       max_queue_delay: Union[None, int, float, str] = None,
+                       max_queue_size: int = 0,
+                       queue_timeout: Union[None, int, float, str] = None,
+                       strategy: Optional[str] = None) -> None:
         """Serves model (an nn.Module, or a function from a list of requests to their answers)
         under name: `workers` worker threads, `priority_levels` levels, `priority` the level of
-        a request submitted without one (0: the lowest). ValueError if name is taken."""
+        a request submitted without one (0: the lowest); device, max_batch_size,
+        max_queue_delay and strategy default to the processor's. ValueError if name is taken."""
+        d = self._defaults
+        device = d["device"] if device is None else device
+        opts: Dict[str, Any] = dict(
+            device=device, workers=workers, priority_levels=priority_levels, priority=priority,
+            max_batch_size=d["max_batch_size"] if max_batch_size is None else max_batch_size,
+            max_queue_delay=d["max_queue_delay"] if max_queue_delay is None else max_queue_delay,
+            strategy=d["strategy"] if strategy is None else strategy)
+        if opts["strategy"] not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, "
+                             f"not {opts['strategy']!r}")
+        preferred = (opts["max_batch_size"],) if opts["strategy"] == "fixed_size" else ()
+        memory = None
+        if opts["strategy"] == "adaptive" and device.startswith("cuda"):
+            from .torch import cuda_memory  # imports torch, which a CUDA model has already
+            ordinal = int(device.split(":")[1]) if ":" in device else None
+            memory = cuda_memory(ordinal)
+        opts.update(preferred_sizes=preferred, memory_bound=memory is not None)
         fn = _module_fn(model, device) if _is_module(model) else model
-        m = _Model(name, fn, device, workers)
+        m = _Model(name, fn, device, workers, opts)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the BatchProcessor is closed")
             if name in self._models:
                 raise ValueError(f"a model named {name!r} is registered already")
-            m.batcher = Batcher(m.run, max_batch_size=max_batch_size,
-                                max_queue_delay=max_queue_delay, priority_levels=priority_levels,
+            m.batcher = Batcher(m.run, max_batch_size=opts["max_batch_size"],
+                                max_queue_delay=opts["max_queue_delay"],
+                                preferred_sizes=preferred, priority_levels=priority_levels,
                                 default_priority=priority, max_queue_size=max_queue_size,
-                                queue_timeout=queue_timeout, workers=workers)
+                                queue_timeout=queue_timeout, workers=workers, memory=memory)
             self._models[name] = m
 
     def _model(self, name: str) -> _Model:
@@ -127,6 +167,12 @@ class BatchProcessor:
         if m is None:
             raise KeyError(f"no model named {name!r}")
         return m
+
+    def options(self, name: str) -> Dict[str, Any]:
+        """What model name was registered with: device, workers, priority_levels, priority,
+        max_batch_size, max_queue_delay, strategy, preferred_sizes and memory_bound (whether
+        the batch is bounded by measured memory)."""
+        return dict(self._model(name).options)
 
     def models(self) -> List[str]:
         with self._lock:

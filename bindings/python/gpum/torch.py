@@ -26,7 +26,9 @@ from .estimate import Estimate
 from .pool import _size
 
 __all__ = ["AdaptiveBatchLoader", "apply_reservation", "use_gpum_allocator", "cuda_memory",
-           "pool_stats", "torch_library", "estimate", "MeasuredEstimate"]
+           "pool_stats", "torch_library", "estimate", "MeasuredEstimate",
+           "DistributedSettings", "distributed_settings", "init_distributed", "Parallel",
+           "data_parallel"]
 
 lib.gpum_torch_pool.argtypes = [c.c_int, c.POINTER(c.c_void_p)]
 
@@ -121,6 +123,136 @@ def apply_reservation(limit: Optional[int] = None) -> List[float]:
         torch.cuda.set_per_process_memory_fraction(f, i)
         fractions.append(f)
     return fractions
+
+
+# --- Distributed and data parallel ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DistributedSettings:
+    """What torch.distributed's env:// initialisation reads, as this process's environment has
+    it (gpum.reserve and ``gpum run`` set WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
+    MASTER_PORT for their GPUs; RANK and LOCAL_RANK are the launcher's, torchrun's). rank and
+    local_rank are None when no launcher set them; backend is the one to use: "nccl" when torch
+    has CUDA, else "gloo", unless asked."""
+    world_size: int
+    rank: Optional[int]
+    local_rank: Optional[int]
+    local_world_size: int
+    master_addr: Optional[str]
+    master_port: Optional[int]
+    backend: str
+
+    @property
+    def complete(self) -> bool:
+        """Whether env:// can start the process group from these (rank, address and port)."""
+        return (self.rank is not None and self.master_addr is not None
+                and self.master_port is not None)
+
+
+def _env_int(name: str) -> Optional[int]:
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"{name}={v!r} is not an integer") from None
+
+
+def distributed_settings(backend: Optional[str] = None) -> DistributedSettings:
+    """This process's DistributedSettings, read from the environment now. Raises ValueError
+    for a variable that is not a number, or a rank outside the world."""
+    world = _env_int("WORLD_SIZE") or 1
+    rank, local = _env_int("RANK"), _env_int("LOCAL_RANK")
+    if rank is not None and not 0 <= rank < world:
+        raise ValueError(f"RANK={rank} is outside WORLD_SIZE={world}")
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    return DistributedSettings(world, rank, local, _env_int("LOCAL_WORLD_SIZE") or world,
+                               os.environ.get("MASTER_ADDR") or None, _env_int("MASTER_PORT"),
+                               backend)
+
+
+def init_distributed(backend: Optional[str] = None) -> DistributedSettings:
+    """Starts torch.distributed's default process group from the environment (env://) unless
+    it is started already; returns the settings. A single process without a launcher (no RANK)
+    is rank 0 of a world of 1. Raises RuntimeError when the environment names a world of more
+    than one process but not this one's rank (start it with torchrun or ``gpum run``)."""
+    import torch.distributed as dist
+    st = distributed_settings(backend)
+    if dist.is_initialized():
+        return st
+    if st.rank is None:
+        if st.world_size > 1:
+            raise RuntimeError(f"WORLD_SIZE={st.world_size} but RANK is not set: start one "
+                               "process per GPU with torchrun (or set RANK and LOCAL_RANK)")
+        st = DistributedSettings(1, 0, 0, 1, st.master_addr or "127.0.0.1",
+                                 st.master_port or _free_port(), st.backend)
+    if st.rank is None or not st.complete:
+        raise RuntimeError("MASTER_ADDR and MASTER_PORT must be set for a world of "
+                           f"{st.world_size} (gpum.reserve and gpum run set them)")
+    dist.init_process_group(st.backend, init_method=f"tcp://{st.master_addr}:{st.master_port}",
+                            world_size=st.world_size, rank=st.rank)
+    return st
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return int(sk.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """What data_parallel did: the model to use, how it is wrapped ("ddp", "dp" or "none") and,
+    for "none", why not."""
+    model: Any
+    kind: str
+    reason: Optional[str] = None
+
+
+def data_parallel(model: Any, strategy: str = "auto", *, device_ids: Optional[Sequence[int]] = None,
+                  backend: Optional[str] = None) -> Parallel:
+    """model wrapped for data parallel training on the process's GPUs.
+
+    strategy "distributed": DistributedDataParallel in the default process group (started by
+    init_distributed when it is not), on the GPU LOCAL_RANK names (its position among
+    device_ids, torch's ordinals: under a reservation, the granted GPUs are 0..n-1), or on the
+    CPU without CUDA (gloo). "data_parallel": nn.DataParallel over device_ids (default: every GPU
+    torch sees) when there are two or more. "none": unchanged. "auto": "distributed" when a
+    process group is started or WORLD_SIZE is above 1, else "data_parallel". The model is moved
+    to the device it runs on."""
+    import torch.distributed as dist
+    if strategy == "auto":
+        strategy = ("distributed" if (dist.is_available() and dist.is_initialized())
+                    or distributed_settings().world_size > 1 else "data_parallel")
+    if strategy == "none":
+        return Parallel(model, "none", "multi-GPU strategy 'none'")
+    cuda = torch.cuda.is_available()
+    ids = list(device_ids) if device_ids is not None else \
+        list(range(torch.cuda.device_count() if cuda else 0))
+    if strategy == "distributed":
+        if not dist.is_available():
+            return Parallel(model, "none", "this torch has no torch.distributed")
+        st = init_distributed(backend)
+        if cuda and ids:
+            local = st.local_rank if st.local_rank is not None else 0
+            if not 0 <= local < len(ids):
+                raise ValueError(f"LOCAL_RANK={local} but there are {len(ids)} GPUs {ids}")
+            dev = ids[local]
+            return Parallel(torch.nn.parallel.DistributedDataParallel(
+                model.to(f"cuda:{dev}"), device_ids=[dev]), "ddp")
+        return Parallel(torch.nn.parallel.DistributedDataParallel(model.to("cpu")), "ddp")
+    if strategy != "data_parallel":
+        raise ValueError("strategy must be auto, distributed, data_parallel or none, "
+                         f"not {strategy!r}")
+    if not cuda:
+        return Parallel(model, "none", "torch has no CUDA device (a CPU build, or none visible)")
+    if len(ids) < 2:
+        return Parallel(model, "none", f"one GPU ({ids}): nothing to split the batch over")
+    return Parallel(torch.nn.DataParallel(model.to(f"cuda:{ids[0]}"), device_ids=ids), "dp")
 
 
 def torch_library() -> str:

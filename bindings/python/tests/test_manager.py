@@ -73,8 +73,6 @@ def test_yaml_preset_key_and_unknown_keys():
     assert cfg == gpum.GPUConfig.preset("training", monitor_interval=0.25)
     with pytest.raises(ValueError, match="unknown key 'colour'"):
         gpum.GPUConfig.from_yaml("device_ids: [0]\ncolour: blue\n")
-    with pytest.raises(ValueError, match="'devices', 'compute'"):  # seed 003's nesting
-        gpum.GPUConfig.from_yaml("devices:\n  - device_id: 0\ncompute:\n  precision: fp16\n")
     with pytest.raises(ValueError, match="precision"):
         gpum.GPUConfig.from_yaml("precision: fp8\n")
 
@@ -86,6 +84,8 @@ def test_yaml_preset_key_and_unknown_keys():
     ("optimization_level", "max"), ("precision", "fp8"), ("reserve_memory", -1),
     ("reserve_gpus", 0), ("gc_threshold", 2), ("max_batch_size", 0), ("monitoring", "yes"),
     ("gradient_accumulation_steps", 1.5), ("distributed_backend", "tcp"),
+    ("memory_growth", "sometimes"), ("multi_gpu_strategy", "model_parallel"), ("pool_size", 0),
+    ("pool_size", ""),
 ])
 def test_bad_values_refused(field, value):
     with pytest.raises(ValueError, match=f"GPUConfig.{field}:"):
@@ -200,6 +200,287 @@ def test_optimize_applies_the_config(gpumd):
                          monitoring=False)
     with gpum.GPUManager(cfg) as m:
         rep = m.optimize(torch.nn.Linear(4, 4))
-    with pytest.raises(KeyError):  # taken as aggressive: compile is not even considered
-        rep.step("torch.compile")
+    step = rep.step("torch.compile")  # enable_compile off: skipped, and says so
+    assert not step.applied and step.reason == "turned off by the caller"
 
+
+def test_optimize_switches_of_the_config(gpumd):
+    """gradient_checkpointing turns checkpointing on below AGGRESSIVE (training);
+    enable_channels_last off leaves a CNN's weights as they are at AGGRESSIVE;
+    optimize_for_inference off makes training the default mode."""
+    torch = pytest.importorskip("torch")
+    mlp = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(4)])
+    cfg = gpum.GPUConfig(optimization_level="basic", precision="fp32", monitoring=False,
+                         gradient_checkpointing=True, optimize_for_inference=False)
+    with gpum.GPUManager(cfg) as m:
+        rep = m.optimize(mlp)
+    assert rep.mode == "training" and rep.step("activation_checkpointing").applied
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+    cfg = gpum.GPUConfig(optimization_level="aggressive", precision="fp32", monitoring=False,
+                         enable_channels_last=False)
+    with gpum.GPUManager(cfg) as m:
+        rep = m.optimize(cnn)
+    assert not rep.channels_last and not rep.step("channels_last").applied
+    assert cnn[0].weight.is_contiguous()  # not channels_last
+
+
+
+# Seed 003's two YAML files, as its README shows them.
+HFT_YAML = """
+devices:
+  - device_id: 0
+    memory_fraction: 0.95
+    priority: 0
+
+compute:
+  precision: fp16
+  enable_tf32: true
+  enable_cudnn: true
+  cudnn_benchmark: true
+
+batching:
+  max_batch_size: 1
+  max_wait_time_ms: 0.1
+  strategy: fixed_size
+
+optimization:
+  optimize_for_inference: true
+  enable_jit: true
+"""
+
+TRAINING_YAML = """
+devices:
+  - device_id: 0
+    memory_fraction: 0.9
+  - device_id: 1
+    memory_fraction: 0.9
+
+memory:
+  growth_policy: grow_as_needed
+  pool_size_mb: 4096
+  gc_threshold: 0.85
+
+compute:
+  precision: mixed
+  enable_amp: true
+
+optimization:
+  gradient_checkpointing: true
+  gradient_accumulation_steps: 4
+
+multi_gpu_strategy: distributed
+"""
+
+
+def test_seed_003_nested_yaml():
+    hft = gpum.GPUConfig.from_yaml(HFT_YAML)
+    assert hft == gpum.GPUConfig(device_ids=[0], memory_fraction=0.95, precision="fp16",
+                                 enable_tf32=True, enable_cudnn=True, cudnn_benchmark=True,
+                                 max_batch_size=1, max_wait_ms=0.1,
+                                 batching_strategy="fixed_size", optimize_for_inference=True,
+                                 enable_compile=True)
+    tr = gpum.GPUConfig.from_yaml(TRAINING_YAML)
+    assert (tr.device_ids, tr.memory_fraction, tr.memory_growth, tr.pool_size,
+            tr.gc_threshold) == ([0, 1], 0.9, "grow_as_needed", 4096 << 20, 0.85)
+    assert (tr.precision, tr.enable_amp, tr.gradient_checkpointing,
+            tr.gradient_accumulation_steps) == ("mixed", True, True, 4)
+    assert tr.multi_gpu_strategy == "distributed" and tr.enable_distributed
+    # The flat form reads back equal, and a section mixes with flat keys and a preset.
+    assert gpum.GPUConfig.from_yaml(tr.to_yaml()) == tr
+    mixed = gpum.GPUConfig.from_yaml("preset: inference\nbatching:\n  max_batch_size: 4\n")
+    assert mixed == gpum.GPUConfig.preset("inference", max_batch_size=4)
+    # Devices in priority order (lower first, then as listed).
+    prio = gpum.GPUConfig.from_dict({"devices": [{"device_id": 1, "priority": 2},
+                                                 {"device_id": 0, "priority": 1},
+                                                 {"device_id": 3, "priority": 2}]})
+    assert prio.device_ids == [0, 1, 3] and prio.memory_fraction is None
+
+
+@pytest.mark.parametrize("text,message", [
+    ("compute:\n  colour: blue\n", "unknown key 'compute.colour'"),
+    ("compute: fp16\n", "section 'compute' is a mapping"),
+    ("devices:\n  - device_id: 0\n    memory_fraction: 0.5\n"
+     "  - device_id: 1\n    memory_fraction: 0.9\n", "different memory_fraction"),
+    ("devices:\n  - memory_fraction: 0.5\n", r"devices\[0\] needs a device_id"),
+    ("devices:\n  - device_id: 0\n    speed: 3\n", r"unknown key 'devices\[0\].speed'"),
+    ("devices: []\n", "non-empty list"),
+    ("device_ids: [0]\ndevices:\n  - device_id: 1\n", "sets device_ids, which is set"),
+    ("precision: fp16\ncompute:\n  precision: bf16\n", "compute.precision sets precision"),
+    ("memory:\n  pool_size_mb: -1\n", "pool_size_mb must be a positive number"),
+    ("compute:\n  precision: fp8\n", "GPUConfig.precision:"),
+])
+def test_nested_yaml_errors(text, message):
+    with pytest.raises(ValueError, match=message):
+        gpum.GPUConfig.from_yaml(text)
+
+
+def test_seed_003_builder_names():
+    import enum
+
+    class PrecisionMode(enum.Enum):  # seed 003's enums, by name
+        MIXED = "mixed"
+
+    class MemoryGrowthPolicy(enum.Enum):
+        GROW_AS_NEEDED = 1
+
+    cfg = (gpum.GPUConfigBuilder().auto_detect_devices().set_precision(PrecisionMode.MIXED)
+           .set_memory_policy(MemoryGrowthPolicy.GROW_AS_NEEDED)
+           .set_batching(max_batch_size=128, strategy="adaptive")
+           .enable_multi_gpu("data_parallel").build())
+    assert cfg == gpum.GPUConfig(device_ids=None, precision="mixed",
+                                 memory_growth="grow_as_needed", max_batch_size=128,
+                                 batching_strategy="adaptive", multi_gpu_strategy="data_parallel")
+    assert gpum.GPUConfig.builder().memory("preallocate", pool_size="1GiB") \
+        .fallback_to_cpu().build() == gpum.GPUConfig(memory_growth="preallocate",
+                                                     pool_size="1GiB", fallback_to_cpu=True)
+
+
+def test_contradictions_refused():
+    with pytest.raises(ValueError, match="GPUConfig.enable_amp: precision 'mixed'"):
+        gpum.GPUConfig(precision="mixed", enable_amp=False)
+    assert gpum.GPUConfig(precision="fp16", enable_amp=False).precision == "fp16"
+    with pytest.raises(ValueError, match="GPUConfig.enable_distributed: contradicts"):
+        gpum.GPUConfig(enable_distributed=True, multi_gpu_strategy="data_parallel")
+    with pytest.raises(ValueError, match="GPUConfig.memory_growth: 'preallocate' needs pool_size"):
+        gpum.GPUConfig(memory_growth="preallocate")
+    # enable_distributed (seed 000) and the strategy "distributed" (seed 003) are one value.
+    assert gpum.GPUConfig(enable_distributed=True) == \
+        gpum.GPUConfig(multi_gpu_strategy="distributed")
+
+
+def test_device_context_sets_torch_backend_flags(gpumd):
+    torch = pytest.importorskip("torch")
+    b = torch.backends
+    before = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.enabled, b.cudnn.benchmark)
+    want = (not before[0], not before[1], not before[2], not before[3])
+    cfg = gpum.GPUConfig(monitoring=False, enable_tf32=want[0], enable_cudnn=want[2],
+                         cudnn_benchmark=want[3])
+    if before[0] != before[1]:  # one switch sets both TF32 flags: compare from equal ones
+        b.cudnn.allow_tf32 = before[0]
+        before = (before[0], before[0], before[2], before[3])
+        want = (want[0], want[0], want[2], want[3])
+    with gpum.GPUManager(cfg) as m:
+        with m.device_context():
+            assert (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.enabled,
+                    b.cudnn.benchmark) == want
+    assert (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.enabled,
+            b.cudnn.benchmark) == before
+
+
+def test_batch_processor_takes_the_batching_config(gpumd):
+    cfg = gpum.GPUConfig(monitoring=False, max_batch_size=3, max_wait_ms=250.0,
+                         batching_strategy="fixed_size")
+    gate = threading.Event()
+    sizes = []
+
+    def model(xs):
+        gate.wait(30)
+        sizes.append(len(xs))
+        return [x + 1 for x in xs]
+
+    with gpum.GPUManager(cfg) as m:
+        bp = m.batch_processor()
+        bp.register_model("inc", model)
+        o = bp.options("inc")
+        assert (o["max_batch_size"], o["max_queue_delay"], o["strategy"], o["preferred_sizes"],
+                o["device"], o["memory_bound"]) == (3, 0.25, "fixed_size", (3,), "cpu", False)
+        futs = [bp.submit("inc", i) for i in range(10)]
+        gate.set()
+        assert [f.result(30) for f in futs] == list(range(1, 11))
+        assert max(sizes) <= 3 and sum(sizes) == 10
+        bp.register_model("inc2", model, max_batch_size=5, strategy="dynamic")
+        assert (bp.options("inc2")["max_batch_size"], bp.options("inc2")["preferred_sizes"]) \
+            == (5, ())
+        with pytest.raises(ValueError, match="strategy must be one of"):
+            bp.register_model("bad", model, strategy="greedy")
+    with pytest.raises(KeyError):  # closed with the manager
+        bp.submit("inc", 1)
+
+
+def test_pool_size_and_preallocate(gpumd):
+    cfg = gpum.GPUConfig(monitoring=False, pool_size="256MiB", memory_growth="preallocate")
+    with gpum.GPUManager(cfg) as m:
+        p = m.pool("simulated", capacity="1GiB")
+        st = p.stats()
+        assert st.reserved_bytes >= 256 << 20 and st.allocated_bytes == 0  # taken up front
+        assert st.limit == 256 << 20
+        with pytest.raises(gpum.OutOfMemory):
+            p.alloc(300 << 20)  # over pool_size
+
+
+def test_gc_threshold_triggers_release(gpumd, node):
+    cfg = gpum.GPUConfig(device_ids=[1], monitor_interval=0.1, gc_threshold=0.5,
+                         alert_memory_pct=None)
+    with gpum.GPUManager(cfg) as m:
+        got = threading.Event()
+        m.on_alert(lambda a: got.set() if a.fired and a.rule.startswith("memory_used_pct > 50")
+                   else None)
+        pid = run_gpum("sim", "hold", node, "--device", "1", "--bytes", "60GiB").stdout
+        try:
+            assert got.wait(30), "no gc_threshold alert within 30 s"
+        finally:
+            os.kill(int(pid.strip()), 9)
+        rel = [r for r in m.releases if r.trigger == "gc_threshold"]
+        assert rel, m.releases
+
+
+def test_fallback_to_cpu(gpumd):
+    cfg = gpum.GPUConfig(monitoring=False, reserve_memory="4TiB", reserve_set_env=False,
+                         fallback_to_cpu=True)
+    with gpum.GPUManager(cfg, label="py-manager-fallback") as m:
+        st = m.status()
+        assert st["reservation"]["on_cpu"] and st["devices"] == []
+        assert m.device_ids == []
+        with m.device_context() as dev:
+            assert dev.device == "cpu" and not dev.cuda
+            assert "the manager has no GPU" in dev.reason and st["reservation"]["fallback_reason"]
+        with pytest.raises(RuntimeError, match="runs on the CPU"):
+            m.pool("simulated")
+    with pytest.raises(gpum.NeverFits):
+        gpum.GPUManager(gpum.GPUConfig(monitoring=False, reserve_memory="4TiB",
+                                       reserve_set_env=False))
+
+
+def test_profile_follows_enable_profiling(gpumd):
+    name = "py-manager-profile-" + str(os.getpid())
+    with gpum.GPUManager(gpum.GPUConfig(monitoring=False)) as m:
+        with m.profile(name):
+            pass
+
+        @m.profile(name)
+        def f():
+            return 7
+        assert f() == 7
+    with pytest.raises(gpum.NotFound):
+        gpum.summary(name)  # profiling off: nothing recorded
+    with gpum.GPUManager(gpum.GPUConfig(monitoring=False, enable_profiling=True)) as m:
+        with m.profile(name):
+            pass
+        assert m.profile(name)(lambda: 5)() == 5
+    assert gpum.summary(name).count == 2
+
+
+def test_parallelize(gpumd):
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    model = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    with gpum.GPUManager(gpum.GPUConfig(monitoring=False,
+                                        multi_gpu_strategy="data_parallel")) as m:
+        p = m.parallelize(model)
+    assert p.kind == "none" and p.model is model and "no CUDA" in p.reason
+    with gpum.GPUManager(gpum.GPUConfig(monitoring=False)) as m:
+        assert m.parallelize(model).kind == "none"  # the strategy "none"
+    saved = {k: os.environ.pop(k, None) for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    try:
+        cfg = gpum.GPUConfig(monitoring=False, multi_gpu_strategy="distributed",
+                             distributed_backend="gloo")
+        with gpum.GPUManager(cfg) as m:
+            p = m.parallelize(model)
+        assert p.kind == "ddp" and dist.is_initialized() and dist.get_world_size() == 1
+        assert isinstance(p.model, torch.nn.parallel.DistributedDataParallel)
+        assert torch.allclose(p.model(x), model(x))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        os.environ.update({k: v for k, v in saved.items() if v is not None})

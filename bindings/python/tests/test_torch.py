@@ -123,3 +123,59 @@ def test_pool_stats_of_the_torch_pool(node):
     assert gt.pool_stats(0).allocated_bytes == before.allocated_bytes
     with pytest.raises(gpum.GpumError):
         gt.pool_stats(99)
+
+
+DIST = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+        "PET_NPROC_PER_NODE", "PET_NNODES")
+
+
+def test_distributed_settings_from_the_reservation(gpumd, monkeypatch):
+    """A reservation of two GPUs sets the world; the ranks are the launcher's, so without one
+    the settings say so and init_distributed refuses instead of hanging in the rendezvous."""
+    for k in DIST:
+        monkeypatch.delenv(k, raising=False)
+    st = gt.distributed_settings()
+    assert (st.world_size, st.rank, st.local_rank, st.backend) == (1, None, None, "gloo")
+    with gpum.reserve("1GiB", gpus=2, label="py-torch-dist"):
+        st = gt.distributed_settings()
+        assert (st.world_size, st.local_world_size, st.master_addr, st.master_port) == \
+            (2, 2, "127.0.0.1", 29500)
+        assert st.rank is None and not st.complete
+        with pytest.raises(RuntimeError, match="RANK is not set"):
+            gt.init_distributed()
+        monkeypatch.setenv("RANK", "1")
+        monkeypatch.setenv("LOCAL_RANK", "1")
+        st = gt.distributed_settings("nccl")
+        assert (st.rank, st.local_rank, st.backend) == (1, 1, "nccl") and st.complete
+        monkeypatch.setenv("RANK", "2")
+        with pytest.raises(ValueError, match="RANK=2 is outside WORLD_SIZE=2"):
+            gt.distributed_settings()
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ValueError, match="WORLD_SIZE='two' is not an integer"):
+        gt.distributed_settings()
+
+
+def test_data_parallel_on_the_cpu(monkeypatch):
+    """Without CUDA, "data_parallel" leaves the model as it is and says why; "auto" in a world
+    of one picks it; "distributed" starts a one-process gloo group and wraps in DDP, whose
+    output and gradients are the model's."""
+    import torch.distributed as dist
+    for k in DIST:
+        monkeypatch.delenv(k, raising=False)
+    m = torch.nn.Linear(4, 2)
+    for strategy in ("data_parallel", "auto"):
+        p = gt.data_parallel(m, strategy)
+        assert (p.kind, p.model) == ("none", m) and "no CUDA" in p.reason
+    with pytest.raises(ValueError, match="strategy must be"):
+        gt.data_parallel(m, "pipeline")
+    try:
+        p = gt.data_parallel(m, "distributed")
+        assert p.kind == "ddp" and dist.get_backend() == "gloo"
+        x = torch.randn(5, 4)
+        assert torch.allclose(p.model(x), m(x))
+        p.model(x).sum().backward()
+        assert m.weight.grad is not None  # DDP's backward reached the wrapped model
+        assert gt.data_parallel(m, "auto").kind == "ddp"  # a group is started: distributed
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
