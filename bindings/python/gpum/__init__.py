@@ -34,8 +34,8 @@ from .profile import (  # noqa: E402
     window_stats, report as profile_report,
 )
 from .optimize import (  # noqa: E402
-    ModelPrecision, OptimizationLevel, OptimizationReport, OptimizationStep, OptLevel, Precision,
-    optimize,
+    EstimatorView, ModelPrecision, OptimizationLevel, OptimizationReport, OptimizationStep,
+    OptLevel, Precision, optimize,
 )
 # Serving (gpum.serving): models served by name through the batcher.
 from .serving import BatchProcessor, ModelStats  # noqa: E402
@@ -52,7 +52,7 @@ __all__ = [
     "profile", "Profiler", "Summary", "summary", "profile_report", "benchmark", "BenchmarkResult",
     "window_stats", "WindowStats",
     "optimize", "OptLevel", "Precision", "OptimizationLevel", "ModelPrecision",
-    "OptimizationReport", "OptimizationStep",
+    "OptimizationReport", "OptimizationStep", "EstimatorView",
     "GPUConfig", "GPUConfigBuilder", "GPUManager", "DeviceChoice", "ReleaseReport",
     # Serving
     "BatchProcessor", "ModelStats",

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
 __all__ = ["optimize", "OptLevel", "Precision", "OptimizationLevel", "ModelPrecision",
-           "OptimizationReport", "OptimizationStep"]
+           "OptimizationReport", "OptimizationStep", "EstimatorView"]
 
 
 class OptLevel(enum.IntEnum):
@@ -63,6 +63,21 @@ class OptimizationStep:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class EstimatorView:
+    """gpum.torch.estimate's breakdowns (gpum.Estimate's fields: weights, gradients, optimizer,
+    activations, ..., total) of the model before and after optimisation; after is None where
+    the estimator cannot measure the result (note says why)."""
+    before: Any
+    after: Any
+    note: str = ""
+
+    @property
+    def saved(self) -> Optional[int]:
+        """Bytes of the estimate's total the optimisation saves (None without an after)."""
+        return None if self.after is None else self.before.total - self.after.total
+
+
 @dataclass
 class OptimizationReport:
     """What optimize did and what it saved, measured on the model's own tensors.
@@ -85,6 +100,47 @@ class OptimizationReport:
     input_dtype: Any = None     # the dtype floating inputs must have (cast models), else None
     channels_last: bool = False
     _model: Any = field(default=None, repr=False)
+    _source: Any = field(default=None, repr=False)        # the model as passed
+    _example: Any = field(default=None, repr=False)       # example_input as passed
+    _source_dtype: Any = field(default=None, repr=False)  # its floating dtype on entry
+    _views: Dict[str, "EstimatorView"] = field(default_factory=dict, repr=False)
+
+    def estimator_view(self, optimizer: Any = "adam") -> "EstimatorView":
+        """The estimator's view of what the optimisation saves: gpum.torch.estimate (one step
+        measured on a copy, in the report's mode, with optimizer for training) of the model
+        as it came and at the precision chosen. Computed on first call (it runs the model
+        twice) and kept; needs example_input. INT8 has no "after": the live estimator
+        measures floating-point models (the note says so)."""
+        key = repr(optimizer)
+        if key in self._views:
+            return self._views[key]
+        if self._example is None:
+            raise ValueError("estimator_view needs the example_input optimize was given")
+        src = self._source
+        import copy
+        import torch
+        from . import torch as gt
+        names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+        current = next((p.dtype for p in src.parameters() if p.is_floating_point()), None)
+        if current is not None and current != self._source_dtype:  # cast in place since
+            src = copy.deepcopy(src).to(self._source_dtype)
+        before_prec = names.get(self._source_dtype, "fp32")
+        before = gt.estimate(src, self._example, mode=self.mode, optimizer=optimizer,
+                             precision=before_prec)
+        after, note = None, ""
+        if self.precision is Precision.INT8:
+            note = "int8: the live estimator measures floating-point models only"
+        else:
+            prec = {Precision.FP32: "fp32", Precision.FP16: "fp16",
+                    Precision.BF16: "bf16"}.get(self.precision)
+            if self.precision is Precision.MIXED:
+                prec = "mixed-fp16" if self.autocast_dtype == torch.float16 else "mixed-bf16"
+            assert prec is not None
+            after = gt.estimate(src, self._example, mode=self.mode, optimizer=optimizer,
+                                precision=prec)
+        view = EstimatorView(before, after, note)
+        self._views[key] = view
+        return view
 
     @property
     def model(self) -> Any:
@@ -540,6 +596,8 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
         example_input = _map_tensors(example_input,
                                      lambda t: _cast_tensor(t.to(dev), dt, False))
     # Measured as the model comes, in the mode it is in.
+    source_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()),
+                        torch.float32)
     before_p = param_bytes(model)
     before_a = (activation_bytes(model, example_input, inference)
                 if example_input is not None else None)
@@ -594,5 +652,7 @@ def optimize(model: Any, level: Union[OptLevel, str, int] = OptLevel.BASIC,
         report.activation_bytes_after = activation_bytes(eager, x, inference,
                                                          report.autocast())
     report._model = out
+    report._source, report._example = model, example_input
+    report._source_dtype = source_dtype
     _cache.setdefault(model, {})[key] = weakref.ref(report)
     return report

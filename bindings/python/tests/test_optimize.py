@@ -268,3 +268,30 @@ def test_the_cache_returns_the_same_report_and_keeps_no_model_alive():
     r = gpum.optimize(mlp(), example_input=x)
     gc.collect()
     assert r.model is not None and r.model(x).shape == (4, 10)
+
+
+def test_estimator_view_before_and_after():
+    """The report's estimator view: gpum.torch.estimate of the model as it came and at the
+    chosen precision. bf16 halves the estimate's weights and activations; mixed training keeps
+    fp32 weights' bytes in a half copy plus a master copy; int8 has no after, and says why."""
+    m, x = mlp(), torch.randn(16, 64)
+    rep = gpum.optimize(m, level=OptLevel.BASIC, precision=Precision.BF16, example_input=x)
+    v = rep.estimator_view()
+    assert v is rep.estimator_view()  # kept
+    n = sum(p.numel() for p in m.parameters())
+    assert (v.before.params, v.before.weights, v.after.weights) == (n, 4 * n, 2 * n)
+    assert v.after.activations * 2 == v.before.activations > 0
+    assert v.saved == v.before.total - v.after.total > 0
+    mt = Blocks()
+    rep = gpum.optimize(mt, level=OptLevel.BASIC, precision=Precision.MIXED, mode="training",
+                        example_input=torch.randn(8, 32))
+    v = rep.estimator_view("adamw")
+    assert v.before.optimizer == 8 * v.before.params  # two fp32 AdamW states
+    assert v.after.activations < v.before.activations  # autocast's bf16 activations
+    rep = gpum.optimize(mlp(), level=OptLevel.BASIC, precision=Precision.INT8,
+                        example_input=x)
+    v = rep.estimator_view()
+    assert v.after is None and v.saved is None and "int8" in v.note
+    assert v.before.weights == 4 * n
+    with pytest.raises(ValueError, match="needs the example_input"):
+        gpum.optimize(mlp(), level=OptLevel.BASIC).estimator_view()
