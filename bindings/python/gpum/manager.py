@@ -82,6 +82,7 @@ class GPUConfig:
     reserve_gpus: Optional[int] = None          # None: len(device_ids), else 1
     reserve_timeout: Optional[float] = None     # seconds to wait for the grant; None: forever
     reserve_set_env: bool = True                # CUDA_VISIBLE_DEVICES etc. for the grant
+    reserve_fallback: Optional[str] = None      # "cpu": run on the CPU when no GPU can serve
     release_on_pressure: bool = True            # gpumd's pressure triggers emergency_release()
     # --- memory pooling ---------------------------------------------------------------------------
     enable_memory_pooling: bool = True
@@ -139,6 +140,8 @@ class GPUConfig:
         if self.reserve_gpus is not None and (not _is_int(self.reserve_gpus)
                                               or self.reserve_gpus < 1):
             _fail("reserve_gpus", "must be an integer >= 1 or None", self.reserve_gpus)
+        if self.reserve_fallback not in (None, "cpu"):
+            _fail("reserve_fallback", "must be 'cpu' or None", self.reserve_fallback)
         if self.reserve_timeout is not None and (not _is_num(self.reserve_timeout)
                                                  or self.reserve_timeout < 0):
             _fail("reserve_timeout", "must be seconds >= 0 or None", self.reserve_timeout)
@@ -299,9 +302,10 @@ class GPUConfigBuilder:
         return self if cache_ratio is None else self.set(max_memory_cache_ratio=cache_ratio)
 
     def reserve(self, memory: Union[int, str], gpus: Optional[int] = None, *,
-                timeout: Optional[float] = None, set_env: bool = True) -> "GPUConfigBuilder":
+                timeout: Optional[float] = None, set_env: bool = True,
+                fallback: Optional[str] = None) -> "GPUConfigBuilder":
         return self.set(reserve_memory=memory, reserve_gpus=gpus, reserve_timeout=timeout,
-                        reserve_set_env=set_env)
+                        reserve_set_env=set_env, reserve_fallback=fallback)
 
     def precision(self, name: str) -> "GPUConfigBuilder":
         return self.set(precision=name)
@@ -401,11 +405,13 @@ class GPUManager:
             gpus = cfg.reserve_gpus or (len(cfg.device_ids) if cfg.device_ids else 1)
             r = Reservation(cfg.reserve_memory, gpus, timeout=cfg.reserve_timeout,
                             label=self._label, socket=self._socket,
-                            set_env=cfg.reserve_set_env)
+                            set_env=cfg.reserve_set_env, fallback=cfg.reserve_fallback)
             r.__enter__()
             self.reservation = r
             r.on_pressure(self._on_pressure)
-            if cfg.device_ids is None:  # the manager's GPUs are the grant's
+            # The manager's GPUs are the grant's; on the CPU (fallback) there is no grant and
+            # they stay the node's, for status and monitoring.
+            if cfg.device_ids is None and not r.on_cpu:
                 self.device_ids = [d.index for d in r.devices]
         if cfg.monitoring:
             rules: List[str] = []
@@ -499,7 +505,8 @@ class GPUManager:
         if self.reservation is not None:
             r = self.reservation
             res = {"id": r.id, "state": r.state, "limit": r.limit,
-                   "devices": [d.index for d in r.devices], "ended": r.ended}
+                   "devices": [d.index for d in r.devices], "ended": r.ended,
+                   "on_cpu": r.on_cpu, "fallback_reason": r.fallback_reason}
         return {"devices": devs, "memory": {"total": total, "used": used, "free": free},
                 "health": health, "reservation": res, "monitoring": self.monitor is not None,
                 "cuda": _torch_cuda()[1] is None if "torch" in sys.modules else None,
@@ -517,12 +524,16 @@ class GPUManager:
         if index not in self.device_ids:
             raise ValueError(f"device_context: GPU {index} is not one of the manager's "
                              f"{self.device_ids}")
+        r = self.reservation
+        if r is not None and r.on_cpu:  # reserve_fallback="cpu" and no GPU could serve it
+            yield DeviceChoice(index, "cpu", False,
+                               f"the reservation runs on the CPU: {r.fallback_reason}")
+            return
         torch, why = _torch_cuda()
         if why is not None:
             yield DeviceChoice(index, "cpu", False, why)
             return
         ordinal = index
-        r = self.reservation
         if r is not None and self.config.reserve_set_env:
             granted = [d.index for d in r.devices]
             if index not in granted:
