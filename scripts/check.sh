@@ -56,6 +56,16 @@ elif ! mypy_out=$(/usr/bin/python3 -m mypy --config-file bindings/python/pyproje
   echo "$mypy_out" >&2
   problem "mypy found problems in bindings/python/gpum (above)"
 fi
+# The example service is kept as clean, with the package's configuration (gpum found through
+# MYPYPATH, as the example finds it through PYTHONPATH).
+echo "check: mypy on examples/service"
+if /usr/bin/python3 -m mypy --version >/dev/null 2>&1 && \
+  ! mypy_out=$(cache=$(realpath -m "$build/mypy-cache") && cd examples/service && \
+    MYPYPATH=../../bindings/python /usr/bin/python3 -m mypy \
+    --config-file ../../bindings/python/pyproject.toml --cache-dir "$cache" pulse service.py 2>&1); then
+  echo "$mypy_out" >&2
+  problem "mypy found problems in examples/service (above)"
+fi
 
 # clang-tidy with the committed .clang-tidy over the same compilation database: the sources of
 # src/, tests/ and bench/ (not the generated ones in the build directory) and this tree's

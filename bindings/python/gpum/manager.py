@@ -427,9 +427,15 @@ class GPUConfigBuilder:
         return self if cache_ratio is None else self.set(max_memory_cache_ratio=cache_ratio)
 
     def reserve(self, memory: Union[int, str], gpus: Optional[int] = None, *,
-                timeout: Optional[float] = None, set_env: bool = True) -> "GPUConfigBuilder":
-        return self.set(reserve_memory=memory, reserve_gpus=gpus, reserve_timeout=timeout,
-                        reserve_set_env=set_env)
+                timeout: Optional[float] = None, set_env: bool = True,
+                fallback: Optional[str] = None) -> "GPUConfigBuilder":
+        """fallback="cpu" is fallback_to_cpu=True (gpum.reserve's spelling)."""
+        if fallback not in (None, "cpu"):
+            raise ValueError(f"GPUConfigBuilder.reserve: fallback must be 'cpu' or None "
+                             f"(got {fallback!r})")
+        self.set(reserve_memory=memory, reserve_gpus=gpus, reserve_timeout=timeout,
+                 reserve_set_env=set_env)
+        return self if fallback is None else self.set(fallback_to_cpu=True)
 
     def precision(self, name: str) -> "GPUConfigBuilder":
         return self.set(precision=name)
@@ -584,9 +590,9 @@ class GPUManager:
             r.__enter__()
             self.reservation = r
             r.on_pressure(self._on_pressure)
-            if r.on_cpu:  # no GPU could serve it: the manager's work runs on the CPU
-                self.device_ids = []
-            elif cfg.device_ids is None:  # the manager's GPUs are the grant's
+            # The manager's GPUs are the grant's; on the CPU (fallback) there is no grant and
+            # they stay the node's, for status and monitoring (device_context chooses the CPU).
+            if cfg.device_ids is None and not r.on_cpu:
                 self.device_ids = [d.index for d in r.devices]
         if cfg.monitoring and self.device_ids:
             # gc_threshold: a GPU's used share above it calls emergency_release() (_on_alert).
@@ -647,10 +653,7 @@ class GPUManager:
 
     def _first_gpu(self, what: str) -> int:
         if not self.device_ids:
-            r = self.reservation
-            raise RuntimeError(f"GPUManager.{what}: the manager has no GPU"
-                               + (f" (it runs on the CPU: {r.fallback_reason})"
-                                  if r is not None and r.on_cpu else ""))
+            raise RuntimeError(f"GPUManager.{what}: the manager has no GPU")
         return self.device_ids[0]
 
     def tier_cache(self, *, device: Optional[int] = None, **kwargs: Any) -> TierCache:
@@ -709,24 +712,25 @@ class GPUManager:
     @contextlib.contextmanager
     def device_context(self, index: Optional[int] = None) -> Iterator[DeviceChoice]:
         """Makes GPU ``index`` (gpum's index, one of the manager's; None: the first) current
-        for torch for the block and yields the DeviceChoice. Without torch or CUDA, without a
-        GPU (the reservation fell back to the CPU), or with fallback_to_cpu when the GPU's
-        health is ERROR or DISABLED, the block runs unchanged and the choice says "cpu" and why.
+        for torch for the block and yields the DeviceChoice. Without torch or CUDA, when the
+        reservation fell back to the CPU, or with fallback_to_cpu when the GPU's health is
+        ERROR or DISABLED, the block runs unchanged and the choice says "cpu" and why.
         Under a reservation that set CUDA_VISIBLE_DEVICES, torch's ordinal is the GPU's
         position in the grant. torch's backend switches (enable_tf32, enable_cudnn,
         cudnn_benchmark) hold for the block and are put back after it."""
-        r = self.reservation
         if not self.device_ids:
             with self._backend_flags():
-                yield DeviceChoice(-1, "cpu", False, "the manager has no GPU"
-                                   + (f": {r.fallback_reason}" if r and r.on_cpu else ""))
+                yield DeviceChoice(-1, "cpu", False, "the manager has no GPU")
             return
         if index is None:
             index = self.device_ids[0]
         if index not in self.device_ids:
             raise ValueError(f"device_context: GPU {index} is not one of the manager's "
                              f"{self.device_ids}")
+        r = self.reservation
         torch, why = _torch_cuda()
+        if r is not None and r.on_cpu:  # fallback_to_cpu, and no GPU could serve it
+            why = f"the reservation runs on the CPU: {r.fallback_reason}"
         if why is None and self.config.fallback_to_cpu:
             state = self.status()["health"].get(index)
             if state in ("ERROR", "DISABLED", "GONE"):

@@ -85,7 +85,7 @@ def test_yaml_preset_key_and_unknown_keys():
     ("reserve_gpus", 0), ("gc_threshold", 2), ("max_batch_size", 0), ("monitoring", "yes"),
     ("gradient_accumulation_steps", 1.5), ("distributed_backend", "tcp"),
     ("memory_growth", "sometimes"), ("multi_gpu_strategy", "model_parallel"), ("pool_size", 0),
-    ("pool_size", ""),
+    ("pool_size", ""), ("fallback_to_cpu", "cpu"),
 ])
 def test_bad_values_refused(field, value):
     with pytest.raises(ValueError, match=f"GPUConfig.{field}:"):
@@ -172,6 +172,31 @@ def test_pressure_triggers_release_and_alerts(gpumd, node):
         assert any(a.device == dev and a.metric == "memory_used_pct" and a.fired
                    for a in alerts), alerts
     assert not [j for j in jobs() if j["label"] == "py-manager-pressure"]
+
+
+def test_reserve_fallback_cpu(tmp_path, monkeypatch):
+    """fallback_to_cpu (the builder's reserve(fallback="cpu")): without gpumd the manager opens anyway, its reservation on the
+    CPU (CUDA_VISIBLE_DEVICES="" while it is open, restored after), its GPUs the node's, and
+    device_context chooses the CPU saying why; without the fallback it raises."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
+    sock = str(tmp_path / "no-gpumd.sock")
+    cfg = (gpum.GPUConfig.builder().monitoring(False)
+           .reserve("1GiB", timeout=5, fallback="cpu").build())
+    assert cfg.fallback_to_cpu
+    with pytest.raises(ValueError, match="fallback must be 'cpu' or None"):
+        gpum.GPUConfig.builder().reserve("1GiB", fallback="gpu")
+    assert gpum.GPUConfig.from_yaml(cfg.to_yaml()) == cfg
+    with gpum.GPUManager(cfg, socket=sock) as m:
+        res = m.status()["reservation"]
+        assert res["on_cpu"] and "cannot connect to gpumd" in res["fallback_reason"]
+        assert m.device_ids == [g.index for g in gpum.devices()]
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["GPUM_FALLBACK"] == "cpu"
+        with m.device_context() as dev:
+            assert (dev.device, dev.cuda) == ("cpu", False)
+            assert dev.reason.startswith("the reservation runs on the CPU: cannot connect")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "7" and "GPUM_FALLBACK" not in os.environ
+    with pytest.raises(gpum.DaemonUnavailable):
+        gpum.GPUManager(gpum.GPUConfig(monitoring=False, reserve_memory="1GiB"), socket=sock)
 
 
 def test_close_leaves_no_threads(gpumd):
@@ -429,13 +454,11 @@ def test_fallback_to_cpu(gpumd):
                          fallback_to_cpu=True)
     with gpum.GPUManager(cfg, label="py-manager-fallback") as m:
         st = m.status()
-        assert st["reservation"]["on_cpu"] and st["devices"] == []
-        assert m.device_ids == []
+        assert st["reservation"]["on_cpu"] and m.device_ids == [0, 1]  # the node's
+        assert "can ever hold that" in st["reservation"]["fallback_reason"]
         with m.device_context() as dev:
             assert dev.device == "cpu" and not dev.cuda
-            assert "the manager has no GPU" in dev.reason and st["reservation"]["fallback_reason"]
-        with pytest.raises(RuntimeError, match="runs on the CPU"):
-            m.pool("simulated")
+            assert dev.reason.startswith("the reservation runs on the CPU: ")
     with pytest.raises(gpum.NeverFits):
         gpum.GPUManager(gpum.GPUConfig(monitoring=False, reserve_memory="4TiB",
                                        reserve_set_env=False))
