@@ -61,28 +61,28 @@
 #define GPUM_RSMI_STATUS_UNKNOWN_ERROR 0xFFFFFFFFu
 
 /* X(type, field, offset): every field of the structs we read, LP64. */
-#define GPUM_RSMI_LAYOUT(X)                         \
-  X(rsmi_frequencies_t, num_supported, 0)           \
-  X(rsmi_frequencies_t, current, 4)                 \
-  X(rsmi_frequencies_t, frequency, 8)               \
-  X(rsmi_error_count_t, correctable_err, 0)         \
-  X(rsmi_error_count_t, uncorrectable_err, 8)       \
-  X(rsmi_process_info_t, process_id, 0)             \
-  X(rsmi_process_info_t, pasid, 4)                  \
-  X(rsmi_process_info_t, vram_usage, 8)             \
-  X(rsmi_process_info_t, sdma_usage, 16)            \
+#define GPUM_RSMI_LAYOUT(X)                   \
+  X(rsmi_frequencies_t, num_supported, 0)     \
+  X(rsmi_frequencies_t, current, 4)           \
+  X(rsmi_frequencies_t, frequency, 8)         \
+  X(rsmi_error_count_t, correctable_err, 0)   \
+  X(rsmi_error_count_t, uncorrectable_err, 8) \
+  X(rsmi_process_info_t, process_id, 0)       \
+  X(rsmi_process_info_t, pasid, 4)            \
+  X(rsmi_process_info_t, vram_usage, 8)       \
+  X(rsmi_process_info_t, sdma_usage, 16)      \
   X(rsmi_process_info_t, cu_occupancy, 24)
 
 /* X(type, size): the structs and the enums as they are passed. */
-#define GPUM_RSMI_SIZES(X)            \
-  X(rsmi_frequencies_t, 264)          \
-  X(rsmi_error_count_t, 16)           \
-  X(rsmi_process_info_t, 32)          \
-  X(rsmi_status_t, 4)                 \
-  X(rsmi_memory_type_t, 4)            \
-  X(rsmi_temperature_metric_t, 4)     \
-  X(rsmi_clk_type_t, 4)               \
-  X(rsmi_gpu_block_t, 8)              \
+#define GPUM_RSMI_SIZES(X)        \
+  X(rsmi_frequencies_t, 264)      \
+  X(rsmi_error_count_t, 16)       \
+  X(rsmi_process_info_t, 32)      \
+  X(rsmi_status_t, 4)             \
+  X(rsmi_memory_type_t, 4)        \
+  X(rsmi_temperature_metric_t, 4) \
+  X(rsmi_clk_type_t, 4)           \
+  X(rsmi_gpu_block_t, 8)          \
   X(rsmi_sw_component_t, 4)
 
 #ifndef GPUM_RSMI_ABI_USE_SYSTEM_HEADER
@@ -100,8 +100,8 @@ typedef uint64_t rsmi_gpu_block_t;
 typedef uint32_t rsmi_sw_component_t;
 
 typedef struct {
-  uint32_t num_supported;                      /* frequencies listed */
-  uint32_t current;                            /* index of the current one */
+  uint32_t num_supported;                       /* frequencies listed */
+  uint32_t current;                             /* index of the current one */
   uint64_t frequency[RSMI_MAX_NUM_FREQUENCIES]; /* Hz */
 } rsmi_frequencies_t;
 
@@ -132,29 +132,30 @@ GPUM_RSMI_SIZES(GPUM__RSMI_SIZE)
 
 /* X(name, params): the functions, all returning rsmi_status_t. Optional ones are marked in
  * src/lib/device/rocm.c. */
-#define GPUM_RSMI_FUNCS(X)                                                                      \
-  X(rsmi_init, (uint64_t init_flags))                                                           \
-  X(rsmi_shut_down, (void))                                                                     \
-  X(rsmi_num_monitor_devices, (uint32_t * num_devices))                                         \
-  X(rsmi_status_string, (rsmi_status_t status, const char **status_string))                     \
-  X(rsmi_version_str_get, (rsmi_sw_component_t component, char *ver_str, uint32_t len))         \
-  X(rsmi_dev_name_get, (uint32_t dv_ind, char *name, size_t len))                               \
-  X(rsmi_dev_brand_get, (uint32_t dv_ind, char *brand, uint32_t len))                           \
-  X(rsmi_dev_unique_id_get, (uint32_t dv_ind, uint64_t * id))                                   \
-  X(rsmi_dev_pci_id_get, (uint32_t dv_ind, uint64_t * bdfid))                                   \
+#define GPUM_RSMI_FUNCS(X)                                                                       \
+  X(rsmi_init, (uint64_t init_flags))                                                            \
+  X(rsmi_shut_down, (void))                                                                      \
+  X(rsmi_num_monitor_devices, (uint32_t * num_devices))                                          \
+  X(rsmi_status_string, (rsmi_status_t status, const char **status_string))                      \
+  X(rsmi_version_str_get, (rsmi_sw_component_t component, char *ver_str, uint32_t len))          \
+  X(rsmi_dev_name_get, (uint32_t dv_ind, char *name, size_t len))                                \
+  X(rsmi_dev_brand_get, (uint32_t dv_ind, char *brand, uint32_t len))                            \
+  X(rsmi_dev_unique_id_get, (uint32_t dv_ind, uint64_t * id))                                    \
+  X(rsmi_dev_pci_id_get, (uint32_t dv_ind, uint64_t * bdfid))                                    \
   X(rsmi_dev_memory_total_get, (uint32_t dv_ind, rsmi_memory_type_t mem_type, uint64_t * total)) \
-  X(rsmi_dev_memory_usage_get, (uint32_t dv_ind, rsmi_memory_type_t mem_type, uint64_t * used)) \
-  X(rsmi_dev_busy_percent_get, (uint32_t dv_ind, uint32_t * busy_percent))                      \
-  X(rsmi_dev_memory_busy_percent_get, (uint32_t dv_ind, uint32_t * busy_percent))               \
-  X(rsmi_dev_temp_metric_get, (uint32_t dv_ind, uint32_t sensor_type,                           \
-                               rsmi_temperature_metric_t metric, int64_t *temperature))         \
-  X(rsmi_dev_power_ave_get, (uint32_t dv_ind, uint32_t sensor_ind, uint64_t * power))           \
-  X(rsmi_dev_power_cap_get, (uint32_t dv_ind, uint32_t sensor_ind, uint64_t * cap))             \
-  X(rsmi_dev_gpu_clk_freq_get, (uint32_t dv_ind, rsmi_clk_type_t clk_type, rsmi_frequencies_t * f)) \
-  X(rsmi_dev_ecc_enabled_get, (uint32_t dv_ind, uint64_t * enabled_blocks))                     \
-  X(rsmi_dev_ecc_count_get, (uint32_t dv_ind, rsmi_gpu_block_t block, rsmi_error_count_t * ec)) \
-  X(rsmi_compute_process_info_get, (rsmi_process_info_t * procs, uint32_t * num_items))         \
-  X(rsmi_compute_process_info_by_pid_get, (uint32_t pid, rsmi_process_info_t * proc))           \
+  X(rsmi_dev_memory_usage_get, (uint32_t dv_ind, rsmi_memory_type_t mem_type, uint64_t * used))  \
+  X(rsmi_dev_busy_percent_get, (uint32_t dv_ind, uint32_t * busy_percent))                       \
+  X(rsmi_dev_memory_busy_percent_get, (uint32_t dv_ind, uint32_t * busy_percent))                \
+  X(rsmi_dev_temp_metric_get, (uint32_t dv_ind, uint32_t sensor_type,                            \
+                               rsmi_temperature_metric_t metric, int64_t * temperature))         \
+  X(rsmi_dev_power_ave_get, (uint32_t dv_ind, uint32_t sensor_ind, uint64_t * power))            \
+  X(rsmi_dev_power_cap_get, (uint32_t dv_ind, uint32_t sensor_ind, uint64_t * cap))              \
+  X(rsmi_dev_gpu_clk_freq_get,                                                                   \
+    (uint32_t dv_ind, rsmi_clk_type_t clk_type, rsmi_frequencies_t * f))                         \
+  X(rsmi_dev_ecc_enabled_get, (uint32_t dv_ind, uint64_t * enabled_blocks))                      \
+  X(rsmi_dev_ecc_count_get, (uint32_t dv_ind, rsmi_gpu_block_t block, rsmi_error_count_t * ec))  \
+  X(rsmi_compute_process_info_get, (rsmi_process_info_t * procs, uint32_t * num_items))          \
+  X(rsmi_compute_process_info_by_pid_get, (uint32_t pid, rsmi_process_info_t * proc))            \
   X(rsmi_compute_process_gpus_get, (uint32_t pid, uint32_t * dv_indices, uint32_t * num_devices))
 
 #define GPUM__RSMI_FN(name, params) typedef rsmi_status_t(*gpum_##name##_fn) params;
