@@ -14,6 +14,7 @@ PKGS=(
   libncurses-dev tmux
   chromium
   python3-torch python3-pytest python3-mypy
+  librocm-smi-dev
 )
 
 # chromium: the dashboard's browser test (tests/browser/, headless through playwright-core).
@@ -22,6 +23,8 @@ PKGS=(
 # python3-torch: tests/integration/test_estimate_torch.sh checks the memory estimator against
 # PyTorch on the CPU (Debian's build, run as /usr/bin/python3).
 # python3-pytest: the Python package's tests (bindings/python/tests, tests/integration/test_python.sh).
+# librocm-smi-dev: rocm_smi/rocm_smi.h, against which tests/abi/check_rocm_smi_abi.c checks our
+# ROCm SMI declarations (src/abi/rocm_smi_abi.h); libgpum itself never includes it.
 # python3-mypy: `make check` type-checks the Python package (bindings/python/gpum) with it.
 
 # Slurm (tests/integration/test_slurm*.sh, src/slurm/gpum_spank.c, docs/slurm.md): Debian's

@@ -3,7 +3,9 @@
  * The device layer: discover GPUs and read them, behind one backend interface.
  *
  * Backends: "nvml" (libnvidia-ml loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
- * set) and "host" (the CPU fallback: one device "cpu" with host RAM as memory and CPU load as
+ * set), "rocm" (AMD's librocm_smi64 loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
+ * set; $GPUM_ROCM_SMI_LIBRARY overrides; only when asked for: auto does not try it yet) and
+ * "host" (the CPU fallback: one device "cpu" with host RAM as memory and CPU load as
  * utilisation, flagged is_host everywhere it is shown). "auto" picks nvml when it loads and
  * finds at least one device, else host, and logs which at info level.
  *
@@ -31,9 +33,10 @@ typedef enum {
   GPUM_BACKEND_AUTO = 0,
   GPUM_BACKEND_NVML = 1,
   GPUM_BACKEND_HOST = 2,
+  GPUM_BACKEND_ROCM = 3, /* AMD GPUs through ROCm SMI (docs/devices.md) */
 } gpum_backend_kind_t;
 
-/* "auto", "nvml", "host". */
+/* "auto", "nvml", "host", "rocm". */
 GPUM_API const char *gpum_backend_name(gpum_backend_kind_t kind);
 /* Parses a backend name. Returns 0 or GPUM_EINVAL. */
 GPUM_API int gpum_backend_parse(const char *s, gpum_backend_kind_t *out);
@@ -99,7 +102,7 @@ typedef struct {
   int temp_slowdown_c, temp_shutdown_c;
   bool ecc_enabled;
   bool is_host;       /* the CPU fallback device */
-  const char *vendor; /* "nvidia", "host" */
+  const char *vendor; /* "nvidia", "amd", "host" */
   uint32_t valid;     /* GPUM_INFO_* */
 } gpum_device_info_t;
 

@@ -70,13 +70,16 @@ static int visible_entry(const struct gpum__sim_node *n, const char *tok, size_t
   if (isdigit((unsigned char)buf[0])) {
     char *end;
     long v = strtol(buf, &end, 10);
-    return *end || v < 0 || v >= (long)n->spec.device_count ? -1 : (int)v;
+    if (*end || v < 0 || v >= (long)n->spec.device_count)
+      return -1;
+    return gpum__sim_vendor_dev(n, GPUM__SIM_V_NVIDIA, (unsigned)v); /* CUDA's own numbering */
   }
   if (strncmp(buf, "GPU-", 4) != 0)
     return -1; /* MIG-..., negative numbers, junk */
   int found = -1;
   for (unsigned i = 0; i < n->spec.device_count; i++) {
-    if (strncmp(n->spec.dev[i].uuid, buf, len) == 0) {
+    if (n->spec.dev[i].vendor == GPUM__SIM_V_NVIDIA &&
+        strncmp(n->spec.dev[i].uuid, buf, len) == 0) {
       if (found >= 0)
         return -1; /* ambiguous prefix */
       found = (int)i;
@@ -90,7 +93,8 @@ static void parse_visible(const struct gpum__sim_node *n) {
   nvisible = 0;
   if (!env) {
     for (unsigned i = 0; i < n->spec.device_count; i++)
-      visible[nvisible++] = i;
+      if (n->spec.dev[i].vendor == GPUM__SIM_V_NVIDIA) /* CUDA sees only NVIDIA devices */
+        visible[nvisible++] = i;
     return;
   }
   const char *p = env;

@@ -103,42 +103,16 @@ static nvmlReturn_t live_node(struct gpum__sim_node **out) {
   return NVML_SUCCESS;
 }
 
-#define SLOW_STEP_MS 50u /* --slow: how often a slowed call looks whether the fault is gone */
-
 static nvmlReturn_t enter_index(struct gpum__sim_node *n, unsigned idx, uint32_t metric) {
-  if (gpum__sim_lock(n) != 0)
-    return NVML_ERROR_UNKNOWN;
-  gpum__sim_tick(n);
-  const struct gpum__sim_dev_state *d = &n->dev[idx];
-  nvmlReturn_t ret = NVML_SUCCESS;
-  if (d->lost)
-    ret = NVML_ERROR_GPU_IS_LOST;
-  else if (d->reset_required)
-    ret = NVML_ERROR_RESET_REQUIRED;
-  else if (metric & n->spec.dev[idx].unsupported)
-    ret = NVML_ERROR_NOT_SUPPORTED;
-  else if (d->error_rate_ppm && gpum__sim_rand01() * 1e6 < d->error_rate_ppm)
-    ret = NVML_ERROR_UNKNOWN;
-  if (ret != NVML_SUCCESS) {
-    gpum__sim_unlock(n);
-    return ret;
-  }
-  uint32_t slow = d->slow_ms;
-  while (slow) {
-    /* Never sleep with the lock held: a hanging call must hang only its caller. Slept in
-     * steps: a call in progress ends once the fault is cleared (or shortened), as a call
-     * of a driver that got unstuck returns. */
-    uint32_t step = slow < SLOW_STEP_MS ? slow : SLOW_STEP_MS;
-    gpum__sim_unlock(n);
-    gpum__sim_sleep_ms(step);
-    if (gpum__sim_lock(n) != 0)
-      return NVML_ERROR_UNKNOWN;
-    slow -= step;
-    if (slow > d->slow_ms)
-      slow = d->slow_ms;
-  }
-  gpum__sim_tick(n);
-  return NVML_SUCCESS;
+  static const nvmlReturn_t codes[] = {
+      [GPUM__SIM_ENTER_OK] = NVML_SUCCESS,
+      [GPUM__SIM_ENTER_LOCK] = NVML_ERROR_UNKNOWN,
+      [GPUM__SIM_ENTER_LOST] = NVML_ERROR_GPU_IS_LOST,
+      [GPUM__SIM_ENTER_RESET] = NVML_ERROR_RESET_REQUIRED,
+      [GPUM__SIM_ENTER_UNSUP] = NVML_ERROR_NOT_SUPPORTED,
+      [GPUM__SIM_ENTER_FLAKY] = NVML_ERROR_UNKNOWN,
+  };
+  return codes[gpum__sim_dev_enter(n, idx, metric)];
 }
 
 nvmlReturn_t gpum__sim_nvml_enter(nvmlDevice_t h, uint32_t metric, struct gpum__sim_node **out,
@@ -151,7 +125,7 @@ nvmlReturn_t gpum__sim_nvml_enter(nvmlDevice_t h, uint32_t metric, struct gpum__
   if (p < base || p >= base + sizeof handles || (p - base) % sizeof handles[0] != 0)
     return NVML_ERROR_INVALID_ARGUMENT;
   unsigned i = (unsigned)((p - base) / sizeof handles[0]);
-  if (i >= n->spec.device_count)
+  if (i >= n->spec.device_count || n->spec.dev[i].vendor != GPUM__SIM_V_NVIDIA)
     return NVML_ERROR_INVALID_ARGUMENT;
   ret = enter_index(n, i, metric);
   if (ret == NVML_SUCCESS) {
@@ -193,7 +167,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
   if (ret == NVML_SUCCESS && !deviceCount)
     ret = NVML_ERROR_INVALID_ARGUMENT;
   if (ret == NVML_SUCCESS)
-    *deviceCount = n->spec.device_count;
+    *deviceCount = gpum__sim_vendor_count(n, GPUM__SIM_V_NVIDIA); /* NVML sees NVIDIA's */
   return ret;
 }
 
@@ -206,13 +180,14 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
   nvmlReturn_t ret = live_node(&n);
   if (ret != NVML_SUCCESS)
     return ret;
-  if (!device || index >= n->spec.device_count)
+  int sim = device ? gpum__sim_vendor_dev(n, GPUM__SIM_V_NVIDIA, index) : -1;
+  if (sim < 0)
     return NVML_ERROR_INVALID_ARGUMENT;
   /* As with a real GPU that fell off the bus, even the handle lookup fails. */
-  if ((ret = enter_index(n, index, 0)) != NVML_SUCCESS)
+  if ((ret = enter_index(n, (unsigned)sim, 0)) != NVML_SUCCESS)
     return ret;
   gpum__sim_unlock(n);
-  *device = &handles[index];
+  *device = &handles[sim];
   return NVML_SUCCESS;
 }
 
@@ -228,7 +203,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
   if (!uuid || !device)
     return NVML_ERROR_INVALID_ARGUMENT;
   for (unsigned i = 0; i < n->spec.device_count; i++) {
-    if (strcmp(n->spec.dev[i].uuid, uuid) != 0)
+    if (n->spec.dev[i].vendor != GPUM__SIM_V_NVIDIA || strcmp(n->spec.dev[i].uuid, uuid) != 0)
       continue;
     if ((ret = enter_index(n, i, 0)) != NVML_SUCCESS)
       return ret;
@@ -265,7 +240,7 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
-  DEVICE_QUERY(device, 0, index, *index = i);
+  DEVICE_QUERY(device, 0, index, *index = gpum__sim_vendor_ord(n, i));
 }
 
 static void fill_pci(const struct gpum__sim_dev_spec *d, nvmlPciInfo_t *pci) {

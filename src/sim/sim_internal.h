@@ -37,6 +37,7 @@
 
 #include "cuda_abi.h"
 #include "nvml_abi.h"
+#include "rocm_smi_abi.h"
 
 /* The library is built with -fvisibility=hidden: only the driver entry points and the control
  * API are exported, declared here with default visibility. */
@@ -52,6 +53,9 @@ GPUM_CUDA_FUNCS(GPUM__SIM_CUDA_DECL)
 GPUM_CUDA_FUNCS_OTHER(GPUM__SIM_CUDA_DECL_OTHER)
 #undef GPUM__SIM_CUDA_DECL_OTHER
 #undef GPUM__SIM_CUDA_DECL
+#define GPUM__SIM_RSMI_DECL(name, params) rsmi_status_t name params;
+GPUM_RSMI_FUNCS(GPUM__SIM_RSMI_DECL)
+#undef GPUM__SIM_RSMI_DECL
 #pragma GCC visibility pop
 
 /* Not in our CUDA declarations: returned by cuInit when the node's layout is from another
@@ -59,7 +63,7 @@ GPUM_CUDA_FUNCS_OTHER(GPUM__SIM_CUDA_DECL_OTHER)
 #define GPUM__SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
 
 #define GPUM__SIM_MAGIC 0x314d495355504747ULL /* "GGPUSIM1" little-endian */
-#define GPUM__SIM_LAYOUT_VERSION 2u
+#define GPUM__SIM_LAYOUT_VERSION 3u           /* 3: a vendor per device */
 #define GPUM__SIM_MAX_DEVICES GPUM_SIM_MAX_DEVICES
 /* The VMM granularity (minimum and recommended). */
 #define GPUM__SIM_GRAN (2ull << 20)
@@ -93,8 +97,14 @@ enum {
   GPUM__SIM_M_PCI = 1u << 11,
 };
 
+/* A device's vendor: which driver interface shows it. NVML and CUDA see only NVIDIA devices,
+ * ROCm SMI only AMD ones, each numbering its own devices from 0 in node order. */
+enum { GPUM__SIM_V_NVIDIA = 0, GPUM__SIM_V_AMD = 1 };
+
 /* What the spec says about one device. Plain data, copied into shared memory. */
 struct gpum__sim_dev_spec {
+  uint32_t vendor;    /* GPUM__SIM_V_* */
+  uint64_t unique_id; /* AMD: what rsmi_dev_unique_id_get gives; uuid is "GPU-" and its hex */
   char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
   char pci_bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:18:00.0" */
@@ -268,6 +278,14 @@ bool gpum__sim_strfit(char *dst, size_t len, const char *src);
 /* Sleeps ms milliseconds (resuming after signals). */
 void gpum__sim_sleep_ms(uint64_t ms);
 
+/* ---- vendor.c: each driver interface's own numbering of the node's devices ---- */
+/* Devices of vendor on the node. */
+unsigned gpum__sim_vendor_count(const struct gpum__sim_node *n, uint32_t vendor);
+/* The node index of vendor's device number k, or -1 when there is none. */
+int gpum__sim_vendor_dev(const struct gpum__sim_node *n, uint32_t vendor, unsigned k);
+/* The number of node device idx among its vendor's devices. */
+unsigned gpum__sim_vendor_ord(const struct gpum__sim_node *n, unsigned idx);
+
 /* ---- spec.c ---- */
 /* Parses a YAML spec. Returns 0 or GPUM_ENOENT/GPUM_EPARSE/GPUM_EINVAL with a detail naming the
  * file and line. */
@@ -340,6 +358,20 @@ int gpum__sim_fault_apply(struct gpum__sim_node *n, unsigned dev, const gpum_sim
 void gpum__sim_fault_clear(struct gpum__sim_node *n, unsigned dev);
 /* Queues an event to every event set registered for it on dev, and wakes waiters. Lock held. */
 void gpum__sim_post_event(struct gpum__sim_node *n, unsigned dev, uint64_t type, uint64_t data);
+/* What a driver call on dev meets before it acts (gpum__sim_dev_enter). */
+typedef enum {
+  GPUM__SIM_ENTER_OK = 0, /* the node lock is held */
+  GPUM__SIM_ENTER_LOCK,   /* the node lock could not be taken */
+  GPUM__SIM_ENTER_LOST,   /* XID 79: fallen off the bus */
+  GPUM__SIM_ENTER_RESET,  /* needs a reset */
+  GPUM__SIM_ENTER_UNSUP,  /* metric marked unsupported in the spec */
+  GPUM__SIM_ENTER_FLAKY,  /* the injected error rate struck */
+} gpum__sim_enter_t;
+/* Locks the node, advances the model and checks dev's faults and whether metric (GPUM__SIM_M_*,
+ * 0 for none) is supported; sleeps the slow fault in steps outside the lock. On
+ * GPUM__SIM_ENTER_OK the lock is held (caller unlocks); on anything else it is not. Shared by
+ * the NVML and ROCm SMI entry points, which map the outcome to their own codes. */
+gpum__sim_enter_t gpum__sim_dev_enter(struct gpum__sim_node *n, unsigned dev, uint32_t metric);
 /* Current modelled values (lock held, after gpum__sim_tick). */
 unsigned gpum__sim_temp(const struct gpum__sim_node *n, unsigned dev);
 unsigned gpum__sim_power_mw(const struct gpum__sim_node *n, unsigned dev);

@@ -198,6 +198,16 @@ static int parse_device_key(const pctx_t *c, const char *key, yaml_node_t *k, ya
     return get_uint(c, v, key, 1, GPUM__SIM_MAX_DEVICES, count);
   if (!strcmp(key, "name"))
     return get_string(c, v, key, d->name, NVML_DEVICE_NAME_BUFFER_SIZE);
+  if (!strcmp(key, "vendor")) {
+    const char *s = scalar(v);
+    if (s && !strcmp(s, "nvidia"))
+      d->vendor = GPUM__SIM_V_NVIDIA;
+    else if (s && !strcmp(s, "amd"))
+      d->vendor = GPUM__SIM_V_AMD;
+    else
+      return bad_value(c, v, key, "nvidia or amd");
+    return 0;
+  }
   if (!strcmp(key, "uuid"))
     return get_string(c, v, key, d->uuid, NVML_DEVICE_UUID_BUFFER_SIZE);
   if (!strcmp(key, "pci_bus_id")) {
@@ -303,10 +313,16 @@ void gpum__sim_spec_set_name(struct gpum__sim_node_spec *s, const char *name) {
     char key[128];
     snprintf(key, sizeof key, "%s/%u", name, i);
     uint64_t a = mix(fnv1a(key, 14695981039346656037ull)), b = mix(a ^ 0x9e3779b97f4a7c15ull);
+    d->uuid_generated = true;
+    if (d->vendor == GPUM__SIM_V_AMD) {
+      /* ROCm's form: the 64-bit unique id in hex after "GPU-", as ROCR_VISIBLE_DEVICES takes it. */
+      d->unique_id = a;
+      snprintf(d->uuid, sizeof d->uuid, "GPU-%016llx", (unsigned long long)a);
+      continue;
+    }
     snprintf(d->uuid, sizeof d->uuid, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
              (unsigned)(a >> 16) & 0xffff, (unsigned)a & 0xffff, (unsigned)(b >> 48),
              (unsigned long long)(b & 0xffffffffffffull));
-    d->uuid_generated = true;
   }
 }
 
@@ -345,6 +361,15 @@ static int parse_device(const pctx_t *c, yaml_node_t *dn, struct gpum__sim_node_
   }
   if (!d.name[0])
     return fail(c, dn, "device without 'name'", "");
+  if (d.vendor == GPUM__SIM_V_AMD && d.uuid[0]) {
+    unsigned long long id;
+    char tail;
+    if (strlen(d.uuid) != 20 || sscanf(d.uuid, "GPU-%16llx%c", &id, &tail) != 1)
+      return fail(c, dn, "an AMD device's 'uuid' is GPU- and 16 hex digits (its unique id)", "");
+    d.unique_id = id;
+  }
+  if (d.vendor == GPUM__SIM_V_AMD && d.pci_device_id == 0x20B010DE)
+    d.pci_device_id = 0x74A11002; /* device << 16 | vendor: an MI300X */
   if (!d.memory)
     return fail(c, dn, "device without 'memory' (a size like 80GiB)", "");
   if (d.reserved != UINT64_MAX && d.reserved >= d.memory)

@@ -5,7 +5,8 @@
  * round: an explicit path (options / config) wins, then GPUM_NVML_LIBRARY or
  * GPUM_CUDA_LIBRARY, then libgpum_sim.so when GPUM_SIM_NODE names a simulated node, then the
  * system driver (libnvidia-ml.so.1, libnvidia-ml.so; libcuda.so.1 only, because the
- * unversioned libcuda.so is usually the toolkit's stub that fails every call).
+ * unversioned libcuda.so is usually the toolkit's stub that fails every call; for AMD's ROCm
+ * SMI, GPUM_ROCM_SMI_LIBRARY, then librocm_smi64.so.1 and librocm_smi64.so).
  *
  * libgpum_sim.so itself is found as the common brief fixes it: $GPUM_SIM_LIBRARY, else
  * beside the loaded libgpum.so (dladdr), else in GPUM_INSTALL_LIBDIR, else by name through
@@ -85,7 +86,10 @@ int gpum__libpath_resolve(gpum__lib_kind_t kind, const char *explicit_path, gpum
   memset(out, 0, sizeof *out);
   if (explicit_path && *explicit_path)
     return set_single(out, explicit_path, "option");
-  const char *env_name = kind == GPUM__LIB_NVML ? "GPUM_NVML_LIBRARY" : "GPUM_CUDA_LIBRARY";
+  static const char *const env_names[] = {[GPUM__LIB_NVML] = "GPUM_NVML_LIBRARY",
+                                          [GPUM__LIB_CUDA] = "GPUM_CUDA_LIBRARY",
+                                          [GPUM__LIB_ROCM_SMI] = "GPUM_ROCM_SMI_LIBRARY"};
+  const char *env_name = env_names[kind];
   const char *env = env_nonempty(env_name);
   if (env)
     return set_single(out, env, env_name);
@@ -96,6 +100,10 @@ int gpum__libpath_resolve(gpum__lib_kind_t kind, const char *explicit_path, gpum
   if (kind == GPUM__LIB_NVML) {
     out->candidates[0] = "libnvidia-ml.so.1";
     out->candidates[1] = "libnvidia-ml.so";
+    out->n = 2;
+  } else if (kind == GPUM__LIB_ROCM_SMI) {
+    out->candidates[0] = "librocm_smi64.so.1";
+    out->candidates[1] = "librocm_smi64.so";
     out->n = 2;
   } else {
     out->candidates[0] = "libcuda.so.1";

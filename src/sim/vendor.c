@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What every driver interface of the simulator shares about the node's devices: each vendor's
+ * own numbering (NVML and CUDA count only the NVIDIA devices, ROCm SMI only the AMD ones, each
+ * from 0 in node order, as two real drivers on one machine each see only their own GPUs), and
+ * the fault gate a device call passes before it acts (gpum__sim_dev_enter), whose outcome each
+ * interface turns into its own return code.
+ */
+#include <stdint.h>
+
+#include "sim_internal.h"
+
+unsigned gpum__sim_vendor_count(const struct gpum__sim_node *n, uint32_t vendor) {
+  unsigned c = 0;
+  for (unsigned i = 0; i < n->spec.device_count; i++)
+    c += n->spec.dev[i].vendor == vendor;
+  return c;
+}
+
+int gpum__sim_vendor_dev(const struct gpum__sim_node *n, uint32_t vendor, unsigned k) {
+  for (unsigned i = 0; i < n->spec.device_count; i++) {
+    if (n->spec.dev[i].vendor != vendor)
+      continue;
+    if (k-- == 0)
+      return (int)i;
+  }
+  return -1;
+}
+
+unsigned gpum__sim_vendor_ord(const struct gpum__sim_node *n, unsigned idx) {
+  unsigned k = 0;
+  for (unsigned i = 0; i < idx && i < n->spec.device_count; i++)
+    k += n->spec.dev[i].vendor == n->spec.dev[idx].vendor;
+  return k;
+}
+
+#define SLOW_STEP_MS 50u /* --slow: how often a slowed call looks whether the fault is gone */
+
+gpum__sim_enter_t gpum__sim_dev_enter(struct gpum__sim_node *n, unsigned idx, uint32_t metric) {
+  if (gpum__sim_lock(n) != 0)
+    return GPUM__SIM_ENTER_LOCK;
+  gpum__sim_tick(n);
+  const struct gpum__sim_dev_state *d = &n->dev[idx];
+  gpum__sim_enter_t ret = GPUM__SIM_ENTER_OK;
+  if (d->lost)
+    ret = GPUM__SIM_ENTER_LOST;
+  else if (d->reset_required)
+    ret = GPUM__SIM_ENTER_RESET;
+  else if (metric & n->spec.dev[idx].unsupported)
+    ret = GPUM__SIM_ENTER_UNSUP;
+  else if (d->error_rate_ppm && gpum__sim_rand01() * 1e6 < d->error_rate_ppm)
+    ret = GPUM__SIM_ENTER_FLAKY;
+  if (ret != GPUM__SIM_ENTER_OK) {
+    gpum__sim_unlock(n);
+    return ret;
+  }
+  uint32_t slow = d->slow_ms;
+  while (slow) {
+    /* Never sleep with the lock held: a hanging call must hang only its caller. Slept in
+     * steps: a call in progress ends once the fault is cleared (or shortened), as a call
+     * of a driver that got unstuck returns. */
+    uint32_t step = slow < SLOW_STEP_MS ? slow : SLOW_STEP_MS;
+    gpum__sim_unlock(n);
+    gpum__sim_sleep_ms(step);
+    if (gpum__sim_lock(n) != 0)
+      return GPUM__SIM_ENTER_LOCK;
+    slow -= step;
+    if (slow > d->slow_ms)
+      slow = d->slow_ms;
+  }
+  gpum__sim_tick(n);
+  return GPUM__SIM_ENTER_OK;
+}
