@@ -229,11 +229,13 @@ GPUM_API int gpum_estimate_max_batch(const gpum_model_t *m, const gpum_estimate_
 GPUM_API int gpum_estimate_accumulation(uint64_t effective, uint64_t max_micro, uint32_t gpus,
                                         uint64_t *micro, uint64_t *steps);
 
-/* Names as spec strings spell them ("transformer", "bf16", "lora", "adamw"); "?" when unknown. */
+/* Names as spec strings spell them ("transformer", "bf16", "lora", "adamw", "hf"); "?" when
+ * unknown. */
 GPUM_API const char *gpum_model_kind_name(gpum_model_kind_t kind);
 GPUM_API const char *gpum_precision_name(gpum_precision_t p);
 GPUM_API const char *gpum_mode_name(gpum_mode_t mode);
 GPUM_API const char *gpum_optimizer_name(gpum_optimizer_t opt);
+GPUM_API const char *gpum_model_impl_name(gpum_model_impl_t impl);
 
 #ifdef __cplusplus
 }

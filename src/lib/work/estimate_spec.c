@@ -39,6 +39,9 @@ const char *gpum_mode_name(gpum_mode_t mode) {
 const char *gpum_optimizer_name(gpum_optimizer_t opt) {
   return name_of(opt_names, N(opt_names), (int)opt);
 }
+const char *gpum_model_impl_name(gpum_model_impl_t impl) {
+  return name_of(impl_names, N(impl_names), (int)impl);
+}
 
 /* Finds value among names (case-insensitive; '_' reads as '-'), else -1. */
 static int lookup(const char *const *names, size_t n, const char *value) {
