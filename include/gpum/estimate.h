@@ -209,8 +209,8 @@ GPUM_API int gpum_estimate_parse(const char *spec, gpum_model_t *m, gpum_estimat
 
 /* Checks m against o (a shape with zeros where sizes are needed, a field m's kind does not
  * read, a vision transformer whose seq or positions are not (image / patch)^2 + 1, batch 0,
- * int8/int4 full training, LoRA on a non-transformer, zero_stage > 3, gpus 0) and, when they hold, fills *out.
- * Returns 0 or GPUM_EINVAL with the reason. */
+ * int8/int4 full training, LoRA on a non-transformer, zero_stage > 3, gpus 0) and, when they hold,
+ * fills *out. Returns 0 or GPUM_EINVAL with the reason. */
 GPUM_API int gpum_estimate(const gpum_model_t *m, const gpum_estimate_opts_t *o,
                            gpum_estimate_t *out);
 

@@ -142,8 +142,8 @@ static void compute(const gpum_model_t *m, const gpum_estimate_opts_t *o, uint64
     /* the logits beside their log-probabilities; Hugging Face's loss also holds their fp32
      * upcast and, for a causal LM, the shifted copy */
     if (train && m->vocab && !m->classes)
-      ws += (e + (hf && e != 4 ? 4 : 0) + (hf && m->decoder ? 4 : 0)) * (double)b * m->seq *
-            m->vocab;
+      ws +=
+          (e + (hf && e != 4 ? 4 : 0) + (hf && m->decoder ? 4 : 0)) * (double)b * m->seq * m->vocab;
   }
   if (train) /* one layer's backward: gradients the size of what it kept */
     ws += layer;

@@ -133,8 +133,8 @@ static double norm_saved(const gpum_model_t *m, double b, double s, const gpum__
  * (gated: gate, SiLU output, up, product). */
 static double layer_saved(const gpum_model_t *m, double b, double s, const gpum__act_opts_t *o) {
   double h = m->hidden, f = gpum__ffn(m), e = o->e, drop = m->dropout ? 1 : 0;
-  double mlp = norm_out_saved(m, b, s, m->gated ? 2 : 1, o) +
-               e * s * b * (m->gated ? 4 : 2) * f + drop * s * b * h;
+  double mlp = norm_out_saved(m, b, s, m->gated ? 2 : 1, o) + e * s * b * (m->gated ? 4 : 2) * f +
+               drop * s * b * h;
   double lora = 0;
   if (o->lora_rank) /* A's output, kept by B, for each adapted linear map */
     lora = (4 + (m->gated ? 3 : 2)) * e * s * b * o->lora_rank;
