@@ -78,8 +78,8 @@ typedef struct {
  * feed-forward: three matrices), bias (linear layers have biases), key_bias (so do the key
  * projections; Whisper's do not), rmsnorm (RMSNorm, weight only; else LayerNorm with bias),
  * tied (the head shares the token embedding), dropout (active in training), extra_params
- * (parameters the shape does not describe: a ViT's patch embedding, Whisper's convolutional
- * front end, T5's relative-position buckets, BERT's pooler and token types), impl (how the
+ * (parameters the shape does not describe: Whisper's convolutional front end, T5's
+ * relative-position buckets, BERT's pooler and token types), impl (how the
  * modules are written: GPUM_IMPL_TORCH for presets and shapes, GPUM_IMPL_HF for a config.json),
  * patch (a vision transformer's patch side in pixels, 0: not one): a ViT reads image too, its
  * tokens are seq = (image / patch)^2 + 1 (the class token) with one learned position each
