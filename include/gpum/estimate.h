@@ -37,6 +37,18 @@ typedef enum {
   GPUM_MODEL_MLP,
 } gpum_model_kind_t;
 
+/* How the model's modules are written, which decides what autograd keeps for backward.
+ * GPUM_IMPL_TORCH: torch.nn modules and fused kernels (nn.LayerNorm, a fused RMSNorm that keeps
+ * its input and 1/rms, softmax in the activations' dtype). GPUM_IMPL_HF: Hugging Face
+ * transformers' eager modeling code (LlamaRMSNorm in elementwise operations on an fp32 upcast,
+ * softmax upcast to fp32 in LLaMA-like and T5 models and under autocast, one half-precision
+ * cast of a norm's fp32 output per linear map reading it under autocast, the logits upcast to
+ * fp32 before the loss, BertForMaskedLM's head transform). docs/estimate.md lists each. */
+typedef enum {
+  GPUM_IMPL_TORCH,
+  GPUM_IMPL_HF,
+} gpum_model_impl_t;
+
 typedef enum {
   GPUM_CNN_CONV,       /* out, k, stride, pad; a bias unless a bn follows */
   GPUM_CNN_BN,         /* batch norm over the channels */
@@ -66,8 +78,13 @@ typedef struct {
  * feed-forward: three matrices), bias (linear layers have biases), key_bias (so do the key
  * projections; Whisper's do not), rmsnorm (RMSNorm, weight only; else LayerNorm with bias),
  * tied (the head shares the token embedding), dropout (active in training), extra_params
- * (parameters the shape does not describe: a ViT's patch embedding, Whisper's convolutional
- * front end, T5's relative-position buckets, BERT's pooler and token types).
+ * (parameters the shape does not describe: Whisper's convolutional front end, T5's
+ * relative-position buckets, BERT's pooler and token types), impl (how the
+ * modules are written: GPUM_IMPL_TORCH for presets and shapes, GPUM_IMPL_HF for a config.json),
+ * patch (a vision transformer's patch side in pixels, 0: not one): a ViT reads image too, its
+ * tokens are seq = (image / patch)^2 + 1 (the class token) with one learned position each
+ * (positions = seq), and its patch embedding (a channels -> hidden conv of patch x patch, with
+ * bias) and class token are counted from patch and channels (default 3), not extra_params.
  * RNN fields: layers, input, hidden, seq, bidirectional. CNN: channels, image (side in pixels),
  * cnn[ncnn]. MLP: widths[nwidths] (input first, output last; ReLU between). */
 typedef struct {
@@ -84,6 +101,8 @@ typedef struct {
   gpum_cnn_layer_t cnn[GPUM_MODEL_MAX_LIST];
   size_t nwidths;
   uint32_t widths[GPUM_MODEL_MAX_LIST];
+  gpum_model_impl_t impl;
+  uint32_t patch;
 } gpum_model_t;
 
 typedef enum {
@@ -162,7 +181,8 @@ GPUM_API int gpum_model_preset(const char *name, gpum_model_t *m);
 GPUM_API const char *gpum_model_preset_name(size_t i);
 
 /* Reads a Hugging Face config.json (model_type llama, mistral, qwen2, gpt2, bert, roberta, t5,
- * whisper) into *m. Nothing is downloaded. Returns 0, GPUM_ENOENT (no such file), GPUM_EPARSE
+ * whisper) into *m, with impl GPUM_IMPL_HF (the modeling code such a checkpoint runs with).
+ * Nothing is downloaded. Returns 0, GPUM_ENOENT (no such file), GPUM_EPARSE
  * (not JSON), GPUM_EINVAL (a field missing or out of range) or GPUM_ENOTSUP (another model
  * type); the detail names the file and the field. *m is untouched on error. */
 GPUM_API int gpum_model_from_hf_config(const char *path, gpum_model_t *m);
@@ -171,8 +191,10 @@ GPUM_API int gpum_model_from_hf_config(const char *path, gpum_model_t *m);
  * precision, mode, lora_rank, optimizer, checkpointing, flash_attention, context, zero, gpus,
  * cuda_context, allocator) and the model's shape (layers, enc_layers, hidden, heads, kv_heads,
  * head_dim, ffn, vocab, seq, enc_seq, positions, enc_positions, classes, decoder, gated, bias,
- * rmsnorm, tied, dropout, input, bidirectional, channels, image, mlp "784/512/10", cnn
- * "conv:16:3/bn/relu/fc:10"; ',' also separates list items); '-' in key is read as '_'. "preset"
+ * rmsnorm, tied, dropout, impl "torch" or "hf", input, bidirectional, channels, image, patch,
+ * mlp "784/512/10", cnn "conv:16:3/bn/relu/fc:10"; ',' also separates list items); '-' in key
+ * is read as '_'. Setting image or patch on a vision transformer (patch above 0) also sets its
+ * seq and positions to (image / patch)^2 + 1 when image is a multiple of patch. "preset"
  * replaces m by a preset, "kind" by an empty model of that kind, "hf" by a config.json. Returns 0,
  * GPUM_EINVAL (unknown key, bad value: the detail names both) or what gpum_model_preset /
  * gpum_model_from_hf_config return. */
@@ -185,9 +207,10 @@ GPUM_API int gpum_estimate_set(gpum_model_t *m, gpum_estimate_opts_t *o, const c
  * GPUM_EINVAL for an empty spec or one without a model. */
 GPUM_API int gpum_estimate_parse(const char *spec, gpum_model_t *m, gpum_estimate_opts_t *o);
 
-/* Checks m against o (a shape with zeros where sizes are needed, batch 0, int8/int4 full
- * training, LoRA on a non-transformer, zero_stage > 3, gpus 0) and, when they hold, fills *out.
- * Returns 0 or GPUM_EINVAL with the reason. */
+/* Checks m against o (a shape with zeros where sizes are needed, a field m's kind does not
+ * read, a vision transformer whose seq or positions are not (image / patch)^2 + 1, batch 0,
+ * int8/int4 full training, LoRA on a non-transformer, zero_stage > 3, gpus 0) and, when they hold,
+ * fills *out. Returns 0 or GPUM_EINVAL with the reason. */
 GPUM_API int gpum_estimate(const gpum_model_t *m, const gpum_estimate_opts_t *o,
                            gpum_estimate_t *out);
 
@@ -206,11 +229,13 @@ GPUM_API int gpum_estimate_max_batch(const gpum_model_t *m, const gpum_estimate_
 GPUM_API int gpum_estimate_accumulation(uint64_t effective, uint64_t max_micro, uint32_t gpus,
                                         uint64_t *micro, uint64_t *steps);
 
-/* Names as spec strings spell them ("transformer", "bf16", "lora", "adamw"); "?" when unknown. */
+/* Names as spec strings spell them ("transformer", "bf16", "lora", "adamw", "hf"); "?" when
+ * unknown. */
 GPUM_API const char *gpum_model_kind_name(gpum_model_kind_t kind);
 GPUM_API const char *gpum_precision_name(gpum_precision_t p);
 GPUM_API const char *gpum_mode_name(gpum_mode_t mode);
 GPUM_API const char *gpum_optimizer_name(gpum_optimizer_t opt);
+GPUM_API const char *gpum_model_impl_name(gpum_model_impl_t impl);
 
 #ifdef __cplusplus
 }

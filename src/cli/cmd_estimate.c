@@ -41,7 +41,13 @@ static void usage(FILE *out) {
       "  transformer: --layers N --hidden N --heads N [--kv-heads N] [--head-dim N] [--ffn N]\n"
       "               --vocab N --seq N [--positions N] [--enc-layers N --enc-seq N]\n"
       "               [--classes N] [--decoder | --encoder] [--gated] [--rmsnorm]\n"
-      "               [--no-bias] [--untied] [--dropout]\n"
+      "               [--no-bias] [--untied] [--dropout] [--patch N --image N]\n"
+      "               (--patch: a vision transformer, (image / patch)^2 + 1 tokens; vit-b16\n"
+      "               is patch 16 at --image 224, and --image 384 makes it 577 tokens)\n"
+      "  --impl hf|torch        how a transformer is written: torch (presets, shapes:\n"
+      "                         torch.nn modules, fused norms) or hf (--hf-config's default:\n"
+      "                         Hugging Face's eager code, fp32 upcasts in norms, softmax\n"
+      "                         and logits, which keep more for backward)\n"
       "  rnn/lstm/gru: --layers N --input N --hidden N --seq N [--bidirectional]\n"
       "  cnn:         --cnn LAYERS [--channels N] --image N, LAYERS such as\n"
       "               'conv:32:3,bn,relu,maxpool:2,basic:64:2,bottleneck:32,apool:1,fc:10'\n"
@@ -231,6 +237,10 @@ static void print_text(const est_args_t *a, const gpum_estimate_t *e) {
     printf(", flash attention");
   if (a->m.seq && a->m.kind != GPUM_MODEL_CNN && a->m.kind != GPUM_MODEL_MLP)
     printf(", seq %u", a->m.seq);
+  if (a->m.patch)
+    printf(" (image %u, patch %u)", a->m.image, a->m.patch);
+  if (a->m.impl == GPUM_IMPL_HF)
+    printf(", Hugging Face code");
   if (o->zero_stage)
     printf(", ZeRO-%u over %u GPUs", o->zero_stage, o->gpus);
   printf("\n\n");
@@ -253,6 +263,10 @@ static void print_json(const est_args_t *a, const gpum_estimate_t *e, uint64_t m
   json_object_set_new(j, "precision", json_string(gpum_precision_name(o->precision)));
   json_object_set_new(j, "mode", json_string(gpum_mode_name(o->mode)));
   json_object_set_new(j, "optimizer", json_string(gpum_optimizer_name(o->optimizer)));
+  if (a->m.kind == GPUM_MODEL_TRANSFORMER) {
+    json_object_set_new(j, "impl", json_string(gpum_model_impl_name(a->m.impl)));
+    json_object_set_new(j, "seq", json_integer(a->m.seq));
+  }
   json_object_set_new(j, "params", json_integer((json_int_t)e->params));
   json_object_set_new(j, "trainable_params", json_integer((json_int_t)e->trainable_params));
   static const char *const keys[] = {"weights",     "gradients", "optimizer",

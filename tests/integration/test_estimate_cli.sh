@@ -57,16 +57,36 @@ t_expect 2 "$G" estimate gpt2 --budget Z9000
 grep -q "neither a size (e.g. 80GiB) nor a GPU type" "$T_ERR" || t_fail "bad budget: $(cat "$T_ERR")"
 t_ok "--budget RTX4090 is a 24 GB card's budget; an unknown type is a usage error"
 
-# An option the model's kind does not read is refused, never ignored (vit-b16 --image 384 was
-# estimated at 224 without a word).
-t_expect 2 "$G" estimate vit-b16 --image 384
-grep -q "transformer model: image does not apply to it (it would be ignored): a ViT's tokens per image are its seq" "$T_ERR" ||
-  t_fail "vit --image: $(cat "$T_ERR")"
+# A vision transformer reads --image: (image / patch)^2 + 1 tokens, one learned position each
+# (torchvision's vit_b_16(image_size=384): a (1, 577, 768) position embedding).
+t_expect 0 "$G" estimate vit-b16 --image 384 --json
+t_pyjson "$T_OUT" 'assert d["seq"] == 577 and d["params"] == 86567656 + (577 - 197) * 768, d' ||
+  t_fail "vit-b16 --image 384: $(cat "$T_OUT")"
+t_expect 0 "$G" estimate 'vit-b16,image=384' --json
+t_pyjson "$T_OUT" 'assert d["seq"] == 577, d' || t_fail "vit-b16,image=384: $(cat "$T_OUT")"
+t_expect 0 "$G" estimate vit-b16 --patch 32 --json # ViT-B/32: 50 tokens, a 32x32 patch conv
+t_pyjson "$T_OUT" 'assert d["seq"] == 50 and d["params"] == 86567656 - 147 * 768 + 3 * 768 * (32 * 32 - 16 * 16), d' ||
+  t_fail "vit-b16 --patch 32: $(cat "$T_OUT")"
+t_expect 0 "$G" estimate vit-b16 --image 384
+grep -q "seq 577 (image 384, patch 16)" "$T_OUT" || t_fail "vit text: $(cat "$T_OUT")"
+t_expect 2 "$G" estimate vit-b16 --image 390
+grep -q "image 390 is not a multiple of patch 16" "$T_ERR" || t_fail "vit 390: $(cat "$T_ERR")"
+t_expect 2 "$G" estimate vit-b16 --seq 300
+grep -q "is 197 tokens (with the class token), but seq is 300" "$T_ERR" || t_fail "vit --seq: $(cat "$T_ERR")"
+t_ok "vit-b16 --image 384: 577 tokens and their positions; --patch 32; a seq that disagrees is refused"
+
+# An option the model's kind does not read is refused, never ignored: a transformer without
+# patches has no image.
+t_expect 2 "$G" estimate gpt2 --image 384
+grep -q "transformer model: image does not apply to it (it would be ignored): only a vision transformer" "$T_ERR" ||
+  t_fail "gpt2 --image: $(cat "$T_ERR")"
+t_expect 2 "$G" estimate resnet50 --impl hf
+grep -q "cnn model: impl=hf does not apply to it" "$T_ERR" || t_fail "resnet --impl: $(cat "$T_ERR")"
 t_expect 2 "$G" estimate resnet50 --seq 128
 grep -q "cnn model: seq does not apply to it" "$T_ERR" || t_fail "resnet --seq: $(cat "$T_ERR")"
 t_expect 2 "$G" estimate lstm-2x1024 --heads 8
 grep -q "heads does not apply to it (it would be ignored): a transformer's" "$T_ERR" || t_fail "lstm --heads: $(cat "$T_ERR")"
-t_ok "options a model's kind would ignore are refused (vit --image, resnet --seq, lstm --heads)"
+t_ok "options a model's kind would ignore are refused (gpt2 --image, resnet --impl, --seq, lstm --heads)"
 
 # Shapes by flags, and a Hugging Face config.json.
 t_expect 0 "$G" estimate --kind transformer --layers 12 --hidden 768 --heads 12 --vocab 50257 \
@@ -83,8 +103,27 @@ cat >"$T_SCRATCH/config.json" <<'JSON'
  "vocab_size": 32000, "max_position_embeddings": 32768, "tie_word_embeddings": false}
 JSON
 t_expect 0 "$G" estimate --hf-config "$T_SCRATCH/config.json" --json
-t_pyjson "$T_OUT" 'assert d["params"] == 7241732096, d' || t_fail "--hf-config: $(cat "$T_OUT")"
+t_pyjson "$T_OUT" 'assert d["params"] == 7241732096 and d["impl"] == "hf", d' || t_fail "--hf-config: $(cat "$T_OUT")"
 t_ok "shapes by flags (transformer, lstm, cnn, mlp) and --hf-config"
+
+# impl: a config.json is run with Hugging Face's code (its fp32 upcasts keep more for backward)
+# unless --impl torch says otherwise; a preset is torch.nn unless --impl hf.
+args=(--mode training --precision bf16 --seq 512 --json)
+t_expect 0 "$G" estimate --hf-config "$T_SCRATCH/config.json" "${args[@]}"
+hf=$(t_pyjson "$T_OUT" 'print(d["activations"])')
+t_expect 0 "$G" estimate --hf-config "$T_SCRATCH/config.json" --impl torch "${args[@]}"
+t_pyjson "$T_OUT" 'assert d["impl"] == "torch", d' || t_fail "--impl torch: $(cat "$T_OUT")"
+plain=$(t_pyjson "$T_OUT" 'print(d["activations"])')
+[ "$hf" -gt "$plain" ] || t_fail "impl=hf keeps $hf bytes, impl=torch $plain: hf should keep more"
+t_expect 0 "$G" estimate mistral-7b --impl hf "${args[@]}"
+t_pyjson "$T_OUT" "assert d['impl'] == 'hf' and d['activations'] == $hf, d" || t_fail "mistral-7b --impl hf: $(cat "$T_OUT")"
+t_expect 0 "$G" estimate 'mistral-7b,impl=torch,mode=training,precision=bf16,seq=512' --json
+t_pyjson "$T_OUT" "assert d['activations'] == $plain, d" || t_fail "preset impl=torch: $(cat "$T_OUT")"
+t_expect 2 "$G" estimate gpt2 --impl jax
+grep -q "impl: invalid value 'jax' (expected one of torch, hf)" "$T_ERR" || t_fail "bad impl: $(cat "$T_ERR")"
+t_expect 0 "$G" estimate --help
+grep -q -- "--impl hf|torch" "$T_OUT" || t_fail "--help does not mention --impl"
+t_ok "--impl: hf by default for a config.json, torch for presets, either by flag or spec key"
 
 # Errors.
 t_expect 2 "$G" estimate gpt3-175b

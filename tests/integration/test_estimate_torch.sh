@@ -5,7 +5,10 @@
 # (tests/integration/estimate_models.py, on the meta device) has exactly the parameters gpum
 # counts, and for small transformers (GPT-2-, BERT- and LLaMA-like), CNNs (ResNet blocks, a VGG
 # head with dropout), LSTM/GRU/RNN and an MLP, over several shapes and batches, gpum's training
-# activations are within 15% of the bytes autograd saves for backward (saved_tensors_hooks).
+# activations are within 15% of the bytes autograd saves for backward (saved_tensors_hooks);
+# decoders and encoders written as Hugging Face writes them (estimate_hf_models.py) are within
+# 10% of impl=hf's figure in fp32, bf16 and mixed-bf16 (autocast); vit-b16 at 384 px counts as
+# torchvision's vit_b_16(image_size=384) does.
 # Fails when torch cannot be imported although the package is installable (scripts/deps.sh
 # installs it); skips, saying so, only when Debian has no python3-torch for this machine.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
@@ -108,10 +111,47 @@ for widths, b in [([100, 200, 50, 10], 8), ([784, 512, 256, 10], 32)]:
     compare("mlp %s b=%d" % (widths, b), "mlp=%s,batch=%d" % ("/".join(map(str, widths)), b), m,
             lambda: F.cross_entropy(m(x), y))
 
+# ViT at another image size: torchvision's VisionTransformer(image_size=384) has a (1, 577, h)
+# position embedding; the rest is the preset's. Counted as torchvision builds it.
+vit = preset("vit-b16")
+vit.pos = nn.Embedding(577, 768, device="meta")
+want, got = count(vit), estimate("vit-b16,image=384")["params"]
+print("params %-14s torch %12d gpum %12d" % ("vit-b16 @384", want, got))
+if want != got:
+    failed.append("vit-b16 image=384: torch counts %d parameters, gpum %d" % (want, got))
+
+# Hugging Face's modeling code (estimate_hf_models.py) against impl=hf, in fp32, bf16 and
+# mixed-bf16 (autocast), within 10%; impl=torch's figure beside it, for the record.
+from estimate_hf_models import LlamaForCausalLM, BertForMaskedLM, hf_saved_bytes
+HF = {
+    "hf-llama": (LlamaForCausalLM, dict(layers=2, hidden=64, heads=8, kv_heads=2, ffn=172, vocab=500),
+                 "transformer,layers=2,hidden=64,heads=8,kv_heads=2,ffn=172,vocab=500,decoder,"
+                 "gated,rmsnorm,bias=false,tied=false,dropout=false"),
+    "hf-bert": (BertForMaskedLM, dict(layers=2, hidden=96, heads=6, vocab=400, positions=256, dropout=0.1),
+                "transformer,layers=2,hidden=96,heads=6,vocab=400,positions=256,dropout"),
+}
+for name, (cls, cfg, spec) in HF.items():
+    for b, s in [(1, 16), (4, 32), (2, 48)]:
+        for prec in ["fp32", "bf16", "mixed-bf16"]:
+            torch.manual_seed(0)
+            m = cls(cfg)
+            ids = torch.randint(0, cfg["vocab"], (b, s))
+            measured = hf_saved_bytes(m, ids, prec)
+            job = "%s,seq=%d,batch=%d,mode=training,precision=%s" % (spec, s, b, prec)
+            est = estimate(job + ",impl=hf")["activations"]
+            plain = estimate(job + ",impl=torch")["activations"]
+            ratio = est / measured
+            label = "%s %s b=%d s=%d" % (name, prec, b, s)
+            print("acts   %-40s torch %10d gpum %10d  %.3f  (impl=torch %.3f)" %
+                  (label, measured, est, ratio, plain / measured))
+            if abs(ratio - 1) > 0.10:
+                failed.append("%s: gpum impl=hf %d bytes, PyTorch saves %d (%.1f%%)" %
+                              (label, est, measured, 100 * (ratio - 1)))
+
 if failed:
     print("\n".join("FAIL: " + f for f in failed), file=sys.stderr)
     sys.exit(1)
 PY
 PYTHONPATH="$GPUM_SOURCE_DIR/tests/integration" "$PY" "$T_SCRATCH/compare.py" "$GPUM_BIN" ||
   t_fail "the estimate disagrees with PyTorch (above)"
-t_ok "parameter counts exact for every preset; training activations within 15% of PyTorch's"
+t_ok "parameter counts exact for every preset (and vit-b16 at 384 px); training activations within 15% of PyTorch's, Hugging Face-style decoders and encoders (impl=hf) within 10% in fp32, bf16 and mixed-bf16"

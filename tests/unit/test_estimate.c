@@ -120,6 +120,88 @@ static void test_transformer_by_hand(void **state) {
   assert_int_equal(d.activations, 3 * 4480 + 64 + 320 + 256 + 384);
 }
 
+/* impl=hf, Hugging Face's eager code, by hand on a one-layer LLaMA-like decoder: h 8, 2 heads
+ * (d 4), ffn 16 (SwiGLU), vocab 10, seq 4, batch 2: sb 8, sbh 64, sbf 128, astb 64. */
+static void test_hf_impl_by_hand(void **state) {
+  (void)state;
+  gpum_model_t m;
+  gpum_estimate_opts_t o;
+  gpum_estimate_t e;
+  assert_int_equal(gpum_estimate_parse("transformer,hidden=8,heads=2,ffn=16,vocab=10,seq=4,"
+                                       "decoder,gated,rmsnorm,bias=false,tied=false,batch=2,"
+                                       "mode=training",
+                                       &m, &o),
+                   0);
+  assert_int_equal(m.impl, GPUM_IMPL_TORCH);
+  /* torch: norms 2*(4*sbh + 4*sb) = 576, q/k/v input 256, Q, K, V, o input 4*4*sb*h = 1024,
+   * scores 4*astb = 256, mlp input and 4f 2304; ids 64, final norm 288, head input 256, log-probs
+   * and targets (4*10 + 8)*sb = 384 */
+  assert_int_equal(gpum_estimate(&m, &o, &e), 0);
+  assert_int_equal(e.activations, 576 + 256 + 1280 + 2304 + 64 + 288 + 256 + 384);
+  /* hf, fp32: LlamaRMSNorm keeps the fp32 input, 1/rms and the normalised input, 2*(4*sbh +
+   * 4*sbh + 4*sb) = 1088; the loss covers s - 1 shifted tokens, (4*10 + 8)*b*3 = 288 */
+  assert_int_equal(gpum_estimate_set(&m, &o, "impl", "hf"), 0);
+  assert_string_equal(gpum_model_impl_name(m.impl), "hf");
+  assert_int_equal(gpum_estimate(&m, &o, &e), 0);
+  assert_int_equal(e.activations, 1088 + 256 + 1280 + 2304 + 64 + 544 + 256 + 288);
+  /* bf16: the norms' fp32 upcast 4*sbh beside the bf16 normalised input, 2*(6*sbh + 4*sb) =
+   * 832; inputs at 2 bytes 128; Q, K, V, o input 512; the softmax upcast to fp32 and its bf16
+   * copy, 6*astb = 384; mlp 128 + 1024; the logits upcast before the loss: log-probs in fp32 */
+  o.precision = GPUM_PREC_BF16;
+  assert_int_equal(gpum_estimate(&m, &o, &e), 0);
+  assert_int_equal(e.activations, 832 + 128 + 896 + 1152 + 64 + 416 + 128 + 288);
+  /* the logits, their fp32 upcast and the shifted copy: (2 + 4 + 4)*sbv, and one layer */
+  assert_int_equal(e.workspace, 32 * MiB + 10 * 80 + 832 + 128 + 896 + 1152);
+  /* mixed-bf16: the residual stream and the norms are fp32 (2*(8*sbh + 4*sb) = 1088); each
+   * linear map reading a norm keeps its own bf16 cast: 3 (q, k, v) and 2 (gate, up) x 2*sbh */
+  o.precision = GPUM_PREC_MIXED_BF16;
+  assert_int_equal(gpum_estimate(&m, &o, &e), 0);
+  assert_int_equal(e.activations, 1088 + 384 + 896 + (256 + 1024) + 64 + 544 + 128 + 288);
+  /* impl applies to transformers only, and takes torch or hf */
+  assert_int_equal(gpum_estimate_set(&m, &o, "impl", "jax"), GPUM_EINVAL);
+  assert_int_equal(gpum_estimate_parse("resnet18,impl=hf", &m, &o), 0);
+  assert_int_equal(gpum_estimate(&m, &o, &e), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "impl=hf does not apply"));
+}
+
+/* A vision transformer's tokens follow its image and patch: (image / patch)^2 + 1, one learned
+ * position each (torchvision's vit_b_16(image_size=384) has a (1, 577, 768) pos_embedding). */
+static void test_vit_image(void **state) {
+  (void)state;
+  gpum_model_t m;
+  gpum_estimate_opts_t o;
+  gpum_estimate_t e;
+  assert_int_equal(gpum_estimate_parse("vit-b16,image=384", &m, &o), 0);
+  assert_int_equal(m.seq, 577);
+  assert_int_equal(m.positions, 577);
+  assert_int_equal(gpum_estimate(&m, &o, &e), 0);
+  assert_int_equal(e.params, 86567656 + (577 - 197) * 768);
+  /* ViT-B/32 at 224 px: 50 tokens; torchvision's vit_b_32 has 88,224,232 parameters */
+  assert_int_equal(gpum_estimate_parse("vit-b16,patch=32", &m, &o), 0);
+  assert_int_equal(m.seq, 50);
+  assert_int_equal(gpum_estimate(&m, &o, &e), 0);
+  assert_int_equal(e.params, 88224232);
+  /* the images are what the patch conv keeps: 4*b*3*image^2 more than without them */
+  gpum_estimate_t big;
+  assert_int_equal(gpum_estimate_parse("vit-b16,mode=training", &m, &o), 0);
+  assert_int_equal(gpum_estimate(&m, &o, &e), 0);
+  assert_int_equal(gpum_estimate_parse("vit-b16,mode=training,image=384", &m, &o), 0);
+  assert_int_equal(gpum_estimate(&m, &o, &big), 0);
+  assert_true(big.activations > 2 * e.activations);
+  /* a seq that disagrees, an image the patches do not tile, an image without patches */
+  assert_int_equal(gpum_estimate_parse("vit-b16,seq=300", &m, &o), 0);
+  assert_int_equal(gpum_estimate(&m, &o, &e), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "197 tokens"));
+  assert_int_equal(gpum_estimate_parse("vit-b16,image=390", &m, &o), 0);
+  assert_int_equal(gpum_estimate(&m, &o, &e), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "not a multiple of patch"));
+  assert_int_equal(gpum_estimate_parse("gpt2,image=384", &m, &o), 0);
+  assert_int_equal(gpum_estimate(&m, &o, &e), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "image does not apply"));
+  assert_int_equal(gpum_estimate_parse("gpt2,patch=16", &m, &o), 0);
+  assert_int_equal(gpum_estimate(&m, &o, &e), GPUM_EINVAL); /* no image to cut */
+}
+
 /* ZeRO (Rajbhandari et al. 2020): mixed precision Adam is 2 + 2 + 12 bytes per parameter;
  * stage 1 divides the 12 by the GPUs, stage 2 the gradients too, stage 3 the weights too. */
 static void test_zero_bytes_per_param(void **state) {
@@ -397,6 +479,7 @@ static void test_hf_config(void **state) {
   assert_int_equal(gpum_model_from_hf_config(path, &m), 0);
   assert_int_equal(gpum_estimate(&m, &o, &e), 0);
   assert_int_equal(e.params, 109482240);
+  assert_int_equal(m.impl, GPUM_IMPL_HF); /* run with transformers' modeling code */
 
   /* errors leave *m alone and say what is wrong */
   gpum_model_t keep = m;
@@ -423,6 +506,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets_published_counts),
       cmocka_unit_test(test_transformer_by_hand),
+      cmocka_unit_test(test_hf_impl_by_hand),
+      cmocka_unit_test(test_vit_image),
       cmocka_unit_test(test_zero_bytes_per_param),
       cmocka_unit_test(test_kv_cache_and_quantised),
       cmocka_unit_test(test_lora),

@@ -4,7 +4,8 @@
 ``gpum.estimate("llama-7b", mode="lora", batch=4, precision="bf16")`` takes a preset, a kind
 ("transformer", "cnn", "lstm", ...) or a spec string, and the settings ``gpum estimate``'s
 flags and spec strings name (batch, precision, mode, lora_rank, optimizer, checkpointing,
-context, zero, gpus, the shape's keys, ...); ``hf_config`` reads a local config.json. Without a
+context, zero, gpus, impl ("hf" or "torch"), the shape's keys, image and patch of a vision
+transformer, ...); ``hf_config`` reads a local config.json (impl "hf" unless given). Without a
 model, the shape's keywords name it as ``gpum estimate``'s flags do:
 ``gpum.estimate(mlp="784/512/10", batch=64)``, ``gpum.estimate(kind="lstm", layers=2, ...)``.
 """

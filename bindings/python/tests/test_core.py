@@ -42,7 +42,9 @@ def test_error_codes_are_the_c_tables():
 
 @pytest.mark.parametrize("spec", ["llama-7b,mode=lora,batch=4,precision=bf16",
                                   "gpt2,mode=training,batch=8,optimizer=adamw",
-                                  "resnet50,mode=training,batch=32,precision=mixed-fp16"])
+                                  "resnet50,mode=training,batch=32,precision=mixed-fp16",
+                                  "mistral-7b,mode=training,batch=2,precision=mixed-bf16,impl=hf",
+                                  "vit-b16,mode=training,batch=4,image=384"])
 def test_estimate_is_the_clis(spec):
     cli = json.loads(run_gpum("estimate", spec, "--json").stdout)
     model, _, rest = spec.partition(",")
@@ -54,6 +56,26 @@ def test_estimate_is_the_clis(spec):
     assert e.params == cli["params"]
     # The same from the spec string.
     assert gpum.estimate(spec).total == e.total
+
+
+def test_estimate_impl_and_vit_image(tmp_path):
+    """impl="hf" keeps more than torch.nn's fused norms; a config.json defaults to it; a
+    vision transformer's image sets its tokens; a keyword the model does not read is refused."""
+    job = dict(mode="training", precision="bf16", batch=1, seq=512)
+    hf, plain = gpum.estimate("mistral-7b", impl="hf", **job), gpum.estimate("mistral-7b", **job)
+    assert hf.activations > plain.activations and hf.weights == plain.weights
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({
+        "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+        "vocab_size": 32000, "max_position_embeddings": 32768, "tie_word_embeddings": False}))
+    assert gpum.estimate(hf_config=str(cfg), **job).activations == hf.activations
+    assert gpum.estimate(hf_config=str(cfg), impl="torch", **job).activations == plain.activations
+    assert gpum.estimate("vit-b16", image=384).params == 86567656 + (577 - 197) * 768
+    with pytest.raises(gpum.InvalidArgument):
+        gpum.estimate("gpt2", image=384)
+    with pytest.raises(gpum.InvalidArgument):
+        gpum.estimate("gpt2", impl="jax")
 
 
 def test_estimate_max_batch_and_accumulation():

@@ -117,12 +117,20 @@ static void compute(const gpum_model_t *m, const gpum_estimate_opts_t *o, uint64
   if (o->zero_stage >= 3)
     w /= g;
 
+  /* Hugging Face's code (impl=hf): under autocast the residual stream and the norms are fp32
+   * (the embeddings' fp32 output, LayerNorm in autocast's fp32 list, LlamaRMSNorm's upcast and
+   * fp32 weight); softmax is upcast under autocast and in the RMSNorm models (LLaMA and kin,
+   * T5), whose code asks for it; the logits are upcast before the loss. */
+  bool hf = m->kind == GPUM_MODEL_TRANSFORMER && m->impl == GPUM_IMPL_HF;
   gpum__act_opts_t a = {.e = e,
-                        .logp = mixed ? 4 : e,
+                        .logp = mixed || hf ? 4 : e,
                         .training = train,
                         .checkpointing = train && o->checkpointing,
                         .flash = o->flash_attention,
-                        .lora_rank = lora ? o->lora_rank : 0};
+                        .lora_rank = lora ? o->lora_rank : 0,
+                        .r = hf && mixed ? 4 : e,
+                        .sm = hf && (mixed || m->rmsnorm) ? 4 : e,
+                        .hf = hf};
   double layer = 0, acts = 0, kv = 0, ws = CUBLAS_WORKSPACE;
   if (b > 0)
     acts = gpum__activations(m, (double)b, &a, &layer);
@@ -131,8 +139,11 @@ static void compute(const gpum_model_t *m, const gpum_estimate_opts_t *o, uint64
     double ctx = o->context ? (double)o->context : m->seq;
     if (!train && m->decoder) /* K and V per layer and token (and the encoder's for cross) */
       kv = 2.0 * m->layers * (double)b * (ctx + (m->enc_layers ? m->enc_seq : 0)) * kvd * e;
-    if (train && m->vocab && !m->classes) /* the logits beside their log-probabilities */
-      ws += e * (double)b * m->seq * m->vocab;
+    /* the logits beside their log-probabilities; Hugging Face's loss also holds their fp32
+     * upcast and, for a causal LM, the shifted copy */
+    if (train && m->vocab && !m->classes)
+      ws +=
+          (e + (hf && e != 4 ? 4 : 0) + (hf && m->decoder ? 4 : 0)) * (double)b * m->seq * m->vocab;
   }
   if (train) /* one layer's backward: gradients the size of what it kept */
     ws += layer;

@@ -148,6 +148,7 @@ int gpum_model_from_hf_config(const char *path, gpum_model_t *out) {
   }
   gpum_model_t m;
   gpum_model_init(&m, GPUM_MODEL_TRANSFORMER);
+  m.impl = GPUM_IMPL_HF; /* run with transformers' modeling code */
   const char *type = text(&c, "model_type");
   if (!strcmp(type, "llama") || !strcmp(type, "mistral") || !strcmp(type, "qwen2"))
     llama_like(&c, &m, !strcmp(type, "qwen2"));

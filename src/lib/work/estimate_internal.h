@@ -22,6 +22,12 @@ typedef struct {
   double e, logp;
   bool training, checkpointing, flash;
   uint32_t lora_rank; /* LoRA: its adapters' intermediates */
+  /* Transformers (docs/estimate.md): r, bytes of an element of the residual stream and of the
+   * norms' inputs and outputs (fp32 under autocast in Hugging Face's code, else e); sm, bytes
+   * of an element of the softmax's output (4 where it is upcast); hf, Hugging Face's modeling
+   * code (impl=hf). */
+  double r, sm;
+  bool hf;
 } gpum__act_opts_t;
 
 /* Per kind (estimate_shape.c, estimate_cnn.c): the parameters, and the activation bytes of a
@@ -44,6 +50,9 @@ int gpum__cnn_parse(const char *list, gpum_model_t *m);
 uint32_t gpum__head_dim(const gpum_model_t *m);
 uint32_t gpum__kv_heads(const gpum_model_t *m);
 uint32_t gpum__ffn(const gpum_model_t *m);
+
+/* A vision transformer's tokens per image, (image / patch)^2 + 1 (m->patch must be above 0). */
+uint32_t gpum__vit_tokens(const gpum_model_t *m);
 
 /* Returns 0 when m's shape has every size it needs, else GPUM_EINVAL with the reason. */
 int gpum__model_check(const gpum_model_t *m);

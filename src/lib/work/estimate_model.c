@@ -95,10 +95,12 @@ static void tf_preset(const tf_preset_t *t, gpum_model_t *m) {
     m->decoder = m->gated = m->rmsnorm = true;
     m->bias = m->key_bias = m->tied = false;
     break;
-  case VIT: /* 16x16 patches of 3 channels (a conv with bias), the class token; 1000 classes */
-    m->positions = 197;
+  case VIT: /* 224 px images in 16x16 patches of 3 channels, the class token; 1000 classes */
+    m->image = 224;
+    m->patch = 16;
+    m->channels = 3;
+    m->positions = t->seq;
     m->classes = 1000;
-    m->extra_params = 3 * 16 * 16 * h + h + h;
     break;
   case WHISPER: /* two conv1d (80 mel bins -> h, h -> h, kernel 3, with bias); keys unbiased */
     m->enc_layers = t->layers;
@@ -204,16 +206,21 @@ static int unused(bool set, const char *kind, const char *what, const char *hint
 /* The fields other kinds read, refused where this kind would ignore them. */
 static int check_unused(const gpum_model_t *m, const char *k) {
   bool tf = m->kind == GPUM_MODEL_TRANSFORMER, cnn = m->kind == GPUM_MODEL_CNN,
-       mlp = m->kind == GPUM_MODEL_MLP, rnn = !tf && !cnn && !mlp;
+       mlp = m->kind == GPUM_MODEL_MLP, rnn = !tf && !cnn && !mlp, vit = tf && m->patch;
   int rc = 0;
-  if (!cnn && ((rc = unused(m->image != 0, k, "image",
-                            tf ? ": a ViT's tokens per image are its seq, (image / patch)^2 + 1 "
-                                 "(577 for 384 px at patch 16)"
-                               : "")) ||
-               (rc = unused(m->ncnn != 0, k, "a layer list (cnn)", "")) ||
-               (rc = unused(m->channels != 0, k, "channels", ""))))
+  if (!cnn && ((rc = unused(m->ncnn != 0, k, "a layer list (cnn)", "")) ||
+               (rc = unused(m->patch != 0 && !tf, k, "patch", ": a vision transformer's"))))
+    return rc;
+  if (!cnn && !vit &&
+      ((rc = unused(m->image != 0, k, "image",
+                    tf ? ": only a vision transformer (patch=N, as vit-b16) reads image; "
+                         "another transformer's tokens are its seq"
+                       : "")) ||
+       (rc = unused(m->channels != 0, k, "channels", ""))))
     return rc;
   if (!mlp && (rc = unused(m->nwidths != 0, k, "widths (mlp)", "")))
+    return rc;
+  if (!tf && (rc = unused(m->impl != GPUM_IMPL_TORCH, k, "impl=hf", ": a transformer's")))
     return rc;
   if (!rnn && ((rc = unused(m->input != 0, k, "input", "")) ||
                (rc = unused(m->bidirectional, k, "bidirectional", ""))))
@@ -238,8 +245,36 @@ static int check_unused(const gpum_model_t *m, const char *k) {
   return 0;
 }
 
+uint32_t gpum__vit_tokens(const gpum_model_t *m) {
+  uint64_t side = m->image / m->patch, n = side * side + 1;
+  return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* A vision transformer's image, patch and tokens agree (torchvision's VisionTransformer: the
+ * image divides into patches, one token each plus the class token, one learned position per
+ * token); gpum_estimate_set keeps seq and positions in step with image and patch. */
+static int check_vit(const gpum_model_t *m) {
+  int rc;
+  if ((rc = need(m->image, "vision transformer", "image")) ||
+      (rc = need(m->channels, "vision transformer", "channels")))
+    return rc;
+  if (m->image % m->patch)
+    return gpum_error(GPUM_EINVAL, "vision transformer: image %u is not a multiple of patch %u",
+                      m->image, m->patch);
+  uint32_t n = gpum__vit_tokens(m);
+  if (m->seq != n || m->positions != n)
+    return gpum_error(GPUM_EINVAL,
+                      "vision transformer: image %u at patch %u is %u tokens (with the class "
+                      "token), but seq is %u and positions %u: set image or patch, which set "
+                      "both",
+                      m->image, m->patch, n, m->seq, m->positions);
+  return 0;
+}
+
 int gpum__model_check(const gpum_model_t *m) {
   const char *k = gpum_model_kind_name(m->kind);
+  if ((unsigned)m->impl > GPUM_IMPL_HF)
+    return gpum_error(GPUM_EINVAL, "unknown model impl %d", (int)m->impl);
   int rc = check_unused(m, k);
   if (rc != 0)
     return rc;
@@ -256,7 +291,7 @@ int gpum__model_check(const gpum_model_t *m) {
     if (m->heads % gpum__kv_heads(m))
       return gpum_error(GPUM_EINVAL, "transformer: heads %u is not a multiple of kv_heads %u",
                         m->heads, m->kv_heads);
-    return 0;
+    return m->patch ? check_vit(m) : 0;
   case GPUM_MODEL_CNN:
     if ((rc = need(m->ncnn, k, "a layer list (cnn)")) || (rc = need(m->channels, k, "channels")))
       return rc;

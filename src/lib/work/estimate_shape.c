@@ -86,46 +86,72 @@ void gpum__transformer_params(const gpum_model_t *m, gpum__params_t *p) {
   } else if (m->vocab && !m->tied) {
     matrix_params(p, m->vocab, h);
   }
+  if (m->patch) { /* a ViT's patch embedding (a conv with bias) and its class token */
+    uint64_t conv = (uint64_t)m->channels * m->patch * m->patch * h + h;
+    p->total += conv + h;
+    p->factored += conv + h;
+  }
   p->total += m->extra_params;
   p->factored += m->extra_params;
 }
 
-/* Bytes one layer saves for backward over s query tokens and t key tokens (t == s for
- * self-attention), without the layer-norm or residual parts when cross is set. */
-static double attention_saved(const gpum_model_t *m, double b, double s, double t, double e,
-                              double drop, bool flash) {
-  double h = m->hidden, ad = (double)m->heads * gpum__head_dim(m), a = m->heads;
-  /* the projections' input, Q and K (at full heads: grouped K/V are repeated first), V, the
-   * output projection's input; the softmax output (kept by softmax and, without dropout, by
-   * the product with V), with dropout its 1-byte mask and the dropped copy; the residual's
-   * dropout mask. Fused (flash) attention keeps no s x t matrix: its output and one fp32
-   * log-sum-exp per head and query (Dao et al. 2022); its dropout replays the RNG. */
-  double scores = flash ? 4 * a * s * b : a * s * t * b * e + drop * a * s * t * b * (1 + e);
-  return e * s * b * (h + 2 * ad) + 2 * e * t * b * ad + scores + drop * s * b * h;
+/* Bytes the inputs of n linear maps reading one norm's output over s tokens keep: that output
+ * once, or, where the norm's output is fp32 under autocast (Hugging Face's code), one
+ * half-precision cast per map (autocast caches the casts of weights, not of activations). */
+static double norm_out_saved(const gpum_model_t *m, double b, double s, double n,
+                             const gpum__act_opts_t *o) {
+  return (o->r == o->e ? 1 : n) * o->e * s * b * m->hidden;
 }
 
-/* Bytes a norm saves: its input and its statistics (fp32 mean and 1/std; RMSNorm: 1/rms). */
-static double norm_saved(const gpum_model_t *m, double b, double s, double e) {
-  return e * s * b * m->hidden + (m->rmsnorm ? 4 : 8) * s * b;
+/* Bytes an attention block saves for backward over s query tokens and t key tokens (t == s for
+ * self-attention), without its inputs (norm_out_saved): Q and K (at full heads: grouped K/V
+ * are repeated first), V, the output projection's input; the softmax output (sm bytes an
+ * element: fp32 where it is upcast, which the product with V then saves cast back to e), with
+ * dropout its 1-byte mask and the dropped copy; the residual's dropout mask. Fused (flash)
+ * attention keeps no s x t matrix: its output and one fp32 log-sum-exp per head and query
+ * (Dao et al. 2022); its dropout replays the RNG. */
+static double attention_saved(const gpum_model_t *m, double b, double s, double t,
+                              const gpum__act_opts_t *o, double drop) {
+  double h = m->hidden, ad = (double)m->heads * gpum__head_dim(m), a = m->heads, e = o->e;
+  double per = o->sm + (drop > 0 ? 1 + e : (o->sm != e ? e : 0));
+  double scores = o->flash ? 4 * a * s * b : a * s * t * b * per;
+  return 2 * e * s * b * ad + 2 * e * t * b * ad + scores + drop * s * b * h;
 }
 
-/* One self-attention layer's saved bytes (training), s tokens. */
+/* Bytes a norm saves: its input and its statistics (fp32 mean and 1/std; RMSNorm: 1/rms).
+ * Hugging Face's LlamaRMSNorm, in elementwise operations, keeps the fp32 upcast of its input
+ * (pow's), 1/rms, and the normalised input in the input's dtype (the weight's product's). */
+static double norm_saved(const gpum_model_t *m, double b, double s, const gpum__act_opts_t *o) {
+  double sbh = s * b * m->hidden;
+  if (o->hf && m->rmsnorm)
+    return 4 * sbh + o->r * sbh + 4 * s * b;
+  return o->r * sbh + (m->rmsnorm ? 4 : 8) * s * b;
+}
+
+/* One self-attention layer's saved bytes (training), s tokens: two norms, the attention with
+ * its q, k, v projections' input, the feed-forward with its input; GeLU's input and output
+ * (gated: gate, SiLU output, up, product). */
 static double layer_saved(const gpum_model_t *m, double b, double s, const gpum__act_opts_t *o) {
   double h = m->hidden, f = gpum__ffn(m), e = o->e, drop = m->dropout ? 1 : 0;
-  double mlp = e * s * b * (h + (m->gated ? 4 : 2) * f) + drop * s * b * h;
+  double mlp = norm_out_saved(m, b, s, m->gated ? 2 : 1, o) + e * s * b * (m->gated ? 4 : 2) * f +
+               drop * s * b * h;
   double lora = 0;
   if (o->lora_rank) /* A's output, kept by B, for each adapted linear map */
     lora = (4 + (m->gated ? 3 : 2)) * e * s * b * o->lora_rank;
-  return 2 * norm_saved(m, b, s, e) + attention_saved(m, b, s, s, e, drop, o->flash) + mlp + lora;
+  return 2 * norm_saved(m, b, s, o) + norm_out_saved(m, b, s, 3, o) +
+         attention_saved(m, b, s, s, o, drop) + mlp + lora;
 }
 
 /* The cross-attention a decoder layer adds (its own norm, Q over s, K and V over t). */
 static double cross_saved(const gpum_model_t *m, double b, double s, double t,
                           const gpum__act_opts_t *o) {
   double drop = m->dropout ? 1 : 0;
-  /* the K and V projections' input is the encoder's output, counted once per stack */
+  /* the K and V projections' input is the encoder's output, counted once per stack unless
+   * each layer casts it (fp32 under autocast in Hugging Face's code) */
+  double kv_in = o->r == o->e ? 0 : 2 * o->e * t * b * m->hidden;
   double lora = o->lora_rank ? 4 * o->e * s * b * o->lora_rank : 0;
-  return norm_saved(m, b, s, o->e) + attention_saved(m, b, s, t, o->e, drop, o->flash) + lora;
+  return norm_saved(m, b, s, o) + norm_out_saved(m, b, s, 1, o) + kv_in +
+         attention_saved(m, b, s, t, o, drop) + lora;
 }
 
 /* A stack of n layers in training (checkpointing keeps each layer's input and recomputes one
@@ -136,7 +162,7 @@ static double stack_saved(const gpum_model_t *m, uint32_t n, double b, double s,
   if (one > *layer)
     *layer = one;
   if (o->checkpointing)
-    return n * o->e * s * b * m->hidden + one;
+    return n * o->r * s * b * m->hidden + one;
   return n * one;
 }
 
@@ -160,8 +186,8 @@ double gpum__transformer_acts(const gpum_model_t *m, double b, const gpum__act_o
   double logits = 0;
   if (m->classes)
     logits = o->logp * b * m->classes + 8 * b;
-  else if (m->vocab)
-    logits = o->logp * s * b * m->vocab + 8 * s * b;
+  else if (m->vocab) /* Hugging Face's causal LM loss predicts s - 1 shifted tokens */
+    logits = (o->logp * m->vocab + 8) * b * (o->hf && m->decoder && s > 1 ? s - 1 : s);
   if (!o->training) {
     double peak = layer_peak(m, b, s, s, e, o->flash);
     if (t > 0)
@@ -173,14 +199,20 @@ double gpum__transformer_acts(const gpum_model_t *m, double b, const gpum__act_o
   *layer = 0;
   double total = 0;
   if (t > 0) /* the encoder stack, its final norm, and its output (K/V input of every layer) */
-    total += stack_saved(m, m->enc_layers, b, t, 0, o, layer) + norm_saved(m, b, t, e) +
-             e * t * b * h + (m->dropout ? t * b * h : 0);
+    total += stack_saved(m, m->enc_layers, b, t, 0, o, layer) + norm_saved(m, b, t, o) +
+             (o->r == e ? e * t * b * h : 0) + (m->dropout ? t * b * h : 0);
   total += stack_saved(m, m->layers, b, s, t, o, layer);
-  /* token ids (int64) kept by the embedding, its dropout mask, the final norm, the head's input
-   * (its output when a head is there) */
-  total += (m->vocab ? 8 * s * b : 0) + drop * s * b * h + norm_saved(m, b, s, e);
+  /* token ids (int64) kept by the embedding (a ViT's patch conv: the images), its dropout mask,
+   * the final norm, the head's input (its output when a head is there) */
+  if (m->patch)
+    total += e * b * m->channels * (double)m->image * m->image;
+  total += (m->vocab ? 8 * s * b : 0) + drop * s * b * h + norm_saved(m, b, s, o);
   if (m->classes || m->vocab)
     total += e * s * b * h + logits;
+  /* BertForMaskedLM's head transform (dense, GeLU, LayerNorm) before the decoder: GeLU's and
+   * the norm's inputs, its statistics, the decoder's input */
+  if (o->hf && m->vocab && !m->classes && !m->decoder && !m->enc_layers)
+    total += (2 * e + o->r) * s * b * h + 8 * s * b;
   return total;
 }
 

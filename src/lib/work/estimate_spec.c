@@ -20,6 +20,7 @@ static const char *const prec_names[] = {"fp32",       "fp16", "bf16", "mixed-fp
 static const char *const mode_names[] = {"inference", "training", "lora"};
 static const char *const opt_names[] = {"sgd",   "momentum", "adam",
                                         "adamw", "adam8bit", "adafactor"};
+static const char *const impl_names[] = {"torch", "hf"};
 #define N(a) (sizeof(a) / sizeof(a)[0])
 
 static const char *name_of(const char *const *names, size_t n, int v) {
@@ -37,6 +38,9 @@ const char *gpum_mode_name(gpum_mode_t mode) {
 }
 const char *gpum_optimizer_name(gpum_optimizer_t opt) {
   return name_of(opt_names, N(opt_names), (int)opt);
+}
+const char *gpum_model_impl_name(gpum_model_impl_t impl) {
+  return name_of(impl_names, N(impl_names), (int)impl);
 }
 
 /* Finds value among names (case-insensitive; '_' reads as '-'), else -1. */
@@ -148,6 +152,7 @@ static uint32_t *shape_field(gpum_model_t *m, const char *key) {
       {"input", offsetof(gpum_model_t, input)},
       {"channels", offsetof(gpum_model_t, channels)},
       {"image", offsetof(gpum_model_t, image)},
+      {"patch", offsetof(gpum_model_t, patch)},
   };
   for (size_t i = 0; i < N(f); i++)
     if (!strcmp(f[i].key, key))
@@ -255,9 +260,24 @@ int gpum_estimate_set(gpum_model_t *m, gpum_estimate_opts_t *o, const char *key,
       m->channels = 3;
     return gpum__cnn_parse(value, m);
   }
+  if (!strcmp(k, "impl")) {
+    int e = 0;
+    if ((rc = parse_enum(k, value, impl_names, N(impl_names), &e)) == 0)
+      m->impl = (gpum_model_impl_t)e;
+    return rc;
+  }
   uint32_t *u = shape_field(m, k);
-  if (u)
-    return parse_u32(k, value, u);
+  if (u) {
+    rc = parse_u32(k, value, u);
+    if (rc == 0 && m->kind == GPUM_MODEL_TRANSFORMER && m->patch &&
+        (!strcmp(k, "image") || !strcmp(k, "patch")) && m->image % m->patch == 0) {
+      /* a vision transformer: one token per patch plus the class token, a position each */
+      if (m->channels == 0)
+        m->channels = 3;
+      m->seq = m->positions = gpum__vit_tokens(m);
+    }
+    return rc;
+  }
   bool *b = flag_field(m, o, k);
   if (b) {
     rc = parse_bool(k, value, b);
