@@ -27,12 +27,10 @@ struct nvmlDevice_st {
 
 static struct nvmlDevice_st handles[GPUM__SIM_MAX_DEVICES] = {
     {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
-static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
-static unsigned init_count;
-static struct gpum__sim_node *init_node;
+static gpum__sim_lib_t nvml_lib = GPUM__SIM_LIB_INIT;
 
 void gpum__sim_nvml_atfork(gpum__sim_fork_phase_t ph) {
-  gpum__sim_fork_mutex(&init_mu, ph);
+  gpum__sim_fork_mutex(&nvml_lib.mu, ph);
 }
 
 nvmlDevice_t gpum__sim_nvml_handle(unsigned idx) {
@@ -40,30 +38,15 @@ nvmlDevice_t gpum__sim_nvml_handle(unsigned idx) {
 }
 
 struct gpum__sim_node *gpum__sim_nvml_node(void) {
-  pthread_mutex_lock(&init_mu);
-  struct gpum__sim_node *n = init_count ? init_node : NULL;
-  pthread_mutex_unlock(&init_mu);
-  return n;
+  return gpum__sim_lib_node(&nvml_lib);
 }
 
 static nvmlReturn_t do_init(void) {
-  nvmlReturn_t ret = NVML_SUCCESS;
-  pthread_mutex_lock(&init_mu);
-  if (init_count == 0) {
-    int err = 0;
-    struct gpum__sim_node *n = gpum__sim_attach(&err);
-    if (!n) {
-      ret = err == GPUM_EDRIVERVER ? NVML_ERROR_LIB_RM_VERSION_MISMATCH
-            : err == GPUM_EPERM    ? NVML_ERROR_NO_PERMISSION
-                                   : NVML_ERROR_DRIVER_NOT_LOADED;
-      goto out;
-    }
-    init_node = n;
-  }
-  init_count++;
-out:
-  pthread_mutex_unlock(&init_mu);
-  return ret;
+  int err = gpum__sim_lib_init(&nvml_lib);
+  return err == 0                 ? NVML_SUCCESS
+         : err == GPUM_EDRIVERVER ? NVML_ERROR_LIB_RM_VERSION_MISMATCH
+         : err == GPUM_EPERM      ? NVML_ERROR_NO_PERMISSION
+                                  : NVML_ERROR_DRIVER_NOT_LOADED;
 }
 
 nvmlReturn_t nvmlInit_v2(void) {
@@ -78,14 +61,7 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 }
 
 nvmlReturn_t nvmlShutdown(void) {
-  nvmlReturn_t ret = NVML_SUCCESS;
-  pthread_mutex_lock(&init_mu);
-  if (init_count == 0)
-    ret = NVML_ERROR_UNINITIALIZED;
-  else
-    init_count--;
-  pthread_mutex_unlock(&init_mu);
-  return ret;
+  return gpum__sim_lib_shutdown(&nvml_lib) ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
 }
 
 const char *nvmlErrorString(nvmlReturn_t result) {

@@ -33,45 +33,27 @@
   _Static_assert(__builtin_types_compatible_p(__typeof__(&name), gpum_##name##_fn), #name);
 GPUM_RSMI_FUNCS(RSMI_CHECK)
 
-static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
-static unsigned init_count;
-static struct gpum__sim_node *init_node;
+static gpum__sim_lib_t rocm_lib = GPUM__SIM_LIB_INIT;
+
+void gpum__sim_rocm_atfork(gpum__sim_fork_phase_t ph) {
+  gpum__sim_fork_mutex(&rocm_lib.mu, ph);
+}
 
 rsmi_status_t rsmi_init(uint64_t init_flags) {
   (void)init_flags;
-  rsmi_status_t ret = RSMI_STATUS_SUCCESS;
-  pthread_mutex_lock(&init_mu);
-  if (init_count == 0) {
-    int err = 0;
-    struct gpum__sim_node *n = gpum__sim_attach(&err);
-    if (!n) {
-      ret = err == GPUM_EPERM ? RSMI_STATUS_PERMISSION : RSMI_STATUS_INIT_ERROR;
-      goto out;
-    }
-    init_node = n;
-  }
-  init_count++;
-out:
-  pthread_mutex_unlock(&init_mu);
-  return ret;
+  int err = gpum__sim_lib_init(&rocm_lib);
+  return err == 0            ? RSMI_STATUS_SUCCESS
+         : err == GPUM_EPERM ? RSMI_STATUS_PERMISSION
+                             : RSMI_STATUS_INIT_ERROR;
 }
 
 rsmi_status_t rsmi_shut_down(void) {
-  rsmi_status_t ret = RSMI_STATUS_SUCCESS;
-  pthread_mutex_lock(&init_mu);
-  if (init_count == 0)
-    ret = RSMI_STATUS_INIT_ERROR;
-  else
-    init_count--;
-  pthread_mutex_unlock(&init_mu);
-  return ret;
+  return gpum__sim_lib_shutdown(&rocm_lib) ? RSMI_STATUS_SUCCESS : RSMI_STATUS_INIT_ERROR;
 }
 
 /* The node of an initialised library: INIT_ERROR before rsmi_init or once the node stopped. */
 static rsmi_status_t live_node(struct gpum__sim_node **out) {
-  pthread_mutex_lock(&init_mu);
-  struct gpum__sim_node *n = init_count ? init_node : NULL;
-  pthread_mutex_unlock(&init_mu);
+  struct gpum__sim_node *n = gpum__sim_lib_node(&rocm_lib);
   if (!n || __atomic_load_n(&n->hdr.stopped, __ATOMIC_ACQUIRE))
     return RSMI_STATUS_INIT_ERROR;
   *out = n;

@@ -408,8 +408,26 @@ static inline void gpum__sim_fork_mutex(pthread_mutex_t *m, gpum__sim_fork_phase
   else
     pthread_mutex_unlock(m);
 }
-void gpum__sim_ctx_atfork(gpum__sim_fork_phase_t ph);    /* cuda_ctx.c: cu_mu */
-void gpum__sim_nvml_atfork(gpum__sim_fork_phase_t ph);   /* nvml_device.c: init_mu */
+void gpum__sim_ctx_atfork(gpum__sim_fork_phase_t ph);  /* cuda_ctx.c: cu_mu */
+void gpum__sim_nvml_atfork(gpum__sim_fork_phase_t ph); /* nvml_device.c: its library's mu */
+void gpum__sim_rocm_atfork(gpum__sim_fork_phase_t ph); /* rocm_smi.c: its library's mu */
+
+/* A driver library's initialisation (nvmlInit/nvmlShutdown, rsmi_init/rsmi_shut_down), in
+ * vendor.c: the first init attaches to the node, each shutdown undoes one init, and the node
+ * is the library's while it is initialised. */
+typedef struct {
+  pthread_mutex_t mu;
+  unsigned count;
+  struct gpum__sim_node *node;
+} gpum__sim_lib_t;
+#define GPUM__SIM_LIB_INIT \
+  { PTHREAD_MUTEX_INITIALIZER, 0, NULL }
+/* 0, or the error gpum__sim_attach gave (GPUM_EPERM, GPUM_EDRIVERVER, ...). */
+int gpum__sim_lib_init(gpum__sim_lib_t *l);
+/* False when the library was not initialised (nothing to undo). */
+bool gpum__sim_lib_shutdown(gpum__sim_lib_t *l);
+/* The node while the library is initialised, else NULL. */
+struct gpum__sim_node *gpum__sim_lib_node(gpum__sim_lib_t *l);
 void gpum__sim_shm_atfork(gpum__sim_fork_phase_t ph);    /* shm.c: attach_mu */
 void gpum__sim_events_atfork(gpum__sim_fork_phase_t ph); /* nvml_events.c: sets_mu */
 void gpum__sim_misc_atfork(gpum__sim_fork_phase_t ph);   /* cuda_misc.c: obj_mu, obj_cond */

@@ -6,7 +6,11 @@
  * the fault gate a device call passes before it acts (gpum__sim_dev_enter), whose outcome each
  * interface turns into its own return code.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
+
+#include <gpum/error.h>
 
 #include "sim_internal.h"
 
@@ -32,6 +36,39 @@ unsigned gpum__sim_vendor_ord(const struct gpum__sim_node *n, unsigned idx) {
   for (unsigned i = 0; i < idx && i < n->spec.device_count; i++)
     k += n->spec.dev[i].vendor == n->spec.dev[idx].vendor;
   return k;
+}
+
+int gpum__sim_lib_init(gpum__sim_lib_t *l) {
+  int err = 0;
+  pthread_mutex_lock(&l->mu);
+  if (l->count == 0) {
+    struct gpum__sim_node *n = gpum__sim_attach(&err);
+    if (!n) {
+      err = err ? err : GPUM_ENODEV;
+      goto out;
+    }
+    l->node = n;
+  }
+  l->count++;
+out:
+  pthread_mutex_unlock(&l->mu);
+  return err;
+}
+
+bool gpum__sim_lib_shutdown(gpum__sim_lib_t *l) {
+  pthread_mutex_lock(&l->mu);
+  bool was = l->count > 0;
+  if (was)
+    l->count--;
+  pthread_mutex_unlock(&l->mu);
+  return was;
+}
+
+struct gpum__sim_node *gpum__sim_lib_node(gpum__sim_lib_t *l) {
+  pthread_mutex_lock(&l->mu);
+  struct gpum__sim_node *n = l->count ? l->node : NULL;
+  pthread_mutex_unlock(&l->mu);
+  return n;
 }
 
 #define SLOW_STEP_MS 50u /* --slow: how often a slowed call looks whether the fault is gone */

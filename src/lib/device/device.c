@@ -261,6 +261,21 @@ void gpum_device_open_opts_init(gpum_device_open_opts_t *opts) {
   opts->retry_base_ms = -1;
 }
 
+int gpum__info_keep(int rc, gpum_device_info_t *out, gpum_device_info_t *last, bool *have_last,
+                    unsigned index, const char *vendor) {
+  if (rc == 0) {
+    *last = *out;
+    *have_last = true;
+  } else if (*have_last) {
+    *out = *last;
+  } else {
+    memset(out, 0, sizeof *out);
+    out->index = index;
+    out->vendor = vendor;
+  }
+  return rc;
+}
+
 void gpum__session_lock(gpum_device_session_t *s) {
   pthread_mutex_lock(&s->lock);
 }

@@ -81,6 +81,12 @@ struct gpum_device_session {
 };
 
 /* Locks/unlocks the session (used by backends inside event_wait). */
+/* A GPU backend's get_info after its query returned rc: on success *out becomes the device's
+ * last good info (*last, *have_last); on a failure *out is that last info, so a lost device is
+ * still shown by name, or an empty one of index and vendor. Returns rc. */
+int gpum__info_keep(int rc, gpum_device_info_t *out, gpum_device_info_t *last, bool *have_last,
+                    unsigned index, const char *vendor);
+
 void gpum__session_lock(gpum_device_session_t *s);
 void gpum__session_unlock(gpum_device_session_t *s);
 
@@ -160,8 +166,8 @@ typedef struct {
  * (libgpum.so, a program or library that links it statically) and the file exists there. */
 bool gpum__beside_libgpum(const char *file, char *buf, size_t len);
 /* Decides which library to load for kind: the explicit path (opts/config) if not NULL or
- * empty, else $GPUM_NVML_LIBRARY / $GPUM_CUDA_LIBRARY / $GPUM_ROCM_SMI_LIBRARY, else libgpum_sim.so when $GPUM_SIM_NODE
- * is set (found as $GPUM_SIM_LIBRARY, else beside the loaded libgpum, else in
+ * empty, else $GPUM_NVML_LIBRARY / $GPUM_CUDA_LIBRARY / $GPUM_ROCM_SMI_LIBRARY, else libgpum_sim.so
+ * when $GPUM_SIM_NODE is set (found as $GPUM_SIM_LIBRARY, else beside the loaded libgpum, else in
  * GPUM_INSTALL_LIBDIR, else by the loader's search path), else the system driver names.
  * Returns 0 or GPUM_EINVAL (path too long). */
 int gpum__libpath_resolve(gpum__lib_kind_t kind, const char *explicit_path, gpum__libpath_t *out);

@@ -370,17 +370,7 @@ static int nvml_get_info(gpum_device_session_t *s, unsigned index, gpum_device_i
   int rc = gpum__nvml_handle(s, nv, index, &h);
   if (rc == 0)
     rc = info_query(s, nv, index, h, out);
-  if (rc == 0) {
-    d->info = *out;
-    d->info_cached = true;
-  } else if (d->info_cached) {
-    *out = d->info;
-  } else {
-    memset(out, 0, sizeof *out);
-    out->index = index;
-    out->vendor = "nvidia";
-  }
-  return rc;
+  return gpum__info_keep(rc, out, &d->info, &d->info_cached, index, "nvidia");
 }
 
 static int sample_temperature(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned index,

@@ -332,18 +332,8 @@ static int rocm_get_info(gpum_device_session_t *s, unsigned index, gpum_device_i
   rsmi_dev_t *d = &r->dev[index];
   out->vendor = "amd";
   out->is_host = false;
-  int rc = info_query(s, r, index, out);
-  if (rc == 0) {
-    d->info = *out;
-    d->info_cached = true;
-  } else if (d->info_cached) {
-    *out = d->info;
-  } else {
-    memset(out, 0, sizeof *out);
-    out->index = index;
-    out->vendor = "amd";
-  }
-  return rc;
+  return gpum__info_keep(info_query(s, r, index, out), out, &d->info, &d->info_cached, index,
+                         "amd");
 }
 
 /* ---- samples ---- */
