@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import gc
 import importlib
 import os
@@ -71,9 +72,8 @@ MULTI_GPU_STRATEGIES = ("none", "data_parallel", "distributed")
 def _key(v: Any) -> str:
     """A choice as written in Python, YAML or seed 003's enums (PrecisionMode.MIXED): lower
     case, '-' as '_'."""
-    if not isinstance(v, str):
-        v = getattr(v, "value", None) if isinstance(getattr(v, "value", None), str) \
-            else getattr(v, "name", v)
+    if isinstance(v, enum.Enum):
+        v = v.value if isinstance(v.value, str) else v.name
     return str(v).lower().replace("-", "_")
 
 
@@ -732,7 +732,7 @@ class GPUManager:
         if r is not None and r.on_cpu:  # fallback_to_cpu, and no GPU could serve it
             why = f"the reservation runs on the CPU: {r.fallback_reason}"
         if why is None and self.config.fallback_to_cpu:
-            state = self.status()["health"].get(index)
+            state = self._health(index)
             if state in ("ERROR", "DISABLED", "GONE"):
                 why = f"GPU {index} is {state} and fallback_to_cpu is on"
         ordinal = index
@@ -750,6 +750,16 @@ class GPUManager:
                 torch.cuda.set_per_process_memory_fraction(self.config.memory_fraction, ordinal)
             with torch.cuda.device(ordinal):
                 yield DeviceChoice(index, f"cuda:{ordinal}", True, None)
+
+    def _health(self, index: int) -> Optional[str]:
+        """GPU index's health: the monitor's when it has sampled it, else one probe's
+        (status())."""
+        if self.monitor is not None:
+            try:
+                return self.monitor.health(index).state
+            except Exception:  # not sampled yet
+                pass
+        return self.status()["health"].get(index)
 
     @contextlib.contextmanager
     def _backend_flags(self) -> Iterator[None]:

@@ -105,13 +105,17 @@ def _is_module(model: Any) -> bool:
     return torch is not None and isinstance(model, torch.nn.Module)
 
 
+def _check_strategy(strategy: Any) -> None:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+
+
 class BatchProcessor:
     """Models registered by name, each served through its own gpum.Batcher. Thread-safe."""
 
     def __init__(self, *, device: str = "cpu", max_batch_size: int = 8,
                  max_queue_delay: Union[int, float, str] = 0, strategy: str = "dynamic") -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+        _check_strategy(strategy)
         self._defaults: Dict[str, Any] = dict(device=device, max_batch_size=max_batch_size,
                                               max_queue_delay=max_queue_delay,
                                               strategy=strategy)
@@ -137,9 +141,7 @@ class BatchProcessor:
             max_batch_size=d["max_batch_size"] if max_batch_size is None else max_batch_size,
             max_queue_delay=d["max_queue_delay"] if max_queue_delay is None else max_queue_delay,
             strategy=d["strategy"] if strategy is None else strategy)
-        if opts["strategy"] not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, "
-                             f"not {opts['strategy']!r}")
+        _check_strategy(opts["strategy"])
         preferred = (opts["max_batch_size"],) if opts["strategy"] == "fixed_size" else ()
         memory = None
         if opts["strategy"] == "adaptive" and device.startswith("cuda"):
