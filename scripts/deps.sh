@@ -15,6 +15,7 @@ PKGS=(
   chromium
   python3-torch python3-pytest python3-mypy
   librocm-smi-dev
+  libze-dev
 )
 
 # chromium: the dashboard's browser test (tests/browser/, headless through playwright-core).
@@ -25,6 +26,8 @@ PKGS=(
 # python3-pytest: the Python package's tests (bindings/python/tests, tests/integration/test_python.sh).
 # librocm-smi-dev: rocm_smi/rocm_smi.h, against which tests/abi/check_rocm_smi_abi.c checks our
 # ROCm SMI declarations (src/abi/rocm_smi_abi.h); libgpum itself never includes it.
+# libze-dev: level_zero/ze_api.h and zes_api.h (1.8.12), against which tests/abi/check_ze_abi.c
+# checks our Level Zero declarations (src/abi/ze_abi.h); no test loads the real loader.
 # python3-mypy: `make check` type-checks the Python package (bindings/python/gpum) with it.
 
 # Slurm (tests/integration/test_slurm*.sh, src/slurm/gpum_spank.c, docs/slurm.md): Debian's
