@@ -50,6 +50,8 @@
   X(ZES_STRING_PROPERTY_SIZE, 64)                          \
   X(ZES_MAX_RAS_ERROR_CATEGORY_COUNT, 7)                   \
   X(ZE_INIT_FLAG_GPU_ONLY, 1)                              \
+  X(ZE_INIT_FLAG_VPU_ONLY, 2)                              \
+  X(ZES_ENGINE_TYPE_FLAG_COMPUTE, 2)                       \
   X(ZE_DEVICE_TYPE_GPU, 1)                                 \
   X(ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES, 0x3)              \
   X(ZES_STRUCTURE_TYPE_DEVICE_PROPERTIES, 0x1)             \

@@ -73,8 +73,13 @@ static void model_advance(struct gpum__sim_node *n, unsigned i, uint64_t now) {
   double dt = (double)(now - d->model_ns) / 1e9, u = d->util_gpu / 100.0;
   double t_target = s->temp_idle + (double)(s->temp_max - s->temp_idle) * u;
   double p_target = s->power_idle_mw + ((double)s->power_max_mw - s->power_idle_mw) * u;
+  double p0 = d->power_mw;
   d->temp_c = approach(d->temp_c, t_target, dt, s->thermal_tau_s);
   d->power_mw = approach(d->power_mw, p_target, dt, s->power_tau_s);
+  /* Level Zero's counters: energy at the mean of the interval's ends (mW x s = mJ), busy time
+   * at the utilisation set for the interval. */
+  d->energy_uj += (p0 + d->power_mw) / 2.0 * dt * 1000.0;
+  d->busy_us += u * dt * 1e6;
   d->model_ns = now;
 }
 

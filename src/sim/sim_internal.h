@@ -38,6 +38,7 @@
 #include "cuda_abi.h"
 #include "nvml_abi.h"
 #include "rocm_smi_abi.h"
+#include "ze_abi.h"
 
 /* The library is built with -fvisibility=hidden: only the driver entry points and the control
  * API are exported, declared here with default visibility. */
@@ -56,6 +57,10 @@ GPUM_CUDA_FUNCS_OTHER(GPUM__SIM_CUDA_DECL_OTHER)
 #define GPUM__SIM_RSMI_DECL(name, params) rsmi_status_t name params;
 GPUM_RSMI_FUNCS(GPUM__SIM_RSMI_DECL)
 #undef GPUM__SIM_RSMI_DECL
+#define GPUM__SIM_ZE_DECL(name, params) ze_result_t name params;
+GPUM_ZE_FUNCS(GPUM__SIM_ZE_DECL)
+GPUM_ZES_INIT_FUNCS(GPUM__SIM_ZE_DECL)
+#undef GPUM__SIM_ZE_DECL
 #pragma GCC visibility pop
 
 /* Not in our CUDA declarations: returned by cuInit when the node's layout is from another
@@ -63,7 +68,7 @@ GPUM_RSMI_FUNCS(GPUM__SIM_RSMI_DECL)
 #define GPUM__SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
 
 #define GPUM__SIM_MAGIC 0x314d495355504747ULL /* "GGPUSIM1" little-endian */
-#define GPUM__SIM_LAYOUT_VERSION 3u           /* 3: a vendor per device */
+#define GPUM__SIM_LAYOUT_VERSION 4u           /* 4: energy and busy-time counters */
 #define GPUM__SIM_MAX_DEVICES GPUM_SIM_MAX_DEVICES
 /* The VMM granularity (minimum and recommended). */
 #define GPUM__SIM_GRAN (2ull << 20)
@@ -98,8 +103,9 @@ enum {
 };
 
 /* A device's vendor: which driver interface shows it. NVML and CUDA see only NVIDIA devices,
- * ROCm SMI only AMD ones, each numbering its own devices from 0 in node order. */
-enum { GPUM__SIM_V_NVIDIA = 0, GPUM__SIM_V_AMD = 1 };
+ * ROCm SMI only AMD ones, Level Zero only Intel ones, each numbering its own devices from 0 in
+ * node order. */
+enum { GPUM__SIM_V_NVIDIA = 0, GPUM__SIM_V_AMD = 1, GPUM__SIM_V_INTEL = 2 };
 
 /* What the spec says about one device. Plain data, copied into shared memory. */
 struct gpum__sim_dev_spec {
@@ -162,6 +168,9 @@ struct gpum__sim_dev_state {
   uint32_t xid_count;
   uint64_t ecc_sbe_volatile, ecc_dbe_volatile, ecc_sbe_aggregate, ecc_dbe_aggregate;
   uint32_t remap_pending, remap_failure, remap_corr, remap_unc, retired_pending;
+  /* Integrals of the model since the node started, advanced with it (Level Zero's energy
+   * counter and engine busy time): microjoules and microseconds. */
+  double energy_uj, busy_us;
 };
 
 enum { GPUM__SIM_A_FREE = 0, GPUM__SIM_A_USED = 1 };
@@ -293,6 +302,9 @@ int gpum__sim_spec_load(const char *path, struct gpum__sim_node_spec *out);
 /* Sets the node name and generates the UUIDs the spec did not give (deterministic from the
  * name and the device index). */
 void gpum__sim_spec_set_name(struct gpum__sim_node_spec *s, const char *name);
+/* Whether uuid is 32 hex digits grouped 8-4-4-4-12 (an Intel device's), and its 16 bytes in
+ * order into out (when not NULL). */
+bool gpum__sim_uuid_bytes(const char *uuid, uint8_t out[16]);
 /* Metric name ("power") to GPUM__SIM_M_* bit, 0 when unknown. */
 uint32_t gpum__sim_metric_bit(const char *name);
 
@@ -411,6 +423,7 @@ static inline void gpum__sim_fork_mutex(pthread_mutex_t *m, gpum__sim_fork_phase
 void gpum__sim_ctx_atfork(gpum__sim_fork_phase_t ph);  /* cuda_ctx.c: cu_mu */
 void gpum__sim_nvml_atfork(gpum__sim_fork_phase_t ph); /* nvml_device.c: its library's mu */
 void gpum__sim_rocm_atfork(gpum__sim_fork_phase_t ph); /* rocm_smi.c: its library's mu */
+void gpum__sim_ze_atfork(gpum__sim_fork_phase_t ph);   /* level_zero.c: its library's mu */
 
 /* A driver library's initialisation (nvmlInit/nvmlShutdown, rsmi_init/rsmi_shut_down), in
  * vendor.c: the first init attaches to the node, each shutdown undoes one init, and the node

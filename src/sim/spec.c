@@ -204,8 +204,10 @@ static int parse_device_key(const pctx_t *c, const char *key, yaml_node_t *k, ya
       d->vendor = GPUM__SIM_V_NVIDIA;
     else if (s && !strcmp(s, "amd"))
       d->vendor = GPUM__SIM_V_AMD;
+    else if (s && !strcmp(s, "intel"))
+      d->vendor = GPUM__SIM_V_INTEL;
     else
-      return bad_value(c, v, key, "nvidia or amd");
+      return bad_value(c, v, key, "nvidia, amd or intel");
     return 0;
   }
   if (!strcmp(key, "uuid"))
@@ -320,6 +322,15 @@ void gpum__sim_spec_set_name(struct gpum__sim_node_spec *s, const char *name) {
       snprintf(d->uuid, sizeof d->uuid, "GPU-%016llx", (unsigned long long)a);
       continue;
     }
+    if (d->vendor == GPUM__SIM_V_INTEL) {
+      /* Level Zero's 16 bytes, written in order as a UUID: PCI vendor and device id first
+       * (little-endian, as Intel's driver puts them), the rest from the hash. */
+      unsigned dev = d->pci_device_id >> 16;
+      snprintf(d->uuid, sizeof d->uuid, "8680%02x%02x-%04x-%04x-%04x-%012llx", dev & 0xff, dev >> 8,
+               (unsigned)(a >> 48), (unsigned)(a >> 32) & 0xffff, (unsigned)(b >> 48),
+               (unsigned long long)(b & 0xffffffffffffull));
+      continue;
+    }
     snprintf(d->uuid, sizeof d->uuid, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
              (unsigned)(a >> 16) & 0xffff, (unsigned)a & 0xffff, (unsigned)(b >> 48),
              (unsigned long long)(b & 0xffffffffffffull));
@@ -344,6 +355,23 @@ static void device_finish(unsigned index, struct gpum__sim_dev_spec *d, unsigned
   d->unsupported |= d->cc_major >= 8 ? GPUM__SIM_M_RETIRED_PAGES : GPUM__SIM_M_REMAPPED_ROWS;
 }
 
+/* An Intel device: a Data Center GPU Max 1550 unless the spec says otherwise; a given uuid is
+ * Level Zero's 16 bytes as 8-4-4-4-12 hex digits. */
+static int intel_defaults(const pctx_t *c, yaml_node_t *dn, struct gpum__sim_dev_spec *d) {
+  if (!d->name[0])
+    snprintf(d->name, sizeof d->name, "%s", "Intel(R) Data Center GPU Max 1550");
+  if (!d->memory)
+    d->memory = 128 * GIB;
+  if (d->pci_device_id == 0x20B010DE) {
+    d->pci_device_id = 0x0BD58086; /* device << 16 | vendor */
+    d->pci_subsystem_id = 0x00008086;
+  }
+  if (d->uuid[0] && !gpum__sim_uuid_bytes(d->uuid, NULL))
+    return fail(c, dn, "an Intel device's 'uuid' is 8-4-4-4-12 hex digits (Level Zero's 16 bytes)",
+                "");
+  return 0;
+}
+
 static int parse_device(const pctx_t *c, yaml_node_t *dn, struct gpum__sim_node_spec *s) {
   struct gpum__sim_dev_spec d;
   unsigned count = 1, pwr_idle_w = 0, pwr_max_w = 0;
@@ -359,6 +387,8 @@ static int parse_device(const pctx_t *c, yaml_node_t *dn, struct gpum__sim_node_
     if ((rc = parse_device_key(c, key, k, v, &d, &count, &pwr_idle_w, &pwr_max_w)))
       return rc;
   }
+  if (d.vendor == GPUM__SIM_V_INTEL && (rc = intel_defaults(c, dn, &d)))
+    return rc;
   if (!d.name[0])
     return fail(c, dn, "device without 'name'", "");
   if (d.vendor == GPUM__SIM_V_AMD && d.uuid[0]) {

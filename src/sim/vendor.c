@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <gpum/error.h>
 
@@ -107,4 +108,24 @@ gpum__sim_enter_t gpum__sim_dev_enter(struct gpum__sim_node *n, unsigned idx, ui
   }
   gpum__sim_tick(n);
   return GPUM__SIM_ENTER_OK;
+}
+
+bool gpum__sim_uuid_bytes(const char *uuid, uint8_t out[16]) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned k = 0;
+  for (size_t i = 0; uuid[i]; i++) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (uuid[i] != '-')
+        return false;
+      continue;
+    }
+    char ch = uuid[i] >= 'A' && uuid[i] <= 'F' ? (char)(uuid[i] - 'A' + 'a') : uuid[i];
+    const char *p = ch ? strchr(hex, ch) : NULL;
+    if (!p || k >= 32)
+      return false;
+    if (out)
+      out[k / 2] = (uint8_t)(k % 2 ? out[k / 2] | (p - hex) : (p - hex) << 4);
+    k++;
+  }
+  return k == 32;
 }
