@@ -4,7 +4,10 @@
  *
  * Backends: "nvml" (libnvidia-ml loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
  * set), "rocm" (AMD's librocm_smi64 loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
- * set; $GPUM_ROCM_SMI_LIBRARY overrides; only when asked for: auto does not try it yet) and
+ * set; $GPUM_ROCM_SMI_LIBRARY overrides; only when asked for: auto does not try it yet),
+ * "levelzero" (Intel GPUs through Level Zero Sysman: libze_loader loaded with dlopen, or
+ * libgpum_sim.so when GPUM_SIM_NODE is set; $GPUM_LEVEL_ZERO_LIBRARY overrides; only when asked
+ * for) and
  * "host" (the CPU fallback: one device "cpu" with host RAM as memory and CPU load as
  * utilisation, flagged is_host everywhere it is shown). "auto" picks nvml when it loads and
  * finds at least one device, else host, and logs which at info level.
@@ -33,10 +36,11 @@ typedef enum {
   GPUM_BACKEND_AUTO = 0,
   GPUM_BACKEND_NVML = 1,
   GPUM_BACKEND_HOST = 2,
-  GPUM_BACKEND_ROCM = 3, /* AMD GPUs through ROCm SMI (docs/devices.md) */
+  GPUM_BACKEND_ROCM = 3,       /* AMD GPUs through ROCm SMI (docs/devices.md) */
+  GPUM_BACKEND_LEVEL_ZERO = 4, /* Intel GPUs through Level Zero Sysman (docs/devices.md) */
 } gpum_backend_kind_t;
 
-/* "auto", "nvml", "host", "rocm". */
+/* "auto", "nvml", "host", "rocm", "levelzero". */
 GPUM_API const char *gpum_backend_name(gpum_backend_kind_t kind);
 /* Parses a backend name. Returns 0 or GPUM_EINVAL. */
 GPUM_API int gpum_backend_parse(const char *s, gpum_backend_kind_t *out);
@@ -102,7 +106,7 @@ typedef struct {
   int temp_slowdown_c, temp_shutdown_c;
   bool ecc_enabled;
   bool is_host;       /* the CPU fallback device */
-  const char *vendor; /* "nvidia", "amd", "host" */
+  const char *vendor; /* "nvidia", "amd", "intel", "host" */
   uint32_t valid;     /* GPUM_INFO_* */
 } gpum_device_info_t;
 

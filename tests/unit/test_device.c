@@ -144,9 +144,12 @@ static void test_backend_names(void **state) {
   assert_int_equal(k, GPUM_BACKEND_HOST);
   assert_int_equal(gpum_backend_parse("auto", &k), 0);
   assert_int_equal(k, GPUM_BACKEND_AUTO);
+  assert_string_equal(gpum_backend_name(GPUM_BACKEND_LEVEL_ZERO), "levelzero");
+  assert_int_equal(gpum_backend_parse("levelzero", &k), 0);
+  assert_int_equal(k, GPUM_BACKEND_LEVEL_ZERO);
   k = GPUM_BACKEND_HOST;
-  assert_int_equal(gpum_backend_parse("levelzero", &k), GPUM_EINVAL);
-  assert_non_null(strstr(gpum_last_error(), "'levelzero'"));
+  assert_int_equal(gpum_backend_parse("oneapi", &k), GPUM_EINVAL);
+  assert_non_null(strstr(gpum_last_error(), "'oneapi'"));
   assert_int_equal(k, GPUM_BACKEND_HOST);
   assert_int_equal(gpum_backend_parse("", &k), GPUM_EINVAL);
   assert_int_equal(gpum_backend_parse(NULL, &k), GPUM_EINVAL);

@@ -124,7 +124,7 @@ static void test_builtin_keys_and_defaults(void **state) {
     assert_string_equal(gpum_config_get_string(cfg, want[i].key), want[i].def);
     assert_int_equal(gpum_config_source(cfg, want[i].key), GPUM_OPT_SRC_DEFAULT);
   }
-  assert_string_equal(gpum_option_find("backend")->choices, "auto|nvml|rocm|host");
+  assert_string_equal(gpum_option_find("backend")->choices, "auto|nvml|rocm|levelzero|host");
   assert_string_equal(gpum_option_find("log.level")->choices, "trace|debug|info|warn|error|off");
   assert_string_equal(gpum_option_find("log.target")->choices, "stderr|syslog|none");
   assert_string_equal(gpum_option_find("color")->choices, "auto|always|never");
@@ -419,7 +419,7 @@ static void test_env_bad_value(void **state) {
   expect_err(gpum_config_load_env(cfg, envp2), GPUM_EINVAL, "GPUM_BACKEND");
   char *envp3[] = {"GPUM_BACKEND=cuda", NULL};
   expect_err(gpum_config_load_env(cfg, envp3), GPUM_EINVAL,
-             "option 'backend' (from GPUM_BACKEND): 'cuda' is not one of auto|nvml|rocm|host");
+             "option 'backend' (from GPUM_BACKEND): 'cuda' is not one of auto|nvml|rocm|levelzero|host");
   gpum_config_free(cfg);
 }
 

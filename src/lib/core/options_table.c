@@ -17,9 +17,10 @@
 #define UNBOUNDED 0, 0
 
 static const gpum_option_def_t builtin_table[] = {
-    {"backend", GPUM_OPT_ENUM, "auto", "auto|nvml|rocm|host", UNBOUNDED, false,
-     "Device backend: nvml for NVIDIA GPUs, rocm for AMD GPUs (ROCm SMI), host for the CPU "
-     "fallback, auto for NVML when it loads and finds devices and host otherwise."},
+    {"backend", GPUM_OPT_ENUM, "auto", "auto|nvml|rocm|levelzero|host", UNBOUNDED, false,
+     "Device backend: nvml for NVIDIA GPUs, rocm for AMD GPUs (ROCm SMI), levelzero for Intel "
+     "GPUs (Level Zero Sysman), host for the CPU fallback, auto for NVML when it loads and finds "
+     "devices and host otherwise."},
     {"devices", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
      "Devices to use, as comma-separated indices such as \"0,2\"; empty means all."},
     {"nvml.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,

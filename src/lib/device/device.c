@@ -40,13 +40,15 @@ const char *gpum_backend_name(gpum_backend_kind_t kind) {
   static const char *const names[] = {[GPUM_BACKEND_AUTO] = "auto",
                                       [GPUM_BACKEND_NVML] = "nvml",
                                       [GPUM_BACKEND_HOST] = "host",
-                                      [GPUM_BACKEND_ROCM] = "rocm"};
+                                      [GPUM_BACKEND_ROCM] = "rocm",
+                                      [GPUM_BACKEND_LEVEL_ZERO] = "levelzero"};
   return GPUM__NAME_OF(names, kind, "unknown");
 }
 
 int gpum_backend_parse(const char *s, gpum_backend_kind_t *out) {
   static const gpum_backend_kind_t kinds[] = {GPUM_BACKEND_AUTO, GPUM_BACKEND_NVML,
-                                              GPUM_BACKEND_HOST, GPUM_BACKEND_ROCM};
+                                              GPUM_BACKEND_HOST, GPUM_BACKEND_ROCM,
+                                              GPUM_BACKEND_LEVEL_ZERO};
   if (!s || !out)
     return gpum_error(GPUM_EINVAL, "backend name is NULL");
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
@@ -55,7 +57,8 @@ int gpum_backend_parse(const char *s, gpum_backend_kind_t *out) {
       return 0;
     }
   }
-  return gpum_error(GPUM_EINVAL, "unknown backend '%s' (expected auto, nvml, rocm or host)", s);
+  return gpum_error(GPUM_EINVAL,
+                    "unknown backend '%s' (expected auto, nvml, rocm, levelzero or host)", s);
 }
 
 static const char *const metric_names[] = {
@@ -349,7 +352,8 @@ int gpum_device_open(const gpum_device_open_opts_t *opts, gpum_device_session_t 
     opts = &defaults;
   }
   if (opts->backend != GPUM_BACKEND_AUTO && opts->backend != GPUM_BACKEND_NVML &&
-      opts->backend != GPUM_BACKEND_HOST && opts->backend != GPUM_BACKEND_ROCM)
+      opts->backend != GPUM_BACKEND_HOST && opts->backend != GPUM_BACKEND_ROCM &&
+      opts->backend != GPUM_BACKEND_LEVEL_ZERO)
     return gpum_error(GPUM_EINVAL, "unknown backend kind %d", (int)opts->backend);
   gpum_device_session_t *s = calloc(1, sizeof *s);
   if (!s)
@@ -377,6 +381,13 @@ int gpum_device_open(const gpum_device_open_opts_t *opts, gpum_device_session_t 
     if (rc == 0 && s->count == 0) {
       s->ops->close(s);
       rc = gpum_error(GPUM_ENODEV, "ROCm SMI (%s) reports no device", s->detail);
+    }
+    break;
+  case GPUM_BACKEND_LEVEL_ZERO:
+    rc = try_backend(s, &gpum__backend_level_zero, opts);
+    if (rc == 0 && s->count == 0) {
+      s->ops->close(s);
+      rc = gpum_error(GPUM_ENODEV, "Level Zero (%s) reports no device", s->detail);
     }
     break;
   default:

@@ -68,6 +68,7 @@ struct gpum__backend {
 extern const struct gpum__backend gpum__backend_nvml;
 extern const struct gpum__backend gpum__backend_host;
 extern const struct gpum__backend gpum__backend_rocm;
+extern const struct gpum__backend gpum__backend_level_zero;
 
 struct gpum_device_session {
   pthread_mutex_t lock;
@@ -150,7 +151,12 @@ int gpum__parse_loadavg_percent(const char *text, unsigned ncpu, unsigned *perce
 
 /* ---- driver library selection (libpath.c) ---- */
 
-typedef enum { GPUM__LIB_NVML = 0, GPUM__LIB_CUDA = 1, GPUM__LIB_ROCM_SMI = 2 } gpum__lib_kind_t;
+typedef enum {
+  GPUM__LIB_NVML = 0,
+  GPUM__LIB_CUDA = 1,
+  GPUM__LIB_ROCM_SMI = 2,
+  GPUM__LIB_LEVEL_ZERO = 3,
+} gpum__lib_kind_t;
 
 #define GPUM__LIBPATH_MAX 3
 typedef struct {
@@ -166,7 +172,7 @@ typedef struct {
  * (libgpum.so, a program or library that links it statically) and the file exists there. */
 bool gpum__beside_libgpum(const char *file, char *buf, size_t len);
 /* Decides which library to load for kind: the explicit path (opts/config) if not NULL or
- * empty, else $GPUM_NVML_LIBRARY / $GPUM_CUDA_LIBRARY / $GPUM_ROCM_SMI_LIBRARY, else libgpum_sim.so
+ * empty, else $GPUM_NVML_LIBRARY / $GPUM_CUDA_LIBRARY / $GPUM_ROCM_SMI_LIBRARY / $GPUM_LEVEL_ZERO_LIBRARY, else libgpum_sim.so
  * when $GPUM_SIM_NODE is set (found as $GPUM_SIM_LIBRARY, else beside the loaded libgpum, else in
  * GPUM_INSTALL_LIBDIR, else by the loader's search path), else the system driver names.
  * Returns 0 or GPUM_EINVAL (path too long). */

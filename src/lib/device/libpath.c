@@ -6,7 +6,8 @@
  * GPUM_CUDA_LIBRARY, then libgpum_sim.so when GPUM_SIM_NODE names a simulated node, then the
  * system driver (libnvidia-ml.so.1, libnvidia-ml.so; libcuda.so.1 only, because the
  * unversioned libcuda.so is usually the toolkit's stub that fails every call; for AMD's ROCm
- * SMI, GPUM_ROCM_SMI_LIBRARY, then librocm_smi64.so.1 and librocm_smi64.so).
+ * SMI, GPUM_ROCM_SMI_LIBRARY, then librocm_smi64.so.1 and librocm_smi64.so; for Intel's Level
+ * Zero, GPUM_LEVEL_ZERO_LIBRARY, then libze_loader.so.1 and libze_loader.so).
  *
  * libgpum_sim.so itself is found as the common brief fixes it: $GPUM_SIM_LIBRARY, else
  * beside the loaded libgpum.so (dladdr), else in GPUM_INSTALL_LIBDIR, else by name through
@@ -88,7 +89,8 @@ int gpum__libpath_resolve(gpum__lib_kind_t kind, const char *explicit_path, gpum
     return set_single(out, explicit_path, "option");
   static const char *const env_names[] = {[GPUM__LIB_NVML] = "GPUM_NVML_LIBRARY",
                                           [GPUM__LIB_CUDA] = "GPUM_CUDA_LIBRARY",
-                                          [GPUM__LIB_ROCM_SMI] = "GPUM_ROCM_SMI_LIBRARY"};
+                                          [GPUM__LIB_ROCM_SMI] = "GPUM_ROCM_SMI_LIBRARY",
+                                          [GPUM__LIB_LEVEL_ZERO] = "GPUM_LEVEL_ZERO_LIBRARY"};
   const char *env_name = env_names[kind];
   const char *env = env_nonempty(env_name);
   if (env)
@@ -104,6 +106,10 @@ int gpum__libpath_resolve(gpum__lib_kind_t kind, const char *explicit_path, gpum
   } else if (kind == GPUM__LIB_ROCM_SMI) {
     out->candidates[0] = "librocm_smi64.so.1";
     out->candidates[1] = "librocm_smi64.so";
+    out->n = 2;
+  } else if (kind == GPUM__LIB_LEVEL_ZERO) {
+    out->candidates[0] = "libze_loader.so.1";
+    out->candidates[1] = "libze_loader.so";
     out->n = 2;
   } else {
     out->candidates[0] = "libcuda.so.1";
