@@ -133,3 +133,23 @@ t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml" "$T_NODE-nv"
 t_expect 1 "$G" --backend levelzero status
 grep -q 'zeInit' "$T_ERR" || t_fail "why levelzero found nothing: $(cat "$T_ERR")"
 t_ok "no Intel device: --backend levelzero fails and says why"
+
+# Metrics the device does not support (ZE_RESULT_ERROR_UNSUPPORTED_FEATURE) are invalid, and
+# the device is still AVAILABLE; a spec's defaults make an Intel device a Max 1550.
+spec=$T_SCRATCH/unsup.yaml
+cat >"$spec" <<'YAML'
+name: unsup
+devices:
+  - vendor: intel
+    unsupported: [temperature, clocks, ecc, processes]
+YAML
+t_sim_start "$spec" "$T_NODE-unsup"
+t_expect 0 "$G" --backend levelzero status --json
+t_pyjson "$out" '
+(x,) = d["devices"]
+assert x["state"] == "AVAILABLE" and x["name"] == "Intel(R) Data Center GPU Max 1550", x
+assert x["memory"]["total"] == 128 << 30, x["memory"]
+assert x["temperature_c"] is None and x["clocks"] == {"sm_mhz": None, "memory_mhz": None}, x
+assert x["ecc"]["corrected"] is None and x["ecc"]["uncorrected"] is None, x["ecc"]
+' || t_fail "unsupported metrics: $(cat "$out")"
+t_ok "unsupported metrics are invalid, the device AVAILABLE"
