@@ -287,17 +287,17 @@ typedef uint32_t zes_ras_error_type_t;
 typedef uint32_t zes_freq_throttle_reason_flags_t;
 typedef uint32_t zes_engine_type_flags_t;
 
-/* Opaque handles, under ze_api.h's and zes_api.h's tags: the simulator defines the structs. */
-typedef struct _ze_driver_handle_t *ze_driver_handle_t;
-typedef struct _ze_device_handle_t *ze_device_handle_t;
+/* Opaque handles (never dereferenced: the simulator's are addresses of its own slots). */
+typedef struct gpum_ze_driver *ze_driver_handle_t;
+typedef struct gpum_ze_device *ze_device_handle_t;
 typedef ze_driver_handle_t zes_driver_handle_t;
 typedef ze_device_handle_t zes_device_handle_t;
-typedef struct _zes_pwr_handle_t *zes_pwr_handle_t;
-typedef struct _zes_freq_handle_t *zes_freq_handle_t;
-typedef struct _zes_engine_handle_t *zes_engine_handle_t;
-typedef struct _zes_mem_handle_t *zes_mem_handle_t;
-typedef struct _zes_temp_handle_t *zes_temp_handle_t;
-typedef struct _zes_ras_handle_t *zes_ras_handle_t;
+typedef struct gpum_zes_pwr *zes_pwr_handle_t;
+typedef struct gpum_zes_freq *zes_freq_handle_t;
+typedef struct gpum_zes_engine *zes_engine_handle_t;
+typedef struct gpum_zes_mem *zes_mem_handle_t;
+typedef struct gpum_zes_temp *zes_temp_handle_t;
+typedef struct gpum_zes_ras *zes_ras_handle_t;
 
 typedef struct {
   uint8_t id[ZE_MAX_DEVICE_UUID_SIZE];

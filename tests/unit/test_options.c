@@ -418,8 +418,9 @@ static void test_env_bad_value(void **state) {
   char *envp2[] = {"GPUM_BACKEND=", NULL};
   expect_err(gpum_config_load_env(cfg, envp2), GPUM_EINVAL, "GPUM_BACKEND");
   char *envp3[] = {"GPUM_BACKEND=cuda", NULL};
-  expect_err(gpum_config_load_env(cfg, envp3), GPUM_EINVAL,
-             "option 'backend' (from GPUM_BACKEND): 'cuda' is not one of auto|nvml|rocm|levelzero|host");
+  expect_err(
+      gpum_config_load_env(cfg, envp3), GPUM_EINVAL,
+      "option 'backend' (from GPUM_BACKEND): 'cuda' is not one of auto|nvml|rocm|levelzero|host");
   gpum_config_free(cfg);
 }
 

@@ -172,10 +172,10 @@ typedef struct {
  * (libgpum.so, a program or library that links it statically) and the file exists there. */
 bool gpum__beside_libgpum(const char *file, char *buf, size_t len);
 /* Decides which library to load for kind: the explicit path (opts/config) if not NULL or
- * empty, else $GPUM_NVML_LIBRARY / $GPUM_CUDA_LIBRARY / $GPUM_ROCM_SMI_LIBRARY / $GPUM_LEVEL_ZERO_LIBRARY, else libgpum_sim.so
- * when $GPUM_SIM_NODE is set (found as $GPUM_SIM_LIBRARY, else beside the loaded libgpum, else in
- * GPUM_INSTALL_LIBDIR, else by the loader's search path), else the system driver names.
- * Returns 0 or GPUM_EINVAL (path too long). */
+ * empty, else $GPUM_NVML_LIBRARY / $GPUM_CUDA_LIBRARY / $GPUM_ROCM_SMI_LIBRARY /
+ * $GPUM_LEVEL_ZERO_LIBRARY, else libgpum_sim.so when $GPUM_SIM_NODE is set (found as
+ * $GPUM_SIM_LIBRARY, else beside the loaded libgpum, else in GPUM_INSTALL_LIBDIR, else by the
+ * loader's search path), else the system driver names. Returns 0 or GPUM_EINVAL (path too long). */
 int gpum__libpath_resolve(gpum__lib_kind_t kind, const char *explicit_path, gpum__libpath_t *out);
 /* Tries each candidate with dlopen(RTLD_NOW | RTLD_LOCAL). On success *dl and *used (the
  * candidate that loaded) are set. On failure returns GPUM_EDRIVER with a detail that names
