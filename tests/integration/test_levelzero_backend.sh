@@ -120,6 +120,14 @@ t_pyjson "$out" 'assert [x["name"] for x in d["devices"]] == ["AMD Instinct MI30
   t_fail "rocm on the mixed node: $(cat "$out")"
 t_ok "NVML and ROCm SMI see only their own devices"
 
+# The simulator's Level Zero conventions (tests/integration/progs/ze_probe.c), with a second
+# process on device 1.
+holder2=$("$G" sim hold "$T_NODE" --device 5 --bytes 1GiB)
+[ -n "$holder2" ] || t_fail "second sim hold printed no pid"
+t_expect 0 "$GPUM_TEST_PROGS/ze_probe"
+grep -qx ok "$out" || t_fail "ze_probe: $(cat "$out" "$T_ERR")"
+t_ok "zeInit, zesInit, ZES_ENABLE_SYSMAN, stable handles and the count conventions"
+
 "$G" sim inject "$T_NODE" --device 4 --xid 79 >/dev/null
 t_expect 0 "$G" --backend levelzero status --json
 t_pyjson "$out" '
