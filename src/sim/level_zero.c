@@ -344,8 +344,12 @@ static ze_result_t resource_of(const void *h, const char *base, size_t per, unsi
     return ret_;                                           \
   } while (0)
 
+/* Copies src into a property string of len bytes, truncated and terminated as the driver
+ * does with a long name. */
 static void copy_str(char *dst, size_t len, const char *src) {
-  snprintf(dst, len, "%s", src);
+  size_t n = strnlen(src, len - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
 }
 
 ze_result_t zesDeviceGetProperties(zes_device_handle_t hDevice,
