@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What every driver interface of the simulator shares about the node's devices: each vendor's
- * own numbering (NVML and CUDA count only the NVIDIA devices, ROCm SMI only the AMD ones, each
- * from 0 in node order, as two real drivers on one machine each see only their own GPUs), and
- * the fault gate a device call passes before it acts (gpum__sim_dev_enter), whose outcome each
- * interface turns into its own return code.
+ * own numbering (NVML and CUDA count only the NVIDIA devices, ROCm SMI only the AMD ones, Level
+ * Zero only the Intel ones, each from 0 in node order, as real drivers on one machine each see
+ * only their own GPUs), the fault gate a device call passes before it acts
+ * (gpum__sim_dev_enter), whose outcome each interface turns into its own return code, and the
+ * reading of an Intel device's UUID (gpum__sim_uuid_bytes).
  */
 #include <pthread.h>
 #include <stdbool.h>
