@@ -4,10 +4,12 @@
  *
  * Backends: "nvml" (libnvidia-ml loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
  * set), "rocm" (AMD's librocm_smi64 loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
- * set; $GPUM_ROCM_SMI_LIBRARY overrides; only when asked for: auto does not try it yet) and
- * "host" (the CPU fallback: one device "cpu" with host RAM as memory and CPU load as
- * utilisation, flagged is_host everywhere it is shown). "auto" picks nvml when it loads and
- * finds at least one device, else host, and logs which at info level.
+ * set; $GPUM_ROCM_SMI_LIBRARY overrides) and "host" (the CPU fallback: one device "cpu" with
+ * host RAM as memory and CPU load as utilisation, flagged is_host everywhere it is shown).
+ * "auto" loads every vendor library present and lists the devices of each that finds one
+ * (NVIDIA, then AMD, then Intel, each in its own order: the indexes are stable), reporting
+ * that vendor's backend when it is the only one and "mixed" when there are several; with no
+ * GPU at all it falls back to host. It logs what it chose at info level.
  *
  * Every metric of a sample carries a validity bit: a metric the driver does not support
  * (NVML_ERROR_NOT_SUPPORTED) is invalid, never 0. Transient driver errors are retried with
@@ -34,6 +36,9 @@ typedef enum {
   GPUM_BACKEND_NVML = 1,
   GPUM_BACKEND_HOST = 2,
   GPUM_BACKEND_ROCM = 3, /* AMD GPUs through ROCm SMI (docs/devices.md) */
+  /* What auto reports on a node where several vendors' libraries found devices: one list of
+   * them all (docs/devices.md). Not a choice of its own: asking for it is auto. */
+  GPUM_BACKEND_MIXED = 5,
 } gpum_backend_kind_t;
 
 /* "auto", "nvml", "host", "rocm". */
@@ -102,8 +107,13 @@ typedef struct {
   int temp_slowdown_c, temp_shutdown_c;
   bool ecc_enabled;
   bool is_host;       /* the CPU fallback device */
-  const char *vendor; /* "nvidia", "amd", "host" */
-  uint32_t valid;     /* GPUM_INFO_* */
+  const char *vendor; /* "nvidia", "amd", "intel", "host" */
+  /* The device's number among its vendor's devices, as that vendor's runtime and tools number
+   * them (NVML's and CUDA's index, ROCm SMI's, Level Zero's). index itself on a session of one
+   * vendor; on a node of several, auto lists NVIDIA, then AMD, then Intel devices, so the two
+   * differ for every vendor but the first. */
+  unsigned vendor_index;
+  uint32_t valid; /* GPUM_INFO_* */
 } gpum_device_info_t;
 
 /* Static info for device index. Returns 0, GPUM_ENODEV (bad index), GPUM_ELOST, GPUM_ERESET or

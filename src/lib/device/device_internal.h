@@ -68,6 +68,17 @@ struct gpum__backend {
 extern const struct gpum__backend gpum__backend_nvml;
 extern const struct gpum__backend gpum__backend_host;
 extern const struct gpum__backend gpum__backend_rocm;
+extern const struct gpum__backend gpum__backend_mixed;
+
+/* ---- the list of every vendor's devices (mixed.c) ---- */
+
+#define GPUM__MIXED_MAX 4 /* vendor sessions in one list */
+/* Makes s (opened, without a backend yet) the list of the devices of children[0..n), in that
+ * order, taking the sessions over (they are closed with s; on failure the caller keeps them).
+ * Sets s->impl, count, detail, driver_version and simulated. 0, GPUM_EINVAL or GPUM_ENOMEM. */
+int gpum__mixed_adopt(gpum_device_session_t *s, gpum_device_session_t *const *children, unsigned n);
+/* The kind a mixed session reports: its one vendor's, else GPUM_BACKEND_MIXED. */
+gpum_backend_kind_t gpum__mixed_kind(const gpum_device_session_t *s);
 
 struct gpum_device_session {
   pthread_mutex_t lock;
