@@ -51,6 +51,9 @@ typedef struct {
   /* NVML library to dlopen. NULL: $GPUM_NVML_LIBRARY, else libgpum_sim.so when $GPUM_SIM_NODE
    * is set, else libnvidia-ml.so.1 then libnvidia-ml.so. */
   const char *nvml_library;
+  /* ROCm SMI library to dlopen. NULL: $GPUM_ROCM_SMI_LIBRARY, else libgpum_sim.so when
+   * $GPUM_SIM_NODE is set, else librocm_smi64.so.1 then librocm_smi64.so. */
+  const char *rocm_library;
   /* Transient-error retries per call (default 5) and the first backoff (default 10 ms, doubled
    * each time, with +-50% jitter). 0 retries: fail at once. Use -1 for the defaults. */
   int retries;
@@ -240,7 +243,8 @@ GPUM_API int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_
 
 /* --- From the configuration ---------------------------------------------------------------- */
 
-/* The options a configuration gives the device layer: backend, nvml.library, retry.count
+/* The options a configuration gives the device layer: backend, nvml.library, rocm_smi.library,
+ * retry.count
  * (clamped to 0..100) and retry.base (to 60 s); cfg NULL: the defaults. Strings point into
  * cfg. Returns 0 or GPUM_EINVAL (an unknown backend). Thread-safe. */
 GPUM_API int gpum_device_opts_from_config(const gpum_config_t *cfg, gpum_device_open_opts_t *opts);

@@ -9,7 +9,8 @@
 # GPU and the job gets ROCR_VISIBLE_DEVICES (UUIDs) and HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES
 # empty; an NVIDIA grant gets CUDA_VISIBLE_DEVICES and no ROCm variable; a two-GPU reservation
 # is of one vendor, and three GPUs of one vendor never fit a node with two of each. `gpum slurm
-# conf` writes the AMD GPUs as render nodes with each line's env flag. A node where no vendor
+# conf` writes the AMD GPUs as render nodes with each line's env flag. rocm_smi.library names
+# the library; auto without it shows the NVIDIA devices alone, and a node where no vendor
 # library loads falls back to the host.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
@@ -76,6 +77,15 @@ grep -qx 'Name=gpu Type=mi300x File=/dev/dri/renderD128 Flags=amd_gpu_env' "$out
 grep -qx 'Name=gpu Type=mi300x File=/dev/dri/renderD129 Flags=amd_gpu_env' "$out" || t_fail "slurm conf amd 1: $(cat "$out")"
 grep -q 'Gres=gpu:h100_80gb:2,gpu:mi300x:2,shard:' "$out" || t_fail "slurm conf Gres: $(cat "$out")"
 t_ok "gpum slurm conf: AMD GPUs as render nodes, each line with its vendor's env flag"
+
+# rocm_smi.library (--rocm-smi-library) chooses the ROCm SMI library, as nvml.library NVML's.
+t_expect 1 "$G" --backend rocm --rocm-smi-library /nonexistent/librocm_smi64.so.1 status
+grep -q 'cannot load the ROCm SMI library (chosen by option): /nonexistent/librocm_smi64.so.1' "$T_ERR" ||
+  t_fail "--rocm-smi-library: $(cat "$T_ERR")"
+t_expect 0 "$G" --rocm-smi-library /nonexistent/librocm_smi64.so.1 status --json
+t_pyjson "$out" 'assert d["backend"] == "nvml" and len(d["devices"]) == 2, d["backend"]' ||
+  t_fail "auto without a loadable ROCm SMI: the NVIDIA devices alone"
+t_ok "rocm_smi.library chooses the library; auto goes on without it"
 
 # No vendor library: the host.
 GPUM_SIM_NODE= GPUM_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 \

@@ -259,8 +259,35 @@ void gpum_device_open_opts_init(gpum_device_open_opts_t *opts) {
   memset(opts, 0, sizeof *opts);
   opts->backend = GPUM_BACKEND_AUTO;
   opts->nvml_library = NULL;
+  opts->rocm_library = NULL;
   opts->retries = -1;
   opts->retry_base_ms = -1;
+}
+
+int gpum__device_opts_dup(const gpum_device_open_opts_t *src, gpum_device_open_opts_t *dst,
+                          char **block) {
+  const char **paths[] = {&dst->nvml_library, &dst->rocm_library};
+  enum { N = sizeof paths / sizeof paths[0] };
+  *dst = *src;
+  *block = NULL;
+  size_t len = 0;
+  for (size_t i = 0; i < N; i++)
+    len += *paths[i] ? strlen(*paths[i]) + 1 : 0;
+  if (len == 0)
+    return 0;
+  char *b = malloc(len), *p = b;
+  if (!b)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  for (size_t i = 0; i < N; i++) {
+    if (!*paths[i])
+      continue;
+    size_t k = strlen(*paths[i]) + 1;
+    memcpy(p, *paths[i], k);
+    *paths[i] = p;
+    p += k;
+  }
+  *block = b;
+  return 0;
 }
 
 int gpum__info_keep(int rc, gpum_device_info_t *out, gpum_device_info_t *last, bool *have_last,

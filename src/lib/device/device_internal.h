@@ -91,6 +91,12 @@ struct gpum_device_session {
   char driver_version[96];
 };
 
+/* Copies src into *dst with its library paths in one block of their own (*block, freed by the
+ * caller; NULL when there is none), for whoever opens sessions later, on other threads (the
+ * readers, the monitor). 0 or GPUM_ENOMEM (then nothing is allocated). */
+int gpum__device_opts_dup(const gpum_device_open_opts_t *src, gpum_device_open_opts_t *dst,
+                          char **block);
+
 /* Locks/unlocks the session (used by backends inside event_wait). */
 /* A GPU backend's get_info after its query returned rc: on success *out becomes the device's
  * last good info (*last, *have_last); on a failure *out is that last info, so a lost device is
