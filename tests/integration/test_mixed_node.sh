@@ -37,6 +37,19 @@ devices:
 YAML
 t_sim_start "$spec"
 
+# gpum sim status numbers the node's devices in spec order and says each one's vendor and its
+# number there (what the --device of gpum sim set/inject/hold means on a mixed node).
+t_expect 0 "$G" sim status "$T_NODE"
+grep -Eq '^  \[0\] amd 0  AMD Instinct MI300X ' "$out" || t_fail "sim status node device 0: $(cat "$out")"
+grep -Eq '^  \[1\] nvidia 0  NVIDIA H100' "$out" || t_fail "sim status node device 1: $(cat "$out")"
+grep -Eq '^  \[3\] amd 1  AMD Instinct MI300X ' "$out" || t_fail "sim status node device 3: $(cat "$out")"
+t_expect 0 "$G" sim status "$T_NODE" --json
+t_pyjson "$out" '
+got = [(x["index"], x["vendor"], x["vendor_index"]) for x in d["devices"]]
+assert got == [(0, "amd", 0), (1, "nvidia", 0), (2, "nvidia", 1), (3, "amd", 1)], got
+' || t_fail "sim status --json vendors"
+t_ok "gpum sim status: spec order, each device's vendor and number there"
+
 t_expect 0 "$G" status
 [ "$(grep -c '^\[[0-9]\] ' "$out")" -eq 4 ] || t_fail "expected 4 device lines: $(cat "$out")"
 grep -Eq '^\[0\] NVIDIA H100 80GB HBM3 \(nvidia 0\) ' "$out" || t_fail "device 0: $(cat "$out")"
