@@ -8,8 +8,9 @@
  * CUDA_ERROR_NOT_INITIALIZED from every CUDA call instead of the parent's state (the child must
  * exec, or be forked before CUDA is initialised, or be spawned). NVML stays usable.
  *
- * The order below is the locks' order: cu_mu and the NVML and ROCm SMI libraries' init locks
- * before attach_mu (cuInit, nvmlInit and rsmi_init attach while holding theirs); then the locks
+ * The order below is the locks' order: cu_mu, the NVML and ROCm SMI libraries' init locks and
+ * HIP's (hip.c, with its block and host locks) before attach_mu (cuInit, nvmlInit, rsmi_init
+ * and HIP's first call attach while holding theirs); then the locks
  * taken under the node's lock or alone: blocks_mu before pools_mu (cuda_pool.c), host_mu, vmm_mu,
  * obj_mu and sets_mu alone.
  */
@@ -18,9 +19,9 @@
 #include "sim_internal.h"
 
 static void (*const hooks[])(gpum__sim_fork_phase_t) = {
-    gpum__sim_ctx_atfork, gpum__sim_nvml_atfork,   gpum__sim_rocm_atfork,
-    gpum__sim_shm_atfork, gpum__sim_events_atfork, gpum__sim_misc_atfork,
-    gpum__sim_mem_atfork, gpum__sim_pool_atfork,   gpum__sim_vmm_atfork,
+    gpum__sim_ctx_atfork,  gpum__sim_nvml_atfork,   gpum__sim_rocm_atfork, gpum__sim_hip_atfork,
+    gpum__sim_shm_atfork,  gpum__sim_events_atfork, gpum__sim_misc_atfork, gpum__sim_mem_atfork,
+    gpum__sim_pool_atfork, gpum__sim_vmm_atfork,
 };
 #define NHOOKS (sizeof hooks / sizeof hooks[0])
 

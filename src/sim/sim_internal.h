@@ -36,6 +36,7 @@
 #include <sys/types.h>
 
 #include "cuda_abi.h"
+#include "hip_abi.h"
 #include "nvml_abi.h"
 #include "rocm_smi_abi.h"
 
@@ -56,6 +57,12 @@ GPUM_CUDA_FUNCS_OTHER(GPUM__SIM_CUDA_DECL_OTHER)
 #define GPUM__SIM_RSMI_DECL(name, params) rsmi_status_t name params;
 GPUM_RSMI_FUNCS(GPUM__SIM_RSMI_DECL)
 #undef GPUM__SIM_RSMI_DECL
+#define GPUM__SIM_HIP_DECL(name, params) hipError_t name params;
+GPUM_HIP_FUNCS(GPUM__SIM_HIP_DECL)
+#undef GPUM__SIM_HIP_DECL
+#define GPUM__SIM_HIP_DECL_STR(name, params) const char *name params;
+GPUM_HIP_FUNCS_STR(GPUM__SIM_HIP_DECL_STR)
+#undef GPUM__SIM_HIP_DECL_STR
 #pragma GCC visibility pop
 
 /* Not in our CUDA declarations: returned by cuInit when the node's layout is from another
@@ -413,6 +420,7 @@ static inline void gpum__sim_fork_mutex(pthread_mutex_t *m, gpum__sim_fork_phase
 void gpum__sim_ctx_atfork(gpum__sim_fork_phase_t ph);  /* cuda_ctx.c: cu_mu */
 void gpum__sim_nvml_atfork(gpum__sim_fork_phase_t ph); /* nvml_device.c: its library's mu */
 void gpum__sim_rocm_atfork(gpum__sim_fork_phase_t ph); /* rocm_smi.c: its library's mu */
+void gpum__sim_hip_atfork(gpum__sim_fork_phase_t ph);  /* hip.c: init_mu, blk_mu, host_mu */
 
 /* A driver library's initialisation (nvmlInit/nvmlShutdown, rsmi_init/rsmi_shut_down), in
  * vendor.c: the first init attaches to the node, each shutdown undoes one init, and the node
