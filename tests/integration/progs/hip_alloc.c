@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A HIP program for tests/integration/test_hip_enforce.sh: linked with -lamdhip64 (the
+ * simulator's libamdhip64.so.5 here: links-libamdhip64, tests/CMakeLists.txt), it runs the
+ * steps its arguments name and prints one line per step, "STEP ARG RESULT":
+ *   d=N      hipSetDevice(N)
+ *   m=SIZE   hipMalloc            k=SIZE  hipMallocManaged (hipMemAttachGlobal)
+ *   e=SIZE   hipExtMallocWithFlags (hipDeviceMallocDefault)
+ *   a=SIZE   hipMallocAsync (null stream)
+ *   p=SIZE   hipMallocFromPoolAsync from the current device's default pool
+ *   P=ROWS   hipMallocPitch, rows of 1 MiB
+ *   x=SIZE   hipMalloc reached with dlopen("libamdhip64.so.5") and dlsym, as frameworks do
+ *   f        hipFree of the newest allocation still held
+ *   i        hipMemGetInfo: "i free total RESULT"
+ *   t=N      hipDeviceTotalMem(N): "t bytes RESULT"
+ *   c        hipGetDeviceCount: "c count RESULT"
+ *   u=SIZE   allocate SIZE with hipMalloc until it fails: "u bytes-held RESULT-of-the-failure"
+ *   w=FILE   write the pid to FILE, then wait until killed (holding what it allocated)
+ * SIZE takes K, M or G (binary). Exits 0 unless an argument is malformed (2).
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hip_abi.h"
+
+/* links-libamdhip64 */
+#pragma GCC visibility push(default)
+#define DECL(name, params) hipError_t name params;
+GPUM_HIP_FUNCS(DECL)
+#pragma GCC visibility pop
+
+static unsigned long long parse_size(const char *s) {
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  switch (*end) {
+  case 'K':
+    return v << 10;
+  case 'M':
+    return v << 20;
+  case 'G':
+    return v << 30;
+  case '\0':
+    return v;
+  }
+  fprintf(stderr, "hip_alloc: bad size '%s'\n", s);
+  exit(2);
+}
+
+#define MAXP 4096
+static void *held[MAXP];
+static int nheld;
+
+static void keep(void *p) {
+  if (nheld < MAXP)
+    held[nheld++] = p;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = a[1] == '=' ? a + 2 : "";
+    void *p = NULL;
+    hipError_t r;
+    switch (a[0]) {
+    case 'd':
+      printf("d %s %d\n", v, (int)hipSetDevice(atoi(v)));
+      break;
+    case 'm':
+      r = hipMalloc(&p, parse_size(v));
+      printf("m %s %d\n", v, (int)r);
+      if (r == hipSuccess)
+        keep(p);
+      break;
+    case 'k':
+      r = hipMallocManaged(&p, parse_size(v), hipMemAttachGlobal);
+      printf("k %s %d\n", v, (int)r);
+      if (r == hipSuccess)
+        keep(p);
+      break;
+    case 'e':
+      r = hipExtMallocWithFlags(&p, parse_size(v), hipDeviceMallocDefault);
+      printf("e %s %d\n", v, (int)r);
+      if (r == hipSuccess)
+        keep(p);
+      break;
+    case 'a':
+      r = hipMallocAsync(&p, parse_size(v), NULL);
+      printf("a %s %d\n", v, (int)r);
+      if (r == hipSuccess)
+        keep(p);
+      break;
+    case 'p': {
+      hipMemPool_t pool = NULL;
+      int dev = 0;
+      (void)hipGetDevice(&dev);
+      r = hipDeviceGetDefaultMemPool(&pool, dev);
+      if (r == hipSuccess)
+        r = hipMallocFromPoolAsync(&p, parse_size(v), pool, NULL);
+      printf("p %s %d\n", v, (int)r);
+      if (r == hipSuccess)
+        keep(p);
+      break;
+    }
+    case 'P': {
+      size_t pitch = 0;
+      r = hipMallocPitch(&p, &pitch, 1u << 20, (size_t)atoi(v));
+      printf("P %s %d\n", v, (int)r);
+      if (r == hipSuccess)
+        keep(p);
+      break;
+    }
+    case 'x': {
+      void *h = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
+      gpum_hipMalloc_fn fn = NULL;
+      void *sym = h ? dlsym(h, "hipMalloc") : NULL;
+      memcpy(&fn, &sym, sizeof fn);
+      r = fn ? fn(&p, parse_size(v)) : hipErrorNotFound;
+      printf("x %s %d\n", v, (int)r);
+      if (r == hipSuccess)
+        keep(p);
+      break;
+    }
+    case 'f':
+      if (nheld == 0) {
+        fprintf(stderr, "hip_alloc: nothing to free\n");
+        return 2;
+      }
+      printf("f - %d\n", (int)hipFree(held[--nheld]));
+      break;
+    case 'i': {
+      size_t fr = 0, tot = 0;
+      r = hipMemGetInfo(&fr, &tot);
+      printf("i %zu %zu %d\n", fr, tot, (int)r);
+      break;
+    }
+    case 't': {
+      size_t b = 0;
+      r = hipDeviceTotalMem(&b, atoi(v));
+      printf("t %zu %d\n", b, (int)r);
+      break;
+    }
+    case 'c': {
+      int n = -1;
+      r = hipGetDeviceCount(&n);
+      printf("c %d %d\n", n, (int)r);
+      break;
+    }
+    case 'u': {
+      unsigned long long sz = parse_size(v), total = 0;
+      while ((r = hipMalloc(&p, sz)) == hipSuccess && nheld < MAXP) {
+        keep(p);
+        total += sz;
+      }
+      printf("u %llu %d\n", total, (int)r);
+      break;
+    }
+    case 'w': {
+      int fd = open(v, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+      if (fd < 0) {
+        perror(v);
+        return 2;
+      }
+      char pid[24];
+      int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+      if (write(fd, pid, (size_t)len) != len) {
+        perror(v);
+        return 2;
+      }
+      close(fd);
+      for (;;)
+        pause();
+    }
+    default:
+      fprintf(stderr, "hip_alloc: unknown step '%s'\n", a);
+      return 2;
+    }
+    fflush(stdout);
+  }
+  return 0;
+}
