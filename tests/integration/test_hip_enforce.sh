@@ -67,6 +67,10 @@ for w in $WAYS; do
   [ "$(grep -c "^$w 1G 0\$" "$T_OUT")" -eq 5 ] || t_fail "$w without the shim: $(cat "$T_OUT")"
 done
 t_ok "without the shim: six ways reach 5 GiB"
+if ! grep -qw dlsym <<<"$(nm -D --defined-only "$GPUM_BUILD_DIR/lib/libgpum_enforce.so")"; then
+  echo "note: this sanitizer build's shim does not replace dlsym (src/enforce/CMakeLists.txt): the dlsym way is checked in the other builds"
+  WAYS=${WAYS/ x/}
+fi
 for w in $WAYS; do
   t_expect 0 env LD_PRELOAD="$SHIM" GPUM_MEM_LIMIT=4GiB "$P" $w=1G $w=1G $w=1G $w=1G $w=1G
   [ "$(grep -c "^$w 1G 0\$" "$T_OUT")" -eq 4 ] && grep -qx "$w 1G 2" "$T_OUT" ||
