@@ -128,7 +128,7 @@ static void init_locked(void) {
   int err = 0;
   struct gpum__sim_node *n = gpum__sim_attach(&err);
   if (!n) {
-    init_state = -1;
+    __atomic_store_n(&init_state, -1, __ATOMIC_RELEASE);
     return;
   }
   unsigned all[GPUM__SIM_MAX_DEVICES], rocr[GPUM__SIM_MAX_DEVICES];
@@ -149,9 +149,9 @@ static hipError_t live(struct gpum__sim_node **out) {
   int s = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
   if (s == 0) {
     pthread_mutex_lock(&init_mu);
-    if (init_state == 0)
+    if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) == 0)
       init_locked();
-    s = init_state;
+    s = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
     pthread_mutex_unlock(&init_mu);
   }
   if (s < 0 || nvisible == 0)
@@ -378,9 +378,10 @@ hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream) {
   return ret(alloc_on(cur_dev, dev_ptr, size));
 }
 
-/* One default pool per HIP ordinal: a pool's handle is the address of its slot. */
+/* One default pool per HIP ordinal: a pool's handle is the address of its slot, whose index is
+ * the ordinal (the slots are never written). */
 struct ihipMemPoolHandle_t {
-  int dev;
+  char unused;
 };
 static struct ihipMemPoolHandle_t pools[GPUM__SIM_MAX_DEVICES];
 
@@ -390,10 +391,8 @@ hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *mem_pool, int device) {
   if (!mem_pool)
     return ret(hipErrorInvalidValue);
   hipError_t r = device_of(device, &n, &s);
-  if (r == hipSuccess) {
-    pools[device].dev = device;
+  if (r == hipSuccess)
     *mem_pool = &pools[device];
-  }
   return ret(r);
 }
 
@@ -404,7 +403,7 @@ hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool_t mem_
     return ret(hipErrorInvalidValue);
   if (stream)
     return ret(hipErrorInvalidHandle);
-  return ret(alloc_on(mem_pool->dev, dev_ptr, size));
+  return ret(alloc_on((int)(mem_pool - pools), dev_ptr, size));
 }
 
 hipError_t hipFree(void *ptr) {

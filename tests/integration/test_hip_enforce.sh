@@ -97,6 +97,11 @@ EOF2
 diff "$T_SCRATCH/want" "$T_OUT" || t_fail "limit as total, free gives back"
 t_ok "hipMemGetInfo and hipDeviceTotalMem say 4 GiB; a free gives the bytes back"
 
+# 64 threads allocating and freeing at random never hold more than the limit; nothing is left.
+t_expect 0 env LD_PRELOAD="$SHIM" GPUM_MEM_LIMIT=512MiB "$P" T=64
+grep -qx "T 64 ok" "$T_OUT" || t_fail "threads: $(cat "$T_OUT")"
+t_ok "64 threads: never past 512 MiB, all given back"
+
 # Two devices, each fenced on its own (ROCR_VISIBLE_DEVICES by index, no reservation list).
 t_expect 0 env LD_PRELOAD="$SHIM" GPUM_MEM_LIMIT=4GiB ROCR_VISIBLE_DEVICES=1,0 "$P" d=0 m=4G m=4K d=1 m=4G m=4K i
 [ "$(grep -c '^m 4G 0$' "$T_OUT")" -eq 2 ] && [ "$(grep -c '^m 4K 2$' "$T_OUT")" -eq 2 ] ||

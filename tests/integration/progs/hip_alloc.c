@@ -16,10 +16,15 @@
  *   c        hipGetDeviceCount: "c count RESULT"
  *   u=SIZE   allocate SIZE with hipMalloc until it fails: "u bytes-held RESULT-of-the-failure"
  *   w=FILE   write the pid to FILE, then wait until killed (holding what it allocated)
+ *   T=N      N threads allocating (1-16 MiB) and freeing at random, 400 rounds each, never
+ *            holding together more than hipMemGetInfo's total said at the start, and leaving
+ *            free what was free before: "T N ok", or "T N fail CODE" (3: held past the total)
  * SIZE takes K, M or G (binary). Exits 0 unless an argument is malformed (2).
  */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +62,66 @@ static int nheld;
 static void keep(void *p) {
   if (nheld < MAXP)
     held[nheld++] = p;
+}
+
+static _Atomic unsigned long long thr_held;
+static unsigned long long thr_limit;
+static _Atomic int thr_fail;
+
+static void *thr(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  void *p[4] = {0};
+  size_t sz[4] = {0};
+  for (unsigned i = 0; i < 400; i++) {
+    unsigned k = (unsigned)rand_r(&seed) % 4;
+    if (p[k]) {
+      atomic_fetch_sub(&thr_held, sz[k]);
+      if (hipFree(p[k]) != hipSuccess)
+        thr_fail = 2;
+      p[k] = NULL;
+      continue;
+    }
+    sz[k] = ((size_t)1 + (size_t)rand_r(&seed) % 16) << 20; /* 1-16 MiB: granule multiples */
+    hipError_t r = hipMalloc(&p[k], sz[k]);
+    if (r == hipSuccess) {
+      if (atomic_fetch_add(&thr_held, sz[k]) + sz[k] > thr_limit)
+        thr_fail = 3;
+    } else if (r != hipErrorOutOfMemory) {
+      thr_fail = 4;
+    } else {
+      p[k] = NULL;
+    }
+  }
+  for (unsigned k = 0; k < 4; k++)
+    if (p[k]) {
+      atomic_fetch_sub(&thr_held, sz[k]);
+      (void)hipFree(p[k]);
+    }
+  return NULL;
+}
+
+static void threads(unsigned n) {
+  size_t free0 = 0, free1 = 0, total = 0;
+  pthread_t t[256];
+  if (n == 0 || n > 256 || hipMemGetInfo(&free0, &total) != hipSuccess) {
+    printf("T %u fail 1\n", n);
+    return;
+  }
+  thr_limit = total;
+  unsigned started = 0;
+  for (uintptr_t i = 0; i < n; i++)
+    if (pthread_create(&t[i], NULL, thr, (void *)(i + 1)) == 0)
+      started++;
+  for (unsigned i = 0; i < started; i++)
+    pthread_join(t[i], NULL);
+  if (started < n)
+    thr_fail = 1;
+  if (!thr_fail && (hipMemGetInfo(&free1, &total) != hipSuccess || free1 != free0))
+    thr_fail = 5;
+  if (thr_fail)
+    printf("T %u fail %d\n", n, thr_fail);
+  else
+    printf("T %u ok\n", n);
 }
 
 int main(int argc, char **argv) {
@@ -157,6 +222,9 @@ int main(int argc, char **argv) {
       printf("u %llu %d\n", total, (int)r);
       break;
     }
+    case 'T':
+      threads((unsigned)atoi(v));
+      break;
     case 'w': {
       int fd = open(v, O_CREAT | O_WRONLY | O_TRUNC, 0600);
       if (fd < 0) {
