@@ -79,7 +79,7 @@ done
 t_expect 0 env LD_PRELOAD="$SHIM" GPUM_MEM_LIMIT=4GiB "$P" P=1024 P=1024 P=1024 P=1024 P=1024
 [ "$(grep -c '^P 1024 0$' "$T_OUT")" -eq 4 ] && grep -qx "P 1024 2" "$T_OUT" || t_fail "pitched: $(cat "$T_OUT")"
 grep -q 'GPUM_MEM_LIMIT: out of memory on device 0: limit 4.00 GiB, used 4.00 GiB, asked 1.00 GiB (hipErrorOutOfMemory)' "$T_ERR" || { cat "$T_ERR"; t_fail "no OOM line naming hipErrorOutOfMemory"; }
-t_ok "hipMalloc, Managed, ExtMallocWithFlags, MallocAsync, FromPoolAsync, Pitch, dlsym: stopped at 4 GiB with hipErrorOutOfMemory"
+t_ok "ways $WAYS and pitched: stopped at 4 GiB with hipErrorOutOfMemory"
 
 # What the program is told, and frees: 3 GiB held leaves 1 GiB; a free of 2 GiB makes 2 GiB fit.
 t_expect 0 env LD_PRELOAD="$SHIM" GPUM_MEM_LIMIT=4GiB "$P" t=0 i m=1G m=2G i m=2G f m=2G i

@@ -16,9 +16,12 @@
     return hipErrorNotInitialized;                                \
   }
 #pragma GCC diagnostic ignored "-Wunused-parameter"
+/* The stubs take the real prototypes and use none of their parameters. */
+// NOLINTBEGIN(misc-unused-parameters)
 GPUM_HIP_FUNCS(STUB)
 #define STUB_STR(name, params)                                     \
   __attribute__((visibility("default"))) const char *name params { \
     return "hipErrorNotInitialized";                               \
   }
 GPUM_HIP_FUNCS_STR(STUB_STR)
+// NOLINTEND(misc-unused-parameters)

@@ -55,6 +55,17 @@ static unsigned long long parse_size(const char *s) {
   exit(2);
 }
 
+/* A small decimal argument (an ordinal, a count). */
+static int small_num(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || v < 0 || v > 1 << 20) {
+    fprintf(stderr, "hip_alloc: bad number '%s'\n", s);
+    exit(2);
+  }
+  return (int)v;
+}
+
 #define MAXP 4096
 static void *held[MAXP];
 static int nheld;
@@ -131,7 +142,7 @@ int main(int argc, char **argv) {
     hipError_t r;
     switch (a[0]) {
     case 'd':
-      printf("d %s %d\n", v, (int)hipSetDevice(atoi(v)));
+      printf("d %s %d\n", v, (int)hipSetDevice(small_num(v)));
       break;
     case 'm':
       r = hipMalloc(&p, parse_size(v));
@@ -171,7 +182,7 @@ int main(int argc, char **argv) {
     }
     case 'P': {
       size_t pitch = 0;
-      r = hipMallocPitch(&p, &pitch, 1u << 20, (size_t)atoi(v));
+      r = hipMallocPitch(&p, &pitch, 1u << 20, (size_t)small_num(v));
       printf("P %s %d\n", v, (int)r);
       if (r == hipSuccess)
         keep(p);
@@ -203,7 +214,7 @@ int main(int argc, char **argv) {
     }
     case 't': {
       size_t b = 0;
-      r = hipDeviceTotalMem(&b, atoi(v));
+      r = hipDeviceTotalMem(&b, small_num(v));
       printf("t %zu %d\n", b, (int)r);
       break;
     }
@@ -223,7 +234,7 @@ int main(int argc, char **argv) {
       break;
     }
     case 'T':
-      threads((unsigned)atoi(v));
+      threads((unsigned)small_num(v));
       break;
     case 'w': {
       int fd = open(v, O_CREAT | O_WRONLY | O_TRUNC, 0600);
