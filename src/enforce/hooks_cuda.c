@@ -30,7 +30,6 @@ static _Atomic uint64_t gran[GPUM_FENCE_MAX_DEVICES];
 bool gpum__enf_fenced(void) {
   return !gpum__enf.passthrough && gpum__enf_fence();
 }
-#define fenced gpum__enf_fenced
 
 static uint64_t granularity(unsigned dev) {
   uint64_t g = atomic_load_explicit(&gran[dev], memory_order_relaxed);
@@ -69,7 +68,7 @@ static int current_dev(void) {
 }
 
 bool gpum__enf_view(unsigned dev, uint64_t *limit, uint64_t *used) {
-  if (!fenced() || dev >= GPUM_FENCE_MAX_DEVICES)
+  if (!gpum__enf_fenced() || dev >= GPUM_FENCE_MAX_DEVICES)
     return false;
   gpum_fence_usage_t u;
   if (gpum_fence_usage(gpum__enf.fence, dev, &u) != 0)
@@ -181,7 +180,7 @@ void gpum__enf_give_back(unsigned kind, uint64_t key) {
 #define FENCED_ALLOC(name, dev_expr, bytes_expr, call)                               \
   do {                                                                               \
     NEED_REAL(name);                                                                 \
-    if (!fenced() || !dptr || (bytes_expr) == 0)                                     \
+    if (!gpum__enf_fenced() || !dptr || (bytes_expr) == 0)                           \
       return call;                                                                   \
     int dev_ = (dev_expr);                                                           \
     if (dev_ < 0)                                                                    \
@@ -242,7 +241,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitc
   NEED_REAL(cuMemAllocPitch_v2);
 #define REAL_PITCH \
   gpum__enf_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
-  int dev = fenced() && dptr && pPitch && WidthInBytes && Height ? current_dev() : -1;
+  int dev = gpum__enf_fenced() && dptr && pPitch && WidthInBytes && Height ? current_dev() : -1;
   if (dev < 0 || WidthInBytes > UINT64_MAX / 2 || Height > UINT64_MAX / round_to(WidthInBytes, 512))
     return REAL_PITCH;
   uint64_t est = charged_size((unsigned)dev, round_to(WidthInBytes, 512) * Height);
@@ -277,7 +276,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, s
   NEED_REAL(cuMemCreate);
 #define REAL_CREATE gpum__enf_real.cuMemCreate(handle, size, prop, flags)
   /* Host-located physical memory is not the device's. */
-  if (!fenced() || !handle || !prop || size == 0 ||
+  if (!gpum__enf_fenced() || !handle || !prop || size == 0 ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0)
     return REAL_CREATE;
   int dev = prop->location.id;
@@ -294,7 +293,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, s
 GPUM_ENFORCE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   NEED_REAL(cuMemFree_v2);
   CUresult r = gpum__enf_real.cuMemFree_v2(dptr);
-  if (r == CUDA_SUCCESS && fenced())
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
     gpum__enf_give_back(KIND_PTR, dptr);
   return r;
 }
@@ -304,7 +303,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 GPUM_ENFORCE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   NEED_REAL(cuMemFreeAsync);
   CUresult r = gpum__enf_real.cuMemFreeAsync(dptr, hStream);
-  if (r == CUDA_SUCCESS && fenced())
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
     gpum__enf_give_back(KIND_PTR, dptr);
   return r;
 }
@@ -312,7 +311,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) 
 GPUM_ENFORCE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   NEED_REAL(cuMemFreeAsync_ptsz);
   CUresult r = gpum__enf_real.cuMemFreeAsync_ptsz(dptr, hStream);
-  if (r == CUDA_SUCCESS && fenced())
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
     gpum__enf_give_back(KIND_PTR, dptr);
   return r;
 }
@@ -320,7 +319,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStr
 GPUM_ENFORCE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   NEED_REAL(cuMemRelease);
   CUresult r = gpum__enf_real.cuMemRelease(handle);
-  if (r == CUDA_SUCCESS && fenced())
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
     gpum__enf_give_back(KIND_HANDLE, handle);
   return r;
 }
@@ -330,7 +329,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   CUresult r = gpum__enf_real.cuMemGetInfo_v2(free, total);
   uint64_t limit, used;
   int dev;
-  if (r != CUDA_SUCCESS || !fenced() || (dev = current_dev()) < 0 ||
+  if (r != CUDA_SUCCESS || !gpum__enf_fenced() || (dev = current_dev()) < 0 ||
       !gpum__enf_view((unsigned)dev, &limit, &used))
     return r;
   if (limit < *total)
@@ -345,8 +344,8 @@ GPUM_ENFORCE_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   NEED_REAL(cuDeviceTotalMem_v2);
   CUresult r = gpum__enf_real.cuDeviceTotalMem_v2(bytes, dev);
   uint64_t limit, used;
-  if (r == CUDA_SUCCESS && fenced() && dev >= 0 && gpum__enf_view((unsigned)dev, &limit, &used) &&
-      limit < *bytes)
+  if (r == CUDA_SUCCESS && gpum__enf_fenced() && dev >= 0 &&
+      gpum__enf_view((unsigned)dev, &limit, &used) && limit < *bytes)
     *bytes = limit;
   return r;
 }
