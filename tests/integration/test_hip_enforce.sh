@@ -7,9 +7,10 @@
 # exactly with hipErrorOutOfMemory (2), hipMemGetInfo and hipDeviceTotalMem say 4 GiB, a free
 # gives the bytes back, and two devices are fenced each on its own. HIP ordinals reach the
 # fence through ROCR_VISIBLE_DEVICES' UUIDs and GPUM_RESERVATION_DEVICES, as gpum run grants
-# AMD devices: two processes that number one device differently share its limit. The
-# simulator's own HIP: visibility lists, its capacity, a lost device, ROCm SMI seeing the
-# memory.
+# AMD devices: two processes that number one device differently share its limit; and under
+# gpum run --enforce --type amd with gpumd, which reads the fenced bytes where the shim charged
+# them (gpum jobs). The simulator's own HIP: visibility lists, its capacity, a lost device,
+# ROCm SMI seeing the memory.
 . "$(dirname "$0")/lib.sh"
 unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES GPUM_RESERVATION_DEVICES GPUM_FENCE GPUM_MEM_LIMIT
 G=$GPUM_BIN
@@ -141,6 +142,38 @@ wait "$HOLDER" 2>/dev/null || true
 rm -f "/dev/shm/$GPUM_FENCE"
 unset GPUM_FENCE GPUM_RESERVATION_DEVICES
 t_ok "gpum --backend rocm status shows the HIP allocation and its process"
+
+# gpum run --enforce on the AMD GPUs: the grant names them in ROCR_VISIBLE_DEVICES (UUIDs) and
+# HIP_VISIBLE_DEVICES; each is fenced at the reservation's 4 GiB, and gpumd reads what the job
+# holds from the fence where the shim charged it (gpum jobs).
+source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
+# A sanitizer build's shim needs its runtime preloaded first; gpum run passes LD_PRELOAD on.
+RT=$(t_shim_preload | awk 'NF == 2 {print $1}')
+if [ -n "$RT" ]; then RUN=(env "LD_PRELOAD=$RT" "$G" run); else RUN=("$G" run); fi
+gd_start
+t_expect 0 "${RUN[@]}" --mem 4GiB --gpus 2 --type amd --enforce -q -- "$P" c d=0 m=3G m=2G d=1 m=4G m=1M i
+cat >"$T_SCRATCH/want" <<EOF2
+c 2 0
+d 0 0
+m 3G 0
+m 2G 2
+d 1 0
+m 4G 0
+m 1M 2
+i 0 $((4 * GiB)) 0
+EOF2
+diff "$T_SCRATCH/want" "$T_OUT" || t_fail "gpum run --enforce on two AMD GPUs"
+grep -q 'reservation r-[0-9]*: out of memory on device 0: limit 4.00 GiB, used 3.00 GiB, asked 2.00 GiB (hipErrorOutOfMemory)' "$T_ERR" ||
+  { cat "$T_ERR"; t_fail "no OOM line naming the reservation"; }
+t_bg "${RUN[@]}" --mem 4GiB --type amd --enforce -q --label hipjob -- "$P" m=3G w="$T_SCRATCH/held2"
+RUNNER=$T_LAST_PID
+t_wait_file "$T_SCRATCH/held2"
+t_expect 0 "$G" jobs
+# Columns: ID STATE USER PID GPUS MEM/GPU (2 words) FENCED (2 words) ...
+[ "$(awk '/hipjob/ {print $8, $9}' "$T_OUT")" = "3.00 GiB" ] || { cat "$T_OUT"; t_fail "gpum jobs' FENCED is not the 3 GiB the HIP job holds"; }
+kill -9 "$(cat "$T_SCRATCH/held2")" 2>/dev/null || true
+wait "$RUNNER" 2>/dev/null || true
+t_ok "gpum run --enforce --type amd: each GPU fenced at 4 GiB with hipErrorOutOfMemory; gpum jobs shows the fenced bytes"
 
 # A lost device (XID 79): hipMalloc on it fails with hipErrorNoDevice; the other still works.
 "$G" sim inject "$GPUM_SIM_NODE" --device 1 --xid 79 >/dev/null || t_fail "inject --xid 79"
