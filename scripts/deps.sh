@@ -14,7 +14,7 @@ PKGS=(
   libncurses-dev tmux
   chromium
   python3-torch python3-pytest python3-mypy
-  librocm-smi-dev
+  librocm-smi-dev libamdhip64-dev
   libze-dev
 )
 
@@ -26,6 +26,9 @@ PKGS=(
 # python3-pytest: the Python package's tests (bindings/python/tests, tests/integration/test_python.sh).
 # librocm-smi-dev: rocm_smi/rocm_smi.h, against which tests/abi/check_rocm_smi_abi.c checks our
 # ROCm SMI declarations (src/abi/rocm_smi_abi.h); libgpum itself never includes it.
+# libamdhip64-dev: hip/hip_runtime_api.h, against which tests/abi/check_hip_abi.c checks our HIP
+# runtime declarations (src/abi/hip_abi.h). It brings Debian's real libamdhip64.so.5 along; the
+# tests never load it (their HIP programs find the simulator's libamdhip64.so.5 by RUNPATH).
 # libze-dev: level_zero/ze_api.h and zes_api.h (1.8.12), against which tests/abi/check_ze_abi.c
 # checks our Level Zero declarations (src/abi/ze_abi.h); no test loads the real loader.
 # python3-mypy: `make check` type-checks the Python package (bindings/python/gpum) with it.

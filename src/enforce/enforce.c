@@ -7,6 +7,9 @@
  * and name it in GPUM_FENCE for its children. Neither: the shim fences nothing. GPUM_ENFORCE=0
  * turns it off.
  *
+ * The HIP runtime (libamdhip64.so.5, hooks_hip.c) is reached the first two ways: linked calls,
+ * and dlsym on the handle of a dlopen'd runtime (HIP 5.x has no hipGetProcAddress).
+ *
  * The program reaches the driver three ways, and each lands on the wrappers: a call to a linked
  * symbol (the shim is preloaded, so its definitions come first), dlsym (the shim's dlsym gives
  * the wrapper when the real lookup found a real entry point the shim wraps), and
@@ -209,12 +212,13 @@ __attribute__((destructor)) static void enforce_fini(void) {
 /* --- The real entry points ------------------------------------------------------------------ */
 
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int cuda_loaded, nvml_loaded; /* 0 not yet, 1 loaded, -1 no driver */
+static _Atomic int cuda_loaded, nvml_loaded, hip_loaded; /* 0 not yet, 1 loaded, -1 none */
 
 #ifndef GPUM_ENFORCE_NO_DLSYM
 static bool wrapped_name(const char *s) {
 #define GPUM__ENF_IS(name) !strcmp(s, #name) ||
-  return GPUM_ENF_CUDA_WRAPPED(GPUM__ENF_IS) GPUM_ENF_NVML_WRAPPED(GPUM__ENF_IS) false;
+  return GPUM_ENF_CUDA_WRAPPED(GPUM__ENF_IS) GPUM_ENF_NVML_WRAPPED(GPUM__ENF_IS)
+      GPUM_ENF_HIP_WRAPPED(GPUM__ENF_IS) false;
 #undef GPUM__ENF_IS
 }
 #endif
@@ -239,6 +243,12 @@ static void load_nvml_from(void *h) {
   dlsym_fn ds = real_dlsym();
   GPUM_ENF_NVML_WRAPPED(GPUM__ENF_LOAD)
   GPUM_ENF_NVML_USED(GPUM__ENF_LOAD)
+}
+
+static void load_hip_from(void *h) {
+  dlsym_fn ds = real_dlsym();
+  GPUM_ENF_HIP_WRAPPED(GPUM__ENF_LOAD)
+  GPUM_ENF_HIP_USED(GPUM__ENF_LOAD)
 #undef GPUM__ENF_LOAD
 }
 
@@ -302,6 +312,28 @@ bool gpum__enf_nvml_ready(void *handle) {
   return atomic_load(&nvml_loaded) == 1;
 }
 
+bool gpum__enf_hip_ready(void *handle) {
+  int s = atomic_load_explicit(&hip_loaded, memory_order_acquire);
+  if (s == 1)
+    return true;
+  if (s == -1 && !handle_is_real(handle))
+    return false;
+  pthread_mutex_lock(&load_mu);
+  if (atomic_load(&hip_loaded) != 1) {
+    dlsym_fn ds = real_dlsym();
+    /* No loader of libgpum's to fall back on: a program that reaches a HIP wrapper has loaded
+     * the runtime itself, linked (RTLD_NEXT) or with dlopen (its handle). */
+    void *h = handle_is_real(handle) && ds(handle, "hipMalloc") ? handle
+              : ds(RTLD_NEXT, "hipMalloc")                      ? RTLD_NEXT
+                                                                : NULL;
+    if (h)
+      load_hip_from(h);
+    atomic_store_explicit(&hip_loaded, h ? 1 : -1, memory_order_release);
+  }
+  pthread_mutex_unlock(&load_mu);
+  return atomic_load(&hip_loaded) == 1;
+}
+
 void *gpum__enf_wrapper_for(const void *fn) {
   if (!fn || gpum__enf.passthrough)
     return NULL;
@@ -316,6 +348,7 @@ void *gpum__enf_wrapper_for(const void *fn) {
   }
   GPUM_ENF_CUDA_WRAPPED(GPUM__ENF_MATCH)
   GPUM_ENF_NVML_WRAPPED(GPUM__ENF_MATCH)
+  GPUM_ENF_HIP_WRAPPED(GPUM__ENF_MATCH)
 #undef GPUM__ENF_MATCH
   return NULL;
 }
@@ -374,7 +407,9 @@ GPUM_ENFORCE_EXPORT void *dlsym(void *handle, const char *symbol) {
       handle == RTLD_NEXT ? next_after(__builtin_return_address(0), symbol) : ds(handle, symbol);
   if (!r || gpum__enf.passthrough || !wrapped_name(symbol))
     return r;
-  bool ready = symbol[0] == 'c' ? gpum__enf_cuda_ready(handle) : gpum__enf_nvml_ready(handle);
+  bool ready = symbol[0] == 'c'   ? gpum__enf_cuda_ready(handle)
+               : symbol[0] == 'h' ? gpum__enf_hip_ready(handle)
+                                  : gpum__enf_nvml_ready(handle);
   void *w = ready ? gpum__enf_wrapper_for(r) : NULL;
   return w ? w : r;
 }

@@ -27,7 +27,7 @@ enum { KIND_PTR = 0, KIND_HANDLE = 1 };
 
 static _Atomic uint64_t gran[GPUM_FENCE_MAX_DEVICES];
 
-static bool fenced(void) {
+bool gpum__enf_fenced(void) {
   return !gpum__enf.passthrough && gpum__enf_fence();
 }
 
@@ -68,7 +68,7 @@ static int current_dev(void) {
 }
 
 bool gpum__enf_view(unsigned dev, uint64_t *limit, uint64_t *used) {
-  if (!fenced() || dev >= GPUM_FENCE_MAX_DEVICES)
+  if (!gpum__enf_fenced() || dev >= GPUM_FENCE_MAX_DEVICES)
     return false;
   gpum_fence_usage_t u;
   if (gpum_fence_usage(gpum__enf.fence, dev, &u) != 0)
@@ -81,8 +81,8 @@ bool gpum__enf_view(unsigned dev, uint64_t *limit, uint64_t *used) {
 static _Atomic uint64_t last_oom_ms;
 static _Atomic unsigned quiet_ooms;
 
-/* One line per second at most: reservation, device, limit, used, asked. */
-static void log_oom(unsigned dev, uint64_t used, uint64_t asked) {
+/* One line per second at most: reservation, device, limit, used, asked, the code returned. */
+static void log_oom(unsigned dev, uint64_t used, uint64_t asked, const char *code) {
   uint64_t now = gpum_clock_mono_ns() / 1000000, last = atomic_load(&last_oom_ms);
   if (last && now - last < 1000) {
     atomic_fetch_add(&quiet_ooms, 1);
@@ -101,49 +101,56 @@ static void log_oom(unsigned dev, uint64_t used, uint64_t asked) {
     snprintf(who, sizeof who, "GPUM_MEM_LIMIT");
   unsigned quiet = atomic_exchange(&quiet_ooms, 0);
   gpum__enf_log("%s: out of memory on device %u: limit %s, used %s, asked %s "
-                "(CUDA_ERROR_OUT_OF_MEMORY)%s%.0u%s",
+                "(%s)%s%.0u%s",
                 who, dev, gpum_size_format(fu.limit, l, sizeof l),
-                gpum_size_format(used, u, sizeof u), gpum_size_format(asked, a, sizeof a),
+                gpum_size_format(used, u, sizeof u), gpum_size_format(asked, a, sizeof a), code,
                 quiet ? "; " : "", quiet, quiet ? " more refused since the last line" : "");
 }
 
 static _Atomic bool warned_slots;
 
-/* Charges bytes on dev: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY; *charged says whether a
- * charge was taken (not when the device is past what a fence holds, or no slot was free). */
-static CUresult charge(int dev, uint64_t bytes, bool *charged) {
+bool gpum__enf_charge(int dev, uint64_t bytes, bool *charged, const char *oom_code) {
   *charged = false;
   if (dev < 0 || dev >= GPUM_FENCE_MAX_DEVICES)
-    return CUDA_SUCCESS;
+    return true;
   uint64_t used = 0;
   int rc = gpum_fence_charge(gpum__enf.fence, (unsigned)dev, bytes, &used);
   if (rc == GPUM_EDEVOOM && gpum__enf_grow((unsigned)dev, bytes))
     rc = gpum_fence_charge(gpum__enf.fence, (unsigned)dev, bytes, &used);
   if (rc == 0) {
     *charged = true;
-    return CUDA_SUCCESS;
+    return true;
   }
   if (rc == GPUM_EDEVOOM) {
-    log_oom((unsigned)dev, used, bytes);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    log_oom((unsigned)dev, used, bytes, oom_code);
+    return false;
   }
   /* Never worse than no shim: a fence that cannot take this process lets it through. */
   if (!atomic_exchange(&warned_slots, true))
     gpum__enf_log("cannot charge the fence (%s): this process is not fenced", gpum_strerror(rc));
-  return CUDA_SUCCESS;
+  return true;
+}
+
+/* Charges bytes on dev: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
+static CUresult charge(int dev, uint64_t bytes, bool *charged) {
+  return gpum__enf_charge(dev, bytes, charged, "CUDA_ERROR_OUT_OF_MEMORY")
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void gpum__enf_settle(bool ok, bool charged, unsigned kind, uint64_t key, int dev, uint64_t bytes) {
+  if (charged && (!ok || gpum__enf_map_put(kind, key, bytes, (unsigned)dev) != 0))
+    gpum_fence_uncharge(gpum__enf.fence, (unsigned)dev, bytes);
 }
 
 /* After the driver call: keeps the charge with what was allocated, or gives it back. */
 static CUresult settle(CUresult r, bool charged, unsigned kind, uint64_t key, int dev,
                        uint64_t bytes) {
-  if (!charged)
-    return r;
-  if (r != CUDA_SUCCESS || gpum__enf_map_put(kind, key, bytes, (unsigned)dev) != 0)
-    gpum_fence_uncharge(gpum__enf.fence, (unsigned)dev, bytes);
+  gpum__enf_settle(r == CUDA_SUCCESS, charged, kind, key, dev, bytes);
   return r;
 }
 
-static void give_back(unsigned kind, uint64_t key) {
+void gpum__enf_give_back(unsigned kind, uint64_t key) {
   uint64_t bytes;
   unsigned dev;
   if (gpum__enf_map_take(kind, key, &bytes, &dev)) {
@@ -173,7 +180,7 @@ static void give_back(unsigned kind, uint64_t key) {
 #define FENCED_ALLOC(name, dev_expr, bytes_expr, call)                               \
   do {                                                                               \
     NEED_REAL(name);                                                                 \
-    if (!fenced() || !dptr || (bytes_expr) == 0)                                     \
+    if (!gpum__enf_fenced() || !dptr || (bytes_expr) == 0)                           \
       return call;                                                                   \
     int dev_ = (dev_expr);                                                           \
     if (dev_ < 0)                                                                    \
@@ -234,7 +241,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitc
   NEED_REAL(cuMemAllocPitch_v2);
 #define REAL_PITCH \
   gpum__enf_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
-  int dev = fenced() && dptr && pPitch && WidthInBytes && Height ? current_dev() : -1;
+  int dev = gpum__enf_fenced() && dptr && pPitch && WidthInBytes && Height ? current_dev() : -1;
   if (dev < 0 || WidthInBytes > UINT64_MAX / 2 || Height > UINT64_MAX / round_to(WidthInBytes, 512))
     return REAL_PITCH;
   uint64_t est = charged_size((unsigned)dev, round_to(WidthInBytes, 512) * Height);
@@ -269,7 +276,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, s
   NEED_REAL(cuMemCreate);
 #define REAL_CREATE gpum__enf_real.cuMemCreate(handle, size, prop, flags)
   /* Host-located physical memory is not the device's. */
-  if (!fenced() || !handle || !prop || size == 0 ||
+  if (!gpum__enf_fenced() || !handle || !prop || size == 0 ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0)
     return REAL_CREATE;
   int dev = prop->location.id;
@@ -286,8 +293,8 @@ GPUM_ENFORCE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, s
 GPUM_ENFORCE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   NEED_REAL(cuMemFree_v2);
   CUresult r = gpum__enf_real.cuMemFree_v2(dptr);
-  if (r == CUDA_SUCCESS && fenced())
-    give_back(KIND_PTR, dptr);
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
+    gpum__enf_give_back(KIND_PTR, dptr);
   return r;
 }
 
@@ -296,24 +303,24 @@ GPUM_ENFORCE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 GPUM_ENFORCE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   NEED_REAL(cuMemFreeAsync);
   CUresult r = gpum__enf_real.cuMemFreeAsync(dptr, hStream);
-  if (r == CUDA_SUCCESS && fenced())
-    give_back(KIND_PTR, dptr);
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
+    gpum__enf_give_back(KIND_PTR, dptr);
   return r;
 }
 
 GPUM_ENFORCE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   NEED_REAL(cuMemFreeAsync_ptsz);
   CUresult r = gpum__enf_real.cuMemFreeAsync_ptsz(dptr, hStream);
-  if (r == CUDA_SUCCESS && fenced())
-    give_back(KIND_PTR, dptr);
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
+    gpum__enf_give_back(KIND_PTR, dptr);
   return r;
 }
 
 GPUM_ENFORCE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   NEED_REAL(cuMemRelease);
   CUresult r = gpum__enf_real.cuMemRelease(handle);
-  if (r == CUDA_SUCCESS && fenced())
-    give_back(KIND_HANDLE, handle);
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
+    gpum__enf_give_back(KIND_HANDLE, handle);
   return r;
 }
 
@@ -322,7 +329,7 @@ GPUM_ENFORCE_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   CUresult r = gpum__enf_real.cuMemGetInfo_v2(free, total);
   uint64_t limit, used;
   int dev;
-  if (r != CUDA_SUCCESS || !fenced() || (dev = current_dev()) < 0 ||
+  if (r != CUDA_SUCCESS || !gpum__enf_fenced() || (dev = current_dev()) < 0 ||
       !gpum__enf_view((unsigned)dev, &limit, &used))
     return r;
   if (limit < *total)
@@ -337,8 +344,8 @@ GPUM_ENFORCE_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   NEED_REAL(cuDeviceTotalMem_v2);
   CUresult r = gpum__enf_real.cuDeviceTotalMem_v2(bytes, dev);
   uint64_t limit, used;
-  if (r == CUDA_SUCCESS && fenced() && dev >= 0 && gpum__enf_view((unsigned)dev, &limit, &used) &&
-      limit < *bytes)
+  if (r == CUDA_SUCCESS && gpum__enf_fenced() && dev >= 0 &&
+      gpum__enf_view((unsigned)dev, &limit, &used) && limit < *bytes)
     *bytes = limit;
   return r;
 }

@@ -36,6 +36,7 @@
 #include <sys/types.h>
 
 #include "cuda_abi.h"
+#include "hip_abi.h"
 #include "nvml_abi.h"
 #include "rocm_smi_abi.h"
 #include "ze_abi.h"
@@ -57,6 +58,12 @@ GPUM_CUDA_FUNCS_OTHER(GPUM__SIM_CUDA_DECL_OTHER)
 #define GPUM__SIM_RSMI_DECL(name, params) rsmi_status_t name params;
 GPUM_RSMI_FUNCS(GPUM__SIM_RSMI_DECL)
 #undef GPUM__SIM_RSMI_DECL
+#define GPUM__SIM_HIP_DECL(name, params) hipError_t name params;
+GPUM_HIP_FUNCS(GPUM__SIM_HIP_DECL)
+#undef GPUM__SIM_HIP_DECL
+#define GPUM__SIM_HIP_DECL_STR(name, params) const char *name params;
+GPUM_HIP_FUNCS_STR(GPUM__SIM_HIP_DECL_STR)
+#undef GPUM__SIM_HIP_DECL_STR
 #define GPUM__SIM_ZE_DECL(name, params) ze_result_t name params;
 GPUM_ZE_FUNCS(GPUM__SIM_ZE_DECL)
 GPUM_ZES_INIT_FUNCS(GPUM__SIM_ZE_DECL)
@@ -292,6 +299,8 @@ void gpum__sim_sleep_ms(uint64_t ms);
 unsigned gpum__sim_vendor_count(const struct gpum__sim_node *n, uint32_t vendor);
 /* The node index of vendor's device number k, or -1 when there is none. */
 int gpum__sim_vendor_dev(const struct gpum__sim_node *n, uint32_t vendor, unsigned k);
+/* "nvidia", "amd": a GPUM__SIM_V_* as node specs write it. */
+const char *gpum__sim_vendor_name(uint32_t vendor);
 /* The number of node device idx among its vendor's devices. */
 unsigned gpum__sim_vendor_ord(const struct gpum__sim_node *n, unsigned idx);
 
@@ -423,6 +432,7 @@ static inline void gpum__sim_fork_mutex(pthread_mutex_t *m, gpum__sim_fork_phase
 void gpum__sim_ctx_atfork(gpum__sim_fork_phase_t ph);  /* cuda_ctx.c: cu_mu */
 void gpum__sim_nvml_atfork(gpum__sim_fork_phase_t ph); /* nvml_device.c: its library's mu */
 void gpum__sim_rocm_atfork(gpum__sim_fork_phase_t ph); /* rocm_smi.c: its library's mu */
+void gpum__sim_hip_atfork(gpum__sim_fork_phase_t ph);  /* hip.c: init_mu, blk_mu, host_mu */
 void gpum__sim_ze_atfork(gpum__sim_fork_phase_t ph);   /* level_zero.c: its library's mu */
 
 /* A driver library's initialisation (nvmlInit/nvmlShutdown, rsmi_init/rsmi_shut_down), in
