@@ -80,8 +80,9 @@ last = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 a, b = last["devices"]
 assert a["utilization"]["gpu"] == 60, a["utilization"]
 assert b["utilization"]["gpu"] == 0, b["utilization"]
+# Between idle (90 W) and max (580 W), give or take the steps of the microjoule counter.
 for x in (a, b):
-    assert 90.0 <= x["power_w"] <= 580.0, x["power_w"]
+    assert 89.0 <= x["power_w"] <= 581.0, x["power_w"]
 ' "$f" || t_fail "utilisation and power in later frames: $(tail -n 1 "$f")"
 t_ok "utilisation and power from engine activity and energy deltas"
 
