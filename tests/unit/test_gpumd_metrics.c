@@ -190,11 +190,11 @@ static void test_structure_and_escaping(void **state) {
   assert_true(has_line(t, "gpumd_up 1"));
   assert_true(has_line(t, "gpum_reservation_reserved_bytes{reservation=\"r-1\",label=\"lab\\\"el\","
                           "slurm_job_id=\"\",slurm_step_id=\"\",gpu=\"0\",uuid=\"GPU-a\\\"b\\\\c\","
-                          "model=\"Model\\nX\"} 10737418240"));
+                          "model=\"Model\\nX\",vendor=\"unknown\"} 10737418240"));
   assert_true(has_line(t, "gpum_reservations{state=\"granted\"} 1"));
   assert_true(has_line(t, "gpum_queue_length 0"));
   assert_true(has_line(t, "gpum_device_power_limit_watts{gpu=\"1\",uuid=\"GPU-plain\","
-                          "model=\"NVIDIA A100-SXM4-80GB\"} 400"));
+                          "model=\"NVIDIA A100-SXM4-80GB\",vendor=\"nvidia\"} 400"));
 }
 
 /* A Slurm step's reservation carries its job and step ids as labels. */
@@ -209,9 +209,10 @@ static void test_slurm_ids(void **state) {
   assert_int_equal(gpumd_sched_submit(f->d.sched, NULL, &req, 1000, NULL), 0);
   const char *t = render(f);
   check_structure(t);
-  assert_true(has_line(t, "gpum_reservation_reserved_bytes{reservation=\"r-1\",label=\"slurm job "
-                          "12345 step 0\",slurm_job_id=\"12345_7\",slurm_step_id=\"batch\","
-                          "gpu=\"0\",uuid=\"GPU-a\\\"b\\\\c\",model=\"Model\\nX\"} 2147483648"));
+  assert_true(has_line(
+      t, "gpum_reservation_reserved_bytes{reservation=\"r-1\",label=\"slurm job "
+         "12345 step 0\",slurm_job_id=\"12345_7\",slurm_step_id=\"batch\","
+         "gpu=\"0\",uuid=\"GPU-a\\\"b\\\\c\",model=\"Model\\nX\",vendor=\"unknown\"} 2147483648"));
 }
 
 /* A label value that is not UTF-8 (a damaged ledger row that got through) is written with '?'
@@ -223,9 +224,10 @@ static void test_label_not_utf8(void **state) {
   const char *t = render(f);
   check_structure(t);
   assert_true(gpumd_utf8_valid(t, strlen(t)));
-  assert_true(has_line(t, "gpum_reservation_reserved_bytes{reservation=\"r-1\",label=\"bad ?? "
-                          "\xc3\xa9t?\",slurm_job_id=\"\",slurm_step_id=\"\",gpu=\"0\",uuid="
-                          "\"GPU-a\\\"b\\\\c\",model=\"Model\\nX\"} 10737418240"));
+  assert_true(has_line(t,
+                       "gpum_reservation_reserved_bytes{reservation=\"r-1\",label=\"bad ?? "
+                       "\xc3\xa9t?\",slurm_job_id=\"\",slurm_step_id=\"\",gpu=\"0\",uuid="
+                       "\"GPU-a\\\"b\\\\c\",model=\"Model\\nX\",vendor=\"unknown\"} 10737418240"));
 }
 
 static void test_no_sample_no_series(void **state) {
@@ -268,7 +270,8 @@ static void test_counters(void **state) {
   assert_true(has_line(t, "gpum_queue_wait_seconds_bucket{le=\"+Inf\"} 3"));
   assert_true(has_line(t, "gpum_queue_wait_seconds_sum 5"));
   assert_true(has_line(t, "gpum_reservation_transitions_total{state=\"released\"} 1"));
-  const char *dev1 = "gpu=\"1\",uuid=\"GPU-plain\",model=\"NVIDIA A100-SXM4-80GB\"";
+  const char *dev1 =
+      "gpu=\"1\",uuid=\"GPU-plain\",model=\"NVIDIA A100-SXM4-80GB\",vendor=\"nvidia\"";
   char line[512];
   snprintf(line, sizeof line, "gpum_xid_errors_total{%s,xid=\"79\"} 1", dev1);
   assert_true(has_line(t, line));
