@@ -6,7 +6,7 @@
  * set), "rocm" (AMD's librocm_smi64 loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
  * set; $GPUM_ROCM_SMI_LIBRARY overrides), "levelzero" (Intel GPUs through Level Zero Sysman:
  * libze_loader loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is set;
- * $GPUM_LEVEL_ZERO_LIBRARY overrides; only when asked for: auto does not try it yet) and "host"
+ * $GPUM_LEVEL_ZERO_LIBRARY overrides) and "host"
  * (the CPU fallback: one device "cpu" with host RAM as memory and CPU load as utilisation,
  * flagged is_host everywhere it is shown).
  * "auto" loads every vendor library present and lists the devices of each that finds one
@@ -58,6 +58,9 @@ typedef struct {
   /* ROCm SMI library to dlopen. NULL: $GPUM_ROCM_SMI_LIBRARY, else libgpum_sim.so when
    * $GPUM_SIM_NODE is set, else librocm_smi64.so.1 then librocm_smi64.so. */
   const char *rocm_library;
+  /* Level Zero loader to dlopen. NULL: $GPUM_LEVEL_ZERO_LIBRARY, else libgpum_sim.so when
+   * $GPUM_SIM_NODE is set, else libze_loader.so.1 then libze_loader.so. */
+  const char *level_zero_library;
   /* Transient-error retries per call (default 5) and the first backoff (default 10 ms, doubled
    * each time, with +-50% jitter). 0 retries: fail at once. Use -1 for the defaults. */
   int retries;
@@ -248,6 +251,7 @@ GPUM_API int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_
 /* --- From the configuration ---------------------------------------------------------------- */
 
 /* The options a configuration gives the device layer: backend, nvml.library, rocm_smi.library,
+ * level_zero.library,
  * retry.count
  * (clamped to 0..100) and retry.base (to 60 s); cfg NULL: the defaults. Strings point into
  * cfg. Returns 0 or GPUM_EINVAL (an unknown backend). Thread-safe. */

@@ -101,8 +101,8 @@ typedef struct {
 
 typedef struct {
   unsigned index;        /* the node's (--device of gpum sim set/inject/hold) */
-  char vendor[16];       /* "nvidia", "amd": which driver interface shows it */
-  unsigned vendor_index; /* its number in that interface (NVML's, ROCm SMI's) */
+  char vendor[16];       /* "nvidia", "amd", "intel": which interface shows it */
+  unsigned vendor_index; /* its number there (NVML's, ROCm SMI's, Level Zero's) */
   char name[96];
   char uuid[96];
   char pci_bus_id[32];

@@ -39,6 +39,8 @@ const char *gpum__sim_vendor_name(uint32_t vendor) {
     return "nvidia";
   case GPUM__SIM_V_AMD:
     return "amd";
+  case GPUM__SIM_V_INTEL:
+    return "intel";
   default:
     return "unknown";
   }

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# A node of several vendors through backend auto (docs/devices.md, "Nodes of several vendors"):
-# the simulated node lists its AMD devices before its NVIDIA ones, and auto still shows NVIDIA
-# (NVML) first, then AMD (ROCm SMI), each vendor in its own order, with the vendor and its own
-# number in `gpum status` (text and JSON), `gpum top --once`, gpumd's status (socket and REST),
-# /metrics (a vendor label on every device row, promtool-clean) and the reservations; the same
-# indexes and UUIDs on a second run. Reservations on any vendor: --type amd is granted an AMD
-# GPU and the job gets ROCR_VISIBLE_DEVICES (UUIDs) and HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES
-# empty; an NVIDIA grant gets CUDA_VISIBLE_DEVICES and no ROCm variable; a two-GPU reservation
-# is of one vendor, and three GPUs of one vendor never fit a node with two of each. `gpum slurm
-# conf` writes the AMD GPUs as render nodes with each line's env flag. rocm_smi.library names
-# the library; auto without it shows the NVIDIA devices alone, and a node where no vendor
-# library loads falls back to the host.
+# A node of three vendors through backend auto (docs/devices.md, "Nodes of several vendors"):
+# the simulated node lists an Intel and an AMD device before its NVIDIA ones, and auto still
+# shows NVIDIA (NVML) first, then AMD (ROCm SMI), then Intel (Level Zero), each vendor in its own
+# order, with the vendor and its own number in `gpum sim status`, `gpum status` (text and
+# JSON), `gpum top --once`, gpumd's status (socket and REST), /metrics (a vendor label on every
+# device row, promtool-clean) and the reservations; the same indexes and UUIDs on a second run.
+# Reservations on any vendor: --type amd is granted an AMD GPU and the job gets
+# ROCR_VISIBLE_DEVICES (UUIDs) and HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES empty; --type intel
+# gets ZE_AFFINITY_MASK; an NVIDIA grant gets CUDA_VISIBLE_DEVICES and no ROCm variable; a
+# two-GPU reservation is of one vendor, and three GPUs of one vendor never fit a node with two
+# of each. `gpum slurm conf` writes AMD and Intel GPUs as render nodes with each line's env flag.
+# rocm_smi.library names the library; auto without it shows the other vendors' devices, and a
+# node where no vendor library loads falls back to the host.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/http_lib.sh"
-unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES GPUM_NVML_LIBRARY GPUM_ROCM_SMI_LIBRARY GPUM_COLOR NO_COLOR
+unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES GPUM_NVML_LIBRARY GPUM_ROCM_SMI_LIBRARY GPUM_LEVEL_ZERO_LIBRARY \
+  GPUM_COLOR NO_COLOR
 G=$GPUM_BIN
 out=$T_OUT
 
@@ -24,6 +26,7 @@ cat >"$spec" <<'YAML'
 name: mixed
 driver_version: "6.7.0"
 devices:
+  - vendor: intel
   - vendor: amd
     name: "AMD Instinct MI300X"
     memory: 192GiB
@@ -40,24 +43,26 @@ t_sim_start "$spec"
 # gpum sim status numbers the node's devices in spec order and says each one's vendor and its
 # number there (what the --device of gpum sim set/inject/hold means on a mixed node).
 t_expect 0 "$G" sim status "$T_NODE"
-grep -Eq '^  \[0\] amd 0  AMD Instinct MI300X ' "$out" || t_fail "sim status node device 0: $(cat "$out")"
-grep -Eq '^  \[1\] nvidia 0  NVIDIA H100' "$out" || t_fail "sim status node device 1: $(cat "$out")"
-grep -Eq '^  \[3\] amd 1  AMD Instinct MI300X ' "$out" || t_fail "sim status node device 3: $(cat "$out")"
+grep -Eq '^  \[0\] intel 0  Intel\(R\) Data Center GPU Max 1550 ' "$out" || t_fail "sim status node device 0: $(cat "$out")"
+grep -Eq '^  \[1\] amd 0  AMD Instinct MI300X ' "$out" || t_fail "sim status node device 1: $(cat "$out")"
+grep -Eq '^  \[2\] nvidia 0  NVIDIA H100' "$out" || t_fail "sim status node device 2: $(cat "$out")"
+grep -Eq '^  \[4\] amd 1  AMD Instinct MI300X ' "$out" || t_fail "sim status node device 4: $(cat "$out")"
 t_expect 0 "$G" sim status "$T_NODE" --json
 t_pyjson "$out" '
 got = [(x["index"], x["vendor"], x["vendor_index"]) for x in d["devices"]]
-assert got == [(0, "amd", 0), (1, "nvidia", 0), (2, "nvidia", 1), (3, "amd", 1)], got
+assert got == [(0, "intel", 0), (1, "amd", 0), (2, "nvidia", 0), (3, "nvidia", 1), (4, "amd", 1)], got
 ' || t_fail "sim status --json vendors"
 t_ok "gpum sim status: spec order, each device's vendor and number there"
 
 t_expect 0 "$G" status
-[ "$(grep -c '^\[[0-9]\] ' "$out")" -eq 4 ] || t_fail "expected 4 device lines: $(cat "$out")"
+[ "$(grep -c '^\[[0-9]\] ' "$out")" -eq 5 ] || t_fail "expected 5 device lines: $(cat "$out")"
 grep -Eq '^\[0\] NVIDIA H100 80GB HBM3 \(nvidia 0\) ' "$out" || t_fail "device 0: $(cat "$out")"
 grep -Eq '^\[1\] NVIDIA H100 80GB HBM3 \(nvidia 1\) ' "$out" || t_fail "device 1: $(cat "$out")"
 grep -Eq '^\[2\] AMD Instinct MI300X \(amd 0\) ' "$out" || t_fail "device 2: $(cat "$out")"
 grep -Eq '^\[3\] AMD Instinct MI300X \(amd 1\) ' "$out" || t_fail "device 3: $(cat "$out")"
-grep -q 'mixed: nvml: .*; rocm: ' "$out" || t_fail "the header names both backends: $(cat "$out")"
-t_ok "gpum status: NVIDIA first, then AMD, each with its vendor and number"
+grep -Eq '^\[4\] Intel\(R\) Data Center GPU Max 1550 \(intel 0\) ' "$out" || t_fail "device 4: $(cat "$out")"
+grep -q 'mixed: nvml: .*; rocm: .*; levelzero: ' "$out" || t_fail "the header names the three backends: $(cat "$out")"
+t_ok "gpum status: NVIDIA first, then AMD, then Intel, each with its vendor and number"
 
 t_expect 0 "$G" status --json
 cp "$out" "$T_SCRATCH/first.json"
@@ -65,10 +70,10 @@ t_pyjson "$out" '
 assert d["backend"] == "mixed", d["backend"]
 devs = d["devices"]
 assert [(x["index"], x["vendor"], x["vendor_index"]) for x in devs] == [
-    (0, "nvidia", 0), (1, "nvidia", 1), (2, "amd", 0), (3, "amd", 1)], devs
+    (0, "nvidia", 0), (1, "nvidia", 1), (2, "amd", 0), (3, "amd", 1), (4, "intel", 0)], devs
 assert all(x["state"] == "AVAILABLE" for x in devs), devs
-assert all(x["uuid"].startswith("GPU-") for x in devs), devs
-assert len({x["uuid"] for x in devs}) == 4, devs
+assert all(x["uuid"].startswith("GPU-") for x in devs[:4]), devs
+assert len({x["uuid"] for x in devs}) == 5, devs
 ' || t_fail "status --json"
 t_expect 0 "$G" status --json
 python3 - "$T_SCRATCH/first.json" "$out" <<'PY' || t_fail "a second run numbers the devices differently"
@@ -88,21 +93,25 @@ t_expect 0 "$G" slurm conf --node n1
 grep -qx 'Name=gpu Type=h100_80gb File=/dev/nvidia0 Flags=nvidia_gpu_env' "$out" || t_fail "slurm conf nvidia: $(cat "$out")"
 grep -qx 'Name=gpu Type=mi300x File=/dev/dri/renderD128 Flags=amd_gpu_env' "$out" || t_fail "slurm conf amd 0: $(cat "$out")"
 grep -qx 'Name=gpu Type=mi300x File=/dev/dri/renderD129 Flags=amd_gpu_env' "$out" || t_fail "slurm conf amd 1: $(cat "$out")"
-grep -q 'Gres=gpu:h100_80gb:2,gpu:mi300x:2,shard:' "$out" || t_fail "slurm conf Gres: $(cat "$out")"
-t_ok "gpum slurm conf: AMD GPUs as render nodes, each line with its vendor's env flag"
+grep -qx 'Name=gpu Type=max1550 File=/dev/dri/renderD130 Flags=intel_gpu_env' "$out" || t_fail "slurm conf intel 0: $(cat "$out")"
+grep -q 'Gres=gpu:h100_80gb:2,gpu:mi300x:2,gpu:max1550:1,shard:' "$out" || t_fail "slurm conf Gres: $(cat "$out")"
+t_ok "gpum slurm conf: AMD and Intel GPUs as render nodes, each line with its vendor's env flag"
 
 # rocm_smi.library (--rocm-smi-library) chooses the ROCm SMI library, as nvml.library NVML's.
 t_expect 1 "$G" --backend rocm --rocm-smi-library /nonexistent/librocm_smi64.so.1 status
 grep -q 'cannot load the ROCm SMI library (chosen by option): /nonexistent/librocm_smi64.so.1' "$T_ERR" ||
   t_fail "--rocm-smi-library: $(cat "$T_ERR")"
 t_expect 0 "$G" --rocm-smi-library /nonexistent/librocm_smi64.so.1 status --json
-t_pyjson "$out" 'assert d["backend"] == "nvml" and len(d["devices"]) == 2, d["backend"]' ||
-  t_fail "auto without a loadable ROCm SMI: the NVIDIA devices alone"
+t_pyjson "$out" '
+assert d["backend"] == "mixed", d["backend"]
+assert [x["vendor"] for x in d["devices"]] == ["nvidia", "nvidia", "intel"], d["devices"]
+' || t_fail "auto without a loadable ROCm SMI: the NVIDIA and Intel devices alone"
 t_ok "rocm_smi.library chooses the library; auto goes on without it"
 
 # No vendor library: the host.
 GPUM_SIM_NODE= GPUM_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 \
-  GPUM_ROCM_SMI_LIBRARY=/nonexistent/librocm_smi64.so.1 t_expect 0 "$G" status --json
+  GPUM_ROCM_SMI_LIBRARY=/nonexistent/librocm_smi64.so.1 \
+  GPUM_LEVEL_ZERO_LIBRARY=/nonexistent/libze_loader.so.1 t_expect 0 "$G" status --json
 t_pyjson "$out" '
 assert d["backend"] == "host", d["backend"]
 assert [x["vendor"] for x in d["devices"]] == ["host"], d["devices"]
@@ -114,14 +123,15 @@ t_wait_file "$GPUM_STATE_DIR/http.addr"
 hp '
 s = expect("GET", "/api/v1/gpu/status", 200)
 got = [(d["index"], d["vendor"], d["vendor_index"]) for d in s["devices"]]
-assert got == [(0, "nvidia", 0), (1, "nvidia", 1), (2, "amd", 0), (3, "amd", 1)], got
+assert got == [(0, "nvidia", 0), (1, "nvidia", 1), (2, "amd", 0), (3, "amd", 1), (4, "intel", 0)], got
 st, hd, text = call("GET", "/metrics")
 used = [l for l in text.splitlines() if l.startswith("gpum_device_memory_used_bytes{")]
-assert len(used) == 4, used
+assert len(used) == 5, used
 assert sum("vendor=\"amd\"" in l for l in used) == 2 and sum("vendor=\"nvidia\"" in l for l in used) == 2, used
 open(args[0], "w").write(text)
 c = gpumd_client.Client()
-assert [d["vendor"] for d in c.ok("status")["devices"]] == ["nvidia", "nvidia", "amd", "amd"]
+assert [d["vendor"] for d in c.ok("status")["devices"]] == ["nvidia", "nvidia", "amd", "amd", "intel"]
+assert sum("vendor=\"intel\"" in l for l in used) == 1, used
 ' "$T_SCRATCH/metrics.txt" || t_fail "gpumd status, REST and /metrics"
 PROMTOOL=$(command -v promtool || echo "$GPUM_SOURCE_DIR/.cache/tools/bin/promtool")
 [ -x "$PROMTOOL" ] || t_fail "promtool not found (scripts/deps.sh extracts it into .cache/tools/bin)"
@@ -147,6 +157,13 @@ cuda=$(envof "$out" CUDA_VISIBLE_DEVICES)
 [ "$cuda" = "$(uuid_of 0)" ] || [ "$cuda" = "$(uuid_of 1)" ] || t_fail "CUDA_VISIBLE_DEVICES '$cuda'"
 [ "$(envof "$out" ROCR_VISIBLE_DEVICES)" = "<unset>" ] || t_fail "an NVIDIA grant sets ROCR_VISIBLE_DEVICES"
 t_ok "--type nvidia: CUDA_VISIBLE_DEVICES, no ROCm variable"
+
+t_expect 0 "$G" run --mem 1GiB --type intel -q -- env
+[ "$(envof "$out" ZE_AFFINITY_MASK)" = 0 ] || t_fail "ZE_AFFINITY_MASK: $(envof "$out" ZE_AFFINITY_MASK)"
+[ "$(envof "$out" CUDA_VISIBLE_DEVICES)" = "" ] || t_fail "CUDA_VISIBLE_DEVICES is not empty for an Intel grant"
+[ "$(envof "$out" ROCR_VISIBLE_DEVICES)" = "<unset>" ] || t_fail "an Intel grant sets ROCR_VISIBLE_DEVICES"
+[ "$(envof "$out" GPUM_RESERVATION_DEVICES)" = "$(uuid_of 4)" ] || t_fail "GPUM_RESERVATION_DEVICES of an Intel grant"
+t_ok "--type intel: ZE_AFFINITY_MASK, Level Zero's number of the GPU"
 
 t_expect 0 "$G" run --mem 1GiB --gpus 2 --type amd -q -- env
 [ "$(envof "$out" HIP_VISIBLE_DEVICES)" = "0,1" ] || t_fail "two AMD GPUs: HIP_VISIBLE_DEVICES $(envof "$out" HIP_VISIBLE_DEVICES)"

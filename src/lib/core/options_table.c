@@ -19,8 +19,8 @@
 static const gpum_option_def_t builtin_table[] = {
     {"backend", GPUM_OPT_ENUM, "auto", "auto|nvml|rocm|levelzero|host", UNBOUNDED, false,
      "Device backend: nvml for NVIDIA GPUs, rocm for AMD GPUs (ROCm SMI), levelzero for Intel "
-     "GPUs (Level Zero Sysman; only when asked for), host for the CPU fallback, auto for the "
-     "devices of every vendor library that loads and finds some (one list: NVIDIA, then AMD), "
+     "GPUs (Level Zero Sysman), host for the CPU fallback, auto for the devices of every "
+     "vendor library that loads and finds some (one list: NVIDIA, then AMD, then Intel), "
      "else host."},
     {"devices", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
      "Devices to use, as comma-separated indices such as \"0,2\"; empty means all."},
@@ -28,6 +28,8 @@ static const gpum_option_def_t builtin_table[] = {
      "Path of the NVML library to load instead of libnvidia-ml.so.1."},
     {"rocm_smi.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
      "Path of the ROCm SMI library to load instead of librocm_smi64.so.1."},
+    {"level_zero.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Path of the Level Zero loader to load instead of libze_loader.so.1."},
     {"cuda.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
      "Path of the CUDA driver library to load instead of libcuda.so.1."},
     {"sim.node", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,

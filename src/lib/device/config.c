@@ -27,6 +27,8 @@ int gpum_device_opts_from_config(const gpum_config_t *cfg, gpum_device_open_opts
   opts->nvml_library = (lib && *lib) ? lib : NULL;
   lib = gpum_config_get_string(cfg, "rocm_smi.library");
   opts->rocm_library = (lib && *lib) ? lib : NULL;
+  lib = gpum_config_get_string(cfg, "level_zero.library");
+  opts->level_zero_library = (lib && *lib) ? lib : NULL;
   int64_t retries = gpum_config_get_int(cfg, "retry.count");
   opts->retries = retries < 0 ? 0 : (retries > 100 ? 100 : (int)retries);
   uint64_t base = gpum_config_get_duration(cfg, "retry.base");

@@ -263,13 +263,14 @@ void gpum_device_open_opts_init(gpum_device_open_opts_t *opts) {
   opts->backend = GPUM_BACKEND_AUTO;
   opts->nvml_library = NULL;
   opts->rocm_library = NULL;
+  opts->level_zero_library = NULL;
   opts->retries = -1;
   opts->retry_base_ms = -1;
 }
 
 int gpum__device_opts_dup(const gpum_device_open_opts_t *src, gpum_device_open_opts_t *dst,
                           char **block) {
-  const char **paths[] = {&dst->nvml_library, &dst->rocm_library};
+  const char **paths[] = {&dst->nvml_library, &dst->rocm_library, &dst->level_zero_library};
   enum { N = sizeof paths / sizeof paths[0] };
   *dst = *src;
   *block = NULL;
@@ -347,8 +348,8 @@ static void log_selection(const char *line) {
 }
 
 /* The vendor backends auto tries, in the order their devices are listed. */
-static const struct gpum__backend *const vendor_backends[] = {&gpum__backend_nvml,
-                                                              &gpum__backend_rocm};
+static const struct gpum__backend *const vendor_backends[] = {
+    &gpum__backend_nvml, &gpum__backend_rocm, &gpum__backend_level_zero};
 
 /* auto: every vendor backend that loads and finds a device, in one list (mixed.c), else host;
  * says which and why at info level. */

@@ -352,9 +352,8 @@ static void describe(gpum_device_session_t *s, ze_t *z, const gpum__libpath_t *l
 }
 
 static int ze_open(gpum_device_session_t *s, const gpum_device_open_opts_t *opts) {
-  (void)opts;
   gpum__libpath_t lp;
-  int rc = gpum__libpath_resolve(GPUM__LIB_LEVEL_ZERO, NULL, &lp);
+  int rc = gpum__libpath_resolve(GPUM__LIB_LEVEL_ZERO, opts ? opts->level_zero_library : NULL, &lp);
   if (rc)
     return rc;
   ze_t *z = calloc(1, sizeof *z);
