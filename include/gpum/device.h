@@ -89,6 +89,7 @@ enum {
   GPUM_INFO_TEMP_SLOWDOWN = 1u << 6,
   GPUM_INFO_TEMP_SHUTDOWN = 1u << 7,
   GPUM_INFO_ECC_MODE = 1u << 8,
+  GPUM_INFO_MIG = 1u << 9, /* a MIG instance: parent_uuid, parent_index, mig_gi, mig_ci */
 };
 
 typedef struct {
@@ -104,6 +105,12 @@ typedef struct {
   bool is_host;       /* the CPU fallback device */
   const char *vendor; /* "nvidia", "amd", "host" */
   uint32_t valid;     /* GPUM_INFO_* */
+  /* NVIDIA MIG (docs/devices.md): a GPU in MIG mode is listed as its MIG instances. For an
+   * instance: the parent GPU's UUID and NVML index, its GPU and compute instance ids; a whole
+   * GPU has parent_uuid "" and parent_index -1. */
+  char parent_uuid[GPUM_UUID_LEN];
+  int parent_index;
+  unsigned mig_gi, mig_ci;
 } gpum_device_info_t;
 
 /* Static info for device index. Returns 0, GPUM_ENODEV (bad index), GPUM_ELOST, GPUM_ERESET or

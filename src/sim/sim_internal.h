@@ -63,7 +63,7 @@ GPUM_RSMI_FUNCS(GPUM__SIM_RSMI_DECL)
 #define GPUM__SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
 
 #define GPUM__SIM_MAGIC 0x314d495355504747ULL /* "GGPUSIM1" little-endian */
-#define GPUM__SIM_LAYOUT_VERSION 3u           /* 3: a vendor per device */
+#define GPUM__SIM_LAYOUT_VERSION 4u           /* 3: a vendor per device; 4: MIG instances */
 #define GPUM__SIM_MAX_DEVICES GPUM_SIM_MAX_DEVICES
 /* The VMM granularity (minimum and recommended). */
 #define GPUM__SIM_GRAN (2ull << 20)
@@ -125,7 +125,18 @@ struct gpum__sim_dev_spec {
   unsigned process_stride; /* 24, or 32 for the early-R535 quirk */
   double thermal_tau_s;    /* time constant of the temperature lag */
   double power_tau_s;      /* time constant of the power lag */
+  /* MIG. A MIG-capable parent: mig_mode and mig_pending (NVML_DEVICE_MIG_*), mig_capable.
+   * Its instances are node devices of their own, after every spec device (spec.c expands
+   * them), with mig_of = the parent's node index + 1 (0: not an instance), mig_index (the MIG
+   * device index under the parent), mig_gi and mig_ci (GPU and compute instance ids). NVML
+   * and CUDA never number an instance as a GPU (vendor.c skips them). */
+  uint32_t mig_capable, mig_mode, mig_pending;
+  uint32_t mig_of, mig_index, mig_gi, mig_ci;
+  uint32_t mig_n;       /* parent, while parsing: profiles in mig_prof */
+  char mig_prof[7][16]; /* parent, while parsing: "3g.40gb" */
 };
+/* The most MIG instances one GPU has (an A100/H100: seven 1g profiles). */
+#define GPUM__SIM_MIG_MAX 7u
 
 /* A scheduled fault from the spec: applied once, at node start + at_ms. */
 struct gpum__sim_sched_fault {
@@ -293,6 +304,9 @@ int gpum__sim_spec_load(const char *path, struct gpum__sim_node_spec *out);
 /* Sets the node name and generates the UUIDs the spec did not give (deterministic from the
  * name and the device index). */
 void gpum__sim_spec_set_name(struct gpum__sim_node_spec *s, const char *name);
+/* A MIG profile name, "<slices>g.<memory>gb" ("3g.40gb"), to its compute slices (1-7) and
+ * memory in GB (taken as GiB by the simulator). 0, or -1 when s is not one. Pure. */
+int gpum__sim_mig_profile(const char *s, unsigned *slices, unsigned *mem_gb);
 /* Metric name ("power") to GPUM__SIM_M_* bit, 0 when unknown. */
 uint32_t gpum__sim_metric_bit(const char *name);
 
