@@ -205,6 +205,9 @@ typedef struct {
   bool memory_valid;              /* false when the driver reports "not available" */
   char user[GPUM_USER_LEN];       /* from /proc; "" when the pid is not visible here */
   char command[GPUM_COMMAND_LEN]; /* from /proc/PID/cmdline, spaces between args */
+  /* An MPS control daemon's server (command nvidia-cuda-mps-server): the device is served by
+   * MPS (docs/devices.md). */
+  bool mps_server;
 } gpum_process_t;
 
 /* Lists the processes using device index (compute and graphics, each pid once). Writes up to

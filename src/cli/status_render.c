@@ -22,12 +22,23 @@ static bool valid(const cli_dev_snap_t *d, gpum_metric_t m) {
   return gpum_sample_valid(&d->sample, m);
 }
 
+/* True when an MPS control daemon's server runs on the device (among its processes). */
+static bool device_mps(const cli_dev_snap_t *d) {
+  for (size_t k = 0; k < d->nprocs; k++)
+    if (d->procs[k].mps_server)
+      return true;
+  return false;
+}
+
 static void device_name(const cli_dev_snap_t *d, char *buf, size_t len) {
   const char *name = (d->info.valid & GPUM_INFO_NAME) ? d->info.name : "n/a";
+  const char *mps = device_mps(d) ? " [MPS]" : "";
   if (d->info.is_host)
     snprintf(buf, len, "%s (host)", name);
+  else if (d->info.valid & GPUM_INFO_MIG) /* "NVIDIA H100 80GB HBM3 MIG 3g.40gb of GPU 0" */
+    snprintf(buf, len, "%s of GPU %d%s", name, d->info.parent_index, mps);
   else
-    snprintf(buf, len, "%s", name);
+    snprintf(buf, len, "%s%s", name, mps);
 }
 
 static void format_time(const struct timespec *ts, char *buf, size_t len, bool iso) {
@@ -194,6 +205,7 @@ static json_t *json_process(const gpum_process_t *p) {
   json_object_set_new(o, "pid", json_integer(p->pid));
   json_object_set_new(o, "user", jstr_if(true, p->user));
   json_object_set_new(o, "command", jstr_if(true, p->command));
+  json_object_set_new(o, "mps_server", json_boolean(p->mps_server));
   json_object_set_new(o, "memory", jint_if(p->memory_valid, p->memory));
   return o;
 }
@@ -206,6 +218,16 @@ static json_t *json_device(const cli_dev_snap_t *d) {
   json_object_set_new(o, "name", jstr_if(in->valid & GPUM_INFO_NAME, in->name));
   json_object_set_new(o, "pci_bus_id", jstr_if(in->valid & GPUM_INFO_PCI, in->pci_bus_id));
   json_object_set_new(o, "is_host", json_boolean(in->is_host));
+  /* NVIDIA MIG: the parent GPU's UUID, and the instance (null for a whole GPU). */
+  json_object_set_new(o, "parent_uuid", jstr_if(in->valid & GPUM_INFO_MIG, in->parent_uuid));
+  json_object_set_new(o, "mig",
+                      (in->valid & GPUM_INFO_MIG)
+                          ? json_pack("{s:i, s:s, s:i, s:i}", "parent_index", in->parent_index,
+                                      "parent_uuid", in->parent_uuid, "gpu_instance",
+                                      (json_int_t)in->mig_gi, "compute_instance",
+                                      (json_int_t)in->mig_ci)
+                          : json_null());
+  json_object_set_new(o, "mps", json_boolean(device_mps(d)));
   json_object_set_new(o, "state", json_string(cli_state_name(d->state)));
   json_object_set_new(o, "reason", d->reason[0] ? json_string(d->reason) : json_null());
   json_object_set_new(o, "error", d->error ? json_string(gpum_err_name(d->error)) : json_null());

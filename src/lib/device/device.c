@@ -498,6 +498,7 @@ int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process
     p->memory = raw[i].memory_valid ? raw[i].memory : 0;
     p->memory_valid = raw[i].memory_valid;
     gpum__proc_identity(p->pid, p->user, sizeof p->user, p->command, sizeof p->command);
+    p->mps_server = gpum__is_mps_server(p->command);
   }
   free(raw);
   *count = n;
