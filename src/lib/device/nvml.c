@@ -173,8 +173,15 @@ static void unload(gpum__nvml_t *nv) {
  * a GPU whose calls hang must not hold up opening a session: each GPU is probed on a thread of
  * its own, and a GPU that has not answered within GPUM__MIG_PROBE_MS is listed as a whole GPU
  * (its thread is left in its call; the library then stays loaded). Transient errors are tried
- * again at once, a few times. */
-#define GPUM__MIG_PROBE_MS 2000
+ * again at once, a few times.
+ *
+ * The process keeps the last probe (per library and simulated node): sessions opened while it
+ * is still waiting for a GPU, or within GPUM__MIG_KEEP_MS of it, take its answers and its
+ * deadline instead of probing again. Sessions opened together (gpum status's readers, one per
+ * device) so agree on the numbering, a hung GPU costs the process one deadline, not one per
+ * session, and no second thread is sent into its hung call. */
+#define GPUM__MIG_PROBE_MS 500
+#define GPUM__MIG_KEEP_MS 5000
 #define GPUM__MIG_MAX 8 /* MIG devices under one GPU: 7 on A100/H100 */
 
 typedef struct {
@@ -193,7 +200,21 @@ typedef struct {
   gpum_nvmlDeviceGetMaxMigDeviceCount_fn max_count;
   gpum_nvmlDeviceGetMigDeviceHandleByIndex_fn mig_handle;
   gpum__mig_gpu_t *gpu;
+  /* Set at the start, read-only after. */
+  char key[PATH_MAX + 160]; /* library path and $GPUM_SIM_NODE */
+  unsigned count;
+  struct timespec deadline; /* CLOCK_MONOTONIC */
+  uint64_t started_ms;
 } gpum__mig_probe_t;
+
+static pthread_mutex_t mig_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static gpum__mig_probe_t *mig_cache; /* holds a reference */
+
+static uint64_t mono_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
 
 typedef struct {
   gpum__mig_probe_t *p;
@@ -254,10 +275,21 @@ static void *mig_probe_thread(void *arg) {
   return NULL;
 }
 
-/* Probes every GPU's MIG layout into gpu[0..count) (zeroed: not done). Returns the probe (the
- * caller releases it) and sets *left when a thread was left in a call. */
-static gpum__mig_probe_t *mig_probe(gpum__nvml_t *nv, unsigned count, bool *left) {
-  *left = false;
+/* The kept probe for key and count when it may be reused, with a reference taken. */
+static gpum__mig_probe_t *mig_cached(const char *key, unsigned count) {
+  gpum__mig_probe_t *p = mig_cache;
+  if (!p || p->count != count || strcmp(p->key, key) != 0)
+    return NULL;
+  pthread_mutex_lock(&p->mu);
+  bool reuse = p->pending > 0 || mono_ms() - p->started_ms < GPUM__MIG_KEEP_MS;
+  if (reuse)
+    p->refs++;
+  pthread_mutex_unlock(&p->mu);
+  return reuse ? p : NULL;
+}
+
+/* Starts a probe of count GPUs (one thread each). NULL when out of memory. */
+static gpum__mig_probe_t *mig_start(gpum__nvml_t *nv, const char *key, unsigned count) {
   gpum__mig_probe_t *p = calloc(1, sizeof *p);
   if (!p || !(p->gpu = calloc(count ? count : 1, sizeof *p->gpu))) {
     free(p);
@@ -269,6 +301,16 @@ static gpum__mig_probe_t *mig_probe(gpum__nvml_t *nv, unsigned count, bool *left
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&p->cv, &ca);
   pthread_condattr_destroy(&ca);
+  snprintf(p->key, sizeof p->key, "%s", key);
+  p->count = count;
+  p->started_ms = mono_ms();
+  clock_gettime(CLOCK_MONOTONIC, &p->deadline);
+  p->deadline.tv_sec += GPUM__MIG_PROBE_MS / 1000;
+  p->deadline.tv_nsec += (long)(GPUM__MIG_PROBE_MS % 1000) * 1000000L;
+  if (p->deadline.tv_nsec >= 1000000000L) {
+    p->deadline.tv_sec++;
+    p->deadline.tv_nsec -= 1000000000L;
+  }
   p->refs = 1;
   p->get_handle = nv->get_handle;
   p->get_mode = nv->f.nvmlDeviceGetMigMode;
@@ -292,18 +334,37 @@ static gpum__mig_probe_t *mig_probe(gpum__nvml_t *nv, unsigned count, bool *left
     }
     pthread_attr_destroy(&at);
   }
-  struct timespec dl;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += GPUM__MIG_PROBE_MS / 1000;
-  dl.tv_nsec += (long)(GPUM__MIG_PROBE_MS % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
-  while (p->pending > 0 && pthread_cond_timedwait(&p->cv, &p->mu, &dl) == 0) {
-  }
-  *left = p->pending > 0;
   pthread_mutex_unlock(&p->mu);
+  return p;
+}
+
+/* Probes every GPU's MIG layout (or takes the kept probe's answers) and waits for it up to
+ * the probe's deadline. Returns the probe with its lock held (the caller releases it with
+ * mig_probe_release) and sets *left when a thread this call started was left in a call. */
+static gpum__mig_probe_t *mig_probe(gpum__nvml_t *nv, unsigned count, bool *left) {
+  char key[PATH_MAX + 160];
+  const char *node = getenv("GPUM_SIM_NODE");
+  snprintf(key, sizeof key, "%s|%s", nv->path, node ? node : "");
+  *left = false;
+  pthread_mutex_lock(&mig_cache_mu);
+  gpum__mig_probe_t *p = mig_cached(key, count);
+  bool mine = p == NULL;
+  if (mine && (p = mig_start(nv, key, count)) != NULL) {
+    gpum__mig_probe_t *old = mig_cache;
+    p->refs++; /* the cache's */
+    mig_cache = p;
+    if (old) {
+      pthread_mutex_lock(&old->mu);
+      mig_probe_release(old);
+    }
+  }
+  pthread_mutex_unlock(&mig_cache_mu);
+  if (!p)
+    return NULL;
+  pthread_mutex_lock(&p->mu);
+  while (p->pending > 0 && pthread_cond_timedwait(&p->cv, &p->mu, &p->deadline) == 0) {
+  }
+  *left = mine && p->pending > 0;
   return p;
 }
 
@@ -324,9 +385,6 @@ static int enumerate(gpum_device_session_t *s, gpum__nvml_t *nv) {
       return gpum_error(GPUM_ENOMEM, "cannot probe the GPUs' MIG modes");
   }
   unsigned ndev = 0;
-  pthread_mutex_t *mu = p ? &p->mu : NULL;
-  if (mu)
-    pthread_mutex_lock(mu);
   for (unsigned i = 0; i < count; i++)
     ndev += p && p->gpu[i].done && p->gpu[i].mig ? p->gpu[i].n : 1;
   nv->dev = calloc(ndev ? ndev : 1, sizeof *nv->dev);
@@ -436,6 +494,8 @@ int gpum__nvml_gpu_handle(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i
   }
   d->handle_err = 0;
   d->gpu_handle = found;
+  if (d->mig < 0) /* a whole GPU: its own handle too */
+    d->handle = found;
   *h = found;
   return 0;
 }

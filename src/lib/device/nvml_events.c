@@ -175,9 +175,10 @@ static bool pop_lost(gpum__nvml_t *nv, gpum_device_event_t *ev) {
 static void probe(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i) {
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
   int rv;
-  if (!nv->dev[i].handle)
+  nvmlDevice_t h = nv->dev[i].gpu_handle; /* the GPU's, also for its MIG instance */
+  if (!h)
     return;
-  GPUM__NV_DEV(s, nv, i, rv, nv->f.nvmlDeviceGetUUID(nv->dev[i].handle, uuid, sizeof uuid));
+  GPUM__NV_DEV(s, nv, i, rv, nv->f.nvmlDeviceGetUUID(h, uuid, sizeof uuid));
 }
 
 static bool index_of(gpum__nvml_t *nv, nvmlDevice_t h, unsigned *index) {
