@@ -132,9 +132,12 @@ struct gpum__sim_dev_spec {
    * and CUDA never number an instance as a GPU (vendor.c skips them). */
   uint32_t mig_capable, mig_mode, mig_pending;
   uint32_t mig_of, mig_index, mig_gi, mig_ci;
+  uint32_t mps;         /* an MPS server stands in on it (control.c starts it with the node) */
   uint32_t mig_n;       /* parent, while parsing: profiles in mig_prof */
   char mig_prof[7][16]; /* parent, while parsing: "3g.40gb" */
 };
+/* Memory the stand-in MPS server holds on its GPU (its contexts). */
+#define GPUM__SIM_MPS_BYTES (64ull << 20)
 /* The most MIG instances one GPU has (an A100/H100: seven 1g profiles). */
 #define GPUM__SIM_MIG_MAX 7u
 

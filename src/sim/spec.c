@@ -287,6 +287,12 @@ static int parse_device_key(const pctx_t *c, const char *key, yaml_node_t *k, ya
     return parse_unsupported(c, v, &d->unsupported);
   if (!strcmp(key, "mig"))
     return parse_mig(c, v, d);
+  if (!strcmp(key, "mps")) {
+    bool on = false;
+    int rc = get_bool(c, v, key, &on);
+    d->mps = on;
+    return rc;
+  }
   if (!strcmp(key, "mig_pending")) {
     bool on = false;
     int rc = get_bool(c, v, key, &on);
@@ -433,6 +439,8 @@ static int parse_device(const pctx_t *c, yaml_node_t *dn, struct gpum__sim_node_
    * mode, disabled unless the spec gives 'mig'. */
   if (d.vendor == GPUM__SIM_V_NVIDIA && d.cc_major >= 8 && d.cc_minor == 0)
     d.mig_capable = 1;
+  if (d.mps && (d.vendor != GPUM__SIM_V_NVIDIA || d.mig_mode == NVML_DEVICE_MIG_ENABLE))
+    return fail(c, dn, "'mps' is simulated on whole NVIDIA GPUs only (not with 'mig')", "");
   if ((d.mig_n || d.mig_mode) && d.vendor != GPUM__SIM_V_NVIDIA)
     return fail(c, dn, "'mig' is for NVIDIA devices", "");
   uint64_t mig_bytes = 0;
@@ -549,7 +557,7 @@ static int expand_mig(const pctx_t *c, yaml_node_t *at, struct gpum__sim_node_sp
       unsigned sl, gb;
       gpum__sim_mig_profile(d->mig_prof[k], &sl, &gb);
       *m = *d;
-      m->mig_capable = m->mig_mode = m->mig_pending = m->mig_n = 0;
+      m->mig_capable = m->mig_mode = m->mig_pending = m->mig_n = m->mps = 0;
       memset(m->mig_prof, 0, sizeof m->mig_prof);
       m->mig_of = p + 1;
       m->mig_index = k;

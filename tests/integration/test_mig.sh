@@ -4,9 +4,9 @@
 # 3g.40gb + 2 x 2g.20gb, GPU 1 whole). gpum status lists the three instances (MIG- UUIDs, their
 # parent) in place of GPU 0, and GPU 1 unchanged; the simulated CUDA honours
 # CUDA_VISIBLE_DEVICES=MIG-... and an instance holds only its own memory; gpumd places a
-# reservation on an instance and the grant's CUDA_VISIBLE_DEVICES names it; a process named
-# nvidia-cuda-mps-server on a GPU marks it as served by MPS, and a job run as an MPS client is
-# still fenced by the shim.
+# reservation on an instance and the grant's CUDA_VISIBLE_DEVICES names it; the simulator's
+# MPS server (mps: true on GPU 1) marks that GPU as served by MPS, and a job run as an MPS
+# client is still fenced by the shim.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 
@@ -37,12 +37,15 @@ assert whole["uuid"].startswith("GPU-") and whole["uuid"] != parent
 assert whole["parent_uuid"] is None and whole["mig"] is None
 assert whole["name"] == "NVIDIA H100 80GB HBM3" and whole["memory"]["total"] == 80 << 30
 assert whole["utilization"]["gpu"] is not None
-assert not any(x["mps"] for x in devs)
+assert whole["mps"] is True and not any(x["mps"] for x in mig), "mps: true on GPU 1 only"
+srv = [p for p in whole["processes"] if p["mps_server"]]
+assert len(srv) == 1 and srv[0]["command"] == "nvidia-cuda-mps-server", whole["processes"]
+assert srv[0]["memory"] == 64 << 20, srv
 ' || t_fail "status --json of the MIG node"
 mapfile -t U < <(t_pyjson "$T_SCRATCH/status.json" 'print("\n".join(x["uuid"] for x in d["devices"]))')
 t_expect 0 "$G" status --no-color
 grep -q '^\[0\] NVIDIA H100 80GB HBM3 MIG 3g.40gb of GPU 0 ' "$T_OUT" || { cat "$T_OUT"; t_fail "no MIG line naming GPU 0"; }
-grep -q '^\[3\] NVIDIA H100 80GB HBM3  ' "$T_OUT" || { cat "$T_OUT"; t_fail "the whole GPU's line"; }
+grep '^\[3\] ' "$T_OUT" | grep -q -v 'MIG\|of GPU' || { cat "$T_OUT"; t_fail "the whole GPU's line"; }
 t_ok "status: three MIG instances of GPU 0 (MIG- UUIDs, parent, GI ids) and GPU 1 whole"
 
 # --- CUDA sees an instance, with the instance's memory ---
@@ -71,25 +74,24 @@ t_expect 0 "${RUN[@]}" --mem 30GiB --enforce -q -- "$P" try 29G
 t_expect 0 "$G" release "$HELD"
 t_ok "gpumd grants the 3g.40gb instance: CUDA_VISIBLE_DEVICES=${U[0]}, refused past it and past the fence"
 
-# --- MPS: the server on GPU 1, and a client still fenced ---
+# --- MPS: the simulated server on GPU 1 (mps: true), and a client still fenced ---
 MPSDIR="$T_SCRATCH/mps"
 mkdir -p "$MPSDIR"
-t_bg env CUDA_VISIBLE_DEVICES="${U[3]}" bash -c 'exec -a nvidia-cuda-mps-server "$0" hold 1G "$1"' "$P" "$T_SCRATCH/mps.held"
-t_wait_file "$T_SCRATCH/mps.held" 30
-t_expect 0 "$G" status --json
-t_pyjson "$T_OUT" '
-devs = d["devices"]
-assert devs[3]["mps"] is True, devs[3]
-assert any(p["mps_server"] and p["command"].startswith("nvidia-cuda-mps-server") for p in devs[3]["processes"])
-assert not any(x["mps"] for x in devs[:3])
-' || t_fail "MPS server not shown on GPU 1"
 t_expect 0 "$G" status --no-color
 grep -q '^\[3\] NVIDIA H100 80GB HBM3 \[MPS\]' "$T_OUT" || { cat "$T_OUT"; t_fail "status text: no [MPS] on GPU 1"; }
+grep -q '^\[0\] .*MPS' "$T_OUT" && { cat "$T_OUT"; t_fail "status text: [MPS] on a MIG instance"; }
 MPSENV=(env CUDA_MPS_PIPE_DIRECTORY="$MPSDIR" CUDA_MPS_LOG_DIRECTORY="$MPSDIR" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50)
 t_expect 3 "${MPSENV[@]}" "${RUN[@]}" --mem 50GiB --enforce -q -- "$P" try 51G
 t_expect 0 "${MPSENV[@]}" "${RUN[@]}" --mem 50GiB --enforce -q -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$1"; "$2" try 49G' sh "$ENVF" "$P"
 [ "$(cat "$ENVF")" = "${U[3]}" ] || t_fail "50 GiB granted on '$(cat "$ENVF")', expected the whole GPU ${U[3]}"
 t_ok "MPS: the server is shown on GPU 1; an MPS client is still fenced at its 50 GiB"
+
+# The stand-in server ends with the node.
+SRV=$(t_pyjson "$T_SCRATCH/status.json" 'print([p["pid"] for p in d["devices"][3]["processes"] if p["mps_server"]][0])')
+kill -0 "$SRV" || t_fail "the MPS stand-in $SRV is not running"
+"$G" sim stop "$T_NODE" >/dev/null || t_fail "sim stop"
+t_until 10 bash -c "! kill -0 $SRV 2>/dev/null" || t_fail "the MPS stand-in outlived its node"
+t_ok "the MPS stand-in stops with the node"
 
 # --- Spec errors name the line ---
 cat >"$T_SCRATCH/bad.yaml" <<'YAML'
