@@ -207,6 +207,9 @@ CUresult gpum__sim_cu_device(CUdevice dev, unsigned *simdev) {
 }
 
 CUresult gpum__sim_cu_fault(const struct gpum__sim_node *n, unsigned simdev) {
+  uint32_t parent = n->spec.dev[simdev].mig_of; /* a MIG instance fails with its GPU */
+  if (parent && gpum__sim_cu_fault(n, parent - 1) != CUDA_SUCCESS)
+    return gpum__sim_cu_fault(n, parent - 1);
   const struct gpum__sim_dev_state *d = &n->dev[simdev];
   if (d->lost)
     return CUDA_ERROR_UNKNOWN;

@@ -86,6 +86,15 @@ t_expect 0 "${MPSENV[@]}" "${RUN[@]}" --mem 50GiB --enforce -q -- sh -c 'echo "$
 [ "$(cat "$ENVF")" = "${U[3]}" ] || t_fail "50 GiB granted on '$(cat "$ENVF")', expected the whole GPU ${U[3]}"
 t_ok "MPS: the server is shown on GPU 1; an MPS client is still fenced at its 50 GiB"
 
+# --- Events: an XID on GPU 0 is reported on its first instance (gpum's device 0) ---
+EV="$T_SCRATCH/events.txt"
+t_bg bash -c "\"$GPUM_TEST_PROGS/device_events\" \"$T_SCRATCH/ev.ready\" 1 10000 >\"$EV\""
+t_wait_file "$T_SCRATCH/ev.ready"
+"$G" sim inject "$T_NODE" --device 0 --xid 43 >/dev/null || t_fail "sim inject --xid 43"
+t_until 10 grep -q '^event ' "$EV" || t_fail "no XID event: $(cat "$EV")"
+grep -q '^event kind=xid device=0 xid=43$' "$EV" || { cat "$EV"; t_fail "XID 43 of GPU 0 not on device 0"; }
+t_ok "an XID of the MIG GPU is reported on its first instance"
+
 # The stand-in server ends with the node.
 SRV=$(t_pyjson "$T_SCRATCH/status.json" 'print([p["pid"] for p in d["devices"][3]["processes"] if p["mps_server"]][0])')
 kill -0 "$SRV" || t_fail "the MPS stand-in $SRV is not running"
