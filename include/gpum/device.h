@@ -106,8 +106,8 @@ typedef struct {
   const char *vendor; /* "nvidia", "amd", "host" */
   uint32_t valid;     /* GPUM_INFO_* */
   /* NVIDIA MIG (docs/devices.md): a GPU in MIG mode is listed as its MIG instances. For an
-   * instance: the parent GPU's UUID and NVML index, its GPU and compute instance ids; a whole
-   * GPU has parent_uuid "" and parent_index -1. */
+   * instance (GPUM_INFO_MIG): the parent GPU's UUID and NVML index, its GPU and compute
+   * instance ids; gpum_device_get_info gives a whole GPU parent_uuid "" and parent_index -1. */
   char parent_uuid[GPUM_UUID_LEN];
   int parent_index;
   unsigned mig_gi, mig_ci;

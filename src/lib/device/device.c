@@ -271,6 +271,7 @@ int gpum__info_keep(int rc, gpum_device_info_t *out, gpum_device_info_t *last, b
   } else {
     memset(out, 0, sizeof *out);
     out->index = index;
+    out->parent_index = -1;
     out->vendor = vendor;
   }
   return rc;
@@ -440,6 +441,7 @@ int gpum_device_get_info(gpum_device_session_t *s, unsigned index, gpum_device_i
     return rc;
   memset(out, 0, sizeof *out);
   out->index = index;
+  out->parent_index = -1; /* a whole GPU, unless the backend finds a MIG instance */
   gpum__session_lock(s);
   rc = s->ops->get_info(s, index, out);
   gpum__session_unlock(s);
