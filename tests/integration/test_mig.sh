@@ -59,16 +59,18 @@ t_pyjson "$T_OUT" 'assert d["cu_device_total"] == 40 << 30, d' || t_fail "first 
 t_ok "CUDA_VISIBLE_DEVICES=MIG-...: the instance's 20 GiB, and no more"
 
 # --- gpumd: a reservation on an instance ---
+# A sanitizer build's shim needs its runtime preloaded first (t_shim_preload); gpum run passes
+# LD_PRELOAD on with the shim after it (runs with --enforce only).
 RT=$(t_shim_preload | awk 'NF == 2 {print $1}')
 if [ -n "$RT" ]; then RUN=(env "LD_PRELOAD=$RT" "$G" run); else RUN=("$G" run); fi
 gd_start
 t_expect 0 "$G" reserve --mem 70GiB --ttl 5m -q # only the whole GPU holds 70 GiB
 HELD=$(cat "$T_OUT")
 ENVF="$T_SCRATCH/env"
-t_expect 0 "${RUN[@]}" --mem 30GiB -q -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$1"; "$2" info' sh "$ENVF" "$P"
+t_expect 0 "$G" run --mem 30GiB -q -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$1"; "$2" info' sh "$ENVF" "$P"
 [ "$(cat "$ENVF")" = "${U[0]}" ] || t_fail "30 GiB granted on '$(cat "$ENVF")', expected the 3g.40gb ${U[0]}"
 t_pyjson "$T_OUT" 'assert d["cu_device_total"] == 40 << 30, d' || t_fail "the job's CUDA is not the 40 GiB instance"
-t_expect 3 "${RUN[@]}" --mem 30GiB -q -- "$P" try 41G
+t_expect 3 "$G" run --mem 30GiB -q -- "$P" try 41G
 t_expect 3 "${RUN[@]}" --mem 30GiB --enforce -q -- "$P" try 31G
 t_expect 0 "${RUN[@]}" --mem 30GiB --enforce -q -- "$P" try 29G
 t_expect 0 "$G" release "$HELD"

@@ -200,6 +200,8 @@ typedef struct {
   gpum_nvmlDeviceGetMaxMigDeviceCount_fn max_count;
   gpum_nvmlDeviceGetMigDeviceHandleByIndex_fn mig_handle;
   gpum__mig_gpu_t *gpu;
+  pthread_t *tid; /* the threads (joined by the starter when done, else detached) */
+  bool *started;  /* tid[i] was created */
   /* Set at the start, read-only after. */
   char key[PATH_MAX + 160]; /* library path and $GPUM_SIM_NODE */
   unsigned count;
@@ -236,6 +238,8 @@ static void mig_probe_release(gpum__mig_probe_t *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p->gpu);
+    free(p->tid);
+    free(p->started);
     free(p);
   }
 }
@@ -288,10 +292,18 @@ static gpum__mig_probe_t *mig_cached(const char *key, unsigned count) {
   return reuse ? p : NULL;
 }
 
-/* Starts a probe of count GPUs (one thread each). NULL when out of memory. */
+/* Starts a probe of count GPUs (one thread each), with two references: the caller's and the
+ * cache's. NULL when out of memory. */
 static gpum__mig_probe_t *mig_start(gpum__nvml_t *nv, const char *key, unsigned count) {
   gpum__mig_probe_t *p = calloc(1, sizeof *p);
-  if (!p || !(p->gpu = calloc(count ? count : 1, sizeof *p->gpu))) {
+  size_t slots = count ? count : 1;
+  if (!p || !(p->gpu = calloc(slots, sizeof *p->gpu)) ||
+      !(p->tid = calloc(slots, sizeof *p->tid)) ||
+      !(p->started = calloc(slots, sizeof *p->started))) {
+    if (p) {
+      free(p->gpu);
+      free(p->tid);
+    }
     free(p);
     return NULL;
   }
@@ -311,7 +323,7 @@ static gpum__mig_probe_t *mig_start(gpum__nvml_t *nv, const char *key, unsigned 
     p->deadline.tv_sec++;
     p->deadline.tv_nsec -= 1000000000L;
   }
-  p->refs = 1;
+  p->refs = 2; /* the caller's and the cache's, taken before any thread can drop its own */
   p->get_handle = nv->get_handle;
   p->get_mode = nv->f.nvmlDeviceGetMigMode;
   p->max_count = nv->f.nvmlDeviceGetMaxMigDeviceCount;
@@ -319,20 +331,16 @@ static gpum__mig_probe_t *mig_start(gpum__nvml_t *nv, const char *key, unsigned 
   pthread_mutex_lock(&p->mu);
   for (unsigned i = 0; i < count; i++) {
     gpum__mig_arg_t *a = malloc(sizeof *a);
-    pthread_attr_t at;
-    pthread_t t;
     if (!a)
       break;
     *a = (gpum__mig_arg_t){p, i};
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, mig_probe_thread, a) == 0) {
+    if (pthread_create(&p->tid[i], NULL, mig_probe_thread, a) == 0) {
+      p->started[i] = true;
       p->refs++;
       p->pending++;
     } else {
       free(a);
     }
-    pthread_attr_destroy(&at);
   }
   pthread_mutex_unlock(&p->mu);
   return p;
@@ -351,8 +359,7 @@ static gpum__mig_probe_t *mig_probe(gpum__nvml_t *nv, unsigned count, bool *left
   bool mine = p == NULL;
   if (mine && (p = mig_start(nv, key, count)) != NULL) {
     gpum__mig_probe_t *old = mig_cache;
-    p->refs++; /* the cache's */
-    mig_cache = p;
+    mig_cache = p; /* with the reference mig_start took for it */
     if (old) {
       pthread_mutex_lock(&old->mu);
       mig_probe_release(old);
@@ -365,6 +372,23 @@ static gpum__mig_probe_t *mig_probe(gpum__nvml_t *nv, unsigned count, bool *left
   while (p->pending > 0 && pthread_cond_timedwait(&p->cv, &p->mu, &p->deadline) == 0) {
   }
   *left = mine && p->pending > 0;
+  if (mine) {
+    /* Joins the threads that are done (they are exiting), detaches those still in a call. */
+    bool *done = calloc(count ? count : 1, sizeof *done);
+    for (unsigned i = 0; done && i < count; i++)
+      done[i] = p->gpu[i].done;
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned i = 0; i < count; i++) {
+      if (!p->started[i])
+        continue;
+      if (done && done[i])
+        pthread_join(p->tid[i], NULL);
+      else
+        pthread_detach(p->tid[i]);
+    }
+    free(done);
+    pthread_mutex_lock(&p->mu);
+  }
   return p;
 }
 
