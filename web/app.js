@@ -315,6 +315,15 @@
     if (e && e.textContent !== text) e.textContent = text;
   }
 
+  // On a node of several vendors: which runtime drives the GPU and its number there (what
+  // rocm-smi, ROCR_VISIBLE_DEVICES or ZE_AFFINITY_MASK call it).
+  function vendorNote(s) {
+    const vendors = new Set();
+    for (const o of st.devices.values()) if (o.status && o.status.vendor) vendors.add(o.status.vendor);
+    if (vendors.size < 2 || !s.vendor) return "";
+    return ` (${s.vendor} ${s.vendor_index ?? "?"})`;
+  }
+
   function renderDevice(d) {
     if (!d.el) buildCard(d);
     const i = d.index;
@@ -334,7 +343,7 @@
     badge.textContent = state;
     d.el.dataset.state = state;
     setText(`gpu-reason-${i}`, reason);
-    setText(`gpu-name-${i}`, `GPU ${i}` + (s.name ? " · " + s.name : ""));
+    setText(`gpu-name-${i}`, `GPU ${i}` + (s.name ? " · " + s.name : "") + vendorNote(s));
     const sr = d.series;
     const n = sr.t.length - 1;
     const last = (k) => (n >= 0 ? sr[k][n] : null);

@@ -88,6 +88,8 @@ typedef struct {
   unsigned index;
   char uuid[96];
   uint64_t memory_total; /* the device's memory, bytes (0 when gpumd does not say) */
+  char vendor[16];       /* "nvidia", "amd", "intel", "host"; "" when gpumd does not say */
+  unsigned vendor_index; /* its number among its vendor's devices (ZE_AFFINITY_MASK's) */
 } gpum_res_device_t;
 
 /* A reservation as the daemon reported it. Strings are "" when absent; numbers 0. */

@@ -4,10 +4,12 @@
  *
  * Backends: "nvml" (libnvidia-ml loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
  * set), "rocm" (AMD's librocm_smi64 loaded with dlopen, or libgpum_sim.so when GPUM_SIM_NODE is
- * set; $GPUM_ROCM_SMI_LIBRARY overrides; only when asked for: auto does not try it yet) and
- * "host" (the CPU fallback: one device "cpu" with host RAM as memory and CPU load as
- * utilisation, flagged is_host everywhere it is shown). "auto" picks nvml when it loads and
- * finds at least one device, else host, and logs which at info level.
+ * set; $GPUM_ROCM_SMI_LIBRARY overrides) and "host" (the CPU fallback: one device "cpu" with
+ * host RAM as memory and CPU load as utilisation, flagged is_host everywhere it is shown).
+ * "auto" loads every vendor library present and lists the devices of each that finds one
+ * (NVIDIA, then AMD, then Intel, each in its own order: the indexes are stable), reporting
+ * that vendor's backend when it is the only one and "mixed" when there are several; with no
+ * GPU at all it falls back to host. It logs what it chose at info level.
  *
  * Every metric of a sample carries a validity bit: a metric the driver does not support
  * (NVML_ERROR_NOT_SUPPORTED) is invalid, never 0. Transient driver errors are retried with
@@ -34,6 +36,9 @@ typedef enum {
   GPUM_BACKEND_NVML = 1,
   GPUM_BACKEND_HOST = 2,
   GPUM_BACKEND_ROCM = 3, /* AMD GPUs through ROCm SMI (docs/devices.md) */
+  /* What auto reports on a node where several vendors' libraries found devices: one list of
+   * them all (docs/devices.md). Not a choice of its own: asking for it is auto. */
+  GPUM_BACKEND_MIXED = 5,
 } gpum_backend_kind_t;
 
 /* "auto", "nvml", "host", "rocm". */
@@ -46,6 +51,9 @@ typedef struct {
   /* NVML library to dlopen. NULL: $GPUM_NVML_LIBRARY, else libgpum_sim.so when $GPUM_SIM_NODE
    * is set, else libnvidia-ml.so.1 then libnvidia-ml.so. */
   const char *nvml_library;
+  /* ROCm SMI library to dlopen. NULL: $GPUM_ROCM_SMI_LIBRARY, else libgpum_sim.so when
+   * $GPUM_SIM_NODE is set, else librocm_smi64.so.1 then librocm_smi64.so. */
+  const char *rocm_library;
   /* Transient-error retries per call (default 5) and the first backoff (default 10 ms, doubled
    * each time, with +-50% jitter). 0 retries: fail at once. Use -1 for the defaults. */
   int retries;
@@ -103,8 +111,13 @@ typedef struct {
   int temp_slowdown_c, temp_shutdown_c;
   bool ecc_enabled;
   bool is_host;       /* the CPU fallback device */
-  const char *vendor; /* "nvidia", "amd", "host" */
-  uint32_t valid;     /* GPUM_INFO_* */
+  const char *vendor; /* "nvidia", "amd", "intel", "host" */
+  /* The device's number among its vendor's devices, as that vendor's runtime and tools number
+   * them (NVML's and CUDA's index, ROCm SMI's, Level Zero's). index itself on a session of one
+   * vendor; on a node of several, auto lists NVIDIA, then AMD, then Intel devices, so the two
+   * differ for every vendor but the first. */
+  unsigned vendor_index;
+  uint32_t valid; /* GPUM_INFO_* */
   /* NVIDIA MIG (docs/devices.md): a GPU in MIG mode is listed as its MIG instances. For an
    * instance (GPUM_INFO_MIG): the parent GPU's UUID and NVML index, its GPU and compute
    * instance ids; gpum_device_get_info gives a whole GPU parent_uuid "" and parent_index -1. */
@@ -240,7 +253,8 @@ GPUM_API int gpum_device_event_wait(gpum_device_session_t *s, gpum_device_event_
 
 /* --- From the configuration ---------------------------------------------------------------- */
 
-/* The options a configuration gives the device layer: backend, nvml.library, retry.count
+/* The options a configuration gives the device layer: backend, nvml.library, rocm_smi.library,
+ * retry.count
  * (clamped to 0..100) and retry.base (to 60 s); cfg NULL: the defaults. Strings point into
  * cfg. Returns 0 or GPUM_EINVAL (an unknown backend). Thread-safe. */
 GPUM_API int gpum_device_opts_from_config(const gpum_config_t *cfg, gpum_device_open_opts_t *opts);

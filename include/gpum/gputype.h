@@ -106,6 +106,12 @@ GPUM_API int gpum_gpu_type_parse(const char *name, gpum_gpu_type_t *out);
  * driver reports it), by the rules above. A NULL device_name is taken as "". Never fails and
  * leaves the detail message alone. */
 GPUM_API bool gpum_gpu_type_matches(const char *want, const char *device_name);
+/* gpum_gpu_type_matches for a device whose vendor the device layer knows (its
+ * gpum_device_info_t.vendor: "nvidia", "amd", "intel"): rule 3 then asks that vendor rather
+ * than the name, which does not always say it. vendor NULL or "": the name decides, as
+ * gpum_gpu_type_matches. */
+GPUM_API bool gpum_gpu_type_matches_device(const char *want, const char *device_name,
+                                           const char *vendor);
 
 /* The nominal memory of a card of the family family_or_name names, in GB, into *gb: the figure
  * the name states when it states one ("A100-40GB": 40), else the family's from the table above

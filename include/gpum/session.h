@@ -37,7 +37,7 @@ extern "C" {
 
 #define GPUM_ENV_NAME_MAX 40
 #define GPUM_ENV_VALUE_MAX (GPUM_CLIENT_MAX_DEVICES * 100)
-#define GPUM_RESERVATION_ENV_MAX 8 /* variables gpum_reservation_env writes at most */
+#define GPUM_RESERVATION_ENV_MAX 10 /* variables gpum_reservation_env writes at most */
 
 typedef struct {
   char name[GPUM_ENV_NAME_MAX];
@@ -45,23 +45,32 @@ typedef struct {
   bool if_unset; /* a framework default: a value the job's environment already has wins */
 } gpum_env_var_t;
 
-/* The environment of a job that runs under reservation r, in vars[0..*count):
- *   CUDA_VISIBLE_DEVICES          the granted GPUs' UUIDs (indexes for devices without one),
- *                                 comma-separated, in the reservation's order: CUDA device k
- *                                 of the job is r->devices[k]. Empty when the grant is the
- *                                 host device of gpumd's CPU fallback ("host-..." UUIDs): the
- *                                 job sees no GPU and frameworks run on the CPU.
+/* The environment of a job that runs under reservation r, in vars[0..*count), each runtime
+ * shown the granted devices it drives (a reservation's GPUs are of one vendor):
+ *   CUDA_VISIBLE_DEVICES          the granted NVIDIA GPUs' UUIDs (MIG-... for MIG instances;
+ *                                 indexes for devices without one), comma-separated, in the
+ *                                 reservation's order: CUDA device k of the job is the k-th.
+ *                                 Empty when none is NVIDIA (an AMD or Intel grant, or the
+ *                                 host device of gpumd's CPU fallback, "host-..." UUIDs): CUDA
+ *                                 sees no GPU and CUDA frameworks run on the CPU.
  *   CUDA_DEVICE_ORDER=PCI_BUS_ID  CUDA numbers devices as nvidia-smi and gpumd do
+ *   ROCR_VISIBLE_DEVICES          (AMD grants only) the AMD GPUs' UUIDs (GPU-<16 hex>, ROCm
+ *                                 SMI's unique id): ROCm's runtime shows only these
+ *   HIP_VISIBLE_DEVICES           (AMD grants only) 0,1,...: every GPU ROCR left, so that HIP
+ *                                 does not apply CUDA_VISIBLE_DEVICES, which it reads too
+ *   ZE_AFFINITY_MASK              (Intel grants only) the Intel GPUs' numbers in Level Zero's
+ *                                 order (gpum_res_device_t.vendor_index)
  *   GPUM_RESERVATION_ID           r's id
  *   GPUM_MEM_LIMIT                bytes per GPU (decimal)
- *   GPUM_DEVICES                  gpumd's names of the granted devices (UUIDs, also host-...)
+ *   GPUM_RESERVATION_DEVICES      gpumd's names of the granted devices (UUIDs, also host-...)
  *   TF_FORCE_GPU_ALLOW_GROWTH=true       (if_unset) TensorFlow takes memory as it needs it
  *                                        instead of mapping nearly all of the GPU at start
  *   XLA_PYTHON_CLIENT_PREALLOCATE=false  (if_unset) JAX likewise (it preallocates 75% of the
  *                                        GPU by default)
+ * A device whose vendor gpumd does not say (an older gpumd) is taken as NVIDIA's.
  * r must hold at least one device. Returns 0, GPUM_EINVAL (r NULL or without devices or id),
- * or GPUM_ENOSPC when cap < the number of variables (nothing useful is written then).
- * Thread-safe. */
+ * or GPUM_ENOSPC when cap is too small for the variables (nothing useful is written then;
+ * GPUM_RESERVATION_ENV_MAX is always enough). Thread-safe. */
 GPUM_API int gpum_reservation_env(const gpum_reservation_t *r, gpum_env_var_t *vars, size_t cap,
                                   size_t *count);
 /* Sets r's environment in this process (setenv; a variable marked if_unset only when the

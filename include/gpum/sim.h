@@ -100,7 +100,9 @@ typedef struct {
 } gpum_sim_process_t;
 
 typedef struct {
-  unsigned index;
+  unsigned index;        /* the node's (--device of gpum sim set/inject/hold) */
+  char vendor[16];       /* "nvidia", "amd": which driver interface shows it */
+  unsigned vendor_index; /* its number in that interface (NVML's, ROCm SMI's) */
   char name[96];
   char uuid[96];
   char pci_bus_id[32];

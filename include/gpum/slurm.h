@@ -38,7 +38,8 @@ extern "C" {
 typedef struct {
   uint64_t shard_unit;    /* bytes per shard; 0: GPUM_SLURM_SHARD_UNIT */
   const char *node;       /* the NodeName; NULL or "": this host's name up to its first dot */
-  const char *dev_dir;    /* the directory of the nvidiaN device files; NULL: "/dev" */
+  const char *dev_dir;    /* the directory of the device files (nvidiaN, dri/renderDN); NULL:
+                             "/dev" */
   double memory_fraction; /* gpumd's admission (the options of the same names): shards count */
   uint64_t safety_margin; /* what gpumd may grant, total x memory_fraction - safety_margin;
                              memory_fraction 0: 1 */

@@ -22,9 +22,10 @@ volatile sig_atomic_t cli_signal_caught;
 
 const char cli_reserve_flags_help[] =
     "  --mem SIZE          GPU memory per GPU (required), e.g. 8GiB, 512MiB\n"
-    "  --gpus N            number of GPUs (default 1)\n"
-    "  --type TYPE         only GPUs of that type: A100, a100, A100-80GB, nvidia, or a\n"
-    "                      shell pattern on the name or family such as 'H100*'\n"
+    "  --gpus N            number of GPUs (default 1), all of one vendor\n"
+    "  --type TYPE         only GPUs of that type: A100, a100, A100-80GB, MI300X, a\n"
+    "                      vendor (nvidia, amd, intel), or a shell pattern on the name\n"
+    "                      or family such as 'H100*'\n"
     "  --priority P        -100..100, higher is served first (default 0)\n"
     "  --timeout DURATION  give up when not granted within DURATION (e.g. 30s, 10m);\n"
     "                      default: wait as long as it takes\n"

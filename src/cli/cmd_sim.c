@@ -262,17 +262,18 @@ static json_t *status_json(const gpum_sim_status_t *st) {
         "double_bit_volatile", (json_int_t)d->ecc_dbe_volatile, "single_bit_aggregate",
         (json_int_t)d->ecc_sbe_aggregate, "double_bit_aggregate", (json_int_t)d->ecc_dbe_aggregate);
     json_array_append_new(
-        devs, json_pack("{s:i, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:{s:i, s:i}, "
-                        "s:i, s:f, s:f, s:s, s:o, s:o, s:o}",
-                        "index", (int)d->index, "name", d->name, "uuid", d->uuid, "pci_bus_id",
-                        d->pci_bus_id, "compute_capability", cc, "memory", "total",
-                        (json_int_t)d->memory_total, "reserved", (json_int_t)d->memory_reserved,
-                        "used", (json_int_t)d->memory_used, "free",
-                        (json_int_t)(taken >= d->memory_total ? 0 : d->memory_total - taken),
-                        "utilization", "gpu", (int)d->util_gpu, "memory", (int)d->util_mem,
-                        "temperature_c", (int)d->temperature_c, "power_w", d->power_mw / 1000.0,
-                        "power_limit_w", d->power_limit_mw / 1000.0, "state", dev_state(d),
-                        "faults", faults, "ecc", ecc, "unsupported", unsup));
+        devs,
+        json_pack("{s:i, s:s, s:i, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}, "
+                  "s:{s:i, s:i}, s:i, s:f, s:f, s:s, s:o, s:o, s:o}",
+                  "index", (int)d->index, "vendor", d->vendor, "vendor_index", (int)d->vendor_index,
+                  "name", d->name, "uuid", d->uuid, "pci_bus_id", d->pci_bus_id,
+                  "compute_capability", cc, "memory", "total", (json_int_t)d->memory_total,
+                  "reserved", (json_int_t)d->memory_reserved, "used", (json_int_t)d->memory_used,
+                  "free", (json_int_t)(taken >= d->memory_total ? 0 : d->memory_total - taken),
+                  "utilization", "gpu", (int)d->util_gpu, "memory", (int)d->util_mem,
+                  "temperature_c", (int)d->temperature_c, "power_w", d->power_mw / 1000.0,
+                  "power_limit_w", d->power_limit_mw / 1000.0, "state", dev_state(d), "faults",
+                  faults, "ecc", ecc, "unsupported", unsup));
   }
   for (unsigned i = 0; i < st->process_count; i++)
     json_array_append_new(procs, json_pack("{s:i, s:i, s:I}", "pid", (int)st->processes[i].pid,
@@ -314,8 +315,8 @@ static void status_text(const gpum_sim_status_t *st) {
          st->cuda_version % 1000 / 10);
   for (unsigned i = 0; i < st->device_count; i++) {
     const gpum_sim_device_status_t *d = &st->devices[i];
-    printf("  [%u] %s  %s  %s  cc %d.%d  %s\n", d->index, d->name, d->uuid, d->pci_bus_id,
-           d->cc_major, d->cc_minor, dev_state(d));
+    printf("  [%u] %s %u  %s  %s  %s  cc %d.%d  %s\n", d->index, d->vendor, d->vendor_index,
+           d->name, d->uuid, d->pci_bus_id, d->cc_major, d->cc_minor, dev_state(d));
     printf("      memory %s used + %s reserved of %s; util %u%% (mem %u%%); %u C; %.0f/%.0f W\n",
            gpum_size_format(d->memory_used, a, sizeof a),
            gpum_size_format(d->memory_reserved, b, sizeof b),

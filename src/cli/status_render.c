@@ -30,15 +30,23 @@ static bool device_mps(const cli_dev_snap_t *d) {
   return false;
 }
 
-static void device_name(const cli_dev_snap_t *d, char *buf, size_t len) {
+/* The name; on a node of several vendors also the vendor and the device's number among its
+ * vendor's devices ("AMD Instinct MI300X (amd 0)"), which is what that vendor's tools and
+ * runtime call it (rocm-smi, ROCR_VISIBLE_DEVICES). A MIG instance names its GPU
+ * ("NVIDIA H100 80GB HBM3 MIG 3g.40gb of GPU 0"); a GPU served by MPS says so ("[MPS]"). */
+static void device_name(const cli_snapshot_t *snap, const cli_dev_snap_t *d, char *buf,
+                        size_t len) {
   const char *name = (d->info.valid & GPUM_INFO_NAME) ? d->info.name : "n/a";
   const char *mps = device_mps(d) ? " [MPS]" : "";
+  char of[32] = "";
+  if (d->info.valid & GPUM_INFO_MIG)
+    snprintf(of, sizeof of, " of GPU %d", d->info.parent_index);
   if (d->info.is_host)
     snprintf(buf, len, "%s (host)", name);
-  else if (d->info.valid & GPUM_INFO_MIG) /* "NVIDIA H100 80GB HBM3 MIG 3g.40gb of GPU 0" */
-    snprintf(buf, len, "%s of GPU %d%s", name, d->info.parent_index, mps);
+  else if (snap->backend == GPUM_BACKEND_MIXED && d->info.vendor)
+    snprintf(buf, len, "%s%s (%s %u)%s", name, of, d->info.vendor, d->info.vendor_index, mps);
   else
-    snprintf(buf, len, "%s%s", name, mps);
+    snprintf(buf, len, "%s%s%s", name, of, mps);
 }
 
 static void format_time(const struct timespec *ts, char *buf, size_t len, bool iso) {
@@ -141,10 +149,10 @@ static void text_process(const cli_out_t *o, const gpum_process_t *p, const cli_
 void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_t *ro) {
   cli_out_t o = {f, ro->color};
   int name_w = 4, state_w = 5, mem_w = 3;
-  char name[GPUM_NAME_LEN + 16], pair[64];
+  char name[GPUM_NAME_LEN + 40], pair[64];
   for (size_t i = 0; i < snap->ndevs; i++) {
     const cli_dev_snap_t *d = &snap->devs[i];
-    device_name(d, name, sizeof name);
+    device_name(snap, d, name, sizeof name);
     if ((int)strlen(name) > name_w)
       name_w = (int)strlen(name);
     cli_state_t st = cli_gpumd_state(snap->gpumd, d);
@@ -158,7 +166,7 @@ void cli_render_text(FILE *f, const cli_snapshot_t *snap, const cli_render_opts_
   text_header(&o, snap);
   for (size_t i = 0; i < snap->ndevs; i++) {
     const cli_dev_snap_t *d = &snap->devs[i];
-    device_name(d, name, sizeof name);
+    device_name(snap, d, name, sizeof name);
     cli_styled(&o, CLI_CYAN, "[%u]", d->index);
     fputc(' ', f);
     cli_styled(&o, CLI_BLUE, "%-*s", name_w, name);
@@ -218,6 +226,8 @@ static json_t *json_device(const cli_dev_snap_t *d) {
   json_object_set_new(o, "name", jstr_if(in->valid & GPUM_INFO_NAME, in->name));
   json_object_set_new(o, "pci_bus_id", jstr_if(in->valid & GPUM_INFO_PCI, in->pci_bus_id));
   json_object_set_new(o, "is_host", json_boolean(in->is_host));
+  json_object_set_new(o, "vendor", jstr_if(true, in->vendor));
+  json_object_set_new(o, "vendor_index", in->vendor ? json_integer(in->vendor_index) : json_null());
   /* NVIDIA MIG: the parent GPU's UUID, and the instance (null for a whole GPU). */
   json_object_set_new(o, "parent_uuid", jstr_if(in->valid & GPUM_INFO_MIG, in->parent_uuid));
   json_object_set_new(o, "mig",

@@ -278,7 +278,13 @@ static void build_gpus(lines_t *ls, const top_data_t *d, const top_view_t *v) {
     const json_t *gd = gpumd_device(d, dv);
     cli_state_t st = cli_gpumd_state(d->status, dv);
     char name[GPUM_NAME_LEN], mem[48] = "n/a";
-    top__clean((dv->info.valid & GPUM_INFO_NAME) ? dv->info.name : "n/a", name, sizeof name);
+    char shown[GPUM_NAME_LEN + 24];
+    const char *nm = (dv->info.valid & GPUM_INFO_NAME) ? dv->info.name : "n/a";
+    if (d->snap.backend == GPUM_BACKEND_MIXED && dv->info.vendor) /* "amd:0 AMD Instinct" */
+      snprintf(shown, sizeof shown, "%s:%u %s", dv->info.vendor, dv->info.vendor_index, nm);
+    else
+      snprintf(shown, sizeof shown, "%s", nm);
+    top__clean(shown, name, sizeof name);
     push(ls, &b, CLI_PLAIN);
     top__lb_add(&b, CLI_BOLD, "%3u ", dv->index);
     top__lb_add(&b, CLI_PLAIN, "%-16.16s ", name);

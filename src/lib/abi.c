@@ -76,6 +76,7 @@
   X(gpum_device_info_t, ecc_enabled)            \
   X(gpum_device_info_t, is_host)                \
   X(gpum_device_info_t, vendor)                 \
+  X(gpum_device_info_t, vendor_index)           \
   X(gpum_device_info_t, valid)                  \
   X(gpum_device_info_t, parent_uuid)            \
   X(gpum_device_info_t, parent_index)           \
@@ -255,6 +256,8 @@
   X(gpum_res_device_t, index)                   \
   X(gpum_res_device_t, uuid)                    \
   X(gpum_res_device_t, memory_total)            \
+  X(gpum_res_device_t, vendor)                  \
+  X(gpum_res_device_t, vendor_index)            \
   X(gpum_reservation_t, id)                     \
   X(gpum_reservation_t, token)                  \
   X(gpum_reservation_t, state)                  \

@@ -313,6 +313,9 @@ static void fill_device(struct gpum__sim_node *n, unsigned i, gpum_sim_device_st
   const struct gpum__sim_dev_state *d = &n->dev[i];
   memset(o, 0, sizeof *o);
   o->index = i;
+  gpum__sim_strfit(o->vendor, sizeof o->vendor, gpum__sim_vendor_name(s->vendor));
+  /* A MIG instance is reached through its GPU: its GPU's number. */
+  o->vendor_index = gpum__sim_vendor_ord(n, s->mig_of ? s->mig_of - 1 : i);
   gpum__sim_strfit(o->name, sizeof o->name, s->name);
   gpum__sim_strfit(o->uuid, sizeof o->uuid, s->uuid);
   gpum__sim_strfit(o->pci_bus_id, sizeof o->pci_bus_id, s->pci_bus_id);

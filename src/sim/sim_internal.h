@@ -297,6 +297,8 @@ void gpum__sim_sleep_ms(uint64_t ms);
 unsigned gpum__sim_vendor_count(const struct gpum__sim_node *n, uint32_t vendor);
 /* The node index of vendor's device number k, or -1 when there is none. */
 int gpum__sim_vendor_dev(const struct gpum__sim_node *n, uint32_t vendor, unsigned k);
+/* "nvidia", "amd": a GPUM__SIM_V_* as node specs write it. */
+const char *gpum__sim_vendor_name(uint32_t vendor);
 /* The number of node device idx among its vendor's devices. */
 unsigned gpum__sim_vendor_ord(const struct gpum__sim_node *n, unsigned idx);
 

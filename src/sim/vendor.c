@@ -32,6 +32,17 @@ int gpum__sim_vendor_dev(const struct gpum__sim_node *n, uint32_t vendor, unsign
   return -1;
 }
 
+const char *gpum__sim_vendor_name(uint32_t vendor) {
+  switch (vendor) {
+  case GPUM__SIM_V_NVIDIA:
+    return "nvidia";
+  case GPUM__SIM_V_AMD:
+    return "amd";
+  default:
+    return "unknown";
+  }
+}
+
 unsigned gpum__sim_vendor_ord(const struct gpum__sim_node *n, unsigned idx) {
   unsigned k = 0;
   for (unsigned i = 0; i < idx && i < n->spec.device_count; i++)

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The dashboard in headless Chromium (tests/browser/test_dashboard.sh sets the scene: a
-// simulated 2xH100 node, gpumd on DASH_URL). Checks, each waited for with a deadline:
-//  1. the page loads, goes live and shows both GPUs, with no console error; nothing below the
-//     GPUs moves when their data arrive;
+// simulated node of two H100 and an MI300X, gpumd on DASH_URL; a window wide enough for the
+// three cards in a row). Checks, each waited for with a deadline:
+//  1. the page loads, goes live and shows the three GPUs, each card titled with its vendor and
+//     its number there (a node of two vendors), with no console error; nothing below the GPUs
+//     moves when their data arrive;
 //  2. `gpum sim hold` 20 GiB on GPU 0: the memory chart's newest point shows it;
 //  3. a `gpum run` appears in the reservations table and leaves it when it ends;
 //  4. an Xid 79 on GPU 1: its state turns ERROR (red), its temperature, power and utilisation
@@ -126,7 +128,7 @@ async function main() {
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
   });
   try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
+    const page = await browser.newPage({ viewport: { width: 1680, height: 900 }, colorScheme: "light" });
     page.on("console", (m) => {
       if (m.type() !== "error") return;
       const url = (m.location() && m.location().url) || "";
@@ -155,9 +157,12 @@ async function main() {
     const h = await history;
     if (h.status() !== 200) throw new Error(`GET /api/v1/gpu/history: ${h.status()}`);
     const hist = await h.json();
-    if (hist.devices.length !== 2) throw new Error(`history: ${JSON.stringify(hist).slice(0, 300)}`);
+    if (hist.devices.length !== 3) throw new Error(`history: ${JSON.stringify(hist).slice(0, 300)}`);
     await page.waitForSelector(`${tid("conn")}[data-state="live"]`);
-    for (const i of [0, 1]) await page.waitForSelector(`${tid("gpu-state-" + i)}:text("AVAILABLE")`);
+    for (const i of [0, 1, 2]) await page.waitForSelector(`${tid("gpu-state-" + i)}:text("AVAILABLE")`);
+    // A node of two vendors: each card says its GPU's vendor and number there.
+    await page.waitForSelector(`${tid("gpu-name-0")}:text("GPU 0 · NVIDIA H100 80GB HBM3 (nvidia 0)")`);
+    await page.waitForSelector(`${tid("gpu-name-2")}:text("GPU 2 · AMD Instinct MI300X (amd 0)")`);
     await page.waitForSelector(`${tid("gpu-mem-chart-0")} canvas`);
     await page.waitForFunction(() => Number(document.querySelector('[data-testid="gpu-mem-chart-0"]').dataset.points) > 0);
     await page.unroute("**/api/v1/gpu/status");
@@ -165,7 +170,7 @@ async function main() {
     if (Math.abs(moved) > 16) throw new Error(`the reservations moved by ${moved} px when the GPUs arrived`);
     assertNoProblems("load");
     await shot(page, "01-loaded");
-    log(`the page loads, reads the history, goes live, shows both GPUs and charts (what follows moved ${moved} px), no console error`);
+    log(`the page loads, reads the history, goes live, shows the three GPUs with their vendors and charts (what follows moved ${moved} px), no console error`);
 
     // 2. Held memory shows in the chart.
     phase = "hold";

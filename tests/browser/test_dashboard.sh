@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The dashboard in a real browser: headless Chromium (Debian's /usr/bin/chromium) driven by
-# playwright-core (web/node_modules) against a real gpumd on a simulated 2xH100 node
+# playwright-core (web/node_modules) against a real gpumd on a simulated node of two H100 and an
+# MI300X (two vendors)
 # (tests/browser/dashboard.mjs says what is checked). Screenshots of each state go to
 # build/test-output/dashboard/. Skipped (77) without Chromium or web/node_modules, and in
 # sanitizer builds (the page runs no C code of its own; test_web_assets.sh covers the serving).
@@ -28,7 +29,13 @@ source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export GPUM_HTTP_LISTEN=127.0.0.1:$PORT
 
-t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
+# Two H100 and an AMD MI300X: a node of two vendors (the cards' titles say which).
+spec=$T_SCRATCH/h100x2-mi300x.yaml
+{
+  grep -v '^name:' "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
+  printf '%s\n' '  - vendor: amd' '    name: "AMD Instinct MI300X"' '    memory: 192GiB'
+} >"$spec"
+t_sim_start "$spec"
 gd_start
 # The node script restarts gpumd: the pid of the one running is in this file, for cleanup.
 export DASH_GPUMD_PIDFILE=$T_SCRATCH/gpumd.pid

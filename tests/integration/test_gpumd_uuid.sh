@@ -38,8 +38,8 @@ c = Client()
 b = c.ok("reserve", bytes_per_gpu="10GiB", devices=[args[1]], lease="ttl", ttl_ms=600000)
 a = c.ok("reserve", bytes_per_gpu="20GiB", devices=[args[0]], lease="ttl", ttl_ms=600000)
 G = 80 * 2**30  # every device of the spec: memory_total in the grant
-assert b["reservation"]["devices"] == [{"index": 1, "uuid": args[1], "memory_total": G}], b
-assert a["reservation"]["devices"] == [{"index": 0, "uuid": args[0], "memory_total": G}], a
+assert b["reservation"]["devices"] == [{"index": 1, "uuid": args[1], "memory_total": G, "vendor": "nvidia", "vendor_index": 1}], b
+assert a["reservation"]["devices"] == [{"index": 0, "uuid": args[0], "memory_total": G, "vendor": "nvidia", "vendor_index": 0}], a
 ' "$UA" "$UB" || t_fail "reserve"
 
 restart_on "$T_SCRATCH/ba.yaml"

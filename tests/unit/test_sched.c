@@ -1231,6 +1231,70 @@ static void test_model_types(void **state) {
   fx_free(fx);
 }
 
+/* A node of two vendors: the device layer's vendor decides a vendor model (the name "Radeon
+ * Pro W7900 Dual Slot" would read as amd too, "Accelerator X" as nothing); a reservation's
+ * GPUs are all of one vendor: two GPUs go to the vendor that has two admitting devices, and
+ * three of one vendor never fit. */
+static void test_vendors(void **state) {
+  (void)state;
+  gpumd_sched_opts_t o;
+  plain_opts(&o);
+  fx_t *fx = fx_new(&o);
+  static const struct {
+    const char *name, *vendor;
+    uint64_t total;
+  } devs[] = {{"NVIDIA H100 80GB HBM3", "nvidia", 80 * GiB},
+              {"NVIDIA H100 80GB HBM3", "nvidia", 80 * GiB},
+              {"Accelerator X", "amd", 192 * GiB},
+              {"AMD Instinct MI300X", "amd", 192 * GiB}};
+  for (unsigned i = 0; i < 4; i++) {
+    gpumd_sched_device_t d;
+    memset(&d, 0, sizeof d);
+    d.index = i;
+    snprintf(d.uuid, sizeof d.uuid, "GPU-v-%u", i);
+    snprintf(d.name, sizeof d.name, "%s", devs[i].name);
+    snprintf(d.vendor, sizeof d.vendor, "%s", devs[i].vendor);
+    d.memory_total = devs[i].total;
+    d.health = GPUM_HEALTH_AVAILABLE;
+    assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, T0), 0);
+  }
+  static const struct {
+    const char *model;
+    unsigned gpus;
+    uint64_t bytes;
+    uint64_t mask; /* 0: never fits */
+  } cases[] = {
+      {"amd", 2, GiB, 0xC}, /* the device layer's word, whatever the name */
+      {"nvidia", 2, GiB, 0x3}, {NULL, 2, 100 * GiB, 0xC}, /* only AMD holds 100 GiB */
+      {"MI300X", 1, GiB, 0x8}, {NULL, 3, GiB, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gpumd_sched_request_t q;
+    gpumd_sched_check_t c;
+    gpumd_sched_request_init(&q);
+    q.bytes_per_gpu = cases[i].bytes;
+    q.model = cases[i].model;
+    q.gpus = cases[i].gpus;
+    assert_int_equal(gpumd_sched_check(fx->s, &q, T0, &c), 0);
+    if (c.could_fit != (cases[i].mask != 0) || (c.could_fit && c.device_mask != cases[i].mask))
+      fail_msg("case %zu: could_fit %d, devices %#llx (%s)", i, c.could_fit,
+               (unsigned long long)c.device_mask, c.reason);
+  }
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
+  q.bytes_per_gpu = GiB;
+  q.gpus = 3;
+  expect_never_fit(fx, &q, "needs 3 GPUs of one vendor but this node has at most 2 of one vendor");
+  /* Two GPUs with no model, one NVIDIA taken: both go to AMD, never one of each. */
+  gpumd_resv_state_t st;
+  submit(fx, 70 * GiB, 1, 0, T0, &st);
+  assert_int_equal(st, GPUMD_RESV_GRANTED);
+  uint64_t m = mask_of(fx, submit(fx, 20 * GiB, 2, 0, T0, &st));
+  assert_int_equal(st, GPUMD_RESV_GRANTED);
+  assert_int_equal(m, 0xC);
+  fx_free(fx);
+}
+
 /* gpumd_sched_check: the dry run answers like submit would, and changes nothing. */
 static void test_check(void **state) {
   (void)state;
@@ -1499,6 +1563,7 @@ int main(void) {
       cmocka_unit_test(test_random_operations_keep_invariants),
       cmocka_unit_test(test_no_wait),
       cmocka_unit_test(test_model_types),
+      cmocka_unit_test(test_vendors),
       cmocka_unit_test(test_check),
       cmocka_unit_test(test_capacity_under_driver_reserved),
       cmocka_unit_test(test_require_fresh),

@@ -88,6 +88,51 @@ static void test_env_host_device(void **state) {
   assert_string_equal(value(v, n, "GPUM_RESERVATION_DEVICES"), "host-0123abcd");
 }
 
+/* An AMD grant: ROCR_VISIBLE_DEVICES by UUID, HIP_VISIBLE_DEVICES every ROCR device (so HIP
+ * does not take CUDA_VISIBLE_DEVICES as its list), CUDA sees nothing. */
+static void test_env_amd(void **state) {
+  (void)state;
+  const char *u[] = {"GPU-00000000000000a1", "GPU-00000000000000b2"};
+  gpum_reservation_t r = grant("r-5", 1ull << 30, 2, u);
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(r.devices[i].vendor, sizeof r.devices[i].vendor, "amd");
+    r.devices[i].vendor_index = (unsigned)(1 - i);
+  }
+  gpum_env_var_t v[GPUM_RESERVATION_ENV_MAX];
+  size_t n = 0;
+  assert_int_equal(gpum_reservation_env(&r, v, GPUM_RESERVATION_ENV_MAX, &n), 0);
+  assert_int_equal(n, 9);
+  assert_string_equal(value(v, n, "CUDA_VISIBLE_DEVICES"), "");
+  assert_string_equal(value(v, n, "ROCR_VISIBLE_DEVICES"),
+                      "GPU-00000000000000a1,GPU-00000000000000b2");
+  assert_string_equal(value(v, n, "HIP_VISIBLE_DEVICES"), "0,1");
+  assert_null(value(v, n, "ZE_AFFINITY_MASK"));
+  assert_string_equal(value(v, n, "GPUM_RESERVATION_DEVICES"),
+                      "GPU-00000000000000a1,GPU-00000000000000b2");
+}
+
+/* An Intel grant: ZE_AFFINITY_MASK by Level Zero's numbers; no ROCm variable. */
+static void test_env_intel(void **state) {
+  (void)state;
+  const char *u[] = {"ze-1", "ze-2"};
+  gpum_reservation_t r = grant("r-6", 1ull << 30, 2, u);
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(r.devices[i].vendor, sizeof r.devices[i].vendor, "intel");
+    r.devices[i].vendor_index = (unsigned)(3 - i);
+  }
+  gpum_env_var_t v[GPUM_RESERVATION_ENV_MAX];
+  size_t n = 0;
+  assert_int_equal(gpum_reservation_env(&r, v, GPUM_RESERVATION_ENV_MAX, &n), 0);
+  assert_string_equal(value(v, n, "ZE_AFFINITY_MASK"), "3,2");
+  assert_string_equal(value(v, n, "CUDA_VISIBLE_DEVICES"), "");
+  assert_null(value(v, n, "ROCR_VISIBLE_DEVICES"));
+  assert_null(value(v, n, "HIP_VISIBLE_DEVICES"));
+  /* Every variable fits GPUM_RESERVATION_ENV_MAX even when all vendors are present. */
+  snprintf(r.devices[0].vendor, sizeof r.devices[0].vendor, "amd");
+  assert_int_equal(gpum_reservation_env(&r, v, GPUM_RESERVATION_ENV_MAX, &n), 0);
+  assert_int_equal(n, GPUM_RESERVATION_ENV_MAX);
+}
+
 static void test_env_errors(void **state) {
   (void)state;
   const char *u[] = {"GPU-a"};
@@ -194,6 +239,8 @@ int main(void) {
       cmocka_unit_test(test_env_two_gpus),
       cmocka_unit_test(test_env_indexes_without_uuid),
       cmocka_unit_test(test_env_host_device),
+      cmocka_unit_test(test_env_amd),
+      cmocka_unit_test(test_env_intel),
       cmocka_unit_test(test_env_errors),
       cmocka_unit_test(test_setenv_precedence),
       cmocka_unit_test(test_distributed_env),

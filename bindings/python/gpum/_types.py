@@ -18,7 +18,7 @@ TRAJECTORY = 256  # GPUM_BATCH_TRAJECTORY
 
 ENV_NAME_MAX = 40  # GPUM_ENV_NAME_MAX
 ENV_VALUE_MAX = MAX_DEVICES * 100  # GPUM_ENV_VALUE_MAX
-ENV_MAX = 8  # GPUM_RESERVATION_ENV_MAX
+ENV_MAX = 10  # GPUM_RESERVATION_ENV_MAX
 DISTRIBUTED_ENV_MAX = 7  # GPUM_DISTRIBUTED_ENV_MAX
 
 
@@ -28,8 +28,9 @@ class DeviceInfo(c.Structure):
         ("pci_bus_id", c.c_char * 32), ("memory_total", c.c_uint64), ("cc_major", c.c_int),
         ("cc_minor", c.c_int), ("power_limit_mw", c.c_uint), ("temp_slowdown_c", c.c_int),
         ("temp_shutdown_c", c.c_int), ("ecc_enabled", c.c_bool), ("is_host", c.c_bool),
-        ("vendor", c.c_char_p), ("valid", c.c_uint32), ("parent_uuid", c.c_char * 96),
-        ("parent_index", c.c_int), ("mig_gi", c.c_uint), ("mig_ci", c.c_uint),
+        ("vendor", c.c_char_p), ("vendor_index", c.c_uint), ("valid", c.c_uint32),
+        ("parent_uuid", c.c_char * 96), ("parent_index", c.c_int), ("mig_gi", c.c_uint),
+        ("mig_ci", c.c_uint),
     ]
 
 
@@ -190,7 +191,8 @@ class EnvVar(c.Structure):
 
 
 class ResDevice(c.Structure):
-    _fields_ = [("index", c.c_uint), ("uuid", c.c_char * 96), ("memory_total", c.c_uint64)]
+    _fields_ = [("index", c.c_uint), ("uuid", c.c_char * 96), ("memory_total", c.c_uint64),
+                ("vendor", c.c_char * 16), ("vendor_index", c.c_uint)]
 
 
 class Reservation(c.Structure):

@@ -93,6 +93,8 @@ class Gpu:
     ecc: Dict[str, Any]                    # {"enabled", "corrected", "uncorrected"}
     processes: Tuple[Process, ...]
     error: Optional[str] = None            # why the device could not be read
+    vendor: Optional[str] = None           # "nvidia", "amd", "intel", "host"
+    vendor_index: Optional[int] = None     # its number among its vendor's devices
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,8 @@ def _device(sess: c.c_void_p, i: int) -> Gpu:
     return Gpu(
         index=i, uuid=info.uuid.decode(), name=info.name.decode(),
         pci_bus_id=info.pci_bus_id.decode(), is_host=bool(info.is_host), state=state,
+        vendor=info.vendor.decode() if info.vendor else None,
+        vendor_index=info.vendor_index if info.vendor else None,
         reason=why.value.decode() or None,
         memory=Memory(_v(s, M_TOTAL, s.memory_total), _v(s, M_USED, s.memory_used),
                       _v(s, M_FREE, s.memory_free), _v(s, M_RESERVED, s.memory_reserved)),

@@ -66,6 +66,8 @@ class Device:
     index: int         # gpumd's index
     uuid: str
     memory_total: int  # bytes
+    vendor: str = ""   # "nvidia", "amd", "intel", "host" ("" when gpumd does not say)
+    vendor_index: int = 0  # its number among its vendor's devices (rocm-smi's, Level Zero's)
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,8 @@ class Reservation:
         if not r:
             return ()
         return tuple(Device(r.devices[i].index, r.devices[i].uuid.decode(),
-                            r.devices[i].memory_total) for i in range(r.ndevices))
+                            r.devices[i].memory_total, r.devices[i].vendor.decode(),
+                            r.devices[i].vendor_index) for i in range(r.ndevices))
 
     @property
     def state(self) -> str:

@@ -129,6 +129,8 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
     put_int(dev, GPUM_PROTO_F_INDEX, (json_int_t)i);
     json_object_set_new_nocheck(dev, GPUM_PROTO_F_UUID, text_json(known ? v.uuid : ""));
     put_int(dev, GPUM_PROTO_F_MEMORY_TOTAL, known ? (json_int_t)v.memory_total : 0);
+    put_ascii(dev, GPUM_PROTO_F_VENDOR, known ? v.vendor : "");
+    put_int(dev, GPUM_PROTO_F_VENDOR_INDEX, known ? (json_int_t)v.vendor_index : 0);
     json_array_append_new(devs, dev);
   }
   json_object_set_new_nocheck(o, GPUM_PROTO_F_DEVICES, devs);
@@ -214,6 +216,9 @@ void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, b
     gpumd_jw_int(w, i);
     W_TEXT(w, GPUM_PROTO_F_UUID, uuid);
     W_INT(w, GPUM_PROTO_F_MEMORY_TOTAL, known ? (long long)v.memory_total : 0);
+    W_KEY(w, GPUM_PROTO_F_VENDOR); /* the device layer's word: nothing to escape */
+    gpumd_jw_string(w, known ? v.vendor : "");
+    W_INT(w, GPUM_PROTO_F_VENDOR_INDEX, known ? (long long)v.vendor_index : 0);
     gpumd_jw_raw(w, "}", 1);
   }
   gpumd_jw_raw(w, "]", 1);
@@ -467,6 +472,8 @@ bool gpumd_engine_device_view(gpumd_t *d, unsigned index, const gpum_device_samp
   v.index = index;
   snprintf(v.uuid, sizeof v.uuid, "%s", dev->info.uuid);
   snprintf(v.name, sizeof v.name, "%s", dev->info.name);
+  snprintf(v.vendor, sizeof v.vendor, "%s", dev->info.vendor ? dev->info.vendor : "");
+  v.vendor_index = dev->info.vendor_index;
   v.memory_total = dev->info.memory_total;
   gpum_device_sample_t s;
   if (!sample && gpum_monitor_latest(d->mon, index, &s) == 0)

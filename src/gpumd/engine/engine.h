@@ -16,6 +16,9 @@ void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, boo
 /* Applies the ledger's disabled devices to the devices that have answered (at start, and when
  * a silent device answers). */
 void gpumd_engine_apply_disabled(gpumd_t *d);
+/* The vendor of dev: the device layer's word ("nvidia", "amd", "intel", "host"), else what its
+ * name says (gpum_gpu_type_parse), else "unknown". Never NULL. */
+const char *gpumd_engine_vendor_of(const gpumd_device_t *dev);
 /* The Kubernetes-style resource name of a GPU called name (the resources.<vendor> option of
  * its vendor, else resources.default). Never NULL. */
 const char *gpumd_engine_resource_of(gpumd_t *d, const char *name);

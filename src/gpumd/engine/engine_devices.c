@@ -27,6 +27,14 @@ const char *gpumd_engine_resource_of(gpumd_t *d, const char *name) {
   return r && *r ? r : gpum_config_get_string(d->cfg, "resources.default");
 }
 
+const char *gpumd_engine_vendor_of(const gpumd_device_t *dev) {
+  if (dev->info.vendor && *dev->info.vendor)
+    return dev->info.vendor;
+  gpum_gpu_type_t t;
+  bool typed = gpum_gpu_type_parse(dev->info.name, &t) == 0;
+  return gpum_gpu_vendor_name(typed ? t.vendor : GPUM_GPU_VENDOR_UNKNOWN);
+}
+
 int gpumd_engine_class_gb(gpumd_t *d, const char *name, double *gb) {
   gpum_gpu_type_t t;
   if (name && gpum_gpu_type_parse(name, &t) == 0 && t.family[0] && t.memory_gb <= 0) {
@@ -75,9 +83,8 @@ json_t *gpumd_engine_devices_json(gpumd_t *d) {
     if (o) {
       gpum_gpu_type_t t;
       bool typed = gpum_gpu_type_parse(dev->info.name, &t) == 0;
-      json_object_set_new(
-          o, "vendor",
-          json_string(gpum_gpu_vendor_name(typed ? t.vendor : GPUM_GPU_VENDOR_UNKNOWN)));
+      json_object_set_new(o, "vendor", json_string(gpumd_engine_vendor_of(dev)));
+      json_object_set_new(o, "vendor_index", json_integer(dev->info.vendor_index));
       json_object_set_new(o, "gpu_type",
                           typed && t.family[0] ? json_string(t.family) : json_null());
       json_object_set_new(o, "resource", json_string(gpumd_engine_resource_of(d, dev->info.name)));

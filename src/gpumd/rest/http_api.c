@@ -238,6 +238,14 @@ static double card_class_gb(gpumd_t *d, json_t *dev) {
   return gb;
 }
 
+/* Whether a device of gpumd_engine_devices_json is of GPU type want: by its name, and by its
+ * vendor for a vendor word. */
+static bool device_is_of_type(const json_t *dev, const char *want) {
+  const char *name = json_string_value(json_object_get(dev, "name"));
+  const char *vendor = json_string_value(json_object_get(dev, "vendor"));
+  return gpum_gpu_type_matches_device(want, name ? name : "", vendor);
+}
+
 /* "memory_gb" as the seed means it: a number up to a card's class (32.0 of a 32 GB V100) asks
  * for that card, not for 32 GiB, which no V100 can grant (the driver and gpumd's margin keep
  * some of it). When every matching device's capacity is below what was asked and some matching
@@ -251,8 +259,7 @@ static void whole_card(gpumd_t *d, gpumd_reserve_req_t *req, gpumd_rest_config_t
   size_t i;
   json_t *dev;
   json_array_foreach(all, i, dev) {
-    const char *name = json_string_value(json_object_get(dev, "name"));
-    if (!gpum_gpu_type_matches(req->q.model, name ? name : ""))
+    if (!device_is_of_type(dev, req->q.model))
       continue;
     uint64_t cap = (uint64_t)json_integer_value(json_object_get(dev, GPUM_PROTO_F_CAPACITY));
     if (cap >= asked) { /* a device that can grant it as asked: nothing to interpret */
@@ -261,7 +268,7 @@ static void whole_card(gpumd_t *d, gpumd_reserve_req_t *req, gpumd_rest_config_t
     }
     if (card_class_gb(d, dev) + 1e-9 >= asked_gb && cap > 0 && (grant == 0 || cap < grant)) {
       grant = cap;
-      model = name;
+      model = json_string_value(json_object_get(dev, "name"));
     }
   }
   if (grant) {
@@ -504,10 +511,9 @@ int gpumd_http_nodes(gpumd_http_call_t *call) {
   size_t i;
   json_t *dev;
   json_array_foreach(all, i, dev) {
-    const char *name = json_string_value(json_object_get(dev, "name"));
     double total =
         (double)json_integer_value(json_object_get(json_object_get(dev, "memory"), "total"));
-    if (gpum_gpu_type_matches(type, name) && total >= min_gb * GIB)
+    if (device_is_of_type(dev, type) && total >= min_gb * GIB)
       json_array_append(keep, dev);
   }
   json_decref(all);
@@ -570,15 +576,14 @@ static int config_answer(gpumd_http_call_t *call, const gpumd_reserve_req_t *req
   return 0;
 }
 
-/* Whether any device here is of type (gpum_gpu_type_matches). */
+/* Whether any device here is of type (gpum_gpu_type_matches_device). */
 static bool node_has_type(gpumd_t *d, const char *type) {
   bool any = false;
   json_t *all = gpumd_engine_devices_json(d);
   size_t i;
   json_t *dev;
   json_array_foreach(all, i, dev) {
-    const char *name = json_string_value(json_object_get(dev, "name"));
-    any = any || gpum_gpu_type_matches(type, name ? name : "");
+    any = any || device_is_of_type(dev, type);
   }
   json_decref(all);
   return any;
@@ -743,11 +748,12 @@ int gpumd_http_health(gpumd_http_call_t *call) {
     usable += h.state == GPUM_HEALTH_AVAILABLE || h.state == GPUM_HEALTH_BUSY;
     bad += h.state == GPUM_HEALTH_ERROR || !h.responsive;
     json_array_append_new(
-        devs, json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:I}", "index", (int)dev->index,
-                        "uuid", dev->info.uuid, "name", dev->info.name, "state",
-                        gpum_health_state_name(h.state), "reason", h.reason, "since_ns",
-                        (json_int_t)h.since_ns, "responsive", h.responsive, "consecutive_failures",
-                        (int)h.consecutive_failures, "last_xid", (json_int_t)h.last_xid));
+        devs, json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:i, s:I}", "index",
+                        (int)dev->index, "uuid", dev->info.uuid, "name", dev->info.name, "vendor",
+                        gpumd_engine_vendor_of(dev), "state", gpum_health_state_name(h.state),
+                        "reason", h.reason, "since_ns", (json_int_t)h.since_ns, "responsive",
+                        h.responsive, "consecutive_failures", (int)h.consecutive_failures,
+                        "last_xid", (json_int_t)h.last_xid));
   }
   const char *status = "ok", *reason = "every device is usable";
   bool healthy = false;
@@ -817,9 +823,10 @@ int gpumd_http_monitoring(gpumd_http_call_t *call) {
           0)
         json_object_set_new(stats, gpum_metric_name(stat_metrics[k]), stats_json(&w));
     }
-    json_array_append_new(devs, json_pack("{s:i, s:s, s:s, s:o, s:o}", "index", (int)dev->index,
-                                          "uuid", dev->info.uuid, "name", dev->info.name, "latest",
-                                          latest, "stats", stats));
+    json_array_append_new(devs,
+                          json_pack("{s:i, s:s, s:s, s:s, s:o, s:o}", "index", (int)dev->index,
+                                    "uuid", dev->info.uuid, "name", dev->info.name, "vendor",
+                                    gpumd_engine_vendor_of(dev), "latest", latest, "stats", stats));
   }
   uint64_t iv = gpum_config_get_duration(d->cfg, "monitor.interval");
   call->out = json_pack("{s:f, s:I, s:o, s:o}", "window_s", window_ms / 1000.0, "interval_ms",

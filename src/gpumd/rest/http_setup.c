@@ -53,6 +53,8 @@ static void add_device(gpumd_t *d, target_t *t, unsigned index) {
     gpum_res_device_t *gd = &t->grant.devices[t->grant.ndevices++];
     gd->index = index;
     snprintf(gd->uuid, sizeof gd->uuid, "%s", uuid);
+    snprintf(gd->vendor, sizeof gd->vendor, "%s", dev && dev->info.vendor ? dev->info.vendor : "");
+    gd->vendor_index = dev ? dev->info.vendor_index : 0;
   }
   json_array_append_new(t->devices,
                         json_pack("{s:i, s:s, s:s, s:I, s:I}", "index", (int)index, "uuid", uuid,

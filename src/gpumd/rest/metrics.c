@@ -285,8 +285,9 @@ static void device_metrics(writer_t *w, devview_t *v, unsigned n) {
 
 static void device_static_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
   family(w, "gpum_device_info", "gauge",
-         "Static facts of each device as labels (pci_bus_id, compute_capability, vendor, "
-         "gpu_type, resource: its Kubernetes-style name); always 1.");
+         "Static facts of each device as labels (pci_bus_id, compute_capability, vendor_index: "
+         "its number among its vendor's devices, gpu_type, resource: its Kubernetes-style "
+         "name); always 1.");
   for (unsigned i = 0; i < n; i++) {
     const gpum_device_info_t *in = &v[i].dev->info;
     char l[LABELS_LEN];
@@ -298,7 +299,7 @@ static void device_static_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigne
     label(l, sizeof l, "compute_capability", cc);
     gpum_gpu_type_t t;
     bool typed = gpum_gpu_type_parse(in->name, &t) == 0;
-    label(l, sizeof l, "vendor", gpum_gpu_vendor_name(typed ? t.vendor : GPUM_GPU_VENDOR_UNKNOWN));
+    label_u(l, sizeof l, "vendor_index", in->vendor_index);
     label(l, sizeof l, "gpu_type", typed ? t.family : "");
     label(l, sizeof l, "resource", gpumd_engine_resource_of(d, in->name));
     put(w, "gpum_device_info{%s} 1\n", l);
@@ -558,6 +559,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
     label_u(x->labels, sizeof x->labels, "gpu", dev->index);
     label(x->labels, sizeof x->labels, "uuid", dev->info.uuid);
     label(x->labels, sizeof x->labels, "model", dev->info.name);
+    label(x->labels, sizeof x->labels, "vendor", gpumd_engine_vendor_of(dev));
     x->any_sample = d->mon && gpum_monitor_latest(d->mon, dev->index, &x->s) == 0;
     x->have_sample = gpumd_device_measured(d, dev->index, &x->s);
     x->have_health = d->mon && gpum_monitor_health(d->mon, dev->index, &x->h) == 0;

@@ -319,6 +319,7 @@ static void set_view(gpumd_sched_t *s, const gpumd_cause_t *cause, const gpumd_s
   slot->v = *dev;
   slot->v.uuid[sizeof(slot->v.uuid) - 1] = '\0';
   slot->v.name[sizeof(slot->v.name) - 1] = '\0';
+  slot->v.vendor[sizeof(slot->v.vendor) - 1] = '\0';
   slot->v.reason[sizeof(slot->v.reason) - 1] = '\0';
   slot->known = true;
   s->known_mask |= 1ull << dev->index;

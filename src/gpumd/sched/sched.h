@@ -226,7 +226,9 @@ void gpumd_sched_request_init(gpumd_sched_request_t *req);
 typedef struct {
   unsigned index; /* device-layer index, < GPUMD_SCHED_MAX_DEVICES */
   char uuid[GPUM_UUID_LEN];
-  char name[GPUM_NAME_LEN]; /* matched by the model (gpum_gpu_type_matches) */
+  char name[GPUM_NAME_LEN]; /* matched by the model (gpum_gpu_type_matches_device) */
+  char vendor[16];          /* the device layer's: "nvidia", "amd", "intel", "host"; "" unknown */
+  unsigned vendor_index;    /* its number among its vendor's devices (gpum_device_info_t) */
   uint64_t memory_total;
   uint64_t memory_used;     /* all processes (NVML); the pressure ratio is used / total */
   uint64_t memory_reserved; /* the driver's own (NVML memory info v2): never allocatable */

@@ -38,7 +38,7 @@ bool gpumd__sched_matches(const gpumd_sched_t *s, const gpumd_resv_t *r, unsigne
     return false;
   if (r->want_mask != 0 && !(r->want_mask & (1ull << d)))
     return false;
-  if (r->model[0] != '\0' && !gpum_gpu_type_matches(r->model, slot->v.name))
+  if (r->model[0] != '\0' && !gpum_gpu_type_matches_device(r->model, slot->v.name, slot->v.vendor))
     return false;
   return slot->v.memory_total >= r->min_memory;
 }
@@ -147,11 +147,44 @@ bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64
   }
   if (n < r->gpus)
     return false;
-  uint64_t m = 0;
-  for (unsigned i = 0; i < r->gpus; i++)
-    m |= 1ull << c[i].d;
-  *mask = m;
-  return true;
+  /* The GPUs of one reservation are of one vendor (one runtime drives them): the first vendor,
+   * in the order of the candidates, that has enough of them. */
+  for (unsigned first = 0; first < n; first++) {
+    const char *vendor = s->dev[c[first].d].v.vendor;
+    bool seen = false;
+    for (unsigned i = 0; i < first && !seen; i++)
+      seen = strcmp(s->dev[c[i].d].v.vendor, vendor) == 0;
+    if (seen)
+      continue;
+    uint64_t m = 0;
+    unsigned k = 0;
+    for (unsigned i = first; i < n && k < r->gpus; i++) {
+      if (strcmp(s->dev[c[i].d].v.vendor, vendor) == 0) {
+        m |= 1ull << c[i].d;
+        k++;
+      }
+    }
+    if (k == r->gpus) {
+      *mask = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The most devices matching r that one vendor has (a reservation's GPUs are of one vendor). */
+static unsigned most_of_one_vendor(const gpumd_sched_t *s, const gpumd_resv_t *r) {
+  unsigned most = 0;
+  ALL_DEVICES(a) {
+    if (!gpumd__sched_matches(s, r, a))
+      continue;
+    unsigned k = 0;
+    ALL_DEVICES(b) {
+      k += gpumd__sched_matches(s, r, b) && strcmp(s->dev[a].v.vendor, s->dev[b].v.vendor) == 0;
+    }
+    most = k > most ? k : most;
+  }
+  return most;
 }
 
 /* ---- Submit-time checks --------------------------------------------------------------- */
@@ -233,6 +266,12 @@ int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r) {
     return gpum_error(GPUMD_SCHED_ENEVERFIT, "needs %u GPUs but only %u device%s%s on this node",
                       r->gpus, matching, matching == 1 ? "" : "s",
                       cons[0] ? cons : (matching == 1 ? " exists" : " exist"));
+  unsigned one = r->gpus > 1 ? most_of_one_vendor(s, r) : matching;
+  if (one < r->gpus)
+    return gpum_error(GPUMD_SCHED_ENEVERFIT,
+                      "needs %u GPUs of one vendor but this node has at most %u of one vendor%s "
+                      "(a reservation's GPUs are driven by one runtime)",
+                      r->gpus, one, cons);
   if (big < r->gpus) {
     gpum_size_format(r->bytes_per_gpu, need, sizeof(need));
     gpum_size_format(best, have, sizeof(have));

@@ -14,7 +14,15 @@
 
 /* A device of gpumd's CPU fallback (the host backend names its one device "host-..."). */
 static bool is_host_device(const gpum_res_device_t *d) {
-  return strncmp(d->uuid, "host-", 5) == 0;
+  return strcmp(d->vendor, "host") == 0 || strncmp(d->uuid, "host-", 5) == 0;
+}
+
+/* The runtime that drives d. A gpumd that does not say the vendor is an older one, of NVIDIA
+ * GPUs only. */
+static const char *vendor_of(const gpum_res_device_t *d) {
+  if (is_host_device(d))
+    return "host";
+  return d->vendor[0] ? d->vendor : "nvidia";
 }
 
 /* Appends name=value; false when it does not fit (the caller reports ENOSPC). */
@@ -29,20 +37,31 @@ static bool put(gpum_env_var_t *vars, size_t cap, size_t *n, const char *name, c
   return true;
 }
 
-/* Joins the devices' names (UUID, else index) with commas; CUDA devices only when cuda_only. */
-static void join_devices(const gpum_reservation_t *r, bool cuda_only, char *buf, size_t len) {
+typedef enum { BY_UUID, BY_VENDOR_INDEX, BY_ORDINAL } naming_t;
+
+/* Joins with commas the granted devices of vendor (NULL: every device), each named as how
+ * says: its UUID (else gpumd's index), its number among its vendor's devices, or its ordinal
+ * in the list (0, 1, ...). Returns how many. */
+static unsigned join_devices(const gpum_reservation_t *r, const char *vendor, naming_t how,
+                             char *buf, size_t len) {
   size_t off = 0;
+  unsigned k = 0;
   buf[0] = '\0';
   for (size_t i = 0; i < r->ndevices && off < len; i++) {
     const gpum_res_device_t *d = &r->devices[i];
-    if (cuda_only && is_host_device(d))
+    if (vendor && strcmp(vendor_of(d), vendor) != 0)
       continue;
-    int k = d->uuid[0] ? snprintf(buf + off, len - off, "%s%s", off ? "," : "", d->uuid)
-                       : snprintf(buf + off, len - off, "%s%u", off ? "," : "", d->index);
-    if (k < 0)
+    const char *sep = off ? "," : "";
+    int w = how == BY_ORDINAL        ? snprintf(buf + off, len - off, "%s%u", sep, k)
+            : how == BY_VENDOR_INDEX ? snprintf(buf + off, len - off, "%s%u", sep, d->vendor_index)
+            : d->uuid[0]             ? snprintf(buf + off, len - off, "%s%s", sep, d->uuid)
+                                     : snprintf(buf + off, len - off, "%s%u", sep, d->index);
+    if (w < 0)
       break;
-    off += (size_t)k;
+    off += (size_t)w;
+    k++;
   }
+  return k;
 }
 
 int gpum_reservation_env(const gpum_reservation_t *r, gpum_env_var_t *vars, size_t cap,
@@ -54,21 +73,34 @@ int gpum_reservation_env(const gpum_reservation_t *r, gpum_env_var_t *vars, size
   if (r->id[0] == '\0' || r->ndevices == 0 || r->ndevices > GPUM_CLIENT_MAX_DEVICES)
     return gpum_error(GPUM_EINVAL, "reservation %s has no granted device",
                       r->id[0] ? r->id : "(no id)");
-  char cuda[GPUM_ENV_VALUE_MAX], all[GPUM_ENV_VALUE_MAX], limit[24];
-  join_devices(r, true, cuda, sizeof cuda);
-  join_devices(r, false, all, sizeof all);
+  char cuda[GPUM_ENV_VALUE_MAX], rocr[GPUM_ENV_VALUE_MAX], hip[GPUM_ENV_VALUE_MAX],
+      ze[GPUM_ENV_VALUE_MAX], all[GPUM_ENV_VALUE_MAX], limit[24];
+  join_devices(r, "nvidia", BY_UUID, cuda, sizeof cuda);
+  unsigned amd = join_devices(r, "amd", BY_UUID, rocr, sizeof rocr);
+  join_devices(r, "amd", BY_ORDINAL, hip, sizeof hip);
+  unsigned intel = join_devices(r, "intel", BY_VENDOR_INDEX, ze, sizeof ze);
+  join_devices(r, NULL, BY_UUID, all, sizeof all);
   snprintf(limit, sizeof limit, "%llu", (unsigned long long)r->bytes_per_gpu);
   size_t n = 0;
   bool ok = put(vars, cap, &n, "CUDA_VISIBLE_DEVICES", cuda, false) &&
-            put(vars, cap, &n, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", false) &&
-            put(vars, cap, &n, "GPUM_RESERVATION_ID", r->id, false) &&
-            put(vars, cap, &n, "GPUM_MEM_LIMIT", limit, false) &&
-            put(vars, cap, &n, "GPUM_RESERVATION_DEVICES", all, false) &&
-            put(vars, cap, &n, "TF_FORCE_GPU_ALLOW_GROWTH", "true", true) &&
-            put(vars, cap, &n, "XLA_PYTHON_CLIENT_PREALLOCATE", "false", true);
+            put(vars, cap, &n, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", false);
+  /* ROCm: ROCR_VISIBLE_DEVICES picks the GPUs by UUID at the lowest level; HIP numbers what is
+   * left from 0, and HIP_VISIBLE_DEVICES (all of them) keeps HIP from reading
+   * CUDA_VISIBLE_DEVICES, which it otherwise takes as its own. */
+  if (ok && amd > 0)
+    ok = put(vars, cap, &n, "ROCR_VISIBLE_DEVICES", rocr, false) &&
+         put(vars, cap, &n, "HIP_VISIBLE_DEVICES", hip, false);
+  /* Level Zero: the devices' numbers in the driver's own order. */
+  if (ok && intel > 0)
+    ok = put(vars, cap, &n, "ZE_AFFINITY_MASK", ze, false);
+  ok = ok && put(vars, cap, &n, "GPUM_RESERVATION_ID", r->id, false) &&
+       put(vars, cap, &n, "GPUM_MEM_LIMIT", limit, false) &&
+       put(vars, cap, &n, "GPUM_RESERVATION_DEVICES", all, false) &&
+       put(vars, cap, &n, "TF_FORCE_GPU_ALLOW_GROWTH", "true", true) &&
+       put(vars, cap, &n, "XLA_PYTHON_CLIENT_PREALLOCATE", "false", true);
   if (!ok)
     return gpum_error(GPUM_ENOSPC,
-                      "the environment of a reservation has %d variables, room for %zu",
+                      "the environment of a reservation has up to %d variables, room for %zu",
                       GPUM_RESERVATION_ENV_MAX, cap);
   *count = n;
   return 0;

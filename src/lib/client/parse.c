@@ -90,6 +90,8 @@ static void device_ref(const json_t *d, gpum_res_device_t *out) {
   out->index = (unsigned)u64(d, GPUM_PROTO_F_INDEX);
   str(d, GPUM_PROTO_F_UUID, out->uuid, sizeof out->uuid);
   out->memory_total = u64(d, GPUM_PROTO_F_MEMORY_TOTAL);
+  str(d, GPUM_PROTO_F_VENDOR, out->vendor, sizeof out->vendor);
+  out->vendor_index = (unsigned)u64(d, GPUM_PROTO_F_VENDOR_INDEX);
 }
 
 void gpum__res_parse(const json_t *o, gpum_reservation_t *r) {

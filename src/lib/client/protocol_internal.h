@@ -91,6 +91,8 @@
 #define GPUM_PROTO_F_QUEUE_POSITION "queue_position"
 #define GPUM_PROTO_F_FENCED "fenced"
 #define GPUM_PROTO_F_MEMORY_TOTAL "memory_total"
+#define GPUM_PROTO_F_VENDOR "vendor"
+#define GPUM_PROTO_F_VENDOR_INDEX "vendor_index"
 #define GPUM_PROTO_F_LIMIT "limit"
 #define GPUM_PROTO_F_PROCESSES "processes"
 #define GPUM_PROTO_F_WAITING_FOR "waiting_for"

@@ -19,11 +19,14 @@
 static const gpum_option_def_t builtin_table[] = {
     {"backend", GPUM_OPT_ENUM, "auto", "auto|nvml|rocm|host", UNBOUNDED, false,
      "Device backend: nvml for NVIDIA GPUs, rocm for AMD GPUs (ROCm SMI), host for the CPU "
-     "fallback, auto for NVML when it loads and finds devices and host otherwise."},
+     "fallback, auto for the devices of every vendor library that loads and finds some (one "
+     "list: NVIDIA, then AMD), else host."},
     {"devices", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
      "Devices to use, as comma-separated indices such as \"0,2\"; empty means all."},
     {"nvml.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
      "Path of the NVML library to load instead of libnvidia-ml.so.1."},
+    {"rocm_smi.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
+     "Path of the ROCm SMI library to load instead of librocm_smi64.so.1."},
     {"cuda.library", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,
      "Path of the CUDA driver library to load instead of libcuda.so.1."},
     {"sim.node", GPUM_OPT_STRING, "", NULL, UNBOUNDED, false,

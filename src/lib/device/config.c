@@ -20,9 +20,12 @@ int gpum_device_opts_from_config(const gpum_config_t *cfg, gpum_device_open_opts
     return 0;
   const char *backend = gpum_config_get_string(cfg, "backend");
   if (backend && *backend && gpum_backend_parse(backend, &opts->backend) != 0)
-    return gpum_error(GPUM_EINVAL, "invalid backend '%s' (expected auto, nvml or host)", backend);
+    return gpum_error(GPUM_EINVAL, "invalid backend '%s' (expected auto, nvml, rocm or host)",
+                      backend);
   const char *lib = gpum_config_get_string(cfg, "nvml.library");
   opts->nvml_library = (lib && *lib) ? lib : NULL;
+  lib = gpum_config_get_string(cfg, "rocm_smi.library");
+  opts->rocm_library = (lib && *lib) ? lib : NULL;
   int64_t retries = gpum_config_get_int(cfg, "retry.count");
   opts->retries = retries < 0 ? 0 : (retries > 100 ? 100 : (int)retries);
   uint64_t base = gpum_config_get_duration(cfg, "retry.base");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The device session: picks a backend (auto | nvml | host), serialises calls into it with one
+ * The device session: picks a backend (auto | nvml | rocm | host; auto may list several
+ * vendors' devices through mixed.c), serialises calls into it with one
  * mutex, and holds what every backend shares: the retry policy for transient driver errors,
  * the NVML error mapping, the metric table, and the /proc lookup that turns the pids a backend
  * reports into gpum_process_t entries with user and command.
@@ -40,7 +41,8 @@ const char *gpum_backend_name(gpum_backend_kind_t kind) {
   static const char *const names[] = {[GPUM_BACKEND_AUTO] = "auto",
                                       [GPUM_BACKEND_NVML] = "nvml",
                                       [GPUM_BACKEND_HOST] = "host",
-                                      [GPUM_BACKEND_ROCM] = "rocm"};
+                                      [GPUM_BACKEND_ROCM] = "rocm",
+                                      [GPUM_BACKEND_MIXED] = "mixed"};
   return GPUM__NAME_OF(names, kind, "unknown");
 }
 
@@ -257,8 +259,35 @@ void gpum_device_open_opts_init(gpum_device_open_opts_t *opts) {
   memset(opts, 0, sizeof *opts);
   opts->backend = GPUM_BACKEND_AUTO;
   opts->nvml_library = NULL;
+  opts->rocm_library = NULL;
   opts->retries = -1;
   opts->retry_base_ms = -1;
+}
+
+int gpum__device_opts_dup(const gpum_device_open_opts_t *src, gpum_device_open_opts_t *dst,
+                          char **block) {
+  const char **paths[] = {&dst->nvml_library, &dst->rocm_library};
+  enum { N = sizeof paths / sizeof paths[0] };
+  *dst = *src;
+  *block = NULL;
+  size_t len = 0;
+  for (size_t i = 0; i < N; i++)
+    len += *paths[i] ? strlen(*paths[i]) + 1 : 0;
+  if (len == 0)
+    return 0;
+  char *b = malloc(len), *p = b;
+  if (!b)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  for (size_t i = 0; i < N; i++) {
+    if (!*paths[i])
+      continue;
+    size_t k = strlen(*paths[i]) + 1;
+    memcpy(p, *paths[i], k);
+    *paths[i] = p;
+    p += k;
+  }
+  *block = b;
+  return 0;
 }
 
 int gpum__info_keep(int rc, gpum_device_info_t *out, gpum_device_info_t *last, bool *have_last,
@@ -271,6 +300,7 @@ int gpum__info_keep(int rc, gpum_device_info_t *out, gpum_device_info_t *last, b
   } else {
     memset(out, 0, sizeof *out);
     out->index = index;
+    out->vendor_index = index;
     out->parent_index = -1;
     out->vendor = vendor;
   }
@@ -314,25 +344,48 @@ static void log_selection(const char *line) {
     gpum_log(GPUM_LOG_INFO, "device", "%s", line);
 }
 
-/* auto: nvml when it loads and finds a device, else host; says which and why at info level. */
+/* The vendor backends auto tries, in the order their devices are listed. */
+static const struct gpum__backend *const vendor_backends[] = {&gpum__backend_nvml,
+                                                              &gpum__backend_rocm};
+
+/* auto: every vendor backend that loads and finds a device, in one list (mixed.c), else host;
+ * says which and why at info level. */
 static int open_auto(gpum_device_session_t *s, const gpum_device_open_opts_t *opts) {
-  char line[640];
-  int rc = try_backend(s, &gpum__backend_nvml, opts);
-  if (rc == 0 && s->count > 0) {
-    snprintf(line, sizeof line, "backend selected backend=nvml library=\"%.500s\" devices=%u",
-             s->detail, s->count);
+  enum { NV = sizeof vendor_backends / sizeof vendor_backends[0] };
+  _Static_assert(NV <= GPUM__MIXED_MAX, "the mixed list holds every vendor");
+  gpum_device_session_t *found[NV];
+  unsigned nfound = 0;
+  char why[512] = "", line[640];
+  size_t off = 0;
+  for (unsigned i = 0; i < NV; i++) {
+    gpum_device_open_opts_t o = *opts;
+    o.backend = vendor_backends[i]->kind;
+    gpum_device_session_t *c = NULL;
+    if (gpum_device_open(&o, &c) == 0) {
+      found[nfound++] = c;
+      continue;
+    }
+    int w = snprintf(why + off, sizeof why - off, "%s%s: %s", off ? "; " : "",
+                     vendor_backends[i]->name, gpum_last_error());
+    if (w > 0)
+      off = off + (size_t)w < sizeof why ? off + (size_t)w : sizeof why - 1;
+  }
+  if (nfound > 0) {
+    int rc = gpum__mixed_adopt(s, found, nfound);
+    if (rc) {
+      for (unsigned i = 0; i < nfound; i++)
+        gpum_device_close(found[i]);
+      return rc;
+    }
+    s->ops = &gpum__backend_mixed;
+    snprintf(line, sizeof line, "backend selected backend=%s library=\"%.480s\" devices=%u",
+             gpum_backend_name(gpum__mixed_kind(s)), s->detail, s->count);
     log_selection(line);
+    if (why[0])
+      gpum_log(GPUM_LOG_DEBUG, "device", "not on this node: %s", why);
     return 0;
   }
-  char why[512];
-  if (rc == 0) {
-    snprintf(why, sizeof why, "NVML (%.400s) loaded but reports no device", s->detail);
-    s->ops->close(s);
-    s->ops = NULL;
-  } else {
-    snprintf(why, sizeof why, "%.500s", gpum_last_error());
-  }
-  rc = try_backend(s, &gpum__backend_host, opts);
+  int rc = try_backend(s, &gpum__backend_host, opts);
   if (rc)
     return rc;
   snprintf(line, sizeof line, "backend selected backend=host reason=\"%.500s\"", why);
@@ -350,7 +403,8 @@ int gpum_device_open(const gpum_device_open_opts_t *opts, gpum_device_session_t 
     opts = &defaults;
   }
   if (opts->backend != GPUM_BACKEND_AUTO && opts->backend != GPUM_BACKEND_NVML &&
-      opts->backend != GPUM_BACKEND_HOST && opts->backend != GPUM_BACKEND_ROCM)
+      opts->backend != GPUM_BACKEND_HOST && opts->backend != GPUM_BACKEND_ROCM &&
+      opts->backend != GPUM_BACKEND_MIXED)
     return gpum_error(GPUM_EINVAL, "unknown backend kind %d", (int)opts->backend);
   gpum_device_session_t *s = calloc(1, sizeof *s);
   if (!s)
@@ -380,7 +434,7 @@ int gpum_device_open(const gpum_device_open_opts_t *opts, gpum_device_session_t 
       rc = gpum_error(GPUM_ENODEV, "ROCm SMI (%s) reports no device", s->detail);
     }
     break;
-  default:
+  default: /* auto, and mixed: what auto reported, asked for again (a reader's session) */
     rc = open_auto(s, opts);
     break;
   }
@@ -405,6 +459,8 @@ void gpum_device_close(gpum_device_session_t *s) {
 }
 
 gpum_backend_kind_t gpum_device_backend(const gpum_device_session_t *s) {
+  if (s && s->ops == &gpum__backend_mixed)
+    return gpum__mixed_kind(s);
   return s && s->ops ? s->ops->kind : GPUM_BACKEND_HOST;
 }
 
@@ -441,6 +497,7 @@ int gpum_device_get_info(gpum_device_session_t *s, unsigned index, gpum_device_i
     return rc;
   memset(out, 0, sizeof *out);
   out->index = index;
+  out->vendor_index = index;
   out->parent_index = -1; /* a whole GPU, unless the backend finds a MIG instance */
   gpum__session_lock(s);
   rc = s->ops->get_info(s, index, out);

@@ -68,6 +68,17 @@ struct gpum__backend {
 extern const struct gpum__backend gpum__backend_nvml;
 extern const struct gpum__backend gpum__backend_host;
 extern const struct gpum__backend gpum__backend_rocm;
+extern const struct gpum__backend gpum__backend_mixed;
+
+/* ---- the list of every vendor's devices (mixed.c) ---- */
+
+#define GPUM__MIXED_MAX 4 /* vendor sessions in one list */
+/* Makes s (opened, without a backend yet) the list of the devices of children[0..n), in that
+ * order, taking the sessions over (they are closed with s; on failure the caller keeps them).
+ * Sets s->impl, count, detail, driver_version and simulated. 0, GPUM_EINVAL or GPUM_ENOMEM. */
+int gpum__mixed_adopt(gpum_device_session_t *s, gpum_device_session_t *const *children, unsigned n);
+/* The kind a mixed session reports: its one vendor's, else GPUM_BACKEND_MIXED. */
+gpum_backend_kind_t gpum__mixed_kind(const gpum_device_session_t *s);
 
 struct gpum_device_session {
   pthread_mutex_t lock;
@@ -79,6 +90,12 @@ struct gpum_device_session {
   char detail[PATH_MAX + 128];
   char driver_version[96];
 };
+
+/* Copies src into *dst with its library paths in one block of their own (*block, freed by the
+ * caller; NULL when there is none), for whoever opens sessions later, on other threads (the
+ * readers, the monitor). 0 or GPUM_ENOMEM (then nothing is allocated). */
+int gpum__device_opts_dup(const gpum_device_open_opts_t *src, gpum_device_open_opts_t *dst,
+                          char **block);
 
 /* Locks/unlocks the session (used by backends inside event_wait). */
 /* A GPU backend's get_info after its query returned rc: on success *out becomes the device's

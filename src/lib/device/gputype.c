@@ -334,6 +334,10 @@ int gpum_gpu_type_parse(const char *name, gpum_gpu_type_t *out) {
 }
 
 bool gpum_gpu_type_matches(const char *want, const char *device_name) {
+  return gpum_gpu_type_matches_device(want, device_name, NULL);
+}
+
+bool gpum_gpu_type_matches_device(const char *want, const char *device_name, const char *vendor) {
   const char *dev = device_name ? device_name : "";
   const char *why = NULL;
   gpum_gpu_type_t d, w;
@@ -344,8 +348,11 @@ bool gpum_gpu_type_matches(const char *want, const char *device_name) {
     return fnmatch(want, dev, FNM_CASEFOLD) == 0 ||
            (dev_ok && d.family[0] && fnmatch(want, d.family, FNM_CASEFOLD) == 0);
   if (strcasecmp(want, "nvidia") == 0 || strcasecmp(want, "amd") == 0 ||
-      strcasecmp(want, "intel") == 0)
+      strcasecmp(want, "intel") == 0) {
+    if (vendor && *vendor) /* the driver's word: the name may not say ("Radeon Pro W7900") */
+      return strcasecmp(want, vendor) == 0;
     return dev_ok && strcasecmp(want, gpum_gpu_vendor_name(d.vendor)) == 0;
+  }
   if (strcasecmp(want, dev) == 0)
     return true;
   if (!dev_ok || read_type(want, &w, &why) != 0 || w.family[0] == '\0' ||

@@ -16,6 +16,7 @@
 #include <gpum/error.h>
 #include <gpum/log.h>
 
+#include "device/device_internal.h"
 #include "os_internal.h"
 
 typedef struct {
@@ -35,8 +36,8 @@ typedef struct {
 
 struct gpum_device_readers {
   gpum_device_readers_opts_t o;
-  char *nvml_library; /* o.device.nvml_library's copy: threads open their sessions later */
-  void *user_copy;    /* with user_size */
+  char *libraries; /* o.device's library paths (gpum__device_opts_dup): threads open later */
+  void *user_copy; /* with user_size */
   pthread_mutex_t lock;
   pthread_cond_t cond; /* a request or stop (readers wait), a result (callers wait) */
   bool stop;
@@ -64,7 +65,7 @@ static void unref(gpum_device_readers_t *rs) {
   for (size_t i = 0; i < rs->n; i++)
     reader_free(rs, rs->r[i]);
   free(rs->r);
-  free(rs->nvml_library);
+  free(rs->libraries);
   free(rs->user_copy);
   pthread_cond_destroy(&rs->cond);
   pthread_mutex_destroy(&rs->lock);
@@ -211,13 +212,12 @@ int gpum_device_readers_start(const gpum_device_readers_opts_t *opts, const unsi
   if (!rs)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   rs->o = *opts;
-  if ((opts->device.nvml_library && !(rs->nvml_library = strdup(opts->device.nvml_library))) ||
+  if (gpum__device_opts_dup(&opts->device, &rs->o.device, &rs->libraries) != 0 ||
       (opts->user_size > 0 && !(rs->user_copy = malloc(opts->user_size)))) {
-    free(rs->nvml_library);
+    free(rs->libraries);
     free(rs);
     return gpum_error(GPUM_ENOMEM, "out of memory");
   }
-  rs->o.device.nvml_library = rs->nvml_library;
   if (opts->user_size > 0) {
     memcpy(rs->user_copy, opts->user, opts->user_size);
     rs->o.user = rs->user_copy;

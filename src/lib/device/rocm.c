@@ -228,9 +228,8 @@ static void describe(gpum_device_session_t *s, rsmi_t *r, const gpum__libpath_t 
 }
 
 static int rocm_open(gpum_device_session_t *s, const gpum_device_open_opts_t *opts) {
-  (void)opts;
   gpum__libpath_t lp;
-  int rc = gpum__libpath_resolve(GPUM__LIB_ROCM_SMI, NULL, &lp);
+  int rc = gpum__libpath_resolve(GPUM__LIB_ROCM_SMI, opts ? opts->rocm_library : NULL, &lp);
   if (rc)
     return rc;
   rsmi_t *r = calloc(1, sizeof *r);

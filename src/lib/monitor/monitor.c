@@ -15,6 +15,7 @@
 #include <gpum/log.h>
 #include <gpum/monitor.h>
 
+#include "device/device_internal.h"
 #include "monitor/monitor_internal.h"
 #include "os_internal.h"
 
@@ -104,14 +105,7 @@ static int copy_dev_opts(gpum_monitor_t *mon, const gpum_device_open_opts_t *d) 
     gpum_device_open_opts_init(&mon->dev_opts);
     return 0;
   }
-  mon->dev_opts = *d;
-  if (d->nvml_library != NULL) {
-    mon->nvml_library = strdup(d->nvml_library);
-    if (mon->nvml_library == NULL)
-      return gpum_error(GPUM_ENOMEM, "monitor: out of memory");
-    mon->dev_opts.nvml_library = mon->nvml_library;
-  }
-  return 0;
+  return gpum__device_opts_dup(d, &mon->dev_opts, &mon->libraries);
 }
 
 /* Resolves the watched device list against the session's device count. */
@@ -226,7 +220,7 @@ void gpum_monitor_destroy(gpum_monitor_t *mon) {
   free(mon->devs);
   free(mon->devlist);
   free(mon->events);
-  free(mon->nvml_library);
+  free(mon->libraries);
   pthread_mutex_destroy(&mon->lock);
   pthread_cond_destroy(&mon->ev_cond);
   pthread_mutex_destroy(&mon->wake_lock);

@@ -209,7 +209,7 @@ struct gpum_monitor {
   gpum_monitor_opts_t opts; /* with defaults resolved; devices points into devlist */
   unsigned *devlist;
   gpum_device_open_opts_t dev_opts;
-  char *nvml_library;
+  char *libraries; /* dev_opts' library paths (gpum__device_opts_dup) */
   gpum__hsm_cfg_t cfg;
   size_t ring_cap;
   gpum__mdev_t *devs;

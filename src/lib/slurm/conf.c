@@ -4,7 +4,12 @@
  * (gpum/slurm.h). One Name=gpu line per GPU with its type and device file, one Name=shard line
  * per GPU with one shard per unit of the memory gpumd may grant on it, and the NodeName line's
  * Gres= with the totals. Written in gpumd's device order, which is how Slurm numbers them.
+ * NVIDIA GPUs are their /dev/nvidiaN files; AMD and Intel GPUs their DRM render nodes
+ * (/dev/dri/renderDN), as Slurm's rsmi and oneapi autodetection writes them. On a node of
+ * several vendors each line says which variable Slurm sets for its GPU (Flags=nvidia_gpu_env,
+ * amd_gpu_env or intel_gpu_env), so that a job is shown its GPUs in its own runtime's terms.
  */
+#include <dirent.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -115,6 +120,38 @@ static long device_minor(const char *pci_bus_id) {
   return minor;
 }
 
+/* The N of the DRM render node /dev/dri/renderDN of the PCI device bus id (the kernel lists it
+ * under /sys/bus/pci/devices/<bus id>/drm/); -1 when it has none (simulated devices). */
+static long render_minor(const char *pci_bus_id) {
+  size_t n = strlen(pci_bus_id);
+  if (n < 12)
+    return -1;
+  char id[16], path[96];
+  snprintf(id, sizeof id, "%s", pci_bus_id + n - 12);
+  for (char *p = id; *p; p++)
+    *p = (char)tolower((unsigned char)*p);
+  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/drm", id);
+  DIR *dir = opendir(path);
+  if (!dir)
+    return -1;
+  long minor = -1;
+  struct dirent *e;
+  while ((e = readdir(dir)) != NULL) {
+    char *end;
+    if (strncmp(e->d_name, "renderD", 7) != 0)
+      continue;
+    long v = strtol(e->d_name + 7, &end, 10);
+    if (end != e->d_name + 7 && *end == '\0' && v >= 0) {
+      minor = v;
+      break;
+    }
+  }
+  closedir(dir);
+  return minor;
+}
+
+#define RENDER_MINOR_BASE 128 /* the first DRM render node: /dev/dri/renderD128 */
+
 /* A growing text buffer; false once out of memory (the caller reports it). */
 typedef struct {
   char *s;
@@ -155,6 +192,7 @@ __attribute__((format(printf, 2, 3))) static void put(text_t *t, const char *fmt
 typedef struct {
   char type[GPUM_SLURM_TYPE_MAX];
   char file[512];
+  char vendor[16]; /* "nvidia", "amd", "intel" */
   uint64_t shards;
 } gpu_t;
 
@@ -163,6 +201,8 @@ static int read_gpus(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *o, 
                      size_t *n) {
   const char *dev_dir = o->dev_dir && *o->dev_dir ? o->dev_dir : "/dev";
   unsigned count = gpum_device_count(s);
+  const char *slash = dev_dir[strlen(dev_dir) - 1] == '/' ? "" : "/";
+  unsigned render = 0; /* render nodes guessed so far (devices the kernel does not list) */
   *n = 0;
   for (unsigned i = 0; i < count; i++) {
     gpum_device_info_t info;
@@ -176,9 +216,18 @@ static int read_gpus(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *o, 
     gpu_t *g = &gpus[(*n)++];
     if ((rc = gpum_slurm_gres_type(info.name, g->type, sizeof g->type)) != 0)
       return rc;
-    long minor = device_minor(info.pci_bus_id);
-    int w = snprintf(g->file, sizeof g->file, "%s%snvidia%ld", dev_dir,
-                     dev_dir[strlen(dev_dir) - 1] == '/' ? "" : "/", minor >= 0 ? minor : (long)i);
+    snprintf(g->vendor, sizeof g->vendor, "%s", info.vendor ? info.vendor : "nvidia");
+    int w;
+    if (strcmp(g->vendor, "nvidia") == 0) {
+      long minor = device_minor(info.pci_bus_id);
+      w = snprintf(g->file, sizeof g->file, "%s%snvidia%ld", dev_dir, slash,
+                   minor >= 0 ? minor : (long)info.vendor_index);
+    } else {
+      long minor = render_minor(info.pci_bus_id);
+      if (minor < 0)
+        minor = RENDER_MINOR_BASE + render++;
+      w = snprintf(g->file, sizeof g->file, "%s%sdri/renderD%ld", dev_dir, slash, minor);
+    }
     if (w < 0 || (size_t)w >= sizeof g->file)
       return gpum_error(GPUM_EINVAL, "the device directory '%s' is too long", dev_dir);
     g->shards = gpum_slurm_shards(info.memory_total, o);
@@ -332,8 +381,15 @@ int gpum_slurm_conf(gpum_device_session_t *s, const gpum_slurm_conf_opts_t *opts
       "may grant\n",
       node, n, n == 1 ? "" : "s", unit_s);
   put(&g, "AutoDetect=off\n");
-  for (size_t i = 0; i < n; i++)
-    put(&g, "Name=gpu Type=%s File=%s\n", gpus[i].type, gpus[i].file);
+  bool mixed = false;
+  for (size_t i = 1; i < n; i++)
+    mixed = mixed || strcmp(gpus[i].vendor, gpus[0].vendor) != 0;
+  for (size_t i = 0; i < n; i++) {
+    put(&g, "Name=gpu Type=%s File=%s", gpus[i].type, gpus[i].file);
+    if (mixed)
+      put(&g, " Flags=%s_gpu_env", gpus[i].vendor);
+    put(&g, "\n");
+  }
   for (size_t i = 0; i < n; i++)
     put(&g, "Name=shard Count=%llu File=%s\n", (unsigned long long)gpus[i].shards, gpus[i].file);
   text_t gr = {0};
