@@ -104,6 +104,7 @@ enum {
   GPUM_INFO_TEMP_SLOWDOWN = 1u << 6,
   GPUM_INFO_TEMP_SHUTDOWN = 1u << 7,
   GPUM_INFO_ECC_MODE = 1u << 8,
+  GPUM_INFO_MIG = 1u << 9, /* a MIG instance: parent_uuid, parent_index, mig_gi, mig_ci */
 };
 
 typedef struct {
@@ -124,6 +125,12 @@ typedef struct {
    * differ for every vendor but the first. */
   unsigned vendor_index;
   uint32_t valid; /* GPUM_INFO_* */
+  /* NVIDIA MIG (docs/devices.md): a GPU in MIG mode is listed as its MIG instances. For an
+   * instance (GPUM_INFO_MIG): the parent GPU's UUID and NVML index, its GPU and compute
+   * instance ids; gpum_device_get_info gives a whole GPU parent_uuid "" and parent_index -1. */
+  char parent_uuid[GPUM_UUID_LEN];
+  int parent_index;
+  unsigned mig_gi, mig_ci;
 } gpum_device_info_t;
 
 /* Static info for device index. Returns 0, GPUM_ENODEV (bad index), GPUM_ELOST, GPUM_ERESET or
@@ -218,6 +225,9 @@ typedef struct {
   bool memory_valid;              /* false when the driver reports "not available" */
   char user[GPUM_USER_LEN];       /* from /proc; "" when the pid is not visible here */
   char command[GPUM_COMMAND_LEN]; /* from /proc/PID/cmdline, spaces between args */
+  /* An MPS control daemon's server (command nvidia-cuda-mps-server): the device is served by
+   * MPS (docs/devices.md). */
+  bool mps_server;
 } gpum_process_t;
 
 /* Lists the processes using device index (compute and graphics, each pid once). Writes up to

@@ -129,6 +129,16 @@ typedef int nvmlClockType_t;
 #define nvmlEventTypePowerSourceChange 0x80ULL
 #define nvmlEventMigConfigChange 0x100ULL
 
+/* MIG (Multi-Instance GPU, Ampere and later, Linux only), checked against go-nvml's
+ * gen/nvml/nvml.h (commit 314e96d). nvmlDeviceGetMigMode gives the current
+ * and the pending mode (the one after the next GPU reset); NOT_SUPPORTED on a GPU without MIG.
+ * A MIG device handle (nvmlDeviceGetMigDeviceHandleByIndex) stands for one compute instance:
+ * nvmlDeviceGetName ("... MIG 3g.40gb"), nvmlDeviceGetUUID ("MIG-" and a UUID),
+ * nvmlDeviceGetMemoryInfo (the instance's memory) and the process lists answer per instance;
+ * utilisation, temperature, power, clocks and the whole-GPU ECC counters are the parent's. */
+#define NVML_DEVICE_MIG_DISABLE 0x0u
+#define NVML_DEVICE_MIG_ENABLE 0x1u
+
 typedef struct {
   unsigned long long total;
   unsigned long long free;
@@ -310,7 +320,17 @@ _Static_assert(sizeof(nvmlTemperature_t) == 12 && nvmlTemperature_v1 == 0x010000
     (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                         \
   X(nvmlReturn_t, nvmlEventSetWait,                                                               \
     (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                         \
-  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))
+  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))                                         \
+  X(nvmlReturn_t, nvmlDeviceGetMigMode,                                                           \
+    (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode))                  \
+  X(nvmlReturn_t, nvmlDeviceGetMaxMigDeviceCount, (nvmlDevice_t device, unsigned int *count))     \
+  X(nvmlReturn_t, nvmlDeviceGetMigDeviceHandleByIndex,                                            \
+    (nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice))                           \
+  X(nvmlReturn_t, nvmlDeviceIsMigDeviceHandle, (nvmlDevice_t device, unsigned int *isMigDevice))  \
+  X(nvmlReturn_t, nvmlDeviceGetDeviceHandleFromMigDeviceHandle,                                   \
+    (nvmlDevice_t migDevice, nvmlDevice_t * device))                                              \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceId, (nvmlDevice_t device, unsigned int *id))            \
+  X(nvmlReturn_t, nvmlDeviceGetComputeInstanceId, (nvmlDevice_t device, unsigned int *id))
 
 /* Function-pointer typedefs: gpum_nvml_<name>_fn. */
 #define GPUM__NVML_TYPEDEF(ret, name, params) typedef ret(*gpum_##name##_fn) params;

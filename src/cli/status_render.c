@@ -22,18 +22,31 @@ static bool valid(const cli_dev_snap_t *d, gpum_metric_t m) {
   return gpum_sample_valid(&d->sample, m);
 }
 
+/* True when an MPS control daemon's server runs on the device (among its processes). */
+static bool device_mps(const cli_dev_snap_t *d) {
+  for (size_t k = 0; k < d->nprocs; k++)
+    if (d->procs[k].mps_server)
+      return true;
+  return false;
+}
+
 /* The name; on a node of several vendors also the vendor and the device's number among its
  * vendor's devices ("AMD Instinct MI300X (amd 0)"), which is what that vendor's tools and
- * runtime call it (rocm-smi, ROCR_VISIBLE_DEVICES). */
+ * runtime call it (rocm-smi, ROCR_VISIBLE_DEVICES). A MIG instance names its GPU
+ * ("NVIDIA H100 80GB HBM3 MIG 3g.40gb of GPU 0"); a GPU served by MPS says so ("[MPS]"). */
 static void device_name(const cli_snapshot_t *snap, const cli_dev_snap_t *d, char *buf,
                         size_t len) {
   const char *name = (d->info.valid & GPUM_INFO_NAME) ? d->info.name : "n/a";
+  const char *mps = device_mps(d) ? " [MPS]" : "";
+  char of[32] = "";
+  if (d->info.valid & GPUM_INFO_MIG)
+    snprintf(of, sizeof of, " of GPU %d", d->info.parent_index);
   if (d->info.is_host)
     snprintf(buf, len, "%s (host)", name);
   else if (snap->backend == GPUM_BACKEND_MIXED && d->info.vendor)
-    snprintf(buf, len, "%s (%s %u)", name, d->info.vendor, d->info.vendor_index);
+    snprintf(buf, len, "%s%s (%s %u)%s", name, of, d->info.vendor, d->info.vendor_index, mps);
   else
-    snprintf(buf, len, "%s", name);
+    snprintf(buf, len, "%s%s%s", name, of, mps);
 }
 
 static void format_time(const struct timespec *ts, char *buf, size_t len, bool iso) {
@@ -200,6 +213,7 @@ static json_t *json_process(const gpum_process_t *p) {
   json_object_set_new(o, "pid", json_integer(p->pid));
   json_object_set_new(o, "user", jstr_if(true, p->user));
   json_object_set_new(o, "command", jstr_if(true, p->command));
+  json_object_set_new(o, "mps_server", json_boolean(p->mps_server));
   json_object_set_new(o, "memory", jint_if(p->memory_valid, p->memory));
   return o;
 }
@@ -214,6 +228,16 @@ static json_t *json_device(const cli_dev_snap_t *d) {
   json_object_set_new(o, "is_host", json_boolean(in->is_host));
   json_object_set_new(o, "vendor", jstr_if(true, in->vendor));
   json_object_set_new(o, "vendor_index", in->vendor ? json_integer(in->vendor_index) : json_null());
+  /* NVIDIA MIG: the parent GPU's UUID, and the instance (null for a whole GPU). */
+  json_object_set_new(o, "parent_uuid", jstr_if(in->valid & GPUM_INFO_MIG, in->parent_uuid));
+  json_object_set_new(o, "mig",
+                      (in->valid & GPUM_INFO_MIG)
+                          ? json_pack("{s:i, s:s, s:i, s:i}", "parent_index", in->parent_index,
+                                      "parent_uuid", in->parent_uuid, "gpu_instance",
+                                      (json_int_t)in->mig_gi, "compute_instance",
+                                      (json_int_t)in->mig_ci)
+                          : json_null());
+  json_object_set_new(o, "mps", json_boolean(device_mps(d)));
   json_object_set_new(o, "state", json_string(cli_state_name(d->state)));
   json_object_set_new(o, "reason", d->reason[0] ? json_string(d->reason) : json_null());
   json_object_set_new(o, "error", d->error ? json_string(gpum_err_name(d->error)) : json_null());

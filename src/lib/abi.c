@@ -78,6 +78,10 @@
   X(gpum_device_info_t, vendor)                 \
   X(gpum_device_info_t, vendor_index)           \
   X(gpum_device_info_t, valid)                  \
+  X(gpum_device_info_t, parent_uuid)            \
+  X(gpum_device_info_t, parent_index)           \
+  X(gpum_device_info_t, mig_gi)                 \
+  X(gpum_device_info_t, mig_ci)                 \
   X(gpum_device_sample_t, timestamp_ns)         \
   X(gpum_device_sample_t, valid)                \
   X(gpum_device_sample_t, memory_total)         \
@@ -97,6 +101,7 @@
   X(gpum_process_t, memory_valid)               \
   X(gpum_process_t, user)                       \
   X(gpum_process_t, command)                    \
+  X(gpum_process_t, mps_server)                 \
   X(gpum_env_var_t, name)                       \
   X(gpum_env_var_t, value)                      \
   X(gpum_env_var_t, if_unset)                   \

@@ -20,6 +20,9 @@
 
 #include "sim_internal.h"
 
+static int hold_start(const char *name, unsigned device, uint64_t bytes, uint64_t duration_ms,
+                      pid_t *pid_out, bool mps);
+
 int gpum_sim_create(const char *spec_path, const char *name, char *name_out, size_t name_len) {
   if (!spec_path)
     return gpum__sim_err(GPUM_EINVAL, "no spec file given");
@@ -38,6 +41,12 @@ int gpum_sim_create(const char *spec_path, const char *name, char *name_out, siz
   }
   gpum__sim_spec_set_name(spec, name ? name : spec->name);
   rc = gpum__sim_shm_create(spec, spec->name);
+  /* mps: a stand-in MPS server per such GPU, a holder named nvidia-cuda-mps-server (the real
+   * server holds the GPU's contexts and is listed among its processes), until the node stops. */
+  for (unsigned i = 0; rc == 0 && i < spec->device_count; i++) {
+    if (spec->dev[i].mps && (rc = hold_start(spec->name, i, GPUM__SIM_MPS_BYTES, 0, NULL, true)))
+      gpum_sim_destroy(spec->name);
+  }
   if (rc == 0 && name_out && !gpum__sim_strfit(name_out, name_len, spec->name))
     rc = gpum__sim_err(GPUM_EINVAL, "name buffer too small");
 out:
@@ -165,12 +174,47 @@ struct hold_reply {
   char msg[256];
 };
 
+/* Makes this process look like an MPS server in /proc: its name (comm) and its command line,
+ * whose memory (arg_start..arg_end of /proc/self/stat) it overwrites with
+ * "nvidia-cuda-mps-server" and NULs (cut short when that memory is smaller). */
+static void become_mps_server(void) {
+  static const char cmd[] = "nvidia-cuda-mps-server";
+  prctl(PR_SET_NAME, "nvidia-cuda-mps");
+  char buf[4096];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0)
+    close(fd);
+  if (got <= 0)
+    return;
+  buf[got] = '\0';
+  char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+  unsigned long long start = 0, end = 0;
+  /* ") " ends field 2; each further space starts the next field. */
+  for (int field = 3; p && field <= 49; field++) {
+    p = strchr(p + 1, ' ');
+    if (p && field == 48)
+      start = strtoull(p + 1, NULL, 10);
+    if (p && field == 49)
+      end = strtoull(p + 1, NULL, 10);
+  }
+  if (!start || end <= start)
+    return;
+  char *area = (char *)(uintptr_t)start;
+  size_t len = (size_t)(end - start);
+  memset(area, 0, len);
+  memcpy(area, cmd, len - 1 < sizeof cmd - 1 ? len - 1 : sizeof cmd - 1);
+}
+
 /* The holder: accounts the memory, reports, then waits out the duration. Never returns. */
 static void hold_child(struct gpum__sim_node *n, unsigned device, uint64_t bytes,
-                       uint64_t duration_ms, int wfd) {
+                       uint64_t duration_ms, int wfd, bool mps) {
   struct hold_reply rep = {.pid = getpid()};
   setsid();
-  prctl(PR_SET_NAME, "gpum-sim-hold");
+  if (mps)
+    become_mps_server();
+  else
+    prctl(PR_SET_NAME, "gpum-sim-hold");
   int null = open("/dev/null", O_RDWR);
   for (int fd = 0; fd < 3 && null >= 0; fd++)
     dup2(null, fd);
@@ -215,8 +259,8 @@ static void hold_child(struct gpum__sim_node *n, unsigned device, uint64_t bytes
   _exit(0);
 }
 
-int gpum_sim_hold(const char *name, unsigned device, uint64_t bytes, uint64_t duration_ms,
-                  pid_t *pid_out) {
+static int hold_start(const char *name, unsigned device, uint64_t bytes, uint64_t duration_ms,
+                      pid_t *pid_out, bool mps) {
   struct gpum__sim_node *n;
   if (bytes == 0)
     return gpum__sim_err(GPUM_EINVAL, "hold needs at least one byte");
@@ -233,7 +277,7 @@ int gpum_sim_hold(const char *name, unsigned device, uint64_t bytes, uint64_t du
     /* Double fork: the holder is adopted by init and never becomes our zombie. */
     close(p[0]);
     if (fork() == 0)
-      hold_child(n, device, bytes, duration_ms, p[1]);
+      hold_child(n, device, bytes, duration_ms, p[1], mps);
     _exit(0);
   }
   close(p[1]);
@@ -259,13 +303,19 @@ out_close:
   return rc;
 }
 
+int gpum_sim_hold(const char *name, unsigned device, uint64_t bytes, uint64_t duration_ms,
+                  pid_t *pid_out) {
+  return hold_start(name, device, bytes, duration_ms, pid_out, false);
+}
+
 static void fill_device(struct gpum__sim_node *n, unsigned i, gpum_sim_device_status_t *o) {
   const struct gpum__sim_dev_spec *s = &n->spec.dev[i];
   const struct gpum__sim_dev_state *d = &n->dev[i];
   memset(o, 0, sizeof *o);
   o->index = i;
   gpum__sim_strfit(o->vendor, sizeof o->vendor, gpum__sim_vendor_name(s->vendor));
-  o->vendor_index = gpum__sim_vendor_ord(n, i);
+  /* A MIG instance is reached through its GPU: its GPU's number. */
+  o->vendor_index = gpum__sim_vendor_ord(n, s->mig_of ? s->mig_of - 1 : i);
   gpum__sim_strfit(o->name, sizeof o->name, s->name);
   gpum__sim_strfit(o->uuid, sizeof o->uuid, s->uuid);
   gpum__sim_strfit(o->pci_bus_id, sizeof o->pci_bus_id, s->pci_bus_id);

@@ -8,8 +8,12 @@
  * change it.
  *
  * CUDA_VISIBLE_DEVICES is read once, at the first successful cuInit, as the real driver does:
- * a comma-separated list of indices or "GPU-" UUIDs (unique prefixes accepted); parsing stops
- * at the first invalid entry, and devices listed after it are not visible. NVML ignores it.
+ * a comma-separated list of indices, "GPU-" UUIDs or "MIG-" UUIDs (unique prefixes accepted);
+ * parsing stops at the first invalid entry, and devices listed after it are not visible. NVML
+ * ignores it. MIG: a process uses one MIG instance, the first one listed (later MIG entries are
+ * passed over); a GPU in MIG mode is not a CUDA device itself (its "GPU-" UUID is an invalid
+ * entry); without the variable, such a GPU stands as its first instance, and only the first
+ * one of the node does. A MIG instance is a device of its own: its memory is the instance's.
  */
 #include <ctype.h>
 #include <pthread.h>
@@ -60,6 +64,29 @@ bool gpum__sim_cu_initialized(void) {
   return __atomic_load_n(&cu_inited, __ATOMIC_ACQUIRE);
 }
 
+/* What CUDA enumerates without CUDA_VISIBLE_DEVICES: the NVIDIA GPUs in order, a GPU in MIG
+ * mode standing as its first MIG instance, and only the first such instance of the node (a
+ * process uses one MIG instance). Returns the count written to out. */
+static unsigned default_devices(const struct gpum__sim_node *n, unsigned *out) {
+  unsigned c = 0;
+  bool mig_taken = false;
+  for (unsigned i = 0; i < n->spec.device_count; i++) {
+    const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
+    if (d->vendor != GPUM__SIM_V_NVIDIA || d->mig_of) /* CUDA sees only NVIDIA devices */
+      continue;
+    if (d->mig_mode != NVML_DEVICE_MIG_ENABLE) {
+      out[c++] = i;
+      continue;
+    }
+    for (unsigned k = 0; k < n->spec.device_count && !mig_taken; k++)
+      if (n->spec.dev[k].mig_of == i + 1 && n->spec.dev[k].mig_index == 0) {
+        out[c++] = k;
+        mig_taken = true;
+      }
+  }
+  return c;
+}
+
 /* One CUDA_VISIBLE_DEVICES entry to a device index; -1 when invalid. */
 static int visible_entry(const struct gpum__sim_node *n, const char *tok, size_t len) {
   char buf[128];
@@ -69,17 +96,22 @@ static int visible_entry(const struct gpum__sim_node *n, const char *tok, size_t
   buf[len] = '\0';
   if (isdigit((unsigned char)buf[0])) {
     char *end;
+    unsigned all[GPUM__SIM_MAX_DEVICES];
+    unsigned nall = default_devices(n, all);
     long v = strtol(buf, &end, 10);
-    if (*end || v < 0 || v >= (long)n->spec.device_count)
+    if (*end || v < 0 || v >= (long)nall)
       return -1;
-    return gpum__sim_vendor_dev(n, GPUM__SIM_V_NVIDIA, (unsigned)v); /* CUDA's own numbering */
+    return (int)all[v]; /* CUDA's own numbering */
   }
-  if (strncmp(buf, "GPU-", 4) != 0)
-    return -1; /* MIG-..., negative numbers, junk */
+  bool mig = strncmp(buf, "MIG-", 4) == 0;
+  if (!mig && strncmp(buf, "GPU-", 4) != 0)
+    return -1; /* negative numbers, junk */
   int found = -1;
   for (unsigned i = 0; i < n->spec.device_count; i++) {
-    if (n->spec.dev[i].vendor == GPUM__SIM_V_NVIDIA &&
-        strncmp(n->spec.dev[i].uuid, buf, len) == 0) {
+    const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
+    /* A GPU in MIG mode is no CUDA device itself: only its instances are. */
+    if (d->vendor == GPUM__SIM_V_NVIDIA && d->mig_mode != NVML_DEVICE_MIG_ENABLE &&
+        strncmp(d->uuid, buf, len) == 0) {
       if (found >= 0)
         return -1; /* ambiguous prefix */
       found = (int)i;
@@ -92,12 +124,11 @@ static void parse_visible(const struct gpum__sim_node *n) {
   const char *env = getenv("CUDA_VISIBLE_DEVICES");
   nvisible = 0;
   if (!env) {
-    for (unsigned i = 0; i < n->spec.device_count; i++)
-      if (n->spec.dev[i].vendor == GPUM__SIM_V_NVIDIA) /* CUDA sees only NVIDIA devices */
-        visible[nvisible++] = i;
+    nvisible = (int)default_devices(n, visible);
     return;
   }
   const char *p = env;
+  bool mig_taken = false;
   while (*p && nvisible < GPUM__SIM_MAX_DEVICES) {
     while (isspace((unsigned char)*p))
       p++;
@@ -108,10 +139,13 @@ static void parse_visible(const struct gpum__sim_node *n) {
     int idx = visible_entry(n, p, tlen);
     if (idx < 0)
       return;
+    bool is_mig = n->spec.dev[idx].mig_of != 0;
     for (int k = 0; k < nvisible; k++)
       if (visible[k] == (unsigned)idx)
-        return; /* a device listed twice ends the list, as in CUDA */
-    visible[nvisible++] = (unsigned)idx;
+        return;                /* a device listed twice ends the list, as in CUDA */
+    if (!is_mig || !mig_taken) /* one MIG instance per process: later ones are passed over */
+      visible[nvisible++] = (unsigned)idx;
+    mig_taken |= is_mig;
     if (!p[len])
       break;
     p += len + 1;
@@ -173,6 +207,9 @@ CUresult gpum__sim_cu_device(CUdevice dev, unsigned *simdev) {
 }
 
 CUresult gpum__sim_cu_fault(const struct gpum__sim_node *n, unsigned simdev) {
+  uint32_t parent = n->spec.dev[simdev].mig_of; /* a MIG instance fails with its GPU */
+  if (parent && gpum__sim_cu_fault(n, parent - 1) != CUDA_SUCCESS)
+    return gpum__sim_cu_fault(n, parent - 1);
   const struct gpum__sim_dev_state *d = &n->dev[simdev];
   if (d->lost)
     return CUDA_ERROR_UNKNOWN;

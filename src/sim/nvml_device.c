@@ -79,6 +79,13 @@ static nvmlReturn_t live_node(struct gpum__sim_node **out) {
   return NVML_SUCCESS;
 }
 
+/* What a MIG device handle answers NOT_SUPPORTED to: the whole GPU's utilisation, sensors,
+ * clocks, ECC and memory repair, PCI identity and events (ask the parent's handle). */
+#define GPUM__SIM_MIG_WHOLE_GPU                                                                   \
+  (GPUM__SIM_M_UTILIZATION | GPUM__SIM_M_TEMPERATURE | GPUM__SIM_M_POWER | GPUM__SIM_M_CLOCKS |   \
+   GPUM__SIM_M_ECC | GPUM__SIM_M_RETIRED_PAGES | GPUM__SIM_M_REMAPPED_ROWS | GPUM__SIM_M_EVENTS | \
+   GPUM__SIM_M_PCI)
+
 static nvmlReturn_t enter_index(struct gpum__sim_node *n, unsigned idx, uint32_t metric) {
   static const nvmlReturn_t codes[] = {
       [GPUM__SIM_ENTER_OK] = NVML_SUCCESS,
@@ -103,7 +110,12 @@ nvmlReturn_t gpum__sim_nvml_enter(nvmlDevice_t h, uint32_t metric, struct gpum__
   unsigned i = (unsigned)((p - base) / sizeof handles[0]);
   if (i >= n->spec.device_count || n->spec.dev[i].vendor != GPUM__SIM_V_NVIDIA)
     return NVML_ERROR_INVALID_ARGUMENT;
-  ret = enter_index(n, i, metric);
+  const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
+  /* A MIG handle shares its parent's faults and spec; what is the whole GPU's it does not
+   * answer. */
+  if (d->mig_of && (metric & GPUM__SIM_MIG_WHOLE_GPU))
+    return NVML_ERROR_NOT_SUPPORTED;
+  ret = enter_index(n, d->mig_of ? d->mig_of - 1 : i, metric);
   if (ret == NVML_SUCCESS) {
     *out = n;
     *idx = i;
@@ -181,7 +193,8 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
   for (unsigned i = 0; i < n->spec.device_count; i++) {
     if (n->spec.dev[i].vendor != GPUM__SIM_V_NVIDIA || strcmp(n->spec.dev[i].uuid, uuid) != 0)
       continue;
-    if ((ret = enter_index(n, i, 0)) != NVML_SUCCESS)
+    unsigned gate = n->spec.dev[i].mig_of ? n->spec.dev[i].mig_of - 1 : i; /* MIG: its parent */
+    if ((ret = enter_index(n, gate, 0)) != NVML_SUCCESS)
       return ret;
     gpum__sim_unlock(n);
     *device = &handles[i];
@@ -216,7 +229,10 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
-  DEVICE_QUERY(device, 0, index, *index = gpum__sim_vendor_ord(n, i));
+  /* A MIG handle's index is its MIG device index under the parent. */
+  DEVICE_QUERY(device, 0, index,
+               *index =
+                   n->spec.dev[i].mig_of ? n->spec.dev[i].mig_index : gpum__sim_vendor_ord(n, i));
 }
 
 static void fill_pci(const struct gpum__sim_dev_spec *d, nvmlPciInfo_t *pci) {
@@ -240,13 +256,28 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
                (*major = n->spec.dev[i].cc_major, *minor = n->spec.dev[i].cc_minor));
 }
 
+/* Free memory of device i; on a GPU in MIG mode, less what its instances use (the aggregate a
+ * privileged caller of the parent's handle gets). Lock held. */
+static uint64_t parent_free(const struct gpum__sim_node *n, unsigned i) {
+  uint64_t f = gpum__sim_free(n, i);
+  if (n->spec.dev[i].mig_mode != NVML_DEVICE_MIG_ENABLE)
+    return f;
+  for (unsigned k = 0; k < n->spec.device_count; k++) {
+    if (n->spec.dev[k].mig_of != i + 1)
+      continue;
+    uint64_t u = gpum__sim_used(n, k);
+    f = u >= f ? 0 : f - u;
+  }
+  return f;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
   DEVICE_QUERY(device, GPUM__SIM_M_MEMORY, memory, {
     gpum__sim_reap(n);
     const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
     /* v1: "used" includes the driver's reserve, as with R510+ drivers. */
     memory->total = d->memory;
-    memory->free = gpum__sim_free(n, i);
+    memory->free = parent_free(n, i);
     memory->used = d->memory - memory->free;
   });
 }
@@ -259,7 +290,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
     memory->total = d->memory;
     memory->reserved = d->reserved;
-    memory->free = gpum__sim_free(n, i);
+    memory->free = parent_free(n, i);
     memory->used = d->memory - d->reserved - memory->free;
   });
 }
@@ -375,4 +406,82 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRo
 nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, void *memInfo) {
   /* Confidential computing is never enabled on a simulated GPU. */
   DEVICE_QUERY(device, 0, memInfo, ret_ = NVML_ERROR_NOT_SUPPORTED);
+}
+
+/* ---- MIG ---- */
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                  unsigned int *pendingMode) {
+  DEVICE_QUERY(device, 0, currentMode && pendingMode, {
+    const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
+    if (!d->mig_capable) /* a MIG handle, or a GPU without MIG */
+      ret_ = NVML_ERROR_NOT_SUPPORTED;
+    else {
+      *currentMode = d->mig_mode;
+      *pendingMode = d->mig_pending;
+    }
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+  DEVICE_QUERY(device, 0, count, {
+    const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
+    if (d->mig_of)
+      ret_ = NVML_ERROR_INVALID_ARGUMENT; /* not a parent's handle */
+    else                                  /* zero when MIG is not supported or not enabled */
+      *count = d->mig_mode == NVML_DEVICE_MIG_ENABLE ? GPUM__SIM_MIG_MAX : 0;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *migDevice) {
+  DEVICE_QUERY(device, 0, migDevice, {
+    const struct gpum__sim_dev_spec *d = &n->spec.dev[i];
+    if (d->mig_of)
+      ret_ = NVML_ERROR_INVALID_ARGUMENT;
+    else if (d->mig_mode != NVML_DEVICE_MIG_ENABLE)
+      ret_ = NVML_ERROR_NOT_SUPPORTED;
+    else if (index >= GPUM__SIM_MIG_MAX)
+      ret_ = NVML_ERROR_INVALID_ARGUMENT;
+    else {
+      ret_ = NVML_ERROR_NOT_FOUND;
+      for (unsigned k = 0; k < n->spec.device_count; k++)
+        if (n->spec.dev[k].mig_of == i + 1 && n->spec.dev[k].mig_index == index) {
+          *migDevice = &handles[k];
+          ret_ = NVML_SUCCESS;
+        }
+    }
+  });
+}
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
+  DEVICE_QUERY(device, 0, isMigDevice, *isMigDevice = n->spec.dev[i].mig_of != 0);
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                          nvmlDevice_t *device) {
+  DEVICE_QUERY(migDevice, 0, device, {
+    if (!n->spec.dev[i].mig_of)
+      ret_ = NVML_ERROR_INVALID_ARGUMENT;
+    else
+      *device = &handles[n->spec.dev[i].mig_of - 1];
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
+  DEVICE_QUERY(device, 0, id, {
+    if (!n->spec.dev[i].mig_of)
+      ret_ = NVML_ERROR_NOT_SUPPORTED;
+    else
+      *id = n->spec.dev[i].mig_gi;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
+  DEVICE_QUERY(device, 0, id, {
+    if (!n->spec.dev[i].mig_of)
+      ret_ = NVML_ERROR_NOT_SUPPORTED;
+    else
+      *id = n->spec.dev[i].mig_ci;
+  });
 }

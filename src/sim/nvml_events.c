@@ -29,7 +29,25 @@ static nvmlReturn_t list_processes(nvmlDevice_t device, unsigned *infoCount, voi
     return ret;
   gpum__sim_reap(n);
   gpum_sim_process_t procs[GPUM_SIM_MAX_PROCESSES];
-  unsigned count = graphics ? 0 : gpum__sim_processes(n, idx, procs, GPUM_SIM_MAX_PROCESSES);
+  /* A GPU in MIG mode lists its instances' processes too (the aggregate a privileged caller
+   * gets); a MIG handle lists its instance's, with their instance ids. */
+  bool whole = n->spec.dev[idx].mig_mode == NVML_DEVICE_MIG_ENABLE;
+  unsigned count =
+      graphics ? 0
+               : gpum__sim_processes(n, whole ? UINT32_MAX : idx, procs, GPUM_SIM_MAX_PROCESSES);
+  if (whole) {
+    unsigned kept = 0;
+    for (unsigned k = 0; k < count && k < GPUM_SIM_MAX_PROCESSES; k++)
+      if (procs[k].device == idx || n->spec.dev[procs[k].device].mig_of == idx + 1)
+        procs[kept++] = procs[k];
+    count = kept;
+  }
+  unsigned gi[GPUM_SIM_MAX_PROCESSES], ci[GPUM_SIM_MAX_PROCESSES];
+  for (unsigned k = 0; k < count && k < GPUM_SIM_MAX_PROCESSES; k++) {
+    const struct gpum__sim_dev_spec *pd = &n->spec.dev[procs[k].device];
+    gi[k] = pd->mig_of ? pd->mig_gi : 0xFFFFFFFFu;
+    ci[k] = pd->mig_of ? pd->mig_ci : 0xFFFFFFFFu;
+  }
   unsigned stride = version == 1   ? sizeof(nvmlProcessInfo_v1_t)
                     : version == 3 ? n->spec.dev[idx].process_stride
                                    : sizeof(nvmlProcessInfo_t);
@@ -52,8 +70,8 @@ static nvmlReturn_t list_processes(nvmlDevice_t device, unsigned *infoCount, voi
     } else {
       nvmlProcessDetail_v1_t v = {.pid = procs[k].pid,
                                   .usedGpuMemory = procs[k].bytes,
-                                  .gpuInstanceId = 0xFFFFFFFFu,
-                                  .computeInstanceId = 0xFFFFFFFFu};
+                                  .gpuInstanceId = gi[k],
+                                  .computeInstanceId = ci[k]};
       memcpy(e, &v, stride);
     }
   }

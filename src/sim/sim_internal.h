@@ -75,7 +75,9 @@ GPUM_ZES_INIT_FUNCS(GPUM__SIM_ZE_DECL)
 #define GPUM__SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
 
 #define GPUM__SIM_MAGIC 0x314d495355504747ULL /* "GGPUSIM1" little-endian */
-#define GPUM__SIM_LAYOUT_VERSION 4u           /* 4: energy and busy-time counters */
+#define GPUM__SIM_LAYOUT_VERSION                        \
+  5u /* 3: a vendor per device; 4: energy and busy-time \
+        counters; 5: MIG instances */
 #define GPUM__SIM_MAX_DEVICES GPUM_SIM_MAX_DEVICES
 /* The VMM granularity (minimum and recommended). */
 #define GPUM__SIM_GRAN (2ull << 20)
@@ -138,7 +140,21 @@ struct gpum__sim_dev_spec {
   unsigned process_stride; /* 24, or 32 for the early-R535 quirk */
   double thermal_tau_s;    /* time constant of the temperature lag */
   double power_tau_s;      /* time constant of the power lag */
+  /* MIG. A MIG-capable parent: mig_mode and mig_pending (NVML_DEVICE_MIG_*), mig_capable.
+   * Its instances are node devices of their own, after every spec device (spec.c expands
+   * them), with mig_of = the parent's node index + 1 (0: not an instance), mig_index (the MIG
+   * device index under the parent), mig_gi and mig_ci (GPU and compute instance ids). NVML
+   * and CUDA never number an instance as a GPU (vendor.c skips them). */
+  uint32_t mig_capable, mig_mode, mig_pending;
+  uint32_t mig_of, mig_index, mig_gi, mig_ci;
+  uint32_t mps;         /* an MPS server stands in on it (control.c starts it with the node) */
+  uint32_t mig_n;       /* parent, while parsing: profiles in mig_prof */
+  char mig_prof[7][16]; /* parent, while parsing: "3g.40gb" */
 };
+/* Memory the stand-in MPS server holds on its GPU (its contexts). */
+#define GPUM__SIM_MPS_BYTES (64ull << 20)
+/* The most MIG instances one GPU has (an A100/H100: seven 1g profiles). */
+#define GPUM__SIM_MIG_MAX 7u
 
 /* A scheduled fault from the spec: applied once, at node start + at_ms. */
 struct gpum__sim_sched_fault {
@@ -314,6 +330,9 @@ void gpum__sim_spec_set_name(struct gpum__sim_node_spec *s, const char *name);
 /* Whether uuid is 32 hex digits grouped 8-4-4-4-12 (an Intel device's), and its 16 bytes in
  * order into out (when not NULL). */
 bool gpum__sim_uuid_bytes(const char *uuid, uint8_t out[16]);
+/* A MIG profile name, "<slices>g.<memory>gb" ("3g.40gb"), to its compute slices (1-7) and
+ * memory in GB (taken as GiB by the simulator). 0, or -1 when s is not one. Pure. */
+int gpum__sim_mig_profile(const char *s, unsigned *slices, unsigned *mem_gb);
 /* Metric name ("power") to GPUM__SIM_M_* bit, 0 when unknown. */
 uint32_t gpum__sim_metric_bit(const char *name);
 

@@ -5,6 +5,7 @@
  * UUIDs and PCI bus ids are generated deterministically from the node name and device index, so the
  * same spec always gives the same devices.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -164,6 +165,40 @@ static int parse_unsupported(const pctx_t *c, yaml_node_t *v, uint32_t *mask) {
   return 0;
 }
 
+int gpum__sim_mig_profile(const char *s, unsigned *slices, unsigned *mem_gb) {
+  unsigned c, m;
+  int used = 0;
+  if (!s || sscanf(s, "%ug.%ugb%n", &c, &m, &used) != 2 || s[used] || !isdigit((unsigned char)*s))
+    return -1;
+  if (c < 1 || c > GPUM__SIM_MIG_MAX || m < 1 || m > 999)
+    return -1;
+  *slices = c;
+  *mem_gb = m;
+  return 0;
+}
+
+/* mig: a list of profiles ("3g.40gb"), one instance each, in MIG device index order; an empty
+ * list is a GPU in MIG mode with no instance yet. The slices must fit the GPU's seven. */
+static int parse_mig(const pctx_t *c, yaml_node_t *v, struct gpum__sim_dev_spec *d) {
+  if (!v || v->type != YAML_SEQUENCE_NODE)
+    return fail(c, v, "'mig' must be a list of MIG profiles like [3g.40gb, 2g.20gb]", "");
+  unsigned slices = 0;
+  d->mig_capable = 1;
+  d->mig_mode = d->mig_pending = NVML_DEVICE_MIG_ENABLE;
+  d->mig_n = 0;
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+    yaml_node_t *e = node(c, *it);
+    unsigned sl, gb;
+    if (gpum__sim_mig_profile(scalar(e), &sl, &gb) != 0)
+      return bad_value(c, e, "mig", "a MIG profile like 1g.10gb or 3g.40gb");
+    slices += sl;
+    if (d->mig_n >= GPUM__SIM_MIG_MAX || slices > GPUM__SIM_MIG_MAX)
+      return fail(c, e, "the MIG profiles need more than the GPU's 7 slices", "");
+    snprintf(d->mig_prof[d->mig_n++], sizeof d->mig_prof[0], "%s", scalar(e));
+  }
+  return 0;
+}
+
 static void device_defaults(struct gpum__sim_dev_spec *d) {
   memset(d, 0, sizeof *d);
   d->power_limit_mw = 300000;
@@ -252,6 +287,21 @@ static int parse_device_key(const pctx_t *c, const char *key, yaml_node_t *k, ya
     return get_bool(c, v, key, &d->virtual_memory);
   if (!strcmp(key, "unsupported"))
     return parse_unsupported(c, v, &d->unsupported);
+  if (!strcmp(key, "mig"))
+    return parse_mig(c, v, d);
+  if (!strcmp(key, "mps")) {
+    bool on = false;
+    int rc = get_bool(c, v, key, &on);
+    d->mps = on;
+    return rc;
+  }
+  if (!strcmp(key, "mig_pending")) {
+    bool on = false;
+    int rc = get_bool(c, v, key, &on);
+    d->mig_capable = 1;
+    d->mig_pending = on ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    return rc;
+  }
   if (!strcmp(key, "process_stride")) {
     int rc = get_uint(c, v, key, 24, 32, &d->process_stride);
     if (rc == 0 && d->process_stride != 24 && d->process_stride != 32)
@@ -316,6 +366,13 @@ void gpum__sim_spec_set_name(struct gpum__sim_node_spec *s, const char *name) {
     snprintf(key, sizeof key, "%s/%u", name, i);
     uint64_t a = mix(fnv1a(key, 14695981039346656037ull)), b = mix(a ^ 0x9e3779b97f4a7c15ull);
     d->uuid_generated = true;
+    if (d->mig_of) {
+      /* A MIG device's UUID (R470 on): "MIG-" and a UUID of its own. */
+      snprintf(d->uuid, sizeof d->uuid, "MIG-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
+               (unsigned)(a >> 16) & 0xffff, (unsigned)a & 0xffff, (unsigned)(b >> 48),
+               (unsigned long long)(b & 0xffffffffffffull));
+      continue;
+    }
     if (d->vendor == GPUM__SIM_V_AMD) {
       /* ROCm's form: the 64-bit unique id in hex after "GPU-", as ROCR_VISIBLE_DEVICES takes it. */
       d->unique_id = a;
@@ -408,6 +465,22 @@ static int parse_device(const pctx_t *c, yaml_node_t *dn, struct gpum__sim_node_
     return fail(c, dn, "'uuid' and 'pci_bus_id' need 'count: 1' (they must be unique)", "");
   if (d.temp_idle > d.temp_max)
     return fail(c, dn, "temperature 'idle' is above 'max'", "");
+  /* Data-centre GPUs from Ampere on (A100, A30: 8.0; H100, H200: 9.0; B200: 10.0) support MIG
+   * mode, disabled unless the spec gives 'mig'. */
+  if (d.vendor == GPUM__SIM_V_NVIDIA && d.cc_major >= 8 && d.cc_minor == 0)
+    d.mig_capable = 1;
+  if (d.mps && (d.vendor != GPUM__SIM_V_NVIDIA || d.mig_mode == NVML_DEVICE_MIG_ENABLE))
+    return fail(c, dn, "'mps' is simulated on whole NVIDIA GPUs only (not with 'mig')", "");
+  if ((d.mig_n || d.mig_mode) && d.vendor != GPUM__SIM_V_NVIDIA)
+    return fail(c, dn, "'mig' is for NVIDIA devices", "");
+  uint64_t mig_bytes = 0;
+  for (unsigned i = 0; i < d.mig_n; i++) {
+    unsigned sl, gb;
+    gpum__sim_mig_profile(d.mig_prof[i], &sl, &gb);
+    mig_bytes += (uint64_t)gb * GIB;
+  }
+  if (mig_bytes > d.memory)
+    return fail(c, dn, "the MIG instances' memory is more than the device's 'memory'", "");
   if (s->device_count + count > GPUM__SIM_MAX_DEVICES)
     return fail(c, dn, "too many devices (at most 16 per node)", "");
   for (unsigned i = 0; i < count; i++) {
@@ -499,6 +572,43 @@ static int parse_seq(const pctx_t *c, yaml_node_t *v, const char *what,
   return 0;
 }
 
+/* Appends each MIG parent's instances as node devices of their own, after every spec device,
+ * parents in node order and each one's instances in MIG device index order. GPU instance ids
+ * are handed out from 1 per parent in that order, compute instance ids are 0 (one compute
+ * instance per GPU instance, the default layout). */
+static int expand_mig(const pctx_t *c, yaml_node_t *at, struct gpum__sim_node_spec *s) {
+  unsigned top = s->device_count;
+  for (unsigned p = 0; p < top; p++) {
+    struct gpum__sim_dev_spec *d = &s->dev[p];
+    for (unsigned k = 0; k < d->mig_n; k++) {
+      if (s->device_count >= GPUM__SIM_MAX_DEVICES)
+        return fail(c, at, "too many devices with the MIG instances (at most 16 per node)", "");
+      struct gpum__sim_dev_spec *m = &s->dev[s->device_count++];
+      unsigned sl, gb;
+      gpum__sim_mig_profile(d->mig_prof[k], &sl, &gb);
+      *m = *d;
+      m->mig_capable = m->mig_mode = m->mig_pending = m->mig_n = m->mps = 0;
+      memset(m->mig_prof, 0, sizeof m->mig_prof);
+      m->mig_of = p + 1;
+      m->mig_index = k;
+      m->mig_gi = k + 1;
+      m->mig_ci = 0;
+      m->memory = (uint64_t)gb * GIB;
+      m->reserved = 0;
+      m->uuid[0] = '\0';
+      m->uuid_generated = false;
+      m->multiprocessors = d->multiprocessors * sl / GPUM__SIM_MIG_MAX;
+      if (m->multiprocessors == 0)
+        m->multiprocessors = 1;
+      char pname[sizeof d->name], prof[sizeof d->mig_prof[0]];
+      memcpy(pname, d->name, sizeof pname);
+      memcpy(prof, d->mig_prof[k], sizeof prof);
+      snprintf(m->name, sizeof m->name, "%.60s MIG %s", pname, prof);
+    }
+  }
+  return 0;
+}
+
 static int parse_root(const pctx_t *c, yaml_node_t *root, struct gpum__sim_node_spec *s) {
   yaml_node_t *devices = NULL, *faults = NULL;
   int rc = need_mapping(c, root, "the spec (name, driver_version, cuda_version, devices)");
@@ -538,6 +648,8 @@ static int parse_root(const pctx_t *c, yaml_node_t *root, struct gpum__sim_node_
     return rc;
   if (s->device_count == 0)
     return fail(c, devices, "'devices' is empty", "");
+  if ((rc = expand_mig(c, devices, s)))
+    return rc;
   if (faults && (rc = parse_seq(c, faults, "'faults'", s, parse_fault)))
     return rc;
   for (unsigned i = 0; i < s->sched_count; i++)

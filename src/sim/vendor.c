@@ -5,7 +5,9 @@
  * Zero only the Intel ones, each from 0 in node order, as real drivers on one machine each see
  * only their own GPUs), the fault gate a device call passes before it acts
  * (gpum__sim_dev_enter), whose outcome each interface turns into its own return code, and the
- * reading of an Intel device's UUID (gpum__sim_uuid_bytes).
+ * reading of an Intel device's UUID (gpum__sim_uuid_bytes). A MIG instance (mig_of) is no
+ * vendor's numbered device: NVML reaches it through its parent's MIG calls, CUDA through
+ * CUDA_VISIBLE_DEVICES.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -19,13 +21,13 @@
 unsigned gpum__sim_vendor_count(const struct gpum__sim_node *n, uint32_t vendor) {
   unsigned c = 0;
   for (unsigned i = 0; i < n->spec.device_count; i++)
-    c += n->spec.dev[i].vendor == vendor;
+    c += n->spec.dev[i].vendor == vendor && !n->spec.dev[i].mig_of;
   return c;
 }
 
 int gpum__sim_vendor_dev(const struct gpum__sim_node *n, uint32_t vendor, unsigned k) {
   for (unsigned i = 0; i < n->spec.device_count; i++) {
-    if (n->spec.dev[i].vendor != vendor)
+    if (n->spec.dev[i].vendor != vendor || n->spec.dev[i].mig_of)
       continue;
     if (k-- == 0)
       return (int)i;
@@ -49,7 +51,7 @@ const char *gpum__sim_vendor_name(uint32_t vendor) {
 unsigned gpum__sim_vendor_ord(const struct gpum__sim_node *n, unsigned idx) {
   unsigned k = 0;
   for (unsigned i = 0; i < idx && i < n->spec.device_count; i++)
-    k += n->spec.dev[i].vendor == n->spec.dev[idx].vendor;
+    k += n->spec.dev[i].vendor == n->spec.dev[idx].vendor && !n->spec.dev[i].mig_of;
   return k;
 }
 

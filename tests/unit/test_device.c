@@ -200,6 +200,18 @@ static void test_parse_status_uid(void **state) {
   assert_int_equal(uid, 7);
 }
 
+static void test_is_mps_server(void **state) {
+  (void)state;
+  assert_true(gpum__is_mps_server("nvidia-cuda-mps-server"));
+  assert_true(gpum__is_mps_server("/usr/bin/nvidia-cuda-mps-server -d"));
+  assert_false(gpum__is_mps_server("nvidia-cuda-mps-control -d")); /* the control daemon */
+  assert_false(gpum__is_mps_server("python nvidia-cuda-mps-server"));
+  assert_false(gpum__is_mps_server("/opt/nvidia-cuda-mps-server/python train.py"));
+  assert_false(gpum__is_mps_server("nvidia-cuda-mps-serverx"));
+  assert_false(gpum__is_mps_server(""));
+  assert_false(gpum__is_mps_server(NULL));
+}
+
 static void test_cmdline_to_string(void **state) {
   (void)state;
   char out[64];
@@ -620,6 +632,7 @@ int main(void) {
       cmocka_unit_test(test_metric_table),
       cmocka_unit_test(test_parse_status_uid),
       cmocka_unit_test(test_cmdline_to_string),
+      cmocka_unit_test(test_is_mps_server),
       cmocka_unit_test(test_proc_identity),
       cmocka_unit_test(test_stride_detect),
       cmocka_unit_test(test_decode_v1),

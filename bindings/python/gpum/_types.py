@@ -29,6 +29,8 @@ class DeviceInfo(c.Structure):
         ("cc_minor", c.c_int), ("power_limit_mw", c.c_uint), ("temp_slowdown_c", c.c_int),
         ("temp_shutdown_c", c.c_int), ("ecc_enabled", c.c_bool), ("is_host", c.c_bool),
         ("vendor", c.c_char_p), ("vendor_index", c.c_uint), ("valid", c.c_uint32),
+        ("parent_uuid", c.c_char * 96), ("parent_index", c.c_int), ("mig_gi", c.c_uint),
+        ("mig_ci", c.c_uint),
     ]
 
 
@@ -45,7 +47,7 @@ class DeviceSample(c.Structure):
 
 class Process(c.Structure):
     _fields_ = [("pid", c.c_uint), ("memory", c.c_uint64), ("memory_valid", c.c_bool),
-                ("user", c.c_char * 32), ("command", c.c_char * 256)]
+                ("user", c.c_char * 32), ("command", c.c_char * 256), ("mps_server", c.c_bool)]
 
 
 class BusyThresholds(c.Structure):

@@ -88,6 +88,14 @@ json_t *gpumd_engine_devices_json(gpumd_t *d) {
       json_object_set_new(o, "gpu_type",
                           typed && t.family[0] ? json_string(t.family) : json_null());
       json_object_set_new(o, "resource", json_string(gpumd_engine_resource_of(d, dev->info.name)));
+      /* NVIDIA MIG: the instance's parent GPU (null for a whole GPU). */
+      bool mig = dev->info.valid & GPUM_INFO_MIG;
+      json_object_set_new(o, "parent_uuid", mig ? json_string(dev->info.parent_uuid) : json_null());
+      json_object_set_new(o, "mig",
+                          mig ? json_pack("{s:i, s:I, s:I}", "parent_index", dev->info.parent_index,
+                                          "gpu_instance", (json_int_t)dev->info.mig_gi,
+                                          "compute_instance", (json_int_t)dev->info.mig_ci)
+                              : json_null());
       gpumd_engine_device_json(d, dev->index, o);
       json_array_append_new(arr, o);
     }

@@ -305,6 +305,7 @@ int gpum__info_keep(int rc, gpum_device_info_t *out, gpum_device_info_t *last, b
     memset(out, 0, sizeof *out);
     out->index = index;
     out->vendor_index = index;
+    out->parent_index = -1;
     out->vendor = vendor;
   }
   return rc;
@@ -508,6 +509,7 @@ int gpum_device_get_info(gpum_device_session_t *s, unsigned index, gpum_device_i
   memset(out, 0, sizeof *out);
   out->index = index;
   out->vendor_index = index;
+  out->parent_index = -1; /* a whole GPU, unless the backend finds a MIG instance */
   gpum__session_lock(s);
   rc = s->ops->get_info(s, index, out);
   gpum__session_unlock(s);
@@ -566,6 +568,7 @@ int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process
     p->memory = raw[i].memory_valid ? raw[i].memory : 0;
     p->memory_valid = raw[i].memory_valid;
     gpum__proc_identity(p->pid, p->user, sizeof p->user, p->command, sizeof p->command);
+    p->mps_server = gpum__is_mps_server(p->command);
   }
   free(raw);
   *count = n;

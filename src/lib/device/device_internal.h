@@ -132,6 +132,10 @@ void gpum__cmdline_to_string(const char *buf, size_t n, char *out, size_t outlen
  * else the comm name) for pid; both "" when the pid is not visible here. Never fails. */
 void gpum__proc_identity(unsigned pid, char *user, size_t ulen, char *cmd, size_t clen);
 
+/* True when command (a /proc cmdline with spaces) runs nvidia-cuda-mps-server, the server an
+ * MPS control daemon starts per GPU: its first word, or that word's last path part. Pure. */
+bool gpum__is_mps_server(const char *command);
+
 /* ---- process-list stride (nvml_proc.c) ---- */
 
 #define GPUM__PROC_FILL 0xAA

@@ -14,14 +14,18 @@
  * (FUNCTION_NOT_FOUND, ARGUMENT_VERSION_MISMATCH) the device falls back to the older call for
  * the rest of the session.
  *
- * Opening a session calls nvmlInit and nvmlDeviceGetCount only: each device's handle is looked
- * up by the first call on that device (and again after a failed lookup), so a GPU whose
- * driver calls hang holds up the callers of that device, not everyone opening a session.
+ * Opening a session calls nvmlInit and nvmlDeviceGetCount, then learns each GPU's MIG layout
+ * on a thread per GPU with a deadline (a GPU in MIG mode is listed as its MIG instances); each
+ * device's handle is looked up by the first call on that device (and again after a failed
+ * lookup), so a GPU whose driver calls hang holds up the callers of that device, and the
+ * opening of a session by at most the MIG deadline.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <gpum/error.h>
 #include <gpum/log.h>
@@ -147,13 +151,245 @@ static void unload(gpum__nvml_t *nv) {
   if (!nv)
     return;
   gpum__nvml_events_close(nv);
-  if (nv->initialised)
-    nv->f.nvmlShutdown();
-  if (nv->dl)
-    dlclose(nv->dl);
+  if (nv->probe_left) {
+    /* A thread is still in a driver call: shutting NVML down or unmapping it under that thread
+     * is not safe. The library stays loaded (one reference, the process's). */
+    gpum_log(GPUM_LOG_INFO, "device", "NVML left loaded: a MIG probe is still in a driver call");
+  } else {
+    if (nv->initialised)
+      nv->f.nvmlShutdown();
+    if (nv->dl)
+      dlclose(nv->dl);
+  }
   pthread_mutex_destroy(&nv->ev_lock);
   free(nv->dev);
   free(nv);
+}
+
+/* ---- MIG layout ----
+ *
+ * A GPU in MIG mode is listed as its MIG instances, which is what jobs get. Learning the
+ * layout takes driver calls on every GPU (handle, nvmlDeviceGetMigMode, the MIG handles), and
+ * a GPU whose calls hang must not hold up opening a session: each GPU is probed on a thread of
+ * its own, and a GPU that has not answered within GPUM__MIG_PROBE_MS is listed as a whole GPU
+ * (its thread is left in its call; the library then stays loaded). Transient errors are tried
+ * again at once, a few times.
+ *
+ * The process keeps the last probe (per library and simulated node): sessions opened while it
+ * is still waiting for a GPU, or within GPUM__MIG_KEEP_MS of it, take its answers and its
+ * deadline instead of probing again. Sessions opened together (gpum status's readers, one per
+ * device) so agree on the numbering, a hung GPU costs the process one deadline, not one per
+ * session, and no second thread is sent into its hung call. */
+#define GPUM__MIG_PROBE_MS 500
+#define GPUM__MIG_KEEP_MS 5000
+#define GPUM__MIG_MAX 8 /* MIG devices under one GPU: 7 on A100/H100 */
+
+typedef struct {
+  bool done, mig;
+  unsigned n;                  /* instances found */
+  unsigned idx[GPUM__MIG_MAX]; /* their MIG device indexes */
+} gpum__mig_gpu_t;
+
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  unsigned refs;    /* the opener and each thread not yet finished */
+  unsigned pending; /* GPUs not probed yet */
+  gpum_nvmlDeviceGetHandleByIndex_v2_fn get_handle;
+  gpum_nvmlDeviceGetMigMode_fn get_mode;
+  gpum_nvmlDeviceGetMaxMigDeviceCount_fn max_count;
+  gpum_nvmlDeviceGetMigDeviceHandleByIndex_fn mig_handle;
+  gpum__mig_gpu_t *gpu;
+  pthread_t *tid; /* the threads (joined by the starter when done, else detached) */
+  bool *started;  /* tid[i] was created */
+  /* Set at the start, read-only after. */
+  char key[PATH_MAX + 160]; /* library path and $GPUM_SIM_NODE */
+  unsigned count;
+  struct timespec deadline; /* CLOCK_MONOTONIC */
+  uint64_t started_ms;
+} gpum__mig_probe_t;
+
+static pthread_mutex_t mig_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static gpum__mig_probe_t *mig_cache; /* holds a reference */
+
+static uint64_t mono_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+typedef struct {
+  gpum__mig_probe_t *p;
+  unsigned i;
+} gpum__mig_arg_t;
+
+#define MIG_TRY(rv, expr)                                      \
+  do {                                                         \
+    for (int t_ = 0; t_ < 5; t_++)                             \
+      if (!gpum_device_nvml_error_is_transient((rv) = (expr))) \
+        break;                                                 \
+  } while (0)
+
+static void mig_probe_release(gpum__mig_probe_t *p) {
+  /* p->mu held; frees p when this was the last reference. */
+  bool last = --p->refs == 0;
+  pthread_mutex_unlock(&p->mu);
+  if (last) {
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->gpu);
+    free(p->tid);
+    free(p->started);
+    free(p);
+  }
+}
+
+static void *mig_probe_thread(void *arg) {
+  gpum__mig_arg_t a = *(gpum__mig_arg_t *)arg;
+  free(arg);
+  gpum__mig_probe_t *p = a.p;
+  gpum__mig_gpu_t r = {.done = true};
+  nvmlDevice_t h = NULL;
+  unsigned cur = 0, pend = 0;
+  int rv;
+  MIG_TRY(rv, p->get_handle(a.i, &h));
+  if (rv == NVML_SUCCESS && h) {
+    MIG_TRY(rv, p->get_mode(h, &cur, &pend));
+    r.mig = rv == NVML_SUCCESS && cur == NVML_DEVICE_MIG_ENABLE;
+  }
+  if (r.mig) {
+    unsigned max = GPUM__MIG_MAX;
+    if (p->max_count) {
+      MIG_TRY(rv, p->max_count(h, &max));
+      if (rv != NVML_SUCCESS || max > GPUM__MIG_MAX)
+        max = GPUM__MIG_MAX;
+    }
+    for (unsigned k = 0; k < max; k++) {
+      nvmlDevice_t m = NULL;
+      MIG_TRY(rv, p->mig_handle(h, k, &m));
+      if (rv == NVML_SUCCESS && m)
+        r.idx[r.n++] = k;
+    }
+  }
+  pthread_mutex_lock(&p->mu);
+  p->gpu[a.i] = r;
+  p->pending--;
+  pthread_cond_broadcast(&p->cv);
+  mig_probe_release(p);
+  return NULL;
+}
+
+/* The kept probe for key and count when it may be reused, with a reference taken. */
+static gpum__mig_probe_t *mig_cached(const char *key, unsigned count) {
+  gpum__mig_probe_t *p = mig_cache;
+  if (!p || p->count != count || strcmp(p->key, key) != 0)
+    return NULL;
+  pthread_mutex_lock(&p->mu);
+  bool reuse = p->pending > 0 || mono_ms() - p->started_ms < GPUM__MIG_KEEP_MS;
+  if (reuse)
+    p->refs++;
+  pthread_mutex_unlock(&p->mu);
+  return reuse ? p : NULL;
+}
+
+/* Starts a probe of count GPUs (one thread each), with two references: the caller's and the
+ * cache's. NULL when out of memory. */
+static gpum__mig_probe_t *mig_start(gpum__nvml_t *nv, const char *key, unsigned count) {
+  gpum__mig_probe_t *p = calloc(1, sizeof *p);
+  size_t slots = count ? count : 1;
+  if (!p || !(p->gpu = calloc(slots, sizeof *p->gpu)) ||
+      !(p->tid = calloc(slots, sizeof *p->tid)) ||
+      !(p->started = calloc(slots, sizeof *p->started))) {
+    if (p) {
+      free(p->gpu);
+      free(p->tid);
+    }
+    free(p);
+    return NULL;
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  snprintf(p->key, sizeof p->key, "%s", key);
+  p->count = count;
+  p->started_ms = mono_ms();
+  clock_gettime(CLOCK_MONOTONIC, &p->deadline);
+  p->deadline.tv_sec += GPUM__MIG_PROBE_MS / 1000;
+  p->deadline.tv_nsec += (long)(GPUM__MIG_PROBE_MS % 1000) * 1000000L;
+  if (p->deadline.tv_nsec >= 1000000000L) {
+    p->deadline.tv_sec++;
+    p->deadline.tv_nsec -= 1000000000L;
+  }
+  p->refs = 2; /* the caller's and the cache's, taken before any thread can drop its own */
+  p->get_handle = nv->get_handle;
+  p->get_mode = nv->f.nvmlDeviceGetMigMode;
+  p->max_count = nv->f.nvmlDeviceGetMaxMigDeviceCount;
+  p->mig_handle = nv->f.nvmlDeviceGetMigDeviceHandleByIndex;
+  pthread_mutex_lock(&p->mu);
+  for (unsigned i = 0; i < count; i++) {
+    gpum__mig_arg_t *a = malloc(sizeof *a);
+    if (!a)
+      break;
+    *a = (gpum__mig_arg_t){p, i};
+    if (pthread_create(&p->tid[i], NULL, mig_probe_thread, a) == 0) {
+      p->started[i] = true;
+      p->refs++;
+      p->pending++;
+    } else {
+      free(a);
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  return p;
+}
+
+/* Probes every GPU's MIG layout (or takes the kept probe's answers) and waits for it up to
+ * the probe's deadline. Returns the probe with its lock held (the caller releases it with
+ * mig_probe_release) and sets *left when a thread this call started was left in a call. */
+static gpum__mig_probe_t *mig_probe(gpum__nvml_t *nv, unsigned count, bool *left) {
+  char key[PATH_MAX + 160];
+  const char *node = getenv("GPUM_SIM_NODE");
+  snprintf(key, sizeof key, "%s|%s", nv->path, node ? node : "");
+  *left = false;
+  pthread_mutex_lock(&mig_cache_mu);
+  gpum__mig_probe_t *p = mig_cached(key, count);
+  bool mine = p == NULL;
+  if (mine && (p = mig_start(nv, key, count)) != NULL) {
+    gpum__mig_probe_t *old = mig_cache;
+    mig_cache = p; /* with the reference mig_start took for it */
+    if (old) {
+      pthread_mutex_lock(&old->mu);
+      mig_probe_release(old);
+    }
+  }
+  pthread_mutex_unlock(&mig_cache_mu);
+  if (!p)
+    return NULL;
+  pthread_mutex_lock(&p->mu);
+  while (p->pending > 0 && pthread_cond_timedwait(&p->cv, &p->mu, &p->deadline) == 0) {
+  }
+  *left = mine && p->pending > 0;
+  if (mine) {
+    /* Joins the threads that are done (they are exiting), detaches those still in a call. */
+    bool *done = calloc(count ? count : 1, sizeof *done);
+    for (unsigned i = 0; done && i < count; i++)
+      done[i] = p->gpu[i].done;
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned i = 0; i < count; i++) {
+      if (!p->started[i])
+        continue;
+      if (done && done[i])
+        pthread_join(p->tid[i], NULL);
+      else
+        pthread_detach(p->tid[i]);
+    }
+    free(done);
+    pthread_mutex_lock(&p->mu);
+  }
+  return p;
 }
 
 static int enumerate(gpum_device_session_t *s, gpum__nvml_t *nv) {
@@ -165,12 +401,41 @@ static int enumerate(gpum_device_session_t *s, gpum__nvml_t *nv) {
                       nv->path, gpum__nvml_strerror(nv, rv), rv);
   if (count > 4096)
     return gpum_error(GPUM_EDRIVER, "%s reports %u devices: not plausible", nv->path, count);
-  nv->dev = calloc(count ? count : 1, sizeof *nv->dev);
+  gpum__mig_probe_t *p = NULL;
+  bool left = false;
+  if (count > 0 && nv->f.nvmlDeviceGetMigMode && nv->f.nvmlDeviceGetMigDeviceHandleByIndex) {
+    p = mig_probe(nv, count, &left);
+    if (!p)
+      return gpum_error(GPUM_ENOMEM, "cannot probe the GPUs' MIG modes");
+  }
+  unsigned ndev = 0;
+  for (unsigned i = 0; i < count; i++)
+    ndev += p && p->gpu[i].done && p->gpu[i].mig ? p->gpu[i].n : 1;
+  nv->dev = calloc(ndev ? ndev : 1, sizeof *nv->dev);
+  for (unsigned i = 0, k = 0; nv->dev && i < count; i++) {
+    const gpum__mig_gpu_t *g = p ? &p->gpu[i] : NULL;
+    if (g && g->done && g->mig) {
+      if (g->n == 0)
+        gpum_log(GPUM_LOG_INFO, "device", "GPU in MIG mode with no MIG instance index=%u", i);
+      for (unsigned m = 0; m < g->n; m++)
+        nv->dev[k++] = (gpum__nvml_dev_t){.gpu = i, .mig = (int)g->idx[m]};
+      continue;
+    }
+    if (g && !g->done)
+      gpum_log(GPUM_LOG_INFO, "device",
+               "no MIG mode from GPU index=%u within %d ms: listed as a whole GPU", i,
+               GPUM__MIG_PROBE_MS);
+    nv->dev[k++] = (gpum__nvml_dev_t){.gpu = i, .mig = -1};
+  }
+  if (p) {
+    nv->probe_left = left;
+    mig_probe_release(p); /* unlocks */
+  }
   if (!nv->dev)
-    return gpum_error(GPUM_ENOMEM, "cannot allocate %u device records", count);
-  nv->ndev = count;
+    return gpum_error(GPUM_ENOMEM, "cannot allocate %u device records", ndev);
+  nv->ndev = ndev;
   /* The handles are looked up on first use (gpum__nvml_handle): a device whose driver calls
-   * hang must not hold up opening a session, only the calls on that device. */
+   * hang must not hold up later calls on other devices. */
   return 0;
 }
 
@@ -233,25 +498,55 @@ static void nvml_close(gpum_device_session_t *s) {
   s->impl = NULL;
 }
 
-int gpum__nvml_handle(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h) {
-  if (nv->dev[i].handle) {
-    *h = nv->dev[i].handle;
+int gpum__nvml_gpu_handle(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h) {
+  gpum__nvml_dev_t *d = &nv->dev[i];
+  if (d->gpu_handle) {
+    *h = d->gpu_handle;
     return 0;
   }
   nvmlDevice_t found = NULL;
   int rv;
-  GPUM__NV_DEV(s, nv, i, rv, nv->get_handle(i, &found));
+  GPUM__NV_DEV(s, nv, i, rv, nv->get_handle(d->gpu, &found));
   if (rv == NVML_SUCCESS && found == NULL)
-    return gpum_error(GPUM_EDRIVER, "nvmlDeviceGetHandleByIndex on device %u gave no handle", i);
+    return gpum_error(GPUM_EDRIVER, "nvmlDeviceGetHandleByIndex on GPU %u gave no handle", d->gpu);
   if (rv != NVML_SUCCESS) {
-    if (nv->dev[i].handle_err != rv)
+    if (d->handle_err != rv)
       gpum_log(GPUM_LOG_INFO, "device", "no handle for device index=%u error=\"%s\"", i,
                gpum__nvml_strerror(nv, rv));
-    nv->dev[i].handle_err = rv;
+    d->handle_err = rv;
     return gpum__nvml_fail(nv, "nvmlDeviceGetHandleByIndex", i, rv);
   }
-  nv->dev[i].handle_err = 0;
-  nv->dev[i].handle = found;
+  d->handle_err = 0;
+  d->gpu_handle = found;
+  if (d->mig < 0) /* a whole GPU: its own handle too */
+    d->handle = found;
+  *h = found;
+  return 0;
+}
+
+int gpum__nvml_handle(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h) {
+  gpum__nvml_dev_t *d = &nv->dev[i];
+  if (d->handle) {
+    *h = d->handle;
+    return 0;
+  }
+  nvmlDevice_t gh = NULL, found = NULL;
+  int rc = gpum__nvml_gpu_handle(s, nv, i, &gh);
+  if (rc)
+    return rc;
+  if (d->mig < 0) {
+    d->handle = gh;
+    *h = gh;
+    return 0;
+  }
+  int rv;
+  GPUM__NV_DEV(s, nv, i, rv,
+               nv->f.nvmlDeviceGetMigDeviceHandleByIndex(gh, (unsigned)d->mig, &found));
+  if (rv == NVML_SUCCESS && found == NULL)
+    rv = NVML_ERROR_NOT_FOUND;
+  if (rv != NVML_SUCCESS) /* NOT_FOUND: the instance was destroyed since the session opened */
+    return gpum__nvml_fail(nv, "nvmlDeviceGetMigDeviceHandleByIndex", i, rv);
+  d->handle = found;
   *h = found;
   return 0;
 }
@@ -303,17 +598,41 @@ static int read_memory(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, n
     }                                               \
   } while (0)
 
+/* A MIG instance's parent and instance ids. The parent's UUID comes from its handle gh. */
+static int info_mig(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned index, nvmlDevice_t h,
+                    nvmlDevice_t gh, gpum_device_info_t *out) {
+  const gpum__nvml_dev_t *d = &nv->dev[index];
+  out->parent_index = (int)d->gpu;
+  FIELD("nvmlDeviceGetUUID", nv->f.nvmlDeviceGetUUID(gh, out->parent_uuid, sizeof out->parent_uuid),
+        out->valid |= GPUM_INFO_MIG);
+  out->parent_uuid[sizeof out->parent_uuid - 1] = '\0';
+  if (nv->f.nvmlDeviceGetGpuInstanceId)
+    FIELD("nvmlDeviceGetGpuInstanceId", nv->f.nvmlDeviceGetGpuInstanceId(h, &out->mig_gi), {});
+  if (nv->f.nvmlDeviceGetComputeInstanceId)
+    FIELD("nvmlDeviceGetComputeInstanceId", nv->f.nvmlDeviceGetComputeInstanceId(h, &out->mig_ci),
+          {});
+  return 0;
+}
+
+/* h: the device's handle (a MIG instance's own); gh: the whole GPU's (the parent's), which
+ * answers what is the GPU's: PCI identity, power limit, temperature thresholds, ECC mode. */
 static int info_query(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned index, nvmlDevice_t h,
-                      gpum_device_info_t *out) {
+                      nvmlDevice_t gh, gpum_device_info_t *out) {
+  out->parent_index = -1;
   FIELD("nvmlDeviceGetName", nv->f.nvmlDeviceGetName(h, out->name, sizeof out->name),
         out->valid |= GPUM_INFO_NAME);
   FIELD("nvmlDeviceGetUUID", nv->f.nvmlDeviceGetUUID(h, out->uuid, sizeof out->uuid),
         out->valid |= GPUM_INFO_UUID);
   out->name[sizeof out->name - 1] = out->uuid[sizeof out->uuid - 1] = '\0';
+  if (nv->dev[index].mig >= 0) {
+    int rc = info_mig(s, nv, index, h, gh, out);
+    if (rc)
+      return rc;
+  }
   if (nv->f.nvmlDeviceGetPciInfo_v3) {
     nvmlPciInfo_t pci;
     memset(&pci, 0, sizeof pci);
-    FIELD("nvmlDeviceGetPciInfo_v3", nv->f.nvmlDeviceGetPciInfo_v3(h, &pci), {
+    FIELD("nvmlDeviceGetPciInfo_v3", nv->f.nvmlDeviceGetPciInfo_v3(gh, &pci), {
       snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%.*s", (int)sizeof pci.busId - 1,
                pci.busId);
       out->valid |= GPUM_INFO_PCI;
@@ -334,24 +653,24 @@ static int info_query(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned index
           out->valid |= GPUM_INFO_COMPUTE_CAP);
   if (nv->f.nvmlDeviceGetEnforcedPowerLimit)
     FIELD("nvmlDeviceGetEnforcedPowerLimit",
-          nv->f.nvmlDeviceGetEnforcedPowerLimit(h, &out->power_limit_mw),
+          nv->f.nvmlDeviceGetEnforcedPowerLimit(gh, &out->power_limit_mw),
           out->valid |= GPUM_INFO_POWER_LIMIT);
   if (nv->f.nvmlDeviceGetTemperatureThreshold) {
     unsigned t = 0;
     FIELD("nvmlDeviceGetTemperatureThreshold",
-          nv->f.nvmlDeviceGetTemperatureThreshold(h, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &t), {
+          nv->f.nvmlDeviceGetTemperatureThreshold(gh, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &t), {
             out->temp_slowdown_c = (int)t;
             out->valid |= GPUM_INFO_TEMP_SLOWDOWN;
           });
     FIELD("nvmlDeviceGetTemperatureThreshold",
-          nv->f.nvmlDeviceGetTemperatureThreshold(h, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &t), {
+          nv->f.nvmlDeviceGetTemperatureThreshold(gh, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &t), {
             out->temp_shutdown_c = (int)t;
             out->valid |= GPUM_INFO_TEMP_SHUTDOWN;
           });
   }
   if (nv->f.nvmlDeviceGetEccMode) {
     nvmlEnableState_t cur = 0, pend = 0;
-    FIELD("nvmlDeviceGetEccMode", nv->f.nvmlDeviceGetEccMode(h, &cur, &pend), {
+    FIELD("nvmlDeviceGetEccMode", nv->f.nvmlDeviceGetEccMode(gh, &cur, &pend), {
       out->ecc_enabled = cur == NVML_FEATURE_ENABLED;
       out->valid |= GPUM_INFO_ECC_MODE;
     });
@@ -366,10 +685,13 @@ static int nvml_get_info(gpum_device_session_t *s, unsigned index, gpum_device_i
   gpum__nvml_dev_t *d = &nv->dev[index];
   out->vendor = "nvidia";
   out->is_host = false;
-  nvmlDevice_t h = NULL;
+  out->parent_index = -1;
+  nvmlDevice_t h = NULL, gh = NULL;
   int rc = gpum__nvml_handle(s, nv, index, &h);
   if (rc == 0)
-    rc = info_query(s, nv, index, h, out);
+    rc = gpum__nvml_gpu_handle(s, nv, index, &gh);
+  if (rc == 0)
+    rc = info_query(s, nv, index, h, gh, out);
   return gpum__info_keep(rc, out, &d->info, &d->info_cached, index, "nvidia");
 }
 
@@ -406,7 +728,9 @@ static int sample_temperature(gpum_device_session_t *s, gpum__nvml_t *nv, unsign
 
 static int sample_rest(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned index, nvmlDevice_t h,
                        gpum_device_sample_t *out) {
-  if (nv->f.nvmlDeviceGetUtilizationRates) {
+  /* NVML has no utilisation of one MIG instance (that takes DCGM), and the whole GPU's is not
+   * the instance's: left invalid. */
+  if (nv->f.nvmlDeviceGetUtilizationRates && nv->dev[index].mig < 0) {
     nvmlUtilization_t u = {0, 0};
     FIELD("nvmlDeviceGetUtilizationRates", nv->f.nvmlDeviceGetUtilizationRates(h, &u), {
       out->util_gpu = u.gpu;
@@ -468,7 +792,11 @@ static int nvml_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
   } else if (gpum__nvml_is_fatal(rv)) {
     return gpum__nvml_fail(nv, "nvmlDeviceGetMemoryInfo", index, rv);
   }
-  rc = sample_rest(s, nv, index, h, out);
+  /* A MIG instance's temperature, power, clocks and ECC counts are its GPU's. */
+  nvmlDevice_t gh = NULL;
+  rc = gpum__nvml_gpu_handle(s, nv, index, &gh);
+  if (rc == 0)
+    rc = sample_rest(s, nv, index, gh, out);
   if (rc)
     out->valid = 0;
   return rc;
@@ -479,7 +807,7 @@ static int nvml_sample(gpum_device_session_t *s, unsigned index, gpum_device_sam
 static int nvml_memory_health(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out) {
   gpum__nvml_t *nv = s->impl;
   nvmlDevice_t h = NULL;
-  int rc = gpum__nvml_handle(s, nv, index, &h);
+  int rc = gpum__nvml_gpu_handle(s, nv, index, &h); /* the GPU's memory, also for MIG */
   if (rc)
     return rc;
   if (nv->f.nvmlDeviceGetRetiredPagesPendingStatus) {

@@ -49,7 +49,12 @@ static int register_device(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned 
   unsigned long long supported = 0;
   int rv;
   *registered = false;
-  if (gpum__nvml_handle(s, nv, i, &h) != 0)
+  /* A MIG instance's events are its GPU's: registered once per GPU, through the GPU's handle,
+   * on its first instance (which the events are then reported on). */
+  for (unsigned k = 0; k < i; k++)
+    if (nv->dev[i].mig >= 0 && nv->dev[k].gpu == nv->dev[i].gpu)
+      return 0;
+  if (gpum__nvml_gpu_handle(s, nv, i, &h) != 0)
     return 0; /* no handle (lost): nothing to register */
   if (nv->f.nvmlDeviceGetSupportedEventTypes) {
     GPUM__NV_DEV(s, nv, i, rv, nv->f.nvmlDeviceGetSupportedEventTypes(h, &supported));
@@ -170,23 +175,27 @@ static bool pop_lost(gpum__nvml_t *nv, gpum_device_event_t *ev) {
 static void probe(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i) {
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
   int rv;
-  if (!nv->dev[i].handle)
+  nvmlDevice_t h = nv->dev[i].gpu_handle; /* the GPU's, also for its MIG instance */
+  if (!h)
     return;
-  GPUM__NV_DEV(s, nv, i, rv, nv->f.nvmlDeviceGetUUID(nv->dev[i].handle, uuid, sizeof uuid));
+  GPUM__NV_DEV(s, nv, i, rv, nv->f.nvmlDeviceGetUUID(h, uuid, sizeof uuid));
 }
 
 static bool index_of(gpum__nvml_t *nv, nvmlDevice_t h, unsigned *index) {
+  /* A GPU's handle names the GPU, or its first MIG instance. */
   for (unsigned i = 0; i < nv->ndev; i++) {
-    if (nv->dev[i].handle == h) {
+    if (nv->dev[i].handle == h || nv->dev[i].gpu_handle == h) {
       *index = i;
       return true;
     }
   }
   unsigned idx;
-  if (nv->f.nvmlDeviceGetIndex && nv->f.nvmlDeviceGetIndex(h, &idx) == NVML_SUCCESS &&
-      idx < nv->ndev) {
-    *index = idx;
-    return true;
+  if (nv->f.nvmlDeviceGetIndex && nv->f.nvmlDeviceGetIndex(h, &idx) == NVML_SUCCESS) {
+    for (unsigned i = 0; i < nv->ndev; i++)
+      if (nv->dev[i].gpu == idx) {
+        *index = i;
+        return true;
+      }
   }
   return false;
 }

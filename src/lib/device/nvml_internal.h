@@ -21,14 +21,19 @@ typedef struct {
 #undef GPUM__NVML_FIELD
 } gpum__nvml_syms_t;
 
+/* One device of the session: a whole GPU, or one MIG instance of a GPU in MIG mode (nvml.c
+ * lists a GPU's instances in its place, in MIG device index order). */
 typedef struct {
-  nvmlDevice_t handle; /* looked up on first use (gpum__nvml_handle); NULL until then */
-  int handle_err;      /* NVML code of the last failed lookup, else 0 */
-  bool lost;           /* the last call on it returned GPU_IS_LOST */
-  bool lost_pending;   /* a GPUM_DEVEV_GPU_LOST event is waiting to be delivered */
-  bool mem_v1;         /* memory info v2 was rejected: use v1 */
-  bool temp_legacy;    /* nvmlDeviceGetTemperatureV was rejected: use the old call */
-  bool info_cached;    /* info holds the last successful static info */
+  unsigned gpu;            /* NVML index of the GPU (a MIG instance's parent) */
+  int mig;                 /* MIG device index under the GPU; -1: the whole GPU */
+  nvmlDevice_t gpu_handle; /* the GPU's handle (gpum__nvml_gpu_handle); NULL until looked up */
+  nvmlDevice_t handle;     /* looked up on first use (gpum__nvml_handle); NULL until then */
+  int handle_err;          /* NVML code of the last failed lookup, else 0 */
+  bool lost;               /* the last call on it returned GPU_IS_LOST */
+  bool lost_pending;       /* a GPUM_DEVEV_GPU_LOST event is waiting to be delivered */
+  bool mem_v1;             /* memory info v2 was rejected: use v1 */
+  bool temp_legacy;        /* nvmlDeviceGetTemperatureV was rejected: use the old call */
+  bool info_cached;        /* info holds the last successful static info */
   gpum_device_info_t info;
 } gpum__nvml_dev_t;
 
@@ -51,6 +56,8 @@ typedef struct {
   pthread_mutex_t ev_lock;
   nvmlEventSet_t evset;
   bool events_on;
+  /* A MIG probe thread was left in a driver call at open: the library stays loaded. */
+  bool probe_left;
 } gpum__nvml_t;
 
 /* Runs expr (an NVML call yielding nvmlReturn_t into rv) with the session's retry policy. */
@@ -74,6 +81,9 @@ typedef struct {
 /* Device i's handle, looked up on the first call and kept once found (a failed lookup is
  * tried again by the next call). Session lock held. Returns 0 or the mapped error. */
 int gpum__nvml_handle(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h);
+/* The whole GPU's handle of device i: its own, or a MIG instance's parent's. Session lock
+ * held. Returns 0 or the mapped error. */
+int gpum__nvml_gpu_handle(gpum_device_session_t *s, gpum__nvml_t *nv, unsigned i, nvmlDevice_t *h);
 /* Records a device call's result: GPU_IS_LOST marks the device lost and queues one
  * GPU_LOST event; success clears the lost mark. Session lock held. */
 void gpum__nvml_note(gpum__nvml_t *nv, unsigned i, int rv);

@@ -96,3 +96,16 @@ void gpum__proc_identity(unsigned pid, char *user, size_t ulen, char *cmd, size_
     }
   }
 }
+
+bool gpum__is_mps_server(const char *command) {
+  static const char name[] = "nvidia-cuda-mps-server";
+  if (!command)
+    return false;
+  size_t n = strcspn(command, " ");
+  const char *base = command;
+  for (size_t k = 0; k < n; k++)
+    if (command[k] == '/')
+      base = command + k + 1;
+  size_t blen = n - (size_t)(base - command);
+  return blen == sizeof name - 1 && !memcmp(base, name, blen);
+}
