@@ -130,6 +130,10 @@ void gpum__enf_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool gpum__enf_view(unsigned dev, uint64_t *limit, uint64_t *used);
 /* Whether calls are fenced (a fence is open and the driver is one the shim knows). */
 bool gpum__enf_fenced(void);
+/* What a driver's memory info says, told the reservation: *total (when not NULL) at most the
+ * limit on fence device dev, *free (when not NULL) at most what is left of it. Nothing changes
+ * when calls are not fenced or dev is no fence device (dev < 0). cuMemGetInfo's, HIP's. */
+void gpum__enf_tell_limit(int dev, size_t *free, size_t *total);
 /* Charges bytes on fence device dev before the driver call: false when it would pass the limit
  * (after one try to grow an elastic reservation; one line on stderr naming oom_code, the code
  * the caller returns). *charged: whether a charge was taken (none past the fence's devices or

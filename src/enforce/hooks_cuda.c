@@ -67,6 +67,17 @@ static int current_dev(void) {
   return d;
 }
 
+void gpum__enf_tell_limit(int dev, size_t *free, size_t *total) {
+  uint64_t limit, used;
+  if (dev < 0 || !gpum__enf_view((unsigned)dev, &limit, &used))
+    return;
+  if (total && limit < *total)
+    *total = limit;
+  uint64_t left = limit > used ? limit - used : 0;
+  if (free && left < *free)
+    *free = left;
+}
+
 bool gpum__enf_view(unsigned dev, uint64_t *limit, uint64_t *used) {
   if (!gpum__enf_fenced() || dev >= GPUM_FENCE_MAX_DEVICES)
     return false;
@@ -327,26 +338,16 @@ GPUM_ENFORCE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 GPUM_ENFORCE_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   NEED_REAL(cuMemGetInfo_v2);
   CUresult r = gpum__enf_real.cuMemGetInfo_v2(free, total);
-  uint64_t limit, used;
-  int dev;
-  if (r != CUDA_SUCCESS || !gpum__enf_fenced() || (dev = current_dev()) < 0 ||
-      !gpum__enf_view((unsigned)dev, &limit, &used))
-    return r;
-  if (limit < *total)
-    *total = limit;
-  uint64_t left = limit > used ? limit - used : 0;
-  if (left < *free)
-    *free = left;
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
+    gpum__enf_tell_limit(current_dev(), free, total);
   return r;
 }
 
 GPUM_ENFORCE_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   NEED_REAL(cuDeviceTotalMem_v2);
   CUresult r = gpum__enf_real.cuDeviceTotalMem_v2(bytes, dev);
-  uint64_t limit, used;
-  if (r == CUDA_SUCCESS && gpum__enf_fenced() && dev >= 0 &&
-      gpum__enf_view((unsigned)dev, &limit, &used) && limit < *bytes)
-    *bytes = limit;
+  if (r == CUDA_SUCCESS && gpum__enf_fenced())
+    gpum__enf_tell_limit(dev, NULL, bytes);
   return r;
 }
 

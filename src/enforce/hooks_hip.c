@@ -191,26 +191,15 @@ GPUM_ENFORCE_EXPORT hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream) {
 GPUM_ENFORCE_EXPORT hipError_t hipMemGetInfo(size_t *free, size_t *total) {
   NEED_REAL(hipMemGetInfo);
   hipError_t r = gpum__enf_real.hipMemGetInfo(free, total);
-  uint64_t limit, used;
-  int dev;
-  if (r != hipSuccess || !gpum__enf_fenced() || (dev = current_fence_dev()) < 0 ||
-      !gpum__enf_view((unsigned)dev, &limit, &used))
-    return r;
-  if (limit < *total)
-    *total = limit;
-  uint64_t left = limit > used ? limit - used : 0;
-  if (left < *free)
-    *free = left;
+  if (r == hipSuccess && gpum__enf_fenced())
+    gpum__enf_tell_limit(current_fence_dev(), free, total);
   return r;
 }
 
 GPUM_ENFORCE_EXPORT hipError_t hipDeviceTotalMem(size_t *bytes, hipDevice_t device) {
   NEED_REAL(hipDeviceTotalMem);
   hipError_t r = gpum__enf_real.hipDeviceTotalMem(bytes, device);
-  uint64_t limit, used;
-  int dev;
-  if (r == hipSuccess && gpum__enf_fenced() && (dev = fence_dev(device)) >= 0 &&
-      gpum__enf_view((unsigned)dev, &limit, &used) && limit < *bytes)
-    *bytes = limit;
+  if (r == hipSuccess && gpum__enf_fenced())
+    gpum__enf_tell_limit(fence_dev(device), NULL, bytes);
   return r;
 }

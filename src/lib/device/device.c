@@ -18,6 +18,7 @@
  * only queries; GPU_IS_LOST and RESET_REQUIRED are final and map to GPUM_ELOST / GPUM_ERESET
  * at once; every other code is a plain error (NOT_SUPPORTED makes a metric invalid).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -292,6 +293,16 @@ int gpum__device_opts_dup(const gpum_device_open_opts_t *src, gpum_device_open_o
   }
   *block = b;
   return 0;
+}
+
+void gpum__session_library(gpum_device_session_t *s, const gpum__libpath_t *lp, void *dl,
+                           const char *path) {
+  s->simulated = lp->simulated || dlsym(dl, "gpum_sim_last_error") != NULL;
+  const char *node = getenv("GPUM_SIM_NODE");
+  if (s->simulated && node && *node)
+    snprintf(s->detail, sizeof s->detail, "%s (simulated node '%s')", path, node);
+  else
+    snprintf(s->detail, sizeof s->detail, "%s", path);
 }
 
 int gpum__info_keep(int rc, gpum_device_info_t *out, gpum_device_info_t *last, bool *have_last,

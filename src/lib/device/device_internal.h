@@ -203,4 +203,10 @@ int gpum__libpath_resolve(gpum__lib_kind_t kind, const char *explicit_path, gpum
  * every path tried, dlerror()'s message and where the choice came from. */
 int gpum__libpath_open(const gpum__libpath_t *lp, const char *what, void **dl, const char **used);
 
+/* Sets s->simulated (the library was chosen for GPUM_SIM_NODE, or is libgpum_sim.so by its
+ * symbols) and s->detail (path, with the simulated node's name) for a backend that loaded dl
+ * from path. */
+void gpum__session_library(gpum_device_session_t *s, const gpum__libpath_t *lp, void *dl,
+                           const char *path);
+
 #endif /* GPUM_DEVICE_INTERNAL_H */

@@ -343,12 +343,7 @@ static void describe(gpum_device_session_t *s, ze_t *z, const gpum__libpath_t *l
   if (z->ndev && z->f.zesDeviceGetProperties(z->dev[0].h, &p) == ZE_RESULT_SUCCESS)
     snprintf(s->driver_version, sizeof s->driver_version, "%.*s", (int)sizeof p.driverVersion,
              p.driverVersion);
-  s->simulated = lp->simulated || dlsym(z->dl, "gpum_sim_last_error") != NULL;
-  const char *node = getenv("GPUM_SIM_NODE");
-  if (s->simulated && node && *node)
-    snprintf(s->detail, sizeof s->detail, "%s (simulated node '%s')", z->path, node);
-  else
-    snprintf(s->detail, sizeof s->detail, "%s", z->path);
+  gpum__session_library(s, lp, z->dl, z->path);
 }
 
 static int ze_open(gpum_device_session_t *s, const gpum_device_open_opts_t *opts) {

@@ -445,12 +445,7 @@ static void describe(gpum_device_session_t *s, gpum__nvml_t *nv, const gpum__lib
     s->driver_version[0] = '\0';
   s->driver_version[sizeof s->driver_version - 1] = '\0';
   /* The simulator also exports its control API; that tells it apart however it was named. */
-  s->simulated = lp->simulated || dlsym(nv->dl, "gpum_sim_last_error") != NULL;
-  const char *node = getenv("GPUM_SIM_NODE");
-  if (s->simulated && node && *node)
-    snprintf(s->detail, sizeof s->detail, "%s (simulated node '%s')", nv->path, node);
-  else
-    snprintf(s->detail, sizeof s->detail, "%s", nv->path);
+  gpum__session_library(s, lp, nv->dl, nv->path);
 }
 
 static int nvml_open(gpum_device_session_t *s, const gpum_device_open_opts_t *opts) {

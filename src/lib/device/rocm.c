@@ -219,12 +219,7 @@ static void describe(gpum_device_session_t *s, rsmi_t *r, const gpum__libpath_t 
           RSMI_STATUS_SUCCESS)
     s->driver_version[0] = '\0';
   s->driver_version[sizeof s->driver_version - 1] = '\0';
-  s->simulated = lp->simulated || dlsym(r->dl, "gpum_sim_last_error") != NULL;
-  const char *node = getenv("GPUM_SIM_NODE");
-  if (s->simulated && node && *node)
-    snprintf(s->detail, sizeof s->detail, "%s (simulated node '%s')", r->path, node);
-  else
-    snprintf(s->detail, sizeof s->detail, "%s", r->path);
+  gpum__session_library(s, lp, r->dl, r->path);
 }
 
 static int rocm_open(gpum_device_session_t *s, const gpum_device_open_opts_t *opts) {
