@@ -190,6 +190,7 @@ struct gpumd {
   bool admin_gid_set;
   uint64_t job_timeout_ms; /* job_timeout and queue.max, read per request (gpumd_engine_reload) */
   int64_t queue_max;
+  uint64_t metrics_max_age_ns; /* http.metrics_max_age: how stale a /metrics may be */
 
   /* Scheduler, ledger and leases (ops.c, leases.c). */
   gpumd_sched_t *sched;

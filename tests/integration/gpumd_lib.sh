@@ -8,6 +8,9 @@ export GPUM_SOCKET="$T_SCRATCH/gpumd.sock"
 export GPUM_STATE_DIR="$T_SCRATCH/state"
 # gpumd's REST API on a free port (tests run in parallel; the default 8642 would collide).
 export GPUM_HTTP_LISTEN="${GPUM_HTTP_LISTEN:-127.0.0.1:0}"
+# /metrics rendered afresh after every change (the default reuses a rendering for up to 1 s):
+# the tests check what a change shows at once; test_metrics_cache checks the reuse.
+export GPUM_HTTP_METRICS_MAX_AGE="${GPUM_HTTP_METRICS_MAX_AGE:-0}"
 export PYTHONPATH="$GPUM_SOURCE_DIR/tests/integration${PYTHONPATH:+:$PYTHONPATH}"
 GD_ERR="$T_SCRATCH/gpumd.err"
 

@@ -37,19 +37,22 @@ struct gpumd_render_blob;
 struct gpumd_hist;
 
 /* A rendered response body reused while nothing it shows has changed (metrics.c): valid while
- * the observed generation and the client count are those it was rendered at. Responses
- * point at the same bytes (evbuffer references), the last one frees them. */
+ * the observed generation and the client count are those it was rendered at, or (with a
+ * max_age) while it is younger than that. Responses point at the same bytes (evbuffer
+ * references), the last one frees them. */
 typedef struct {
   struct gpumd_render_blob *blob; /* NULL: none */
   uint64_t generation;
   size_t clients;
+  uint64_t rendered_ns; /* CLOCK_MONOTONIC */
 } gpumd_render_cache_t;
 
 typedef int (*gpumd_render_fn)(gpumd_t *d, struct evbuffer *out);
-/* Adds the body to out: the cached rendering when it is current, else a fresh one from fn
- * (which becomes the cache). Returns 0 or fn's / GPUM_ENOMEM's code (out then unchanged). */
+/* Adds the body to out: the cached rendering when it is current or was rendered less than
+ * max_age_ns ago (0: only when current), else a fresh one from fn (which becomes the cache).
+ * Returns 0 or fn's / GPUM_ENOMEM's code (out then unchanged). */
 int gpumd_render_cached(gpumd_t *d, gpumd_render_cache_t *c, gpumd_render_fn fn,
-                        struct evbuffer *out);
+                        uint64_t max_age_ns, struct evbuffer *out);
 /* Drops the cached rendering (responses still being sent keep it alive). */
 void gpumd_render_cache_free(gpumd_render_cache_t *c);
 

@@ -3,6 +3,7 @@
  * Rendered response bodies reused while nothing they show has changed (obs_internal.h):
  * /metrics and the REST status are rendered once per change and shared by the responses.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include <event2/buffer.h>
@@ -10,6 +11,7 @@
 #include <gpum/error.h>
 
 #include "obs_internal.h"
+#include "os_internal.h"
 #include "obs.h"
 
 /* A rendering shared by the responses that send it: evbuffer_add_reference points each
@@ -54,6 +56,7 @@ static int refresh(gpumd_t *d, gpumd_render_cache_t *c, gpumd_render_fn fn) {
     c->blob = b;
     c->generation = d->obs->generation;
     c->clients = d->conn_count;
+    c->rendered_ns = gpum__os_mono_ns();
   }
   evbuffer_free(tmp);
   return rc;
@@ -61,12 +64,19 @@ static int refresh(gpumd_t *d, gpumd_render_cache_t *c, gpumd_render_fn fn) {
 
 /* Requests come far more often than changes (a new sample each monitor interval): a body is
  * rendered once per change (struct gpumd_obs.generation, plus the client count, which has no
- * hook) and shared by the responses otherwise. */
+ * hook) and shared by the responses otherwise. On a busy node everything changes all the
+ * time (each reserve and release): there max_age_ns bounds the renderings to one per max_age,
+ * so a reader that scrapes without pause costs the loop one rendering per max_age, not one per
+ * scrape. A cached body is a whole rendering made in one go on the loop: it shows one state,
+ * at most max_age old. */
 int gpumd_render_cached(gpumd_t *d, gpumd_render_cache_t *c, gpumd_render_fn fn,
-                        struct evbuffer *out) {
+                        uint64_t max_age_ns, struct evbuffer *out) {
   if (!d->obs)
     return fn(d, out);
-  if (!c->blob || c->generation != d->obs->generation || c->clients != d->conn_count) {
+  bool current = c->blob && c->generation == d->obs->generation && c->clients == d->conn_count;
+  if (!current && c->blob && max_age_ns > 0)
+    current = gpum__os_mono_ns() - c->rendered_ns < max_age_ns;
+  if (!current) {
     int rc = refresh(d, c, fn);
     if (rc != 0)
       return rc;

@@ -483,7 +483,7 @@ int gpumd_http_status(gpumd_http_call_t *call) {
     return rc;
   gpumd_t *d = call->d;
   struct evbuffer *out = evhttp_request_get_output_buffer(call->req);
-  rc = gpumd_render_cached(d, d->obs ? &d->obs->status_cache : NULL, render_status, out);
+  rc = gpumd_render_cached(d, d->obs ? &d->obs->status_cache : NULL, render_status, 0, out);
   if (rc != 0)
     return rc;
   gpumd_http_reply_raw(call, "application/json");

@@ -584,5 +584,6 @@ static int render(gpumd_t *d, struct evbuffer *out) {
 }
 
 int gpumd_metrics_render(gpumd_t *d, struct evbuffer *out) {
-  return gpumd_render_cached(d, d->obs ? &d->obs->metrics_cache : NULL, render, out);
+  return gpumd_render_cached(d, d->obs ? &d->obs->metrics_cache : NULL, render,
+                             d->metrics_max_age_ns, out);
 }

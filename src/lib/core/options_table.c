@@ -179,6 +179,10 @@ static const gpum_option_def_t builtin_table[] = {
     {"http.event_replay", GPUM_OPT_SIZE, "4MiB", NULL, UNBOUNDED, false,
      "Recent events gpumd keeps to replay to an event stream that reconnects with "
      "Last-Event-ID (docs/metrics.md); 0 keeps none: every such stream gets a reset."},
+    {"http.metrics_max_age", GPUM_OPT_DURATION, "1s", NULL, UNBOUNDED, false,
+     "How stale a GET /metrics may be: a scrape within this long of the last rendering gets "
+     "that rendering again (with thousands of reservations a rendering costs the event loop "
+     "milliseconds); 0 renders whenever something it shows changed (docs/metrics.md)."},
     /* Not in a slurm section: GPUM_SLURM_* names the plugin's variables (GPUM_SLURM_JOB), which
      * a section of that name would refuse as unknown options. */
     {"cluster.slurm_refresh", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
