@@ -174,6 +174,7 @@ void gpumd_http_stop(gpumd_t *d) {
   if (!h)
     return;
   gpumd_accept_guard_free(&h->accept_guard);
+  gpumd__http_fork_stop(h);
   if (h->http)
     evhttp_free(h->http); /* closes the connections; unsent replies go with them */
   for (size_t i = 0; i < h->nfresh; i++)

@@ -139,6 +139,18 @@ void gpumd__http_reply_error(struct gpumd_http *h, struct evhttp_request *req, i
   gpumd__http_reply_json(h, req, status, body);
 }
 
+void gpumd__http_answer(struct gpumd_http *h, gpumd_http_call_t *call, int rc) {
+  if (rc != 0) {
+    int status = call->err_status ? call->err_status : gpumd_http_status_of(rc);
+    gpumd__http_reply_error(h, call->req, status, rc, gpum_last_error());
+  } else if (call->status > 0) {
+    gpumd__http_reply_json(h, call->req, call->status, call->out);
+  } else {
+    json_decref(call->out);
+  }
+  call->out = NULL;
+}
+
 /* ---- sending after the commit ------------------------------------------------------------ */
 
 /* Sends n queued responses. A request whose client went away meanwhile is still valid

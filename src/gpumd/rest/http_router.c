@@ -24,6 +24,7 @@
 #include "net.h"
 #include "obs.h"
 #include "rest.h"
+#include "sched.h"
 #include "web_internal.h"
 
 /* ---- router ------------------------------------------------------------------------------ */
@@ -39,31 +40,48 @@ typedef struct {
   int method;
   gpumd_http_fn fn;
   bool mutating;
+  /* NULL, or whether the answer is large enough to be made in a child (http_fork.c): a GET
+   * that would hold the loop for milliseconds. */
+  bool (*large)(gpumd_t *d);
 } route_t;
+
+/* A list of this many live reservations costs the loop several milliseconds to render (about
+ * 10 us each); a fork costs a fraction of one. */
+#define LARGE_LIST 256
+
+static bool large_list(gpumd_t *d) {
+  return gpumd_sched_count(d->sched) >= LARGE_LIST;
+}
+
+/* Up to an hour of points per device. */
+static bool large_always(gpumd_t *d) {
+  (void)d;
+  return true;
+}
 
 static int route_metrics(gpumd_http_call_t *call);
 static int route_events(gpumd_http_call_t *call);
 
 static const route_t routes[] = {
-    {"/api/v1/gpu/status", M_GET, gpumd_http_status, false},
-    {"/api/v1/gpu/nodes", M_GET, gpumd_http_nodes, false},
-    {"/api/v1/gpu/validate", M_POST, gpumd_http_validate, false},
-    {"/api/v1/gpu/allocate", M_POST, gpumd_http_allocate, true},
-    {"/api/v1/reservations", M_GET, gpumd_http_resv_list, false},
-    {"/api/v1/reservations/{ID}", M_GET, gpumd_http_resv_get, false},
-    {"/api/v1/reservations/{ID}", M_DEL, gpumd_http_resv_delete, true},
-    {"/api/v1/reservations/{ID}/renew", M_POST, gpumd_http_resv_renew, true},
-    {"/api/v1/gpu/setup-pytorch", M_POST, gpumd_http_setup_pytorch, false},
-    {"/api/v1/gpu/setup-tensorflow", M_POST, gpumd_http_setup_tensorflow, false},
-    {"/api/v1/gpu/health", M_GET, gpumd_http_health, false},
-    {"/api/v1/gpu/devices/{ID}/disable", M_POST, gpumd_http_device_disable, true},
-    {"/api/v1/gpu/devices/{ID}/enable", M_POST, gpumd_http_device_enable, true},
-    {"/api/v1/gpu/monitoring", M_GET, gpumd_http_monitoring, false},
-    {"/api/v1/gpu/history", M_GET, gpumd_http_history, false},
-    {"/api/v1/alerts", M_GET, gpumd_http_alerts, false},
-    {"/api/v1/config", M_GET, gpumd_http_config, false},
-    {"/api/v1/events", M_GET, route_events, false},
-    {"/metrics", M_GET, route_metrics, false},
+    {"/api/v1/gpu/status", M_GET, gpumd_http_status, false, NULL},
+    {"/api/v1/gpu/nodes", M_GET, gpumd_http_nodes, false, NULL},
+    {"/api/v1/gpu/validate", M_POST, gpumd_http_validate, false, NULL},
+    {"/api/v1/gpu/allocate", M_POST, gpumd_http_allocate, true, NULL},
+    {"/api/v1/reservations", M_GET, gpumd_http_resv_list, false, large_list},
+    {"/api/v1/reservations/{ID}", M_GET, gpumd_http_resv_get, false, NULL},
+    {"/api/v1/reservations/{ID}", M_DEL, gpumd_http_resv_delete, true, NULL},
+    {"/api/v1/reservations/{ID}/renew", M_POST, gpumd_http_resv_renew, true, NULL},
+    {"/api/v1/gpu/setup-pytorch", M_POST, gpumd_http_setup_pytorch, false, NULL},
+    {"/api/v1/gpu/setup-tensorflow", M_POST, gpumd_http_setup_tensorflow, false, NULL},
+    {"/api/v1/gpu/health", M_GET, gpumd_http_health, false, NULL},
+    {"/api/v1/gpu/devices/{ID}/disable", M_POST, gpumd_http_device_disable, true, NULL},
+    {"/api/v1/gpu/devices/{ID}/enable", M_POST, gpumd_http_device_enable, true, NULL},
+    {"/api/v1/gpu/monitoring", M_GET, gpumd_http_monitoring, false, NULL},
+    {"/api/v1/gpu/history", M_GET, gpumd_http_history, false, large_always},
+    {"/api/v1/alerts", M_GET, gpumd_http_alerts, false, NULL},
+    {"/api/v1/config", M_GET, gpumd_http_config, false, NULL},
+    {"/api/v1/events", M_GET, route_events, false, NULL},
+    {"/metrics", M_GET, route_metrics, false, NULL},
 };
 
 /* Matches path against pattern; the {ID} segment (at most 63 bytes) goes to id. */
@@ -241,17 +259,12 @@ static void dispatch(struct gpumd_http *h, struct evhttp_request *req, const rou
     call.body = json_object();
   else if (rc == 0)
     rc = parse_body(h, req, &call.body, &status);
-  if (rc == 0) {
-    gpum_error_clear();
-    rc = r->fn(&call);
-    status = call.err_status ? call.err_status : gpumd_http_status_of(rc);
-  }
-  if (rc != 0)
+  if (rc != 0) {
     gpumd__http_reply_error(h, req, status, rc, gpum_last_error());
-  else if (call.status > 0)
-    gpumd__http_reply_json(h, req, call.status, call.out);
-  else
-    json_decref(call.out);
+  } else if (!(r->large && r->large(h->d) && gpumd__http_fork(h, &call, r->fn))) {
+    gpum_error_clear();
+    gpumd__http_answer(h, &call, r->fn(&call));
+  }
   json_decref(call.body);
   evhttp_clear_headers(&query);
   h->d->actor_conn = NULL;
