@@ -205,6 +205,11 @@ uint64_t gpumd_http_evicted(gpumd_t *d) {
   return d->http ? d->http->evicted : 0;
 }
 
+void gpumd_http_forked_reads(gpumd_t *d, uint64_t *answered, uint64_t *failed) {
+  *answered = d->http ? d->http->forks_answered : 0;
+  *failed = d->http ? d->http->forks_failed : 0;
+}
+
 const char *gpumd_http_addr(gpumd_t *d) {
   return d->http && d->http->addr[0] ? d->http->addr : NULL;
 }

@@ -82,6 +82,7 @@ struct gpumd_http {
   uint64_t served;           /* requests seen */
   struct gpumd_http_forked *forked; /* large reads answered by a child (rest/http_fork.c) */
   size_t nforked;
+  uint64_t forks_answered, forks_failed;
 };
 
 /* ---- http_api.c: the endpoints ---- */

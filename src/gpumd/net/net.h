@@ -70,6 +70,9 @@ void gpumd_http_reload(gpumd_t *d);
 uint64_t gpumd_http_accept_failures(gpumd_t *d);
 /* HTTP connections closed to make room for a new one (http.max_connections, _per_peer). */
 uint64_t gpumd_http_evicted(gpumd_t *d);
+/* Large reads answered by a child process (rest/http_fork.c): those answered, and those whose
+ * child failed (answered 500). */
+void gpumd_http_forked_reads(gpumd_t *d, uint64_t *answered, uint64_t *failed);
 /* "ADDR:PORT" the server listens on, or NULL when off. */
 const char *gpumd_http_addr(gpumd_t *d);
 /* Replaces the token with a fresh random one (written to the token file first) when rotate,

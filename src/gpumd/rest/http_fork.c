@@ -36,6 +36,7 @@
 
 #include "gpumd.h"
 #include "http_internal.h"
+#include "obs_internal.h"
 
 #define GPUMD_HTTP_FORK_MAX 4        /* children answering at once */
 #define GPUMD_HTTP_FORK_TIMEOUT_S 30 /* a child still running then is ended */
@@ -130,6 +131,7 @@ static void finish(struct gpumd_http_forked *f, bool eof) {
   while (waitpid(f->pid, &st, 0) < 0 && errno == EINTR) {
   }
   unlink_forked(h, f);
+  gpumd_obs_changed(h->d->obs); /* /metrics counts it */
   char head[160] = "";
   int status = 0;
   size_t hlen = 0;
@@ -146,6 +148,7 @@ static void finish(struct gpumd_http_forked *f, bool eof) {
              WIFSIGNALED(st) ? "signal" : "status",
              WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
     gpumd__http_reply_error(h, f->req, 500, GPUM_EIO, "the answer could not be made");
+    h->forks_failed++;
     free_forked(f);
     return;
   }
@@ -156,6 +159,7 @@ static void finish(struct gpumd_http_forked *f, bool eof) {
   evhttp_add_header(hd, "Content-Type", ct + 1);
   evhttp_add_header(hd, "Cache-Control", "no-store");
   gpumd__http_queue_reply(h, f->req, status);
+  h->forks_answered++;
   free_forked(f);
 }
 

@@ -164,6 +164,13 @@ static void daemon_metrics(gpumd_t *d, writer_t *w) {
          "HTTP connections waiting for a request closed to make room for a new one "
          "(http.max_connections, http.max_connections_per_peer).");
   put(w, "gpumd_http_connections_evicted_total %llu\n", (unsigned long long)gpumd_http_evicted(d));
+  uint64_t fa = 0, ff = 0;
+  gpumd_http_forked_reads(d, &fa, &ff);
+  family(w, "gpumd_http_forked_reads_total", "counter",
+         "Large HTTP reads (the reservation list of a busy node, the history) answered by a "
+         "child process off the event loop, by outcome (failed: answered 500).");
+  put(w, "gpumd_http_forked_reads_total{outcome=\"answered\"} %llu\n", (unsigned long long)fa);
+  put(w, "gpumd_http_forked_reads_total{outcome=\"failed\"} %llu\n", (unsigned long long)ff);
   struct gpumd_obs *o = d->obs;
   family(w, "gpumd_event_streams", "gauge", "Open Server-Sent Events streams (/api/v1/events).");
   put(w, "gpumd_event_streams %zu\n", o ? o->stream_count : 0);
