@@ -29,7 +29,7 @@ bench_gpumd() {
   "$GPUMD" >"$TMP/gpumd.out" 2>"$TMP/gpumd.err" &
   GD=$!
   local i=0
-  until grep -q '^gpumd ready' "$TMP/gpumd.out" &&
+  until grep -qs '^gpumd ready' "$TMP/gpumd.out" &&
     { [ "${GPUM_HTTP_LISTEN:-}" = off ] || [ -s "$GPUM_STATE_DIR/http.addr" ]; }; do
     i=$((i + 1))
     [ $i -gt 2000 ] && { cat "$TMP/gpumd.err" >&2; echo "gpumd not ready" >&2; exit 1; }

@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,10 @@ static void child_answer(struct gpumd_http *h, gpumd_http_call_t *call, gpumd_ht
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, NULL);
   alarm(GPUMD_HTTP_FORK_TIMEOUT_S);
+  /* The loop comes first: on a CPU it shares with the child (gpumd pinned to one), it takes
+   * the CPU back the moment it has work. A failure leaves the child at gpumd's priority. */
+  struct sched_param sp = {.sched_priority = 0};
+  (void)sched_setscheduler(0, SCHED_IDLE, &sp);
   h->npend = 0;
   gpum_error_clear();
   gpumd__http_answer(h, call, fn(call));
