@@ -177,7 +177,10 @@ static int run_get(const char *hostport, const char *path) {
     return 2;
   memcpy(host, hostport, (size_t)(colon - hostport));
   host[colon - hostport] = '\0';
-  struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+  long port = strtol(colon + 1, NULL, 10);
+  if (port <= 0 || port > 65535)
+    return 2;
+  struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
     return 2;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -80,7 +80,7 @@ struct gpumd_http {
   uint64_t evicted;          /* connections closed to make room for a new one */
   struct timeval request_tv; /* http.timeout: the deadline of each request (see http_conns.c) */
   uint64_t served;           /* requests seen */
-  struct gpumd_http_forked *forked; /* large reads answered by a child (rest/http_fork.c) */
+  struct gpumd_http_forked *forked; /* large reads answered by a child (net/http_fork.c) */
   size_t nforked;
   uint64_t forks_answered, forks_failed;
 };
@@ -126,12 +126,12 @@ void gpumd__http_reply_error(struct gpumd_http *h, struct evhttp_request *req, i
  * JSON body (call->out, taken), or nothing (the handler answered itself). */
 void gpumd__http_answer(struct gpumd_http *h, gpumd_http_call_t *call, int rc);
 
-/* rest/http_fork.c: answers call with fn run in a child process forked now, from gpumd's state
+/* net/http_fork.c: answers call with fn run in a child process forked now, from gpumd's state
  * as it is (docs/operations.md, "Readers"); true when a child answers it (call->status is then
  * -1), false when the caller must run fn itself (not a GET, GPUMD_HTTP_FORK_MAX children
  * already running, or fork failed). */
 bool gpumd__http_fork(struct gpumd_http *h, gpumd_http_call_t *call, gpumd_http_fn fn);
-/* rest/http_fork.c: ends the children still running and answers their requests 503. */
+/* net/http_fork.c: ends the children still running and answers their requests 503. */
 void gpumd__http_fork_stop(struct gpumd_http *h);
 
 /* http_conns.c */

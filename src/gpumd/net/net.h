@@ -70,7 +70,7 @@ void gpumd_http_reload(gpumd_t *d);
 uint64_t gpumd_http_accept_failures(gpumd_t *d);
 /* HTTP connections closed to make room for a new one (http.max_connections, _per_peer). */
 uint64_t gpumd_http_evicted(gpumd_t *d);
-/* Large reads answered by a child process (rest/http_fork.c): those answered, and those whose
+/* Large reads answered by a child process (net/http_fork.c): those answered, and those whose
  * child failed (answered 500). */
 void gpumd_http_forked_reads(gpumd_t *d, uint64_t *answered, uint64_t *failed);
 /* "ADDR:PORT" the server listens on, or NULL when off. */

@@ -145,7 +145,8 @@ static void finish(struct gpumd_http_forked *f, bool eof) {
     hlen = (size_t)nl.pos + 1;
     evbuffer_copyout(f->buf, head, (size_t)nl.pos);
     head[nl.pos] = '\0';
-    status = atoi(head);
+    long v = strtol(head, NULL, 10);
+    status = v >= 100 && v <= 599 ? (int)v : 0;
   }
   const char *ct = strchr(head, ' ');
   if (!eof || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || status < 100 || status > 599 || !ct) {
