@@ -12,7 +12,8 @@
  *
  * The child runs only the route's handler and the reply code (gpumd's own memory, jansson,
  * malloc: nothing that another thread of gpumd may hold a lock of across the fork, such as the
- * ledger's SQLite connection or the log), writes "STATUS CONTENT-TYPE\n" and the body to the
+ * ledger's SQLite connection or the log), closes every descriptor but stdio and its pipe, dies
+ * with gpumd (PR_SET_PDEATHSIG), writes "STATUS CONTENT-TYPE\n" and the body to the
  * pipe and _exits. A child that fails, dies or takes longer than GPUMD_HTTP_FORK_TIMEOUT_S
  * (SIGALRM's default action ends it) is answered with a 500. At most GPUMD_HTTP_FORK_MAX
  * children run at once; past that, or when fork fails, the handler runs on the loop as before.
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +44,7 @@
 #define GPUMD_HTTP_FORK_MAX 4        /* children answering at once */
 #define GPUMD_HTTP_FORK_TIMEOUT_S 30 /* a child still running then is ended */
 #define GPUMD_HTTP_FORK_READ 1048576 /* bytes read from a child per loop turn, at most */
+#define CHILD_FD 3                   /* the pipe's write end in the child (after stdio) */
 
 struct gpumd_http_forked {
   struct gpumd_http_forked *next;
@@ -70,7 +73,22 @@ static int write_all(int fd, const char *p, size_t n) {
 
 /* Runs in the child: answers the call as the loop would have, then writes the answer to fd.
  * Never returns. */
-static void child_answer(struct gpumd_http *h, gpumd_http_call_t *call, gpumd_http_fn fn, int fd) {
+static void child_answer(struct gpumd_http *h, gpumd_http_call_t *call, gpumd_http_fn fn, int fd,
+                         pid_t parent) {
+  /* The child dies with gpumd, and keeps none of its descriptors but stdio and the pipe: a
+   * listener, the ledger or a lock file (gpumd.lock is an flock, shared with every copy of its
+   * descriptor) held by a child would keep a restarted gpumd out. */
+  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent)
+    _exit(4);
+  if (fd != CHILD_FD) {
+    if (dup2(fd, CHILD_FD) != CHILD_FD)
+      _exit(4);
+    fd = CHILD_FD;
+  }
+  if (close_range(CHILD_FD + 1, ~0u, 0) != 0)
+    for (int k = CHILD_FD + 1; k < 65536; k++)
+      close(k);
   /* gpumd's handlers (libevent's signal pipe) are the parent's: the child ends on a signal. */
   static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
@@ -208,10 +226,11 @@ bool gpumd__http_fork(struct gpumd_http *h, gpumd_http_call_t *call, gpumd_http_
     return false;
   }
   fflush(NULL); /* nothing buffered is written twice */
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
-    child_answer(h, call, fn, p[1]);
+    child_answer(h, call, fn, p[1], parent);
   }
   close(p[1]);
   if (pid < 0 || event_add(f->ev, NULL) != 0) {
