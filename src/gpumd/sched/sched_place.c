@@ -128,9 +128,14 @@ bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64
                            bool decide, uint64_t *mask) {
   cand_t c[GPUMD_SCHED_MAX_DEVICES];
   unsigned n = 0;
-  /* Only the known devices (a node has a handful; the table has 64 slots): this is the hot
-   * path of every scheduling pass. */
-  for (uint64_t known = s->known_mask & allowed; known != 0; known &= known - 1) {
+  /* Only the known devices (a node has a handful; the table has 64 slots) and, for a request
+   * naming its devices, only those (gpumd__sched_matches refuses the others): this is the hot
+   * path of every scheduling pass, which visits every queued request, so a request that
+   * cannot have enough of them is settled without looking at any device. */
+  uint64_t cand = s->known_mask & allowed & (r->want_mask != 0 ? r->want_mask : ~0ull);
+  if ((unsigned)__builtin_popcountll(cand) < r->gpus)
+    return false;
+  for (uint64_t known = cand; known != 0; known &= known - 1) {
     unsigned d = (unsigned)__builtin_ctzll(known);
     if (!admits(s, r, d, decide))
       continue;
