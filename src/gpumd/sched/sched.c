@@ -76,6 +76,7 @@ static int insert_all(gpumd_sched_t *s, gpumd_resv_t *r) {
 }
 
 static int insert_queue(gpumd_sched_t *s, gpumd_resv_t *r) {
+  s->settled = false;
   int rc = grow(&s->queue, s->n_queue, &s->cap_queue);
   if (rc < 0)
     return rc;
@@ -87,6 +88,7 @@ static int insert_queue(gpumd_sched_t *s, gpumd_resv_t *r) {
 }
 
 static void remove_queue(gpumd_sched_t *s, const gpumd_resv_t *r) {
+  s->settled = false; /* the head may change */
   size_t i = queue_lower_bound(s, r);
   if (i < s->n_queue && s->queue[i] == r) {
     memmove(&s->queue[i], &s->queue[i + 1], (s->n_queue - i - 1) * sizeof(*s->queue));
@@ -104,6 +106,8 @@ static void remove_all(gpumd_sched_t *s, const gpumd_resv_t *r) {
 
 /* Adds (sign > 0) or removes a granted reservation's bytes and job from its devices. */
 static void account(gpumd_sched_t *s, const gpumd_resv_t *r, int sign) {
+  if (sign < 0)
+    s->settled = false; /* capacity freed */
   for (unsigned d = 0; d < GPUMD_SCHED_MAX_DEVICES; d++) {
     if (!(r->device_mask & (1ull << d)))
       continue;
@@ -193,6 +197,22 @@ void gpumd__sched_pass(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t no
     }
     i++;
   }
+  s->settled = true;
+}
+
+/* The pass after submitting r to a settled queue in which r is not first: nothing ahead of r
+ * fits (settled), so the blocked head is the queue's first request and r is the only one the
+ * pass could grant (granting it takes capacity from those behind it; not granting it changes
+ * nothing for them): what gpumd__sched_pass would do, without walking the queue. */
+static void pass_one(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r,
+                     uint64_t now_ns) {
+  const gpumd_resv_t *head = s->queue[0];
+  uint64_t allowed = s->known_mask, mask = 0;
+  if (gpumd__sched_head_locked(s, head, now_ns))
+    allowed &= ~gpumd__sched_usable_mask(s, head);
+  if (allowed != 0 && gpumd__sched_place_in(s, r, allowed, true, &mask))
+    gpumd__sched_grant(s, cause, r, mask, now_ns, head);
+  s->settled = true;
 }
 
 bool gpumd__sched_head_locked(const gpumd_sched_t *s, const gpumd_resv_t *head, uint64_t now_ns) {
@@ -241,6 +261,7 @@ int gpumd_sched_set_opts(gpumd_sched_t *s, const gpumd_sched_opts_t *opts) {
   if (rc < 0)
     return rc;
   s->opts = *opts;
+  s->settled = false;
   return 0;
 }
 
@@ -315,6 +336,7 @@ void gpumd_sched_set_stale(gpumd_sched_t *s) {
 static void set_view(gpumd_sched_t *s, const gpumd_cause_t *cause, const gpumd_sched_device_t *dev,
                      uint64_t now_ns) {
   sched_slot_t *slot = &s->dev[dev->index];
+  s->settled = false;
   gpumd_pressure_t old = slot->known ? slot->pressure : GPUMD_PRESSURE_NONE;
   slot->v = *dev;
   slot->v.uuid[sizeof(slot->v.uuid) - 1] = '\0';
@@ -506,11 +528,16 @@ int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_cause_t *cause,
   if (r->lease == GPUMD_LEASE_TTL)
     r->expires_ns = now_ns + r->ttl_ms * 1000000ull;
   memcpy(r->reason, "queued", sizeof("queued"));
+  bool settled = s->settled;
   insert_all(s, r); /* cannot fail: grown above */
   insert_queue(s, r);
+  s->settled = settled; /* r is decided on below; what the callback changes clears it */
   report(s, cause, r, GPUMD_RESV_NEW, now_ns);
   uint64_t id = r->id;
-  gpumd__sched_pass(s, cause, now_ns);
+  if (s->settled && s->queue[0] != r)
+    pass_one(s, cause, r, now_ns);
+  else
+    gpumd__sched_pass(s, cause, now_ns);
   if (out != NULL)
     *out = gpumd_sched_find(s, id);
   return 0;

@@ -33,6 +33,11 @@ struct gpumd_sched {
   /* require_fresh: stale devices a placement would have used (gpumd_sched_wants_fresh). A note
    * for the daemon, written by the const placement functions: never read by scheduling. */
   uint64_t want_fresh;
+  /* The last scheduling pass left nothing grantable, and nothing that could make something
+   * grantable happened since (capacity freed, a queued request gone or added, a device view
+   * or the options changed: each clears it). Lets a submit decide on the new request alone
+   * instead of walking the whole queue (gpumd_sched_submit). */
+  bool settled;
 };
 
 /* min(total * memory_fraction, total - driver reserved) - safety_margin, saturating at 0. */

@@ -133,7 +133,7 @@ bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64
    * path of every scheduling pass, which visits every queued request, so a request that
    * cannot have enough of them is settled without looking at any device. */
   uint64_t cand = s->known_mask & allowed & (r->want_mask != 0 ? r->want_mask : ~0ull);
-  if ((unsigned)__builtin_popcountll(cand) < r->gpus)
+  if (cand == 0 || (r->gpus > 1 && (unsigned)__builtin_popcountll(cand) < r->gpus))
     return false;
   for (uint64_t known = cand; known != 0; known &= known - 1) {
     unsigned d = (unsigned)__builtin_ctzll(known);
