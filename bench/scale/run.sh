@@ -8,8 +8,12 @@
 # process. gpumd is pinned to CPU 0, the load and the readers to CPU 1 (taskset, when there
 # are two CPUs). Aims: p99 under 5 ms with any one reader running, and a reserve+release
 # under 2x the empty daemon's cost (cost = 1 / rate of the single closed-loop client).
-# Usage: bench/scale/run.sh BUILD_DIR [SECONDS]. About 8 x SECONDS + the fill (a few s).
-# Quick run: SCALE_N=1000 bench/scale/run.sh build 2. Not in `make test`.
+# Then, where valgrind is installed (SCALE_CALLGRIND=0 skips it), the same empty/full pair under
+# callgrind: instructions per reserve+release (gpumd's threads, the simulated driver included),
+# a figure a loaded machine does not move.
+# Usage: bench/scale/run.sh BUILD_DIR [SECONDS]. About 8 x SECONDS + the fills + 2 minutes under
+# callgrind. Quick run: SCALE_N=1000 SCALE_CALLGRIND=0 bench/scale/run.sh build 2. Not in
+# `make test`.
 set -euo pipefail
 BUILD=$(cd "${1:?usage: run.sh BUILD_DIR [SECONDS]}" && pwd)
 SECS=${2:-5}
@@ -114,3 +118,45 @@ for r in "${READERS[@]}"; do
 done
 c=$(awk -v a="${RATE[empty.none]}" -v b="${RATE[full.none]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 99) }')
 echo "cost of a reserve+release, full / empty = $c (aim < 2): $(verdict "$(awk -v c="$c" 'BEGIN { print (c < 2) }')")"
+
+# ---- instructions per reserve+release (callgrind) -----------------------------------------
+if [ "${SCALE_CALLGRIND:-1}" = 0 ] || ! command -v valgrind >/dev/null || ! command -v callgrind_control >/dev/null; then
+  echo "-- callgrind: skipped (SCALE_CALLGRIND=0, or valgrind not installed)"
+  exit 0
+fi
+kill "$GD" 2>/dev/null && wait "$GD" 2>/dev/null || true
+export GPUM_STATE_DIR=$TMP/state-cg GPUM_SOCKET=$TMP/cg.sock GPUM_HTTP_LISTEN=off
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.out.%p" "$GPUMD" \
+  >"$TMP/gpumd-cg.out" 2>"$TMP/gpumd-cg.err" &
+GD=$!
+i=0
+until grep -qs '^gpumd ready' "$TMP/gpumd-cg.out"; do
+  i=$((i + 1))
+  [ $i -gt 1200 ] && { cat "$TMP/gpumd-cg.err" >&2; echo "gpumd under callgrind not ready" >&2; exit 1; }
+  sleep 0.05
+done
+# cg_point TAG: instructions per reserve+release over SECONDS of the one-client load.
+declare -A IPO
+cg_point() {
+  local line ops ir f
+  callgrind_control -z "$GD" >/dev/null 2>&1
+  callgrind_control -i on "$GD" >/dev/null 2>&1
+  line=$("$OUT/broker" rtt "$GPUM_SOCKET" 1 "$SECS")
+  callgrind_control -i off "$GD" >/dev/null 2>&1
+  callgrind_control -d "$1" "$GD" >/dev/null 2>&1
+  ops=$(sed -E 's/.* ops=([0-9]+).*/\1/' <<<"$line")
+  f=$(ls -t "$TMP"/cg.out.* | head -1)
+  ir=$(awk '/^totals:/ { print $2; exit }' "$f")
+  IPO[$1]=$((ir / (ops > 0 ? ops : 1)))
+  echo "$1  callgrind: $ops reserve+release, ${IPO[$1]} instructions each"
+}
+echo "-- callgrind (gpumd under valgrind; ${SECS}s per point)"
+cg_point empty
+coproc FILL2 { "$OUT/scale" fill "$GPUM_SOCKET" "$N" "$Q"; }
+fill2_pid=$FILL2_PID
+read -r held <&"${FILL2[0]}"
+cg_point full
+exec {FILL2[1]}>&-
+wait "$fill2_pid" 2>/dev/null || true
+c=$(awk -v a="${IPO[empty]}" -v b="${IPO[full]}" 'BEGIN { printf "%.2f", (a > 0 ? b / a : 99) }')
+echo "instructions per reserve+release, full / empty = $c (aim < 2): $(verdict "$(awk -v c="$c" 'BEGIN { print (c < 2) }')")"
