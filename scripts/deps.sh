@@ -40,8 +40,9 @@ PKGS=(
 SLURM=(slurmctld slurmd slurm-client libslurm-dev munge)
 
 # Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc; bench/broker:
-# gpumd beside redis-server; bench/http: wrk against gpumd's HTTP face beside nginx).
-BENCH=(libjemalloc-dev libmimalloc-dev redis-server redis-tools wrk nginx-light)
+# gpumd beside redis-server; bench/http: wrk against gpumd's HTTP face beside nginx; bench/broker
+# and bench/monitor: valgrind's callgrind for instruction counts beside the wall times).
+BENCH=(libjemalloc-dev libmimalloc-dev redis-server redis-tools wrk nginx-light valgrind)
 
 # promtool (tests/integration/test_metrics_promtool.sh) comes from Debian's `prometheus`
 # package, which would also install and start a Prometheus server: only the promtool binary

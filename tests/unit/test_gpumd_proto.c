@@ -121,6 +121,38 @@ static void test_json_writer_matches_jansson(void **state) {
   check_same_as_jansson(arr);
 }
 
+/* The writer checks eight bytes at a time whether a string needs escapes, and writes integers
+ * two digits at a time: every byte value at every place of strings of 1 to 17 bytes (whole
+ * words, tails, both), and integers at each count of digits, both signs. Bytes that are not
+ * UTF-8 are left out (the writer writes them as '?', jansson refuses them). */
+static void test_json_writer_word_paths(void **state) {
+  (void)state;
+  for (size_t len = 1; len <= 17; len++)
+    for (size_t at = 0; at < len; at++)
+      for (unsigned byte = 1; byte < 0x80; byte++) {
+        char s[18];
+        memset(s, 'a', len);
+        s[at] = (char)byte;
+        check_same_as_jansson(json_stringn(s, len));
+      }
+  /* a multi-byte character at each place of a 17-byte string */
+  for (size_t at = 0; at + 2 <= 17; at++) {
+    char s[18];
+    memset(s, 'b', 17);
+    memcpy(s + at, "\xc3\xa9", 2);
+    check_same_as_jansson(json_stringn(s, 17));
+  }
+  long long v = 1;
+  for (int digits = 1; digits <= 18; digits++, v *= 10) {
+    check_same_as_jansson(json_integer(v));
+    check_same_as_jansson(json_integer(-v));
+    check_same_as_jansson(json_integer(v - 1));
+    check_same_as_jansson(json_integer(1 - v));
+    check_same_as_jansson(json_integer(v * 10 - 1));
+    check_same_as_jansson(json_integer(v + 7));
+  }
+}
+
 /* Reals are written in the shortest form that reads back the same: no float noise such as
  * jansson's %.17g 0.94999999999999996 for 0.95, and nothing lost. */
 static void check_real(double v, const char *want) {
@@ -307,6 +339,7 @@ int main(void) {
       cmocka_unit_test(test_depth_stops_past_limit),
       cmocka_unit_test(test_check_fields),
       cmocka_unit_test(test_json_writer_matches_jansson),
+      cmocka_unit_test(test_json_writer_word_paths),
       cmocka_unit_test(test_json_reals),
       cmocka_unit_test(test_shared_names),
       cmocka_unit_test_setup_teardown(test_bad_escape_before_utf8_gets_one_reply, setup, teardown),
