@@ -174,6 +174,10 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
    * more than half the budget. */
   if (req->ended && req->after == 0) {
     ended = gpumd_ended_json(d, a, req->all || req->uid_set, gpum__os_real_ns());
+    for (size_t k = json_array_size(ended); req->uid_set && k-- > 0;) /* uid's only */
+      if (json_integer_value(json_object_get(json_array_get(ended, k), GPUM_PROTO_F_UID)) !=
+          (json_int_t)req->uid)
+        json_array_remove(ended, k);
     if (ended && req->budget) {
       size_t k = 0, eb = 2;
       for (; k < json_array_size(ended); k++) {
