@@ -15,7 +15,7 @@ t_sim_start "$GPUM_SOURCE_DIR/examples/sim/8xh100.yaml"
 gd_start
 
 hp '
-import subprocess
+import subprocess, re
 N = 10000
 LIMIT = 65536  # the client library refuses a message of this many bytes, newline included
 c = gpumd_client.Client(timeout=60.0)
@@ -158,6 +158,16 @@ p = run("status")
 assert p.returncode == 0 and "queued" in p.stdout, p.stderr
 p = run("top", "--once")
 assert p.returncode == 0, p.stderr
+# The Python package reads every page too.
+py = "import gpum, json; print(json.dumps([r[\"id\"] for r in gpum.reservations(state=\"QUEUED\")]))"
+penv = dict(env, GPUM_LIBRARY=os.path.join(os.environ["GPUM_BUILD_DIR"], "lib", "libgpum.so"),
+            PYTHONPATH=os.path.join(os.environ["GPUM_SOURCE_DIR"], "bindings", "python"))
+ldd = subprocess.run(["ldd", penv["GPUM_LIBRARY"]], capture_output=True, text=True).stdout
+if not re.search(r"lib[at]san", ldd):  # an interpreter cannot load a sanitizer late
+    p = subprocess.run([sys.executable, "-c", py], env=penv, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == walk(all=True, state="QUEUED")[0]
 
 # REST: pages of limit, every one, no duplicate, no gap, the total; filters; 400s.
 def rest_walk(q):
