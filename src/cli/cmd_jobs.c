@@ -131,13 +131,20 @@ static void print_table(gpum_reservation_t *list, size_t n, json_t *doc) {
       json_object_set(byid, rid, jr);
   }
   qsort(list, n, sizeof *list, by_state);
+  char last_user[64] = "";
+  uint32_t last_uid = 0;
+  bool have_uid = false;
   printf("%-10s %-9s %-10s %8s %-8s %10s %10s %4s %-8s %s\n", "ID", "STATE", "USER", "PID", "GPUS",
          "MEM/GPU", "FENCED", "PRIO", "AGE", "LABEL / WAITING FOR");
   for (size_t i = 0; i < n; i++) {
     const gpum_reservation_t *r = &list[i];
     char user[64], gpus[64] = "", size[GPUM_SIZE_BUFSZ], when[GPUM_DURATION_BUFSZ],
                    fenced[GPUM_SIZE_BUFSZ] = "-";
-    cli_user_name(r->uid, user, sizeof user);
+    if (!have_uid || r->uid != last_uid) /* one look-up a run of one user's rows */
+      cli_user_name(r->uid, last_user, sizeof last_user);
+    have_uid = true;
+    last_uid = r->uid;
+    snprintf(user, sizeof user, "%s", last_user);
     size_t o = 0;
     for (size_t d = 0; d < r->ndevices && o < sizeof gpus; d++) {
       int k = snprintf(gpus + o, sizeof gpus - o, "%s%u", d ? "," : "", r->devices[d].index);
@@ -195,9 +202,16 @@ static int print_json(gpum_client_t *c, const char *args, bool all) {
     fprintf(stderr, "gpum jobs: gpumd's reply has no reservation list\n");
     return CLI_EXIT_FAIL;
   }
-  json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-  putchar('\n');
+  /* One string, one write: json_dumpf writes piece by piece (a long list: most of the time). */
+  char *text = json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   json_decref(out);
+  if (text == NULL) {
+    fprintf(stderr, "gpum jobs: out of memory\n");
+    return CLI_EXIT_FAIL;
+  }
+  fputs(text, stdout);
+  putchar('\n');
+  free(text);
   return CLI_EXIT_OK;
 }
 
@@ -209,17 +223,25 @@ static int list_all(gpum_client_t *c, bool all, const char *state, const char *l
   if (state)
     q.states = 1u << (!strcmp(state, "QUEUED") ? GPUM_RES_QUEUED : GPUM_RES_GRANTED);
   gpum_reservation_t *list = NULL;
-  size_t k = 0;
+  size_t k = 0, cap = 0;
   int rc;
   do {
     gpum_reservation_t *page = NULL;
     size_t m = 0;
     rc = gpum_client_list_page(c, &q, &page, &m, cur, sizeof cur, NULL);
-    gpum_reservation_t *p = rc == 0 ? realloc(list, (k + m + 1) * sizeof *list) : NULL;
-    if (rc == 0 && p == NULL)
-      rc = gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", k + m);
+    if (rc == 0 && (list == NULL || k + m > cap)) { /* doubling: a long list is copied O(n) */
+      size_t ncap = cap ? cap : 64;
+      while (ncap < k + m)
+        ncap *= 2;
+      gpum_reservation_t *p = realloc(list, ncap * sizeof *list);
+      if (p == NULL)
+        rc = gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", k + m);
+      else {
+        list = p;
+        cap = ncap;
+      }
+    }
     if (rc == 0) {
-      list = p;
       memcpy(list + k, page, m * sizeof *page);
       k += m;
     }

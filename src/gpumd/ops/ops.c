@@ -193,11 +193,21 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
   }
   size_t n = gpumd_sched_count(d->sched);
   size_t first = gpumd_sched_lower_bound(d->sched, req->after + 1);
-  for (size_t i = 0; i < n; i++) {
+  /* everyone's, by state at most: the total is the scheduler's counts (no walk of them all) */
+  bool counted = (req->all && !req->uid_set && !req->label);
+  if (counted) {
+    size_t queued = gpumd_sched_queue_length(d->sched);
+    const unsigned q = 1u << GPUMD_RESV_QUEUED, g = 1u << GPUMD_RESV_GRANTED;
+    total = !req->states || req->states == (q | g) ? n : req->states == q ? queued : n - queued;
+  }
+  for (size_t i = counted ? first : 0; i < n; i++) {
+    if (counted && more)
+      break;
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (!list_match(a, req, r))
       continue;
-    total++;
+    if (!counted)
+      total++;
     if (i < first || more)
       continue;
     if (count == req->limit) {
