@@ -93,6 +93,7 @@ static void check_same_as_jansson(json_t *v) {
   char *got = (char *)evbuffer_pullup(out, -1);
   if (n != strlen(want) || (n > 0 && memcmp(got, want, n) != 0))
     fail_msg("writer gave '%.*s', jansson '%s'", (int)n, got ? got : "", want);
+  assert_int_equal(gpumd_json_size(v), n); /* the size a list page is cut by */
   evbuffer_free(out);
   free(want);
   json_decref(v);

@@ -149,27 +149,12 @@ static bool list_match(const gpumd_actor_t *a, const gpumd_list_req_t *req, cons
   return true;
 }
 
-/* The bytes v takes in a message (gpumd's own writer, as the reply will be written). */
-static size_t json_bytes(struct evbuffer *scratch, json_t *v) {
-  gpumd_jw_t w;
-  gpumd_jw_init(&w, scratch);
-  gpumd_jw_value(&w, v);
-  size_t n = gpumd_jw_end(&w) == 0 ? evbuffer_get_length(scratch) : SIZE_MAX / 4;
-  evbuffer_drain(scratch, evbuffer_get_length(scratch));
-  return n;
-}
-
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out) {
-  struct evbuffer *scratch = req->budget ? evbuffer_new() : NULL;
   json_t *arr = json_array();
   json_t *ended = NULL;
   size_t used = 0, count = 0, total = 0;
   uint64_t last = 0;
   bool more = false;
-  if (req->budget && !scratch) {
-    json_decref(arr);
-    return gpum_error(GPUM_ENOMEM, "out of memory");
-  }
   /* What ended lately comes with the first page, newest first, as much of it as takes no
    * more than half the budget. */
   if (req->ended && req->after == 0) {
@@ -181,7 +166,7 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
     if (ended && req->budget) {
       size_t k = 0, eb = 2;
       for (; k < json_array_size(ended); k++) {
-        size_t b = json_bytes(scratch, json_array_get(ended, k)) + 1;
+        size_t b = gpumd_json_size(json_array_get(ended, k)) + 1;
         if (eb + b > req->budget / 2)
           break;
         eb += b;
@@ -217,7 +202,7 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
     json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
     gpumd_engine_resv_add_fenced(d, o, r);
     if (req->budget) {
-      size_t b = json_bytes(scratch, o) + 1; /* and its comma */
+      size_t b = gpumd_json_size(o) + 1; /* and its comma */
       if (count > 0 && used + b > req->budget) {
         json_decref(o);
         more = true;
@@ -229,8 +214,6 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
     count++;
     last = r->id;
   }
-  if (scratch)
-    evbuffer_free(scratch);
   json_t *next = json_null();
   if (more) {
     char cur[48];
@@ -518,15 +501,12 @@ static int status_fit(json_t *j, json_t *st) {
     while (json_array_size(ids) > GPUMD_STATUS_DEVICE_IDS)
       json_array_remove(ids, json_array_size(ids) - 1);
   }
-  struct evbuffer *scratch = evbuffer_new();
-  if (scratch == NULL)
-    return gpum_error(GPUM_ENOMEM, "out of memory");
   queue = json_object_get(st, GPUM_PROTO_F_QUEUE);
   json_t *keep = json_incref(queue);
   json_object_set_new(st, GPUM_PROTO_F_QUEUE, json_array());
-  size_t used = json_bytes(scratch, st), k = 0;
+  size_t used = gpumd_json_size(st), k = 0;
   for (; k < json_array_size(keep); k++) {
-    size_t b = json_bytes(scratch, json_array_get(keep, k)) + 1;
+    size_t b = gpumd_json_size(json_array_get(keep, k)) + 1;
     if (used + b > budget)
       break;
     used += b;
@@ -534,7 +514,6 @@ static int status_fit(json_t *j, json_t *st) {
   while (json_array_size(keep) > k)
     json_array_remove(keep, json_array_size(keep) - 1);
   json_object_set_new(st, GPUM_PROTO_F_QUEUE, keep);
-  evbuffer_free(scratch);
   return 0;
 }
 
