@@ -16,8 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <event2/buffer.h>
-
 #include <gpum/error.h>
 #include <gpum/log.h>
 #include <gpum/version.h>
