@@ -215,42 +215,51 @@ static int print_json(gpum_client_t *c, const char *args, bool all) {
   return CLI_EXIT_OK;
 }
 
-/* Every page of the list (gpum_client_list_page) in one malloc'd array. */
-static int list_all(gpum_client_t *c, bool all, const char *state, const char *label,
-                    gpum_reservation_t **out, size_t *n) {
-  char cur[GPUM_LIST_CURSOR_MAX] = "";
-  gpum_list_query_t q = {.all = all, .label = label, .cursor = cur};
-  if (state)
-    q.states = 1u << (!strcmp(state, "QUEUED") ? GPUM_RES_QUEUED : GPUM_RES_GRANTED);
-  gpum_reservation_t *list = NULL;
-  size_t k = 0, cap = 0;
-  int rc;
-  do {
-    gpum_reservation_t *page = NULL;
-    size_t m = 0;
-    rc = gpum_client_list_page(c, &q, &page, &m, cur, sizeof cur, NULL);
-    if (rc == 0 && (list == NULL || k + m > cap)) { /* doubling: a long list is copied O(n) */
-      size_t ncap = cap ? cap : 64;
-      while (ncap < k + m)
-        ncap *= 2;
-      gpum_reservation_t *p = realloc(list, ncap * sizeof *list);
-      if (p == NULL)
-        rc = gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", k + m);
-      else {
-        list = p;
-        cap = ncap;
-      }
-    }
-    if (rc == 0) {
-      memcpy(list + k, page, m * sizeof *page);
-      k += m;
-    }
-    free(page);
-  } while (rc == 0 && cur[0]);
-  if (rc != 0) {
-    free(list);
-    return rc;
-  }
+/* The table's rows from gpumd's documents (every page, one walk: the figures are only there). */
+static void row_of(const json_t *o, gpum_reservation_t *r) {
+  const char *st = json_string_value(json_object_get(o, "state"));
+  memset(r, 0, sizeof *r);
+  for (int k = GPUM_RES_QUEUED; st && k <= GPUM_RES_FAILED; k++)
+    if (!strcmp(st, gpum_res_state_name((gpum_res_state_t)k)))
+      r->state = (gpum_res_state_t)k;
+#define TEXT(field, key)                                                                           \
+  snprintf(r->field, sizeof r->field, "%s",                                                        \
+           json_string_value(json_object_get(o, key)) ? json_string_value(json_object_get(o, key)) \
+                                                      : "")
+  TEXT(id, "id");
+  TEXT(reason, "reason");
+  TEXT(label, "label");
+  TEXT(waiting_for, "waiting_for");
+#undef TEXT
+  const json_t *slurm = json_object_get(o, "slurm");
+  const char *job = json_string_value(json_object_get(slurm, "job_id"));
+  const char *step = json_string_value(json_object_get(slurm, "step_id"));
+  snprintf(r->slurm_job_id, sizeof r->slurm_job_id, "%s", job ? job : "");
+  snprintf(r->slurm_step_id, sizeof r->slurm_step_id, "%s", step ? step : "");
+  r->uid = (uint32_t)json_integer_value(json_object_get(o, "uid"));
+  r->pid = (int32_t)json_integer_value(json_object_get(o, "pid"));
+  r->bytes_per_gpu = (uint64_t)json_integer_value(json_object_get(o, "bytes_per_gpu"));
+  r->priority = (int)json_integer_value(json_object_get(o, "priority"));
+  r->queue_position = (long)json_integer_value(json_object_get(o, "queue_position"));
+  r->created_ns = (uint64_t)json_integer_value(json_object_get(o, "created_ns"));
+  r->granted_ns = (uint64_t)json_integer_value(json_object_get(o, "granted_ns"));
+  const json_t *fenced = json_object_get(o, "fenced");
+  r->fenced = json_is_object(fenced);
+  r->fenced_used = (uint64_t)json_integer_value(json_object_get(fenced, "used"));
+  const json_t *devs = json_object_get(o, "devices");
+  for (size_t d = 0; d < json_array_size(devs) && d < GPUM_CLIENT_MAX_DEVICES; d++)
+    r->devices[r->ndevices++].index =
+        (unsigned)json_integer_value(json_object_get(json_array_get(devs, d), "index"));
+}
+
+static int rows_of(const json_t *doc, gpum_reservation_t **out, size_t *n) {
+  const json_t *arr = json_object_get(doc, "reservations");
+  size_t k = json_array_size(arr);
+  gpum_reservation_t *list = calloc(k ? k : 1, sizeof *list);
+  if (list == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", k);
+  for (size_t i = 0; i < k; i++)
+    row_of(json_array_get(arr, i), &list[i]);
   *out = list;
   *n = k;
   return 0;
@@ -309,13 +318,12 @@ int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
   }
   gpum_reservation_t *list = NULL;
   size_t n = 0;
-  int rc = list_all(c, all, state, label, &list, &n);
-  /* The workload figures are only in the daemon's document (a second, read-only walk; a job
-   * that ended between the two shows no figures). */
-  json_t *doc = rc == 0 ? cli_gpumd_list(c, args) : NULL;
+  json_t *doc = cli_gpumd_list(c, args); /* every page */
+  int rc = doc ? rows_of(doc, &list, &n) : GPUM_EPROTO;
   free(args);
   gpum_client_close(c);
   if (rc != 0) {
+    json_decref(doc);
     fprintf(stderr, "gpum jobs: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
   }
