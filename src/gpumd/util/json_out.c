@@ -24,7 +24,8 @@
  * '?', so that whatever a string holds (a damaged ledger row, a driver's name) every message
  * is valid UTF-8. Pieces gather in a stack buffer and reach the evbuffer in few, large adds. */
 static void dump_flush(gpumd_jw_t *b) {
-  if (b->used && evbuffer_add(b->out, b->buf, b->used) != 0)
+  b->counted += b->used;
+  if (b->used && b->out && evbuffer_add(b->out, b->buf, b->used) != 0)
     b->rc = -1;
   b->used = 0;
 }
@@ -33,7 +34,8 @@ static void dump_bytes(gpumd_jw_t *b, const char *p, size_t n) {
   if (n > sizeof b->buf - b->used) {
     dump_flush(b);
     if (n > sizeof b->buf) {
-      if (evbuffer_add(b->out, p, n) != 0)
+      b->counted += n;
+      if (b->out && evbuffer_add(b->out, p, n) != 0)
         b->rc = -1;
       return;
     }
@@ -206,7 +208,16 @@ static void dump_value(gpumd_jw_t *b, json_t *v, int depth) {
 void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out) {
   w->out = out;
   w->used = 0;
+  w->counted = 0;
   w->rc = 0;
+}
+
+size_t gpumd_json_size(json_t *v) {
+  gpumd_jw_t w;
+  gpumd_jw_init(&w, NULL);
+  gpumd_jw_value(&w, v);
+  gpumd_jw_end(&w);
+  return w.counted;
 }
 
 int gpumd_json_write(struct evbuffer *out, json_t *v) {
