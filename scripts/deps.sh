@@ -40,8 +40,8 @@ PKGS=(
 SLURM=(slurmctld slurmd slurm-client libslurm-dev munge)
 
 # Only for `make bench` (bench/pool: the hot path beside jemalloc and mimalloc; bench/broker:
-# gpumd beside redis-server; bench/http: wrk against gpumd's HTTP face beside nginx;
-# bench/scale: instruction counts under callgrind).
+# gpumd beside redis-server; bench/http: wrk against gpumd's HTTP face beside nginx; bench/broker,
+# bench/monitor and bench/scale: valgrind's callgrind for instruction counts beside the wall times).
 BENCH=(libjemalloc-dev libmimalloc-dev redis-server redis-tools wrk nginx-light valgrind)
 
 # promtool (tests/integration/test_metrics_promtool.sh) comes from Debian's `prometheus`

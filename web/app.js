@@ -133,6 +133,21 @@
 
   // GET path as JSON. A 401 (gpumd on a non-loopback address: reads need the token) asks for
   // the token once and retries. Resolves to {status, body}.
+  // The reservation list comes in pages (docs/rest.md): every page, in one body with the
+  // first page's ended. A failed page answers as that page did.
+  async function getReservations() {
+    const first = await getJSON("/api/v1/reservations?limit=10000");
+    if (first.status !== 200 || !first.body) return first;
+    const all = [...(first.body.reservations || [])];
+    for (let cur = first.body.next_cursor; cur; ) {
+      const page = await getJSON("/api/v1/reservations?limit=10000&cursor=" + encodeURIComponent(cur));
+      if (page.status !== 200 || !page.body) return page;
+      all.push(...(page.body.reservations || []));
+      cur = page.body.next_cursor;
+    }
+    return { status: 200, body: { ...first.body, reservations: all, next_cursor: null } };
+  }
+
   async function getJSON(path) {
     for (let attempt = 0; ; attempt++) {
       const r = await fetch(path, { headers: headers(), cache: "no-store" });
@@ -605,7 +620,7 @@
     refreshing = (async () => {
       const since = st.seq;
       const [status, health, resv, alerts, hist] = await Promise.all([
-        getJSON("/api/v1/gpu/status"), getJSON("/api/v1/gpu/health"), getJSON("/api/v1/reservations"),
+        getJSON("/api/v1/gpu/status"), getJSON("/api/v1/gpu/health"), getReservations(),
         getJSON("/api/v1/alerts?limit=100"), getJSON("/api/v1/gpu/history?window=1h"),
       ]);
       if (status.status === 200) applyStatus(status.body, health.body, since);
@@ -660,7 +675,7 @@
   async function readReservations() {
     lastResvRead = Date.now();
     const since = st.seq;
-    const [resv, status] = await Promise.all([getJSON("/api/v1/reservations"), getJSON("/api/v1/gpu/status")]);
+    const [resv, status] = await Promise.all([getReservations(), getJSON("/api/v1/gpu/status")]);
     if (resv.status === 200) applyReservations(resv.body, since);
     if (status.status === 200) {
       for (const dev of status.body.devices || []) deviceOf(dev.index).status = dev;

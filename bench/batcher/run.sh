@@ -4,8 +4,8 @@
 # queue), with a model costing a fixed launch time plus a time per request (a busy spin), at
 # offered loads from 25% of the unbatched capacity to 10 times it (batcher.c says how): the
 # throughput of each way and their ratio, p50/p99 latency, the batcher's CPU per request, and
-# the check p99 <= max_queue_delay + one batch's execution beside this machine's timer
-# lateness; then the batcher's own CPU cost with a model of no cost against the plain queue
+# the check p99 <= max_queue_delay + one batch's execution + the p99 wake-up lateness of a
+# timed wait measured during the same run; then the batcher's own CPU cost with a model of no cost against the plain queue
 # (aim < 2 us a request). No GPU needed. About 7 s (SECONDS, 0.5 by default, a load and way).
 # Usage: bench/batcher/run.sh BUILD_DIR [SECONDS WORKERS SEED]. Not part of `make test`.
 set -euo pipefail

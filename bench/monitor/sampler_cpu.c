@@ -12,6 +12,14 @@
  *                                    HZ (mallinfo2: allocated, whether touched or not)
  *   sampler_cpu fill 0 RECORDS       RSS growth of a monitor whose rings hold RECORDS samples
  *                                    per device, once they are full (1 ms interval)
+ *   sampler_cpu cgmonitor HZ SECONDS under valgrind --tool=callgrind: as monitor, the counts
+ *                                    zeroed once the monitor runs (after its first rounds) and
+ *                                    dumped after SECONDS, so the dump holds the steady state
+ *   sampler_cpu cgloop HZ SECONDS    under callgrind: the loop's calls alone (counts zeroed
+ *                                    after one call per device, dumped after the others)
+ *
+ * The cg modes need valgrind's callgrind.h when built (they fail with a message without it);
+ * bench/monitor/run.sh divides the dump's instruction count by the samples printed.
  *
  * Prints one line of key=value pairs. CPU figures come from CLOCK_PROCESS_CPUTIME_ID, wall time
  * from CLOCK_MONOTONIC; "share" is CPU seconds per wall second in percent of one core.
@@ -24,6 +32,13 @@
 
 #include <gpum/device.h>
 #include <gpum/monitor.h>
+
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define HAVE_CALLGRIND 1
+#endif
+#endif
 
 static double now_s(clockid_t c) {
   struct timespec ts;
@@ -67,13 +82,7 @@ static gpum_monitor_t *make(unsigned interval_ms, unsigned history_s) {
   return mon;
 }
 
-static int run_monitor(double hz, double secs) {
-  gpum_monitor_t *mon = make((unsigned)(1000.0 / hz + 0.5), 3600);
-  double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
-  if (gpum_monitor_start(mon) != 0)
-    return 1;
-  sleep_s(secs);
-  double w1 = now_s(CLOCK_MONOTONIC), c1 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+static uint64_t samples_taken(gpum_monitor_t *mon) {
   uint64_t samples = 0;
   for (unsigned i = 0; i < gpum_monitor_device_count(mon); i++) {
     unsigned dev = 0;
@@ -82,12 +91,65 @@ static int run_monitor(double hz, double secs) {
     gpum_monitor_sample_count(mon, dev, &n);
     samples += n;
   }
+  return samples;
+}
+
+static int run_monitor(double hz, double secs) {
+  gpum_monitor_t *mon = make((unsigned)(1000.0 / hz + 0.5), 3600);
+  double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+  if (gpum_monitor_start(mon) != 0)
+    return 1;
+  sleep_s(secs);
+  double w1 = now_s(CLOCK_MONOTONIC), c1 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+  uint64_t samples = samples_taken(mon);
   printf("mode=monitor devices=%u hz=%g wall_s=%.3f cpu_s=%.6f share_pct=%.4f samples=%llu\n",
          gpum_monitor_device_count(mon), hz, w1 - w0, c1 - c0, 100.0 * (c1 - c0) / (w1 - w0),
          (unsigned long long)samples);
   gpum_monitor_destroy(mon);
   return 0;
 }
+
+#ifdef HAVE_CALLGRIND
+/* The monitor's steady state under callgrind: started, given two rounds (the static info, the
+ * first samples, the event registration), then counted for secs. */
+static int run_cg_monitor(double hz, double secs) {
+  gpum_monitor_t *mon = make((unsigned)(1000.0 / hz + 0.5), 3600);
+  if (gpum_monitor_start(mon) != 0)
+    return 1;
+  sleep_s(2.0 / hz + 0.5);
+  uint64_t s0 = samples_taken(mon);
+  CALLGRIND_ZERO_STATS;
+  sleep_s(secs);
+  CALLGRIND_DUMP_STATS_AT("steady");
+  uint64_t s1 = samples_taken(mon);
+  printf("mode=cgmonitor devices=%u hz=%g samples=%llu\n", gpum_monitor_device_count(mon), hz,
+         (unsigned long long)(s1 - s0));
+  gpum_monitor_destroy(mon);
+  return 0;
+}
+
+/* The driver's calls alone: devices x hz x secs gpum_device_sample calls, one per device first
+ * (outside the count). */
+static int run_cg_loop(double hz, double secs) {
+  gpum_device_session_t *s = NULL;
+  if (gpum_device_open(NULL, &s) != 0) {
+    fprintf(stderr, "sampler_cpu: cannot open the device layer\n");
+    return 1;
+  }
+  unsigned n = gpum_device_count(s);
+  unsigned long calls = (unsigned long)(n * hz * secs + 0.5);
+  gpum_device_sample_t smp;
+  for (unsigned k = 0; k < n; k++)
+    gpum_device_sample(s, k, &smp);
+  CALLGRIND_ZERO_STATS;
+  for (unsigned long k = 0; k < calls; k++)
+    gpum_device_sample(s, (unsigned)(k % n), &smp);
+  CALLGRIND_DUMP_STATS_AT("steady");
+  printf("mode=cgloop devices=%u samples=%lu\n", n, calls);
+  gpum_device_close(s);
+  return 0;
+}
+#endif
 
 static int run_loop(double hz, double secs) {
   gpum_device_session_t *s = NULL;
@@ -161,7 +223,8 @@ static int run_fill(double records) {
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: sampler_cpu monitor|loop|idle|memory|fill HZ SECONDS\n");
+    fprintf(stderr,
+            "usage: sampler_cpu monitor|loop|idle|memory|fill|cgmonitor|cgloop HZ SECONDS\n");
     return 2;
   }
   double hz = strtod(argv[2], NULL), secs = strtod(argv[3], NULL);
@@ -175,6 +238,14 @@ int main(int argc, char **argv) {
     return run_memory(hz, secs);
   if (!strcmp(argv[1], "fill"))
     return run_fill(secs);
+  if ((!strcmp(argv[1], "cgmonitor") || !strcmp(argv[1], "cgloop")) && hz > 0) {
+#ifdef HAVE_CALLGRIND
+    return argv[1][2] == 'm' ? run_cg_monitor(hz, secs) : run_cg_loop(hz, secs);
+#else
+    fprintf(stderr, "sampler_cpu: built without valgrind/callgrind.h: no instruction counts\n");
+    return 3;
+#endif
+  }
   fprintf(stderr, "sampler_cpu: bad arguments\n");
   return 2;
 }

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # bench/scale: gpumd holding many reservations (issue 27), on a simulated 8x H100 node. The
 # p50/p99 of a reserve+release (one client, bench/broker's `broker rtt`, durable) alone and
-# while one reader loops without pause over GET /api/v1/reservations, over GET /metrics, and
+# while one reader loops without pause over GET /api/v1/reservations?limit=10000 (the whole
+# list in one page: the most one request can ask), over GET /metrics, and
 # over `gpum jobs --json --all`: first on the empty gpumd, then with N granted + N/5 queued
 # reservations held (N=5000 unless SCALE_N says otherwise), in the same run and the same
 # process. gpumd is pinned to CPU 0, the load and the readers to CPU 1 (taskset, when there
@@ -57,7 +58,7 @@ declare -A P50 P99 RATE
 point() {
   local tag=$1 reader=$2 rpid="" line extra=""
   case $reader in
-  list) "${LOAD[@]}" "$OUT/scale" get "$GADDR" /api/v1/reservations >"$TMP/reader.out" & rpid=$! ;;
+  list) "${LOAD[@]}" "$OUT/scale" get "$GADDR" "/api/v1/reservations?limit=10000" >"$TMP/reader.out" & rpid=$! ;;
   metrics) "${LOAD[@]}" "$OUT/scale" get "$GADDR" /metrics >"$TMP/reader.out" & rpid=$! ;;
   jobs)
     if ! "$GPUM" jobs --json --all >/dev/null 2>"$TMP/jobs.err"; then
@@ -86,7 +87,7 @@ point() {
 # cost TAG: the time and size of one GET of the list and of /metrics, as a reader sees them.
 cost() {
   local p
-  for p in /api/v1/reservations /metrics; do
+  for p in "/api/v1/reservations?limit=10000" /metrics; do
     curl -sS -f -o /dev/null -w "$1  GET $p: %{size_download} bytes in %{time_total}s\n" "http://$GADDR$p"
   done
 }

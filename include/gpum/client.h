@@ -264,9 +264,37 @@ GPUM_API int gpum_client_resize(gpum_client_t *c, const char *id, uint64_t bytes
 /* Rebinds a connection-bound reservation to this connection (after a daemon restart). */
 GPUM_API int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
                                 gpum_reservation_t *out);
-/* The caller's reservations (all: everyone's) in a malloc'd array (*out, *n) the caller frees
- * with free(). */
+/* The caller's live (QUEUED and GRANTED) reservations (all: everyone's), in id order, in a
+ * malloc'd array (*out, *n) the caller frees with free(). gpumd answers a list in pages (each
+ * reply is one message, docs/protocol.md); this call asks for every page in turn, so a node's
+ * whole list comes back, however long. The pages are read one after another, not at one
+ * instant: a reservation made or ended meanwhile may or may not be in it. */
 GPUM_API int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n);
+
+/* One page of a list (gpum_client_list_page). Zero-initialise and fill what you need. */
+#define GPUM_LIST_CURSOR_MAX 64 /* bytes a cursor takes, NUL included */
+typedef struct {
+  bool all;        /* everyone's; else the caller's (ignored when by_uid) */
+  unsigned states; /* (1u << GPUM_RES_QUEUED) | (1u << GPUM_RES_GRANTED); 0: both */
+  bool by_uid;     /* only uid's reservations */
+  uint32_t uid;
+  const char *label;  /* only this label; ending with '*': the labels that begin so; NULL any */
+  size_t limit;       /* at most this many (1..10000); 0: gpumd's default (1000). A page also
+                         stops where one more would pass the message limit */
+  const char *cursor; /* NULL or "": the first page; else the previous page's next_cursor */
+} gpum_list_query_t;
+
+/* A page of the live reservations that match q (NULL: the caller's), in id order, in a
+ * malloc'd array (*out, *n: free() it; never NULL on success, *n may be 0). next_cursor
+ * (cap bytes, GPUM_LIST_CURSOR_MAX suffice) gets the cursor of the next page, or "" at the
+ * end; total (may be NULL) how many reservations match q now, all pages together. A cursor
+ * stays valid while gpumd runs, whatever is made or ended meanwhile: the next page starts
+ * after the last id listed, so none is listed twice, and every reservation that lived
+ * through the walk is listed once. Returns 0, GPUM_EINVAL (a bad cursor, states or label),
+ * GPUM_ERANGE (cap too small) or the client's errors. */
+GPUM_API int gpum_client_list_page(gpum_client_t *c, const gpum_list_query_t *q,
+                                   gpum_reservation_t **out, size_t *n, char *next_cursor,
+                                   size_t cap, size_t *total);
 
 /* The daemon's view of one device. */
 typedef struct {

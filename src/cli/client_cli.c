@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <gpum/error.h>
+#include <jansson.h>
 #include <gpum/size.h>
 
 #include "cli.h"
@@ -258,4 +259,41 @@ int cli_session_start(const gpum_config_t *cfg, cli_session_ui_t *ui, const cli_
   }
   *out = s;
   return 0;
+}
+
+json_t *cli_gpumd_list(gpum_client_t *c, const char *args) {
+  json_t *q = args ? json_loads(args, 0, NULL) : json_object();
+  json_t *doc = json_object(), *all = json_array();
+  int rc = q && doc && all && json_object_set(doc, "reservations", all) == 0
+               ? 0
+               : gpum_error(GPUM_ENOMEM, "out of memory");
+  for (bool first = true; rc == 0; first = false) {
+    char *text = NULL, *qtext = json_dumps(q, JSON_COMPACT);
+    rc = qtext ? gpum_client_call_json(c, "list", qtext, &text)
+               : gpum_error(GPUM_ENOMEM, "out of memory");
+    free(qtext);
+    json_t *page = rc == 0 ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    json_t *items = json_object_get(page, "reservations");
+    json_t *next = json_object_get(page, "next_cursor");
+    if (rc == 0 && (!json_is_array(items) || json_array_extend(all, items) != 0))
+      rc = gpum_error(GPUM_EPROTO, "gpumd's list reply has no reservations");
+    if (rc == 0 && first && json_object_get(page, "ended"))
+      json_object_set(doc, "ended", json_object_get(page, "ended"));
+    if (rc == 0)
+      json_object_set(doc, "total", json_object_get(page, "total"));
+    bool more = rc == 0 && json_is_string(next);
+    if (more)
+      json_object_set(q, "cursor", next);
+    json_decref(page);
+    if (!more)
+      break;
+  }
+  json_decref(q);
+  json_decref(all);
+  if (rc != 0) {
+    json_decref(doc);
+    return NULL;
+  }
+  return doc;
 }

@@ -15,6 +15,7 @@
 #include <gpum/size.h>
 #include <jansson.h>
 
+#include "client_cli.h"
 #include "status.h"
 
 #define GPUMD_STATUS_TIMEOUT_MS 500
@@ -43,7 +44,7 @@ void cli_snapshot_add_gpumd(cli_snapshot_t *snap, const char *socket) {
     return;
   }
   json_t *st = cli_gpumd_ask(c, "status", NULL);
-  json_t *list = st ? cli_gpumd_ask(c, "list", "{\"all\":true}") : NULL;
+  json_t *list = st ? cli_gpumd_list(c, "{\"all\":true}") : NULL; /* every page */
   gpum_client_close(c);
   gpum_error_clear();
   if (st && list)
@@ -152,7 +153,11 @@ void cli_render_gpumd_queue(const cli_out_t *o, const cli_snapshot_t *snap) {
     cli_styled(o, CLI_DIM, "gpumd: queue empty\n");
     return;
   }
-  fprintf(o->f, "gpumd: %zu queued\n", json_array_size(queue));
+  /* gpumd sends the head of a long queue (what one message holds); node.queued counts it. */
+  json_int_t all =
+      json_integer_value(json_object_get(json_object_get(snap->gpumd, "node"), "queued"));
+  size_t shown = json_array_size(queue);
+  fprintf(o->f, "gpumd: %zu queued\n", all > 0 && (size_t)all > shown ? (size_t)all : shown);
   size_t i;
   const json_t *r;
   for (i = 0; i < json_array_size(queue) && (r = json_array_get(queue, i)); i++) {
@@ -162,4 +167,7 @@ void cli_render_gpumd_queue(const cli_out_t *o, const cli_snapshot_t *snap) {
     if (why && *why)
       cli_styled(o, CLI_DIM, "        waiting for %s\n", why);
   }
+  if (all > 0 && (size_t)all > shown)
+    cli_styled(o, CLI_DIM, "  ... and %zu more (gpum jobs --all --state QUEUED)\n",
+               (size_t)all - shown);
 }

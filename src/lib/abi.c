@@ -44,6 +44,7 @@
   X(gpum_res_device_t)          \
   X(gpum_reservation_t)         \
   X(gpum_reserve_req_t)         \
+  X(gpum_list_query_t)          \
   X(gpum_session_opts_t)        \
   X(gpum_session_event_t)       \
   X(gpum_estimate_t)            \
@@ -299,6 +300,13 @@
   X(gpum_reserve_req_t, no_wait)                \
   X(gpum_reserve_req_t, slurm_job_id)           \
   X(gpum_reserve_req_t, slurm_step_id)          \
+  X(gpum_list_query_t, all)                     \
+  X(gpum_list_query_t, states)                  \
+  X(gpum_list_query_t, by_uid)                  \
+  X(gpum_list_query_t, uid)                     \
+  X(gpum_list_query_t, label)                   \
+  X(gpum_list_query_t, limit)                   \
+  X(gpum_list_query_t, cursor)                  \
   X(gpum_session_opts_t, socket)                \
   X(gpum_session_opts_t, cfg)                   \
   X(gpum_session_opts_t, connect_timeout_ms)    \

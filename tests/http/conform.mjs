@@ -193,6 +193,14 @@ async function mainPhase() {
   }
 
   await call("GET", "/api/v1/reservations", { expect: 200 });
+  // Pages: the first (with ended) and the next by its cursor (without), the filters, 400s.
+  const p1 = await call("GET", "/api/v1/reservations?limit=1", { expect: 200 });
+  if (typeof p1.json?.next_cursor !== "string") fail("a page of 1 of several has no next_cursor");
+  else await call("GET", `/api/v1/reservations?limit=1&cursor=${p1.json.next_cursor}`, { expect: 200 });
+  await call("GET", "/api/v1/reservations?state=QUEUED,GRANTED&owner=0&label=x*", { expect: 200 });
+  await call("GET", "/api/v1/reservations?limit=0", { expect: 400 });
+  await call("GET", "/api/v1/reservations?cursor=nope", { expect: 400 });
+  await call("GET", "/api/v1/reservations?state=RELEASED", { expect: 400 });
   await call("GET", "/api/v1/reservations?mine=1", { expect: 400 });
   await call("GET", "/api/v1/reservations", { auth: WRONG, expect: 403 });
   await call("GET", `/api/v1/reservations/${gid}`, { expect: 200 });

@@ -5,7 +5,8 @@
 # lists every one of them, and after a release the next list lacks it (each list shows the
 # state of its request, not an old copy); a bad query parameter is refused 400 by the child as
 # by the loop; HEAD is answered on the loop with no body; eight lists at once (more than the
-# four children that may run) all come back whole; gpumd_http_forked_reads_total counts the
+# four children that may run) all come back whole; a page asked small (limit=10) is answered
+# on the loop (no child); gpumd_http_forked_reads_total counts the
 # children's answers (and no failure), and the history is answered by a child too.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
@@ -66,6 +67,11 @@ with concurrent.futures.ThreadPoolExecutor(8) as ex:
     lists = list(ex.map(lambda _: listed(), range(8)))
 if any(set(l) != ids for l in lists):
     fail("a concurrent list differs: %r" % [len(l) for l in lists])
+mid = forked()
+st, body = get("/api/v1/reservations?limit=10")
+page = json.loads(body)
+if st != 200 or len(page["reservations"]) != 10 or forked() != mid:
+    fail("a page of 10: %d, %d reservations, forked %r then %r" % (st, len(page.get("reservations", [])), mid, forked()))
 st, body = get("/api/v1/gpu/history?window=10s")
 if st != 200 or "devices" not in json.loads(body):
     fail("history: %d %r" % (st, body[:200]))

@@ -590,6 +590,87 @@ static void test_event_before_reply(void **state) {
   json_decref(s.requests);
 }
 
+/* gpum_client_list asks for every page, each with the cursor the one before gave. */
+static void test_list_follows_cursors(void **state) {
+  (void)state;
+  static const step_t steps[] = {
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[{\"id\":\"r-1\"},{\"id\":\"r-2\"}],"
+               "\"next_cursor\":\"c1.2\",\"total\":4}\n"},
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[{\"id\":\"r-5\"}],"
+               "\"next_cursor\":\"c1.5\",\"total\":4}\n"},
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[{\"id\":\"r-9\"}],"
+               "\"next_cursor\":null,\"total\":4}\n"}};
+  server_t s;
+  gpum_client_t *c;
+  START(&s, steps, &c);
+  gpum_reservation_t *list = NULL;
+  size_t n = 0;
+  assert_int_equal(gpum_client_list(c, true, &list, &n), 0);
+  assert_int_equal(n, 4);
+  assert_string_equal(list[0].id, "r-1");
+  assert_string_equal(list[2].id, "r-5");
+  assert_string_equal(list[3].id, "r-9");
+  free(list);
+  finish(&s, c);
+  assert_null(json_object_get(json_array_get(s.requests, 0), "cursor"));
+  assert_string_equal(json_string_value(json_object_get(json_array_get(s.requests, 1), "cursor")),
+                      "c1.2");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(s.requests, 2), "cursor")),
+                      "c1.5");
+  assert_true(json_is_true(json_object_get(json_array_get(s.requests, 2), "all")));
+  json_decref(s.requests);
+}
+
+/* One page: the query's fields as sent, the cursor and total back; a cursor that does not fit,
+ * one that is not a string, and states that no live reservation has. */
+static void test_list_page(void **state) {
+  (void)state;
+  static const step_t steps[] = {
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[{\"id\":\"r-3\"}],"
+               "\"next_cursor\":\"c1.3\",\"total\":12}\n"},
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[],\"next_cursor\":\"c1.3\"}\n"},
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[],\"next_cursor\":7}\n"},
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[],\"next_cursor\":null,\"total\":0}\n"}};
+  server_t s;
+  gpum_client_t *c;
+  START(&s, steps, &c);
+  gpum_reservation_t *page = NULL;
+  size_t n = 0, total = 0;
+  char cur[GPUM_LIST_CURSOR_MAX] = "";
+  gpum_list_query_t q = {.states = 1u << GPUM_RES_QUEUED,
+                         .by_uid = true,
+                         .uid = 1000,
+                         .label = "train-*",
+                         .limit = 50,
+                         .cursor = "c1.1"};
+  assert_int_equal(gpum_client_list_page(c, &q, &page, &n, cur, sizeof cur, &total), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(total, 12);
+  assert_string_equal(page[0].id, "r-3");
+  assert_string_equal(cur, "c1.3");
+  free(page);
+  char tiny[3];
+  assert_int_equal(gpum_client_list_page(c, NULL, &page, &n, tiny, sizeof tiny, NULL), GPUM_ERANGE);
+  assert_null(page);
+  assert_int_equal(gpum_client_list_page(c, NULL, &page, &n, cur, sizeof cur, NULL), GPUM_EPROTO);
+  assert_int_equal(gpum_client_list_page(c, NULL, &page, &n, cur, sizeof cur, &total), 0);
+  assert_int_equal(n, 0);
+  assert_non_null(page); /* never NULL on success */
+  assert_string_equal(cur, "");
+  free(page);
+  q.states = 1u << GPUM_RES_RELEASED;
+  assert_int_equal(gpum_client_list_page(c, &q, &page, &n, cur, sizeof cur, NULL), GPUM_EINVAL);
+  finish(&s, c);
+  json_t *r0 = json_array_get(s.requests, 0);
+  assert_string_equal(json_string_value(json_array_get(json_object_get(r0, "state"), 0)), "QUEUED");
+  assert_int_equal(json_integer_value(json_object_get(r0, "uid")), 1000);
+  assert_string_equal(json_string_value(json_object_get(r0, "label")), "train-*");
+  assert_int_equal(json_integer_value(json_object_get(r0, "limit")), 50);
+  assert_string_equal(json_string_value(json_object_get(r0, "cursor")), "c1.1");
+  assert_int_equal(json_array_size(s.requests), 4);
+  json_decref(s.requests);
+}
+
 static void test_reserve_timeout_cancels(void **state) {
   (void)state;
   static const step_t steps[] = {
@@ -901,6 +982,8 @@ int main(void) {
       cmocka_unit_test(test_bad_requests_not_sent),
       cmocka_unit_test(test_reserve_waits_for_grant),
       cmocka_unit_test(test_event_before_reply),
+      cmocka_unit_test(test_list_follows_cursors),
+      cmocka_unit_test(test_list_page),
       cmocka_unit_test(test_reserve_timeout_cancels),
       cmocka_unit_test(test_queued_then_expired),
       cmocka_unit_test(test_grant_with_reply),

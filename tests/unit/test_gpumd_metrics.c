@@ -48,7 +48,7 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
                           gpumd_resv_state_t from, gpumd_resv_state_t to, uint64_t time_ns,
                           const char *reason) {
   (void)cause, (void)time_ns, (void)reason;
-  gpumd_obs_transition(user, r, from, to, NULL);
+  gpumd_obs_transition(user, r, from, to, NULL, NULL);
 }
 
 static void add_device(gpumd_t *d, unsigned index, const char *uuid, const char *name) {

@@ -93,6 +93,7 @@ static void check_same_as_jansson(json_t *v) {
   char *got = (char *)evbuffer_pullup(out, -1);
   if (n != strlen(want) || (n > 0 && memcmp(got, want, n) != 0))
     fail_msg("writer gave '%.*s', jansson '%s'", (int)n, got ? got : "", want);
+  assert_int_equal(gpumd_json_size(v), n); /* the size a list page is cut by */
   evbuffer_free(out);
   free(want);
   json_decref(v);
@@ -119,6 +120,38 @@ static void test_json_writer_matches_jansson(void **state) {
   for (int i = 0; i < 3000; i++)
     json_array_append_new(arr, json_pack("{s:i, s:s}", "i", i, "s", "r-\"x\""));
   check_same_as_jansson(arr);
+}
+
+/* The writer checks eight bytes at a time whether a string needs escapes, and writes integers
+ * two digits at a time: every byte value at every place of strings of 1 to 17 bytes (whole
+ * words, tails, both), and integers at each count of digits, both signs. Bytes that are not
+ * UTF-8 are left out (the writer writes them as '?', jansson refuses them). */
+static void test_json_writer_word_paths(void **state) {
+  (void)state;
+  for (size_t len = 1; len <= 17; len++)
+    for (size_t at = 0; at < len; at++)
+      for (unsigned byte = 1; byte < 0x80; byte++) {
+        char s[18];
+        memset(s, 'a', len);
+        s[at] = (char)byte;
+        check_same_as_jansson(json_stringn(s, len));
+      }
+  /* a multi-byte character at each place of a 17-byte string */
+  for (size_t at = 0; at + 2 <= 17; at++) {
+    char s[18];
+    memset(s, 'b', 17);
+    memcpy(s + at, "\xc3\xa9", 2);
+    check_same_as_jansson(json_stringn(s, 17));
+  }
+  long long v = 1;
+  for (int digits = 1; digits <= 18; digits++, v *= 10) {
+    check_same_as_jansson(json_integer(v));
+    check_same_as_jansson(json_integer(-v));
+    check_same_as_jansson(json_integer(v - 1));
+    check_same_as_jansson(json_integer(1 - v));
+    check_same_as_jansson(json_integer(v * 10 - 1));
+    check_same_as_jansson(json_integer(v + 7));
+  }
 }
 
 /* Reals are written in the shortest form that reads back the same: no float noise such as
@@ -247,6 +280,76 @@ static void line_gets_error(fixture_t *f, const char *line, const char *code) {
   json_decref(m);
 }
 
+/* list's request: defaults, each filter, and every bad value refused with its field named. */
+static void test_list_decode(void **state) {
+  (void)state;
+  gpumd_list_req_t q;
+  json_t *j = json_pack("{s:s, s:i}", "op", "list", "id", 1);
+  assert_int_equal(gpumd_list_decode(j, &q), 0);
+  assert_int_equal(q.limit, GPUMD_LIST_LIMIT_DEFAULT);
+  assert_int_equal(q.after, 0);
+  assert_false(q.all || q.uid_set || q.states || q.label);
+  assert_true(q.budget > 0 && q.budget + GPUMD_LIST_ENVELOPE <= GPUMD_MAX_MESSAGE);
+  json_decref(j);
+  j = json_pack("{s:s, s:i, s:s, s:[s,s], s:i, s:s, s:b}", "op", "list", "limit", 7, "cursor",
+                "c1.42", "state", "QUEUED", "GRANTED", "uid", 1000, "label", "train-*", "all", 1);
+  assert_int_equal(gpumd_list_decode(j, &q), 0);
+  assert_int_equal(q.limit, 7);
+  assert_int_equal(q.after, 42);
+  assert_int_equal(q.states, (1u << GPUMD_RESV_QUEUED) | (1u << GPUMD_RESV_GRANTED));
+  assert_true(q.uid_set && q.uid == 1000 && q.all);
+  assert_string_equal(q.label, "train-*");
+  json_decref(j);
+  /* A long request id leaves the lists less room. */
+  char id[2048];
+  memset(id, 'x', sizeof id - 1);
+  id[sizeof id - 1] = '\0';
+  j = json_pack("{s:s, s:s}", "op", "list", "id", id);
+  size_t small = q.budget;
+  assert_int_equal(gpumd_list_decode(j, &q), 0);
+  assert_true(q.budget + sizeof id <= GPUMD_MAX_MESSAGE && q.budget < small);
+  json_decref(j);
+  static const char *const bad[] = {"{\"limit\": 0}",
+                                    "{\"limit\": 10001}",
+                                    "{\"limit\": \"5\"}",
+                                    "{\"limit\": 1.5}",
+                                    "{\"cursor\": \"\"}",
+                                    "{\"cursor\": \"c1.\"}",
+                                    "{\"cursor\": \"c1.0\"}",
+                                    "{\"cursor\": \"c1.01\"}",
+                                    "{\"cursor\": \"c1.-1\"}",
+                                    "{\"cursor\": 3}",
+                                    "{\"cursor\": \"r-5\"}",
+                                    "{\"cursor\": \"c1.99999999999999999999\"}",
+                                    "{\"state\": \"ENDED\"}",
+                                    "{\"state\": [\"QUEUED\", 1]}",
+                                    "{\"state\": 1}",
+                                    "{\"uid\": -1}",
+                                    "{\"uid\": \"root\"}",
+                                    "{\"label\": 5}",
+                                    "{\"sort\": \"id\"}",
+                                    "{\"all\": 1}",
+                                    NULL};
+  static const char *const field[] = {"limit",  "limit",  "limit",  "limit",  "cursor",
+                                      "cursor", "cursor", "cursor", "cursor", "cursor",
+                                      "cursor", "cursor", "state",  "state",  "state",
+                                      "uid",    "uid",    "label",  "sort",   "all"};
+  for (size_t i = 0; bad[i]; i++) {
+    j = json_loads(bad[i], 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(gpumd_list_decode(j, &q), GPUM_EINVAL);
+    if (!strstr(gpum_last_error(), field[i]))
+      fail_msg("%s: '%s' does not name %s", bad[i], gpum_last_error(), field[i]);
+    json_decref(j);
+  }
+  char label[GPUMD_RESV_LABEL_LEN + 2];
+  memset(label, 'l', sizeof label - 1);
+  label[sizeof label - 1] = '\0';
+  j = json_pack("{s:s}", "label", label);
+  assert_int_equal(gpumd_list_decode(j, &q), GPUM_EINVAL);
+  json_decref(j);
+}
+
 static void test_bad_escape_before_utf8_gets_one_reply(void **state) {
   fixture_t *f = *state;
   line_gets_error(f, "[\"\\\xc3\xa9\"]", "EPARSE");                             /* ["\é"] */
@@ -307,8 +410,10 @@ int main(void) {
       cmocka_unit_test(test_depth_stops_past_limit),
       cmocka_unit_test(test_check_fields),
       cmocka_unit_test(test_json_writer_matches_jansson),
+      cmocka_unit_test(test_json_writer_word_paths),
       cmocka_unit_test(test_json_reals),
       cmocka_unit_test(test_shared_names),
+      cmocka_unit_test(test_list_decode),
       cmocka_unit_test_setup_teardown(test_bad_escape_before_utf8_gets_one_reply, setup, teardown),
       cmocka_unit_test_setup_teardown(test_non_object_is_eproto, setup, teardown),
       cmocka_unit_test_setup_teardown(test_error_text_never_cuts_utf8, setup, teardown),

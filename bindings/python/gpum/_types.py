@@ -220,6 +220,13 @@ class ReserveReq(c.Structure):
     ]
 
 
+class ListQuery(c.Structure):
+    _fields_ = [
+        ("all", c.c_bool), ("states", c.c_uint), ("by_uid", c.c_bool), ("uid", c.c_uint32),
+        ("label", c.c_char_p), ("limit", c.c_size_t), ("cursor", c.c_char_p),
+    ]
+
+
 class SessionEvent(c.Structure):
     _fields_ = [
         ("kind", c.c_int), ("reservation", c.POINTER(Reservation)), ("error", c.c_int),
@@ -350,7 +357,8 @@ MIRRORED: List[tuple] = [
     ("gpum_alert_engine_opts_t", AlertEngineOpts), ("gpum_batcher_policy_t", BatcherPolicy),
     ("gpum_batcher_opts_t", BatcherOpts), ("gpum_batcher_submit_opts_t", BatcherSubmitOpts),
     ("gpum_batcher_stats_t", BatcherStats), ("gpum_res_device_t", ResDevice), ("gpum_reservation_t", Reservation),
-    ("gpum_reserve_req_t", ReserveReq), ("gpum_session_opts_t", SessionOpts),
+    ("gpum_reserve_req_t", ReserveReq), ("gpum_list_query_t", ListQuery),
+    ("gpum_session_opts_t", SessionOpts),
     ("gpum_session_event_t", SessionEvent), ("gpum_estimate_t", Estimate),
     ("gpum_batch_t", Batch), ("gpum_batch_memory_t", BatchMemory),
     ("gpum_batch_change_t", BatchChange), ("gpum_batch_opts_t", BatchOpts),

@@ -176,6 +176,38 @@ def _gpumd(socket_path: Optional[str]) -> Optional[Dict[str, Any]]:
         lib.gpum_client_close(cl)
 
 
+def reservations(*, all: bool = True, state: Optional[str] = None, label: Optional[str] = None,
+                 uid: Optional[int] = None, socket: Optional[str] = None) -> List[Dict[str, Any]]:
+    """gpumd's live reservations (everyone's, or the caller's with all=False), in id order, as
+    its documents (docs/protocol.md, list): every page, read in turn over one connection.
+    state: "QUEUED" or "GRANTED"; label: that label, or with a trailing '*' a prefix; uid: one
+    user's. Raises GpumError when gpumd cannot be reached or refuses the query."""
+    cl = c.c_void_p()
+    check(lib.gpum_client_connect(socket.encode() if socket else None, 5000, c.byref(cl)))
+    try:
+        q: Dict[str, Any] = {"all": all}
+        if state is not None:
+            q["state"] = state
+        if label is not None:
+            q["label"] = label
+        if uid is not None:
+            q["uid"] = uid
+        out_list: List[Dict[str, Any]] = []
+        while True:  # a page is one message: follow next_cursor to the end
+            out = c.c_void_p()
+            check(lib.gpum_client_call_json(cl, b"list", json.dumps(q).encode(), c.byref(out)))
+            try:
+                page = json.loads(c.string_at(out).decode())
+            finally:
+                _libc.free(out)
+            out_list += page.get("reservations", [])
+            if not page.get("next_cursor"):
+                return out_list
+            q["cursor"] = page["next_cursor"]
+    finally:
+        lib.gpum_client_close(cl)
+
+
 def _open() -> c.c_void_p:
     sess = c.c_void_p()
     check(lib.gpum_device_open(None, c.byref(sess)))

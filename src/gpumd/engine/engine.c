@@ -288,6 +288,17 @@ static int stage_resv(gpumd_t *d, const gpumd_resv_t *r, const gpumd_ledger_audi
   return rc;
 }
 
+typedef struct {
+  gpumd_t *d;
+  const gpumd_resv_t *r;
+} resv_doc_t;
+
+/* The reservation's document as events show it (without its token). */
+static void write_resv_doc(gpumd_jw_t *w, const void *arg) {
+  const resv_doc_t *a = arg;
+  gpumd_engine_resv_write(a->d, w, a->r, false);
+}
+
 static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,
                           gpumd_resv_state_t from, gpumd_resv_state_t to, uint64_t time_ns,
                           const char *reason) {
@@ -308,10 +319,10 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
     d->queue_changed = true;
   if (from != GPUMD_RESV_NEW)
     event_to_owner(d, cause, r, event_name(to));
-  /* The event's document is not built at all when nobody could get it (no stream, no watcher,
-   * http.event_replay 0): this runs at every reservation's every transition. */
-  gpumd_obs_transition(d, r, from, to,
-                       gpumd_sse_heard(d) ? gpumd_engine_resv_json(d, r, false) : NULL);
+  /* The event's document is written (with the fast writer, once for every channel) only when
+   * someone could get it: this runs at every reservation's every transition. */
+  resv_doc_t doc = {d, r};
+  gpumd_obs_transition(d, r, from, to, write_resv_doc, &doc);
   if (gpumd_resv_state_final(to)) {
     if (cause && cause->final && cause->about == r->id)
       *cause->final = *r;

@@ -325,13 +325,29 @@ static const char *transition_name(gpumd_resv_state_t to) {
   return GPUM__NAME_OF(names, to, "unknown");
 }
 
+typedef struct {
+  const char *transition, *from;
+  gpumd_obs_write_fn doc;
+  const void *doc_arg;
+} transition_ev_t;
+
+/* {"transition": ..., "from": ..., "reservation": {...}} */
+static void write_transition(gpumd_jw_t *w, const void *arg) {
+  const transition_ev_t *t = arg;
+  GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY("transition"));
+  gpumd_jw_string(w, t->transition);
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY("from"));
+  gpumd_jw_string(w, t->from);
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY("reservation"));
+  t->doc(w, t->doc_arg);
+  GPUMD_JW_LIT(w, "}");
+}
+
 void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                          gpumd_resv_state_t to, json_t *doc) {
+                          gpumd_resv_state_t to, gpumd_obs_write_fn doc, const void *doc_arg) {
   struct gpumd_obs *o = d->obs;
-  if (!o || to < GPUMD_RESV_QUEUED || to > GPUMD_RESV_FAILED) {
-    json_decref(doc);
+  if (!o || to < GPUMD_RESV_QUEUED || to > GPUMD_RESV_FAILED)
     return;
-  }
   gpumd_obs_changed(o);
   o->transitions[to]++;
   if (to == GPUMD_RESV_GRANTED && from == GPUMD_RESV_QUEUED) {
@@ -342,13 +358,13 @@ void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t 
     o->wait_count++;
     o->wait_sum += wait;
   }
-  /* Published with no stream open too: the ring keeps it for a client that reconnects. */
-  if (!doc)
+  /* Published with no stream open too: the ring keeps it for a client that reconnects. Not
+   * built at all when nobody could get it (no stream, no watcher, http.event_replay 0). */
+  if (!doc || !gpumd_sse_heard(d))
     return;
-  json_t *ev =
-      json_pack("{s:s, s:s, s:o}", "transition", transition_name(to), "from",
-                from == GPUMD_RESV_NEW ? "new" : transition_name(from), "reservation", doc);
-  gpumd_sse_publish(d, "reservation", ev);
+  transition_ev_t t = {transition_name(to), from == GPUMD_RESV_NEW ? "new" : transition_name(from),
+                       doc, doc_arg};
+  gpumd_sse_publish_with(d, "reservation", write_transition, &t);
 }
 
 /* Copies the active alerts or the history into a JSON array (newest last, at most limit). */

@@ -8,6 +8,7 @@
 #define GPUMD_OBS_H
 
 #include "gpumd.h"
+#include "json_out.h"
 
 /* The alert engine's state (alerts.c): {"enabled", "active": [A...], "history": [A...] (the
  * newest "limit" entries, default 100, at most 100000), "counters": {"fired", "cleared"}}.
@@ -25,8 +26,9 @@ int gpumd_obs_op_alerts(gpumd_t *d, const gpumd_actor_t *a, const gpumd_alerts_r
  * {"off": true}. Anyone may watch. */
 void gpumd_watch_op(gpumd_conn_t *c, json_t *id, json_t *req);
 /* An event gpumd publishes (sse.c, after it numbered it seq): a "node" event to every watcher of
- * type, staged with the turn's output (so written after the turn's commit). data is borrowed. */
-void gpumd_watch_publish(gpumd_t *d, const char *type, uint64_t seq, json_t *data);
+ * type, staged with the turn's output (so written after the turn's commit). data: the event's
+ * data as JSON text (len bytes, borrowed), as the streams get it. */
+void gpumd_watch_publish(gpumd_t *d, const char *type, uint64_t seq, const char *data, size_t len);
 /* c watches nothing more (it is closing, or asked it off). */
 void gpumd_watch_stop(gpumd_conn_t *c);
 /* Creates / frees d->obs (the alert engine configured from d->cfg, SSE streams, counters).
@@ -43,6 +45,16 @@ void gpumd_sse_open(gpumd_t *d, struct evhttp_request *req);
 /* Publishes an event to every SSE stream; data is stolen. Reservation events published during a
  * turn go out only after that turn's commit (gpumd_sse_flush from gpumd_end_turn). */
 void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data);
+/* Writes an event's data (one JSON value, with the fast writer) from arg. */
+typedef void (*gpumd_obs_write_fn)(gpumd_jw_t *w, const void *arg);
+/* As gpumd_sse_publish, the data written by write(w, arg) instead of taken from a JSON tree: the
+ * event is formatted once for the streams, the replay ring and the watchers. write is called
+ * once, or not at all when the event streams are not running. */
+void gpumd_sse_publish_with(gpumd_t *d, const char *event, gpumd_obs_write_fn write,
+                            const void *arg);
+/* An event's first lines, "id: ID\nevent: EVENT\ndata: ", into buf (NUL-terminated); returns
+ * their length, or 0 (and "") when len is too small. */
+size_t gpumd_sse_event_head(char *buf, size_t len, uint64_t id, const char *event);
 /* Whether a published event would reach anyone: an open stream, a socket watcher or the replay
  * ring (http.event_replay > 0). A caller may skip building an event nobody can get. */
 bool gpumd_sse_heard(const gpumd_t *d);
@@ -63,9 +75,9 @@ void gpumd_obs_round(gpumd_t *d);
 /* A device's static info was read: the alert engine learns it. */
 void gpumd_obs_device_info(gpumd_t *d, const gpumd_device_t *dev);
 void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev);
-/* doc: r's document for the "reservation" event (stolen), NULL when nobody could get the
- * event (gpumd_sse_heard false). */
+/* doc: writes r's document for the "reservation" event (doc(w, doc_arg)); called only when
+ * someone could get the event (gpumd_sse_heard), so nothing is built otherwise. */
 void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
-                          gpumd_resv_state_t to, json_t *doc);
+                          gpumd_resv_state_t to, gpumd_obs_write_fn doc, const void *doc_arg);
 
 #endif /* GPUMD_OBS_H */

@@ -212,9 +212,10 @@ int gpumd_sse_start(gpumd_t *d) {
   struct gpumd_obs *o = d->obs;
   o->pending = evbuffer_new();
   o->held = evbuffer_new();
+  o->scratch = evbuffer_new();
   o->keepalive = event_new(d->base, -1, EV_PERSIST, on_keepalive, d);
   o->catchup = evtimer_new(d->base, on_catchup, d);
-  if (!o->pending || !o->held || !o->keepalive || !o->catchup)
+  if (!o->pending || !o->held || !o->scratch || !o->keepalive || !o->catchup)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   /* This run's ids start above its start time in microseconds: above any earlier run's. */
   o->event_seq = o->sent_seq = o->sealed_seq = gpum__os_real_ns() / 1000u;
@@ -239,8 +240,10 @@ void gpumd_sse_stop(gpumd_t *d) {
     evbuffer_free(o->pending);
   if (o->held)
     evbuffer_free(o->held);
+  if (o->scratch)
+    evbuffer_free(o->scratch);
   o->keepalive = NULL;
-  o->pending = o->held = NULL;
+  o->pending = o->held = o->scratch = NULL;
 }
 
 static void reply_error(struct evhttp_request *req, int status, const char *reason,
@@ -415,33 +418,80 @@ bool gpumd_sse_heard(const gpumd_t *d) {
   return o && o->pending && (o->stream_count > 0 || d->watchers || o->ring.max_bytes > 0);
 }
 
-void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data) {
-  struct gpumd_obs *o = d ? d->obs : NULL;
-  if (!o || !o->pending || !data) {
-    json_decref(data);
-    return;
+size_t gpumd_sse_event_head(char *buf, size_t len, uint64_t id, const char *event) {
+  char digits[20];
+  size_t nd = 0;
+  do {
+    digits[nd++] = (char)('0' + id % 10);
+    id /= 10;
+  } while (id);
+  size_t ne = strlen(event);
+  size_t need = 4 + nd + 8 + ne + 7; /* "id: " N "\nevent: " NAME "\ndata: " */
+  if (need >= len) {
+    if (len)
+      buf[0] = '\0';
+    return 0;
   }
-  /* Written as the replies are (gpumd_json_write): compact, control characters escaped, so
-   * the data is one line. An event that cannot be written whole is dropped whole. Kept in the
-   * ring even with no stream open: a client reconnecting gets what it missed. */
+  char *p = buf;
+  memcpy(p, "id: ", 4);
+  p += 4;
+  while (nd)
+    *p++ = digits[--nd];
+  memcpy(p, "\nevent: ", 8);
+  p += 8;
+  memcpy(p, event, ne);
+  p += ne;
+  memcpy(p, "\ndata: ", 7);
+  p += 7;
+  *p = '\0';
+  return (size_t)(p - buf);
+}
+
+void gpumd_sse_publish_with(gpumd_t *d, const char *event, gpumd_obs_write_fn write,
+                            const void *arg) {
+  struct gpumd_obs *o = d ? d->obs : NULL;
+  if (!o || !o->pending || !o->scratch)
+    return;
+  /* Formatted once ("id: N\nevent: NAME\ndata: JSON\n\n"), the data written as the replies
+   * are (compact, control characters escaped: one line) straight from the caller's state, no
+   * JSON tree between. The same bytes go to the streams' pending output, to the ring (kept even
+   * with no stream open: a client reconnecting gets what it missed) and, the data part, to the
+   * socket's watchers. An event that cannot be written whole is dropped whole. */
   uint64_t id = o->event_seq + 1;
-  struct evbuffer *ev = evbuffer_new();
-  bool ok =
-      ev &&
-      evbuffer_add_printf(ev, "id: %llu\nevent: %s\ndata: ", (unsigned long long)id, event) >= 0 &&
-      gpumd_json_write(ev, data) == 0 && evbuffer_add(ev, "\n\n", 2) == 0;
-  const unsigned char *text = ok ? evbuffer_pullup(ev, -1) : NULL;
-  if (text && evbuffer_add(o->pending, text, evbuffer_get_length(ev)) == 0) {
+  char head[96];
+  size_t hn = gpumd_sse_event_head(head, sizeof head, id, event);
+  struct evbuffer *ev = o->scratch;
+  evbuffer_drain(ev, evbuffer_get_length(ev));
+  gpumd_jw_t w;
+  gpumd_jw_init(&w, ev);
+  gpumd_jw_raw(&w, head, hn);
+  write(&w, arg);
+  GPUMD_JW_LIT(&w, "\n\n");
+  size_t len = 0;
+  const unsigned char *text = NULL;
+  if (hn > 0 && gpumd_jw_end(&w) == 0) {
+    len = evbuffer_get_length(ev);
+    text = evbuffer_pullup(ev, -1);
+  }
+  if (text && evbuffer_add(o->pending, text, len) == 0) {
     o->event_seq = id;
     /* On failure the ring empties and goes on after id: a resume from before it is reset. */
-    gpumd_evring_push(&o->ring, id, (const char *)text, evbuffer_get_length(ev));
+    gpumd_evring_push(&o->ring, id, (const char *)text, len);
     /* The socket's watchers get it too, with the same id, staged with this turn's output:
      * written after the turn's commit, as the streams get it. */
-    gpumd_watch_publish(d, event, id, data);
+    gpumd_watch_publish(d, event, id, (const char *)text + hn, len - hn - 2);
   }
+  evbuffer_drain(ev, evbuffer_get_length(ev));
+}
+
+static void write_json(gpumd_jw_t *w, const void *arg) {
+  gpumd_jw_value(w, (json_t *)arg);
+}
+
+void gpumd_sse_publish(gpumd_t *d, const char *event, json_t *data) {
+  if (data)
+    gpumd_sse_publish_with(d, event, write_json, data);
   json_decref(data);
-  if (ev)
-    evbuffer_free(ev);
 }
 
 /* Writes the events in buf (up to event upto) to every live stream and empties it; the streams

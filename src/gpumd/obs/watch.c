@@ -151,9 +151,10 @@ void gpumd_watch_op(gpumd_conn_t *c, json_t *id, json_t *req) {
   gpumd_reply_ok(c, id, body);
 }
 
-/* The event's line (without the newline) into b: data NULL writes "data": null and
- * "too_large": true. Returns 0 or -1 (out of memory). */
-static int write_line(struct evbuffer *b, const char *type, uint64_t seq, json_t *data) {
+/* The event's line (without the newline) into b, data its JSON text (len bytes): data NULL
+ * writes "data": null and "too_large": true. Returns 0 or -1 (out of memory). */
+static int write_line(struct evbuffer *b, const char *type, uint64_t seq, const char *data,
+                      size_t len) {
   gpumd_jw_t w;
   gpumd_jw_init(&w, b);
   GPUMD_JW_LIT(&w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_EVENT) "\"" GPUM_PROTO_EV_NODE
@@ -163,7 +164,7 @@ static int write_line(struct evbuffer *b, const char *type, uint64_t seq, json_t
   gpumd_jw_int(&w, (long long)seq);
   GPUMD_JW_LIT(&w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_DATA));
   if (data)
-    gpumd_jw_value(&w, data);
+    gpumd_jw_raw(&w, data, len);
   else
     GPUMD_JW_LIT(&w, "null," GPUMD_JSON_KEY(GPUM_PROTO_F_TOO_LARGE) "true");
   GPUMD_JW_LIT(&w, "}");
@@ -180,7 +181,7 @@ static void fill_line(gpumd_jw_t *w, void *arg) {
   gpumd_jw_raw(w, l->text, l->len);
 }
 
-void gpumd_watch_publish(gpumd_t *d, const char *type, uint64_t seq, json_t *data) {
+void gpumd_watch_publish(gpumd_t *d, const char *type, uint64_t seq, const char *data, size_t len) {
   unsigned bit = gpum__proto_node_type(type);
   gpumd_conn_t *c = d->watchers;
   while (c && !(c->watch & bit))
@@ -188,12 +189,12 @@ void gpumd_watch_publish(gpumd_t *d, const char *type, uint64_t seq, json_t *dat
   if (!c)
     return; /* nobody watches it: nothing to write */
   struct evbuffer *b = evbuffer_new();
-  int rc = b ? write_line(b, type, seq, data) : -1;
+  int rc = b ? write_line(b, type, seq, data, len) : -1;
   if (rc == 0 && evbuffer_get_length(b) > GPUMD_MAX_MESSAGE) {
     /* Over the protocol's message limit, which clients enforce too: the watchers still learn
      * that it happened and can read the state. */
     evbuffer_drain(b, evbuffer_get_length(b));
-    rc = write_line(b, type, seq, NULL);
+    rc = write_line(b, type, seq, NULL, 0);
   }
   line_t line = {NULL, 0};
   if (rc == 0) {

@@ -10,6 +10,7 @@
  * (gpumd_engine_*), and are committed before any reply leaves (end of the loop turn).
  */
 #include <fnmatch.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "engine.h"
 #include "gpumd.h"
 #include "json_in.h"
+#include "json_out.h"
 #include "ledger.h"
 #include "net.h"
 #include "obs.h"
@@ -130,21 +132,98 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t **out) {
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
+/* Whether r passes the list's filters (the cursor aside). */
+static bool list_match(const gpumd_actor_t *a, const gpumd_list_req_t *req, const gpumd_resv_t *r) {
+  if (req->uid_set ? r->uid != req->uid : !req->all && r->uid != a->uid)
+    return false;
+  if (req->states && !(req->states & (1u << r->state)))
+    return false;
+  if (req->label) {
+    size_t n = strlen(req->label);
+    if (n > 0 && req->label[n - 1] == '*')
+      return strncmp(r->label, req->label, n - 1) == 0;
+    return strcmp(r->label, req->label) == 0;
+  }
+  return true;
+}
+
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out) {
   json_t *arr = json_array();
-  size_t n = gpumd_sched_count(d->sched);
-  for (size_t i = 0; i < n; i++) {
-    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
-    if (r->uid == a->uid || req->all) {
-      json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
-      gpumd_engine_resv_add_fenced(d, o, r);
-      json_array_append_new(arr, o);
+  json_t *ended = NULL;
+  size_t used = 0, count = 0, total = 0;
+  uint64_t last = 0;
+  bool more = false;
+  /* What ended lately comes with the first page, newest first, as much of it as takes no
+   * more than half the budget. */
+  if (req->ended && req->after == 0) {
+    ended = gpumd_ended_json(d, a, req->all || req->uid_set, gpum__os_real_ns());
+    for (size_t k = json_array_size(ended); req->uid_set && k-- > 0;) /* uid's only */
+      if (json_integer_value(json_object_get(json_array_get(ended, k), GPUM_PROTO_F_UID)) !=
+          (json_int_t)req->uid)
+        json_array_remove(ended, k);
+    if (ended && req->budget) {
+      size_t k = 0, eb = 2;
+      for (; k < json_array_size(ended); k++) {
+        size_t b = gpumd_json_size(json_array_get(ended, k)) + 1;
+        if (eb + b > req->budget / 2)
+          break;
+        eb += b;
+      }
+      while (json_array_size(ended) > k)
+        json_array_remove(ended, json_array_size(ended) - 1);
+      used += eb;
     }
   }
-  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATIONS, arr);
-  if (*out && req->ended)
-    json_object_set_new(*out, GPUM_PROTO_F_ENDED,
-                        gpumd_ended_json(d, a, req->all, gpum__os_real_ns()));
+  size_t n = gpumd_sched_count(d->sched);
+  size_t first = gpumd_sched_lower_bound(d->sched, req->after + 1);
+  /* everyone's, by state at most: the total is the scheduler's counts (no walk of them all) */
+  bool counted = (req->all && !req->uid_set && !req->label);
+  if (counted) {
+    size_t queued = gpumd_sched_queue_length(d->sched);
+    const unsigned q = 1u << GPUMD_RESV_QUEUED, g = 1u << GPUMD_RESV_GRANTED;
+    total = !req->states || req->states == (q | g) ? n : req->states == q ? queued : n - queued;
+  }
+  for (size_t i = counted ? first : 0; i < n; i++) {
+    if (counted && more)
+      break;
+    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
+    if (!list_match(a, req, r))
+      continue;
+    if (!counted)
+      total++;
+    if (i < first || more)
+      continue;
+    if (count == req->limit) {
+      more = true;
+      continue;
+    }
+    json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
+    gpumd_engine_resv_add_fenced(d, o, r);
+    if (req->budget) {
+      size_t b = gpumd_json_size(o) + 1; /* and its comma */
+      if (count > 0 && used + b > req->budget) {
+        json_decref(o);
+        more = true;
+        continue;
+      }
+      used += b;
+    }
+    json_array_append_new(arr, o);
+    count++;
+    last = r->id;
+  }
+  json_t *next = json_null();
+  if (more) {
+    char cur[48];
+    snprintf(cur, sizeof cur, GPUM_PROTO_CURSOR_PREFIX "%" PRIu64, last);
+    next = json_string(cur);
+  }
+  *out = json_pack("{s:o, s:o, s:I}", GPUM_PROTO_F_RESERVATIONS, arr, GPUM_PROTO_F_NEXT_CURSOR,
+                   next, GPUM_PROTO_F_TOTAL, (json_int_t)total);
+  if (*out && ended)
+    json_object_set_new(*out, GPUM_PROTO_F_ENDED, ended);
+  else
+    json_decref(ended);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
 }
 
@@ -406,9 +485,40 @@ static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
 
 typedef int (*op_core_fn)(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 
+/* The socket's status is one message: each device's "reservations" keeps its first
+ * GPUMD_STATUS_DEVICE_IDS ids ("jobs" counts them all) and "queue" the head of the queue, as
+ * much of it as the message has room for ("node"."queued" counts it all; list gives it all). */
+#define GPUMD_STATUS_DEVICE_IDS 128
+static int status_fit(json_t *j, json_t *st) {
+  json_t *id = json_object_get(j, GPUM_PROTO_F_ID), *dev, *queue;
+  size_t i, idlen = id ? json_dumpb(id, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) : 0;
+  size_t budget = GPUMD_MAX_MESSAGE - GPUMD_LIST_ENVELOPE;
+  budget = idlen + 1024 < budget ? budget - idlen : 1024;
+  json_array_foreach(json_object_get(st, GPUM_PROTO_F_DEVICES), i, dev) {
+    json_t *ids = json_object_get(dev, GPUM_PROTO_F_RESERVATIONS);
+    while (json_array_size(ids) > GPUMD_STATUS_DEVICE_IDS)
+      json_array_remove(ids, json_array_size(ids) - 1);
+  }
+  queue = json_object_get(st, GPUM_PROTO_F_QUEUE);
+  json_t *keep = json_incref(queue);
+  json_object_set_new(st, GPUM_PROTO_F_QUEUE, json_array());
+  size_t used = gpumd_json_size(st), k = 0;
+  for (; k < json_array_size(keep); k++) {
+    size_t b = gpumd_json_size(json_array_get(keep, k)) + 1;
+    if (used + b > budget)
+      break;
+    used += b;
+  }
+  while (json_array_size(keep) > k)
+    json_array_remove(keep, json_array_size(keep) - 1);
+  json_object_set_new(st, GPUM_PROTO_F_QUEUE, keep);
+  return 0;
+}
+
 static int sock_status(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   int rc = gpumd_status_decode(j);
-  return rc != 0 ? rc : gpumd_op_status(d, a, out);
+  rc = rc != 0 ? rc : gpumd_op_status(d, a, out);
+  return rc != 0 ? rc : status_fit(j, *out);
 }
 
 /* sock_NAME: the socket's request of an op decoded into its struct (decode_args end with

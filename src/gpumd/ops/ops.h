@@ -82,12 +82,32 @@ int gpumd_resize_decode(json_t *j, gpumd_resize_req_t *out);
 int gpumd_attach_decode(json_t *j, gpumd_attach_req_t *out);
 int gpumd_report_decode(json_t *j, gpumd_report_req_t *out);
 
-/* list: the actor's reservations, or everyone's (all); with those that ended lately (ended). */
+/* list: the actor's reservations, or everyone's (all); with those that ended lately (ended),
+ * on the first page only. A page: the live reservations with ids above after that match the
+ * filters, in id order, at most limit of them and, when budget is set, as many as fit in
+ * budget bytes of JSON (at least one). */
+#define GPUMD_LIST_LIMIT_DEFAULT 1000u /* the socket's and REST's page without "limit" */
+#define GPUMD_LIST_LIMIT_MAX 10000u
+/* The bytes a socket list reply may take with its reservations (and ended): the message
+ * limit less room for the envelope ("id" is measured apart, the rest is under 200 bytes). */
+#define GPUMD_LIST_ENVELOPE 256u
 typedef struct {
   bool all;
   bool ended;
+  unsigned states; /* 1u << GPUMD_RESV_QUEUED / GRANTED; 0: both */
+  bool uid_set;    /* only uid's (anyone's: implies all) */
+  uint32_t uid;
+  const char *label; /* only this label ("" none); ends with '*': the labels it begins */
+  size_t limit;      /* 1..GPUMD_LIST_LIMIT_MAX */
+  uint64_t after;    /* the cursor: ids above this (0: from the first) */
+  size_t budget;     /* bytes for the lists (0: no bound) */
 } gpumd_list_req_t;
 int gpumd_list_decode(json_t *j, gpumd_list_req_t *out);
+/* The list filters shared by the socket and REST ("state", "label", "cursor", "limit"), from
+ * their text; each returns 0 or GPUM_EINVAL with the reason. */
+int gpumd_list_state_add(const char *s, gpumd_list_req_t *out);
+int gpumd_list_label_set(const char *s, gpumd_list_req_t *out);
+int gpumd_list_cursor_set(const char *s, gpumd_list_req_t *out);
 /* alerts (its core is obs's: gpumd_obs_op_alerts). */
 int gpumd_alerts_decode(json_t *j, gpumd_alerts_req_t *out);
 /* status takes nothing: its decoder only refuses other fields. */

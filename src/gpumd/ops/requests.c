@@ -338,12 +338,59 @@ int gpumd_status_decode(json_t *j) {
   return gpumd_check_fields(j, fields);
 }
 
+int gpumd_list_state_add(const char *s, gpumd_list_req_t *out) {
+  gpumd_resv_state_t st;
+  if (!s || gpumd_resv_state_parse(s, &st) != 0 ||
+      (st != GPUMD_RESV_QUEUED && st != GPUMD_RESV_GRANTED))
+    return gpum_error(GPUM_EINVAL,
+                      "state '%.32s' is not one a live reservation has (QUEUED or GRANTED)",
+                      s ? s : "");
+  out->states |= 1u << st;
+  return 0;
+}
+
+int gpumd_list_label_set(const char *s, gpumd_list_req_t *out) {
+  if (strlen(s) > GPUMD_RESV_LABEL_LEN) /* a label and its '*' */
+    return gpum_error(GPUM_EINVAL, "label filter of %zu bytes is over the %d a label takes",
+                      strlen(s), GPUMD_RESV_LABEL_LEN - 1);
+  out->label = s;
+  return 0;
+}
+
+int gpumd_list_cursor_set(const char *s, gpumd_list_req_t *out) {
+  const size_t np = sizeof GPUM_PROTO_CURSOR_PREFIX - 1;
+  const char *p = s + np;
+  uint64_t v = 0;
+  bool ok = strncmp(s, GPUM_PROTO_CURSOR_PREFIX, np) == 0 && *p >= '1' && *p <= '9';
+  for (; ok && *p; p++) {
+    if (*p < '0' || *p > '9' || v > (UINT64_MAX - 9) / 10)
+      ok = false;
+    else
+      v = v * 10 + (uint64_t)(*p - '0');
+  }
+  if (!ok)
+    return gpum_error(GPUM_EINVAL,
+                      "cursor '%.40s' is not one gpumd gave: pass a page's next_cursor as it came",
+                      s);
+  out->after = v;
+  return 0;
+}
+
 int gpumd_list_decode(json_t *j, gpumd_list_req_t *out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_ALL,
-                                       GPUM_PROTO_F_ENDED, NULL};
+  static const char *const fields[] = {GPUM_PROTO_F_ID,    GPUM_PROTO_F_OP,
+                                       GPUM_PROTO_F_ALL,   GPUM_PROTO_F_ENDED,
+                                       GPUM_PROTO_F_LIMIT, GPUM_PROTO_F_CURSOR,
+                                       GPUM_PROTO_F_STATE, GPUM_PROTO_F_UID,
+                                       GPUM_PROTO_F_LABEL, NULL};
   json_t *all = json_object_get(j, GPUM_PROTO_F_ALL);
   json_t *ended = json_object_get(j, GPUM_PROTO_F_ENDED);
+  json_t *limit = json_object_get(j, GPUM_PROTO_F_LIMIT);
+  json_t *cursor = json_object_get(j, GPUM_PROTO_F_CURSOR);
+  json_t *state = json_object_get(j, GPUM_PROTO_F_STATE);
+  json_t *uid = json_object_get(j, GPUM_PROTO_F_UID);
+  json_t *label = json_object_get(j, GPUM_PROTO_F_LABEL);
   memset(out, 0, sizeof *out);
+  out->limit = GPUMD_LIST_LIMIT_DEFAULT;
   int rc = gpumd_check_fields(j, fields);
   if (rc != 0)
     return rc;
@@ -353,6 +400,50 @@ int gpumd_list_decode(json_t *j, gpumd_list_req_t *out) {
     return gpum_error(GPUM_EINVAL, "\"ended\" must be true or false");
   out->all = json_is_true(all);
   out->ended = json_is_true(ended);
+  if (limit && !json_is_null(limit)) {
+    if (!json_is_integer(limit) || json_integer_value(limit) < 1 ||
+        json_integer_value(limit) > GPUMD_LIST_LIMIT_MAX)
+      return gpum_error(GPUM_EINVAL, "\"limit\" must be an integer from 1 to %u",
+                        GPUMD_LIST_LIMIT_MAX);
+    out->limit = (size_t)json_integer_value(limit);
+  }
+  if (cursor && !json_is_null(cursor)) {
+    if (!json_is_string(cursor))
+      return gpum_error(GPUM_EINVAL, "\"cursor\" must be a page's next_cursor (a string)");
+    if ((rc = gpumd_list_cursor_set(json_string_value(cursor), out)) != 0)
+      return rc;
+  }
+  if (json_is_array(state) && json_array_size(state) > 0) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(state, i, v) {
+      if ((rc = gpumd_list_state_add(json_string_value(v), out)) != 0)
+        return rc;
+    }
+  } else if (state && !json_is_null(state)) {
+    if (!json_is_string(state))
+      return gpum_error(GPUM_EINVAL, "\"state\" must be \"QUEUED\", \"GRANTED\" or a list of them");
+    if ((rc = gpumd_list_state_add(json_string_value(state), out)) != 0)
+      return rc;
+  }
+  if (uid && !json_is_null(uid)) {
+    if (!json_is_integer(uid) || json_integer_value(uid) < 0 ||
+        json_integer_value(uid) > (json_int_t)UINT32_MAX - 1)
+      return gpum_error(GPUM_EINVAL, "\"uid\" must be a user id (an integer from 0)");
+    out->uid_set = true;
+    out->uid = (uint32_t)json_integer_value(uid);
+  }
+  if (label && !json_is_null(label)) {
+    if (!json_is_string(label))
+      return gpum_error(GPUM_EINVAL, "\"label\" must be a string (ending with '*': a prefix)");
+    if ((rc = gpumd_list_label_set(json_string_value(label), out)) != 0)
+      return rc;
+  }
+  /* One reply is one message: the lists get what the envelope and the request's id leave. */
+  json_t *id = json_object_get(j, GPUM_PROTO_F_ID);
+  size_t idlen = id ? json_dumpb(id, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) : 0;
+  size_t overhead = GPUMD_LIST_ENVELOPE + idlen;
+  out->budget = overhead + 1024 < GPUMD_MAX_MESSAGE ? GPUMD_MAX_MESSAGE - overhead : 1024;
   return 0;
 }
 

@@ -13,6 +13,7 @@
  * nodes answers carry the seed's fields beside gpum's.
  */
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -641,13 +642,57 @@ int gpumd_http_allocate(gpumd_http_call_t *call) {
 /* ---- reservations --------------------------------------------------------------------------- */
 
 int gpumd_http_resv_list(gpumd_http_call_t *call) {
-  static const char *const params[] = {NULL};
+  static const char *const params[] = {"limit", "cursor", "state", "owner", "label", NULL};
   gpumd_actor_t a = http_actor(call);
-  const gpumd_list_req_t req = {.all = true, .ended = true}; /* everyone's, and what ended lately */
+  /* everyone's, and on the first page what ended lately; pages of limit, no byte bound */
+  gpumd_list_req_t req = {.all = true, .ended = true, .limit = GPUMD_LIST_LIMIT_DEFAULT};
   int rc = gpumd_http_check_query(call, params);
-  if (rc == 0)
-    rc = gpumd_op_list(call->d, &a, &req, &call->out);
-  return rc;
+  if (rc != 0)
+    return rc;
+  const char *ls = evhttp_find_header(call->query, "limit");
+  const char *cs = evhttp_find_header(call->query, "cursor");
+  const char *ss = evhttp_find_header(call->query, "state");
+  const char *os = evhttp_find_header(call->query, "owner");
+  const char *lb = evhttp_find_header(call->query, "label");
+  if (ls) {
+    char *end = NULL;
+    long long limit = strtoll(ls, &end, 10);
+    if (!*ls || *end || limit < 1 || limit > GPUMD_LIST_LIMIT_MAX)
+      return gpum_error(GPUM_EINVAL, "limit '%.32s' must be an integer from 1 to %u", ls,
+                        GPUMD_LIST_LIMIT_MAX);
+    req.limit = (size_t)limit;
+  }
+  if (cs && (rc = gpumd_list_cursor_set(cs, &req)) != 0)
+    return rc;
+  if (ss) { /* "QUEUED", "GRANTED" or both, comma-separated */
+    char buf[64];
+    if (strlen(ss) >= sizeof buf || !*ss)
+      return gpum_error(GPUM_EINVAL, "state '%.32s' must be QUEUED, GRANTED or QUEUED,GRANTED", ss);
+    snprintf(buf, sizeof buf, "%s", ss);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+      if ((rc = gpumd_list_state_add(t, &req)) != 0)
+        return rc;
+  }
+  if (os) { /* a uid, or a user name */
+    char *end = NULL;
+    long long uid = strtoll(os, &end, 10);
+    if (*os && !*end) {
+      if (uid < 0 || uid >= (long long)UINT32_MAX)
+        return gpum_error(GPUM_EINVAL, "owner '%.32s' must be a user id or name", os);
+      req.uid = (uint32_t)uid;
+    } else {
+      struct passwd pw, *res = NULL;
+      char pbuf[4096];
+      if (!*os || getpwnam_r(os, &pw, pbuf, sizeof pbuf, &res) != 0 || !res)
+        return gpum_error(GPUM_EINVAL, "owner '%.64s' is no user id or name on this node", os);
+      req.uid = (uint32_t)pw.pw_uid;
+    }
+    req.uid_set = true;
+  }
+  if (lb && (rc = gpumd_list_label_set(lb, &req)) != 0)
+    return rc;
+  return gpumd_op_list(call->d, &a, &req, &call->out);
 }
 
 int gpumd_http_resv_get(gpumd_http_call_t *call) {

@@ -9,6 +9,7 @@
  */
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -42,20 +43,26 @@ typedef struct {
   bool mutating;
   /* NULL, or whether the answer is large enough to be made in a child (http_fork.c): a GET
    * that would hold the loop for milliseconds. */
-  bool (*large)(gpumd_t *d);
+  bool (*large)(const gpumd_http_call_t *call);
 } route_t;
 
 /* A list of this many live reservations costs the loop several milliseconds to render (about
  * 10 us each); a fork costs a fraction of one. */
 #define LARGE_LIST 256
 
-static bool large_list(gpumd_t *d) {
-  return gpumd_sched_count(d->sched) >= LARGE_LIST;
+static bool large_list(const gpumd_http_call_t *call) {
+  if (gpumd_sched_count(call->d->sched) < LARGE_LIST)
+    return false;
+  /* A page asked smaller than that is rendered at once (a bad limit too: the handler says). */
+  const char *ls = evhttp_find_header(call->query, "limit");
+  char *end = NULL;
+  long long limit = ls ? strtoll(ls, &end, 10) : LARGE_LIST;
+  return !ls || !*ls || *end || limit >= LARGE_LIST;
 }
 
 /* Up to an hour of points per device. */
-static bool large_always(gpumd_t *d) {
-  (void)d;
+static bool large_always(const gpumd_http_call_t *call) {
+  (void)call;
   return true;
 }
 
@@ -261,7 +268,7 @@ static void dispatch(struct gpumd_http *h, struct evhttp_request *req, const rou
     rc = parse_body(h, req, &call.body, &status);
   if (rc != 0) {
     gpumd__http_reply_error(h, req, status, rc, gpum_last_error());
-  } else if (!(r->large && r->large(h->d) && gpumd__http_fork(h, &call, r->fn))) {
+  } else if (!(r->large && r->large(&call) && gpumd__http_fork(h, &call, r->fn))) {
     gpum_error_clear();
     gpumd__http_answer(h, &call, r->fn(&call));
   }

@@ -697,6 +697,10 @@ const gpumd_resv_t *gpumd_sched_at(const gpumd_sched_t *s, size_t i) {
   return i < s->n_all ? s->all[i] : NULL;
 }
 
+size_t gpumd_sched_lower_bound(const gpumd_sched_t *s, uint64_t id) {
+  return all_lower_bound(s, id);
+}
+
 size_t gpumd_sched_queue_length(const gpumd_sched_t *s) {
   return s->n_queue;
 }

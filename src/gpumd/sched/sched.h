@@ -409,6 +409,8 @@ const gpumd_resv_t *gpumd_sched_find(const gpumd_sched_t *s, uint64_t id);
 /* Live reservations, in id order: 0 <= i < gpumd_sched_count(). */
 size_t gpumd_sched_count(const gpumd_sched_t *s);
 const gpumd_resv_t *gpumd_sched_at(const gpumd_sched_t *s, size_t i);
+/* The index of the first live reservation whose id is at least id (gpumd_sched_count(): none). */
+size_t gpumd_sched_lower_bound(const gpumd_sched_t *s, uint64_t id);
 /* The queue in service order: position 0 is the head. */
 size_t gpumd_sched_queue_length(const gpumd_sched_t *s);
 const gpumd_resv_t *gpumd_sched_queue_at(const gpumd_sched_t *s, size_t pos);

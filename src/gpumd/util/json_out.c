@@ -5,6 +5,7 @@
  */
 #include "json_out.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,7 +24,8 @@
  * '?', so that whatever a string holds (a damaged ledger row, a driver's name) every message
  * is valid UTF-8. Pieces gather in a stack buffer and reach the evbuffer in few, large adds. */
 static void dump_flush(gpumd_jw_t *b) {
-  if (b->used && evbuffer_add(b->out, b->buf, b->used) != 0)
+  b->counted += b->used;
+  if (b->used && b->out && evbuffer_add(b->out, b->buf, b->used) != 0)
     b->rc = -1;
   b->used = 0;
 }
@@ -32,7 +34,8 @@ static void dump_bytes(gpumd_jw_t *b, const char *p, size_t n) {
   if (n > sizeof b->buf - b->used) {
     dump_flush(b);
     if (n > sizeof b->buf) {
-      if (evbuffer_add(b->out, p, n) != 0)
+      b->counted += n;
+      if (b->out && evbuffer_add(b->out, p, n) != 0)
         b->rc = -1;
       return;
     }
@@ -51,9 +54,23 @@ static void dump_put(void *ctx, const char *p, size_t len) {
   dump_bytes(ctx, p, len);
 }
 
-/* Whether s needs no escape and is ASCII (the common case: keys, ids, names). */
+/* Whether s needs no escape and is ASCII (the common case: keys, ids, names). Eight bytes at a
+ * time: a byte is below 0x20, '"' or '\\' when the classic has-zero-byte test finds a zero in
+ * the word XORed with it, and at or above 0x80 when its top bit is set. */
 static bool plain(const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) {
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
+    /* a byte below 0x20: (byte - 0x20) borrows into its top bit (and the word's top bits are
+     * checked on their own, so a borrow across bytes only comes from such a byte) */
+    uint64_t bad = (w - ones * 0x20) | ((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | w;
+    if (bad & highs)
+      return false;
+  }
+  for (; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
     if (ch < 0x20 || ch >= 0x80 || ch == '"' || ch == '\\')
       return false;
@@ -107,14 +124,28 @@ size_t gpumd_json_real(double v, char *buf, size_t len) {
   return (size_t)n;
 }
 
+/* Two decimal digits at a time: "00" to "99". */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 static void dump_integer(gpumd_jw_t *b, json_int_t v) {
   char tmp[24];
   size_t i = sizeof tmp;
   unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
-  do {
-    tmp[--i] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
+  while (u >= 100) {
+    unsigned d = (unsigned)(u % 100) * 2;
+    u /= 100;
+    tmp[--i] = digit_pairs[d + 1];
+    tmp[--i] = digit_pairs[d];
+  }
+  if (u >= 10) {
+    tmp[--i] = digit_pairs[u * 2 + 1];
+    tmp[--i] = digit_pairs[u * 2];
+  } else {
+    tmp[--i] = (char)('0' + u);
+  }
   if (v < 0)
     tmp[--i] = '-';
   dump_bytes(b, tmp + i, sizeof tmp - i);
@@ -177,7 +208,16 @@ static void dump_value(gpumd_jw_t *b, json_t *v, int depth) {
 void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out) {
   w->out = out;
   w->used = 0;
+  w->counted = 0;
   w->rc = 0;
+}
+
+size_t gpumd_json_size(json_t *v) {
+  gpumd_jw_t w;
+  gpumd_jw_init(&w, NULL);
+  gpumd_jw_value(&w, v);
+  gpumd_jw_end(&w);
+  return w.counted;
 }
 
 int gpumd_json_write(struct evbuffer *out, json_t *v) {

@@ -27,8 +27,9 @@ size_t gpumd_json_real(double v, char *buf, size_t len);
  * jansson values first (the hot replies): pieces gather in a buffer and reach out in few adds.
  * gpumd_jw_end flushes and returns 0, or -1 when out could not grow. */
 typedef struct {
-  struct evbuffer *out;
+  struct evbuffer *out; /* NULL: only count (counted) */
   size_t used;
+  size_t counted; /* bytes written so far */
   int rc;
   char buf[4096];
 } gpumd_jw_t;
@@ -42,5 +43,8 @@ void gpumd_jw_string(gpumd_jw_t *w, const char *s); /* quoted and escaped */
 void gpumd_jw_int(gpumd_jw_t *w, long long v);
 void gpumd_jw_value(gpumd_jw_t *w, json_t *v);
 int gpumd_jw_end(gpumd_jw_t *w);
+/* The bytes v takes as gpumd writes it (nothing is written or allocated): what a message
+ * holding v will take, to keep replies within the message limit. */
+size_t gpumd_json_size(json_t *v);
 
 #endif /* GPUMD_JSON_OUT_H */

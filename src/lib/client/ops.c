@@ -180,28 +180,140 @@ int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
   return call_res(c, o, out);
 }
 
-int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n) {
+/* The list request of q (NULL: the caller's, first page) into *out. */
+static int list_request(const gpum_list_query_t *q, json_t **out) {
   json_t *o = request(GPUM_PROTO_OP_LIST, NULL, NULL);
-  if (o != NULL && json_object_set_new(o, GPUM_PROTO_F_ALL, json_boolean(all)) != 0) {
+  *out = NULL;
+  if (o == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  const gpum_list_query_t none = {0};
+  if (q == NULL)
+    q = &none;
+  int bad = json_object_set_new(o, GPUM_PROTO_F_ALL, json_boolean(q->all));
+  if (q->states & ~((1u << GPUM_RES_QUEUED) | (1u << GPUM_RES_GRANTED))) {
     json_decref(o);
-    o = NULL;
+    return gpum_error(GPUM_EINVAL,
+                      "list states 0x%x: only QUEUED and GRANTED reservations are live", q->states);
   }
-  json_t *reply = NULL;
-  int rc = gpum__client_call_consume(c, o, &reply);
+  if (!bad && q->states) {
+    json_t *st = json_array();
+    if (q->states & (1u << GPUM_RES_QUEUED))
+      bad |= json_array_append_new(st, json_string(GPUM_PROTO_STATE_QUEUED));
+    if (q->states & (1u << GPUM_RES_GRANTED))
+      bad |= json_array_append_new(st, json_string(GPUM_PROTO_STATE_GRANTED));
+    bad |= json_object_set_new(o, GPUM_PROTO_F_STATE, st);
+  }
+  if (!bad && q->by_uid)
+    bad = json_object_set_new(o, GPUM_PROTO_F_UID, json_integer(q->uid));
+  if (!bad && q->label)
+    bad = json_object_set_new(o, GPUM_PROTO_F_LABEL, json_string(q->label));
+  if (!bad && q->limit)
+    bad =
+        json_object_set_new(o, GPUM_PROTO_F_LIMIT,
+                            json_integer(q->limit > INT32_MAX ? INT32_MAX : (json_int_t)q->limit));
+  if (!bad && q->cursor && *q->cursor)
+    bad = json_object_set_new(o, GPUM_PROTO_F_CURSOR, json_string(q->cursor));
+  if (bad) { /* json_string of text that is not UTF-8, or out of memory */
+    json_decref(o);
+    return gpum_error(GPUM_EINVAL,
+                      "list query: a label or cursor that is not UTF-8 (or out of memory)");
+  }
+  *out = o;
+  return 0;
+}
+
+/* Appends the reply's "reservations" to *list (*n of them, room for *cap). */
+static int list_take(const json_t *reply, gpum_reservation_t **list, size_t *n, size_t *cap) {
+  const json_t *arr = json_object_get(reply, GPUM_PROTO_F_RESERVATIONS);
+  if (!json_is_array(arr))
+    return gpum_error(GPUM_EPROTO, "gpumd's list reply has no reservations");
+  size_t k = json_array_size(arr);
+  if (*n + k > *cap || *list == NULL) {
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < *n + k)
+      ncap *= 2;
+    gpum_reservation_t *p = realloc(*list, ncap * sizeof *p);
+    if (p == NULL)
+      return gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", *n + k);
+    *list = p;
+    *cap = ncap;
+  }
+  for (size_t i = 0; i < k; i++) {
+    memset(&(*list)[*n], 0, sizeof **list);
+    gpum__res_parse(json_array_get(arr, i), &(*list)[(*n)++]);
+  }
+  return 0;
+}
+
+/* The reply's next_cursor into cur (cap bytes; "" at the end). */
+static int list_cursor(const json_t *reply, char *cur, size_t cap) {
+  const json_t *nc = json_object_get(reply, GPUM_PROTO_F_NEXT_CURSOR);
+  const char *s = json_is_string(nc) ? json_string_value(nc) : "";
+  if (nc && !json_is_null(nc) && (!json_is_string(nc) || !*s))
+    return gpum_error(GPUM_EPROTO, "gpumd's list reply has a next_cursor that is not one");
+  if (cur == NULL || cap == 0)
+    return *s ? gpum_error(GPUM_ERANGE, "no room for the next cursor") : 0;
+  if (strlen(s) >= cap)
+    return gpum_error(GPUM_ERANGE, "the next cursor takes %zu bytes, more than the %zu given",
+                      strlen(s) + 1, cap);
+  memcpy(cur, s, strlen(s) + 1);
+  return 0;
+}
+
+int gpum_client_list_page(gpum_client_t *c, const gpum_list_query_t *q, gpum_reservation_t **out,
+                          size_t *n, char *next_cursor, size_t cap, size_t *total) {
+  *out = NULL;
+  *n = 0;
+  json_t *req = NULL, *reply = NULL;
+  int rc = list_request(q, &req);
+  if (rc == 0)
+    rc = gpum__client_call_consume(c, req, &reply);
   if (rc != 0)
     return rc;
-  const json_t *arr = json_object_get(reply, GPUM_PROTO_F_RESERVATIONS);
-  size_t k = json_array_size(arr);
-  gpum_reservation_t *list = calloc(k ? k : 1, sizeof *list);
-  if (list == NULL) {
-    json_decref(reply);
-    return gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", k);
+  gpum_reservation_t *list = NULL;
+  size_t k = 0, lcap = 0;
+  rc = list_take(reply, &list, &k, &lcap);
+  if (rc == 0)
+    rc = list_cursor(reply, next_cursor, cap);
+  if (rc == 0 && total) {
+    const json_t *t = json_object_get(reply, GPUM_PROTO_F_TOTAL);
+    *total = json_is_integer(t) && json_integer_value(t) >= 0 ? (size_t)json_integer_value(t) : k;
   }
-  size_t i;
-  const json_t *r;
-  for (i = 0; i < json_array_size(arr) && (r = json_array_get(arr, i)); i++)
-    gpum__res_parse(r, &list[i]);
   json_decref(reply);
+  if (rc != 0) {
+    free(list);
+    return rc;
+  }
+  if (list == NULL && (list = calloc(1, sizeof *list)) == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  *out = list;
+  *n = k;
+  return 0;
+}
+
+int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **out, size_t *n) {
+  char cur[GPUM_LIST_CURSOR_MAX] = "";
+  gpum_list_query_t q = {.all = all, .cursor = cur};
+  gpum_reservation_t *list = NULL;
+  size_t k = 0, cap = 0;
+  int rc = 0;
+  do { /* every page: each reply is one message */
+    json_t *req = NULL, *reply = NULL;
+    rc = list_request(&q, &req);
+    if (rc == 0)
+      rc = gpum__client_call_consume(c, req, &reply);
+    if (rc == 0)
+      rc = list_take(reply, &list, &k, &cap);
+    if (rc == 0)
+      rc = list_cursor(reply, cur, sizeof cur);
+    json_decref(reply);
+  } while (rc == 0 && cur[0]);
+  if (rc == 0 && list == NULL && (list = calloc(1, sizeof *list)) == NULL)
+    rc = gpum_error(GPUM_ENOMEM, "out of memory");
+  if (rc != 0) {
+    free(list);
+    return rc;
+  }
   *out = list;
   *n = k;
   return 0;

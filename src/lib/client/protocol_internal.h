@@ -105,6 +105,10 @@
 #define GPUM_PROTO_F_RESERVATIONS "reservations"
 #define GPUM_PROTO_F_ALL "all"
 #define GPUM_PROTO_F_ENDED "ended"
+#define GPUM_PROTO_F_CURSOR "cursor"
+#define GPUM_PROTO_F_NEXT_CURSOR "next_cursor"
+/* list pages: the cursor is this prefix and the last listed id's number (docs/protocol.md). */
+#define GPUM_PROTO_CURSOR_PREFIX "c1."
 #define GPUM_PROTO_F_ROTATE "rotate"
 
 /* report (a process's workload figures on its reservation) and R's "workload". */

@@ -31,6 +31,7 @@ typedef struct {
   int rc;                         /* the newest read's return */
   void *request;                  /* the newest request (request_size bytes) */
   void *result;                   /* the newest result */
+  pthread_cond_t wake;            /* its own: a request for it, or stop (only it waits) */
   pthread_t thread;
 } reader_t;
 
@@ -39,7 +40,9 @@ struct gpum_device_readers {
   char *libraries; /* o.device's library paths (gpum__device_opts_dup): threads open later */
   void *user_copy; /* with user_size */
   pthread_mutex_t lock;
-  pthread_cond_t cond; /* a request or stop (readers wait), a result (callers wait) */
+  /* A result (callers wait). Each reader waits on its own condition (reader_t.wake), so that
+   * a request wakes its reader only, not every reader of the set to find it is not theirs. */
+  pthread_cond_t cond;
   bool stop;
   unsigned refs; /* gpum_device_readers_stop and each running thread */
   uint64_t gen;
@@ -53,6 +56,7 @@ static void reader_free(gpum_device_readers_t *rs, reader_t *r) {
   gpum_device_close(r->session);
   free(r->result);
   free(r->request);
+  pthread_cond_destroy(&r->wake);
   free(r);
 }
 
@@ -126,10 +130,10 @@ static void *reader_main(void *arg) {
       r->have = true;
       struct timespec until = after_ms(rs->o.interval_ms);
       while (!rs->stop && r->want == r->got &&
-             pthread_cond_timedwait(&rs->cond, &rs->lock, &until) != ETIMEDOUT)
+             pthread_cond_timedwait(&r->wake, &rs->lock, &until) != ETIMEDOUT)
         ;
     } else if (r->want == r->got) {
-      pthread_cond_wait(&rs->cond, &rs->lock);
+      pthread_cond_wait(&r->wake, &rs->lock);
     } else {
       uint64_t gen = r->want;
       r->cur = gen;
@@ -160,6 +164,7 @@ static int add_reader(gpum_device_readers_t *rs, unsigned index, bool open_sessi
   }
   reader_t *r = calloc(1, sizeof *r);
   if (r) {
+    pthread_cond_init(&r->wake, NULL);
     r->result = calloc(1, rs->o.result_size);
     r->request = calloc(1, rs->o.request_size ? rs->o.request_size : 1);
   }
@@ -255,8 +260,8 @@ int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes,
       return gpum_error(GPUM_ENOMEM, "cannot start a reader for device %u", indexes[i]);
     }
     want[i]->want = gen;
+    pthread_cond_signal(&want[i]->wake);
   }
-  pthread_cond_broadcast(&rs->cond);
   /* Every reader answers, or the time is up. A reader busy with an older request is not
    * waited for: that request timed out, the call hangs. A periodic reader busy with its own
    * read is, unless it has been at it for the whole timeout already (a hung call): it reads
@@ -309,7 +314,7 @@ int gpum_device_readers_request(gpum_device_readers_t *rs, unsigned index, const
     else if (qn)
       memset(r->request, 0, qn);
     r->want = ++rs->gen;
-    pthread_cond_broadcast(&rs->cond);
+    pthread_cond_signal(&r->wake);
   }
   pthread_mutex_unlock(&rs->lock);
   return rc;
@@ -348,6 +353,8 @@ void gpum_device_readers_stop(gpum_device_readers_t *rs) {
   pthread_mutex_lock(&rs->lock);
   rs->stop = true;
   pthread_cond_broadcast(&rs->cond);
+  for (size_t i = 0; i < rs->n; i++)
+    pthread_cond_signal(&rs->r[i]->wake);
   size_t n = rs->n;
   /* The readers' list does not change once stopping: nothing adds a reader after stop. */
   reader_t **r = rs->r;

@@ -192,6 +192,7 @@ typedef struct {
   gpum__hsm_t hsm;         /* mon->lock */
   /* sampler thread only */
   bool inflight, hung;
+  bool due; /* in the round's chain, not asked yet (sampler.c, issue_due) */
   uint64_t issued_mono;
   uint64_t rounds;
 } gpum__mdev_t;
@@ -231,6 +232,9 @@ struct gpum_monitor {
 
   pthread_t sampler;
   bool started, stopped;
+  /* sampler thread only: the round's chain (sampler.c, issue_due) */
+  gpum__mdev_t *chain_dev;        /* the device the chain asked last (NULL: none yet) */
+  uint64_t chain_mono;            /* when */
   gpum_device_readers_t *readers; /* the devices' driver calls, from start */
   gpum__evthread_t *evt;
   uint64_t rng; /* sampler thread only */

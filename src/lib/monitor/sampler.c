@@ -330,9 +330,43 @@ static void issue(gpum_monitor_t *mon, gpum__mdev_t *md, uint64_t now) {
   md->issued_mono = now;
 }
 
+/* A round's devices are asked one after the other: the next when the one before has answered,
+ * or has been at it for GPUM__MON_CHAIN_MS (a slow or hung device holds the others up by that
+ * much once, then it stays in flight and is skipped). Asked all at once, the readers ran their
+ * driver calls at the same instant and contended for the driver's locks: most of the
+ * monitor's CPU time went to those futex waits and wake-ups, not to the calls. */
+#define GPUM__MON_CHAIN_MS 20u
+
+/* Asks the next device of the round's chain when the chain may move on; returns when it may
+ * next move on when devices are still due (else UINT64_MAX). */
+static uint64_t chain_next(gpum_monitor_t *mon, uint64_t now) {
+  uint64_t step = (uint64_t)GPUM__MON_CHAIN_MS * 1000000ull;
+  gpum__mdev_t *last = mon->chain_dev;
+  if (last != NULL && last->inflight && now - last->issued_mono < step)
+    return mon->chain_mono + step;
+  for (unsigned i = 0; i < mon->ndev; i++) {
+    gpum__mdev_t *md = &mon->devs[i];
+    if (!md->due)
+      continue;
+    md->due = false;
+    if (md->inflight)
+      continue; /* asked at its own time (a backoff) meanwhile */
+    issue(mon, md, now);
+    if (!md->inflight)
+      continue; /* its reader is still in an older call: the watchdog tells */
+    mon->chain_dev = md;
+    mon->chain_mono = now;
+    for (unsigned k = i + 1; k < mon->ndev; k++)
+      if (mon->devs[k].due)
+        return now + step;
+    return UINT64_MAX;
+  }
+  return UINT64_MAX;
+}
+
 /* Issues the requests due now; returns the earliest future time something is due (or
  * UINT64_MAX). A device with a backoff pending is called at its own time, the others with
- * the round. */
+ * the round, in its chain. */
 static uint64_t issue_due(gpum_monitor_t *mon, uint64_t now, bool round) {
   uint64_t next = UINT64_MAX;
   uint64_t limit = (uint64_t)mon->opts.watchdog_ms * 1000000ull;
@@ -346,12 +380,18 @@ static uint64_t issue_due(gpum_monitor_t *mon, uint64_t now, bool round) {
     pthread_mutex_lock(&mon->lock);
     uint64_t at = md->hsm.next_attempt_mono;
     pthread_mutex_unlock(&mon->lock);
-    if ((at == 0 && round) || (at != 0 && now >= at))
-      issue(mon, md, now);
-    else if (at != 0 && at < next)
-      next = at;
+    if (at == 0 && round) {
+      md->due = true;
+    } else if (at != 0) {
+      md->due = false;
+      if (now >= at)
+        issue(mon, md, now);
+      else if (at < next)
+        next = at;
+    }
   }
-  return next;
+  uint64_t chain = chain_next(mon, now);
+  return chain < next ? chain : next;
 }
 
 static void *sampler_main(void *arg) {
