@@ -27,64 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct {
-  int fd;
-  char buf[65536];
-  size_t len;
-} conn_t;
-
-static int conn_open(conn_t *c, const char *path) {
-  struct sockaddr_un sun = {.sun_family = AF_UNIX};
-  size_t n = strlen(path);
-  if (n >= sizeof sun.sun_path)
-    return -1;
-  memcpy(sun.sun_path, path, n + 1);
-  c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  c->len = 0;
-  if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sun, sizeof sun) != 0) {
-    if (c->fd >= 0)
-      close(c->fd);
-    return -1;
-  }
-  return 0;
-}
-
-static int send_all(conn_t *c, const char *s, size_t n) {
-  while (n) {
-    ssize_t w = write(c->fd, s, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return -1;
-    s += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* Reads one line into out (NUL-terminated, newline removed). */
-static int read_line(conn_t *c, char *out, size_t cap) {
-  for (;;) {
-    char *nl = memchr(c->buf, '\n', c->len);
-    if (nl) {
-      size_t n = (size_t)(nl - c->buf);
-      size_t k = n < cap - 1 ? n : cap - 1;
-      memcpy(out, c->buf, k);
-      out[k] = '\0';
-      memmove(c->buf, nl + 1, c->len - n - 1);
-      c->len -= n + 1;
-      return 0;
-    }
-    if (c->len == sizeof c->buf)
-      return -1;
-    ssize_t r = read(c->fd, c->buf + c->len, sizeof c->buf - c->len);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return -1;
-    c->len += (size_t)r;
-  }
-}
+#include "line_conn.h"
 
 /* The reservation id ("r-N") of a reply, into id. */
 static int reply_id(const char *line, char *id, size_t cap) {
@@ -147,7 +90,7 @@ static int send_reserve(client_t *k) {
   k->phase = 0;
   k->busy = true;
   k->t0 = now_ns();
-  return send_all(&k->c, req, (size_t)n);
+  return send_all(k->c.fd, req, (size_t)n);
 }
 
 /* Handles every complete reply buffered on k. Returns 0, or -1 on an error reply. */
@@ -165,7 +108,7 @@ static int client_replies(client_t *k, lat_t *lat, bool timing) {
       int n = snprintf(req, sizeof req, "{\"id\":%u,\"op\":\"release\",\"reservation\":\"%s\"}\n",
                        ++k->seq, id);
       k->phase = 1;
-      if (send_all(&k->c, req, (size_t)n) != 0)
+      if (send_all(k->c.fd, req, (size_t)n) != 0)
         return -1;
     } else {
       if (!strstr(line, "\"ok\":true"))
@@ -253,7 +196,7 @@ static int run_hold(const char *path, long count) {
     while (sent < count && sent - got < 256) {
       int n = snprintf(req, sizeof req,
                        "{\"id\":%ld,\"op\":\"reserve\",\"bytes_per_gpu\":1048576}\n", sent);
-      if (send_all(&c, req, (size_t)n))
+      if (send_all(c.fd, req, (size_t)n))
         return 1;
       sent++;
     }

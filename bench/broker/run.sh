@@ -27,7 +27,7 @@ OUT=$BUILD/bench
 mkdir -p "$OUT"
 P=$OUT/broker
 if [ ! -x "$P" ] || [ "$HERE/broker.c" -nt "$P" ]; then
-  "${CC:-cc}" -O2 -std=c17 -D_GNU_SOURCE -Wall -Wextra -o "$P" "$HERE/broker.c"
+  "${CC:-cc}" -O2 -std=c17 -D_GNU_SOURCE -Wall -Wextra -I"$HERE/.." -o "$P" "$HERE/broker.c"
 fi
 export GPUM_HTTP_LISTEN=off # the socket protocol is what is measured (and no port clash)
 source "$HERE/../gpumd_lib.sh"

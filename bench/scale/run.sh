@@ -29,7 +29,7 @@ OUT=$BUILD/bench
 mkdir -p "$OUT"
 for t in broker:"$HERE/../broker/broker.c" scale:"$HERE/scale.c"; do
   if [ ! -x "$OUT/${t%%:*}" ] || [ "${t#*:}" -nt "$OUT/${t%%:*}" ]; then
-    "${CC:-cc}" -O2 -std=c17 -D_GNU_SOURCE -Wall -Wextra -o "$OUT/${t%%:*}" "${t#*:}"
+    "${CC:-cc}" -O2 -std=c17 -D_GNU_SOURCE -Wall -Wextra -I"$HERE/.." -o "$OUT/${t%%:*}" "${t#*:}"
   fi
 done
 export GPUM_HTTP_LISTEN=127.0.0.1:0 GPUM_LOG_LEVEL=error

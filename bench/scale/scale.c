@@ -25,49 +25,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int send_all(int fd, const char *s, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, s, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return -1;
-    s += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
+#include "line_conn.h"
 
 /* ---- fill --------------------------------------------------------------------------------- */
-
-typedef struct {
-  int fd;
-  char buf[1 << 16];
-  size_t len;
-} conn_t;
-
-static int read_line(conn_t *c, char *out, size_t cap) {
-  for (;;) {
-    char *nl = memchr(c->buf, '\n', c->len);
-    if (nl) {
-      size_t n = (size_t)(nl - c->buf);
-      size_t k = n < cap - 1 ? n : cap - 1;
-      memcpy(out, c->buf, k);
-      out[k] = '\0';
-      memmove(c->buf, nl + 1, c->len - n - 1);
-      c->len -= n + 1;
-      return 0;
-    }
-    if (c->len == sizeof c->buf)
-      return -1;
-    ssize_t r = read(c->fd, c->buf + c->len, sizeof c->buf - c->len);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return -1;
-    c->len += (size_t)r;
-  }
-}
 
 /* Sends the request of number i (0: the large one, then the small ones, then the queued). */
 static int send_fill(conn_t *c, long i, long granted) {
@@ -87,13 +47,10 @@ static int send_fill(conn_t *c, long i, long granted) {
 }
 
 static int run_fill(const char *path, long granted, long queued) {
-  conn_t c = {.len = 0};
-  struct sockaddr_un sun = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof sun.sun_path || granted < 1 || queued < 0)
+  static conn_t c;
+  if (granted < 1 || queued < 0)
     return 2;
-  memcpy(sun.sun_path, path, strlen(path) + 1);
-  c.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (c.fd < 0 || connect(c.fd, (struct sockaddr *)&sun, sizeof sun) != 0) {
+  if (conn_open(&c, path) != 0) {
     fprintf(stderr, "scale fill: cannot connect to %s\n", path);
     return 1;
   }
