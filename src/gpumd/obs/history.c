@@ -126,6 +126,13 @@ static int put_device(struct evbuffer *out, const gpumd_device_t *dev, const str
   return rc == 0 ? evbuffer_add(out, "]}", 2) : rc;
 }
 
+size_t gpumd_history_points(gpumd_t *d) {
+  size_t n = 0;
+  for (unsigned i = 0; d->obs && i < d->device_count && i < GPUMD_MAX_DEVICES; i++)
+    n += d->obs->hist[i] ? d->obs->hist[i]->count : 0;
+  return n;
+}
+
 int gpumd_history_render(gpumd_t *d, uint64_t window_ms, struct evbuffer *out) {
   struct gpumd_obs *o = d->obs;
   uint64_t iv = gpum_config_get_duration(d->cfg, "monitor.interval");

@@ -116,6 +116,9 @@ void gpumd_history_add(struct gpumd_obs *o, unsigned slot, const gpum_device_sam
 /* history.c: writes the GET /api/v1/gpu/history document for the points of the last window_ms
  * to out. Returns 0 or GPUM_ENOMEM (out may then hold part of it). */
 int gpumd_history_render(gpumd_t *d, uint64_t window_ms, struct evbuffer *out);
+/* history.c: the points kept, all devices together (what a render of the whole window writes,
+ * at most). */
+size_t gpumd_history_points(gpumd_t *d);
 /* history.c: frees every device's points. */
 void gpumd_history_free(struct gpumd_obs *o);
 

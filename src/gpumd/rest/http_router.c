@@ -60,10 +60,12 @@ static bool large_list(const gpumd_http_call_t *call) {
   return !ls || !*ls || *end || limit >= LARGE_LIST;
 }
 
-/* Up to an hour of points per device. */
-static bool large_always(const gpumd_http_call_t *call) {
-  (void)call;
-  return true;
+/* Up to an hour of points per device: made in a child once the points kept could make an
+ * answer of about a megabyte (some 60 bytes a point); a young gpumd's or a small node's is
+ * rendered at once. */
+#define LARGE_HISTORY 16384
+static bool large_history(const gpumd_http_call_t *call) {
+  return gpumd_history_points(call->d) >= LARGE_HISTORY;
 }
 
 static int route_metrics(gpumd_http_call_t *call);
@@ -84,7 +86,7 @@ static const route_t routes[] = {
     {"/api/v1/gpu/devices/{ID}/disable", M_POST, gpumd_http_device_disable, true, NULL},
     {"/api/v1/gpu/devices/{ID}/enable", M_POST, gpumd_http_device_enable, true, NULL},
     {"/api/v1/gpu/monitoring", M_GET, gpumd_http_monitoring, false, NULL},
-    {"/api/v1/gpu/history", M_GET, gpumd_http_history, false, large_always},
+    {"/api/v1/gpu/history", M_GET, gpumd_http_history, false, large_history},
     {"/api/v1/alerts", M_GET, gpumd_http_alerts, false, NULL},
     {"/api/v1/config", M_GET, gpumd_http_config, false, NULL},
     {"/api/v1/events", M_GET, route_events, false, NULL},
