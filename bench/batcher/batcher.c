@@ -211,6 +211,7 @@ typedef struct {
   uint64_t gen_cpu_ns, submit_wall_ns; /* the generator thread's CPU; its time inside submit */
   uint64_t cpu0, cpu1;                 /* process CPU at t0 and t_end */
   uint64_t model0, model1;             /* CPU inside the model at t0 and t_end */
+  uint64_t probe_cpu_ns;               /* the wake-up probe's CPU (batched runs), not counted */
 } gen_t;
 
 static void sleep_until(uint64_t t) {
@@ -286,7 +287,7 @@ static void tally(const gen_t *g, result_t *r) {
   }
   free(lat);
   double other = (double)(g->cpu1 - g->cpu0) - (double)(g->model1 - g->model0) -
-                 ((double)g->gen_cpu_ns - (double)g->submit_wall_ns);
+                 ((double)g->gen_cpu_ns - (double)g->submit_wall_ns) - (double)g->probe_cpu_ns;
   r->cpu_us = g->submitted ? other / (double)g->submitted / 1e3 : 0;
   r->largest = atomic_load(&largest_batch);
 }
@@ -340,11 +341,13 @@ typedef struct {
   pthread_cond_t cv;
   bool stop;
   size_t n;
+  uint64_t cpu_ns; /* the probe thread's own CPU, kept out of the batcher's */
   uint64_t late[PROBE_MAX];
 } probe_t;
 
 static void *probe_main(void *arg) {
   probe_t *p = arg;
+  uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
   pthread_mutex_lock(&p->mu);
   while (!p->stop && p->n < PROBE_MAX) {
     uint64_t due = now_ns(CLOCK_MONOTONIC) + QUEUE_DELAY_US * 1000ull;
@@ -354,6 +357,7 @@ static void *probe_main(void *arg) {
     if (!p->stop)
       p->late[p->n++] = now_ns(CLOCK_MONOTONIC) - due;
   }
+  p->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
   pthread_mutex_unlock(&p->mu);
   return NULL;
 }
@@ -439,6 +443,7 @@ static int run_batched(double rate, double secs, unsigned workers, result_t *r,
   gen_t g;
   int rc = generate(rate, secs, batcher_submit, &g);
   r->late99_us = probing ? probe_stop(&probe) : 0;
+  g.probe_cpu_ns = probing ? probe.cpu_ns : 0;
   gpum_batcher_stats(batcher, st); /* at the end of the window: its latency percentiles */
   gpum_batcher_shutdown(batcher, true);
   if (rate == 0) {
