@@ -84,11 +84,24 @@ point() {
     "${RATE[$tag.$reader]}" "$extra"
 }
 
-# cost TAG: the time and size of one GET of the list and of /metrics, as a reader sees them.
+# cost TAG: the time and size of one GET of the list and of /metrics, as a reader sees them,
+# and the best of three runs of `gpum jobs --all` and `gpum jobs --json --all` (JOBS_MS[TAG.how]).
+declare -A JOBS_MS
 cost() {
-  local p
+  local p how t0 t1 best k
   for p in "/api/v1/reservations?limit=10000" /metrics; do
     curl -sS -f -o /dev/null -w "$1  GET $p: %{size_download} bytes in %{time_total}s\n" "http://$GADDR$p"
+  done
+  for how in table json; do
+    best=
+    for k in 1 2 3; do
+      t0=$(date +%s%N)
+      if [ "$how" = json ]; then "$GPUM" jobs --json --all >/dev/null; else "$GPUM" jobs --all >/dev/null; fi
+      t1=$(date +%s%N)
+      [ -z "$best" ] || [ $((t1 - t0)) -lt "$best" ] && best=$((t1 - t0))
+    done
+    JOBS_MS[$1.$how]=$(awk -v n="$best" 'BEGIN { printf "%.1f", n / 1e6 }')
+    echo "$1  gpum jobs $([ "$how" = json ] && echo "--json ")--all: ${JOBS_MS[$1.$how]} ms (best of 3)"
   done
 }
 
@@ -116,6 +129,10 @@ for r in "${READERS[@]}"; do
   [ -n "${P99[full.$r]:-}" ] || { echo "p99 with reader=$r: not measured"; continue; }
   u=${P99[full.$r]}
   echo "p99 with reader=$r: $(awk -v u="$u" 'BEGIN { printf "%.2f", u / 1000 }') ms (empty: $(awk -v u="${P99[empty.$r]}" 'BEGIN { printf "%.2f", u / 1000 }') ms; aim < 5 ms): $(verdict "$(awk -v u="$u" 'BEGIN { print (u < 5000) }')")"
+done
+for how in table json; do
+  m=${JOBS_MS[full.$how]}
+  echo "gpum jobs $([ "$how" = json ] && echo "--json ")--all over $((N + Q)): $m ms (empty: ${JOBS_MS[empty.$how]} ms; aim < 100 ms for 6,000): $(verdict "$(awk -v m="$m" 'BEGIN { print (m < 100) }')")"
 done
 c=$(awk -v a="${RATE[empty.none]}" -v b="${RATE[full.none]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 99) }')
 echo "cost of a reserve+release, full / empty = $c (aim < 2): $(verdict "$(awk -v c="$c" 'BEGIN { print (c < 2) }')")"
