@@ -331,9 +331,9 @@ GPUM_API int gpum_client_set_device_disabled(gpum_client_t *c, const char *devic
                                              const char *reason, char *state, size_t state_len);
 
 /* Sends {"id": <fresh>, "op": op, ...args} where args_json is a JSON object text (or NULL)
- * and returns the whole reply as JSON text in *reply (malloc'd; the caller frees), for tools
- * that want the raw document (gpum jobs --json). A reply with ok false returns the daemon's
- * error like every other call. */
+ * and returns the whole reply as JSON text in *reply (malloc'd; the caller frees): the line
+ * gpumd sent, as it sent it, for tools that want the raw document (gpum jobs --json). A reply with
+ * ok false returns the daemon's error like every other call. */
 GPUM_API int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_json,
                                    char **reply);
 

@@ -30,6 +30,12 @@ struct gpum_client {
   const char *watch_id; /* points into watch_res while a wait runs, else NULL */
   gpum_reservation_t watch_res;
   bool watch_done;
+  /* gpum_client_call_json hands back the reply's line as gpumd sent it instead of writing the
+   * parsed reply out again: while keep_raw, take_line keeps a copy of each line it parses (raw)
+   * and gpum__client_call_nodispatch keeps the matched reply's (reply_raw). NULL when the copy
+   * could not be made (the reply is then written out from its parse). */
+  bool keep_raw;
+  char *raw, *reply_raw;
 };
 
 /* A client over an already connected fd (taken over; closed by gpum_client_close), without

@@ -62,6 +62,8 @@ void gpum_client_close(gpum_client_t *c) {
     close(c->fd);
   json_decref(c->pending);
   free(c->buf);
+  free(c->raw);
+  free(c->reply_raw);
   free(c);
 }
 
@@ -154,6 +156,10 @@ static int take_line(gpum_client_t *c, json_t **out) {
   size_t n = (size_t)(nl - c->buf);
   json_error_t jerr;
   json_t *msg = json_loadb(c->buf, n, JSON_REJECT_DUPLICATES, &jerr);
+  if (c->keep_raw) {
+    free(c->raw);
+    c->raw = msg ? strndup(c->buf, n) : NULL;
+  }
   memmove(c->buf, nl + 1, c->len - n - 1);
   c->len -= n + 1;
   if (msg == NULL || !json_is_object(msg)) {
@@ -299,8 +305,14 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply) 
       continue;
     }
     const json_t *rid = json_object_get(msg, GPUM_PROTO_F_ID);
-    if (json_is_integer(rid) && json_integer_value(rid) == id)
+    if (json_is_integer(rid) && json_integer_value(rid) == id) {
+      if (c->keep_raw) { /* the line just parsed is this reply's */
+        free(c->reply_raw);
+        c->reply_raw = c->raw;
+        c->raw = NULL;
+      }
       break;
+    }
     json_decref(msg); /* a reply to an earlier, abandoned request */
   }
   /* Whole lines that came with the reply are taken now, so that nothing read waits in the

@@ -346,11 +346,25 @@ int gpum_client_call_json(gpum_client_t *c, const char *op, const char *args_jso
     json_decref(o);
     o = NULL;
   }
+  if (o == NULL)
+    return gpum_error(GPUM_ENOMEM, "out of memory building a request");
   json_t *r = NULL;
-  int rc = gpum__client_call_consume(c, o, &r);
-  if (rc != 0)
+  /* The reply's own line, not its parse written out again. Kept only around the call itself:
+   * the events dispatched after it may call the client again. */
+  c->keep_raw = true;
+  int rc = gpum__client_call_nodispatch(c, o, &r);
+  c->keep_raw = false;
+  json_decref(o);
+  free(c->raw);
+  c->raw = NULL;
+  char *raw = c->reply_raw;
+  c->reply_raw = NULL;
+  gpum__client_dispatch_pending(c);
+  if (rc != 0) {
+    free(raw);
     return rc;
-  *reply = json_dumps(r, JSON_COMPACT);
+  }
+  *reply = raw ? raw : json_dumps(r, JSON_COMPACT);
   json_decref(r);
   return *reply ? 0 : gpum_error(GPUM_ENOMEM, "out of memory encoding the reply");
 }
