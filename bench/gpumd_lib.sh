@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Shared by the gpumd benchmarks (sourced by bench/broker/run.sh and bench/http/run.sh): a
+# Shared by the gpumd benchmarks (sourced by bench/broker, bench/http and bench/scale): a
 # simulated node and a scratch state directory, gpumd started and waited for, and a cleanup
 # that stops gpumd, the baseline servers listed in BENCH_PIDS and the node.
 # bench_node NAME SIM_CONFIG: sets NODE and TMP, exports the GPUM_* variables, starts the node.
@@ -24,15 +24,18 @@ bench_cleanup() {
   rm -rf "$TMP"
 }
 
-# bench_gpumd: starts gpumd (GD) and waits for its readiness line (and http.addr when HTTP is on).
+# bench_gpumd [CMD...]: starts gpumd (GD), under CMD when given (valgrind --tool=callgrind
+# ...: GD is then that process), and waits for its readiness line (and http.addr when HTTP is
+# on): 20 s, or 120 s under CMD.
 bench_gpumd() {
-  "$GPUMD" >"$TMP/gpumd.out" 2>"$TMP/gpumd.err" &
+  "$@" "$GPUMD" >"$TMP/gpumd.out" 2>"$TMP/gpumd.err" &
   GD=$!
-  local i=0
+  local i=0 limit=2000
+  [ $# -gt 0 ] && limit=12000
   until grep -qs '^gpumd ready' "$TMP/gpumd.out" &&
     { [ "${GPUM_HTTP_LISTEN:-}" = off ] || [ -s "$GPUM_STATE_DIR/http.addr" ]; }; do
     i=$((i + 1))
-    [ $i -gt 2000 ] && { cat "$TMP/gpumd.err" >&2; echo "gpumd not ready" >&2; exit 1; }
+    [ $i -gt $limit ] && { tail "$TMP/gpumd.err" >&2; echo "gpumd not ready" >&2; exit 1; }
     sleep 0.01
   done
 }

@@ -121,15 +121,7 @@ else
   GD=""
   export GPUM_STATE_DIR=$TMP/cg-state GPUM_SOCKET=$TMP/cg.sock
   CG=$TMP/callgrind
-  valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$CG" "$GPUMD" \
-    >"$TMP/cg-gpumd.out" 2>"$TMP/cg-gpumd.err" &
-  GD=$!
-  i=0
-  until grep -q '^gpumd ready' "$TMP/cg-gpumd.out"; do
-    i=$((i + 1))
-    [ $i -gt 12000 ] && { tail "$TMP/cg-gpumd.err" >&2; echo "gpumd (callgrind) not ready" >&2; exit 1; }
-    sleep 0.01
-  done
+  bench_gpumd valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$CG"
   callgrind_control -z "$GD" >/dev/null 2>&1
   line=$("$P" rtt "$GPUM_SOCKET" 16 "${CG_SECS:-3}")
   callgrind_control -d "$GD" >/dev/null 2>&1

@@ -144,15 +144,7 @@ if [ "${SCALE_CALLGRIND:-1}" = 0 ] || ! command -v valgrind >/dev/null || ! comm
 fi
 kill "$GD" 2>/dev/null && wait "$GD" 2>/dev/null || true
 export GPUM_STATE_DIR=$TMP/state-cg GPUM_SOCKET=$TMP/cg.sock GPUM_HTTP_LISTEN=off
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.out.%p" "$GPUMD" \
-  >"$TMP/gpumd-cg.out" 2>"$TMP/gpumd-cg.err" &
-GD=$!
-i=0
-until grep -qs '^gpumd ready' "$TMP/gpumd-cg.out"; do
-  i=$((i + 1))
-  [ $i -gt 1200 ] && { cat "$TMP/gpumd-cg.err" >&2; echo "gpumd under callgrind not ready" >&2; exit 1; }
-  sleep 0.05
-done
+bench_gpumd valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.out.%p"
 # cg_point TAG: instructions per reserve+release over SECONDS of the one-client load.
 declare -A IPO
 cg_point() {
