@@ -177,16 +177,15 @@ bool gpumd__sched_place_in(const gpumd_sched_t *s, const gpumd_resv_t *r, uint64
   return false;
 }
 
-/* The most devices matching r that one vendor has (a reservation's GPUs are of one vendor). */
-static unsigned most_of_one_vendor(const gpumd_sched_t *s, const gpumd_resv_t *r) {
+/* The most devices of mask (those matching a request) that one vendor has (a reservation's
+ * GPUs are of one vendor). */
+static unsigned most_of_one_vendor(const gpumd_sched_t *s, uint64_t mask) {
   unsigned most = 0;
-  ALL_DEVICES(a) {
-    if (!gpumd__sched_matches(s, r, a))
-      continue;
+  for (uint64_t a = mask; a != 0; a &= a - 1) {
+    const char *vendor = s->dev[__builtin_ctzll(a)].v.vendor;
     unsigned k = 0;
-    ALL_DEVICES(b) {
-      k += gpumd__sched_matches(s, r, b) && strcmp(s->dev[a].v.vendor, s->dev[b].v.vendor) == 0;
-    }
+    for (uint64_t b = mask; b != 0; b &= b - 1)
+      k += strcmp(vendor, s->dev[__builtin_ctzll(b)].v.vendor) == 0;
     most = k > most ? k : most;
   }
   return most;
@@ -250,11 +249,12 @@ static void constraints_text(const gpumd_resv_t *r, char *buf, size_t len) {
 
 int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r) {
   unsigned matching = 0, big = 0, best_d = 0;
-  uint64_t best = 0;
+  uint64_t best = 0, matched = 0;
   ALL_DEVICES(d) {
     if (!gpumd__sched_matches(s, r, d))
       continue;
     matching++;
+    matched |= 1ull << d;
     uint64_t cap = gpumd__sched_capacity(s, &s->dev[d].v);
     if (cap >= r->bytes_per_gpu)
       big++;
@@ -271,7 +271,7 @@ int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r) {
     return gpum_error(GPUMD_SCHED_ENEVERFIT, "needs %u GPUs but only %u device%s%s on this node",
                       r->gpus, matching, matching == 1 ? "" : "s",
                       cons[0] ? cons : (matching == 1 ? " exists" : " exist"));
-  unsigned one = r->gpus > 1 ? most_of_one_vendor(s, r) : matching;
+  unsigned one = r->gpus > 1 ? most_of_one_vendor(s, matched) : matching;
   if (one < r->gpus)
     return gpum_error(GPUMD_SCHED_ENEVERFIT,
                       "needs %u GPUs of one vendor but this node has at most %u of one vendor%s "
