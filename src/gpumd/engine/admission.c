@@ -18,6 +18,17 @@
  * they use, until it no longer does; the scheduler then gives the device HIGH pressure at least,
  * which its jobs are told (docs/operations.md, "Overcommitted devices").
  *
+ * A release (or a client's disconnect) reads only when what it frees may let a queued request
+ * in (gpumd_sched_freed_may_grant): with a queue settled by the last pass, that is when a device
+ * it frees could then hold some queued request's bytes were nothing used there outside
+ * reservations, or when the queue's head leaves. What the fresh read protects against is a
+ * grant on a device where memory was taken outside gpum since the last read (overcommit); a
+ * release that cannot lead to a grant on the devices it frees needs no protection. A read
+ * could also find memory outside reservations gone on some other device and let a request in
+ * there: that grant is not the release's doing, and it comes with the next read (the next
+ * monitor interval's process lists, or the next reserve's read), in queue order, as it would
+ * on a node where nothing was released.
+ *
  * One read serves a whole turn of the loop: what was received by the time it is made is
  * decided on it, so an allocation that ended before its owner (or anyone it told) sent a
  * request to gpumd is counted. The read costs one round of the driver's calls per device per
@@ -145,7 +156,16 @@ void gpumd_admission_end_turn(gpumd_t *d) {
   d->fresh_done = false;
 }
 
-void gpumd_admission_read_if_queued(gpumd_t *d) {
-  if (d->sched && gpumd_sched_queue_length(d->sched) > 0)
+void gpumd_admission_read_for_ends(gpumd_t *d, const gpumd_sched_freed_t *f) {
+  if (d->sched && gpumd_sched_freed_may_grant(d->sched, f))
     gpumd_admission_read(d);
+}
+
+void gpumd_admission_read_for_end(gpumd_t *d, uint64_t id) {
+  if (!d->sched || gpumd_sched_queue_length(d->sched) == 0)
+    return;
+  gpumd_sched_freed_t f;
+  gpumd_sched_freed_init(&f);
+  gpumd_sched_freed_add(d->sched, &f, id);
+  gpumd_admission_read_for_ends(d, &f);
 }

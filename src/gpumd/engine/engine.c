@@ -625,8 +625,17 @@ void gpumd_engine_conn_closed(gpumd_conn_t *c) {
   /* The peer acts: the audit rows name its uid and pid. */
   gpumd_actor_t peer = {.uid = c->uid, .pid = (int32_t)c->pid, .conn = c};
   gpumd_cause_t cause = {.actor = &peer};
-  if (c->leases)
-    gpumd_admission_read_if_queued(d); /* what its releases let in is granted in its name */
+  if (c->leases && gpumd_sched_queue_length(d->sched) > 0) {
+    /* What its releases let in is granted in their name. */
+    gpumd_sched_freed_t f;
+    gpumd_sched_freed_init(&f);
+    for (gpumd_lease_t *l = c->leases; l; l = l->cnext) {
+      const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);
+      if (r && r->lease == GPUMD_LEASE_CONNECTION)
+        gpumd_sched_freed_add(d->sched, &f, l->id);
+    }
+    gpumd_admission_read_for_ends(d, &f);
+  }
   while (c->leases) {
     gpumd_lease_t *l = c->leases;
     const gpumd_resv_t *r = gpumd_sched_find(d->sched, l->id);

@@ -54,9 +54,12 @@ json_t *gpumd_ended_json(gpumd_t *d, const gpumd_actor_t *a, bool all, uint64_t 
 /* Before a grant or a growth is decided: every device read afresh (once per turn), its view
  * handed to the scheduler as fresh, then one scheduling pass. */
 void gpumd_admission_read(gpumd_t *d);
-/* The same when something waits in the queue: before a change that may grant it (a release),
- * so that the grant is decided with the change, in its actor's name. */
-void gpumd_admission_read_if_queued(gpumd_t *d);
+/* The same before reservations end (a release, a disconnect) when their end may let a queued
+ * request in (gpumd_sched_freed_may_grant), so that the grant is decided with the end, in
+ * its actor's name: f says what ends. Not when nothing can come of it (admission.c). */
+void gpumd_admission_read_for_ends(gpumd_t *d, const gpumd_sched_freed_t *f);
+/* gpumd_admission_read_for_ends for reservation id alone. */
+void gpumd_admission_read_for_end(gpumd_t *d, uint64_t id);
 /* At the end of a turn: a read for what a pass would have granted on stale views, then every
  * view stale again. */
 void gpumd_admission_end_turn(gpumd_t *d);

@@ -345,7 +345,7 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
       gpumd_cat(reason, sizeof reason, &off, "-");
     gpumd_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
   }
-  gpumd_admission_read_if_queued(d); /* what the release lets in is granted in its name */
+  gpumd_admission_read_for_end(d, rid); /* what the release lets in is granted in its name */
   rc = gpumd_sched_release(d->sched, &cause, rid, gpum__os_real_ns(), reason);
   if (rc != 0 || final.id != rid)
     return rc ? rc : gpum_error(GPUM_EINTERNAL, "release left no final state");

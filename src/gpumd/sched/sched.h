@@ -376,6 +376,27 @@ int gpumd_sched_submit(gpumd_sched_t *s, const gpumd_cause_t *cause,
  */
 int gpumd_sched_end(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id,
                     gpumd_resv_state_t to, uint64_t now_ns, const char *reason);
+/*
+ * Whether ending some reservations may let a queued request in: for the daemon, which reads
+ * the devices afresh before such an end (its pass grants only on fresh views) and need not
+ * when nothing can come of it. Fill a gpumd_sched_freed_t with gpumd_sched_freed_init(), add
+ * each reservation about to end (gpumd_sched_freed_add: a live one's bytes and job on its
+ * devices; ids not live are ignored), then ask gpumd_sched_freed_may_grant(): true when the
+ * queue is not settled (a pass may grant anywhere), when the queue's head is among them (the
+ * others may then pass where it blocked), or when a device they free could then hold a queued
+ * request's bytes per GPU were nothing used there outside reservations (a fresh read may show
+ * memory outside reservations gone). False: a pass after those ends grants nothing on the
+ * devices they free, whatever a fresh read of them shows. Pure (no change, no callback).
+ */
+typedef struct {
+  uint64_t bytes[GPUMD_SCHED_MAX_DEVICES]; /* freed per device */
+  unsigned jobs[GPUMD_SCHED_MAX_DEVICES];  /* granted reservations ending per device */
+  bool head;                               /* the queue's head is among them */
+} gpumd_sched_freed_t;
+void gpumd_sched_freed_init(gpumd_sched_freed_t *f);
+void gpumd_sched_freed_add(const gpumd_sched_t *s, gpumd_sched_freed_t *f, uint64_t id);
+bool gpumd_sched_freed_may_grant(const gpumd_sched_t *s, const gpumd_sched_freed_t *f);
+
 /* gpumd_sched_end(s, cause, id, GPUMD_RESV_RELEASED, now_ns, reason). */
 int gpumd_sched_release(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t now_ns,
                         const char *reason);

@@ -13,9 +13,15 @@
 typedef struct {
   bool known;
   gpumd_sched_device_t v;
+  uint64_t capacity; /* gpumd__sched_capacity of v under the options, kept with both */
   uint64_t reserved; /* bytes of GRANTED reservations */
   unsigned jobs;     /* GRANTED reservations */
   gpumd_pressure_t pressure;
+  /* What the last decision on the queue saw of the device (see `settled`): whether it could
+   * take a grant at all (sched_open, freshness aside), whether it was fresh, and its
+   * headroom. A device no better than that now cannot have become of use to the queue. */
+  bool seen_ok, seen_fresh;
+  uint64_t seen_headroom;
 } sched_slot_t;
 
 struct gpumd_sched {
@@ -33,11 +39,36 @@ struct gpumd_sched {
   /* require_fresh: stale devices a placement would have used (gpumd_sched_wants_fresh). A note
    * for the daemon, written by the const placement functions: never read by scheduling. */
   uint64_t want_fresh;
-  /* The last scheduling pass left nothing grantable, and nothing that could make something
-   * grantable happened since (capacity freed, a queued request gone or added, a device view
-   * or the options changed: each clears it). Lets a submit decide on the new request alone
-   * instead of walking the whole queue (gpumd_sched_submit). */
+  /*
+   * settled: the last decision on the queue (a pass, or a submit decided alone) left nothing
+   * grantable at the device states it saw (sched_slot_t's seen_*), and neither the queue's
+   * head, nor the options, nor what a device is (its name, vendor, memory: what matching
+   * reads) changed since. Admission is monotone: a request that did not fit a device does not
+   * fit it while the device is no better (no more headroom, not newly out of ERROR, DISABLED,
+   * critical pressure, the job limit or an unanswered read, not newly fresh). So while
+   * settled, a pass needs to look only at the devices that grew since AND that some queued
+   * request could use (headroom at least need(d)), and only at the requests that could use
+   * one of those (sched.c, gpumd__sched_pass): nothing, in the common case of a release or a
+   * fresh read that changed nothing a queued request could use. A submit to a settled queue
+   * decides on the new request alone (gpumd_sched_submit).
+   */
   bool settled;
+  bool seen_locked; /* the head was past the backfill bound at the last decision */
+  /* require_fresh: the devices the last decisions asked to be read afresh (want_fresh),
+   * asked again by a pass that has no need to walk the queue while they are still stale. */
+  uint64_t settled_want;
+  /* A lower bound on the bytes per GPU of the queued requests that may use device d (their
+   * explicit devices, else any): need(d) = min(need_dev[d], need_any). Exact after a full
+   * pass; lowered by each request a submit leaves queued (pass_one), never raised by one
+   * leaving (still a bound). Read only while settled: a request queued without being decided
+   * on (restore) clears settled, and the full pass that follows recomputes them. */
+  uint64_t need_dev[GPUMD_SCHED_MAX_DEVICES];
+  uint64_t need_any;
+  /* The earliest queue-timeout deadline of a request still to be acted on (UINT64_MAX: none);
+   * recomputed over the queue only when deadline_stale (the earliest one left). */
+  uint64_t next_deadline;
+  bool deadline_stale;
+  bool full_passes; /* tests: every pass walks the whole queue (gpumd__sched_set_full_passes) */
 };
 
 /* min(total * memory_fraction, total - driver reserved) - safety_margin, saturating at 0. */
@@ -73,6 +104,9 @@ char *gpumd__sched_mask_format(uint64_t mask, char *buf, size_t len);
 void gpumd__sched_pass(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t now_ns);
 void gpumd__sched_grant(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r,
                         uint64_t mask, uint64_t now_ns, const gpumd_resv_t *passed);
+/* Tests only: with on, every pass walks the whole queue and every submit takes a full pass,
+ * as before the settled shortcuts, so a test can compare both on the same operations. */
+void gpumd__sched_set_full_passes(gpumd_sched_t *s, bool on);
 /* True when the blocked head has waited past the backfill bound (or backfill is off). */
 bool gpumd__sched_head_locked(const gpumd_sched_t *s, const gpumd_resv_t *head, uint64_t now_ns);
 
