@@ -41,7 +41,9 @@
  * Ties go to the lower index. A request for N GPUs gets N distinct devices at once or none.
  *
  * Queue: ordered by priority (higher first), FIFO inside a priority (submission order). A
- * scheduling pass walks the queue in that order and grants every request that fits. The
+ * scheduling pass walks the queue in that order and grants every request that fits (on a
+ * queue the last pass settled it looks only where a device grew, with the same outcome:
+ * sched_internal.h, "settled"). The
  * first request that does not fit is the blocked head. Requests behind it that fit are
  * granted past it (backfill) only while backfill is enabled and the head has been queued for
  * at most backfill_bound_ns; once the head has waited longer (or at once with backfill off),
