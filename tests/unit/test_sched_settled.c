@@ -107,7 +107,7 @@ static uint64_t submit_on(fx_t *fx, uint64_t bytes, unsigned gpus, int device, i
   q.bytes_per_gpu = bytes;
   q.gpus = gpus;
   q.priority = prio;
-  char spec[8];
+  char spec[16];
   const char *specs[1] = {spec};
   if (device >= 0) {
     snprintf(spec, sizeof spec, "%d", device);
@@ -454,7 +454,7 @@ static void differential_run(const gpumd_sched_opts_t *o, uint64_t seed, int ste
     uint64_t k = rnd(&x) % 100;
     if (k < 40) {
       gpumd_sched_request_t q;
-      char spec[8];
+      char spec[16];
       const char *specs[1];
       random_request(&x, &q, spec, sizeof spec, specs);
       int rc[2];
