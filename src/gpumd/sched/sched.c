@@ -207,8 +207,7 @@ static void finish(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r
   free(r);
 }
 
-/* ---- The scheduling pass -----------------------------------------------------------------------
- */
+/* ---- The scheduling pass ------------------------------------------------------------------ */
 
 /* True when device d could take a grant whatever its memory and freshness: not ERROR or
  * DISABLED, answering, below critical pressure and below the job limit (admits(), less the
