@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The scheduler's internals shared by sched.c (tables, transitions, the scheduling pass) and
- * sched_place.c (admission, placement, never-fit, "waiting for" texts). Not for other modules.
+ * The scheduler's internals shared by sched.c (tables, transitions, devices, reservations),
+ * sched_pass.c (the scheduling pass, and what lets it skip the queue) and sched_place.c
+ * (admission, placement, never-fit, "waiting for" texts). Not for other modules.
  */
 #ifndef GPUMD_SCHED_INTERNAL_H
 #define GPUMD_SCHED_INTERNAL_H
@@ -99,9 +100,17 @@ int gpumd__sched_never_fit(const gpumd_sched_t *s, const gpumd_resv_t *r);
 /* "0,2" for a mask. */
 char *gpumd__sched_mask_format(uint64_t mask, char *buf, size_t len);
 
-/* The scheduling pass; grant of one queued reservation (passed: the blocked head it passes,
- * or NULL). cause: handed to on_transition with each transition. */
+/* The scheduling pass (sched_pass.c); grant of one queued reservation (sched.c; passed: the
+ * blocked head it passes, or NULL). cause: handed to on_transition with each transition. */
 void gpumd__sched_pass(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t now_ns);
+/* True when a submit may decide on its request alone (gpumd__sched_pass_one): the queue is
+ * settled and no device a queued request could use grew since. Call before r joins it. */
+bool gpumd__sched_quiet(const gpumd_sched_t *s, uint64_t now_ns);
+/* The pass after submitting r to a queue gpumd__sched_quiet found settled, r not first. */
+void gpumd__sched_pass_one(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r,
+                           uint64_t now_ns);
+/* Forgets the need bounds (none queued); the next full pass recomputes them. */
+void gpumd__sched_need_reset(gpumd_sched_t *s);
 void gpumd__sched_grant(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r,
                         uint64_t mask, uint64_t now_ns, const gpumd_resv_t *passed);
 /* Tests only: with on, every pass walks the whole queue and every submit takes a full pass,
