@@ -220,7 +220,10 @@ struct gpumd {
    * those two lines. */
   gpumd_conn_t *actor_conn;
   uint64_t submit_id;
-  bool queue_changed; /* queue positions may have moved this turn */
+  /* Queue positions from queue_moved_from on may have moved this turn (a reservation joined or
+   * left the queue there); the ones before it did not (gpumd_engine_turn_events). */
+  bool queue_changed;
+  size_t queue_moved_from;
 
   /* Observability (metrics.c, sse.c, alerts.c): SSE streams, alert engine, counters. */
   struct gpumd_obs *obs;

@@ -45,6 +45,19 @@ up = b.wait_event("queued", rb["id"])["reservation"]
 assert up["state"] == "QUEUED" and up["queue_position"] == 0 and up["waiting_for"], up
 for cl in (a, b, c):
     assert not any(ev["event"] == "granted" and ev["reservation"]["id"] == rb["id"] for ev in cl.events)
+
+# Who is told when one leaves from the middle: those behind it move up, those ahead do not.
+e, f = Client(), Client()
+re1 = e.ok("reserve", bytes_per_gpu="40GiB", devices=["0"])["reservation"]
+rf = f.ok("reserve", bytes_per_gpu="40GiB", devices=["0"])["reservation"]
+assert (re1["queue_position"], rf["queue_position"]) == (1, 2), (re1, rf)
+b.events.clear()
+e.ok("release", reservation=re1["id"])
+moved = f.wait_event("queued", rf["id"])["reservation"]
+assert moved["queue_position"] == 1, moved
+b.ok("status")  # its reply follows every event of the turns before it
+assert not any(ev["event"] == "queued" for ev in b.events), b.events
+f.ok("release", reservation=rf["id"])
 ' || t_fail "priorities and timeouts"
 t_ok "priority order, position events, timeouts reject and wait, grant on release"
 gd_stop TERM

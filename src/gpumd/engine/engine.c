@@ -315,8 +315,12 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
     gpum_log(GPUM_LOG_ERROR, "gpumd", "ledger write failed: %s", gpum_last_error());
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "r-%llu %s -> %s: %s", (unsigned long long)r->id,
            gpumd_resv_state_name(from), gpumd_resv_state_name(to), reason ? reason : "");
-  if ((from == GPUMD_RESV_QUEUED) != (to == GPUMD_RESV_QUEUED))
+  if ((from == GPUMD_RESV_QUEUED) != (to == GPUMD_RESV_QUEUED)) {
+    size_t rank = d->sched ? gpumd_sched_queue_rank(d->sched, r) : 0;
+    if (!d->queue_changed || rank < d->queue_moved_from)
+      d->queue_moved_from = rank;
     d->queue_changed = true;
+  }
   if (from != GPUMD_RESV_NEW)
     event_to_owner(d, cause, r, event_name(to));
   /* The event's document is written (with the fast writer, once for every channel) only when
@@ -407,8 +411,10 @@ void gpumd_engine_turn_events(gpumd_t *d) {
   if (!d->queue_changed || !d->sched)
     return;
   d->queue_changed = false;
+  /* Only the positions from the first change on can have moved: a reserve granted at once
+   * passes through the queue's tail and moves nobody's, whatever the queue's length. */
   size_t n = gpumd_sched_queue_length(d->sched);
-  for (size_t pos = 0; pos < n; pos++) {
+  for (size_t pos = d->queue_moved_from; pos < n; pos++) {
     const gpumd_resv_t *r = gpumd_sched_queue_at(d->sched, pos);
     gpumd_lease_t *l = gpumd_lease_get(d, r->id);
     if (!l || l->told_position == pos + 1)

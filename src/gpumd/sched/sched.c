@@ -694,6 +694,10 @@ const gpumd_resv_t *gpumd_sched_queue_at(const gpumd_sched_t *s, size_t pos) {
   return pos < s->n_queue ? s->queue[pos] : NULL;
 }
 
+size_t gpumd_sched_queue_rank(const gpumd_sched_t *s, const gpumd_resv_t *r) {
+  return queue_lower_bound(s, r);
+}
+
 int gpumd_sched_queue_position(const gpumd_sched_t *s, uint64_t id, size_t *pos) {
   const gpumd_resv_t *r = gpumd_sched_find(s, id);
   if (r != NULL && r->state == GPUMD_RESV_QUEUED) {

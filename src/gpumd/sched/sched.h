@@ -437,6 +437,10 @@ size_t gpumd_sched_lower_bound(const gpumd_sched_t *s, uint64_t id);
 /* The queue in service order: position 0 is the head. */
 size_t gpumd_sched_queue_length(const gpumd_sched_t *s);
 const gpumd_resv_t *gpumd_sched_queue_at(const gpumd_sched_t *s, size_t pos);
+/* The number of queued reservations served before r, whether r is queued or not: the position
+ * r has or would have in the queue. The positions before it do not move when r joins or leaves
+ * (the order of two reservations never changes while they are queued). O(log queue). */
+size_t gpumd_sched_queue_rank(const gpumd_sched_t *s, const gpumd_resv_t *r);
 /* The queue position of a QUEUED reservation (0 = head). Returns 0 or GPUM_ENOENT. */
 int gpumd_sched_queue_position(const gpumd_sched_t *s, uint64_t id, size_t *pos);
 /* What a QUEUED reservation waits for, for humans: "40.00 GiB free on 1 device matching
