@@ -296,6 +296,29 @@ GPUM_API int gpum_client_list_page(gpum_client_t *c, const gpum_list_query_t *q,
                                    gpum_reservation_t **out, size_t *n, char *next_cursor,
                                    size_t cap, size_t *total);
 
+/* What gpum_client_list_each hands its callback: a live reservation of a page, or one that
+ * ended lately (asked for with ended). */
+typedef enum {
+  GPUM_LIST_LIVE = 0, /* QUEUED or GRANTED, in id order, page after page */
+  GPUM_LIST_ENDED,    /* reached a final state in the last ten minutes, newest first */
+} gpum_list_part_t;
+/* Called for each reservation with its struct and its JSON document (compact, len bytes, not
+ * NUL-terminated: the bytes gpumd sent), both valid during the call only. Returns 0 to go on;
+ * anything else stops the walk, and gpum_client_list_each returns it. */
+typedef int (*gpum_list_fn)(void *user, gpum_list_part_t part, const gpum_reservation_t *r,
+                            const char *doc, size_t len);
+/* Walks every page of the list q asks for (NULL: the caller's; q->cursor: where to start,
+ * NULL or "" the first page; q->limit: the most per page) and hands each reservation to fn as
+ * it comes, page after page, without holding more than one page: the way to list a node of
+ * many reservations. ended (and q->cursor NULL or ""): also the reservations of q's user, or
+ * everyone's with q->all, that ended in the last ten minutes, after the first page's live ones
+ * (gpumd keeps the last 256; docs/protocol.md, `list`). total (may be NULL) gets the last
+ * page's count of the live reservations that match q. Each page is read once, straight from
+ * gpumd's message into the structs (no JSON tree). Returns 0, fn's non-zero return, or
+ * gpum_client_list_page's errors. Thread safety: that of the client. */
+GPUM_API int gpum_client_list_each(gpum_client_t *c, const gpum_list_query_t *q, bool ended,
+                                   gpum_list_fn fn, void *user, size_t *total);
+
 /* The daemon's view of one device. */
 typedef struct {
   unsigned index;

@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "output.h"
 #include "client_cli.h"
+#include "json_indent.h"
 
 static void usage(FILE *out) {
   fprintf(out, "usage: gpum jobs [--all] [--json] [--state QUEUED|GRANTED] [--label LABEL]\n"
@@ -78,7 +79,7 @@ static int by_state(const void *a, const void *b) {
 static void print_workload(json_t *byid, const char *id) {
   size_t j;
   json_t *w;
-  json_array_foreach(json_object_get(json_object_get(byid, id), "workload"), j, w) {
+  json_array_foreach(json_object_get(byid, id), j, w) {
     const char *src = json_string_value(json_object_get(w, "source"));
     printf("    %s (pid %lld):", src ? src : "?",
            (long long)json_integer_value(json_object_get(w, "pid")));
@@ -95,40 +96,27 @@ static void print_workload(json_t *byid, const char *id) {
 
 /* --all: what ended in the last ten minutes (gpumd's "ended", newest first), a FAILED one with
  * why, so that it does not vanish the moment its GPU does. */
-static void print_ended(json_t *doc) {
-  json_t *ended = json_object_get(doc, "ended"), *r;
-  size_t i;
-  if (json_array_size(ended) == 0)
+static void print_ended(const gpum_reservation_t *ended, size_t n) {
+  if (n == 0)
     return;
   printf("\nENDED in the last 10 minutes (newest first)\n");
-  json_array_foreach(ended, i, r) {
+  for (size_t i = 0; i < n; i++) {
+    const gpum_reservation_t *r = &ended[i];
     char user[64], size[GPUM_SIZE_BUFSZ], when[GPUM_DURATION_BUFSZ];
-    cli_user_name((uint32_t)json_integer_value(json_object_get(r, "uid")), user, sizeof user);
-    age((uint64_t)json_integer_value(json_object_get(r, "ended_ns")), when, sizeof when);
-    const char *id = json_string_value(json_object_get(r, "id"));
-    const char *st = json_string_value(json_object_get(r, "state"));
-    const char *why = json_string_value(json_object_get(r, "reason"));
-    const char *label = json_string_value(json_object_get(r, "label"));
-    printf("%-10s %-9s %-10s %8lld %10s %-8s ago  %s: %s\n", id ? id : "?", st ? st : "?", user,
-           (long long)json_integer_value(json_object_get(r, "pid")),
-           gpum_size_format((uint64_t)json_integer_value(json_object_get(r, "bytes_per_gpu")), size,
-                            sizeof size),
-           when, label && *label ? label : "-", why ? why : "");
+    cli_user_name(r->uid, user, sizeof user);
+    age(r->ended_ns, when, sizeof when);
+    printf("%-10s %-9s %-10s %8lld %10s %-8s ago  %s: %s\n", r->id[0] ? r->id : "?",
+           gpum_res_state_name(r->state), user, (long long)r->pid,
+           gpum_size_format(r->bytes_per_gpu, size, sizeof size), when,
+           r->label[0] ? r->label : "-", r->reason);
   }
 }
 
-static void print_table(gpum_reservation_t *list, size_t n, json_t *doc) {
+/* byid: the "workload" of the granted ones that carry figures, by id (one look-up a row). */
+static void print_table(gpum_reservation_t *list, size_t n, json_t *byid) {
   if (n == 0) {
     printf("no reservations\n");
     return;
-  }
-  /* The documents of the granted ones that carry figures, by id (one look-up a row). */
-  json_t *byid = json_object(), *jr;
-  size_t ji;
-  json_array_foreach(json_object_get(doc, "reservations"), ji, jr) {
-    const char *rid = json_string_value(json_object_get(jr, "id"));
-    if (rid && json_array_size(json_object_get(jr, "workload")) > 0)
-      json_object_set(byid, rid, jr);
   }
   qsort(list, n, sizeof *list, by_state);
   char last_user[64] = "";
@@ -172,102 +160,134 @@ static void print_table(gpum_reservation_t *list, size_t n, json_t *doc) {
     if (r->state == GPUM_RES_GRANTED)
       print_workload(byid, r->id);
   }
-  json_decref(byid);
 }
 
-/* The list's request: everyone's with what ended lately (--all) or the caller's, and the
- * filters. */
-static json_t *list_args(bool all, const char *state, const char *label) {
-  json_t *q = json_pack("{s:b}", "all", all);
-  if (q && all)
-    json_object_set_new(q, "ended", json_true());
-  if (q && state)
-    json_object_set_new(q, "state", json_string(state));
-  if (q && label)
-    json_object_set_new(q, "label", json_string(label));
-  return q;
+/* ---- --json: gpumd's documents written as they come, page after page -------------------- */
+
+/* The document's state: {"reservations": [...] and, with --all, "ended": [...]} as json_dumps
+ * with JSON_INDENT(2) wrote it when this command built one tree of every page. */
+typedef struct {
+  cli_buf_t out;   /* written to stdout whenever it passes OUT_CHUNK */
+  cli_buf_t ended; /* the "ended" items (the first page's), kept for the end */
+  size_t nlive, nended;
+  int werr; /* stdout failed */
+} json_doc_t;
+
+#define OUT_CHUNK (1u << 16)
+
+static int json_item(void *user, gpum_list_part_t part, const gpum_reservation_t *r,
+                     const char *doc, size_t len) {
+  (void)r;
+  json_doc_t *d = user;
+  cli_buf_t *b = part == GPUM_LIST_LIVE ? &d->out : &d->ended;
+  size_t *n = part == GPUM_LIST_LIVE ? &d->nlive : &d->nended;
+  if ((*n)++ > 0)
+    CLI_BUF_LIT(b, ",");
+  CLI_BUF_LIT(b, "\n    ");
+  cli_json_indent(b, doc, len, 2);
+  if (b->oom)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
+  if (b == &d->out && b->len >= OUT_CHUNK && cli_buf_flush(b, stdout) != 0)
+    d->werr = 1;
+  return d->werr ? gpum_error(GPUM_EIO, "cannot write the list") : 0;
 }
 
-static int print_json(gpum_client_t *c, const char *args, bool all) {
-  json_t *doc = cli_gpumd_list(c, args);
-  if (doc == NULL) {
-    fprintf(stderr, "gpum jobs: %s\n", cli_reason(GPUM_EPROTO));
+static int print_json(gpum_client_t *c, const gpum_list_query_t *q, bool all) {
+  json_doc_t d = {0};
+  CLI_BUF_LIT(&d.out, "{\n  \"reservations\": [");
+  int rc = gpum_client_list_each(c, q, all, json_item, &d, NULL);
+  if (rc == 0) {
+    if (d.nlive > 0)
+      CLI_BUF_LIT(&d.out, "\n  ");
+    CLI_BUF_LIT(&d.out, "]");
+    if (all) {
+      CLI_BUF_LIT(&d.out, ",\n  \"ended\": [");
+      cli_buf_put(&d.out, d.ended.s ? d.ended.s : "", d.ended.len);
+      if (d.nended > 0)
+        CLI_BUF_LIT(&d.out, "\n  ");
+      CLI_BUF_LIT(&d.out, "]");
+    }
+    CLI_BUF_LIT(&d.out, "\n}\n");
+    if (cli_buf_flush(&d.out, stdout) != 0 || fflush(stdout) != 0)
+      rc = gpum_error(GPUM_EIO, "cannot write the list");
+  } else if (d.nlive > 0) {
+    fflush(stdout); /* what was written stays cut short: the exit status says so */
+  }
+  cli_buf_free(&d.out);
+  cli_buf_free(&d.ended);
+  if (rc != 0) {
+    fprintf(stderr, "gpum jobs: %s\n", cli_reason(rc));
     return CLI_EXIT_FAIL;
   }
-  json_t *out = json_pack("{s:O}", "reservations", json_object_get(doc, "reservations"));
-  if (out && all && json_object_get(doc, "ended"))
-    json_object_set(out, "ended", json_object_get(doc, "ended"));
-  json_decref(doc);
-  if (out == NULL) {
-    fprintf(stderr, "gpum jobs: gpumd's reply has no reservation list\n");
-    return CLI_EXIT_FAIL;
-  }
-  /* One string, one write: json_dumpf writes piece by piece (a long list: most of the time). */
-  char *text = json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-  json_decref(out);
-  if (text == NULL) {
-    fprintf(stderr, "gpum jobs: out of memory\n");
-    return CLI_EXIT_FAIL;
-  }
-  fputs(text, stdout);
-  putchar('\n');
-  free(text);
   return CLI_EXIT_OK;
 }
 
-/* The table's rows from gpumd's documents (every page, one walk: the figures are only there). */
-static void row_of(const json_t *o, gpum_reservation_t *r) {
-  const char *st = json_string_value(json_object_get(o, "state"));
-  memset(r, 0, sizeof *r);
-  for (int k = GPUM_RES_QUEUED; st && k <= GPUM_RES_FAILED; k++)
-    if (!strcmp(st, gpum_res_state_name((gpum_res_state_t)k)))
-      r->state = (gpum_res_state_t)k;
-#define TEXT(field, key)                                                                           \
-  snprintf(r->field, sizeof r->field, "%s",                                                        \
-           json_string_value(json_object_get(o, key)) ? json_string_value(json_object_get(o, key)) \
-                                                      : "")
-  TEXT(id, "id");
-  TEXT(reason, "reason");
-  TEXT(label, "label");
-  TEXT(waiting_for, "waiting_for");
-#undef TEXT
-  const json_t *slurm = json_object_get(o, "slurm");
-  const char *job = json_string_value(json_object_get(slurm, "job_id"));
-  const char *step = json_string_value(json_object_get(slurm, "step_id"));
-  snprintf(r->slurm_job_id, sizeof r->slurm_job_id, "%s", job ? job : "");
-  snprintf(r->slurm_step_id, sizeof r->slurm_step_id, "%s", step ? step : "");
-  r->uid = (uint32_t)json_integer_value(json_object_get(o, "uid"));
-  r->pid = (int32_t)json_integer_value(json_object_get(o, "pid"));
-  r->bytes_per_gpu = (uint64_t)json_integer_value(json_object_get(o, "bytes_per_gpu"));
-  r->priority = (int)json_integer_value(json_object_get(o, "priority"));
-  r->queue_position = (long)json_integer_value(json_object_get(o, "queue_position"));
-  r->created_ns = (uint64_t)json_integer_value(json_object_get(o, "created_ns"));
-  r->granted_ns = (uint64_t)json_integer_value(json_object_get(o, "granted_ns"));
-  const json_t *fenced = json_object_get(o, "fenced");
-  r->fenced = json_is_object(fenced);
-  r->fenced_used = (uint64_t)json_integer_value(json_object_get(fenced, "used"));
-  const json_t *devs = json_object_get(o, "devices");
-  for (size_t d = 0; d < json_array_size(devs) && d < GPUM_CLIENT_MAX_DEVICES; d++)
-    r->devices[r->ndevices++].index =
-        (unsigned)json_integer_value(json_object_get(json_array_get(devs, d), "index"));
+/* ---- the table: rows from the structs, figures from the few documents that carry them ---- */
+
+typedef struct {
+  gpum_reservation_t *live, *ended;
+  size_t nlive, cap, nended, ecap;
+  json_t *byid; /* the workload of granted ones that report figures, by id */
+} rows_t;
+
+static int push(gpum_reservation_t **arr, size_t *n, size_t *cap, const gpum_reservation_t *r) {
+  if (*n == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 256;
+    gpum_reservation_t *p = realloc(*arr, ncap * sizeof *p);
+    if (p == NULL)
+      return gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", *n + 1);
+    *arr = p;
+    *cap = ncap;
+  }
+  (*arr)[(*n)++] = *r;
+  return 0;
 }
 
-static int rows_of(const json_t *doc, gpum_reservation_t **out, size_t *n) {
-  const json_t *arr = json_object_get(doc, "reservations");
-  size_t k = json_array_size(arr);
-  gpum_reservation_t *list = calloc(k ? k : 1, sizeof *list);
-  if (list == NULL)
-    return gpum_error(GPUM_ENOMEM, "out of memory reading %zu reservations", k);
-  for (size_t i = 0; i < k; i++)
-    row_of(json_array_get(arr, i), &list[i]);
-  *out = list;
-  *n = k;
-  return 0;
+/* A granted reservation's "workload" (docs/report.md), read from its document only when the
+ * document names one: most carry none, and the structs hold everything else. */
+static int take_workload(rows_t *t, const gpum_reservation_t *r, const char *doc, size_t len) {
+  if (r->state != GPUM_RES_GRANTED || !memmem(doc, len, "\"workload\"", 10))
+    return 0;
+  json_t *o = json_loadb(doc, len, 0, NULL);
+  json_t *w = json_object_get(o, "workload");
+  int rc = 0;
+  if (json_array_size(w) > 0 && json_object_set(t->byid, r->id, w) != 0)
+    rc = gpum_error(GPUM_ENOMEM, "out of memory");
+  json_decref(o);
+  return rc;
+}
+
+static int take_row(void *user, gpum_list_part_t part, const gpum_reservation_t *r, const char *doc,
+                    size_t len) {
+  rows_t *t = user;
+  if (part == GPUM_LIST_ENDED)
+    return push(&t->ended, &t->nended, &t->ecap, r);
+  int rc = push(&t->live, &t->nlive, &t->cap, r);
+  return rc != 0 ? rc : take_workload(t, r, doc, len);
+}
+
+static int print_rows(gpum_client_t *c, const gpum_list_query_t *q, bool all) {
+  rows_t t = {.byid = json_object()};
+  int rc = t.byid ? gpum_client_list_each(c, q, all, take_row, &t, NULL)
+                  : gpum_error(GPUM_ENOMEM, "out of memory");
+  if (rc == 0) {
+    print_table(t.live, t.nlive, t.byid);
+    print_ended(t.ended, t.nended);
+  }
+  json_decref(t.byid);
+  free(t.live);
+  free(t.ended);
+  if (rc != 0) {
+    fprintf(stderr, "gpum jobs: %s\n", cli_reason(rc));
+    return CLI_EXIT_FAIL;
+  }
+  return CLI_EXIT_OK;
 }
 
 int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
   bool json = false, all = false;
-  const char *state = NULL, *label = NULL, *v = NULL;
+  const char *v = NULL;
+  gpum_list_query_t q = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -282,14 +302,14 @@ int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
         fprintf(stderr, "gpum jobs: --state takes QUEUED or GRANTED\n");
         return CLI_EXIT_USAGE;
       }
-      state = v;
+      q.states = 1u << (strcmp(v, "QUEUED") ? GPUM_RES_GRANTED : GPUM_RES_QUEUED);
     } else if (cli_take_flag(argc, argv, &i, "--label", &v)) {
       if (!v || strlen(v) > 128) {
         fprintf(stderr, "gpum jobs: --label takes a label (ending with '*': a prefix), at most "
                         "127 bytes\n");
         return CLI_EXIT_USAGE;
       }
-      label = v;
+      q.label = v;
     } else if (a[0] == '-') {
       return cli_bad_option("jobs", a);
     } else {
@@ -297,39 +317,13 @@ int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
       return CLI_EXIT_USAGE;
     }
   }
-  json_t *q = list_args(all, state, label);
-  char *args = q ? json_dumps(q, JSON_COMPACT) : NULL;
-  json_decref(q);
-  if (args == NULL) {
-    fprintf(stderr, "gpum jobs: out of memory\n");
-    return CLI_EXIT_FAIL;
-  }
+  q.all = all;
   gpum_client_t *c = NULL;
   int code = cli_client_connect(cfg, "jobs", 0, &c);
-  if (code != 0) {
-    free(args);
+  if (code != 0)
     return code;
-  }
-  if (json) {
-    code = print_json(c, args, all);
-    gpum_client_close(c);
-    free(args);
-    return code;
-  }
-  gpum_reservation_t *list = NULL;
-  size_t n = 0;
-  json_t *doc = cli_gpumd_list(c, args); /* every page */
-  int rc = doc ? rows_of(doc, &list, &n) : GPUM_EPROTO;
-  free(args);
+  /* --all also shows what ended lately (the first page's "ended"). */
+  code = json ? print_json(c, &q, all) : print_rows(c, &q, all);
   gpum_client_close(c);
-  if (rc != 0) {
-    json_decref(doc);
-    fprintf(stderr, "gpum jobs: %s\n", cli_reason(rc));
-    return CLI_EXIT_FAIL;
-  }
-  print_table(list, n, doc);
-  print_ended(doc);
-  json_decref(doc);
-  free(list);
-  return CLI_EXIT_OK;
+  return code;
 }

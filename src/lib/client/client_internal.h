@@ -36,6 +36,11 @@ struct gpum_client {
    * could not be made (the reply is then written out from its parse). */
   bool keep_raw;
   char *raw, *reply_raw;
+  /* gpum__client_call_line: the reply's line is offered to line_fn before jansson sees it. */
+  bool (*line_fn)(const char *line, size_t len, int64_t id, void *user);
+  void *line_user;
+  int64_t line_id;
+  bool line_taken; /* line_fn took the reply: there is no parse of it */
 };
 
 /* A client over an already connected fd (taken over; closed by gpum_client_close), without
@@ -51,11 +56,23 @@ int gpum__client_call_consume(gpum_client_t *c, json_t *req, json_t **reply);
 /* The same without dispatching: the events stay queued for gpum__client_latest and
  * gpum__client_dispatch_pending. */
 int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply);
+/* gpum__client_call whose reply is first offered, as its line, to fn (a reader that needs no
+ * jansson tree): fn returns true when the line is the successful reply to id and it has read
+ * it, false to have the line parsed as usual (any other line is parsed as usual too). Returns 0
+ * with *reply NULL when fn took the reply, 0 with *reply the parsed reply when fn gave it up, or
+ * the call's error. Queued events are dispatched before returning. */
+int gpum__client_call_line(gpum_client_t *c, json_t *req,
+                           bool (*fn)(const char *line, size_t len, int64_t id, void *user),
+                           void *user, json_t **reply);
 /* Updates res from the queued events about res->id (the last one wins). */
 void gpum__client_latest(const gpum_client_t *c, gpum_reservation_t *res);
 void gpum__client_dispatch_pending(gpum_client_t *c);
 /* parse.c */
 void gpum__res_parse(const json_t *obj, gpum_reservation_t *out);
+/* The same from a scanner at the reservation's object (core/json_scan_internal.h): fields the
+ * same, a value of another type read as absent. Check s->fail after. */
+struct gpum__jscan;
+void gpum__res_scan(struct gpum__jscan *s, gpum_reservation_t *out);
 int gpum__status_parse(const json_t *reply, gpum_client_status_t *out);
 /* A protocol state name ("GRANTED") as the public enum; GPUM_RES_UNKNOWN for NULL or a name
  * this library does not know. */

@@ -154,6 +154,13 @@ static int take_line(gpum_client_t *c, json_t **out) {
     return 0;
   }
   size_t n = (size_t)(nl - c->buf);
+  if (c->line_fn && c->line_fn(c->buf, n, c->line_id, c->line_user)) {
+    c->line_fn = NULL; /* one reply */
+    c->line_taken = true;
+    memmove(c->buf, nl + 1, c->len - n - 1);
+    c->len -= n + 1;
+    return 0;
+  }
   json_error_t jerr;
   json_t *msg = json_loadb(c->buf, n, JSON_REJECT_DUPLICATES, &jerr);
   if (c->keep_raw) {
@@ -175,7 +182,7 @@ static int take_line(gpum_client_t *c, json_t **out) {
 static int read_msg(gpum_client_t *c, int64_t deadline, json_t **out) {
   for (;;) {
     int rc = take_line(c, out);
-    if (rc != 0 || *out)
+    if (rc != 0 || *out || c->line_taken)
       return rc;
     if (c->closed)
       return mark_closed(c, NULL);
@@ -298,7 +305,7 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply) 
   json_t *msg = NULL;
   while (rc == 0) {
     rc = read_msg(c, deadline, &msg);
-    if (rc != 0)
+    if (rc != 0 || c->line_taken)
       break;
     if (json_object_get(msg, GPUM_PROTO_F_EVENT)) {
       json_array_append_new(c->pending, msg);
@@ -318,13 +325,14 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply) 
   /* Whole lines that came with the reply are taken now, so that nothing read waits in the
    * buffer while the caller polls the fd. */
   json_t *more = NULL;
+  c->line_fn = NULL; /* the lines after the reply are events */
   while (rc == 0 && take_line(c, &more) == 0 && more) {
     if (json_object_get(more, GPUM_PROTO_F_EVENT))
       json_array_append_new(c->pending, more);
     else
       json_decref(more);
   }
-  if (rc == 0 && !json_is_true(json_object_get(msg, GPUM_PROTO_F_OK))) {
+  if (rc == 0 && !c->line_taken && !json_is_true(json_object_get(msg, GPUM_PROTO_F_OK))) {
     rc = reply_error(msg);
     json_decref(msg);
     msg = NULL;
@@ -337,6 +345,24 @@ int gpum__client_call_nodispatch(gpum_client_t *c, json_t *req, json_t **reply) 
 int gpum__client_call(gpum_client_t *c, json_t *req, json_t **reply) {
   int rc = gpum__client_call_nodispatch(c, req, reply);
   gpum__client_dispatch_pending(c);
+  return rc;
+}
+
+int gpum__client_call_line(gpum_client_t *c, json_t *req,
+                           bool (*fn)(const char *line, size_t len, int64_t id, void *user),
+                           void *user, json_t **reply) {
+  *reply = NULL;
+  c->line_fn = fn;
+  c->line_user = user;
+  c->line_id = c->next_id; /* the id gpum__client_call_nodispatch gives req */
+  c->line_taken = false;
+  json_t *msg = NULL;
+  int rc = gpum__client_call_nodispatch(c, req, &msg);
+  c->line_fn = NULL;
+  c->line_taken = false;
+  gpum__client_dispatch_pending(c);
+  if (rc == 0)
+    *reply = msg; /* NULL when fn took the reply */
   return rc;
 }
 

@@ -12,6 +12,7 @@
 
 #include "client/client_internal.h"
 #include "client/protocol_internal.h"
+#include "core/json_scan_internal.h"
 
 /* States and lease kinds map to the protocol's names through its tables. */
 const char *gpum_res_state_name(gpum_res_state_t st) {
@@ -199,4 +200,209 @@ void gpum_client_status_free(gpum_client_status_t *st) {
   free(st->devices);
   free(st->queue);
   memset(st, 0, sizeof *st);
+}
+
+/* ---- the same from a scanner (core/json_scan_internal.h), for list pages ------------------- */
+
+#define IS_KEY(k, n, lit) ((n) == sizeof(lit) - 1 && memcmp((k), (lit), sizeof(lit) - 1) == 0)
+
+/* A string field as str() reads it: truncated to len, "" when it is not a string. */
+static void scan_str(gpum__jscan_t *s, char *buf, size_t len) {
+  const char *v;
+  size_t n;
+  buf[0] = '\0';
+  if (!gpum__jscan_string(s, &v, &n))
+    return;
+  n = n < len - 1 ? n : len - 1;
+  memcpy(buf, v, n);
+  buf[n] = '\0';
+}
+
+/* A number field as u64() reads it: a negative one is 0, anything but a number 0. */
+static uint64_t scan_u(gpum__jscan_t *s) {
+  bool is_int = false;
+  long long i;
+  double d;
+  if (!gpum__jscan_number(s, &is_int, &i, &d))
+    return 0;
+  if (is_int)
+    return i < 0 ? 0 : (uint64_t)i;
+  return d < 0 ? 0 : (uint64_t)d;
+}
+
+/* A number field as i64() reads it: integers only. */
+static int64_t scan_i64(gpum__jscan_t *s) {
+  bool is_int = false;
+  long long i = 0;
+  double d;
+  return gpum__jscan_number(s, &is_int, &i, &d) && is_int ? (int64_t)i : 0;
+}
+
+/* A name (state, lease) into buf; "" when it is not a string or does not fit. */
+static void scan_name(gpum__jscan_t *s, char *buf, size_t len) {
+  const char *v;
+  size_t n;
+  buf[0] = '\0';
+  if (gpum__jscan_string(s, &v, &n) && n < len) {
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+  }
+}
+
+static void scan_device(gpum__jscan_t *s, gpum_res_device_t *out) {
+  const char *k;
+  size_t n;
+  memset(out, 0, sizeof *out);
+  char ch = gpum__jscan_peek(s);
+  if (ch == '"') {
+    scan_str(s, out->uuid, sizeof out->uuid);
+    return;
+  }
+  if (ch != '{') {
+    gpum__jscan_skip(s);
+    return;
+  }
+  gpum__jscan_begin_object(s);
+  while (gpum__jscan_key(s, &k, &n)) {
+    if (IS_KEY(k, n, GPUM_PROTO_F_INDEX))
+      out->index = (unsigned)scan_u(s);
+    else if (IS_KEY(k, n, GPUM_PROTO_F_UUID))
+      scan_str(s, out->uuid, sizeof out->uuid);
+    else if (IS_KEY(k, n, GPUM_PROTO_F_MEMORY_TOTAL))
+      out->memory_total = scan_u(s);
+    else if (IS_KEY(k, n, GPUM_PROTO_F_VENDOR))
+      scan_str(s, out->vendor, sizeof out->vendor);
+    else if (IS_KEY(k, n, GPUM_PROTO_F_VENDOR_INDEX))
+      out->vendor_index = (unsigned)scan_u(s);
+    else
+      gpum__jscan_skip(s);
+  }
+}
+
+static void scan_devices(gpum__jscan_t *s, gpum_reservation_t *r) {
+  if (gpum__jscan_peek(s) != '[') {
+    gpum__jscan_skip(s);
+    return;
+  }
+  gpum__jscan_begin_array(s);
+  while (gpum__jscan_next(s)) {
+    if (r->ndevices == GPUM_CLIENT_MAX_DEVICES)
+      gpum__jscan_skip(s);
+    else
+      scan_device(s, &r->devices[r->ndevices++]);
+  }
+}
+
+/* The Slurm ids; anything but an object reads as none. */
+static void scan_slurm(gpum__jscan_t *s, gpum_reservation_t *r) {
+  const char *k;
+  size_t n;
+  if (gpum__jscan_peek(s) != '{') {
+    gpum__jscan_skip(s);
+    return;
+  }
+  gpum__jscan_begin_object(s);
+  while (gpum__jscan_key(s, &k, &n)) {
+    if (IS_KEY(k, n, GPUM_PROTO_F_JOB_ID))
+      scan_str(s, r->slurm_job_id, sizeof r->slurm_job_id);
+    else if (IS_KEY(k, n, GPUM_PROTO_F_STEP_ID))
+      scan_str(s, r->slurm_step_id, sizeof r->slurm_step_id);
+    else
+      gpum__jscan_skip(s);
+  }
+}
+
+/* The fence's figures; anything but an object: not fenced. */
+static void scan_fenced(gpum__jscan_t *s, gpum_reservation_t *r) {
+  const char *k;
+  size_t n;
+  if (gpum__jscan_peek(s) != '{') {
+    gpum__jscan_skip(s);
+    return;
+  }
+  gpum__jscan_begin_object(s);
+  r->fenced = true;
+  while (gpum__jscan_key(s, &k, &n)) {
+    if (IS_KEY(k, n, GPUM_PROTO_F_USED))
+      r->fenced_used = scan_u(s);
+    else if (IS_KEY(k, n, GPUM_PROTO_F_LIMIT))
+      r->fenced_limit = scan_u(s);
+    else
+      gpum__jscan_skip(s);
+  }
+}
+
+/* One field of a reservation; false when key is not one it reads. */
+static bool scan_field(gpum__jscan_t *s, const char *k, size_t n, gpum_reservation_t *r) {
+#define STR_FIELD(lit, field)               \
+  if (IS_KEY(k, n, lit)) {                  \
+    scan_str(s, r->field, sizeof r->field); \
+    return true;                            \
+  }
+#define U64_FIELD(lit, field, type) \
+  if (IS_KEY(k, n, lit)) {          \
+    r->field = (type)scan_u(s);     \
+    return true;                    \
+  }
+  STR_FIELD(GPUM_PROTO_F_ID, id)
+  STR_FIELD(GPUM_PROTO_F_TOKEN, token)
+  STR_FIELD(GPUM_PROTO_F_REASON, reason)
+  STR_FIELD(GPUM_PROTO_F_LABEL, label)
+  STR_FIELD(GPUM_PROTO_F_WAITING_FOR, waiting_for)
+  U64_FIELD(GPUM_PROTO_F_UID, uid, uint32_t)
+  U64_FIELD(GPUM_PROTO_F_BYTES_PER_GPU, bytes_per_gpu, uint64_t)
+  U64_FIELD(GPUM_PROTO_F_GPUS, gpus, unsigned)
+  U64_FIELD(GPUM_PROTO_F_TTL_MS, ttl_ms, uint64_t)
+  U64_FIELD(GPUM_PROTO_F_EXPIRES_NS, expires_ns, uint64_t)
+  U64_FIELD(GPUM_PROTO_F_CREATED_NS, created_ns, uint64_t)
+  U64_FIELD(GPUM_PROTO_F_GRANTED_NS, granted_ns, uint64_t)
+  U64_FIELD(GPUM_PROTO_F_ENDED_NS, ended_ns, uint64_t)
+#undef STR_FIELD
+#undef U64_FIELD
+  if (IS_KEY(k, n, GPUM_PROTO_F_PID))
+    r->pid = (int32_t)scan_i64(s);
+  else if (IS_KEY(k, n, GPUM_PROTO_F_PRIORITY))
+    r->priority = (int)scan_i64(s);
+  else if (IS_KEY(k, n, GPUM_PROTO_F_SLURM))
+    scan_slurm(s, r);
+  else if (IS_KEY(k, n, GPUM_PROTO_F_DEVICES))
+    scan_devices(s, r);
+  else if (IS_KEY(k, n, GPUM_PROTO_F_FENCED))
+    scan_fenced(s, r);
+  else
+    return false;
+  return true;
+}
+
+void gpum__res_scan(gpum__jscan_t *s, gpum_reservation_t *r) {
+  const char *k;
+  size_t n;
+  char state[32] = "", lease[32] = "";
+  bool have_qp = false;
+  long long qp = -1;
+  memset(r, 0, sizeof *r);
+  if (gpum__jscan_peek(s) != '{') {
+    gpum__jscan_skip(s);
+    s->fail = true; /* a list item that is not an object: jansson's reading decides */
+    return;
+  }
+  gpum__jscan_begin_object(s);
+  while (gpum__jscan_key(s, &k, &n)) {
+    if (IS_KEY(k, n, GPUM_PROTO_F_STATE)) {
+      scan_name(s, state, sizeof state);
+    } else if (IS_KEY(k, n, GPUM_PROTO_F_LEASE)) {
+      scan_name(s, lease, sizeof lease);
+    } else if (IS_KEY(k, n, GPUM_PROTO_F_QUEUE_POSITION)) {
+      bool is_int = false;
+      double d;
+      have_qp = gpum__jscan_number(s, &is_int, &qp, &d) && is_int;
+    } else if (!scan_field(s, k, n, r)) {
+      gpum__jscan_skip(s);
+    }
+  }
+  /* As gpum__res_parse reads them: the names through the protocol's tables, the queue position
+   * only while QUEUED (the fields come in any order). */
+  r->state = gpum__res_state_parse(state[0] ? state : NULL);
+  r->lease = lease_of(lease[0] ? lease : NULL);
+  r->queue_position = r->state == GPUM_RES_QUEUED && have_qp ? (long)qp : -1;
 }
