@@ -5,7 +5,7 @@
 # control characters, the longest a reservation document gets), and every face that lists
 # them: the socket's list in pages (no reply over the 64 KiB message limit, cursors that go on
 # after a release, bad cursors and limits refused, the filters and total), gpum jobs (table
-# and --json --all), the REST list (every page, no duplicate, no gap, the total, the filters,
+# and --json --all, whose documents are REST's), the REST list (every page, no duplicate, no gap, the total, the filters,
 # 400 on bad values), gpum status and gpum top --once.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
@@ -180,6 +180,28 @@ def rest_walk(q):
         cursor = b["next_cursor"]
         if cursor is None:
             return ids, totals
+# gpum jobs --json --all streams the pages (each written as it comes): one document, laid out
+# as json_dumps(JSON_INDENT(2)) lays it out (as json.dumps(indent=2) does), every reservation
+# once and each the document REST lists (which shows no token), the ended ones as REST does.
+def rest_docs(q):
+    docs, cursor, ended = [], None, None
+    while True:
+        b = expect("GET", "/api/v1/reservations?" + q + ("&cursor=" + cursor if cursor else ""), 200)
+        docs += b["reservations"]
+        ended = b["ended"] if ended is None else ended
+        cursor = b["next_cursor"]
+        if cursor is None:
+            return docs, ended
+p = run("jobs", "--json", "--all")
+assert p.returncode == 0, p.stderr
+doc = json.loads(p.stdout)
+assert p.stdout == json.dumps(doc, indent=2) + "\n", "not the JSON_INDENT(2) layout"
+assert list(doc) == ["reservations", "ended"], list(doc)
+r_docs, r_ended = rest_docs("limit=777")
+notoken = lambda rs: [{k: v for k, v in r.items() if k != "token"} for r in rs]
+assert len(doc["reservations"]) == N - 2 and notoken(doc["reservations"]) == r_docs, len(r_docs)
+assert notoken(doc["ended"]) == r_ended and len(r_ended) >= 2, r_ended[:2]
+assert sum(1 for r in doc["reservations"] if r["label"] == "\x01" * 127) > 50
 r_ids, r_tot = rest_walk("limit=777")
 live = [i for i in ids if i not in (page1[-1], ahead)]
 assert r_ids == live and r_tot == {N - 2}, (len(r_ids), r_tot)

@@ -5,7 +5,8 @@
  * requests and canned replies/events. Covers path resolution, the connect error, request ids
  * and fields ("wait": false for no_wait), replies and errors (code mapping), events queued during a
  * call and dispatched after it, blocking reserve through queued -> granted, reserve timeout
- * (cancels), a queued reservation that ends otherwise, list and status parsing, the pollable
+ * (cancels), a queued reservation that ends otherwise, list and status parsing (the list's pages
+ * read by the scanner and by jansson alike), the pollable
  * non-blocking form, watching the node's events (node events), and bad input from the server:
  * malformed JSON, an over-long line, a closed connection.
  */
@@ -77,7 +78,7 @@ static void write_all(int fd, const char *s, size_t n) {
 
 /* Sends text with "$ID" replaced by id. */
 static void send_text(int fd, const char *text, long long id) {
-  char out[1024];
+  char out[8192];
   size_t o = 0;
   for (const char *p = text; *p && o + 32 < sizeof out;) {
     if (!strncmp(p, "$ID", 3)) {
@@ -671,6 +672,145 @@ static void test_list_page(void **state) {
   json_decref(s.requests);
 }
 
+/* What a gpum_client_list_each callback saw: each reservation's part, struct and document. */
+typedef struct {
+  size_t n;
+  gpum_list_part_t parts[8];
+  gpum_reservation_t res[8];
+  char docs[8][1024];
+  int stop_at; /* return 42 at this call (1-based); 0 never */
+} walk_t;
+
+static int on_item(void *user, gpum_list_part_t part, const gpum_reservation_t *r, const char *doc,
+                   size_t len) {
+  walk_t *w = user;
+  if (w->n == 8 || len >= sizeof w->docs[0])
+    return -1;
+  w->parts[w->n] = part;
+  w->res[w->n] = *r;
+  memcpy(w->docs[w->n], doc, len);
+  w->docs[w->n][len] = '\0';
+  return ++w->n == (size_t)w->stop_at ? 42 : 0;
+}
+
+/* gpum_client_list_each walks the pages: each reservation with its document as gpumd sent it
+ * (the scanner's page, its fields in gpumd's order: id and ok last), the first page's "ended"
+ * after its live ones, then a page the scanner gives up (an escape) read by jansson (its
+ * documents written out again); "ended" asked for on the first page only. */
+static void test_list_each(void **state) {
+  (void)state;
+  static const step_t steps[] = {
+      {"list", "{\"reservations\":[{\"id\":\"r-1\",\"state\":\"GRANTED\",\"uid\":7,\"devices\":"
+               "[{\"index\":3,\"uuid\":\"GPU-a\"}]},{\"id\":\"r-2\",\"state\":\"QUEUED\","
+               "\"queue_position\":0}],\"ended\":[{\"id\":\"r-0\",\"state\":\"FAILED\","
+               "\"reason\":\"gone\"}],\"next_cursor\":\"c1.2\",\"total\":3,\"id\":$ID,"
+               "\"ok\":true}\n"},
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[{\"id\":\"r-3\",\"label\":"
+               "\"caf\\u00e9\",\"pid\":12}],\"next_cursor\":null,\"total\":3}\n"}};
+  server_t s;
+  gpum_client_t *c;
+  START(&s, steps, &c);
+  walk_t w = {0};
+  size_t total = 0;
+  gpum_list_query_t q = {.all = true};
+  assert_int_equal(gpum_client_list_each(c, &q, true, on_item, &w, &total), 0);
+  assert_int_equal(w.n, 4);
+  assert_int_equal(total, 3);
+  assert_int_equal(w.parts[0], GPUM_LIST_LIVE);
+  assert_string_equal(w.docs[0], "{\"id\":\"r-1\",\"state\":\"GRANTED\",\"uid\":7,\"devices\":"
+                                 "[{\"index\":3,\"uuid\":\"GPU-a\"}]}");
+  assert_int_equal(w.res[0].uid, 7);
+  assert_int_equal(w.res[0].ndevices, 1);
+  assert_int_equal(w.res[0].devices[0].index, 3);
+  assert_int_equal(w.res[0].queue_position, -1);
+  assert_string_equal(w.res[1].id, "r-2");
+  assert_int_equal(w.res[1].queue_position, 0);
+  assert_int_equal(w.parts[2], GPUM_LIST_ENDED);
+  assert_int_equal(w.res[2].state, GPUM_RES_FAILED);
+  assert_string_equal(w.res[2].reason, "gone");
+  assert_int_equal(w.parts[3], GPUM_LIST_LIVE);
+  assert_string_equal(w.res[3].label, "caf\xc3\xa9");
+  assert_int_equal(w.res[3].pid, 12);
+  assert_string_equal(w.docs[3], "{\"id\":\"r-3\",\"label\":\"caf\xc3\xa9\",\"pid\":12}");
+  finish(&s, c);
+  json_t *r0 = json_array_get(s.requests, 0), *r1 = json_array_get(s.requests, 1);
+  assert_true(json_is_true(json_object_get(r0, "ended")));
+  assert_null(json_object_get(r0, "cursor"));
+  assert_null(json_object_get(r1, "ended"));
+  assert_string_equal(json_string_value(json_object_get(r1, "cursor")), "c1.2");
+  json_decref(s.requests);
+}
+
+/* A callback's non-zero return stops the walk and is what the call returns. */
+static void test_list_each_stops(void **state) {
+  (void)state;
+  static const step_t steps[] = {
+      {"list", "{\"id\":$ID,\"ok\":true,\"reservations\":[{\"id\":\"r-1\"},{\"id\":\"r-2\"}],"
+               "\"next_cursor\":\"c1.2\",\"total\":4}\n"}};
+  server_t s;
+  gpum_client_t *c;
+  START(&s, steps, &c);
+  walk_t w = {.stop_at = 1};
+  assert_int_equal(gpum_client_list_each(c, NULL, false, on_item, &w, NULL), 42);
+  assert_int_equal(w.n, 1);
+  finish(&s, c);
+  assert_int_equal(json_array_size(s.requests), 1);
+  json_decref(s.requests);
+}
+
+/* The scanner reads a reservation as jansson's reading does (gpum__res_parse), field for
+ * field: the same document twice, the second with an escape in a field neither reads (so
+ * jansson reads that page), give equal structs: truncated strings, a real where an integer is
+ * due, negatives, mistyped fields, devices as UUIDs, objects and junk, more than fit. */
+static void test_list_scan_equals_jansson(void **state) {
+  (void)state;
+  char label[301], doc[4096], page1[4400], page2[4400];
+  memset(label, 'L', 300);
+  label[300] = '\0';
+  char devs[1024] = "\"GPU-x\",{\"index\":1,\"uuid\":\"GPU-y\",\"memory_total\":80.5,\"vendor\":"
+                    "\"amd\",\"vendor_index\":-2,\"more\":[null]},7";
+  for (int i = 0; i < GPUM_CLIENT_MAX_DEVICES; i++)
+    strcat(devs, ",{\"index\":9}");
+  snprintf(doc, sizeof doc,
+           "{\"id\":\"r-5\",\"token\":\"tok\",\"state\":\"QUEUED\",\"reason\":\"why\",\"uid\":"
+           "1000,\"pid\":-3,\"label\":\"%s\",\"slurm\":{\"job_id\":\"12_7\",\"step_id\":"
+           "\"batch\"},\"bytes_per_gpu\":1048576.0,\"gpus\":\"2\",\"priority\":-5.5,\"lease\":"
+           "\"ttl\",\"ttl_ms\":30000,\"expires_ns\":-1,\"devices\":[%s],\"queue_position\":4,"
+           "\"waiting_for\":[\"room\"],\"created_ns\":1,\"granted_ns\":2,\"ended_ns\":3,"
+           "\"fenced\":{\"used\":5,\"limit\":6},\"extra\":[1,{\"a\":null}]",
+           label, devs);
+  snprintf(page1, sizeof page1, "{\"id\":$ID,\"ok\":true,\"reservations\":[%s}]}\n", doc);
+  snprintf(page2, sizeof page2,
+           "{\"id\":$ID,\"ok\":true,\"reservations\":[%s,\"x\":\"\\u0041\"}]}\n", doc);
+  const step_t steps[] = {{"list", page1}, {"list", page2}};
+  server_t s;
+  gpum_client_t *c;
+  START(&s, steps, &c);
+  walk_t a = {0}, b = {0};
+  assert_int_equal(gpum_client_list_each(c, NULL, false, on_item, &a, NULL), 0);
+  assert_int_equal(gpum_client_list_each(c, NULL, false, on_item, &b, NULL), 0);
+  assert_int_equal(a.n, 1);
+  assert_int_equal(b.n, 1);
+  assert_non_null(strstr(a.docs[0], "\"extra\":[1,{\"a\":null}]}")); /* as sent: scanned */
+  assert_non_null(strstr(b.docs[0], "\"x\":\"A\"}"));                /* written out: jansson */
+  const gpum_reservation_t *x = &a.res[0], *y = &b.res[0];
+  assert_int_equal(x->ndevices, GPUM_CLIENT_MAX_DEVICES);
+  assert_string_equal(x->devices[0].uuid, "GPU-x");
+  assert_int_equal(x->devices[1].memory_total, 80);
+  assert_int_equal(strlen(x->label), sizeof x->label - 1);
+  assert_int_equal(x->bytes_per_gpu, 1048576);
+  assert_int_equal(x->gpus, 0);
+  assert_int_equal(x->priority, 0);
+  assert_int_equal(x->pid, -3);
+  assert_int_equal(x->lease, GPUM_LEASE_TTL);
+  assert_int_equal(x->queue_position, 4);
+  assert_string_equal(x->slurm_step_id, "batch");
+  assert_true(x->fenced && x->fenced_limit == 6);
+  assert_memory_equal(x, y, sizeof *x);
+  finish(&s, c);
+  json_decref(s.requests);
+}
+
 static void test_reserve_timeout_cancels(void **state) {
   (void)state;
   static const step_t steps[] = {
@@ -984,6 +1124,9 @@ int main(void) {
       cmocka_unit_test(test_event_before_reply),
       cmocka_unit_test(test_list_follows_cursors),
       cmocka_unit_test(test_list_page),
+      cmocka_unit_test(test_list_each),
+      cmocka_unit_test(test_list_each_stops),
+      cmocka_unit_test(test_list_scan_equals_jansson),
       cmocka_unit_test(test_reserve_timeout_cancels),
       cmocka_unit_test(test_queued_then_expired),
       cmocka_unit_test(test_grant_with_reply),
