@@ -11,7 +11,8 @@
 # under 2x the empty daemon's cost (cost = 1 / rate of the single closed-loop client).
 # Then, where valgrind is installed (SCALE_CALLGRIND=0 skips it), the same empty/full pair under
 # callgrind: instructions per reserve+release (gpumd's threads, the simulated driver included),
-# a figure a loaded machine does not move.
+# a figure a loaded machine does not move; and the instructions of one `gpum jobs` beside its
+# time.
 # Usage: bench/scale/run.sh BUILD_DIR [SECONDS]. About 8 x SECONDS + the fills + 2 minutes under
 # callgrind. Quick run: SCALE_N=1000 SCALE_CALLGRIND=0 bench/scale/run.sh build 2. Not in
 # `make test`.
@@ -84,11 +85,20 @@ point() {
     "${RATE[$tag.$reader]}" "$extra"
 }
 
+# jobs_instr ARGS...: the instructions of one `gpum jobs ARGS` (callgrind: the CLI's own figure,
+# which a loaded machine does not move), empty when valgrind is not there or SCALE_CALLGRIND=0.
+jobs_instr() {
+  [ "${SCALE_CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null || return 0
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$GPUM" jobs "$@" 2>&1 >/dev/null |
+    sed -nE 's/.*Collected : ([0-9]+).*/\1/p'
+}
+
 # cost TAG: the time and size of one GET of the list and of /metrics, as a reader sees them,
-# and the best of three runs of `gpum jobs --all` and `gpum jobs --json --all` (JOBS_MS[TAG.how]).
-declare -A JOBS_MS
+# and the best of three runs of `gpum jobs --all` and `gpum jobs --json --all` (JOBS_MS[TAG.how]),
+# with the instructions of one (JOBS_IR[TAG.how]).
+declare -A JOBS_MS JOBS_IR
 cost() {
-  local p how t0 t1 best k
+  local p how t0 t1 best k ir
   for p in "/api/v1/reservations?limit=10000" /metrics; do
     curl -sS -f -o /dev/null -w "$1  GET $p: %{size_download} bytes in %{time_total}s\n" "http://$GADDR$p"
   done
@@ -101,7 +111,9 @@ cost() {
       [ -z "$best" ] || [ $((t1 - t0)) -lt "$best" ] && best=$((t1 - t0))
     done
     JOBS_MS[$1.$how]=$(awk -v n="$best" 'BEGIN { printf "%.1f", n / 1e6 }')
-    echo "$1  gpum jobs $([ "$how" = json ] && echo "--json ")--all: ${JOBS_MS[$1.$how]} ms (best of 3)"
+    if [ "$how" = json ]; then ir=$(jobs_instr --json --all); else ir=$(jobs_instr --all); fi
+    JOBS_IR[$1.$how]=${ir:+$(awk -v n="$ir" 'BEGIN { printf "%.3f G instructions", n / 1e9 }')}
+    echo "$1  gpum jobs $([ "$how" = json ] && echo "--json ")--all: ${JOBS_MS[$1.$how]} ms (best of 3)${ir:+, ${JOBS_IR[$1.$how]}}"
   done
 }
 
@@ -132,7 +144,8 @@ for r in "${READERS[@]}"; do
 done
 for how in table json; do
   m=${JOBS_MS[full.$how]}
-  echo "gpum jobs $([ "$how" = json ] && echo "--json ")--all over $((N + Q)): $m ms (empty: ${JOBS_MS[empty.$how]} ms; aim < 100 ms for 6,000): $(verdict "$(awk -v m="$m" 'BEGIN { print (m < 100) }')")"
+  ir=${JOBS_IR[full.$how]:+, ${JOBS_IR[full.$how]} (empty: ${JOBS_IR[empty.$how]})}
+  echo "gpum jobs $([ "$how" = json ] && echo "--json ")--all over $((N + Q)): $m ms (empty: ${JOBS_MS[empty.$how]} ms)$ir; aim < 100 ms for 6,000: $(verdict "$(awk -v m="$m" 'BEGIN { print (m < 100) }')")"
 done
 c=$(awk -v a="${RATE[empty.none]}" -v b="${RATE[full.none]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 99) }')
 echo "cost of a reserve+release, full / empty = $c (aim < 2): $(verdict "$(awk -v c="$c" 'BEGIN { print (c < 2) }')")"

@@ -261,39 +261,31 @@ int cli_session_start(const gpum_config_t *cfg, cli_session_ui_t *ui, const cli_
   return 0;
 }
 
-json_t *cli_gpumd_list(gpum_client_t *c, const char *args) {
-  json_t *q = args ? json_loads(args, 0, NULL) : json_object();
-  json_t *doc = json_object(), *all = json_array();
-  int rc = q && doc && all && json_object_set(doc, "reservations", all) == 0
-               ? 0
+/* cli_gpumd_list_all's collector: each live reservation's document parsed into the array. */
+static int add_doc(void *user, gpum_list_part_t part, const gpum_reservation_t *r, const char *doc,
+                   size_t len) {
+  (void)r;
+  json_error_t jerr;
+  if (part != GPUM_LIST_LIVE)
+    return 0;
+  json_t *o = json_loadb(doc, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+  if (o == NULL)
+    return gpum_error(GPUM_EPROTO, "gpumd sent a reservation that is not JSON: %s", jerr.text);
+  return json_array_append_new(user, o) == 0 ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
+}
+
+json_t *cli_gpumd_list_all(gpum_client_t *c) {
+  gpum_list_query_t q = {.all = true};
+  json_t *all = json_array();
+  size_t total = 0;
+  /* Each page is read once by libgpum; only the documents themselves become JSON trees. */
+  int rc = all ? gpum_client_list_each(c, &q, false, add_doc, all, &total)
                : gpum_error(GPUM_ENOMEM, "out of memory");
-  for (bool first = true; rc == 0; first = false) {
-    char *text = NULL, *qtext = json_dumps(q, JSON_COMPACT);
-    rc = qtext ? gpum_client_call_json(c, "list", qtext, &text)
-               : gpum_error(GPUM_ENOMEM, "out of memory");
-    free(qtext);
-    json_t *page = rc == 0 ? json_loads(text, 0, NULL) : NULL;
-    free(text);
-    json_t *items = json_object_get(page, "reservations");
-    json_t *next = json_object_get(page, "next_cursor");
-    if (rc == 0 && (!json_is_array(items) || json_array_extend(all, items) != 0))
-      rc = gpum_error(GPUM_EPROTO, "gpumd's list reply has no reservations");
-    if (rc == 0 && first && json_object_get(page, "ended"))
-      json_object_set(doc, "ended", json_object_get(page, "ended"));
-    if (rc == 0)
-      json_object_set(doc, "total", json_object_get(page, "total"));
-    bool more = rc == 0 && json_is_string(next);
-    if (more)
-      json_object_set(q, "cursor", next);
-    json_decref(page);
-    if (!more)
-      break;
-  }
-  json_decref(q);
-  json_decref(all);
-  if (rc != 0) {
-    json_decref(doc);
-    return NULL;
-  }
+  json_t *doc =
+      rc == 0 ? json_pack("{s:o, s:I}", "reservations", all, "total", (json_int_t)total) : NULL;
+  if (rc != 0)
+    json_decref(all);
+  else if (doc == NULL)
+    gpum_error(GPUM_ENOMEM, "out of memory");
   return doc;
 }

@@ -37,12 +37,11 @@ int cli_take_reserve_flag(const char *cmd, int argc, char **argv, int *i, cli_re
 
 /* Connects to gpumd at the configured socket; prints the reason (with the hint to start gpumd)
  * and returns CLI_EXIT_FAIL on failure. */
-/* gpumd's "list" with args (a JSON object text: "all", "ended", filters; NULL: none), every
- * page of it in turn (each reply is one message), as one document: {"reservations": [...],
- * "total": N} and, when asked, the first page's "ended". NULL with the error set (a failed
- * call, or a reply that is not a list). The caller json_decref()s it. */
+/* gpumd's "list" of everyone's reservations, every page of it in turn (libgpum's
+ * gpum_client_list_each), as one document: {"reservations": [...], "total": N}. NULL with the
+ * error set (a failed call, or a reply that is not a list). The caller json_decref()s it. */
 struct json_t;
-struct json_t *cli_gpumd_list(gpum_client_t *c, const char *args);
+struct json_t *cli_gpumd_list_all(gpum_client_t *c);
 
 int cli_client_connect(const gpum_config_t *cfg, const char *cmd, unsigned timeout_ms,
                        gpum_client_t **out);

@@ -44,7 +44,7 @@ void cli_snapshot_add_gpumd(cli_snapshot_t *snap, const char *socket) {
     return;
   }
   json_t *st = cli_gpumd_ask(c, "status", NULL);
-  json_t *list = st ? cli_gpumd_list(c, "{\"all\":true}") : NULL; /* every page */
+  json_t *list = st ? cli_gpumd_list_all(c) : NULL; /* every page */
   gpum_client_close(c);
   gpum_error_clear();
   if (st && list)

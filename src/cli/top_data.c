@@ -148,7 +148,7 @@ static void fetch_gpumd(top_source_t *src, top_data_t *d) {
   /* Events that arrive while it is read may or may not be in what is read: they ask again. */
   src->changed = false;
   gpum_client_t *c = connect_gpumd(src);
-  json_t *list = c ? cli_gpumd_list(c, "{\"all\":true}") : NULL; /* every page */
+  json_t *list = c ? cli_gpumd_list_all(c) : NULL; /* every page */
   if (list) {
     d->reservations = json_incref(json_object_get(list, "reservations"));
     d->status = cli_gpumd_ask(c, "status", NULL);
