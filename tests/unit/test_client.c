@@ -769,8 +769,8 @@ static void test_list_scan_equals_jansson(void **state) {
   label[300] = '\0';
   char devs[1024] = "\"GPU-x\",{\"index\":1,\"uuid\":\"GPU-y\",\"memory_total\":80.5,\"vendor\":"
                     "\"amd\",\"vendor_index\":-2,\"more\":[null]},7";
-  for (int i = 0; i < GPUM_CLIENT_MAX_DEVICES; i++)
-    strcat(devs, ",{\"index\":9}");
+  for (size_t i = 0, o = strlen(devs); i < GPUM_CLIENT_MAX_DEVICES; i++)
+    o += (size_t)snprintf(devs + o, sizeof devs - o, ",{\"index\":9}");
   snprintf(doc, sizeof doc,
            "{\"id\":\"r-5\",\"token\":\"tok\",\"state\":\"QUEUED\",\"reason\":\"why\",\"uid\":"
            "1000,\"pid\":-3,\"label\":\"%s\",\"slurm\":{\"job_id\":\"12_7\",\"step_id\":"

@@ -2,13 +2,15 @@
 /*
  * Unit tests for libgpum's JSON scanner (core/json_scan_internal.h): the shapes it takes, what
  * it gives up to jansson (escapes, UTF-8, duplicate keys, every syntax error), that whatever
- * it walks to the end jansson accepts too, the values it reads, and its limits (depth, keys).
+ * it walks to the end jansson accepts too (hand-picked and random, mangled inputs), the values it
+ * reads, and its limits (depth, keys).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -121,6 +123,58 @@ static void test_reads_values(void **state) {
   assert_true(gpum__jscan_done(&s));
 }
 
+/* Random objects built from pieces, then mangled (a byte changed or dropped, or cut short;
+ * seeded: the same inputs every run): whatever the scanner takes, jansson takes, and every
+ * well-formed one in its shape it takes itself. */
+static void test_random(void **state) {
+  (void)state;
+  static const char *const keys[] = {"id", "op", "state", "a", "id"};
+  static const char *const vals[] = {"1",      "-7",   "\"r-1\"",  "true",        "null",
+                                     "[1,2]",  "{}",   "1.5",      "\"\\u00e9\"", "0",
+                                     "[[{}]]", "\"\"", "-0.25e-3", "{\"a\":[]}",  "\"\xc3\xa9\""};
+  static const char mangle[] = "{}[]\",: \t\\-0e.x\xff\x01";
+  unsigned seed = 2711;
+  char buf[512];
+  unsigned taken = 0;
+  for (int round = 0; round < 20000; round++) {
+    size_t n = (size_t)snprintf(buf, sizeof buf, "{");
+    bool in_shape = true;
+    unsigned used = 0; /* keys written (bits), for duplicates: "id" is there twice */
+    int fields = (int)(rand_r(&seed) % 5);
+    for (int k = 0; k < fields; k++) {
+      unsigned ki = rand_r(&seed) % 5, v = rand_r(&seed) % 15, bit = 1u << (ki == 4 ? 0 : ki);
+      in_shape &= v != 8 && v != 14 && !(used & bit); /* no escape, no UTF-8, no duplicate */
+      used |= bit;
+      n +=
+          (size_t)snprintf(buf + n, sizeof buf - n, "%s\"%s\":%s", k ? "," : "", keys[ki], vals[v]);
+    }
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "}");
+    switch (rand_r(&seed) % 4) {
+    case 0:
+      if (in_shape)
+        assert_true(takes(buf));
+      break;
+    case 1:
+      buf[rand_r(&seed) % n] = mangle[rand_r(&seed) % (sizeof mangle - 1)];
+      break;
+    case 2: {
+      size_t at = rand_r(&seed) % n;
+      memmove(buf + at, buf + at + 1, n - at);
+      break;
+    }
+    default:
+      buf[rand_r(&seed) % (n + 1)] = '\0';
+      break;
+    }
+    if (takes(buf)) {
+      taken++;
+      if (!jansson_takes(buf))
+        fail_msg("the scanner took '%s', which jansson refuses", buf);
+    }
+  }
+  assert_true(taken > 3000); /* the property was tried on many inputs (4,284 of this seed) */
+}
+
 /* depth arrays, one in another, in buf. */
 static const char *nested(char *buf, int depth) {
   for (int i = 0; i < depth; i++) {
@@ -153,6 +207,7 @@ int main(void) {
       cmocka_unit_test(test_gives_up),
       cmocka_unit_test(test_reads_values),
       cmocka_unit_test(test_limits),
+      cmocka_unit_test(test_random),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
