@@ -8,6 +8,7 @@
 #include "core/json_scan_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,8 @@ void gpum__jscan_init(gpum__jscan_t *s, const char *text, size_t len) {
 }
 
 static void skip_ws(gpum__jscan_t *s) {
+  if (s->p < s->end && (unsigned char)*s->p > ' ') /* compact JSON: no whitespace at all */
+    return;
   while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\t' || *s->p == '\r'))
     s->p++;
 }
@@ -50,7 +53,7 @@ static bool raw_string(gpum__jscan_t *s, const char **v, size_t *n) {
       s->p = q + 1;
       return true;
     }
-    if (ch < 0x20 || ch >= 0x80 || ch == '\\')
+    if ((unsigned char)(ch - 0x20) >= 0x60 || ch == '\\') /* a control, UTF-8, an escape */
       break;
   }
   return fail(s);
@@ -95,7 +98,7 @@ static bool member(gpum__jscan_t *s, char closer) {
 /* A key already open at this depth: jansson rejects the text (JSON_REJECT_DUPLICATES). */
 static bool duplicate(const gpum__jscan_t *s, const char *k, size_t n) {
   for (size_t i = s->base[s->depth]; i < s->nkeys; i++)
-    if (s->keys[i].n == n && memcmp(s->keys[i].s, k, n) == 0)
+    if (s->keys[i].n == n && (n == 0 || (s->keys[i].s[0] == k[0] && !memcmp(s->keys[i].s, k, n))))
       return true;
   return false;
 }
@@ -167,11 +170,39 @@ static bool number_text(gpum__jscan_t *s, char *buf, size_t cap, bool *is_int) {
   return true;
 }
 
+/* The common case, an integer in long long's range, read in place; false (nothing read) for
+ * anything else, which number_text reads. */
+static bool plain_integer(gpum__jscan_t *s, long long *i) {
+  const char *q = s->p;
+  bool neg = *q == '-';
+  q += neg;
+  if (q == s->end || *q < '0' || *q > '9' ||
+      (*q == '0' && q + 1 < s->end && q[1] >= '0' && q[1] <= '9'))
+    return false;
+  unsigned long long v = 0, limit = neg ? (unsigned long long)LLONG_MAX + 1 : LLONG_MAX;
+  for (; q < s->end && *q >= '0' && *q <= '9'; q++) {
+    unsigned dig = (unsigned)(*q - '0');
+    if (v > (limit - dig) / 10)
+      return false;
+    v = v * 10 + dig;
+  }
+  if (q < s->end && (*q == '.' || *q == 'e' || *q == 'E'))
+    return false;
+  *i = neg ? (long long)(0 - v) : (long long)v;
+  s->p = q;
+  return true;
+}
+
 bool gpum__jscan_number(gpum__jscan_t *s, bool *is_int, long long *i, double *d) {
   char ch = gpum__jscan_peek(s), buf[64], *e = NULL;
   if (ch != '-' && (ch < '0' || ch > '9')) {
     gpum__jscan_skip(s);
     return false;
+  }
+  if (plain_integer(s, i)) {
+    *is_int = true;
+    *d = (double)*i;
+    return true;
   }
   if (!number_text(s, buf, sizeof buf, is_int))
     return false;
