@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A pull scanner over JSON text, for replies read straight into structs without building a
- * jansson tree (json_scan.c). It takes the common shape of gpumd's messages only: objects and
- * arrays (at most GPUM__JSCAN_MAX_DEPTH deep, GPUM__JSCAN_MAX_KEYS keys open at once),
- * strings of printable ASCII without escapes, integers that fit in long long, reals without
- * an exponent, true, false and null. Anything else (an escape, a byte of UTF-8, an exponent, a
- * duplicate key, any syntax error) sets `fail`, and the caller parses the text with jansson
- * instead, so the result and the error for bad input are always jansson's
- * (JSON_REJECT_DUPLICATES). Within that shape, a text the scanner walks to its end without
- * failing is one jansson accepts.
+ * jansson tree (json_scan.c): the client library's list pages (client/list.c), and gpumd's
+ * requests (src/gpumd/util/json_fast.c builds their jansson values on it). It takes the common
+ * shape of gpumd's messages only: objects and arrays (at most GPUM__JSCAN_MAX_DEPTH deep,
+ * GPUM__JSCAN_MAX_KEYS keys open at once), strings of printable ASCII without escapes,
+ * integers that fit in long long, reals in range, true, false and null. Anything else (an
+ * escape, a byte of UTF-8, a duplicate key, a number out of range, any syntax error) sets
+ * `fail`, and the caller parses the text with jansson instead, so the result and the error for
+ * bad input are always jansson's (JSON_REJECT_DUPLICATES). Within that shape, a text the
+ * scanner walks to its end without failing is one jansson accepts.
  *
  * Use: gpum__jscan_init; gpum__jscan_begin_object, then gpum__jscan_key in a loop (false at
  * the end of the object), reading each value with one of the value calls (or
