@@ -6,10 +6,15 @@
 # them: the socket's list in pages (no reply over the 64 KiB message limit, cursors that go on
 # after a release, bad cursors and limits refused, the filters and total), gpum jobs (table
 # and --json --all), the REST list (every page, no duplicate, no gap, the total, the filters,
-# 400 on bad values), gpum status and gpum top --once.
+# 400 on bad values), gpum status and gpum top --once, and /metrics (promtool checks it whole;
+# its counts add up, every granted reservation has its rows).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
 source "$(dirname "$0")/http_lib.sh"
+
+PROMTOOL=$(command -v promtool || echo "$GPUM_SOURCE_DIR/.cache/tools/bin/promtool")
+[ -x "$PROMTOOL" ] || t_fail "promtool not found (scripts/deps.sh extracts it into .cache/tools/bin)"
+export PROMTOOL
 
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/8xh100.yaml"
 gd_start
@@ -197,6 +202,58 @@ for q, says in [("limit=0", "limit"), ("limit=10001", "limit"), ("limit=x", "lim
                 ("owner=no-such-user-here", "owner"), ("owner=-3", "owner"),
                 ("label=" + "y" * 200, "label"), ("sort=id", "sort")]:
     expect_err("GET", "/api/v1/reservations?" + q, 400, "EINVAL", says)
+
+# /metrics: whole (promtool reads it without a complaint), its counts add up to the live
+# reservations, and every granted one has its rows (one per device it holds). It may be as old
+# as metrics.max_age: read until it shows the state of now (nothing changes meanwhile).
+docs, cursor = [], ""
+while cursor is not None:
+    b = expect("GET", "/api/v1/reservations?state=GRANTED&limit=10000" + cursor, 200)
+    docs += b["reservations"]
+    cursor = b["next_cursor"] and "&cursor=" + b["next_cursor"]
+devs = {r["id"]: [str(x["index"]) for x in r["devices"]] for r in docs}
+assert len(devs) == len(g_ids) - 2, (len(devs), len(g_ids))  # two were released
+def scrape():
+    st, h, text = call("GET", "/metrics", timeout=60)
+    assert st == 200 and h["content-type"].startswith("text/plain; version=0.0.4"), (st, h)
+    series = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$", line)
+        assert m, line
+        labels = tuple(re.findall(r"(\w+)=\"((?:[^\"\\]|\\.)*)\"", m.group(3) or ""))
+        key = (m.group(1), labels)
+        assert key not in series, "duplicate series " + line
+        series[key] = float(m.group(4))
+    return text, series
+def one(series, name, **want):
+    got = [v for (n, l), v in series.items() if n == name and
+           all(dict(l).get(k) == w for k, w in want.items())]
+    assert len(got) == 1, (name, want, got)
+    return got[0]
+seen = []
+def current():
+    seen[:] = scrape()
+    return (one(seen[1], "gpum_reservations", state="granted") == len(devs) and
+            one(seen[1], "gpum_reservations", state="queued") == len(q_ids))
+until(current, 30, "/metrics counting the live reservations")
+text, series = seen
+p = subprocess.run([os.environ["PROMTOOL"], "check", "metrics"], input=text, capture_output=True,
+                   text=True, timeout=120)
+assert p.returncode == 0 and not (p.stdout + p.stderr).strip(), p.stdout + p.stderr
+assert one(series, "gpum_queue_length") == len(q_ids)
+rows = {}
+for (n, l), v in series.items():
+    if n == "gpum_reservation_reserved_bytes":
+        d = dict(l)
+        rows.setdefault(d["reservation"], []).append(d["gpu"])
+        assert v == (cap0 if d["label"] == "fill-0" else 1 << 20), (l, v)
+assert {k: sorted(v) for k, v in rows.items()} == {k: sorted(v) for k, v in devs.items()}
+used = {dict(l)["reservation"] for (n, l), v in series.items() if n == "gpum_reservation_used_bytes"}
+assert used == set(devs), len(used ^ set(devs))
+reserved = sum(v for (n, l), v in series.items() if n == "gpum_device_reserved_bytes")
+assert reserved == cap0 + (len(devs) - 1) * (1 << 20), (reserved, len(devs))
 ' || t_fail "a list face failed at 10,000 reservations"
 gd_stop TERM
 [ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC"
