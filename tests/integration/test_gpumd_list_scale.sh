@@ -116,15 +116,26 @@ assert m["reservations"][-1]["state"] == "GRANTED", m["reservations"][-1]
 cur = m["next_cursor"]
 _, m2 = raw_call("list", all=True, limit=9, cursor=cur)
 ahead = [r["id"] for r in m2["reservations"][1:] if r["state"] == "GRANTED"][0]
+# A filtered list (a uid, a label, or without all: the caller own) counts its total once, on
+# the first page of a walk, and its cursors carry it (no pass over them all per page); the
+# list of everyone comes from the scheduler counts, current on every page, its cursors bare.
+_, f1 = raw_call("list", uid=me, limit=9)
+assert f1["total"] == N and f1["next_cursor"] == "c1.%d.%d" % (num(f1["reservations"][-1]["id"]), N)
+assert re.fullmatch(r"c1\.[1-9][0-9]*", cur), cur
 c.ok("release", reservation=page1[-1])
 c.ok("release", reservation=ahead)
+_, f2 = raw_call("list", uid=me, limit=9, cursor=f1["next_cursor"])
+assert f2["total"] == N and f2["next_cursor"].endswith(".%d" % N), (f2["total"], f2["next_cursor"])
+assert raw_call("list", uid=me, limit=9)[1]["total"] == N - 2  # a new walk counts again
+assert raw_call("list", uid=me, limit=9, cursor=cur)[1]["total"] == N - 2  # a cursor of none
 _, m3 = raw_call("list", all=True, limit=9, cursor=cur)
 page2 = [r["id"] for r in m3["reservations"]]
 want = [r["id"] for r in m2["reservations"] if r["id"] != ahead]
 assert page2[:8] == want and num(page2[8]) > num(want[-1]), (page2, want)
 assert m3["total"] == N - 2
 # Bad cursors and limits are refused.
-for bad in ["garbage", "c1.", "c1.0", "c1.12x", "c1.99999999999999999999999", "r-5", 12]:
+for bad in ["garbage", "c1.", "c1.0", "c1.12x", "c1.99999999999999999999999", "r-5", 12,
+            "c1.12.", "c1.12.0", "c1.12.07", "c1.12.3.4", "c1.12.99999999999999999999999"]:
     e = c.err("list", "EINVAL", all=True, cursor=bad)
     assert "cursor" in e, e
 for bad in [0, 10001, "5", -1]:
@@ -137,6 +148,24 @@ c.err("list", "EINVAL", label="x" * 200)
 line, m = raw_call("status")
 assert m["ok"] and len(line) + 1 < LIMIT and m["node"]["queued"] == len(q_ids)
 assert 0 < len(m["queue"]) < len(q_ids)
+# ... the head in service order, as much as fits (the next one would not: a queued document
+# here is under 1 KiB), and each device its first 128 granted ids with "jobs" counting all.
+assert [r["id"] for r in m["queue"]] == q_ids[:len(m["queue"])]
+assert [r["queue_position"] for r in m["queue"]] == list(range(len(m["queue"])))
+assert len(line) + 1 > LIMIT - 1024, len(line)
+on, cursor = {}, None  # device index -> its granted ids, in id order
+while True:
+    _, g = raw_call("list", all=True, state="GRANTED", **({"cursor": cursor} if cursor else {}))
+    for r in g["reservations"]:
+        for x in r["devices"]:
+            on.setdefault(x["index"], []).append(r["id"])
+    cursor = g["next_cursor"]
+    if cursor is None:
+        break
+for dev in m["devices"]:
+    mine = on.get(dev["index"], [])
+    assert dev["jobs"] == len(mine) and dev["reservations"] == mine[:128], (dev["index"], dev["jobs"])
+assert max(len(v) for v in on.values()) > 128
 
 # The CLI (libgpum follows the cursors).
 env = dict(os.environ)

@@ -437,7 +437,7 @@ static json_t *ratio(uint64_t part, uint64_t total) {
 static int render_status(gpumd_t *d, struct evbuffer *out) {
   gpumd_actor_t a = actor_as_daemon(false);
   json_t *body = NULL;
-  int rc = gpumd_op_status(d, &a, &body);
+  int rc = gpumd_op_status(d, &a, 0, &body); /* the whole queue: no message limit here */
   if (rc != 0)
     return rc;
   uint64_t total = 0, used = 0, reserved = 0;
