@@ -342,11 +342,10 @@ static void test_list_decode(void **state) {
                                     "{\"sort\": \"id\"}",
                                     "{\"all\": 1}",
                                     NULL};
-  static const char *const field[] = {"limit",  "limit",  "limit",  "limit",  "cursor",
-                                      "cursor", "cursor", "cursor", "cursor", "cursor",
-                                      "cursor", "cursor", "cursor", "cursor", "cursor",
-                                      "cursor", "cursor", "cursor", "state",  "state",  "state",
-                                      "uid",    "uid",    "label",  "sort",   "all"};
+  static const char *const field[] = {
+      "limit",  "limit",  "limit",  "limit",  "cursor", "cursor", "cursor", "cursor", "cursor",
+      "cursor", "cursor", "cursor", "cursor", "cursor", "cursor", "cursor", "cursor", "cursor",
+      "state",  "state",  "state",  "uid",    "uid",    "label",  "sort",   "all"};
   for (size_t i = 0; bad[i]; i++) {
     j = json_loads(bad[i], 0, NULL);
     assert_non_null(j);

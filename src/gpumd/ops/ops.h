@@ -102,7 +102,7 @@ typedef struct {
   uint64_t after;    /* the cursor: ids above this (0: from the first) */
   bool total_set;    /* the cursor carries a filtered walk's total (counted on its first page) */
   size_t total;
-  size_t budget;     /* bytes for the lists (0: no bound) */
+  size_t budget; /* bytes for the lists (0: no bound) */
 } gpumd_list_req_t;
 int gpumd_list_decode(json_t *j, gpumd_list_req_t *out);
 /* The list filters shared by the socket and REST ("state", "label", "cursor", "limit"), from
