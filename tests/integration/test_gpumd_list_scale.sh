@@ -208,7 +208,7 @@ def rest_walk(q):
     ids, cursor, totals = [], None, set()
     while True:
         path = "/api/v1/reservations?" + q + ("&cursor=" + cursor if cursor else "")
-        b = expect("GET", path, 200)
+        b = expect("GET", path, 200, timeout=120)  # a child at SCHED_IDLE: slow on a busy machine
         totals.add(b["total"])
         ids += [r["id"] for r in b["reservations"]]
         cursor = b["next_cursor"]
@@ -217,7 +217,7 @@ def rest_walk(q):
 r_ids, r_tot = rest_walk("limit=777")
 live = [i for i in ids if i not in (page1[-1], ahead)]
 assert r_ids == live and r_tot == {N - 2}, (len(r_ids), r_tot)
-b = expect("GET", "/api/v1/reservations", 200)
+b = expect("GET", "/api/v1/reservations", 200, timeout=120)
 assert len(b["reservations"]) == 1000 and b["total"] == N - 2 and b["next_cursor"]
 assert "ended" in b
 rq, rq_tot = rest_walk("limit=5000&state=QUEUED&label=odd-*&owner=%d" % me)
@@ -237,7 +237,7 @@ for q, says in [("limit=0", "limit"), ("limit=10001", "limit"), ("limit=x", "lim
 # as metrics.max_age: read until it shows the state of now (nothing changes meanwhile).
 docs, cursor = [], ""
 while cursor is not None:
-    b = expect("GET", "/api/v1/reservations?state=GRANTED&limit=10000" + cursor, 200)
+    b = expect("GET", "/api/v1/reservations?state=GRANTED&limit=10000" + cursor, 200, timeout=120)
     docs += b["reservations"]
     cursor = b["next_cursor"] and "&cursor=" + b["next_cursor"]
 devs = {r["id"]: [str(x["index"]) for x in r["devices"]] for r in docs}
