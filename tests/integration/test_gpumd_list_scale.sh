@@ -4,7 +4,9 @@
 # half QUEUED behind a reservation that fills GPU 0; a hundred of them with labels of 127
 # control characters, the longest a reservation document gets), and every face that lists
 # them: the socket's list in pages (no reply over the 64 KiB message limit, cursors that go on
-# after a release, bad cursors and limits refused, the filters and total), gpum jobs (table
+# after a release, bad cursors and limits refused, the filters and total, counted once per
+# walk and carried by the cursors of a filtered one), status (the queue head in order, as much
+# as one message holds; the first 128 ids of each device), gpum jobs (table
 # and --json --all), the REST list (every page, no duplicate, no gap, the total, the filters,
 # 400 on bad values), gpum status and gpum top --once, and /metrics (promtool checks it whole;
 # its counts add up, every granted reservation has its rows).
