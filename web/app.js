@@ -16,6 +16,9 @@
   const KEPT_ENDED = new Set(["FAILED", "EXPIRED"]);
   const ENDED_KEEP_MS = 10 * 60 * 1000;
   const RANK = { QUEUED: 0, GRANTED: 1 }; // terminal states rank 2
+  // Rows of the reservations table (and entries of the queue) drawn at once: a node of
+  // thousands of reservations is read whole but shown a page at a time (the pager under it).
+  const PAGE_ROWS = 100;
 
   // ---- state ---------------------------------------------------------------------------------
 
@@ -26,6 +29,7 @@
     alerts: new Map(), // id -> alert
     touched: new Map(), // "r:ID" / "a:ID" / "h:GPU" -> event sequence number
     seq: 0, // events received
+    resvPage: 0, // the page of the reservations table shown (PAGE_ROWS each)
     historyMissing: false,
     intervalS: 1, // gpumd's monitor interval (the history says it)
   };
@@ -466,9 +470,12 @@
       if (TERMINAL.has(r.state) && (r.ended_ns || 0) / 1e6 < cutoff) st.resv.delete(id);
     const rows = [...st.resv.values()].sort((a, b) => rank(b.state) - rank(a.state) ||
       (a.queue_position ?? 0) - (b.queue_position ?? 0) || (a.created_ns || 0) - (b.created_ns || 0));
-    const seen = new Set();
-    for (const r of rows) {
-      seen.add(r.id);
+    const pages = Math.max(1, Math.ceil(rows.length / PAGE_ROWS));
+    st.resvPage = Math.min(st.resvPage, pages - 1);
+    const first = st.resvPage * PAGE_ROWS;
+    const shown = rows.slice(first, first + PAGE_ROWS);
+    const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr]));
+    for (const r of shown) {
       const gpus = (r.devices || []).map((x) => x.index).join(",") || `${r.gpus} (any)`;
       const fenced = r.fenced ? `${iec(r.fenced.used)} / ${iec(r.fenced.limit)}` : "not fenced";
       const queued = r.state === "QUEUED";
@@ -488,20 +495,30 @@
         el("td", {}, ended ? "" : el("button", { type: "button", class: "danger", testid: `release-${r.id}`, "data-id": r.id,
           text: queued ? "Cancel" : "Release" })),
       ];
-      let tr = body.querySelector(`tr[data-id="${CSS.escape(r.id)}"]`);
+      let tr = old.get(r.id);
+      old.delete(r.id);
       if (!tr) tr = el("tr", { "data-id": r.id, testid: `resv-${r.id}` });
       tr.className = ended ? "ended" : "";
       tr.replaceChildren(...cells);
       body.append(tr); // in sorted order
     }
-    for (const tr of [...body.children]) if (!seen.has(tr.dataset.id)) tr.remove();
+    for (const tr of old.values()) tr.remove();
     $("resv-empty").hidden = rows.length > 0;
+    $("resv-pager").hidden = rows.length <= PAGE_ROWS;
+    const n = (v) => v.toLocaleString("en");
+    $("resv-range").textContent = `${n(first + 1)}–${n(first + shown.length)} of ${n(rows.length)} reservations`;
+    $("resv-prev").disabled = st.resvPage === 0;
+    $("resv-next").disabled = st.resvPage >= pages - 1;
 
     const q = $("queue");
     const queued = rows.filter((r) => r.state === "QUEUED");
-    q.replaceChildren(...queued.map((r) => el("li", { testid: `queue-${r.id}` },
+    const head = queued.slice(0, PAGE_ROWS).map((r) => el("li", { testid: `queue-${r.id}` },
       `#${qpos(r)} ${r.id} · ${r.label || ""} · ${iec(r.bytes_per_gpu)} × ${r.gpus} · ${ownerOf(r)} · waiting `,
-      ageSpan(r.created_ns), r.waiting_for ? ` · ${r.waiting_for}` : "")));
+      ageSpan(r.created_ns), r.waiting_for ? ` · ${r.waiting_for}` : ""));
+    if (queued.length > PAGE_ROWS)
+      head.push(el("li", { class: "muted more", testid: "queue-more",
+        text: `and ${(queued.length - PAGE_ROWS).toLocaleString("en")} more waiting` }));
+    q.replaceChildren(...head);
     $("queue-empty").hidden = queued.length > 0;
   }
 
@@ -844,6 +861,11 @@
       const b = e.target.closest("button[data-id]");
       if (b) release(b.dataset.id).catch((err) => say(`Release failed: ${err.message}`, true));
     });
+    for (const [id, step] of [["resv-prev", -1], ["resv-next", 1]])
+      $(id).addEventListener("click", () => {
+        st.resvPage = Math.max(0, st.resvPage + step);
+        renderReservations();
+      });
     // Ages and waiting times move on with the clock (no request: just the text).
     setInterval(() => {
       for (const e of document.querySelectorAll("[data-since]")) e.textContent = ageOf(Number(e.dataset.since));

@@ -4,12 +4,19 @@
 # half QUEUED behind a reservation that fills GPU 0; a hundred of them with labels of 127
 # control characters, the longest a reservation document gets), and every face that lists
 # them: the socket's list in pages (no reply over the 64 KiB message limit, cursors that go on
-# after a release, bad cursors and limits refused, the filters and total), gpum jobs (table
+# after a release, bad cursors and limits refused, the filters and total, counted once per
+# walk and carried by the cursors of a filtered one), status (the queue head in order, as much
+# as one message holds; the first 128 ids of each device), gpum jobs (table
 # and --json --all, whose documents are REST's), the REST list (every page, no duplicate, no gap, the total, the filters,
-# 400 on bad values), gpum status and gpum top --once.
+# 400 on bad values), gpum status and gpum top --once, and /metrics (promtool checks it whole;
+# its counts add up, every granted reservation has its rows).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpumd_lib.sh"
 source "$(dirname "$0")/http_lib.sh"
+
+PROMTOOL=$(command -v promtool || echo "$GPUM_SOURCE_DIR/.cache/tools/bin/promtool")
+[ -x "$PROMTOOL" ] || t_fail "promtool not found (scripts/deps.sh extracts it into .cache/tools/bin)"
+export PROMTOOL
 
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/8xh100.yaml"
 gd_start
@@ -111,15 +118,26 @@ assert m["reservations"][-1]["state"] == "GRANTED", m["reservations"][-1]
 cur = m["next_cursor"]
 _, m2 = raw_call("list", all=True, limit=9, cursor=cur)
 ahead = [r["id"] for r in m2["reservations"][1:] if r["state"] == "GRANTED"][0]
+# A filtered list (a uid, a label, or without all: the caller own) counts its total once, on
+# the first page of a walk, and its cursors carry it (no pass over them all per page); the
+# list of everyone comes from the scheduler counts, current on every page, its cursors bare.
+_, f1 = raw_call("list", uid=me, limit=9)
+assert f1["total"] == N and f1["next_cursor"] == "c1.%d.%d" % (num(f1["reservations"][-1]["id"]), N)
+assert re.fullmatch(r"c1\.[1-9][0-9]*", cur), cur
 c.ok("release", reservation=page1[-1])
 c.ok("release", reservation=ahead)
+_, f2 = raw_call("list", uid=me, limit=9, cursor=f1["next_cursor"])
+assert f2["total"] == N and f2["next_cursor"].endswith(".%d" % N), (f2["total"], f2["next_cursor"])
+assert raw_call("list", uid=me, limit=9)[1]["total"] == N - 2  # a new walk counts again
+assert raw_call("list", uid=me, limit=9, cursor=cur)[1]["total"] == N - 2  # a cursor of none
 _, m3 = raw_call("list", all=True, limit=9, cursor=cur)
 page2 = [r["id"] for r in m3["reservations"]]
 want = [r["id"] for r in m2["reservations"] if r["id"] != ahead]
 assert page2[:8] == want and num(page2[8]) > num(want[-1]), (page2, want)
 assert m3["total"] == N - 2
 # Bad cursors and limits are refused.
-for bad in ["garbage", "c1.", "c1.0", "c1.12x", "c1.99999999999999999999999", "r-5", 12]:
+for bad in ["garbage", "c1.", "c1.0", "c1.12x", "c1.99999999999999999999999", "r-5", 12,
+            "c1.12.", "c1.12.0", "c1.12.07", "c1.12.3.4", "c1.12.99999999999999999999999"]:
     e = c.err("list", "EINVAL", all=True, cursor=bad)
     assert "cursor" in e, e
 for bad in [0, 10001, "5", -1]:
@@ -132,6 +150,24 @@ c.err("list", "EINVAL", label="x" * 200)
 line, m = raw_call("status")
 assert m["ok"] and len(line) + 1 < LIMIT and m["node"]["queued"] == len(q_ids)
 assert 0 < len(m["queue"]) < len(q_ids)
+# ... the head in service order, as much as fits (the next one would not: a queued document
+# here is under 1 KiB), and each device its first 128 granted ids with "jobs" counting all.
+assert [r["id"] for r in m["queue"]] == q_ids[:len(m["queue"])]
+assert [r["queue_position"] for r in m["queue"]] == list(range(len(m["queue"])))
+assert len(line) + 1 > LIMIT - 1024, len(line)
+on, cursor = {}, None  # device index -> its granted ids, in id order
+while True:
+    _, g = raw_call("list", all=True, state="GRANTED", **({"cursor": cursor} if cursor else {}))
+    for r in g["reservations"]:
+        for x in r["devices"]:
+            on.setdefault(x["index"], []).append(r["id"])
+    cursor = g["next_cursor"]
+    if cursor is None:
+        break
+for dev in m["devices"]:
+    mine = on.get(dev["index"], [])
+    assert dev["jobs"] == len(mine) and dev["reservations"] == mine[:128], (dev["index"], dev["jobs"])
+assert max(len(v) for v in on.values()) > 128
 
 # The CLI (libgpum follows the cursors).
 env = dict(os.environ)
@@ -174,7 +210,7 @@ def rest_walk(q):
     ids, cursor, totals = [], None, set()
     while True:
         path = "/api/v1/reservations?" + q + ("&cursor=" + cursor if cursor else "")
-        b = expect("GET", path, 200)
+        b = expect("GET", path, 200, timeout=120)  # a child at SCHED_IDLE: slow on a busy machine
         totals.add(b["total"])
         ids += [r["id"] for r in b["reservations"]]
         cursor = b["next_cursor"]
@@ -186,7 +222,8 @@ def rest_walk(q):
 def rest_docs(q):
     docs, cursor, ended, totals = [], None, None, set()
     while True:
-        b = expect("GET", "/api/v1/reservations?" + q + ("&cursor=" + cursor if cursor else ""), 200)
+        b = expect("GET", "/api/v1/reservations?" + q + ("&cursor=" + cursor if cursor else ""), 200,
+                   timeout=120)  # a child at SCHED_IDLE: slow on a busy machine
         docs += b["reservations"]
         ended = b["ended"] if ended is None else ended
         totals.add(b["total"])
@@ -206,7 +243,7 @@ assert sum(1 for r in doc["reservations"] if r["label"] == "\x01" * 127) > 50
 r_ids = [r["id"] for r in r_docs]
 live = [i for i in ids if i not in (page1[-1], ahead)]
 assert r_ids == live and r_tot == {N - 2}, (len(r_ids), r_tot)
-b = expect("GET", "/api/v1/reservations", 200)
+b = expect("GET", "/api/v1/reservations", 200, timeout=120)
 assert len(b["reservations"]) == 1000 and b["total"] == N - 2 and b["next_cursor"]
 assert "ended" in b
 rq, rq_tot = rest_walk("limit=5000&state=QUEUED&label=odd-*&owner=%d" % me)
@@ -220,6 +257,58 @@ for q, says in [("limit=0", "limit"), ("limit=10001", "limit"), ("limit=x", "lim
                 ("owner=no-such-user-here", "owner"), ("owner=-3", "owner"),
                 ("label=" + "y" * 200, "label"), ("sort=id", "sort")]:
     expect_err("GET", "/api/v1/reservations?" + q, 400, "EINVAL", says)
+
+# /metrics: whole (promtool reads it without a complaint), its counts add up to the live
+# reservations, and every granted one has its rows (one per device it holds). It may be as old
+# as metrics.max_age: read until it shows the state of now (nothing changes meanwhile).
+docs, cursor = [], ""
+while cursor is not None:
+    b = expect("GET", "/api/v1/reservations?state=GRANTED&limit=10000" + cursor, 200, timeout=120)
+    docs += b["reservations"]
+    cursor = b["next_cursor"] and "&cursor=" + b["next_cursor"]
+devs = {r["id"]: [str(x["index"]) for x in r["devices"]] for r in docs}
+assert len(devs) == len(g_ids) - 2, (len(devs), len(g_ids))  # two were released
+def scrape():
+    st, h, text = call("GET", "/metrics", timeout=60)
+    assert st == 200 and h["content-type"].startswith("text/plain; version=0.0.4"), (st, h)
+    series = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$", line)
+        assert m, line
+        labels = tuple(re.findall(r"(\w+)=\"((?:[^\"\\]|\\.)*)\"", m.group(3) or ""))
+        key = (m.group(1), labels)
+        assert key not in series, "duplicate series " + line
+        series[key] = float(m.group(4))
+    return text, series
+def one(series, name, **want):
+    got = [v for (n, l), v in series.items() if n == name and
+           all(dict(l).get(k) == w for k, w in want.items())]
+    assert len(got) == 1, (name, want, got)
+    return got[0]
+seen = []
+def current():
+    seen[:] = scrape()
+    return (one(seen[1], "gpum_reservations", state="granted") == len(devs) and
+            one(seen[1], "gpum_reservations", state="queued") == len(q_ids))
+until(current, 30, "/metrics counting the live reservations")
+text, series = seen
+p = subprocess.run([os.environ["PROMTOOL"], "check", "metrics"], input=text, capture_output=True,
+                   text=True, timeout=120)
+assert p.returncode == 0 and not (p.stdout + p.stderr).strip(), p.stdout + p.stderr
+assert one(series, "gpum_queue_length") == len(q_ids)
+rows = {}
+for (n, l), v in series.items():
+    if n == "gpum_reservation_reserved_bytes":
+        d = dict(l)
+        rows.setdefault(d["reservation"], []).append(d["gpu"])
+        assert v == (cap0 if d["label"] == "fill-0" else 1 << 20), (l, v)
+assert {k: sorted(v) for k, v in rows.items()} == {k: sorted(v) for k, v in devs.items()}
+used = {dict(l)["reservation"] for (n, l), v in series.items() if n == "gpum_reservation_used_bytes"}
+assert used == set(devs), len(used ^ set(devs))
+reserved = sum(v for (n, l), v in series.items() if n == "gpum_device_reserved_bytes")
+assert reserved == cap0 + (len(devs) - 1) * (1 << 20), (reserved, len(devs))
 ' || t_fail "a list face failed at 10,000 reservations"
 gd_stop TERM
 [ "$GD_RC" -eq 0 ] || t_fail "gpumd exited $GD_RC"

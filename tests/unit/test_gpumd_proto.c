@@ -299,6 +299,12 @@ static void test_list_decode(void **state) {
   assert_int_equal(q.states, (1u << GPUMD_RESV_QUEUED) | (1u << GPUMD_RESV_GRANTED));
   assert_true(q.uid_set && q.uid == 1000 && q.all);
   assert_string_equal(q.label, "train-*");
+  assert_false(q.total_set);
+  json_decref(j);
+  /* A filtered walk's cursor carries the total its first page counted. */
+  j = json_pack("{s:s, s:s}", "op", "list", "cursor", "c1.42.9876");
+  assert_int_equal(gpumd_list_decode(j, &q), 0);
+  assert_true(q.after == 42 && q.total_set && q.total == 9876);
   json_decref(j);
   /* A long request id leaves the lists less room. */
   char id[2048];
@@ -321,6 +327,12 @@ static void test_list_decode(void **state) {
                                     "{\"cursor\": 3}",
                                     "{\"cursor\": \"r-5\"}",
                                     "{\"cursor\": \"c1.99999999999999999999\"}",
+                                    "{\"cursor\": \"c1.12.\"}",
+                                    "{\"cursor\": \"c1.12.0\"}",
+                                    "{\"cursor\": \"c1.12.07\"}",
+                                    "{\"cursor\": \"c1.12.3.4\"}",
+                                    "{\"cursor\": \"c1.12.x\"}",
+                                    "{\"cursor\": \"c1.12.99999999999999999999\"}",
                                     "{\"state\": \"ENDED\"}",
                                     "{\"state\": [\"QUEUED\", 1]}",
                                     "{\"state\": 1}",
@@ -330,10 +342,10 @@ static void test_list_decode(void **state) {
                                     "{\"sort\": \"id\"}",
                                     "{\"all\": 1}",
                                     NULL};
-  static const char *const field[] = {"limit",  "limit",  "limit",  "limit",  "cursor",
-                                      "cursor", "cursor", "cursor", "cursor", "cursor",
-                                      "cursor", "cursor", "state",  "state",  "state",
-                                      "uid",    "uid",    "label",  "sort",   "all"};
+  static const char *const field[] = {
+      "limit",  "limit",  "limit",  "limit",  "cursor", "cursor", "cursor", "cursor", "cursor",
+      "cursor", "cursor", "cursor", "cursor", "cursor", "cursor", "cursor", "cursor", "cursor",
+      "state",  "state",  "state",  "uid",    "uid",    "label",  "sort",   "all"};
   for (size_t i = 0; bad[i]; i++) {
     j = json_loads(bad[i], 0, NULL);
     assert_non_null(j);

@@ -557,7 +557,7 @@ void gpumd_engine_device_sample(gpumd_t *d, unsigned index, const gpum_device_sa
   feed_device(d, index, s, true);
 }
 
-void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o) {
+void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o, size_t max_ids) {
   gpumd_sched_device_stats_t st;
   if (gpumd_sched_device_stats(d->sched, index, &st) != 0)
     return;
@@ -582,7 +582,7 @@ void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o) {
   json_object_set_new(o, GPUM_PROTO_F_PRESSURE, json_string(gpumd_pressure_name(st.pressure)));
   json_t *ids = json_array();
   size_t n = gpumd_sched_count(d->sched);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n && json_array_size(ids) < max_ids; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     char id[GPUMD_RESV_ID_BUFSZ];
     if (r->state == GPUMD_RESV_GRANTED && (r->device_mask >> index & 1u))

@@ -44,6 +44,9 @@ bool gpumd_engine_device_view(gpumd_t *d, unsigned index, const gpum_device_samp
                               bool procs, gpumd_sched_device_t *out);
 /* The "devices" array of the status reply. */
 json_t *gpumd_engine_devices_json(gpumd_t *d);
+/* The same with at most max_ids ids in each device's "reservations" (the first in id order;
+ * "jobs" counts them all): the socket's status, one message, builds no more than it sends. */
+json_t *gpumd_engine_devices_json_head(gpumd_t *d, size_t max_ids);
 #define GPUMD_ENDED_MAX 256
 #define GPUMD_ENDED_KEEP_NS (600ull * 1000000000ull) /* 10 minutes */
 /* Keeps a copy of r, which has just reached a final state. */
@@ -99,9 +102,10 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
 /* The same object written straight to w, byte for byte what gpumd_json_write gives for
  * gpumd_engine_resv_json (the hot replies skip building it). */
 void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token);
-/* Adds the scheduler's fields ("committed", "reserved", "unmanaged", "jobs", "reservations")
- * to a device object of the status reply. */
-void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o);
+/* Adds the scheduler's fields ("committed", "reserved", "unmanaged", "jobs", "reservations":
+ * the ids of at most max_ids of its granted reservations) to a device object of the status
+ * reply. */
+void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o, size_t max_ids);
 /* A lease ended (pid exit, ttl): end the reservation with state to. */
 void gpumd_engine_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason);
 /* Opens the ledger, restores its reservations (recovery) and feeds the devices. */

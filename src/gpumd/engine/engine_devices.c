@@ -4,6 +4,7 @@
  * the monitor sees it, devices.c, with what the scheduler holds on it), and the operator's
  * switches, stored in the ledger and applied again at every start.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,6 +54,10 @@ int gpumd_engine_class_gb(gpumd_t *d, const char *name, double *gb) {
 }
 
 json_t *gpumd_engine_devices_json(gpumd_t *d) {
+  return gpumd_engine_devices_json_head(d, SIZE_MAX);
+}
+
+json_t *gpumd_engine_devices_json_head(gpumd_t *d, size_t max_ids) {
   json_t *arr = json_array();
   for (unsigned i = 0; i < d->device_count; i++) {
     gpumd_device_t *dev = &d->devices[i];
@@ -96,7 +101,7 @@ json_t *gpumd_engine_devices_json(gpumd_t *d) {
                                           "gpu_instance", (json_int_t)dev->info.mig_gi,
                                           "compute_instance", (json_int_t)dev->info.mig_ci)
                               : json_null());
-      gpumd_engine_device_json(d, dev->index, o);
+      gpumd_engine_device_json(d, dev->index, o, max_ids);
       json_array_append_new(arr, o);
     }
   }

@@ -103,6 +103,7 @@ static void child_answer(struct gpumd_http *h, gpumd_http_call_t *call, gpumd_ht
   struct sched_param sp = {.sched_priority = 0};
   (void)sched_setscheduler(0, SCHED_IDLE, &sp);
   h->npend = 0;
+  call->forked = true;
   gpum_error_clear();
   gpumd__http_answer(h, call, fn(call));
   if (h->npend != 1)

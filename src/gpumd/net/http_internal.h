@@ -46,6 +46,7 @@ typedef struct {
   int status;     /* success status (default 200) */
   json_t *out;    /* success body (stolen by the router) */
   int err_status; /* error status override (0: from the code) */
+  bool forked;    /* answered in a child process (http_fork.c), where it may block */
 } gpumd_http_call_t;
 
 typedef int (*gpumd_http_fn)(gpumd_http_call_t *call);
@@ -91,6 +92,9 @@ int gpumd_http_nodes(gpumd_http_call_t *call);
 int gpumd_http_validate(gpumd_http_call_t *call);
 int gpumd_http_allocate(gpumd_http_call_t *call);
 int gpumd_http_resv_list(gpumd_http_call_t *call);
+/* Whether the list's owner filter (NULL: none) is a user name rather than a uid: its answer is
+ * made in a child (the lookup may block), or refused with EAGAIN when none can be had. */
+bool gpumd_http_owner_is_name(const char *owner);
 int gpumd_http_resv_get(gpumd_http_call_t *call);
 int gpumd_http_resv_delete(gpumd_http_call_t *call);
 int gpumd_http_resv_renew(gpumd_http_call_t *call);

@@ -113,23 +113,53 @@ static void op_hello(gpumd_conn_t *c, json_t *id, json_t *req) {
                            GPUM_PROTO_F_PID, (json_int_t)c->pid, GPUM_PROTO_F_ADMIN, c->admin));
 }
 
-int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t **out) {
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
+/* The socket's status is one message: each device's "reservations" keeps its first
+ * GPUMD_STATUS_DEVICE_IDS ids ("jobs" counts them all) and "queue" the head of the queue, as
+ * much of it as the message has room for ("node"."queued" counts it all; list gives it all). */
+#define GPUMD_STATUS_DEVICE_IDS 128
+
+/* The queue in service order into st's "queue", while st stays within budget bytes (0: the
+ * whole queue): only the documents sent are built. */
+static int status_queue(gpumd_t *d, const gpumd_actor_t *a, size_t budget, json_t *st) {
   json_t *queue = json_array();
+  if (json_object_set_new(st, GPUM_PROTO_F_QUEUE, queue) != 0)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
   size_t qn = gpumd_sched_queue_length(d->sched);
+  size_t used = budget ? gpumd_json_size(st) : 0;
   for (size_t i = 0; i < qn; i++) {
     const gpumd_resv_t *r = gpumd_sched_queue_at(d->sched, i);
-    json_array_append_new(queue, gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
+    json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
+    if (budget) {
+      size_t b = gpumd_json_size(o) + 1; /* and its comma */
+      if (used + b > budget) {
+        json_decref(o);
+        break;
+      }
+      used += b;
+    }
+    json_array_append_new(queue, o);
   }
+  return 0;
+}
+
+int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, size_t budget, json_t **out) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  size_t qn = gpumd_sched_queue_length(d->sched);
   json_t *node = json_pack(
       "{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", GPUM_PROTO_F_HOSTNAME, host, GPUM_PROTO_F_VERSION,
       gpum_version(), GPUM_PROTO_F_PID, (json_int_t)getpid(), GPUM_PROTO_F_STARTED_NS,
       (json_int_t)d->start_ns, GPUM_PROTO_F_RESERVATIONS, (json_int_t)gpumd_sched_count(d->sched),
       GPUM_PROTO_F_QUEUED, (json_int_t)qn, GPUM_PROTO_F_CLIENTS, (json_int_t)d->conn_count);
-  *out = json_pack("{s:o, s:o, s:o}", GPUM_PROTO_F_NODE, node, GPUM_PROTO_F_DEVICES,
-                   gpumd_engine_devices_json(d), GPUM_PROTO_F_QUEUE, queue);
-  return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
+  json_t *devices = budget ? gpumd_engine_devices_json_head(d, GPUMD_STATUS_DEVICE_IDS)
+                           : gpumd_engine_devices_json(d);
+  *out = json_pack("{s:o, s:o}", GPUM_PROTO_F_NODE, node, GPUM_PROTO_F_DEVICES, devices);
+  int rc = *out ? status_queue(d, a, budget, *out) : gpum_error(GPUM_ENOMEM, "out of memory");
+  if (rc != 0) {
+    json_decref(*out);
+    *out = NULL;
+  }
+  return rc;
 }
 
 /* Whether r passes the list's filters (the cursor aside). */
@@ -147,55 +177,71 @@ static bool list_match(const gpumd_actor_t *a, const gpumd_list_req_t *req, cons
   return true;
 }
 
+/* Whether the list is everyone's, by state at most: its total is the scheduler's counts. */
+static bool list_counted(const gpumd_list_req_t *req) {
+  return req->all && !req->uid_set && !req->label;
+}
+
+/* The list's total. Everyone's (by state at most) from the scheduler's counts, always current;
+ * a filtered one's (a uid, a label, the caller's own) from one pass over the live reservations
+ * on the first page, which its cursors carry: a walk of n costs one pass for its total, not
+ * one per page. */
+static size_t list_total(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req) {
+  size_t n = gpumd_sched_count(d->sched);
+  if (list_counted(req)) {
+    size_t queued = gpumd_sched_queue_length(d->sched);
+    const unsigned q = 1u << GPUMD_RESV_QUEUED, g = 1u << GPUMD_RESV_GRANTED;
+    return !req->states || req->states == (q | g) ? n : req->states == q ? queued : n - queued;
+  }
+  if (req->total_set)
+    return req->total;
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++)
+    total += list_match(a, req, gpumd_sched_at(d->sched, i));
+  return total;
+}
+
+/* What ended lately, for the first page: newest first, as much of it as takes no more than
+ * half the budget (its bytes added to *used). */
+static json_t *list_ended(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req,
+                          size_t *used) {
+  json_t *ended = gpumd_ended_json(d, a, req->all || req->uid_set, gpum__os_real_ns());
+  for (size_t k = json_array_size(ended); req->uid_set && k-- > 0;) /* uid's only */
+    if (json_integer_value(json_object_get(json_array_get(ended, k), GPUM_PROTO_F_UID)) !=
+        (json_int_t)req->uid)
+      json_array_remove(ended, k);
+  if (ended && req->budget) {
+    size_t k = 0, eb = 2;
+    for (; k < json_array_size(ended); k++) {
+      size_t b = gpumd_json_size(json_array_get(ended, k)) + 1;
+      if (eb + b > req->budget / 2)
+        break;
+      eb += b;
+    }
+    while (json_array_size(ended) > k)
+      json_array_remove(ended, json_array_size(ended) - 1);
+    *used += eb;
+  }
+  return ended;
+}
+
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out) {
   json_t *arr = json_array();
   json_t *ended = NULL;
-  size_t used = 0, count = 0, total = 0;
+  size_t used = 0, count = 0, total = list_total(d, a, req);
   uint64_t last = 0;
   bool more = false;
-  /* What ended lately comes with the first page, newest first, as much of it as takes no
-   * more than half the budget. */
-  if (req->ended && req->after == 0) {
-    ended = gpumd_ended_json(d, a, req->all || req->uid_set, gpum__os_real_ns());
-    for (size_t k = json_array_size(ended); req->uid_set && k-- > 0;) /* uid's only */
-      if (json_integer_value(json_object_get(json_array_get(ended, k), GPUM_PROTO_F_UID)) !=
-          (json_int_t)req->uid)
-        json_array_remove(ended, k);
-    if (ended && req->budget) {
-      size_t k = 0, eb = 2;
-      for (; k < json_array_size(ended); k++) {
-        size_t b = gpumd_json_size(json_array_get(ended, k)) + 1;
-        if (eb + b > req->budget / 2)
-          break;
-        eb += b;
-      }
-      while (json_array_size(ended) > k)
-        json_array_remove(ended, json_array_size(ended) - 1);
-      used += eb;
-    }
-  }
+  if (req->ended && req->after == 0)
+    ended = list_ended(d, a, req, &used);
+  /* The page: from the cursor (a binary search) to the first match past limit or budget. */
   size_t n = gpumd_sched_count(d->sched);
-  size_t first = gpumd_sched_lower_bound(d->sched, req->after + 1);
-  /* everyone's, by state at most: the total is the scheduler's counts (no walk of them all) */
-  bool counted = (req->all && !req->uid_set && !req->label);
-  if (counted) {
-    size_t queued = gpumd_sched_queue_length(d->sched);
-    const unsigned q = 1u << GPUMD_RESV_QUEUED, g = 1u << GPUMD_RESV_GRANTED;
-    total = !req->states || req->states == (q | g) ? n : req->states == q ? queued : n - queued;
-  }
-  for (size_t i = counted ? first : 0; i < n; i++) {
-    if (counted && more)
-      break;
+  for (size_t i = gpumd_sched_lower_bound(d->sched, req->after + 1); i < n && !more; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (!list_match(a, req, r))
       continue;
-    if (!counted)
-      total++;
-    if (i < first || more)
-      continue;
     if (count == req->limit) {
       more = true;
-      continue;
+      break;
     }
     json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
     gpumd_engine_resv_add_fenced(d, o, r);
@@ -204,7 +250,7 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
       if (count > 0 && used + b > req->budget) {
         json_decref(o);
         more = true;
-        continue;
+        break;
       }
       used += b;
     }
@@ -214,8 +260,11 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
   }
   json_t *next = json_null();
   if (more) {
-    char cur[48];
-    snprintf(cur, sizeof cur, GPUM_PROTO_CURSOR_PREFIX "%" PRIu64, last);
+    char cur[64];
+    if (list_counted(req))
+      snprintf(cur, sizeof cur, GPUM_PROTO_CURSOR_PREFIX "%" PRIu64, last);
+    else
+      snprintf(cur, sizeof cur, GPUM_PROTO_CURSOR_PREFIX "%" PRIu64 ".%zu", last, total);
     next = json_string(cur);
   }
   *out = json_pack("{s:o, s:o, s:I}", GPUM_PROTO_F_RESERVATIONS, arr, GPUM_PROTO_F_NEXT_CURSOR,
@@ -485,40 +534,16 @@ static void op_http_token(gpumd_conn_t *c, json_t *id, json_t *j) {
 
 typedef int (*op_core_fn)(gpumd_t *d, const gpumd_actor_t *a, json_t *req, json_t **out);
 
-/* The socket's status is one message: each device's "reservations" keeps its first
- * GPUMD_STATUS_DEVICE_IDS ids ("jobs" counts them all) and "queue" the head of the queue, as
- * much of it as the message has room for ("node"."queued" counts it all; list gives it all). */
-#define GPUMD_STATUS_DEVICE_IDS 128
-static int status_fit(json_t *j, json_t *st) {
-  json_t *id = json_object_get(j, GPUM_PROTO_F_ID), *dev, *queue;
-  size_t i, idlen = id ? json_dumpb(id, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) : 0;
-  size_t budget = GPUMD_MAX_MESSAGE - GPUMD_LIST_ENVELOPE;
-  budget = idlen + 1024 < budget ? budget - idlen : 1024;
-  json_array_foreach(json_object_get(st, GPUM_PROTO_F_DEVICES), i, dev) {
-    json_t *ids = json_object_get(dev, GPUM_PROTO_F_RESERVATIONS);
-    while (json_array_size(ids) > GPUMD_STATUS_DEVICE_IDS)
-      json_array_remove(ids, json_array_size(ids) - 1);
-  }
-  queue = json_object_get(st, GPUM_PROTO_F_QUEUE);
-  json_t *keep = json_incref(queue);
-  json_object_set_new(st, GPUM_PROTO_F_QUEUE, json_array());
-  size_t used = gpumd_json_size(st), k = 0;
-  for (; k < json_array_size(keep); k++) {
-    size_t b = gpumd_json_size(json_array_get(keep, k)) + 1;
-    if (used + b > budget)
-      break;
-    used += b;
-  }
-  while (json_array_size(keep) > k)
-    json_array_remove(keep, json_array_size(keep) - 1);
-  json_object_set_new(st, GPUM_PROTO_F_QUEUE, keep);
-  return 0;
-}
-
+/* The socket's status: the message limit less the envelope and the request's id. */
 static int sock_status(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **out) {
   int rc = gpumd_status_decode(j);
-  rc = rc != 0 ? rc : gpumd_op_status(d, a, out);
-  return rc != 0 ? rc : status_fit(j, *out);
+  if (rc != 0)
+    return rc;
+  json_t *id = json_object_get(j, GPUM_PROTO_F_ID);
+  size_t idlen = id ? json_dumpb(id, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) : 0;
+  size_t budget = GPUMD_MAX_MESSAGE - GPUMD_LIST_ENVELOPE;
+  budget = idlen + 1024 < budget ? budget - idlen : 1024;
+  return gpumd_op_status(d, a, budget, out);
 }
 
 /* sock_NAME: the socket's request of an op decoded into its struct (decode_args end with

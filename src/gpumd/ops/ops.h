@@ -100,7 +100,9 @@ typedef struct {
   const char *label; /* only this label ("" none); ends with '*': the labels it begins */
   size_t limit;      /* 1..GPUMD_LIST_LIMIT_MAX */
   uint64_t after;    /* the cursor: ids above this (0: from the first) */
-  size_t budget;     /* bytes for the lists (0: no bound) */
+  bool total_set;    /* the cursor carries a filtered walk's total (counted on its first page) */
+  size_t total;
+  size_t budget; /* bytes for the lists (0: no bound) */
 } gpumd_list_req_t;
 int gpumd_list_decode(json_t *j, gpumd_list_req_t *out);
 /* The list filters shared by the socket and REST ("state", "label", "cursor", "limit"), from
@@ -126,7 +128,10 @@ int gpumd_switch_decode(json_t *j, bool disable, gpumd_switch_req_t *out);
 /* A disable's "reason" (why: its JSON value, NULL when none), for both faces. */
 void gpumd_switch_reason_decode(json_t *why, gpumd_switch_req_t *out);
 
-int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, json_t **out);
+/* The status body. budget: the bytes the reply may take (the socket's: one message), filled
+ * with the queue's head, each device listing its first ids only; 0: the whole queue and every
+ * id (REST). */
+int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, size_t budget, json_t **out);
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out);
 int gpumd_op_reserve(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t *req,
                      json_t **out);

@@ -357,22 +357,41 @@ int gpumd_list_label_set(const char *s, gpumd_list_req_t *out) {
   return 0;
 }
 
+/* A decimal number from 1 at *p (no sign, no leading zero) up to the first '.' or the end:
+ * true with *v set and *p past it, or false. */
+static bool cursor_number(const char **p, uint64_t *v) {
+  const char *s = *p;
+  *v = 0;
+  if (*s < '1' || *s > '9')
+    return false;
+  for (; *s && *s != '.'; s++) {
+    if (*s < '0' || *s > '9' || *v > (UINT64_MAX - 9) / 10)
+      return false;
+    *v = *v * 10 + (uint64_t)(*s - '0');
+  }
+  *p = s;
+  return true;
+}
+
+/* "c1.ID" (everyone's list) or "c1.ID.TOTAL" (a filtered one: the total its first page
+ * counted, carried so that no later page counts again). */
 int gpumd_list_cursor_set(const char *s, gpumd_list_req_t *out) {
   const size_t np = sizeof GPUM_PROTO_CURSOR_PREFIX - 1;
   const char *p = s + np;
-  uint64_t v = 0;
-  bool ok = strncmp(s, GPUM_PROTO_CURSOR_PREFIX, np) == 0 && *p >= '1' && *p <= '9';
-  for (; ok && *p; p++) {
-    if (*p < '0' || *p > '9' || v > (UINT64_MAX - 9) / 10)
-      ok = false;
-    else
-      v = v * 10 + (uint64_t)(*p - '0');
+  uint64_t id = 0, total = 0;
+  bool ok = strncmp(s, GPUM_PROTO_CURSOR_PREFIX, np) == 0 && cursor_number(&p, &id);
+  bool with_total = ok && *p == '.';
+  if (with_total) {
+    p++;
+    ok = cursor_number(&p, &total);
   }
-  if (!ok)
+  if (!ok || *p)
     return gpum_error(GPUM_EINVAL,
                       "cursor '%.40s' is not one gpumd gave: pass a page's next_cursor as it came",
                       s);
-  out->after = v;
+  out->after = id;
+  out->total_set = with_total;
+  out->total = (size_t)total;
   return 0;
 }
 

@@ -437,7 +437,7 @@ static json_t *ratio(uint64_t part, uint64_t total) {
 static int render_status(gpumd_t *d, struct evbuffer *out) {
   gpumd_actor_t a = actor_as_daemon(false);
   json_t *body = NULL;
-  int rc = gpumd_op_status(d, &a, &body);
+  int rc = gpumd_op_status(d, &a, 0, &body); /* the whole queue: no message limit here */
   if (rc != 0)
     return rc;
   uint64_t total = 0, used = 0, reserved = 0;
@@ -641,6 +641,39 @@ int gpumd_http_allocate(gpumd_http_call_t *call) {
 
 /* ---- reservations --------------------------------------------------------------------------- */
 
+bool gpumd_http_owner_is_name(const char *owner) {
+  char *end = NULL;
+  if (!owner)
+    return false;
+  (void)strtoll(owner, &end, 10);
+  return !*owner || *end;
+}
+
+/* The uid of the list's owner filter: a uid as it is; a user name from the user database,
+ * which may block (NSS: an LDAP server away), so only in a child answering for the loop
+ * (http_router.c forks for every owner given by name). On the loop, when no child could be
+ * had, it is refused (EAGAIN: 503) rather than looked up there. */
+static int owner_uid(const gpumd_http_call_t *call, const char *os, uint32_t *uid) {
+  if (!gpumd_http_owner_is_name(os)) {
+    long long v = strtoll(os, NULL, 10);
+    if (v < 0 || v >= (long long)UINT32_MAX)
+      return gpum_error(GPUM_EINVAL, "owner '%.32s' must be a user id or name", os);
+    *uid = (uint32_t)v;
+    return 0;
+  }
+  if (!call->forked)
+    return gpum_error(GPUM_EAGAIN,
+                      "owner '%.64s': user names are looked up outside gpumd's loop and no "
+                      "reader is free now; retry, or give the uid",
+                      os);
+  struct passwd pw, *res = NULL;
+  char pbuf[4096];
+  if (!*os || getpwnam_r(os, &pw, pbuf, sizeof pbuf, &res) != 0 || !res)
+    return gpum_error(GPUM_EINVAL, "owner '%.64s' is no user id or name on this node", os);
+  *uid = (uint32_t)pw.pw_uid;
+  return 0;
+}
+
 int gpumd_http_resv_list(gpumd_http_call_t *call) {
   static const char *const params[] = {"limit", "cursor", "state", "owner", "label", NULL};
   gpumd_actor_t a = http_actor(call);
@@ -674,22 +707,9 @@ int gpumd_http_resv_list(gpumd_http_call_t *call) {
       if ((rc = gpumd_list_state_add(t, &req)) != 0)
         return rc;
   }
-  if (os) { /* a uid, or a user name */
-    char *end = NULL;
-    long long uid = strtoll(os, &end, 10);
-    if (*os && !*end) {
-      if (uid < 0 || uid >= (long long)UINT32_MAX)
-        return gpum_error(GPUM_EINVAL, "owner '%.32s' must be a user id or name", os);
-      req.uid = (uint32_t)uid;
-    } else {
-      struct passwd pw, *res = NULL;
-      char pbuf[4096];
-      if (!*os || getpwnam_r(os, &pw, pbuf, sizeof pbuf, &res) != 0 || !res)
-        return gpum_error(GPUM_EINVAL, "owner '%.64s' is no user id or name on this node", os);
-      req.uid = (uint32_t)pw.pw_uid;
-    }
-    req.uid_set = true;
-  }
+  if (os && (rc = owner_uid(call, os, &req.uid)) != 0)
+    return rc;
+  req.uid_set = os != NULL;
   if (lb && (rc = gpumd_list_label_set(lb, &req)) != 0)
     return rc;
   return gpumd_op_list(call->d, &a, &req, &call->out);
