@@ -215,11 +215,6 @@ struct gpumd {
   unsigned monitor_interval_ms; /* the monitor's sampling interval */
   bool fresh_done;
   unsigned admission_timeout_ms;
-  /* Obsolete and read by nothing: who causes a transition now travels with each scheduler
-   * call (gpumd_cause_t). http.c's dispatch still clears these two; remove them together with
-   * those two lines. */
-  gpumd_conn_t *actor_conn;
-  uint64_t submit_id;
   /* Queue positions from queue_moved_from on may have moved this turn (a reservation joined or
    * left the queue there); the ones before it did not (gpumd_engine_turn_events). */
   bool queue_changed;

@@ -280,8 +280,6 @@ static void dispatch(struct gpumd_http *h, struct evhttp_request *req, const rou
   }
   json_decref(call.body);
   evhttp_clear_headers(&query);
-  h->d->actor_conn = NULL;
-  h->d->submit_id = 0;
 }
 
 void gpumd_rest_on_request(struct evhttp_request *req, void *arg) {
