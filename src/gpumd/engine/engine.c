@@ -74,23 +74,35 @@ void gpumd_engine_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r) 
     json_object_set_new_nocheck(o, GPUM_PROTO_F_WORKLOAD, w);
 }
 
-static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r) {
+typedef struct {
+  uint64_t used, limit;
+  unsigned procs;
+} fence_use_t;
+
+/* What the shim counts of r's fence (see fenced_json); false when the job is not fenced. */
+static bool fence_use(gpumd_t *d, const gpumd_resv_t *r, fence_use_t *out) {
   gpum_fence *f = gpumd_fences_open(d, r);
   if (!f)
-    return NULL;
-  uint64_t used = 0, limit = 0;
-  unsigned procs = 0;
+    return false;
+  *out = (fence_use_t){0};
   for (unsigned k = 0; k < r->gpus && k < GPUM_FENCE_MAX_DEVICES; k++) {
     gpum_fence_usage_t u;
     if (gpum_fence_usage(f, k, &u) != 0)
       continue;
-    used += u.used;
-    limit = u.limit;
-    procs = u.procs > procs ? u.procs : procs;
+    out->used += u.used;
+    out->limit = u.limit;
+    out->procs = u.procs > out->procs ? u.procs : out->procs;
   }
   gpum_fence_close(f);
-  return json_pack("{s:I, s:I, s:i}", GPUM_PROTO_F_USED, (json_int_t)used, GPUM_PROTO_F_LIMIT,
-                   (json_int_t)limit, GPUM_PROTO_F_PROCESSES, (int)procs);
+  return true;
+}
+
+static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r) {
+  fence_use_t u;
+  if (!fence_use(d, r, &u))
+    return NULL;
+  return json_pack("{s:I, s:I, s:i}", GPUM_PROTO_F_USED, (json_int_t)u.used, GPUM_PROTO_F_LIMIT,
+                   (json_int_t)u.limit, GPUM_PROTO_F_PROCESSES, (int)u.procs);
 }
 
 json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
@@ -166,7 +178,8 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
     gpumd_jw_string((w), (v)); \
   } while (0)
 
-void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
+/* r's document without its closing brace, so that a list can add the usage fields. */
+static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
   char id[GPUMD_RESV_ID_BUFSZ];
   GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
   gpumd_jw_string(w, gpumd_resv_id_format(r->id, id, sizeof id));
@@ -232,6 +245,35 @@ void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, b
   W_INT(w, GPUM_PROTO_F_CREATED_NS, (long long)r->created_ns);
   W_INT(w, GPUM_PROTO_F_GRANTED_NS, (long long)r->granted_ns);
   W_INT(w, GPUM_PROTO_F_ENDED_NS, (long long)r->ended_ns);
+}
+
+void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
+  resv_write_fields(d, w, r, with_token);
+  gpumd_jw_raw(w, "}", 1);
+}
+
+void gpumd_engine_resv_write_used(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r,
+                                  bool with_token) {
+  resv_write_fields(d, w, r, with_token);
+  if (r->state == GPUMD_RESV_GRANTED) { /* as gpumd_engine_resv_add_fenced adds them */
+    fence_use_t u;
+    W_KEY(w, GPUM_PROTO_F_FENCED);
+    if (fence_use(d, r, &u)) {
+      GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_USED));
+      gpumd_jw_int(w, (long long)u.used);
+      W_INT(w, GPUM_PROTO_F_LIMIT, (long long)u.limit);
+      W_INT(w, GPUM_PROTO_F_PROCESSES, (long long)u.procs);
+      gpumd_jw_raw(w, "}", 1);
+    } else {
+      GPUMD_JW_LIT(w, "null");
+    }
+    json_t *wl = gpumd_reports_json(d, r->id);
+    if (wl) {
+      W_KEY(w, GPUM_PROTO_F_WORKLOAD);
+      gpumd_jw_value(w, wl);
+      json_decref(wl);
+    }
+  }
   gpumd_jw_raw(w, "}", 1);
 }
 

@@ -102,6 +102,9 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
 /* The same object written straight to w, byte for byte what gpumd_json_write gives for
  * gpumd_engine_resv_json (the hot replies skip building it). */
 void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token);
+/* The same with what gpumd_engine_resv_add_fenced adds (a list's document), written. */
+void gpumd_engine_resv_write_used(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r,
+                                  bool with_token);
 /* Adds the scheduler's fields ("committed", "reserved", "unmanaged", "jobs", "reservations":
  * the ids of at most max_ids of its granted reservations) to a device object of the status
  * reply. */

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
+
 #include <gpum/error.h>
 #include <gpum/log.h>
 #include <gpum/version.h>
@@ -225,55 +227,181 @@ static json_t *list_ended(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_r
   return ended;
 }
 
-int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out) {
-  json_t *arr = json_array();
-  json_t *ended = NULL;
-  size_t used = 0, count = 0, total = list_total(d, a, req);
-  uint64_t last = 0;
-  bool more = false;
-  if (req->ended && req->after == 0)
-    ended = list_ended(d, a, req, &used);
-  /* The page: from the cursor (a binary search) to the first match past limit or budget. */
+/* A page of the list: what list_walk put on it, and whether matches follow. */
+typedef struct {
+  size_t count;
+  uint64_t last; /* the id of its last reservation */
+  bool more;
+} list_page_t;
+
+/* Offers r to the page (first: the page has none yet); false when it does not fit there (the
+ * page then ends before it). */
+typedef bool (*list_emit_fn)(void *user, const gpumd_resv_t *r, bool first);
+
+/* The page: from the cursor (a binary search) to the first match past limit, or the first
+ * that emit refuses. */
+static list_page_t list_walk(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req,
+                             list_emit_fn emit, void *user) {
+  list_page_t pg = {0};
   size_t n = gpumd_sched_count(d->sched);
-  for (size_t i = gpumd_sched_lower_bound(d->sched, req->after + 1); i < n && !more; i++) {
+  for (size_t i = gpumd_sched_lower_bound(d->sched, req->after + 1); i < n; i++) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (!list_match(a, req, r))
       continue;
-    if (count == req->limit) {
-      more = true;
+    if (pg.count == req->limit || !emit(user, r, pg.count == 0)) {
+      pg.more = true;
       break;
     }
-    json_t *o = gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid);
-    gpumd_engine_resv_add_fenced(d, o, r);
-    if (req->budget) {
-      size_t b = gpumd_json_size(o) + 1; /* and its comma */
-      if (count > 0 && used + b > req->budget) {
-        json_decref(o);
-        more = true;
-        break;
-      }
-      used += b;
+    pg.count++;
+    pg.last = r->id;
+  }
+  return pg;
+}
+
+/* The page's next_cursor into buf; false when it is the last page. A filtered walk's cursors
+ * carry its total. */
+static bool list_cursor(const gpumd_list_req_t *req, const list_page_t *pg, size_t total, char *buf,
+                        size_t len) {
+  if (!pg->more)
+    return false;
+  if (list_counted(req))
+    snprintf(buf, len, GPUM_PROTO_CURSOR_PREFIX "%" PRIu64, pg->last);
+  else
+    snprintf(buf, len, GPUM_PROTO_CURSOR_PREFIX "%" PRIu64 ".%zu", pg->last, total);
+  return true;
+}
+
+/* ---- the list as a JSON value (REST) ---- */
+
+typedef struct {
+  gpumd_t *d;
+  const gpumd_actor_t *a;
+  const gpumd_list_req_t *req;
+  json_t *arr;
+  size_t used;
+} list_tree_t;
+
+static bool emit_tree(void *user, const gpumd_resv_t *r, bool first) {
+  list_tree_t *t = user;
+  json_t *o = gpumd_engine_resv_json(t->d, r, t->a->conn && r->uid == t->a->uid);
+  gpumd_engine_resv_add_fenced(t->d, o, r);
+  if (t->req->budget) {
+    size_t b = gpumd_json_size(o) + 1; /* and its comma */
+    if (!first && t->used + b > t->req->budget) {
+      json_decref(o);
+      return false;
     }
-    json_array_append_new(arr, o);
-    count++;
-    last = r->id;
+    t->used += b;
   }
-  json_t *next = json_null();
-  if (more) {
-    char cur[64];
-    if (list_counted(req))
-      snprintf(cur, sizeof cur, GPUM_PROTO_CURSOR_PREFIX "%" PRIu64, last);
-    else
-      snprintf(cur, sizeof cur, GPUM_PROTO_CURSOR_PREFIX "%" PRIu64 ".%zu", last, total);
-    next = json_string(cur);
-  }
-  *out = json_pack("{s:o, s:o, s:I}", GPUM_PROTO_F_RESERVATIONS, arr, GPUM_PROTO_F_NEXT_CURSOR,
+  json_array_append_new(t->arr, o);
+  return true;
+}
+
+int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out) {
+  list_tree_t t = {.d = d, .a = a, .req = req, .arr = json_array()};
+  json_t *ended = NULL;
+  size_t total = list_total(d, a, req);
+  if (req->ended && req->after == 0)
+    ended = list_ended(d, a, req, &t.used);
+  list_page_t pg = list_walk(d, a, req, emit_tree, &t);
+  char cur[64];
+  json_t *next = list_cursor(req, &pg, total, cur, sizeof cur) ? json_string(cur) : json_null();
+  *out = json_pack("{s:o, s:o, s:I}", GPUM_PROTO_F_RESERVATIONS, t.arr, GPUM_PROTO_F_NEXT_CURSOR,
                    next, GPUM_PROTO_F_TOTAL, (json_int_t)total);
   if (*out && ended)
     json_object_set_new(*out, GPUM_PROTO_F_ENDED, ended);
   else
     json_decref(ended);
   return *out ? 0 : gpum_error(GPUM_ENOMEM, "out of memory");
+}
+
+/* ---- the list written as it is walked (the socket) ---- */
+
+/* The socket's pages are read by gpum jobs, top and status in a loop: the documents are
+ * written straight from the reservations (no JSON tree, written once) into docs, and a
+ * document past the byte budget is cut off again. */
+typedef struct {
+  gpumd_t *d;
+  const gpumd_actor_t *a;
+  const gpumd_list_req_t *req;
+  gpumd_jw_t w; /* into docs */
+  size_t used;  /* the budget's bytes taken: ended, then the documents with their commas */
+  size_t keep;  /* docs' bytes of the documents on the page */
+} list_text_t;
+
+static bool emit_text(void *user, const gpumd_resv_t *r, bool first) {
+  list_text_t *t = user;
+  size_t before = gpumd_jw_pos(&t->w);
+  if (!first)
+    gpumd_jw_raw(&t->w, ",", 1);
+  gpumd_engine_resv_write_used(t->d, &t->w, r, t->a->conn && r->uid == t->a->uid);
+  size_t b = gpumd_jw_pos(&t->w) - before + (first ? 1 : 0); /* as emit_tree counts it */
+  if (t->req->budget && !first && t->used + b > t->req->budget)
+    return false;
+  t->used += b;
+  t->keep = gpumd_jw_pos(&t->w);
+  return true;
+}
+
+typedef struct {
+  json_t *id;
+  struct evbuffer *docs;
+  size_t keep, total;
+  const char *next; /* NULL: the last page */
+  json_t *ended;
+} list_reply_t;
+
+/* The same bytes as gpumd_reply_ok(c, id, gpumd_op_list's body). */
+static void fill_list_reply(gpumd_jw_t *w, void *arg) {
+  const list_reply_t *l = arg;
+  GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_RESERVATIONS) "[");
+  if (l->keep)
+    gpumd_jw_raw(w, (const char *)evbuffer_pullup(l->docs, (ev_ssize_t)l->keep), l->keep);
+  GPUMD_JW_LIT(w, "]," GPUMD_JSON_KEY(GPUM_PROTO_F_NEXT_CURSOR));
+  if (l->next)
+    gpumd_jw_string(w, l->next);
+  else
+    GPUMD_JW_LIT(w, "null");
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_TOTAL));
+  gpumd_jw_int(w, (long long)l->total);
+  if (l->ended) {
+    GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ENDED));
+    gpumd_jw_value(w, l->ended);
+  }
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
+  if (l->id)
+    gpumd_jw_value(w, l->id);
+  else
+    GPUMD_JW_LIT(w, "null");
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_OK) "true}");
+}
+
+static void op_list(gpumd_conn_t *c, json_t *id, json_t *j) {
+  gpumd_t *d = c->d;
+  gpumd_actor_t a = actor_of(c);
+  gpumd_list_req_t req;
+  int rc = gpumd_list_decode(j, &req);
+  if (rc != 0) {
+    reply(c, id, rc, NULL);
+    return;
+  }
+  list_text_t t = {.d = d, .a = &a, .req = &req};
+  list_reply_t l = {.id = id, .docs = evbuffer_new(), .total = list_total(d, &a, &req)};
+  if (!l.docs) {
+    gpumd_reply_oom(c, id);
+    return;
+  }
+  if (req.ended && req.after == 0)
+    l.ended = list_ended(d, &a, &req, &t.used);
+  gpumd_jw_init(&t.w, l.docs);
+  list_page_t pg = list_walk(d, &a, &req, emit_text, &t);
+  char cur[64];
+  l.next = list_cursor(&req, &pg, l.total, cur, sizeof cur) ? cur : NULL;
+  l.keep = t.keep;
+  if (gpumd_jw_end(&t.w) != 0 || gpumd_conn_send_with(c, fill_list_reply, &l) != 0)
+    gpumd_reply_oom(c, id);
+  json_decref(l.ended);
+  evbuffer_free(l.docs);
 }
 
 /* ---- reserve ------------------------------------------------------------------------------ */
@@ -554,7 +682,6 @@ static int sock_status(gpumd_t *d, const gpumd_actor_t *a, json_t *j, json_t **o
     int rc = decode decode_args;                                                        \
     return rc != 0 ? rc : core(d, a, &req, out);                                        \
   }
-SOCK_OP(list, gpumd_list_req_t, gpumd_list_decode, (j, &req), gpumd_op_list)
 SOCK_OP(reserve, gpumd_reserve_req_t, gpumd_reserve_decode, (a, j, &req), gpumd_op_reserve)
 SOCK_OP(release, gpumd_release_req_t, gpumd_release_decode, (j, &req), gpumd_op_release)
 SOCK_OP(renew, gpumd_renew_req_t, gpumd_renew_decode, (j, &req), gpumd_op_renew)
@@ -576,7 +703,7 @@ void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req)
       {GPUM_PROTO_OP_HELLO, op_hello, NULL},           {GPUM_PROTO_OP_STATUS, NULL, sock_status},
       {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},     {GPUM_PROTO_OP_RELEASE, NULL, sock_release},
       {GPUM_PROTO_OP_RENEW, NULL, sock_renew},         {GPUM_PROTO_OP_RESIZE, NULL, sock_resize},
-      {GPUM_PROTO_OP_ATTACH, op_attach, NULL},         {GPUM_PROTO_OP_LIST, NULL, sock_list},
+      {GPUM_PROTO_OP_ATTACH, op_attach, NULL},         {GPUM_PROTO_OP_LIST, op_list, NULL},
       {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL}, {GPUM_PROTO_OP_ALERTS, NULL, sock_alerts},
       {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},     {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
       {GPUM_PROTO_OP_REPORT, NULL, sock_report},       {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL}};

@@ -29,11 +29,15 @@ size_t gpumd_json_real(double v, char *buf, size_t len);
 typedef struct {
   struct evbuffer *out; /* NULL: only count (counted) */
   size_t used;
-  size_t counted; /* bytes written so far */
+  size_t counted; /* bytes flushed so far (gpumd_jw_pos: written) */
   int rc;
   char buf[4096];
 } gpumd_jw_t;
 void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out);
+/* The bytes written so far, flushed or not. */
+static inline size_t gpumd_jw_pos(const gpumd_jw_t *w) {
+  return w->counted + w->used;
+}
 void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n); /* as is */
 /* A string literal as is, and "key": for a key that is a string literal (a protocol name):
  * GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_STATE)). */
