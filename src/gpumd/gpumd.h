@@ -153,6 +153,18 @@ typedef struct {
   void (*http_request)(struct evhttp_request *req, void *arg); /* arg: the HTTP server's */
 } gpumd_hooks_t;
 
+/* The document of the reservation whose transition came last (resv_reply.c): written once
+ * (without the token), for the events of every channel and for the reply that tells the same
+ * state. Any other transition or row write takes the slot over (a new serial). */
+typedef struct {
+  uint64_t serial;          /* bumped at every transition and row write */
+  uint64_t rid;             /* whose document the slot is for (0: none) */
+  gpumd_resv_state_t state; /* in it */
+  bool written;             /* text holds it */
+  size_t id_end;            /* where a token goes: after {"id":"r-N" */
+  gpumd_jw_mem_t text;
+} gpumd_resv_doc_t;
+
 struct gpumd {
   gpumd_hooks_t hooks;
   gpum_config_t *cfg;
@@ -220,6 +232,8 @@ struct gpumd {
   bool queue_changed;
   size_t queue_moved_from;
 
+  gpumd_resv_doc_t resv_doc; /* the latest transition's document (resv_reply.c) */
+
   /* Observability (metrics.c, sse.c, alerts.c): SSE streams, alert engine, counters. */
   struct gpumd_obs *obs;
   /* Workload figures processes report on their reservations (reports.c). */
@@ -249,6 +263,9 @@ typedef struct {
   gpumd_resv_t r;
   bool with_token;
   bool set;
+  /* The serial of the document slot (gpumd_resv_doc_t) when it took the document of r's
+   * latest transition in this request, else 0: the reply then copies it (resv_reply.c). */
+  uint64_t doc_serial;
 } gpumd_resv_reply_t;
 typedef struct {
   uint32_t uid;

@@ -8,7 +8,8 @@
 # {"event": "node", "type", "seq", "data"} for each event gpumd publishes (a grant, a release,
 # an Xid 31 and its alert), in order, each the
 # same (id and data) as the HTTP event stream's, with the reservation's state after the
-# transition (GRANTED with its devices, then RELEASED), never its token; "events" filters (a
+# transition (GRANTED with its devices, then RELEASED), never its token, each the document the
+# reserve's or the release's reply carries (with the token there); "events" filters (a
 # "sample" watcher gets samples and nothing else); other connections get none; {"off": true}
 # stops them (nothing after the reply); malformed requests (wrong types, unknown names, a list
 # with one bad name, off false, off with events, unknown fields) are EINVAL and change nothing
@@ -132,7 +133,7 @@ try:
     n = Client()  # never watches
     a = Client()
     res = a.ok("reserve", bytes_per_gpu="1GiB", label="w1")["reservation"]
-    a.ok("release", reservation=res["id"])
+    released = a.ok("release", reservation=res["id"])["reservation"]
     inject(0, 31)  # (Xid 13's alert on GPU 0 fired above and is still active)
     xid = wait_node(w, lambda e: e["type"] == "xid", "xid")
     alert = wait_node(w, lambda e: e["type"] == "alert", "alert")
@@ -158,6 +159,13 @@ try:
     assert alert["data"]["event"] == "fired" and alert["data"]["xid"] == 31, alert
     assert xid["seq"] < alert["seq"], (xid, alert)
     print("ok: a watcher gets the grant, the release, the Xid and its alert in order, as committed")
+    # The reply tells the state of its request's last transition: the event's document, token
+    # put in (gpumd writes it once for both).
+    for reply, event in ((res, g["reservation"]), (released, rel["reservation"])):
+        assert "token" in reply, reply
+        assert {k: v for k, v in reply.items() if k != "token"} == event, (reply, event)
+        assert list(reply) == ["id", "token"] + list(event)[1:], (list(reply), list(event))
+    print("ok: the reserve's and the release's replies carry their events' documents")
 
     sse = sse_since(seq0, seqs[-1])
     for e in ev:

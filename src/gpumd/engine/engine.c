@@ -180,9 +180,10 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
 
 /* r's document without its closing brace, so that a list can add the usage fields. */
 static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
-  char id[GPUMD_RESV_ID_BUFSZ];
-  GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
-  gpumd_jw_string(w, gpumd_resv_id_format(r->id, id, sizeof id));
+  /* "r-<n>", as gpumd_resv_id_format writes it: ASCII digits, nothing to escape */
+  GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_ID) "\"r-");
+  gpumd_jw_int(w, (long long)r->id);
+  GPUMD_JW_LIT(w, "\"");
   if (with_token) {
     W_KEY(w, GPUM_PROTO_F_TOKEN);
     gpumd_jw_string(w, r->token);
@@ -322,6 +323,7 @@ static const char *event_name(gpumd_resv_state_t to) {
  * place gpumd writes reservation rows. A failed write fails the turn (d->ledger_failed: its
  * output is never sent). Returns 0 or the write's error. */
 static int stage_resv(gpumd_t *d, const gpumd_resv_t *r, const gpumd_ledger_audit_t *a) {
+  gpumd_resv_doc_forget(d); /* r's document in the slot may be stale now */
   int rc = gpumd_ledger_put(d->ledger, r);
   if (rc == 0 && a)
     rc = gpumd_ledger_audit(d->ledger, a);
@@ -335,10 +337,11 @@ typedef struct {
   const gpumd_resv_t *r;
 } resv_doc_t;
 
-/* The reservation's document as events show it (without its token). */
+/* The reservation's document as events show it (without its token), written once per
+ * transition (resv_reply.c). */
 static void write_resv_doc(gpumd_jw_t *w, const void *arg) {
   const resv_doc_t *a = arg;
-  gpumd_engine_resv_write(a->d, w, a->r, false);
+  gpumd_resv_doc_write(a->d, w, a->r);
 }
 
 static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,
@@ -368,6 +371,7 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
   /* The event's document is written (with the fast writer, once for every channel) only when
    * someone could get it: this runs at every reservation's every transition. */
   resv_doc_t doc = {d, r};
+  gpumd_resv_doc_set(d, cause, r);
   gpumd_obs_transition(d, r, from, to, write_resv_doc, &doc);
   if (gpumd_resv_state_final(to)) {
     if (cause && cause->final && cause->about == r->id)
@@ -991,6 +995,7 @@ void gpumd_engine_stop(gpumd_t *d) {
   d->ended_n = d->ended_head = 0;
   gpumd_ledger_close(d->ledger);
   d->ledger = NULL;
+  gpumd_resv_doc_free(d);
 }
 
 int gpumd_engine_commit(gpumd_t *d) {

@@ -11,8 +11,22 @@
 #include "gpumd.h"
 #include "json_out.h"
 
-/* gpumd_reply_ok with the body {"reservation": R}, written without building it. */
-void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_t *r, bool with_token);
+/* gpumd_reply_ok with the body {"reservation": f->r} (with its token when f->with_token),
+ * written without building it: copied from the document slot when f->doc_serial says it holds
+ * the document of f->r's latest transition in this request. */
+void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_reply_t *f);
+/* The document slot (d->resv_doc; resv_reply.c). Every transition and every row write calls
+ * gpumd_resv_doc_set or gpumd_resv_doc_forget first (engine.c). */
+/* Takes the slot over for r's transition (its document is written when first needed); when
+ * the cause's actor is the request about r, its reply may copy it. */
+void gpumd_resv_doc_set(gpumd_t *d, const gpumd_cause_t *cause, const gpumd_resv_t *r);
+/* Empties the slot (a row write: what it held may be stale). */
+void gpumd_resv_doc_forget(gpumd_t *d);
+/* Writes r's document without token to w: the slot's copy when the slot is r's (written there
+ * first when not yet), else written from r. */
+void gpumd_resv_doc_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r);
+/* Frees the slot's memory (at stop). */
+void gpumd_resv_doc_free(gpumd_t *d);
 /* Applies the ledger's disabled devices to the devices that have answered (at start, and when
  * a silent device answers). */
 void gpumd_engine_apply_disabled(gpumd_t *d);

@@ -87,7 +87,7 @@ struct gpumd_obs {
   uint64_t sealed_seq; /* id of the newest event in held */
   struct evbuffer *pending; /* this turn's events, sent after the commit */
   struct evbuffer *held;    /* events of turns the ledger's writer is committing */
-  struct evbuffer *scratch; /* the event being formatted (reused: no allocation per event) */
+  gpumd_jw_mem_t scratch;   /* the event being formatted (reused: no allocation per event) */
   struct event *keepalive;
   struct event *catchup; /* tops up the streams catching up from the ring */
   gpumd_evring_t ring;   /* the events published, newest last, for replay */

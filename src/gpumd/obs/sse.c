@@ -212,10 +212,9 @@ int gpumd_sse_start(gpumd_t *d) {
   struct gpumd_obs *o = d->obs;
   o->pending = evbuffer_new();
   o->held = evbuffer_new();
-  o->scratch = evbuffer_new();
   o->keepalive = event_new(d->base, -1, EV_PERSIST, on_keepalive, d);
   o->catchup = evtimer_new(d->base, on_catchup, d);
-  if (!o->pending || !o->held || !o->scratch || !o->keepalive || !o->catchup)
+  if (!o->pending || !o->held || !o->keepalive || !o->catchup)
     return gpum_error(GPUM_ENOMEM, "out of memory");
   /* This run's ids start above its start time in microseconds: above any earlier run's. */
   o->event_seq = o->sent_seq = o->sealed_seq = gpum__os_real_ns() / 1000u;
@@ -240,10 +239,10 @@ void gpumd_sse_stop(gpumd_t *d) {
     evbuffer_free(o->pending);
   if (o->held)
     evbuffer_free(o->held);
-  if (o->scratch)
-    evbuffer_free(o->scratch);
+  free(o->scratch.data);
+  memset(&o->scratch, 0, sizeof o->scratch);
   o->keepalive = NULL;
-  o->pending = o->held = o->scratch = NULL;
+  o->pending = o->held = NULL;
 }
 
 static void reply_error(struct evhttp_request *req, int status, const char *reason,
@@ -450,38 +449,34 @@ size_t gpumd_sse_event_head(char *buf, size_t len, uint64_t id, const char *even
 void gpumd_sse_publish_with(gpumd_t *d, const char *event, gpumd_obs_write_fn write,
                             const void *arg) {
   struct gpumd_obs *o = d ? d->obs : NULL;
-  if (!o || !o->pending || !o->scratch)
+  if (!o || !o->pending)
     return;
-  /* Formatted once ("id: N\nevent: NAME\ndata: JSON\n\n"), the data written as the replies
-   * are (compact, control characters escaped: one line) straight from the caller's state, no
-   * JSON tree between. The same bytes go to the streams' pending output, to the ring (kept even
-   * with no stream open: a client reconnecting gets what it missed) and, the data part, to the
-   * socket's watchers. An event that cannot be written whole is dropped whole. */
+  /* Formatted once ("id: N\nevent: NAME\ndata: JSON\n\n"), in memory kept from event to
+   * event, the data written as the replies are (compact, control characters escaped: one
+   * line) straight from the caller's state, no JSON tree between. The same bytes go to the
+   * streams' pending output, to the ring (kept even with no stream open: a client reconnecting
+   * gets what it missed) and, the data part, to the socket's watchers. An event that cannot be
+   * written whole is dropped whole. */
   uint64_t id = o->event_seq + 1;
   char head[96];
   size_t hn = gpumd_sse_event_head(head, sizeof head, id, event);
-  struct evbuffer *ev = o->scratch;
-  evbuffer_drain(ev, evbuffer_get_length(ev));
   gpumd_jw_t w;
-  gpumd_jw_init(&w, ev);
+  gpumd_jw_init_mem(&w, &o->scratch);
   gpumd_jw_raw(&w, head, hn);
   write(&w, arg);
   GPUMD_JW_LIT(&w, "\n\n");
-  size_t len = 0;
-  const unsigned char *text = NULL;
-  if (hn > 0 && gpumd_jw_end(&w) == 0) {
-    len = evbuffer_get_length(ev);
-    text = evbuffer_pullup(ev, -1);
-  }
-  if (text && evbuffer_add(o->pending, text, len) == 0) {
+  if (hn == 0 || gpumd_jw_end(&w) != 0)
+    return;
+  const char *text = o->scratch.data;
+  size_t len = o->scratch.len;
+  if (evbuffer_add(o->pending, text, len) == 0) {
     o->event_seq = id;
     /* On failure the ring empties and goes on after id: a resume from before it is reset. */
-    gpumd_evring_push(&o->ring, id, (const char *)text, len);
+    gpumd_evring_push(&o->ring, id, text, len);
     /* The socket's watchers get it too, with the same id, staged with this turn's output:
      * written after the turn's commit, as the streams get it. */
-    gpumd_watch_publish(d, event, id, (const char *)text + hn, len - hn - 2);
+    gpumd_watch_publish(d, event, id, text + hn, len - hn - 2);
   }
-  evbuffer_drain(ev, evbuffer_get_length(ev));
 }
 
 static void write_json(gpumd_jw_t *w, const void *arg) {

@@ -721,7 +721,7 @@ void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req)
       json_t *body = NULL;
       int rc = ops[i].core(c->d, &a, req, &body);
       if (rc == 0 && fast.set)
-        gpumd_reply_ok_resv(c, id, &fast.r, fast.with_token);
+        gpumd_reply_ok_resv(c, id, &fast);
       else
         reply(c, id, rc, body);
     }

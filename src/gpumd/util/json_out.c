@@ -5,7 +5,9 @@
  */
 #include "json_out.h"
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,30 +26,61 @@
  * '?', so that whatever a string holds (a damaged ledger row, a driver's name) every message
  * is valid UTF-8. Pieces gather in a stack buffer and reach the evbuffer in few, large adds. */
 static void dump_flush(gpumd_jw_t *b) {
+  if (b->mem)
+    return; /* in memory: nothing to hand on */
   b->counted += b->used;
-  if (b->used && b->out && evbuffer_add(b->out, b->buf, b->used) != 0)
+  if (b->used && b->out && evbuffer_add(b->out, b->p, b->used) != 0)
     b->rc = -1;
   b->used = 0;
 }
 
-static void dump_bytes(gpumd_jw_t *b, const char *p, size_t n) {
-  if (n > sizeof b->buf - b->used) {
-    dump_flush(b);
-    if (n > sizeof b->buf) {
-      b->counted += n;
-      if (b->out && evbuffer_add(b->out, p, n) != 0)
-        b->rc = -1;
-      return;
-    }
+/* Makes room for n more bytes in memory: false when it cannot grow (the writer then fails,
+ * and writes nothing more). */
+static bool mem_grow(gpumd_jw_t *b, size_t n) {
+  if (b->rc != 0)
+    return false;
+  size_t want = b->used + n, cap = b->cap ? b->cap : 256;
+  while (cap < want && cap <= SIZE_MAX / 2)
+    cap *= 2;
+  char *p = cap >= want ? realloc(b->mem->data, cap) : NULL;
+  if (!p) {
+    b->rc = -1;
+    b->cap = b->used; /* every later piece comes here, and is dropped */
+    return false;
   }
-  memcpy(b->buf + b->used, p, n);
-  b->used += n;
+  b->p = b->mem->data = p;
+  b->cap = b->mem->cap = cap;
+  return true;
+}
+
+void gpumd__jw_raw_slow(gpumd_jw_t *b, const char *p, size_t n) {
+  if (b->mem) {
+    if (mem_grow(b, n)) {
+      memcpy(b->p + b->used, p, n);
+      b->used += n;
+    }
+    return;
+  }
+  dump_flush(b);
+  if (n > b->cap) {
+    b->counted += n;
+    if (b->out && evbuffer_add(b->out, p, n) != 0)
+      b->rc = -1;
+    return;
+  }
+  memcpy(b->p, p, n);
+  b->used = n;
+}
+
+static void dump_bytes(gpumd_jw_t *b, const char *p, size_t n) {
+  gpumd_jw_raw(b, p, n);
 }
 
 static void dump_char(gpumd_jw_t *b, char ch) {
-  if (b->used == sizeof b->buf)
-    dump_flush(b);
-  b->buf[b->used++] = ch;
+  if (b->used < b->cap)
+    b->p[b->used++] = ch;
+  else
+    gpumd__jw_raw_slow(b, &ch, 1);
 }
 
 static void dump_put(void *ctx, const char *p, size_t len) {
@@ -81,8 +114,8 @@ static bool plain(const char *s, size_t n) {
 /* s as a JSON string, escaped by the library's one set of rules (gpum__json_escape), each
  * byte that does not start a valid UTF-8 sequence written as '?'. */
 static void dump_string(gpumd_jw_t *b, const char *s, size_t n) {
-  if (n + 2 <= sizeof b->buf - b->used && plain(s, n)) { /* quote, bytes, quote in place */
-    char *p = b->buf + b->used;
+  if (n + 2 <= b->cap - b->used && plain(s, n)) { /* quote, bytes, quote in place */
+    char *p = b->p + b->used;
     p[0] = '"';
     memcpy(p + 1, s, n);
     p[n + 1] = '"';
@@ -130,25 +163,50 @@ static const char digit_pairs[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+/* The number of decimal digits of u. */
+static unsigned digits10(unsigned long long u) {
+  unsigned n = 1;
+  for (;;) { /* four digits a step: most numbers are short or 19-digit nanosecond times */
+    if (u < 10)
+      return n;
+    if (u < 100)
+      return n + 1;
+    if (u < 1000)
+      return n + 2;
+    if (u < 10000)
+      return n + 3;
+    u /= 10000;
+    n += 4;
+  }
+}
+
+/* v in decimal, written in place (its digits from the last, two at a time). */
 static void dump_integer(gpumd_jw_t *b, json_int_t v) {
   char tmp[24];
-  size_t i = sizeof tmp;
+  bool in_place = b->cap - b->used >= sizeof tmp; /* else through tmp */
+  char *p = in_place ? b->p + b->used : tmp;
   unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+  size_t n = v < 0;
+  if (v < 0)
+    p[0] = '-';
+  n += digits10(u);
+  char *q = p + n;
   while (u >= 100) {
     unsigned d = (unsigned)(u % 100) * 2;
     u /= 100;
-    tmp[--i] = digit_pairs[d + 1];
-    tmp[--i] = digit_pairs[d];
+    *--q = digit_pairs[d + 1];
+    *--q = digit_pairs[d];
   }
   if (u >= 10) {
-    tmp[--i] = digit_pairs[u * 2 + 1];
-    tmp[--i] = digit_pairs[u * 2];
+    *--q = digit_pairs[u * 2 + 1];
+    *--q = digit_pairs[u * 2];
   } else {
-    tmp[--i] = (char)('0' + u);
+    *--q = (char)('0' + u);
   }
-  if (v < 0)
-    tmp[--i] = '-';
-  dump_bytes(b, tmp + i, sizeof tmp - i);
+  if (in_place)
+    b->used += n;
+  else
+    dump_bytes(b, tmp, n);
 }
 
 static void dump_value(gpumd_jw_t *b, json_t *v, int depth) {
@@ -207,9 +265,23 @@ static void dump_value(gpumd_jw_t *b, json_t *v, int depth) {
 
 void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out) {
   w->out = out;
+  w->mem = NULL;
+  w->p = w->buf;
+  w->cap = sizeof w->buf;
   w->used = 0;
   w->counted = 0;
   w->rc = 0;
+}
+
+void gpumd_jw_init_mem(gpumd_jw_t *w, gpumd_jw_mem_t *mem) {
+  w->out = NULL;
+  w->mem = mem;
+  w->p = mem->data ? mem->data : w->buf; /* no memory yet: the first piece allocates it */
+  w->cap = mem->data ? mem->cap : 0;
+  w->used = 0;
+  w->counted = 0;
+  w->rc = 0;
+  mem->len = 0;
 }
 
 size_t gpumd_json_size(json_t *v) {
@@ -227,10 +299,6 @@ int gpumd_json_write(struct evbuffer *out, json_t *v) {
   return gpumd_jw_end(&w);
 }
 
-void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n) {
-  dump_bytes(w, s, n);
-}
-
 void gpumd_jw_string(gpumd_jw_t *w, const char *s) {
   dump_string(w, s, strlen(s));
 }
@@ -244,6 +312,9 @@ void gpumd_jw_value(gpumd_jw_t *w, json_t *v) {
 }
 
 int gpumd_jw_end(gpumd_jw_t *w) {
-  dump_flush(w);
+  if (w->mem)
+    w->mem->len = w->rc == 0 ? w->used : 0;
+  else
+    dump_flush(w);
   return w->rc;
 }

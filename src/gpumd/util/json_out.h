@@ -8,6 +8,7 @@
 #define GPUMD_JSON_OUT_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -23,22 +24,43 @@ int gpumd_json_write(struct evbuffer *out, json_t *v);
  * gpumd's replies, REST bodies and events are written this way, never as jansson's %.17g. */
 #define GPUMD_REAL_BUFSZ 32
 size_t gpumd_json_real(double v, char *buf, size_t len);
-/* A JSON writer with the output of gpumd_json_write, for messages written without building
- * jansson values first (the hot replies): pieces gather in a buffer and reach out in few adds.
- * gpumd_jw_end flushes and returns 0, or -1 when out could not grow. */
+/* A growable piece of memory a writer can write into (gpumd_jw_init_mem): data holds len
+ * bytes (not NUL-terminated) of cap; the owner frees data. */
 typedef struct {
-  struct evbuffer *out; /* NULL: only count (counted) */
-  size_t used;
-  size_t counted; /* bytes flushed so far (gpumd_jw_pos: written) */
+  char *data;
+  size_t len, cap;
+} gpumd_jw_mem_t;
+/* A JSON writer with the output of gpumd_json_write, for messages written without building
+ * jansson values first (the hot replies): pieces gather in a buffer and reach out in few adds,
+ * or go straight into a gpumd_jw_mem_t, grown as needed. gpumd_jw_end flushes and returns 0,
+ * or -1 when out (or the memory) could not grow. */
+typedef struct {
+  struct evbuffer *out; /* where a full buffer goes; NULL: into mem, or only counted */
+  gpumd_jw_mem_t *mem;  /* the memory written into (gpumd_jw_init_mem), or NULL */
+  char *p;              /* where pieces gather: buf, or mem->data */
+  size_t cap, used;     /* of p */
+  size_t counted;       /* bytes written so far, but for those in p */
   int rc;
   char buf[4096];
 } gpumd_jw_t;
 void gpumd_jw_init(gpumd_jw_t *w, struct evbuffer *out);
+/* A writer into mem, from its start (what mem held is overwritten); gpumd_jw_end sets
+ * mem->len. */
+void gpumd_jw_init_mem(gpumd_jw_t *w, gpumd_jw_mem_t *mem);
 /* The bytes written so far, flushed or not. */
 static inline size_t gpumd_jw_pos(const gpumd_jw_t *w) {
   return w->counted + w->used;
 }
-void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n); /* as is */
+void gpumd__jw_raw_slow(gpumd_jw_t *w, const char *s, size_t n);
+/* As is. Inline: most pieces are short literals that fit, copied without a call. */
+static inline void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n) {
+  if (n <= w->cap - w->used) {
+    memcpy(w->p + w->used, s, n);
+    w->used += n;
+    return;
+  }
+  gpumd__jw_raw_slow(w, s, n);
+}
 /* A string literal as is, and "key": for a key that is a string literal (a protocol name):
  * GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_STATE)). */
 #define GPUMD_JW_LIT(w, lit) gpumd_jw_raw((w), (lit), sizeof(lit) - 1)
