@@ -34,7 +34,7 @@ static unsigned fast_taken; /* inputs the fast path took itself */
  * path alone gives that value or nothing. */
 static void assert_same(const char *s, size_t len) {
   json_error_t e1, e2;
-  json_t *alone = gpumd_json_parse_fast(s, len);
+  json_t *alone = gpumd_json_parse_fast(s, len, GPUMD_JSON_FAST_MAX_DEPTH);
   json_t *fast = gpumd_json_parse(s, len, &e1);
   json_t *ref = json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e2);
   if ((fast == NULL) != (ref == NULL) || (fast && !json_equal(fast, ref))) {
@@ -68,10 +68,36 @@ static void test_common_requests_fast(void **state) {
        "\"devices\":[0,1],\"lease\":\"ttl\",\"ttl_ms\":60000,\"wait\":false,\"label\":\"job\"}"),
       "{\"id\": 3, \"op\": \"list\", \"all\": true}"};
   for (size_t i = 0; i < sizeof reqs / sizeof *reqs; i++) {
-    json_t *v = gpumd_json_parse_fast(reqs[i], strlen(reqs[i]));
+    json_t *v = gpumd_json_parse_fast(reqs[i], strlen(reqs[i]), GPUMD_MAX_DEPTH);
     assert_non_null(v);
     json_decref(v);
     same(reqs[i]);
+  }
+}
+
+/* The fast path takes a value nested up to its max_depth and nothing deeper (the protocol's
+ * nesting check relies on it): arrays and objects count alike, strings holding brackets not. */
+static void test_fast_depth_bound(void **state) {
+  (void)state;
+  static const struct {
+    const char *s;
+    int depth;
+  } cases[] = {{"[]", 1},
+               {"{\"a\":[1,{\"b\":[]}]}", 4},
+               {"{\"a\":\"[[[[\"}", 1},
+               {"[[[[[[[[]]]]]]]]", 8},
+               {"[[[[[[[[[]]]]]]]]]", 9},
+               {"{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{\"a\":{}}}}}}}}}", 9}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const char *s = cases[i].s;
+    for (int limit = 1; limit <= 10; limit++) {
+      json_t *v = gpumd_json_parse_fast(s, strlen(s), limit);
+      if ((v != NULL) != (cases[i].depth <= limit))
+        fail_msg("'%s' (depth %d) with limit %d: %s", s, cases[i].depth, limit,
+                 v ? "taken" : "refused");
+      json_decref(v);
+    }
+    assert_int_equal(gpumd_json_depth(s, strlen(s), 100), cases[i].depth);
   }
 }
 
@@ -147,6 +173,7 @@ static void test_random(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_common_requests_fast),
+      cmocka_unit_test(test_fast_depth_bound),
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_random),
   };

@@ -154,6 +154,36 @@ static void test_json_writer_word_paths(void **state) {
   }
 }
 
+/* gpumd_dec_u64 counts the digits from the bit length: every power of ten and of two, each
+ * side of it, up to the largest 64-bit value, as printf writes them. */
+static void check_dec(uint64_t v) {
+  char want[32], got[24];
+  int n = snprintf(want, sizeof want, "%llu", (unsigned long long)v);
+  memset(got, 'x', sizeof got);
+  assert_int_equal(gpumd_dec_u64(got, v), (size_t)n);
+  assert_memory_equal(got, want, (size_t)n);
+  assert_int_equal(got[n], 'x'); /* nothing written past the digits */
+}
+
+static void test_dec_u64(void **state) {
+  (void)state;
+  uint64_t p = 1;
+  for (int k = 0; k < 20; k++, p *= 10) {
+    check_dec(p);
+    check_dec(p - 1);
+    check_dec(p + 1);
+    check_dec(p * 3);
+  }
+  for (int k = 0; k < 64; k++) {
+    check_dec(UINT64_C(1) << k);
+    check_dec((UINT64_C(1) << k) - 1);
+    check_dec((UINT64_C(1) << k) + 1);
+  }
+  check_dec(UINT64_MAX);
+  check_dec(UINT64_MAX - 1);
+  check_dec(UINT64_C(1795630876805298123)); /* a nanosecond time */
+}
+
 /* Reals are written in the shortest form that reads back the same: no float noise such as
  * jansson's %.17g 0.94999999999999996 for 0.95, and nothing lost. */
 static void check_real(double v, const char *want) {
@@ -424,6 +454,7 @@ int main(void) {
       cmocka_unit_test(test_json_writer_matches_jansson),
       cmocka_unit_test(test_json_writer_word_paths),
       cmocka_unit_test(test_json_reals),
+      cmocka_unit_test(test_dec_u64),
       cmocka_unit_test(test_shared_names),
       cmocka_unit_test(test_list_decode),
       cmocka_unit_test_setup_teardown(test_bad_escape_before_utf8_gets_one_reply, setup, teardown),

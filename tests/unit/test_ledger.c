@@ -188,6 +188,96 @@ static void test_round_trip(void **state) {
   gpumd_ledger_close(l);
 }
 
+/* Consecutive rows share most of their values, which the writer binds only when they change
+ * (ledger_rows.c): rows that each differ from the one before in one field or in none, texts
+ * going empty and back, names of each kind, in turns of one to three rows and through the
+ * writer thread, and a row put again with other values: each reads back as last put. */
+static void test_rows_share_values(void **state) {
+  const char *dir = *state;
+  char sd[256];
+  gpumd_ledger_t *l = open_ok(sub(dir, "state", sd, sizeof(sd)));
+  enum { N = 40 };
+  gpumd_resv_t rows[N];
+  sample(&rows[0], 1, GPUMD_RESV_GRANTED);
+  for (int k = 1; k < N; k++) {
+    gpumd_resv_t *r = &rows[k];
+    *r = rows[k - 1];
+    r->id = (uint64_t)k + 1;
+    switch (k % 12) {
+    case 0: /* the same values as the row before, but the id */
+      break;
+    case 1:
+      r->label[0] = '\0';
+      break;
+    case 2:
+      snprintf(r->label, sizeof(r->label), "back-%d", k);
+      break;
+    case 3:
+      r->model[0] = r->slurm_job[0] = r->slurm_step[0] = '\0';
+      break;
+    case 4:
+      r->lease = r->lease == GPUMD_LEASE_TTL ? GPUMD_LEASE_CONNECTION : GPUMD_LEASE_TTL;
+      r->on_timeout =
+          r->on_timeout == GPUMD_ON_TIMEOUT_WAIT ? GPUMD_ON_TIMEOUT_REJECT : GPUMD_ON_TIMEOUT_WAIT;
+      break;
+    case 5:
+      r->uid++;
+      r->pid = -r->pid;
+      break;
+    case 6:
+      r->state = GPUMD_RESV_RELEASED;
+      r->ended_ns = T0 + (uint64_t)k;
+      break;
+    case 7:
+      r->state = GPUMD_RESV_QUEUED;
+      r->device_mask = r->granted_ns = r->ended_ns = 0;
+      break;
+    case 8:
+      r->reason[0] = '\0';
+      r->want_mask = 0;
+      break;
+    case 9:
+      snprintf(r->reason, sizeof(r->reason), "reason %d", k);
+      snprintf(r->slurm_job, sizeof(r->slurm_job), "%d", 100 + k);
+      snprintf(r->slurm_step, sizeof(r->slurm_step), "batch");
+      break;
+    case 10:
+      r->expires_ns++;
+      r->timeout_told = !r->timeout_told;
+      r->want_mask = 3;
+      break;
+    default:
+      snprintf(r->model, sizeof(r->model), "A100");
+      r->bytes_per_gpu *= 2;
+      break;
+    }
+  }
+  int k = 0;
+  for (int turn = 1; k < N; turn = turn % 3 + 1) {
+    assert_int_equal(gpumd_ledger_begin_turn(l), 0);
+    for (int i = 0; i < turn && k < N; i++, k++)
+      assert_int_equal(gpumd_ledger_put(l, &rows[k]), 0);
+    assert_int_equal(gpumd_ledger_commit_turn(l), 0);
+  }
+  /* Through the writer thread: the first rows again, changed, and new ones. */
+  assert_int_equal(gpumd_ledger_start_writer(l), 0);
+  for (int i = 0; i < 6; i++) {
+    snprintf(rows[i].label, sizeof(rows[i].label), "%s", i % 2 ? "" : "again");
+    rows[i].state = GPUMD_RESV_RELEASED;
+    rows[i].ended_ns = T0 + 1000 + (uint64_t)i;
+    assert_int_equal(gpumd_ledger_put(l, &rows[i]), 0);
+    assert_int_equal(gpumd_ledger_commit_async(l), 1);
+    gpumd_ledger_wait(l);
+    assert_int_equal(gpumd_ledger_poll(l), 1);
+  }
+  for (int i = 0; i < N; i++) {
+    gpumd_resv_t got;
+    assert_int_equal(gpumd_ledger_get(l, rows[i].id, &got), 0);
+    assert_resv_equal(&got, &rows[i]);
+  }
+  gpumd_ledger_close(l);
+}
+
 static void test_empty_ledger(void **state) {
   const char *dir = *state;
   gpumd_ledger_t *l = open_ok(dir);
@@ -1706,6 +1796,7 @@ static void test_stores_what_it_accepts(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       DIR_TEST(test_round_trip),
+      DIR_TEST(test_rows_share_values),
       DIR_TEST(test_empty_ledger),
       DIR_TEST(test_one_commit_per_turn),
       DIR_TEST(test_checkpoints_off_the_commit),

@@ -47,6 +47,13 @@ typedef struct {
   size_t n_audits, cap_audits;
 } batch_t;
 
+#define RESV_COLUMNS                                                                          \
+  "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
+  "want_mask, priority, timeout_ms, on_timeout, lease, lease_pid, ttl_ms, expires_ns, "       \
+  "device_mask, created_ns, granted_ns, ended_ns, timeout_told, pid_start, lease_pid_start, " \
+  "device_uuids, want_uuids, slurm_job, slurm_step"
+#define RESV_NCOLS 30
+
 struct gpumd_ledger {
   sqlite3 *db;
   int lock_fd; /* flock'ed state_dir/ledger.lock: one gpumd per state directory */
@@ -56,6 +63,13 @@ struct gpumd_ledger {
   uint64_t commits;
   uint64_t prune_cursor; /* the id the scan of the next gpumd_ledger_prune goes on after */
   sqlite3_stmt *put, *audit;
+  /* What put holds bound from its last row (a statement keeps its parameters across resets):
+   * a value the same as the last row's is not bound again (ledger_rows.c). Bit i of
+   * put_known: parameter i holds put_int[i], or put_text[i] (a string that lives as long as
+   * the statement). */
+  uint64_t put_known;
+  sqlite3_int64 put_int[RESV_NCOLS + 1];
+  const char *put_text[RESV_NCOLS + 1];
   sqlite3_stmt *audit8;                    /* AUDIT_CHUNK audit rows in one INSERT */
   sqlite3_stmt *begin, *commit, *rollback; /* the writer's, prepared once */
   sqlite3_stmt *put_high;                  /* raises meta's max_id */
@@ -78,13 +92,6 @@ struct gpumd_ledger {
 };
 
 #define AUDIT_CHUNK 8 /* audit rows per multi-row INSERT */
-
-#define RESV_COLUMNS                                                                          \
-  "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
-  "want_mask, priority, timeout_ms, on_timeout, lease, lease_pid, ttl_ms, expires_ns, "       \
-  "device_mask, created_ns, granted_ns, ended_ns, timeout_told, pid_start, lease_pid_start, " \
-  "device_uuids, want_uuids, slurm_job, slurm_step"
-#define RESV_NCOLS 30
 
 /* ---- shared between the ledger's files ---- */
 

@@ -419,11 +419,7 @@ bool gpumd_sse_heard(const gpumd_t *d) {
 
 size_t gpumd_sse_event_head(char *buf, size_t len, uint64_t id, const char *event) {
   char digits[20];
-  size_t nd = 0;
-  do {
-    digits[nd++] = (char)('0' + id % 10);
-    id /= 10;
-  } while (id);
+  size_t nd = gpumd_dec_u64(digits, id);
   size_t ne = strlen(event);
   size_t need = 4 + nd + 8 + ne + 7; /* "id: " N "\nevent: " NAME "\ndata: " */
   if (need >= len) {
@@ -434,8 +430,8 @@ size_t gpumd_sse_event_head(char *buf, size_t len, uint64_t id, const char *even
   char *p = buf;
   memcpy(p, "id: ", 4);
   p += 4;
-  while (nd)
-    *p++ = digits[--nd];
+  memcpy(p, digits, nd);
+  p += nd;
   memcpy(p, "\nevent: ", 8);
   p += 8;
   memcpy(p, event, ne);

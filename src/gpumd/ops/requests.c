@@ -25,9 +25,10 @@
 
 /* ---- fields ------------------------------------------------------------------------------ */
 
+/* A field's value v (NULL: absent) read as what key takes; the get_* forms look key up. */
+
 /* A size field: a non-negative integer (bytes) or a string such as "8GiB". */
-static int get_size(json_t *req, const char *key, uint64_t *out, bool *present) {
-  json_t *v = json_object_get(req, key);
+static int size_of(json_t *v, const char *key, uint64_t *out, bool *present) {
   *present = v != NULL;
   if (!v)
     return 0;
@@ -41,9 +42,12 @@ static int get_size(json_t *req, const char *key, uint64_t *out, bool *present) 
                     key);
 }
 
-static int get_int(json_t *req, const char *key, long long lo, long long hi, long long *out,
-                   bool *present) {
-  json_t *v = json_object_get(req, key);
+static int get_size(json_t *req, const char *key, uint64_t *out, bool *present) {
+  return size_of(json_object_get(req, key), key, out, present);
+}
+
+static int int_of(json_t *v, const char *key, long long lo, long long hi, long long *out,
+                  bool *present) {
   *present = v != NULL;
   if (!v)
     return 0;
@@ -53,14 +57,22 @@ static int get_int(json_t *req, const char *key, long long lo, long long hi, lon
   return 0;
 }
 
-static int get_str(json_t *req, const char *key, const char **out) {
-  json_t *v = json_object_get(req, key);
+static int get_int(json_t *req, const char *key, long long lo, long long hi, long long *out,
+                   bool *present) {
+  return int_of(json_object_get(req, key), key, lo, hi, out, present);
+}
+
+static int str_of(json_t *v, const char *key, const char **out) {
   if (!v)
     return 0;
   if (!json_is_string(v))
     return gpum_error(GPUM_EINVAL, "\"%s\" must be a string", key);
   *out = json_string_value(v);
   return 0;
+}
+
+static int get_str(json_t *req, const char *key, const char **out) {
+  return str_of(json_object_get(req, key), key, out);
 }
 
 /* ---- what both faces share -------------------------------------------------------------- */
@@ -80,9 +92,8 @@ void gpumd_reserve_req_init(gpumd_reserve_req_t *req) {
 
 /* The reserve request's optional "slurm" object {"job_id", "step_id"}: both strings, no other
  * key; the ids themselves are checked with the rest of the request (gpumd_slurm_ids_check). */
-static int parse_slurm(json_t *req, gpumd_sched_request_t *q) {
+static int parse_slurm(json_t *o, gpumd_sched_request_t *q) {
   static const char *const fields[] = {GPUM_PROTO_F_JOB_ID, GPUM_PROTO_F_STEP_ID, NULL};
-  json_t *o = json_object_get(req, GPUM_PROTO_F_SLURM);
   if (o == NULL || json_is_null(o))
     return 0;
   if (!json_is_object(o))
@@ -115,17 +126,57 @@ static int pid_owned_by(pid_t pid, uid_t uid) {
   return 0;
 }
 
-/* The lease part of a reserve request: "lease", "pid", "ttl_ms". */
-static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t *req) {
+/* The reserve request's fields, in the order of their names below (gpumd_gather_fields). */
+enum {
+  R_ID,
+  R_OP,
+  R_BYTES_PER_GPU,
+  R_GPUS,
+  R_MODEL,
+  R_MIN_MEMORY,
+  R_DEVICES,
+  R_PRIORITY,
+  R_TIMEOUT_MS,
+  R_ON_TIMEOUT,
+  R_LABEL,
+  R_SLURM,
+  R_LEASE,
+  R_PID,
+  R_TTL_MS,
+  R_WAIT,
+  R_NFIELDS
+};
+
+static const char *const reserve_fields[R_NFIELDS + 1] = {[R_ID] = GPUM_PROTO_F_ID,
+                                                          [R_OP] = GPUM_PROTO_F_OP,
+                                                          [R_BYTES_PER_GPU] =
+                                                              GPUM_PROTO_F_BYTES_PER_GPU,
+                                                          [R_GPUS] = GPUM_PROTO_F_GPUS,
+                                                          [R_MODEL] = GPUM_PROTO_F_MODEL,
+                                                          [R_MIN_MEMORY] = GPUM_PROTO_F_MIN_MEMORY,
+                                                          [R_DEVICES] = GPUM_PROTO_F_DEVICES,
+                                                          [R_PRIORITY] = GPUM_PROTO_F_PRIORITY,
+                                                          [R_TIMEOUT_MS] = GPUM_PROTO_F_TIMEOUT_MS,
+                                                          [R_ON_TIMEOUT] = GPUM_PROTO_F_ON_TIMEOUT,
+                                                          [R_LABEL] = GPUM_PROTO_F_LABEL,
+                                                          [R_SLURM] = GPUM_PROTO_F_SLURM,
+                                                          [R_LEASE] = GPUM_PROTO_F_LEASE,
+                                                          [R_PID] = GPUM_PROTO_F_PID,
+                                                          [R_TTL_MS] = GPUM_PROTO_F_TTL_MS,
+                                                          [R_WAIT] = GPUM_PROTO_F_WAIT,
+                                                          [R_NFIELDS] = NULL};
+
+/* The lease part of a reserve request: "lease", "pid", "ttl_ms" (f: the request's fields). */
+static int parse_lease(const gpumd_actor_t *a, json_t *const *f, gpumd_sched_request_t *req) {
   const char *s = NULL;
   bool has;
   long long v = 0;
-  int rc = get_str(j, GPUM_PROTO_F_LEASE, &s);
+  int rc = str_of(f[R_LEASE], GPUM_PROTO_F_LEASE, &s);
   if (rc != 0)
     return rc;
   if (s && gpumd_lease_kind_parse(s, &req->lease) != 0)
     return gpum_error(GPUM_EINVAL, "\"lease\": '%.32s' is not connection, pid or ttl", s);
-  if ((rc = get_int(j, GPUM_PROTO_F_PID, 1, 0x7fffffff, &v, &has)) != 0)
+  if ((rc = int_of(f[R_PID], GPUM_PROTO_F_PID, 1, 0x7fffffff, &v, &has)) != 0)
     return rc;
   if (has && req->lease != GPUMD_LEASE_PID)
     return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
@@ -133,7 +184,7 @@ static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t 
   if (req->lease == GPUMD_LEASE_PID && has && !a->admin &&
       (rc = pid_owned_by((pid_t)v, a->uid)) != 0)
     return rc;
-  if ((rc = get_int(j, GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
+  if ((rc = int_of(f[R_TTL_MS], GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
     return rc;
   if (has != (req->lease == GPUMD_LEASE_TTL))
     return gpum_error(GPUM_EINVAL, has ? "\"ttl_ms\" is only for \"lease\": \"ttl\""
@@ -142,25 +193,33 @@ static int parse_lease(const gpumd_actor_t *a, json_t *j, gpumd_sched_request_t 
   return 0;
 }
 
+/* The reserve request's "devices": 1 to GPUMD_SCHED_MAX_DEVICES strings (indices or UUIDs). */
+static int parse_devices(json_t *dv, gpumd_reserve_req_t *out) {
+  if (!dv)
+    return 0;
+  const size_t cap = GPUMD_SCHED_MAX_DEVICES;
+  if (!json_is_array(dv) || json_array_size(dv) > cap || json_array_size(dv) == 0)
+    return gpum_error(GPUM_EINVAL,
+                      "\"devices\" must be a list of 1 to %zu device indices "
+                      "or UUIDs (strings)",
+                      cap);
+  for (size_t i = 0; i < json_array_size(dv); i++) {
+    json_t *e = json_array_get(dv, i);
+    if (!json_is_string(e))
+      return gpum_error(GPUM_EINVAL,
+                        "\"devices\"[%zu] must be a string such as \"0\" or a "
+                        "UUID",
+                        i);
+    out->devices[i] = json_string_value(e);
+  }
+  out->q.devices = out->devices;
+  out->q.device_count = json_array_size(dv);
+  return 0;
+}
+
 int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t *out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID,
-                                       GPUM_PROTO_F_OP,
-                                       GPUM_PROTO_F_BYTES_PER_GPU,
-                                       GPUM_PROTO_F_GPUS,
-                                       GPUM_PROTO_F_MODEL,
-                                       GPUM_PROTO_F_MIN_MEMORY,
-                                       GPUM_PROTO_F_DEVICES,
-                                       GPUM_PROTO_F_PRIORITY,
-                                       GPUM_PROTO_F_TIMEOUT_MS,
-                                       GPUM_PROTO_F_ON_TIMEOUT,
-                                       GPUM_PROTO_F_LABEL,
-                                       GPUM_PROTO_F_SLURM,
-                                       GPUM_PROTO_F_LEASE,
-                                       GPUM_PROTO_F_PID,
-                                       GPUM_PROTO_F_TTL_MS,
-                                       GPUM_PROTO_F_WAIT,
-                                       NULL};
-  int rc = gpumd_check_fields(j, fields);
+  json_t *f[R_NFIELDS]; /* read in one pass: no lookup per field */
+  int rc = gpumd_gather_fields(j, reserve_fields, f);
   if (rc != 0)
     return rc;
   gpumd_reserve_req_init(out);
@@ -168,58 +227,43 @@ int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t 
   bool has;
   long long v = 0;
   uint64_t u;
-  if ((rc = get_size(j, GPUM_PROTO_F_BYTES_PER_GPU, &req->bytes_per_gpu, &has)) != 0)
+  if ((rc = size_of(f[R_BYTES_PER_GPU], GPUM_PROTO_F_BYTES_PER_GPU, &req->bytes_per_gpu, &has)) !=
+      0)
     return rc;
   if (!has || req->bytes_per_gpu == 0)
     return gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
-  if ((rc = get_int(j, GPUM_PROTO_F_GPUS, 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
+  if ((rc = int_of(f[R_GPUS], GPUM_PROTO_F_GPUS, 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
     return rc;
   if (has)
     req->gpus = (unsigned)v;
-  if ((rc = get_str(j, GPUM_PROTO_F_MODEL, &req->model)) != 0)
+  if ((rc = str_of(f[R_MODEL], GPUM_PROTO_F_MODEL, &req->model)) != 0)
     return rc;
-  if ((rc = get_size(j, GPUM_PROTO_F_MIN_MEMORY, &u, &has)) != 0)
+  if ((rc = size_of(f[R_MIN_MEMORY], GPUM_PROTO_F_MIN_MEMORY, &u, &has)) != 0)
     return rc;
   req->min_memory = has ? u : 0;
-  json_t *dv = json_object_get(j, GPUM_PROTO_F_DEVICES);
-  if (dv) {
-    const size_t cap = GPUMD_SCHED_MAX_DEVICES;
-    if (!json_is_array(dv) || json_array_size(dv) > cap || json_array_size(dv) == 0)
-      return gpum_error(GPUM_EINVAL,
-                        "\"devices\" must be a list of 1 to %zu device indices "
-                        "or UUIDs (strings)",
-                        cap);
-    for (size_t i = 0; i < json_array_size(dv); i++) {
-      json_t *e = json_array_get(dv, i);
-      if (!json_is_string(e))
-        return gpum_error(GPUM_EINVAL,
-                          "\"devices\"[%zu] must be a string such as \"0\" or a "
-                          "UUID",
-                          i);
-      out->devices[i] = json_string_value(e);
-    }
-    req->devices = out->devices;
-    req->device_count = json_array_size(dv);
-  }
-  if ((rc = get_int(j, GPUM_PROTO_F_PRIORITY, -100, 100, &v, &has)) != 0)
+  if ((rc = parse_devices(f[R_DEVICES], out)) != 0)
+    return rc;
+  if ((rc = int_of(f[R_PRIORITY], GPUM_PROTO_F_PRIORITY, -100, 100, &v, &has)) != 0)
     return rc;
   req->priority = has ? (int)v : 0;
-  if ((rc = get_int(j, GPUM_PROTO_F_TIMEOUT_MS, 0, (long long)MAX_TTL_MS, &v, &has)) != 0)
+  if ((rc = int_of(f[R_TIMEOUT_MS], GPUM_PROTO_F_TIMEOUT_MS, 0, (long long)MAX_TTL_MS, &v, &has)) !=
+      0)
     return rc;
   out->timeout_set = has;
   req->timeout_ms = has ? (uint64_t)v : 0;
   const char *s = NULL;
-  if ((rc = get_str(j, GPUM_PROTO_F_ON_TIMEOUT, &s)) != 0)
+  if ((rc = str_of(f[R_ON_TIMEOUT], GPUM_PROTO_F_ON_TIMEOUT, &s)) != 0)
     return rc;
   if (s && (rc = gpumd_on_timeout_decode(s, &req->on_timeout)) != 0)
     return rc;
-  if ((rc = get_str(j, GPUM_PROTO_F_LABEL, &req->label)) != 0 || (rc = parse_slurm(j, req)) != 0)
+  if ((rc = str_of(f[R_LABEL], GPUM_PROTO_F_LABEL, &req->label)) != 0 ||
+      (rc = parse_slurm(f[R_SLURM], req)) != 0)
     return rc;
-  json_t *w = json_object_get(j, GPUM_PROTO_F_WAIT);
+  json_t *w = f[R_WAIT];
   if (w && !json_is_boolean(w))
     return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
   req->no_wait = json_is_false(w); /* grant now or EBUSY, never queue */
-  return parse_lease(a, j, req);
+  return parse_lease(a, f, req);
 }
 
 /* ---- the reservation a request names; errors reported after its lookup ------------------ */
@@ -234,12 +278,17 @@ int gpumd_resv_ref_decode(const char *s, gpumd_resv_ref_t *out) {
   return 0;
 }
 
-/* The request's "reservation" (a string "r-<n>"). */
-static int get_ref(json_t *j, gpumd_resv_ref_t *out) {
+/* A request's "reservation" v (a string "r-<n>"; NULL: absent). */
+static int ref_of(json_t *v, gpumd_resv_ref_t *out) {
   const char *s = NULL;
-  if (get_str(j, GPUM_PROTO_F_RESERVATION, &s) != 0)
+  if (str_of(v, GPUM_PROTO_F_RESERVATION, &s) != 0)
     s = NULL; /* not a string: the same message as none */
   return gpumd_resv_ref_decode(s, out);
+}
+
+/* The request's "reservation", looked up. */
+static int get_ref(json_t *j, gpumd_resv_ref_t *out) {
+  return ref_of(json_object_get(j, GPUM_PROTO_F_RESERVATION), out);
 }
 
 /* Keeps the error rc just raised (its detail) for the core to report later, unless an earlier
@@ -261,9 +310,10 @@ int gpumd_req_error_raise(const gpumd_req_error_t *late) {
 int gpumd_release_decode(json_t *j, gpumd_release_req_t *out) {
   static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
                                        NULL};
+  json_t *f[3];
   memset(out, 0, sizeof *out);
-  int rc = gpumd_check_fields(j, fields);
-  return rc != 0 ? rc : get_ref(j, &out->resv);
+  int rc = gpumd_gather_fields(j, fields, f);
+  return rc != 0 ? rc : ref_of(f[2], &out->resv);
 }
 
 int gpumd_renew_decode(json_t *j, gpumd_renew_req_t *out) {

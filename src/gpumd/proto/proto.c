@@ -25,13 +25,15 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
     return; /* blank lines are allowed (keep-alives) */
   line += start;
   len -= start;
-  if (gpumd_json_depth(line, len, GPUMD_MAX_DEPTH) > GPUMD_MAX_DEPTH) {
+  /* The fast parser takes only well-formed lines nested within the limit: the nesting check
+   * on the raw text, and jansson, are for the lines it gives up on. */
+  json_t *req = gpumd_json_parse_fast(line, len, GPUMD_MAX_DEPTH);
+  if (!req && gpumd_json_depth(line, len, GPUMD_MAX_DEPTH) > GPUMD_MAX_DEPTH) {
     gpumd_reply_err(c, NULL, GPUM_EPROTO, "message nested deeper than %d levels", GPUMD_MAX_DEPTH);
     return;
   }
   json_error_t jerr;
-  json_t *req = gpumd_json_parse(line, len, &jerr);
-  if (!req) {
+  if (!req && !(req = gpumd_json_parse(line, len, &jerr))) {
     gpumd_reply_err(c, NULL, GPUM_EPARSE, "malformed JSON at byte %d: %s", jerr.position,
                     jerr.text);
     return;

@@ -19,11 +19,14 @@
 #include "core/json_scan_internal.h"
 #include "json_in.h"
 
-/* The value at the scanner as a jansson value; NULL (and s->fail, or a real) when the fast path
- * does not take it. */
-static json_t *fast_value(gpum__jscan_t *s);
+_Static_assert(GPUMD_JSON_FAST_MAX_DEPTH == GPUM__JSCAN_MAX_DEPTH,
+               "the fast path goes as deep as the scanner");
 
-static json_t *fast_object(gpum__jscan_t *s) {
+/* The value at the scanner as a jansson value; NULL (and s->fail, or a real, or a value nested
+ * deeper than max_depth) when the fast path does not take it. */
+static json_t *fast_value(gpum__jscan_t *s, int max_depth);
+
+static json_t *fast_object(gpum__jscan_t *s, int max_depth) {
   json_t *o = json_object();
   const char *key;
   size_t klen;
@@ -33,7 +36,7 @@ static json_t *fast_object(gpum__jscan_t *s) {
   }
   /* The scanner refuses duplicate keys (jansson's JSON_REJECT_DUPLICATES). */
   while (gpum__jscan_key(s, &key, &klen)) {
-    json_t *v = fast_value(s);
+    json_t *v = fast_value(s, max_depth);
     if (v == NULL || json_object_setn_new_nocheck(o, key, klen, v) != 0) {
       json_decref(o);
       return NULL;
@@ -46,14 +49,14 @@ static json_t *fast_object(gpum__jscan_t *s) {
   return o;
 }
 
-static json_t *fast_array(gpum__jscan_t *s) {
+static json_t *fast_array(gpum__jscan_t *s, int max_depth) {
   json_t *a = json_array();
   if (a == NULL || !gpum__jscan_begin_array(s)) {
     json_decref(a);
     return NULL;
   }
   while (gpum__jscan_next(s)) {
-    json_t *v = fast_value(s);
+    json_t *v = fast_value(s, max_depth);
     if (v == NULL || json_array_append_new(a, v) != 0) {
       json_decref(a);
       return NULL;
@@ -66,7 +69,7 @@ static json_t *fast_array(gpum__jscan_t *s) {
   return a;
 }
 
-static json_t *fast_value(gpum__jscan_t *s) {
+static json_t *fast_value(gpum__jscan_t *s, int max_depth) {
   const char *v;
   size_t n;
   bool is_int = false;
@@ -75,9 +78,10 @@ static json_t *fast_value(gpum__jscan_t *s) {
   int lit;
   switch (gpum__jscan_peek(s)) {
   case '{':
-    return fast_object(s);
   case '[':
-    return fast_array(s);
+    if (s->depth >= max_depth)
+      return NULL;
+    return gpum__jscan_peek(s) == '{' ? fast_object(s, max_depth) : fast_array(s, max_depth);
   case '"':
     return gpum__jscan_string(s, &v, &n) ? json_stringn_nocheck(v, n) : NULL;
   case 't':
@@ -93,10 +97,11 @@ static json_t *fast_value(gpum__jscan_t *s) {
   }
 }
 
-json_t *gpumd_json_parse_fast(const char *s, size_t len) {
+json_t *gpumd_json_parse_fast(const char *s, size_t len, int max_depth) {
   gpum__jscan_t sc;
   gpum__jscan_init(&sc, s, len);
-  json_t *v = fast_value(&sc);
+  json_t *v = fast_value(&sc, max_depth < GPUMD_JSON_FAST_MAX_DEPTH ? max_depth
+                                                                    : GPUMD_JSON_FAST_MAX_DEPTH);
   if (v && gpum__jscan_done(&sc))
     return v;
   json_decref(v);
@@ -104,6 +109,6 @@ json_t *gpumd_json_parse_fast(const char *s, size_t len) {
 }
 
 json_t *gpumd_json_parse(const char *s, size_t len, json_error_t *err) {
-  json_t *v = gpumd_json_parse_fast(s, len);
+  json_t *v = gpumd_json_parse_fast(s, len, GPUMD_JSON_FAST_MAX_DEPTH);
   return v ? v : json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, err);
 }

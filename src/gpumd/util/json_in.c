@@ -37,15 +37,24 @@ int gpumd_json_depth(const char *s, size_t len, int limit) {
   return max;
 }
 
-int gpumd_check_fields(json_t *obj, const char *const *allowed) {
+int gpumd_gather_fields(json_t *obj, const char *const *allowed, json_t **values) {
+  size_t n = 0;
+  while (values && allowed[n])
+    values[n++] = NULL;
   const char *key;
   json_t *v;
   json_object_foreach(obj, key, v) {
-    bool ok = false;
-    for (const char *const *a = allowed; *a && !ok; a++)
-      ok = strcmp(*a, key) == 0;
-    if (!ok)
+    const char *const *a = allowed;
+    while (*a && strcmp(*a, key) != 0)
+      a++;
+    if (!*a)
       return gpum_error(GPUM_EINVAL, "unknown field '%s'", key);
+    if (values)
+      values[a - allowed] = v;
   }
   return 0;
+}
+
+int gpumd_check_fields(json_t *obj, const char *const *allowed) {
+  return gpumd_gather_fields(obj, allowed, NULL);
 }

@@ -19,10 +19,18 @@ int gpumd_json_depth(const char *s, size_t len, int limit);
  * of requests (json_fast.c). Any value is taken on top (the caller checks for an object). The
  * caller owns the value. */
 json_t *gpumd_json_parse(const char *s, size_t len, json_error_t *err);
-/* Its fast path alone: the value, or NULL when the input is not of the shape it takes. */
-json_t *gpumd_json_parse_fast(const char *s, size_t len);
+/* Its fast path alone: the value, or NULL when the input is not of the shape it takes or is
+ * nested deeper than max_depth (at most GPUMD_JSON_FAST_MAX_DEPTH: deeper is left to jansson).
+ * A value it gives is well-formed JSON nested no deeper than max_depth. */
+#define GPUMD_JSON_FAST_MAX_DEPTH 32
+json_t *gpumd_json_parse_fast(const char *s, size_t len, int max_depth);
 /* Checks that obj has only the named fields (NULL-terminated list). Returns 0, or GPUM_EINVAL
  * with the detail naming the first unknown field. */
 int gpumd_check_fields(json_t *obj, const char *const *allowed);
+/* gpumd_check_fields, which also puts the value of each field at its index in allowed into
+ * values (as many pointers as allowed names; NULL for a field that is absent): one pass over
+ * the object, and a decoder reads its fields without looking each up. Values are borrowed
+ * from obj. */
+int gpumd_gather_fields(json_t *obj, const char *const *allowed, json_t **values);
 
 #endif /* GPUMD_JSON_IN_H */

@@ -8,6 +8,7 @@
 #define GPUMD_JSON_OUT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -24,6 +25,9 @@ int gpumd_json_write(struct evbuffer *out, json_t *v);
  * gpumd's replies, REST bodies and events are written this way, never as jansson's %.17g. */
 #define GPUMD_REAL_BUFSZ 32
 size_t gpumd_json_real(double v, char *buf, size_t len);
+/* Writes v in decimal (no sign, no leading zero) at buf, which has room for 20 bytes; returns
+ * the number of digits. */
+size_t gpumd_dec_u64(char *buf, uint64_t v);
 /* A growable piece of memory a writer can write into (gpumd_jw_init_mem): data holds len
  * bytes (not NUL-terminated) of cap; the owner frees data. */
 typedef struct {
