@@ -189,7 +189,7 @@ static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, 
     gpumd_jw_string(w, r->token);
   }
   W_KEY(w, GPUM_PROTO_F_STATE);
-  gpumd_jw_string(w, gpumd_resv_state_name(r->state));
+  gpumd_jw_name(w, gpumd_resv_state_name(r->state));
   W_TEXT(w, GPUM_PROTO_F_REASON, r->reason);
   W_INT(w, GPUM_PROTO_F_UID, r->uid);
   W_INT(w, GPUM_PROTO_F_PID, r->pid);
@@ -208,7 +208,7 @@ static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, 
   W_INT(w, GPUM_PROTO_F_GPUS, r->gpus);
   W_INT(w, GPUM_PROTO_F_PRIORITY, r->priority);
   W_KEY(w, GPUM_PROTO_F_LEASE);
-  gpumd_jw_string(w, gpumd_lease_kind_name(r->lease));
+  gpumd_jw_name(w, gpumd_lease_kind_name(r->lease));
   if (r->lease == GPUMD_LEASE_PID)
     W_INT(w, GPUM_PROTO_F_LEASE_PID, r->lease_pid);
   W_INT(w, GPUM_PROTO_F_TTL_MS, (long long)r->ttl_ms);
@@ -216,9 +216,8 @@ static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, 
   W_KEY(w, GPUM_PROTO_F_DEVICES);
   gpumd_jw_raw(w, "[", 1);
   bool first = true;
-  for (unsigned i = 0; i < GPUMD_SCHED_MAX_DEVICES; i++) {
-    if (!(r->device_mask >> i & 1u))
-      continue;
+  for (uint64_t m = r->device_mask; m; m &= m - 1) { /* its set bits, lowest first */
+    unsigned i = (unsigned)__builtin_ctzll(m);
     gpumd_sched_device_t v;
     bool known = gpumd_sched_device(d->sched, i, &v) == 0;
     const char *uuid = known ? v.uuid : "";

@@ -335,9 +335,9 @@ typedef struct {
 static void write_transition(gpumd_jw_t *w, const void *arg) {
   const transition_ev_t *t = arg;
   GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY("transition"));
-  gpumd_jw_string(w, t->transition);
+  gpumd_jw_name(w, t->transition);
   GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY("from"));
-  gpumd_jw_string(w, t->from);
+  gpumd_jw_name(w, t->from);
   GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY("reservation"));
   t->doc(w, t->doc_arg);
   GPUMD_JW_LIT(w, "}");

@@ -70,6 +70,22 @@ static inline void gpumd_jw_raw(gpumd_jw_t *w, const char *s, size_t n) {
 #define GPUMD_JW_LIT(w, lit) gpumd_jw_raw((w), (lit), sizeof(lit) - 1)
 #define GPUMD_JSON_KEY(key) "\"" key "\":"
 void gpumd_jw_string(gpumd_jw_t *w, const char *s); /* quoted and escaped */
+/* A name of gpumd's own tables (a state, a lease kind, a transition: ASCII letters, digits,
+ * '-', '_', nothing to escape), quoted, without gpumd_jw_string's checks. */
+static inline void gpumd_jw_name(gpumd_jw_t *w, const char *s) {
+  size_t n = strlen(s);
+  if (n + 2 <= w->cap - w->used) {
+    char *p = w->p + w->used;
+    p[0] = '"';
+    memcpy(p + 1, s, n);
+    p[n + 1] = '"';
+    w->used += n + 2;
+    return;
+  }
+  gpumd_jw_raw(w, "\"", 1);
+  gpumd_jw_raw(w, s, n);
+  gpumd_jw_raw(w, "\"", 1);
+}
 void gpumd_jw_int(gpumd_jw_t *w, long long v);
 void gpumd_jw_value(gpumd_jw_t *w, json_t *v);
 int gpumd_jw_end(gpumd_jw_t *w);
