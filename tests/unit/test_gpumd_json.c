@@ -6,7 +6,7 @@
  * the protocol's common requests take the fast path; on hand-picked inputs at the edges of its fast
  * path (escapes, UTF-8, reals, integer limits, leading zeros, duplicates, literals, trailing bytes,
  * scalars on top, nesting) and on random requests, well-formed and mangled (seeded: the same inputs
- * every run).
+ * every run). Whenever gpumd_json_parse_flat takes a line, its members are jansson's object's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +29,7 @@
 #include "rest.h"
 
 static unsigned fast_taken; /* inputs the fast path took itself */
+static unsigned flat_taken; /* inputs gpumd_json_parse_flat took */
 
 /* Same kind of value all the way down (json_equal already tells integer from real); the fast
  * path alone gives that value or nothing. */
@@ -51,6 +52,27 @@ static void assert_same(const char *s, size_t len) {
   }
   json_decref(alone);
   json_decref(fast);
+  /* A flat line (gpumd_json_parse_flat) is jansson's object, member for member in order. */
+  gpumd_flat_t flat;
+  if (gpumd_json_parse_flat(s, len, &flat)) {
+    assert_true(json_is_object(ref));
+    assert_int_equal(json_object_size(ref), flat.count);
+    const char *key;
+    json_t *v;
+    size_t i = 0;
+    json_object_foreach(ref, key, v) {
+      const gpumd_flat_field_t *m = &flat.field[i++];
+      assert_string_equal(m->key, key);
+      assert_int_equal(m->type, json_typeof(v));
+      if (json_is_integer(v))
+        assert_true(m->integer == json_integer_value(v));
+      if (json_is_string(v)) {
+        assert_int_equal(m->length, json_string_length(v));
+        assert_memory_equal(m->string, json_string_value(v), m->length + 1);
+      }
+    }
+    flat_taken++;
+  }
   json_decref(ref);
 }
 
@@ -72,6 +94,9 @@ static void test_common_requests_fast(void **state) {
     assert_non_null(v);
     json_decref(v);
     same(reqs[i]);
+    /* and all but the one with a list are flat lines, decoded without a tree */
+    gpumd_flat_t flat;
+    assert_int_equal(gpumd_json_parse_flat(reqs[i], strlen(reqs[i]), &flat), i != 2);
   }
 }
 
@@ -168,6 +193,7 @@ static void test_random(void **state) {
     assert_same(buf, n);
   }
   assert_true(fast_taken > 2000); /* the comparison covered the fast path, not only jansson */
+  assert_true(flat_taken > 1000); /* and flat lines */
 }
 
 int main(void) {

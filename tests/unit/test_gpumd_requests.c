@@ -4,7 +4,8 @@
  * becomes the struct its op core takes, with the protocol's defaults; a bad field is EINVAL
  * with the message naming it; a field the protocol checks only after the op's first check
  * (the reservation's lookup, the admin check) is kept in the request (late) and raised by the
- * core with the same code and text, the first such error winning. The cores and the REST face
+ * core with the same code and text, the first such error winning. A flat line decodes to what
+ * the same line parsed whole does. The cores and the REST face
  * are tested end to end in tests/integration (test_gpumd_*.sh, test_http_api.sh).
  */
 #include <setjmp.h>
@@ -110,6 +111,104 @@ static void test_reserve_errors(void **state) {
     gpumd_reserve_req_t r;
     assert_int_equal(gpumd_reserve_decode(&a, j, &r), GPUM_EINVAL);
     assert_string_equal(gpum_last_error(), cases[i].msg);
+    json_decref(j);
+  }
+}
+
+static bool same_str(const char *a, const char *b) {
+  return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+/* A flat line (gpumd_json_parse_flat) decodes as the same line parsed whole: the same struct,
+ * or the same error and message, for reserve and release lines good and bad. */
+static void test_flat_same_as_whole(void **state) {
+  (void)state;
+  static const char *const reserves[] = {
+      "{\"id\":1,\"op\":\"reserve\",\"bytes_per_gpu\":1048576}",
+      "{\"id\":\"x\",\"op\":\"reserve\",\"bytes_per_gpu\":\"2GiB\",\"gpus\":2,\"model\":\"*H100*\","
+      "\"min_memory\":1024,\"priority\":-5,\"timeout_ms\":0,\"on_timeout\":\"wait\","
+      "\"label\":\"l\",\"lease\":\"ttl\",\"ttl_ms\":5000,\"wait\":false}",
+      "{\"id\":2,\"op\":\"reserve\",\"bytes_per_gpu\":1,\"wait\":true,\"slurm\":null}",
+      "{\"bytes_per_gpu\":1,\"x\":1}",
+      "{}",
+      "{\"bytes_per_gpu\":0}",
+      "{\"bytes_per_gpu\":-1}",
+      "{\"bytes_per_gpu\":\"8XB\"}",
+      "{\"bytes_per_gpu\":true}",
+      "{\"bytes_per_gpu\":null}",
+      "{\"bytes_per_gpu\":1,\"gpus\":65}",
+      "{\"bytes_per_gpu\":1,\"gpus\":\"2\"}",
+      "{\"bytes_per_gpu\":1,\"model\":3}",
+      "{\"bytes_per_gpu\":1,\"devices\":\"0\"}",
+      "{\"bytes_per_gpu\":1,\"devices\":null}",
+      "{\"bytes_per_gpu\":1,\"priority\":101}",
+      "{\"bytes_per_gpu\":1,\"timeout_ms\":-1}",
+      "{\"bytes_per_gpu\":1,\"on_timeout\":\"x\"}",
+      "{\"bytes_per_gpu\":1,\"label\":null}",
+      "{\"bytes_per_gpu\":1,\"slurm\":\"1\"}",
+      "{\"bytes_per_gpu\":1,\"pid\":1}",
+      "{\"bytes_per_gpu\":1,\"lease\":\"ttl\"}",
+      "{\"bytes_per_gpu\":1,\"ttl_ms\":5}",
+      "{\"bytes_per_gpu\":1,\"lease\":\"x\"}",
+      "{\"bytes_per_gpu\":1,\"wait\":1}",
+      "{\"bytes_per_gpu\":1,\"wait\":null}",
+      "{\"bytes_per_gpu\":1,\"lease\":\"pid\",\"pid\":0}"};
+  gpumd_actor_t a = actor();
+  for (size_t i = 0; i < sizeof reserves / sizeof reserves[0]; i++) {
+    const char *line = reserves[i];
+    gpumd_flat_t flat;
+    assert_true(gpumd_json_parse_flat(line, strlen(line), &flat));
+    json_t *j = req(line);
+    gpumd_reserve_req_t w, f;
+    int rw = gpumd_reserve_decode(&a, j, &w);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", gpum_last_error());
+    int rf = gpumd_reserve_decode_flat(&a, &flat, &f);
+    if (rw != rf)
+      fail_msg("%s: whole %d (%s), flat %d (%s)", line, rw, msg, rf, gpum_last_error());
+    if (rw != 0) {
+      assert_string_equal(gpum_last_error(), msg);
+    } else {
+      assert_int_equal(w.q.bytes_per_gpu, f.q.bytes_per_gpu);
+      assert_int_equal(w.q.gpus, f.q.gpus);
+      assert_true(same_str(w.q.model, f.q.model));
+      assert_int_equal(w.q.min_memory, f.q.min_memory);
+      assert_int_equal(w.q.device_count, f.q.device_count);
+      assert_int_equal(w.q.priority, f.q.priority);
+      assert_int_equal(w.timeout_set, f.timeout_set);
+      assert_int_equal(w.q.timeout_ms, f.q.timeout_ms);
+      assert_int_equal(w.q.on_timeout, f.q.on_timeout);
+      assert_true(same_str(w.q.label, f.q.label));
+      assert_true(same_str(w.q.slurm_job, f.q.slurm_job));
+      assert_int_equal(w.q.lease, f.q.lease);
+      assert_int_equal(w.q.lease_pid, f.q.lease_pid);
+      assert_int_equal(w.q.ttl_ms, f.q.ttl_ms);
+      assert_int_equal(w.q.no_wait, f.q.no_wait);
+    }
+    json_decref(j);
+  }
+  static const char *const releases[] = {"{\"id\":1,\"op\":\"release\",\"reservation\":\"r-12\"}",
+                                         "{\"reservation\":\"r-0\"}",
+                                         "{\"reservation\":12}",
+                                         "{}",
+                                         "{\"reservation\":\"r-1\",\"x\":true}",
+                                         "{\"reservation\":\"x-1\"}"};
+  for (size_t i = 0; i < sizeof releases / sizeof releases[0]; i++) {
+    const char *line = releases[i];
+    gpumd_flat_t flat;
+    assert_true(gpumd_json_parse_flat(line, strlen(line), &flat));
+    json_t *j = req(line);
+    gpumd_release_req_t w, f;
+    int rw = gpumd_release_decode(j, &w);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", gpum_last_error());
+    assert_int_equal(gpumd_release_decode_flat(&flat, &f), rw);
+    if (rw != 0) {
+      assert_string_equal(gpum_last_error(), msg);
+    } else {
+      assert_int_equal(w.resv.id, f.resv.id);
+      assert_string_equal(w.resv.text, f.resv.text);
+    }
     json_decref(j);
   }
 }
@@ -249,7 +348,7 @@ int main(void) {
       cmocka_unit_test(test_reserve_errors), cmocka_unit_test(test_resv_ref),
       cmocka_unit_test(test_renew_late),     cmocka_unit_test(test_resize_and_report),
       cmocka_unit_test(test_switch),         cmocka_unit_test(test_list_and_status),
-      cmocka_unit_test(test_alerts),
+      cmocka_unit_test(test_alerts),         cmocka_unit_test(test_flat_same_as_whole),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

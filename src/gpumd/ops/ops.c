@@ -691,6 +691,50 @@ SOCK_OP(disable, gpumd_switch_req_t, gpumd_switch_decode, (j, true, &req), gpumd
 SOCK_OP(enable, gpumd_switch_req_t, gpumd_switch_decode, (j, false, &req), gpumd_op_enable)
 SOCK_OP(report, gpumd_report_req_t, gpumd_report_decode, (j, &req), gpumd_op_report)
 
+/* The reply of a socket op's core (rc, and its body or the reservation left in fast). */
+static void answer(gpumd_conn_t *c, json_t *id, int rc, const gpumd_resv_reply_t *fast,
+                   json_t *body) {
+  if (rc == 0 && fast->set)
+    gpumd_reply_ok_resv(c, id, fast);
+  else
+    reply(c, id, rc, body);
+}
+
+bool gpumd_op_dispatch_flat(gpumd_conn_t *c, const gpumd_flat_t *line) {
+  const gpumd_flat_field_t *id = gpumd_flat_get(line, GPUM_PROTO_F_ID);
+  const gpumd_flat_field_t *op = gpumd_flat_get(line, GPUM_PROTO_F_OP);
+  /* What gpumd_proto_line checks of every request, and the two hot ops; anything else (and
+   * every error of those checks) takes the whole path. */
+  if (!id || !op || op->type != JSON_STRING ||
+      !(id->type == JSON_INTEGER || (id->type == JSON_STRING && id->length <= 256)))
+    return false;
+  bool reserve = strcmp(op->string, GPUM_PROTO_OP_RESERVE) == 0;
+  if (!reserve && strcmp(op->string, GPUM_PROTO_OP_RELEASE) != 0)
+    return false;
+  json_t *jid = id->type == JSON_INTEGER ? json_integer(id->integer)
+                                         : json_stringn_nocheck(id->string, id->length);
+  if (!jid)
+    return false;
+  gpum_error_clear();
+  gpumd_actor_t a = actor_of(c);
+  gpumd_resv_reply_t fast = {.set = false};
+  a.fast = &fast;
+  json_t *body = NULL;
+  int rc;
+  if (reserve) {
+    gpumd_reserve_req_t req;
+    rc = gpumd_reserve_decode_flat(&a, line, &req);
+    rc = rc != 0 ? rc : gpumd_op_reserve(c->d, &a, &req, &body);
+  } else {
+    gpumd_release_req_t req;
+    rc = gpumd_release_decode_flat(line, &req);
+    rc = rc != 0 ? rc : gpumd_op_release(c->d, &a, &req, &body);
+  }
+  answer(c, jid, rc, &fast, body);
+  json_decref(jid);
+  return true;
+}
+
 void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req) {
   /* An op is either a socket-only handler or a core shared with the REST API (its request
    * decoded by sock_*), called with the peer as actor and answered
@@ -720,10 +764,7 @@ void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req)
       a.fast = &fast;
       json_t *body = NULL;
       int rc = ops[i].core(c->d, &a, req, &body);
-      if (rc == 0 && fast.set)
-        gpumd_reply_ok_resv(c, id, &fast);
-      else
-        reply(c, id, rc, body);
+      answer(c, id, rc, &fast, body);
     }
     return;
   }

@@ -30,6 +30,10 @@ typedef struct {
 void gpumd_reserve_req_init(gpumd_reserve_req_t *req);
 /* The socket's reserve request. a: a non-admin's "pid" must be its own process. */
 int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t *out);
+/* The same for a flat line (gpumd_json_parse_flat): the same struct, or the same error, as the
+ * line parsed whole gives; strings point into line. */
+int gpumd_reserve_decode_flat(const gpumd_actor_t *a, const gpumd_flat_t *line,
+                              gpumd_reserve_req_t *out);
 /* reserve's "on_timeout" value ("reject" or "wait"), with the protocol's message naming it (REST
  * gives the same value under the same name). */
 int gpumd_on_timeout_decode(const char *s, gpumd_on_timeout_t *out);
@@ -77,6 +81,7 @@ typedef struct {
 } gpumd_report_req_t;
 /* The socket's requests of these ops. */
 int gpumd_release_decode(json_t *j, gpumd_release_req_t *out);
+int gpumd_release_decode_flat(const gpumd_flat_t *line, gpumd_release_req_t *out);
 int gpumd_renew_decode(json_t *j, gpumd_renew_req_t *out);
 int gpumd_resize_decode(json_t *j, gpumd_resize_req_t *out);
 int gpumd_attach_decode(json_t *j, gpumd_attach_req_t *out);
@@ -156,5 +161,9 @@ int gpumd_op_enable(gpumd_t *d, const gpumd_actor_t *a, const gpumd_switch_req_t
                     json_t **out);
 /* Dispatches a parsed request (an object with a valid op). */
 void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req);
+/* Serves a flat request line (gpumd_json_parse_flat) of a hot op (reserve, release) without a
+ * JSON tree: the same reply as gpumd_proto_line gives for the line. False (nothing done) for
+ * any other line: parse it whole. */
+bool gpumd_op_dispatch_flat(gpumd_conn_t *c, const gpumd_flat_t *line);
 
 #endif /* GPUMD_OPS_H */

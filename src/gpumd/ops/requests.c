@@ -25,54 +25,86 @@
 
 /* ---- fields ------------------------------------------------------------------------------ */
 
-/* A field's value v (NULL: absent) read as what key takes; the get_* forms look key up. */
+/* A field's value as the decoders read it, from a JSON object's member or from a flat line's
+ * (gpumd_json_parse_flat: scalars only), so that a request is decoded by the same code either
+ * way. Absent: type JSON_NULL with present false. */
+typedef struct {
+  bool present;
+  json_type type;
+  json_int_t integer;
+  const char *string; /* JSON_STRING: NUL-terminated */
+  json_t *json;       /* the member itself when it comes from a JSON object, else NULL */
+} field_t;
+
+static field_t field_json(json_t *v) {
+  field_t f = {.present = v != NULL, .type = v ? json_typeof(v) : JSON_NULL, .json = v};
+  if (json_is_integer(v))
+    f.integer = json_integer_value(v);
+  else if (json_is_string(v))
+    f.string = json_string_value(v);
+  return f;
+}
+
+static field_t field_flat(const gpumd_flat_field_t *m) {
+  field_t f = {.present = m != NULL, .type = m ? m->type : JSON_NULL};
+  if (m) {
+    f.integer = m->integer;
+    f.string = m->string;
+  }
+  return f;
+}
+
+/* A field's value v read as what key takes; the get_* forms look key up in a JSON object. */
 
 /* A size field: a non-negative integer (bytes) or a string such as "8GiB". */
-static int size_of(json_t *v, const char *key, uint64_t *out, bool *present) {
-  *present = v != NULL;
-  if (!v)
+static int size_of(const field_t *v, const char *key, uint64_t *out, bool *present) {
+  *present = v->present;
+  if (!v->present)
     return 0;
-  if (json_is_integer(v) && json_integer_value(v) >= 0) {
-    *out = (uint64_t)json_integer_value(v);
+  if (v->type == JSON_INTEGER && v->integer >= 0) {
+    *out = (uint64_t)v->integer;
     return 0;
   }
-  if (json_is_string(v) && gpum_size_parse(json_string_value(v), out) == 0)
+  if (v->type == JSON_STRING && gpum_size_parse(v->string, out) == 0)
     return 0;
   return gpum_error(GPUM_EINVAL, "\"%s\" must be a size in bytes or a string such as \"8GiB\"",
                     key);
 }
 
 static int get_size(json_t *req, const char *key, uint64_t *out, bool *present) {
-  return size_of(json_object_get(req, key), key, out, present);
+  field_t v = field_json(json_object_get(req, key));
+  return size_of(&v, key, out, present);
 }
 
-static int int_of(json_t *v, const char *key, long long lo, long long hi, long long *out,
+static int int_of(const field_t *v, const char *key, long long lo, long long hi, long long *out,
                   bool *present) {
-  *present = v != NULL;
-  if (!v)
+  *present = v->present;
+  if (!v->present)
     return 0;
-  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+  if (v->type != JSON_INTEGER || v->integer < lo || v->integer > hi)
     return gpum_error(GPUM_EINVAL, "\"%s\" must be an integer from %lld to %lld", key, lo, hi);
-  *out = json_integer_value(v);
+  *out = v->integer;
   return 0;
 }
 
 static int get_int(json_t *req, const char *key, long long lo, long long hi, long long *out,
                    bool *present) {
-  return int_of(json_object_get(req, key), key, lo, hi, out, present);
+  field_t v = field_json(json_object_get(req, key));
+  return int_of(&v, key, lo, hi, out, present);
 }
 
-static int str_of(json_t *v, const char *key, const char **out) {
-  if (!v)
+static int str_of(const field_t *v, const char *key, const char **out) {
+  if (!v->present)
     return 0;
-  if (!json_is_string(v))
+  if (v->type != JSON_STRING)
     return gpum_error(GPUM_EINVAL, "\"%s\" must be a string", key);
-  *out = json_string_value(v);
+  *out = v->string;
   return 0;
 }
 
 static int get_str(json_t *req, const char *key, const char **out) {
-  return str_of(json_object_get(req, key), key, out);
+  field_t v = field_json(json_object_get(req, key));
+  return str_of(&v, key, out);
 }
 
 /* ---- what both faces share -------------------------------------------------------------- */
@@ -92,11 +124,12 @@ void gpumd_reserve_req_init(gpumd_reserve_req_t *req) {
 
 /* The reserve request's optional "slurm" object {"job_id", "step_id"}: both strings, no other
  * key; the ids themselves are checked with the rest of the request (gpumd_slurm_ids_check). */
-static int parse_slurm(json_t *o, gpumd_sched_request_t *q) {
+static int parse_slurm(const field_t *f, gpumd_sched_request_t *q) {
   static const char *const fields[] = {GPUM_PROTO_F_JOB_ID, GPUM_PROTO_F_STEP_ID, NULL};
-  if (o == NULL || json_is_null(o))
+  json_t *o = f->json; /* an object comes from a JSON tree only */
+  if (!f->present || f->type == JSON_NULL)
     return 0;
-  if (!json_is_object(o))
+  if (f->type != JSON_OBJECT)
     return gpum_error(GPUM_EINVAL, "\"slurm\" must be an object {\"job_id\": \"12345\", "
                                    "\"step_id\": \"0\"}");
   for (size_t i = 0; i < 2; i++) {
@@ -167,16 +200,16 @@ static const char *const reserve_fields[R_NFIELDS + 1] = {[R_ID] = GPUM_PROTO_F_
                                                           [R_NFIELDS] = NULL};
 
 /* The lease part of a reserve request: "lease", "pid", "ttl_ms" (f: the request's fields). */
-static int parse_lease(const gpumd_actor_t *a, json_t *const *f, gpumd_sched_request_t *req) {
+static int parse_lease(const gpumd_actor_t *a, const field_t *f, gpumd_sched_request_t *req) {
   const char *s = NULL;
   bool has;
   long long v = 0;
-  int rc = str_of(f[R_LEASE], GPUM_PROTO_F_LEASE, &s);
+  int rc = str_of(&f[R_LEASE], GPUM_PROTO_F_LEASE, &s);
   if (rc != 0)
     return rc;
   if (s && gpumd_lease_kind_parse(s, &req->lease) != 0)
     return gpum_error(GPUM_EINVAL, "\"lease\": '%.32s' is not connection, pid or ttl", s);
-  if ((rc = int_of(f[R_PID], GPUM_PROTO_F_PID, 1, 0x7fffffff, &v, &has)) != 0)
+  if ((rc = int_of(&f[R_PID], GPUM_PROTO_F_PID, 1, 0x7fffffff, &v, &has)) != 0)
     return rc;
   if (has && req->lease != GPUMD_LEASE_PID)
     return gpum_error(GPUM_EINVAL, "\"pid\" is only for \"lease\": \"pid\"");
@@ -184,7 +217,7 @@ static int parse_lease(const gpumd_actor_t *a, json_t *const *f, gpumd_sched_req
   if (req->lease == GPUMD_LEASE_PID && has && !a->admin &&
       (rc = pid_owned_by((pid_t)v, a->uid)) != 0)
     return rc;
-  if ((rc = int_of(f[R_TTL_MS], GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
+  if ((rc = int_of(&f[R_TTL_MS], GPUM_PROTO_F_TTL_MS, 1, (long long)MAX_TTL_MS, &v, &has)) != 0)
     return rc;
   if (has != (req->lease == GPUMD_LEASE_TTL))
     return gpum_error(GPUM_EINVAL, has ? "\"ttl_ms\" is only for \"lease\": \"ttl\""
@@ -194,11 +227,12 @@ static int parse_lease(const gpumd_actor_t *a, json_t *const *f, gpumd_sched_req
 }
 
 /* The reserve request's "devices": 1 to GPUMD_SCHED_MAX_DEVICES strings (indices or UUIDs). */
-static int parse_devices(json_t *dv, gpumd_reserve_req_t *out) {
-  if (!dv)
+static int parse_devices(const field_t *f, gpumd_reserve_req_t *out) {
+  json_t *dv = f->json; /* an array comes from a JSON tree only */
+  if (!f->present)
     return 0;
   const size_t cap = GPUMD_SCHED_MAX_DEVICES;
-  if (!json_is_array(dv) || json_array_size(dv) > cap || json_array_size(dv) == 0)
+  if (f->type != JSON_ARRAY || json_array_size(dv) > cap || json_array_size(dv) == 0)
     return gpum_error(GPUM_EINVAL,
                       "\"devices\" must be a list of 1 to %zu device indices "
                       "or UUIDs (strings)",
@@ -217,53 +251,75 @@ static int parse_devices(json_t *dv, gpumd_reserve_req_t *out) {
   return 0;
 }
 
-int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t *out) {
-  json_t *f[R_NFIELDS]; /* read in one pass: no lookup per field */
-  int rc = gpumd_gather_fields(j, reserve_fields, f);
-  if (rc != 0)
-    return rc;
+/* A reserve request's fields (f, indexed by R_*) into out. */
+static int reserve_fields_decode(const gpumd_actor_t *a, const field_t *f,
+                                 gpumd_reserve_req_t *out) {
   gpumd_reserve_req_init(out);
   gpumd_sched_request_t *req = &out->q;
   bool has;
   long long v = 0;
   uint64_t u;
-  if ((rc = size_of(f[R_BYTES_PER_GPU], GPUM_PROTO_F_BYTES_PER_GPU, &req->bytes_per_gpu, &has)) !=
+  int rc;
+  if ((rc = size_of(&f[R_BYTES_PER_GPU], GPUM_PROTO_F_BYTES_PER_GPU, &req->bytes_per_gpu, &has)) !=
       0)
     return rc;
   if (!has || req->bytes_per_gpu == 0)
     return gpum_error(GPUM_EINVAL, "\"bytes_per_gpu\" is required and must be above 0");
-  if ((rc = int_of(f[R_GPUS], GPUM_PROTO_F_GPUS, 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
+  if ((rc = int_of(&f[R_GPUS], GPUM_PROTO_F_GPUS, 1, GPUMD_SCHED_MAX_DEVICES, &v, &has)) != 0)
     return rc;
   if (has)
     req->gpus = (unsigned)v;
-  if ((rc = str_of(f[R_MODEL], GPUM_PROTO_F_MODEL, &req->model)) != 0)
+  if ((rc = str_of(&f[R_MODEL], GPUM_PROTO_F_MODEL, &req->model)) != 0)
     return rc;
-  if ((rc = size_of(f[R_MIN_MEMORY], GPUM_PROTO_F_MIN_MEMORY, &u, &has)) != 0)
+  if ((rc = size_of(&f[R_MIN_MEMORY], GPUM_PROTO_F_MIN_MEMORY, &u, &has)) != 0)
     return rc;
   req->min_memory = has ? u : 0;
-  if ((rc = parse_devices(f[R_DEVICES], out)) != 0)
+  if ((rc = parse_devices(&f[R_DEVICES], out)) != 0)
     return rc;
-  if ((rc = int_of(f[R_PRIORITY], GPUM_PROTO_F_PRIORITY, -100, 100, &v, &has)) != 0)
+  if ((rc = int_of(&f[R_PRIORITY], GPUM_PROTO_F_PRIORITY, -100, 100, &v, &has)) != 0)
     return rc;
   req->priority = has ? (int)v : 0;
-  if ((rc = int_of(f[R_TIMEOUT_MS], GPUM_PROTO_F_TIMEOUT_MS, 0, (long long)MAX_TTL_MS, &v, &has)) !=
-      0)
+  if ((rc = int_of(&f[R_TIMEOUT_MS], GPUM_PROTO_F_TIMEOUT_MS, 0, (long long)MAX_TTL_MS, &v,
+                   &has)) != 0)
     return rc;
   out->timeout_set = has;
   req->timeout_ms = has ? (uint64_t)v : 0;
   const char *s = NULL;
-  if ((rc = str_of(f[R_ON_TIMEOUT], GPUM_PROTO_F_ON_TIMEOUT, &s)) != 0)
+  if ((rc = str_of(&f[R_ON_TIMEOUT], GPUM_PROTO_F_ON_TIMEOUT, &s)) != 0)
     return rc;
   if (s && (rc = gpumd_on_timeout_decode(s, &req->on_timeout)) != 0)
     return rc;
-  if ((rc = str_of(f[R_LABEL], GPUM_PROTO_F_LABEL, &req->label)) != 0 ||
-      (rc = parse_slurm(f[R_SLURM], req)) != 0)
+  if ((rc = str_of(&f[R_LABEL], GPUM_PROTO_F_LABEL, &req->label)) != 0 ||
+      (rc = parse_slurm(&f[R_SLURM], req)) != 0)
     return rc;
-  json_t *w = f[R_WAIT];
-  if (w && !json_is_boolean(w))
+  const field_t *w = &f[R_WAIT];
+  if (w->present && w->type != JSON_TRUE && w->type != JSON_FALSE)
     return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
-  req->no_wait = json_is_false(w); /* grant now or EBUSY, never queue */
+  req->no_wait = w->present && w->type == JSON_FALSE; /* grant now or EBUSY, never queue */
   return parse_lease(a, f, req);
+}
+
+int gpumd_reserve_decode(const gpumd_actor_t *a, json_t *j, gpumd_reserve_req_t *out) {
+  json_t *v[R_NFIELDS]; /* read in one pass: no lookup per field */
+  int rc = gpumd_gather_fields(j, reserve_fields, v);
+  if (rc != 0)
+    return rc;
+  field_t f[R_NFIELDS];
+  for (size_t i = 0; i < R_NFIELDS; i++)
+    f[i] = field_json(v[i]);
+  return reserve_fields_decode(a, f, out);
+}
+
+int gpumd_reserve_decode_flat(const gpumd_actor_t *a, const gpumd_flat_t *line,
+                              gpumd_reserve_req_t *out) {
+  int at[R_NFIELDS];
+  int rc = gpumd_flat_gather(line, reserve_fields, at);
+  if (rc != 0)
+    return rc;
+  field_t f[R_NFIELDS];
+  for (size_t i = 0; i < R_NFIELDS; i++)
+    f[i] = field_flat(at[i] < 0 ? NULL : &line->field[at[i]]);
+  return reserve_fields_decode(a, f, out);
 }
 
 /* ---- the reservation a request names; errors reported after its lookup ------------------ */
@@ -278,8 +334,8 @@ int gpumd_resv_ref_decode(const char *s, gpumd_resv_ref_t *out) {
   return 0;
 }
 
-/* A request's "reservation" v (a string "r-<n>"; NULL: absent). */
-static int ref_of(json_t *v, gpumd_resv_ref_t *out) {
+/* A request's "reservation" v (a string "r-<n>"). */
+static int ref_of(const field_t *v, gpumd_resv_ref_t *out) {
   const char *s = NULL;
   if (str_of(v, GPUM_PROTO_F_RESERVATION, &s) != 0)
     s = NULL; /* not a string: the same message as none */
@@ -288,7 +344,8 @@ static int ref_of(json_t *v, gpumd_resv_ref_t *out) {
 
 /* The request's "reservation", looked up. */
 static int get_ref(json_t *j, gpumd_resv_ref_t *out) {
-  return ref_of(json_object_get(j, GPUM_PROTO_F_RESERVATION), out);
+  field_t v = field_json(json_object_get(j, GPUM_PROTO_F_RESERVATION));
+  return ref_of(&v, out);
 }
 
 /* Keeps the error rc just raised (its detail) for the core to report later, unless an earlier
@@ -307,13 +364,23 @@ int gpumd_req_error_raise(const gpumd_req_error_t *late) {
 
 /* ---- release, renew, resize, attach, report ----------------------------------------------- */
 
+static const char *const release_fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP,
+                                             GPUM_PROTO_F_RESERVATION, NULL};
+
 int gpumd_release_decode(json_t *j, gpumd_release_req_t *out) {
-  static const char *const fields[] = {GPUM_PROTO_F_ID, GPUM_PROTO_F_OP, GPUM_PROTO_F_RESERVATION,
-                                       NULL};
-  json_t *f[3];
+  json_t *v[3];
   memset(out, 0, sizeof *out);
-  int rc = gpumd_gather_fields(j, fields, f);
-  return rc != 0 ? rc : ref_of(f[2], &out->resv);
+  int rc = gpumd_gather_fields(j, release_fields, v);
+  field_t ref = field_json(rc == 0 ? v[2] : NULL);
+  return rc != 0 ? rc : ref_of(&ref, &out->resv);
+}
+
+int gpumd_release_decode_flat(const gpumd_flat_t *line, gpumd_release_req_t *out) {
+  int at[3];
+  memset(out, 0, sizeof *out);
+  int rc = gpumd_flat_gather(line, release_fields, at);
+  field_t ref = field_flat(rc == 0 && at[2] >= 0 ? &line->field[at[2]] : NULL);
+  return rc != 0 ? rc : ref_of(&ref, &out->resv);
 }
 
 int gpumd_renew_decode(json_t *j, gpumd_renew_req_t *out) {

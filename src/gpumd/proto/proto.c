@@ -25,6 +25,11 @@ void gpumd_proto_line(gpumd_conn_t *c, const char *line, size_t len) {
     return; /* blank lines are allowed (keep-alives) */
   line += start;
   len -= start;
+  /* The common requests (a reserve, a release: one level of scalars) are decoded straight
+   * into their op's struct, without a JSON tree. */
+  gpumd_flat_t flat;
+  if (gpumd_json_parse_flat(line, len, &flat) && gpumd_op_dispatch_flat(c, &flat))
+    return;
   /* The fast parser takes only well-formed lines nested within the limit: the nesting check
    * on the raw text, and jansson, are for the lines it gives up on. */
   json_t *req = gpumd_json_parse_fast(line, len, GPUMD_MAX_DEPTH);

@@ -10,9 +10,12 @@
  * up, and jansson parses the whole line instead: the result, and the error for bad input, are
  * always jansson's. Any JSON value is taken on top (JSON_DECODE_ANY), so that a line holding valid
  * JSON that is not an object gets the protocol's error (EPROTO) rather than a parse error.
+ * A flat line (one object of scalars: a reserve, a release) is read on the same scanner into a
+ * table of its members, without jansson values (gpumd_json_parse_flat).
  */
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -111,4 +114,85 @@ json_t *gpumd_json_parse_fast(const char *s, size_t len, int max_depth) {
 json_t *gpumd_json_parse(const char *s, size_t len, json_error_t *err) {
   json_t *v = gpumd_json_parse_fast(s, len, GPUMD_JSON_FAST_MAX_DEPTH);
   return v ? v : json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, err);
+}
+
+/* ---- flat lines ---------------------------------------------------------------------------- */
+
+/* Copies n bytes of s into the flat line's text at *used, NUL-terminated. */
+static const char *flat_copy(gpumd_flat_t *out, size_t *used, const char *s, size_t n) {
+  char *t = out->text + *used;
+  memcpy(t, s, n);
+  t[n] = '\0';
+  *used += n + 1;
+  return t;
+}
+
+/* The member's scalar value at the scanner into m; false when it is not of the flat kinds. */
+static bool flat_value(gpum__jscan_t *s, gpumd_flat_t *out, size_t *used, gpumd_flat_field_t *m) {
+  const char *v;
+  size_t n;
+  bool is_int = false;
+  long long i = 0;
+  double d;
+  int lit;
+  m->string = NULL;
+  m->length = 0;
+  m->integer = 0;
+  switch (gpum__jscan_peek(s)) {
+  case '"':
+    if (!gpum__jscan_string(s, &v, &n))
+      return false;
+    m->type = JSON_STRING;
+    m->string = flat_copy(out, used, v, n);
+    m->length = n;
+    return true;
+  case 't':
+  case 'f':
+  case 'n':
+    if (!gpum__jscan_literal(s, &lit))
+      return false;
+    m->type = lit == 1 ? JSON_TRUE : lit == 0 ? JSON_FALSE : JSON_NULL;
+    return true;
+  case '{':
+  case '[':
+    return false; /* not flat */
+  default:        /* a real is left to jansson, as on the fast path */
+    if (!gpum__jscan_number(s, &is_int, &i, &d) || !is_int)
+      return false;
+    m->type = JSON_INTEGER;
+    m->integer = (json_int_t)i;
+    return true;
+  }
+}
+
+bool gpumd_json_parse_flat(const char *s, size_t len, gpumd_flat_t *out) {
+  /* Each key or string takes its bytes and a NUL in text, no more than its quotes take in s. */
+  if (len > GPUMD_FLAT_MAX_LINE)
+    return false;
+  gpum__jscan_t sc;
+  gpum__jscan_init(&sc, s, len);
+  size_t used = 0;
+  out->count = 0;
+  if (gpum__jscan_peek(&sc) != '{' || !gpum__jscan_begin_object(&sc))
+    return false;
+  const char *key;
+  size_t klen;
+  /* The scanner refuses duplicate keys (jansson's JSON_REJECT_DUPLICATES). */
+  while (gpum__jscan_key(&sc, &key, &klen)) {
+    if (out->count == GPUMD_FLAT_MAX_FIELDS)
+      return false;
+    gpumd_flat_field_t *m = &out->field[out->count];
+    m->key = flat_copy(out, &used, key, klen);
+    if (!flat_value(&sc, out, &used, m))
+      return false;
+    out->count++;
+  }
+  return !sc.fail && gpum__jscan_done(&sc);
+}
+
+const gpumd_flat_field_t *gpumd_flat_get(const gpumd_flat_t *f, const char *key) {
+  for (size_t i = 0; i < f->count; i++)
+    if (strcmp(f->field[i].key, key) == 0)
+      return &f->field[i];
+  return NULL;
 }

@@ -58,3 +58,18 @@ int gpumd_gather_fields(json_t *obj, const char *const *allowed, json_t **values
 int gpumd_check_fields(json_t *obj, const char *const *allowed) {
   return gpumd_gather_fields(obj, allowed, NULL);
 }
+
+int gpumd_flat_gather(const gpumd_flat_t *f, const char *const *allowed, int *index) {
+  size_t n = 0;
+  while (allowed[n])
+    index[n++] = -1;
+  for (size_t i = 0; i < f->count; i++) {
+    const char *const *a = allowed;
+    while (*a && strcmp(*a, f->field[i].key) != 0)
+      a++;
+    if (!*a)
+      return gpum_error(GPUM_EINVAL, "unknown field '%s'", f->field[i].key);
+    index[a - allowed] = (int)i;
+  }
+  return 0;
+}
