@@ -125,9 +125,10 @@ static void test_flat_same_as_whole(void **state) {
   (void)state;
   static const char *const reserves[] = {
       "{\"id\":1,\"op\":\"reserve\",\"bytes_per_gpu\":1048576}",
-      "{\"id\":\"x\",\"op\":\"reserve\",\"bytes_per_gpu\":\"2GiB\",\"gpus\":2,\"model\":\"*H100*\","
-      "\"min_memory\":1024,\"priority\":-5,\"timeout_ms\":0,\"on_timeout\":\"wait\","
-      "\"label\":\"l\",\"lease\":\"ttl\",\"ttl_ms\":5000,\"wait\":false}",
+      ("{\"id\":\"x\",\"op\":\"reserve\",\"bytes_per_gpu\":\"2GiB\",\"gpus\":2,\"model\":\"*H100*"
+       "\","
+       "\"min_memory\":1024,\"priority\":-5,\"timeout_ms\":0,\"on_timeout\":\"wait\","
+       "\"label\":\"l\",\"lease\":\"ttl\",\"ttl_ms\":5000,\"wait\":false}"),
       "{\"id\":2,\"op\":\"reserve\",\"bytes_per_gpu\":1,\"wait\":true,\"slurm\":null}",
       "{\"bytes_per_gpu\":1,\"x\":1}",
       "{}",
