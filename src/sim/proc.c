@@ -40,21 +40,29 @@ int gpum__sim_proc_stat(pid_t pid, char *state, uint64_t *start_time) {
 
 static _Thread_local struct gpum__sim_self me;
 
+/* This process's pid and start time, read once per process: glibc does not cache getpid(),
+ * and a system call per driver call was a third of the system calls a reader of gpumd made
+ * per request. A child forked without exec reads them again (gpum__sim_proc_atfork). */
+static pid_t cached_pid;
+static uint64_t cached_start;
+
 void gpum__sim_identify(void) {
-  /* glibc does not cache getpid(): one system call per lock. The start time is read from
-   * /proc once per process, again in a child after fork (its pid differs). */
-  static pid_t cached_pid;
-  static uint64_t cached_start;
-  pid_t now = getpid();
-  if (__atomic_load_n(&cached_pid, __ATOMIC_ACQUIRE) != now) {
+  pid_t pid = __atomic_load_n(&cached_pid, __ATOMIC_ACQUIRE);
+  if (pid == 0) {
+    pid = getpid();
     char st;
     uint64_t start = 0;
-    gpum__sim_proc_stat(now, &st, &start);
+    gpum__sim_proc_stat(pid, &st, &start);
     __atomic_store_n(&cached_start, start, __ATOMIC_RELAXED);
-    __atomic_store_n(&cached_pid, now, __ATOMIC_RELEASE);
+    __atomic_store_n(&cached_pid, pid, __ATOMIC_RELEASE);
   }
-  me.pid = now;
+  me.pid = pid;
   me.start_time = __atomic_load_n(&cached_start, __ATOMIC_RELAXED);
+}
+
+void gpum__sim_proc_atfork(gpum__sim_fork_phase_t ph) {
+  if (ph == GPUM__SIM_FORK_CHILD) /* the child's only thread: nobody reads it meanwhile */
+    __atomic_store_n(&cached_pid, 0, __ATOMIC_RELEASE);
 }
 
 const struct gpum__sim_self *gpum__sim_me(void) {

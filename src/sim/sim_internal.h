@@ -476,6 +476,7 @@ void gpum__sim_misc_atfork(gpum__sim_fork_phase_t ph);   /* cuda_misc.c: obj_mu,
 void gpum__sim_mem_atfork(gpum__sim_fork_phase_t ph);    /* cuda_mem.c: host_mu, blocks_mu */
 void gpum__sim_pool_atfork(gpum__sim_fork_phase_t ph);   /* cuda_pool.c: pools_mu */
 void gpum__sim_vmm_atfork(gpum__sim_fork_phase_t ph);    /* cuda_vmm.c: vmm_mu */
+void gpum__sim_proc_atfork(gpum__sim_fork_phase_t ph);   /* proc.c: the cached pid (no lock) */
 
 /* True in a process forked from one that had called cuInit (set by the CHILD handler). Such a
  * child cannot use the CUDA state it inherited, as with the real driver (CUDA is not

@@ -157,6 +157,9 @@ uint64_t gpumd_ledger_commit_count(const gpumd_ledger_t *l);
  * thread, which keeps that work out of the commits: after a commit leaves 4 MiB or more in
  * the log, the thread runs a PASSIVE checkpoint with its own connection. */
 uint64_t gpumd_ledger_checkpoint_count(const gpumd_ledger_t *l);
+/* Times the checkpointer was told to run: when a commit first leaves 4 MiB in the log, then
+ * once per further MiB (for tests). */
+uint64_t gpumd_ledger_checkpoint_asks(const gpumd_ledger_t *l);
 
 /* Every non-final reservation (QUEUED, GRANTED), in id order, in a malloc'ed array the caller
  * frees with free(); *count = 0 and *out = NULL when none. Returns 0, GPUM_EIO (unreadable or

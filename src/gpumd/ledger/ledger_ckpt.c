@@ -39,6 +39,10 @@ struct gpumd_ledger_ckpt {
   bool want, stop;
   int frames, inline_frames; /* the thresholds in pages of main_db */
   uint64_t done;             /* checkpoints run by the thread */
+  uint64_t asked;            /* times the thread was told */
+  /* The writer's side (on_wal, only ever on the thread that commits): the log's length at the
+   * last commit, and the length at which the thread is told next. */
+  int seen, next;
 };
 
 static void *run(void *arg) {
@@ -67,16 +71,24 @@ static void *run(void *arg) {
   return NULL;
 }
 
-/* After every commit of the main connection, with the log's size in pages. */
+/* After every commit of the main connection, with the log's size in pages. Past the
+ * threshold the thread is told once per further quarter of it (GPUMD_CKPT_BYTES / 4 of log),
+ * not at every commit: it used to be woken, and to run a checkpoint, for nearly every commit
+ * (a wake-up and a checkpoint's system calls per loop turn under load). */
 static int on_wal(void *arg, sqlite3 *db, const char *name, int frames) {
   gpumd_ledger_ckpt_t *c = arg;
   if (frames >= c->inline_frames) {
     sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return SQLITE_OK;
   }
-  if (frames >= c->frames) {
+  if (frames < c->seen) /* the log started over */
+    c->next = c->frames;
+  c->seen = frames;
+  if (frames >= c->next) {
+    c->next = frames + (c->frames / 4 > 0 ? c->frames / 4 : 1);
     pthread_mutex_lock(&c->lock);
     c->want = true;
+    c->asked++;
     pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
   }
@@ -96,6 +108,7 @@ int gpumd__ledger_ckpt_start(sqlite3 *main_db, const char *path, gpumd_ledger_ck
   sqlite3_finalize(st);
   c->frames = (int)(GPUMD_CKPT_BYTES / (unsigned)page);
   c->inline_frames = (int)(GPUMD_CKPT_INLINE_BYTES / (unsigned)page);
+  c->next = c->frames;
   if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
       SQLITE_OK) {
     int rc = gpum_error(GPUM_EIO, "ledger %s: cannot open for checkpoints: %s", path,
@@ -136,11 +149,13 @@ void gpumd__ledger_ckpt_stop(gpumd_ledger_ckpt_t *c) {
   free(c);
 }
 
-uint64_t gpumd__ledger_ckpt_count(gpumd_ledger_ckpt_t *c) {
+uint64_t gpumd__ledger_ckpt_count(gpumd_ledger_ckpt_t *c, uint64_t *asked) {
   if (c == NULL)
-    return 0;
+    return asked ? (*asked = 0) : 0;
   pthread_mutex_lock(&c->lock);
   uint64_t n = c->done;
+  if (asked)
+    *asked = c->asked;
   pthread_mutex_unlock(&c->lock);
   return n;
 }

@@ -142,7 +142,8 @@ int gpumd__ledger_ckpt_start(sqlite3 *main_db, const char *path, gpumd_ledger_ck
  * checkpoint back. NULL is fine. */
 void gpumd__ledger_ckpt_stop(gpumd_ledger_ckpt_t *c);
 /* Checkpoints the thread has run. */
-uint64_t gpumd__ledger_ckpt_count(gpumd_ledger_ckpt_t *c);
+/* Checkpoints the thread ran, and (asked, when not NULL) the times it was told to. */
+uint64_t gpumd__ledger_ckpt_count(gpumd_ledger_ckpt_t *c, uint64_t *asked);
 
 /* ---- the writer thread ---- */
 

@@ -218,5 +218,11 @@ uint64_t gpumd_ledger_commit_count(const gpumd_ledger_t *l) {
 }
 
 uint64_t gpumd_ledger_checkpoint_count(const gpumd_ledger_t *l) {
-  return gpumd__ledger_ckpt_count(l->ckpt);
+  return gpumd__ledger_ckpt_count(l->ckpt, NULL);
+}
+
+uint64_t gpumd_ledger_checkpoint_asks(const gpumd_ledger_t *l) {
+  uint64_t asked = 0;
+  gpumd__ledger_ckpt_count(l->ckpt, &asked);
+  return asked;
 }
