@@ -28,6 +28,9 @@ bench_cleanup() {
 # ...: GD is then that process), and waits for its readiness line (and http.addr when HTTP is
 # on): 20 s, or 120 s under CMD.
 bench_gpumd() {
+  # Emptied here: the background job's redirection truncates it only once that job runs, and
+  # the wait below must not find an earlier gpumd's readiness line (a bench's second gpumd).
+  : >"$TMP/gpumd.out"
   "$@" "$GPUMD" >"$TMP/gpumd.out" 2>"$TMP/gpumd.err" &
   GD=$!
   local i=0 limit=2000

@@ -121,9 +121,6 @@ else
   GD=""
   export GPUM_STATE_DIR=$TMP/cg-state GPUM_SOCKET=$TMP/cg.sock
   CG=$TMP/callgrind
-  # bench_gpumd waits for the readiness line in gpumd.out, which still holds the first gpumd's
-  # until the new one's redirection truncates it: emptied first, so that the wait is for this one.
-  : >"$TMP/gpumd.out"
   bench_gpumd valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$CG"
   callgrind_control -z "$GD" >/dev/null 2>&1
   line=$("$P" rtt "$GPUM_SOCKET" 16 "${CG_SECS:-3}")
