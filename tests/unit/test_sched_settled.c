@@ -25,59 +25,8 @@
 #include "gpumd.h" /* gpumd_cause_t, opaque to the scheduler */
 #include "sched_internal.h"
 
-#define MiB (UINT64_C(1) << 20)
-#define GiB (UINT64_C(1) << 30)
-#define SEC UINT64_C(1000000000)
-#define T0 (UINT64_C(1700000000) * SEC)
-
-/* ---- Fixture: a scheduler recording its transitions ------------------------------------- */
-
-#define MAX_EVENTS 256
-
-typedef struct {
-  uint64_t id, mask;
-  gpumd_resv_state_t from, to;
-  char reason[GPUMD_RESV_REASON_LEN];
-} event_t;
-
-typedef struct {
-  gpumd_sched_t *s;
-  event_t ev[MAX_EVENTS];
-  size_t n_ev;
-} fx_t;
-
-static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,
-                          gpumd_resv_state_t from, gpumd_resv_state_t to, uint64_t time_ns,
-                          const char *reason) {
-  (void)cause, (void)time_ns;
-  fx_t *fx = user;
-  assert_true(fx->n_ev < MAX_EVENTS);
-  event_t *e = &fx->ev[fx->n_ev++];
-  e->id = r->id;
-  e->mask = r->device_mask;
-  e->from = from;
-  e->to = to;
-  snprintf(e->reason, sizeof e->reason, "%s", reason);
-}
-
-/* Fraction 1.0 and no margin: capacities are round. */
-static void plain_opts(gpumd_sched_opts_t *o) {
-  gpumd_sched_opts_init(o);
-  o->memory_fraction = 1.0;
-  o->safety_margin = 0;
-}
-
-static fx_t *fx_new(const gpumd_sched_opts_t *opts) {
-  fx_t *fx = test_calloc(1, sizeof(*fx));
-  gpumd_sched_callbacks_t cb = {on_transition, NULL, fx};
-  assert_int_equal(gpumd_sched_create(opts, &cb, &fx->s), 0);
-  return fx;
-}
-
-static void fx_free(fx_t *fx) {
-  gpumd_sched_destroy(fx->s);
-  test_free(fx);
-}
+#define SCHED_FIXTURE_PRESSURE NULL /* the random runs change pressure at will */
+#include "sched_fixture.h"
 
 /* A device view: 80 GiB, AVAILABLE, fresh, unmanaged as given; the caller may change it. */
 static gpumd_sched_device_t view(unsigned index, uint64_t unmanaged) {
@@ -117,17 +66,6 @@ static uint64_t submit_on(fx_t *fx, uint64_t bytes, unsigned gpus, int device, i
   const gpumd_resv_t *r = NULL;
   assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, now, &r), 0);
   return r->id;
-}
-
-static gpumd_resv_state_t state_of(const fx_t *fx, uint64_t id) {
-  const gpumd_resv_t *r = gpumd_sched_find(fx->s, id);
-  if (r != NULL)
-    return r->state;
-  for (size_t i = fx->n_ev; i-- > 0;)
-    if (fx->ev[i].id == id)
-      return fx->ev[i].to;
-  fail_msg("no reservation %llu", (unsigned long long)id);
-  return GPUMD_RESV_NEW;
 }
 
 /* Would ending id let a queued request in (the daemon's question before a release)? */

@@ -110,12 +110,7 @@ static void fill_resv_reply(gpumd_jw_t *w, void *arg) {
   } else {
     gpumd_engine_resv_write(a->d, w, a->r, a->with_token);
   }
-  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
-  if (a->id)
-    gpumd_jw_value(w, a->id);
-  else
-    GPUMD_JW_LIT(w, "null");
-  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_OK) "true}");
+  gpumd_reply_ok_end(w, a->id);
 }
 
 void gpumd_reply_ok_resv(gpumd_conn_t *c, json_t *id, const gpumd_resv_reply_t *f) {

@@ -45,6 +45,9 @@ void gpumd_conns_release(gpumd_t *d);
  * short ENOMEM error. gpumd_reply_ok steals body; a NULL body (building it failed: out of
  * memory, or text that is not UTF-8) makes the reply an EINTERNAL error. */
 void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body);
+/* The end of a success reply written with a gpumd_jw_t after its body's fields:
+ * ,"id":ID,"ok":true} (what gpumd_reply_ok adds to a body object). */
+void gpumd_reply_ok_end(gpumd_jw_t *w, json_t *id);
 /* The message (cut at 1 KiB before a character, marked "...") may quote a client's bytes: what
  * is not UTF-8 is written as '?'. */
 void gpumd_reply_err(gpumd_conn_t *c, json_t *id, int code, const char *fmt, ...)

@@ -50,6 +50,15 @@ void gpumd_reply_oom(gpumd_conn_t *c, json_t *id) {
   gpumd_conn_send_with(c, fill_err_reply, &e);
 }
 
+void gpumd_reply_ok_end(gpumd_jw_t *w, json_t *id) {
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
+  if (id)
+    gpumd_jw_value(w, id);
+  else
+    GPUMD_JW_LIT(w, "null");
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_OK) "true}");
+}
+
 void gpumd_reply_ok(gpumd_conn_t *c, json_t *id, json_t *body) {
   if (!body) { /* json_pack or its parts failed (out of memory, text that is not UTF-8) */
     gpumd_reply_err(c, id, GPUM_EINTERNAL, "gpumd could not build its reply");

@@ -368,12 +368,7 @@ static void fill_list_reply(gpumd_jw_t *w, void *arg) {
     GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ENDED));
     gpumd_jw_value(w, l->ended);
   }
-  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_ID));
-  if (l->id)
-    gpumd_jw_value(w, l->id);
-  else
-    GPUMD_JW_LIT(w, "null");
-  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_OK) "true}");
+  gpumd_reply_ok_end(w, l->id);
 }
 
 static void op_list(gpumd_conn_t *c, json_t *id, json_t *j) {
