@@ -8,20 +8,8 @@
 # sanitizer builds (the page runs no C code of its own; test_web_assets.sh covers the serving).
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 
-if [ -n "${GPUM_SANITIZE:-}" ]; then
-  echo "skip: a sanitizer build ($GPUM_SANITIZE): the browser test runs in the normal build only"
-  exit 77
-fi
-CHROMIUM=${GPUM_CHROMIUM:-/usr/bin/chromium}
-if [ ! -x "$CHROMIUM" ]; then
-  echo "skip: no Chromium at $CHROMIUM (scripts/deps.sh installs Debian's chromium)"
-  exit 77
-fi
-if [ ! -d "$GPUM_SOURCE_DIR/web/node_modules/playwright-core" ]; then
-  echo "skip: web/node_modules is missing (scripts/deps.sh runs npm ci in web/)"
-  exit 77
-fi
-command -v node >/dev/null || { echo "skip: node is not installed (scripts/deps.sh)"; exit 77; }
+source "$GPUM_SOURCE_DIR/tests/browser/browser_lib.sh"
+browser_require
 
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 

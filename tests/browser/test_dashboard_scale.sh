@@ -7,15 +7,8 @@
 # Skipped (77) as test_dashboard.sh is.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 
-if [ -n "${GPUM_SANITIZE:-}" ]; then
-  echo "skip: a sanitizer build ($GPUM_SANITIZE): the browser test runs in the normal build only"
-  exit 77
-fi
-CHROMIUM=${GPUM_CHROMIUM:-/usr/bin/chromium}
-[ -x "$CHROMIUM" ] || { echo "skip: no Chromium at $CHROMIUM (scripts/deps.sh installs Debian's chromium)"; exit 77; }
-[ -d "$GPUM_SOURCE_DIR/web/node_modules/playwright-core" ] ||
-  { echo "skip: web/node_modules is missing (scripts/deps.sh runs npm ci in web/)"; exit 77; }
-command -v node >/dev/null || { echo "skip: node is not installed (scripts/deps.sh)"; exit 77; }
+source "$GPUM_SOURCE_DIR/tests/browser/browser_lib.sh"
+browser_require
 
 export GPUM_HTTP_LISTEN=127.0.0.1:0
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
