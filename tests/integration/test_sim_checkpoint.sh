@@ -9,4 +9,9 @@ source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
 t_expect 0 "$GPUM_TEST_PROGS/sim_ckpt"
 cat "$T_OUT"
+
+# The restore fault through the CLI, on a fresh node: the flag reaches the driver.
+t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml" "${T_NODE}b"
+t_expect 0 "$GPUM_BIN" sim inject "${T_NODE}b" --device 0 --restore-fail 1
+t_expect 0 "$GPUM_TEST_PROGS/sim_ckpt" --restore-fault-injected
 t_ok "lock, checkpoint, remapped restore and unlock of a live CUDA process; errors and faults"

@@ -5,7 +5,7 @@
  * libcuda.so.1 (links-the-simulated-driver: tests/CMakeLists.txt). Needs a node of two GPUs of
  * one kind (GPUM_SIM_NODE).
  *
- *   sim_ckpt
+ *   sim_ckpt [--restore-fault-injected]
  *
  * The program forks targets before it initialises CUDA, then acts as their controller. A
  * target allocates two buffers on its device 0, writes a pattern into them, and has a worker
@@ -26,7 +26,9 @@
  *     blocked call still blocked; unlock: RUNNING, the call returns, the pattern is intact at
  *     the same addresses, the target's device 0 is now the other GPU, the worker goes on;
  *   - an injected checkpoint fault, and (second target) an injected restore fault, fail with
- *     CUDA_ERROR_UNKNOWN and leave the process FAILED, where its CUDA calls fail.
+ *     CUDA_ERROR_UNKNOWN and leave the process FAILED, where its CUDA calls fail. With
+ *     --restore-fault-injected the restore fault on device 0 was injected before the program
+ *     started (`gpum sim inject --restore-fail 1`), else the program injects it.
  * Exit 0 when every check passed.
  */
 #include <poll.h>
@@ -316,7 +318,8 @@ static void end(struct tgt *t) {
   close(t->to);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  bool restore_fault_injected = argc > 1 && !strcmp(argv[1], "--restore-fault-injected");
   char line[256];
   /* Both targets are forked before this process initialises CUDA (a child forked after cuInit
    * cannot use CUDA, as with the real driver). */
@@ -457,7 +460,8 @@ int main(void) {
   /* An injected restore fault (a second target). */
   t = t2;
   pid = t.pid;
-  inject(0, GPUM_SIM_FAULT_RESTORE_FAIL);
+  if (!restore_fault_injected)
+    inject(0, GPUM_SIM_FAULT_RESTORE_FAIL);
   expect_r("Lock 2", cuCheckpointProcessLock(pid, NULL), CUDA_SUCCESS);
   expect_r("Checkpoint 2", cuCheckpointProcessCheckpoint(pid, NULL), CUDA_SUCCESS);
   expect_r("Restore with a fault", cuCheckpointProcessRestore(pid, NULL), CUDA_ERROR_UNKNOWN);
