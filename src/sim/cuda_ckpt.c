@@ -266,8 +266,9 @@ static CUresult do_checkpoint(struct gpum__sim_node *n) {
   gpum__sim_unlock(n);
   if (fault)
     return CUDA_ERROR_UNKNOWN;
-  if (gpum__sim_mem_save() != 0)
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  int saved = gpum__sim_mem_save();
+  if (saved != 0) /* -2: an allocation's range was lost: the process cannot go on */
+    return saved == -2 ? CUDA_ERROR_UNKNOWN : CUDA_ERROR_OUT_OF_MEMORY;
   if (gpum__sim_lock(n) != 0)
     return CUDA_ERROR_UNKNOWN;
   s = gpum__sim_proc_mine(n);

@@ -323,8 +323,10 @@ static int block_save(struct block *b) {
   if (again != at) {
     if (again != MAP_FAILED)
       munmap(again, b->size); /* a kernel before 4.17 took the address as a hint */
-    if (mremap(away, b->size, b->size, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED)
+    if (mremap(away, b->size, b->size, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
       b->saved = away; /* the range was taken: the pages stay in host memory */
+      return -2;
+    }
     return -1;
   }
   b->saved = away;
@@ -344,12 +346,9 @@ int gpum__sim_mem_save(void) {
   int ret = 0;
   pthread_mutex_lock(&blocks_mu);
   struct block *b;
-  for (b = first_block(); b; b = next_block(b)) {
-    if (block_save(b) != 0) {
-      ret = -1;
+  for (b = first_block(); b; b = next_block(b))
+    if ((ret = block_save(b)) != 0)
       break;
-    }
-  }
   if (ret != 0) /* undo: the allocations saved so far come back */
     for (struct block *u = first_block(); u != b; u = next_block(u))
       block_load(u);

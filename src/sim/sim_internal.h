@@ -541,7 +541,8 @@ bool gpum__sim_cu_uuid(const struct gpum__sim_node *n, unsigned simdev, CUuuid *
 unsigned gpum__sim_cu_visible(unsigned *out);
 /* Copies every cuMemAlloc allocation's bytes to host memory and releases its pages, keeping
  * its addresses reserved (checkpoint), or maps them again and copies the bytes back (restore).
- * 0, or -1 when host memory ran out (nothing changed). */
+ * 0; -1 when host memory ran out (nothing changed); -2 (save) when an allocation's range was
+ * taken by another mapping meanwhile and its pages could not come back (the process is lost). */
 int gpum__sim_mem_save(void);
 int gpum__sim_mem_load(void);
 
