@@ -45,29 +45,51 @@ enum {
 #define SLICE_MS 200u
 #define ANSWER_GRACE_MS 30000u
 
-/* ---- the call gate ---- */
-
-/* gate_closed: locked or checkpointed; gate_failed: FAILED. inflight: calls past the gate. */
+/* ---- the call gate ----
+ *
+ * Every CUDA call pays for the gate, so its open path is two atomic operations and no lock: a
+ * call counts itself in inflight, then looks at gate_closed; the lock sets gate_closed, then
+ * looks at inflight. Both are sequentially consistent, so at least one of the two sees the
+ * other (Dekker): either the call sees the gate closed and backs out to wait on gate_cv, or the
+ * lock sees the call and waits for it. A call that ends or backs out while the gate is closed
+ * signals under gate_mu, which the waiting lock holds until it sleeps: no wakeup is lost. */
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static bool gate_closed, gate_failed;
-static unsigned inflight;
-static _Thread_local unsigned depth;
+static bool gate_closed, gate_failed; /* locked or checkpointed; FAILED */
+static unsigned inflight;             /* calls past the gate */
+/* This thread's entry points on the stack. Initial-exec: read without a __tls_get_addr call on
+ * every CUDA call (4 bytes of the static TLS that glibc keeps for libraries loaded later). */
+static _Thread_local unsigned depth __attribute__((tls_model("initial-exec")));
+
+/* One call less in flight: wakes a lock waiting for the last one. */
+static void call_leave(void) {
+  if (__atomic_sub_fetch(&inflight, 1, __ATOMIC_SEQ_CST) == 0 &&
+      __atomic_load_n(&gate_closed, __ATOMIC_SEQ_CST)) {
+    pthread_mutex_lock(&gate_mu);
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+  }
+}
 
 int gpum__sim_cu_call_begin(void) {
   if (depth > 0) { /* a nested entry point: its caller is counted */
     depth++;
     return 0;
   }
-  pthread_mutex_lock(&gate_mu);
-  while (gate_closed && !gate_failed)
-    pthread_cond_wait(&gate_cv, &gate_mu);
-  bool failed = gate_failed;
-  if (!failed)
-    inflight++;
-  pthread_mutex_unlock(&gate_mu);
-  if (failed)
-    return -1;
+  for (;;) {
+    __atomic_add_fetch(&inflight, 1, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&gate_closed, __ATOMIC_SEQ_CST))
+      break;
+    call_leave(); /* closed: back out and wait for it to open */
+    pthread_mutex_lock(&gate_mu);
+    while (__atomic_load_n(&gate_closed, __ATOMIC_SEQ_CST) &&
+           !__atomic_load_n(&gate_failed, __ATOMIC_SEQ_CST))
+      pthread_cond_wait(&gate_cv, &gate_mu);
+    bool failed = __atomic_load_n(&gate_failed, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&gate_mu);
+    if (failed)
+      return -1;
+  }
   depth = 1;
   return 1;
 }
@@ -76,27 +98,20 @@ void gpum__sim_cu_call_end(const int *begun) {
   if (*begun < 0)
     return;
   depth--;
-  if (*begun == 0)
-    return;
-  pthread_mutex_lock(&gate_mu);
-  if (--inflight == 0 && gate_closed)
-    pthread_cond_broadcast(&gate_cv);
-  pthread_mutex_unlock(&gate_mu);
+  if (*begun == 1)
+    call_leave();
 }
 
 unsigned gpum_sim_debug_cu_calls(void) {
-  pthread_mutex_lock(&gate_mu);
-  unsigned n = inflight;
-  pthread_mutex_unlock(&gate_mu);
-  return n;
+  return __atomic_load_n(&inflight, __ATOMIC_SEQ_CST);
 }
 
 void gpum__sim_ckpt_atfork(gpum__sim_fork_phase_t ph) {
   gpum__sim_fork_mutex(&gate_mu, ph);
   if (ph == GPUM__SIM_FORK_CHILD) { /* the calls in flight were the parent's threads' */
-    inflight = 0;
-    gate_closed = false;
-    gate_failed = false;
+    __atomic_store_n(&inflight, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&gate_closed, false, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&gate_failed, false, __ATOMIC_SEQ_CST);
   }
 }
 
@@ -112,12 +127,13 @@ static CUresult gate_close(uint32_t timeout_ms) {
   }
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&gate_mu);
-  gate_closed = true;
-  while (inflight > 0) {
+  __atomic_store_n(&gate_closed, true, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0) {
     if (timeout_ms == 0) {
       pthread_cond_wait(&gate_cv, &gate_mu);
-    } else if (pthread_cond_timedwait(&gate_cv, &gate_mu, &until) == ETIMEDOUT && inflight > 0) {
-      gate_closed = false; /* the process stays RUNNING */
+    } else if (pthread_cond_timedwait(&gate_cv, &gate_mu, &until) == ETIMEDOUT &&
+               __atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0) {
+      __atomic_store_n(&gate_closed, false, __ATOMIC_SEQ_CST); /* the process stays RUNNING */
       pthread_cond_broadcast(&gate_cv);
       r = CUDA_ERROR_NOT_READY;
       break;
@@ -129,8 +145,8 @@ static CUresult gate_close(uint32_t timeout_ms) {
 
 static void gate_set(bool closed, bool failed) {
   pthread_mutex_lock(&gate_mu);
-  gate_closed = closed;
-  gate_failed = failed;
+  __atomic_store_n(&gate_failed, failed, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&gate_closed, closed, __ATOMIC_SEQ_CST);
   pthread_cond_broadcast(&gate_cv);
   pthread_mutex_unlock(&gate_mu);
 }
