@@ -61,6 +61,19 @@ static unsigned inflight;             /* calls past the gate */
  * every CUDA call (4 bytes of the static TLS that glibc keeps for libraries loaded later). */
 static _Thread_local unsigned depth __attribute__((tls_model("initial-exec")));
 
+/* The service thread (in this process, serving the controllers' requests). */
+static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t svc_cv = PTHREAD_COND_INITIALIZER;
+static struct gpum__sim_node *svc_node; /* the node the service thread serves */
+static int svc_slot = -1;
+static bool svc_ready, svc_running;
+static pthread_t svc_thread;
+static bool svc_stop; /* set to end the service thread (atomic) */
+
+static bool svc_stopping(void) {
+  return __atomic_load_n(&svc_stop, __ATOMIC_ACQUIRE);
+}
+
 /* One call less in flight: wakes a lock waiting for the last one. */
 static void call_leave(void) {
   if (__atomic_sub_fetch(&inflight, 1, __ATOMIC_SEQ_CST) == 0 &&
@@ -109,30 +122,41 @@ unsigned gpum_sim_debug_cu_calls(void) {
 void gpum__sim_ckpt_atfork(gpum__sim_fork_phase_t ph) {
   gpum__sim_fork_mutex(&gate_mu, ph);
   if (ph == GPUM__SIM_FORK_CHILD) { /* the calls in flight were the parent's threads' */
+    svc_running = false;            /* nor is the service thread the child's */
+    svc_node = NULL;
     __atomic_store_n(&inflight, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&gate_closed, false, __ATOMIC_SEQ_CST);
     __atomic_store_n(&gate_failed, false, __ATOMIC_SEQ_CST);
   }
 }
 
-/* Closes the gate and waits for the calls in flight, at most timeout_ms (0: no bound). */
-static CUresult gate_close(uint32_t timeout_ms) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += (time_t)(timeout_ms / 1000u);
-  until.tv_nsec += (long)(timeout_ms % 1000u) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
+/* The time ms from now on CLOCK_REALTIME (pthread_cond_timedwait's clock). */
+static struct timespec after_ms(uint64_t ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_sec += (time_t)(ms / 1000u);
+  t.tv_nsec += (long)(ms % 1000u) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
   }
+  return t;
+}
+
+/* Closes the gate and waits for the calls in flight, at most timeout_ms (0: no bound; it also
+ * gives up when the library is being unloaded). */
+static CUresult gate_close(uint32_t timeout_ms) {
+  uint64_t waited = 0;
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&gate_mu);
   __atomic_store_n(&gate_closed, true, __ATOMIC_SEQ_CST);
   while (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0) {
-    if (timeout_ms == 0) {
-      pthread_cond_wait(&gate_cv, &gate_mu);
-    } else if (pthread_cond_timedwait(&gate_cv, &gate_mu, &until) == ETIMEDOUT &&
-               __atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0) {
+    uint64_t slice = timeout_ms && timeout_ms - waited < 200u ? timeout_ms - waited : 200u;
+    struct timespec until = after_ms(slice);
+    if (pthread_cond_timedwait(&gate_cv, &gate_mu, &until) == ETIMEDOUT)
+      waited += slice;
+    if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0 &&
+        ((timeout_ms && waited >= timeout_ms) || svc_stopping())) {
       __atomic_store_n(&gate_closed, false, __ATOMIC_SEQ_CST); /* the process stays RUNNING */
       pthread_cond_broadcast(&gate_cv);
       r = CUDA_ERROR_NOT_READY;
@@ -165,12 +189,6 @@ static void futex_wait(uint32_t *word, uint32_t seen, uint32_t ms) {
 }
 
 /* ---- the service thread (in the target process) ---- */
-
-static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t svc_cv = PTHREAD_COND_INITIALIZER;
-static struct gpum__sim_node *svc_node; /* the node the service thread serves */
-static int svc_slot = -1;
-static bool svc_ready;
 
 /* Whether the process of slot c still runs (not gone, not a zombie, not a reused pid). */
 static bool slot_alive(const struct gpum__sim_ckpt *c) {
@@ -388,7 +406,7 @@ static void *service(void *arg) {
   svc_ready = true;
   pthread_cond_broadcast(&svc_cv);
   pthread_mutex_unlock(&svc_mu);
-  while (!__atomic_load_n(&n->hdr.stopped, __ATOMIC_ACQUIRE)) {
+  while (!__atomic_load_n(&n->hdr.stopped, __ATOMIC_ACQUIRE) && !svc_stopping()) {
     uint32_t req = __atomic_load_n(&c->req, __ATOMIC_ACQUIRE);
     if (req == served) {
       futex_wait(&c->req, served, 1000u); /* wakes on a request; checks `stopped` each second */
@@ -404,34 +422,57 @@ static void *service(void *arg) {
   return NULL;
 }
 
+/* Ends the service thread and gives its slot up (svc_mu held): a restart of the driver on
+ * another node, and the library's unloading. */
+static void svc_end(void) {
+  if (!svc_running)
+    return;
+  __atomic_store_n(&svc_stop, true, __ATOMIC_RELEASE);
+  futex_wake(&svc_node->ckpt[svc_slot].req); /* others waiting on it re-check and wait again */
+  pthread_join(svc_thread, NULL);
+  if (!__atomic_load_n(&svc_node->hdr.stopped, __ATOMIC_ACQUIRE) && gpum__sim_lock(svc_node) == 0) {
+    __atomic_store_n(&svc_node->ckpt[svc_slot].used, GPUM__SIM_A_FREE, __ATOMIC_RELEASE);
+    gpum__sim_unlock(svc_node);
+  }
+  __atomic_store_n(&svc_stop, false, __ATOMIC_RELEASE);
+  svc_running = false;
+  svc_node = NULL;
+}
+
 void gpum__sim_ckpt_start(struct gpum__sim_node *n) {
   pthread_mutex_lock(&svc_mu);
   if (svc_node == n) { /* already served */
     pthread_mutex_unlock(&svc_mu);
     return;
   }
+  svc_end(); /* the thread of a node that was stopped */
   int slot = -1;
   if (gpum__sim_lock(n) == 0) {
     slot = slot_claim(n);
     gpum__sim_unlock(n);
   }
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   svc_slot = slot;
   svc_ready = false;
   /* Without a slot or a thread the process cannot be checkpointed: the calls on its pid answer
    * CUDA_ERROR_INVALID_VALUE (no CUDA process of the node by that pid). */
-  if (slot >= 0 && pthread_create(&t, &attr, service, n) == 0) {
+  if (slot >= 0 && pthread_create(&svc_thread, NULL, service, n) == 0) {
     svc_node = n;
+    svc_running = true;
     while (!svc_ready)
       pthread_cond_wait(&svc_cv, &svc_mu);
   } else if (slot >= 0 && gpum__sim_lock(n) == 0) {
     __atomic_store_n(&n->ckpt[slot].used, GPUM__SIM_A_FREE, __ATOMIC_RELEASE);
     gpum__sim_unlock(n);
   }
-  pthread_attr_destroy(&attr);
+  pthread_mutex_unlock(&svc_mu);
+}
+
+/* The service thread runs code of this library: it ends before the library is unloaded (a
+ * dlclose of the last reference; also at exit, where it costs at most one futex wake and the
+ * request being served). */
+__attribute__((destructor)) static void svc_unload(void) {
+  pthread_mutex_lock(&svc_mu);
+  svc_end();
   pthread_mutex_unlock(&svc_mu);
 }
 
