@@ -6,7 +6,8 @@
  * struct gpum__sim_node: a versioned header, a process-shared robust mutex, the node's spec
  * (what the YAML file said), the dynamic state of every device (utilisation, thermal model,
  * faults, ECC counters), the NVML event sets, the process table (each process holding memory,
- * with its bytes per device) and the allocation table (every allocation and context, per
+ * with its bytes per device), the checkpoint table (each CUDA process's checkpoint state and
+ * request channel, cuda_ckpt.c) and the allocation table (every allocation and context, per
  * process and device). Every process that loads the library maps the same segment, so all of
  * them see the same GPUs, as with a real driver.
  *
