@@ -66,6 +66,9 @@ typedef enum {
   GPUM_SIM_FAULT_ERROR_RATE = 5, /* rate: fraction 0..1 of NVML calls failing */
   GPUM_SIM_FAULT_SLOW = 6,       /* value: delay of every NVML call in ms */
   GPUM_SIM_FAULT_FAIL_AFTER = 7, /* value: CUDA allocations fail after this many more bytes */
+  GPUM_SIM_FAULT_CKPT_FAIL =
+      8, /* value: the next N checkpoints of a process on it fail (1..1000) */
+  GPUM_SIM_FAULT_RESTORE_FAIL = 9, /* value: the next N restores onto it fail (1..1000) */
 } gpum_sim_fault_kind_t;
 
 typedef struct {
@@ -152,6 +155,11 @@ int gpum_sim_debug_hold_lock(const char *name, int ready_fd);
  * test stream-ordered code deterministically. Returns 0 or GPUM_EINVAL (not a stream of this
  * process). */
 int gpum_sim_debug_stream_hold(void *stream, int hold);
+
+/* Test aid: how many CUDA calls of the calling process are in flight now (past the gate that
+ * cuCheckpointProcessLock closes, and not yet returned). A test waits for a call of its own to
+ * be in flight before it asks for a lock that must wait for it. */
+unsigned gpum_sim_debug_cu_calls(void);
 
 #ifdef __cplusplus
 }

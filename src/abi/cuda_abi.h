@@ -31,6 +31,7 @@
   X(CUDA_ERROR_NOT_FOUND, 500)                                            \
   X(CUDA_ERROR_NOT_READY, 600)                                            \
   X(CUDA_ERROR_INVALID_HANDLE, 400)                                       \
+  X(CUDA_ERROR_ILLEGAL_STATE, 401)                                        \
   X(CUDA_ERROR_ILLEGAL_ADDRESS, 700)                                      \
   X(CUDA_ERROR_LAUNCH_FAILED, 719)                                        \
   X(CUDA_ERROR_NOT_PERMITTED, 800)                                        \
@@ -74,7 +75,11 @@
   X(CU_STREAM_NON_BLOCKING, 1)                                            \
   X(CU_EVENT_DEFAULT, 0)                                                  \
   X(CU_EVENT_DISABLE_TIMING, 2)                                           \
-  X(CU_MEMHOSTALLOC_PORTABLE, 1)
+  X(CU_MEMHOSTALLOC_PORTABLE, 1)                                          \
+  X(CU_PROCESS_STATE_RUNNING, 0)                                          \
+  X(CU_PROCESS_STATE_LOCKED, 1)                                           \
+  X(CU_PROCESS_STATE_CHECKPOINTED, 2)                                     \
+  X(CU_PROCESS_STATE_FAILED, 3)
 
 /* X(type, field, offset) and sizes: the layouts we declare, as the fact sheet gives them. */
 #define GPUM_CUDA_LAYOUT(X)                       \
@@ -94,17 +99,32 @@
   X(CUmemPoolProps, win32SecurityAttributes, 16)  \
   X(CUmemPoolProps, maxSize, 24)                  \
   X(CUmemPoolProps, usage, 32)                    \
-  X(CUmemPoolProps, reserved, 34)
-#define GPUM_CUDA_SIZES(X)   \
-  X(CUmemLocation, 8)        \
-  X(CUmemAllocationProp, 32) \
-  X(CUmemAccessDesc, 12)     \
-  X(CUmemPoolProps, 88)      \
-  X(CUuuid, 16)              \
-  X(CUresult, 4)             \
-  X(CUdevice, 4)             \
-  X(CUdeviceptr, 8)          \
-  X(CUmemGenericAllocationHandle, 8)
+  X(CUmemPoolProps, reserved, 34)                 \
+  X(CUcheckpointLockArgs, timeoutMs, 0)           \
+  X(CUcheckpointLockArgs, reserved0, 4)           \
+  X(CUcheckpointLockArgs, reserved1, 8)           \
+  X(CUcheckpointGpuPair, oldUuid, 0)              \
+  X(CUcheckpointGpuPair, newUuid, 16)             \
+  X(CUcheckpointRestoreArgs, gpuPairs, 0)         \
+  X(CUcheckpointRestoreArgs, gpuPairsCount, 8)    \
+  X(CUcheckpointRestoreArgs, reserved, 12)        \
+  X(CUcheckpointRestoreArgs, reserved1, 56)
+#define GPUM_CUDA_SIZES(X)           \
+  X(CUmemLocation, 8)                \
+  X(CUmemAllocationProp, 32)         \
+  X(CUmemAccessDesc, 12)             \
+  X(CUmemPoolProps, 88)              \
+  X(CUuuid, 16)                      \
+  X(CUresult, 4)                     \
+  X(CUdevice, 4)                     \
+  X(CUdeviceptr, 8)                  \
+  X(CUmemGenericAllocationHandle, 8) \
+  X(CUprocessState, 4)               \
+  X(CUcheckpointLockArgs, 64)        \
+  X(CUcheckpointCheckpointArgs, 64)  \
+  X(CUcheckpointGpuPair, 32)         \
+  X(CUcheckpointRestoreArgs, 64)     \
+  X(CUcheckpointUnlockArgs, 64)
 
 #ifndef GPUM_CUDA_ABI_USE_SYSTEM_HEADER
 
@@ -162,6 +182,36 @@ typedef struct {
   unsigned short usage;
   unsigned char reserved[54]; /* zero it */
 } CUmemPoolProps;
+
+/* The checkpoint API (CUDA 12.8, group CUDA_CHECKPOINT; docs/sim.md "Checkpoint and
+ * restore"). Every reserved field must be zero. */
+typedef int CUprocessState; /* CU_PROCESS_STATE_*: an enum in cuda.h */
+
+typedef struct {
+  unsigned int timeoutMs; /* 0: no timeout */
+  unsigned int reserved0;
+  cuuint64_t reserved1[7];
+} CUcheckpointLockArgs;
+
+typedef struct {
+  cuuint64_t reserved[8];
+} CUcheckpointCheckpointArgs;
+
+typedef struct {
+  CUuuid oldUuid; /* the GPU that was checkpointed */
+  CUuuid newUuid; /* the GPU to restore onto */
+} CUcheckpointGpuPair;
+
+typedef struct {
+  CUcheckpointGpuPair *gpuPairs; /* NULL: restore onto the same GPUs */
+  unsigned int gpuPairsCount;
+  char reserved[52 - sizeof(CUcheckpointGpuPair *)];
+  cuuint64_t reserved1;
+} CUcheckpointRestoreArgs;
+
+typedef struct {
+  cuuint64_t reserved[8];
+} CUcheckpointUnlockArgs;
 
 #define GPUM__CUDA_OFF(type, field, off) \
   _Static_assert(offsetof(type, field) == (off), #type "." #field);
@@ -247,7 +297,13 @@ GPUM_CUDA_SIZES(GPUM__CUDA_SIZE)
   X(cuEventQuery, (CUevent hEvent))                                                               \
   X(cuEventSynchronize, (CUevent hEvent))                                                         \
   X(cuEventElapsedTime, (float *pMilliseconds, CUevent hStart, CUevent hEnd))                     \
-  X(cuEventDestroy_v2, (CUevent hEvent))
+  X(cuEventDestroy_v2, (CUevent hEvent))                                                          \
+  X(cuCheckpointProcessGetRestoreThreadId, (int pid, int *tid))                                   \
+  X(cuCheckpointProcessGetState, (int pid, CUprocessState *state))                                \
+  X(cuCheckpointProcessLock, (int pid, CUcheckpointLockArgs *args))                               \
+  X(cuCheckpointProcessCheckpoint, (int pid, CUcheckpointCheckpointArgs *args))                   \
+  X(cuCheckpointProcessRestore, (int pid, CUcheckpointRestoreArgs *args))                         \
+  X(cuCheckpointProcessUnlock, (int pid, CUcheckpointUnlockArgs *args))
 
 /*
  * Entry points cuda.h declares only under other names: the per-thread-default-stream variants

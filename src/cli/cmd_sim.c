@@ -363,15 +363,15 @@ static int sim_status(const simapi_t *api, const sim_sub_t *sub, int argc, char 
 }
 
 /* Fills the fault from exactly one of the inject flags. Returns 0 or 2. */
-static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_fault_t *f) {
-  static const char *const names[] = {"--xid",        "--ecc",  "--temp",
-                                      "--error-rate", "--slow", "--fail-after"};
+static int fault_from_flags(const char *const v[8], const char *count, gpum_sim_fault_t *f) {
+  static const char *const names[] = {"--xid",  "--ecc",        "--temp",      "--error-rate",
+                                      "--slow", "--fail-after", "--ckpt-fail", "--restore-fail"};
   int given = 0;
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 8; i++)
     given += v[i] != NULL;
   if (given != 1) {
     fprintf(stderr, "gpum sim inject: give exactly one of --xid, --ecc, --temp, --error-rate, "
-                    "--slow, --fail-after\n");
+                    "--slow, --fail-after, --ckpt-fail, --restore-fail\n");
     return 2;
   }
   unsigned long long x;
@@ -414,6 +414,12 @@ static int fault_from_flags(const char *const v[6], const char *count, gpum_sim_
     else if (gpum_duration_parse(v[4], &ms) != 0 || ms > 86400000)
       return bad("inject", names[4], v[4], "milliseconds, or a duration like 2s, up to 1d");
     *f = (gpum_sim_fault_t){.kind = GPUM_SIM_FAULT_SLOW, .value = (int64_t)ms};
+  } else if (v[6] || v[7]) {
+    int i = v[6] ? 6 : 7;
+    if (cli_parse_uint(v[i], 1, 1000, false, &x))
+      return bad("inject", names[i], v[i], "a count from 1 to 1000");
+    *f = (gpum_sim_fault_t){.kind = v[6] ? GPUM_SIM_FAULT_CKPT_FAIL : GPUM_SIM_FAULT_RESTORE_FAIL,
+                            .value = (int64_t)x};
   } else {
     uint64_t bytes;
     if (gpum_size_parse(v[5], &bytes) != 0 || bytes > INT64_MAX)
@@ -432,14 +438,23 @@ static const char inject_usage[] =
     "  --error-rate P       fraction P (0..1, or 20%) of NVML calls fail with UNKNOWN\n"
     "  --slow MS            every NVML call on the device takes MS milliseconds longer\n"
     "  --fail-after BYTES   CUDA allocations fail once BYTES more were allocated\n"
+    "  --ckpt-fail N        the next N CUDA checkpoints of a process on the device fail\n"
+    "  --restore-fail N     the next N CUDA restores onto the device fail\n"
     "See docs/sim.md for what each makes NVML and CUDA return. Undo with gpum sim clear.\n";
 
 static int sim_inject(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *pos[1], *dev = NULL, *v[6] = {0}, *count = NULL;
-  cli_opt_t opts[] = {
-      {"--device", &dev, NULL},      {"--xid", &v[0], NULL},        {"--ecc", &v[1], NULL},
-      {"--temp", &v[2], NULL},       {"--error-rate", &v[3], NULL}, {"--slow", &v[4], NULL},
-      {"--fail-after", &v[5], NULL}, {"--count", &count, NULL},     {NULL, NULL, NULL}};
+  const char *pos[1], *dev = NULL, *v[8] = {0}, *count = NULL;
+  cli_opt_t opts[] = {{"--device", &dev, NULL},
+                      {"--xid", &v[0], NULL},
+                      {"--ecc", &v[1], NULL},
+                      {"--temp", &v[2], NULL},
+                      {"--error-rate", &v[3], NULL},
+                      {"--slow", &v[4], NULL},
+                      {"--fail-after", &v[5], NULL},
+                      {"--ckpt-fail", &v[6], NULL},
+                      {"--restore-fail", &v[7], NULL},
+                      {"--count", &count, NULL},
+                      {NULL, NULL, NULL}};
   int rc;
   if (!sim_args(sub, argc, argv, opts, pos, &rc))
     return rc;

@@ -177,6 +177,7 @@ CUresult cuInit(unsigned int Flags) {
         .magic = CTX_MAGIC, .ordinal = i, .simdev = i < nvisible ? visible[i] : 0};
   __atomic_store_n(&cu_node, n, __ATOMIC_RELEASE);
   __atomic_store_n(&cu_inited, true, __ATOMIC_RELEASE);
+  gpum__sim_ckpt_start(n); /* the checkpoint service thread (cuda_ckpt.c) */
 out:
   pthread_mutex_unlock(&cu_mu);
   return ret;
@@ -193,6 +194,20 @@ static CUresult live(struct gpum__sim_node **out) {
     return CUDA_ERROR_DEINITIALIZED;
   *out = n;
   return CUDA_SUCCESS;
+}
+
+unsigned gpum__sim_cu_visible(unsigned *out) {
+  memcpy(out, visible, sizeof visible);
+  return (unsigned)nvisible;
+}
+
+void gpum__sim_ctx_remap(const uint32_t *map) {
+  pthread_mutex_lock(&cu_mu);
+  for (int i = 0; i < nvisible; i++) {
+    visible[i] = map[visible[i]];
+    primary[i].simdev = map[primary[i].simdev];
+  }
+  pthread_mutex_unlock(&cu_mu);
 }
 
 CUresult gpum__sim_cu_device(CUdevice dev, unsigned *simdev) {
@@ -305,20 +320,26 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
-  unsigned s;
-  GPUM__SIM_CU_ENTRY_DEVICE(uuid != NULL, dev, &s);
-  /* "GPU-xxxxxxxx-xxxx-...": the 32 hex digits are the 16 bytes. */
-  const char *p = cu_node->spec.dev[s].uuid;
-  p += strncmp(p, "GPU-", 4) == 0 ? 4 : 0;
+bool gpum__sim_cu_uuid(const struct gpum__sim_node *n, unsigned simdev, CUuuid *uuid) {
+  /* "GPU-xxxxxxxx-xxxx-..." (or "MIG-..."): the 32 hex digits are the 16 bytes. */
+  const char *p = n->spec.dev[simdev].uuid;
+  p += strncmp(p, "GPU-", 4) == 0 || strncmp(p, "MIG-", 4) == 0 ? 4 : 0;
   memset(uuid->bytes, 0, sizeof uuid->bytes);
-  for (int nib = 0; *p && nib < 32; p++) {
+  int nib = 0;
+  for (; *p && nib < 32; p++) {
     if (!isxdigit((unsigned char)*p))
       continue;
     int v = isdigit((unsigned char)*p) ? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10);
     uuid->bytes[nib / 2] = (char)(uuid->bytes[nib / 2] | (nib % 2 ? v : v << 4));
     nib++;
   }
+  return nib == 32;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+  unsigned s;
+  GPUM__SIM_CU_ENTRY_DEVICE(uuid != NULL, dev, &s);
+  gpum__sim_cu_uuid(cu_node, s, uuid);
   return CUDA_SUCCESS;
 }
 

@@ -15,6 +15,10 @@
 
 #include "sim_internal.h"
 
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
+#endif
+
 /* A cuMemAlloc_v2 allocation of this process, in a map by address: the one containing a
  * pointer is found in O(log n) (copies, cuMemGetAddressRange, cuMemFree). */
 struct block {
@@ -23,6 +27,7 @@ struct block {
   unsigned simdev;
   int entry;                       /* its entry in the node's allocation table */
   struct CUmemPoolHandle_st *pool; /* the memory pool it came from, or NULL */
+  void *saved;                     /* checkpointed: where its pages are in host memory */
 };
 
 /* Lock order: the node lock before blocks_mu. */
@@ -272,6 +277,100 @@ CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
     return CUDA_ERROR_INVALID_VALUE;
   memset((void *)(uintptr_t)dstDevice, uc, N);
   return CUDA_SUCCESS;
+}
+
+/* ---- checkpoint and restore (cuda_ckpt.c) ----
+ *
+ * A checkpoint moves each allocation's pages into host memory with mremap: every page
+ * written, resident or swapped, goes to a new private mapping without being copied or faulted
+ * in (an 80 GiB allocation of which 4 KiB were written costs 4 KiB). The allocation's own
+ * range is left mapped PROT_NONE, so that its addresses stay reserved and a stray access
+ * faults, as device memory that is gone would: with MREMAP_DONTUNMAP (Linux 5.7) in one step;
+ * where the kernel refuses it (some sandboxes), the range is mapped again at once with
+ * MAP_FIXED_NOREPLACE, and should another thread of the process have mapped something there
+ * in between, the checkpoint fails. A restore moves the pages back over the same addresses
+ * (mremap MREMAP_FIXED), so every pointer the program holds is valid again, as with the real
+ * driver, which keeps virtual addresses. */
+
+static struct block *first_block(void) {
+  return block_of(gpum__sim_tree_ceil(blocks, 0));
+}
+
+static struct block *next_block(const struct block *b) {
+  return block_of(gpum__sim_tree_ceil(blocks, b->node.key + 1));
+}
+
+/* Moves b's pages out to host memory, leaving its range reserved (blocks_mu held). */
+static int block_save(struct block *b) {
+  void *at = (void *)(uintptr_t)b->node.key;
+  void *away = mremap(at, b->size, b->size, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+  if (away != MAP_FAILED) {
+    b->saved = away;
+    mprotect(at, b->size, PROT_NONE);
+    return 0;
+  }
+  /* A place to move to (mremap does not move a mapping it need not grow). */
+  void *host = mmap(NULL, b->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (host == MAP_FAILED)
+    return -1;
+  away = mremap(at, b->size, b->size, MREMAP_MAYMOVE | MREMAP_FIXED, host);
+  if (away == MAP_FAILED) {
+    munmap(host, b->size);
+    return -1;
+  }
+  void *again = mmap(at, b->size, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (again != at) {
+    if (again != MAP_FAILED)
+      munmap(again, b->size); /* a kernel before 4.17 took the address as a hint */
+    if (mremap(away, b->size, b->size, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
+      b->saved = away; /* the range was taken: the pages stay in host memory */
+      return -2;
+    }
+    return -1;
+  }
+  b->saved = away;
+  return 0;
+}
+
+/* Moves b's pages back to its own addresses (blocks_mu held). */
+static int block_load(struct block *b) {
+  void *at = (void *)(uintptr_t)b->node.key;
+  if (mremap(b->saved, b->size, b->size, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED)
+    return -1;
+  b->saved = NULL;
+  return 0;
+}
+
+int gpum__sim_mem_save(void) {
+  int ret = 0;
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b;
+  for (b = first_block(); b; b = next_block(b))
+    if ((ret = block_save(b)) != 0)
+      break;
+  if (ret != 0) /* undo: the allocations saved so far come back */
+    for (struct block *u = first_block(); u != b; u = next_block(u))
+      block_load(u);
+  pthread_mutex_unlock(&blocks_mu);
+  return ret;
+}
+
+int gpum__sim_mem_load(void) {
+  int ret = 0;
+  pthread_mutex_lock(&blocks_mu);
+  for (struct block *b = first_block(); b; b = next_block(b))
+    if (b->saved && block_load(b) != 0)
+      ret = -1;
+  pthread_mutex_unlock(&blocks_mu);
+  return ret;
+}
+
+void gpum__sim_mem_remap(const uint32_t *map) {
+  pthread_mutex_lock(&blocks_mu);
+  for (struct block *b = first_block(); b; b = next_block(b))
+    b->simdev = map[b->simdev];
+  pthread_mutex_unlock(&blocks_mu);
 }
 
 /* ---- pinned host memory: plain page-aligned host memory, remembered for cuMemFreeHost ---- */

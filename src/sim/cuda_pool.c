@@ -35,6 +35,16 @@ void gpum__sim_pool_atfork(gpum__sim_fork_phase_t ph) {
   gpum__sim_fork_mutex(&pools_mu, ph);
 }
 
+void gpum__sim_pool_remap(const uint32_t *map) {
+  pthread_mutex_lock(&pools_mu);
+  for (size_t i = 0; i < GPUM__SIM_MAX_DEVICES; i++)
+    if (default_pools[i].magic == POOL_MAGIC)
+      default_pools[i].simdev = map[default_pools[i].simdev];
+  for (struct CUmemPoolHandle_st *c = created; c; c = c->next)
+    c->simdev = map[c->simdev];
+  pthread_mutex_unlock(&pools_mu);
+}
+
 static bool pool_ok(const struct CUmemPoolHandle_st *p) {
   if (!p)
     return false;

@@ -90,6 +90,16 @@ static struct handle_slot *slots;
 static uint32_t nslots, capslots, nlive, free_slots = UINT32_MAX;
 static uint32_t next_gen = 1;
 
+/* A checkpoint leaves physical allocations in their memfd (docs/sim.md: only their
+ * accounting leaves the device); a restore onto other GPUs moves them there. */
+void gpum__sim_vmm_remap(const uint32_t *map) {
+  pthread_mutex_lock(&vmm_mu);
+  for (uint32_t i = 0; i < nslots; i++)
+    if (slots[i].ph)
+      slots[i].ph->simdev = map[slots[i].ph->simdev];
+  pthread_mutex_unlock(&vmm_mu);
+}
+
 void gpum__sim_vmm_atfork(gpum__sim_fork_phase_t ph) {
   gpum__sim_fork_mutex(&vmm_mu, ph);
 }

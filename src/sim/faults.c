@@ -221,6 +221,16 @@ int gpum__sim_fault_apply(struct gpum__sim_node *n, unsigned dev, const gpum_sim
     d->fail_after_left = (uint64_t)f->value;
     d->fail_after_set = 1;
     return 0;
+  case GPUM_SIM_FAULT_CKPT_FAIL:
+  case GPUM_SIM_FAULT_RESTORE_FAIL:
+    if (f->value < 1 || f->value > 1000)
+      return gpum__sim_err(GPUM_EINVAL, "bad failure count %lld (expected 1..1000)",
+                           (long long)f->value);
+    if (f->kind == GPUM_SIM_FAULT_CKPT_FAIL)
+      d->ckpt_fail = (uint32_t)f->value;
+    else
+      d->restore_fail = (uint32_t)f->value;
+    return 0;
   }
   return gpum__sim_err(GPUM_EINVAL, "unknown fault kind %d", (int)f->kind);
 }
@@ -237,6 +247,8 @@ void gpum__sim_fault_clear(struct gpum__sim_node *n, unsigned dev) {
   d->slow_ms = 0;
   d->fail_after_set = 0;
   d->fail_after_left = 0;
+  d->ckpt_fail = 0;
+  d->restore_fail = 0;
   d->ecc_sbe_volatile = 0;
   d->ecc_dbe_volatile = 0;
   d->remap_pending = 0;

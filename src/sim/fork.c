@@ -19,9 +19,10 @@
 #include "sim_internal.h"
 
 static void (*const hooks[])(gpum__sim_fork_phase_t) = {
-    gpum__sim_ctx_atfork, gpum__sim_nvml_atfork, gpum__sim_rocm_atfork,   gpum__sim_ze_atfork,
-    gpum__sim_hip_atfork, gpum__sim_shm_atfork,  gpum__sim_events_atfork, gpum__sim_misc_atfork,
-    gpum__sim_mem_atfork, gpum__sim_pool_atfork, gpum__sim_vmm_atfork,    gpum__sim_proc_atfork,
+    gpum__sim_ckpt_atfork, gpum__sim_ctx_atfork, gpum__sim_nvml_atfork, gpum__sim_rocm_atfork,
+    gpum__sim_ze_atfork,   gpum__sim_hip_atfork, gpum__sim_shm_atfork,  gpum__sim_events_atfork,
+    gpum__sim_misc_atfork, gpum__sim_mem_atfork, gpum__sim_pool_atfork, gpum__sim_vmm_atfork,
+    gpum__sim_proc_atfork,
 };
 #define NHOOKS (sizeof hooks / sizeof hooks[0])
 

@@ -201,6 +201,7 @@ static int my_slot(struct gpum__sim_node *n, bool create) {
   p->pid = me.pid;
   p->start_time = me.start_time;
   p->hold = 0;
+  p->away = 0;
   proc_reset(p);
   __atomic_store_n(&p->state, GPUM__SIM_A_USED, __ATOMIC_RELEASE);
   __atomic_store_n(&hint, free_slot, __ATOMIC_RELAXED);
@@ -235,6 +236,10 @@ static uint32_t take_entry(struct gpum__sim_node *n) {
   if (n->alloc_hw >= n->alloc_ready && !populate_more(n))
     return GPUM__SIM_NIL;
   return n->alloc_hw++;
+}
+
+int gpum__sim_proc_mine(struct gpum__sim_node *n) {
+  return my_slot(n, false);
 }
 
 int gpum__sim_alloc_add(struct gpum__sim_node *n, uint32_t kind, unsigned dev, uint64_t addr,
@@ -325,7 +330,7 @@ void gpum__sim_evset_remove(struct gpum__sim_node *n, unsigned idx) {
 uint64_t gpum__sim_used(const struct gpum__sim_node *n, unsigned dev) {
   uint64_t used = 0;
   for (uint32_t s = 0; s < n->proc_hw && s < GPUM__SIM_MAX_PROCS; s++)
-    if (n->procs[s].state == GPUM__SIM_A_USED)
+    if (n->procs[s].state == GPUM__SIM_A_USED && !n->procs[s].away)
       used += n->procs[s].bytes[dev];
   return used;
 }
@@ -341,7 +346,7 @@ unsigned gpum__sim_processes(const struct gpum__sim_node *n, unsigned dev, gpum_
   unsigned count = 0;
   for (uint32_t s = 0; s < n->proc_hw && s < GPUM__SIM_MAX_PROCS; s++) {
     const struct gpum__sim_proc *p = &n->procs[s];
-    if (p->state != GPUM__SIM_A_USED)
+    if (p->state != GPUM__SIM_A_USED || p->away) /* checkpointed: no device memory */
       continue;
     for (unsigned d = 0; d < n->spec.device_count; d++) {
       if ((dev != UINT32_MAX && d != dev) || p->count[d] == 0)

@@ -6,7 +6,8 @@
  * struct gpum__sim_node: a versioned header, a process-shared robust mutex, the node's spec
  * (what the YAML file said), the dynamic state of every device (utilisation, thermal model,
  * faults, ECC counters), the NVML event sets, the process table (each process holding memory,
- * with its bytes per device) and the allocation table (every allocation and context, per
+ * with its bytes per device), the checkpoint table (each CUDA process's checkpoint state and
+ * request channel, cuda_ckpt.c) and the allocation table (every allocation and context, per
  * process and device). Every process that loads the library maps the same segment, so all of
  * them see the same GPUs, as with a real driver.
  *
@@ -75,9 +76,10 @@ GPUM_ZES_INIT_FUNCS(GPUM__SIM_ZE_DECL)
 #define GPUM__SIM_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
 
 #define GPUM__SIM_MAGIC 0x314d495355504747ULL /* "GGPUSIM1" little-endian */
-#define GPUM__SIM_LAYOUT_VERSION                        \
-  5u /* 3: a vendor per device; 4: energy and busy-time \
-        counters; 5: MIG instances */
+/* 3: a vendor per device; 4: energy and busy-time counters; 5: MIG instances; 6: the
+ * checkpoint table (gpum__sim_node.ckpt), a process's memory away while checkpointed
+ * (gpum__sim_proc.away) and the checkpoint faults (gpum__sim_dev_state.ckpt_fail). */
+#define GPUM__SIM_LAYOUT_VERSION 6u
 #define GPUM__SIM_MAX_DEVICES GPUM_SIM_MAX_DEVICES
 /* The VMM granularity (minimum and recommended). */
 #define GPUM__SIM_GRAN (2ull << 20)
@@ -194,6 +196,9 @@ struct gpum__sim_dev_state {
   /* Integrals of the model since the node started, advanced with it (Level Zero's energy
    * counter and engine busy time): microjoules and microseconds. */
   double energy_uj, busy_us;
+  /* Checkpoint faults (cuda_ckpt.c): the next ckpt_fail checkpoints of a process holding memory
+   * on the device fail, the next restore_fail restores onto it fail. */
+  uint32_t ckpt_fail, restore_fail;
 };
 
 enum { GPUM__SIM_A_FREE = 0, GPUM__SIM_A_USED = 1 };
@@ -218,11 +223,13 @@ struct gpum__sim_alloc {
 struct gpum__sim_proc {
   uint32_t state; /* GPUM__SIM_A_*: published last */
   int32_t pid;
-  uint64_t start_time;                   /* /proc/PID/stat field 22: tells a reused pid apart */
-  uint32_t hold;                         /* a `gpum sim hold` process: `gpum sim stop` ends it */
-  uint32_t head;                         /* its first entry, GPUM__SIM_NIL when none */
-  uint32_t entries;                      /* its entries */
-  uint32_t evsets;                       /* its event sets */
+  uint64_t start_time; /* /proc/PID/stat field 22: tells a reused pid apart */
+  uint32_t hold;       /* a `gpum sim hold` process: `gpum sim stop` ends it */
+  uint32_t away;    /* checkpointed (cuda_ckpt.c): its entries hold no device memory, so its bytes
+                       are counted nowhere (gpum__sim_used, gpum__sim_processes) */
+  uint32_t head;    /* its first entry, GPUM__SIM_NIL when none */
+  uint32_t entries; /* its entries */
+  uint32_t evsets;  /* its event sets */
   uint32_t count[GPUM__SIM_MAX_DEVICES]; /* its entries per device */
   uint64_t bytes[GPUM__SIM_MAX_DEVICES]; /* its bytes per device */
 };
@@ -241,6 +248,26 @@ struct gpum__sim_evset {
   uint64_t mask[GPUM__SIM_MAX_DEVICES];
   uint32_t head, tail; /* events written / read (free-running counters) */
   struct gpum__sim_event q[GPUM__SIM_EVQ];
+};
+
+/* One CUDA process's checkpoint state and its request channel (cuda_ckpt.c). A slot is taken
+ * by a process at cuInit, when its service thread starts, and reused once that process is
+ * gone. A controller (cuCheckpointProcess*) fills op and args, sets busy and bumps req; the
+ * service thread does the work, writes result and state, clears busy and bumps done. req and
+ * done are futex words. */
+struct gpum__sim_ckpt {
+  uint32_t used; /* GPUM__SIM_A_* */
+  int32_t pid;
+  uint64_t start_time;
+  int32_t tid;    /* the service thread: cuCheckpointProcessGetRestoreThreadId */
+  uint32_t state; /* CU_PROCESS_STATE_* */
+  uint32_t busy;  /* a request is being served */
+  uint32_t req, done;
+  uint32_t op; /* GPUM__SIM_CKPT_OP_* */
+  uint32_t timeout_ms;
+  int32_t result;
+  uint32_t remap[GPUM__SIM_MAX_DEVICES]; /* restore: device -> device (identity when no pairs) */
+  uint32_t remap_given;                  /* devices named as an old GPU by a pair (bitmask) */
 };
 
 struct gpum__sim_header {
@@ -267,6 +294,7 @@ struct gpum__sim_node {
   struct gpum__sim_dev_state dev[GPUM__SIM_MAX_DEVICES];
   struct gpum__sim_evset evsets[GPUM__SIM_MAX_EVSETS];
   struct gpum__sim_proc procs[GPUM__SIM_MAX_PROCS];
+  struct gpum__sim_ckpt ckpt[GPUM__SIM_MAX_PROCS];
   struct gpum__sim_alloc allocs[]; /* hdr.alloc_cap entries */
 };
 
@@ -372,6 +400,8 @@ void gpum__sim_repair(struct gpum__sim_node *n);
  * process table is full). Returns the entry index, or -1 when the table is full. */
 int gpum__sim_alloc_add(struct gpum__sim_node *n, uint32_t kind, unsigned dev, uint64_t addr,
                         uint64_t size);
+/* The calling process's slot in the process table, or -1 when it holds nothing. */
+int gpum__sim_proc_mine(struct gpum__sim_node *n);
 /* Whether entry idx is in use, of kind, with addr, and the calling process's. */
 bool gpum__sim_alloc_mine(const struct gpum__sim_node *n, int idx, uint32_t kind, uint64_t addr);
 /* Removes entry idx (in use). */
@@ -487,11 +517,46 @@ extern bool gpum__sim_cu_forked_flag;
 static inline bool gpum__sim_cu_forked(void) {
   return __atomic_load_n(&gpum__sim_cu_forked_flag, __ATOMIC_RELAXED);
 }
-#define GPUM__SIM_CU_FORK_GATE()                    \
-  do {                                              \
-    if (__builtin_expect(gpum__sim_cu_forked(), 0)) \
-      return CUDA_ERROR_NOT_INITIALIZED;            \
-  } while (0)
+/* ---- cuda_ckpt.c: the checkpoint API and the call gate ---- */
+/* Every CUDA entry point but cuDriverGetVersion, cuGetErrorName, cuGetErrorString,
+ * cuGetProcAddress and the checkpoint calls passes the call gate first (GPUM__SIM_CU_FORK_GATE):
+ * while the process is locked or checkpointed by cuCheckpointProcessLock the call waits there,
+ * and the lock waits for the calls already past it (counted until they return). After a
+ * failed checkpoint or restore (CU_PROCESS_STATE_FAILED) every call returns
+ * CUDA_ERROR_UNKNOWN. Nested entry points (one calling another) count once. */
+int gpum__sim_cu_call_begin(void); /* 1: counted, 0: nested, -1: the process failed */
+void gpum__sim_cu_call_end(const int *begun);
+/* Starts the service thread of this process (cuInit, once the node is attached). */
+void gpum__sim_ckpt_start(struct gpum__sim_node *n);
+void gpum__sim_ckpt_atfork(gpum__sim_fork_phase_t ph); /* cuda_ckpt.c: gate_mu */
+/* Remaps this process's devices after a restore onto other GPUs (map: old -> new simulated
+ * device), one function per file that keeps a device index: contexts and CUDA_VISIBLE_DEVICES
+ * (cuda_ctx.c), allocations (cuda_mem.c), pools (cuda_pool.c), physical VMM allocations
+ * (cuda_vmm.c). Called by the service thread while every CUDA call is held at the gate. */
+void gpum__sim_ctx_remap(const uint32_t *map);
+void gpum__sim_mem_remap(const uint32_t *map);
+void gpum__sim_pool_remap(const uint32_t *map);
+void gpum__sim_vmm_remap(const uint32_t *map);
+/* The CUDA UUID of simdev (from its "GPU-" or "MIG-" string); false when that is malformed. */
+bool gpum__sim_cu_uuid(const struct gpum__sim_node *n, unsigned simdev, CUuuid *uuid);
+/* The simulated devices this process's CUDA sees, in ordinal order: their count (cuda_ctx.c). */
+unsigned gpum__sim_cu_visible(unsigned *out);
+/* Copies every cuMemAlloc allocation's bytes to host memory and releases its pages, keeping
+ * its addresses reserved (checkpoint), or maps them again and copies the bytes back (restore).
+ * 0; -1 when host memory ran out (nothing changed); -2 (save) when an allocation's range was
+ * taken by another mapping meanwhile and its pages could not come back (the process is lost). */
+int gpum__sim_mem_save(void);
+int gpum__sim_mem_load(void);
+
+#define GPUM__SIM_CAT2(a, b) a##b
+#define GPUM__SIM_CAT(a, b) GPUM__SIM_CAT2(a, b)
+#define GPUM__SIM_CU_FORK_GATE()                                                  \
+  if (__builtin_expect(gpum__sim_cu_forked(), 0))                                 \
+    return CUDA_ERROR_NOT_INITIALIZED;                                            \
+  __attribute__((cleanup(gpum__sim_cu_call_end)))                                 \
+  const int GPUM__SIM_CAT(gpum__sim_call_, __LINE__) = gpum__sim_cu_call_begin(); \
+  if (GPUM__SIM_CAT(gpum__sim_call_, __LINE__) < 0)                               \
+  return CUDA_ERROR_UNKNOWN
 
 /* ---- cuda_ctx.c: shared with the other CUDA files ---- */
 /* What a CUDA entry point needs of the driver before it acts (gpum__sim_cu_check), each level
@@ -512,20 +577,18 @@ CUresult gpum__sim_cu_check(bool args_ok, gpum__sim_cu_need_t need);
 CUresult gpum__sim_cu_check_device(bool args_ok, CUdevice dev, unsigned *simdev);
 /* The first line of a CUDA entry point: the fork gate, then gpum__sim_cu_check (or
  * gpum__sim_cu_check_device); a failed check returns its code from the entry point. */
-#define GPUM__SIM_CU_ENTRY(args_ok, need)                              \
-  do {                                                                 \
-    GPUM__SIM_CU_FORK_GATE();                                          \
-    CUresult gpum__sim_entry_r_ = gpum__sim_cu_check((args_ok), need); \
-    if (gpum__sim_entry_r_ != CUDA_SUCCESS)                            \
-      return gpum__sim_entry_r_;                                       \
-  } while (0)
-#define GPUM__SIM_CU_ENTRY_DEVICE(args_ok, dev, simdev)                              \
-  do {                                                                               \
-    GPUM__SIM_CU_FORK_GATE();                                                        \
-    CUresult gpum__sim_entry_r_ = gpum__sim_cu_check_device((args_ok), dev, simdev); \
-    if (gpum__sim_entry_r_ != CUDA_SUCCESS)                                          \
-      return gpum__sim_entry_r_;                                                     \
-  } while (0)
+#define GPUM__SIM_CU_ENTRY(args_ok, need)                          \
+  GPUM__SIM_CU_FORK_GATE();                                        \
+  const CUresult GPUM__SIM_CAT(gpum__sim_entry_r_, __LINE__) =     \
+      gpum__sim_cu_check((args_ok), need);                         \
+  if (GPUM__SIM_CAT(gpum__sim_entry_r_, __LINE__) != CUDA_SUCCESS) \
+  return GPUM__SIM_CAT(gpum__sim_entry_r_, __LINE__)
+#define GPUM__SIM_CU_ENTRY_DEVICE(args_ok, dev, simdev)            \
+  GPUM__SIM_CU_FORK_GATE();                                        \
+  const CUresult GPUM__SIM_CAT(gpum__sim_entry_r_, __LINE__) =     \
+      gpum__sim_cu_check_device((args_ok), dev, simdev);           \
+  if (GPUM__SIM_CAT(gpum__sim_entry_r_, __LINE__) != CUDA_SUCCESS) \
+  return GPUM__SIM_CAT(gpum__sim_entry_r_, __LINE__)
 /* Checks cuInit was called and that there is a usable current context; gives the simulated
  * device index of its device. Takes the node lock on success (caller unlocks). */
 CUresult gpum__sim_cu_begin(struct gpum__sim_node **n, unsigned *simdev);

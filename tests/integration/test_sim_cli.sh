@@ -78,6 +78,9 @@ expect 2 "bad value '0' for --xid" "$G" sim inject "$N" --device 0 --xid 0
 expect 2 "bad value 'triple' for --ecc" "$G" sim inject "$N" --device 0 --ecc triple
 expect 2 "bad value '1.5' for --error-rate" "$G" sim inject "$N" --device 0 --error-rate 1.5
 expect 2 "bad value '-3' for --fail-after" "$G" sim inject "$N" --device 0 --fail-after -3
+expect 2 "bad value '0' for --ckpt-fail" "$G" sim inject "$N" --device 0 --ckpt-fail 0
+expect 2 "bad value '1001' for --restore-fail" "$G" sim inject "$N" --device 0 --restore-fail 1001
+expect 2 "give exactly one of" "$G" sim inject "$N" --device 0 --ckpt-fail 1 --restore-fail 1
 expect 2 "--device I is required" "$G" sim inject "$N" --xid 79
 expect 2 "bad value 'x' for --device" "$G" sim inject "$N" --device x --xid 79
 expect 1 "has no device 5" "$G" sim inject "$N" --device 5 --xid 79

@@ -114,7 +114,13 @@ static CUevent parent_event;
   C(cuEventDestroy_v2, (parent_event))                                       \
   C(cuMemAllocAsync_ptsz, (&dp, 1 << 20, NULL))                              \
   C(cuMemFreeAsync_ptsz, (parent_ptr, NULL))                                 \
-  C(cuMemAllocFromPoolAsync_ptsz, (&dp, 1 << 20, pool, NULL))
+  C(cuMemAllocFromPoolAsync_ptsz, (&dp, 1 << 20, pool, NULL))                \
+  C(cuCheckpointProcessGetRestoreThreadId, (getppid(), &i))                  \
+  C(cuCheckpointProcessGetState, (getppid(), &pstate))                       \
+  C(cuCheckpointProcessLock, (getppid(), NULL))                              \
+  C(cuCheckpointProcessCheckpoint, (getppid(), NULL))                        \
+  C(cuCheckpointProcessRestore, (getppid(), NULL))                           \
+  C(cuCheckpointProcessUnlock, (getppid(), NULL))
 
 /* Entry points that need no initialised driver and keep working in the child. */
 static const char *const still_working[] = {"cuDriverGetVersion", "cuGetErrorName",
@@ -165,6 +171,7 @@ static int child_checks(void) {
   CUdevice dev = 0;
   char buf[64] = "";
   CUuuid uuid;
+  CUprocessState pstate;
   size_t sz = 0, sz2 = 0;
   CUcontext ctx = NULL;
   CUdeviceptr dp = 0;
