@@ -41,6 +41,7 @@
 #include <gpum/alert.h>
 #include <gpum/batch.h>
 #include <gpum/batcher.h>
+#include <gpum/checkpoint.h>
 #include <gpum/client.h>
 #include <gpum/clock.h>
 #include <gpum/device.h>
