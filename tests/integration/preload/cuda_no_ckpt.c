@@ -23,12 +23,13 @@
   }
 #define cuInit stub_cuInit
 #define cuDriverGetVersion stub_cuDriverGetVersion
-GPUM_CUDA_FUNCS(STUB)
+GPUM_CUDA_FUNCS(STUB) // NOLINT(misc-unused-parameters): stubs ignore their arguments
 #undef cuInit
 #undef cuDriverGetVersion
 
 CUresult cuInit(unsigned flags);
 CUresult cuInit(unsigned flags) {
+  (void)flags;
   return CUDA_SUCCESS;
 }
 
