@@ -97,6 +97,17 @@ void gpum__sim_tick(struct gpum__sim_node *n) {
   }
 }
 
+uint64_t gpum__sim_next_fault_ms(const struct gpum__sim_node *n) {
+  uint64_t since_ms = (gpum__sim_now_ns() - n->hdr.created_ns) / 1000000ull, next = UINT64_MAX;
+  for (unsigned i = 0; i < n->spec.sched_count; i++) {
+    const struct gpum__sim_sched_fault *f = &n->spec.sched[i];
+    uint64_t in = f->at_ms > since_ms ? f->at_ms - since_ms : 0;
+    if (!f->fired && in < next)
+      next = in;
+  }
+  return next;
+}
+
 unsigned gpum__sim_temp(const struct gpum__sim_node *n, unsigned dev) {
   const struct gpum__sim_dev_state *d = &n->dev[dev];
   if (d->temp_override > -1000)

@@ -271,13 +271,17 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
                                 .computeInstanceId = 0xFFFFFFFFu};
       return NVML_SUCCESS;
     }
+    /* The spec's scheduled faults fire at their time while someone waits for them (they are
+     * fixed when the node starts): the wait ends then at the latest. Nothing else wakes it but
+     * an event, as with the real driver (it used to poll every 100 ms: ten wake-ups a second
+     * of a monitor's event thread). */
+    uint64_t fault_ms = gpum__sim_next_fault_ms(n);
     gpum__sim_unlock(n);
     uint64_t now = gpum__sim_now_ns();
     if (now >= deadline)
       return NVML_ERROR_TIMEOUT;
     uint64_t left_ms = (deadline - now + 999999) / 1000000;
-    /* Wake at least every 100 ms so that scheduled faults are noticed. */
-    gpum__sim_wait(n, seen, left_ms < 100 ? left_ms : 100);
+    gpum__sim_wait(n, seen, fault_ms < left_ms ? (fault_ms ? fault_ms : 1) : left_ms);
   }
 }
 

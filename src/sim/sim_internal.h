@@ -423,6 +423,9 @@ unsigned gpum__sim_processes(const struct gpum__sim_node *n, unsigned dev, gpum_
 /* ---- faults.c ---- */
 /* Applies due scheduled faults and advances the thermal/power model. Lock held. */
 void gpum__sim_tick(struct gpum__sim_node *n);
+/* Milliseconds until the spec's next scheduled fault fires (0: due; UINT64_MAX: none left).
+ * Lock held. */
+uint64_t gpum__sim_next_fault_ms(const struct gpum__sim_node *n);
 /* Applies one fault to dev (lock held). Returns 0 or GPUM_EINVAL. */
 int gpum__sim_fault_apply(struct gpum__sim_node *n, unsigned dev, const gpum_sim_fault_t *f);
 void gpum__sim_fault_clear(struct gpum__sim_node *n, unsigned dev);
