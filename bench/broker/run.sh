@@ -10,6 +10,8 @@
 #      the same client counts (when installed: scripts/deps.sh bench). Aim: at least half of
 #      Redis's rate at 16 clients, each durable request against one SET (issue 27; the ratio of
 #      reserve+release pairs per SET is printed beside it), p99 under 2 ms at 256 clients.
+#      At 16 clients it also prints gpumd's user and system time per request by thread (/proc):
+#      the kernel's share, which the instruction counts below leave out.
 #   2. gpumd's resident memory with 10,000 live reservations. Aim: under 32 MiB.
 #   3. Instructions per durable request at 16 clients (valgrind --tool=callgrind, when
 #      installed: scripts/deps.sh bench; skipped with a note otherwise), for the loop thread and
@@ -35,12 +37,39 @@ bench_node bench-broker "$SRC/examples/sim/h100x2.yaml"
 bench_gpumd
 echo "gpumd on a simulated 2x H100 node ($(nproc) CPUs), ${SECS}s per point"
 echo "-- reserve+release round trips (durable: SQLite WAL, one commit per loop turn)"
+# threads_cpu FILE: each of gpumd's threads as "TID NAME UTIME STIME VCSW" (clock ticks,
+# voluntary context switches), from /proc, in tid order.
+threads_cpu() {
+  local t f
+  for t in /proc/"$GD"/task/*; do
+    read -r -a f < <(cut -d')' -f2 "$t/stat")
+    echo "${t##*/} $(cat "$t/comm") ${f[11]} ${f[12]} $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")"
+  done | sort >"$1"
+}
+# cpu_per_request BEFORE AFTER REQUESTS: gpumd's user and system time per request by thread
+# (the loop, the ledger's writer and checkpointer, and the unnamed others: the device readers
+# and the event thread), from /proc: the kernel's share (system calls, wake-ups) that
+# callgrind's instructions leave out. Threads present in both snapshots only.
+cpu_per_request() {
+  join "$1" "$2" | awk -v r="$3" -v hz="$(getconf CLK_TCK)" -v pid="$GD" '
+    { k = $1 == pid ? "loop" : $2 == "gpumd" ? "others" : $2
+      u[k] += ($7 - $3) * 1e6 / hz / r; s[k] += ($8 - $4) * 1e6 / hz / r; v[k] += ($9 - $5) / r }
+    END { for (k in u) { printf "  %-13s user %5.2f us  system %5.2f us  wake-ups %4.2f per request\n", k, u[k], s[k], v[k]
+                         tu += u[k]; ts += s[k] }
+          printf "  %-13s user %5.2f us  system %5.2f us per request\n", "all", tu, ts }' | sort
+}
 declare -A RATE P99
 for n in 1 16 256; do
+  [ "$n" = 16 ] && threads_cpu "$TMP/cpu0"
   line=$("$P" rtt "$GPUM_SOCKET" "$n" "$SECS")
   echo "gpumd  $line"
   RATE[$n]=$(sed -E 's/.* rate=([0-9]+).*/\1/' <<<"$line")
   P99[$n]=$(sed -E 's/.* p99_us=([0-9]+).*/\1/' <<<"$line")
+  if [ "$n" = 16 ]; then
+    threads_cpu "$TMP/cpu1"
+    echo "gpumd's CPU at 16 clients (/proc, per durable request):"
+    cpu_per_request "$TMP/cpu0" "$TMP/cpu1" "$((2 * $(sed -E 's/.* ops=([0-9]+).*/\1/' <<<"$line")))"
+  fi
 done
 verdict() { if [ "$1" = 1 ]; then echo MEETS; else echo MISSES; fi; }
 
