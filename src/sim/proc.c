@@ -41,7 +41,7 @@ int gpum__sim_proc_stat(pid_t pid, char *state, uint64_t *start_time) {
 static _Thread_local struct gpum__sim_self me;
 
 /* This process's pid and start time, read once per process: glibc does not cache getpid(),
- * and a system call per driver call was a third of the system calls a reader of gpumd made
+ * and a system call per driver call was half of the system calls a device reader of gpumd made
  * per request. A child forked without exec reads them again (gpum__sim_proc_atfork). */
 static pid_t cached_pid;
 static uint64_t cached_start;

@@ -29,18 +29,12 @@ made = 1
 while made < N:
     batch = []
     for _ in range(min(500, N - made)):
-        req = dict(id=c.next_id, op="reserve", bytes_per_gpu=1 << 20,
-                   label=("odd-%d" if made % 2 else "even-%d") % made, **ttl)
+        f = dict(bytes_per_gpu=1 << 20, label=("odd-%d" if made % 2 else "even-%d") % made, **ttl)
         if made % 2:
-            req["devices"] = ["0"]
+            f["devices"] = ["0"]
         made += 1
-        c.next_id += 1
-        batch.append(req)
-    c.send_raw(b"".join((json.dumps(r) + "\n").encode() for r in batch))
-    for r in batch:
-        m = c.reply(r["id"])
-        if not m.get("ok"):
-            raise Fail("reserve %d: %r" % (r["id"], m))
+        batch.append(f)
+    c.ok_many("reserve", batch)
 ' "$N" || t_fail "could not make $N reservations"
 
 export DASH_URL="http://$(cat "$GPUM_STATE_DIR/http.addr")"

@@ -85,6 +85,23 @@ class Client:
             raise Fail("%s %r failed: %r" % (op, fields, r))
         return r
 
+    def ok_many(self, op, many):
+        """Sends one request of op per dict of fields in many, all in one write (pipelined),
+        then reads their replies; raises Fail at the first that is not ok. Keep a batch small
+        enough for its replies (gpumd drops a client that leaves 4 MiB unread)."""
+        reqs = []
+        for fields in many:
+            req = {"id": self.next_id, "op": op}
+            req.update(fields)
+            self.next_id += 1
+            reqs.append(req)
+        self.send_raw(b"".join((json.dumps(r) + "\n").encode() for r in reqs))
+        replies = [self.reply(r["id"]) for r in reqs]
+        for r, m in zip(reqs, replies):
+            if not m.get("ok"):
+                raise Fail("%s %r failed: %r" % (op, r, m))
+        return replies
+
     def err(self, op, code, **fields):
         r = self.call(op, **fields)
         if r.get("ok") or r["error"]["code"] != code:

@@ -57,16 +57,11 @@ while made < N:
         i = made
         made += 1
         label = "\x01" * 127 if i % 99 == 0 else ("odd-%d" % i if i % 2 else "even-%d" % i)
-        req = dict(id=c.next_id, op="reserve", bytes_per_gpu=1 << 20, label=label)
+        f = dict(bytes_per_gpu=1 << 20, label=label)
         if i % 2:
-            req["devices"] = ["0"]
-        c.next_id += 1
-        batch.append(req)
-    c.send_raw(b"".join((json.dumps(r) + "\n").encode() for r in batch))
-    for r in batch:
-        m = c.reply(r["id"])
-        if not m.get("ok"):
-            raise Fail("reserve %d: %r" % (r["id"], m))
+            f["devices"] = ["0"]
+        batch.append(f)
+    c.ok_many("reserve", batch)
 c.events.clear()
 
 # The socket list, as an old client asks for it (no limit): the first page and a cursor.

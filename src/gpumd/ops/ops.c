@@ -16,8 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <event2/buffer.h>
-
 #include <gpum/error.h>
 #include <gpum/log.h>
 #include <gpum/version.h>
@@ -276,33 +274,26 @@ static bool list_cursor(const gpumd_list_req_t *req, const list_page_t *pg, size
 typedef struct {
   gpumd_t *d;
   const gpumd_actor_t *a;
-  const gpumd_list_req_t *req;
   json_t *arr;
-  size_t used;
 } list_tree_t;
 
+/* REST's pages are bounded by their limit alone (no byte budget): every document fits. */
 static bool emit_tree(void *user, const gpumd_resv_t *r, bool first) {
+  (void)first;
   list_tree_t *t = user;
   json_t *o = gpumd_engine_resv_json(t->d, r, t->a->conn && r->uid == t->a->uid);
   gpumd_engine_resv_add_fenced(t->d, o, r);
-  if (t->req->budget) {
-    size_t b = gpumd_json_size(o) + 1; /* and its comma */
-    if (!first && t->used + b > t->req->budget) {
-      json_decref(o);
-      return false;
-    }
-    t->used += b;
-  }
   json_array_append_new(t->arr, o);
   return true;
 }
 
 int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *req, json_t **out) {
-  list_tree_t t = {.d = d, .a = a, .req = req, .arr = json_array()};
+  list_tree_t t = {.d = d, .a = a, .arr = json_array()};
   json_t *ended = NULL;
   size_t total = list_total(d, a, req);
+  size_t used = 0;
   if (req->ended && req->after == 0)
-    ended = list_ended(d, a, req, &t.used);
+    ended = list_ended(d, a, req, &used);
   list_page_t pg = list_walk(d, a, req, emit_tree, &t);
   char cur[64];
   json_t *next = list_cursor(req, &pg, total, cur, sizeof cur) ? json_string(cur) : json_null();
@@ -318,15 +309,15 @@ int gpumd_op_list(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_req_t *re
 /* ---- the list written as it is walked (the socket) ---- */
 
 /* The socket's pages are read by gpum jobs, top and status in a loop: the documents are
- * written straight from the reservations (no JSON tree, written once) into docs, and a
+ * written straight from the reservations (no JSON tree, written once) into memory, and a
  * document past the byte budget is cut off again. */
 typedef struct {
   gpumd_t *d;
   const gpumd_actor_t *a;
   const gpumd_list_req_t *req;
-  gpumd_jw_t w; /* into docs */
+  gpumd_jw_t w; /* into the page's memory */
   size_t used;  /* the budget's bytes taken: ended, then the documents with their commas */
-  size_t keep;  /* docs' bytes of the documents on the page */
+  size_t keep;  /* the bytes of the documents on the page */
 } list_text_t;
 
 static bool emit_text(void *user, const gpumd_resv_t *r, bool first) {
@@ -335,7 +326,7 @@ static bool emit_text(void *user, const gpumd_resv_t *r, bool first) {
   if (!first)
     gpumd_jw_raw(&t->w, ",", 1);
   gpumd_engine_resv_write_used(t->d, &t->w, r, t->a->conn && r->uid == t->a->uid);
-  size_t b = gpumd_jw_pos(&t->w) - before + (first ? 1 : 0); /* as emit_tree counts it */
+  size_t b = gpumd_jw_pos(&t->w) - before + (first ? 1 : 0); /* each with its comma */
   if (t->req->budget && !first && t->used + b > t->req->budget)
     return false;
   t->used += b;
@@ -345,7 +336,7 @@ static bool emit_text(void *user, const gpumd_resv_t *r, bool first) {
 
 typedef struct {
   json_t *id;
-  struct evbuffer *docs;
+  const char *docs; /* the page's documents, keep bytes */
   size_t keep, total;
   const char *next; /* NULL: the last page */
   json_t *ended;
@@ -355,8 +346,7 @@ typedef struct {
 static void fill_list_reply(gpumd_jw_t *w, void *arg) {
   const list_reply_t *l = arg;
   GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY(GPUM_PROTO_F_RESERVATIONS) "[");
-  if (l->keep)
-    gpumd_jw_raw(w, (const char *)evbuffer_pullup(l->docs, (ev_ssize_t)l->keep), l->keep);
+  gpumd_jw_raw(w, l->docs, l->keep);
   GPUMD_JW_LIT(w, "]," GPUMD_JSON_KEY(GPUM_PROTO_F_NEXT_CURSOR));
   if (l->next)
     gpumd_jw_string(w, l->next);
@@ -380,23 +370,21 @@ static void op_list(gpumd_conn_t *c, json_t *id, json_t *j) {
     reply(c, id, rc, NULL);
     return;
   }
+  gpumd_jw_mem_t docs = {0};
   list_text_t t = {.d = d, .a = &a, .req = &req};
-  list_reply_t l = {.id = id, .docs = evbuffer_new(), .total = list_total(d, &a, &req)};
-  if (!l.docs) {
-    gpumd_reply_oom(c, id);
-    return;
-  }
+  list_reply_t l = {.id = id, .total = list_total(d, &a, &req)};
   if (req.ended && req.after == 0)
     l.ended = list_ended(d, &a, &req, &t.used);
-  gpumd_jw_init(&t.w, l.docs);
+  gpumd_jw_init_mem(&t.w, &docs);
   list_page_t pg = list_walk(d, &a, &req, emit_text, &t);
   char cur[64];
   l.next = list_cursor(&req, &pg, l.total, cur, sizeof cur) ? cur : NULL;
+  l.docs = docs.data ? docs.data : "";
   l.keep = t.keep;
   if (gpumd_jw_end(&t.w) != 0 || gpumd_conn_send_with(c, fill_list_reply, &l) != 0)
     gpumd_reply_oom(c, id);
   json_decref(l.ended);
-  evbuffer_free(l.docs);
+  free(docs.data);
 }
 
 /* ---- reserve ------------------------------------------------------------------------------ */

@@ -89,8 +89,9 @@ int gpumd_report_decode(json_t *j, gpumd_report_req_t *out);
 
 /* list: the actor's reservations, or everyone's (all); with those that ended lately (ended),
  * on the first page only. A page: the live reservations with ids above after that match the
- * filters, in id order, at most limit of them and, when budget is set, as many as fit in
- * budget bytes of JSON (at least one). */
+ * filters, in id order, at most limit of them and, when budget is set (the socket's list,
+ * written in ops.c's op_list), as many as fit in budget bytes of JSON (at least one).
+ * gpumd_op_list builds REST's page, bounded by its limit alone. */
 #define GPUMD_LIST_LIMIT_DEFAULT 1000u /* the socket's and REST's page without "limit" */
 #define GPUMD_LIST_LIMIT_MAX 10000u
 /* The bytes a socket list reply may take with its reservations (and ended): the message

@@ -249,6 +249,15 @@ static void scan_name(gpum__jscan_t *s, char *buf, size_t len) {
   }
 }
 
+/* Enters the object ('{') or array ('[') that comes next; anything else is skipped (false). */
+static bool enter(gpum__jscan_t *s, char open) {
+  if (gpum__jscan_peek(s) != open) {
+    gpum__jscan_skip(s);
+    return false;
+  }
+  return open == '{' ? gpum__jscan_begin_object(s) : gpum__jscan_begin_array(s);
+}
+
 static void scan_device(gpum__jscan_t *s, gpum_res_device_t *out) {
   const char *k;
   size_t n;
@@ -258,11 +267,8 @@ static void scan_device(gpum__jscan_t *s, gpum_res_device_t *out) {
     scan_str(s, out->uuid, sizeof out->uuid);
     return;
   }
-  if (ch != '{') {
-    gpum__jscan_skip(s);
+  if (!enter(s, '{'))
     return;
-  }
-  gpum__jscan_begin_object(s);
   while (gpum__jscan_key(s, &k, &n)) {
     if (IS_KEY(k, n, GPUM_PROTO_F_INDEX))
       out->index = (unsigned)scan_u(s);
@@ -280,11 +286,8 @@ static void scan_device(gpum__jscan_t *s, gpum_res_device_t *out) {
 }
 
 static void scan_devices(gpum__jscan_t *s, gpum_reservation_t *r) {
-  if (gpum__jscan_peek(s) != '[') {
-    gpum__jscan_skip(s);
+  if (!enter(s, '['))
     return;
-  }
-  gpum__jscan_begin_array(s);
   while (gpum__jscan_next(s)) {
     if (r->ndevices == GPUM_CLIENT_MAX_DEVICES)
       gpum__jscan_skip(s);
@@ -297,11 +300,8 @@ static void scan_devices(gpum__jscan_t *s, gpum_reservation_t *r) {
 static void scan_slurm(gpum__jscan_t *s, gpum_reservation_t *r) {
   const char *k;
   size_t n;
-  if (gpum__jscan_peek(s) != '{') {
-    gpum__jscan_skip(s);
+  if (!enter(s, '{'))
     return;
-  }
-  gpum__jscan_begin_object(s);
   while (gpum__jscan_key(s, &k, &n)) {
     if (IS_KEY(k, n, GPUM_PROTO_F_JOB_ID))
       scan_str(s, r->slurm_job_id, sizeof r->slurm_job_id);
@@ -316,11 +316,8 @@ static void scan_slurm(gpum__jscan_t *s, gpum_reservation_t *r) {
 static void scan_fenced(gpum__jscan_t *s, gpum_reservation_t *r) {
   const char *k;
   size_t n;
-  if (gpum__jscan_peek(s) != '{') {
-    gpum__jscan_skip(s);
+  if (!enter(s, '{'))
     return;
-  }
-  gpum__jscan_begin_object(s);
   r->fenced = true;
   while (gpum__jscan_key(s, &k, &n)) {
     if (IS_KEY(k, n, GPUM_PROTO_F_USED))
@@ -381,12 +378,10 @@ void gpum__res_scan(gpum__jscan_t *s, gpum_reservation_t *r) {
   bool have_qp = false;
   long long qp = -1;
   memset(r, 0, sizeof *r);
-  if (gpum__jscan_peek(s) != '{') {
-    gpum__jscan_skip(s);
+  if (!enter(s, '{')) {
     s->fail = true; /* a list item that is not an object: jansson's reading decides */
     return;
   }
-  gpum__jscan_begin_object(s);
   while (gpum__jscan_key(s, &k, &n)) {
     if (IS_KEY(k, n, GPUM_PROTO_F_STATE)) {
       scan_name(s, state, sizeof state);

@@ -266,6 +266,15 @@ static void node_bytes(pid_t pid, uint64_t out[2]) {
       out[st.processes[i].device] += st.processes[i].bytes;
 }
 
+/* The target's bytes, as node_bytes gives them, checked to be where it starts: all of its
+ * buffers on device 0, nothing on device 1. */
+static void node_bytes_at_start(pid_t pid, uint64_t out[2]) {
+  node_bytes(pid, out);
+  if (out[0] < BIG + SMALL || out[1] != 0)
+    fail("the target holds %llu and %llu bytes", (unsigned long long)out[0],
+         (unsigned long long)out[1]);
+}
+
 static void uuid_of(int ordinal, CUuuid *u) {
   if (cuDeviceGetUuid_v2(u, ordinal) != CUDA_SUCCESS)
     fail("cuDeviceGetUuid_v2");

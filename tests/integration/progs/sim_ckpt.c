@@ -110,10 +110,7 @@ int main(int argc, char **argv) {
 
   /* Lock: a new call blocks. */
   uint64_t before[2], now[2];
-  node_bytes(pid, before);
-  if (before[0] < BIG + SMALL || before[1] != 0)
-    fail("the target holds %llu and %llu bytes", (unsigned long long)before[0],
-         (unsigned long long)before[1]);
+  node_bytes_at_start(pid, before);
   la = (CUcheckpointLockArgs){.timeoutMs = 10000};
   expect_r("Lock", cuCheckpointProcessLock(pid, &la), CUDA_SUCCESS);
   expect_state(pid, CU_PROCESS_STATE_LOCKED);
