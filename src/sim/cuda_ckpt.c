@@ -454,7 +454,7 @@ void gpum__sim_ckpt_start(struct gpum__sim_node *n) {
   svc_slot = slot;
   svc_ready = false;
   /* Without a slot or a thread the process cannot be checkpointed: the calls on its pid answer
-   * CUDA_ERROR_INVALID_VALUE (no CUDA process of the node by that pid). */
+   * CUDA_ERROR_NOT_INITIALIZED (no CUDA process of the node by that pid). */
   if (slot >= 0 && pthread_create(&svc_thread, NULL, service, n) == 0) {
     svc_node = n;
     svc_running = true;
@@ -489,8 +489,10 @@ static struct gpum__sim_ckpt *slot_find(struct gpum__sim_node *n, int pid) {
 }
 
 /* What the controller needs first: an initialised driver (CUDA_ERROR_NOT_INITIALIZED before
- * cuInit), the node locked, and pid's slot (CUDA_ERROR_INVALID_VALUE for a pid that is no CUDA
- * process of the node). On CUDA_SUCCESS the node lock is held. */
+ * cuInit), the node locked, and pid's slot: CUDA_ERROR_NOT_INITIALIZED for a pid that is no
+ * CUDA process of the node, as the real driver answers for a live process that never
+ * initialised CUDA (driver 580, docs/hardware.md); CUDA_ERROR_INVALID_VALUE for pid 0 or below.
+ * On CUDA_SUCCESS the node lock is held. */
 static CUresult enter(int pid, struct gpum__sim_node **out, struct gpum__sim_ckpt **slot) {
   if (gpum__sim_cu_forked())
     return CUDA_ERROR_NOT_INITIALIZED;
@@ -503,7 +505,9 @@ static CUresult enter(int pid, struct gpum__sim_node **out, struct gpum__sim_ckp
   struct gpum__sim_ckpt *c = pid > 0 ? slot_find(n, pid) : NULL;
   if (!c) {
     gpum__sim_unlock(n);
-    return gpum__sim_err(CUDA_ERROR_INVALID_VALUE, "pid %d is no CUDA process of the node", pid);
+    if (pid <= 0)
+      return gpum__sim_err(CUDA_ERROR_INVALID_VALUE, "pid %d is no process", pid);
+    return gpum__sim_err(CUDA_ERROR_NOT_INITIALIZED, "pid %d is no CUDA process of the node", pid);
   }
   *out = n;
   *slot = c;
@@ -561,7 +565,7 @@ static CUresult request(int pid, uint32_t op, uint32_t timeout_ms, const uint32_
     if (bound && waited >= bound)
       return gpum__sim_err(CUDA_ERROR_UNKNOWN, "pid %d did not answer", pid);
     if (!slot_alive(c))
-      return gpum__sim_err(CUDA_ERROR_INVALID_VALUE, "pid %d exited", pid);
+      return gpum__sim_err(CUDA_ERROR_NOT_INITIALIZED, "pid %d exited", pid);
     futex_wait(&c->done, done, SLICE_MS);
     waited += SLICE_MS;
   }

@@ -1230,6 +1230,167 @@ def check_shim_overhead(c: Ctx) -> str:
         plain, shim, shim / plain, shim - plain)
 
 
+class CkptLib:
+    """libgpum's gpum/checkpoint.h through ctypes: each step's code, detail and seconds."""
+
+    def __init__(self, bundle: str) -> None:
+        self.lib = ctypes.CDLL(os.path.join(bundle, "lib", "libgpum.so.0"))
+        self.lib.gpum_last_error.restype = ctypes.c_char_p
+        self.lib.gpum_err_name.restype = ctypes.c_char_p
+        self.lib.gpum_ckpt_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        for fn in ("gpum_ckpt_lock", "gpum_ckpt_checkpoint", "gpum_ckpt_unlock",
+                   "gpum_ckpt_state", "gpum_ckpt_restore"):
+            getattr(self.lib, fn).restype = ctypes.c_int
+        self.h = ctypes.c_void_p()
+        rc = self.lib.gpum_ckpt_open(None, ctypes.byref(self.h))
+        if rc:
+            raise Fail("gpum_ckpt_open: %s: %s" % (self.name(rc), self.detail()))
+
+    def name(self, rc: int) -> str:
+        return (self.lib.gpum_err_name(rc) or b"?").decode()
+
+    def detail(self) -> str:
+        return (self.lib.gpum_last_error() or b"").decode(errors="replace")
+
+    def step(self, what: str, pid: int, *args: Any) -> Tuple[str, str, float]:
+        """Runs gpum_ckpt_WHAT(h, pid, args...): ("OK" or the code's name, detail, seconds)."""
+        t0 = time.monotonic()
+        rc = getattr(self.lib, "gpum_ckpt_" + what)(self.h, ctypes.c_int(pid), *args)
+        dt = time.monotonic() - t0
+        out = (self.name(rc), self.detail() if rc else "", dt)
+        print("gpum_ckpt_%s(%d): %s %s (%.3f s)" % (what, pid, out[0], out[1], dt), flush=True)
+        return out
+
+    def restore(self, pid: int, pairs: List[Tuple[str, str]]) -> Tuple[str, str, float]:
+        arr = ctypes.c_char_p * max(1, len(pairs))
+        old = arr(*[a.encode() for a, _ in pairs]) if pairs else None
+        new = arr(*[b.encode() for _, b in pairs]) if pairs else None
+        return self.step("restore", pid, old, new, ctypes.c_size_t(len(pairs)))
+
+    def state(self, pid: int) -> str:
+        st = ctypes.c_int(-1)
+        rc = self.lib.gpum_ckpt_state(self.h, ctypes.c_int(pid), ctypes.byref(st))
+        return ["running", "locked", "checkpointed", "failed"][st.value] if rc == 0 and \
+            0 <= st.value <= 3 else "error %s: %s" % (self.name(rc), self.detail())
+
+
+def pattern_target(exe: str, size: int) -> subprocess.Popen:
+    p = subprocess.Popen([exe, "pattern", str(size)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    ready, _, _ = select.select([p.stdout], [], [], 120)
+    line = p.stdout.readline() if ready else ""
+    if not line.startswith("ready"):
+        p.kill()
+        raise Fail("the pattern process (%d bytes) did not start: %r %s" % (
+            size, line, tail(p.stderr.read() if p.poll() is not None else "")))
+    return p
+
+
+def pattern_step(p: subprocess.Popen, timeout: float = 120) -> str:
+    p.stdin.write("step\n")
+    p.stdin.flush()
+    ready, _, _ = select.select([p.stdout], [], [], timeout)
+    return p.stdout.readline().strip() if ready else "no answer within %g s" % timeout
+
+
+def gpu_used_mib() -> Optional[float]:
+    rows = smi_query(["memory.used"])
+    return num(rows[0]["memory.used"]) if rows else None
+
+
+@check("checkpoint", ("gpu", "nvcc"), 300)
+def check_checkpoint(c: Ctx) -> str:
+    """The CUDA driver's process checkpoint through libgpum's gpum/checkpoint.h (issue 28): a
+    process whose device memory holds a known pattern is locked, checkpointed (its GPU memory
+    must be free at once), restored (by UUID pair, onto the same GPU: this machine has one) and
+    unlocked, and its next step finds the pattern and goes on; at 1, 8 and 32 GiB (where the GPU
+    and host memory have room), timed beside the PCIe bandwidth of plain copies measured in the
+    same run. Also the real driver's answers to illegal steps and an unknown pid, which the
+    simulator's must equal (docs/sim.md)."""
+    exe = cudart_program(c)
+    bw = c.run([exe, "bw", str(4 * GiB)], timeout=120)
+    bws = {k: float(v) for k, v in (l.split() for l in bw.stdout.splitlines() if "_gbs " in l)}
+    c.fig("bandwidth_gbs", bws)
+    lib = CkptLib(c.bundle)
+    uuid = (smi_query(["uuid"]) or [{"uuid": ""}])[0]["uuid"]
+    mem_total = num((smi_query(["memory.total"]) or [{"memory.total": "0"}])[0]["memory.total"]) or 0
+    host_avail = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                host_avail = int(line.split()[1]) * 1024
+    runs = []
+    for gib in (1, 8, 32):
+        size = gib * GiB
+        if size + 4 * GiB > mem_total * MiB or 2 * size + 4 * GiB > host_avail:
+            c.note("%d GiB skipped: GPU %.0f MiB, host available %.1f GiB" % (gib, mem_total, host_avail / GiB))
+            continue
+        p = pattern_target(exe, size)
+        try:
+            pid = p.pid
+            first = pattern_step(p)
+            c.expect(first == "ok 0", "%d GiB: the first step said %r" % (gib, first))
+            if gib == 1:
+                # Illegal steps and an unknown pid: the real driver's codes, which the simulator
+                # and gpum's mapping must match.
+                c.fig("checkpoint_while_running", lib.step("checkpoint", pid)[:2])
+                c.fig("restore_while_running", lib.restore(pid, [])[:2])
+                c.fig("unlock_while_running", lib.step("unlock", pid)[:2])
+                other = subprocess.Popen(["sleep", "60"])  # a process that never loaded CUDA
+                try:
+                    c.fig("lock_non_cuda_pid", lib.step("lock", other.pid, ctypes.c_uint(1000))[:2])
+                    c.fig("state_non_cuda_pid", lib.state(other.pid))
+                finally:
+                    other.kill()
+                    other.wait()
+                c.expect(c.figures["checkpoint_while_running"][0] == "ESTATE",
+                         "checkpoint of a running process: %s" % (c.figures["checkpoint_while_running"],))
+            used0 = gpu_used_mib()
+            lock = lib.step("lock", pid, ctypes.c_uint(10000))
+            ck = lib.step("checkpoint", pid)
+            st_ck = lib.state(pid)
+            used1 = gpu_used_mib()
+            if gib == 1:
+                c.fig("lock_while_checkpointed", lib.step("lock", pid, ctypes.c_uint(1000))[:2])
+                c.fig("checkpoint_while_checkpointed", lib.step("checkpoint", pid)[:2])
+            pairs = [(uuid, uuid.lower())] if gib == 1 and uuid else []
+            rs = lib.restore(pid, pairs)
+            st_rs = lib.state(pid)
+            used2 = gpu_used_mib()
+            un = lib.step("unlock", pid)
+            st_un = lib.state(pid)
+            after = pattern_step(p)
+            run = {"gib": gib, "lock": lock, "checkpoint": ck, "restore": rs, "unlock": un,
+                   "states": [st_ck, st_rs, st_un], "used_mib": [used0, used1, used2],
+                   "step_after": after, "restore_pairs": len(pairs)}
+            runs.append(run)
+            ok = all(s[0] == "OK" for s in (lock, ck, rs, un))
+            c.expect(ok, "%d GiB: %s" % (gib, "; ".join("%s %s %s" % (n, s[0], s[1]) for n, s in
+                                                       (("lock", lock), ("checkpoint", ck), ("restore", rs), ("unlock", un)) if s[0] != "OK")))
+            if ok:
+                c.expect(st_ck == "checkpointed" and st_rs == "locked" and st_un == "running",
+                         "%d GiB: states %s" % (gib, run["states"]))
+                c.expect(used0 is not None and used1 is not None and used0 - used1 >= gib * 1024 * 0.95,
+                         "%d GiB: GPU used %s MiB before, %s MiB checkpointed" % (gib, used0, used1))
+                c.expect(after == "ok 1", "%d GiB: the step after the restore said %r" % (gib, after))
+                run["suspend_gbs"] = round(size / 1e9 / (lock[2] + ck[2]), 2)
+                run["resume_gbs"] = round(size / 1e9 / (rs[2] + un[2]), 2)
+        finally:
+            try:
+                p.stdin.close()
+                p.wait(timeout=60)
+            except (subprocess.TimeoutExpired, BrokenPipeError):
+                p.kill()
+    c.fig("runs", runs)
+    if not runs:
+        raise Skip("no size fits this machine")
+    return "; ".join("%d GiB: suspend %.2f s, resume %.2f s (%s)" % (
+        r["gib"], r["lock"][2] + r["checkpoint"][2], r["restore"][2] + r["unlock"][2],
+        r["step_after"]) for r in runs) + "; copies d2h %.1f / h2d %.1f GB/s pinned, %.1f / %.1f pageable" % (
+        bws.get("d2h_pinned_gbs", 0), bws.get("h2d_pinned_gbs", 0), bws.get("d2h_pageable_gbs", 0),
+        bws.get("h2d_pageable_gbs", 0))
+
+
 # ---- running them --------------------------------------------------------------------------------
 
 CHILDREN = {

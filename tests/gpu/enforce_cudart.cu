@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The enforcement shim on a real GPU, through the CUDA runtime (which reaches the driver with
 // cuGetProcAddress). Built with nvcc (static cudart: it needs only the driver's libcuda.so.1) by
-// scripts/device-bundle.sh or by the device check itself. Three modes:
+// scripts/device-bundle.sh or by the device check itself. Five modes:
 //
 //   enforce_cudart LIMIT       run under libgpum_enforce.so with GPUM_MEM_LIMIT=LIMIT: checks
 //                              that cudaMemGetInfo reports LIMIT as the total; that cudaMalloc,
@@ -19,6 +19,16 @@
 //   enforce_cudart hold BYTES  allocates BYTES with cudaMalloc, writes them, prints "ready PID"
 //                              and holds them until its standard input closes (a process with a
 //                              known footprint for the device layer's per-process memory).
+//   enforce_cudart pattern BYTES
+//                              allocates BYTES, fills them with a pattern that depends on each
+//                              word's index, prints "ready PID", then for each line "step" on its
+//                              standard input checks every word on the GPU (a kernel counts the
+//                              words that differ), adds 1 to every word (it goes on computing)
+//                              and prints "ok GEN" or "bad GEN MISMATCHES"; the target of the
+//                              checkpoint check, suspended and resumed between two steps.
+//   enforce_cudart bw BYTES    copies BYTES device->host and host->device, through pinned and
+//                              through pageable host memory, and prints the bandwidths
+//                              ("d2h_pinned_gbs X" ...): the floor for a suspend and a resume.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -206,13 +216,109 @@ static int hold(size_t bytes) {
   return 0;
 }
 
+__device__ __forceinline__ unsigned expected(size_t i, unsigned gen) {
+  return ((unsigned)(i * 2654435761u) ^ 0x5a5a5a5au) + gen;
+}
+
+__global__ void pattern_fill(unsigned *w, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    w[i] = expected(i, 0);
+}
+
+// Counts the words that differ from generation gen, then moves every word to gen + 1.
+__global__ void pattern_step(unsigned *w, size_t n, unsigned gen, unsigned long long *bad) {
+  unsigned long long mine = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    mine += w[i] != expected(i, gen);
+    w[i] += 1;
+  }
+  if (mine)
+    atomicAdd(bad, mine);
+}
+
+static int pattern(size_t bytes) {
+  unsigned *w;
+  unsigned long long *bad;
+  size_t n = bytes / sizeof *w;
+  if (cudaMalloc(&w, bytes) != cudaSuccess || cudaMalloc(&bad, sizeof *bad) != cudaSuccess) {
+    fprintf(stderr, "FAIL: cudaMalloc of %zu bytes\n", bytes);
+    return 1;
+  }
+  pattern_fill<<<1024, 256>>>(w, n);
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    fprintf(stderr, "FAIL: filling %zu bytes\n", bytes);
+    return 1;
+  }
+  printf("ready %ld\n", (long)getpid());
+  fflush(stdout);
+  char line[64];
+  unsigned gen = 0;
+  while (fgets(line, sizeof line, stdin)) {
+    if (strncmp(line, "step", 4))
+      continue;
+    unsigned long long mismatches = 0;
+    cudaError_t e = cudaMemset(bad, 0, sizeof *bad);
+    if (e == cudaSuccess) {
+      pattern_step<<<1024, 256>>>(w, n, gen, bad);
+      e = cudaMemcpy(&mismatches, bad, sizeof mismatches, cudaMemcpyDeviceToHost);
+    }
+    if (e != cudaSuccess)
+      printf("bad %u error %s\n", gen, cudaGetErrorName(e));
+    else if (mismatches)
+      printf("bad %u %llu\n", gen, mismatches);
+    else
+      printf("ok %u\n", gen);
+    fflush(stdout);
+    gen++;
+  }
+  cudaFree(bad);
+  cudaFree(w);
+  return 0;
+}
+
+static double copy_gbs(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+  cudaMemcpy(dst, src, bytes < (64u << 20) ? bytes : (64u << 20), kind);  // warm-up
+  double t0 = now_ns();
+  if (cudaMemcpy(dst, src, bytes, kind) != cudaSuccess)
+    return -1;
+  return bytes / (now_ns() - t0);  // bytes per ns = GB/s
+}
+
+static int bw(size_t bytes) {
+  void *d, *pinned, *pageable = malloc(bytes);
+  if (!pageable || cudaMalloc(&d, bytes) != cudaSuccess ||
+      cudaMallocHost(&pinned, bytes) != cudaSuccess) {
+    fprintf(stderr, "FAIL: %zu bytes on the device, pinned and pageable\n", bytes);
+    return 1;
+  }
+  memset(pageable, 1, bytes);
+  memset(pinned, 1, bytes);
+  printf("d2h_pinned_gbs %.2f\n", copy_gbs(pinned, d, bytes, cudaMemcpyDeviceToHost));
+  printf("h2d_pinned_gbs %.2f\n", copy_gbs(d, pinned, bytes, cudaMemcpyHostToDevice));
+  printf("d2h_pageable_gbs %.2f\n", copy_gbs(pageable, d, bytes, cudaMemcpyDeviceToHost));
+  printf("h2d_pageable_gbs %.2f\n", copy_gbs(d, pageable, bytes, cudaMemcpyHostToDevice));
+  double t0 = now_ns();
+  memcpy(pinned, pageable, bytes);
+  printf("host_memcpy_gbs %.2f\n", bytes / (now_ns() - t0));
+  cudaFreeHost(pinned);
+  cudaFree(d);
+  free(pageable);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "pattern"))
+    return pattern(strtoull(argv[2], NULL, 10));
+  if (argc == 3 && !strcmp(argv[1], "bw"))
+    return bw(strtoull(argv[2], NULL, 10));
   if (argc == 4 && !strcmp(argv[1], "bench"))
     return bench(strtol(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
   if (argc == 3 && !strcmp(argv[1], "hold"))
     return hold(strtoull(argv[2], NULL, 10));
   if (argc == 2)
     return fence(strtoull(argv[1], NULL, 10));
-  fprintf(stderr, "usage: enforce_cudart LIMIT | bench PAIRS SIZE | hold BYTES\n");
+  fprintf(stderr, "usage: enforce_cudart LIMIT | bench PAIRS SIZE | hold BYTES | pattern BYTES | bw BYTES\n");
   return 2;
 }

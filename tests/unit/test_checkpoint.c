@@ -257,9 +257,18 @@ static void test_error_mapping(void **st) {
   assert_int_equal(gpum_ckpt_restore(c, 42, NULL, NULL, 0), GPUM_EIO);
   has("it is now failed");
 
+  /* The real driver's answer for a pid that never initialised CUDA (driver 580). */
   result = CUDA_ERROR_NOT_INITIALIZED;
-  assert_int_equal(gpum_ckpt_unlock(c, 42), GPUM_ESTATE);
+  assert_int_equal(gpum_ckpt_lock(c, 42, 1000), GPUM_EINVAL);
+  has("no CUDA process with that pid");
   has("CUDA_ERROR_NOT_INITIALIZED");
+  assert_false(strstr(gpum_last_error(), "within")); /* not a lock that timed out */
+
+  /* Codes the step does not expect: the driver's name and the generic mapping. */
+  result = CUDA_ERROR_INVALID_CONTEXT;
+  assert_int_equal(gpum_ckpt_unlock(c, 42), GPUM_ESTATE);
+  has("CUDA_ERROR_INVALID_CONTEXT");
+  has("the driver refused");
 }
 
 int main(void) {

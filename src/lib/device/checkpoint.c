@@ -127,6 +127,12 @@ static int advice(step_t step, CUresult r, int pid, unsigned timeout_ms, const c
       return GPUM_ENOMEM;
     }
     break;
+  case CUDA_ERROR_NOT_INITIALIZED:
+    /* The handle's own driver is initialised (gpum_ckpt_open called cuInit): this is the
+     * target's. The real driver answers so for a live process that never initialised CUDA
+     * (seen on driver 580, docs/hardware.md). */
+    *why = "no CUDA process with that pid (it never initialised CUDA, or it exited)";
+    return GPUM_EINVAL;
   case CUDA_ERROR_INVALID_VALUE:
     *why = step == STEP_RESTORE
                ? "no CUDA process with that pid, or GPU pairs the driver refused (an unknown "
@@ -158,7 +164,7 @@ static int check(const gpum_ckpt *c, CUresult r, step_t step, int pid, unsigned 
   if (r == CU_ERR_ILLEGAL_STATE)
     return gpum_error(rc, "cannot %s pid %d: %s; %s needs it %s (%s)", step_names[step], pid, now,
                       step_names[step], step_needs[step], gpum__cuda_error_name(c->cu, r));
-  if (step == STEP_LOCK && timeout_ms)
+  if (step == STEP_LOCK && timeout_ms && r == CUDA_ERROR_NOT_READY)
     return gpum_error(rc, "cannot lock pid %d within %u ms: %s (%s); %s", pid, timeout_ms,
                       gpum__cuda_error_name(c->cu, r), why, now);
   return gpum_error(rc, "cannot %s pid %d: %s (%s); %s", step_names[step], pid,

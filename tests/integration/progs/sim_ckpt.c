@@ -12,7 +12,8 @@
  * thread read and check the pattern through CUDA in a loop; it answers the controller's
  * commands on a pipe. The controller checks, in order:
  *   - before cuInit every checkpoint call returns CUDA_ERROR_NOT_INITIALIZED; a pid that is no
- *     CUDA process is CUDA_ERROR_INVALID_VALUE; the restore thread is a thread of the target;
+ *     CUDA process is CUDA_ERROR_NOT_INITIALIZED (as the real driver answers, docs/hardware.md),
+ *     pid 0 CUDA_ERROR_INVALID_VALUE; the restore thread is a thread of the target;
  *   - transitions not allowed from RUNNING are CUDA_ERROR_ILLEGAL_STATE, non-zero reserved
  *     fields CUDA_ERROR_INVALID_VALUE, and neither changes the state;
  *   - a lock with a timeout, while a CUDA call of the target cannot finish (a held stream),
@@ -75,7 +76,8 @@ int main(int argc, char **argv) {
     fail("cuInit");
 
   /* Who is a CUDA process; the restore thread. */
-  expect_r("GetState of pid 1", cuCheckpointProcessGetState(1, &st), CUDA_ERROR_INVALID_VALUE);
+  expect_r("GetState of pid 1", cuCheckpointProcessGetState(1, &st), CUDA_ERROR_NOT_INITIALIZED);
+  expect_r("GetState of pid 0", cuCheckpointProcessGetState(0, &st), CUDA_ERROR_INVALID_VALUE);
   expect_r("GetState(NULL)", cuCheckpointProcessGetState(pid, NULL), CUDA_ERROR_INVALID_VALUE);
   expect_state(pid, CU_PROCESS_STATE_RUNNING);
   expect_r("GetRestoreThreadId", cuCheckpointProcessGetRestoreThreadId(pid, &tid), CUDA_SUCCESS);
