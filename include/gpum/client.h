@@ -76,6 +76,7 @@ typedef enum {
   GPUM_RES_EXPIRED,
   GPUM_RES_CANCELLED,
   GPUM_RES_FAILED,
+  GPUM_RES_SUSPENDED, /* its job's GPU memory is in host memory (docs/suspend.md): live */
 } gpum_res_state_t;
 
 typedef enum {
@@ -121,6 +122,13 @@ typedef struct {
    * task), and "0", "batch", "extern" or "interactive"; both "" when none. */
   char slurm_job_id[24];
   char slurm_step_id[24];
+  /* Suspend (docs/suspend.md): whether the job agreed to be suspended; while SUSPENDED, since
+   * when, the host memory its GPU memory takes, and whether it waits for `gpum resume` (hold)
+   * rather than for room. */
+  bool preemptible;
+  bool hold;
+  uint64_t suspended_ns;
+  uint64_t host_bytes;
 } gpum_reservation_t;
 
 /* "QUEUED", "GRANTED", ...; "UNKNOWN". */
@@ -150,6 +158,7 @@ typedef struct {
    * step id digits or "batch", "extern", "interactive". gpumd refuses others (GPUM_EINVAL). */
   const char *slurm_job_id;
   const char *slurm_step_id;
+  bool preemptible; /* the job may be suspended to host memory (docs/suspend.md) */
 } gpum_reserve_req_t;
 
 /* --- Events ----------------------------------------------------------------------------- */
@@ -275,7 +284,7 @@ GPUM_API int gpum_client_list(gpum_client_t *c, bool all, gpum_reservation_t **o
 #define GPUM_LIST_CURSOR_MAX 64 /* bytes a cursor takes, NUL included */
 typedef struct {
   bool all;        /* everyone's; else the caller's (ignored when by_uid) */
-  unsigned states; /* (1u << GPUM_RES_QUEUED) | (1u << GPUM_RES_GRANTED); 0: both */
+  unsigned states; /* bits (1u << GPUM_RES_QUEUED), GRANTED, SUSPENDED; 0: every live one */
   bool by_uid;     /* only uid's reservations */
   uint32_t uid;
   const char *label;  /* only this label; ending with '*': the labels that begin so; NULL any */

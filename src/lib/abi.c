@@ -284,6 +284,10 @@
   X(gpum_reservation_t, fenced_limit)           \
   X(gpum_reservation_t, slurm_job_id)           \
   X(gpum_reservation_t, slurm_step_id)          \
+  X(gpum_reservation_t, preemptible)            \
+  X(gpum_reservation_t, hold)                   \
+  X(gpum_reservation_t, suspended_ns)           \
+  X(gpum_reservation_t, host_bytes)             \
   X(gpum_reserve_req_t, bytes_per_gpu)          \
   X(gpum_reserve_req_t, gpus)                   \
   X(gpum_reserve_req_t, model)                  \
@@ -300,6 +304,7 @@
   X(gpum_reserve_req_t, no_wait)                \
   X(gpum_reserve_req_t, slurm_job_id)           \
   X(gpum_reserve_req_t, slurm_step_id)          \
+  X(gpum_reserve_req_t, preemptible)            \
   X(gpum_list_query_t, all)                     \
   X(gpum_list_query_t, states)                  \
   X(gpum_list_query_t, by_uid)                  \

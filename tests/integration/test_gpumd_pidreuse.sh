@@ -34,7 +34,7 @@ def start_of(pid):
     stat = open("/proc/%d/stat" % pid).read()
     return int(stat[stat.rindex(")") + 2:].split()[19])
 db = sqlite3.connect(os.path.join(os.environ["GPUM_STATE_DIR"], "ledger.db"))
-assert db.execute("PRAGMA user_version").fetchone()[0] == 8
+assert db.execute("PRAGMA user_version").fetchone()[0] == 9
 for name, pid in (("kept", int(args[1])), ("reused", int(args[2]))):
     row = db.execute("SELECT lease_pid, lease_pid_start, pid_start FROM reservations WHERE id = ?",
                      (int(ids[name][2:]),)).fetchone()

@@ -42,7 +42,7 @@ typedef struct {
   size_t n_ev;
   pressure_event_t pev[16];
   size_t n_pev;
-  unsigned count[GPUMD_RESV_FAILED + 1]; /* transitions into each state, never reset */
+  unsigned count[GPUMD_RESV_SUSPENDED + 1]; /* transitions into each state, never reset */
 } fx_t;
 
 static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_resv_t *r,

@@ -114,6 +114,17 @@ static void sample(gpumd_resv_t *r, uint64_t id, gpumd_resv_state_t st) {
   r->lease_pid_start = 987654321 + id;
   snprintf(r->slurm_job, sizeof(r->slurm_job), "4294967295_%llu", (unsigned long long)id);
   snprintf(r->slurm_step, sizeof(r->slurm_step), "%s", id % 2 ? "batch" : "4294967294");
+  r->preemptible = id % 2;
+  if (st == GPUMD_RESV_SUSPENDED) {
+    r->suspend_hold = id % 2;
+    r->suspended_ns = T0 + id + 3;
+    r->host_bytes = UINT64_C(0x7000000000000001) + id;
+    r->nprocs = GPUMD_RESV_MAX_PROCS;
+    for (unsigned i = 0; i < r->nprocs; i++) {
+      r->proc_pid[i] = INT32_MAX - (int32_t)i;
+      r->proc_start[i] = UINT64_C(0x8000000000000000) + i; /* the top bit survives */
+    }
+  }
 }
 
 static void assert_resv_equal(const gpumd_resv_t *a, const gpumd_resv_t *b) {
@@ -145,6 +156,15 @@ static void assert_resv_equal(const gpumd_resv_t *a, const gpumd_resv_t *b) {
   assert_int_equal(a->timeout_told, b->timeout_told);
   assert_int_equal(a->pid_start, b->pid_start);
   assert_int_equal(a->lease_pid_start, b->lease_pid_start);
+  assert_int_equal(a->preemptible, b->preemptible);
+  assert_int_equal(a->suspend_hold, b->suspend_hold);
+  assert_int_equal(a->suspended_ns, b->suspended_ns);
+  assert_int_equal(a->host_bytes, b->host_bytes);
+  assert_int_equal(a->nprocs, b->nprocs);
+  for (unsigned i = 0; i < a->nprocs; i++) {
+    assert_int_equal(a->proc_pid[i], b->proc_pid[i]);
+    assert_int_equal(a->proc_start[i], b->proc_start[i]);
+  }
 }
 
 /* ---- Round trip, turns ------------------------------------------------------------------- */
@@ -153,22 +173,24 @@ static void test_round_trip(void **state) {
   const char *dir = *state;
   char sd[256];
   gpumd_ledger_t *l = open_ok(sub(dir, "state", sd, sizeof(sd)));
-  gpumd_resv_t in[4];
+  gpumd_resv_t in[5];
   sample(&in[0], 1, GPUMD_RESV_GRANTED);
   sample(&in[1], 2, GPUMD_RESV_RELEASED);
   sample(&in[2], 3, GPUMD_RESV_QUEUED);
   sample(&in[3], 9, GPUMD_RESV_FAILED);
+  sample(&in[4], 5, GPUMD_RESV_SUSPENDED);
   assert_int_equal(gpumd_ledger_begin_turn(l), 0);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     assert_int_equal(gpumd_ledger_put(l, &in[i]), 0);
   assert_int_equal(gpumd_ledger_commit_turn(l), 0);
 
   gpumd_resv_t *out = NULL;
   size_t n = 0;
   assert_int_equal(gpumd_ledger_load_all(l, &out, &n), 0);
-  assert_int_equal(n, 2); /* the non-final ones, in id order */
+  assert_int_equal(n, 3); /* the non-final ones, in id order */
   assert_resv_equal(&out[0], &in[0]);
   assert_resv_equal(&out[1], &in[2]);
+  assert_resv_equal(&out[2], &in[4]); /* a suspended one's processes and facts */
   free(out);
   gpumd_resv_t one;
   assert_int_equal(gpumd_ledger_get(l, 9, &one), 0);
@@ -182,8 +204,9 @@ static void test_round_trip(void **state) {
   assert_int_equal(gpumd_ledger_put(l, &in[0]), 0); /* implicit turn */
   assert_int_equal(gpumd_ledger_commit_turn(l), 0);
   assert_int_equal(gpumd_ledger_load_all(l, &out, &n), 0);
-  assert_int_equal(n, 1);
+  assert_int_equal(n, 2);
   assert_int_equal(out[0].id, 3);
+  assert_int_equal(out[1].id, 5);
   free(out);
   gpumd_ledger_close(l);
 }
@@ -803,7 +826,11 @@ static void test_migration_from_v1(void **state) {
   gpumd_ledger_close(l);
   assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 0);
-  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 8);
+  assert_int_equal(GPUMD_LEDGER_SCHEMA_VERSION, 9);
+  /* Version 9: the old rows are not preemptible and hold no suspend facts. */
+  assert_int_equal(query_int(db, "SELECT count(*) FROM reservations WHERE preemptible = 0 AND "
+                                 "suspend = ''"),
+                   query_int(db, "SELECT count(*) FROM reservations"));
   /* Version 8: the highest id, apart from the rows. */
   assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'max_id'"), 8);
   /* Version 7: the old row has no Slurm ids; the new one keeps them. */
@@ -1581,7 +1608,7 @@ static void test_migration_from_v7(void **state) {
   assert_int_equal(user_version(db), 7);
 
   gpumd_ledger_t *l = open_ok(dir);
-  assert_int_equal(user_version(db), 8);
+  assert_int_equal(user_version(db), GPUMD_LEDGER_SCHEMA_VERSION);
   assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'max_id'"), 11);
   uint64_t max = 0;
   assert_int_equal(gpumd_ledger_max_id(l, &max), 0);

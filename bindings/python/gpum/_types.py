@@ -206,7 +206,8 @@ class Reservation(c.Structure):
         ("waiting_for", c.c_char * 256), ("created_ns", c.c_uint64), ("granted_ns", c.c_uint64),
         ("ended_ns", c.c_uint64), ("fenced", c.c_bool), ("fenced_used", c.c_uint64),
         ("fenced_limit", c.c_uint64), ("slurm_job_id", c.c_char * 24),
-        ("slurm_step_id", c.c_char * 24),
+        ("slurm_step_id", c.c_char * 24), ("preemptible", c.c_bool), ("hold", c.c_bool),
+        ("suspended_ns", c.c_uint64), ("host_bytes", c.c_uint64),
     ]
 
 
@@ -217,6 +218,7 @@ class ReserveReq(c.Structure):
         ("priority", c.c_int), ("queue_timeout_ms", c.c_uint64), ("wait_on_timeout", c.c_bool),
         ("label", c.c_char_p), ("lease", c.c_int), ("pid", c.c_int32), ("ttl_ms", c.c_uint64),
         ("no_wait", c.c_bool), ("slurm_job_id", c.c_char_p), ("slurm_step_id", c.c_char_p),
+        ("preemptible", c.c_bool),
     ]
 
 

@@ -54,7 +54,8 @@ lib.gpum_distributed_env.argtypes = [c.c_uint, c.c_uint, c.POINTER(t.EnvVar), c.
                                      c.POINTER(c.c_size_t)]
 
 EV_QUEUED, EV_GRANTED, EV_ENDED, EV_PRESSURE, EV_LOST, EV_REATTACHED, EV_GAVE_UP = range(1, 8)
-STATES = ["UNKNOWN", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED"]
+STATES = ["UNKNOWN", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED",
+          "SUSPENDED"]
 
 
 class CudaAlreadyInitialized(RuntimeError):

@@ -158,6 +158,12 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
   put_int(o, GPUM_PROTO_F_CREATED_NS, (json_int_t)r->created_ns);
   put_int(o, GPUM_PROTO_F_GRANTED_NS, (json_int_t)r->granted_ns);
   put_int(o, GPUM_PROTO_F_ENDED_NS, (json_int_t)r->ended_ns);
+  json_object_set_new_nocheck(o, GPUM_PROTO_F_PREEMPTIBLE, json_boolean(r->preemptible));
+  if (r->state == GPUMD_RESV_SUSPENDED) {
+    put_int(o, GPUM_PROTO_F_SUSPENDED_NS, (json_int_t)r->suspended_ns);
+    put_int(o, GPUM_PROTO_F_HOST_BYTES, (json_int_t)r->host_bytes);
+    json_object_set_new_nocheck(o, GPUM_PROTO_F_HOLD, json_boolean(r->suspend_hold));
+  }
   return o;
 }
 
@@ -245,6 +251,20 @@ static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, 
   W_INT(w, GPUM_PROTO_F_CREATED_NS, (long long)r->created_ns);
   W_INT(w, GPUM_PROTO_F_GRANTED_NS, (long long)r->granted_ns);
   W_INT(w, GPUM_PROTO_F_ENDED_NS, (long long)r->ended_ns);
+  W_KEY(w, GPUM_PROTO_F_PREEMPTIBLE);
+  if (r->preemptible)
+    GPUMD_JW_LIT(w, "true");
+  else
+    GPUMD_JW_LIT(w, "false");
+  if (r->state == GPUMD_RESV_SUSPENDED) {
+    W_INT(w, GPUM_PROTO_F_SUSPENDED_NS, (long long)r->suspended_ns);
+    W_INT(w, GPUM_PROTO_F_HOST_BYTES, (long long)r->host_bytes);
+    W_KEY(w, GPUM_PROTO_F_HOLD);
+    if (r->suspend_hold)
+      GPUMD_JW_LIT(w, "true");
+    else
+      GPUMD_JW_LIT(w, "false");
+  }
 }
 
 void gpumd_engine_resv_write(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, bool with_token) {
@@ -303,16 +323,18 @@ static void event_to_owner(gpumd_t *d, const gpumd_cause_t *cause, const gpumd_r
           json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, gpumd_engine_resv_json(d, r, true)));
 }
 
-static const char *event_name(gpumd_resv_state_t to) {
+static const char *event_name(gpumd_resv_state_t from, gpumd_resv_state_t to) {
   switch (to) {
   case GPUMD_RESV_QUEUED:
     return GPUM_PROTO_EV_QUEUED;
   case GPUMD_RESV_GRANTED:
-    return GPUM_PROTO_EV_GRANTED;
+    return from == GPUMD_RESV_SUSPENDED ? GPUM_PROTO_EV_RESUMED : GPUM_PROTO_EV_GRANTED;
   case GPUMD_RESV_EXPIRED:
     return GPUM_PROTO_EV_EXPIRED;
   case GPUMD_RESV_FAILED:
     return GPUM_PROTO_EV_FAILED;
+  case GPUMD_RESV_SUSPENDED:
+    return GPUM_PROTO_EV_SUSPENDED;
   default: /* RELEASED, and CANCELLED (released while queued) */
     return GPUM_PROTO_EV_RELEASED;
   }
@@ -366,7 +388,7 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
     d->queue_changed = true;
   }
   if (from != GPUMD_RESV_NEW)
-    event_to_owner(d, cause, r, event_name(to));
+    event_to_owner(d, cause, r, event_name(from, to));
   /* The event's document is written (with the fast writer, once for every channel) only when
    * someone could get it: this runs at every reservation's every transition. */
   resv_doc_t doc = {d, r};

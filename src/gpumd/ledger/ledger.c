@@ -107,6 +107,13 @@ static const char migrate_v8[] =
     "INSERT INTO meta VALUES ('max_id', (SELECT coalesce(max(id), 0) FROM reservations));"
     "PRAGMA user_version = 8;";
 
+/* Version 9: suspend (docs/suspend.md): whether the job may be suspended, and a SUSPENDED
+ * reservation's facts ("" otherwise; gpumd__ledger_suspend_format). */
+static const char migrate_v9[] =
+    "ALTER TABLE reservations ADD COLUMN preemptible INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE reservations ADD COLUMN suspend TEXT NOT NULL DEFAULT '';"
+    "PRAGMA user_version = 9;";
+
 /* Whether the file system holding path is mounted read-only now. */
 static bool on_read_only_fs(const char *path) {
   char dir[4096];
@@ -216,7 +223,8 @@ static int check_version(gpumd_ledger_t *l, int64_t *version) {
 static int setup_schema(gpumd_ledger_t *l, int64_t version) {
   /* migrations[k] takes a ledger of version k to version k + 1 (0: none yet, the schema). */
   static const char *const migrations[] = {schema_v1,  migrate_v2, migrate_v3, migrate_v4,
-                                           migrate_v5, migrate_v6, migrate_v7, migrate_v8};
+                                           migrate_v5, migrate_v6, migrate_v7, migrate_v8,
+                                           migrate_v9};
   _Static_assert(sizeof migrations / sizeof migrations[0] == GPUMD_LEDGER_SCHEMA_VERSION,
                  "a migration for every schema version");
   int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin");
@@ -243,7 +251,7 @@ static int prepare(gpumd_ledger_t *l) {
    * deleted and inserted again with all its index entries. */
   static const char put[] =
       "INSERT INTO reservations (" RESV_COLUMNS ") VALUES "
-      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
       "token = excluded.token, state = excluded.state, reason = excluded.reason, "
       "uid = excluded.uid, pid = excluded.pid, label = excluded.label, "
       "bytes_per_gpu = excluded.bytes_per_gpu, gpus = excluded.gpus, model = excluded.model, "
@@ -256,7 +264,8 @@ static int prepare(gpumd_ledger_t *l) {
       "timeout_told = excluded.timeout_told, pid_start = excluded.pid_start, "
       "lease_pid_start = excluded.lease_pid_start, device_uuids = excluded.device_uuids, "
       "want_uuids = excluded.want_uuids, slurm_job = excluded.slurm_job, "
-      "slurm_step = excluded.slurm_step";
+      "slurm_step = excluded.slurm_step, preemptible = excluded.preemptible, "
+      "suspend = excluded.suspend";
 #define AUDIT_INSERT \
   "INSERT INTO audit (reservation, from_state, to_state, time_ns, reason, uid, pid) VALUES "
   static const char audit[] = AUDIT_INSERT "(?,?,?,?,?,?,?)";

@@ -45,7 +45,8 @@
  * meta (key, value) with the row ('max_id', the highest reservation id ever stored), raised in
  * the transaction that stores a higher id (one write per batch with a new reservation), so
  * that ids never repeat whatever becomes of the rows; migrated ledgers get their rows' highest
- * id.
+ * id. Version 9 added preemptible (0/1) and suspend (a SUSPENDED reservation's hold, time, host
+ * memory and checkpointed processes; "" otherwise).
  *
  * Devices. Masks in gpumd_resv_t use this run's device indices. gpumd_ledger_set_devices() tells
  * the ledger which UUID each index has: put() then stores the UUIDs next to the masks, and
@@ -72,7 +73,7 @@
 extern "C" {
 #endif
 
-#define GPUMD_LEDGER_SCHEMA_VERSION 8
+#define GPUMD_LEDGER_SCHEMA_VERSION 9
 #define GPUMD_LEDGER_FILE "ledger.db"
 
 typedef struct {

@@ -149,7 +149,9 @@ static bool resv_ok(fault_t *f, sqlite3_stmt *st) {
     DEV_UUIDS,
     WANT_UUIDS,
     SLURM_JOB,
-    SLURM_STEP
+    SLURM_STEP,
+    PREEMPTIBLE,
+    SUSPEND
   };
   static const struct {
     int col;
@@ -181,7 +183,9 @@ static bool resv_ok(fault_t *f, sqlite3_stmt *st) {
             uuids_ok(f, st, DEV_UUIDS, "device_uuids") &&
             uuids_ok(f, st, WANT_UUIDS, "want_uuids") &&
             text_ok(f, st, SLURM_JOB, "slurm_job", GPUMD_RESV_SLURM_LEN) &&
-            text_ok(f, st, SLURM_STEP, "slurm_step", GPUMD_RESV_SLURM_LEN);
+            text_ok(f, st, SLURM_STEP, "slurm_step", GPUMD_RESV_SLURM_LEN) &&
+            int_ok(f, st, PREEMPTIBLE, "preemptible", 0, 1) &&
+            text_ok(f, st, SUSPEND, "suspend", GPUMD_LEDGER_SUSPEND_LEN);
   for (size_t i = 0; ok && i < sizeof any_int / sizeof any_int[0]; i++)
     ok = int_ok(f, st, any_int[i].col, any_int[i].name, INT64_MIN, INT64_MAX);
   if (!ok)
@@ -195,6 +199,15 @@ static bool resv_ok(fault_t *f, sqlite3_stmt *st) {
     return fault(f, "bytes_per_gpu", "is 0");
   if (strcmp(state, "GRANTED") == 0 && sqlite3_column_int64(st, DEVICES) == 0)
     return fault(f, "device_mask", "is 0 in a GRANTED reservation");
+  const char *susp = (const char *)sqlite3_column_text(st, SUSPEND);
+  if (strcmp(state, "SUSPENDED") == 0 && sqlite3_column_int64(st, DEVICES) == 0)
+    return fault(f, "device_mask", "is 0 in a SUSPENDED reservation");
+  if (strcmp(state, "SUSPENDED") == 0 || susp[0] != '\0') {
+    gpumd_resv_t r;
+    memset(&r, 0, sizeof r);
+    if (!gpumd__ledger_suspend_parse(susp, &r))
+      return fault(f, "suspend", "is not a suspend's facts (hold, time, host bytes, pid:start)");
+  }
   if (strcmp(lease, "pid") == 0 && sqlite3_column_int64(st, LEASE_PID) == 0)
     return fault(f, "lease_pid", "is 0 in a pid lease");
   if (strcmp(lease, "ttl") == 0 && sqlite3_column_int64(st, TTL) == 0)

@@ -51,8 +51,18 @@ typedef struct {
   "id, token, state, reason, uid, pid, label, bytes_per_gpu, gpus, model, min_memory, "       \
   "want_mask, priority, timeout_ms, on_timeout, lease, lease_pid, ttl_ms, expires_ns, "       \
   "device_mask, created_ns, granted_ns, ended_ns, timeout_told, pid_start, lease_pid_start, " \
-  "device_uuids, want_uuids, slurm_job, slurm_step"
-#define RESV_NCOLS 30
+  "device_uuids, want_uuids, slurm_job, slurm_step, preemptible, suspend"
+#define RESV_NCOLS 32
+
+/* The suspend column: "" unless SUSPENDED or a suspend or resume is under way (nprocs > 0), else
+ * "HOLD SINCE_NS HOST_BYTES" and " PID:START" per process (gpumd__ledger_suspend_format /
+ * _parse): what a gpumd that restarts must finish or undo (docs/suspend.md). */
+#define GPUMD_LEDGER_SUSPEND_LEN (64 + GPUMD_RESV_MAX_PROCS * 36)
+/* Writes r's suspend column into buf[len]; returns buf. */
+const char *gpumd__ledger_suspend_format(const gpumd_resv_t *r, char *buf, size_t len);
+/* Reads it back into r (hold, suspended_ns, host_bytes, the processes). false when text is not
+ * one gpumd writes. */
+bool gpumd__ledger_suspend_parse(const char *text, gpumd_resv_t *r);
 
 struct gpumd_ledger {
   sqlite3 *db;
@@ -89,6 +99,7 @@ struct gpumd_ledger {
   char uuid[GPUMD_SCHED_MAX_DEVICES][GPUM_UUID_LEN];
   char dev_buf[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN],
       want_buf[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN];
+  char suspend_buf[GPUMD_LEDGER_SUSPEND_LEN];
 };
 
 #define AUDIT_CHUNK 8 /* audit rows per multi-row INSERT */

@@ -189,6 +189,8 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   put_raw(l, i++, format_uuids(l, r->want_mask, l->want_buf, sizeof(l->want_buf)));
   put_raw(l, i++, r->slurm_job);
   put_raw(l, i++, r->slurm_step);
+  put_int(l, i++, r->preemptible ? 1 : 0);
+  put_raw(l, i++, gpumd__ledger_suspend_format(r, l->suspend_buf, sizeof l->suspend_buf));
   return gpumd__ledger_step_done(l, l->put, "cannot store a reservation");
 }
 
@@ -291,6 +293,43 @@ int gpumd_ledger_audit(gpumd_ledger_t *l, const gpumd_ledger_audit_t *a) {
   return 0;
 }
 
+const char *gpumd__ledger_suspend_format(const gpumd_resv_t *r, char *buf, size_t len) {
+  buf[0] = '\0';
+  if (r->state != GPUMD_RESV_SUSPENDED && r->nprocs == 0)
+    return buf;
+  size_t off = (size_t)snprintf(buf, len, "%d %llu %llu", r->suspend_hold ? 1 : 0,
+                                (unsigned long long)r->suspended_ns,
+                                (unsigned long long)r->host_bytes);
+  for (unsigned i = 0; i < r->nprocs && i < GPUMD_RESV_MAX_PROCS && off < len; i++)
+    off += (size_t)snprintf(buf + off, len - off, " %d:%llu", (int)r->proc_pid[i],
+                            (unsigned long long)r->proc_start[i]);
+  return buf;
+}
+
+bool gpumd__ledger_suspend_parse(const char *text, gpumd_resv_t *r) {
+  unsigned hold;
+  unsigned long long since, host;
+  int n = 0;
+  if (sscanf(text, "%u %llu %llu%n", &hold, &since, &host, &n) != 3 || hold > 1)
+    return false;
+  r->suspend_hold = hold == 1;
+  r->suspended_ns = since;
+  r->host_bytes = host;
+  r->nprocs = 0;
+  const char *p = text + n;
+  while (*p == ' ') {
+    int pid, m = 0;
+    unsigned long long start;
+    if (r->nprocs == GPUMD_RESV_MAX_PROCS || sscanf(p, " %d:%llu%n", &pid, &start, &m) != 2 ||
+        pid <= 0)
+      return false;
+    r->proc_pid[r->nprocs] = pid;
+    r->proc_start[r->nprocs++] = start;
+    p += m;
+  }
+  return *p == '\0';
+}
+
 /* ---- Reads ------------------------------------------------------------------------------- */
 
 /* Copies column c (text) into dst[cap]. Returns false when NULL or too long. */
@@ -346,6 +385,12 @@ static int read_row(const gpumd_ledger_t *l, sqlite3_stmt *st, gpumd_resv_t *r, 
     gpum_error_clear();
     r->slurm_job[0] = r->slurm_step[0] = '\0';
   }
+  r->preemptible = sqlite3_column_int(st, 30) != 0;
+  const unsigned char *susp = sqlite3_column_text(st, 31);
+  if ((r->state == GPUMD_RESV_SUSPENDED || (susp && susp[0])) &&
+      (susp == NULL || !gpumd__ledger_suspend_parse((const char *)susp, r)))
+    return gpum_error(GPUM_EIO, "ledger %s: reservation r-%llu has invalid suspend facts",
+                      l->path, (unsigned long long)r->id);
   char want_gone[GPUM_UUID_LEN] = "";
   if (gone != NULL)
     gone[0] = '\0';
@@ -363,7 +408,7 @@ int gpumd_ledger_load_rows(gpumd_ledger_t *l, gpumd_ledger_row_t **out, size_t *
   if (frc < 0)
     return frc;
   static const char sql[] = "SELECT " RESV_COLUMNS " FROM reservations "
-                            "WHERE state IN ('QUEUED', 'GRANTED') ORDER BY id";
+                            "WHERE state IN ('QUEUED', 'GRANTED', 'SUSPENDED') ORDER BY id";
   sqlite3_stmt *st = NULL;
   gpumd_ledger_row_t *arr = NULL;
   size_t n = 0, cap = 0;

@@ -321,7 +321,8 @@ static const char *transition_name(gpumd_resv_state_t to) {
   static const char *const names[] = {
       [GPUMD_RESV_QUEUED] = "queued",       [GPUMD_RESV_GRANTED] = "granted",
       [GPUMD_RESV_RELEASED] = "released",   [GPUMD_RESV_EXPIRED] = "expired",
-      [GPUMD_RESV_CANCELLED] = "cancelled", [GPUMD_RESV_FAILED] = "failed"};
+      [GPUMD_RESV_CANCELLED] = "cancelled", [GPUMD_RESV_FAILED] = "failed",
+      [GPUMD_RESV_SUSPENDED] = "suspended"};
   return GPUM__NAME_OF(names, to, "unknown");
 }
 
@@ -346,7 +347,7 @@ static void write_transition(gpumd_jw_t *w, const void *arg) {
 void gpumd_obs_transition(gpumd_t *d, const gpumd_resv_t *r, gpumd_resv_state_t from,
                           gpumd_resv_state_t to, gpumd_obs_write_fn doc, const void *doc_arg) {
   struct gpumd_obs *o = d->obs;
-  if (!o || to < GPUMD_RESV_QUEUED || to > GPUMD_RESV_FAILED)
+  if (!o || to < GPUMD_RESV_QUEUED || to > GPUMD_RESV_SUSPENDED)
     return;
   gpumd_obs_changed(o);
   o->transitions[to]++;

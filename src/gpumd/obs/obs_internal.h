@@ -67,7 +67,7 @@ struct gpumd_obs {
   gpumd_xid_count_t xids[GPUMD_OBS_MAX_XIDS];
   size_t xid_count;
   /* engine.c hooks (counted in alerts.c) */
-  uint64_t transitions[GPUMD_RESV_FAILED + 1]; /* by the state entered */
+  uint64_t transitions[GPUMD_RESV_SUSPENDED + 1]; /* by the state entered */
   uint64_t wait_buckets[GPUMD_OBS_WAIT_BUCKETS];
   uint64_t wait_count;
   double wait_sum;

@@ -190,8 +190,12 @@ static size_t list_total(gpumd_t *d, const gpumd_actor_t *a, const gpumd_list_re
   size_t n = gpumd_sched_count(d->sched);
   if (list_counted(req)) {
     size_t queued = gpumd_sched_queue_length(d->sched);
-    const unsigned q = 1u << GPUMD_RESV_QUEUED, g = 1u << GPUMD_RESV_GRANTED;
-    return !req->states || req->states == (q | g) ? n : req->states == q ? queued : n - queued;
+    size_t suspended = gpumd_sched_suspended(d->sched, NULL);
+    const unsigned q = 1u << GPUMD_RESV_QUEUED, g = 1u << GPUMD_RESV_GRANTED,
+                   s = 1u << GPUMD_RESV_SUSPENDED;
+    size_t by = (req->states & q ? queued : 0) + (req->states & s ? suspended : 0) +
+                (req->states & g ? n - queued - suspended : 0);
+    return !req->states ? n : by;
   }
   if (req->total_set)
     return req->total;

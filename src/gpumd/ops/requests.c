@@ -177,6 +177,7 @@ enum {
   R_PID,
   R_TTL_MS,
   R_WAIT,
+  R_PREEMPTIBLE,
   R_NFIELDS
 };
 
@@ -197,6 +198,8 @@ static const char *const reserve_fields[R_NFIELDS + 1] = {[R_ID] = GPUM_PROTO_F_
                                                           [R_PID] = GPUM_PROTO_F_PID,
                                                           [R_TTL_MS] = GPUM_PROTO_F_TTL_MS,
                                                           [R_WAIT] = GPUM_PROTO_F_WAIT,
+                                                          [R_PREEMPTIBLE] =
+                                                              GPUM_PROTO_F_PREEMPTIBLE,
                                                           [R_NFIELDS] = NULL};
 
 /* The lease part of a reserve request: "lease", "pid", "ttl_ms" (f: the request's fields). */
@@ -296,6 +299,10 @@ static int reserve_fields_decode(const gpumd_actor_t *a, const field_t *f,
   if (w->present && w->type != JSON_TRUE && w->type != JSON_FALSE)
     return gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
   req->no_wait = w->present && w->type == JSON_FALSE; /* grant now or EBUSY, never queue */
+  const field_t *pe = &f[R_PREEMPTIBLE];
+  if (pe->present && pe->type != JSON_TRUE && pe->type != JSON_FALSE)
+    return gpum_error(GPUM_EINVAL, "\"preemptible\" must be true or false");
+  req->preemptible = pe->present && pe->type == JSON_TRUE;
   return parse_lease(a, f, req);
 }
 
@@ -458,9 +465,10 @@ int gpumd_status_decode(json_t *j) {
 int gpumd_list_state_add(const char *s, gpumd_list_req_t *out) {
   gpumd_resv_state_t st;
   if (!s || gpumd_resv_state_parse(s, &st) != 0 ||
-      (st != GPUMD_RESV_QUEUED && st != GPUMD_RESV_GRANTED))
+      (st != GPUMD_RESV_QUEUED && st != GPUMD_RESV_GRANTED && st != GPUMD_RESV_SUSPENDED))
     return gpum_error(GPUM_EINVAL,
-                      "state '%.32s' is not one a live reservation has (QUEUED or GRANTED)",
+                      "state '%.32s' is not one a live reservation has (QUEUED, GRANTED or "
+                      "SUSPENDED)",
                       s ? s : "");
   out->states |= 1u << st;
   return 0;

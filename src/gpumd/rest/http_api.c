@@ -143,7 +143,7 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out, gpumd_rest_config
 #define RESERVE_FIELDS                                                                     \
   "gpu_count", "gpu_type", "memory_gb", "min_memory_gb", "devices", "priority", "timeout", \
       "on_timeout", "ttl", "label", "wait", "distributed_training", "mixed_precision",     \
-      "gpu_memory_fraction"
+      "gpu_memory_fraction", "preemptible"
   static const char *const fields[] = {RESERVE_FIELDS, NULL};
   static const char *const setup_fields[] = {RESERVE_FIELDS, "master_port", NULL};
 #undef RESERVE_FIELDS
@@ -183,6 +183,9 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out, gpumd_rest_config
   json_t *wait = json_object_get(b, "wait");
   if (rc == 0 && wait && !json_is_boolean(wait))
     rc = gpum_error(GPUM_EINVAL, "\"wait\" must be true or false");
+  json_t *preempt = json_object_get(b, "preemptible");
+  if (rc == 0 && preempt && !json_is_boolean(preempt))
+    rc = gpum_error(GPUM_EINVAL, "\"preemptible\" must be true or false");
   json_t *devs = json_object_get(b, "devices");
   if (rc == 0 && devs &&
       (!json_is_array(devs) || json_array_size(devs) == 0 ||
@@ -203,6 +206,7 @@ static int reserve_decode(json_t *b, gpumd_reserve_req_t *out, gpumd_rest_config
   q->lease = GPUMD_LEASE_TTL;
   q->ttl_ms = (uint64_t)(json_int_t)(ttl * 1000 < 1 ? 1 : ttl * 1000);
   q->no_wait = json_is_false(wait);
+  q->preemptible = json_is_true(preempt);
   if (type && *type) {
     snprintf(out->model, sizeof out->model, "%s", type); /* as given: gpum_gpu_type_matches */
     q->model = out->model;

@@ -483,22 +483,33 @@ static void workload_metrics(gpumd_t *d, writer_t *w) {
 
 static void queue_metrics(gpumd_t *d, writer_t *w) {
   struct gpumd_obs *o = d->obs;
-  size_t queued = 0, granted = 0, count = gpumd_sched_count(d->sched);
+  size_t queued = 0, granted = 0, suspended = 0, count = gpumd_sched_count(d->sched);
+  unsigned long long host = 0;
   for (size_t i = 0; i < count; i++) {
-    gpumd_resv_state_t st = gpumd_sched_at(d->sched, i)->state;
-    queued += st == GPUMD_RESV_QUEUED;
-    granted += st == GPUMD_RESV_GRANTED;
+    const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
+    queued += r->state == GPUMD_RESV_QUEUED;
+    granted += r->state == GPUMD_RESV_GRANTED;
+    if (r->state == GPUMD_RESV_SUSPENDED) {
+      suspended++;
+      host += r->host_bytes;
+    }
   }
   family(w, "gpum_reservations", "gauge", "Live reservations by state.");
-  put(w, "gpum_reservations{state=\"queued\"} %zu\ngpum_reservations{state=\"granted\"} %zu\n",
-      queued, granted);
+  put(w,
+      "gpum_reservations{state=\"queued\"} %zu\ngpum_reservations{state=\"granted\"} %zu\n"
+      "gpum_reservations{state=\"suspended\"} %zu\n",
+      queued, granted, suspended);
+  family(w, "gpum_suspended_host_bytes", "gauge",
+         "Host memory that the suspended jobs' GPU memory takes, bytes (docs/suspend.md).");
+  put(w, "gpum_suspended_host_bytes %llu\n", host);
   family(w, "gpum_queue_length", "gauge", "Reservations waiting in the queue.");
   put(w, "gpum_queue_length %zu\n", gpumd_sched_queue_length(d->sched));
   family(w, "gpum_reservation_transitions_total", "counter",
          "Reservation transitions since gpumd started, by the state entered.");
-  static const char *const names[] = {"queued",  "granted",   "released",
-                                      "expired", "cancelled", "failed"};
-  for (int i = 0; i <= GPUMD_RESV_FAILED; i++)
+  static const char *const names[] = {"queued",    "granted", "released", "expired",
+                                      "cancelled", "failed",  "suspended"};
+  _Static_assert(sizeof names / sizeof names[0] == GPUMD_RESV_SUSPENDED + 1, "a name per state");
+  for (int i = 0; i <= GPUMD_RESV_SUSPENDED; i++)
     put(w, "gpum_reservation_transitions_total{state=\"%s\"} %llu\n", names[i],
         (unsigned long long)(o ? o->transitions[i] : 0));
   family(w, "gpum_queue_wait_seconds", "histogram",

@@ -175,7 +175,10 @@ static void finish(gpumd_sched_t *s, const gpumd_cause_t *cause, gpumd_resv_t *r
     if (to == GPUMD_RESV_RELEASED)
       to = GPUMD_RESV_CANCELLED;
   } else {
-    account(s, r, -1);
+    if (from == GPUMD_RESV_GRANTED) /* a SUSPENDED one counts on no device */
+      account(s, r, -1);
+    else
+      s->n_suspended--;
     if (to == GPUMD_RESV_CANCELLED)
       to = GPUMD_RESV_RELEASED;
   }
@@ -450,6 +453,7 @@ static int fill_request(const gpumd_sched_request_t *q, gpumd_resv_t *r) {
   r->uid = q->uid;
   r->pid = q->pid;
   r->pid_start = q->pid_start;
+  r->preemptible = q->preemptible;
   return 0;
 }
 
@@ -539,6 +543,149 @@ int gpumd_sched_end(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id,
 int gpumd_sched_release(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t now_ns,
                         const char *reason) {
   return gpumd_sched_end(s, cause, id, GPUMD_RESV_RELEASED, now_ns, reason);
+}
+
+/* ---- Suspend and resume -------------------------------------------------------------------- */
+
+/* The live reservation id in state want, or NULL with GPUM_ENOENT / GPUM_ESTATE set in *rc. */
+static gpumd_resv_t *find_in(const gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t want,
+                             const char *what, int *rc) {
+  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  gpumd_resv_id_format(id, buf, sizeof buf);
+  if (r == NULL) {
+    *rc = gpum_error(GPUM_ENOENT, "no live reservation %s", buf);
+    return NULL;
+  }
+  if (r->state != want) {
+    *rc = gpum_error(GPUM_ESTATE, "reservation %s is %s: only a %s one can be %s", buf,
+                     gpumd_resv_state_name(r->state), gpumd_resv_state_name(want), what);
+    return NULL;
+  }
+  return r;
+}
+
+static void set_reason(gpumd_resv_t *r, const char *reason) {
+  size_t off = 0;
+  r->reason[0] = '\0';
+  gpumd_cat(r->reason, sizeof(r->reason), &off, reason);
+}
+
+int gpumd_sched_suspend(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, bool hold,
+                        uint64_t now_ns, const char *reason) {
+  int rc = 0;
+  gpumd_resv_t *r = find_in(s, id, GPUMD_RESV_GRANTED, "suspended", &rc);
+  if (r == NULL)
+    return rc;
+  account(s, r, -1);
+  s->n_suspended++;
+  r->state = GPUMD_RESV_SUSPENDED;
+  r->suspend_hold = hold;
+  r->suspended_ns = now_ns;
+  set_reason(r, reason ? reason : "suspended");
+  report(s, cause, r, GPUMD_RESV_GRANTED, now_ns);
+  gpumd__sched_pass(s, cause, now_ns); /* what it freed may grant what waits */
+  return 0;
+}
+
+/* The known devices of the same kind as every GPU r came from (name and total memory): where the
+ * driver may restore it. */
+static uint64_t same_kind_mask(const gpumd_sched_t *s, const gpumd_resv_t *r) {
+  uint64_t out = 0;
+  for (uint64_t k = s->known_mask; k != 0; k &= k - 1) {
+    unsigned d = (unsigned)__builtin_ctzll(k);
+    bool all = r->device_mask != 0;
+    for (uint64_t h = r->device_mask; h != 0 && all; h &= h - 1) {
+      unsigned e = (unsigned)__builtin_ctzll(h);
+      all = s->dev[e].known && strcmp(s->dev[e].v.name, s->dev[d].v.name) == 0 &&
+            s->dev[e].v.memory_total == s->dev[d].v.memory_total;
+    }
+    if (all)
+      out |= 1ull << d;
+  }
+  return out;
+}
+
+int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, bool decide, uint64_t *mask) {
+  int rc = 0;
+  const gpumd_resv_t *r = find_in(s, id, GPUMD_RESV_SUSPENDED, "resumed", &rc);
+  if (r == NULL)
+    return rc;
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  gpumd_resv_id_format(id, buf, sizeof buf);
+  uint64_t kind = same_kind_mask(s, r);
+  /* As a new request of its priority: behind what waits at that priority or above. */
+  for (size_t i = 0; i < s->n_queue; i++) {
+    const gpumd_resv_t *q = s->queue[i];
+    if (q->priority >= r->priority && (gpumd__sched_usable_mask(s, q) & kind)) {
+      char qid[GPUMD_RESV_ID_BUFSZ];
+      return gpum_error(GPUM_EBUSY, "%s waits behind %s (priority %d), queued for its GPUs", buf,
+                        gpumd_resv_id_format(q->id, qid, sizeof qid), q->priority);
+    }
+  }
+  uint64_t m = 0;
+  if ((r->device_mask & ~s->known_mask) == 0 &&
+      gpumd__sched_place_in(s, r, r->device_mask, decide, &m) && m == r->device_mask) {
+    *mask = m;
+    return 0;
+  }
+  if (gpumd__sched_place_in(s, r, kind, decide, &m)) {
+    *mask = m;
+    return 0;
+  }
+  char need[GPUM_SIZE_BUFSZ];
+  return gpum_error(GPUM_EBUSY, "%s waits for %s free on %u GPU%s like the one%s it came from", buf,
+                    gpum_size_format(r->bytes_per_gpu, need, sizeof need), r->gpus,
+                    r->gpus == 1 ? "" : "s", r->gpus == 1 ? "" : "s");
+}
+
+int gpumd_sched_resume(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t mask,
+                       uint64_t now_ns, const char *reason) {
+  int rc = 0;
+  gpumd_resv_t *r = find_in(s, id, GPUMD_RESV_SUSPENDED, "resumed", &rc);
+  if (r == NULL)
+    return rc;
+  if ((unsigned)__builtin_popcountll(mask) != r->gpus || (mask & ~s->known_mask) != 0)
+    return gpum_error(GPUM_EINVAL, "a resume onto GPUs %#llx: not %u known GPUs",
+                      (unsigned long long)mask, r->gpus);
+  s->n_suspended--;
+  r->state = GPUMD_RESV_GRANTED;
+  r->device_mask = mask;
+  r->suspend_hold = false;
+  r->suspended_ns = 0;
+  set_reason(r, reason ? reason : "resumed");
+  account(s, r, +1);
+  report(s, cause, r, GPUMD_RESV_SUSPENDED, now_ns);
+  return 0;
+}
+
+int gpumd_sched_set_suspend_facts(gpumd_sched_t *s, uint64_t id, bool hold, uint64_t host_bytes,
+                                  const int32_t *pids, const uint64_t *starts, unsigned n) {
+  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  if (r == NULL)
+    return gpum_error(GPUM_ENOENT, "no live reservation %s",
+                      gpumd_resv_id_format(id, buf, sizeof(buf)));
+  if (n > GPUMD_RESV_MAX_PROCS || (n > 0 && (pids == NULL || starts == NULL)))
+    return gpum_error(GPUM_EINVAL, "%u processes: at most %d per suspended job", n,
+                      GPUMD_RESV_MAX_PROCS);
+  r->suspend_hold = hold;
+  r->host_bytes = host_bytes;
+  r->nprocs = n;
+  for (unsigned i = 0; i < GPUMD_RESV_MAX_PROCS; i++) {
+    r->proc_pid[i] = i < n ? pids[i] : 0;
+    r->proc_start[i] = i < n ? starts[i] : 0;
+  }
+  return 0;
+}
+
+size_t gpumd_sched_suspended(const gpumd_sched_t *s, size_t *resumable) {
+  if (resumable) {
+    *resumable = 0;
+    for (size_t i = 0; i < s->n_all && s->n_suspended; i++)
+      *resumable += s->all[i]->state == GPUMD_RESV_SUSPENDED && !s->all[i]->suspend_hold;
+  }
+  return s->n_suspended;
 }
 
 int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns) {
@@ -716,10 +863,11 @@ int gpumd_sched_queue_position(const gpumd_sched_t *s, uint64_t id, size_t *pos)
 int gpumd_sched_restore(gpumd_sched_t *s, const gpumd_resv_t *src) {
   char buf[GPUMD_RESV_ID_BUFSZ];
   gpumd_resv_id_format(src->id, buf, sizeof(buf));
-  if (src->state != GPUMD_RESV_QUEUED && src->state != GPUMD_RESV_GRANTED)
+  if (src->state != GPUMD_RESV_QUEUED && src->state != GPUMD_RESV_GRANTED &&
+      src->state != GPUMD_RESV_SUSPENDED)
     return gpum_error(GPUM_EINVAL, "cannot restore %s in state %s", buf,
                       gpumd_resv_state_name(src->state));
-  if (src->id == 0 || (src->state == GPUMD_RESV_GRANTED && src->device_mask == 0))
+  if (src->id == 0 || (src->state != GPUMD_RESV_QUEUED && src->device_mask == 0))
     return gpum_error(GPUM_EINVAL, "cannot restore %s: no id or no granted device", buf);
   if (gpumd_sched_find(s, src->id) != NULL)
     return gpum_error(GPUM_EEXIST, "reservation %s is already live", buf);
@@ -738,8 +886,10 @@ int gpumd_sched_restore(gpumd_sched_t *s, const gpumd_resv_t *src) {
   }
   if (r->state == GPUMD_RESV_QUEUED)
     insert_queue(s, r);
-  else
+  else if (r->state == GPUMD_RESV_GRANTED)
     account(s, r, +1);
+  else
+    s->n_suspended++;
   if (s->next_id <= r->id)
     s->next_id = r->id + 1;
   return 0;

@@ -87,6 +87,7 @@ extern "C" {
 #define GPUMD_RESV_REASON_LEN 256
 #define GPUMD_RESV_ID_BUFSZ 24  /* "r-" + 20 digits + NUL */
 #define GPUMD_RESV_SLURM_LEN 24 /* a Slurm job or step id, NUL included: "N_T", 10 digits each */
+#define GPUMD_RESV_MAX_PROCS 8  /* CUDA processes of one suspended job */
 
 /* ---- Reservation states, leases ------------------------------------------------------- */
 
@@ -98,10 +99,13 @@ typedef enum {
   GPUMD_RESV_EXPIRED = 3,   /* queue timeout with REJECT, or TTL lease passed */
   GPUMD_RESV_CANCELLED = 4, /* released while QUEUED */
   GPUMD_RESV_FAILED = 5,    /* a device it held went to ERROR */
+  /* Its processes' device memory is in host memory (the driver's checkpoint): live, counted on
+   * no device; device_mask keeps the GPUs it held (docs/suspend.md). */
+  GPUMD_RESV_SUSPENDED = 6,
 } gpumd_resv_state_t;
 
-/* "NEW", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED"; "UNKNOWN"
- * otherwise. Never NULL. */
+/* "NEW", "QUEUED", "GRANTED", "RELEASED", "EXPIRED", "CANCELLED", "FAILED", "SUSPENDED";
+ * "UNKNOWN" otherwise. Never NULL. */
 const char *gpumd_resv_state_name(gpumd_resv_state_t s);
 /* Parses a state name (case-insensitive; not "NEW"). Returns 0 or GPUM_EINVAL. */
 int gpumd_resv_state_parse(const char *s, gpumd_resv_state_t *out);
@@ -180,6 +184,15 @@ typedef struct {
   uint64_t granted_ns;  /* 0 when never granted */
   uint64_t ended_ns;    /* reached a final state; 0 before */
   bool timeout_told;    /* WAIT: the timeout notice was reported */
+  /* Suspend (docs/suspend.md). */
+  bool preemptible;      /* the job agreed to be suspended (the reserve's "preemptible") */
+  bool suspend_hold;     /* SUSPENDED: stays so until a resume asks (a suspend by hand); false:
+                            resumed by gpumd when room returns (a preemption) */
+  uint64_t suspended_ns; /* SUSPENDED: since; else 0 */
+  uint64_t host_bytes;   /* SUSPENDED: host memory its processes' device memory took */
+  unsigned nprocs;       /* SUSPENDED: its checkpointed processes */
+  int32_t proc_pid[GPUMD_RESV_MAX_PROCS];
+  uint64_t proc_start[GPUMD_RESV_MAX_PROCS]; /* start times, as pid_start */
 } gpumd_resv_t;
 
 /* Writes "r-<id>" into buf (GPUMD_RESV_ID_BUFSZ suffices) and returns buf. */
@@ -217,6 +230,7 @@ typedef struct {
   int32_t pid;
   uint64_t pid_start; /* see gpumd_resv_t; 0 = unknown */
   bool no_wait;       /* grant now or fail with GPUM_EBUSY; never queue (protocol "wait": false) */
+  bool preemptible;   /* the job may be suspended (protocol "preemptible") */
 } gpumd_sched_request_t;
 
 /* Zeroes req and sets gpus = 1, lease = connection, on_timeout = reject. */
@@ -403,6 +417,37 @@ bool gpumd_sched_freed_may_grant(const gpumd_sched_t *s, const gpumd_sched_freed
 int gpumd_sched_release(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t now_ns,
                         const char *reason);
 
+/*
+ * Suspend and resume (docs/suspend.md): the daemon checkpoints the job's processes first, then
+ * tells the scheduler. gpumd_sched_suspend: a GRANTED reservation becomes SUSPENDED with reason
+ * (its bytes leave its devices, device_mask stays as the GPUs it came from, hold as given), then
+ * a scheduling pass. Returns 0, GPUM_ENOENT or GPUM_ESTATE (not GRANTED).
+ */
+int gpumd_sched_suspend(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, bool hold,
+                        uint64_t now_ns, const char *reason);
+/*
+ * Where a SUSPENDED reservation could come back now, before its processes are restored: its own
+ * GPUs when they admit it again, else as many other GPUs of the same kind (name and memory, as
+ * the driver's restore needs) as it had, by the placement strategy; and only when no QUEUED
+ * request of at least its priority could use those GPUs (it waits as a new request of its
+ * priority would). decide: as for a grant (fresh views under require_fresh). Returns 0 with
+ * *mask, GPUM_ENOENT, GPUM_ESTATE (not SUSPENDED) or GPUM_EBUSY (no room now; the detail says
+ * what it waits for). Changes nothing.
+ */
+int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, bool decide, uint64_t *mask);
+/* SUSPENDED -> GRANTED on mask (from gpumd_sched_resume_place), reason given: its bytes count
+ * there from now on, so that the restore that follows always finds its room. Returns 0,
+ * GPUM_ENOENT, GPUM_ESTATE or GPUM_EINVAL (mask not of its GPU count). */
+int gpumd_sched_resume(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t mask,
+                       uint64_t now_ns, const char *reason);
+/* Keeps a suspend's facts on a live reservation (no transition): whether it is held, its host
+ * memory and processes (n <= GPUMD_RESV_MAX_PROCS). Returns 0, GPUM_ENOENT or GPUM_EINVAL. */
+int gpumd_sched_set_suspend_facts(gpumd_sched_t *s, uint64_t id, bool hold, uint64_t host_bytes,
+                                  const int32_t *pids, const uint64_t *starts, unsigned n);
+/* The number of SUSPENDED reservations (O(1)), and into *resumable (may be NULL; a walk of the
+ * live reservations while any is suspended) those gpumd may resume by itself (not held). */
+size_t gpumd_sched_suspended(const gpumd_sched_t *s, size_t *resumable);
+
 /* Sets a TTL reservation's expires_ns (renew). Returns 0 or GPUM_ENOENT. No transition. */
 int gpumd_sched_set_expiry(gpumd_sched_t *s, uint64_t id, uint64_t expires_ns);
 
@@ -427,7 +472,7 @@ int gpumd_sched_resize(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id
 void gpumd_sched_tick(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t now_ns,
                       uint64_t *next_ns);
 
-/* The live (QUEUED or GRANTED) reservation with this id, or NULL. */
+/* The live (QUEUED, GRANTED or SUSPENDED) reservation with this id, or NULL. */
 const gpumd_resv_t *gpumd_sched_find(const gpumd_sched_t *s, uint64_t id);
 /* Live reservations, in id order: 0 <= i < gpumd_sched_count(). */
 size_t gpumd_sched_count(const gpumd_sched_t *s);
@@ -466,8 +511,8 @@ int gpumd_sched_check(const gpumd_sched_t *s, const gpumd_sched_request_t *req, 
 /* ---- Recovery ---------------------------------------------------------------------------- */
 
 /*
- * Puts back a reservation loaded from the ledger (QUEUED or GRANTED), as it was, with no
- * transition and no scheduling pass: GRANTED ones count on their devices even when those
+ * Puts back a reservation loaded from the ledger (QUEUED, GRANTED or SUSPENDED), as it was, with
+ * no transition and no scheduling pass: GRANTED ones count on their devices even when those
  * are unknown yet or over capacity now (they exist; call gpumd_sched_tick() after restoring
  * all). Returns 0, GPUM_EEXIST (id already live), GPUM_EINVAL (final state, bad device
  * mask) or GPUM_ENOMEM. Raises the next id above r->id.

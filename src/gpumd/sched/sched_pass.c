@@ -223,6 +223,8 @@ void gpumd_sched_freed_add(const gpumd_sched_t *s, gpumd_sched_freed_t *f, uint6
     f->head |= s->queue[0] == r;
     return;
   }
+  if (r->state != GPUMD_RESV_GRANTED) /* a SUSPENDED one holds no device memory */
+    return;
   for (uint64_t m = r->device_mask; m != 0; m &= m - 1) {
     unsigned d = (unsigned)__builtin_ctzll(m);
     f->bytes[d] += r->bytes_per_gpu;

@@ -21,9 +21,10 @@
 /* ---- the request ----------------------------------------------------------------------- */
 
 static int list_states(json_t *o, unsigned states) {
-  if (states & ~((1u << GPUM_RES_QUEUED) | (1u << GPUM_RES_GRANTED)))
+  if (states & ~((1u << GPUM_RES_QUEUED) | (1u << GPUM_RES_GRANTED) | (1u << GPUM_RES_SUSPENDED)))
     return gpum_error(GPUM_EINVAL,
-                      "list states 0x%x: only QUEUED and GRANTED reservations are live", states);
+                      "list states 0x%x: only QUEUED, GRANTED and SUSPENDED reservations are live",
+                      states);
   if (states == 0)
     return 0;
   json_t *st = json_array();
@@ -32,6 +33,8 @@ static int list_states(json_t *o, unsigned states) {
     bad |= json_array_append_new(st, json_string(GPUM_PROTO_STATE_QUEUED));
   if (!bad && (states & (1u << GPUM_RES_GRANTED)))
     bad |= json_array_append_new(st, json_string(GPUM_PROTO_STATE_GRANTED));
+  if (!bad && (states & (1u << GPUM_RES_SUSPENDED)))
+    bad |= json_array_append_new(st, json_string(GPUM_PROTO_STATE_SUSPENDED));
   bad |= json_object_set_new(o, GPUM_PROTO_F_STATE, st);
   return bad ? gpum_error(GPUM_ENOMEM, "out of memory") : 0;
 }

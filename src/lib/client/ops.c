@@ -83,6 +83,8 @@ static int reserve_fields(json_t *o, const gpum_reserve_req_t *q) {
     rc = set_u64(o, GPUM_PROTO_F_PID, (uint64_t)q->pid);
   if (rc == 0 && q->lease == GPUM_LEASE_TTL)
     rc = set_u64(o, GPUM_PROTO_F_TTL_MS, q->ttl_ms);
+  if (rc == 0 && q->preemptible && json_object_set_new(o, GPUM_PROTO_F_PREEMPTIBLE, json_true()))
+    rc = GPUM_ENOMEM;
   if (rc == 0 && q->no_wait && json_object_set_new(o, GPUM_PROTO_F_WAIT, json_false()))
     rc = GPUM_ENOMEM;
   if (rc == 0 && q->ndevices) {

@@ -128,6 +128,10 @@ void gpum__res_parse(const json_t *o, gpum_reservation_t *r) {
   r->created_ns = u64(o, GPUM_PROTO_F_CREATED_NS);
   r->granted_ns = u64(o, GPUM_PROTO_F_GRANTED_NS);
   r->ended_ns = u64(o, GPUM_PROTO_F_ENDED_NS);
+  r->preemptible = json_is_true(json_object_get(o, GPUM_PROTO_F_PREEMPTIBLE));
+  r->hold = json_is_true(json_object_get(o, GPUM_PROTO_F_HOLD));
+  r->suspended_ns = u64(o, GPUM_PROTO_F_SUSPENDED_NS);
+  r->host_bytes = u64(o, GPUM_PROTO_F_HOST_BYTES);
   const json_t *f = json_object_get(o, GPUM_PROTO_F_FENCED);
   r->fenced = json_is_object(f);
   if (r->fenced) {
@@ -249,6 +253,12 @@ static void scan_name(gpum__jscan_t *s, char *buf, size_t len) {
   }
 }
 
+/* A literal true; anything else (skipped) reads as false. */
+static bool scan_true(gpum__jscan_t *s) {
+  int v = 0;
+  return gpum__jscan_literal(s, &v) && v == 1;
+}
+
 /* Enters the object ('{') or array ('[') that comes next; anything else is skipped (false). */
 static bool enter(gpum__jscan_t *s, char open) {
   if (gpum__jscan_peek(s) != open) {
@@ -354,6 +364,8 @@ static bool scan_field(gpum__jscan_t *s, const char *k, size_t n, gpum_reservati
   U64_FIELD(GPUM_PROTO_F_CREATED_NS, created_ns, uint64_t)
   U64_FIELD(GPUM_PROTO_F_GRANTED_NS, granted_ns, uint64_t)
   U64_FIELD(GPUM_PROTO_F_ENDED_NS, ended_ns, uint64_t)
+  U64_FIELD(GPUM_PROTO_F_SUSPENDED_NS, suspended_ns, uint64_t)
+  U64_FIELD(GPUM_PROTO_F_HOST_BYTES, host_bytes, uint64_t)
 #undef STR_FIELD
 #undef U64_FIELD
   if (IS_KEY(k, n, GPUM_PROTO_F_PID))
@@ -366,6 +378,10 @@ static bool scan_field(gpum__jscan_t *s, const char *k, size_t n, gpum_reservati
     scan_devices(s, r);
   else if (IS_KEY(k, n, GPUM_PROTO_F_FENCED))
     scan_fenced(s, r);
+  else if (IS_KEY(k, n, GPUM_PROTO_F_PREEMPTIBLE))
+    r->preemptible = scan_true(s);
+  else if (IS_KEY(k, n, GPUM_PROTO_F_HOLD))
+    r->hold = scan_true(s);
   else
     return false;
   return true;

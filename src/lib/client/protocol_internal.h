@@ -43,6 +43,8 @@
 #define GPUM_PROTO_OP_ENABLE "enable"
 #define GPUM_PROTO_OP_REPORT "report"
 #define GPUM_PROTO_OP_WATCH "watch"
+#define GPUM_PROTO_OP_SUSPEND "suspend" /* {"reservation"}: docs/suspend.md */
+#define GPUM_PROTO_OP_RESUME "resume"   /* {"reservation"} */
 
 /* ---- Fields ----------------------------------------------------------------------------- */
 
@@ -80,6 +82,12 @@
 #define GPUM_PROTO_F_PID "pid"
 #define GPUM_PROTO_F_TTL_MS "ttl_ms"
 #define GPUM_PROTO_F_WAIT "wait"
+#define GPUM_PROTO_F_PREEMPTIBLE "preemptible" /* reserve and R: the job may be suspended */
+/* R of a SUSPENDED reservation: since when, the host memory its job's device memory takes,
+ * whether it waits for a resume by hand ("hold": true) or for room. */
+#define GPUM_PROTO_F_SUSPENDED_NS "suspended_ns"
+#define GPUM_PROTO_F_HOST_BYTES "host_bytes"
+#define GPUM_PROTO_F_HOLD "hold"
 #define GPUM_PROTO_F_TOKEN "token"
 #define GPUM_PROTO_F_STATE "state"
 #define GPUM_PROTO_F_REASON "reason"
@@ -168,6 +176,8 @@ bool gpum__report_name_ok(const char *s, bool source);
 #define GPUM_PROTO_EV_FAILED "failed"
 #define GPUM_PROTO_EV_EXPIRED "expired"
 #define GPUM_PROTO_EV_RELEASED "released"
+#define GPUM_PROTO_EV_SUSPENDED "suspended" /* GRANTED -> SUSPENDED */
+#define GPUM_PROTO_EV_RESUMED "resumed"     /* SUSPENDED -> GRANTED */
 #define GPUM_PROTO_EV_PRESSURE "pressure"
 #define GPUM_PROTO_EV_NODE "node" /* to watchers (the watch op): an event of the node's */
 /* XX(NAME): every event (the client's GPUM_CLIENT_EV_##NAME). */
@@ -218,8 +228,9 @@ static inline const char *gpum__proto_node_type_name(unsigned bit) {
 #define GPUM_PROTO_STATE_EXPIRED "EXPIRED"
 #define GPUM_PROTO_STATE_CANCELLED "CANCELLED"
 #define GPUM_PROTO_STATE_FAILED "FAILED"
+#define GPUM_PROTO_STATE_SUSPENDED "SUSPENDED"
 #define GPUM_PROTO_STATES(XX) \
-  XX(QUEUED) XX(GRANTED) XX(RELEASED) XX(EXPIRED) XX(CANCELLED) XX(FAILED)
+  XX(QUEUED) XX(GRANTED) XX(RELEASED) XX(EXPIRED) XX(CANCELLED) XX(FAILED) XX(SUSPENDED)
 
 /* A reservation's "lease" (GPUM_LEASE_##NAME in the client, GPUMD_LEASE_##NAME in gpumd). */
 #define GPUM_PROTO_LEASE_CONNECTION "connection"
