@@ -132,9 +132,11 @@ GPUM_API uint64_t gpum_fence_base_limit(const gpum_fence *f);
  * (docs/enforce.md, "What the job used").
  * GPUM_FENCE_USED_MANAGED: managed (unified) memory: cuMemAllocManaged (the runtime's
  * cudaMallocManaged reaches it), hipMallocManaged.
- * GPUM_FENCE_USED_IPC: memory shared with another process: cuIpcGetMemHandle,
- * cuIpcOpenMemHandle, cuMemExportToShareableHandle, cuMemImportFromShareableHandle,
- * hipIpcGetMemHandle, hipIpcOpenMemHandle. */
+ * GPUM_FENCE_USED_IPC: memory shared with another process, exported or imported:
+ * cuIpcGetMemHandle, cuIpcOpenMemHandle, cuMemExportToShareableHandle,
+ * cuMemImportFromShareableHandle, cuMemPoolExportToShareableHandle,
+ * cuMemPoolImportFromShareableHandle, hipIpcGetMemHandle, hipIpcOpenMemHandle.
+ * The flags say what the shim saw: none are set for a process not under it. */
 #define GPUM_FENCE_USED_MANAGED 1u
 #define GPUM_FENCE_USED_IPC 2u
 #define GPUM_FENCE_USED_ALL (GPUM_FENCE_USED_MANAGED | GPUM_FENCE_USED_IPC)
