@@ -7,7 +7,9 @@
 # and hipIpcGetMemHandle; a reader that opens the region read-only, as gpumd does, sees each
 # flag with the pid of the first process that set it. Calls the driver refuses (an IPC handle
 # of zeroes, the process's own handle, the shareable-handle exports the simulator does not
-# offer) mark nothing, and nothing is marked without the shim.
+# offer) mark nothing, and nothing is marked without the shim. The calls the simulator cannot
+# make succeed (opening another process's memory, the shareable handles) succeed on a driver
+# preloaded after the shim (preload/ipc_peer.c): each marks IPC, and passes through unchanged.
 . "$(dirname "$0")/lib.sh"
 unset GPUM_CONFIG GPUM_BACKEND GPUM_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES GPUM_RESERVATION_DEVICES GPUM_FENCE GPUM_MEM_LIMIT
 P=$GPUM_TEST_PROGS/enforce_probe
@@ -30,7 +32,8 @@ t_sim_start "$spec"
 
 FENCE="gpum-fence-t$$-$RANDOM"
 FENCE2="gpum-fence-t$$-$RANDOM-hip"
-cleanup_fences() { "$F" rm "$FENCE" 2>/dev/null || true; "$F" rm "$FENCE2" 2>/dev/null || true; }
+FENCE3="gpum-fence-t$$-$RANDOM-peer"
+cleanup_fences() { for f in "$FENCE" "$FENCE2" "$FENCE3"; do "$F" rm "$f" 2>/dev/null || true; done; }
 # Removed however the test ends; t_cleanup then exits with the test's status.
 trap 'rc=$?; cleanup_fences; set +e; (exit "$rc"); t_cleanup' EXIT
 t_expect 0 "$F" create "$FENCE"
@@ -57,8 +60,9 @@ t_ok "without the shim nothing is marked"
 # Calls the driver refuses mark nothing: a handle of zeroes (CUDA_ERROR_INVALID_HANDLE, 400);
 # the shareable-handle calls (CUDA_ERROR_NOT_SUPPORTED, 801: the simulated devices offer no
 # shareable handles).
-t_expect 0 env LD_PRELOAD="$SHIM" GPUM_FENCE="$FENCE" "$P" used ipc-open-bad export import pool-export pool-import
+t_expect 0 env LD_PRELOAD="$SHIM" GPUM_FENCE="$FENCE" "$P" used ipc-open-bad ipc-open-peer export import pool-export pool-import
 code ipc-open-bad 400
+code ipc-open-peer 400
 for w in export import pool-export pool-import; do code "$w" 801; done
 shown 0 0 0
 t_ok "refused calls mark nothing"
@@ -102,3 +106,20 @@ t_expect 0 "$F" show "$FENCE2"
 read -r _ _ _ mpid _ ipid <"$T_OUT"
 [ "$mpid" -gt 0 ] && [ "$ipid" -gt 0 ] && [ "$mpid" != "$ipid" ] || t_fail "HIP pids: $(cat "$T_OUT")"
 t_ok "HIP: hipIpcGetMemHandle and hipMallocManaged marked, by two processes"
+
+# Where the driver says yes (preload/ipc_peer.c after the shim): each call marks IPC on a region
+# of its own, with its process's pid, and the program gets what that driver answered.
+PEER="$SHIM $GPUM_TEST_PROGS/ipc_peer.so"
+R=$FENCE3
+for w in ipc-open-peer export import pool-export pool-import; do
+  t_expect 0 "$F" create "$FENCE3"
+  t_expect 0 env LD_PRELOAD="$PEER" GPUM_FENCE="$FENCE3" "$P" used "$w"
+  code "$w" 0
+  shown 2 0 "$(awk '$1 == "pid" {print $2}' "$T_OUT")"
+  t_expect 0 "$F" rm "$FENCE3"
+done
+t_expect 0 "$F" create "$FENCE3"
+t_expect 0 env LD_PRELOAD="$PEER" GPUM_FENCE="$FENCE3" "$H" o
+grep -qx 'o 0x5ee0000 0' "$T_OUT" || { cat "$T_OUT" "$T_ERR"; t_fail "hipIpcOpenMemHandle on the peer driver"; }
+shown 2 0 '[0-9]*'
+t_ok "opens and shareable handles that succeed mark IPC, and pass through unchanged"

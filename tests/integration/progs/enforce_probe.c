@@ -34,8 +34,12 @@
  *                                      cudaMallocManaged), ipc-get (cuIpcGetMemHandle of a
  *                                      cuMemAlloc through cuGetProcAddress_v2), ipc-open-self
  *                                      (cuIpcOpenMemHandle_v2 of this process's own handle),
- *                                      ipc-open-bad (of a handle of zeroes), export, import,
- *                                      pool-export, pool-import (the shareable-handle calls)
+ *                                      ipc-open-bad (of a handle of zeroes), ipc-open-peer (of
+ *                                      a handle of 64 'P' bytes), export, import, pool-export,
+ *                                      pool-import (the shareable-handle calls: descriptor 42
+ *                                      for the imports); a call that succeeds must answer what
+ *                                      preload/ipc_peer.c answers (pointer 0x5ee0000,
+ *                                      descriptor 42, handle or pool 0xabc)
  *   enforce_probe shrink BYTES BASE FILE1 FILE2
  *                                      allocates BYTES in 256 MiB blocks, frees them, writes
  *                                      FILE1; then allocates and frees 2 MiB every 20 ms until
@@ -410,25 +414,37 @@ static int cmd_used(int n, char **ways) {
         r = cuIpcOpenMemHandle_v2(&q, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
       }
       cuMemFree_v2(p);
-    } else if (!strcmp(w, "ipc-open-bad")) {
+    } else if (!strcmp(w, "ipc-open-bad") || !strcmp(w, "ipc-open-peer")) {
+      if (!strcmp(w, "ipc-open-peer"))
+        memset(&h, 'P', sizeof h);
       r = cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      if (r == CUDA_SUCCESS && p != 0x5ee0000)
+        fail("used: %s gave the pointer %#llx", w, (unsigned long long)p);
     } else if (!strcmp(w, "export")) {
       int fd = -1;
       r = cuMemExportToShareableHandle(&fd, 1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r == CUDA_SUCCESS && fd != 42)
+        fail("used: export gave descriptor %d", fd);
     } else if (!strcmp(w, "import")) {
-      CUmemGenericAllocationHandle g;
-      r = cuMemImportFromShareableHandle(&g, (void *)(uintptr_t)3,
+      CUmemGenericAllocationHandle g = 0;
+      r = cuMemImportFromShareableHandle(&g, (void *)(uintptr_t)42,
                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (r == CUDA_SUCCESS && g != 0xabc)
+        fail("used: import gave the handle %#llx", g);
     } else if (!strcmp(w, "pool-export")) {
       CUmemoryPool pool;
       int fd = -1;
       if (cuDeviceGetDefaultMemPool(&pool, 0) != CUDA_SUCCESS)
         fail("used: no default pool");
       r = cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r == CUDA_SUCCESS && fd != 42)
+        fail("used: pool-export gave descriptor %d", fd);
     } else if (!strcmp(w, "pool-import")) {
-      CUmemoryPool pool;
-      r = cuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)3,
+      CUmemoryPool pool = NULL;
+      r = cuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)42,
                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r == CUDA_SUCCESS && (uintptr_t)pool != 0xabc)
+        fail("used: pool-import gave the pool %p", (void *)pool);
     } else {
       fail("used: unknown way %s", w);
     }
