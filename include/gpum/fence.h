@@ -126,6 +126,30 @@ GPUM_API bool gpum_fence_take_shrink(gpum_fence *f);
 /* The limit the region was created with (the elastic reservation's base). */
 GPUM_API uint64_t gpum_fence_base_limit(const gpum_fence *f);
 
+/* What the job's processes used that the driver's checkpoint (cuCheckpointProcess*, gpum/
+ * checkpoint.h) cannot take: the enforcement shim marks the region when such a call succeeds
+ * in any process of the job, so that gpumd can refuse to suspend the job up front and say why
+ * (docs/enforce.md, "What the job used").
+ * GPUM_FENCE_USED_MANAGED: managed (unified) memory: cuMemAllocManaged (the runtime's
+ * cudaMallocManaged reaches it), hipMallocManaged.
+ * GPUM_FENCE_USED_IPC: memory shared with another process, exported or imported:
+ * cuIpcGetMemHandle, cuIpcOpenMemHandle, cuMemExportToShareableHandle,
+ * cuMemImportFromShareableHandle, cuMemPoolExportToShareableHandle,
+ * cuMemPoolImportFromShareableHandle, hipIpcGetMemHandle, hipIpcOpenMemHandle.
+ * The flags say what the shim saw: none are set for a process not under it. */
+#define GPUM_FENCE_USED_MANAGED 1u
+#define GPUM_FENCE_USED_IPC 2u
+#define GPUM_FENCE_USED_ALL (GPUM_FENCE_USED_MANAGED | GPUM_FENCE_USED_IPC)
+/* Sets flags (GPUM_FENCE_USED_*; other bits are ignored) for the region's life: a flag is never
+ * cleared. The calling process is recorded as the first user of each flag nobody set before.
+ * One atomic OR, no lock; nothing on a read-only handle or NULL. For the shim. */
+GPUM_API void gpum_fence_mark_used(gpum_fence *f, unsigned flags);
+/* The flags set so far (0 for NULL). *managed_pid and *ipc_pid (each may be NULL) receive the
+ * pid of the first process that set GPUM_FENCE_USED_MANAGED and GPUM_FENCE_USED_IPC, 0 when
+ * that flag is not set. The pid is as that process saw it (its own PID namespace) and may be
+ * gone by now. Works on a read-only handle. */
+GPUM_API unsigned gpum_fence_used_flags(const gpum_fence *f, int *managed_pid, int *ipc_pid);
+
 /* --- Putting a job under the shim ------------------------------------------------------------ */
 
 /* The path of the enforcement shim, libgpum_enforce.so: $GPUM_ENFORCE_LIBRARY, else beside the

@@ -51,6 +51,8 @@
   X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)                                     \
   X(CU_MEM_HANDLE_TYPE_NONE, 0)                                           \
   X(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1)                          \
+  X(CU_IPC_HANDLE_SIZE, 64)                                               \
+  X(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, 1)                                \
   X(CU_MEM_LOCATION_TYPE_DEVICE, 1)                                       \
   X(CU_MEM_LOCATION_TYPE_HOST, 2)                                         \
   X(CU_MEM_ACCESS_FLAGS_PROT_NONE, 0)                                     \
@@ -108,7 +110,8 @@
   X(CUcheckpointRestoreArgs, gpuPairs, 0)         \
   X(CUcheckpointRestoreArgs, gpuPairsCount, 8)    \
   X(CUcheckpointRestoreArgs, reserved, 12)        \
-  X(CUcheckpointRestoreArgs, reserved1, 56)
+  X(CUcheckpointRestoreArgs, reserved1, 56)       \
+  X(CUipcMemHandle, reserved, 0)
 #define GPUM_CUDA_SIZES(X)           \
   X(CUmemLocation, 8)                \
   X(CUmemAllocationProp, 32)         \
@@ -124,7 +127,9 @@
   X(CUcheckpointCheckpointArgs, 64)  \
   X(CUcheckpointGpuPair, 32)         \
   X(CUcheckpointRestoreArgs, 64)     \
-  X(CUcheckpointUnlockArgs, 64)
+  X(CUcheckpointUnlockArgs, 64)      \
+  X(CUipcMemHandle, 64)              \
+  X(CUmemAllocationHandleType, 4)
 
 #ifndef GPUM_CUDA_ABI_USE_SYSTEM_HEADER
 
@@ -145,6 +150,12 @@ typedef int CUmemPool_attribute;
 typedef int CUdevice_attribute;
 typedef int CUmemAllocationGranularity_flags;
 typedef int CUdriverProcAddressQueryResult;
+typedef int CUmemAllocationHandleType; /* CU_MEM_HANDLE_TYPE_*: an enum in cuda.h */
+
+/* Memory exported to another process (cuIpcGetMemHandle), passed by value: opaque. */
+typedef struct {
+  char reserved[64]; /* CU_IPC_HANDLE_SIZE */
+} CUipcMemHandle;
 
 typedef struct {
   char bytes[16];
@@ -288,6 +299,19 @@ GPUM_CUDA_SIZES(GPUM__CUDA_SIZE)
   X(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))    \
   X(cuMemGetAllocationGranularity, (size_t * granularity, const CUmemAllocationProp *prop,        \
                                     CUmemAllocationGranularity_flags option))                     \
+  X(cuMemExportToShareableHandle,                                                                 \
+    (void *shareableHandle, CUmemGenericAllocationHandle handle,                                  \
+     CUmemAllocationHandleType handleType, unsigned long long flags))                             \
+  X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle * handle, void *osHandle,       \
+                                     CUmemAllocationHandleType shHandleType))                     \
+  X(cuMemPoolExportToShareableHandle,                                                             \
+    (void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType,                   \
+     unsigned long long flags))                                                                   \
+  X(cuMemPoolImportFromShareableHandle,                                                           \
+    (CUmemoryPool * pool_out, void *handle, CUmemAllocationHandleType handleType,                 \
+     unsigned long long flags))                                                                   \
+  X(cuIpcGetMemHandle, (CUipcMemHandle * pHandle, CUdeviceptr dptr))                              \
+  X(cuIpcOpenMemHandle_v2, (CUdeviceptr * pdptr, CUipcMemHandle handle, unsigned int Flags))      \
   X(cuStreamCreate, (CUstream * phStream, unsigned int Flags))                                    \
   X(cuStreamDestroy_v2, (CUstream hStream))                                                       \
   X(cuStreamSynchronize, (CUstream hStream))                                                      \

@@ -52,14 +52,17 @@
   X(hipMemcpyDefault, 4)
 
 /* X(type, field, offset): every field of the structs we use, LP64. */
-#define GPUM_HIP_LAYOUT(X) X(hipUUID, bytes, 0)
+#define GPUM_HIP_LAYOUT(X) \
+  X(hipUUID, bytes, 0)     \
+  X(hipIpcMemHandle_t, reserved, 0)
 
 /* X(type, size): the structs and the enums as they are passed. */
 #define GPUM_HIP_SIZES(X) \
   X(hipUUID, 16)          \
   X(hipError_t, 4)        \
   X(hipMemcpyKind, 4)     \
-  X(hipDevice_t, 4)
+  X(hipDevice_t, 4)       \
+  X(hipIpcMemHandle_t, 64)
 
 #ifndef GPUM_HIP_ABI_USE_SYSTEM_HEADER
 
@@ -78,6 +81,11 @@ typedef struct hipUUID_t {
   char bytes[16]; /* the 16 hex digits after "GPU-" of ROCm's unique id, not NUL-terminated */
 } hipUUID;
 
+/* Memory exported to another process (hipIpcGetMemHandle), passed by value: opaque. */
+typedef struct hipIpcMemHandle_st {
+  char reserved[64]; /* HIP_IPC_HANDLE_SIZE */
+} hipIpcMemHandle_t;
+
 #if defined(__LP64__)
 #define GPUM__HIP_OFF(type, field, off) \
   _Static_assert(offsetof(type, field) == (off), "offset of " #type "." #field);
@@ -95,29 +103,31 @@ GPUM_HIP_SIZES(GPUM__HIP_SIZE)
 #define GPUM_HIP_SIM_VERSION 50221153
 
 /* X(name, params): the functions returning hipError_t. */
-#define GPUM_HIP_FUNCS(X)                                                          \
-  X(hipInit, (unsigned int flags))                                                 \
-  X(hipRuntimeGetVersion, (int *runtimeVersion))                                   \
-  X(hipGetDeviceCount, (int *count))                                               \
-  X(hipSetDevice, (int deviceId))                                                  \
-  X(hipGetDevice, (int *deviceId))                                                 \
-  X(hipDeviceGetUuid, (hipUUID * uuid, hipDevice_t device))                        \
-  X(hipDeviceTotalMem, (size_t * bytes, hipDevice_t device))                       \
-  X(hipMemGetInfo, (size_t * free, size_t * total))                                \
-  X(hipMalloc, (void **ptr, size_t size))                                          \
-  X(hipExtMallocWithFlags, (void **ptr, size_t sizeBytes, unsigned int flags))     \
-  X(hipMallocManaged, (void **dev_ptr, size_t size, unsigned int flags))           \
-  X(hipMallocPitch, (void **ptr, size_t *pitch, size_t width, size_t height))      \
-  X(hipMallocAsync, (void **dev_ptr, size_t size, hipStream_t stream))             \
-  X(hipMallocFromPoolAsync,                                                        \
-    (void **dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream))      \
-  X(hipDeviceGetDefaultMemPool, (hipMemPool_t * mem_pool, int device))             \
-  X(hipFree, (void *ptr))                                                          \
-  X(hipFreeAsync, (void *dev_ptr, hipStream_t stream))                             \
-  X(hipHostMalloc, (void **ptr, size_t size, unsigned int flags))                  \
-  X(hipHostFree, (void *ptr))                                                      \
-  X(hipMemcpy, (void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind)) \
-  X(hipDeviceSynchronize, (void))                                                  \
+#define GPUM_HIP_FUNCS(X)                                                               \
+  X(hipInit, (unsigned int flags))                                                      \
+  X(hipRuntimeGetVersion, (int *runtimeVersion))                                        \
+  X(hipGetDeviceCount, (int *count))                                                    \
+  X(hipSetDevice, (int deviceId))                                                       \
+  X(hipGetDevice, (int *deviceId))                                                      \
+  X(hipDeviceGetUuid, (hipUUID * uuid, hipDevice_t device))                             \
+  X(hipDeviceTotalMem, (size_t * bytes, hipDevice_t device))                            \
+  X(hipMemGetInfo, (size_t * free, size_t * total))                                     \
+  X(hipMalloc, (void **ptr, size_t size))                                               \
+  X(hipExtMallocWithFlags, (void **ptr, size_t sizeBytes, unsigned int flags))          \
+  X(hipMallocManaged, (void **dev_ptr, size_t size, unsigned int flags))                \
+  X(hipMallocPitch, (void **ptr, size_t *pitch, size_t width, size_t height))           \
+  X(hipMallocAsync, (void **dev_ptr, size_t size, hipStream_t stream))                  \
+  X(hipMallocFromPoolAsync,                                                             \
+    (void **dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream))           \
+  X(hipDeviceGetDefaultMemPool, (hipMemPool_t * mem_pool, int device))                  \
+  X(hipFree, (void *ptr))                                                               \
+  X(hipFreeAsync, (void *dev_ptr, hipStream_t stream))                                  \
+  X(hipHostMalloc, (void **ptr, size_t size, unsigned int flags))                       \
+  X(hipHostFree, (void *ptr))                                                           \
+  X(hipMemcpy, (void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind))      \
+  X(hipIpcGetMemHandle, (hipIpcMemHandle_t * handle, void *devPtr))                     \
+  X(hipIpcOpenMemHandle, (void **devPtr, hipIpcMemHandle_t handle, unsigned int flags)) \
+  X(hipDeviceSynchronize, (void))                                                       \
   X(hipGetLastError, (void))
 
 /* X(name, params): the functions returning const char *. */

@@ -23,25 +23,31 @@
 
 /* The driver calls the shim wraps: X(name). Each has a wrapper of the same name here and the
  * real entry point in gpum__enf_real. */
-#define GPUM_ENF_CUDA_WRAPPED(X)  \
-  X(cuMemAlloc_v2)                \
-  X(cuMemAllocPitch_v2)           \
-  X(cuMemAllocManaged)            \
-  X(cuMemAllocAsync)              \
-  X(cuMemAllocAsync_ptsz)         \
-  X(cuMemAllocFromPoolAsync)      \
-  X(cuMemAllocFromPoolAsync_ptsz) \
-  X(cuMemCreate)                  \
-  X(cuMemFree_v2)                 \
-  X(cuMemFreeAsync)               \
-  X(cuMemFreeAsync_ptsz)          \
-  X(cuMemRelease)                 \
-  X(cuMemGetInfo_v2)              \
-  X(cuDeviceTotalMem_v2)          \
-  X(cuDeviceGetDefaultMemPool)    \
-  X(cuDeviceGetMemPool)           \
-  X(cuMemPoolCreate)              \
-  X(cuGetProcAddress)             \
+#define GPUM_ENF_CUDA_WRAPPED(X)        \
+  X(cuMemAlloc_v2)                      \
+  X(cuMemAllocPitch_v2)                 \
+  X(cuMemAllocManaged)                  \
+  X(cuMemAllocAsync)                    \
+  X(cuMemAllocAsync_ptsz)               \
+  X(cuMemAllocFromPoolAsync)            \
+  X(cuMemAllocFromPoolAsync_ptsz)       \
+  X(cuMemCreate)                        \
+  X(cuMemFree_v2)                       \
+  X(cuMemFreeAsync)                     \
+  X(cuMemFreeAsync_ptsz)                \
+  X(cuMemRelease)                       \
+  X(cuMemGetInfo_v2)                    \
+  X(cuDeviceTotalMem_v2)                \
+  X(cuDeviceGetDefaultMemPool)          \
+  X(cuDeviceGetMemPool)                 \
+  X(cuMemPoolCreate)                    \
+  X(cuIpcGetMemHandle)                  \
+  X(cuIpcOpenMemHandle_v2)              \
+  X(cuMemExportToShareableHandle)       \
+  X(cuMemImportFromShareableHandle)     \
+  X(cuMemPoolExportToShareableHandle)   \
+  X(cuMemPoolImportFromShareableHandle) \
+  X(cuGetProcAddress)                   \
   X(cuGetProcAddress_v2)
 /* Driver calls the shim uses without wrapping them. */
 #define GPUM_ENF_CUDA_USED(X) \
@@ -66,7 +72,9 @@
   X(hipFree)                    \
   X(hipFreeAsync)               \
   X(hipMemGetInfo)              \
-  X(hipDeviceTotalMem)
+  X(hipDeviceTotalMem)          \
+  X(hipIpcGetMemHandle)         \
+  X(hipIpcOpenMemHandle)
 #define GPUM_ENF_HIP_USED(X) \
   X(hipGetDevice)            \
   X(hipDeviceGetUuid)
@@ -143,6 +151,10 @@ bool gpum__enf_charge(int dev, uint64_t bytes, bool *charged, const char *oom_co
 void gpum__enf_settle(bool ok, bool charged, unsigned kind, uint64_t key, int dev, uint64_t bytes);
 /* A free: gives back what (kind, key) was charged, if anything. */
 void gpum__enf_give_back(unsigned kind, uint64_t key);
+/* After a successful call the driver's checkpoint cannot follow (managed memory, memory shared
+ * with another process): marks the job's fence with flags (GPUM_FENCE_USED_*) for gpumd. Nothing
+ * without a fence. */
+void gpum__enf_mark_used(unsigned flags);
 
 /* hip_map.c: HIP ordinals to fence devices, and HIP's rounding (pure: unit-tested).
  * The fence device of HIP ordinal ord: the position of the device's UUID in

@@ -10,6 +10,10 @@
  *
  * The program is told its reservation: cuMemGetInfo_v2 and cuDeviceTotalMem_v2 give the limit
  * as the device's total and free = limit - what the job holds (never more than the device has).
+ *
+ * What the driver's checkpoint cannot take is marked in the fence for gpumd when the call
+ * succeeds: managed memory (cuMemAllocManaged), memory shared with another process (cuIpc*,
+ * the shareable handles of VMM allocations and of pools). Those calls pass through unchanged.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -210,10 +214,27 @@ GPUM_ENFORCE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
                gpum__enf_real.cuMemAlloc_v2(dptr, bytesize));
 }
 
-GPUM_ENFORCE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
-                                               unsigned int flags) {
+void gpum__enf_mark_used(unsigned flags) {
+  gpum_fence *f = gpum__enf_fence();
+  if (f)
+    gpum_fence_mark_used(f, flags);
+}
+
+/* r, after marking flags when it is a success. */
+static CUresult mark(CUresult r, unsigned flags) {
+  if (r == CUDA_SUCCESS)
+    gpum__enf_mark_used(flags);
+  return r;
+}
+
+static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
   FENCED_ALLOC(cuMemAllocManaged, current_dev(), bytesize,
                gpum__enf_real.cuMemAllocManaged(dptr, bytesize, flags));
+}
+
+GPUM_ENFORCE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
+                                               unsigned int flags) {
+  return mark(alloc_managed(dptr, bytesize, flags), GPUM_FENCE_USED_MANAGED);
 }
 
 GPUM_ENFORCE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
@@ -374,4 +395,50 @@ GPUM_ENFORCE_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
       poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
     gpum__enf_pool_note(*pool, poolProps->location.id);
   return r;
+}
+
+/* Memory shared with another process: passed through, marked when the driver says yes. */
+GPUM_ENFORCE_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
+  NEED_REAL(cuIpcGetMemHandle);
+  return mark(gpum__enf_real.cuIpcGetMemHandle(pHandle, dptr), GPUM_FENCE_USED_IPC);
+}
+
+GPUM_ENFORCE_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                                   unsigned int Flags) {
+  NEED_REAL(cuIpcOpenMemHandle_v2);
+  return mark(gpum__enf_real.cuIpcOpenMemHandle_v2(pdptr, handle, Flags), GPUM_FENCE_USED_IPC);
+}
+
+GPUM_ENFORCE_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                                          CUmemGenericAllocationHandle handle,
+                                                          CUmemAllocationHandleType handleType,
+                                                          unsigned long long flags) {
+  NEED_REAL(cuMemExportToShareableHandle);
+  return mark(
+      gpum__enf_real.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags),
+      GPUM_FENCE_USED_IPC);
+}
+
+GPUM_ENFORCE_EXPORT CUresult cuMemImportFromShareableHandle(
+    CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType) {
+  NEED_REAL(cuMemImportFromShareableHandle);
+  return mark(gpum__enf_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType),
+              GPUM_FENCE_USED_IPC);
+}
+
+GPUM_ENFORCE_EXPORT CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                                              CUmemAllocationHandleType handleType,
+                                                              unsigned long long flags) {
+  NEED_REAL(cuMemPoolExportToShareableHandle);
+  return mark(gpum__enf_real.cuMemPoolExportToShareableHandle(handle_out, pool, handleType, flags),
+              GPUM_FENCE_USED_IPC);
+}
+
+GPUM_ENFORCE_EXPORT CUresult
+cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                   CUmemAllocationHandleType handleType, unsigned long long flags) {
+  NEED_REAL(cuMemPoolImportFromShareableHandle);
+  return mark(
+      gpum__enf_real.cuMemPoolImportFromShareableHandle(pool_out, handle, handleType, flags),
+      GPUM_FENCE_USED_IPC);
 }

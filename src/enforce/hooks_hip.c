@@ -6,6 +6,9 @@
  * hipErrorOutOfMemory (HIP's code for memory that is short) when it would take the job past its
  * limit on the device. Sizes are charged as hip_map.c rounds them. Managed memory is charged on
  * the current device, as cuMemAllocManaged is. hipHostMalloc is host memory: not fenced.
+ * Managed memory and memory shared with another process (hipIpcGetMemHandle,
+ * hipIpcOpenMemHandle) are marked in the fence for gpumd when the call succeeds, as in
+ * hooks_cuda.c.
  *
  * The program is told its reservation: hipMemGetInfo and hipDeviceTotalMem give the limit as
  * the device's total and free = limit - what the job holds (never more than the device has).
@@ -103,9 +106,22 @@ GPUM_ENFORCE_EXPORT hipError_t hipExtMallocWithFlags(void **ptr, size_t sizeByte
                gpum__enf_real.hipExtMallocWithFlags(ptr, sizeBytes, flags));
 }
 
-GPUM_ENFORCE_EXPORT hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int flags) {
+/* r, after marking flags when it is a success. */
+static hipError_t mark(hipError_t r, unsigned flags) {
+  if (r == hipSuccess)
+    gpum__enf_mark_used(flags);
+  return r;
+}
+
+static hipError_t alloc_managed(void **dev_ptr, size_t size, unsigned int flags) {
   FENCED_ALLOC(hipMallocManaged, current_fence_dev(), dev_ptr, size,
                gpum__enf_real.hipMallocManaged(dev_ptr, size, flags));
+}
+
+GPUM_ENFORCE_EXPORT hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int flags) {
+  /* HIP gives a NULL pointer for size 0 and succeeds: nothing was allocated. */
+  hipError_t r = alloc_managed(dev_ptr, size, flags);
+  return r == hipSuccess && dev_ptr && *dev_ptr ? mark(r, GPUM_FENCE_USED_MANAGED) : r;
 }
 
 GPUM_ENFORCE_EXPORT hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream) {
@@ -202,4 +218,16 @@ GPUM_ENFORCE_EXPORT hipError_t hipDeviceTotalMem(size_t *bytes, hipDevice_t devi
   if (r == hipSuccess && gpum__enf_fenced())
     gpum__enf_tell_limit(fence_dev(device), NULL, bytes);
   return r;
+}
+
+/* Memory shared with another process: passed through, marked when the runtime says yes. */
+GPUM_ENFORCE_EXPORT hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t *handle, void *devPtr) {
+  NEED_REAL(hipIpcGetMemHandle);
+  return mark(gpum__enf_real.hipIpcGetMemHandle(handle, devPtr), GPUM_FENCE_USED_IPC);
+}
+
+GPUM_ENFORCE_EXPORT hipError_t hipIpcOpenMemHandle(void **devPtr, hipIpcMemHandle_t handle,
+                                                   unsigned int flags) {
+  NEED_REAL(hipIpcOpenMemHandle);
+  return mark(gpum__enf_real.hipIpcOpenMemHandle(devPtr, handle, flags), GPUM_FENCE_USED_IPC);
 }

@@ -28,6 +28,7 @@ struct block {
   int entry;                       /* its entry in the node's allocation table */
   struct CUmemPoolHandle_st *pool; /* the memory pool it came from, or NULL */
   void *saved;                     /* checkpointed: where its pages are in host memory */
+  bool managed;                    /* cuMemAllocManaged */
 };
 
 /* Lock order: the node lock before blocks_mu. */
@@ -140,7 +141,27 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
   GPUM__SIM_CU_FORK_GATE();
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
     return CUDA_ERROR_INVALID_VALUE;
-  return gpum__sim_cu_alloc(dptr, bytesize, NULL);
+  CUresult r = gpum__sim_cu_alloc(dptr, bytesize, NULL);
+  if (r == CUDA_SUCCESS) {
+    pthread_mutex_lock(&blocks_mu);
+    struct block *b = block_of(gpum__sim_tree_find(blocks, *dptr));
+    if (b)
+      b->managed = true;
+    pthread_mutex_unlock(&blocks_mu);
+  }
+  return r;
+}
+
+bool gpum__sim_cu_ipc_exportable(CUdeviceptr ptr, uint64_t *size, unsigned *simdev) {
+  pthread_mutex_lock(&blocks_mu);
+  struct block *b = block_of(gpum__sim_tree_find(blocks, ptr));
+  bool ok = b && !b->managed && !b->pool && !b->saved;
+  if (ok) {
+    *size = b->size;
+    *simdev = b->simdev;
+  }
+  pthread_mutex_unlock(&blocks_mu);
+  return ok;
 }
 
 /* Forgets block b (both locks held): its table entry when it is this process's (a child after

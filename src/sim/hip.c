@@ -34,6 +34,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <gpum/error.h>
 
@@ -286,7 +287,8 @@ struct block {
   struct gpum__sim_tnode node; /* key: the address */
   uint64_t size;
   unsigned simdev;
-  int entry; /* its entry in the node's allocation table */
+  int entry;    /* its entry in the node's allocation table */
+  bool managed; /* hipMallocManaged */
 };
 static pthread_mutex_t blk_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct gpum__sim_tnode *blocks;
@@ -356,7 +358,15 @@ hipError_t hipExtMallocWithFlags(void **ptr, size_t sizeBytes, unsigned int flag
 hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int flags) {
   if (flags != hipMemAttachGlobal && flags != hipMemAttachHost)
     return ret(hipErrorInvalidValue);
-  return ret(alloc_on(cur_dev, dev_ptr, size));
+  hipError_t r = alloc_on(cur_dev, dev_ptr, size);
+  if (r == hipSuccess && *dev_ptr) {
+    pthread_mutex_lock(&blk_mu);
+    struct block *b = block_of(gpum__sim_tree_find(blocks, (uint64_t)(uintptr_t)*dev_ptr));
+    if (b)
+      b->managed = true;
+    pthread_mutex_unlock(&blk_mu);
+  }
+  return ret(r);
 }
 
 hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
@@ -436,6 +446,63 @@ hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream) {
   if (stream)
     return ret(hipErrorInvalidHandle);
   return hipFree(dev_ptr);
+}
+
+/* ---- memory shared between processes ---- */
+
+/* Device memory is private to the process that allocated it (as in the simulated CUDA driver,
+ * src/sim/cuda_ipc.c): hipIpcGetMemHandle gives a handle for the base of a device allocation
+ * of this process (not managed memory; anything else: hipErrorInvalidHandle), and
+ * hipIpcOpenMemHandle checks the handle and answers hipErrorNotSupported: mapping the memory
+ * into another process is not simulated. */
+#define IPC_MAGIC 0x3150494850535047ULL /* "GPSPHIP1" little-endian */
+
+struct ipc_handle {
+  uint64_t magic;
+  uint64_t ptr; /* the address in the exporting process */
+  uint64_t size;
+  uint32_t pid; /* the exporting process */
+  uint32_t simdev;
+  char unused[32];
+};
+_Static_assert(sizeof(struct ipc_handle) == sizeof(hipIpcMemHandle_t), "an IPC handle's size");
+
+hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t *handle, void *devPtr) {
+  if (!handle || !devPtr)
+    return ret(hipErrorInvalidValue);
+  struct gpum__sim_node *n;
+  hipError_t r = live(&n);
+  if (r != hipSuccess)
+    return ret(r);
+  struct ipc_handle h = {
+      .magic = IPC_MAGIC, .ptr = (uint64_t)(uintptr_t)devPtr, .pid = (uint32_t)getpid()};
+  pthread_mutex_lock(&blk_mu);
+  struct block *b = block_of(gpum__sim_tree_find(blocks, h.ptr));
+  bool ok = b && !b->managed;
+  if (ok) {
+    h.size = b->size;
+    h.simdev = b->simdev;
+  }
+  pthread_mutex_unlock(&blk_mu);
+  if (!ok)
+    return ret(hipErrorInvalidHandle);
+  memcpy(handle, &h, sizeof h);
+  return ret(hipSuccess);
+}
+
+hipError_t hipIpcOpenMemHandle(void **devPtr, hipIpcMemHandle_t handle, unsigned int flags) {
+  (void)flags;
+  if (!devPtr)
+    return ret(hipErrorInvalidValue);
+  struct gpum__sim_node *n;
+  hipError_t r = live(&n);
+  if (r != hipSuccess)
+    return ret(r);
+  struct ipc_handle h;
+  memcpy(&h, &handle, sizeof h);
+  if (h.magic != IPC_MAGIC || h.ptr == 0 || h.size == 0 || h.pid == 0)
+    return ret(hipErrorInvalidHandle);
+  return ret(hipErrorNotSupported);
 }
 
 /* Whether [p, p+len) lies inside one allocation of this process. */

@@ -612,6 +612,9 @@ void gpum__sim_cu_free_all(struct gpum__sim_node *n, unsigned simdev);
 CUresult gpum__sim_cu_take_capacity(struct gpum__sim_node *n, unsigned dev, uint64_t size);
 /* Allocates device memory on the current context's device, or from pool (cuda_mem.c). */
 CUresult gpum__sim_cu_alloc(CUdeviceptr *dptr, size_t bytesize, struct CUmemPoolHandle_st *pool);
+/* Whether ptr is the base of a cuMemAlloc_v2 allocation of this process, the only memory
+ * cuIpcGetMemHandle exports (not managed, not from a pool); its size and device (cuda_mem.c). */
+bool gpum__sim_cu_ipc_exportable(CUdeviceptr ptr, uint64_t *size, unsigned *simdev);
 /* As gpum__sim_cu_begin, on simdev rather than the current context's device. */
 CUresult gpum__sim_cu_begin_on(struct gpum__sim_node **out, unsigned simdev);
 /* The device of a pool, and its count of bytes allocated (delta; blocks_mu held) (cuda_pool.c). */

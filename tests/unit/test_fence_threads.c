@@ -7,7 +7,9 @@
  * at random never pass the limit and leave the counter at zero. Names cannot be guessed; a
  * region is never created over, or opened through, a file that was there (another user's, a
  * symbolic link), is mode 0600 and is only opened when its owner is the one expected; the
- * shim's own regions whose processes are all gone are swept. Runs under ThreadSanitizer too
+ * shim's own regions whose processes are all gone are swept. What the job used (managed, IPC)
+ * is marked by any process, seen through a read-only handle with the first marker's pid, and
+ * never cleared; a region of the previous version is refused. Runs under ThreadSanitizer too
  * (the _threads suffix); the tests that fork run before any thread is started.
  */
 #include <pthread.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -339,6 +342,111 @@ static void test_sweep_own(void **state) {
   assert_int_equal(gpum_fence_unlink(live), 0);
 }
 
+/* A child marks flags on f, then exits; the parent waits for it. Returns the child's pid. */
+static pid_t child_marking(gpum_fence *f, unsigned flags) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    gpum_fence_mark_used(f, flags);
+    _exit(0);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return pid;
+}
+
+static void test_used_flags(void **state) {
+  (void)state;
+  gpum_fence *f = make(GiB), *ro = NULL;
+  assert_int_equal(gpum_fence_open(name, false, &ro), 0);
+  int mpid = -1, ipid = -1;
+  assert_int_equal(gpum_fence_used_flags(ro, &mpid, &ipid), 0);
+  assert_int_equal(mpid, 0);
+  assert_int_equal(ipid, 0);
+  /* A read-only handle marks nothing; unknown bits are ignored. */
+  gpum_fence_mark_used(ro, GPUM_FENCE_USED_ALL);
+  gpum_fence_mark_used(f, 0x80u);
+  gpum_fence_mark_used(NULL, GPUM_FENCE_USED_ALL);
+  assert_int_equal(gpum_fence_used_flags(ro, NULL, NULL), 0);
+  assert_int_equal(gpum_fence_used_flags(NULL, &mpid, &ipid), 0);
+  /* One process of the job used managed memory: the reader sees it, and who. */
+  pid_t first = child_marking(f, GPUM_FENCE_USED_MANAGED);
+  assert_int_equal(gpum_fence_used_flags(ro, &mpid, &ipid), GPUM_FENCE_USED_MANAGED);
+  assert_int_equal(mpid, first);
+  assert_int_equal(ipid, 0);
+  /* Another marks both: managed keeps its first user, IPC names the second. */
+  gpum_fence_mark_used(f, GPUM_FENCE_USED_MANAGED | GPUM_FENCE_USED_IPC);
+  assert_int_equal(gpum_fence_used_flags(ro, &mpid, &ipid), GPUM_FENCE_USED_ALL);
+  assert_int_equal(mpid, first);
+  assert_int_equal(ipid, getpid());
+  (void)child_marking(f, GPUM_FENCE_USED_IPC);
+  assert_int_equal(gpum_fence_used_flags(ro, &mpid, &ipid), GPUM_FENCE_USED_ALL);
+  assert_int_equal(ipid, getpid());
+  /* The flags are in the region, not the handle: a new handle sees them, with one pid NULL. */
+  gpum_fence *again = NULL;
+  assert_int_equal(gpum_fence_open(name, false, &again), 0);
+  assert_int_equal(gpum_fence_used_flags(again, NULL, &ipid), GPUM_FENCE_USED_ALL);
+  assert_int_equal(ipid, getpid());
+  gpum_fence_close(again);
+  gpum_fence_close(ro);
+  drop(f);
+}
+
+/* Processes marking at once: the flag is set, and the pid kept is one of theirs. */
+static void test_used_flags_race(void **state) {
+  (void)state;
+  enum { N = 8 };
+  gpum_fence *f = make(GiB);
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t kids[N];
+  for (int i = 0; i < N; i++) {
+    kids[i] = fork();
+    assert_true(kids[i] >= 0);
+    if (kids[i] == 0) {
+      close(go[1]);
+      char c;
+      /* Every child waits on the same pipe: closing it releases them together. */
+      if (read(go[0], &c, 1) != 0)
+        _exit(2);
+      gpum_fence_mark_used(f, GPUM_FENCE_USED_IPC);
+      _exit(0);
+    }
+  }
+  close(go[0]);
+  close(go[1]);
+  for (int i = 0; i < N; i++) {
+    int st;
+    assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  int mpid = -1, ipid = -1;
+  assert_int_equal(gpum_fence_used_flags(f, &mpid, &ipid), GPUM_FENCE_USED_IPC);
+  assert_int_equal(mpid, 0);
+  bool theirs = false;
+  for (int i = 0; i < N; i++)
+    theirs |= ipid == kids[i];
+  assert_true(theirs);
+  drop(f);
+}
+
+/* A region of another version (the shim and gpumd ship together) is refused, not misread. */
+static void test_other_version_refused(void **state) {
+  (void)state;
+  gpum_fence *f = make(GiB), *g = NULL;
+  char path[GPUM_FENCE_NAME_MAX + 16];
+  snprintf(path, sizeof path, "/dev/shm/%s", name);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  assert_true(fd >= 0);
+  uint32_t v = 2; /* the version field follows the 8-byte magic */
+  assert_int_equal(pwrite(fd, &v, sizeof v, 8), (ssize_t)sizeof v);
+  close(fd);
+  assert_int_equal(gpum_fence_open(name, false, &g), GPUM_EPROTO);
+  assert_null(g);
+  drop(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_limit_to_the_byte),
@@ -349,6 +457,9 @@ int main(void) {
       cmocka_unit_test(test_create_never_takes_over),
       cmocka_unit_test(test_mode_and_owner),
       cmocka_unit_test(test_sweep_own),
+      cmocka_unit_test(test_used_flags),
+      cmocka_unit_test(test_used_flags_race),
+      cmocka_unit_test(test_other_version_refused),
       cmocka_unit_test(test_threads_never_pass_the_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,11 +27,16 @@
 #include "os_internal.h"
 
 #define FENCE_MAGIC 0x31434e4546505047ULL /* "GPPFENC1" little-endian */
-#define FENCE_VERSION 2u                  /* 2: the creator's pid and start time */
+#define FENCE_VERSION 3u /* 2: the creator's pid and start time; 3: what the job used */
 
 /* Where glibc's shm_open keeps the regions, listed by the sweeps. */
 #define SHM_DIR "/dev/shm"
 #define NAME_BASE "gpum-fence-"
+
+/* Flags a region has room for (GPUM_FENCE_USED_*: bit i's first pid in used_pid[i]); the
+ * public ones are the low bits. */
+#define USED_BITS 8u
+_Static_assert((GPUM_FENCE_USED_ALL >> USED_BITS) == 0, "a used flag without a pid slot");
 
 #define OWNER_PID_MASK 0xffffffffULL
 #define OWNER_CLAIMING (1ULL << 62)
@@ -58,6 +63,10 @@ struct fence_region {
   _Atomic uint32_t shrink_wanted;
   uint32_t creator_pid;   /* the process that created the region */
   uint64_t creator_start; /* its start time (/proc/PID/stat field 22) */
+  /* What some process of the job used (GPUM_FENCE_USED_*), set and never cleared, and the pid
+   * of the first process that set each flag (used_pid[i] for flag 1u << i, 0 before). */
+  _Atomic uint32_t used_flags;
+  _Atomic uint32_t used_pid[USED_BITS];
   struct fence_dev dev[GPUM_FENCE_MAX_DEVICES];
   struct fence_slot slot[GPUM_FENCE_MAX_PROCS];
 };
@@ -496,6 +505,41 @@ bool gpum_fence_take_shrink(gpum_fence *f) {
   if (!f || !f->writable || !atomic_load_explicit(&f->r->shrink_wanted, memory_order_relaxed))
     return false;
   return atomic_exchange(&f->r->shrink_wanted, 0) != 0;
+}
+
+void gpum_fence_mark_used(gpum_fence *f, unsigned flags) {
+  if (!f || !f->writable)
+    return;
+  struct fence_region *r = f->r;
+  flags &= GPUM_FENCE_USED_ALL;
+  /* Once set a flag stays: the common case (already marked) is one load. */
+  if ((atomic_load_explicit(&r->used_flags, memory_order_acquire) & flags) == flags)
+    return;
+  uint32_t me = (uint32_t)getpid();
+  /* The pid first, then the flag (release): a reader that sees the flag sees a pid. The first
+   * process to name itself keeps the slot (a compare-and-swap from 0). */
+  for (unsigned i = 0; i < USED_BITS; i++) {
+    uint32_t zero = 0;
+    if (flags & (1u << i))
+      atomic_compare_exchange_strong(&r->used_pid[i], &zero, me);
+  }
+  atomic_fetch_or_explicit(&r->used_flags, flags, memory_order_release);
+}
+
+unsigned gpum_fence_used_flags(const gpum_fence *f, int *managed_pid, int *ipc_pid) {
+  if (managed_pid)
+    *managed_pid = 0;
+  if (ipc_pid)
+    *ipc_pid = 0;
+  if (!f)
+    return 0;
+  const struct fence_region *r = f->r;
+  unsigned flags = atomic_load_explicit(&r->used_flags, memory_order_acquire) & GPUM_FENCE_USED_ALL;
+  if (managed_pid && (flags & GPUM_FENCE_USED_MANAGED))
+    *managed_pid = (int)atomic_load_explicit(&r->used_pid[0], memory_order_relaxed);
+  if (ipc_pid && (flags & GPUM_FENCE_USED_IPC))
+    *ipc_pid = (int)atomic_load_explicit(&r->used_pid[1], memory_order_relaxed);
+  return flags;
 }
 
 bool gpum_fence_abandoned(gpum_fence *f) {

@@ -27,6 +27,19 @@
  *                                      with READY and GATE, first writes READY and waits for
  *                                      GATE to exist (jobs that must all be running before
  *                                      any of them allocates)
+ *   enforce_probe used WAY...          prints "pid PID", then makes each call WAY names once
+ *                                      and prints "WAY CODE": managed (cuMemAllocManaged,
+ *                                      linked), managed-getproc (the same through
+ *                                      cuGetProcAddress_v2, as the runtime's
+ *                                      cudaMallocManaged), ipc-get (cuIpcGetMemHandle of a
+ *                                      cuMemAlloc through cuGetProcAddress_v2), ipc-open-self
+ *                                      (cuIpcOpenMemHandle_v2 of this process's own handle),
+ *                                      ipc-open-bad (of a handle of zeroes), ipc-open-peer (of
+ *                                      a handle of 64 'P' bytes), export, import, pool-export,
+ *                                      pool-import (the shareable-handle calls: descriptor 42
+ *                                      for the imports); a call that succeeds must answer what
+ *                                      preload/ipc_peer.c answers (pointer 0x5ee0000,
+ *                                      descriptor 42, handle or pool 0xabc)
  *   enforce_probe shrink BYTES BASE FILE1 FILE2
  *                                      allocates BYTES in 256 MiB blocks, frees them, writes
  *                                      FILE1; then allocates and frees 2 MiB every 20 ms until
@@ -359,6 +372,87 @@ cmd_shrink(size_t bytes, size_t base, const char *f1, const char *f2) {
     pause();
 }
 
+/* The entry point name through cuGetProcAddress_v2, as the CUDA runtime resolves it. */
+static void *getproc(const char *name) {
+  void *fn = NULL;
+  CUdriverProcAddressQueryResult st;
+  if (cuGetProcAddress_v2(name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
+      !fn)
+    fail("cuGetProcAddress_v2(%s)", name);
+  return fn;
+}
+
+static int cmd_used(int n, char **ways) {
+  ctx();
+  printf("pid %d\n", (int)getpid());
+  for (int i = 0; i < n; i++) {
+    const char *w = ways[i];
+    CUdeviceptr p = 0;
+    CUipcMemHandle h;
+    memset(&h, 0, sizeof h);
+    CUresult r;
+    if (!strcmp(w, "managed")) {
+      r = cuMemAllocManaged(&p, 2u << 20, CU_MEM_ATTACH_GLOBAL);
+      if (r == CUDA_SUCCESS)
+        cuMemFree_v2(p);
+    } else if (!strcmp(w, "managed-getproc")) {
+      gpum_cuMemAllocManaged_fn fn;
+      void *sym = getproc("cuMemAllocManaged");
+      memcpy(&fn, &sym, sizeof fn);
+      r = fn(&p, 2u << 20, CU_MEM_ATTACH_GLOBAL);
+      if (r == CUDA_SUCCESS)
+        cuMemFree_v2(p);
+    } else if (!strcmp(w, "ipc-get") || !strcmp(w, "ipc-open-self")) {
+      gpum_cuIpcGetMemHandle_fn fn;
+      void *sym = getproc("cuIpcGetMemHandle");
+      memcpy(&fn, &sym, sizeof fn);
+      if (cuMemAlloc_v2(&p, 2u << 20) != CUDA_SUCCESS)
+        fail("used: cuMemAlloc_v2");
+      r = fn(&h, p);
+      if (r == CUDA_SUCCESS && !strcmp(w, "ipc-open-self")) {
+        CUdeviceptr q = 0;
+        r = cuIpcOpenMemHandle_v2(&q, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      }
+      cuMemFree_v2(p);
+    } else if (!strcmp(w, "ipc-open-bad") || !strcmp(w, "ipc-open-peer")) {
+      if (!strcmp(w, "ipc-open-peer"))
+        memset(&h, 'P', sizeof h);
+      r = cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      if (r == CUDA_SUCCESS && p != 0x5ee0000)
+        fail("used: %s gave the pointer %#llx", w, (unsigned long long)p);
+    } else if (!strcmp(w, "export")) {
+      int fd = -1;
+      r = cuMemExportToShareableHandle(&fd, 1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r == CUDA_SUCCESS && fd != 42)
+        fail("used: export gave descriptor %d", fd);
+    } else if (!strcmp(w, "import")) {
+      CUmemGenericAllocationHandle g = 0;
+      r = cuMemImportFromShareableHandle(&g, (void *)(uintptr_t)42,
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (r == CUDA_SUCCESS && g != 0xabc)
+        fail("used: import gave the handle %#llx", g);
+    } else if (!strcmp(w, "pool-export")) {
+      CUmemoryPool pool;
+      int fd = -1;
+      if (cuDeviceGetDefaultMemPool(&pool, 0) != CUDA_SUCCESS)
+        fail("used: no default pool");
+      r = cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r == CUDA_SUCCESS && fd != 42)
+        fail("used: pool-export gave descriptor %d", fd);
+    } else if (!strcmp(w, "pool-import")) {
+      CUmemoryPool pool = NULL;
+      r = cuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)42,
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r == CUDA_SUCCESS && (uintptr_t)pool != 0xabc)
+        fail("used: pool-import gave the pool %p", (void *)pool);
+    } else {
+      fail("used: unknown way %s", w);
+    }
+    printf("%s %d\n", w, (int)r);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if ((argc == 5 || argc == 7) && !strcmp(argv[1], "fillhold"))
@@ -404,6 +498,8 @@ int main(int argc, char **argv) {
     cuMemFree_v2(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
   }
+  if (argc >= 3 && !strcmp(argv[1], "used"))
+    return cmd_used(argc - 2, argv + 2);
   if (argc == 5 && !strcmp(argv[1], "threads"))
     return cmd_threads((unsigned)num(argv[2]), (unsigned)num(argv[3]), num(argv[4]));
   if (argc == 3 && !strcmp(argv[1], "fork")) {

@@ -11,6 +11,9 @@
  *   P=ROWS   hipMallocPitch, rows of 1 MiB
  *   x=SIZE   hipMalloc reached with dlopen("libamdhip64.so.5") and dlsym, as frameworks do
  *   f        hipFree of the newest allocation still held
+ *   g        hipIpcGetMemHandle of the newest allocation still held: "g - RESULT"
+ *   o        hipIpcOpenMemHandle of the handle the last g made (64 'P' bytes before any):
+ *            "o PTR RESULT" (PTR "-" when it failed)
  *   i        hipMemGetInfo: "i free total RESULT"
  *   t=N      hipDeviceTotalMem(N): "t bytes RESULT"
  *   c        hipGetDeviceCount: "c count RESULT"
@@ -68,6 +71,7 @@ static int small_num(const char *s) {
 
 #define MAXP 4096
 static void *held[MAXP];
+static hipIpcMemHandle_t ipc; /* the last g's, 64 'P' bytes before (set in main) */
 static int nheld;
 
 static void keep(void *p) {
@@ -136,6 +140,7 @@ static void threads(unsigned n) {
 }
 
 int main(int argc, char **argv) {
+  memset(&ipc, 'P', sizeof ipc);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = a[1] == '=' ? a + 2 : "";
     void *p = NULL;
@@ -199,6 +204,17 @@ int main(int argc, char **argv) {
         keep(p);
       break;
     }
+    case 'g':
+      r = hipIpcGetMemHandle(&ipc, nheld ? held[nheld - 1] : NULL);
+      printf("g - %d\n", (int)r);
+      break;
+    case 'o':
+      r = hipIpcOpenMemHandle(&p, ipc, 0);
+      if (r == hipSuccess)
+        printf("o %p %d\n", p, (int)r);
+      else
+        printf("o - %d\n", (int)r);
+      break;
     case 'f':
       if (nheld == 0) {
         fprintf(stderr, "hip_alloc: nothing to free\n");

@@ -102,6 +102,12 @@ static CUevent parent_event;
   C(cuMemUnmap, (dp, 2 << 20))                                               \
   C(cuMemSetAccess, (dp, 2 << 20, &access, 1))                               \
   C(cuMemGetAllocationGranularity, (&sz, &alloc_prop, 0))                    \
+  C(cuMemExportToShareableHandle, (&i, handle, 1, 0))                        \
+  C(cuMemImportFromShareableHandle, (&handle, &i, 1))                        \
+  C(cuMemPoolExportToShareableHandle, (&i, pool, 1, 0))                      \
+  C(cuMemPoolImportFromShareableHandle, (&pool, &i, 1, 0))                   \
+  C(cuIpcGetMemHandle, (&ipc, parent_ptr))                                   \
+  C(cuIpcOpenMemHandle_v2, (&dp, ipc, 1))                                    \
   C(cuStreamCreate, (&stream, 0))                                            \
   C(cuStreamDestroy_v2, (parent_stream))                                     \
   C(cuStreamSynchronize, (parent_stream))                                    \
@@ -185,6 +191,8 @@ static int child_checks(void) {
   CUevent event = NULL;
   unsigned long long u64 = 0;
   float ms = 0;
+  CUipcMemHandle ipc;
+  memset(&ipc, 0, sizeof ipc);
 #define RUN(name, args)                                                                 \
   do {                                                                                  \
     CUresult r = name args;                                                             \
