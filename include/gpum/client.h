@@ -129,6 +129,7 @@ typedef struct {
   bool hold;
   uint64_t suspended_ns;
   uint64_t host_bytes;
+  char moving[16]; /* "suspending" or "resuming" while its memory moves; "" otherwise */
 } gpum_reservation_t;
 
 /* "QUEUED", "GRANTED", ...; "UNKNOWN". */
@@ -172,6 +173,8 @@ typedef enum {
   GPUM_CLIENT_EV_RELEASED,
   GPUM_CLIENT_EV_PRESSURE,
   GPUM_CLIENT_EV_NODE, /* an event of the node's, to a watcher (gpum_client_watch) */
+  GPUM_CLIENT_EV_SUSPENDED, /* its job's GPU memory moved to host memory (docs/suspend.md) */
+  GPUM_CLIENT_EV_RESUMED,   /* and back: GRANTED again */
 } gpum_client_event_kind_t;
 
 /* What happens on the node that a watcher can follow (gpum_client_watch): the events gpumd
@@ -270,11 +273,22 @@ GPUM_API int gpum_client_renew(gpum_client_t *c, const char *id, uint64_t ttl_ms
  * the reason. The owner or an admin only (GPUM_EPERM). out may be NULL. */
 GPUM_API int gpum_client_resize(gpum_client_t *c, const char *id, uint64_t bytes_per_gpu,
                                 gpum_reservation_t *out);
+/* Suspend and resume a preemptible reservation's job (docs/suspend.md), the owner or an admin.
+ * Each starts the work and returns at once with the reservation as it is then: the driver moves
+ * the job's GPU memory in the background (seconds per GiB on a real GPU); the reservation
+ * becomes SUSPENDED, or GRANTED again, when it is done, or stays with the reason in its "reason"
+ * (its "moving" says "suspending" or "resuming" meanwhile: docs/protocol.md). Suspend: GPUM_ESTATE (not GRANTED, or a suspend or
+ * resume already under way), GPUM_ENOTSUP (not preemptible; managed or IPC memory; no process
+ * to suspend; a driver without checkpoints), GPUM_ENOMEM (over the node's host memory bound).
+ * Resume: GPUM_ESTATE (not SUSPENDED); with no room now it waits for room (no longer held) and
+ * returns 0, the reason saying what it waits for. */
+GPUM_API int gpum_client_suspend(gpum_client_t *c, const char *id, gpum_reservation_t *out);
+GPUM_API int gpum_client_resume(gpum_client_t *c, const char *id, gpum_reservation_t *out);
 /* Rebinds a connection-bound reservation to this connection (after a daemon restart). */
 GPUM_API int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
                                 gpum_reservation_t *out);
-/* The caller's live (QUEUED and GRANTED) reservations (all: everyone's), in id order, in a
- * malloc'd array (*out, *n) the caller frees with free(). gpumd answers a list in pages (each
+/* The caller's live (QUEUED, GRANTED and SUSPENDED) reservations (all: everyone's), in id order,
+ * in a malloc'd array (*out, *n) the caller frees with free(). gpumd answers a list in pages (each
  * reply is one message, docs/protocol.md); this call asks for every page in turn, so a node's
  * whole list comes back, however long. The pages are read one after another, not at one
  * instant: a reservation made or ended meanwhile may or may not be in it. */
@@ -308,7 +322,7 @@ GPUM_API int gpum_client_list_page(gpum_client_t *c, const gpum_list_query_t *q,
 /* What gpum_client_list_each hands its callback: a live reservation of a page, or one that
  * ended lately (asked for with ended). */
 typedef enum {
-  GPUM_LIST_LIVE = 0, /* QUEUED or GRANTED, in id order, page after page */
+  GPUM_LIST_LIVE = 0, /* QUEUED, GRANTED or SUSPENDED, in id order, page after page */
   GPUM_LIST_ENDED,    /* reached a final state in the last ten minutes, newest first */
 } gpum_list_part_t;
 /* Called for each reservation with its struct and its JSON document (compact, len bytes, not

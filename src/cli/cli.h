@@ -44,6 +44,8 @@ int cmd_run(gpum_config_t *cfg, int argc, char **argv);
 int cmd_reserve(gpum_config_t *cfg, int argc, char **argv);
 int cmd_jobs(gpum_config_t *cfg, int argc, char **argv);
 int cmd_release(gpum_config_t *cfg, int argc, char **argv);
+int cmd_suspend(gpum_config_t *cfg, int argc, char **argv);
+int cmd_resume(gpum_config_t *cfg, int argc, char **argv);
 int cmd_disable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_enable(gpum_config_t *cfg, int argc, char **argv);
 int cmd_http_token(gpum_config_t *cfg, int argc, char **argv);

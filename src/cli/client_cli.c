@@ -33,6 +33,8 @@ const char cli_reserve_flags_help[] =
     "  --label L           a name shown in 'gpum jobs' (default: the command's name)\n"
     "  --no-wait           do not queue: fail at once (exit 1, with the reason) when the\n"
     "                      reservation cannot be granted right now\n"
+    "  --preemptible       the job may be suspended (its GPU memory moved to host memory)\n"
+    "                      for work of higher priority, and resumed later (docs/suspend.md)\n"
     "  -q, --quiet         do not show the queue position while waiting\n";
 
 bool cli_take_flag(int argc, char **argv, int *i, const char *name, const char **v) {
@@ -74,6 +76,8 @@ int cli_take_reserve_flag(const char *cmd, int argc, char **argv, int *i, cli_re
     o->quiet = true;
   } else if (!strcmp(argv[*i], "--no-wait")) {
     o->req.no_wait = true;
+  } else if (!strcmp(argv[*i], "--preemptible")) {
+    o->req.preemptible = true;
   } else if (cli_take_flag(argc, argv, i, "--mem", &v)) {
     if (!v || gpum_size_parse(v, &o->req.bytes_per_gpu) != 0 || o->req.bytes_per_gpu == 0)
       return usage_error(cmd, "--mem", v, "a size such as 8GiB or 512MiB");

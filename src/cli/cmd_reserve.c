@@ -27,6 +27,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: gpum reserve --mem SIZE [--gpus N] [--type TYPE] [--priority P]\n"
           "                    [--timeout DURATION] [--label L] [--ttl DURATION] [--no-wait]\n"
+          "                    [--preemptible]\n"
           "                    [-q]\n"
           "\n"
           "Reserves GPU memory from gpumd and holds it. Prints the reservation id on stdout\n"

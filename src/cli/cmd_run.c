@@ -41,6 +41,7 @@ static void usage(FILE *out) {
       out,
       "usage: gpum run --mem SIZE | --estimate SPEC [--gpus N] [--type TYPE] [--priority P]\n"
       "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
+      "                [--preemptible]\n"
       "                [--on-end term|keep] [--distributed | --no-distributed]\n"
       "                [--master-port N] [--fallback cpu] [-q] -- CMD [ARGS...]\n"
       "\n"

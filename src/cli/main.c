@@ -32,6 +32,8 @@ static const gpum_cli_command_t commands[] = {
     {"reserve", cmd_reserve, "reserve GPU memory from gpumd and hold it"},
     {"jobs", cmd_jobs, "list the reservations and the queue of gpumd"},
     {"release", cmd_release, "release or cancel gpumd reservations"},
+    {"suspend", cmd_suspend, "move a preemptible job's GPU memory to host memory"},
+    {"resume", cmd_resume, "bring a suspended job's GPU memory back and let it go on"},
     {"disable", cmd_disable, "take a GPU out of service in gpumd (admin); running jobs stay"},
     {"enable", cmd_enable, "give a disabled GPU back to gpumd (admin)"},
     {"http-token", cmd_http_token, "show or rotate the bearer token of gpumd's REST API"},

@@ -215,6 +215,7 @@ struct gpumd {
   uint64_t grace_start_ns;     /* when that grace period began (SIGHUP re-arms it from there) */
   struct event *prune_timer;   /* ledger.retention: deletes old finished reservations */
   struct gpumd_fences *fences; /* the reservations' fence regions (fences.c) */
+  struct gpumd_suspend *susp;  /* suspend and resume (suspend.c) */
   struct event *ledger_ev;     /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
   gpum_device_readers_t *procs;

@@ -288,6 +288,7 @@
   X(gpum_reservation_t, hold)                   \
   X(gpum_reservation_t, suspended_ns)           \
   X(gpum_reservation_t, host_bytes)             \
+  X(gpum_reservation_t, moving)                 \
   X(gpum_reserve_req_t, bytes_per_gpu)          \
   X(gpum_reserve_req_t, gpus)                   \
   X(gpum_reserve_req_t, model)                  \

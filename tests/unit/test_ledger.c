@@ -119,6 +119,7 @@ static void sample(gpumd_resv_t *r, uint64_t id, gpumd_resv_state_t st) {
     r->suspend_hold = id % 2;
     r->suspended_ns = T0 + id + 3;
     r->host_bytes = UINT64_C(0x7000000000000001) + id;
+    r->ckpt_mask = UINT64_C(0x8000000000000003);
     r->nprocs = GPUMD_RESV_MAX_PROCS;
     for (unsigned i = 0; i < r->nprocs; i++) {
       r->proc_pid[i] = INT32_MAX - (int32_t)i;
@@ -160,6 +161,7 @@ static void assert_resv_equal(const gpumd_resv_t *a, const gpumd_resv_t *b) {
   assert_int_equal(a->suspend_hold, b->suspend_hold);
   assert_int_equal(a->suspended_ns, b->suspended_ns);
   assert_int_equal(a->host_bytes, b->host_bytes);
+  assert_int_equal(a->ckpt_mask, b->ckpt_mask);
   assert_int_equal(a->nprocs, b->nprocs);
   for (unsigned i = 0; i < a->nprocs; i++) {
     assert_int_equal(a->proc_pid[i], b->proc_pid[i]);

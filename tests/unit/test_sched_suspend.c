@@ -193,14 +193,16 @@ static void test_states_and_end(void **state) {
   /* The facts a suspend keeps. */
   int32_t pids[2] = {100, 200};
   uint64_t starts[2] = {7, 8};
-  assert_int_equal(gpumd_sched_set_suspend_facts(fx->s, g, true, 5 * GiB, pids, starts, 2), 0);
-  assert_int_equal(gpumd_sched_set_suspend_facts(fx->s, g, true, 0, pids, starts,
+  assert_int_equal(gpumd_sched_set_suspend_facts(fx->s, g, true, 5 * GiB, 1, pids, starts, 2),
+                   0);
+  assert_int_equal(gpumd_sched_set_suspend_facts(fx->s, g, true, 0, 1, pids, starts,
                                                  GPUMD_RESV_MAX_PROCS + 1),
                    GPUM_EINVAL);
   const gpumd_resv_t *r = gpumd_sched_find(fx->s, g);
   assert_int_equal(r->nprocs, 2);
   assert_int_equal(r->proc_pid[1], 200);
   assert_int_equal(r->host_bytes, 5 * GiB);
+  assert_int_equal(r->ckpt_mask, 1);
 
   /* Released while suspended: RELEASED, and GPU 0's count is not taken down a second time. */
   assert_int_equal(gpumd_sched_release(fx->s, NULL, g, T0 + 3 * SEC, NULL), 0);
@@ -238,12 +240,49 @@ static void test_restore_suspended(void **state) {
   fx_free(fx);
 }
 
+/* The preemption plan: only preemptible jobs of lower priority past their minimum run time, the
+ * lowest priority first, only those on the GPUs the waiter gets, and nothing changed by asking. */
+static void test_preempt_plan(void **state) {
+  (void)state;
+  fx_t *fx = node();
+  uint64_t p1 = submit_on(fx, 50 * GiB, 1, "0", true, T0);          /* preemptible, prio 1 */
+  uint64_t p0 = submit_on(fx, 50 * GiB, 0, "1", true, T0);          /* preemptible, prio 0 */
+  uint64_t fixed = submit_on(fx, 60 * GiB, -5, "2", false, T0);     /* not preemptible */
+  uint64_t young = submit_on(fx, 20 * GiB, -9, "1", true, T0 + 50 * SEC); /* too young */
+  assert_int_equal(gpumd_sched_preemptible(fx->s), 3);
+  uint64_t v[4];
+  size_t n = 9;
+  /* A waiter of priority 1 on any H100: only p0 (priority 0) may go; young has run 10 s. */
+  uint64_t w = submit_on(fx, 70 * GiB, 1, NULL, false, T0 + 60 * SEC);
+  assert_int_equal(state_of(fx, w), GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_preempt_plan(fx->s, w, T0 + 60 * SEC, 30 * SEC, v, 4, &n), 0);
+  assert_int_equal(n, 0); /* p0 alone leaves young's 20 GiB on GPU 1: 60 free, 70 needed */
+  assert_int_equal(gpumd_sched_preempt_plan(fx->s, w, T0 + 60 * SEC, 5 * SEC, v, 4, &n), 0);
+  assert_int_equal(n, 2); /* young (priority -9) first, then p0; both on GPU 1 */
+  assert_true((v[0] == young && v[1] == p0) || (v[0] == p0 && v[1] == young));
+  assert_int_equal(gpumd_sched_preempt_plan(fx->s, w, T0 + 60 * SEC, 5 * SEC, v, 1, &n),
+                   GPUM_ENOSPC);
+  assert_int_equal(n, 0);
+  /* Asking changed nothing. */
+  assert_int_equal(reserved_on(fx, 1), 70 * GiB);
+  assert_int_equal(gpumd_sched_preemptible(fx->s), 3);
+  assert_int_equal(state_of(fx, w), GPUMD_RESV_QUEUED);
+  /* A waiter of priority 2 on the A100: the only job there is not preemptible. */
+  uint64_t a = submit_on(fx, 30 * GiB, 2, "2", false, T0 + 60 * SEC);
+  assert_int_equal(gpumd_sched_preempt_plan(fx->s, a, T0 + 60 * SEC, 0, v, 4, &n), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(gpumd_sched_preempt_plan(fx->s, p1, T0, 0, v, 4, &n), GPUM_ENOENT);
+  (void)fixed;
+  fx_free(fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_suspend_frees_and_resume_moves),
       cmocka_unit_test(test_resume_order),
       cmocka_unit_test(test_states_and_end),
       cmocka_unit_test(test_restore_suspended),
+      cmocka_unit_test(test_preempt_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,7 +207,7 @@ class Reservation(c.Structure):
         ("ended_ns", c.c_uint64), ("fenced", c.c_bool), ("fenced_used", c.c_uint64),
         ("fenced_limit", c.c_uint64), ("slurm_job_id", c.c_char * 24),
         ("slurm_step_id", c.c_char * 24), ("preemptible", c.c_bool), ("hold", c.c_bool),
-        ("suspended_ns", c.c_uint64), ("host_bytes", c.c_uint64),
+        ("suspended_ns", c.c_uint64), ("host_bytes", c.c_uint64), ("moving", c.c_char * 16),
     ]
 
 

@@ -105,6 +105,11 @@ static json_t *fenced_json(gpumd_t *d, const gpumd_resv_t *r) {
                    (json_int_t)u.limit, GPUM_PROTO_F_PROCESSES, (int)u.procs);
 }
 
+static const char *moving_name(unsigned moving) {
+  return moving == GPUMD_MOVING_SUSPENDING ? GPUM_PROTO_MOVING_SUSPENDING
+                                           : GPUM_PROTO_MOVING_RESUMING;
+}
+
 json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_token) {
   char id[GPUMD_RESV_ID_BUFSZ];
   json_t *o = json_object();
@@ -159,6 +164,8 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
   put_int(o, GPUM_PROTO_F_GRANTED_NS, (json_int_t)r->granted_ns);
   put_int(o, GPUM_PROTO_F_ENDED_NS, (json_int_t)r->ended_ns);
   json_object_set_new_nocheck(o, GPUM_PROTO_F_PREEMPTIBLE, json_boolean(r->preemptible));
+  if (r->moving)
+    put_ascii(o, GPUM_PROTO_F_MOVING, moving_name(r->moving));
   if (r->state == GPUMD_RESV_SUSPENDED) {
     put_int(o, GPUM_PROTO_F_SUSPENDED_NS, (json_int_t)r->suspended_ns);
     put_int(o, GPUM_PROTO_F_HOST_BYTES, (json_int_t)r->host_bytes);
@@ -256,6 +263,10 @@ static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, 
     GPUMD_JW_LIT(w, "true");
   else
     GPUMD_JW_LIT(w, "false");
+  if (r->moving) {
+    W_KEY(w, GPUM_PROTO_F_MOVING);
+    gpumd_jw_name(w, moving_name(r->moving));
+  }
   if (r->state == GPUMD_RESV_SUSPENDED) {
     W_INT(w, GPUM_PROTO_F_SUSPENDED_NS, (long long)r->suspended_ns);
     W_INT(w, GPUM_PROTO_F_HOST_BYTES, (long long)r->host_bytes);
@@ -394,7 +405,14 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
   resv_doc_t doc = {d, r};
   gpumd_resv_doc_set(d, cause, r);
   gpumd_obs_transition(d, r, from, to, write_resv_doc, &doc);
+  gpumd_suspend_changed(d);
   if (gpumd_resv_state_final(to)) {
+    if (from == GPUMD_RESV_SUSPENDED || r->moving)
+      gpum_log(GPUM_LOG_WARN, "gpumd",
+               "r-%llu ended %s: its processes (%u) stay as the driver has them; end them to "
+               "free the host memory they take",
+               (unsigned long long)r->id, r->moving ? "while being moved" : "while suspended",
+               r->nprocs);
     if (cause && cause->final && cause->about == r->id)
       *cause->final = *r;
     gpumd_lease_remove(d, r->id);
@@ -404,6 +422,17 @@ static void on_transition(void *user, const gpumd_cause_t *cause, const gpumd_re
 }
 
 /* ---- changes without a transition: a TTL lease's expiry, a resize ------------------------- */
+
+void gpumd_engine_note(gpumd_t *d, const gpumd_resv_t *r, const gpumd_actor_t *a, const char *why) {
+  gpumd_ledger_audit_t row = {.reservation = r->id,
+                              .from = r->state,
+                              .to = r->state,
+                              .time_ns = gpum__os_real_ns(),
+                              .reason = why,
+                              .uid = a ? a->uid : 0,
+                              .pid = a ? a->pid : 0};
+  stage_resv(d, r, &row);
+}
 
 const gpumd_resv_t *gpumd_engine_set_ttl(gpumd_t *d, uint64_t rid, uint64_t expires_ns) {
   gpumd_sched_set_expiry(d->sched, rid, expires_ns);
@@ -993,10 +1022,13 @@ int gpumd_engine_start(gpumd_t *d) {
     rc = start_writer(d);
   if (rc == 0) /* after the recovery: regions of what ended while gpumd was down go now */
     rc = gpumd_fences_start(d);
+  if (rc == 0)
+    rc = gpumd_suspend_start(d);
   return rc;
 }
 
 void gpumd_engine_stop(gpumd_t *d) {
+  gpumd_suspend_stop(d);
   gpumd_fences_stop(d);
   gpumd_reports_free(d);
   gpumd_leases_free_all(d);

@@ -169,4 +169,26 @@ const gpumd_resv_t *gpumd_engine_renew(gpumd_t *d, uint64_t rid, uint64_t ttl_ms
 int gpumd_engine_resize(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, uint64_t bytes,
                         const gpumd_resv_t **out);
 
+/* Stages r's row with an audit row from its state to the same, saying why, in the actor a's name
+ * (NULL: gpumd): a change that is no transition (suspend.c). */
+void gpumd_engine_note(gpumd_t *d, const gpumd_resv_t *r, const gpumd_actor_t *a, const char *why);
+
+/* Suspend and resume (suspend.c; docs/suspend.md). Loop thread only. */
+/* Starts the worker's plumbing and finishes the moves a stopped gpumd left under way. */
+int gpumd_suspend_start(gpumd_t *d);
+/* Stops the worker after the move under way (a job is never left half-moved). */
+void gpumd_suspend_stop(gpumd_t *d);
+/* Starts suspending the GRANTED preemptible reservation rid for a (NULL: gpumd's policy), hold:
+ * until a resume asks (else when room returns), why: the SUSPENDED reason. Returns 0 (under
+ * way: its "moving" says so), or GPUM_ENOENT, GPUM_ESTATE, GPUM_ENOTSUP (not preemptible,
+ * managed or IPC memory, no process, no checkpoint in the driver), GPUM_ENOMEM (the node's host
+ * memory bound), GPUM_EBUSY (its GPUs' processes unreadable now). */
+int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool hold,
+                        const char *why);
+/* Resumes the SUSPENDED rid: placed and started now, or left to wait for room (no longer held).
+ * Returns 0, GPUM_ENOENT, GPUM_ESTATE or GPUM_ENOTSUP. */
+int gpumd_resume_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid);
+/* Something changed that the policy or a waiting resume may act on (a transition). */
+void gpumd_suspend_changed(gpumd_t *d);
+
 #endif /* GPUMD_ENGINE_H */

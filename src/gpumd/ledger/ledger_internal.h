@@ -55,7 +55,7 @@ typedef struct {
 #define RESV_NCOLS 32
 
 /* The suspend column: "" unless SUSPENDED or a suspend or resume is under way (nprocs > 0), else
- * "HOLD SINCE_NS HOST_BYTES" and " PID:START" per process (gpumd__ledger_suspend_format /
+ * "HOLD SINCE_NS HOST_BYTES CKPT_MASK" and " PID:START" per process (gpumd__ledger_suspend_format /
  * _parse): what a gpumd that restarts must finish or undo (docs/suspend.md). */
 #define GPUMD_LEDGER_SUSPEND_LEN (64 + GPUMD_RESV_MAX_PROCS * 36)
 /* Writes r's suspend column into buf[len]; returns buf. */

@@ -297,9 +297,10 @@ const char *gpumd__ledger_suspend_format(const gpumd_resv_t *r, char *buf, size_
   buf[0] = '\0';
   if (r->state != GPUMD_RESV_SUSPENDED && r->nprocs == 0)
     return buf;
-  size_t off = (size_t)snprintf(buf, len, "%d %llu %llu", r->suspend_hold ? 1 : 0,
+  size_t off = (size_t)snprintf(buf, len, "%d %llu %llu %llu", r->suspend_hold ? 1 : 0,
                                 (unsigned long long)r->suspended_ns,
-                                (unsigned long long)r->host_bytes);
+                                (unsigned long long)r->host_bytes,
+                                (unsigned long long)r->ckpt_mask);
   for (unsigned i = 0; i < r->nprocs && i < GPUMD_RESV_MAX_PROCS && off < len; i++)
     off += (size_t)snprintf(buf + off, len - off, " %d:%llu", (int)r->proc_pid[i],
                             (unsigned long long)r->proc_start[i]);
@@ -308,13 +309,14 @@ const char *gpumd__ledger_suspend_format(const gpumd_resv_t *r, char *buf, size_
 
 bool gpumd__ledger_suspend_parse(const char *text, gpumd_resv_t *r) {
   unsigned hold;
-  unsigned long long since, host;
+  unsigned long long since, host, mask;
   int n = 0;
-  if (sscanf(text, "%u %llu %llu%n", &hold, &since, &host, &n) != 3 || hold > 1)
+  if (sscanf(text, "%u %llu %llu %llu%n", &hold, &since, &host, &mask, &n) != 4 || hold > 1)
     return false;
   r->suspend_hold = hold == 1;
   r->suspended_ns = since;
   r->host_bytes = host;
+  r->ckpt_mask = mask;
   r->nprocs = 0;
   const char *p = text + n;
   while (*p == ' ') {

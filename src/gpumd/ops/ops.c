@@ -518,6 +518,58 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
   return 0;
 }
 
+/* ---- suspend, resume (suspend.c; docs/suspend.md) ------------------------------------------ */
+
+/* "by uid U pid P" or "over HTTP" into buf: who asked, for reasons. */
+static const char *asked_by(const gpumd_actor_t *a, const char *verb, char *buf, size_t len) {
+  if (a->via)
+    snprintf(buf, len, "%s over %s", verb, a->via);
+  else
+    snprintf(buf, len, "%s by uid %lu pid %ld", verb, (unsigned long)a->uid, (long)a->pid);
+  return buf;
+}
+
+int gpumd_op_suspend(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                     json_t **out) {
+  const gpumd_resv_t *r = NULL;
+  uint64_t rid = req->resv.id;
+  int rc = get_resv(d, &req->resv, &r);
+  if (rc == 0)
+    rc = check_owner(a, r, rid);
+  char why[96];
+  if (rc == 0) /* a suspend by hand waits for a resume by hand */
+    rc = gpumd_suspend_begin(d, a, rid, true, asked_by(a, "suspended", why, sizeof why));
+  if (rc != 0)
+    return rc;
+  r = gpumd_sched_find(d->sched, rid);
+  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
+                   gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
+  return 0;
+}
+
+int gpumd_op_resume(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                    json_t **out) {
+  const gpumd_resv_t *r = NULL;
+  uint64_t rid = req->resv.id;
+  int rc = get_resv(d, &req->resv, &r);
+  if (rc == 0)
+    rc = check_owner(a, r, rid);
+  if (rc == 0)
+    rc = gpumd_resume_begin(d, a, rid);
+  if (rc != 0)
+    return rc;
+  r = gpumd_sched_find(d->sched, rid);
+  if (!r) {
+    char idb[GPUMD_RESV_ID_BUFSZ];
+    return gpum_error(GPUM_ENOENT, "reservation %s has ended",
+                      gpumd_resv_id_format(rid, idb, sizeof idb));
+  }
+  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
+                   gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
+  gpumd_engine_tick(d);
+  return 0;
+}
+
 /* The live reservation ref names, for an op its owner or an admin may make: the lookup, then
  * the request's late field error, then the owner check (the protocol's order). */
 static int owned_resv(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resv_ref_t *ref,
@@ -677,6 +729,8 @@ SOCK_OP(alerts, gpumd_alerts_req_t, gpumd_alerts_decode, (j, &req), gpumd_obs_op
 SOCK_OP(disable, gpumd_switch_req_t, gpumd_switch_decode, (j, true, &req), gpumd_op_disable)
 SOCK_OP(enable, gpumd_switch_req_t, gpumd_switch_decode, (j, false, &req), gpumd_op_enable)
 SOCK_OP(report, gpumd_report_req_t, gpumd_report_decode, (j, &req), gpumd_op_report)
+SOCK_OP(suspend, gpumd_release_req_t, gpumd_release_decode, (j, &req), gpumd_op_suspend)
+SOCK_OP(resume, gpumd_release_req_t, gpumd_release_decode, (j, &req), gpumd_op_resume)
 
 /* The reply of a socket op's core (rc, and its body or the reservation left in fast). */
 static void answer(gpumd_conn_t *c, json_t *id, int rc, const gpumd_resv_reply_t *fast,
@@ -737,7 +791,8 @@ void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req)
       {GPUM_PROTO_OP_ATTACH, op_attach, NULL},         {GPUM_PROTO_OP_LIST, op_list, NULL},
       {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL}, {GPUM_PROTO_OP_ALERTS, NULL, sock_alerts},
       {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},     {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
-      {GPUM_PROTO_OP_REPORT, NULL, sock_report},       {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL}};
+      {GPUM_PROTO_OP_REPORT, NULL, sock_report},       {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL},
+      {GPUM_PROTO_OP_SUSPEND, NULL, sock_suspend},     {GPUM_PROTO_OP_RESUME, NULL, sock_resume}};
   const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();
   for (size_t i = 0; i < n; i++) {

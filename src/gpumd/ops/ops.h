@@ -150,6 +150,12 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
 int gpumd_op_renew(gpumd_t *d, const gpumd_actor_t *a, const gpumd_renew_req_t *req, json_t **out);
 int gpumd_op_resize(gpumd_t *d, const gpumd_actor_t *a, const gpumd_resize_req_t *req,
                     json_t **out);
+/* Suspend and resume a reservation's job (docs/suspend.md), the owner or an admin; the request
+ * names a reservation as release's does. */
+int gpumd_op_suspend(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                     json_t **out);
+int gpumd_op_resume(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                    json_t **out);
 int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, const gpumd_report_req_t *req,
                     json_t **out);
 /* The operator's switch (admin.c): {"device": index or UUID, "reason"} makes the device

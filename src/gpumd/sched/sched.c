@@ -123,6 +123,8 @@ static void remove_all(gpumd_sched_t *s, const gpumd_resv_t *r) {
 /* Adds (sign > 0) or removes a granted reservation's bytes and job from its devices. */
 static void account(gpumd_sched_t *s, const gpumd_resv_t *r, int sign) {
   /* Freed capacity leaves settled as it is: the next pass sees the device grew (settled). */
+  if (r->preemptible)
+    s->n_preemptible += sign > 0 ? 1 : (s->n_preemptible > 0 ? (size_t)-1 : 0);
   for (unsigned d = 0; d < GPUMD_SCHED_MAX_DEVICES; d++) {
     if (!(r->device_mask & (1ull << d)))
       continue;
@@ -651,6 +653,7 @@ int gpumd_sched_resume(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id
   s->n_suspended--;
   r->state = GPUMD_RESV_GRANTED;
   r->device_mask = mask;
+  r->granted_ns = now_ns; /* a resumed job runs its minimum run time again before a preemption */
   r->suspend_hold = false;
   r->suspended_ns = 0;
   set_reason(r, reason ? reason : "resumed");
@@ -660,7 +663,8 @@ int gpumd_sched_resume(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id
 }
 
 int gpumd_sched_set_suspend_facts(gpumd_sched_t *s, uint64_t id, bool hold, uint64_t host_bytes,
-                                  const int32_t *pids, const uint64_t *starts, unsigned n) {
+                                  uint64_t ckpt_mask, const int32_t *pids, const uint64_t *starts,
+                                  unsigned n) {
   gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
   char buf[GPUMD_RESV_ID_BUFSZ];
   if (r == NULL)
@@ -671,11 +675,83 @@ int gpumd_sched_set_suspend_facts(gpumd_sched_t *s, uint64_t id, bool hold, uint
                       GPUMD_RESV_MAX_PROCS);
   r->suspend_hold = hold;
   r->host_bytes = host_bytes;
+  r->ckpt_mask = ckpt_mask;
   r->nprocs = n;
   for (unsigned i = 0; i < GPUMD_RESV_MAX_PROCS; i++) {
     r->proc_pid[i] = i < n ? pids[i] : 0;
     r->proc_start[i] = i < n ? starts[i] : 0;
   }
+  return 0;
+}
+
+int gpumd_sched_set_moving(gpumd_sched_t *s, uint64_t id, unsigned moving, const char *reason) {
+  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  if (r == NULL)
+    return gpum_error(GPUM_ENOENT, "no live reservation %s",
+                      gpumd_resv_id_format(id, buf, sizeof(buf)));
+  r->moving = (uint8_t)moving;
+  if (reason)
+    set_reason(r, reason);
+  return 0;
+}
+
+size_t gpumd_sched_preemptible(const gpumd_sched_t *s) {
+  return s->n_preemptible;
+}
+
+/* Victim order: lowest priority first, then the most recently granted (it loses the least). */
+static int victim_cmp(const void *a, const void *b) {
+  const gpumd_resv_t *x = *(const gpumd_resv_t *const *)a, *y = *(const gpumd_resv_t *const *)b;
+  if (x->priority != y->priority)
+    return x->priority < y->priority ? -1 : 1;
+  return x->granted_ns > y->granted_ns ? -1 : x->granted_ns < y->granted_ns;
+}
+
+int gpumd_sched_preempt_plan(const gpumd_sched_t *cs, uint64_t id, uint64_t now_ns,
+                             uint64_t min_run_ns, uint64_t *victims, size_t max, size_t *n) {
+  *n = 0;
+  const gpumd_resv_t *q = gpumd_sched_find(cs, id);
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  if (q == NULL || q->state != GPUMD_RESV_QUEUED)
+    return gpum_error(GPUM_ENOENT, "%s is not queued", gpumd_resv_id_format(id, buf, sizeof buf));
+  /* The plan takes candidates off their GPUs one by one, in victim order, until q could be
+   * placed, then puts every one back: the scheduler is as it was when this returns. */
+  gpumd_sched_t *s = (gpumd_sched_t *)cs;
+  uint64_t usable = gpumd__sched_usable_mask(s, q);
+  const gpumd_resv_t *cand[256];
+  size_t nc = 0;
+  for (size_t i = 0; i < s->n_all && nc < sizeof cand / sizeof cand[0]; i++) {
+    const gpumd_resv_t *r = s->all[i];
+    if (r->state == GPUMD_RESV_GRANTED && r->preemptible && !r->moving &&
+        r->priority < q->priority && (r->device_mask & usable) &&
+        now_ns >= r->granted_ns + min_run_ns)
+      cand[nc++] = r;
+  }
+  qsort(cand, nc, sizeof cand[0], victim_cmp);
+  size_t taken = 0;
+  uint64_t mask = 0;
+  bool fits = gpumd__sched_place(s, q, false, &mask);
+  while (!fits && taken < nc) {
+    account(s, cand[taken++], -1);
+    fits = gpumd__sched_place(s, q, false, &mask);
+  }
+  for (size_t i = 0; i < taken; i++)
+    account(s, cand[i], +1);
+  if (!fits || taken == 0)
+    return 0;
+  size_t out = 0;
+  for (size_t i = 0; i < taken; i++) {
+    if (!(cand[i]->device_mask & mask))
+      continue; /* its GPUs are not the ones q gets */
+    if (out == max) {
+      *n = 0;
+      return gpum_error(GPUM_ENOSPC, "more than %zu reservations would have to be suspended",
+                        max);
+    }
+    victims[out++] = cand[i]->id;
+  }
+  *n = out;
   return 0;
 }
 

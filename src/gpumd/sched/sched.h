@@ -190,7 +190,9 @@ typedef struct {
                             resumed by gpumd when room returns (a preemption) */
   uint64_t suspended_ns; /* SUSPENDED: since; else 0 */
   uint64_t host_bytes;   /* SUSPENDED: host memory its processes' device memory took */
-  unsigned nprocs;       /* SUSPENDED: its checkpointed processes */
+  uint64_t ckpt_mask;    /* the GPUs its processes' memory was checkpointed from */
+  uint8_t moving;        /* GPUMD_MOVING_*: a suspend or resume under way (not stored) */
+  unsigned nprocs;       /* its processes being or having been checkpointed */
   int32_t proc_pid[GPUMD_RESV_MAX_PROCS];
   uint64_t proc_start[GPUMD_RESV_MAX_PROCS]; /* start times, as pid_start */
 } gpumd_resv_t;
@@ -441,9 +443,29 @@ int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, bool decide, u
 int gpumd_sched_resume(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id, uint64_t mask,
                        uint64_t now_ns, const char *reason);
 /* Keeps a suspend's facts on a live reservation (no transition): whether it is held, its host
- * memory and processes (n <= GPUMD_RESV_MAX_PROCS). Returns 0, GPUM_ENOENT or GPUM_EINVAL. */
+ * memory, the GPUs it is checkpointed from and its processes (n <= GPUMD_RESV_MAX_PROCS; 0: none
+ * under way). Returns 0, GPUM_ENOENT or GPUM_EINVAL. */
 int gpumd_sched_set_suspend_facts(gpumd_sched_t *s, uint64_t id, bool hold, uint64_t host_bytes,
-                                  const int32_t *pids, const uint64_t *starts, unsigned n);
+                                  uint64_t ckpt_mask, const int32_t *pids, const uint64_t *starts,
+                                  unsigned n);
+/* What a live reservation is doing (GPUMD_MOVING_*), and its reason when reason is not NULL (no
+ * transition). Returns 0 or GPUM_ENOENT. */
+#define GPUMD_MOVING_NONE 0
+#define GPUMD_MOVING_SUSPENDING 1
+#define GPUMD_MOVING_RESUMING 2
+int gpumd_sched_set_moving(gpumd_sched_t *s, uint64_t id, unsigned moving, const char *reason);
+/*
+ * Preemption: the GRANTED preemptible reservations of lower priority than the QUEUED request id,
+ * granted (or resumed) at least min_run_ns before now and not moving, whose suspension would let
+ * it be placed now: the fewest of the lowest priority first (then the most recently granted),
+ * and of those only the ones on the GPUs it would get. Up to max ids into victims, their count
+ * into *n (0: none would do). Pure. Returns 0, GPUM_ENOENT (not queued) or GPUM_ENOSPC (more
+ * than max would be needed; *n 0).
+ */
+int gpumd_sched_preempt_plan(const gpumd_sched_t *s, uint64_t id, uint64_t now_ns,
+                             uint64_t min_run_ns, uint64_t *victims, size_t max, size_t *n);
+/* The number of GRANTED preemptible reservations (O(1)): none, no plan to make. */
+size_t gpumd_sched_preemptible(const gpumd_sched_t *s);
 /* The number of SUSPENDED reservations (O(1)), and into *resumable (may be NULL; a walk of the
  * live reservations while any is suspended) those gpumd may resume by itself (not held). */
 size_t gpumd_sched_suspended(const gpumd_sched_t *s, size_t *resumable);

@@ -34,7 +34,8 @@ struct gpumd_sched {
   size_t n_all, cap_all;
   gpumd_resv_t **queue; /* QUEUED reservations in service order */
   size_t n_queue, cap_queue;
-  size_t n_suspended; /* SUSPENDED reservations */
+  size_t n_suspended;   /* SUSPENDED reservations */
+  size_t n_preemptible; /* GRANTED preemptible reservations */
   uint64_t next_id;
   unsigned char rand[512]; /* getrandom bytes for tokens, used from rand_used on */
   size_t rand_used;

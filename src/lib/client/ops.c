@@ -172,6 +172,14 @@ int gpum_client_resize(gpum_client_t *c, const char *id, uint64_t bytes_per_gpu,
   return call_res(c, o, out);
 }
 
+int gpum_client_suspend(gpum_client_t *c, const char *id, gpum_reservation_t *out) {
+  return call_res(c, request(GPUM_PROTO_OP_SUSPEND, GPUM_PROTO_F_RESERVATION, id), out);
+}
+
+int gpum_client_resume(gpum_client_t *c, const char *id, gpum_reservation_t *out) {
+  return call_res(c, request(GPUM_PROTO_OP_RESUME, GPUM_PROTO_F_RESERVATION, id), out);
+}
+
 int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
                        gpum_reservation_t *out) {
   json_t *o = request(GPUM_PROTO_OP_ATTACH, GPUM_PROTO_F_RESERVATION, id);

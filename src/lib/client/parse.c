@@ -132,6 +132,7 @@ void gpum__res_parse(const json_t *o, gpum_reservation_t *r) {
   r->hold = json_is_true(json_object_get(o, GPUM_PROTO_F_HOLD));
   r->suspended_ns = u64(o, GPUM_PROTO_F_SUSPENDED_NS);
   r->host_bytes = u64(o, GPUM_PROTO_F_HOST_BYTES);
+  str(o, GPUM_PROTO_F_MOVING, r->moving, sizeof r->moving);
   const json_t *f = json_object_get(o, GPUM_PROTO_F_FENCED);
   r->fenced = json_is_object(f);
   if (r->fenced) {
@@ -356,6 +357,7 @@ static bool scan_field(gpum__jscan_t *s, const char *k, size_t n, gpum_reservati
   STR_FIELD(GPUM_PROTO_F_REASON, reason)
   STR_FIELD(GPUM_PROTO_F_LABEL, label)
   STR_FIELD(GPUM_PROTO_F_WAITING_FOR, waiting_for)
+  STR_FIELD(GPUM_PROTO_F_MOVING, moving)
   U64_FIELD(GPUM_PROTO_F_UID, uid, uint32_t)
   U64_FIELD(GPUM_PROTO_F_BYTES_PER_GPU, bytes_per_gpu, uint64_t)
   U64_FIELD(GPUM_PROTO_F_GPUS, gpus, unsigned)

@@ -88,6 +88,10 @@
 #define GPUM_PROTO_F_SUSPENDED_NS "suspended_ns"
 #define GPUM_PROTO_F_HOST_BYTES "host_bytes"
 #define GPUM_PROTO_F_HOLD "hold"
+/* R while its job's memory is being moved: "suspending" or "resuming" (absent otherwise). */
+#define GPUM_PROTO_F_MOVING "moving"
+#define GPUM_PROTO_MOVING_SUSPENDING "suspending"
+#define GPUM_PROTO_MOVING_RESUMING "resuming"
 #define GPUM_PROTO_F_TOKEN "token"
 #define GPUM_PROTO_F_STATE "state"
 #define GPUM_PROTO_F_REASON "reason"
@@ -182,7 +186,8 @@ bool gpum__report_name_ok(const char *s, bool source);
 #define GPUM_PROTO_EV_NODE "node" /* to watchers (the watch op): an event of the node's */
 /* XX(NAME): every event (the client's GPUM_CLIENT_EV_##NAME). */
 #define GPUM_PROTO_EVENTS(XX) \
-  XX(QUEUED) XX(GRANTED) XX(FAILED) XX(EXPIRED) XX(RELEASED) XX(PRESSURE) XX(NODE)
+  XX(QUEUED) XX(GRANTED) XX(FAILED) XX(EXPIRED) XX(RELEASED) XX(PRESSURE) XX(NODE) \
+  XX(SUSPENDED) XX(RESUMED)
 
 /* The types of the node's events (a "node" event's "type", the watch op's "events"): the
  * events gpumd publishes on its HTTP event stream (docs/metrics.md). XX(NAME): the client's

@@ -212,7 +212,8 @@ static int try_reattach(gpum_session_t *s) {
     gpum_error_clear();
     return GPUM_EAGAIN;
   }
-  if (rc == 0 && (now_r.state == GPUM_RES_GRANTED || now_r.state == GPUM_RES_QUEUED)) {
+  if (rc == 0 && (now_r.state == GPUM_RES_GRANTED || now_r.state == GPUM_RES_QUEUED ||
+                  now_r.state == GPUM_RES_SUSPENDED)) {
     if (now_r.token[0] == '\0')
       memcpy(now_r.token, s->r.token, sizeof now_r.token);
     s->r = now_r;

@@ -111,6 +111,19 @@ static const gpum_option_def_t builtin_table[] = {
     {"queue.backfill_bound", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,
      "Smaller requests may be granted past a blocked queue head until the head has waited "
      "this long; 0 turns backfill off."},
+    {"preempt.enabled", GPUM_OPT_BOOL, "true", NULL, UNBOUNDED, false,
+     "gpumd suspends preemptible jobs of lower priority (reserved with --preemptible) when a "
+     "queued request could be placed no other way (docs/suspend.md). Off: jobs are suspended "
+     "only by `gpum suspend`. Reloaded on SIGHUP."},
+    {"preempt.min_run_time", GPUM_OPT_DURATION, "5m", NULL, UNBOUNDED, false,
+     "How long a preemptible job runs, after its grant or its resume, before gpumd may suspend "
+     "it for another (so that jobs do not thrash). Reloaded on SIGHUP."},
+    {"suspend.host_memory", GPUM_OPT_DOUBLE, "0.5", NULL, 0.0, 1.0, false,
+     "The share of the node's memory (MemTotal) that suspended jobs' GPU memory may take in "
+     "all; a suspend that would pass it is refused. Reloaded on SIGHUP."},
+    {"suspend.lock_timeout", GPUM_OPT_DURATION, "10s", NULL, UNBOUNDED, false,
+     "How long a suspend waits for each of a job's processes to finish its CUDA calls in "
+     "flight before it gives up (the job then runs on, untouched)."},
     {"pressure.high", GPUM_OPT_DOUBLE, "0.90", NULL, 0.0, 1.0, false,
      "Used share of a device's memory above which its clients get a pressure event."},
     {"pressure.critical", GPUM_OPT_DOUBLE, "0.97", NULL, 0.0, 1.0, false,
