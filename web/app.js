@@ -15,7 +15,8 @@
   // "ended" in the reservation list); a release or a cancel leaves the table at once.
   const KEPT_ENDED = new Set(["FAILED", "EXPIRED"]);
   const ENDED_KEEP_MS = 10 * 60 * 1000;
-  const RANK = { QUEUED: 0, GRANTED: 1 }; // terminal states rank 2
+  // Terminal states rank 2; a suspended job goes back and forth with granted (docs/suspend.md).
+  const RANK = { QUEUED: 0, GRANTED: 1, SUSPENDED: 1 };
   // Rows of the reservations table (and entries of the queue) drawn at once: a node of
   // thousands of reservations is read whole but shown a page at a time (the pager under it).
   const PAGE_ROWS = 100;
@@ -487,9 +488,12 @@
         el("td", { text: gpus }),
         el("td", { class: "num", text: iec(r.bytes_per_gpu) + (r.gpus > 1 ? ` × ${r.gpus}` : "") }),
         el("td", { class: "num", text: fenced }),
-        el("td", {}, el("span", { class: "state state-" + r.state, testid: `resv-state-${r.id}`, text: r.state })),
+        el("td", {}, el("span", { class: "state state-" + r.state, testid: `resv-state-${r.id}`,
+          text: r.state + (r.moving ? ` · ${r.moving}` : "") })),
         el("td", { class: "num" }, ageSpan(r.created_ns)),
         el("td", {}, queued ? `#${qpos(r)} · waiting ` : "", queued ? ageSpan(r.created_ns) : "",
+          r.state === "SUSPENDED" ? el("span", { testid: `resv-suspended-${r.id}`,
+            text: `${iec(r.host_bytes || 0)} in host memory · ${r.hold ? "until resumed" : "resumes when there is room"}` }) : "",
           ended ? el("span", { class: "ended-reason", testid: `resv-reason-${r.id}`, text: r.reason || "" }) : ""),
         el("td", { class: "workload" }, ended ? "" : workloadCell(r)),
         el("td", {}, ended ? "" : el("button", { type: "button", class: "danger", testid: `release-${r.id}`, "data-id": r.id,

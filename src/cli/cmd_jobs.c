@@ -21,7 +21,8 @@
 #include "json_indent.h"
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: gpum jobs [--all] [--json] [--state QUEUED|GRANTED] [--label LABEL]\n"
+  fprintf(out, "usage: gpum jobs [--all] [--json] [--state QUEUED|GRANTED|SUSPENDED]\n"
+               "                 [--label LABEL]\n"
                "\n"
                "Lists your reservations in gpumd: granted ones with their GPUs, queued ones with\n"
                "their position and what they wait for; under a granted one, a line per source\n"
@@ -34,7 +35,8 @@ static void usage(FILE *out) {
                "           GPU is gone)\n"
                "  --json   the daemon's document: {\"reservations\": [...]}, with --all also\n"
                "           \"ended\": [...] (docs/protocol.md)\n"
-               "  --state S  only the QUEUED or only the GRANTED ones\n"
+               "  --state S  only the QUEUED, the GRANTED or the SUSPENDED ones (suspended: their\n"
+               "           GPU memory is in host memory, docs/suspend.md)\n"
                "  --label L  only those labelled L; L ending with '*': those whose label\n"
                "           begins with the rest\n"
                "\n"
@@ -140,6 +142,11 @@ static void print_table(gpum_reservation_t *list, size_t n, json_t *byid) {
     }
     if (r->state == GPUM_RES_QUEUED)
       snprintf(gpus, sizeof gpus, "#%ld", r->queue_position + 1); /* 0: next in line */
+    else if (r->state == GPUM_RES_SUSPENDED) { /* the GPUs it came from, and will favour */
+      char from[sizeof gpus];
+      memcpy(from, gpus, sizeof from);
+      snprintf(gpus, sizeof gpus, "(%.60s)", from[0] ? from : "-");
+    }
     else if (gpus[0] == '\0')
       snprintf(gpus, sizeof gpus, "-");
     age(r->state == GPUM_RES_GRANTED && r->granted_ns ? r->granted_ns : r->created_ns, when,
@@ -156,6 +163,13 @@ static void print_table(gpum_reservation_t *list, size_t n, json_t *byid) {
       printf(" (waiting for %s)", r->waiting_for);
     else if (r->reason[0])
       printf(" (%s)", r->reason);
+    if (r->moving[0])
+      printf(" [%s]", r->moving);
+    if (r->state == GPUM_RES_SUSPENDED) {
+      char host[GPUM_SIZE_BUFSZ];
+      printf(" [%s in host memory, %s]", gpum_size_format(r->host_bytes, host, sizeof host),
+             r->hold ? "until gpum resume" : "resumes when there is room");
+    }
     putchar('\n');
     if (r->state == GPUM_RES_GRANTED)
       print_workload(byid, r->id);
@@ -298,11 +312,15 @@ int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
     } else if (!strcmp(a, "--all") || !strcmp(a, "-a")) {
       all = true;
     } else if (cli_take_flag(argc, argv, &i, "--state", &v)) {
-      if (!v || (strcmp(v, "QUEUED") && strcmp(v, "GRANTED"))) {
-        fprintf(stderr, "gpum jobs: --state takes QUEUED or GRANTED\n");
+      gpum_res_state_t st = GPUM_RES_UNKNOWN;
+      for (int k = GPUM_RES_QUEUED; v && k <= GPUM_RES_SUSPENDED; k++)
+        if (!strcmp(v, gpum_res_state_name((gpum_res_state_t)k)))
+          st = (gpum_res_state_t)k;
+      if (st != GPUM_RES_QUEUED && st != GPUM_RES_GRANTED && st != GPUM_RES_SUSPENDED) {
+        fprintf(stderr, "gpum jobs: --state takes QUEUED, GRANTED or SUSPENDED\n");
         return CLI_EXIT_USAGE;
       }
-      q.states = 1u << (strcmp(v, "QUEUED") ? GPUM_RES_GRANTED : GPUM_RES_QUEUED);
+      q.states = 1u << st;
     } else if (cli_take_flag(argc, argv, &i, "--label", &v)) {
       if (!v || strlen(v) > 128) {
         fprintf(stderr, "gpum jobs: --label takes a label (ending with '*': a prefix), at most "

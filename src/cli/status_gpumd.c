@@ -149,6 +149,10 @@ void cli_render_gpumd_queue(const cli_out_t *o, const cli_snapshot_t *snap) {
   const json_t *queue = json_object_get(snap->gpumd, "queue");
   if (snap->gpumd == NULL)
     return;
+  json_int_t susp =
+      json_integer_value(json_object_get(json_object_get(snap->gpumd, "node"), "suspended"));
+  if (susp > 0) /* their GPU memory is in host memory (docs/suspend.md) */
+    fprintf(o->f, "gpumd: %lld suspended (gpum jobs --all --state SUSPENDED)\n", (long long)susp);
   if (json_array_size(queue) == 0) {
     cli_styled(o, CLI_DIM, "gpumd: queue empty\n");
     return;

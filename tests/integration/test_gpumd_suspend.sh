@@ -100,8 +100,13 @@ USED1=$(gpu_used 0)
 [ "$(metric 'gpum_reservations{state="suspended"}')" = 1 ] || t_fail "/metrics: no suspended reservation"
 [ "$(metric gpum_suspended_host_bytes)" = "$HOST" ] || t_fail "/metrics: host bytes"
 t_expect 0 "$G" jobs
-grep -q "SUSPENDED" "$T_OUT" || { cat "$T_OUT"; t_fail "gpum jobs does not show SUSPENDED"; }
-t_ok "gpum suspend: the job's GPU memory is free, SUSPENDED with its host bytes, /metrics counts it"
+grep "^$LOW " "$T_OUT" | grep -q "SUSPENDED.*(0).*in host memory, until gpum resume" || { cat "$T_OUT"; t_fail "gpum jobs does not show the suspended job"; }
+t_expect 0 "$G" jobs --state SUSPENDED --json
+t_pyjson "$T_OUT" 'rs=d["reservations"] if isinstance(d,dict) else d
+assert [r["state"] for r in rs]==["SUSPENDED"] and rs[0]["hold"] is True, rs' || t_fail "gpum jobs --state SUSPENDED"
+t_expect 0 "$G" status --no-color
+grep -q "gpumd: 1 suspended" "$T_OUT" || { cat "$T_OUT"; t_fail "gpum status does not count the suspended job"; }
+t_ok "gpum suspend: the job's GPU memory is free, SUSPENDED with its host bytes; gpum jobs, gpum status and /metrics show it"
 
 # The room is taken; the job comes back on GPU 1, its pattern intact, and goes on.
 t_bg "$G" reserve --mem 60GiB -q --label hog
@@ -169,8 +174,11 @@ t_ok "a killed suspended job: its reservation ends, its host memory is no longer
 
 # ---- a driver without the checkpoint calls -------------------------------------------------
 gd_stop TERM
+[ "$GD_RC" -eq 0 ] || { cat "$GD_ERR"; t_fail "gpumd exited $GD_RC"; }
 GPUM_CUDA_LIBRARY="$GPUM_TEST_PROGS/cuda_no_ckpt.so" gd_start
 job_start old 0 --preemptible
 t_expect 1 "$G" suspend "$(field "$(resv_of old)" id)"
 grep -q "cannot suspend jobs" "$T_ERR" && grep -q "12.8" "$T_ERR" || { cat "$T_ERR"; t_fail "no refusal naming the driver needed"; }
 t_ok "a driver without the checkpoint calls: refused with the version needed"
+gd_stop TERM
+[ "$GD_RC" -eq 0 ] || { cat "$GD_ERR"; t_fail "gpumd exited $GD_RC"; }

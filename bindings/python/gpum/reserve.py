@@ -104,14 +104,16 @@ class Reservation:
                  model: Optional[str] = None, socket: Optional[str] = None,
                  on_queue: Optional[Callable[[int], Any]] = None,
                  set_env: bool = True, distributed: Optional[bool] = None,
-                 master_port: int = 0, fallback: Optional[str] = None) -> None:
+                 master_port: int = 0, fallback: Optional[str] = None,
+                 preemptible: bool = False) -> None:
         if fallback not in (None, "cpu"):
             raise ValueError(f"fallback must be None or 'cpu', not {fallback!r}")
         self._fallback = fallback
         self._cpu_reason: Optional[str] = None  # why the block runs on the CPU (fallback)
         self._req = t.ReserveReq(bytes_per_gpu=_size(mem), gpus=gpus, priority=priority,
                                  label=(label or os.path.basename(sys.argv[0] or "python")).encode(),
-                                 model=model.encode() if model else None)
+                                 model=model.encode() if model else None,
+                                 preemptible=preemptible)
         self._timeout_ms = _ms(timeout)
         self._socket = socket.encode() if socket else None
         self._on_queue = on_queue
@@ -152,6 +154,12 @@ class Reservation:
     @property
     def state(self) -> str:
         return STATES[self._r.state] if self._r and 0 <= self._r.state < len(STATES) else "UNKNOWN"
+
+    @property
+    def preemptible(self) -> bool:
+        """Whether gpumd may suspend the block's job for work of higher priority (its GPU memory
+        moved to host memory and back: docs/suspend.md)."""
+        return bool(self._req.preemptible)
 
     @property
     def ended(self) -> Optional[str]:

@@ -416,7 +416,7 @@ static int resume_now(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid) {
   for (uint64_t m = mask; m; m &= m - 1)
     off += (size_t)snprintf(devs + off, sizeof devs - off, "%s%u", off ? "," : "",
                             (unsigned)__builtin_ctzll(m));
-  snprintf(why, sizeof why, "resuming on GPU %s%s", devs, t->npairs ? " (moved)" : "");
+  snprintf(why, sizeof why, "resuming on GPU %.200s%s", devs, t->npairs ? " (moved)" : "");
   gpumd_cause_t cause = {.actor = a, .about = a && a->conn ? rid : 0};
   rc = gpumd_sched_resume(d->sched, &cause, rid, mask, gpum__os_real_ns(), why);
   if (rc != 0) {

@@ -153,6 +153,7 @@ bool gpum__report_name_ok(const char *s, bool source);
 #define GPUM_PROTO_F_HOSTNAME "hostname"
 #define GPUM_PROTO_F_STARTED_NS "started_ns"
 #define GPUM_PROTO_F_QUEUED "queued"
+#define GPUM_PROTO_F_SUSPENDED "suspended" /* status's node: SUSPENDED reservations */
 #define GPUM_PROTO_F_CLIENTS "clients"
 #define GPUM_PROTO_F_QUEUE "queue"
 #define GPUM_PROTO_F_NAME "name"
