@@ -1391,6 +1391,105 @@ def check_checkpoint(c: Ctx) -> str:
         bws.get("h2d_pageable_gbs", 0))
 
 
+@check("gpumd-suspend", ("gpu", "nvcc"), 300)
+def check_gpumd_suspend(c: Ctx) -> str:
+    """Issue 28 on a real GPU: a job holding 4 GiB with a pattern under `gpum run
+    --preemptible` is suspended by `gpum suspend` (the GPU's memory must drop by it), resumed by
+    `gpum resume` (reserved first, restored, its pattern intact, it goes on), then preempted by
+    gpumd for a request of higher priority that fits only in its room, and resumed by gpumd when
+    that request is released; times of each beside the size."""
+    exe = cudart_program(c)
+    d = Gpumd(c)
+    d.env["GPUM_PREEMPT_MIN_RUN_TIME"] = "0"
+    d.start()
+    job = None
+    high = None
+    try:
+        job = subprocess.Popen([c.gpum_bin, "run", "--mem", "8GiB", "--preemptible", "-q",
+                                "--label", "low", "--", exe, "pattern", str(4 * GiB)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=d.env)
+        ready, _, _ = select.select([job.stdout], [], [], 120)
+        line = job.stdout.readline() if ready else ""
+        if not line.startswith("ready"):
+            raise Fail("the job did not start: %r %s" % (line, tail(job.stderr.read() if job.poll() is not None else "")))
+        c.expect(pattern_step(job) == "ok 0", "the first step failed")
+
+        def low() -> Dict[str, Any]:
+            rs = c.gpum_json("jobs", "--json", "--all", env=d.env)
+            rs = rs["reservations"] if isinstance(rs, dict) else rs
+            return next((r for r in rs if r.get("label") == "low"), {})
+
+        rid = low().get("id", "")
+        used0 = gpu_used_mib()
+        t0 = time.monotonic()
+        p = c.gpum("suspend", rid, env=d.env, timeout=200, check=False)
+        c.fig("suspend_s", round(time.monotonic() - t0, 2))
+        used1 = gpu_used_mib()
+        r = low()
+        c.fig("suspended", {"state": r.get("state"), "host_bytes": r.get("host_bytes"),
+                            "reason": r.get("reason"), "used_mib": [used0, used1]})
+        if not c.expect(p.returncode == 0 and r.get("state") == "SUSPENDED",
+                        "gpum suspend: rc %d %s %s" % (p.returncode, tail(p.stdout), tail(p.stderr))):
+            raise Fail("; ".join(c.fails))
+        c.expect(used0 is not None and used1 is not None and used0 - used1 >= 4096,
+                 "GPU used %s -> %s MiB: the job's 4 GiB is not free" % (used0, used1))
+        t0 = time.monotonic()
+        p = c.gpum("resume", rid, env=d.env, timeout=200, check=False)
+        c.fig("resume_s", round(time.monotonic() - t0, 2))
+        c.expect(p.returncode == 0 and low().get("state") == "GRANTED",
+                 "gpum resume: rc %d %s %s" % (p.returncode, tail(p.stdout), tail(p.stderr)))
+        after = pattern_step(job)
+        c.expect(after == "ok 1", "the step after gpum resume said %r" % after)
+
+        # The policy: a request of priority 10 that fits only in the job's room.
+        st = c.gpum_json("status", "--json", env=d.env)
+        cap = st["gpumd"]["devices"][0]["capacity"] if st.get("gpumd") else 0
+        want = cap - 6 * GiB  # more than the room left beside the job's 8 GiB
+        t0 = time.monotonic()
+        high = subprocess.Popen([c.gpum_bin, "reserve", "--mem", str(want), "--priority", "10",
+                                 "-q", "--label", "high"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=d.env)
+        granted = False
+        deadline = time.monotonic() + 200
+        while time.monotonic() < deadline and not granted:
+            rs = c.gpum_json("jobs", "--json", "--all", env=d.env)
+            rs = rs["reservations"] if isinstance(rs, dict) else rs
+            granted = any(x.get("label") == "high" and x.get("state") == "GRANTED" for x in rs)
+            time.sleep(0.2)
+        c.fig("preempt_s", round(time.monotonic() - t0, 2))
+        r = low()
+        c.fig("preempted", {"state": r.get("state"), "reason": r.get("reason")})
+        c.expect(granted and r.get("state") == "SUSPENDED" and "preempted" in (r.get("reason") or ""),
+                 "the request of priority 10 was not granted by preempting the job: %s" % r)
+        high.send_signal(signal.SIGTERM)
+        high.wait(timeout=30)
+        high = None
+        t0 = time.monotonic()
+        back = False
+        while time.monotonic() < t0 + 200 and not back:
+            r = low()
+            back = r.get("state") == "GRANTED" and not r.get("moving")
+            time.sleep(0.2)
+        c.fig("auto_resume_s", round(time.monotonic() - t0, 2))
+        c.expect(back, "the job was not resumed after the request ended: %s" % r)
+        after = pattern_step(job)
+        c.expect(after == "ok 2", "the step after gpumd's resume said %r" % after)
+        return "4 GiB job: gpum suspend %.1f s (GPU %s -> %s MiB), gpum resume %.1f s, pattern intact; preempted for priority 10 and granted in %.1f s, resumed by gpumd in %.1f s" % (
+            c.figures.get("suspend_s", 0), used0, used1, c.figures.get("resume_s", 0),
+            c.figures.get("preempt_s", 0), c.figures.get("auto_resume_s", 0))
+    finally:
+        if high:
+            high.kill()
+        if job:
+            try:
+                job.stdin.close()
+                job.wait(timeout=60)
+            except (subprocess.TimeoutExpired, BrokenPipeError):
+                job.kill()
+        d.stop(signal.SIGTERM)
+
+
 # ---- running them --------------------------------------------------------------------------------
 
 CHILDREN = {
