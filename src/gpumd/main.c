@@ -53,7 +53,8 @@ static void usage(FILE *out) {
           "on SIGHUP.\n"
           "Signals: SIGTERM/SIGINT stop, SIGHUP reloads memory_fraction, safety_margin,\n"
           "max_concurrent_jobs, placement, queue.*, pressure.*, job_timeout,\n"
-          "admin_group, log.level, ledger.retention, alerts.* (active alerts start\n"
+          "admin_group, log.level, ledger.retention, preempt.*, suspend.*,\n"
+          "alerts.* (active alerts start\n"
           "over when the rules change) and lease.grace (a grace period\n"
           "that is running then ends lease.grace after it began).\n");
 }

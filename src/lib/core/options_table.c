@@ -123,7 +123,7 @@ static const gpum_option_def_t builtin_table[] = {
      "all; a suspend that would pass it is refused. Reloaded on SIGHUP."},
     {"suspend.lock_timeout", GPUM_OPT_DURATION, "10s", NULL, UNBOUNDED, false,
      "How long a suspend waits for each of a job's processes to finish its CUDA calls in "
-     "flight before it gives up (the job then runs on, untouched)."},
+     "flight before it gives up (the job then runs on, untouched). Reloaded on SIGHUP."},
     {"pressure.high", GPUM_OPT_DOUBLE, "0.90", NULL, 0.0, 1.0, false,
      "Used share of a device's memory above which its clients get a pressure event."},
     {"pressure.critical", GPUM_OPT_DOUBLE, "0.97", NULL, 0.0, 1.0, false,
