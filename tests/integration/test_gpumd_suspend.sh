@@ -27,14 +27,15 @@ export GPUM_PREEMPT_MIN_RUN_TIME=0
 gd_start
 t_wait_file "$GPUM_STATE_DIR/http.addr"
 
-# job_start NAME PRIORITY [gpum run flags...]: runs suspend_job (256 MiB) under gpum run in the
-# background; JOBDIR_NAME, JOBPID_NAME (gpum run's pid) and CTL_NAME (an fd on its FIFO).
+# job_start NAME PRIORITY [gpum run flags...]: runs suspend_job (256 MiB; JOB_EXTRA: its third
+# argument) under gpum run in the background; JOBPID_NAME (gpum run's pid) and CTL_NAME (an fd on
+# its FIFO).
 job_start() {
   local name=$1 prio=$2 dir="$T_SCRATCH/job-$1"
   shift 2
   mkdir -p "$dir"
   mkfifo "$dir/ctl"
-  t_bg "$G" run --mem 30GiB --priority "$prio" --label "$name" -q "$@" -- "$JOB" 268435456 "$dir"
+  t_bg "$G" run --mem 30GiB --priority "$prio" --label "$name" -q "$@" -- "$JOB" 268435456 "$dir" ${JOB_EXTRA:-}
   printf -v "JOBPID_$name" '%s' "$T_LAST_PID"
   t_wait_file "$dir/ready" 30
   exec {fd}>"$dir/ctl" # the job reads its steps from here
@@ -128,7 +129,16 @@ t_expect 1 "$G" suspend "$(field "$(resv_of plain)" id)"
 grep -q "is not preemptible" "$T_ERR" || { cat "$T_ERR"; t_fail "no refusal for a job that is not preemptible"; }
 eval "exec ${CTL_plain}>&-"
 wait "$JOBPID_plain" || t_fail "the plain job failed"
-t_ok "refused: a resume of a granted reservation, a suspend of a job that is not preemptible"
+# Managed memory, seen by the enforcement shim (a sanitizer build's shim needs its runtime first).
+RT=$(t_shim_preload | awk 'NF == 2 {print $1}')
+if [ -n "$RT" ]; then export LD_PRELOAD=$RT; fi
+JOB_EXTRA=managed job_start uvm 0 --preemptible --enforce
+unset LD_PRELOAD
+t_expect 1 "$G" suspend "$(field "$(resv_of uvm)" id)"
+grep -q "allocated managed (UVM) memory, which the CUDA driver does not checkpoint" "$T_ERR" || { cat "$T_ERR"; t_fail "no refusal for managed memory"; }
+eval "exec ${CTL_uvm}>&-"
+wait "$JOBPID_uvm" || t_fail "the uvm job failed"
+t_ok "refused: a resume of a granted reservation, a suspend of a job that is not preemptible or that used managed memory"
 
 # ---- gpumd SIGKILLed while the job is SUSPENDED ----------------------------------------------
 kill "$HOG"

@@ -9,7 +9,10 @@
  * appends "ok GEN" or "bad GEN WHY" to DIR/out. At the end of the FIFO it frees everything
  * and exits 0.
  *
- * Usage: suspend_job BYTES DIR
+ * With a third argument "managed" it also allocates 1 MiB of managed (UVM) memory, which the
+ * driver's checkpoint does not take (gpumd must refuse to suspend it).
+ *
+ * Usage: suspend_job BYTES DIR [managed]
  */
 #include <errno.h>
 #include <stdint.h>
@@ -58,8 +61,8 @@ static long long check(uint32_t gen, CUresult *r) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3)
-    fail("usage: suspend_job BYTES DIR");
+  if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "managed")))
+    fail("usage: suspend_job BYTES DIR [managed]");
   unsigned long long bytes = strtoull(argv[1], NULL, 10);
   const char *dir = argv[2];
   nchunks = (size_t)((bytes + CHUNK - 1) / CHUNK);
@@ -75,6 +78,9 @@ int main(int argc, char **argv) {
     if (cuMemAlloc_v2(&chunks[c], CHUNK) != CUDA_SUCCESS)
       fail("cuMemAlloc_v2 of chunk %zu", c);
   fill(0);
+  CUdeviceptr uvm;
+  if (argc == 4 && cuMemAllocManaged(&uvm, 1 << 20, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS)
+    fail("cuMemAllocManaged");
 
   char path[4096], tmp[4096];
   snprintf(path, sizeof path, "%s/ready", dir);
