@@ -279,7 +279,7 @@ GPUM_API int gpum_client_resize(gpum_client_t *c, const char *id, uint64_t bytes
  * becomes SUSPENDED, or GRANTED again, when it is done, or stays with the reason in its "reason"
  * (its "moving" says "suspending" or "resuming" meanwhile: docs/protocol.md). Suspend: GPUM_ESTATE (not GRANTED, or a suspend or
  * resume already under way), GPUM_ENOTSUP (not preemptible; managed or IPC memory; no process
- * to suspend; a driver without checkpoints), GPUM_ENOMEM (over the node's host memory bound).
+ * to suspend; a driver without checkpoints), GPUM_EBUSY (over the node's host memory bound).
  * Resume: GPUM_ESTATE (not SUSPENDED); with no room now it waits for room (no longer held) and
  * returns 0, the reason saying what it waits for. */
 GPUM_API int gpum_client_suspend(gpum_client_t *c, const char *id, gpum_reservation_t *out);

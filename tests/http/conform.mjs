@@ -216,6 +216,33 @@ async function mainPhase() {
   await call("POST", "/api/v1/reservations/r-424242/renew", { auth: true, expect: 404 });
   await call("GET", `/api/v1/reservations/${gid}/renew`, { expect: 405 });
 
+  // Suspend and resume (docs/suspend.md): a preemptible job the shell started (SUSPEND_ID).
+  const sid = process.env.SUSPEND_ID;
+  if (!sid) fail("SUSPEND_ID is not set: the test starts a preemptible job for suspend/resume");
+  const settled = async (state) => {
+    for (let i = 0; i < 500; i++) {
+      const r = await call("GET", `/api/v1/reservations/${sid}`, { expect: 200 });
+      const doc = r.json?.reservation ?? r.json;
+      if (doc?.state === state && !doc?.moving) return;
+      await new Promise((ok) => setTimeout(ok, 20)); // a poll of gpumd, not a wait on time
+    }
+    fail(`${sid} did not become ${state}`);
+  };
+  await call("POST", `/api/v1/reservations/${sid}/suspend`, { auth: true, expect: 200 });
+  await settled("SUSPENDED");
+  await call("POST", `/api/v1/reservations/${sid}/suspend`, { auth: true, expect: 409 });
+  await call("POST", `/api/v1/reservations/${sid}/resume`, { auth: true, expect: 200 });
+  await settled("GRANTED");
+  await call("POST", `/api/v1/reservations/${sid}/resume`, { auth: true, expect: 409 });
+  await call("POST", `/api/v1/reservations/${gid}/suspend`, { auth: true, expect: 409 }); // not preemptible
+  await call("POST", `/api/v1/reservations/${sid}/suspend`, { auth: true, body: { x: 1 }, expect: 400 });
+  for (const op of ["suspend", "resume"]) {
+    await call("POST", `/api/v1/reservations/${sid}/${op}`, { header: BASIC, expect: 401 });
+    await call("POST", `/api/v1/reservations/${sid}/${op}`, { auth: WRONG, expect: 403 });
+    await call("POST", `/api/v1/reservations/r-424242/${op}`, { auth: true, expect: 404 });
+    await call("GET", `/api/v1/reservations/${sid}/${op}`, { expect: 405 });
+  }
+
   await call("POST", "/api/v1/gpu/setup-pytorch", { body: { reservation: gid }, expect: 200 });
   await call("POST", "/api/v1/gpu/setup-pytorch", { body: { reservation: gid, master_port: 29600 }, expect: 200 });
   await call("POST", "/api/v1/gpu/setup-pytorch", { body: { reservation: qid }, expect: 409 });

@@ -20,6 +20,14 @@ export GPUMD_URL="http://$(cat "$GPUM_STATE_DIR/http.addr")"
 # listed reservations include a "slurm" object for the schema to check.
 gd_py 'Client().ok("reserve", bytes_per_gpu=1, lease="ttl", ttl_ms=600000,
                    slurm={"job_id": "12345_7", "step_id": "batch"})' || t_fail "a Slurm step's reservation"
+# A preemptible job holding device memory, for suspend and resume (docs/suspend.md).
+mkdir -p "$T_SCRATCH/job"
+mkfifo "$T_SCRATCH/job/ctl"
+t_bg "$GPUM_BIN" run --mem 1GiB --preemptible --label susp -q -- "$GPUM_TEST_PROGS/suspend_job" 67108864 "$T_SCRATCH/job"
+t_wait_file "$T_SCRATCH/job/ready" 30
+exec {JOB_CTL}>"$T_SCRATCH/job/ctl"
+SUSPEND_ID=$("$GPUM_BIN" jobs --json --all | python3 -c 'import json,sys; d=json.load(sys.stdin); rs=d["reservations"] if isinstance(d,dict) else d; print([r["id"] for r in rs if r["label"]=="susp"][0])')
+export SUSPEND_ID
 GPUMD_TOKEN=$(cat "$GPUM_STATE_DIR/http.token")
 export GPUMD_TOKEN
 (cd "$CONFORM_DIR" && node conform.mjs "$GPUM_SOURCE_DIR/docs/openapi.yaml") || t_fail "conformance (main phase)"

@@ -105,11 +105,11 @@ static void test_suspend_frees_and_resume_moves(void **state) {
   /* No room on any H100 yet (GPU 0: 30 free, GPU 1: 20 free); the A100 has room but is not the
    * same kind. */
   uint64_t mask = 0;
-  assert_int_equal(gpumd_sched_resume_place(fx->s, low, true, &mask), GPUM_EBUSY);
+  assert_int_equal(gpumd_sched_resume_place(fx->s, low, T0 + 3 * SEC, true, &mask), GPUM_EBUSY);
   assert_non_null(strstr(gpum_last_error(), "60.00 GiB"));
   /* GPU 1 frees up: the job moves there. */
   assert_int_equal(gpumd_sched_release(fx->s, NULL, fill1, T0 + 3 * SEC, NULL), 0);
-  assert_int_equal(gpumd_sched_resume_place(fx->s, low, true, &mask), 0);
+  assert_int_equal(gpumd_sched_resume_place(fx->s, low, T0 + 3 * SEC, true, &mask), 0);
   assert_int_equal(mask, 2);
   assert_int_equal(gpumd_sched_resume(fx->s, NULL, low, mask, T0 + 4 * SEC, "resumed on GPU 1"),
                    0);
@@ -125,8 +125,9 @@ static void test_suspend_frees_and_resume_moves(void **state) {
   fx_free(fx);
 }
 
-/* Its own GPU first when it has room; never ahead of a queued request of at least its priority
- * that could use a GPU of its kind; a queued one of lower priority does not hold it back. */
+/* Its own GPU first when it has room; past blocked queued requests as a request behind them
+ * would be (backfill), but not past a queue head ahead of it locked past the backfill bound; a
+ * locked head of lower priority does not hold it back. */
 static void test_resume_order(void **state) {
   (void)state;
   fx_t *fx = node();
@@ -139,32 +140,34 @@ static void test_resume_order(void **state) {
   assert_int_equal(gpumd_sched_suspended(fx->s, &resumable), 1);
   assert_int_equal(resumable, 0);
   uint64_t mask = 0;
-  assert_int_equal(gpumd_sched_resume_place(fx->s, job, true, &mask), 0);
+  assert_int_equal(gpumd_sched_resume_place(fx->s, job, T0 + 7 * SEC, true, &mask), 0);
   assert_int_equal(mask, 1); /* its own GPU, though pack would choose GPU 1 for a new one */
 
-  /* GPU 0 filled to 50 GiB, GPU 1 to 60; a request of priority 5 waits for 40 GiB on GPU 0: the
-   * job waits too. */
+  /* GPU 0 holds 50 GiB, GPU 1 40 (room for the job); a request of priority 5 waits for 70 GiB
+   * on GPU 0. Within the backfill bound the job passes it (onto GPU 1, as a request queued behind
+   * it would); past the bound the waiter, ahead of it (same priority, older), holds it back. */
   uint64_t a = submit_on(fx, 50 * GiB, 0, "0", false, T0 + 2 * SEC);
-  uint64_t b = submit_on(fx, 50 * GiB, 0, "1", false, T0 + 2 * SEC);
-  uint64_t waiter = submit_on(fx, 40 * GiB, 5, "0", false, T0 + 3 * SEC);
+  uint64_t b = submit_on(fx, 30 * GiB, 0, "1", false, T0 + 2 * SEC);
+  uint64_t waiter = submit_on(fx, 70 * GiB, 5, "0", false, T0 - SEC);
   assert_int_equal(state_of(fx, waiter), GPUMD_RESV_QUEUED);
-  assert_int_equal(gpumd_sched_resume_place(fx->s, job, true, &mask), GPUM_EBUSY);
-  char want[64];
-  snprintf(want, sizeof want, "behind r-%llu", (unsigned long long)waiter);
+  assert_int_equal(gpumd_sched_resume_place(fx->s, job, T0 + 7 * SEC, true, &mask), 0);
+  assert_int_equal(mask, 2);
+  assert_int_equal(gpumd_sched_resume_place(fx->s, job, T0 + 70 * SEC, true, &mask), GPUM_EBUSY);
+  char want[96];
+  snprintf(want, sizeof want, "behind r-%llu (priority 5), the queue's head past the backfill",
+           (unsigned long long)waiter);
   assert_non_null(strstr(gpum_last_error(), want));
-  /* The waiter gone, a queued request of lower priority does not hold the job back. */
-  assert_int_equal(gpumd_sched_release(fx->s, NULL, waiter, T0 + 4 * SEC, NULL), 0);
-  uint64_t lower = submit_on(fx, 70 * GiB, 1, "1", false, T0 + 4 * SEC);
+  /* A blocked head of lower priority, past the bound too, does not hold it back. */
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, waiter, T0 + 71 * SEC, NULL), 0);
+  uint64_t lower = submit_on(fx, 70 * GiB, 1, "0", false, T0 + 71 * SEC);
   assert_int_equal(state_of(fx, lower), GPUMD_RESV_QUEUED);
-  assert_int_equal(gpumd_sched_resume_place(fx->s, job, true, &mask), GPUM_EBUSY); /* no room */
-  assert_non_null(strstr(gpum_last_error(), "waits for 40.00 GiB free"));
-  assert_int_equal(gpumd_sched_release(fx->s, NULL, b, T0 + 5 * SEC, NULL), 0);
-  /* GPU 1 holds 10 GiB now: lower (70 GiB) fits there and is granted by the release's pass. */
-  assert_int_equal(state_of(fx, lower), GPUMD_RESV_GRANTED);
-  assert_int_equal(gpumd_sched_resume_place(fx->s, job, true, &mask), GPUM_EBUSY);
-  assert_int_equal(gpumd_sched_release(fx->s, NULL, a, T0 + 6 * SEC, NULL), 0);
-  assert_int_equal(gpumd_sched_resume_place(fx->s, job, true, &mask), 0);
-  assert_int_equal(mask, 1); /* GPU 0, the H100 with room */
+  assert_int_equal(gpumd_sched_resume_place(fx->s, job, T0 + 200 * SEC, true, &mask), 0);
+  assert_int_equal(mask, 2);
+  /* No room anywhere: it says what it waits for. */
+  uint64_t c = submit_on(fx, 30 * GiB, 0, "1", false, T0 + 201 * SEC);
+  assert_int_equal(gpumd_sched_resume_place(fx->s, job, T0 + 202 * SEC, true, &mask), GPUM_EBUSY);
+  assert_non_null(strstr(gpum_last_error(), "waits for 40.00 GiB free on 1 GPU"));
+  (void)a, (void)b, (void)c;
   (void)small;
   fx_free(fx);
 }
@@ -181,7 +184,7 @@ static void test_states_and_end(void **state) {
   assert_non_null(strstr(gpum_last_error(), "is QUEUED"));
   assert_int_equal(gpumd_sched_suspend(fx->s, NULL, 999, false, T0, NULL), GPUM_ENOENT);
   uint64_t mask = 0;
-  assert_int_equal(gpumd_sched_resume_place(fx->s, g, true, &mask), GPUM_ESTATE);
+  assert_int_equal(gpumd_sched_resume_place(fx->s, g, T0, true, &mask), GPUM_ESTATE);
   assert_int_equal(gpumd_sched_resume(fx->s, NULL, g, 1, T0, NULL), GPUM_ESTATE);
   assert_int_equal(gpumd_sched_suspend(fx->s, NULL, g, false, T0 + SEC, NULL), 0);
   assert_int_equal(gpumd_sched_suspend(fx->s, NULL, g, false, T0 + SEC, NULL), GPUM_ESTATE);
@@ -235,7 +238,7 @@ static void test_restore_suspended(void **state) {
   r.device_mask = 0;
   assert_int_equal(gpumd_sched_restore(fx->s, &r), GPUM_EINVAL); /* no GPU to come back like */
   uint64_t mask = 0;
-  assert_int_equal(gpumd_sched_resume_place(fx->s, 41, true, &mask), 0);
+  assert_int_equal(gpumd_sched_resume_place(fx->s, 41, T0, true, &mask), 0);
   assert_int_equal(mask, 1);
   fx_free(fx);
 }

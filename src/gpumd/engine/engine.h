@@ -181,8 +181,8 @@ void gpumd_suspend_stop(gpumd_t *d);
 /* Starts suspending the GRANTED preemptible reservation rid for a (NULL: gpumd's policy), hold:
  * until a resume asks (else when room returns), why: the SUSPENDED reason. Returns 0 (under
  * way: its "moving" says so), or GPUM_ENOENT, GPUM_ESTATE, GPUM_ENOTSUP (not preemptible,
- * managed or IPC memory, no process, no checkpoint in the driver), GPUM_ENOMEM (the node's host
- * memory bound), GPUM_EBUSY (its GPUs' processes unreadable now). */
+ * managed or IPC memory, no process, no checkpoint in the driver), GPUM_EBUSY (the node's host
+ * memory bound; its GPUs' processes unreadable now). */
 int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool hold,
                         const char *why);
 /* Resumes the SUSPENDED rid: placed and started now, or left to wait for room (no longer held).

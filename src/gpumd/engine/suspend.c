@@ -348,7 +348,7 @@ int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool h
   if (used + bytes > bound) {
     char a1[GPUM_SIZE_BUFSZ], a2[GPUM_SIZE_BUFSZ], a3[GPUM_SIZE_BUFSZ];
     free(t);
-    return gpum_error(GPUM_ENOMEM,
+    return gpum_error(GPUM_EBUSY,
                       "%s would take %s of host memory; suspended jobs take %s of the node's "
                       "bound of %s (suspend.host_memory %.2f of %s)",
                       id, gpum_size_format(bytes, a1, sizeof a1),
@@ -394,11 +394,11 @@ static void pairs(gpumd_t *d, uint64_t from, uint64_t to, task_t *t) {
 /* Places and starts a resume of a SUSPENDED rid; GPUM_EBUSY (with the reason) when there is no
  * room now. */
 static int resume_now(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid) {
-  uint64_t mask = 0;
-  if (gpumd_sched_resume_place(d->sched, rid, false, &mask) != 0)
+  uint64_t mask = 0, now = gpum__os_real_ns();
+  if (gpumd_sched_resume_place(d->sched, rid, now, false, &mask) != 0)
     return GPUM_EBUSY; /* not even on the views at hand: no read needed */
   gpumd_admission_read(d);
-  int rc = gpumd_sched_resume_place(d->sched, rid, true, &mask);
+  int rc = gpumd_sched_resume_place(d->sched, rid, now, true, &mask);
   if (rc != 0)
     return rc;
   const gpumd_resv_t *r = gpumd_sched_find(d->sched, rid);

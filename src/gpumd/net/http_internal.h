@@ -98,6 +98,8 @@ bool gpumd_http_owner_is_name(const char *owner);
 int gpumd_http_resv_get(gpumd_http_call_t *call);
 int gpumd_http_resv_delete(gpumd_http_call_t *call);
 int gpumd_http_resv_renew(gpumd_http_call_t *call);
+int gpumd_http_resv_suspend(gpumd_http_call_t *call);
+int gpumd_http_resv_resume(gpumd_http_call_t *call);
 int gpumd_http_setup_pytorch(gpumd_http_call_t *call);
 int gpumd_http_setup_tensorflow(gpumd_http_call_t *call);
 int gpumd_http_health(gpumd_http_call_t *call);

@@ -74,6 +74,7 @@ int gpumd_http_status_of(int code) {
   case GPUM_ESTATE:
   case GPUM_EEXIST:
   case GPUM_EBUSY:
+  case GPUM_ENOTSUP: /* a suspend gpumd cannot do (docs/suspend.md) */
     return 409;
   case GPUM_ENEVERFIT:
     return 422;

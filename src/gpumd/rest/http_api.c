@@ -753,6 +753,27 @@ int gpumd_http_resv_delete(gpumd_http_call_t *call) {
   return rc;
 }
 
+/* POST /api/v1/reservations/{ID}/suspend and /resume, no body: the socket's ops. */
+static int resv_move(gpumd_http_call_t *call, bool suspend) {
+  gpumd_actor_t a = http_actor(call);
+  gpumd_release_req_t req;
+  int rc = json_object_size(call->body) ? gpum_error(GPUM_EINVAL, "this call takes no body") : 0;
+  if (rc == 0)
+    rc = path_resv(call, &req.resv);
+  if (rc == 0)
+    rc = suspend ? gpumd_op_suspend(call->d, &a, &req, &call->out)
+                 : gpumd_op_resume(call->d, &a, &req, &call->out);
+  return rc;
+}
+
+int gpumd_http_resv_suspend(gpumd_http_call_t *call) {
+  return resv_move(call, true);
+}
+
+int gpumd_http_resv_resume(gpumd_http_call_t *call) {
+  return resv_move(call, false);
+}
+
 int gpumd_http_resv_renew(gpumd_http_call_t *call) {
   static const char *const fields[] = {"ttl", NULL};
   gpumd_actor_t a = http_actor(call);

@@ -84,6 +84,8 @@ static const route_t routes[] = {
     {"/api/v1/reservations/{ID}", M_GET, gpumd_http_resv_get, false, NULL},
     {"/api/v1/reservations/{ID}", M_DEL, gpumd_http_resv_delete, true, NULL},
     {"/api/v1/reservations/{ID}/renew", M_POST, gpumd_http_resv_renew, true, NULL},
+    {"/api/v1/reservations/{ID}/suspend", M_POST, gpumd_http_resv_suspend, true, NULL},
+    {"/api/v1/reservations/{ID}/resume", M_POST, gpumd_http_resv_resume, true, NULL},
     {"/api/v1/gpu/setup-pytorch", M_POST, gpumd_http_setup_pytorch, false, NULL},
     {"/api/v1/gpu/setup-tensorflow", M_POST, gpumd_http_setup_tensorflow, false, NULL},
     {"/api/v1/gpu/health", M_GET, gpumd_http_health, false, NULL},

@@ -608,7 +608,8 @@ static uint64_t same_kind_mask(const gpumd_sched_t *s, const gpumd_resv_t *r) {
   return out;
 }
 
-int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, bool decide, uint64_t *mask) {
+int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, uint64_t now_ns, bool decide,
+                             uint64_t *mask) {
   int rc = 0;
   const gpumd_resv_t *r = find_in(s, id, GPUMD_RESV_SUSPENDED, "resumed", &rc);
   if (r == NULL)
@@ -616,14 +617,17 @@ int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, bool decide, u
   char buf[GPUMD_RESV_ID_BUFSZ];
   gpumd_resv_id_format(id, buf, sizeof buf);
   uint64_t kind = same_kind_mask(s, r);
-  /* As a new request of its priority: behind what waits at that priority or above. */
-  for (size_t i = 0; i < s->n_queue; i++) {
-    const gpumd_resv_t *q = s->queue[i];
-    if (q->priority >= r->priority && (gpumd__sched_usable_mask(s, q) & kind)) {
-      char qid[GPUMD_RESV_ID_BUFSZ];
-      return gpum_error(GPUM_EBUSY, "%s waits behind %s (priority %d), queued for its GPUs", buf,
-                        gpumd_resv_id_format(q->id, qid, sizeof qid), q->priority);
-    }
+  /* As if it were queued in its place (priority, then age): what a pass left queued cannot be
+   * granted now, so it passes them as a request behind them would (backfill), except a queue
+   * head ahead of it past the backfill bound that could use these GPUs. */
+  const gpumd_resv_t *head = s->n_queue ? s->queue[0] : NULL;
+  if (head && (head->priority > r->priority ||
+               (head->priority == r->priority && head->created_ns <= r->created_ns)) &&
+      gpumd__sched_head_locked(s, head, now_ns) && (gpumd__sched_usable_mask(s, head) & kind)) {
+    char qid[GPUMD_RESV_ID_BUFSZ];
+    return gpum_error(GPUM_EBUSY,
+                      "%s waits behind %s (priority %d), the queue's head past the backfill bound",
+                      buf, gpumd_resv_id_format(head->id, qid, sizeof qid), head->priority);
   }
   uint64_t m = 0;
   if ((r->device_mask & ~s->known_mask) == 0 &&

@@ -430,13 +430,15 @@ int gpumd_sched_suspend(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t i
 /*
  * Where a SUSPENDED reservation could come back now, before its processes are restored: its own
  * GPUs when they admit it again, else as many other GPUs of the same kind (name and memory, as
- * the driver's restore needs) as it had, by the placement strategy; and only when no QUEUED
- * request of at least its priority could use those GPUs (it waits as a new request of its
- * priority would). decide: as for a grant (fresh views under require_fresh). Returns 0 with
- * *mask, GPUM_ENOENT, GPUM_ESTATE (not SUSPENDED) or GPUM_EBUSY (no room now; the detail says
- * what it waits for). Changes nothing.
+ * the driver's restore needs) as it had, by the placement strategy; as a request queued in its
+ * place (its priority, then its age) would be granted: past the requests a pass left queued
+ * (backfill), but not past a queue head ahead of it that waited past the backfill bound and
+ * could use those GPUs. decide: as for a grant (fresh views under require_fresh). Returns 0
+ * with *mask, GPUM_ENOENT, GPUM_ESTATE (not SUSPENDED) or GPUM_EBUSY (no room now; the detail
+ * says what it waits for). Changes nothing.
  */
-int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, bool decide, uint64_t *mask);
+int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, uint64_t now_ns, bool decide,
+                             uint64_t *mask);
 /* SUSPENDED -> GRANTED on mask (from gpumd_sched_resume_place), reason given: its bytes count
  * there from now on, so that the restore that follows always finds its room. Returns 0,
  * GPUM_ENOENT, GPUM_ESTATE or GPUM_EINVAL (mask not of its GPU count). */
