@@ -158,15 +158,18 @@ static void build_header(lines_t *ls, const top_data_t *d) {
   }
   push(ls, &b, CLI_PLAIN);
   if (d->gpumd) {
-    size_t granted = 0, queued = 0, i;
+    size_t granted = 0, queued = 0, suspended = 0, i;
     const json_t *r;
     json_array_foreach(d->reservations, i, r) {
       granted += !strcmp(jstr(r, "state"), "GRANTED");
       queued += !strcmp(jstr(r, "state"), "QUEUED");
+      suspended += !strcmp(jstr(r, "state"), "SUSPENDED");
     }
     size_t active = json_array_size(json_object_get(d->alerts, "active"));
     top__lb_add(&b, CLI_GREEN, "gpumd: running");
     top__lb_add(&b, CLI_PLAIN, " at %s: %zu granted, %zu queued, ", d->socket, granted, queued);
+    if (suspended) /* their GPU memory is in host memory (docs/suspend.md) */
+      top__lb_add(&b, CLI_YELLOW, "%zu suspended, ", suspended);
     top__lb_add(&b, active ? CLI_RED : CLI_PLAIN, "%zu active alert%s", active,
                 active == 1 ? "" : "s");
     /* gpumd's GPUs matched by UUID (docs/cli.md): say so plainly when they are not these. */
@@ -448,7 +451,7 @@ static const json_t **filtered_reservations(const top_data_t *d, const top_view_
 static cli_style_t res_style(const char *state) {
   if (!strcmp(state, "GRANTED"))
     return CLI_GREEN;
-  if (!strcmp(state, "QUEUED"))
+  if (!strcmp(state, "QUEUED") || !strcmp(state, "SUSPENDED"))
     return CLI_YELLOW;
   return CLI_DIM;
 }
@@ -546,6 +549,10 @@ static void build_reservations(lines_t *head, lines_t *body, const top_data_t *d
     const char *state = jstr(r, "state");
     if (!strcmp(state, "QUEUED"))
       snprintf(queue, sizeof queue, "#%lld", (long long)jint(r, "queue_position") + 1);
+    else if (json_is_string(json_object_get(r, "moving"))) /* suspending or resuming */
+      snprintf(queue, sizeof queue, "move");
+    else if (!strcmp(state, "SUSPENDED")) /* its GPU memory is in host memory */
+      snprintf(queue, sizeof queue, "host");
     top__clean(jstr(r, "label"), label, sizeof label);
     if (selected && focused)
       *focus = body->n;
@@ -652,7 +659,8 @@ static void build_help(lines_t *ls) {
       "    then sparklines of memory and utilisation over the last 240 refreshes",
       "  RESERVATIONS",
       "    LIMIT/GPU: bytes reserved per GPU; USED: what the job holds under the enforcement",
-      "    shim (gpum run --enforce), '-' otherwise; QUEUE: position in gpumd's queue",
+      "    shim (gpum run --enforce), '-' otherwise; QUEUE: position in gpumd's queue,",
+      "    'host' for a SUSPENDED job (its GPU memory in host memory), 'move' while it moves",
   };
   top_lb_t b;
   for (size_t i = 0; i < sizeof text / sizeof text[0]; i++) {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The scheduler tests' fixture (test_sched.c, test_sched_settled.c): a scheduler that records
- * its transitions and pressure changes, the options most tests use, and the state of a
- * reservation, live or ended. Include after cmocka.h and sched.h or sched_internal.h.
+ * The scheduler tests' fixture (test_sched.c, test_sched_settled.c, test_sched_suspend.c): a
+ * scheduler that records its transitions and pressure changes, the options most tests use,
+ * devices' views, and the state of a reservation, live or ended. Include after cmocka.h and sched.h or sched_internal.h.
  */
 #ifndef GPUM_TEST_SCHED_FIXTURE_H
 #define GPUM_TEST_SCHED_FIXTURE_H
@@ -105,6 +105,26 @@ static gpumd_resv_state_t state_of(const fx_t *fx, uint64_t id) {
   const event_t *e = last_event(fx, id);
   assert_non_null(e);
   return e->to;
+}
+
+/* Adds or replaces device index's view: name, total memory, memory used outside reservations,
+ * health (ERROR: gone, with an Xid's reason). inline: unused in some tests. */
+static inline void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, uint64_t unmanaged,
+                    gpum_health_t health, uint64_t now) {
+  gpumd_sched_device_t d;
+  memset(&d, 0, sizeof(d));
+  d.index = index;
+  snprintf(d.uuid, sizeof(d.uuid), "GPU-test-%u", index);
+  snprintf(d.name, sizeof(d.name), "%s", name);
+  d.memory_total = total;
+  d.memory_used = unmanaged;
+  d.unmanaged = unmanaged;
+  d.health = health;
+  if (health == GPUM_HEALTH_ERROR) {
+    snprintf(d.reason, sizeof(d.reason), "XID 79: fallen off the bus");
+    d.gone = true;
+  }
+  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, now), 0);
 }
 
 #endif /* GPUM_TEST_SCHED_FIXTURE_H */

@@ -25,24 +25,6 @@
 
 #include "sched_fixture.h"
 
-static void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, uint64_t unmanaged,
-                    gpum_health_t health, uint64_t now) {
-  gpumd_sched_device_t d;
-  memset(&d, 0, sizeof(d));
-  d.index = index;
-  snprintf(d.uuid, sizeof(d.uuid), "GPU-test-%u", index);
-  snprintf(d.name, sizeof(d.name), "%s", name);
-  d.memory_total = total;
-  d.memory_used = unmanaged;
-  d.unmanaged = unmanaged;
-  d.health = health;
-  if (health == GPUM_HEALTH_ERROR) {
-    snprintf(d.reason, sizeof(d.reason), "XID 79: fallen off the bus");
-    d.gone = true;
-  }
-  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, now), 0);
-}
-
 static void add_h100(fx_t *fx, unsigned index, uint64_t now) {
   set_dev(fx, index, "NVIDIA H100 80GB HBM3", 80 * GiB, 0, GPUM_HEALTH_AVAILABLE, now);
 }

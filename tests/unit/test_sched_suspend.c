@@ -24,17 +24,6 @@
 
 #include "sched_fixture.h"
 
-static void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, uint64_t now) {
-  gpumd_sched_device_t d;
-  memset(&d, 0, sizeof(d));
-  d.index = index;
-  snprintf(d.uuid, sizeof(d.uuid), "GPU-test-%u", index);
-  snprintf(d.name, sizeof(d.name), "%s", name);
-  d.memory_total = total;
-  d.health = GPUM_HEALTH_AVAILABLE;
-  assert_int_equal(gpumd_sched_update_device(fx->s, NULL, &d, now), 0);
-}
-
 static uint64_t submit_on(fx_t *fx, uint64_t bytes, int prio, const char *dev, bool preemptible,
                           uint64_t now) {
   gpumd_sched_request_t q;
@@ -70,9 +59,9 @@ static fx_t *node(void) {
   gpumd_sched_opts_t o;
   plain_opts(&o);
   fx_t *fx = fx_new(&o);
-  set_dev(fx, 0, "NVIDIA H100 80GB HBM3", 80 * GiB, T0);
-  set_dev(fx, 1, "NVIDIA H100 80GB HBM3", 80 * GiB, T0);
-  set_dev(fx, 2, "NVIDIA A100-SXM4-80GB", 80 * GiB, T0);
+  set_dev(fx, 0, "NVIDIA H100 80GB HBM3", 80 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 1, "NVIDIA H100 80GB HBM3", 80 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
+  set_dev(fx, 2, "NVIDIA A100-SXM4-80GB", 80 * GiB, 0, GPUM_HEALTH_AVAILABLE, T0);
   return fx;
 }
 

@@ -183,6 +183,15 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
     gpumd_jw_int((w), (v)); \
   } while (0)
 
+#define W_BOOL(w, key, v)                                    \
+  do {                                                       \
+    W_KEY(w, key);                                           \
+    if (v)                                                   \
+      GPUMD_JW_LIT((w), "true");                             \
+    else                                                     \
+      GPUMD_JW_LIT((w), "false");                            \
+  } while (0)
+
 /* A client-given or driver-given string (text_json's: gpumd_jw_string writes a byte that is
  * not UTF-8 as '?'). */
 #define W_TEXT(w, key, v)      \
@@ -258,11 +267,7 @@ static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, 
   W_INT(w, GPUM_PROTO_F_CREATED_NS, (long long)r->created_ns);
   W_INT(w, GPUM_PROTO_F_GRANTED_NS, (long long)r->granted_ns);
   W_INT(w, GPUM_PROTO_F_ENDED_NS, (long long)r->ended_ns);
-  W_KEY(w, GPUM_PROTO_F_PREEMPTIBLE);
-  if (r->preemptible)
-    GPUMD_JW_LIT(w, "true");
-  else
-    GPUMD_JW_LIT(w, "false");
+  W_BOOL(w, GPUM_PROTO_F_PREEMPTIBLE, r->preemptible);
   if (r->moving) {
     W_KEY(w, GPUM_PROTO_F_MOVING);
     gpumd_jw_name(w, moving_name(r->moving));
@@ -270,11 +275,7 @@ static void resv_write_fields(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t *r, 
   if (r->state == GPUMD_RESV_SUSPENDED) {
     W_INT(w, GPUM_PROTO_F_SUSPENDED_NS, (long long)r->suspended_ns);
     W_INT(w, GPUM_PROTO_F_HOST_BYTES, (long long)r->host_bytes);
-    W_KEY(w, GPUM_PROTO_F_HOLD);
-    if (r->suspend_hold)
-      GPUMD_JW_LIT(w, "true");
-    else
-      GPUMD_JW_LIT(w, "false");
+    W_BOOL(w, GPUM_PROTO_F_HOLD, r->suspend_hold);
   }
 }
 

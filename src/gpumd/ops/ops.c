@@ -532,45 +532,38 @@ static const char *asked_by(const gpumd_actor_t *a, const char *verb, char *buf,
   return buf;
 }
 
-int gpumd_op_suspend(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
-                     json_t **out) {
+/* A suspend (by hand: held until a resume by hand) or a resume of rid, the owner or an admin;
+ * the reservation as it is once the work has started. */
+static int move_op(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                   json_t **out, bool suspend) {
   const gpumd_resv_t *r = NULL;
   uint64_t rid = req->resv.id;
   int rc = get_resv(d, &req->resv, &r);
   if (rc == 0)
     rc = check_owner(a, r, rid);
-  char why[96];
-  if (rc == 0) /* a suspend by hand waits for a resume by hand */
-    rc = gpumd_suspend_begin(d, a, rid, true, asked_by(a, "suspended", why, sizeof why));
+  char why[96], idb[GPUMD_RESV_ID_BUFSZ];
+  if (rc == 0)
+    rc = suspend ? gpumd_suspend_begin(d, a, rid, true, asked_by(a, "suspended", why, sizeof why))
+                 : gpumd_resume_begin(d, a, rid);
+  if (rc == 0 && (r = gpumd_sched_find(d->sched, rid)) == NULL)
+    rc = gpum_error(GPUM_ENOENT, "reservation %s has ended",
+                    gpumd_resv_id_format(rid, idb, sizeof idb));
   if (rc != 0)
     return rc;
-  r = gpumd_sched_find(d->sched, rid);
-  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
-                   gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
-  return 0;
-}
-
-int gpumd_op_resume(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
-                    json_t **out) {
-  const gpumd_resv_t *r = NULL;
-  uint64_t rid = req->resv.id;
-  int rc = get_resv(d, &req->resv, &r);
-  if (rc == 0)
-    rc = check_owner(a, r, rid);
-  if (rc == 0)
-    rc = gpumd_resume_begin(d, a, rid);
-  if (rc != 0)
-    return rc;
-  r = gpumd_sched_find(d->sched, rid);
-  if (!r) {
-    char idb[GPUMD_RESV_ID_BUFSZ];
-    return gpum_error(GPUM_ENOENT, "reservation %s has ended",
-                      gpumd_resv_id_format(rid, idb, sizeof idb));
-  }
   *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION,
                    gpumd_engine_resv_json(d, r, a->conn && r->uid == a->uid));
   gpumd_engine_tick(d);
   return 0;
+}
+
+int gpumd_op_suspend(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                     json_t **out) {
+  return move_op(d, a, req, out, true);
+}
+
+int gpumd_op_resume(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                    json_t **out) {
+  return move_op(d, a, req, out, false);
 }
 
 /* The live reservation ref names, for an op its owner or an admin may make: the lookup, then

@@ -742,36 +742,32 @@ static int path_resv(const gpumd_http_call_t *call, gpumd_resv_ref_t *out) {
   return gpumd_resv_ref_decode(text ? call->id : NULL, out);
 }
 
-int gpumd_http_resv_delete(gpumd_http_call_t *call) {
-  gpumd_actor_t a = http_actor(call);
-  gpumd_release_req_t req;
-  int rc = json_object_size(call->body) ? gpum_error(GPUM_EINVAL, "DELETE takes no body") : 0;
-  if (rc == 0)
-    rc = path_resv(call, &req.resv);
-  if (rc == 0)
-    rc = gpumd_op_release(call->d, &a, &req, &call->out);
-  return rc;
-}
-
-/* POST /api/v1/reservations/{ID}/suspend and /resume, no body: the socket's ops. */
-static int resv_move(gpumd_http_call_t *call, bool suspend) {
+/* A call on the reservation of the path that takes no body (DELETE, suspend, resume): the
+ * socket's op of the same request. */
+typedef int (*resv_op_fn)(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
+                          json_t **out);
+static int bodyless_resv_op(gpumd_http_call_t *call, resv_op_fn op) {
   gpumd_actor_t a = http_actor(call);
   gpumd_release_req_t req;
   int rc = json_object_size(call->body) ? gpum_error(GPUM_EINVAL, "this call takes no body") : 0;
   if (rc == 0)
     rc = path_resv(call, &req.resv);
   if (rc == 0)
-    rc = suspend ? gpumd_op_suspend(call->d, &a, &req, &call->out)
-                 : gpumd_op_resume(call->d, &a, &req, &call->out);
+    rc = op(call->d, &a, &req, &call->out);
   return rc;
 }
 
+int gpumd_http_resv_delete(gpumd_http_call_t *call) {
+  return bodyless_resv_op(call, gpumd_op_release);
+}
+
+/* POST /api/v1/reservations/{ID}/suspend and /resume, no body: the socket's ops. */
 int gpumd_http_resv_suspend(gpumd_http_call_t *call) {
-  return resv_move(call, true);
+  return bodyless_resv_op(call, gpumd_op_suspend);
 }
 
 int gpumd_http_resv_resume(gpumd_http_call_t *call) {
-  return resv_move(call, false);
+  return bodyless_resv_op(call, gpumd_op_resume);
 }
 
 int gpumd_http_resv_renew(gpumd_http_call_t *call) {

@@ -549,16 +549,24 @@ int gpumd_sched_release(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t i
 
 /* ---- Suspend and resume -------------------------------------------------------------------- */
 
+/* The live reservation id, or NULL with GPUM_ENOENT in *rc. */
+static gpumd_resv_t *live(const gpumd_sched_t *s, uint64_t id, int *rc) {
+  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
+  char buf[GPUMD_RESV_ID_BUFSZ];
+  if (r == NULL)
+    *rc = gpum_error(GPUM_ENOENT, "no live reservation %s",
+                     gpumd_resv_id_format(id, buf, sizeof buf));
+  return r;
+}
+
 /* The live reservation id in state want, or NULL with GPUM_ENOENT / GPUM_ESTATE set in *rc. */
 static gpumd_resv_t *find_in(const gpumd_sched_t *s, uint64_t id, gpumd_resv_state_t want,
                              const char *what, int *rc) {
-  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
+  gpumd_resv_t *r = live(s, id, rc);
   char buf[GPUMD_RESV_ID_BUFSZ];
   gpumd_resv_id_format(id, buf, sizeof buf);
-  if (r == NULL) {
-    *rc = gpum_error(GPUM_ENOENT, "no live reservation %s", buf);
+  if (r == NULL)
     return NULL;
-  }
   if (r->state != want) {
     *rc = gpum_error(GPUM_ESTATE, "reservation %s is %s: only a %s one can be %s", buf,
                      gpumd_resv_state_name(r->state), gpumd_resv_state_name(want), what);
@@ -669,11 +677,10 @@ int gpumd_sched_resume(gpumd_sched_t *s, const gpumd_cause_t *cause, uint64_t id
 int gpumd_sched_set_suspend_facts(gpumd_sched_t *s, uint64_t id, bool hold, uint64_t host_bytes,
                                   uint64_t ckpt_mask, const int32_t *pids, const uint64_t *starts,
                                   unsigned n) {
-  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
-  char buf[GPUMD_RESV_ID_BUFSZ];
+  int rc = 0;
+  gpumd_resv_t *r = live(s, id, &rc);
   if (r == NULL)
-    return gpum_error(GPUM_ENOENT, "no live reservation %s",
-                      gpumd_resv_id_format(id, buf, sizeof(buf)));
+    return rc;
   if (n > GPUMD_RESV_MAX_PROCS || (n > 0 && (pids == NULL || starts == NULL)))
     return gpum_error(GPUM_EINVAL, "%u processes: at most %d per suspended job", n,
                       GPUMD_RESV_MAX_PROCS);
@@ -689,11 +696,10 @@ int gpumd_sched_set_suspend_facts(gpumd_sched_t *s, uint64_t id, bool hold, uint
 }
 
 int gpumd_sched_set_moving(gpumd_sched_t *s, uint64_t id, unsigned moving, const char *reason) {
-  gpumd_resv_t *r = (gpumd_resv_t *)gpumd_sched_find(s, id);
-  char buf[GPUMD_RESV_ID_BUFSZ];
+  int rc = 0;
+  gpumd_resv_t *r = live(s, id, &rc);
   if (r == NULL)
-    return gpum_error(GPUM_ENOENT, "no live reservation %s",
-                      gpumd_resv_id_format(id, buf, sizeof(buf)));
+    return rc;
   r->moving = (uint8_t)moving;
   if (reason)
     set_reason(r, reason);
