@@ -6,7 +6,9 @@
 //     its number there (a node of two vendors), with no console error; nothing below the GPUs
 //     moves when their data arrive;
 //  2. `gpum sim hold` 20 GiB on GPU 0: the memory chart's newest point shows it;
-//  3. a `gpum run` appears in the reservations table and leaves it when it ends;
+//  3. a `gpum run` appears in the reservations table and leaves it when it ends; a preemptible
+//     job (progs/suspend_job) suspended by `gpum suspend` shows SUSPENDED with its host memory,
+//     and GRANTED again after `gpum resume`;
 //  4. an Xid 79 on GPU 1: its state turns ERROR (red), its temperature, power and utilisation
 //     unknown, the reservation it held stays listed as FAILED with its reason, and the alert is
 //     listed;
@@ -198,6 +200,31 @@ async function main() {
     if ((await jobDone) !== 0) throw new Error("gpum run did not exit 0");
     await row.waitFor({ state: "detached" });
     log("a gpum run appears in the reservations table and leaves it when it ends");
+
+    // 3b. A preemptible job suspended and resumed (docs/suspend.md).
+    phase = "suspend";
+    const sdir = path.join(SCRATCH, "susp-job");
+    fs.mkdirSync(sdir);
+    execFileSync("mkfifo", [path.join(sdir, "ctl")]);
+    const sjob = spawn(GPUM, ["run", "--mem", "4GiB", "--preemptible", "--label", "dash-susp", "-q", "--",
+      path.join(env("DASH_PROGS"), "suspend_job"), String(64 << 20), sdir], { stdio: "ignore" });
+    children.push(sjob);
+    const sjobDone = new Promise((r) => sjob.on("exit", (code) => r(code)));
+    await until("the preemptible job ready", () => fs.existsSync(path.join(sdir, "ready")));
+    const ctl = fs.openSync(path.join(sdir, "ctl"), "w"); // the job reads its steps from here
+    const srow = page.locator(`${tid("reservations")} tbody tr`, { hasText: "dash-susp" });
+    await srow.waitFor();
+    const susp = (await srow.getAttribute("data-id")) || "";
+    gpum("suspend", susp);
+    await page.waitForSelector(`${tid("resv-state-" + susp)}:text("SUSPENDED")`);
+    await page.waitForSelector(`${tid("resv-suspended-" + susp)}:text("in host memory · until resumed")`);
+    await shot(page, "03b-suspended");
+    gpum("resume", susp);
+    await page.waitForSelector(`${tid("resv-state-" + susp)}:text-is("GRANTED")`);
+    fs.closeSync(ctl); // the job ends
+    if ((await sjobDone) !== 0) throw new Error("the preemptible job did not exit 0");
+    await srow.waitFor({ state: "detached" });
+    log("a preemptible job: SUSPENDED with its host memory after gpum suspend, GRANTED after gpum resume");
 
     // 4. Xid 79 on GPU 1, which holds a reservation (70 GiB: GPU 0 has 20 GiB held outside).
     phase = "xid";

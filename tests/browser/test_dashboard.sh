@@ -37,6 +37,7 @@ export DASH_CHROMIUM=$CHROMIUM
 export DASH_GPUMD=$GPUMD
 export DASH_GPUMD_ERR=$GD_ERR
 export DASH_SCRATCH=$T_SCRATCH
+export DASH_PROGS=$GPUM_TEST_PROGS
 export DASH_OUT=${GPUM_TEST_OUTPUT:-$GPUM_BUILD_DIR/test-output}/dashboard
 mkdir -p "$DASH_OUT"
 rm -f "$DASH_OUT"/*.png

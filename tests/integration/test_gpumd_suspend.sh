@@ -98,6 +98,7 @@ HOST=$(field "$R" host_bytes)
 [ "$HOST" -ge 268435456 ] || t_fail "host_bytes $HOST below the job's 256 MiB: $R"
 USED1=$(gpu_used 0)
 [ $((USED0 - USED1)) -ge 268435456 ] || t_fail "GPU 0 used $USED0 -> $USED1: the job's memory is not free"
+t_pyjson "$T_SCRATCH/st.json" 'g=d["gpumd"]["devices"][0]; assert g["reserved"]==0 and g["jobs"]==0, g' || t_fail "gpumd still counts the suspended job on GPU 0"
 [ "$(metric 'gpum_reservations{state="suspended"}')" = 1 ] || t_fail "/metrics: no suspended reservation"
 [ "$(metric gpum_suspended_host_bytes)" = "$HOST" ] || t_fail "/metrics: host bytes"
 t_expect 0 "$G" jobs
