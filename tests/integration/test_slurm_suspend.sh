@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Slurm's suspend frees GPUs (docs/slurm.md, "Suspend"): in a loopback Slurm cluster over a
-# simulated one-GPU node whose gpumd has slurm.suspend_gpu_memory on, a step under
+# simulated one-GPU node whose gpumd has suspend.slurm on, a step under
 # `srun --gpu-mem` holds a pattern in 256 MiB of device memory (progs/suspend_job.c):
 #   - `scontrol suspend`: once its task is stopped, gpumd checkpoints it: its reservation is
 #     SUSPENDED (held, "suspended by Slurm"), the GPU's used memory drops by the job's, and the
@@ -36,7 +36,7 @@ devices:
     memory: 48GiB
 Y
 t_sim_start "$S/node.yaml"
-export GPUM_SLURM_SUSPEND_GPU_MEMORY=true
+export GPUM_SUSPEND_SLURM=true
 GPUM_LOG_LEVEL=info gd_start
 s_dir
 "$G" slurm conf --node gnode --dev-dir "$S_DIR/c/dev" --gres >"$S/gres.conf"

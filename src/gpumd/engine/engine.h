@@ -199,7 +199,7 @@ int gpumd_suspend_hold(gpumd_t *d, uint64_t rid, const char *why);
 void gpumd_suspend_changed(gpumd_t *d);
 
 /* Slurm's suspend frees GPUs (slurm_suspend.c; docs/slurm.md, "Suspend"), from the suspend
- * timer, before the automatic resume: with slurm.suspend_gpu_memory on, a GRANTED Slurm step
+ * timer, before the automatic resume: with suspend.slurm on, a GRANTED Slurm step
  * whose CUDA processes are all stopped for GPUMD_SLURM_SETTLE_NS is suspended (held), and a
  * SUSPENDED one that Slurm's suspend made is resumed when its processes run again. O(1) with
  * the option off, or with no Slurm step granted and nothing suspended. */

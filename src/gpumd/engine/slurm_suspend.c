@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Slurm's suspend frees GPUs (docs/slurm.md, "Suspend"): with slurm.suspend_gpu_memory on, a job
+ * Slurm's suspend frees GPUs (docs/slurm.md, "Suspend"): with suspend.slurm on, a job
  * step that Slurm suspends (`scontrol suspend`, PreemptMode=SUSPEND: slurmstepd sends its tasks
  * SIGTSTP, then SIGSTOP two seconds later) gives its GPU memory back through suspend.c, and gets
  * it back when Slurm resumes it (SIGCONT).
@@ -143,7 +143,7 @@ static void suspended(gpumd_t *d, const gpumd_resv_t *r) {
 
 void gpumd_slurm_suspend_tick(gpumd_t *d, gpumd_slurm_watch_t **wp, uint64_t now) {
   gpumd_slurm_watch_t *w = *wp;
-  if (!gpum_config_get_bool(d->cfg, "slurm.suspend_gpu_memory") ||
+  if (!gpum_config_get_bool(d->cfg, "suspend.slurm") ||
       (gpumd_sched_slurm_granted(d->sched) == 0 && gpumd_sched_suspended(d->sched, NULL) == 0)) {
     if (w)
       w->n = 0;

@@ -124,7 +124,7 @@ static const gpum_option_def_t builtin_table[] = {
     {"suspend.lock_timeout", GPUM_OPT_DURATION, "10s", NULL, UNBOUNDED, false,
      "How long a suspend waits for each of a job's processes to finish its CUDA calls in "
      "flight before it gives up (the job then runs on, untouched)."},
-    {"slurm.suspend_gpu_memory", GPUM_OPT_BOOL, "false", NULL, UNBOUNDED, false,
+    {"suspend.slurm", GPUM_OPT_BOOL, "false", NULL, UNBOUNDED, false,
      "A Slurm job step that Slurm suspends (scontrol suspend, PreemptMode=SUSPEND: its tasks "
      "stopped) gives its GPU memory back: gpumd checkpoints its CUDA processes to host memory "
      "once they have been stopped for 3 s, and restores them when Slurm resumes the step "
