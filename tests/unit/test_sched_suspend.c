@@ -302,8 +302,7 @@ static void test_slurm_granted_count(void **state) {
   uint64_t queued = r->id;
   assert_int_equal(state_of(fx, queued), GPUMD_RESV_QUEUED);
   assert_int_equal(gpumd_sched_slurm_granted(fx->s), 1);
-  assert_int_equal(gpumd_sched_suspend(fx->s, NULL, step, true, T0 + SEC, "suspended by Slurm"),
-                   0);
+  assert_int_equal(gpumd_sched_suspend(fx->s, NULL, step, true, T0 + SEC, "suspended by Slurm"), 0);
   /* The queued step takes GPU 0 in the suspend's pass: one granted Slurm step again. */
   assert_int_equal(state_of(fx, queued), GPUMD_RESV_GRANTED);
   assert_int_equal(gpumd_sched_slurm_granted(fx->s), 1);
