@@ -70,16 +70,18 @@ static watch_entry_t *watch_get(gpumd_slurm_watch_t *w, uint64_t rid, uint64_t n
   return &w->e[w->n++];
 }
 
-/* Counts r's processes that are stopped ('T') and those that run (any other state of a live
- * process). GRANTED: its CUDA processes in its GPUs' newest process lists; SUSPENDED: the
- * processes its suspend checkpointed (the lists no longer show them). */
+/* Counts r's processes that are stopped ('T') and those that run. GRANTED: its CUDA processes
+ * in its GPUs' newest process lists, where any other state of a live process runs (it is not
+ * suspended while one may be); SUSPENDED: the processes its suspend checkpointed (the lists no
+ * longer show them), where only 'R' and 'S' run (one in 'D' may be on its way to a stop: it is
+ * not resumed on its word). */
 static void tally(gpumd_t *d, const gpumd_resv_t *r, unsigned *stopped, unsigned *running) {
   *stopped = *running = 0;
   if (r->state == GPUMD_RESV_SUSPENDED) {
     for (unsigned i = 0; i < r->nprocs; i++) {
       char st = gpumd_pid_state(r->proc_pid[i], r->proc_start[i]);
       *stopped += st == 'T';
-      *running += st != 0 && st != 'T';
+      *running += st == 'R' || st == 'S';
     }
     return;
   }
