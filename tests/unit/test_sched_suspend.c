@@ -6,7 +6,7 @@
  * on another kind), never ahead of a queued request of at least its priority, and its bytes
  * count from the moment it is placed (before the restore); ending a suspended reservation frees
  * nothing twice; the states a suspend and a resume may start from; a restore after a restart
- * counts a suspended reservation nowhere.
+ * counts a suspended reservation nowhere; the count of granted Slurm steps.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -268,6 +268,48 @@ static void test_preempt_plan(void **state) {
   fx_free(fx);
 }
 
+/* The count of GRANTED Slurm steps (the suspend timer's O(1) test, slurm_suspend.c): a grant
+ * with Slurm ids counts, a queued one or one without ids does not, and a suspend, a resume and a
+ * release move it. */
+static void test_slurm_granted_count(void **state) {
+  (void)state;
+  fx_t *fx = node();
+  gpumd_sched_request_t q;
+  gpumd_sched_request_init(&q);
+  q.bytes_per_gpu = 60 * GiB;
+  q.slurm_job = "12";
+  q.slurm_step = "0";
+  const char *devs[1] = {"0"};
+  q.devices = devs;
+  q.device_count = 1;
+  const gpumd_resv_t *r = NULL;
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, &r), 0);
+  uint64_t step = r->id;
+  assert_int_equal(state_of(fx, step), GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_slurm_granted(fx->s), 1);
+  uint64_t other = submit_on(fx, 10 * GiB, 0, "1", false, T0);
+  assert_int_equal(gpumd_sched_slurm_granted(fx->s), 1);
+  q.slurm_job = "13"; /* waits behind step on GPU 0 */
+  assert_int_equal(gpumd_sched_submit(fx->s, NULL, &q, T0, &r), 0);
+  uint64_t queued = r->id;
+  assert_int_equal(state_of(fx, queued), GPUMD_RESV_QUEUED);
+  assert_int_equal(gpumd_sched_slurm_granted(fx->s), 1);
+  assert_int_equal(gpumd_sched_suspend(fx->s, NULL, step, true, T0 + SEC, "suspended by Slurm"), 0);
+  /* The queued step takes GPU 0 in the suspend's pass: one granted Slurm step again. */
+  assert_int_equal(state_of(fx, queued), GPUMD_RESV_GRANTED);
+  assert_int_equal(gpumd_sched_slurm_granted(fx->s), 1);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, queued, T0 + 2 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_slurm_granted(fx->s), 0);
+  uint64_t mask = 0;
+  assert_int_equal(gpumd_sched_resume_place(fx->s, step, T0 + 3 * SEC, true, &mask), 0);
+  assert_int_equal(gpumd_sched_resume(fx->s, NULL, step, mask, T0 + 3 * SEC, "resumed"), 0);
+  assert_int_equal(gpumd_sched_slurm_granted(fx->s), 1);
+  assert_int_equal(gpumd_sched_release(fx->s, NULL, step, T0 + 4 * SEC, NULL), 0);
+  assert_int_equal(gpumd_sched_slurm_granted(fx->s), 0);
+  (void)other;
+  fx_free(fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_suspend_frees_and_resume_moves),
@@ -275,6 +317,7 @@ int main(void) {
       cmocka_unit_test(test_states_and_end),
       cmocka_unit_test(test_restore_suspended),
       cmocka_unit_test(test_preempt_plan),
+      cmocka_unit_test(test_slurm_granted_count),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,7 +188,24 @@ int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool h
 /* Resumes the SUSPENDED rid: placed and started now, or left to wait for room (no longer held).
  * Returns 0, GPUM_ENOENT, GPUM_ESTATE or GPUM_ENOTSUP. */
 int gpumd_resume_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid);
+/* gpumd_suspend_begin for a job its scheduler stopped (Slurm's suspend; slurm_suspend.c): held,
+ * without asking whether it is preemptible (it does not run anyway). Its stopped processes are
+ * let run for the lock and the checkpoint and stopped again, whatever happens. */
+int gpumd_suspend_begin_stopped(gpumd_t *d, uint64_t rid, const char *why);
+/* Keeps the SUSPENDED rid (not moving) suspended until a resume asks, with the reason why (an
+ * audit row). Returns 0 or GPUM_ESTATE. */
+int gpumd_suspend_hold(gpumd_t *d, uint64_t rid, const char *why);
 /* Something changed that the policy or a waiting resume may act on (a transition). */
 void gpumd_suspend_changed(gpumd_t *d);
+
+/* Slurm's suspend frees GPUs (slurm_suspend.c; docs/slurm.md, "Suspend"), from the suspend
+ * timer, before the automatic resume: with suspend.slurm on, a GRANTED Slurm step
+ * whose CUDA processes are all stopped for GPUMD_SLURM_SETTLE_NS is suspended (held), and a
+ * SUSPENDED one that Slurm's suspend made is resumed when its processes run again. O(1) with
+ * the option off, or with no Slurm step granted and nothing suspended. */
+#define GPUMD_SLURM_SETTLE_NS (3ull * 1000000000ull)
+typedef struct gpumd_slurm_watch gpumd_slurm_watch_t;
+void gpumd_slurm_suspend_tick(gpumd_t *d, gpumd_slurm_watch_t **w, uint64_t now_ns);
+void gpumd_slurm_suspend_free(gpumd_slurm_watch_t *w);
 
 #endif /* GPUMD_ENGINE_H */

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -58,6 +59,8 @@ typedef struct task {
   char new_uuid[GPUMD_SCHED_MAX_DEVICES][GPUM_UUID_LEN];
   char why[GPUMD_RESV_REASON_LEN]; /* suspend: the reason it becomes SUSPENDED with */
   bool hold;
+  bool stopped; /* suspend: of a job its scheduler stopped (Slurm), not asked to be preemptible */
+  unsigned thawed; /* the worker's: stopped processes it let run for the task, then stopped */
   /* The worker's answer. */
   int rc;
   char detail[GPUMD_RESV_REASON_LEN];
@@ -76,6 +79,7 @@ struct gpumd_suspend {
   int ck_rc;
   char ck_why[256];
   bool ck_tried;
+  gpumd_slurm_watch_t *slurm; /* slurm_suspend.c's books */
   size_t in_flight;    /* tasks not yet answered */
   uint64_t mem_total;  /* the node's memory (MemTotal), bytes */
   uint64_t planned_for; /* the queued request the last preemption was for */
@@ -162,6 +166,36 @@ static void run_resume(gpum_ckpt *ck, task_t *t) {
   }
 }
 
+/*
+ * A process stopped by a signal (state 'T': Slurm's suspend, a shell's Ctrl-Z) cannot answer
+ * the driver, whose work is done by a thread inside it: it is let run (SIGCONT) for the task
+ * and stopped again after it (SIGSTOP), whatever the task's outcome. Its CUDA calls wait at the
+ * lock meanwhile; its other threads run for that moment.
+ */
+static void thaw(task_t *t, bool *thawed) {
+  t->thawed = 0;
+  for (unsigned i = 0; i < t->n; i++) {
+    thawed[i] = gpumd_pid_state(t->pid[i], t->start[i]) == 'T' && kill(t->pid[i], SIGCONT) == 0;
+    t->thawed += thawed[i];
+  }
+}
+
+static void refreeze(const task_t *t, const bool *thawed) {
+  for (unsigned i = 0; i < t->n; i++)
+    if (thawed[i] && gpumd_pid_state(t->pid[i], t->start[i]) != 0)
+      kill(t->pid[i], SIGSTOP);
+  /* Stopped before the answer: the loop, which reads the processes' states (slurm_suspend.c),
+   * must not take the moment before the signal lands for Slurm's resume. */
+  for (unsigned i = 0; i < t->n; i++)
+    for (int k = 0; thawed[i] && k < 2000; k++) {
+      char st = gpumd_pid_state(t->pid[i], t->start[i]);
+      if (st == 0 || st == 'T')
+        break;
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+}
+
 static void *worker(void *arg) {
   struct gpumd_suspend *s = arg;
   pthread_mutex_lock(&s->lock);
@@ -175,10 +209,13 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&s->lock);
     gpum_error_clear();
     t->rc = 0;
+    bool thawed[GPUMD_RESV_MAX_PROCS];
+    thaw(t, thawed);
     if (t->kind == TASK_SUSPEND)
       run_suspend(s->ck, t);
     else
       run_resume(s->ck, t);
+    refreeze(t, thawed);
     pthread_mutex_lock(&s->lock);
     t->next = s->done;
     s->done = t;
@@ -308,8 +345,8 @@ static void note(gpumd_t *d, uint64_t rid, const gpumd_actor_t *a, const char *w
     gpumd_engine_note(d, r, a, why);
 }
 
-int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool hold,
-                        const char *why) {
+static int begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool hold, const char *why,
+                 bool stopped) {
   const gpumd_resv_t *r = gpumd_sched_find(d->sched, rid);
   char id[GPUMD_RESV_ID_BUFSZ];
   gpumd_resv_id_format(rid, id, sizeof id);
@@ -321,7 +358,7 @@ int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool h
   if (r->state != GPUMD_RESV_GRANTED)
     return gpum_error(GPUM_ESTATE, "%s is %s: only a granted reservation can be suspended", id,
                       gpumd_resv_state_name(r->state));
-  if (!r->preemptible)
+  if (!r->preemptible && !stopped)
     return gpum_error(GPUM_ENOTSUP, "%s is not preemptible: its job did not agree to be "
                                     "suspended (gpum run --preemptible, \"preemptible\": true)",
                       id);
@@ -359,6 +396,7 @@ int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool h
   t->kind = TASK_SUSPEND;
   t->rid = rid;
   t->hold = hold;
+  t->stopped = stopped;
   t->lock_ms = (unsigned)gpum_config_get_duration(d->cfg, "suspend.lock_timeout");
   snprintf(t->why, sizeof t->why, "%s", why);
   gpumd_sched_set_suspend_facts(d->sched, rid, hold, bytes, r->device_mask, t->pid, t->start,
@@ -370,6 +408,29 @@ int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool h
   note(d, rid, a, msg);
   gpum_log(GPUM_LOG_INFO, "gpumd", "%s: %s", id, msg);
   submit(d, t);
+  return 0;
+}
+
+int gpumd_suspend_begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool hold,
+                        const char *why) {
+  return begin(d, a, rid, hold, why, false);
+}
+
+int gpumd_suspend_begin_stopped(gpumd_t *d, uint64_t rid, const char *why) {
+  return begin(d, NULL, rid, true, why, true);
+}
+
+int gpumd_suspend_hold(gpumd_t *d, uint64_t rid, const char *why) {
+  const gpumd_resv_t *r = gpumd_sched_find(d->sched, rid);
+  char id[GPUMD_RESV_ID_BUFSZ];
+  gpumd_resv_id_format(rid, id, sizeof id);
+  if (!r || r->state != GPUMD_RESV_SUSPENDED || r->moving)
+    return gpum_error(GPUM_ESTATE, "%s is not suspended (or is being moved)", id);
+  gpumd_sched_set_suspend_facts(d->sched, rid, true, r->host_bytes, r->ckpt_mask, r->proc_pid,
+                                r->proc_start, r->nprocs);
+  gpumd_sched_set_moving(d->sched, rid, GPUMD_MOVING_NONE, why);
+  note(d, rid, NULL, why);
+  gpum_log(GPUM_LOG_INFO, "gpumd", "%s: %s", id, why);
   return 0;
 }
 
@@ -468,12 +529,17 @@ static void finish(gpumd_t *d, task_t *t) {
   }
   uint64_t now = gpum__os_real_ns();
   gpumd_cause_t cause = {.actor = NULL};
+  if (t->thawed)
+    gpum_log(GPUM_LOG_INFO, "gpumd",
+             "%s: %u stopped process%s let run for the %s, then stopped again", id, t->thawed,
+             t->thawed == 1 ? " was" : "es were", t->kind == TASK_SUSPEND ? "suspend" : "resume");
   if (t->kind == TASK_SUSPEND) {
     gpumd_sched_set_moving(d->sched, t->rid, GPUMD_MOVING_NONE, NULL);
     if (t->rc == 0) {
       gpumd_sched_suspend(d->sched, &cause, t->rid, t->hold, now, t->why);
     } else {
-      snprintf(why, sizeof why, "suspend failed, runs on: %.200s", t->detail);
+      snprintf(why, sizeof why, "suspend failed, %s: %.200s",
+               t->stopped ? "keeps its GPU memory" : "runs on", t->detail);
       gpumd_sched_set_suspend_facts(d->sched, t->rid, false, 0, 0, NULL, NULL, 0);
       gpumd_sched_set_moving(d->sched, t->rid, GPUMD_MOVING_NONE, why);
       note(d, t->rid, NULL, why);
@@ -597,6 +663,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg) {
   if (!d->sched || d->stop)
     return;
   uint64_t now = gpum__os_real_ns();
+  gpumd_slurm_suspend_tick(d, &d->susp->slurm, now);
   resume_waiting(d);
   preempt(d, now);
 }
@@ -698,6 +765,7 @@ void gpumd_suspend_stop(gpumd_t *d) {
   if (s->efd >= 0)
     close(s->efd);
   gpum_ckpt_close(s->ck);
+  gpumd_slurm_suspend_free(s->slurm);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->lock);
   free(s);

@@ -125,6 +125,8 @@ static void account(gpumd_sched_t *s, const gpumd_resv_t *r, int sign) {
   /* Freed capacity leaves settled as it is: the next pass sees the device grew (settled). */
   if (r->preemptible)
     s->n_preemptible += sign > 0 ? 1 : (s->n_preemptible > 0 ? (size_t)-1 : 0);
+  if (r->slurm_job[0])
+    s->n_slurm += sign > 0 ? 1 : (s->n_slurm > 0 ? (size_t)-1 : 0);
   for (unsigned d = 0; d < GPUMD_SCHED_MAX_DEVICES; d++) {
     if (!(r->device_mask & (1ull << d)))
       continue;
@@ -708,6 +710,10 @@ int gpumd_sched_set_moving(gpumd_sched_t *s, uint64_t id, unsigned moving, const
 
 size_t gpumd_sched_preemptible(const gpumd_sched_t *s) {
   return s->n_preemptible;
+}
+
+size_t gpumd_sched_slurm_granted(const gpumd_sched_t *s) {
+  return s->n_slurm;
 }
 
 /* Victim order: lowest priority first, then the most recently granted (it loses the least). */

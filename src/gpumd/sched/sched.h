@@ -468,6 +468,8 @@ int gpumd_sched_preempt_plan(const gpumd_sched_t *s, uint64_t id, uint64_t now_n
                              uint64_t min_run_ns, uint64_t *victims, size_t max, size_t *n);
 /* The number of GRANTED preemptible reservations (O(1)): none, no plan to make. */
 size_t gpumd_sched_preemptible(const gpumd_sched_t *s);
+/* The number of GRANTED reservations of Slurm job steps (slurm_job set; O(1)). */
+size_t gpumd_sched_slurm_granted(const gpumd_sched_t *s);
 /* The number of SUSPENDED reservations (O(1)), and into *resumable (may be NULL; a walk of the
  * live reservations while any is suspended) those gpumd may resume by itself (not held). */
 size_t gpumd_sched_suspended(const gpumd_sched_t *s, size_t *resumable);

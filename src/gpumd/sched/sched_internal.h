@@ -36,6 +36,7 @@ struct gpumd_sched {
   size_t n_queue, cap_queue;
   size_t n_suspended;   /* SUSPENDED reservations */
   size_t n_preemptible; /* GRANTED preemptible reservations */
+  size_t n_slurm;       /* GRANTED reservations of Slurm job steps (slurm_job set) */
   uint64_t next_id;
   unsigned char rand[512]; /* getrandom bytes for tokens, used from rand_used on */
   size_t rand_used;

@@ -53,6 +53,15 @@ bool gpumd_pid_is_alive(int32_t pid, uint64_t start) {
   return kill(pid, 0) == 0 || errno == EPERM;
 }
 
+char gpumd_pid_state(int32_t pid, uint64_t start) {
+  char state = 0;
+  uint64_t now_start = 0;
+  if (pid <= 0 || read_stat(pid, &state, &now_start) != 0 || state == 'Z' || state == 'X' ||
+      (start != 0 && start != now_start))
+    return 0;
+  return state;
+}
+
 int32_t gpumd_pid_parent(int32_t pid) {
   gpum__os_proc_stat_t st;
   return gpum__os_proc_stat(pid, &st) == 0 && st.ppid > 0 ? st.ppid : 0;

@@ -21,6 +21,11 @@ uint64_t gpumd_pid_start_or_zero(int32_t pid);
  * whether kill(pid, 0) finds it. pid <= 0 is never alive. */
 bool gpumd_pid_is_alive(int32_t pid, uint64_t start);
 
+/* The state of the process pid with start time start (0: unknown) as field 3 of /proc/PID/stat
+ * gives it ('R', 'S', 'D', 'T' stopped by a signal, 't' stopped by a debugger, ...), or 0 when
+ * it is gone, a zombie or another process now. */
+char gpumd_pid_state(int32_t pid, uint64_t start);
+
 /* The parent of pid (field 4 of /proc/PID/stat), or 0 when it cannot be read. */
 int32_t gpumd_pid_parent(int32_t pid);
 

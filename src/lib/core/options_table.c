@@ -124,6 +124,11 @@ static const gpum_option_def_t builtin_table[] = {
     {"suspend.lock_timeout", GPUM_OPT_DURATION, "10s", NULL, UNBOUNDED, false,
      "How long a suspend waits for each of a job's processes to finish its CUDA calls in "
      "flight before it gives up (the job then runs on, untouched). Reloaded on SIGHUP."},
+    {"suspend.slurm", GPUM_OPT_BOOL, "false", NULL, UNBOUNDED, false,
+     "A Slurm job step that Slurm suspends (scontrol suspend, PreemptMode=SUSPEND: its tasks "
+     "stopped) gives its GPU memory back: gpumd checkpoints its CUDA processes to host memory "
+     "once they have been stopped for 3 s, and restores them when Slurm resumes the step "
+     "(docs/slurm.md, \"Suspend\"). Reloaded on SIGHUP."},
     {"pressure.high", GPUM_OPT_DOUBLE, "0.90", NULL, 0.0, 1.0, false,
      "Used share of a device's memory above which its clients get a pressure event."},
     {"pressure.critical", GPUM_OPT_DOUBLE, "0.97", NULL, 0.0, 1.0, false,
