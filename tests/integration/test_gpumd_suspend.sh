@@ -8,8 +8,9 @@
 #     is granted in it;
 #   - gpum resume with no room on its own GPU: the job comes back on the other H100 (its
 #     reservation says GPU 1), its pattern is intact and it goes on computing;
-#   - the refusals: a job that is not preemptible, a reservation that is not granted, another
-#     user's... (EPERM is in the socket tests), a driver without the checkpoint calls;
+#   - the refusals: a job that is not preemptible, a reservation that is not granted, a job that
+#     used managed memory under the shim, a driver without the checkpoint calls; a process that
+#     does not lock within suspend.lock_timeout (the suspend fails, undone, the job runs on);
 #   - gpumd SIGKILLed while a job is SUSPENDED: after the restart it is still SUSPENDED with its
 #     processes, and resumes;
 #   - the policy: a request of higher priority that fits nowhere else makes gpumd suspend a
@@ -23,7 +24,7 @@ source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
 G=$GPUM_BIN
 JOB=$GPUM_TEST_PROGS/suspend_job
-export GPUM_PREEMPT_MIN_RUN_TIME=0
+export GPUM_PREEMPT_MIN_RUN_TIME=0 GPUM_SUSPEND_LOCK_TIMEOUT=500ms
 gd_start
 t_wait_file "$GPUM_STATE_DIR/http.addr"
 
@@ -141,6 +142,18 @@ eval "exec ${CTL_uvm}>&-"
 wait "$JOBPID_uvm" || t_fail "the uvm job failed"
 t_ok "refused: a resume of a granted reservation, a suspend of a job that is not preemptible or that used managed memory"
 
+# A process that does not lock within suspend.lock_timeout (a CUDA call in flight that does
+# not finish): the suspend fails, nothing is left done, the job runs on.
+echo hold >&"$CTL_low"
+t_until 30 grep -qx held "$T_SCRATCH/job-low/out" || t_fail "the job did not hold a call"
+t_expect 1 "$G" suspend "$LOW"
+grep -q "^$LOW GRANTED: suspend failed, runs on: lock: cannot lock pid [0-9]* within 500 ms" "$T_OUT" ||
+  { cat "$T_OUT" "$T_ERR"; t_fail "no failed suspend with the lock's reason"; }
+echo release >&"$CTL_low"
+t_until 30 grep -qx released "$T_SCRATCH/job-low/out" || t_fail "the held call did not finish"
+job_step low 3
+t_ok "a process that does not lock in time: the suspend fails with the reason, the job runs on"
+
 # ---- gpumd SIGKILLed while the job is SUSPENDED ----------------------------------------------
 kill "$HOG"
 wait "$HOG" 2>/dev/null || true
@@ -152,7 +165,7 @@ R=$(resv_of low)
 [ "$(field "$R" host_bytes)" -ge 268435456 ] || t_fail "after gpumd's restart, the host bytes: $R"
 t_expect 0 "$G" resume "$LOW"
 grep -q "^$LOW GRANTED: resumed on GPU" "$T_OUT" || { cat "$T_OUT" "$T_ERR"; t_fail "no resume after the restart"; }
-job_step low 3
+job_step low 4
 t_ok "gpumd SIGKILLed while a job is SUSPENDED: still SUSPENDED after the restart, and it resumes"
 
 # ---- the policy: preemption for a request of higher priority, resume when it ends -----------
@@ -170,7 +183,7 @@ field "$R" reason | grep -q "preempted for r-" || t_fail "the reason does not sa
 kill "$HIGH_PID"
 wait "$HIGH_PID" 2>/dev/null || true
 t_until 30 is_state low GRANTED || { "$G" jobs; t_fail "low was not resumed when the room came back"; }
-job_step low 4
+job_step low 5
 t_ok "policy: a request of priority 10 preempts the job of priority 0; the job resumes by itself after it"
 
 # ---- a suspended job killed: its host memory is given back ----------------------------------

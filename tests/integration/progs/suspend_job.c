@@ -6,8 +6,10 @@
  * each word's index and a generation. It writes its pid to DIR/ready (renamed into place), then
  * reads lines from the FIFO DIR/ctl: at each "step" it reads every allocation back, checks the
  * pattern of the current generation, writes the next generation (it goes on computing) and
- * appends "ok GEN" or "bad GEN WHY" to DIR/out. At the end of the FIFO it frees everything
- * and exits 0.
+ * appends "ok GEN" or "bad GEN WHY" to DIR/out. "hold" starts a CUDA call that cannot finish
+ * (a stream the simulator holds, synchronised on a thread: a lock of the process times out) and
+ * appends "held"; "release" lets it finish and appends "released". At the end of the FIFO it
+ * frees everything and exits 0.
  *
  * With a third argument "managed" it also allocates 1 MiB of managed (UVM) memory, which the
  * driver's checkpoint does not take (gpumd must refuse to suspend it).
@@ -15,11 +17,15 @@
  * Usage: suspend_job BYTES DIR [managed]
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <gpum/sim.h>
 
 #include "cuda_abi.h"
 #include "prog_fail.h"
@@ -60,6 +66,16 @@ static long long check(uint32_t gen, CUresult *r) {
   return -1;
 }
 
+static CUstream held;
+static CUcontext ctx;
+
+static void *sync_held(void *arg) {
+  (void)arg;
+  if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+    fail("sync thread: cuCtxSetCurrent");
+  return (void *)(intptr_t)cuStreamSynchronize(held);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "managed")))
     fail("usage: suspend_job BYTES DIR [managed]");
@@ -70,7 +86,6 @@ int main(int argc, char **argv) {
     fail("BYTES must be 1 to %u MiB", MAX_CHUNKS * (CHUNK >> 20));
   host = malloc(CHUNK);
   CUdevice dev;
-  CUcontext ctx;
   if (!host || cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
       cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
     fail("no CUDA device 0");
@@ -95,7 +110,27 @@ int main(int argc, char **argv) {
   if (!out || !ctl)
     fail("cannot open %s/out or the FIFO %s: %s", dir, path, strerror(errno));
   char line[64];
+  pthread_t syncer;
   for (uint32_t gen = 0; fgets(line, sizeof line, ctl);) {
+    if (!strncmp(line, "hold", 4)) {
+      unsigned before = gpum_sim_debug_cu_calls();
+      if (cuStreamCreate(&held, 0) != CUDA_SUCCESS || gpum_sim_debug_stream_hold(held, 1) ||
+          pthread_create(&syncer, NULL, sync_held, NULL))
+        fail("hold");
+      while (gpum_sim_debug_cu_calls() != before + 1) /* bounded by the test's timeout */
+        sched_yield();
+      fprintf(out, "held\n");
+      fflush(out);
+      continue;
+    }
+    if (!strncmp(line, "release", 7)) {
+      void *res;
+      if (gpum_sim_debug_stream_hold(held, 0) || pthread_join(syncer, &res) || res != NULL)
+        fail("release");
+      fprintf(out, "released\n");
+      fflush(out);
+      continue;
+    }
     if (strncmp(line, "step", 4) != 0)
       continue;
     CUresult r = CUDA_SUCCESS;
