@@ -20,6 +20,7 @@
 #     drops to 0.
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
+source "$GPUM_SOURCE_DIR/tests/integration/suspend_lib.sh"
 
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
 G=$GPUM_BIN
@@ -50,29 +51,6 @@ job_step() {
   echo step >&"${!fd}"
   t_until 30 grep -q "^\(ok\|bad\) $gen\b" "$dir/out" || t_fail "job $name: no answer to step $gen"
   grep -q "^ok $gen\$" "$dir/out" || { cat "$dir/out"; t_fail "job $name: step $gen failed"; }
-}
-
-# resv_of LABEL: the reservation of the job with that label, as gpum jobs --json gives it.
-resv_of() {
-  "$G" jobs --json --all >"$T_SCRATCH/jobs.json"
-  python3 -c "import json,sys
-d=json.load(open(sys.argv[1])); rs=d['reservations'] if isinstance(d,dict) else d
-r=[r for r in rs if r['label']==sys.argv[2]]
-print(json.dumps(r[0]) if r else '{}')" "$T_SCRATCH/jobs.json" "$1"
-}
-
-field() { python3 -c "import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print(v if not isinstance(v,list) else ','.join(str(x['index']) for x in v))" "$1" "$2"; }
-
-# is_state LABEL STATE: the job's reservation is in STATE with no move under way.
-is_state() {
-  local r
-  r=$(resv_of "$1")
-  [ "$(field "$r" state)" = "$2" ] && [ "$(field "$r" moving)" = None ]
-}
-
-gpu_used() { # GPU's memory used, as gpum status --json reads it from the simulated driver
-  "$G" status --json >"$T_SCRATCH/st.json"
-  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([x for x in d['devices'] if x['index']==int(sys.argv[2])][0]['memory']['used'])" "$T_SCRATCH/st.json" "$1"
 }
 
 metric() { python3 - "http://$(cat "$GPUM_STATE_DIR/http.addr")/metrics" "$1" <<'PY'

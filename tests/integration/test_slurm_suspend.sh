@@ -14,6 +14,7 @@
 source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/slurm_lib.sh"
+source "$GPUM_SOURCE_DIR/tests/integration/suspend_lib.sh"
 s_require
 command -v scontrol >/dev/null || { echo "skip: scontrol is not installed"; exit 77; }
 PLUGIN=$GPUM_BUILD_DIR/lib/gpum_spank.so
@@ -46,26 +47,6 @@ s_start "$S/gres.conf" "$S/slurm.lines" "$S/plugstack.conf"
 cd "$S"
 
 job_id() { squeue -h -n "$1" -o %i | head -n 1; }
-# resv_of LABEL: the reservation with that label, as gpum jobs --json gives it ({} when none).
-resv_of() {
-  "$G" jobs --json --all >"$S/jobs.json"
-  python3 -c "import json,sys
-d=json.load(open(sys.argv[1])); rs=d['reservations'] if isinstance(d,dict) else d
-r=[r for r in rs if r['label']==sys.argv[2]]
-print(json.dumps(r[0]) if r else '{}')" "$S/jobs.json" "$1"
-}
-field() { python3 -c "import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2]))" "$1" "$2"; }
-# is_state LABEL STATE [HOLD]: the reservation is in STATE, no move under way (and held or not).
-is_state() {
-  local r
-  r=$(resv_of "$1")
-  [ "$(field "$r" state)" = "$2" ] && [ "$(field "$r" moving)" = None ] &&
-    { [ -z "${3:-}" ] || [ "$(field "$r" hold)" = "$3" ]; }
-}
-gpu_used() {
-  "$G" status --json >"$S/st.json"
-  python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['devices'][0]['memory']['used'])" "$S/st.json"
-}
 # proc_state PID: the state letter of /proc/PID/stat.
 proc_state() { sed 's/.*) \(.\).*/\1/' "/proc/$1/stat"; }
 stopped() { [ "$(proc_state "$1")" = T ]; }
