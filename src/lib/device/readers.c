@@ -34,7 +34,7 @@
 #include "os_internal.h"
 
 #define SWEEP_HANDOFF_MS 2u                  /* one read this long: the rest to the readers */
-#define SWEEP_SLOW_NS 1000000ull             /* reads of one sweep this long in all: slow */
+#define SWEEP_SLOW_NS 1000000ull             /* one sweep this long in all: slow */
 #define SWEEP_PAUSE_NS 1000000000ull         /* after a slow sweep, the readers' own threads */
 
 typedef struct {
@@ -219,7 +219,7 @@ static void *sweep_main(void *arg) {
       pthread_cond_wait(&sw->wake, &rs->lock);
       continue;
     }
-    uint64_t gen = sw->want, spent_ns = 0;
+    uint64_t gen = sw->want, began_ns = gpum__os_mono_ns();
     for (; !rs->stop && sw->pos < sw->end; sw->pos++) {
       size_t i = sw->pos;
       reader_t *r = sw->list[i];
@@ -229,12 +229,10 @@ static void *sweep_main(void *arg) {
         memcpy(request, r->request, qn);
       uint64_t seq = ++rs->seq;
       sw->busy = true;
-      sw->mark_ms = gpum__os_mono_ms();
+      sw->mark_ms = i == 0 ? began_ns / 1000000u : gpum__os_mono_ms();
       pthread_mutex_unlock(&rs->lock);
-      uint64_t t0 = gpum__os_mono_ns();
       memset(scratch, 0, size);
       int rc = rs->o.read(session, r->index, qn ? request : NULL, scratch, rs->o.user);
-      spent_ns += gpum__os_mono_ns() - t0;
       pthread_mutex_lock(&rs->lock);
       sw->busy = false;
       if (sw->open) {
@@ -251,8 +249,9 @@ static void *sweep_main(void *arg) {
       if (rs->o.notify && !rs->stop)
         rs->o.notify(r->index, rs->o.user);
     }
-    if (spent_ns > SWEEP_SLOW_NS)
-      sw->slow_ns = gpum__os_mono_ns();
+    uint64_t now_ns = gpum__os_mono_ns();
+    if (now_ns - began_ns > SWEEP_SLOW_NS) /* the reads, and the lock between them */
+      sw->slow_ns = now_ns;
     sw->got = gen;
     pthread_cond_broadcast(&rs->cond);
   }
