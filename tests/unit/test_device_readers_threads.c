@@ -257,11 +257,14 @@ static void test_periodic_read_on_request(void **state) {
   assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 500, res, rcs), 0);
   assert_int_equal(rcs[0], GPUM_ETIMEDOUT);
   /* Released, it finishes the stuck read and answers the next ask with a fresh result. */
-  set_hang(1, false);
   before = reads_now();
+  set_hang(1, false);
   assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 60000, res, rcs), 0);
   assert_int_equal(rcs[0], 0);
   assert_true(res[0].seq > before);
+  /* The stuck read (the sweep's: it read both devices of the read asked for) has returned
+   * too before the readers stop, so that none reads the flag below as a result's. */
+  assert_true(wait_count(&reads, before + 2));
   gpum_device_readers_stop(rs);
   pthread_mutex_lock(&mu);
   own = true;
@@ -316,8 +319,8 @@ static void test_sweep_past_a_hung_device(void **state) {
   assert_int_equal(gpum_device_readers_read(rs, idx, 3, 1000, res, rcs), 0);
   assert_int_equal(rcs[1], GPUM_ETIMEDOUT);
   /* Released: every device answers a read with a fresh result again. */
-  set_hang(1, false);
   before = reads_now();
+  set_hang(1, false);
   memset(res, 0, sizeof res);
   assert_int_equal(gpum_device_readers_read(rs, idx, 3, 60000, res, rcs), 0);
   for (int i = 0; i < 3; i++) {
@@ -325,6 +328,7 @@ static void test_sweep_past_a_hung_device(void **state) {
     assert_int_equal(res[i].index, idx[i]);
     assert_true(res[i].seq > before);
   }
+  assert_true(wait_count(&reads, before + 4)); /* and the stuck one has returned (above) */
   gpum_device_readers_stop(rs);
   pthread_mutex_lock(&mu);
   own = true;
