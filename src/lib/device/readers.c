@@ -253,7 +253,9 @@ static void *sweep_main(void *arg) {
     if (now_ns - began_ns > SWEEP_SLOW_NS) /* the reads, and the lock between them */
       sw->slow_ns = now_ns;
     sw->got = gen;
+    pthread_mutex_unlock(&rs->lock); /* the caller wakes to a free lock */
     pthread_cond_broadcast(&rs->cond);
+    pthread_mutex_lock(&rs->lock);
   }
   sw->ready = false;
   pthread_cond_broadcast(&rs->cond);
@@ -482,7 +484,11 @@ int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes,
     sw->open = true;
     sw->mark_ms = start;
     sw->want = gen;
+    /* Woken with the lock released: on this CPU it would otherwise find it taken and sleep
+     * again until this thread waits. */
+    pthread_mutex_unlock(&rs->lock);
     pthread_cond_signal(&sw->wake);
+    pthread_mutex_lock(&rs->lock);
   }
   for (;;) {
     bool waiting = false;
