@@ -289,17 +289,22 @@ static void test_sweep_past_a_hung_device(void **state) {
   assert_true(wait_count(&reads, start + 3)); /* the first periodic round */
   result_t res[3];
   int rcs[3];
-  unsigned before = reads_now();
-  memset(res, 0, sizeof res);
-  assert_int_equal(gpum_device_readers_read(rs, idx, 3, 60000, res, rcs), 0);
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(rcs[i], 0);
-    assert_int_equal(res[i].index, idx[i]);
-    assert_true(res[i].seq > before);
-    result_t l;
-    assert_int_equal(gpum_device_readers_latest(rs, idx[i], &l), 0);
-    assert_int_equal(l.seq, res[i].seq);
+  /* Twice: the first read starts the sweep, which serves the reads after its session is open
+   * (by the second, on any sane machine; a read is the same either way). */
+  for (int k = 0; k < 2; k++) {
+    unsigned before = reads_now();
+    memset(res, 0, sizeof res);
+    assert_int_equal(gpum_device_readers_read(rs, idx, 3, 60000, res, rcs), 0);
+    for (int i = 0; i < 3; i++) {
+      assert_int_equal(rcs[i], 0);
+      assert_int_equal(res[i].index, idx[i]);
+      assert_true(res[i].seq > before);
+      result_t l;
+      assert_int_equal(gpum_device_readers_latest(rs, idx[i], &l), 0);
+      assert_int_equal(l.seq, res[i].seq);
+    }
   }
+  unsigned before;
   /* Device 1 hangs: 0 and 2 answer (2 through its own reader once the sweep is stuck in 1),
    * 1 times out. A healthy reader late for a CPU is asked again alone. */
   set_hang(1, true);

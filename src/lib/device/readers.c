@@ -7,7 +7,8 @@
  * deadline, the monitor requests and takes, gpumd's process lists read periodically.
  *
  * The sweep: a fresh read of several devices (gpum_device_readers_read) with flat results
- * (no result_free) is first handed to one more thread, which reads the devices one after the
+ * (no result_free) is first handed to one more thread (started at the first such read, so that
+ * readers that are never read so, the monitor's, have none), which reads the devices one after the
  * other through a session of its own: one thread woken per call instead of one per device
  * (gpumd makes such a read at every turn that admits a request, and the wake-ups cost it more
  * than the reads of a fast driver). A hung device must still not hold up the others: when the
@@ -268,7 +269,8 @@ static void *sweep_main(void *arg) {
   return NULL;
 }
 
-/* Starts the sweep's thread (lock held); without it every read goes to the readers. */
+/* Starts the sweep's thread (lock held); without it every read goes to the readers. Its
+ * session is opened on it: the sweep is ready for the reads that come once it is open. */
 static void sweep_start(gpum_device_readers_t *rs) {
   sweep_t *sw = &rs->sw;
   pthread_cond_init(&sw->wake, NULL);
@@ -393,8 +395,6 @@ int gpum_device_readers_start(const gpum_device_readers_opts_t *opts, const unsi
     reader_t *r = NULL;
     rc = add_reader(rs, indexes[i], opts->open_at_start, &r);
   }
-  if (rc == 0 && !opts->result_free && n >= 2)
-    sweep_start(rs);
   pthread_mutex_unlock(&rs->lock);
   if (rc != 0) {
     gpum_device_readers_stop(rs);
@@ -460,6 +460,8 @@ int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes,
    * sweep up) and not waited for either. */
   uint64_t start = gpum__os_mono_ms(), end = start + timeout_ms;
   sweep_t *sw = &rs->sw;
+  if (!sw->started && !rs->o.result_free && n >= 2 && !rs->stop)
+    sweep_start(rs); /* at the first read that could be swept (ready for a later one) */
   bool sweeping = sweep_usable(rs, n);
   for (size_t i = 0; i < n; i++) {
     reader_t *r = want[i];
