@@ -34,9 +34,9 @@
 #include "device/device_internal.h"
 #include "os_internal.h"
 
-#define SWEEP_HANDOFF_MS 2u                  /* one read this long: the rest to the readers */
-#define SWEEP_SLOW_NS 1000000ull             /* one sweep this long in all: slow */
-#define SWEEP_PAUSE_NS 1000000000ull         /* after a slow sweep, the readers' own threads */
+#define SWEEP_HANDOFF_MS 2u          /* one read this long: the rest to the readers */
+#define SWEEP_SLOW_NS 1000000ull     /* one sweep this long in all: slow */
+#define SWEEP_PAUSE_NS 1000000000ull /* after a slow sweep, the readers' own threads */
 
 typedef struct {
   struct gpum_device_readers *rs;
@@ -57,21 +57,21 @@ typedef struct {
 
 /* The sweep's thread and the call it serves (all under the readers' lock). */
 typedef struct {
-  bool started, created;      /* its condition made; its thread running (to join) */
-  bool ready, failed;         /* ready: its session is open; failed: it cannot sweep */
-  bool busy;                   /* in a read */
-  bool open;                   /* the call it serves still waits (it takes results then) */
+  bool started, created; /* its condition made; its thread running (to join) */
+  bool ready, failed;    /* ready: its session is open; failed: it cannot sweep */
+  bool busy;             /* in a read */
+  bool open;             /* the call it serves still waits (it takes results then) */
   pthread_t thread;
-  pthread_cond_t wake;       /* a call for it, or stop */
-  uint64_t want, got;        /* the call asked for and finished (the readers' gen) */
-  uint64_t mark_ms;          /* when the sweep began, or its read in progress began */
-  uint64_t slow_ns;          /* when a sweep was last slow (0: never) */
-  size_t n, pos, end;        /* the call's n devices; reading (or next) pos, up to end */
-  size_t cap;                /* of the arrays below */
-  reader_t **list;           /* the call's readers, NULL for one not swept */
-  unsigned char *res;        /* n results */
-  int *rcs;                  /* n returns */
-  bool *done;                /* n: read */
+  pthread_cond_t wake; /* a call for it, or stop */
+  uint64_t want, got;  /* the call asked for and finished (the readers' gen) */
+  uint64_t mark_ms;    /* when the sweep began, or its read in progress began */
+  uint64_t slow_ns;    /* when a sweep was last slow (0: never) */
+  size_t n, pos, end;  /* the call's n devices; reading (or next) pos, up to end */
+  size_t cap;          /* of the arrays below */
+  reader_t **list;     /* the call's readers, NULL for one not swept */
+  unsigned char *res;  /* n results */
+  int *rcs;            /* n returns */
+  bool *done;          /* n: read */
 } sweep_t;
 
 struct gpum_device_readers {
@@ -624,8 +624,8 @@ void gpum_device_readers_stop(gpum_device_readers_t *rs) {
   }
   if (sweep && !sweep_busy) {
     pthread_join(rs->sw.thread, NULL);
-  } else if (sweep && !(rs->o.stop_wait_ms > 0 &&
-                        pthread_timedjoin_np(rs->sw.thread, NULL, &until) == 0)) {
+  } else if (sweep &&
+             !(rs->o.stop_wait_ms > 0 && pthread_timedjoin_np(rs->sw.thread, NULL, &until) == 0)) {
     gpum_log(GPUM_LOG_INFO, "device", "the sweep's thread is stuck in the driver: left behind");
     pthread_detach(rs->sw.thread);
   }
