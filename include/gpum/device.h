@@ -338,7 +338,12 @@ GPUM_API int gpum_device_readers_start(const gpum_device_readers_opts_t *opts,
  * results) its result, handed over (periodic readers: copied); or rcs[i] = GPUM_ETIMEDOUT and
  * results[i] is left alone when the device did not answer in time (a reader already busy with
  * an earlier read for timeout_ms or longer, a hung call, is not waited for). Returns 0, or
- * GPUM_ENOMEM when a reader cannot be started. Thread-safe. */
+ * GPUM_ENOMEM when a reader cannot be started. Thread-safe. With flat results (no result_free)
+ * and two devices or more, the read is first swept (from the first such read on, once the
+ * sweep's session is open): one more thread, with a session of its own, reads the devices one after
+ * the other (one thread woken instead of one per device), and hands those it has not begun to their
+ * own readers once it has spent 2 ms in one read; the read function may then run for one device on
+ * two threads at once (two sessions). */
 GPUM_API int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes, size_t n,
                                       unsigned timeout_ms, void *results, int *rcs);
 /* Asks device index for a read with request (request_size bytes, copied; NULL: zeros) and

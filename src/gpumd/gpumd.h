@@ -82,7 +82,10 @@ struct gpumd_lease {
 
 struct gpumd_conn {
   gpumd_t *d;
-  struct bufferevent *bev;
+  struct bufferevent *bev; /* the socket's writing side (and its errors) */
+  struct event *rev;       /* the socket readable: read by server.c itself (on_readable) */
+  char *in;                /* a line begun and not ended yet (in_len bytes; in_cap at most */
+  size_t in_len, in_cap;   /* GPUMD_MAX_MESSAGE + 2), or NULL */
   struct evbuffer *staged; /* replies/events of this turn, written after the commit */
   struct evbuffer *held;   /* of turns the ledger's writer is committing, written after it */
   uint64_t id;             /* 1, 2, ... per daemon run */
@@ -170,6 +173,7 @@ struct gpumd {
   gpum_config_t *cfg;
   struct event_base *base;
   struct evconnlistener *listener;
+  char *rbuf; /* GPUMD_MAX_MESSAGE + 2: what a socket read brings (server.c, loop thread) */
   struct event *sig_term, *sig_int, *sig_hup, *pressure_timer;
   gpumd_accept_guard_t accept_guard; /* the socket's failed accepts (accept.c) */
   struct event *kick; /* makes the loop turn once more (work left for the next turn) */

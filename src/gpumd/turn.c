@@ -51,6 +51,7 @@ static void commit_failed(gpumd_t *d) {
 void gpumd_end_turn(gpumd_t *d) {
   if (d->commit_failed)
     return; /* what is staged or held may rest on the failed writes: it never goes out */
+  gpumd_fences_end_turn(d);    /* the regions of the reservations the turn ended */
   gpumd_admission_end_turn(d); /* grants that waited for a fresh read go in this commit */
   gpumd_engine_turn_events(d);
   int rc = d->ledger ? gpumd_ledger_poll(d->ledger) : 0;

@@ -87,6 +87,30 @@ Client().ok("hello")
 t_ok "malformed, oversized, nested and unknown input get errors; gpumd stays up"
 
 gd_py '
+# Framing, however the bytes arrive: a request sent a byte at a time; a line of exactly the
+# limit (64 KiB, newline excluded) sent in pieces is served, one byte more is refused; many
+# requests in one send are each answered, in order.
+c = Client()
+for b in b"{\"id\": 1, \"op\": \"hello\"}\n":
+    c.send_raw(bytes([b]))
+assert c.read_msg()["id"] == 1
+head, tail = b"{\"id\": 2, \"op\": \"hello\"", b"}"
+line = head + b" " * (65536 - len(head) - len(tail)) + tail
+assert len(line) == 65536
+for i in range(0, len(line), 1000):
+    c.send_raw(line[i:i + 1000])
+c.send_raw(b"\n")
+m = c.read_msg(); assert m["ok"] is True and m["id"] == 2, m
+c.send_raw(b"".join(b"{\"id\": %d, \"op\": \"hello\"}\n" % i for i in range(3, 503)))
+for i in range(3, 503):
+    m = c.read_msg(); assert m["ok"] is True and m["id"] == i, (i, m)
+c.send_raw(head + b" " * (65537 - len(head) - len(tail)) + tail + b"\n")
+m = c.read_msg(); assert m["error"]["code"] == "EPROTO" and "longer" in m["error"]["message"], m
+assert c.at_eof()
+' || t_fail "framing"
+t_ok "a request a byte at a time, a line of exactly 64 KiB in pieces and 500 pipelined requests are served; 64 KiB + 1 is refused"
+
+gd_py '
 c = Client(timeout=5)
 # A backslash before a non-ASCII character: jansson quotes the bad escape up to its first
 # byte, which is no UTF-8; the reply must still come, as one valid line. A JSON value that

@@ -257,11 +257,83 @@ static void test_periodic_read_on_request(void **state) {
   assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 500, res, rcs), 0);
   assert_int_equal(rcs[0], GPUM_ETIMEDOUT);
   /* Released, it finishes the stuck read and answers the next ask with a fresh result. */
-  set_hang(1, false);
   before = reads_now();
+  set_hang(1, false);
   assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 60000, res, rcs), 0);
   assert_int_equal(rcs[0], 0);
   assert_true(res[0].seq > before);
+  /* The stuck read (the sweep's: it read both devices of the read asked for) has returned
+   * too before the readers stop, so that none reads the flag below as a result's. */
+  assert_true(wait_count(&reads, before + 2));
+  gpum_device_readers_stop(rs);
+  pthread_mutex_lock(&mu);
+  own = true;
+  pthread_mutex_unlock(&mu);
+}
+
+/* Flat periodic results are read by one thread for all devices of a read (the sweep): a
+ * device that hangs in it holds up neither the devices after it (their own readers take them
+ * over) nor, once stuck for a whole timeout, the next reads; released, every device answers
+ * fresh again, and latest gives what the read copied. */
+static void test_sweep_past_a_hung_device(void **state) {
+  (void)state;
+  gpum_device_readers_opts_t o = opts(3600000); /* no periodic read during the test */
+  o.result_free = NULL;
+  pthread_mutex_lock(&mu);
+  own = false;
+  pthread_mutex_unlock(&mu);
+  gpum_device_readers_t *rs = NULL;
+  unsigned idx[3] = {0, 1, 2};
+  unsigned start = reads_now();
+  assert_int_equal(gpum_device_readers_start(&o, idx, 3, &rs), 0);
+  assert_true(wait_count(&reads, start + 3)); /* the first periodic round */
+  result_t res[3];
+  int rcs[3];
+  /* Twice: the first read starts the sweep, which serves the reads after its session is open
+   * (by the second, on any sane machine; a read is the same either way). */
+  for (int k = 0; k < 2; k++) {
+    unsigned before = reads_now();
+    memset(res, 0, sizeof res);
+    assert_int_equal(gpum_device_readers_read(rs, idx, 3, 60000, res, rcs), 0);
+    for (int i = 0; i < 3; i++) {
+      assert_int_equal(rcs[i], 0);
+      assert_int_equal(res[i].index, idx[i]);
+      assert_true(res[i].seq > before);
+      result_t l;
+      assert_int_equal(gpum_device_readers_latest(rs, idx[i], &l), 0);
+      assert_int_equal(l.seq, res[i].seq);
+    }
+  }
+  unsigned before;
+  /* Device 1 hangs: 0 and 2 answer (2 through its own reader once the sweep is stuck in 1),
+   * 1 times out. A healthy reader late for a CPU is asked again alone. */
+  set_hang(1, true);
+  before = reads_now();
+  memset(res, 0, sizeof res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, 3, 2000, res, rcs), 0);
+  assert_int_equal(rcs[1], GPUM_ETIMEDOUT);
+  for (unsigned i = 0; i < 3; i += 2) {
+    if (rcs[i] == GPUM_ETIMEDOUT)
+      assert_int_equal(gpum_device_readers_read(rs, idx + i, 1, 60000, res + i, rcs + i), 0);
+    assert_int_equal(rcs[i], 0);
+    assert_int_equal(res[i].index, i);
+    assert_true(res[i].seq > before);
+  }
+  /* Stuck for longer than the next read's timeout: not waited for (a minute otherwise). */
+  memset(res, 0, sizeof res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, 3, 1000, res, rcs), 0);
+  assert_int_equal(rcs[1], GPUM_ETIMEDOUT);
+  /* Released: every device answers a read with a fresh result again. */
+  before = reads_now();
+  set_hang(1, false);
+  memset(res, 0, sizeof res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, 3, 60000, res, rcs), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rcs[i], 0);
+    assert_int_equal(res[i].index, idx[i]);
+    assert_true(res[i].seq > before);
+  }
+  assert_true(wait_count(&reads, before + 4)); /* and the stuck one has returned (above) */
   gpum_device_readers_stop(rs);
   pthread_mutex_lock(&mu);
   own = true;
@@ -347,6 +419,7 @@ int main(void) {
       cmocka_unit_test(test_stop_leaves_a_stuck_reader),
       cmocka_unit_test(test_periodic_latest),
       cmocka_unit_test(test_periodic_read_on_request),
+      cmocka_unit_test(test_sweep_past_a_hung_device),
       cmocka_unit_test(test_request_take_notify),
       cmocka_unit_test(test_bad_options),
   };

@@ -7,7 +7,9 @@
  * left every device's unmanaged memory stale, and admission over-granting). Every monitor
  * interval each reader (libgpum's hang-safe device readers, periodic) reads its device's list;
  * the loop copies the newest one; before a grant gpumd asks them all for a read at once
- * (gpumd_procs_read_all) and decides on that. A reader stuck in a call at stop is left behind.
+ * (gpumd_procs_read_all) and decides on that: read by one thread for all devices while the
+ * driver answers fast (the readers' sweep), by each device's reader when it does not. A reader
+ * stuck in a call at stop is left behind.
  */
 #include <stdlib.h>
 

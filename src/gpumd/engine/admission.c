@@ -6,11 +6,12 @@
  * memory pass the device's capacity. So before it submits or resizes a request, and at the
  * end of a turn in which a scheduling pass would have granted on a view read earlier (a
  * release, a device's news), gpumd reads every device afresh through the process-list readers
- * (its memory and the processes using it, all devices at once, each on its own thread, for at
- * most admission.read_timeout), hands the scheduler the new views marked fresh, and runs one
- * pass: the scheduler (require_fresh) grants only on fresh views. A device that did not answer
- * in time takes no grant this turn; one stuck in a call is not waited for again. When the turn
- * ends every view is stale again.
+ * (its memory and the processes using it, all devices at once, for at most
+ * admission.read_timeout: one thread reads them one after the other while the driver answers
+ * fast, and a device it has not begun when it is slow is read on its own thread), hands the
+ * scheduler the new views marked fresh, and runs one pass: the scheduler (require_fresh) grants
+ * only on fresh views. A device that did not answer in time takes no grant this turn; one stuck in
+ * a call is not waited for again. When the turn ends every view is stale again.
  *
  * Overcommit: what admission cannot prevent, a process outside gpum that grows after the grant,
  * is looked for at the end of every turn: a device whose committed memory passes its capacity

@@ -30,6 +30,11 @@ typedef struct {
   char name[GPUM_FENCE_NAME_MAX];
 } entry_t;
 
+typedef struct {
+  uint64_t id;
+  uid_t uid;
+} ended_t;
+
 struct gpumd_fences {
   char prefix[GPUM_FENCE_NAME_MAX]; /* of this gpumd's regions */
   size_t prefix_len;
@@ -38,6 +43,8 @@ struct gpumd_fences {
   bool unswept;  /* regions came or went since the last sweep */
   entry_t *list; /* this gpumd's regions as last listed */
   size_t n, cap;
+  ended_t *ended; /* reservations ended this turn, their regions removed at its end */
+  size_t nended, capended;
   struct event *timer;
 };
 
@@ -104,7 +111,17 @@ static struct gpumd_fences *fences_of(struct gpumd *d) {
   return f;
 }
 
+/* Whether r ended this turn (its regions go at the turn's end). */
+static bool ended_now(const struct gpumd_fences *f, const gpumd_resv_t *r) {
+  for (size_t i = 0; i < f->nended; i++)
+    if (f->ended[i].id == r->id)
+      return true;
+  return false;
+}
+
 gpum_fence *gpumd_fences_open(struct gpumd *d, const gpumd_resv_t *r) {
+  if (d->fences && ended_now(d->fences, r))
+    return NULL; /* its regions are as good as gone */
   struct gpumd_fences *f = fences_of(d);
   for (size_t i = 0; f && i < f->n; i++) {
     gpum_fence *h = NULL;
@@ -132,15 +149,43 @@ static bool remove_at(struct gpumd_fences *f, size_t i, const char *why) {
   return gone;
 }
 
-void gpumd_fences_ended(struct gpumd *d, const gpumd_resv_t *r) {
-  struct gpumd_fences *f = fences_of(d);
-  for (size_t i = 0; f && i < f->n;) {
+/* Removes the regions of reservation id owned by uid (listing fresh). */
+static void remove_ended(struct gpumd_fences *f, uint64_t id, uid_t uid) {
+  for (size_t i = 0; i < f->n;) {
     /* Only the owner's: a file another user made under this name is not this reservation's. */
-    if (f->list[i].id == r->id && f->list[i].uid == r->uid)
+    if (f->list[i].id == id && f->list[i].uid == uid)
       remove_at(f, i, "its reservation ended");
     else
       i++;
   }
+}
+
+void gpumd_fences_ended(struct gpumd *d, const gpumd_resv_t *r) {
+  struct gpumd_fences *f = d->fences;
+  if (!f)
+    return;
+  if (f->nended == f->capended) {
+    size_t cap = f->capended ? f->capended * 2 : 16;
+    ended_t *p = realloc(f->ended, cap * sizeof *p);
+    if (!p) { /* out of memory: at once, as the turn's end would */
+      refresh(f);
+      remove_ended(f, r->id, r->uid);
+      return;
+    }
+    f->ended = p;
+    f->capended = cap;
+  }
+  f->ended[f->nended++] = (ended_t){r->id, r->uid};
+}
+
+void gpumd_fences_end_turn(struct gpumd *d) {
+  struct gpumd_fences *f = d->fences;
+  if (!f || f->nended == 0)
+    return;
+  refresh(f); /* after every read of the turn: a region made before a request is listed */
+  for (size_t i = 0; i < f->nended; i++)
+    remove_ended(f, f->ended[i].id, f->ended[i].uid);
+  f->nended = 0;
 }
 
 unsigned gpumd_fences_sweep(struct gpumd *d) {
@@ -218,6 +263,7 @@ void gpumd_fences_stop(struct gpumd *d) {
   if (f->inotify >= 0)
     close(f->inotify);
   free(f->list);
+  free(f->ended);
   free(f);
   d->fences = NULL;
 }

@@ -8,7 +8,10 @@
  * never read or removed for it.
  *
  * Nothing outlives its reservation: when a reservation ends, for any reason, its regions are
- * removed (the job's processes keep what they mapped; new ones find no fence). A region made
+ * removed at the end of that loop turn, before anything the turn says goes out (the job's
+ * processes keep what they mapped; new ones find no fence). One look at inotify then serves
+ * every reservation the turn ended, and it comes after every socket read of the turn: a region
+ * made before the request that ended its reservation was sent is listed by then. A region made
  * after its reservation ended (a launcher racing the end), or while gpumd was down, goes at the
  * next sweep (at start, then every GPUMD_FENCES_SWEEP_S when /dev/shm changed), with the
  * enforcement shim's own abandoned regions (gpum_fence_sweep_own). The listing of /dev/shm is
@@ -31,8 +34,11 @@ int gpumd_fences_start(struct gpumd *d);
 void gpumd_fences_stop(struct gpumd *d);
 /* The region of r opened read-only, or NULL when r has none (the caller closes it). */
 gpum_fence *gpumd_fences_open(struct gpumd *d, const gpumd_resv_t *r);
-/* r ended: its regions are removed. */
+/* r ended: its regions are removed at the end of the turn (gpumd_fences_end_turn); until then
+ * gpumd_fences_open finds none for it. */
 void gpumd_fences_ended(struct gpumd *d, const gpumd_resv_t *r);
+/* The end of a loop turn: the regions of the reservations it ended are removed. */
+void gpumd_fences_end_turn(struct gpumd *d);
 /* Removes the regions of reservations that are not live any more, and the shim's abandoned
  * ones. Returns how many. */
 unsigned gpumd_fences_sweep(struct gpumd *d);

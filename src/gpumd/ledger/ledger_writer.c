@@ -58,10 +58,14 @@ static void *run(void *arg) {
     }
     w->running = false;
     w->finished = true;
+    /* The loop is told with the lock released: woken on this CPU, it would otherwise find
+     * the lock taken and sleep again until this thread ran on to its wait. */
+    pthread_mutex_unlock(&w->lock);
     pthread_cond_broadcast(&w->cond);
     uint64_t one = 1;
     ssize_t wr = write(w->efd, &one, sizeof one); /* cannot fill: the loop reads it */
     (void)wr;
+    pthread_mutex_lock(&w->lock);
   }
   pthread_mutex_unlock(&w->lock);
   return NULL;
@@ -115,8 +119,8 @@ void gpumd__ledger_writer_submit(gpumd_ledger_writer_t *w, void *job) {
   w->job = job;
   w->running = true;
   w->finished = false;
-  pthread_cond_broadcast(&w->cond);
   pthread_mutex_unlock(&w->lock);
+  pthread_cond_broadcast(&w->cond); /* unlocked: the writer wakes to a free lock */
 }
 
 int gpumd__ledger_writer_collect(gpumd_ledger_writer_t *w, bool wait, int *job_rc) {

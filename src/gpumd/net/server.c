@@ -6,10 +6,16 @@
  * end-of-turn step that commits the ledger before any staged reply or event is written. A
  * client whose unread output passes GPUMD_MAX_OUTPUT is disconnected so a reader that never
  * reads cannot grow the daemon without bound or stall the loop.
+ *
+ * A client's socket is read here, one read() per readable event into the daemon's read
+ * buffer, its whole lines handled from there and a line begun kept with the connection (a
+ * bufferevent's read side asks the kernel how much is there first, an ioctl per read); its
+ * writing goes through a bufferevent.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <stdint.h>
 #include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -123,8 +129,11 @@ static void conn_free(gpumd_conn_t *c) {
   if (c->next)
     c->next->prev = c->prev;
   d->conn_count--;
+  if (c->rev)
+    event_free(c->rev); /* before the bufferevent closes the descriptor */
   if (c->bev)
     bufferevent_free(c->bev);
+  free(c->in);
   evbuffer_free(c->staged);
   evbuffer_free(c->held);
   free(c);
@@ -143,6 +152,10 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
            (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid, why);
   c->dead = true;
   c->d->hooks.conn_closing(c);
+  if (c->rev) {
+    event_free(c->rev);
+    c->rev = NULL;
+  }
   if (c->bev) {
     bufferevent_free(c->bev);
     c->bev = NULL;
@@ -199,42 +212,121 @@ int gpumd_conn_send(gpumd_conn_t *c, json_t *msg) {
 void gpumd_conn_close_after_flush(gpumd_conn_t *c) {
   c->closing = true;
   c->d->hooks.conn_closing(c); /* going away: no more of the node's events */
-  if (c->bev)
-    bufferevent_disable(c->bev, EV_READ);
+  if (c->rev)
+    event_del(c->rev);
 }
 
-static void on_read(struct bufferevent *bev, void *arg) {
-  gpumd_conn_t *c = arg;
-  struct evbuffer *in = bufferevent_get_input(bev);
+/* Handles the whole lines of buf[0, have) for c; returns how many bytes they took, or
+ * SIZE_MAX when c was closed meanwhile (then nothing of it may be touched but its memory, kept
+ * to the end of the turn). A line longer than GPUMD_MAX_MESSAGE, or as much without an end,
+ * is answered with an error and the connection closed after it. */
+static size_t take_lines(gpumd_conn_t *c, const char *buf, size_t have) {
+  size_t off = 0;
   while (!c->dead && !c->closing) {
-    size_t eol_len = 0;
-    struct evbuffer_ptr p = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
-    size_t avail = evbuffer_get_length(in);
-    if (p.pos < 0) {
-      if (avail > GPUMD_MAX_MESSAGE) {
-        gpumd_reply_err(c, NULL, GPUM_EPROTO, "message longer than %u bytes: closing",
-                        GPUMD_MAX_MESSAGE);
-        gpumd_conn_close_after_flush(c);
-      }
-      return;
-    }
-    size_t len = (size_t)p.pos;
+    const char *nl = memchr(buf + off, '\n', have - off);
+    size_t len = nl ? (size_t)(nl - (buf + off)) : have - off;
     if (len > GPUMD_MAX_MESSAGE) {
       gpumd_reply_err(c, NULL, GPUM_EPROTO, "message longer than %u bytes: closing",
                       GPUMD_MAX_MESSAGE);
       gpumd_conn_close_after_flush(c);
-      return;
+      break;
     }
-    /* Parsed in place (the line made contiguous, not copied out), then drained. */
-    const char *line = len ? (const char *)evbuffer_pullup(in, (ev_ssize_t)len) : "";
-    if (!line) {
-      conn_close(c, "out of memory");
-      return;
-    }
-    c->d->hooks.line(c, line, len);
+    if (!nl)
+      break;
+    c->d->hooks.line(c, buf + off, len);
     if (c->dead)
-      return; /* bev and its input buffer are gone */
-    evbuffer_drain(in, len + eol_len);
+      return SIZE_MAX;
+    off += len + 1;
+  }
+  return off;
+}
+
+/* Keeps rest bytes of a line begun (at most GPUMD_MAX_MESSAGE) with c. */
+static bool keep_begun(gpumd_conn_t *c, const char *rest, size_t n) {
+  if (n > c->in_cap) {
+    size_t cap = 4096;
+    while (cap < n)
+      cap *= 2;
+    if (cap > GPUMD_MAX_MESSAGE + 2)
+      cap = GPUMD_MAX_MESSAGE + 2;
+    char *p = malloc(cap);
+    if (!p)
+      return false;
+    free(c->in);
+    c->in = p;
+    c->in_cap = cap;
+  }
+  memmove(c->in, rest, n);
+  c->in_len = n;
+  return true;
+}
+
+/* The client shut down its writing side (c is reading, so neither closed nor closing). */
+static void on_eof(gpumd_conn_t *c) {
+  if (conn_owes(c) || evbuffer_get_length(bufferevent_get_output(c->bev))) {
+    /* It may still read: its leases end now (it is going away), the replies it is owed are
+     * written, then the connection closes. */
+    gpumd_conn_close_after_flush(c); /* first: no events about its own leases' end */
+    c->d->hooks.conn_closed(c);
+    return;
+  }
+  conn_close(c, "end of file");
+}
+
+/* c's socket is readable: one read, onto the line it has begun when it has one (that buffer
+ * grown as the line needs), else into the daemon's read buffer, of which a line left begun is
+ * kept with c. */
+static void on_readable(evutil_socket_t fd, short what, void *arg) {
+  (void)what;
+  gpumd_conn_t *c = arg;
+  gpumd_t *d = c->d;
+  char *buf = d->rbuf;
+  size_t have = 0, cap = GPUMD_MAX_MESSAGE + 2;
+  if (c->in_len > 0) {
+    if (c->in_len == c->in_cap) {
+      size_t ncap = c->in_cap * 2 > cap ? cap : c->in_cap * 2;
+      char *p = realloc(c->in, ncap);
+      if (!p) {
+        conn_close(c, "out of memory");
+        return;
+      }
+      c->in = p;
+      c->in_cap = ncap;
+    }
+    buf = c->in;
+    have = c->in_len;
+    cap = c->in_cap;
+  }
+  ssize_t n = read(fd, buf + have, cap - have);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    return;
+  if (n < 0) {
+    conn_close(c, "socket error");
+    return;
+  }
+  if (n == 0) {
+    on_eof(c);
+    return;
+  }
+  have += (size_t)n;
+  size_t took = take_lines(c, buf, have);
+  if (took == SIZE_MAX)
+    return; /* closed: its memory goes at the end of the turn */
+  if (c->closing) {
+    c->in_len = 0; /* reads no more: what is left is never handled */
+    return;
+  }
+  if (buf == c->in) {
+    memmove(c->in, c->in + took, have - took);
+    c->in_len = have - took;
+  } else if (took < have && !keep_begun(c, buf + took, have - took)) {
+    conn_close(c, "out of memory");
+    return;
+  }
+  if (c->in_len == 0 && c->in_cap > 4096) { /* a long line's buffer goes with it */
+    free(c->in);
+    c->in = NULL;
+    c->in_cap = 0;
   }
 }
 
@@ -244,16 +336,10 @@ static void on_write(struct bufferevent *bev, void *arg) {
     conn_close(c, "closed by the server after an error");
 }
 
+/* The writing side's errors (the bufferevent reads nothing). */
 static void on_event(struct bufferevent *bev, short what, void *arg) {
+  (void)bev;
   gpumd_conn_t *c = arg;
-  bool pending = conn_owes(c) || evbuffer_get_length(bufferevent_get_output(bev));
-  if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && pending && !c->dead) {
-    /* The client shut down its writing side but may still read: its leases end now (it is
-     * going away), the replies it is owed are written, then the connection closes. */
-    gpumd_conn_close_after_flush(c); /* first: no events about its own leases' end */
-    c->d->hooks.conn_closed(c);
-    return;
-  }
   conn_close(c, (what & BEV_EVENT_EOF) ? "end of file" : "socket error");
 }
 
@@ -274,11 +360,14 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
   if (c) {
     c->staged = evbuffer_new();
     c->held = evbuffer_new();
+    c->rev = event_new(d->base, fd, EV_READ | EV_PERSIST, on_readable, c);
   }
-  if (c && c->staged && c->held)
+  if (c && c->staged && c->held && c->rev)
     bev = bufferevent_socket_new(d->base, fd, BEV_OPT_CLOSE_ON_FREE);
   if (!bev) {
     gpum_log(GPUM_LOG_ERROR, "gpumd", "out of memory accepting a client");
+    if (c && c->rev)
+      event_free(c->rev);
     if (c && c->staged)
       evbuffer_free(c->staged);
     if (c && c->held)
@@ -301,9 +390,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     d->conns->prev = c;
   d->conns = c;
   d->conn_count++;
-  bufferevent_setcb(bev, on_read, on_write, on_event, c);
-  bufferevent_setwatermark(bev, EV_READ, 0, GPUMD_MAX_MESSAGE + 2);
-  bufferevent_enable(bev, EV_READ | EV_WRITE);
+  bufferevent_setcb(bev, NULL, on_write, on_event, c);
+  bufferevent_disable(bev, EV_READ); /* read by on_readable */
+  bufferevent_enable(bev, EV_WRITE);
+  event_add(c->rev, NULL);
   gpum_log(GPUM_LOG_DEBUG, "gpumd", "client %llu connected: uid %lu pid %ld%s",
            (unsigned long long)c->id, (unsigned long)c->uid, (long)c->pid,
            c->admin ? " (admin)" : "");
@@ -370,6 +460,9 @@ int gpumd_server_start(gpumd_t *d) {
   if (!d->listener)
     return gpum_error(GPUM_EIO, "cannot listen on %s: %s", d->socket_path, strerror(errno));
   d->socket_bound = true;
+  d->rbuf = malloc(GPUMD_MAX_MESSAGE + 2);
+  if (!d->rbuf)
+    return gpum_error(GPUM_ENOMEM, "out of memory");
   rc = gpumd_accept_guard_init(&d->accept_guard, d, d->listener, "socket");
   if (rc != 0)
     return rc;
@@ -389,6 +482,10 @@ void gpumd_server_stop(gpumd_t *d) {
   }
   while (d->conns) {
     gpumd_conn_t *c = d->conns;
+    if (c->rev) {
+      event_free(c->rev);
+      c->rev = NULL;
+    }
     if (c->bev) { /* shutdown: leases stay in the ledger for the restart */
       bufferevent_free(c->bev);
       c->bev = NULL;
@@ -396,6 +493,8 @@ void gpumd_server_stop(gpumd_t *d) {
     conn_free(c);
   }
   d->dirty = d->held = d->to_close = NULL;
+  free(d->rbuf);
+  d->rbuf = NULL;
   if (d->socket_lock_fd >= 0) {
     /* The lock file stays: unlinking it could let two daemons lock two different files. */
     close(d->socket_lock_fd);
@@ -415,8 +514,8 @@ static void close_later(gpumd_conn_t *c, const char *why) {
     return;
   c->close_why = why;
   c->d->hooks.conn_closing(c);
-  if (c->bev)
-    bufferevent_disable(c->bev, EV_READ);
+  if (c->rev)
+    event_del(c->rev);
   c->close_next = c->d->to_close;
   c->d->to_close = c;
   event_active(c->d->kick, 0, 0);
