@@ -172,7 +172,7 @@ typedef enum {
   GPUM_CLIENT_EV_EXPIRED,
   GPUM_CLIENT_EV_RELEASED,
   GPUM_CLIENT_EV_PRESSURE,
-  GPUM_CLIENT_EV_NODE, /* an event of the node's, to a watcher (gpum_client_watch) */
+  GPUM_CLIENT_EV_NODE,      /* an event of the node's, to a watcher (gpum_client_watch) */
   GPUM_CLIENT_EV_SUSPENDED, /* its job's GPU memory moved to host memory (docs/suspend.md) */
   GPUM_CLIENT_EV_RESUMED,   /* and back: GRANTED again */
 } gpum_client_event_kind_t;
@@ -277,11 +277,11 @@ GPUM_API int gpum_client_resize(gpum_client_t *c, const char *id, uint64_t bytes
  * Each starts the work and returns at once with the reservation as it is then: the driver moves
  * the job's GPU memory in the background (seconds per GiB on a real GPU); the reservation
  * becomes SUSPENDED, or GRANTED again, when it is done, or stays with the reason in its "reason"
- * (its "moving" says "suspending" or "resuming" meanwhile: docs/protocol.md). Suspend: GPUM_ESTATE (not GRANTED, or a suspend or
- * resume already under way), GPUM_ENOTSUP (not preemptible; managed or IPC memory; no process
- * to suspend; a driver without checkpoints), GPUM_EBUSY (over the node's host memory bound).
- * Resume: GPUM_ESTATE (not SUSPENDED); with no room now it waits for room (no longer held) and
- * returns 0, the reason saying what it waits for. */
+ * (its "moving" says "suspending" or "resuming" meanwhile: docs/protocol.md). Suspend: GPUM_ESTATE
+ * (not GRANTED, or a suspend or resume already under way), GPUM_ENOTSUP (not preemptible; managed
+ * or IPC memory; no process to suspend; a driver without checkpoints), GPUM_EBUSY (over the node's
+ * host memory bound). Resume: GPUM_ESTATE (not SUSPENDED); with no room now it waits for room (no
+ * longer held) and returns 0, the reason saying what it waits for. */
 GPUM_API int gpum_client_suspend(gpum_client_t *c, const char *id, gpum_reservation_t *out);
 GPUM_API int gpum_client_resume(gpum_client_t *c, const char *id, gpum_reservation_t *out);
 /* Rebinds a connection-bound reservation to this connection (after a daemon restart). */

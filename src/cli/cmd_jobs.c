@@ -146,8 +146,7 @@ static void print_table(gpum_reservation_t *list, size_t n, json_t *byid) {
       char from[sizeof gpus];
       memcpy(from, gpus, sizeof from);
       snprintf(gpus, sizeof gpus, "(%.60s)", from[0] ? from : "-");
-    }
-    else if (gpus[0] == '\0')
+    } else if (gpus[0] == '\0')
       snprintf(gpus, sizeof gpus, "-");
     age(r->state == GPUM_RES_GRANTED && r->granted_ns ? r->granted_ns : r->created_ns, when,
         sizeof when);

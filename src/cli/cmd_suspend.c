@@ -32,12 +32,13 @@ static void usage(FILE *out, const char *cmd) {
                  "(on its own GPUs, or others of the same kind), restores the memory and lets\n"
                  "the processes go on. With no room now, the job waits for room as a request of\n"
                  "its priority would, and gpumd resumes it then.\n");
-  fprintf(out, "\n"
-               "  --no-wait           return once gpumd has started the work\n"
-               "  --timeout DURATION  wait at most this long for each (default 10m)\n"
-               "\n"
-               "Exit status: 0 when each is %s (or, with --no-wait, under way), 1 when one\n"
-               "is not (the reason is printed), 2 for usage errors. docs/suspend.md.\n",
+  fprintf(out,
+          "\n"
+          "  --no-wait           return once gpumd has started the work\n"
+          "  --timeout DURATION  wait at most this long for each (default 10m)\n"
+          "\n"
+          "Exit status: 0 when each is %s (or, with --no-wait, under way), 1 when one\n"
+          "is not (the reason is printed), 2 for usage errors. docs/suspend.md.\n",
           s ? "suspended" : "resumed (or waits for room)");
 }
 
@@ -46,8 +47,8 @@ typedef struct {
   gpum_reservation_t *out;
 } find_t;
 
-static int find_one(void *user, gpum_list_part_t part, const gpum_reservation_t *r,
-                    const char *doc, size_t len) {
+static int find_one(void *user, gpum_list_part_t part, const gpum_reservation_t *r, const char *doc,
+                    size_t len) {
   find_t *f = user;
   (void)part, (void)doc, (void)len;
   if (strcmp(r->id, f->id) != 0)
@@ -104,8 +105,9 @@ static int run(gpum_config_t *cfg, const char *cmd, int argc, char **argv) {
       wait = false;
     } else if (cli_take_flag(argc, argv, &i, "--timeout", &v)) {
       if (!v || gpum_duration_parse(v, &timeout_ms) != 0 || timeout_ms == 0) {
-        fprintf(stderr, "gpum %s: --timeout: invalid value '%s' (expected a duration such as "
-                        "30s or 10m)\n",
+        fprintf(stderr,
+                "gpum %s: --timeout: invalid value '%s' (expected a duration such as "
+                "30s or 10m)\n",
                 cmd, v ? v : "");
         return CLI_EXIT_USAGE;
       }
@@ -144,8 +146,8 @@ static int run(gpum_config_t *cfg, const char *cmd, int argc, char **argv) {
     bool done = r.moving[0] != '\0' ||
                 (suspend ? r.state == GPUM_RES_SUSPENDED
                          : r.state == GPUM_RES_GRANTED || r.state == GPUM_RES_SUSPENDED);
-    printf("%s %s%s%s: %s\n", r.id, gpum_res_state_name(r.state), r.moving[0] ? " " : "",
-           r.moving, r.reason);
+    printf("%s %s%s%s: %s\n", r.id, gpum_res_state_name(r.state), r.moving[0] ? " " : "", r.moving,
+           r.reason);
     if (!done || (!suspend && wait && r.state == GPUM_RES_SUSPENDED && r.hold))
       code = CLI_EXIT_FAIL; /* the move failed: the reason says why */
   }

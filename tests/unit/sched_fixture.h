@@ -2,7 +2,8 @@
 /*
  * The scheduler tests' fixture (test_sched.c, test_sched_settled.c, test_sched_suspend.c): a
  * scheduler that records its transitions and pressure changes, the options most tests use,
- * devices' views, and the state of a reservation, live or ended. Include after cmocka.h and sched.h or sched_internal.h.
+ * devices' views, and the state of a reservation, live or ended. Include after cmocka.h and sched.h
+ * or sched_internal.h.
  */
 #ifndef GPUM_TEST_SCHED_FIXTURE_H
 #define GPUM_TEST_SCHED_FIXTURE_H
@@ -109,8 +110,8 @@ static gpumd_resv_state_t state_of(const fx_t *fx, uint64_t id) {
 
 /* Adds or replaces device index's view: name, total memory, memory used outside reservations,
  * health (ERROR: gone, with an Xid's reason). inline: unused in some tests. */
-static inline void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total, uint64_t unmanaged,
-                    gpum_health_t health, uint64_t now) {
+static inline void set_dev(fx_t *fx, unsigned index, const char *name, uint64_t total,
+                           uint64_t unmanaged, gpum_health_t health, uint64_t now) {
   gpumd_sched_device_t d;
   memset(&d, 0, sizeof(d));
   d.index = index;

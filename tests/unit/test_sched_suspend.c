@@ -100,8 +100,7 @@ static void test_suspend_frees_and_resume_moves(void **state) {
   assert_int_equal(gpumd_sched_release(fx->s, NULL, fill1, T0 + 3 * SEC, NULL), 0);
   assert_int_equal(gpumd_sched_resume_place(fx->s, low, T0 + 3 * SEC, true, &mask), 0);
   assert_int_equal(mask, 2);
-  assert_int_equal(gpumd_sched_resume(fx->s, NULL, low, mask, T0 + 4 * SEC, "resumed on GPU 1"),
-                   0);
+  assert_int_equal(gpumd_sched_resume(fx->s, NULL, low, mask, T0 + 4 * SEC, "resumed on GPU 1"), 0);
   r = gpumd_sched_find(fx->s, low);
   assert_int_equal(r->state, GPUMD_RESV_GRANTED);
   assert_int_equal(r->device_mask, 2);
@@ -185,11 +184,10 @@ static void test_states_and_end(void **state) {
   /* The facts a suspend keeps. */
   int32_t pids[2] = {100, 200};
   uint64_t starts[2] = {7, 8};
-  assert_int_equal(gpumd_sched_set_suspend_facts(fx->s, g, true, 5 * GiB, 1, pids, starts, 2),
-                   0);
-  assert_int_equal(gpumd_sched_set_suspend_facts(fx->s, g, true, 0, 1, pids, starts,
-                                                 GPUMD_RESV_MAX_PROCS + 1),
-                   GPUM_EINVAL);
+  assert_int_equal(gpumd_sched_set_suspend_facts(fx->s, g, true, 5 * GiB, 1, pids, starts, 2), 0);
+  assert_int_equal(
+      gpumd_sched_set_suspend_facts(fx->s, g, true, 0, 1, pids, starts, GPUMD_RESV_MAX_PROCS + 1),
+      GPUM_EINVAL);
   const gpumd_resv_t *r = gpumd_sched_find(fx->s, g);
   assert_int_equal(r->nprocs, 2);
   assert_int_equal(r->proc_pid[1], 200);
@@ -237,9 +235,9 @@ static void test_restore_suspended(void **state) {
 static void test_preempt_plan(void **state) {
   (void)state;
   fx_t *fx = node();
-  uint64_t p1 = submit_on(fx, 50 * GiB, 1, "0", true, T0);          /* preemptible, prio 1 */
-  uint64_t p0 = submit_on(fx, 50 * GiB, 0, "1", true, T0);          /* preemptible, prio 0 */
-  uint64_t fixed = submit_on(fx, 60 * GiB, -5, "2", false, T0);     /* not preemptible */
+  uint64_t p1 = submit_on(fx, 50 * GiB, 1, "0", true, T0);                /* preemptible, prio 1 */
+  uint64_t p0 = submit_on(fx, 50 * GiB, 0, "1", true, T0);                /* preemptible, prio 0 */
+  uint64_t fixed = submit_on(fx, 60 * GiB, -5, "2", false, T0);           /* not preemptible */
   uint64_t young = submit_on(fx, 20 * GiB, -9, "1", true, T0 + 50 * SEC); /* too young */
   assert_int_equal(gpumd_sched_preemptible(fx->s), 3);
   uint64_t v[4];

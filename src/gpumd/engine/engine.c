@@ -183,13 +183,13 @@ json_t *gpumd_engine_resv_json(gpumd_t *d, const gpumd_resv_t *r, bool with_toke
     gpumd_jw_int((w), (v)); \
   } while (0)
 
-#define W_BOOL(w, key, v)                                    \
-  do {                                                       \
-    W_KEY(w, key);                                           \
-    if (v)                                                   \
-      GPUMD_JW_LIT((w), "true");                             \
-    else                                                     \
-      GPUMD_JW_LIT((w), "false");                            \
+#define W_BOOL(w, key, v)         \
+  do {                            \
+    W_KEY(w, key);                \
+    if (v)                        \
+      GPUMD_JW_LIT((w), "true");  \
+    else                          \
+      GPUMD_JW_LIT((w), "false"); \
   } while (0)
 
 /* A client-given or driver-given string (text_json's: gpumd_jw_string writes a byte that is

@@ -80,9 +80,9 @@ struct gpumd_suspend {
   char ck_why[256];
   bool ck_tried;
   gpumd_slurm_watch_t *slurm; /* slurm_suspend.c's books */
-  size_t in_flight;    /* tasks not yet answered */
-  uint64_t mem_total;  /* the node's memory (MemTotal), bytes */
-  uint64_t planned_for; /* the queued request the last preemption was for */
+  size_t in_flight;           /* tasks not yet answered */
+  uint64_t mem_total;         /* the node's memory (MemTotal), bytes */
+  uint64_t planned_for;       /* the queued request the last preemption was for */
 };
 
 /* ---- the worker ---------------------------------------------------------------------------- */
@@ -121,7 +121,7 @@ static void run_suspend(gpum_ckpt *ck, task_t *t) {
   if (rc == 0)
     return;
   if (saved > 0 && rc != 0 && saved <= t->n)
-    saved--; /* the one that failed is not checkpointed */
+    saved--;                           /* the one that failed is not checkpointed */
   for (unsigned i = 0; i < saved; i++) /* its GPU memory is still reserved: room to restore */
     if (gpum_ckpt_restore(ck, t->pid[i], NULL, NULL, 0) != 0)
       gpum_log(GPUM_LOG_ERROR, "gpumd", "r-%llu: undoing a failed suspend, pid %d: %s",
@@ -302,16 +302,18 @@ static int job_processes(gpumd_t *d, const gpumd_resv_t *r, task_t *t, uint64_t 
       if (seen)
         continue;
       if (t->n == GPUMD_RESV_MAX_PROCS)
-        return gpum_error(GPUM_ENOTSUP, "%s has more than %d CUDA processes: gpumd suspends at "
-                                        "most %d per job",
+        return gpum_error(GPUM_ENOTSUP,
+                          "%s has more than %d CUDA processes: gpumd suspends at "
+                          "most %d per job",
                           id, GPUMD_RESV_MAX_PROCS, GPUMD_RESV_MAX_PROCS);
       t->pid[t->n] = pid;
       t->start[t->n++] = gpumd_pid_start_or_zero(pid);
     }
   }
   if (t->n == 0)
-    return gpum_error(GPUM_ENOTSUP, "no process of %s holds GPU memory: nothing to suspend "
-                                    "(release it instead)",
+    return gpum_error(GPUM_ENOTSUP,
+                      "no process of %s holds GPU memory: nothing to suspend "
+                      "(release it instead)",
                       id);
   return 0;
 }
@@ -328,12 +330,14 @@ static int memory_kinds_ok(gpumd_t *d, const gpumd_resv_t *r) {
   char id[GPUMD_RESV_ID_BUFSZ];
   gpumd_resv_id_format(r->id, id, sizeof id);
   if (used & GPUM_FENCE_USED_MANAGED)
-    return gpum_error(GPUM_ENOTSUP, "%s cannot be suspended: pid %d allocated managed (UVM) "
-                                    "memory, which the CUDA driver does not checkpoint",
+    return gpum_error(GPUM_ENOTSUP,
+                      "%s cannot be suspended: pid %d allocated managed (UVM) "
+                      "memory, which the CUDA driver does not checkpoint",
                       id, mpid);
   if (used & GPUM_FENCE_USED_IPC)
-    return gpum_error(GPUM_ENOTSUP, "%s cannot be suspended: pid %d shared GPU memory between "
-                                    "processes (IPC), which the CUDA driver does not checkpoint",
+    return gpum_error(GPUM_ENOTSUP,
+                      "%s cannot be suspended: pid %d shared GPU memory between "
+                      "processes (IPC), which the CUDA driver does not checkpoint",
                       id, ipid);
   return 0;
 }
@@ -359,8 +363,9 @@ static int begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool hold, co
     return gpum_error(GPUM_ESTATE, "%s is %s: only a granted reservation can be suspended", id,
                       gpumd_resv_state_name(r->state));
   if (!r->preemptible && !stopped)
-    return gpum_error(GPUM_ENOTSUP, "%s is not preemptible: its job did not agree to be "
-                                    "suspended (gpum run --preemptible, \"preemptible\": true)",
+    return gpum_error(GPUM_ENOTSUP,
+                      "%s is not preemptible: its job did not agree to be "
+                      "suspended (gpum run --preemptible, \"preemptible\": true)",
                       id);
   int rc = memory_kinds_ok(d, r);
   if (rc == 0)
@@ -389,9 +394,8 @@ static int begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool hold, co
                       "%s would take %s of host memory; suspended jobs take %s of the node's "
                       "bound of %s (suspend.host_memory %.2f of %s)",
                       id, gpum_size_format(bytes, a1, sizeof a1),
-                      gpum_size_format(used, a2, sizeof a2),
-                      gpum_size_format(bound, a3, sizeof a3), share,
-                      gpum_size_format(d->susp->mem_total, a1, sizeof a1));
+                      gpum_size_format(used, a2, sizeof a2), gpum_size_format(bound, a3, sizeof a3),
+                      share, gpum_size_format(d->susp->mem_total, a1, sizeof a1));
   }
   t->kind = TASK_SUSPEND;
   t->rid = rid;
@@ -399,8 +403,7 @@ static int begin(gpumd_t *d, const gpumd_actor_t *a, uint64_t rid, bool hold, co
   t->stopped = stopped;
   t->lock_ms = (unsigned)gpum_config_get_duration(d->cfg, "suspend.lock_timeout");
   snprintf(t->why, sizeof t->why, "%s", why);
-  gpumd_sched_set_suspend_facts(d->sched, rid, hold, bytes, r->device_mask, t->pid, t->start,
-                                t->n);
+  gpumd_sched_set_suspend_facts(d->sched, rid, hold, bytes, r->device_mask, t->pid, t->start, t->n);
   char msg[GPUMD_RESV_REASON_LEN], sz[GPUM_SIZE_BUFSZ];
   snprintf(msg, sizeof msg, "suspending %u process%s (%s of GPU memory): %.150s", t->n,
            t->n == 1 ? "" : "es", gpum_size_format(bytes, sz, sizeof sz), why);

@@ -222,9 +222,9 @@ static int check_version(gpumd_ledger_t *l, int64_t *version) {
  * is left as it was. */
 static int setup_schema(gpumd_ledger_t *l, int64_t version) {
   /* migrations[k] takes a ledger of version k to version k + 1 (0: none yet, the schema). */
-  static const char *const migrations[] = {schema_v1,  migrate_v2, migrate_v3, migrate_v4,
-                                           migrate_v5, migrate_v6, migrate_v7, migrate_v8,
-                                           migrate_v9};
+  static const char *const migrations[] = {schema_v1,  migrate_v2, migrate_v3,
+                                           migrate_v4, migrate_v5, migrate_v6,
+                                           migrate_v7, migrate_v8, migrate_v9};
   _Static_assert(sizeof migrations / sizeof migrations[0] == GPUMD_LEDGER_SCHEMA_VERSION,
                  "a migration for every schema version");
   int rc = exec(l, "BEGIN IMMEDIATE", "cannot begin");
@@ -251,7 +251,8 @@ static int prepare(gpumd_ledger_t *l) {
    * deleted and inserted again with all its index entries. */
   static const char put[] =
       "INSERT INTO reservations (" RESV_COLUMNS ") VALUES "
-      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE "
+      "SET "
       "token = excluded.token, state = excluded.state, reason = excluded.reason, "
       "uid = excluded.uid, pid = excluded.pid, label = excluded.label, "
       "bytes_per_gpu = excluded.bytes_per_gpu, gpus = excluded.gpus, model = excluded.model, "

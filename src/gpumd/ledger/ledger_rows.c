@@ -297,10 +297,9 @@ const char *gpumd__ledger_suspend_format(const gpumd_resv_t *r, char *buf, size_
   buf[0] = '\0';
   if (r->state != GPUMD_RESV_SUSPENDED && r->nprocs == 0)
     return buf;
-  size_t off = (size_t)snprintf(buf, len, "%d %llu %llu %llu", r->suspend_hold ? 1 : 0,
-                                (unsigned long long)r->suspended_ns,
-                                (unsigned long long)r->host_bytes,
-                                (unsigned long long)r->ckpt_mask);
+  size_t off = (size_t)snprintf(
+      buf, len, "%d %llu %llu %llu", r->suspend_hold ? 1 : 0, (unsigned long long)r->suspended_ns,
+      (unsigned long long)r->host_bytes, (unsigned long long)r->ckpt_mask);
   for (unsigned i = 0; i < r->nprocs && i < GPUMD_RESV_MAX_PROCS && off < len; i++)
     off += (size_t)snprintf(buf + off, len - off, " %d:%llu", (int)r->proc_pid[i],
                             (unsigned long long)r->proc_start[i]);
@@ -391,8 +390,8 @@ static int read_row(const gpumd_ledger_t *l, sqlite3_stmt *st, gpumd_resv_t *r, 
   const unsigned char *susp = sqlite3_column_text(st, 31);
   if ((r->state == GPUMD_RESV_SUSPENDED || (susp && susp[0])) &&
       (susp == NULL || !gpumd__ledger_suspend_parse((const char *)susp, r)))
-    return gpum_error(GPUM_EIO, "ledger %s: reservation r-%llu has invalid suspend facts",
-                      l->path, (unsigned long long)r->id);
+    return gpum_error(GPUM_EIO, "ledger %s: reservation r-%llu has invalid suspend facts", l->path,
+                      (unsigned long long)r->id);
   char want_gone[GPUM_UUID_LEN] = "";
   if (gone != NULL)
     gone[0] = '\0';

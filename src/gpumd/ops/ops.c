@@ -147,13 +147,12 @@ int gpumd_op_status(gpumd_t *d, const gpumd_actor_t *a, size_t budget, json_t **
   gethostname(host, sizeof host - 1);
   size_t qn = gpumd_sched_queue_length(d->sched);
   size_t suspended = gpumd_sched_suspended(d->sched, NULL);
-  json_t *node = json_pack(
-      "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", GPUM_PROTO_F_HOSTNAME, host,
-      GPUM_PROTO_F_VERSION, gpum_version(), GPUM_PROTO_F_PID, (json_int_t)getpid(),
-      GPUM_PROTO_F_STARTED_NS, (json_int_t)d->start_ns, GPUM_PROTO_F_RESERVATIONS,
-      (json_int_t)gpumd_sched_count(d->sched), GPUM_PROTO_F_QUEUED, (json_int_t)qn,
-      GPUM_PROTO_F_SUSPENDED, (json_int_t)suspended, GPUM_PROTO_F_CLIENTS,
-      (json_int_t)d->conn_count);
+  json_t *node = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", GPUM_PROTO_F_HOSTNAME, host,
+                           GPUM_PROTO_F_VERSION, gpum_version(), GPUM_PROTO_F_PID,
+                           (json_int_t)getpid(), GPUM_PROTO_F_STARTED_NS, (json_int_t)d->start_ns,
+                           GPUM_PROTO_F_RESERVATIONS, (json_int_t)gpumd_sched_count(d->sched),
+                           GPUM_PROTO_F_QUEUED, (json_int_t)qn, GPUM_PROTO_F_SUSPENDED,
+                           (json_int_t)suspended, GPUM_PROTO_F_CLIENTS, (json_int_t)d->conn_count);
   json_t *devices = budget ? gpumd_engine_devices_json_head(d, GPUMD_STATUS_DEVICE_IDS)
                            : gpumd_engine_devices_json(d);
   *out = json_pack("{s:o, s:o}", GPUM_PROTO_F_NODE, node, GPUM_PROTO_F_DEVICES, devices);
@@ -534,8 +533,8 @@ static const char *asked_by(const gpumd_actor_t *a, const char *verb, char *buf,
 
 /* A suspend (by hand: held until a resume by hand) or a resume of rid, the owner or an admin;
  * the reservation as it is once the work has started. */
-static int move_op(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
-                   json_t **out, bool suspend) {
+static int move_op(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req, json_t **out,
+                   bool suspend) {
   const gpumd_resv_t *r = NULL;
   uint64_t rid = req->resv.id;
   int rc = get_resv(d, &req->resv, &r);

@@ -181,26 +181,25 @@ enum {
   R_NFIELDS
 };
 
-static const char *const reserve_fields[R_NFIELDS + 1] = {[R_ID] = GPUM_PROTO_F_ID,
-                                                          [R_OP] = GPUM_PROTO_F_OP,
-                                                          [R_BYTES_PER_GPU] =
-                                                              GPUM_PROTO_F_BYTES_PER_GPU,
-                                                          [R_GPUS] = GPUM_PROTO_F_GPUS,
-                                                          [R_MODEL] = GPUM_PROTO_F_MODEL,
-                                                          [R_MIN_MEMORY] = GPUM_PROTO_F_MIN_MEMORY,
-                                                          [R_DEVICES] = GPUM_PROTO_F_DEVICES,
-                                                          [R_PRIORITY] = GPUM_PROTO_F_PRIORITY,
-                                                          [R_TIMEOUT_MS] = GPUM_PROTO_F_TIMEOUT_MS,
-                                                          [R_ON_TIMEOUT] = GPUM_PROTO_F_ON_TIMEOUT,
-                                                          [R_LABEL] = GPUM_PROTO_F_LABEL,
-                                                          [R_SLURM] = GPUM_PROTO_F_SLURM,
-                                                          [R_LEASE] = GPUM_PROTO_F_LEASE,
-                                                          [R_PID] = GPUM_PROTO_F_PID,
-                                                          [R_TTL_MS] = GPUM_PROTO_F_TTL_MS,
-                                                          [R_WAIT] = GPUM_PROTO_F_WAIT,
-                                                          [R_PREEMPTIBLE] =
-                                                              GPUM_PROTO_F_PREEMPTIBLE,
-                                                          [R_NFIELDS] = NULL};
+static const char *const reserve_fields[R_NFIELDS + 1] = {
+    [R_ID] = GPUM_PROTO_F_ID,
+    [R_OP] = GPUM_PROTO_F_OP,
+    [R_BYTES_PER_GPU] = GPUM_PROTO_F_BYTES_PER_GPU,
+    [R_GPUS] = GPUM_PROTO_F_GPUS,
+    [R_MODEL] = GPUM_PROTO_F_MODEL,
+    [R_MIN_MEMORY] = GPUM_PROTO_F_MIN_MEMORY,
+    [R_DEVICES] = GPUM_PROTO_F_DEVICES,
+    [R_PRIORITY] = GPUM_PROTO_F_PRIORITY,
+    [R_TIMEOUT_MS] = GPUM_PROTO_F_TIMEOUT_MS,
+    [R_ON_TIMEOUT] = GPUM_PROTO_F_ON_TIMEOUT,
+    [R_LABEL] = GPUM_PROTO_F_LABEL,
+    [R_SLURM] = GPUM_PROTO_F_SLURM,
+    [R_LEASE] = GPUM_PROTO_F_LEASE,
+    [R_PID] = GPUM_PROTO_F_PID,
+    [R_TTL_MS] = GPUM_PROTO_F_TTL_MS,
+    [R_WAIT] = GPUM_PROTO_F_WAIT,
+    [R_PREEMPTIBLE] = GPUM_PROTO_F_PREEMPTIBLE,
+    [R_NFIELDS] = NULL};
 
 /* The lease part of a reserve request: "lease", "pid", "ttl_ms" (f: the request's fields). */
 static int parse_lease(const gpumd_actor_t *a, const field_t *f, gpumd_sched_request_t *req) {

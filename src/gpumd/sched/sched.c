@@ -631,8 +631,9 @@ int gpumd_sched_resume_place(const gpumd_sched_t *s, uint64_t id, uint64_t now_n
    * granted now, so it passes them as a request behind them would (backfill), except a queue
    * head ahead of it past the backfill bound that could use these GPUs. */
   const gpumd_resv_t *head = s->n_queue ? s->queue[0] : NULL;
-  if (head && (head->priority > r->priority ||
-               (head->priority == r->priority && head->created_ns <= r->created_ns)) &&
+  if (head &&
+      (head->priority > r->priority ||
+       (head->priority == r->priority && head->created_ns <= r->created_ns)) &&
       gpumd__sched_head_locked(s, head, now_ns) && (gpumd__sched_usable_mask(s, head) & kind)) {
     char qid[GPUMD_RESV_ID_BUFSZ];
     return gpum_error(GPUM_EBUSY,
@@ -735,7 +736,7 @@ int gpumd_sched_preempt_plan(const gpumd_sched_t *cs, uint64_t id, uint64_t now_
    * placed, then puts every one back: the scheduler is as it was when this returns. */
   gpumd_sched_t *s = (gpumd_sched_t *)cs;
   uint64_t usable = gpumd__sched_usable_mask(s, q);
-  const gpumd_resv_t *cand[256];
+  const gpumd_resv_t *cand[256] = {NULL}; /* (cppcheck reads qsort of none as uninitialised) */
   size_t nc = 0;
   for (size_t i = 0; i < s->n_all && nc < sizeof cand / sizeof cand[0]; i++) {
     const gpumd_resv_t *r = s->all[i];
@@ -762,8 +763,7 @@ int gpumd_sched_preempt_plan(const gpumd_sched_t *cs, uint64_t id, uint64_t now_
       continue; /* its GPUs are not the ones q gets */
     if (out == max) {
       *n = 0;
-      return gpum_error(GPUM_ENOSPC, "more than %zu reservations would have to be suspended",
-                        max);
+      return gpum_error(GPUM_ENOSPC, "more than %zu reservations would have to be suspended", max);
     }
     victims[out++] = cand[i]->id;
   }

@@ -187,8 +187,8 @@ bool gpum__report_name_ok(const char *s, bool source);
 #define GPUM_PROTO_EV_NODE "node" /* to watchers (the watch op): an event of the node's */
 /* XX(NAME): every event (the client's GPUM_CLIENT_EV_##NAME). */
 #define GPUM_PROTO_EVENTS(XX) \
-  XX(QUEUED) XX(GRANTED) XX(FAILED) XX(EXPIRED) XX(RELEASED) XX(PRESSURE) XX(NODE) \
-  XX(SUSPENDED) XX(RESUMED)
+  XX(QUEUED)                  \
+  XX(GRANTED) XX(FAILED) XX(EXPIRED) XX(RELEASED) XX(PRESSURE) XX(NODE) XX(SUSPENDED) XX(RESUMED)
 
 /* The types of the node's events (a "node" event's "type", the watch op's "events"): the
  * events gpumd publishes on its HTTP event stream (docs/metrics.md). XX(NAME): the client's
