@@ -1041,6 +1041,10 @@ static void test_devices_by_uuid(void **state) {
   sample(&queued_ac_2, 7, GPUMD_RESV_QUEUED);
   queued_ac_2.want_mask = 0x5;
   queued_ac_2.gpus = 2;
+  /* A suspended job checkpointed from GPU-aaaa, being resumed on GPU-bbbb: both by UUID. */
+  on_b.nprocs = 1;
+  on_b.proc_pid[0] = 4242;
+  on_b.ckpt_mask = 0x1;
   assert_int_equal(gpumd_ledger_put(l, &on_b), 0);
   assert_int_equal(gpumd_ledger_put(l, &on_c), 0);
   assert_int_equal(gpumd_ledger_put(l, &queued), 0);
@@ -1061,6 +1065,8 @@ static void test_devices_by_uuid(void **state) {
   assert_int_equal(n, 7);
   assert_int_equal(rows[0].r.device_mask, 0x1); /* still GPU-bbbb, now index 0 */
   assert_int_equal(rows[0].r.want_mask, 0x3);
+  assert_int_equal(rows[0].r.ckpt_mask, 0x2); /* still GPU-aaaa, now index 1 */
+  assert_int_equal(rows[0].r.nprocs, 1);
   assert_string_equal(rows[0].gone, "");
   assert_int_equal(rows[1].r.device_mask, 0x2); /* GPU-aaaa kept, GPU-cccc gone */
   assert_string_equal(rows[1].gone, "GPU-cccc");

@@ -205,7 +205,7 @@ static bool resv_ok(fault_t *f, sqlite3_stmt *st) {
   if (strcmp(state, "SUSPENDED") == 0 || susp[0] != '\0') {
     gpumd_resv_t r;
     memset(&r, 0, sizeof r);
-    if (!gpumd__ledger_suspend_parse(susp, &r))
+    if (!gpumd__ledger_suspend_parse(susp, &r, NULL, 0))
       return fault(f, "suspend", "is not a suspend's facts (hold, time, host bytes, pid:start)");
   }
   if (strcmp(lease, "pid") == 0 && sqlite3_column_int64(st, LEASE_PID) == 0)

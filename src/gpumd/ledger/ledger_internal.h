@@ -55,14 +55,20 @@ typedef struct {
 #define RESV_NCOLS 32
 
 /* The suspend column: "" unless SUSPENDED or a suspend or resume is under way (nprocs > 0), else
- * "HOLD SINCE_NS HOST_BYTES CKPT_MASK" and " PID:START" per process (gpumd__ledger_suspend_format /
+ * "HOLD SINCE_NS HOST_BYTES CKPT_MASK CKPT_UUIDS" (the GPUs checkpointed from: their indices and
+ * their UUIDs, comma-separated, "-" when unknown, so that a renumbering between two runs maps
+ * them back) and " PID:START" per process (gpumd__ledger_suspend_format /
  * _parse): what a gpumd that restarts must finish or undo (docs/suspend.md). */
-#define GPUMD_LEDGER_SUSPEND_LEN (64 + GPUMD_RESV_MAX_PROCS * 36)
-/* Writes r's suspend column into buf[len]; returns buf. */
-const char *gpumd__ledger_suspend_format(const gpumd_resv_t *r, char *buf, size_t len);
-/* Reads it back into r (hold, suspended_ns, host_bytes, the processes). false when text is not
- * one gpumd writes. */
-bool gpumd__ledger_suspend_parse(const char *text, gpumd_resv_t *r);
+#define GPUMD_LEDGER_SUSPEND_LEN \
+  (64 + GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN + GPUMD_RESV_MAX_PROCS * 36)
+struct gpumd_ledger;
+/* Writes r's suspend column into buf[len] (l: this run's UUIDs); returns buf. */
+const char *gpumd__ledger_suspend_format(const struct gpumd_ledger *l, const gpumd_resv_t *r,
+                                         char *buf, size_t len);
+/* Reads it back into r (hold, suspended_ns, host_bytes, ckpt_mask as stored, the processes) and
+ * the UUID list into uuids[len] ("" when "-"; uuids NULL: not kept). false when text is not one
+ * gpumd writes. */
+bool gpumd__ledger_suspend_parse(const char *text, gpumd_resv_t *r, char *uuids, size_t len);
 
 struct gpumd_ledger {
   sqlite3 *db;

@@ -190,7 +190,7 @@ int gpumd__ledger_write_row(gpumd_ledger_t *l, const gpumd_resv_t *r) {
   put_raw(l, i++, r->slurm_job);
   put_raw(l, i++, r->slurm_step);
   put_int(l, i++, r->preemptible ? 1 : 0);
-  put_raw(l, i++, gpumd__ledger_suspend_format(r, l->suspend_buf, sizeof l->suspend_buf));
+  put_raw(l, i++, gpumd__ledger_suspend_format(l, r, l->suspend_buf, sizeof l->suspend_buf));
   return gpumd__ledger_step_done(l, l->put, "cannot store a reservation");
 }
 
@@ -293,25 +293,39 @@ int gpumd_ledger_audit(gpumd_ledger_t *l, const gpumd_ledger_audit_t *a) {
   return 0;
 }
 
-const char *gpumd__ledger_suspend_format(const gpumd_resv_t *r, char *buf, size_t len) {
+const char *gpumd__ledger_suspend_format(const gpumd_ledger_t *l, const gpumd_resv_t *r, char *buf,
+                                         size_t len) {
   buf[0] = '\0';
   if (r->state != GPUMD_RESV_SUSPENDED && r->nprocs == 0)
     return buf;
+  char uuids[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN];
+  format_uuids(l, r->ckpt_mask, uuids, sizeof uuids);
   size_t off = (size_t)snprintf(
-      buf, len, "%d %llu %llu %llu", r->suspend_hold ? 1 : 0, (unsigned long long)r->suspended_ns,
-      (unsigned long long)r->host_bytes, (unsigned long long)r->ckpt_mask);
+      buf, len, "%d %llu %llu %llu %s", r->suspend_hold ? 1 : 0,
+      (unsigned long long)r->suspended_ns, (unsigned long long)r->host_bytes,
+      (unsigned long long)r->ckpt_mask, uuids[0] ? uuids : "-");
   for (unsigned i = 0; i < r->nprocs && i < GPUMD_RESV_MAX_PROCS && off < len; i++)
     off += (size_t)snprintf(buf + off, len - off, " %d:%llu", (int)r->proc_pid[i],
                             (unsigned long long)r->proc_start[i]);
   return buf;
 }
 
-bool gpumd__ledger_suspend_parse(const char *text, gpumd_resv_t *r) {
+bool gpumd__ledger_suspend_parse(const char *text, gpumd_resv_t *r, char *uuids, size_t len) {
   unsigned hold;
   unsigned long long since, host, mask;
-  int n = 0;
-  if (sscanf(text, "%u %llu %llu %llu%n", &hold, &since, &host, &mask, &n) != 4 || hold > 1)
+  int n = 0, u0 = 0, u1 = 0;
+  if (sscanf(text, "%u %llu %llu %llu %n%*s%n", &hold, &since, &host, &mask, &u0, &u1) != 4 ||
+      hold > 1 || u1 <= u0)
     return false;
+  n = u1;
+  if (uuids && len) {
+    size_t ulen = (size_t)(u1 - u0);
+    bool none = ulen == 1 && text[u0] == '-';
+    if (!none && ulen >= len)
+      return false;
+    memcpy(uuids, text + u0, none ? 0 : ulen);
+    uuids[none ? 0 : ulen] = '\0';
+  }
   r->suspend_hold = hold == 1;
   r->suspended_ns = since;
   r->host_bytes = host;
@@ -388,10 +402,14 @@ static int read_row(const gpumd_ledger_t *l, sqlite3_stmt *st, gpumd_resv_t *r, 
   }
   r->preemptible = sqlite3_column_int(st, 30) != 0;
   const unsigned char *susp = sqlite3_column_text(st, 31);
+  char ckpt_uuids[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN] = "";
   if ((r->state == GPUMD_RESV_SUSPENDED || (susp && susp[0])) &&
-      (susp == NULL || !gpumd__ledger_suspend_parse((const char *)susp, r)))
+      (susp == NULL ||
+       !gpumd__ledger_suspend_parse((const char *)susp, r, ckpt_uuids, sizeof ckpt_uuids)))
     return gpum_error(GPUM_EIO, "ledger %s: reservation r-%llu has invalid suspend facts", l->path,
                       (unsigned long long)r->id);
+  char ckpt_gone[GPUM_UUID_LEN]; /* a GPU checkpointed from that is gone: the driver decides */
+  map_uuids(l, (const unsigned char *)ckpt_uuids, &r->ckpt_mask, ckpt_gone, sizeof ckpt_gone);
   char want_gone[GPUM_UUID_LEN] = "";
   if (gone != NULL)
     gone[0] = '\0';
