@@ -300,10 +300,10 @@ const char *gpumd__ledger_suspend_format(const gpumd_ledger_t *l, const gpumd_re
     return buf;
   char uuids[GPUMD_SCHED_MAX_DEVICES * GPUM_UUID_LEN];
   format_uuids(l, r->ckpt_mask, uuids, sizeof uuids);
-  size_t off = (size_t)snprintf(
-      buf, len, "%d %llu %llu %llu %s", r->suspend_hold ? 1 : 0,
-      (unsigned long long)r->suspended_ns, (unsigned long long)r->host_bytes,
-      (unsigned long long)r->ckpt_mask, uuids[0] ? uuids : "-");
+  size_t off =
+      (size_t)snprintf(buf, len, "%d %llu %llu %llu %s", r->suspend_hold ? 1 : 0,
+                       (unsigned long long)r->suspended_ns, (unsigned long long)r->host_bytes,
+                       (unsigned long long)r->ckpt_mask, uuids[0] ? uuids : "-");
   for (unsigned i = 0; i < r->nprocs && i < GPUMD_RESV_MAX_PROCS && off < len; i++)
     off += (size_t)snprintf(buf + off, len - off, " %d:%llu", (int)r->proc_pid[i],
                             (unsigned long long)r->proc_start[i]);
