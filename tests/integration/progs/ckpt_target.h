@@ -105,9 +105,14 @@ static void worker_park(bool park) {
 }
 
 static CUstream held;
+/* Set by the sync thread once its cuCtxSetCurrent has returned: a CUDA call in flight after that
+ * is its cuStreamSynchronize (a call counted before it could be the cuCtxSetCurrent, which a lock
+ * would wait for and then pass). */
+static atomic_bool sync_entering;
 static void *sync_thread(void *arg) {
   if (cuCtxSetCurrent(arg) != CUDA_SUCCESS)
     fail("sync thread: cuCtxSetCurrent");
+  atomic_store(&sync_entering, true);
   CUresult r = cuStreamSynchronize(held);
   return (void *)(intptr_t)r;
 }
@@ -156,9 +161,11 @@ static void target(int in, int out) {
     switch (cmd) {
     case 'h': /* a CUDA call in flight that cannot finish: the worker parked, a held stream */
       worker_park(true);
+      atomic_store(&sync_entering, false);
       if (gpum_sim_debug_stream_hold(held, 1) || pthread_create(&s, NULL, sync_thread, ctx))
         fail("target: hold");
-      while (gpum_sim_debug_cu_calls() != 1) /* bounded by the test's timeout */
+      /* In flight: the held cuStreamSynchronize (bounded by the test's timeout). */
+      while (!atomic_load(&sync_entering) || gpum_sim_debug_cu_calls() != 1)
         sched_yield();
       say(out, "held\n");
       break;

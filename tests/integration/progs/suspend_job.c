@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,11 +70,15 @@ static long long check(uint32_t gen, CUresult *r) {
 
 static CUstream held;
 static CUcontext ctx;
+/* Set once the sync thread's cuCtxSetCurrent returned: a call in flight after that is its held
+ * cuStreamSynchronize, not the cuCtxSetCurrent (which a lock would wait for and pass). */
+static atomic_bool sync_entering;
 
 static void *sync_held(void *arg) {
   (void)arg;
   if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
     fail("sync thread: cuCtxSetCurrent");
+  atomic_store(&sync_entering, true);
   return (void *)(intptr_t)cuStreamSynchronize(held);
 }
 
@@ -114,10 +120,12 @@ int main(int argc, char **argv) {
   for (uint32_t gen = 0; fgets(line, sizeof line, ctl);) {
     if (!strncmp(line, "hold", 4)) {
       unsigned before = gpum_sim_debug_cu_calls();
+      atomic_store(&sync_entering, false);
       if (cuStreamCreate(&held, 0) != CUDA_SUCCESS || gpum_sim_debug_stream_hold(held, 1) ||
           pthread_create(&syncer, NULL, sync_held, NULL))
         fail("hold");
-      while (gpum_sim_debug_cu_calls() != before + 1) /* bounded by the test's timeout */
+      /* In flight: the held cuStreamSynchronize (bounded by the test's timeout). */
+      while (!atomic_load(&sync_entering) || gpum_sim_debug_cu_calls() != before + 1)
         sched_yield();
       fprintf(out, "held\n");
       fflush(out);
