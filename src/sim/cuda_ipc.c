@@ -21,15 +21,6 @@
 
 #define IPC_MAGIC 0x3143504953505047ULL /* "GPPSIPC1" little-endian */
 
-/* What the simulator puts in a CUipcMemHandle. */
-struct ipc_handle {
-  uint64_t magic;
-  uint64_t ptr; /* the address in the exporting process */
-  uint64_t size;
-  uint32_t pid; /* the exporting process */
-  uint32_t simdev;
-  char unused[32];
-};
 _Static_assert(sizeof(struct ipc_handle) == sizeof(CUipcMemHandle), "an IPC handle's size");
 
 CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {

@@ -457,14 +457,6 @@ hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream) {
  * into another process is not simulated. */
 #define IPC_MAGIC 0x3150494850535047ULL /* "GPSPHIP1" little-endian */
 
-struct ipc_handle {
-  uint64_t magic;
-  uint64_t ptr; /* the address in the exporting process */
-  uint64_t size;
-  uint32_t pid; /* the exporting process */
-  uint32_t simdev;
-  char unused[32];
-};
 _Static_assert(sizeof(struct ipc_handle) == sizeof(hipIpcMemHandle_t), "an IPC handle's size");
 
 hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t *handle, void *devPtr) {

@@ -625,4 +625,15 @@ bool gpum__sim_cu_stream_ok(CUstream h);
 /* Blocks while any stream of this process is held by gpum_sim_debug_stream_hold (cuda_misc.c). */
 void gpum__sim_cu_streams_wait_idle(void);
 
+/* What the simulator puts in an IPC memory handle, CUDA's CUipcMemHandle and HIP's
+ * hipIpcMemHandle_t alike (64 opaque bytes each; the magic says which runtime made it). */
+struct ipc_handle {
+  uint64_t magic;
+  uint64_t ptr; /* the address in the exporting process */
+  uint64_t size;
+  uint32_t pid; /* the exporting process */
+  uint32_t simdev;
+  char unused[32];
+};
+
 #endif /* GPUM_SIM_INTERNAL_H */

@@ -24,6 +24,19 @@ s_require() {
   fi
 }
 
+# s_plugin_node NAME: the SPANK plugin built (PLUGIN; else skip, 77) and a simulated node NAME of
+# one NVIDIA L40S with 48 GiB started (t_sim_start), as the Slurm tests' cluster uses.
+s_plugin_node() {
+  PLUGIN=$GPUM_BUILD_DIR/lib/gpum_spank.so
+  if [ ! -f "$PLUGIN" ]; then
+    echo "skip: $PLUGIN was not built (libslurm-dev's slurm/spank.h was not found)"
+    exit 77
+  fi
+  printf '%s\n' "name: $1" 'driver_version: "550.54.15"' 'cuda_version: "12.4"' 'devices:' \
+    '  - count: 1' '    name: "NVIDIA L40S"' '    memory: 48GiB' >"$T_SCRATCH/node.yaml"
+  t_sim_start "$T_SCRATCH/node.yaml"
+}
+
 S_DIR=""
 s_cleanup() {
   local rc=$?

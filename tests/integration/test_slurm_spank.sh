@@ -13,26 +13,11 @@ source "$GPUM_SOURCE_DIR/tests/integration/lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/gpumd_lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/slurm_lib.sh"
 s_require
-PLUGIN=$GPUM_BUILD_DIR/lib/gpum_spank.so
-if [ ! -f "$PLUGIN" ]; then
-  echo "skip: $PLUGIN was not built (libslurm-dev's slurm/spank.h was not found)"
-  exit 77
-fi
+s_plugin_node slurm48
 G=$GPUM_BIN
 P=$GPUM_TEST_PROGS/enforce_probe
 S=$T_SCRATCH
 GiB=1073741824
-
-cat >"$S/node.yaml" <<'Y'
-name: slurm48
-driver_version: "550.54.15"
-cuda_version: "12.4"
-devices:
-  - count: 1
-    name: "NVIDIA L40S"
-    memory: 48GiB
-Y
-t_sim_start "$S/node.yaml"
 export GPUM_SOCKET_MODE=0666 # the job of another user below connects too
 gd_start
 s_dir

@@ -17,26 +17,11 @@ source "$GPUM_SOURCE_DIR/tests/integration/slurm_lib.sh"
 source "$GPUM_SOURCE_DIR/tests/integration/suspend_lib.sh"
 s_require
 command -v scontrol >/dev/null || { echo "skip: scontrol is not installed"; exit 77; }
-PLUGIN=$GPUM_BUILD_DIR/lib/gpum_spank.so
-if [ ! -f "$PLUGIN" ]; then
-  echo "skip: $PLUGIN was not built (libslurm-dev's slurm/spank.h was not found)"
-  exit 77
-fi
+s_plugin_node slurmsusp
 G=$GPUM_BIN
 JOB=$GPUM_TEST_PROGS/suspend_job
 S=$T_SCRATCH
 MiB256=268435456
-
-cat >"$S/node.yaml" <<'Y'
-name: slurmsusp
-driver_version: "550.54.15"
-cuda_version: "12.4"
-devices:
-  - count: 1
-    name: "NVIDIA L40S"
-    memory: 48GiB
-Y
-t_sim_start "$S/node.yaml"
 export GPUM_SUSPEND_SLURM=true
 GPUM_LOG_LEVEL=info gd_start
 s_dir

@@ -218,6 +218,23 @@ static unsigned reads_now(void) {
   return n;
 }
 
+/* Reads the n devices of idx through rs, each read begun after the ask: every result made then
+ * and kept as the device's latest. */
+static void read_fresh(gpum_device_readers_t *rs, const unsigned *idx, size_t n, result_t *res,
+                       int *rcs) {
+  unsigned before = reads_now();
+  memset(res, 0, n * sizeof *res);
+  assert_int_equal(gpum_device_readers_read(rs, idx, n, 60000, res, rcs), 0);
+  for (size_t i = 0; i < n; i++) {
+    assert_int_equal(rcs[i], 0);
+    assert_int_equal(res[i].index, idx[i]);
+    assert_true(res[i].seq > before);
+    result_t l;
+    assert_int_equal(gpum_device_readers_latest(rs, idx[i], &l), 0);
+    assert_int_equal(l.seq, res[i].seq);
+  }
+}
+
 static void test_periodic_read_on_request(void **state) {
   (void)state;
   gpum_device_readers_opts_t o = opts(3600000); /* no periodic read during the test */
@@ -231,19 +248,9 @@ static void test_periodic_read_on_request(void **state) {
   assert_int_equal(gpum_device_readers_start(&o, idx, 2, &rs), 0);
   assert_true(wait_count(&reads, start + 2)); /* the first periodic round */
   /* A read made after the ask, copied; latest then gives the same result. */
-  unsigned before = reads_now();
   result_t res[2];
   int rcs[2];
-  memset(res, 0, sizeof res);
-  assert_int_equal(gpum_device_readers_read(rs, idx, 2, 60000, res, rcs), 0);
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(rcs[i], 0);
-    assert_int_equal(res[i].index, idx[i]);
-    assert_true(res[i].seq > before);
-    result_t l;
-    assert_int_equal(gpum_device_readers_latest(rs, idx[i], &l), 0);
-    assert_int_equal(l.seq, res[i].seq);
-  }
+  read_fresh(rs, idx, 2, res, rcs);
   /* Device 1 hangs in the read asked for: that ask times out (1 s) ... */
   set_hang(1, true);
   memset(res, 0, sizeof res);
@@ -257,7 +264,7 @@ static void test_periodic_read_on_request(void **state) {
   assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 500, res, rcs), 0);
   assert_int_equal(rcs[0], GPUM_ETIMEDOUT);
   /* Released, it finishes the stuck read and answers the next ask with a fresh result. */
-  before = reads_now();
+  unsigned before = reads_now();
   set_hang(1, false);
   assert_int_equal(gpum_device_readers_read(rs, idx + 1, 1, 60000, res, rcs), 0);
   assert_int_equal(rcs[0], 0);
@@ -292,17 +299,7 @@ static void test_sweep_past_a_hung_device(void **state) {
   /* Twice: the first read starts the sweep, which serves the reads after its session is open
    * (by the second, on any sane machine; a read is the same either way). */
   for (int k = 0; k < 2; k++) {
-    unsigned before = reads_now();
-    memset(res, 0, sizeof res);
-    assert_int_equal(gpum_device_readers_read(rs, idx, 3, 60000, res, rcs), 0);
-    for (int i = 0; i < 3; i++) {
-      assert_int_equal(rcs[i], 0);
-      assert_int_equal(res[i].index, idx[i]);
-      assert_true(res[i].seq > before);
-      result_t l;
-      assert_int_equal(gpum_device_readers_latest(rs, idx[i], &l), 0);
-      assert_int_equal(l.seq, res[i].seq);
-    }
+    read_fresh(rs, idx, 3, res, rcs);
   }
   unsigned before;
   /* Device 1 hangs: 0 and 2 answer (2 through its own reader once the sweep is stuck in 1),

@@ -82,23 +82,12 @@ struct gpumd_suspend {
   gpumd_slurm_watch_t *slurm; /* slurm_suspend.c's books */
   size_t in_flight;           /* tasks not yet answered */
   uint64_t mem_total;         /* the node's memory (MemTotal), bytes */
-  uint64_t planned_for;       /* the queued request the last preemption was for */
 };
 
 /* ---- the worker ---------------------------------------------------------------------------- */
 
 static bool alive(const task_t *t, unsigned i) {
   return gpumd_pid_is_alive(t->pid[i], t->start[i]);
-}
-
-static const char *const *pairs_of(const task_t *t, const char *const **news) {
-  static __thread const char *old[GPUMD_SCHED_MAX_DEVICES], *new_[GPUMD_SCHED_MAX_DEVICES];
-  for (size_t i = 0; i < t->npairs; i++) {
-    old[i] = t->old_uuid[i];
-    new_[i] = t->new_uuid[i];
-  }
-  *news = new_;
-  return old;
 }
 
 static void fail(task_t *t, int rc, const char *what) {
@@ -135,8 +124,11 @@ static void run_suspend(gpum_ckpt *ck, task_t *t) {
 /* Restore every process that is still alive, then unlock them; a restore that fails
  * checkpoints back the ones restored, so the job is whole in host memory again. */
 static void run_resume(gpum_ckpt *ck, task_t *t) {
-  const char *const *news = NULL;
-  const char *const *olds = pairs_of(t, &news);
+  const char *olds[GPUMD_SCHED_MAX_DEVICES], *news[GPUMD_SCHED_MAX_DEVICES];
+  for (size_t i = 0; i < t->npairs; i++) {
+    olds[i] = t->old_uuid[i];
+    news[i] = t->new_uuid[i];
+  }
   unsigned done = 0;
   int rc = 0;
   for (; done < t->n && rc == 0; done++) {
@@ -628,10 +620,8 @@ static void preempt(gpumd_t *d, uint64_t now) {
         gpum_log(GPUM_LOG_DEBUG, "gpumd", "r-%llu not preempted for r-%llu: %s",
                  (unsigned long long)victims[i], (unsigned long long)qid, gpum_last_error());
     }
-    if (started) {
-      s->planned_for = qid;
+    if (started)
       return; /* one plan at a time: the next after these are done */
-    }
   }
 }
 

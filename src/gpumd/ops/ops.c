@@ -484,6 +484,26 @@ int gpumd_op_check(gpumd_t *d, const gpumd_actor_t *a, const gpumd_reserve_req_t
 
 /* ---- release, renew, attach ----------------------------------------------------------------- */
 
+/* "VERB over HTTP" or "VERB by uid U pid P" into buf: who asked, for a transition's reason
+ * (without printf: a release is on the hot path). Returns buf. */
+static const char *asked_by(const gpumd_actor_t *a, const char *verb, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  gpumd_cat(buf, len, &off, verb);
+  if (a->via) {
+    gpumd_cat(buf, len, &off, " over ");
+    gpumd_cat(buf, len, &off, a->via);
+    return buf;
+  }
+  gpumd_cat(buf, len, &off, " by uid ");
+  gpumd_cat_u64(buf, len, &off, a->uid);
+  gpumd_cat(buf, len, &off, " pid ");
+  if (a->pid < 0)
+    gpumd_cat(buf, len, &off, "-");
+  gpumd_cat_u64(buf, len, &off, (uint64_t)llabs((long long)a->pid));
+  return buf;
+}
+
 int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
                      json_t **out) {
   const gpumd_resv_t *r = NULL;
@@ -498,19 +518,8 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
    * for the reply. */
   gpumd_resv_t final = {.id = 0};
   gpumd_cause_t cause = {.actor = a, .about = rid, .final = &final};
-  char reason[96] = "";
-  size_t off = 0;
-  if (a->via) {
-    gpumd_cat(reason, sizeof reason, &off, "released over ");
-    gpumd_cat(reason, sizeof reason, &off, a->via);
-  } else {
-    gpumd_cat(reason, sizeof reason, &off, "released by uid ");
-    gpumd_cat_u64(reason, sizeof reason, &off, a->uid);
-    gpumd_cat(reason, sizeof reason, &off, " pid ");
-    if (a->pid < 0)
-      gpumd_cat(reason, sizeof reason, &off, "-");
-    gpumd_cat_u64(reason, sizeof reason, &off, (uint64_t)llabs((long long)a->pid));
-  }
+  char reason[96];
+  asked_by(a, "released", reason, sizeof reason);
   gpumd_admission_read_for_end(d, rid); /* what the release lets in is granted in its name */
   rc = gpumd_sched_release(d->sched, &cause, rid, gpum__os_real_ns(), reason);
   if (rc != 0 || final.id != rid)
@@ -521,15 +530,6 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
 }
 
 /* ---- suspend, resume (suspend.c; docs/suspend.md) ------------------------------------------ */
-
-/* "by uid U pid P" or "over HTTP" into buf: who asked, for reasons. */
-static const char *asked_by(const gpumd_actor_t *a, const char *verb, char *buf, size_t len) {
-  if (a->via)
-    snprintf(buf, len, "%s over %s", verb, a->via);
-  else
-    snprintf(buf, len, "%s by uid %lu pid %ld", verb, (unsigned long)a->uid, (long)a->pid);
-  return buf;
-}
 
 /* A suspend (by hand: held until a resume by hand) or a resume of rid, the owner or an admin;
  * the reservation as it is once the work has started. */
