@@ -41,6 +41,29 @@ GPUM_API int gpum_duration_parse(const char *s, uint64_t *out_ms);
 #define GPUM_DURATION_BUFSZ 32
 GPUM_API char *gpum_duration_format(uint64_t ms, char *buf, size_t len);
 
+/* Figures and their units. A figure's unit is read from its name's suffix, as Prometheus
+ * names carry theirs: "_bytes" bytes; "_seconds", "_ms", "_us", "_ns" a time (*scale turns the
+ * value into seconds: 1e-3 for "_ms"); "_per_s" and "_per_second" a rate; "_ratio" a fraction
+ * of one, "_percent" hundredths (scale 0.01); anything else a count (scale 1). */
+typedef enum {
+  GPUM_UNIT_COUNT,
+  GPUM_UNIT_BYTES,
+  GPUM_UNIT_SECONDS,
+  GPUM_UNIT_RATIO,
+  GPUM_UNIT_PER_SECOND,
+} gpum_unit_t;
+/* The unit of a figure named name; *scale (may be NULL) the factor to the unit's base. */
+GPUM_API gpum_unit_t gpum_figure_unit(const char *name, double *scale);
+/* The unit's name as Prometheus writes it in a metric's name: "bytes", "seconds", "ratio",
+ * "per_second", "" for a count. */
+GPUM_API const char *gpum_unit_name(gpum_unit_t unit);
+/* A value in the unit's base as people read it: bytes "2.50 GiB"; seconds "850 ns", "11.4 ms",
+ * "2.5 s", "1h30m" (from 100 s on); ratio "93.0%"; rate "1.23k/s"; count "42", "2.35",
+ * "12.3k", "4.56M". Returns buf; GPUM_FIGURE_BUFSZ always suffices (else truncated). */
+#define GPUM_FIGURE_BUFSZ 32
+GPUM_API char *gpum_value_format(gpum_unit_t unit, double value, char *buf, size_t len);
+/* gpum_value_format of a figure by its name: ("queue_p99_us", 11400) is "11.4 ms". */
+GPUM_API char *gpum_figure_format(const char *name, double value, char *buf, size_t len);
 #ifdef __cplusplus
 }
 #endif
