@@ -284,6 +284,10 @@ GPUM_API int gpum_client_resize(gpum_client_t *c, const char *id, uint64_t bytes
  * longer held) and returns 0, the reason saying what it waits for. */
 GPUM_API int gpum_client_suspend(gpum_client_t *c, const char *id, gpum_reservation_t *out);
 GPUM_API int gpum_client_resume(gpum_client_t *c, const char *id, gpum_reservation_t *out);
+/* One reservation by id ("r-7"), anyone's, live or ended (gpumd's ledger keeps ended ones for
+ * its ledger.retention): what `list` shows of it, without walking the list. GPUM_ENOENT when
+ * gpumd knows none of that id, GPUM_EINVAL for an id that is none, or the client's errors. */
+GPUM_API int gpum_client_get(gpum_client_t *c, const char *id, gpum_reservation_t *out);
 /* Rebinds a connection-bound reservation to this connection (after a daemon restart). */
 GPUM_API int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
                                 gpum_reservation_t *out);

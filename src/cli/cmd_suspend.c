@@ -42,30 +42,12 @@ static void usage(FILE *out, const char *cmd) {
           s ? "suspended" : "resumed (or waits for room)");
 }
 
-typedef struct {
-  const char *id;
-  gpum_reservation_t *out;
-} find_t;
-
-static int find_one(void *user, gpum_list_part_t part, const gpum_reservation_t *r, const char *doc,
-                    size_t len) {
-  find_t *f = user;
-  (void)part, (void)doc, (void)len;
-  if (strcmp(r->id, f->id) != 0)
-    return 0;
-  *f->out = *r;
-  return 1; /* found: the walk stops */
-}
-
-/* The live reservation id now (a walk of the node's list: gpumd has no lookup of one). 0 or
- * GPUM_ENOENT. */
+/* The live reservation id now. 0, or GPUM_ENOENT when it has ended. */
 static int get_one(gpum_client_t *c, const char *id, gpum_reservation_t *out) {
-  gpum_list_query_t q = {.all = true};
-  find_t f = {id, out};
-  int rc = gpum_client_list_each(c, &q, false, find_one, &f, NULL);
-  if (rc == 1)
-    return 0;
-  return rc != 0 ? rc : gpum_error(GPUM_ENOENT, "%s has ended", id);
+  int rc = gpum_client_get(c, id, out);
+  if (rc == 0 && gpum_res_state_is_final(out->state))
+    return gpum_error(GPUM_ENOENT, "%s has ended (%s)", id, gpum_res_state_name(out->state));
+  return rc;
 }
 
 static double now_s(void) {

@@ -28,8 +28,21 @@ assert r["state"] == "GRANTED" and r["reason"] == "granted on GPU 0", r
 r = c.ok("release", reservation=r["id"])["reservation"]
 why = "released by uid %d pid %d" % (os.getuid(), os.getpid())
 assert r["state"] == "RELEASED" and r["reason"] == why, r
+g = c.ok("get", reservation=r["id"])["reservation"]
+assert g["id"] == r["id"] and g["state"] == "RELEASED" and g["reason"] == why, g
+live = c.ok("reserve", bytes_per_gpu=2**20, label="get-me")["reservation"]
+other = Client()  # anyone may look, as anyone may list everyone
+g = other.ok("get", reservation=live["id"])["reservation"]
+listed = [x for x in other.ok("list", all=True)["reservations"] if x["id"] == live["id"]]
+assert g["state"] == "GRANTED" and g["label"] == "get-me" and "token" not in g, g
+assert listed and all(listed[0][k] == g[k] for k in listed[0] if k != "token"), (listed, g)
+assert "no reservation r-99999" in c.err("get", "ENOENT", reservation="r-99999")
+c.err("get", "EINVAL", reservation="seven")
+c.err("get", "EINVAL")
+assert "unknown field" in c.err("get", "EINVAL", reservation=live["id"], all=True)
+c.ok("release", reservation=live["id"])
 ' || t_fail "hello/status"
-t_ok "hello and status; a reservation granted and released with its reasons"
+t_ok "hello and status; a reservation granted and released with its reasons; get of one, live and ended"
 
 t_expect 1 "$GPUMD"
 grep -q "another gpumd" "$T_ERR" || { cat "$T_ERR" >&2; t_fail "second gpumd: no clear message"; }

@@ -18,7 +18,7 @@ from .adaptive import Adaptive, BatchInfo, BatchStats, adaptive  # noqa: E402
 from .reserve import (  # noqa: E402
     CudaAlreadyInitialized, Device, Pressure, Reservation, reserve,
 )
-from .node import Gpu, Status, devices, reservations, status  # noqa: E402
+from .node import Gpu, Status, devices, reservation, reservations, status  # noqa: E402
 from .pool import Pool, PoolStats  # noqa: E402
 from .monitor import Monitor  # noqa: E402
 from .batcher import Batcher, BatcherStats  # noqa: E402
@@ -47,7 +47,7 @@ __all__ = [
     "DaemonUnavailable", "NeverFits", "Busy", "Interrupted", "CudaAlreadyInitialized",
     "estimate", "Estimate", "presets", "accumulation", "adaptive", "Adaptive", "BatchInfo",
     "BatchStats", "reserve", "Reservation", "Device", "Pressure", "library_path", "devices",
-    "status", "reservations", "Status", "Gpu", "Pool", "PoolStats", "Monitor", "Batcher",
+    "status", "reservation", "reservations", "Status", "Gpu", "Pool", "PoolStats", "Monitor", "Batcher",
     "BatcherStats", "TierCache", "TierCacheStats", "TierStats", "Tier", "Placement", "Reporter",
     "profile", "Profiler", "Summary", "summary", "profile_report", "benchmark", "BenchmarkResult",
     "window_stats", "WindowStats",

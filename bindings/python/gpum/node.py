@@ -208,6 +208,26 @@ def reservations(*, all: bool = True, state: Optional[str] = None, label: Option
         lib.gpum_client_close(cl)
 
 
+def reservation(id: str, *, socket: Optional[str] = None) -> Dict[str, Any]:
+    """One reservation of gpumd's by id ("r-7"), anyone's, live or ended (its ledger keeps the
+    ended ones for ledger.retention), as its document (docs/protocol.md, get). Raises NotFound
+    when gpumd knows none of that id, InvalidArgument for an id that is none, GpumError when
+    gpumd cannot be reached."""
+    cl = c.c_void_p()
+    check(lib.gpum_client_connect(socket.encode() if socket else None, 5000, c.byref(cl)))
+    try:
+        out = c.c_void_p()
+        check(lib.gpum_client_call_json(cl, b"get", json.dumps({"reservation": id}).encode(),
+                                        c.byref(out)))
+        try:
+            doc: Dict[str, Any] = json.loads(c.string_at(out).decode())["reservation"]
+            return doc
+        finally:
+            _libc.free(out)
+    finally:
+        lib.gpum_client_close(cl)
+
+
 def _open() -> c.c_void_p:
     sess = c.c_void_p()
     check(lib.gpum_device_open(None, c.byref(sess)))

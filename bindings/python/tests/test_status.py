@@ -3,6 +3,8 @@
 field names and values), and gpumd's view when it runs."""
 import json
 
+import pytest
+
 import gpum
 from conftest import gpum as run_gpum, jobs
 
@@ -30,3 +32,20 @@ def test_status_with_gpumd(gpumd):
         assert st.gpumd is not None
         held = [d for d in st.gpumd["devices"] if r.id in d["reservations"]]
         assert len(held) == 1 and held[0]["reserved"] >= 6 << 30
+
+
+def test_reservation_by_id(gpumd):
+    """gpum.reservation: one document by id, live and then ended (from the ledger), the same
+    document list gives; NotFound for an id gpumd never gave, InvalidArgument for no id."""
+    with gpum.reserve("1GiB", label="py-get", set_env=False) as r:
+        doc = gpum.reservation(r.id)
+        listed = [d for d in gpum.reservations() if d["id"] == r.id]
+        assert doc["id"] == r.id and doc["state"] == "GRANTED" and doc["label"] == "py-get"
+        assert len(listed) == 1 and listed[0]["bytes_per_gpu"] == doc["bytes_per_gpu"]
+        assert "fenced" in doc
+    ended = gpum.reservation(r.id)
+    assert ended["state"] == "RELEASED", ended["state"]
+    with pytest.raises(gpum.NotFound):
+        gpum.reservation("r-999999")
+    with pytest.raises(gpum.InvalidArgument):
+        gpum.reservation("seven")

@@ -529,6 +529,23 @@ int gpumd_op_release(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
   return 0;
 }
 
+int gpumd_op_get(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req, json_t **out) {
+  (void)a;
+  const gpumd_resv_t *r = gpumd_sched_find(d->sched, req->resv.id);
+  gpumd_resv_t old;
+  if (!r && d->ledger && gpumd_ledger_get(d->ledger, req->resv.id, &old) == 0)
+    r = &old;
+  if (!r) {
+    char idb[GPUMD_RESV_ID_BUFSZ];
+    return gpum_error(GPUM_ENOENT, "no reservation %s",
+                      gpumd_resv_id_format(req->resv.id, idb, sizeof idb));
+  }
+  json_t *o = gpumd_engine_resv_json(d, r, false);
+  gpumd_engine_resv_add_fenced(d, o, r);
+  *out = json_pack("{s:o}", GPUM_PROTO_F_RESERVATION, o);
+  return 0;
+}
+
 /* ---- suspend, resume (suspend.c; docs/suspend.md) ------------------------------------------ */
 
 /* A suspend (by hand: held until a resume by hand) or a resume of rid, the owner or an admin;
@@ -726,6 +743,7 @@ SOCK_OP(enable, gpumd_switch_req_t, gpumd_switch_decode, (j, false, &req), gpumd
 SOCK_OP(report, gpumd_report_req_t, gpumd_report_decode, (j, &req), gpumd_op_report)
 SOCK_OP(suspend, gpumd_release_req_t, gpumd_release_decode, (j, &req), gpumd_op_suspend)
 SOCK_OP(resume, gpumd_release_req_t, gpumd_release_decode, (j, &req), gpumd_op_resume)
+SOCK_OP(get, gpumd_release_req_t, gpumd_release_decode, (j, &req), gpumd_op_get)
 
 /* The reply of a socket op's core (rc, and its body or the reservation left in fast). */
 static void answer(gpumd_conn_t *c, json_t *id, int rc, const gpumd_resv_reply_t *fast,
@@ -779,15 +797,23 @@ void gpumd_op_dispatch(gpumd_conn_t *c, json_t *id, const char *op, json_t *req)
     const char *name;
     void (*fn)(gpumd_conn_t *, json_t *, json_t *);
     op_core_fn core;
-  } ops[] = {
-      {GPUM_PROTO_OP_HELLO, op_hello, NULL},           {GPUM_PROTO_OP_STATUS, NULL, sock_status},
-      {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},     {GPUM_PROTO_OP_RELEASE, NULL, sock_release},
-      {GPUM_PROTO_OP_RENEW, NULL, sock_renew},         {GPUM_PROTO_OP_RESIZE, NULL, sock_resize},
-      {GPUM_PROTO_OP_ATTACH, op_attach, NULL},         {GPUM_PROTO_OP_LIST, op_list, NULL},
-      {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL}, {GPUM_PROTO_OP_ALERTS, NULL, sock_alerts},
-      {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},     {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
-      {GPUM_PROTO_OP_REPORT, NULL, sock_report},       {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL},
-      {GPUM_PROTO_OP_SUSPEND, NULL, sock_suspend},     {GPUM_PROTO_OP_RESUME, NULL, sock_resume}};
+  } ops[] = {{GPUM_PROTO_OP_HELLO, op_hello, NULL},
+             {GPUM_PROTO_OP_STATUS, NULL, sock_status},
+             {GPUM_PROTO_OP_RESERVE, NULL, sock_reserve},
+             {GPUM_PROTO_OP_RELEASE, NULL, sock_release},
+             {GPUM_PROTO_OP_RENEW, NULL, sock_renew},
+             {GPUM_PROTO_OP_RESIZE, NULL, sock_resize},
+             {GPUM_PROTO_OP_ATTACH, op_attach, NULL},
+             {GPUM_PROTO_OP_LIST, op_list, NULL},
+             {GPUM_PROTO_OP_HTTP_TOKEN, op_http_token, NULL},
+             {GPUM_PROTO_OP_ALERTS, NULL, sock_alerts},
+             {GPUM_PROTO_OP_DISABLE, NULL, sock_disable},
+             {GPUM_PROTO_OP_ENABLE, NULL, sock_enable},
+             {GPUM_PROTO_OP_REPORT, NULL, sock_report},
+             {GPUM_PROTO_OP_WATCH, gpumd_watch_op, NULL},
+             {GPUM_PROTO_OP_SUSPEND, NULL, sock_suspend},
+             {GPUM_PROTO_OP_RESUME, NULL, sock_resume},
+             {GPUM_PROTO_OP_GET, NULL, sock_get}};
   const size_t n = sizeof ops / sizeof ops[0];
   gpum_error_clear();
   for (size_t i = 0; i < n; i++) {

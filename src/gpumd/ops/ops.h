@@ -156,6 +156,10 @@ int gpumd_op_suspend(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req
                      json_t **out);
 int gpumd_op_resume(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req,
                     json_t **out);
+/* One reservation by id, live or ended (the ledger keeps the ended ones for ledger.retention):
+ * {"reservation": R} with its fenced use as the REST document has it. Anyone may look, as
+ * anyone may list everyone's. ENOENT when there is none. */
+int gpumd_op_get(gpumd_t *d, const gpumd_actor_t *a, const gpumd_release_req_t *req, json_t **out);
 int gpumd_op_report(gpumd_t *d, const gpumd_actor_t *a, const gpumd_report_req_t *req,
                     json_t **out);
 /* The operator's switch (admin.c): {"device": index or UUID, "reason"} makes the device

@@ -719,27 +719,18 @@ int gpumd_http_resv_list(gpumd_http_call_t *call) {
   return gpumd_op_list(call->d, &a, &req, &call->out);
 }
 
-int gpumd_http_resv_get(gpumd_http_call_t *call) {
-  uint64_t id = 0;
-  if (gpumd_resv_id_parse(call->id, &id) != 0)
-    return gpum_error(GPUM_EINVAL, "'%.64s' is not a reservation id such as r-1", call->id);
-  const gpumd_resv_t *r = gpumd_sched_find(call->d->sched, id);
-  gpumd_resv_t old;
-  if (!r && call->d->ledger && gpumd_ledger_get(call->d->ledger, id, &old) == 0)
-    r = &old;
-  if (!r)
-    return gpum_error(GPUM_ENOENT, "no reservation %s", call->id);
-  json_t *o = gpumd_engine_resv_json(call->d, r, false);
-  gpumd_engine_resv_add_fenced(call->d, o, r);
-  call->out = json_pack("{s:o}", "reservation", o);
-  return 0;
-}
-
 /* The reservation the path names ({ID}), with the protocol's messages. An id that is not UTF-8
  * reads as none ("must be a reservation id"), as it did when it went through a JSON request. */
 static int path_resv(const gpumd_http_call_t *call, gpumd_resv_ref_t *out) {
   bool text = gpumd_utf8_valid(call->id, strlen(call->id));
   return gpumd_resv_ref_decode(text ? call->id : NULL, out);
+}
+
+int gpumd_http_resv_get(gpumd_http_call_t *call) {
+  gpumd_actor_t a = http_actor(call);
+  gpumd_release_req_t req;
+  int rc = path_resv(call, &req.resv);
+  return rc != 0 ? rc : gpumd_op_get(call->d, &a, &req, &call->out);
 }
 
 /* A call on the reservation of the path that takes no body (DELETE, suspend, resume): the

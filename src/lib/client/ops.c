@@ -180,6 +180,10 @@ int gpum_client_resume(gpum_client_t *c, const char *id, gpum_reservation_t *out
   return call_res(c, request(GPUM_PROTO_OP_RESUME, GPUM_PROTO_F_RESERVATION, id), out);
 }
 
+int gpum_client_get(gpum_client_t *c, const char *id, gpum_reservation_t *out) {
+  return call_res(c, request(GPUM_PROTO_OP_GET, GPUM_PROTO_F_RESERVATION, id), out);
+}
+
 int gpum_client_attach(gpum_client_t *c, const char *id, const char *token,
                        gpum_reservation_t *out) {
   json_t *o = request(GPUM_PROTO_OP_ATTACH, GPUM_PROTO_F_RESERVATION, id);

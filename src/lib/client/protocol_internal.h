@@ -45,6 +45,7 @@
 #define GPUM_PROTO_OP_WATCH "watch"
 #define GPUM_PROTO_OP_SUSPEND "suspend" /* {"reservation"}: docs/suspend.md */
 #define GPUM_PROTO_OP_RESUME "resume"   /* {"reservation"} */
+#define GPUM_PROTO_OP_GET "get"         /* {"reservation"}: one, live or ended */
 
 /* ---- Fields ----------------------------------------------------------------------------- */
 
