@@ -18,6 +18,8 @@
 #include <event2/buffer.h>
 #include <gpum/fence.h>
 #include <gpum/gputype.h>
+#include <gpum/report.h>
+#include <gpum/size.h>
 #include <gpum/version.h>
 
 #include "obs_internal.h"
@@ -456,11 +458,48 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
   }
 }
 
-/* The figures processes report on their reservations (reports.c), one sample each. */
-static void workload_metrics(gpumd_t *d, writer_t *w) {
-  family(w, "gpum_workload_figure", "gauge",
-         "A figure a job's process reports about its own work (its pool, request batcher or "
-         "tiered cache; docs/batcher.md), by reservation, pid, source and figure.");
+/* The figures processes report on their reservations (reports.c), one family per unit, the
+ * unit read from the figure's name (gpum_figure_unit) and put in the family's name, as
+ * Prometheus names carry theirs: "queue_p99_us" 11400 is
+ * gpum_workload_seconds{figure="queue_p99"} 0.0114. Counts, which have no unit, go to
+ * gpum_workload_value ("_count" is the suffix Prometheus keeps for histograms). */
+static const struct {
+  gpum_unit_t unit;
+  const char *name, *help;
+} workload_families[] = {
+    {GPUM_UNIT_BYTES, "gpum_workload_bytes",
+     "A figure in bytes a job's process reports about its own work, by reservation, pid, source "
+     "and figure (its name without the unit: docs/report.md)."},
+    {GPUM_UNIT_SECONDS, "gpum_workload_seconds",
+     "A time a job's process reports about its own work (a latency percentile), seconds."},
+    {GPUM_UNIT_RATIO, "gpum_workload_ratio",
+     "A fraction a job's process reports about its own work, 0 to 1."},
+    {GPUM_UNIT_PER_SECOND, "gpum_workload_per_second",
+     "A rate a job's process reports about its own work, per second."},
+    {GPUM_UNIT_COUNT, "gpum_workload_value",
+     "A figure without a unit (a count, a batch size) a job's process reports about its own "
+     "work."},
+};
+
+/* Whether a figure before key in figures has the same unit and stem (e.g. "wait_ms" and
+ * "wait_us"): only the first of them is written, so no series appears twice. */
+static bool workload_shadowed(json_t *figures, const char *key, gpum_unit_t unit, size_t stem) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(figures, k, v) {
+    if (k == key || strcmp(k, key) == 0)
+      return false;
+    if (gpum_figure_unit(k, NULL) == unit && gpum_figure_stem_len(k) == stem &&
+        strncmp(k, key, stem) == 0)
+      return true;
+  }
+  return false;
+}
+
+static void workload_family(gpumd_t *d, writer_t *w, size_t f) {
+  gpum_unit_t unit = workload_families[f].unit;
+  const char *name = workload_families[f].name;
+  bool any = false;
   size_t n = gpumd_reports_count(d);
   for (size_t i = 0; i < n; i++) {
     uint64_t rid;
@@ -473,12 +512,27 @@ static void workload_metrics(gpumd_t *d, writer_t *w) {
     label_u(base, sizeof base, "pid", (unsigned long long)pid);
     label(base, sizeof base, "source", source);
     json_object_foreach(figures, k, v) {
-      char l[LABELS_LEN];
+      double scale;
+      if (gpum_figure_unit(k, &scale) != unit)
+        continue;
+      size_t stem = gpum_figure_stem_len(k);
+      if (workload_shadowed(figures, k, unit, stem))
+        continue;
+      if (!any)
+        family(w, name, "gauge", workload_families[f].help);
+      any = true;
+      char l[LABELS_LEN], fig[GPUM_REPORT_NAME_MAX + 1];
+      snprintf(fig, sizeof fig, "%.*s", (int)stem, k);
       memcpy(l, base, sizeof l);
-      label(l, sizeof l, "figure", k);
-      sample_d(w, "gpum_workload_figure", l, json_number_value(v));
+      label(l, sizeof l, "figure", fig);
+      sample_d(w, name, l, json_number_value(v) * scale);
     }
   }
+}
+
+static void workload_metrics(gpumd_t *d, writer_t *w) {
+  for (size_t f = 0; f < sizeof workload_families / sizeof workload_families[0]; f++)
+    workload_family(d, w, f);
 }
 
 static void queue_metrics(gpumd_t *d, writer_t *w) {
