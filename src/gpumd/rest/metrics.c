@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <gpum/fence.h>
@@ -619,6 +620,92 @@ static void xid_alert_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n)
         active[lv]);
 }
 
+/* ---- dcgm-exporter's names (metrics.dcgm_names) ------------------------------------------- */
+
+/* dcgm-exporter's default counters (its etc/default-counters.csv) that gpumd samples, in
+ * DCGM's units: memory in MiB, utilisation in percent, power in watts, clocks in MHz. Its
+ * others (memory temperature, energy, PCIe, NVLink, encoder, remapped rows, the profiling
+ * DCGM_FI_PROF_* fields) gpumd does not read, and leaves out. */
+static const struct {
+  gpum_metric_t metric;
+  const char *name, *help;
+  double div;
+} dcgm_families[] = {
+    {GPUM_METRIC_CLOCK_SM, "DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", 1},
+    {GPUM_METRIC_CLOCK_MEM, "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", 1},
+    {GPUM_METRIC_TEMPERATURE, "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", 1},
+    {GPUM_METRIC_POWER, "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", 1000},
+    {GPUM_METRIC_UTIL_GPU, "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", 1},
+    {GPUM_METRIC_UTIL_MEMORY, "DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", 1},
+    {GPUM_METRIC_MEMORY_FREE, "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", 1 << 20},
+    {GPUM_METRIC_MEMORY_USED, "DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", 1 << 20},
+};
+
+/* dcgm-exporter's labels of an NVIDIA device: gpu (NVML's index; a MIG instance's parent's,
+ * with GPU_I_ID its GPU instance), UUID, pci_bus_id, device ("nvidia0"), modelName, Hostname,
+ * DCGM_FI_DRIVER_VERSION. False for a device of another vendor (DCGM reads NVIDIA's only). */
+static bool dcgm_labels(const devview_t *v, const char *host, char *l, size_t cap) {
+  const gpum_device_info_t *in = &v->dev->info;
+  if (!in->vendor || strcmp(in->vendor, "nvidia") != 0)
+    return false;
+  bool mig = in->valid & GPUM_INFO_MIG && in->parent_index >= 0;
+  unsigned gpu = mig ? (unsigned)in->parent_index : in->vendor_index;
+  char dev[32];
+  snprintf(dev, sizeof dev, "nvidia%u", gpu);
+  l[0] = '\0';
+  label_u(l, cap, "gpu", gpu);
+  label(l, cap, "UUID", mig ? in->parent_uuid : in->uuid);
+  label(l, cap, "pci_bus_id", in->valid & GPUM_INFO_PCI ? in->pci_bus_id : "");
+  label(l, cap, "device", dev);
+  label(l, cap, "modelName", in->name);
+  if (mig)
+    label_u(l, cap, "GPU_I_ID", in->mig_gi);
+  label(l, cap, "Hostname", host);
+  label(l, cap, "DCGM_FI_DRIVER_VERSION", v->have_procs ? v->procs.driver_version : "");
+  return true;
+}
+
+static void dcgm_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0)
+    host[0] = '\0';
+  static char labels[GPUMD_MAX_DEVICES][LABELS_LEN]; /* loop thread only */
+  bool nv[GPUMD_MAX_DEVICES];
+  for (unsigned i = 0; i < n; i++)
+    nv[i] = dcgm_labels(&v[i], host, labels[i], LABELS_LEN);
+  for (size_t f = 0; f < sizeof dcgm_families / sizeof dcgm_families[0]; f++) {
+    gpum_metric_t m = dcgm_families[f].metric;
+    bool any = false;
+    for (unsigned i = 0; i < n; i++) {
+      if (!nv[i] || !v[i].have_sample || !gpum_sample_valid(&v[i].s, m))
+        continue;
+      if (!any)
+        family(w, dcgm_families[f].name, "gauge", dcgm_families[f].help);
+      any = true;
+      double x = gpumd_obs_sample_value(&v[i].s, m);
+      if (dcgm_families[f].div == 1 << 20)
+        sample_u(w, dcgm_families[f].name, labels[i], (unsigned long long)x >> 20);
+      else
+        sample_d(w, dcgm_families[f].name, labels[i], x / dcgm_families[f].div);
+    }
+  }
+  /* The number of the device's newest Xid, 0 before any (a gauge, as DCGM has it). */
+  struct gpumd_obs *o = d->obs;
+  bool any = false;
+  for (unsigned i = 0; i < n; i++) {
+    if (!nv[i])
+      continue;
+    if (!any)
+      family(w, "DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.");
+    any = true;
+    const gpumd_xid_count_t *last = NULL;
+    for (size_t k = 0; o && k < o->xid_count; k++)
+      if (o->xids[k].device == v[i].dev->index && (!last || o->xids[k].seq > last->seq))
+        last = &o->xids[k];
+    sample_u(w, "DCGM_FI_DEV_XID_ERRORS", labels[i], last ? (unsigned long long)last->xid : 0ull);
+  }
+}
+
 static int render(gpumd_t *d, struct evbuffer *out) {
   static devview_t v[GPUMD_MAX_DEVICES]; /* loop thread only; too big for the stack */
   writer_t w = {.out = out, .rc = 0};
@@ -645,6 +732,8 @@ static int render(gpumd_t *d, struct evbuffer *out) {
   device_static_metrics(d, &w, v, n);
   device_metrics(&w, v, n);
   xid_alert_metrics(d, &w, v, n);
+  if (d->metrics_dcgm)
+    dcgm_metrics(d, &w, v, n);
   if (d->sched) {
     sched_device_metrics(&w, v, n);
     process_metrics(&w, v, n);
