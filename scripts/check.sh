@@ -48,13 +48,13 @@ fi
 
 # The Python package, with Debian's mypy (python3-mypy) and the configuration in its
 # pyproject.toml; the cache goes into the build directory, out of the source tree.
-echo "check: mypy on bindings/python/gpum"
+echo "check: mypy on bindings/python/gpum and its build backend"
 if ! /usr/bin/python3 -m mypy --version >/dev/null 2>&1; then
   problem "mypy is not installed for /usr/bin/python3 (scripts/deps.sh installs python3-mypy)"
 elif ! mypy_out=$(/usr/bin/python3 -m mypy --config-file bindings/python/pyproject.toml \
-  --cache-dir "$build/mypy-cache" bindings/python/gpum 2>&1); then
+  --cache-dir "$build/mypy-cache" bindings/python/gpum bindings/python/_gpum_build 2>&1); then
   echo "$mypy_out" >&2
-  problem "mypy found problems in bindings/python/gpum (above)"
+  problem "mypy found problems in bindings/python (above)"
 fi
 # The example service is kept as clean, with the package's configuration (gpum found through
 # MYPYPATH, as the example finds it through PYTHONPATH).

@@ -54,6 +54,10 @@ typedef enum {
 } gpum_unit_t;
 /* The unit of a figure named name; *scale (may be NULL) the factor to the unit's base. */
 GPUM_API gpum_unit_t gpum_figure_unit(const char *name, double *scale);
+/* The length of name without the suffix that gave its unit: 9 for "queue_p99_us" ("queue_p99"),
+ * 4 for "ooms" (a count has no suffix); 0 for NULL. Where a unit goes into a metric's name, the
+ * figure is labelled by this stem (gpumd's gpum_workload_seconds{figure="queue_p99"}). */
+GPUM_API size_t gpum_figure_stem_len(const char *name);
 /* The unit's name as Prometheus writes it in a metric's name: "bytes", "seconds", "ratio",
  * "per_second", "" for a count. */
 GPUM_API const char *gpum_unit_name(gpum_unit_t unit);

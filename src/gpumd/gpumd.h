@@ -139,6 +139,7 @@ typedef struct {
   unsigned pid[GPUMD_MAX_PROCS];
   uint64_t memory[GPUMD_MAX_PROCS];
   gpum_device_sample_t sample; /* the memory metrics only (valid bits say which) */
+  char driver_version[32];     /* the driver's, as the reader's session says ("" unknown) */
 } gpumd_procs_t;
 
 /* The calls a lower module makes upwards, wired once by main.c before anything starts: the
@@ -207,6 +208,7 @@ struct gpumd {
   uint64_t job_timeout_ms; /* job_timeout and queue.max, read per request (gpumd_engine_reload) */
   int64_t queue_max;
   uint64_t metrics_max_age_ns; /* http.metrics_max_age: how stale a /metrics may be */
+  bool metrics_dcgm;           /* metrics.dcgm_names: dcgm-exporter's families too */
 
   /* Scheduler, ledger and leases (ops.c, leases.c). */
   gpumd_sched_t *sched;

@@ -4,7 +4,8 @@
 # through a batcher and reports the batcher's figures and a custom one on its reservation
 # (progs/report_job.c checks what the listing shows, and that a reporter with a thread reports by
 # itself); while it runs, /metrics carries them as
-# gpum_workload_figure (promtool check metrics clean), the REST document of the reservation
+# gpum_workload_value, _seconds, _per_second (the unit read from each figure's name, the figure
+# label its name without the unit; promtool check metrics clean), the REST document of the reservation
 # shows them, and gpum jobs prints them. gpumd refuses hostile reports with a clear error and
 # changes nothing (bad names, non-numbers, too many figures, an ungranted or unknown
 # reservation, another uid's when run as root); when the job ends its reports are gone.
@@ -41,11 +42,25 @@ curl -sS -f -o "$M" "$BASE/metrics" || t_fail "GET /metrics"
 "$PROMTOOL" check metrics <"$M" >"$T_SCRATCH/promtool.out" 2>&1 ||
   t_fail "promtool check metrics: $(cat "$T_SCRATCH/promtool.out")"
 [ ! -s "$T_SCRATCH/promtool.out" ] || t_fail "promtool complained: $(cat "$T_SCRATCH/promtool.out")"
-grep -q "^gpum_workload_figure{reservation=\"$rid\",pid=\"[0-9]*\",source=\"infer\",figure=\"completed\"} 100$" "$M" ||
+grep -q "^gpum_workload_value{reservation=\"$rid\",pid=\"[0-9]*\",source=\"infer\",figure=\"completed\"} 100$" "$M" ||
   t_fail "no completed figure in /metrics: $(grep workload "$M")"
-grep -q "^gpum_workload_figure{reservation=\"$rid\",.*source=\"train\",figure=\"batch_size\"} 32$" "$M" ||
+grep -q "^gpum_workload_value{reservation=\"$rid\",.*source=\"train\",figure=\"batch_size\"} 32$" "$M" ||
   t_fail "no custom figure in /metrics: $(grep workload "$M")"
-t_ok "/metrics carries the figures per reservation, pid, source and figure; promtool is clean"
+python3 - "$M" <<'PY' || t_fail "figures by unit: $(grep workload "$M")"
+import re, sys
+text = open(sys.argv[1]).read()
+rows = re.findall(r'^(gpum_workload_\w+)\{.*source="infer",figure="(\w+)"\} (\S+)$', text, re.M)
+unit = {f: n for n, f, v in rows}
+value = {f: float(v) for n, f, v in rows}
+assert unit["queue_p99"] == "gpum_workload_seconds" and unit["e2e_p50"] == "gpum_workload_seconds", unit
+assert 0 < value["e2e_p99"] < 60, value  # seconds now, from microseconds
+assert unit["throughput"] == "gpum_workload_per_second" and value["throughput"] > 0, unit
+assert unit["completed"] == "gpum_workload_value", unit
+assert "gpum_workload_figure" not in text
+for fam in set(unit.values()):
+    assert len(re.findall("^# TYPE %s gauge$" % fam, text, re.M)) == 1, fam
+PY
+t_ok "/metrics carries the figures by unit, per reservation, pid, source and figure; promtool is clean"
 
 curl -sS -f -o "$T_SCRATCH/resv.json" "$BASE/api/v1/reservations/$rid" || t_fail "GET reservation"
 t_pyjson "$T_SCRATCH/resv.json" '
@@ -53,6 +68,7 @@ w = d["reservation"]["workload"]
 assert sorted(x["source"] for x in w) == ["fit", "infer", "periodic", "train"], w
 infer = [x for x in w if x["source"] == "infer"][0]
 assert infer["figures"]["completed"] == 100 and infer["figures"]["e2e_p99_us"] > 0, infer
+assert infer["figures"]["throughput_per_s"] > 0 and "throughput" not in infer["figures"], infer
 assert infer["age_ms"] >= 0
 ' || t_fail "REST document: $(cat "$T_SCRATCH/resv.json")"
 t_ok "the REST document of the reservation has the workload"
@@ -111,5 +127,5 @@ exec 7>&-
 wait "$JOB" || { cat "$T_SCRATCH/job.err" >&2; t_fail "the job failed"; }
 grep -q '^done$' "$T_SCRATCH/job.out" || t_fail "the job did not finish: $(cat "$T_SCRATCH/job.out")"
 curl -sS -f -o "$M" "$BASE/metrics" || t_fail "GET /metrics"
-! grep -q "^gpum_workload_figure{" "$M" || t_fail "figures outlived the job: $(grep workload "$M")"
+! grep -q "^gpum_workload_[a-z_]*{" "$M" || t_fail "figures outlived the job: $(grep workload "$M")"
 t_ok "the figures go with the reservation"

@@ -22,27 +22,30 @@ static void test_unit_of_names(void **state) {
     const char *name;
     gpum_unit_t unit;
     double scale;
+    size_t stem; /* the name's length without its unit's suffix */
   } cases[] = {
-      {"allocated_bytes", GPUM_UNIT_BYTES, 1},
-      {"queue_p99_us", GPUM_UNIT_SECONDS, 1e-6},
-      {"step_ms", GPUM_UNIT_SECONDS, 1e-3},
-      {"wait_ns", GPUM_UNIT_SECONDS, 1e-9},
-      {"run_seconds", GPUM_UNIT_SECONDS, 1},
-      {"items_per_s", GPUM_UNIT_PER_SECOND, 1},
-      {"tokens_per_second", GPUM_UNIT_PER_SECOND, 1},
-      {"hit_ratio", GPUM_UNIT_RATIO, 1},
-      {"util_percent", GPUM_UNIT_RATIO, 0.01},
-      {"queued", GPUM_UNIT_COUNT, 1},
-      {"bytes", GPUM_UNIT_COUNT, 1}, /* a suffix needs a name before it */
-      {"status", GPUM_UNIT_COUNT, 1},
-      {"bus", GPUM_UNIT_COUNT, 1},
+      {"allocated_bytes", GPUM_UNIT_BYTES, 1, 9},
+      {"queue_p99_us", GPUM_UNIT_SECONDS, 1e-6, 9},
+      {"step_ms", GPUM_UNIT_SECONDS, 1e-3, 4},
+      {"wait_ns", GPUM_UNIT_SECONDS, 1e-9, 4},
+      {"run_seconds", GPUM_UNIT_SECONDS, 1, 3},
+      {"items_per_s", GPUM_UNIT_PER_SECOND, 1, 5},
+      {"tokens_per_second", GPUM_UNIT_PER_SECOND, 1, 6},
+      {"hit_ratio", GPUM_UNIT_RATIO, 1, 3},
+      {"util_percent", GPUM_UNIT_RATIO, 0.01, 4},
+      {"queued", GPUM_UNIT_COUNT, 1, 6},
+      {"bytes", GPUM_UNIT_COUNT, 1, 5}, /* a suffix needs a name before it */
+      {"status", GPUM_UNIT_COUNT, 1, 6},
+      {"bus", GPUM_UNIT_COUNT, 1, 3},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     double scale = -1;
     assert_int_equal(gpum_figure_unit(cases[i].name, &scale), cases[i].unit);
     assert_true(fabs(scale - cases[i].scale) < 1e-15);
+    assert_int_equal(gpum_figure_stem_len(cases[i].name), cases[i].stem);
   }
   assert_int_equal(gpum_figure_unit(NULL, NULL), GPUM_UNIT_COUNT);
+  assert_int_equal(gpum_figure_stem_len(NULL), 0);
   assert_string_equal(gpum_unit_name(GPUM_UNIT_BYTES), "bytes");
   assert_string_equal(gpum_unit_name(GPUM_UNIT_SECONDS), "seconds");
   assert_string_equal(gpum_unit_name(GPUM_UNIT_RATIO), "ratio");

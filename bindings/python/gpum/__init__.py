@@ -13,6 +13,7 @@ from .errors import (  # noqa: E402
     Busy, DaemonUnavailable, GpumError, Interrupted, InvalidArgument, NeverFits, NotFound,
     OutOfMemory, PermissionDenied, Timeout,
 )
+from .units import Size, format_figure, format_size  # noqa: E402
 from .estimate import Estimate, accumulation, estimate, presets  # noqa: E402
 from .adaptive import Adaptive, BatchInfo, BatchStats, adaptive  # noqa: E402
 from .reserve import (  # noqa: E402
@@ -56,4 +57,6 @@ __all__ = [
     "GPUConfig", "GPUConfigBuilder", "GPUManager", "DeviceChoice", "ReleaseReport",
     # Serving
     "BatchProcessor", "ModelStats",
+    # Sizes and figures as libgpum writes them
+    "Size", "format_size", "format_figure",
 ]

@@ -7,7 +7,7 @@
         ...
 
 gpumd shows the figures with the reservation (`gpum jobs`, the REST API, /metrics as
-gpum_workload_figure). The reporter also hears gpumd's memory pressure on the reservation's
+gpum_workload_bytes, _seconds, ... by the unit in each figure's name). The reporter also hears gpumd's memory pressure on the reservation's
 GPUs: a Batcher added to it takes half-size batches until the pressure clears, a TierCache
 demotes its coldest device entries as it rises; `rep.pressure` says whether there is some.
 """

@@ -35,6 +35,7 @@ from .errors import (
     PermissionDenied, check, error_for,
 )
 from .pool import _size
+from .units import Size
 
 __all__ = ["reserve", "Reservation", "Device", "Pressure", "CudaAlreadyInitialized"]
 
@@ -66,7 +67,7 @@ class CudaAlreadyInitialized(RuntimeError):
 class Device:
     index: int         # gpumd's index
     uuid: str
-    memory_total: int  # bytes
+    memory_total: int  # bytes (a Size: prints as "80.00 GiB")
     vendor: str = ""   # "nvidia", "amd", "intel", "host" ("" when gpumd does not say)
     vendor_index: int = 0  # its number among its vendor's devices (rocm-smi's, Level Zero's)
 
@@ -138,9 +139,9 @@ class Reservation:
         return self._r.id.decode() if self._r else ""
 
     @property
-    def limit(self) -> int:
-        """Bytes reserved per GPU."""
-        return self._r.bytes_per_gpu if self._r else 0
+    def limit(self) -> Size:
+        """Bytes reserved per GPU (an int that prints as "20.00 GiB")."""
+        return Size(self._r.bytes_per_gpu if self._r else 0)
 
     @property
     def devices(self) -> Tuple[Device, ...]:
@@ -148,8 +149,17 @@ class Reservation:
         if not r:
             return ()
         return tuple(Device(r.devices[i].index, r.devices[i].uuid.decode(),
-                            r.devices[i].memory_total, r.devices[i].vendor.decode(),
+                            Size(r.devices[i].memory_total), r.devices[i].vendor.decode(),
                             r.devices[i].vendor_index) for i in range(r.ndevices))
+
+    def __repr__(self) -> str:
+        if self._cpu_reason is not None:
+            return f"<gpum.Reservation on the CPU: {self._cpu_reason}>"
+        if not self._r:
+            size = Size(self._req.bytes_per_gpu)
+            return f"<gpum.Reservation of {size} x {self._req.gpus} GPUs, not held>"
+        gpus = ", ".join(str(d.index) for d in self.devices)
+        return f"<gpum.Reservation {self.id} {self.state}: {self.limit} on GPU {gpus}>"
 
     @property
     def state(self) -> str:

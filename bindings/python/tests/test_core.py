@@ -88,3 +88,15 @@ def test_estimate_max_batch_and_accumulation():
     micro, steps = gpum.accumulation(256, 48)
     assert micro * steps >= 256 and micro <= 48
     assert "llama-70b" in gpum.presets()
+
+
+def test_sizes_and_figures_print_as_libgpum_writes_them():
+    import json
+    assert str(gpum.Size(5 << 29)) == repr(gpum.Size(5 << 29)) == "2.50 GiB"
+    assert str(gpum.Size(512)) == "512 B" and gpum.format_size(0) == "0 B"
+    assert gpum.Size(1 << 30) + 1 == (1 << 30) + 1 and type(gpum.Size(1) + 1) is int
+    assert json.dumps({"limit": gpum.Size(1 << 30)}) == '{"limit": 1073741824}'
+    assert f"{gpum.Size(2048)}" == "2.00 KiB" and f"{gpum.Size(2048):>6d}" == "  2048"
+    assert gpum.format_figure("queue_p99_us", 11400) == "11.4 ms"
+    assert gpum.format_figure("allocated_bytes", 5 << 29) == "2.50 GiB"
+    assert gpum.format_figure("hit_ratio", 0.93) == "93.0%"

@@ -27,6 +27,12 @@ def test_grant_environment_and_release(gpumd):
         assert os.environ["GPUM_MEM_LIMIT"] == str(10 * GiB)
         assert os.environ["GPUM_RESERVATION_ID"] == r.id
         assert [j["id"] for j in jobs() if j["label"] == "py-env"] == [r.id]
+        # Sizes print as libgpum writes them; they stay ints.
+        assert str(r.limit) == repr(r.limit) == f"{r.limit}" == "10.00 GiB"
+        assert f"{r.limit:d}" == str(10 * GiB) and r.limit + 0 == 10 * GiB
+        assert str(r.devices[0].memory_total) == "80.00 GiB"
+        gpus = ", ".join(str(d.index) for d in r.devices)
+        assert repr(r) == f"<gpum.Reservation {r.id} GRANTED: 10.00 GiB on GPU {gpus}>", repr(r)
     assert not [j for j in jobs() if j["label"] == "py-env"]
     assert "GPUM_RESERVATION_ID" not in os.environ  # put back as it was
 

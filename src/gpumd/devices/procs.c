@@ -11,6 +11,7 @@
  * driver answers fast (the readers' sweep), by each device's reader when it does not. A reader
  * stuck in a call at stop is left behind.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <gpum/device.h>
@@ -44,6 +45,7 @@ static int read_list(gpum_device_session_t *s, unsigned index, const void *reque
     p->sample.memory_free = smp.memory_free;
     p->sample.memory_reserved = smp.memory_reserved;
   }
+  snprintf(p->driver_version, sizeof p->driver_version, "%s", gpum_device_driver_version(s));
   int rc = gpum_device_processes(s, index, procs, GPUMD_MAX_PROCS, &n);
   p->valid = rc == 0 || rc == GPUM_ENOSPC;
   for (size_t i = 0; p->valid && i < n && i < GPUMD_MAX_PROCS; i++) {

@@ -872,6 +872,7 @@ int gpumd_engine_reload(gpumd_t *d) {
   d->job_timeout_ms = gpum_config_get_duration(d->cfg, "job_timeout");
   d->queue_max = gpum_config_get_int(d->cfg, "queue.max");
   d->metrics_max_age_ns = gpum_config_get_duration(d->cfg, "http.metrics_max_age") * 1000000ull;
+  d->metrics_dcgm = gpum_config_get_bool(d->cfg, "metrics.dcgm_names");
   if (!d->sched) {
     gpumd_sched_callbacks_t cb = {
         .on_transition = on_transition, .on_pressure = on_pressure, .user = d};

@@ -4,8 +4,8 @@
  * request batcher, its tiered cache; libgpum's reporter, gpum/report.h) with the "report" op.
  * gpumd keeps the latest set per (reservation, pid, source) while the reservation is granted and
  * the process lives, and shows them with the reservation ("workload" in listings and the REST
- * document, gpum_workload_figure in /metrics). Nothing of it goes to the ledger: figures are a
- * view, re-sent by the process every period.
+ * document, the gpum_workload_* families in /metrics, one per unit). Nothing of it goes to the
+ * ledger: figures are a view, re-sent by the process every period.
  */
 #include <errno.h>
 #include <signal.h>

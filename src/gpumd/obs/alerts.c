@@ -281,6 +281,7 @@ static void count_xid(struct gpumd_obs *o, unsigned device, uint64_t xid) {
   for (size_t i = 0; i < o->xid_count; i++)
     if (o->xids[i].device == device && o->xids[i].xid == xid) {
       o->xids[i].count++;
+      o->xids[i].seq = ++o->xid_seq;
       return;
     }
   if (o->xid_count == GPUMD_OBS_MAX_XIDS) {
@@ -288,7 +289,8 @@ static void count_xid(struct gpumd_obs *o, unsigned device, uint64_t xid) {
              GPUMD_OBS_MAX_XIDS, (unsigned long long)xid);
     return;
   }
-  o->xids[o->xid_count++] = (gpumd_xid_count_t){.device = device, .xid = xid, .count = 1};
+  o->xids[o->xid_count++] =
+      (gpumd_xid_count_t){.device = device, .xid = xid, .count = 1, .seq = ++o->xid_seq};
 }
 
 void gpumd_obs_monitor_event(gpumd_t *d, const gpum_monitor_event_t *ev) {

@@ -30,6 +30,7 @@ typedef struct {
   unsigned device;
   uint64_t xid;
   uint64_t count;
+  uint64_t seq; /* the newest of a device's Xids has the highest (DCGM_FI_DEV_XID_ERRORS) */
 } gpumd_xid_count_t;
 
 struct gpumd_sse_stream;
@@ -66,6 +67,7 @@ struct gpumd_obs {
   uint64_t last_event_ns[GPUMD_MAX_DEVICES];  /* per device slot: newest "sample" event */
   gpumd_xid_count_t xids[GPUMD_OBS_MAX_XIDS];
   size_t xid_count;
+  uint64_t xid_seq; /* Xids counted so far: the seq of the newest */
   /* engine.c hooks (counted in alerts.c) */
   uint64_t transitions[GPUMD_RESV_SUSPENDED + 1]; /* by the state entered */
   uint64_t wait_buckets[GPUMD_OBS_WAIT_BUCKETS];

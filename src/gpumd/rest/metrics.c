@@ -14,10 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <gpum/fence.h>
 #include <gpum/gputype.h>
+#include <gpum/report.h>
+#include <gpum/size.h>
 #include <gpum/version.h>
 
 #include "obs_internal.h"
@@ -456,11 +459,48 @@ static void reservation_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned 
   }
 }
 
-/* The figures processes report on their reservations (reports.c), one sample each. */
-static void workload_metrics(gpumd_t *d, writer_t *w) {
-  family(w, "gpum_workload_figure", "gauge",
-         "A figure a job's process reports about its own work (its pool, request batcher or "
-         "tiered cache; docs/batcher.md), by reservation, pid, source and figure.");
+/* The figures processes report on their reservations (reports.c), one family per unit, the
+ * unit read from the figure's name (gpum_figure_unit) and put in the family's name, as
+ * Prometheus names carry theirs: "queue_p99_us" 11400 is
+ * gpum_workload_seconds{figure="queue_p99"} 0.0114. Counts, which have no unit, go to
+ * gpum_workload_value ("_count" is the suffix Prometheus keeps for histograms). */
+static const struct {
+  gpum_unit_t unit;
+  const char *name, *help;
+} workload_families[] = {
+    {GPUM_UNIT_BYTES, "gpum_workload_bytes",
+     "A figure in bytes a job's process reports about its own work, by reservation, pid, source "
+     "and figure (its name without the unit: docs/report.md)."},
+    {GPUM_UNIT_SECONDS, "gpum_workload_seconds",
+     "A time a job's process reports about its own work (a latency percentile), seconds."},
+    {GPUM_UNIT_RATIO, "gpum_workload_ratio",
+     "A fraction a job's process reports about its own work, 0 to 1."},
+    {GPUM_UNIT_PER_SECOND, "gpum_workload_per_second",
+     "A rate a job's process reports about its own work, per second."},
+    {GPUM_UNIT_COUNT, "gpum_workload_value",
+     "A figure without a unit (a count, a batch size) a job's process reports about its own "
+     "work."},
+};
+
+/* Whether a figure before key in figures has the same unit and stem (e.g. "wait_ms" and
+ * "wait_us"): only the first of them is written, so no series appears twice. */
+static bool workload_shadowed(json_t *figures, const char *key, gpum_unit_t unit, size_t stem) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(figures, k, v) {
+    if (k == key || strcmp(k, key) == 0)
+      return false;
+    if (gpum_figure_unit(k, NULL) == unit && gpum_figure_stem_len(k) == stem &&
+        strncmp(k, key, stem) == 0)
+      return true;
+  }
+  return false;
+}
+
+static void workload_family(gpumd_t *d, writer_t *w, size_t f) {
+  gpum_unit_t unit = workload_families[f].unit;
+  const char *name = workload_families[f].name;
+  bool any = false;
   size_t n = gpumd_reports_count(d);
   for (size_t i = 0; i < n; i++) {
     uint64_t rid;
@@ -473,12 +513,27 @@ static void workload_metrics(gpumd_t *d, writer_t *w) {
     label_u(base, sizeof base, "pid", (unsigned long long)pid);
     label(base, sizeof base, "source", source);
     json_object_foreach(figures, k, v) {
-      char l[LABELS_LEN];
+      double scale;
+      if (gpum_figure_unit(k, &scale) != unit)
+        continue;
+      size_t stem = gpum_figure_stem_len(k);
+      if (workload_shadowed(figures, k, unit, stem))
+        continue;
+      if (!any)
+        family(w, name, "gauge", workload_families[f].help);
+      any = true;
+      char l[LABELS_LEN], fig[GPUM_REPORT_NAME_MAX + 1];
+      snprintf(fig, sizeof fig, "%.*s", (int)stem, k);
       memcpy(l, base, sizeof l);
-      label(l, sizeof l, "figure", k);
-      sample_d(w, "gpum_workload_figure", l, json_number_value(v));
+      label(l, sizeof l, "figure", fig);
+      sample_d(w, name, l, json_number_value(v) * scale);
     }
   }
+}
+
+static void workload_metrics(gpumd_t *d, writer_t *w) {
+  for (size_t f = 0; f < sizeof workload_families / sizeof workload_families[0]; f++)
+    workload_family(d, w, f);
 }
 
 static void queue_metrics(gpumd_t *d, writer_t *w) {
@@ -565,6 +620,92 @@ static void xid_alert_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n)
         active[lv]);
 }
 
+/* ---- dcgm-exporter's names (metrics.dcgm_names) ------------------------------------------- */
+
+/* dcgm-exporter's default counters (its etc/default-counters.csv) that gpumd samples, in
+ * DCGM's units: memory in MiB, utilisation in percent, power in watts, clocks in MHz. Its
+ * others (memory temperature, energy, PCIe, NVLink, encoder, remapped rows, the profiling
+ * DCGM_FI_PROF_* fields) gpumd does not read, and leaves out. */
+static const struct {
+  gpum_metric_t metric;
+  const char *name, *help;
+  double div;
+} dcgm_families[] = {
+    {GPUM_METRIC_CLOCK_SM, "DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", 1},
+    {GPUM_METRIC_CLOCK_MEM, "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", 1},
+    {GPUM_METRIC_TEMPERATURE, "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", 1},
+    {GPUM_METRIC_POWER, "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", 1000},
+    {GPUM_METRIC_UTIL_GPU, "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", 1},
+    {GPUM_METRIC_UTIL_MEMORY, "DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", 1},
+    {GPUM_METRIC_MEMORY_FREE, "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", 1 << 20},
+    {GPUM_METRIC_MEMORY_USED, "DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", 1 << 20},
+};
+
+/* dcgm-exporter's labels of an NVIDIA device: gpu (NVML's index; a MIG instance's parent's,
+ * with GPU_I_ID its GPU instance), UUID, pci_bus_id, device ("nvidia0"), modelName, Hostname,
+ * DCGM_FI_DRIVER_VERSION. False for a device of another vendor (DCGM reads NVIDIA's only). */
+static bool dcgm_labels(const devview_t *v, const char *host, char *l, size_t cap) {
+  const gpum_device_info_t *in = &v->dev->info;
+  if (!in->vendor || strcmp(in->vendor, "nvidia") != 0)
+    return false;
+  bool mig = in->valid & GPUM_INFO_MIG && in->parent_index >= 0;
+  unsigned gpu = mig ? (unsigned)in->parent_index : in->vendor_index;
+  char dev[32];
+  snprintf(dev, sizeof dev, "nvidia%u", gpu);
+  l[0] = '\0';
+  label_u(l, cap, "gpu", gpu);
+  label(l, cap, "UUID", mig ? in->parent_uuid : in->uuid);
+  label(l, cap, "pci_bus_id", in->valid & GPUM_INFO_PCI ? in->pci_bus_id : "");
+  label(l, cap, "device", dev);
+  label(l, cap, "modelName", in->name);
+  if (mig)
+    label_u(l, cap, "GPU_I_ID", in->mig_gi);
+  label(l, cap, "Hostname", host);
+  label(l, cap, "DCGM_FI_DRIVER_VERSION", v->have_procs ? v->procs.driver_version : "");
+  return true;
+}
+
+static void dcgm_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0)
+    host[0] = '\0';
+  static char labels[GPUMD_MAX_DEVICES][LABELS_LEN]; /* loop thread only */
+  bool nv[GPUMD_MAX_DEVICES];
+  for (unsigned i = 0; i < n; i++)
+    nv[i] = dcgm_labels(&v[i], host, labels[i], LABELS_LEN);
+  for (size_t f = 0; f < sizeof dcgm_families / sizeof dcgm_families[0]; f++) {
+    gpum_metric_t m = dcgm_families[f].metric;
+    bool any = false;
+    for (unsigned i = 0; i < n; i++) {
+      if (!nv[i] || !v[i].have_sample || !gpum_sample_valid(&v[i].s, m))
+        continue;
+      if (!any)
+        family(w, dcgm_families[f].name, "gauge", dcgm_families[f].help);
+      any = true;
+      double x = gpumd_obs_sample_value(&v[i].s, m);
+      if (dcgm_families[f].div == 1 << 20)
+        sample_u(w, dcgm_families[f].name, labels[i], (unsigned long long)x >> 20);
+      else
+        sample_d(w, dcgm_families[f].name, labels[i], x / dcgm_families[f].div);
+    }
+  }
+  /* The number of the device's newest Xid, 0 before any (a gauge, as DCGM has it). */
+  struct gpumd_obs *o = d->obs;
+  bool any = false;
+  for (unsigned i = 0; i < n; i++) {
+    if (!nv[i])
+      continue;
+    if (!any)
+      family(w, "DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.");
+    any = true;
+    const gpumd_xid_count_t *last = NULL;
+    for (size_t k = 0; o && k < o->xid_count; k++)
+      if (o->xids[k].device == v[i].dev->index && (!last || o->xids[k].seq > last->seq))
+        last = &o->xids[k];
+    sample_u(w, "DCGM_FI_DEV_XID_ERRORS", labels[i], last ? (unsigned long long)last->xid : 0ull);
+  }
+}
+
 static int render(gpumd_t *d, struct evbuffer *out) {
   static devview_t v[GPUMD_MAX_DEVICES]; /* loop thread only; too big for the stack */
   writer_t w = {.out = out, .rc = 0};
@@ -591,6 +732,8 @@ static int render(gpumd_t *d, struct evbuffer *out) {
   device_static_metrics(d, &w, v, n);
   device_metrics(&w, v, n);
   xid_alert_metrics(d, &w, v, n);
+  if (d->metrics_dcgm)
+    dcgm_metrics(d, &w, v, n);
   if (d->sched) {
     sched_device_metrics(&w, v, n);
     process_metrics(&w, v, n);

@@ -113,7 +113,7 @@ size_t gpum_batcher_figures(gpum_batcher_t *b, gpum_figure_t *out, size_t cap) {
   fig(&f, "mean_batch", s.batches ? (double)s.completed / (double)s.batches : 0);
   fig(&f, "oom_splits", (double)s.oom_splits);
   fig(&f, "bound", (double)s.bound);
-  fig(&f, "throughput", s.throughput);
+  fig(&f, "throughput_per_s", s.throughput); /* the unit in the name: gpum_figure_unit */
   fig(&f, "queue_p50_us", s.queue_p50_us);
   fig(&f, "queue_p95_us", s.queue_p95_us);
   fig(&f, "queue_p99_us", s.queue_p99_us);

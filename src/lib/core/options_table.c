@@ -201,6 +201,10 @@ static const gpum_option_def_t builtin_table[] = {
      "How stale a GET /metrics may be: a scrape within this long of the last rendering gets "
      "that rendering again (with thousands of reservations a rendering costs the event loop "
      "milliseconds); 0 renders whenever something it shows changed (docs/metrics.md)."},
+    {"metrics.dcgm_names", GPUM_OPT_BOOL, "false", NULL, UNBOUNDED, false,
+     "GET /metrics also exports what gpumd samples under dcgm-exporter's default names and "
+     "labels (DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_GPU_UTIL, ...; gpu, UUID, modelName, Hostname), "
+     "so dashboards made for dcgm-exporter work unchanged (docs/metrics.md)."},
     /* Not in a slurm section: GPUM_SLURM_* names the plugin's variables (GPUM_SLURM_JOB), which
      * a section of that name would refuse as unknown options. */
     {"cluster.slurm_refresh", GPUM_OPT_DURATION, "30s", NULL, UNBOUNDED, false,

@@ -33,20 +33,28 @@ static bool ends_with(const char *s, size_t len, const char *suffix) {
   return len > n && memcmp(s + len - n, suffix, n) == 0;
 }
 
-gpum_unit_t gpum_figure_unit(const char *name, double *scale) {
-  double dummy;
-  if (scale == NULL)
-    scale = &dummy;
-  *scale = 1;
+/* The suffix that gives name its unit, or NULL for a count. */
+static const suffix_t *suffix_of(const char *name) {
   if (name == NULL)
-    return GPUM_UNIT_COUNT;
+    return NULL;
   size_t len = strlen(name);
   for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
-    if (ends_with(name, len, suffixes[i].suffix)) {
-      *scale = suffixes[i].scale;
-      return suffixes[i].unit;
-    }
-  return GPUM_UNIT_COUNT;
+    if (ends_with(name, len, suffixes[i].suffix))
+      return &suffixes[i];
+  return NULL;
+}
+
+gpum_unit_t gpum_figure_unit(const char *name, double *scale) {
+  const suffix_t *sf = suffix_of(name);
+  if (scale != NULL)
+    *scale = sf ? sf->scale : 1;
+  return sf ? sf->unit : GPUM_UNIT_COUNT;
+}
+
+size_t gpum_figure_stem_len(const char *name) {
+  const suffix_t *sf = suffix_of(name);
+  size_t len = name ? strlen(name) : 0;
+  return sf ? len - strlen(sf->suffix) : len;
 }
 
 const char *gpum_unit_name(gpum_unit_t unit) {
