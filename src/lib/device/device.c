@@ -606,7 +606,8 @@ int gpum_device_process_util(gpum_device_session_t *s, unsigned index, uint64_t 
   gpum__session_unlock(s);
   if (rc)
     return rc;
-  memcpy(out, raw, (n < cap ? n : cap) * sizeof *out);
+  if (n > 0 && cap > 0) /* (out may be NULL with cap 0: memcpy's arguments never may) */
+    memcpy(out, raw, (n < cap ? n : cap) * sizeof *out);
   free(raw);
   *count = n;
   if (n > cap)
