@@ -236,6 +236,29 @@ typedef struct {
 GPUM_API int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process_t *procs,
                                    size_t cap, size_t *count);
 
+/* One process's share of a device over the driver's last sample period, as NVML's
+ * nvmlDeviceGetProcessUtilization reports it: percentages, 0..100. */
+typedef struct {
+  unsigned pid;
+  uint64_t timestamp_us; /* when the driver took the sample: microseconds since the epoch */
+  unsigned sm_util;      /* SM (3D/compute) */
+  unsigned mem_util;     /* frame buffer memory */
+  unsigned enc_util;     /* video encoder */
+  unsigned dec_util;     /* video decoder */
+} gpum_process_util_t;
+
+/* The utilisation of each process on device index in samples the driver took after since_us
+ * (microseconds since the epoch; 0: every sample it keeps), the newest one per pid; a process
+ * the driver saw idle over the period has none (NVML lists only non-zero ones), nor does a
+ * sample over 100 % (a driver bug that nvtop also drops). Writes up to cap entries into out
+ * and the total into *count. Returns 0 (*count may be 0: no sample since since_us),
+ * GPUM_ENOSPC when cap < *count (the first cap entries are filled), GPUM_ENOTSUP where the
+ * driver does not give it (ROCm, Level Zero and host backends, a MIG instance, an NVML without
+ * the call or a device without it), GPUM_EINVAL for a NULL count (or out with cap > 0), or a
+ * device error as gpum_device_sample. Thread-safe like every session call. */
+GPUM_API int gpum_device_process_util(gpum_device_session_t *s, unsigned index, uint64_t since_us,
+                                      gpum_process_util_t *out, size_t cap, size_t *count);
+
 typedef enum {
   GPUM_DEVEV_XID = 1,
   GPUM_DEVEV_ECC_SINGLE = 2,

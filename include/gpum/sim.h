@@ -35,7 +35,7 @@ extern "C" {
  * of gpum_sim_device_status_t.unsupported stands for the i-th name. */
 #define GPUM_SIM_METRIC_NAMES                                                                     \
   "memory", "memory_v2", "utilization", "temperature", "power", "clocks", "ecc", "retired_pages", \
-      "remapped_rows", "processes", "events", "pci"
+      "remapped_rows", "processes", "events", "pci", "process_utilization"
 /* Bumped whenever a struct below changes; gpum_sim_status() checks it. */
 #define GPUM_SIM_API_VERSION 1
 

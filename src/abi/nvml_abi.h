@@ -190,6 +190,17 @@ typedef struct {
 } nvmlProcessDetailList_t;
 #define nvmlProcessDetailList_v1 NVML_STRUCT_VERSION(sizeof(nvmlProcessDetailList_t), 1)
 
+/* One process's utilisation over a sample period (nvmlDeviceGetProcessUtilization): one
+ * entry per process that had some non-zero utilisation in it; the values are percentages. */
+typedef struct {
+  unsigned int pid;
+  unsigned long long timeStamp; /* CPU timestamp of the sample, microseconds */
+  unsigned int smUtil;          /* SM (3D/compute) */
+  unsigned int memUtil;         /* frame buffer memory */
+  unsigned int encUtil;         /* video encoder */
+  unsigned int decUtil;         /* video decoder */
+} nvmlProcessUtilizationSample_t;
+
 typedef struct {
   char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
   unsigned int domain;
@@ -237,6 +248,11 @@ _Static_assert(sizeof(nvmlProcessDetailList_t) == 24 &&
                    offsetof(nvmlProcessDetailList_t, procArray) == 16,
                "nvmlProcessDetailList_t");
 _Static_assert(nvmlProcessDetailList_v1 == 0x01000018u, "nvmlProcessDetailList_v1");
+_Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32 &&
+                   offsetof(nvmlProcessUtilizationSample_t, timeStamp) == 8 &&
+                   offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16 &&
+                   offsetof(nvmlProcessUtilizationSample_t, decUtil) == 28,
+               "nvmlProcessUtilizationSample_t");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68 && offsetof(nvmlPciInfo_t, domain) == 16 &&
                    offsetof(nvmlPciInfo_t, bus) == 20 && offsetof(nvmlPciInfo_t, device) == 24 &&
                    offsetof(nvmlPciInfo_t, pciDeviceId) == 28 &&
@@ -311,6 +327,9 @@ _Static_assert(sizeof(nvmlTemperature_t) == 12 && nvmlTemperature_v1 == 0x010000
   X(nvmlReturn_t, nvmlDeviceGetRunningProcessDetailList,                                          \
     (nvmlDevice_t device, nvmlProcessDetailList_t * plist))                                       \
   X(nvmlReturn_t, nvmlDeviceGetConfComputeMemSizeInfo, (nvmlDevice_t device, void *memInfo))      \
+  X(nvmlReturn_t, nvmlDeviceGetProcessUtilization,                                                \
+    (nvmlDevice_t device, nvmlProcessUtilizationSample_t * utilization,                           \
+     unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp))                    \
   X(nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t * set))                                     \
   X(nvmlReturn_t, nvmlDeviceGetSupportedEventTypes,                                               \
     (nvmlDevice_t device, unsigned long long *eventTypes))                                        \

@@ -4,9 +4,10 @@
  * reads it), or one frame on stdout with --once. The screen is redrawn at every refresh
  * (--interval), at once after a key, and within COALESCE_MS of an event of gpumd's (the screen
  * watches them on its connection: a reservation, an alert, a health change, an Xid), when it
- * reads gpumd again; the keys sort, filter, switch panels, select and release a reservation. The
- * terminal is restored on every way out: q, SIGINT/SIGTERM/SIGHUP, and an error after the screen
- * was set up (atexit).
+ * reads gpumd again; the keys sort, filter, switch panels, select and release a reservation,
+ * and select and signal a process (asking which signal, then for a y). The terminal is restored
+ * on every way out: q, SIGINT/SIGTERM/SIGHUP, and an error after the screen was set up
+ * (atexit).
  *
  * Exit codes: 0 (q or a stop signal; --once: a frame with at least one readable device), 1
  * (not a terminal, the screen cannot be set up; --once: no device could be read), 2 usage.
@@ -53,8 +54,9 @@ static void usage(FILE *out) {
           "reservations and alerts are redrawn as gpumd reports changes (its events).\n"
           "\n"
           "keys: q quit, tab switch panel, s sort processes (memory, pid, user), u filter by\n"
-          "user, up/down select a reservation, r release it (asks; owner or admin only),\n"
-          "? help. The screen follows the terminal's size.\n"
+          "user, up/down select a process or a reservation, K signal the process (TERM,\n"
+          "KILL or INT; asks; your own only), r release the reservation (asks; owner or\n"
+          "admin only), ? help. The screen follows the terminal's size.\n"
           "\n"
           "options:\n"
           "  --once               print one frame to stdout and exit (width: $COLUMNS, else\n"
@@ -147,7 +149,7 @@ static int run_once(const gpum_config_t *cfg, top_opts_t *o, top_source_t *src) 
   if (code != CLI_EXIT_OK)
     fprintf(stderr, "gpum top: no device could be read%s%s\n", d->snap_error[0] ? ": " : "",
             d->snap_error);
-  top_data_clear(d);
+  top_data_release(d);
   free(d);
   free(lines);
   return code;
@@ -234,6 +236,35 @@ static void draw_line(const screen_t *s, int y, const top_line_t *l) {
   attrset(A_NORMAL);
 }
 
+/* The processes panel's rows as shown (caller frees); *n of them. */
+static top_prow_t *process_rows(const screen_t *s, size_t *n) {
+  size_t total = 0;
+  for (size_t i = 0; s->d->have_snap && i < s->d->snap.ndevs; i++)
+    total += s->d->snap.devs[i].nprocs;
+  top_prow_t *rows = total ? calloc(total, sizeof *rows) : NULL;
+  *n = rows ? top_process_rows(s->d, &s->o->view, rows, total) : 0;
+  return rows;
+}
+
+/* Keeps the process selection on a row that is still listed: else the first row while the
+ * processes panel has the focus, none otherwise. */
+static void keep_process_selection(screen_t *s) {
+  top_view_t *v = &s->o->view;
+  size_t n = 0, at = 0;
+  top_prow_t *rows = process_rows(s, &n);
+  while (v->proc_selected && at < n &&
+         (rows[at].p->pid != v->sel_pid || rows[at].gpu != v->sel_gpu))
+    at++;
+  if (!v->proc_selected || at == n) {
+    v->proc_selected = n > 0 && v->panel == TOP_PANEL_PROCESSES;
+    if (v->proc_selected) {
+      v->sel_pid = rows[0].p->pid;
+      v->sel_gpu = rows[0].gpu;
+    }
+  }
+  free(rows);
+}
+
 static bool have_id(const screen_t *s, const char *id) {
   for (size_t i = 0; i < s->nids; i++)
     if (!strcmp(s->ids[i], id))
@@ -249,6 +280,7 @@ static void draw(screen_t *s) {
   if (lines == NULL)
     return;
   top_view_t *v = &s->o->view;
+  keep_process_selection(s);
   size_t n = top_render(s->d, v, COLS, height, lines, (size_t)height, s->ids, MAX_IDS, &s->nids);
   bool stale = v->selected[0] && !have_id(s, v->selected);
   bool want = !v->selected[0] && v->panel == TOP_PANEL_RESERVATIONS && s->nids > 0;
@@ -295,7 +327,6 @@ static void prompt_user(screen_t *s) {
       clean[k++] = *p;
   clean[k] = '\0';
   snprintf(v->user, sizeof v->user, "%s", clean);
-  v->proc_offset = 0;
   snprintf(v->message, sizeof v->message, "%s", clean[0] ? "" : "showing every user");
   v->message_error = false;
 }
@@ -322,13 +353,76 @@ static bool release_selected(screen_t *s) {
   return true;
 }
 
+/* The signals the prompt offers: a key each, TERM first (Enter too). */
+static const struct {
+  int key, sig;
+  const char *name;
+} signals[] = {{'t', SIGTERM, "TERM"}, {'k', SIGKILL, "KILL"}, {'i', SIGINT, "INT"}};
+
+/* K (F9): asks which signal, then whether to send it, to the selected process; sends it only
+ * on y. Returns whether the data should be read again (a signal was sent). */
+static bool signal_selected(screen_t *s) {
+  top_view_t *v = &s->o->view;
+  v->message_error = false;
+  keep_process_selection(s);
+  if (v->panel != TOP_PANEL_PROCESSES || !v->proc_selected) {
+    snprintf(v->message, sizeof v->message,
+             "select a process first: tab to the processes panel, then up/down");
+    return false;
+  }
+  unsigned pid = v->sel_pid;
+  char cmd[64] = "?";
+  size_t n = 0;
+  top_prow_t *rows = process_rows(s, &n);
+  for (size_t i = 0; i < n; i++)
+    if (rows[i].p->pid == pid && rows[i].p->command[0])
+      snprintf(cmd, sizeof cmd, "%.63s", rows[i].p->command);
+  free(rows);
+  snprintf(v->message, sizeof v->message,
+           "signal %u (%s): t or Enter TERM, k KILL, i INT; any other key: none", pid, cmd);
+  draw(s);
+  int ch = wait_key(), k = -1;
+  if (ch == '\n' || ch == '\r' || ch == KEY_ENTER)
+    k = 0;
+  for (int i = 0; k < 0 && i < (int)(sizeof signals / sizeof signals[0]); i++)
+    if (ch == signals[i].key || ch == signals[i].key - 'a' + 'A')
+      k = i;
+  if (k < 0) {
+    snprintf(v->message, sizeof v->message, "no signal sent to %u", pid);
+    return false;
+  }
+  snprintf(v->message, sizeof v->message, "send SIG%s to %u (%s)? y/n", signals[k].name, pid, cmd);
+  draw(s);
+  ch = wait_key();
+  if (ch != 'y' && ch != 'Y') {
+    snprintf(v->message, sizeof v->message, "no signal sent to %u", pid);
+    return false;
+  }
+  int rc = top_signal(s->d, pid, signals[k].sig, signals[k].name, v->message, sizeof v->message);
+  v->message_error = rc != 0;
+  return rc == 0;
+}
+
 static void move_selection(screen_t *s, int delta) {
   top_view_t *v = &s->o->view;
   if (v->panel == TOP_PANEL_PROCESSES) {
-    if (delta < 0 && v->proc_offset > 0)
-      v->proc_offset--;
-    else if (delta > 0)
-      v->proc_offset++; /* top_render stops it at the last row */
+    size_t n = 0, at = 0;
+    top_prow_t *rows = process_rows(s, &n);
+    while (v->proc_selected && at < n &&
+           (rows[at].p->pid != v->sel_pid || rows[at].gpu != v->sel_gpu))
+      at++;
+    if (at == n)
+      at = 0;
+    else if (delta < 0 && at > 0)
+      at--;
+    else if (delta > 0 && at + 1 < n)
+      at++;
+    if (n > 0) {
+      v->proc_selected = true;
+      v->sel_pid = rows[at].p->pid;
+      v->sel_gpu = rows[at].gpu;
+    }
+    free(rows);
     return;
   }
   if (s->nids == 0)
@@ -363,7 +457,6 @@ static int on_key(screen_t *s, int ch) {
   case 's':
   case 'S':
     v->sort = (top_sort_t)((v->sort + 1) % TOP_SORT_COUNT);
-    v->proc_offset = 0;
     return 0;
   case 'u':
   case 'U':
@@ -380,6 +473,9 @@ static int on_key(screen_t *s, int ch) {
   case 'r':
   case 'R':
     return release_selected(s) ? 2 : 0;
+  case 'K':
+  case KEY_F(9):
+    return signal_selected(s) ? 2 : 0;
   case '?':
   case 'h':
     v->help = true;
@@ -511,7 +607,7 @@ static int run_screen(const gpum_config_t *cfg, top_opts_t *o, top_source_t *src
   }
 out:
   restore_terminal();
-  top_data_clear(d);
+  top_data_release(d);
   free(d);
   free(s);
   return CLI_EXIT_OK;

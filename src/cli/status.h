@@ -55,6 +55,12 @@ typedef struct {
   gpum_memory_health_t memhealth;
   gpum_process_t *procs; /* malloc'd; nprocs entries */
   size_t nprocs;
+  /* The processes' GPU utilisation (readers started with process_util: gpum top), the newest
+   * sample per pid of the last seconds; malloc'd, nputil entries. putil_rc: 0, GPUM_ENOTSUP
+   * where the driver does not give it, or the error of the read; not read: GPUM_ENOTSUP. */
+  gpum_process_util_t *putil;
+  size_t nputil;
+  int putil_rc;
   cli_state_t state;
   int error;                   /* the code behind an ERROR state (or a transient failure), else 0 */
   char reason[CLI_REASON_LEN]; /* why the state is not AVAILABLE, or a note (transient driver
@@ -81,6 +87,11 @@ typedef struct {
 typedef struct cli_readers cli_readers_t;
 int cli_readers_start(const gpum_config_t *cfg, gpum_backend_kind_t backend,
                       const gpum_busy_thresholds_t *busy, cli_readers_t **out);
+/* The same, and each read also takes the per-process GPU utilisation of a device with
+ * processes when process_util is set (cli_snapshot_read_process_util). */
+int cli_readers_start_with(const gpum_config_t *cfg, gpum_backend_kind_t backend,
+                           const gpum_busy_thresholds_t *busy, bool process_util,
+                           cli_readers_t **out);
 /* Reads devs[0..n) (their index set) at once, each by its reader, waiting at most timeout_ms: a
  * device that has not answered by then (or whose reader is still in a call from an earlier
  * read) gets an ERROR row that says so (error GPUM_ETIMEDOUT). Returns 0 or GPUM_ENOMEM. */
@@ -93,6 +104,12 @@ void cli_readers_free(cli_readers_t *r);
  * Returns 0 or GPUM_ENOMEM; failures of the device are recorded in d, not returned. */
 int cli_snapshot_read(gpum_device_session_t *s, cli_dev_snap_t *d,
                       const gpum_busy_thresholds_t *busy);
+/* Reads the per-process GPU utilisation of d->index on s into d->putil (samples of the last
+ * PUTIL_WINDOW seconds, the newest per pid), its result in d->putil_rc. Returns 0 or
+ * GPUM_ENOMEM. */
+int cli_snapshot_read_process_util(gpum_device_session_t *s, cli_dev_snap_t *d);
+/* Frees what d owns (its process list and samples). */
+void cli_dev_snap_free(cli_dev_snap_t *d);
 /* Takes a snapshot: the header from session s, and the devices in sel[0..nsel) (all devices
  * when all is true) read by readers, waiting at most timeout_ms for them. Indexes must have
  * been checked against gpum_device_count. Returns 0 or GPUM_ENOMEM; per-device failures are

@@ -24,14 +24,18 @@ struct cli_readers {
 /* The busy thresholds the readers classify with. Static: a reader left behind in a hung call
  * may still use them after cli_readers_free, until the process ends (one set per process). */
 static gpum_busy_thresholds_t busy_rules;
+/* Whether a read also takes the per-process GPU utilisation (gpum top). Static for the same
+ * reason. */
+static bool read_process_util;
 
 /* A device that cannot be read at all: an ERROR row with the reason. */
 static void unreadable(cli_dev_snap_t *d, unsigned index, int err, const char *why) {
-  free(d->procs);
+  cli_dev_snap_free(d);
   memset(d, 0, sizeof *d);
   d->index = index;
   d->error = err;
   d->info_rc = d->sample_rc = d->memhealth_rc = d->procs_rc = err;
+  d->putil_rc = GPUM_ENOTSUP;
   d->state = CLI_STATE_ERROR;
   snprintf(d->reason, sizeof d->reason, "%s", why);
 }
@@ -48,6 +52,8 @@ static int read_device(gpum_device_session_t *s, unsigned index, const void *req
     return 0;
   }
   int rc = cli_snapshot_read(s, d, &busy_rules);
+  if (rc == 0 && read_process_util && d->error == 0 && d->nprocs > 0)
+    rc = cli_snapshot_read_process_util(s, d);
   if (rc != 0)
     unreadable(d, index, rc, gpum_strerror(rc));
   return 0;
@@ -55,13 +61,17 @@ static int read_device(gpum_device_session_t *s, unsigned index, const void *req
 
 static void free_device(void *result, void *user) {
   (void)user;
-  cli_dev_snap_t *d = result;
-  free(d->procs);
-  d->procs = NULL;
+  cli_dev_snap_free(result);
 }
 
 int cli_readers_start(const gpum_config_t *cfg, gpum_backend_kind_t backend,
                       const gpum_busy_thresholds_t *busy, cli_readers_t **out) {
+  return cli_readers_start_with(cfg, backend, busy, false, out);
+}
+
+int cli_readers_start_with(const gpum_config_t *cfg, gpum_backend_kind_t backend,
+                           const gpum_busy_thresholds_t *busy, bool process_util,
+                           cli_readers_t **out) {
   cli_readers_t *cr = calloc(1, sizeof *cr);
   if (!cr)
     return gpum_error(GPUM_ENOMEM, "out of memory");
@@ -72,6 +82,7 @@ int cli_readers_start(const gpum_config_t *cfg, gpum_backend_kind_t backend,
     if (backend != GPUM_BACKEND_AUTO)
       o.device.backend = backend;
     busy_rules = *busy;
+    read_process_util = process_util;
     rc = gpum_device_readers_start(&o, NULL, 0, &cr->rs);
   }
   if (rc != 0) {
@@ -101,7 +112,8 @@ int cli_readers_read(cli_readers_t *cr, cli_dev_snap_t *devs, size_t n, unsigned
              "no answer within %u ms: a driver call on this device does not return "
              "(status.timeout)",
              timeout_ms);
-    devs[i].procs = NULL;
+    devs[i].procs = NULL; /* the caller's, not freed here */
+    devs[i].putil = NULL;
     unreadable(&devs[i], devs[i].index, GPUM_ETIMEDOUT, why);
   }
   free(idx);

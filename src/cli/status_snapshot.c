@@ -145,8 +145,46 @@ static int read_processes(gpum_device_session_t *s, cli_dev_snap_t *d) {
   return 0;
 }
 
+/* How far back the per-process utilisation is taken: NVML keeps samples of some seconds and
+ * takes one every fraction of a second, so this holds the newest of each busy process. */
+#define PUTIL_WINDOW_US 2000000ull
+
+int cli_snapshot_read_process_util(gpum_device_session_t *s, cli_dev_snap_t *d) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  uint64_t now_us = (uint64_t)now.tv_sec * 1000000ull + (uint64_t)now.tv_nsec / 1000ull;
+  uint64_t since = now_us > PUTIL_WINDOW_US ? now_us - PUTIL_WINDOW_US : 0;
+  size_t cap = d->nprocs + 8, count = 0, filled = 0;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    gpum_process_util_t *u = realloc(d->putil, cap * sizeof *u);
+    if (!u)
+      return GPUM_ENOMEM;
+    d->putil = u;
+    gpum_error_clear();
+    d->putil_rc = gpum_device_process_util(s, d->index, since, d->putil, cap, &count);
+    if (d->putil_rc != GPUM_ENOSPC) {
+      d->nputil = d->putil_rc == 0 ? count : 0;
+      return 0;
+    }
+    filled = cap;
+    cap = count + 8;
+  }
+  d->putil_rc = 0;
+  d->nputil = filled; /* still growing: what fitted */
+  return 0;
+}
+
+void cli_dev_snap_free(cli_dev_snap_t *d) {
+  free(d->procs);
+  free(d->putil);
+  d->procs = NULL;
+  d->putil = NULL;
+  d->nprocs = d->nputil = 0;
+}
+
 int cli_snapshot_read(gpum_device_session_t *s, cli_dev_snap_t *d,
                       const gpum_busy_thresholds_t *busy) {
+  d->putil_rc = GPUM_ENOTSUP;
   gpum_error_clear();
   d->info_rc = gpum_device_get_info(s, d->index, &d->info);
   if (is_device_failure(d->info_rc))
@@ -226,7 +264,7 @@ void cli_snapshot_free(cli_snapshot_t *snap) {
   json_decref(snap->gpumd);
   snap->gpumd = NULL;
   for (size_t i = 0; i < snap->ndevs; i++)
-    free(snap->devs[i].procs);
+    cli_dev_snap_free(&snap->devs[i]);
   free(snap->devs);
   snap->devs = NULL;
   snap->ndevs = 0;

@@ -35,15 +35,16 @@ typedef enum { TOP_PANEL_PROCESSES, TOP_PANEL_RESERVATIONS, TOP_PANEL_COUNT } to
 typedef enum { TOP_SORT_MEMORY, TOP_SORT_PID, TOP_SORT_USER, TOP_SORT_COUNT } top_sort_t;
 
 /* What the screen shows beside the data: the focused panel, the order of the processes, the
- * user filter ("" none), the selected reservation (its id; "" none), the first process row
- * shown (scrolling of the processes panel), a status line (the last action's result or a
- * prompt; "" none) and whether the help replaces the panels. */
+ * user filter ("" none), the selected reservation (its id; "" none), the selected process row
+ * (its pid and GPU, when proc_selected), a status line (the last action's result or a prompt;
+ * "" none) and whether the help replaces the panels. */
 typedef struct {
   top_panel_t panel;
   top_sort_t sort;
   char user[64];
   char selected[TOP_ID_LEN];
-  size_t proc_offset;
+  bool proc_selected;
+  unsigned sel_pid, sel_gpu;
   char message[200];
   bool message_error; /* the message is shown in red */
   bool help;
@@ -56,6 +57,34 @@ typedef struct {
   size_t n, next;
 } top_history_t;
 
+/* What top reads of a process from /proc at each refresh (top_proc.c), besides what the
+ * driver says of it. */
+typedef struct {
+  unsigned pid;
+  bool seen;       /* /proc/PID/stat was read (not: another PID namespace, or gone) */
+  bool rss_valid;  /* rss was read */
+  bool uid_valid;  /* uid and user were read */
+  uint64_t start;  /* start time, clock ticks after boot: tells a reused pid apart */
+  uint64_t ticks;  /* user + system CPU time, clock ticks */
+  double cpu;      /* % of one CPU since the last refresh; < 0: not known (yet) */
+  uint64_t rss;    /* resident host memory, bytes */
+  uint64_t run_ms; /* since it started */
+  unsigned uid;
+  char user[64]; /* the uid's name (cached per uid), or the number */
+} top_proc_t;
+
+/* A process's CPU time at the last refresh: the start of the next CPU %. */
+typedef struct {
+  unsigned pid;
+  uint64_t start, ticks, at_ns;
+} top_cpu_t;
+
+/* A uid's name, looked up once. */
+typedef struct {
+  int64_t uid;
+  char name[64];
+} top_uid_t;
+
 /* One frame's data. */
 typedef struct {
   cli_snapshot_t snap;
@@ -67,8 +96,21 @@ typedef struct {
   json_t *reservations; /* gpumd's "list" {"all":true} reply's array, or NULL without gpumd */
   json_t *alerts;       /* gpumd's "alerts" reply ({active, history}), or NULL */
   top_history_t hist[TOP_MAX_DEVICES];
-  uint64_t now_ns; /* wall clock of the frame, for ages */
+  uint64_t now_ns;   /* wall clock of the frame, for ages */
+  top_proc_t *procs; /* the snapshot's processes from /proc, each pid once, by pid */
+  size_t nprocs;
+  /* Kept across refreshes (like hist): the CPU times of the last one, and the uids' names. */
+  top_cpu_t *cpu;
+  size_t ncpu;
+  top_uid_t *uids;
+  size_t nuids, cap_uids;
 } top_data_t;
+
+/* A row of the processes panel: a process on one GPU (a process on two GPUs has two). */
+typedef struct {
+  const gpum_process_t *p; /* points into the frame's snapshot */
+  unsigned gpu;
+} top_prow_t;
 
 typedef struct {
   uint16_t off, len; /* bytes of text */
@@ -136,11 +178,39 @@ size_t top_render(const top_data_t *d, const top_view_t *v, int width, int heigh
                   top_line_t *lines, size_t max, char (*ids)[TOP_ID_LEN], size_t cap_ids,
                   size_t *nids);
 
+/* The processes panel's rows for d and v (the user filter, the sort), in the order shown:
+ * up to cap into rows; returns how many there are. */
+size_t top_process_rows(const top_data_t *d, const top_view_t *v, top_prow_t *rows, size_t cap);
+
+/* ---- processes from /proc (top_proc.c) ---- */
+
+/* Reads /proc for every process of d's snapshot into d->procs; the CPU % from the times kept
+ * from the last call (d->cpu, then replaced by this call's). */
+void top_procs_read(top_data_t *d);
+/* d's /proc figures of pid, or NULL. */
+const top_proc_t *top_proc_find(const top_data_t *d, unsigned pid);
+/* The name of uid: from d's cache, else looked up (getpwuid_r) and kept; the number when the
+ * uid has no name; NULL only when memory runs out. */
+const char *top_uid_name(top_data_t *d, int64_t uid);
+/* The name of uid from d's cache only, or NULL (the frame's side: it never looks up). */
+const char *top_uid_lookup(const top_data_t *d, int64_t uid);
+/* Sums utime and stime (fields 14, 15) and reads starttime (22) of a /proc/PID/stat text.
+ * Returns 0, or -1 for a text that is not one. */
+int top_parse_stat(const char *text, uint64_t *ticks, uint64_t *start);
+/* Sends sig (its name without SIG: "TERM") to pid, unless pid is no more the process d shows
+ * (a reused pid: its start time differs). Returns 0 with "SIGTERM sent to 812" in msg, or the
+ * errno (EPERM: not the user's; ESRCH: gone) with the reason in msg. Never signals pid 0 or
+ * a process group. */
+int top_signal(const top_data_t *d, unsigned pid, int sig, const char *name, char *msg, size_t len);
+
 /* Adds the snapshot's figures to the histories (one point per device per call). */
 void top_history_add(top_data_t *d);
 
-/* Frees what d holds (snapshot and gpumd documents), keeping the histories. */
+/* Frees what d holds (snapshot, gpumd documents, /proc figures), keeping the histories, the
+ * CPU times and the names of uids. */
 void top_data_clear(top_data_t *d);
+/* Frees everything d holds (not d itself). */
+void top_data_release(top_data_t *d);
 
 /* The sort's name as shown ("memory", "pid", "user"). */
 const char *top_sort_name(top_sort_t s);

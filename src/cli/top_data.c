@@ -2,10 +2,12 @@
 /*
  * The data of `gpum top`'s frames (top.h): the devices as `gpum status` reads them (the same
  * snapshot, its readers kept across refreshes so a device stuck in a driver call stays one
- * ERROR row instead of a new hung thread each time), and gpumd's view when it runs: its status
- * (per-GPU reserved bytes, the operator's DISABLED switch), every reservation (queued ones with
- * their position, the shim's figures, workload reports) and the last alerts. A gpumd that does
- * not answer within GPUMD_TIMEOUT_MS is shown as not running; the devices still are.
+ * ERROR row instead of a new hung thread each time; they also read each process's GPU
+ * utilisation), the processes' CPU, host memory, run time and owner from /proc (top_proc.c),
+ * and gpumd's view when it runs: its status (per-GPU reserved bytes, the operator's DISABLED
+ * switch), every reservation (queued ones with their position, the shim's figures, workload
+ * reports) and the last alerts. A gpumd that does not answer within GPUMD_TIMEOUT_MS is shown
+ * as not running; the devices still are.
  *
  * The live screen keeps its connection to gpumd and watches gpumd's events on it (the watch op,
  * every type but samples): cmd_top.c polls its fd, and an event makes it read gpumd's part
@@ -68,7 +70,8 @@ static void fetch_devices(top_source_t *src, top_data_t *d) {
     int rc = cli_open_session_as(src->cfg, src->pinned, &src->session);
     if (rc == 0) {
       src->pinned = gpum_device_backend(src->session);
-      if (!src->readers && cli_readers_start(src->cfg, src->pinned, &src->busy, &src->readers))
+      if (!src->readers &&
+          cli_readers_start_with(src->cfg, src->pinned, &src->busy, true, &src->readers))
         rc = GPUM_ENOMEM;
     }
     if (rc != 0) {
@@ -164,18 +167,31 @@ static void fetch_gpumd(top_source_t *src, top_data_t *d) {
   gpum_error_clear();
 }
 
+/* Looks up the names of the reservations' owners now, so that the frame finds them in d's
+ * cache (each uid once for the life of the screen). */
+static void name_owners(top_data_t *d) {
+  size_t i;
+  const json_t *r;
+  json_array_foreach(d->reservations, i, r) {
+    top_uid_name(d, (int64_t)json_integer_value(json_object_get(r, "uid")));
+  }
+}
+
 void top_fetch(top_source_t *src, top_data_t *d) {
   top_data_clear(d);
   d->snap_error[0] = '\0';
   snprintf(d->socket, sizeof d->socket, "%s", src->socket);
   fetch_devices(src, d);
   top_history_add(d);
+  top_procs_read(d);
   fetch_gpumd(src, d);
+  name_owners(d);
   d->now_ns = gpum_clock_real_ns();
 }
 
 void top_fetch_gpumd(top_source_t *src, top_data_t *d) {
   fetch_gpumd(src, d);
+  name_owners(d);
   d->now_ns = gpum_clock_real_ns();
 }
 

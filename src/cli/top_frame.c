@@ -73,6 +73,9 @@ void top_history_add(top_data_t *d) {
 }
 
 void top_data_clear(top_data_t *d) {
+  free(d->procs);
+  d->procs = NULL;
+  d->nprocs = 0;
   if (d->have_snap)
     cli_snapshot_free(&d->snap);
   d->have_snap = false;
@@ -81,6 +84,15 @@ void top_data_clear(top_data_t *d) {
   json_decref(d->reservations);
   json_decref(d->alerts);
   d->status = d->reservations = d->alerts = NULL;
+}
+
+void top_data_release(top_data_t *d) {
+  top_data_clear(d);
+  free(d->cpu);
+  free(d->uids);
+  d->cpu = NULL;
+  d->uids = NULL;
+  d->ncpu = d->nuids = d->cap_uids = 0;
 }
 
 static const char *jstr(const json_t *o, const char *key) {
@@ -92,10 +104,15 @@ static int64_t jint(const json_t *o, const char *key) {
   return (int64_t)json_integer_value(json_object_get(o, key));
 }
 
-/* A user's name as the frame shows it: printable ASCII only. */
-static void user_name(int64_t uid, char *buf, size_t len) {
+/* A user's name as the frame shows it: printable ASCII only. From the names top_fetch looked
+ * up (top_uid_name), else looked up here. */
+static void user_name(const top_data_t *d, int64_t uid, char *buf, size_t len) {
   char raw[256];
-  cli_user_name(uid, raw, sizeof raw);
+  const char *known = top_uid_lookup(d, uid);
+  if (known)
+    snprintf(raw, sizeof raw, "%s", known);
+  else
+    cli_user_name(uid, raw, sizeof raw);
   top__clean(raw, buf, len);
 }
 
@@ -341,68 +358,140 @@ static void build_gpus(lines_t *ls, const top_data_t *d, const top_view_t *v) {
 
 /* ---- processes ---- */
 
-typedef struct {
-  const gpum_process_t *p;
-  unsigned gpu;
-} proc_row_t;
+/* The user a row shows: the owner's name from /proc (top's cache), else the device layer's. */
+static const char *row_user(const top_data_t *d, const gpum_process_t *p) {
+  const top_proc_t *h = top_proc_find(d, p->pid);
+  return h && h->uid_valid ? h->user : p->user;
+}
+
+/* The sort functions see the frame through this (qsort has no context argument; the frame is
+ * rendered on one thread). */
+static const top_data_t *sort_data;
 
 static int by_memory(const void *a, const void *b) {
-  const proc_row_t *x = a, *y = b;
+  const top_prow_t *x = a, *y = b;
   uint64_t mx = x->p->memory_valid ? x->p->memory : 0, my = y->p->memory_valid ? y->p->memory : 0;
   if (mx != my)
     return mx > my ? -1 : 1;
-  return (x->p->pid > y->p->pid) - (x->p->pid < y->p->pid);
+  if (x->p->pid != y->p->pid)
+    return x->p->pid < y->p->pid ? -1 : 1;
+  return (x->gpu > y->gpu) - (x->gpu < y->gpu);
 }
 
 static int by_pid(const void *a, const void *b) {
-  const proc_row_t *x = a, *y = b;
+  const top_prow_t *x = a, *y = b;
   if (x->p->pid != y->p->pid)
     return x->p->pid < y->p->pid ? -1 : 1;
   return (x->gpu > y->gpu) - (x->gpu < y->gpu);
 }
 
 static int by_user(const void *a, const void *b) {
-  const proc_row_t *x = a, *y = b;
-  int c = strcmp(x->p->user, y->p->user);
+  const top_prow_t *x = a, *y = b;
+  int c = strcmp(row_user(sort_data, x->p), row_user(sort_data, y->p));
   return c ? c : by_memory(a, b);
 }
 
-/* The processes panel: its title and column header in head, a row per process in body. */
-static void build_processes(lines_t *head, lines_t *body, const top_data_t *d,
-                            const top_view_t *v) {
-  size_t n = 0, total = 0;
+size_t top_process_rows(const top_data_t *d, const top_view_t *v, top_prow_t *rows, size_t cap) {
+  size_t total = 0, n = 0;
   for (size_t i = 0; d->have_snap && i < d->snap.ndevs; i++)
     total += d->snap.devs[i].nprocs;
-  proc_row_t *rows = total ? calloc(total, sizeof *rows) : NULL;
-  for (size_t i = 0; rows && i < d->snap.ndevs; i++) {
+  top_prow_t *all = total ? calloc(total, sizeof *all) : NULL;
+  for (size_t i = 0; all && i < d->snap.ndevs; i++) {
     const cli_dev_snap_t *dv = &d->snap.devs[i];
     for (size_t k = 0; k < dv->nprocs; k++)
-      if (!v->user[0] || !strcmp(v->user, dv->procs[k].user))
-        rows[n++] = (proc_row_t){&dv->procs[k], dv->index};
+      if (!v->user[0] || !strcmp(v->user, row_user(d, &dv->procs[k])))
+        all[n++] = (top_prow_t){&dv->procs[k], dv->index};
   }
   static int (*const cmp[TOP_SORT_COUNT])(const void *, const void *) = {by_memory, by_pid,
                                                                          by_user};
+  sort_data = d;
   if (n > 1)
-    qsort(rows, n, sizeof *rows, cmp[v->sort < TOP_SORT_COUNT ? v->sort : 0]);
+    qsort(all, n, sizeof *all, cmp[v->sort < TOP_SORT_COUNT ? v->sort : 0]);
+  for (size_t i = 0; i < n && i < cap; i++)
+    rows[i] = all[i];
+  free(all);
+  return n;
+}
+
+/* The GPU utilisation of pid on the device of gpu: "37%", "0%" (the driver gives it, and had
+ * no sample of pid: idle), "-" (it gives none). */
+static void gpu_util(const top_data_t *d, unsigned pid, unsigned gpu, char *buf, size_t len) {
+  snprintf(buf, len, "-");
+  for (size_t i = 0; d->have_snap && i < d->snap.ndevs; i++) {
+    const cli_dev_snap_t *dv = &d->snap.devs[i];
+    if (dv->index != gpu || dv->putil_rc != 0)
+      continue;
+    snprintf(buf, len, "0%%");
+    for (size_t k = 0; k < dv->nputil; k++)
+      if (dv->putil[k].pid == pid)
+        snprintf(buf, len, "%u%%", dv->putil[k].sm_util);
+  }
+}
+
+/* A process row's columns (the header uses them too): selection mark, pid, user, GPU, GPU %,
+ * CPU %, host memory, GPU memory, run time; then the command. */
+#define PROC_ROW "%c %7s %-10.10s %4s %4s %5s %10s %11s %8s  "
+
+/* A run time as ps and nvitop show it, two units at most: "45s", "12m05s", "3h04m", "2d03h". */
+static void run_time(uint64_t ms, char *buf, size_t len) {
+  uint64_t s = ms / 1000, m = s / 60, h = m / 60, days = h / 24;
+  if (s < 60)
+    snprintf(buf, len, "%us", (unsigned)s);
+  else if (m < 60)
+    snprintf(buf, len, "%um%02us", (unsigned)m, (unsigned)(s % 60));
+  else if (h < 24)
+    snprintf(buf, len, "%uh%02um", (unsigned)h, (unsigned)(m % 60));
+  else
+    snprintf(buf, len, "%llud%02uh", (unsigned long long)days, (unsigned)(h % 24));
+}
+
+/* The processes panel: its title and column header in head, a row per process in body; the
+ * body line of the selected row to *focus (NONE when none is selected or shown). */
+static void build_processes(lines_t *head, lines_t *body, const top_data_t *d, const top_view_t *v,
+                            size_t *focus) {
+  size_t total = 0;
+  for (size_t i = 0; d->have_snap && i < d->snap.ndevs; i++)
+    total += d->snap.devs[i].nprocs;
+  top_prow_t *rows = total ? calloc(total, sizeof *rows) : NULL;
+  size_t n = rows ? top_process_rows(d, v, rows, total) : 0;
   top_lb_t b;
-  bool focus = v->panel == TOP_PANEL_PROCESSES;
-  push(head, &b, focus ? CLI_BOLD : CLI_CYAN);
-  last(head)->selected = focus;
-  top__lb_add(&b, CLI_PLAIN, "%s PROCESSES (%zu)  sort: %s  user: %s", focus ? "*" : " ", n,
+  bool focused = v->panel == TOP_PANEL_PROCESSES;
+  *focus = NONE;
+  push(head, &b, focused ? CLI_BOLD : CLI_CYAN);
+  last(head)->selected = focused;
+  top__lb_add(&b, CLI_PLAIN, "%s PROCESSES (%zu)  sort: %s  user: %s", focused ? "*" : " ", n,
               top_sort_name(v->sort), v->user[0] ? v->user : "all");
   push(head, &b, CLI_DIM);
-  top__lb_add(&b, CLI_PLAIN, "      PID USER        GPU      MEMORY  COMMAND");
+  top__lb_add(&b, CLI_PLAIN, PROC_ROW "%s", ' ', "PID", "USER", "GPU", "GPU%", "CPU%", "HOST MEM",
+              "GPU MEMORY", "TIME", "COMMAND");
   if (n == 0) {
     push(body, &b, CLI_DIM);
     top__lb_add(&b, CLI_PLAIN, "  (no process%s)", v->user[0] ? " of this user" : "");
   }
   for (size_t i = 0; i < n; i++) {
-    char user[GPUM_USER_LEN], cmd[GPUM_COMMAND_LEN], mem[GPUM_SIZE_BUFSZ];
-    top__clean(rows[i].p->user[0] ? rows[i].p->user : "?", user, sizeof user);
-    top__clean(rows[i].p->command[0] ? rows[i].p->command : "?", cmd, sizeof cmd);
+    const gpum_process_t *p = rows[i].p;
+    const top_proc_t *h = top_proc_find(d, p->pid);
+    char user[GPUM_USER_LEN], cmd[GPUM_COMMAND_LEN], mem[GPUM_SIZE_BUFSZ], host[GPUM_SIZE_BUFSZ],
+        util[8], cpu[16] = "-", run[GPUM_DURATION_BUFSZ] = "-";
+    const char *who = row_user(d, p);
+    top__clean(who[0] ? who : "?", user, sizeof user);
+    top__clean(p->command[0] ? p->command : "?", cmd, sizeof cmd);
+    gpu_util(d, p->pid, rows[i].gpu, util, sizeof util);
+    if (h && h->cpu >= 0)
+      snprintf(cpu, sizeof cpu, "%.*f%%", h->cpu < 9.95 ? 1 : 0, h->cpu);
+    cli_fmt_size(h ? h->rss : 0, h && h->rss_valid, host, sizeof host);
+    if (h && h->seen)
+      run_time(h->run_ms, run, sizeof run);
+    bool selected = v->proc_selected && v->sel_pid == p->pid && v->sel_gpu == rows[i].gpu;
+    if (selected && focused)
+      *focus = body->n;
     push(body, &b, CLI_PLAIN);
-    top__lb_add(&b, CLI_PLAIN, "  %7u %-10.10s %4u %11s  ", rows[i].p->pid, user, rows[i].gpu,
-                cli_fmt_size(rows[i].p->memory, rows[i].p->memory_valid, mem, sizeof mem));
+    last(body)->selected = selected && focused;
+    char pid[16], gpu[16];
+    snprintf(pid, sizeof pid, "%u", p->pid);
+    snprintf(gpu, sizeof gpu, "%u", rows[i].gpu);
+    top__lb_add(&b, CLI_PLAIN, PROC_ROW, selected ? '>' : ' ', pid, user, gpu, util, cpu, host,
+                cli_fmt_size(p->memory, p->memory_valid, mem, sizeof mem), run);
     top__lb_add(&b, CLI_DIM, "%s", cmd);
   }
   free(rows);
@@ -439,7 +528,7 @@ static const json_t **filtered_reservations(const top_data_t *d, const top_view_
   *n = 0;
   json_array_foreach(d->reservations, i, r) {
     char owner[64];
-    user_name(jint(r, "uid"), owner, sizeof owner);
+    user_name(d, jint(r, "uid"), owner, sizeof owner);
     if (out && (!v->user[0] || !strcmp(owner, v->user)))
       out[(*n)++] = r;
   }
@@ -499,7 +588,9 @@ static void workload_lines(lines_t *body, const json_t *r) {
     json_object_foreach((json_t *)json_object_get(w, "figures"), k, val) {
       char key[64];
       top__clean(k, key, sizeof key);
-      top__lb_add(&b, CLI_PLAIN, "%s %s %.6g", first ? "" : ",", key, json_number_value(val));
+      char shown[GPUM_FIGURE_BUFSZ];
+      gpum_figure_format(k, json_number_value(val), shown, sizeof shown);
+      top__lb_add(&b, CLI_PLAIN, "%s %s %s", first ? "" : ",", key, shown);
       first = false;
     }
   }
@@ -539,7 +630,7 @@ static void build_reservations(lines_t *head, lines_t *body, const top_data_t *d
     if (ids && *nids < cap_ids)
       snprintf(ids[(*nids)++], TOP_ID_LEN, "%s", id);
     bool selected = v->selected[0] && !strcmp(v->selected, id);
-    user_name(jint(r, "uid"), owner, sizeof owner);
+    user_name(d, jint(r, "uid"), owner, sizeof owner);
     res_gpus(r, gpus, sizeof gpus);
     gpum_size_format((uint64_t)jint(r, "bytes_per_gpu"), limit, sizeof limit);
     const json_t *fenced = json_object_get(r, "fenced");
@@ -580,7 +671,7 @@ static void build_queue(lines_t *head, lines_t *body, const top_data_t *d, const
     char id[TOP_ID_LEN], owner[64], limit[GPUM_SIZE_BUFSZ], why[320];
     top__clean(jstr(r, "id"), id, sizeof id);
     top__clean(jstr(r, "waiting_for"), why, sizeof why);
-    user_name(jint(r, "uid"), owner, sizeof owner);
+    user_name(d, jint(r, "uid"), owner, sizeof owner);
     push(body, &b, CLI_PLAIN);
     top__lb_add(&b, CLI_YELLOW, "  #%lld", (long long)jint(r, "queue_position") + 1);
     top__lb_add(&b, CLI_PLAIN, " %s %s: %lld x %s", id, owner, (long long)jint(r, "gpus"),
@@ -651,9 +742,14 @@ static void build_help(lines_t *ls) {
       "    tab        switch the focused panel (processes, reservations)",
       "    s          sort the processes by memory, pid or user (in turn)",
       "    u          filter processes and reservations by user (empty: all)",
-      "    up/down    select a reservation (reservations panel); scroll (processes panel)",
+      "    up/down    select a process (processes panel) or a reservation (also k/j)",
+      "    K, F9      signal the selected process: t/Enter TERM, k KILL, i INT, then y",
+      "               to confirm (only your own processes, unless you are root)",
       "    r          release the selected reservation (asks first; owner or admin only)",
       "    ?          this help (any key goes back)",
+      "  PROCESSES",
+      "    GPU%: the process's SM utilisation, where the driver gives it ('-' where not);",
+      "    CPU%: of one CPU since the last refresh; HOST MEM: resident; TIME: since it started",
       "  GPU LINES",
       "    MEM [used|reserved by gpumd|free], the memory used/total, UTIL [busy|idle] %,",
       "    then sparklines of memory and utilisation over the last 240 refreshes",
@@ -680,7 +776,8 @@ static void build_footer(lines_t *ls, const top_view_t *v) {
   push(ls, &b, CLI_PLAIN);
   last(ls)->selected = true;
   top__lb_add(&b, CLI_PLAIN,
-              "q quit  tab panel  s sort: %s  u user: %s  up/down select  r release  ? help",
+              "q quit  tab panel  s sort: %s  u user: %s  up/down select  K signal  r release  "
+              "? help",
               top_sort_name(v->sort), v->user[0] ? v->user : "all");
 }
 
@@ -735,13 +832,13 @@ size_t top_render(const top_data_t *d, const top_view_t *v, int width, int heigh
   lines_t top = {.width = w}, foot = {.width = w}, head[P_COUNT], body[P_COUNT];
   for (int i = 0; i < P_COUNT; i++)
     head[i] = body[i] = (lines_t){.width = w};
-  size_t focus = NONE, dummy = 0;
+  size_t focus = NONE, proc_focus = NONE, dummy = 0;
   build_header(&top, d);
   build_gpus(&top, d, v);
   if (v->help) {
     build_help(&body[P_PROCS]);
   } else {
-    build_processes(&head[P_PROCS], &body[P_PROCS], d, v);
+    build_processes(&head[P_PROCS], &body[P_PROCS], d, v, &proc_focus);
     build_reservations(&head[P_RES], &body[P_RES], d, v, ids, cap_ids, nids ? nids : &dummy,
                        &focus);
     build_queue(&head[P_QUEUE], &body[P_QUEUE], d, v);
@@ -772,8 +869,10 @@ size_t top_render(const top_data_t *d, const top_view_t *v, int width, int heigh
   emit_all(&f, &top);
   for (int i = 0; i < P_COUNT; i++) {
     emit_all(&f, &head[i]);
-    emit_window(&f, &body[i], got[i], i == P_PROCS && !v->help ? v->proc_offset : 0,
-                i == P_RES ? focus : NONE);
+    emit_window(&f, &body[i], got[i], 0,
+                i == P_RES                 ? focus
+                : i == P_PROCS && !v->help ? proc_focus
+                                           : NONE);
   }
   f.limit = limit;
   top_line_t blank;

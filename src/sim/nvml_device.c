@@ -79,12 +79,13 @@ static nvmlReturn_t live_node(struct gpum__sim_node **out) {
   return NVML_SUCCESS;
 }
 
-/* What a MIG device handle answers NOT_SUPPORTED to: the whole GPU's utilisation, sensors,
- * clocks, ECC and memory repair, PCI identity and events (ask the parent's handle). */
+/* What a MIG device handle answers NOT_SUPPORTED to: the whole GPU's utilisation (also per
+ * process), sensors, clocks, ECC and memory repair, PCI identity and events (ask the parent's
+ * handle). */
 #define GPUM__SIM_MIG_WHOLE_GPU                                                                   \
   (GPUM__SIM_M_UTILIZATION | GPUM__SIM_M_TEMPERATURE | GPUM__SIM_M_POWER | GPUM__SIM_M_CLOCKS |   \
    GPUM__SIM_M_ECC | GPUM__SIM_M_RETIRED_PAGES | GPUM__SIM_M_REMAPPED_ROWS | GPUM__SIM_M_EVENTS | \
-   GPUM__SIM_M_PCI)
+   GPUM__SIM_M_PCI | GPUM__SIM_M_PROC_UTIL)
 
 static nvmlReturn_t enter_index(struct gpum__sim_node *n, unsigned idx, uint32_t metric) {
   static const nvmlReturn_t codes[] = {

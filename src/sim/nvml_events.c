@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * NVML process lists and events of the simulated driver.
+ * NVML process lists, per-process utilisation and events of the simulated driver.
  *
  * Process lists show every pid that holds memory or a context on the device, with its bytes
  * (memory of dead processes is reclaimed first). The _v3 calls write 24-byte entries, or
@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim_internal.h"
 
@@ -310,5 +311,71 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
     gpum__sim_unlock(n);
   }
   free(set);
+  return NVML_SUCCESS;
+}
+
+/* ---- per-process utilisation ---- */
+
+/* The driver samples utilisation once per period; a sample's timeStamp is the CPU time
+ * (microseconds since the epoch) at the end of the period it covers. */
+#define PROC_UTIL_PERIOD_US 100000ull
+
+/* nvmlDeviceGetProcessUtilization as NVML documents it: one sample per process that had some
+ * non-zero utilisation in the last sample period, taken after lastSeenTimeStamp (0: any the
+ * driver keeps); NOT_FOUND when there is none; INSUFFICIENT_SIZE with the count needed when
+ * utilization is NULL or *processSamplesCount too small; NOT_SUPPORTED on a MIG handle and on
+ * a GPU in MIG mode, and on a device whose spec says `unsupported: [process_utilization]`. The
+ * device's utilisation
+ * (`gpum sim set --util`) is shared among the processes holding memory on it in proportion to
+ * their bytes: a process that holds more is taken to do more of the work. */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp) {
+  if (!gpum__sim_nvml_node())
+    return NVML_ERROR_UNINITIALIZED;
+  if (!processSamplesCount)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  struct gpum__sim_node *n;
+  unsigned idx;
+  nvmlReturn_t ret = gpum__sim_nvml_enter(device, GPUM__SIM_M_PROC_UTIL, &n, &idx);
+  if (ret != NVML_SUCCESS)
+    return ret;
+  if (n->spec.dev[idx].mig_mode == NVML_DEVICE_MIG_ENABLE) { /* no per-process figures */
+    gpum__sim_unlock(n);
+    return NVML_ERROR_NOT_SUPPORTED;
+  }
+  gpum__sim_reap(n);
+  gpum_sim_process_t procs[GPUM_SIM_MAX_PROCESSES];
+  unsigned count = gpum__sim_processes(n, idx, procs, GPUM_SIM_MAX_PROCESSES);
+  unsigned sm = n->dev[idx].util_gpu, mem = n->dev[idx].util_mem;
+  gpum__sim_unlock(n);
+  if (count > GPUM_SIM_MAX_PROCESSES)
+    count = GPUM_SIM_MAX_PROCESSES;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  unsigned long long now =
+      (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+  unsigned long long stamp = now - now % PROC_UTIL_PERIOD_US;
+  uint64_t total = 0;
+  for (unsigned k = 0; k < count; k++)
+    total += procs[k].bytes;
+  nvmlProcessUtilizationSample_t s[GPUM_SIM_MAX_PROCESSES];
+  unsigned ns = 0;
+  for (unsigned k = 0; k < count && stamp > lastSeenTimeStamp && total > 0; k++) {
+    unsigned smk = (unsigned)((uint64_t)sm * procs[k].bytes / total);
+    unsigned memk = (unsigned)((uint64_t)mem * procs[k].bytes / total);
+    if (smk || memk)
+      s[ns++] = (nvmlProcessUtilizationSample_t){
+          .pid = procs[k].pid, .timeStamp = stamp, .smUtil = smk, .memUtil = memk};
+  }
+  if (ns == 0)
+    return NVML_ERROR_NOT_FOUND;
+  if (!utilization || *processSamplesCount < ns) {
+    *processSamplesCount = ns;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  memcpy(utilization, s, ns * sizeof s[0]);
+  *processSamplesCount = ns;
   return NVML_SUCCESS;
 }

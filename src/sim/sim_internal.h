@@ -111,6 +111,7 @@ enum {
   GPUM__SIM_M_PROCESSES = 1u << 9, /* the process lists */
   GPUM__SIM_M_EVENTS = 1u << 10,   /* supported event types 0, registration NOT_SUPPORTED */
   GPUM__SIM_M_PCI = 1u << 11,
+  GPUM__SIM_M_PROC_UTIL = 1u << 12, /* nvmlDeviceGetProcessUtilization */
 };
 
 /* A device's vendor: which driver interface shows it. NVML and CUDA see only NVIDIA devices,

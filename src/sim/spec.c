@@ -123,7 +123,7 @@ static int need_mapping(const pctx_t *c, const yaml_node_t *n, const char *what)
 
 uint32_t gpum__sim_metric_bit(const char *name) {
   static const char *const names[] = {GPUM_SIM_METRIC_NAMES};
-  _Static_assert(sizeof names / sizeof names[0] == 12 && GPUM__SIM_M_PCI == 1u << 11,
+  _Static_assert(sizeof names / sizeof names[0] == 13 && GPUM__SIM_M_PROC_UTIL == 1u << 12,
                  "GPUM_SIM_METRIC_NAMES and GPUM__SIM_M_* disagree");
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (name && !strcmp(name, names[i]))
@@ -159,7 +159,8 @@ static int parse_unsupported(const pctx_t *c, yaml_node_t *v, uint32_t *mask) {
     if (!bit)
       return bad_value(c, e, "unsupported",
                        "memory, memory_v2, utilization, temperature, power, clocks, ecc, "
-                       "retired_pages, remapped_rows, processes, events or pci");
+                       "retired_pages, remapped_rows, processes, events, pci or "
+                       "process_utilization");
     *mask |= bit;
   }
   return 0;

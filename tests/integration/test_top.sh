@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # gpum top on a simulated two-GPU node. --once: without gpumd it shows both GPUs, the processes
-# and a line saying gpumd is not running; every line fits $COLUMNS. Then with gpumd, two
-# reservations and an injected Xid, the live screen in a detached tmux session (send-keys,
+# (a holder of 20 GiB on GPU 0, busy at 60 %: its GPU %, host memory and run time) and a line
+# saying gpumd is not running; every line fits $COLUMNS. Then with gpumd, two reservations (one
+# of 2.5 GiB, shown as 2.50 GiB), a job's workload figures (a time in _us shown in ms, a size in
+# bytes in GiB) and an injected Xid, the live screen in a detached tmux session (send-keys,
 # capture-pane): it shows both GPUs, the reservations and the alert; `s` changes the sort
-# named in the processes' title and the keys' line; `u` filters by user; tab, down, `r` and
+# named in the processes' title and the keys' line; `u` filters by user; a process started on
+# GPU 0 shows with its CPU %, host memory and run time, is selected with down, and `K`, Enter,
+# `y` send it SIGTERM (it ends); `K`, `t`, `n` send nothing; and for a process that ended
+# meanwhile the message says there is no such process; tab, down, `r` and
 # `y` release the second reservation (gpumd lists it no more), and as another uid (nobody,
 # when run as root) the release of root's is refused with gpumd's reason; a resize to 70x20
 # redraws the frame at that size (no sparklines, short bars, every line within 70 columns,
@@ -43,7 +48,8 @@ for n, l in enumerate(open(sys.argv[1], encoding='utf-8').read().split('\n'), 1)
 }
 
 t_sim_start "$GPUM_SOURCE_DIR/examples/sim/h100x2.yaml"
-"$GPUM_BIN" sim hold "$T_NODE" --device 0 --bytes 20GiB >/dev/null || t_fail "sim hold"
+HOLD=$("$GPUM_BIN" sim hold "$T_NODE" --device 0 --bytes 20GiB) || t_fail "sim hold"
+"$GPUM_BIN" sim set "$T_NODE" --device 0 --util 60 >/dev/null || t_fail "sim set"
 
 # ---- --once without gpumd ----
 t_expect 0 "$GPUM_BIN" top --once
@@ -52,6 +58,13 @@ grep -q '^  1 NVIDIA H100' "$T_OUT" || t_fail "no GPU 1 line: $(cat "$T_OUT")"
 grep -q '^gpumd is not running' "$T_OUT" || t_fail "no line saying gpumd is not running"
 grep -q 'gpum-sim-hold\|sim hold' "$T_OUT" || t_fail "the holding process is not listed"
 grep -q '20.00 GiB' "$T_OUT" || t_fail "its memory is not shown"
+grep -qE '^ +PID USER +GPU GPU%  CPU% +HOST MEM  GPU MEMORY +TIME  COMMAND' "$T_OUT" ||
+  t_fail "the processes' columns: $(cat "$T_OUT")"
+# GPU % from the driver (the only process: all of GPU 0's 60 %), CPU % not yet known (one
+# read), host memory and GPU memory with their units, the run time.
+grep -qE "^ +$HOLD +[^ ]+ +0  60% +- +[0-9.]+ [KMG]iB +20.00 GiB +[0-9]+(s|m[0-9]{2}s)  " "$T_OUT" ||
+  t_fail "the holder's row: $(cat "$T_OUT")"
+grep -q 'e+0[0-9]' "$T_OUT" && t_fail "a figure in %g: $(cat "$T_OUT")"
 grep -q $'\033' "$T_OUT" && t_fail "escape codes in --once output to a pipe"
 check_width "$T_OUT" 120 || t_fail "--once is wider than 120 columns"
 COLUMNS=60 t_expect 0 "$GPUM_BIN" top --once
@@ -64,7 +77,7 @@ t_ok "--once without gpumd: both GPUs, the process, 'gpumd is not running', with
 chmod 0755 "$T_SCRATCH" # another uid's gpum top reaches the socket (below)
 gd_start --socket-mode 0666
 "$GPUM_BIN" reserve --mem 8GiB --label first --ttl 10m >"$T_SCRATCH/r1" 2>/dev/null || t_fail "reserve"
-"$GPUM_BIN" reserve --mem 4GiB --label second --ttl 10m >"$T_SCRATCH/r2" 2>/dev/null || t_fail "reserve"
+"$GPUM_BIN" reserve --mem 2.5GiB --label second --ttl 10m >"$T_SCRATCH/r2" 2>/dev/null || t_fail "reserve"
 R1=$(cat "$T_SCRATCH/r1")
 R2=$(cat "$T_SCRATCH/r2")
 "$GPUM_BIN" sim inject "$T_NODE" --device 1 --xid 31 >/dev/null || t_fail "sim inject"
@@ -73,7 +86,28 @@ t_expect 0 "$GPUM_BIN" top --once
 grep -q "^gpumd: running at .*: 2 granted, 0 queued" "$T_OUT" || t_fail "gpumd line: $(cat "$T_OUT")"
 grep -qE "^  $R1 +$ME +GRANTED .*first$" "$T_OUT" || t_fail "no $R1 row: $(cat "$T_OUT")"
 grep -q 'Xid 31' "$T_OUT" || t_fail "no alert in --once: $(cat "$T_OUT")"
-t_ok "--once with gpumd: the reservations and the alert"
+grep -qE "^  $R2 +$ME +GRANTED +0 +2.50 GiB " "$T_OUT" || t_fail "2.5 GiB is not 2.50 GiB: $(cat "$T_OUT")"
+# A job's figures on r1, reported by a client that lives until its stdin (a fifo) closes.
+mkfifo "$T_SCRATCH/rep.in"
+(gd_py '
+c = Client()
+c.ok("report", reservation=args[0], source="infer",
+     figures={"e2e_p99_us": 11400, "allocated_bytes": 2684354560, "completed": 100})
+print("ready", flush=True)
+sys.stdin.read()
+' "$R1" <"$T_SCRATCH/rep.in" >"$T_SCRATCH/rep.out") &
+REP=$!
+T_PIDS+=("$REP")
+exec 8>"$T_SCRATCH/rep.in"
+t_until 20 grep -q '^ready$' "$T_SCRATCH/rep.out" || t_fail "the report was not made"
+t_expect 0 "$GPUM_BIN" top --once
+grep -qE "^      infer \(pid [0-9]+\):.* e2e_p99_us 11.4 ms" "$T_OUT" ||
+  t_fail "the figure in _us is not in ms: $(cat "$T_OUT")"
+grep -qE "^      infer \(pid [0-9]+\):.* allocated_bytes 2.50 GiB" "$T_OUT" ||
+  t_fail "the figure in bytes is not in GiB: $(cat "$T_OUT")"
+exec 8>&-
+wait "$REP" || t_fail "the reporting client failed"
+t_ok "--once with gpumd: the reservations and the alert; sizes and figures with their units"
 
 # ---- the live screen ----
 tmux -L "$TM" -f /dev/null new-session -d -s top -x 160 -y 50 \
@@ -119,6 +153,55 @@ tmux -L "$TM" send-keys -t top u Enter
 screen_has top 'PROCESSES \(1\)  sort: user  user: all'
 screen_has top 'RESERVATIONS \(2\)  user: all'
 t_ok "u filters the processes and reservations by user; an empty answer shows everyone"
+
+# A process of ours on GPU 0, below the holder (sorted by user, then memory): its row has a
+# CPU % once two refreshes have read it, its host memory and run time; down selects it.
+C="$GPUM_TEST_PROGS/sim_client"
+t_bg "$C" cu-init cu-ctx 0 cu-alloc 1GiB ready "$T_SCRATCH/c1" block
+C1=$T_LAST_PID
+t_wait_file "$T_SCRATCH/c1"
+screen_has top 'PROCESSES \(2\)'
+screen_has top "^. +$C1 +$ME +0 +[0-9]+% +[0-9.]+% +[0-9.]+ [KMG]iB +[0-9.]+ GiB +[0-9]+(s|m[0-9]{2}s)  .*sim_client"
+tmux -L "$TM" send-keys -t top Down
+screen_has top "^> +$C1 "
+tmux -L "$TM" send-keys -t top K
+screen_has top "^signal $C1 \(.*sim_client.*\): t or Enter TERM, k KILL, i INT"
+tmux -L "$TM" send-keys -t top Enter
+screen_has top "^send SIGTERM to $C1 \(.*\)\? y/n"
+tmux -L "$TM" send-keys -t top y
+screen_has top "^SIGTERM sent to $C1\$"
+# Ended: a zombie until reaped here, or gone.
+t_until 20 sh -c "! test -e /proc/$C1/stat || awk '{print \$3}' /proc/$C1/stat | grep -q Z" ||
+  t_fail "$C1 did not end on SIGTERM"
+rc=0
+wait "$C1" || rc=$?
+[ "$rc" -eq 143 ] || t_fail "$C1 ended with $rc, not by SIGTERM (143)"
+t_ok "a process's row has its CPU %, host memory and run time; down, K, Enter, y send it SIGTERM"
+t_until 20 sh -c "! tmux -L '$TM' capture-pane -p -t top | grep -qE '^. +$C1 '" ||
+  t_fail "$C1 stays listed after it ended"
+
+t_bg "$C" cu-init cu-ctx 0 cu-alloc 1GiB ready "$T_SCRATCH/c2" block
+C2=$T_LAST_PID
+t_wait_file "$T_SCRATCH/c2"
+screen_has top "^. +$C2 "
+tmux -L "$TM" send-keys -t top Down
+screen_has top "^> +$C2 "
+tmux -L "$TM" send-keys -t top K
+screen_has top "^signal $C2 "
+tmux -L "$TM" send-keys -t top t
+screen_has top "^send SIGTERM to $C2 .*\? y/n"
+tmux -L "$TM" send-keys -t top n
+screen_has top "^no signal sent to $C2\$"
+kill -0 "$C2" || t_fail "$C2 was signalled without a y"
+tmux -L "$TM" send-keys -t top K
+screen_has top "^signal $C2 "
+tmux -L "$TM" send-keys -t top k
+screen_has top "^send SIGKILL to $C2 .*\? y/n"
+kill -9 "$C2" # it ends while the question is asked
+wait "$C2" 2>/dev/null || true
+tmux -L "$TM" send-keys -t top y
+screen_has top "^$C2: no such process \(it has ended; ESRCH\)\$"
+t_ok "K, t, n send nothing; a process that ended meanwhile is said to be gone (ESRCH)"
 
 tmux -L "$TM" send-keys -t top Tab
 screen_has top '^\* RESERVATIONS \(2\)'

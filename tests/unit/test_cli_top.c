@@ -3,9 +3,12 @@
  * `gpum top`'s frame (src/cli/top_frame.c) rendered from made-up data, without a terminal:
  * every line fits the width and the frame the height at every size from tiny to wide, in UTF-8
  * and in ASCII (where no byte is outside ASCII); the frame shows the GPUs, the processes in
- * the chosen order and filter, the reservations (granted, then the queue in its order) with
- * the shim's figures and workload lines, the queue and the alerts; a panel too long for the
- * screen ends with "... N more", and the selected reservation stays in sight and marked;
+ * the chosen order and filter with their GPU utilisation ('-' where the driver gives none),
+ * CPU %, host memory and run time, the reservations (granted, then the queue in its order)
+ * with the shim's figures and workload lines (figures in their units), the queue and the
+ * alerts; a panel too long for the screen ends with "... N more", and the selected
+ * reservation and the selected process stay in sight and marked; /proc's stat lines are
+ * parsed whatever the command's name, and a signal goes to no pid the screen did not show;
  * strings of other processes cannot put control characters on the screen; without gpumd a
  * line says so; --once's printing has escapes only with colour.
  */
@@ -19,7 +22,13 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gpum/clock.h>
+#include <gpum/error.h>
 #include <jansson.h>
 
 #include "top.h"
@@ -88,6 +97,24 @@ static top_data_t *make_data(bool gpumd) {
   add_proc(&d->snap.devs[0], 300, "root", 2 * GIB, "python train.py");
   add_proc(&d->snap.devs[0], 100, "alice", 12 * GIB, "python serve.py");
   add_proc(&d->snap.devs[1], 200, "bob", 40 * GIB, "evil\033[2J\ttitle");
+  /* GPU 0's driver gives per-process utilisation (alice 37 %, root idle); GPU 1's does not. */
+  d->snap.devs[0].putil = calloc(1, sizeof *d->snap.devs[0].putil);
+  assert_non_null(d->snap.devs[0].putil);
+  d->snap.devs[0].putil[0] = (gpum_process_util_t){.pid = 100, .sm_util = 37};
+  d->snap.devs[0].nputil = 1;
+  d->snap.devs[1].putil_rc = GPUM_ENOTSUP;
+  /* /proc: alice's process uses 12.5 % of a CPU and 1.5 GiB, and has run 1h02m05s. */
+  d->procs = calloc(1, sizeof *d->procs);
+  assert_non_null(d->procs);
+  d->procs[0] = (top_proc_t){.pid = 100,
+                             .seen = true,
+                             .rss_valid = true,
+                             .cpu = 12.5,
+                             .rss = 3 * GIB / 2,
+                             .run_ms = 3725000,
+                             .uid_valid = true};
+  snprintf(d->procs[0].user, sizeof d->procs[0].user, "alice");
+  d->nprocs = 1;
   d->snap.nreadable = 2;
   snprintf(d->socket, sizeof d->socket, "/run/gpumd.sock");
   top_history_add(d);
@@ -98,8 +125,9 @@ static top_data_t *make_data(bool gpumd) {
   json_t *r1 = reservation("r-1", "GRANTED", 0, "train");
   json_object_set_new(r1, "fenced", json_pack("{s:I}", "used", (json_int_t)(6 * GIB)));
   json_object_set_new(r1, "workload",
-                      json_pack("[{s:s, s:i, s:{s:i, s:f}}]", "source", "infer", "pid", 812,
-                                "figures", "completed", 100, "e2e_p99_us", 1250.5));
+                      json_pack("[{s:s, s:i, s:{s:i, s:f, s:I}}]", "source", "infer", "pid", 812,
+                                "figures", "completed", 100, "e2e_p99_us", 1250.5,
+                                "allocated_bytes", (json_int_t)(5 * GIB / 2)));
   json_array_append_new(d->reservations, reservation("r-3", "QUEUED", 1, "later"));
   json_array_append_new(d->reservations, reservation("r-10", "GRANTED", 0, "serve"));
   json_array_append_new(d->reservations, r1);
@@ -116,7 +144,7 @@ static top_data_t *make_data(bool gpumd) {
 }
 
 static void free_data(top_data_t *d) {
-  top_data_clear(d);
+  top_data_release(d);
   free(d);
 }
 
@@ -187,7 +215,10 @@ static void test_frame_content(void **state) {
   assert_non_null(strstr(lines[r1].text, "6.00 GiB")); /* used under the shim */
   assert_non_null(strstr(lines[r1].text, "1m"));       /* age since the grant */
   assert_non_null(strstr(lines[r1].text, "train"));
-  assert_non_null(strstr(lines[r1 + 1].text, "infer (pid 812): completed 100, e2e_p99_us 1250.5"));
+  /* figures in their units: _us as a time, _bytes as a size; never %g of bytes */
+  assert_non_null(strstr(lines[r1 + 1].text,
+                         "infer (pid 812): completed 100, e2e_p99_us 1.25 ms, allocated_bytes "
+                         "2.50 GiB"));
   assert_non_null(strstr(lines[r2].text, "QUEUED    x2"));
   assert_non_null(strstr(lines[r2].text, "#1"));
   assert_true(find(n, "QUEUE (2 waiting)") > r2);
@@ -196,6 +227,21 @@ static void test_frame_content(void **state) {
   int a = find(n, "ALERTS (1 active");
   assert_true(a > 0);
   assert_non_null(strstr(lines[a + 1].text, "CRITICAL  GPU 1  active   GPU 1: Xid 79"));
+  /* the processes: GPU %, CPU %, host memory, GPU memory, run time */
+  int head = find(n, "PID USER");
+  assert_true(head > 0);
+  assert_non_null(
+      strstr(lines[head].text, "GPU GPU%  CPU%   HOST MEM  GPU MEMORY     TIME  COMMAND"));
+  int alice = find(n, "    100 alice");
+  assert_true(alice > head);
+  assert_non_null(strstr(lines[alice].text,
+                         "  0  37%   12%   1.50 GiB   12.00 GiB    1h02m  python "
+                         "serve.py"));
+  int root = find(n, "    300 root");
+  assert_non_null(
+      strstr(lines[root].text, "  0   0%     -        n/a    2.00 GiB        -  python"));
+  int bob = find(n, "    200 bob");
+  assert_non_null(strstr(lines[bob].text, "  1    -     -"));
   /* a control sequence in a command line is shown as '?' */
   int bad = find(n, "evil");
   assert_true(bad > 0);
@@ -306,6 +352,88 @@ static void test_truncation_and_selection(void **state) {
   free_data(d);
 }
 
+/* The selected process is marked and kept in sight when the panel is cut short; the rows
+ * selection moves through are those shown, in their order. */
+static void test_process_selection(void **state) {
+  (void)state;
+  top_data_t *d = make_data(true);
+  for (unsigned i = 0; i < 50; i++)
+    add_proc(&d->snap.devs[1], 1000 + i, "carol", GIB, "worker");
+  top_view_t v = {.panel = TOP_PANEL_PROCESSES, .sort = TOP_SORT_PID};
+  top_prow_t rows[64];
+  size_t nrows = top_process_rows(d, &v, rows, 64);
+  assert_int_equal(nrows, 53);
+  assert_int_equal(rows[0].p->pid, 100);
+  assert_int_equal(rows[52].p->pid, 1049);
+  assert_int_equal(rows[52].gpu, 1);
+  v.proc_selected = true;
+  v.sel_pid = 1040;
+  v.sel_gpu = 1;
+  size_t n = render(d, &v, 120, 30, NULL);
+  int sel = find(n, ">    1040 carol");
+  assert_true(sel > find(n, "PROCESSES"));
+  assert_true(lines[sel].selected);
+  assert_non_null(strstr(lines[sel + 1].text, "... ")); /* scrolled: the selection is last */
+  v.panel = TOP_PANEL_RESERVATIONS; /* marked, not reversed, without the focus */
+  n = render(d, &v, 120, 60, NULL);
+  sel = find(n, ">    1040 carol");
+  assert_false(sel >= 0 && lines[sel].selected);
+  snprintf(v.user, sizeof v.user, "alice");
+  assert_int_equal(top_process_rows(d, &v, rows, 64), 1);
+  free_data(d);
+}
+
+/* /proc/PID/stat: the fields counted from the last ')', whatever the command's name. */
+static void test_parse_stat(void **state) {
+  (void)state;
+  uint64_t ticks = 0, start = 0;
+  assert_int_equal(top_parse_stat("812 (py) thon (x)) S 1 812 812 0 -1 4194304 100 0 0 0 "
+                                  "250 50 0 0 20 0 3 0 123456 1000 20\n",
+                                  &ticks, &start),
+                   0);
+  assert_int_equal(ticks, 300);
+  assert_int_equal(start, 123456);
+  assert_int_equal(top_parse_stat("812 (x) S 1 2 3", &ticks, &start), -1);
+  assert_int_equal(top_parse_stat("no parenthesis", &ticks, &start), -1);
+  assert_int_equal(top_parse_stat(NULL, &ticks, &start), -1);
+}
+
+/* A signal: ESRCH for a process that has ended, EPERM for another user's (not as root), and
+ * none at all to a pid whose process is not the one shown (a reused pid) or to pid 0. Signal
+ * 0 only: nothing is disturbed. */
+static void test_signal(void **state) {
+  (void)state;
+  top_data_t *d = calloc(1, sizeof *d);
+  assert_non_null(d);
+  char msg[200];
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0)
+    _exit(0);
+  assert_int_equal(waitpid(child, NULL, 0), child);
+  assert_int_equal(top_signal(d, (unsigned)child, 0, "0", msg, sizeof msg), ESRCH);
+  assert_non_null(strstr(msg, "no such process"));
+  if (geteuid() != 0) {
+    assert_int_equal(top_signal(d, 1, 0, "0", msg, sizeof msg), EPERM);
+    assert_non_null(strstr(msg, "is not yours"));
+  }
+  assert_int_equal(top_signal(d, 0, 0, "0", msg, sizeof msg), ESRCH);
+  top_procs_read(d); /* nothing to read: no snapshot */
+  assert_int_equal(d->nprocs, 0);
+  d->procs = calloc(1, sizeof *d->procs);
+  assert_non_null(d->procs);
+  d->procs[0] = (top_proc_t){.pid = (unsigned)getpid(), .seen = true, .start = 1};
+  d->nprocs = 1;
+  assert_int_equal(top_signal(d, (unsigned)getpid(), 0, "0", msg, sizeof msg), ESRCH);
+  assert_non_null(strstr(msg, "not the process shown"));
+  assert_int_equal(top_signal(d, (unsigned)getppid(), 0, "0", msg, sizeof msg), 0);
+  char want[64];
+  snprintf(want, sizeof want, "SIG0 sent to %u", (unsigned)getppid());
+  assert_string_equal(msg, want);
+  top_data_release(d);
+  free(d);
+}
+
 static void test_sparkline_and_ascii(void **state) {
   (void)state;
   top_data_t *d = make_data(true);
@@ -361,6 +489,9 @@ int main(void) {
       cmocka_unit_test(test_without_gpumd),
       cmocka_unit_test(test_sort_and_filter),
       cmocka_unit_test(test_truncation_and_selection),
+      cmocka_unit_test(test_process_selection),
+      cmocka_unit_test(test_parse_stat),
+      cmocka_unit_test(test_signal),
       cmocka_unit_test(test_sparkline_and_ascii),
       cmocka_unit_test(test_print),
   };

@@ -343,6 +343,27 @@ static void test_merge(void **state) {
   free(list);
 }
 
+/* The per-process utilisation samples: the newest per pid, none over 100 %. */
+static void test_proc_util_reduce(void **state) {
+  (void)state;
+  gpum_process_util_t v[] = {
+      {.pid = 7, .timestamp_us = 100, .sm_util = 10},
+      {.pid = 8, .timestamp_us = 100, .sm_util = 20},
+      {.pid = 7, .timestamp_us = 300, .sm_util = 30},
+      {.pid = 7, .timestamp_us = 200, .sm_util = 40},
+      {.pid = 9, .timestamp_us = 400, .sm_util = 101}, /* a driver bug: dropped */
+      {.pid = 8, .timestamp_us = 500, .sm_util = 50, .dec_util = 4000000000u},
+  };
+  size_t n = gpum__proc_util_reduce(v, sizeof v / sizeof v[0]);
+  assert_int_equal(n, 2);
+  assert_int_equal(v[0].pid, 7);
+  assert_int_equal(v[0].sm_util, 30);
+  assert_int_equal(v[0].timestamp_us, 300);
+  assert_int_equal(v[1].pid, 8);
+  assert_int_equal(v[1].sm_util, 20);
+  assert_int_equal(gpum__proc_util_reduce(v, 0), 0);
+}
+
 static void test_host_parsers(void **state) {
   (void)state;
   gpum__cpu_times_t a, b;
@@ -637,6 +658,7 @@ int main(void) {
       cmocka_unit_test(test_stride_detect),
       cmocka_unit_test(test_decode_v1),
       cmocka_unit_test(test_merge),
+      cmocka_unit_test(test_proc_util_reduce),
       cmocka_unit_test(test_host_parsers),
       cmocka_unit_test_setup(test_libpath, clean_env),
       cmocka_unit_test_setup(test_libpath_open_fails_clearly, clean_env),

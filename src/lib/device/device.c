@@ -588,6 +588,34 @@ int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process
   return 0;
 }
 
+int gpum_device_process_util(gpum_device_session_t *s, unsigned index, uint64_t since_us,
+                             gpum_process_util_t *out, size_t cap, size_t *count) {
+  if (!count || (cap > 0 && !out))
+    return gpum_error(GPUM_EINVAL, "gpum_device_process_util: %s is NULL", count ? "out" : "count");
+  *count = 0;
+  int rc = check_index(s, index);
+  if (rc)
+    return rc;
+  if (!s->ops->process_util)
+    return gpum_error(GPUM_ENOTSUP, "the %s backend gives no per-process utilisation",
+                      s->ops->name);
+  gpum_process_util_t *raw = NULL;
+  size_t n = 0;
+  gpum__session_lock(s);
+  rc = s->ops->process_util(s, index, since_us, &raw, &n);
+  gpum__session_unlock(s);
+  if (rc)
+    return rc;
+  if (n > 0 && cap > 0) /* (out may be NULL with cap 0: memcpy's arguments never may) */
+    memcpy(out, raw, (n < cap ? n : cap) * sizeof *out);
+  free(raw);
+  *count = n;
+  if (n > cap)
+    return gpum_error(GPUM_ENOSPC, "device %u has %zu process samples, room for %zu", index, n,
+                      cap);
+  return 0;
+}
+
 int gpum_device_events_enable(gpum_device_session_t *s) {
   if (!s)
     return gpum_error(GPUM_EINVAL, "device session is NULL");

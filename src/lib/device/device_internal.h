@@ -61,6 +61,10 @@ struct gpum__backend {
   int (*memory_health)(gpum_device_session_t *s, unsigned index, gpum_memory_health_t *out);
   /* *out is malloc'd (caller frees), each pid once; *n its length (may be 0 with *out NULL). */
   int (*processes)(gpum_device_session_t *s, unsigned index, gpum__rawproc_t **out, size_t *n);
+  /* Per-process utilisation (gpum_device_process_util): *out malloc'd (caller frees), the
+   * newest sample per pid after since_us; NULL when the backend has none (GPUM_ENOTSUP). */
+  int (*process_util)(gpum_device_session_t *s, unsigned index, uint64_t since_us,
+                      gpum_process_util_t **out, size_t *n);
   int (*events_enable)(gpum_device_session_t *s);
   int (*event_wait)(gpum_device_session_t *s, gpum_device_event_t *ev, unsigned timeout_ms);
 };
@@ -153,6 +157,10 @@ void gpum__proc_decode(const unsigned char *buf, unsigned n, unsigned stride, gp
  * is kept, since compute and graphics share one context). *list grows with realloc.
  * Returns 0 or GPUM_ENOMEM. */
 int gpum__proc_merge(gpum__rawproc_t **list, size_t *n, const gpum__rawproc_t *add, size_t nadd);
+
+/* Keeps, of samples[0..n), the newest sample per pid and none with a value over 100 % (a
+ * driver bug); returns how many are left, at the front. Pure. */
+size_t gpum__proc_util_reduce(gpum_process_util_t *samples, size_t n);
 
 /* ---- host backend parsing (host.c) ---- */
 

@@ -141,6 +141,19 @@ static int mixed_processes(gpum_device_session_t *s, unsigned index, gpum__rawpr
   return rc;
 }
 
+static int mixed_process_util(gpum_device_session_t *s, unsigned index, uint64_t since_us,
+                              gpum_process_util_t **out, size_t *n) {
+  const slot_t *sl = &mixed_of(s)->slot[index];
+  gpum_device_session_t *c = mixed_of(s)->child[sl->child];
+  if (!c->ops->process_util)
+    return gpum_error(GPUM_ENOTSUP, "the %s backend gives no per-process utilisation",
+                      c->ops->name);
+  gpum__session_lock(c);
+  int rc = c->ops->process_util(c, sl->local, since_us, out, n);
+  gpum__session_unlock(c);
+  return rc;
+}
+
 /* The list's index of child's device local. */
 static unsigned global_index(const struct gpum__mixed *m, unsigned child, unsigned local) {
   unsigned k = 0;
@@ -209,6 +222,7 @@ const struct gpum__backend gpum__backend_mixed = {
     .sample = mixed_sample,
     .memory_health = mixed_memory_health,
     .processes = mixed_processes,
+    .process_util = mixed_process_util,
     .events_enable = mixed_events_enable,
     .event_wait = mixed_event_wait,
 };

@@ -836,6 +836,7 @@ const struct gpum__backend gpum__backend_nvml = {
     .sample = nvml_sample,
     .memory_health = nvml_memory_health,
     .processes = gpum__nvml_processes,
+    .process_util = gpum__nvml_process_util,
     .events_enable = gpum__nvml_events_enable,
     .event_wait = gpum__nvml_event_wait,
 };

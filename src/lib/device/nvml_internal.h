@@ -97,6 +97,9 @@ bool gpum__nvml_is_fatal(int rv);
 
 int gpum__nvml_processes(gpum_device_session_t *s, unsigned index, gpum__rawproc_t **out,
                          size_t *n);
+/* Per-process utilisation (nvml_proc.c): the vtable's process_util. */
+int gpum__nvml_process_util(gpum_device_session_t *s, unsigned index, uint64_t since_us,
+                            gpum_process_util_t **out, size_t *n);
 int gpum__nvml_events_enable(gpum_device_session_t *s);
 int gpum__nvml_event_wait(gpum_device_session_t *s, gpum_device_event_t *ev, unsigned timeout_ms);
 /* Frees the event set (session closing). */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Per-process GPU memory from NVML, and the process-list stride problem.
+ * Per-process GPU memory from NVML, and the process-list stride problem; at the end, the
+ * per-process utilisation (nvmlDeviceGetProcessUtilization).
  *
  * The _v3 process calls normally write 24-byte entries, but early R535 drivers (535.43 up to
  * below 535.86) wrote 32-byte entries with no version bump, which scrambles pids and sizes
@@ -274,4 +275,91 @@ out_check:
     *n = 0;
   }
   return rc;
+}
+
+/* ---- per-process utilisation ---- */
+
+/* Keeps, of samples[0..n), the newest per pid and none over 100 % (a driver bug nvtop drops
+ * too); returns how many are left at the front, in the order of their first appearance. */
+size_t gpum__proc_util_reduce(gpum_process_util_t *samples, size_t n) {
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    const gpum_process_util_t *x = &samples[i];
+    if (x->sm_util > 100 || x->mem_util > 100 || x->enc_util > 100 || x->dec_util > 100)
+      continue;
+    size_t k = 0;
+    while (k < kept && samples[k].pid != x->pid)
+      k++;
+    if (k == kept)
+      samples[kept++] = *x;
+    else if (x->timestamp_us > samples[k].timestamp_us)
+      samples[k] = *x;
+  }
+  return kept;
+}
+
+int gpum__nvml_process_util(gpum_device_session_t *s, unsigned index, uint64_t since_us,
+                            gpum_process_util_t **out, size_t *n) {
+  static const char call[] = "nvmlDeviceGetProcessUtilization";
+  gpum__nvml_t *nv = s->impl;
+  *out = NULL;
+  *n = 0;
+  if (!nv->f.nvmlDeviceGetProcessUtilization)
+    return gpum_error(GPUM_ENOTSUP, "%s exports no %s", nv->path, call);
+  if (nv->dev[index].mig >= 0) /* NVML has no per-process figures for an instance */
+    return gpum_error(GPUM_ENOTSUP, "device %u is a MIG instance: %s does not serve it", index,
+                      call);
+  nvmlDevice_t h;
+  int rc = gpum__nvml_handle(s, nv, index, &h);
+  if (rc)
+    return rc;
+  unsigned need = 0;
+  int rv;
+  GPUM__NV_DEV(s, nv, index, rv,
+               nv->f.nvmlDeviceGetProcessUtilization(h, NULL, &need, (unsigned long long)since_us));
+  if (rv == NVML_ERROR_NOT_FOUND || (rv == NVML_SUCCESS && need == 0))
+    return 0; /* no sample since since_us */
+  if (rv != NVML_SUCCESS && rv != NVML_ERROR_INSUFFICIENT_SIZE)
+    return gpum__nvml_fail(nv, call, index, rv);
+  for (int attempt = 0; attempt < GROW_ATTEMPTS; attempt++) {
+    unsigned cap = need + need / 2 + 8; /* processes start between the two calls */
+    nvmlProcessUtilizationSample_t *buf = calloc(cap, sizeof *buf);
+    if (!buf)
+      return gpum_error(GPUM_ENOMEM, "cannot allocate %u process samples", cap);
+    unsigned got = cap;
+    GPUM__NV_DEV(s, nv, index, rv,
+                 nv->f.nvmlDeviceGetProcessUtilization(h, buf, &got, (unsigned long long)since_us));
+    if (rv == NVML_ERROR_INSUFFICIENT_SIZE) {
+      free(buf);
+      need = got > need ? got : need + 16;
+      continue;
+    }
+    if (rv != NVML_SUCCESS) {
+      free(buf);
+      return rv == NVML_ERROR_NOT_FOUND ? 0 : gpum__nvml_fail(nv, call, index, rv);
+    }
+    if (got > cap)
+      got = cap;
+    gpum_process_util_t *v = got ? calloc(got, sizeof *v) : NULL;
+    if (got && !v) {
+      free(buf);
+      return gpum_error(GPUM_ENOMEM, "cannot allocate %u process samples", got);
+    }
+    for (unsigned i = 0; i < got; i++)
+      v[i] = (gpum_process_util_t){.pid = buf[i].pid,
+                                   .timestamp_us = buf[i].timeStamp,
+                                   .sm_util = buf[i].smUtil,
+                                   .mem_util = buf[i].memUtil,
+                                   .enc_util = buf[i].encUtil,
+                                   .dec_util = buf[i].decUtil};
+    free(buf);
+    *n = gpum__proc_util_reduce(v, got);
+    *out = v;
+    if (*n == 0) {
+      free(v);
+      *out = NULL;
+    }
+    return 0;
+  }
+  return gpum_error(GPUM_EAGAIN, "%s on device %u: the list kept growing", call, index);
 }

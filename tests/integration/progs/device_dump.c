@@ -9,6 +9,8 @@
  *   memhealth 0 rc=OK retired_pending=null remapped_corr=0 remapped_unc=1 remap_pending=1
  *     remap_failure=0          (one line; the remap fields are null together)
  *   proc 0 pid=123 memory=1073741824 user=root command="..."
+ *   putil 0 rc=OK count=1 cap0=ENOSPC   (with --putil: gpum_device_process_util since 0; cap0
+ *   putil 0 pid=123 sm=60 mem=30 enc=0 dec=0 ts=1764...   is the call with no room)
  *   samples ok=20 fail=0 last=OK     (with --samples N: N samples of every device)
  * On an open failure: "open rc=EDRIVER msg=..." and exit status 1.
  */
@@ -23,7 +25,7 @@
 
 static void usage(void) {
   fprintf(stderr, "usage: device_dump [--backend auto|nvml|host] [--nvml-library PATH] "
-                  "[--retries N] [--retry-base MS] [--samples N] [--no-procs] [--log]\n");
+                  "[--retries N] [--retry-base MS] [--samples N] [--no-procs] [--putil] [--log]\n");
   exit(2);
 }
 
@@ -120,11 +122,23 @@ static void print_procs(gpum_device_session_t *s, unsigned i) {
   }
 }
 
+static void print_putil(gpum_device_session_t *s, unsigned i) {
+  gpum_process_util_t u[64];
+  size_t n = 0, n0 = 0;
+  int rc0 = gpum_device_process_util(s, i, 0, NULL, 0, &n0);
+  int rc = gpum_device_process_util(s, i, 0, u, 64, &n);
+  printf("putil %u rc=%s count=%zu cap0=%s count0=%zu\n", i, gpum_err_name(rc), n,
+         gpum_err_name(rc0), n0);
+  for (size_t k = 0; rc == 0 && k < n; k++)
+    printf("putil %u pid=%u sm=%u mem=%u enc=%u dec=%u ts=%" PRIu64 "\n", i, u[k].pid, u[k].sm_util,
+           u[k].mem_util, u[k].enc_util, u[k].dec_util, u[k].timestamp_us);
+}
+
 int main(int argc, char **argv) {
   gpum_device_open_opts_t o;
   gpum_device_open_opts_init(&o);
   long samples = 0;
-  bool procs = true;
+  bool procs = true, putil = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
       if (gpum_backend_parse(argv[++i], &o.backend))
@@ -137,6 +151,8 @@ int main(int argc, char **argv) {
       o.retry_base_ms = (int)num(argv[++i]);
     } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
       samples = num(argv[++i]);
+    } else if (!strcmp(argv[i], "--putil")) {
+      putil = true;
     } else if (!strcmp(argv[i], "--no-procs")) {
       procs = false;
     } else if (!strcmp(argv[i], "--log")) {
@@ -177,6 +193,8 @@ int main(int argc, char **argv) {
       print_memhealth(s, i);
       if (procs)
         print_procs(s, i);
+      if (putil)
+        print_putil(s, i);
     }
   }
   gpum_device_close(s);

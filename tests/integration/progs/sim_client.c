@@ -293,6 +293,47 @@ static void nvml_stride(nvmlDevice_t h, unsigned want) {
     fail("process entries are %u bytes, expected %u", stride, want);
 }
 
+/* nvmlDeviceGetProcessUtilization as NVML documents it, with pid holding memory on the device
+ * (the only one with a sample): a NULL count is refused; a NULL or short buffer gets
+ * INSUFFICIENT_SIZE with the count needed; a buffer with room gets pid's sample (smUtil sm,
+ * memUtil mem) taken within the last second; lastSeenTimeStamp at or after it gets only newer
+ * samples (NOT_FOUND, or one of a later period), one in the future none. */
+static void nvml_putil(nvmlDevice_t h, unsigned pid, unsigned sm, unsigned mem) {
+  nvmlProcessUtilizationSample_t u[8];
+  unsigned n = 0;
+  need(p_nvmlDeviceGetProcessUtilization(h, u, NULL, 0), NVML_ERROR_INVALID_ARGUMENT,
+       "process utilisation, NULL count");
+  need(p_nvmlDeviceGetProcessUtilization(h, NULL, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE,
+       "process utilisation, NULL buffer");
+  if (n != 1)
+    fail("process utilisation needs %u entries, expected 1", n);
+  n = 0;
+  need(p_nvmlDeviceGetProcessUtilization(h, u, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE,
+       "process utilisation, no room");
+  if (n != 1)
+    fail("process utilisation (no room) needs %u entries, expected 1", n);
+  n = 8;
+  need(p_nvmlDeviceGetProcessUtilization(h, u, &n, 0), NVML_SUCCESS, "process utilisation");
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  unsigned long long now = (unsigned long long)ts.tv_sec * 1000000ull + ts.tv_nsec / 1000;
+  if (n != 1 || u[0].pid != pid || u[0].smUtil != sm || u[0].memUtil != mem || u[0].encUtil ||
+      u[0].decUtil)
+    fail("process utilisation: %u samples, pid %u sm %u mem %u enc %u dec %u; expected pid %u sm "
+         "%u mem %u",
+         n, u[0].pid, u[0].smUtil, u[0].memUtil, u[0].encUtil, u[0].decUtil, pid, sm, mem);
+  if (u[0].timeStamp > now || u[0].timeStamp + 1000000ull < now)
+    fail("process utilisation sample at %llu, now %llu", u[0].timeStamp, now);
+  unsigned long long seen = u[0].timeStamp;
+  n = 8;
+  nvmlReturn_t r = p_nvmlDeviceGetProcessUtilization(h, u, &n, seen);
+  if (r != NVML_ERROR_NOT_FOUND && (r != NVML_SUCCESS || n != 1 || u[0].timeStamp <= seen))
+    fail("process utilisation since %llu: %d, %u samples at %llu", seen, r, n, u[0].timeStamp);
+  n = 8;
+  need(p_nvmlDeviceGetProcessUtilization(h, u, &n, now + 60000000ull), NVML_ERROR_NOT_FOUND,
+       "process utilisation since a minute ahead");
+}
+
 static int step_nvml(int argc, char **argv, int i) {
   const char *s = argv[i];
 #define ARG(k) (i + (k) < argc ? argv[i + (k)] : (fail("%s: missing argument", s), ""))
@@ -394,6 +435,17 @@ static int step_nvml(int argc, char **argv, int i) {
   if (!strcmp(s, "nvml-mem-versions")) {
     nvml_mem_versions(handle((unsigned)num(ARG(1))));
     return i + 2;
+  }
+  if (!strcmp(s, "nvml-putil")) { /* DEV PID SM MEM */
+    nvml_putil(handle((unsigned)num(ARG(1))), pid_arg(ARG(2)), (unsigned)num(ARG(3)),
+               (unsigned)num(ARG(4)));
+    return i + 5;
+  }
+  if (!strcmp(s, "nvml-putil-expect")) { /* DEV CODE: the call with a NULL buffer */
+    unsigned n = 0;
+    need(p_nvmlDeviceGetProcessUtilization(handle((unsigned)num(ARG(1))), NULL, &n, 0),
+         code_of(ARG(2)), "process utilisation");
+    return i + 3;
   }
   if (!strcmp(s, "nvml-stride")) {
     nvml_stride(handle((unsigned)num(ARG(1))), (unsigned)num(ARG(2)));
