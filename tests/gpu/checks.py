@@ -443,6 +443,79 @@ def check_processes(c: Ctx) -> str:
             p.kill()
 
 
+BUSY_TORCH = r"""
+import sys, time, torch
+x = torch.randn(4096, 4096, device="cuda")
+torch.cuda.synchronize()
+print("ready", flush=True)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    for _ in range(20):
+        y = x @ x
+    torch.cuda.synchronize()
+"""
+
+PROCESS_UTIL = r"""
+import ctypes as c, json, sys
+from gpum._lib import lib
+class U(c.Structure):
+    _fields_ = [("pid", c.c_uint), ("timestamp_us", c.c_uint64), ("sm_util", c.c_uint),
+                ("mem_util", c.c_uint), ("enc_util", c.c_uint), ("dec_util", c.c_uint)]
+sess = c.c_void_p()
+rc = lib.gpum_device_open(None, c.byref(sess))
+if rc != 0:
+    print(json.dumps({"rc": rc})); sys.exit(0)
+arr = (U * 64)()
+n = c.c_size_t()
+rc = lib.gpum_device_process_util(sess, 0, c.c_uint64(0), arr, c.c_size_t(64), c.byref(n))
+print(json.dumps({"rc": rc, "samples": [{"pid": u.pid, "sm": u.sm_util, "mem": u.mem_util}
+                                        for u in arr[:min(n.value, 64)]]}))
+lib.gpum_device_close(sess)
+"""
+
+
+@check("process-util", ("gpu", "torch"), 60)
+def check_process_util(c: Ctx) -> str:
+    """Per-process GPU utilisation (gpum top's GPU% column) on the real driver: a PyTorch
+    process multiplying matrices is given a share by gpum_device_process_util
+    (nvmlDeviceGetProcessUtilization), beside nvidia-smi pmon's for the same pid."""
+    p = subprocess.Popen([sys.executable, "-c", BUSY_TORCH, "30"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], 60)
+        line = p.stdout.readline() if ready else ""
+        if not line.startswith("ready"):
+            raise Fail("the busy process did not start: %s" % tail(p.stderr.read() if p.poll() is not None else line))
+        env = dict(os.environ, GPUM_BACKEND="nvml")
+        gpum_sm = smi_sm = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (gpum_sm is None or smi_sm is None):
+            r = c.run([sys.executable, "-c", PROCESS_UTIL], env=env)
+            out = json.loads(r.stdout.strip().splitlines()[-1])
+            if out["rc"] != 0:
+                raise Fail("gpum_device_process_util returned %d" % out["rc"])
+            gpum_sm = next((s["sm"] for s in out["samples"] if s["pid"] == p.pid), gpum_sm)
+            pm = smi("pmon", "-c", "1", "-s", "u") or ""
+            for row in pm.splitlines():
+                f = row.split()
+                if len(f) > 4 and not row.startswith("#") and f[1] == str(p.pid) and f[3] != "-":
+                    smi_sm = float(f[3])
+            time.sleep(0.5)
+        c.fig("pid", p.pid)
+        c.fig("gpum_sm_percent", gpum_sm)
+        c.fig("nvidia_smi_pmon_sm_percent", smi_sm)
+        c.expect(gpum_sm is not None and gpum_sm > 0,
+                 "gpum gave no utilisation sample for the busy pid %d" % p.pid)
+        c.expect(smi_sm is None or smi_sm > 0, "nvidia-smi pmon says sm 0 for the busy pid")
+        if c.fails:
+            raise Fail("; ".join(c.fails))
+        return "a PyTorch process multiplying matrices: gpum SM %s%%, nvidia-smi pmon SM %s%%" % (
+            gpum_sm, "-" if smi_sm is None else "%.0f" % smi_sm)
+    finally:
+        p.kill()
+        p.wait(timeout=20)
+
+
 @check("shim-cudart", ("gpu", "nvcc"), 150)
 def check_shim_cudart(c: Ctx) -> str:
     """A CUDA runtime program under the shim, fenced at 1 GiB (tests/gpu/enforce_cudart.cu)."""
