@@ -222,6 +222,16 @@ async function main() {
     const prow = page.locator(tid(`proc-0-${holder}`));
     await prow.filter({ hasText: "sim hold" }).filter({ hasText: "20.0 GiB" }).filter({ hasText: "unmanaged" }).waitFor();
     await page.locator(tid(`proc-user-0-${holder}`)).filter({ hasText: new RegExp(`^${os.userInfo().username}$`) }).waitFor();
+    // A uid with no name (or not resolved yet: gpumd gives "user": null) shows as its number.
+    await page.route("**/api/v1/gpu/status", async (route) => {
+      const res = await route.fetch();
+      const body = await res.json();
+      for (const p of body.devices[0].processes || []) if (p.pid === holder) Object.assign(p, { uid: 4000000000, user: null });
+      await route.fulfill({ response: res, json: body });
+    });
+    await page.locator(tid(`proc-user-0-${holder}`)).filter({ hasText: /^4000000000$/ }).waitFor();
+    await page.unroute("**/api/v1/gpu/status");
+    await page.locator(tid(`proc-user-0-${holder}`)).filter({ hasText: new RegExp(`^${os.userInfo().username}$`) }).waitFor();
     await shot(page, "02-held-memory");
     log(`gpum sim hold 20 GiB: the chart's newest point and the figures show it; can grant ${iec(d0.grantable)} ` +
       `of ${iec(d0.capacity)}; the holder listed with its user name (${os.userInfo().username}) as unmanaged`);
