@@ -151,25 +151,24 @@ int gpumd_engine_set_disabled(gpumd_t *d, const gpumd_actor_t *a, const gpumd_de
   return 0;
 }
 
-/* Indexes of pl's entries, largest memory first (ties by pid). */
-static gpumd_procs_t *procs_sorted_pl;
-static int by_memory(const void *a, const void *b) {
-  const gpumd_procs_t *pl = procs_sorted_pl;
-  size_t i = *(const size_t *)a, j = *(const size_t *)b;
+/* Whether pl's entry i comes before entry j: larger memory first, then the smaller pid. */
+static bool proc_before(const gpumd_procs_t *pl, size_t i, size_t j) {
   if (pl->memory[i] != pl->memory[j])
-    return pl->memory[i] < pl->memory[j] ? 1 : -1;
-  return pl->pid[i] < pl->pid[j] ? -1 : pl->pid[i] > pl->pid[j];
+    return pl->memory[i] > pl->memory[j];
+  return pl->pid[i] < pl->pid[j];
 }
 
 json_t *gpumd_engine_device_procs_json(gpumd_t *d, unsigned index) {
   static gpumd_procs_t pl; /* loop thread only; too big for the stack */
   if (gpumd_procs_get(d, index, &pl) != 0)
     return NULL;
-  size_t order[GPUMD_MAX_PROCS];
-  for (size_t i = 0; i < pl.count; i++)
-    order[i] = i;
-  procs_sorted_pl = &pl;
-  qsort(order, pl.count, sizeof order[0], by_memory);
+  size_t order[GPUMD_MAX_PROCS] = {0};
+  for (size_t k = 0; k < pl.count; k++) { /* insertion sort: at most 128 entries */
+    size_t at = k;
+    for (; at > 0 && proc_before(&pl, k, order[at - 1]); at--)
+      order[at] = order[at - 1];
+    order[at] = k;
+  }
   json_t *arr = json_array();
   for (size_t k = 0; arr && k < pl.count; k++) {
     size_t i = order[k];

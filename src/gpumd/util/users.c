@@ -16,6 +16,7 @@
 #include <gpum/error.h>
 
 #include "users.h"
+#include "utf8_internal.h"
 
 typedef enum { ENTRY_PENDING = 1, ENTRY_NAMED, ENTRY_NONAME } entry_state_t;
 
@@ -64,8 +65,8 @@ static void lookup(unsigned uid, char name[GPUMD_USER_BUFSZ]) {
       return;
     struct passwd pw, *res = NULL;
     int rc = getpwuid_r((uid_t)uid, &pw, buf, len, &res);
-    if (rc == 0 && res && res->pw_name)
-      snprintf(name, GPUMD_USER_BUFSZ, "%s", res->pw_name);
+    if (rc == 0 && res && res->pw_name) /* valid UTF-8: a JSON string holds it */
+      gpumd_utf8_clean(res->pw_name, name, GPUMD_USER_BUFSZ);
     free(buf);
     if (rc != ERANGE)
       return;
