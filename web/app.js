@@ -243,8 +243,14 @@
 
   // Axes whose labels keep apart: uPlot drops ticks closer than `space` px (time labels are
   // about 60 px wide).
+  // The labels are the clock's time on one line (uPlot's default adds a date line, cut at the
+  // left edge of a narrow chart), with seconds when the ticks are under a minute apart.
   const xAxis = () => ({ stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, ticks: { stroke: cssVar("--line") },
-    space: 90 });
+    space: 90, values: (u, ticks) => {
+      const secs = ticks.length > 1 && ticks[1] - ticks[0] < 60;
+      const f = { hour: "2-digit", minute: "2-digit", ...(secs ? { second: "2-digit" } : {}) };
+      return ticks.map((t) => new Date(t * 1000).toLocaleTimeString([], f));
+    } });
 
   const byteIncrs = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512].flatMap((m) => [m * 2 ** 20, m * GIB])
     .sort((a, b) => a - b);
