@@ -180,19 +180,19 @@
 
   function newSeries() {
     // Columns as uPlot wants them: x (seconds), then one array per line.
-    return { t: [], used: [], reserved: [], unmanaged: [], committed: [], total: [], util: [], temp: [], power: [] };
+    return { t: [], used: [], reserved: [], unmanaged: [], committed: [], total: [], cap: [], util: [], temp: [], power: [] };
   }
 
   function deviceOf(index) {
     let d = st.devices.get(index);
     if (!d) {
-      d = { index, status: null, health: null, since_ns: 0, series: newSeries(), charts: [], el: null };
+      d = { index, status: null, health: null, since_ns: 0, series: newSeries(), charts: [], el: null, expanded: false };
       st.devices.set(index, d);
     }
     return d;
   }
 
-  function addPoint(d, tMs, used, reserved, unmanaged, total, util, temp, powerMw) {
+  function addPoint(d, tMs, used, reserved, unmanaged, total, util, temp, powerMw, cap) {
     const s = d.series;
     const t = tMs / 1000;
     const last = s.t.length ? s.t[s.t.length - 1] : -Infinity;
@@ -208,6 +208,7 @@
     s.unmanaged.push(unmanaged);
     s.committed.push(reserved === null && unmanaged === null ? null : (reserved || 0) + (unmanaged || 0));
     s.total.push(total);
+    s.cap.push(cap ?? null);
     s.util.push(util);
     s.temp.push(temp);
     s.power.push(powerMw === null || powerMw === undefined ? null : powerMw / 1000);
@@ -229,36 +230,66 @@
     c.setSize(chartSize(c.root.parentElement));
   }
 
+  // The newest non-null value of arr (what a legend shows when the cursor is not on the chart:
+  // uPlot would show "--").
+  function lastOf(arr) {
+    for (let i = arr.length - 1; i >= 0; i--) if (arr[i] !== null && arr[i] !== undefined) return arr[i];
+    return null;
+  }
+
+  // A legend value: the point under the cursor, else the newest one. col() reads the column
+  // (d.series is replaced when the history is read again).
+  const legendValue = (col, fmt) => (u, v, si, i) => fmt(i === null || i === undefined ? lastOf(col()) : col()[i]);
+
+  // Axes whose labels keep apart: uPlot drops ticks closer than `space` px (time labels are
+  // about 60 px wide).
+  // The labels are the clock's time on one line (uPlot's default adds a date line, cut at the
+  // left edge of a narrow chart), with seconds when the ticks are under a minute apart.
+  const xAxis = () => ({ stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, ticks: { stroke: cssVar("--line") },
+    space: 90, values: (u, ticks) => {
+      const secs = ticks.length > 1 && ticks[1] - ticks[0] < 60;
+      const f = { hour: "2-digit", minute: "2-digit", ...(secs ? { second: "2-digit" } : {}) };
+      return ticks.map((t) => new Date(t * 1000).toLocaleTimeString([], f));
+    } });
+
   const byteIncrs = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512].flatMap((m) => [m * 2 ** 20, m * GIB])
     .sort((a, b) => a - b);
 
   function memChart(d, box) {
-    const fmt = (u, v) => (v === null || v === undefined ? "–" : iec(v));
+    const fmt = (v) => (v === null || v === undefined ? "–" : iec(v));
     const opts = {
       ...chartSize(box),
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(max, 1 * GIB)] } },
       axes: [
-        { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, ticks: { stroke: cssVar("--line") } },
+        xAxis(),
         {
           stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, ticks: { stroke: cssVar("--line") },
-          size: 72, incrs: byteIncrs, values: (u, vals) => vals.map((v) => iec(v)),
+          size: 72, space: 28, incrs: byteIncrs, values: (u, vals) => vals.map((v) => iec(v)),
         },
       ],
       series: [
-        {},
+        timeSeries(d),
         // Stacked: "reserved" is drawn at unmanaged + reserved, over the unmanaged band.
         { label: "reserved", stroke: cssVar("--reserved"), fill: cssVar("--reserved") + "55", width: 1,
-          value: (u, v, si, i) => fmt(u, i === null ? null : d.series.reserved[i]) },
-        { label: "unmanaged", stroke: cssVar("--unmanaged"), fill: cssVar("--unmanaged") + "88", width: 1, value: fmt },
-        { label: "used", stroke: cssVar("--used"), width: 2, value: fmt },
-        { label: "total", stroke: cssVar("--muted"), width: 1, dash: [4, 4], value: fmt },
+          value: legendValue(() => d.series.reserved, fmt) },
+        { label: "unmanaged", stroke: cssVar("--unmanaged"), fill: cssVar("--unmanaged") + "88", width: 1,
+          value: legendValue(() => d.series.unmanaged, fmt) },
+        { label: "used", stroke: cssVar("--used"), width: 2, value: legendValue(() => d.series.used, fmt) },
+        // What gpumd may commit (the total less its headroom), not the bare total.
+        { label: "capacity", stroke: cssVar("--muted"), width: 1, dash: [4, 4], value: legendValue(() => d.series.cap, fmt) },
       ],
       legend: { live: true },
     };
     const s = d.series;
-    return new uPlot(opts, [s.t, s.committed, s.unmanaged, s.used, s.total], box);
+    return new uPlot(opts, [s.t, s.committed, s.unmanaged, s.used, s.cap], box);
   }
+
+  // The x series in the legend: the time of the point under the cursor, else the newest.
+  const timeSeries = (d) => ({ value: legendValue(() => d.series.t,
+    (t) => (t === null || t === undefined ? "–" : new Date(t * 1000).toLocaleTimeString())) });
+
+  const num0 = (v) => (v === null || v === undefined ? "–" : String(Math.round(v)));
 
   function loadChart(d, box) {
     const opts = {
@@ -266,40 +297,64 @@
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true }, pct: { range: [0, 100] }, w: { range: (u, min, max) => [0, Math.max(max, 100)] } },
       axes: [
-        { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, ticks: { stroke: cssVar("--line") } },
-        { scale: "pct", stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, ticks: { stroke: cssVar("--line") }, size: 40 },
+        xAxis(),
+        { scale: "pct", stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, ticks: { stroke: cssVar("--line") },
+          size: 40, space: 24 },
         { scale: "w", side: 1, stroke: cssVar("--muted"), grid: { show: false }, ticks: { stroke: cssVar("--line") },
-          size: 48, values: (u, vals) => vals.map((v) => v + " W") },
+          size: 48, space: 24, values: (u, vals) => vals.map((v) => v + " W") },
       ],
       series: [
-        {},
-        { label: "util %", scale: "pct", stroke: cssVar("--util"), width: 2 },
-        { label: "temp °C", scale: "pct", stroke: cssVar("--temp"), width: 1 },
-        { label: "power W", scale: "w", stroke: cssVar("--power"), width: 1 },
+        timeSeries(d),
+        { label: "util %", scale: "pct", stroke: cssVar("--util"), width: 2, value: legendValue(() => d.series.util, num0) },
+        { label: "temp °C", scale: "pct", stroke: cssVar("--temp"), width: 1, value: legendValue(() => d.series.temp, num0) },
+        { label: "power W", scale: "w", stroke: cssVar("--power"), width: 1, value: legendValue(() => d.series.power, num0) },
       ],
     };
     const s = d.series;
     return new uPlot(opts, [s.t, s.util, s.temp, s.power], box);
   }
 
+  // A node of COMPACT_FROM GPUs or more shows a row per GPU (memory bar, utilisation,
+  // temperature, state); a click on a row opens its card.
+  const COMPACT_FROM = 8;
+
   function buildCard(d) {
     const i = d.index;
     const fig = (name, key) => el("div", {}, el("dt", { text: name }), el("dd", { testid: `gpu-${key}-${i}`, text: "–" }));
     const memBox = el("div", { class: "chart", testid: `gpu-mem-chart-${i}` });
     const loadBox = el("div", { class: "chart small", testid: `gpu-load-chart-${i}` });
+    const row = el("button", { type: "button", class: "gpu-row", testid: `gpu-row-${i}`, "aria-expanded": "false",
+      title: "Show or hide this GPU's card" },
+    el("span", { class: "row-name", testid: `gpu-row-name-${i}`, text: `GPU ${i}` }),
+    el("span", { class: "membar", testid: `gpu-row-bar-${i}` },
+      el("span", { class: "m-committed" }), el("span", { class: "m-used" })),
+    el("span", { class: "row-mem num", testid: `gpu-row-mem-${i}`, text: "–" }),
+    el("span", { class: "row-util num", testid: `gpu-row-util-${i}`, text: "–" }),
+    el("span", { class: "row-temp num", testid: `gpu-row-temp-${i}`, text: "–" }),
+    el("span", { class: "state", testid: `gpu-row-state-${i}`, text: "…" }));
     const card = el("article", { class: "gpu", testid: `gpu-${i}` },
-      el("div", { class: "gpu-head" },
-        el("span", { class: "gpu-name", testid: `gpu-name-${i}`, text: `GPU ${i}` }),
-        el("span", { class: "state", testid: `gpu-state-${i}`, text: "…" })),
-      el("p", { class: "reason", testid: `gpu-reason-${i}` }),
-      el("dl", { class: "figures" },
-        fig("used", "used"), fig("reserved", "reserved"), fig("unmanaged", "unmanaged"),
-        fig("total", "total"), fig("utilisation", "util"), fig("temperature", "temp"), fig("power", "power"),
-        fig("jobs", "jobs")),
-      el("p", { class: "chart-title", text: "memory: reserved and unmanaged stacked, used, total (last hour)" }),
-      memBox,
-      el("p", { class: "chart-title", text: "utilisation, temperature, power" }),
-      loadBox);
+      row,
+      el("div", { class: "gpu-details", testid: `gpu-details-${i}` },
+        el("div", { class: "gpu-head" },
+          el("span", { class: "gpu-name", testid: `gpu-name-${i}`, text: `GPU ${i}` }),
+          el("span", { class: "state", testid: `gpu-state-${i}`, text: "…" })),
+        el("p", { class: "reason", testid: `gpu-reason-${i}` }),
+        el("dl", { class: "figures" },
+          el("div", { class: "wide" }, el("dt", { text: "can grant" }),
+            el("dd", { testid: `gpu-grantable-${i}`, text: "–" })), fig("used", "used"), fig("reserved", "reserved"),
+          fig("unmanaged", "unmanaged"), fig("total", "total"), fig("utilisation", "util"),
+          fig("temperature", "temp"), fig("power", "power"), fig("jobs", "jobs")),
+        el("p", { class: "chart-title", text: "memory: reserved and unmanaged stacked, used, capacity (last hour)" }),
+        memBox,
+        el("p", { class: "chart-title", text: "utilisation, temperature, power" }),
+        loadBox,
+        el("p", { class: "chart-title", text: "processes" }),
+        el("div", { class: "procs-wrap", testid: `gpu-procs-${i}` })));
+    row.addEventListener("click", () => {
+      d.expanded = !d.expanded;
+      card.classList.toggle("expanded", d.expanded);
+      row.setAttribute("aria-expanded", String(d.expanded));
+    });
     d.el = card;
     d.memBox = memBox;
     d.loadBox = loadBox;
@@ -308,10 +363,41 @@
     const after = [...box.children].find((c) => Number(c.dataset.index) > i);
     card.dataset.index = String(i);
     box.insertBefore(card, after || null);
+    box.classList.toggle("compact", st.devices.size >= COMPACT_FROM);
     makeCharts(d);
     new ResizeObserver(() => {
       for (const c of d.charts) fitChart(c);
     }).observe(memBox);
+  }
+
+  // The processes on the GPU as nvitop lists them: pid, user, command, memory and whose it is.
+  const PROC_ROWS = 8;
+  function renderProcs(d) {
+    const i = d.index;
+    const box = d.el.querySelector(".procs-wrap");
+    const procs = (d.status && d.status.processes) || null;
+    if (!procs || !procs.length) {
+      const text = procs ? "No process." : "–";
+      if (box.textContent !== text) box.replaceChildren(el("p", { class: "empty", text }));
+      return;
+    }
+    const head = el("tr", {}, ...["pid", "user", "command", "memory", "reservation"].map((h) =>
+      el("th", { scope: "col", text: h })));
+    const rows = procs.slice(0, PROC_ROWS).map((p) => el("tr", { testid: `proc-${i}-${p.pid}` },
+      el("td", { class: "num", text: String(p.pid) }),
+      el("td", { testid: `proc-user-${i}-${p.pid}`, text: userOf(p) }),
+      el("td", { class: "cmd", title: p.command || "", text: p.command || "?" }),
+      el("td", { class: "num", text: iec(p.memory) }),
+      el("td", { class: p.reservation ? "" : "unmanaged", text: p.reservation || "unmanaged" })));
+    const table = el("table", { class: "procs" }, el("thead", {}, head), el("tbody", {}, ...rows));
+    const more = procs.length > PROC_ROWS ? el("p", { class: "muted", text: `and ${procs.length - PROC_ROWS} more` }) : null;
+    box.replaceChildren(...[table, more].filter(Boolean));
+  }
+
+  // A process's owner: its user name, or its uid until gpumd knows the name (or when it has none).
+  function userOf(p) {
+    if (p.user) return p.user;
+    return p.uid === null || p.uid === undefined ? "?" : String(p.uid);
   }
 
   function makeCharts(d) {
@@ -323,7 +409,7 @@
   function redrawCharts(d) {
     const s = d.series;
     if (!d.charts.length) return;
-    d.charts[0].setData([s.t, s.committed, s.unmanaged, s.used, s.total]);
+    d.charts[0].setData([s.t, s.committed, s.unmanaged, s.used, s.cap]);
     d.charts[1].setData([s.t, s.util, s.temp, s.power]);
     // What the chart holds, for tests and the curious: points and the newest used bytes.
     d.memBox.dataset.points = String(s.t.length);
@@ -357,10 +443,11 @@
       reason = `committed ${iec(s.committed)} is ${iec(s.overcommit)} over its capacity of ` +
         `${iec(s.capacity)}: memory taken outside reservations after they were granted`;
     }
-    d.el.className = "gpu gpu-" + state;
-    const badge = d.el.querySelector(".state");
-    badge.className = "state state-" + state;
-    badge.textContent = state;
+    d.el.className = "gpu gpu-" + state + (d.expanded ? " expanded" : "");
+    for (const badge of d.el.querySelectorAll(".state")) {
+      badge.className = "state state-" + state;
+      badge.textContent = state;
+    }
     d.el.dataset.state = state;
     setText(`gpu-reason-${i}`, reason);
     setText(`gpu-name-${i}`, `GPU ${i}` + (s.name ? " · " + s.name : "") + vendorNote(s));
@@ -382,6 +469,52 @@
     setText(`gpu-temp-${i}`, temp === null ? "–" : temp + " °C");
     setText(`gpu-power-${i}`, power === null ? "–" : power.toFixed(0) + " W");
     setText(`gpu-jobs-${i}`, s.jobs === undefined ? "–" : String(s.jobs));
+    // What gpumd can still grant: its capacity less what is committed (the newest figures:
+    // a sample's, else the status's).
+    const grant = grantableOf(s);
+    setText(`gpu-grantable-${i}`, grant === null ? "–" : `${iec(grant)} of ${iec(s.capacity)}`);
+    // The compact row.
+    const total = last("total") ?? mem.total;
+    const used = last("used") ?? mem.used;
+    setText(`gpu-row-name-${i}`, `GPU ${i}` + (s.name ? " · " + s.name : ""));
+    setText(`gpu-row-mem-${i}`, `${iec(used)} / ${iec(total)}`);
+    setText(`gpu-row-util-${i}`, util === null ? "–" : util + " %");
+    setText(`gpu-row-temp-${i}`, temp === null ? "–" : temp + " °C");
+    const pct = (v) => (total > 0 && v !== null && v !== undefined ? Math.min(100, (100 * v) / total).toFixed(1) + "%" : "0%");
+    const bar = d.el.querySelector(".membar");
+    bar.querySelector(".m-committed").style.width = pct((s.reserved ?? 0) + (s.unmanaged ?? 0));
+    bar.querySelector(".m-used").style.width = pct(used);
+    bar.title = `used ${iec(used)}, committed ${iec((s.reserved ?? 0) + (s.unmanaged ?? 0))}, can grant ${iec(grant)}`;
+    renderProcs(d);
+    renderSummary();
+  }
+
+  function grantableOf(s) {
+    if (Number.isFinite(s.capacity) && Number.isFinite(s.committed)) return Math.max(0, s.capacity - s.committed);
+    return Number.isFinite(s.grantable) ? s.grantable : null;
+  }
+
+  // ---- the summary at the top ----------------------------------------------------------------
+
+  const WELL = new Set(["AVAILABLE", "BUSY"]);
+  function renderSummary() {
+    const devs = [...st.devices.values()].filter((d) => d.el);
+    const bad = devs.filter((d) => d.el.dataset.state && d.el.dataset.state !== "…" && !WELL.has(d.el.dataset.state));
+    const health = $("summary-health");
+    health.textContent = !devs.length ? "–" : bad.length === 0 ? `All ${devs.length} GPUs well` :
+      `${bad.length} of ${devs.length} GPUs in trouble: ` + bad.map((d) => `GPU ${d.index} ${d.el.dataset.state}`).join(", ");
+    health.className = "sum " + (bad.length ? "sum-bad" : "sum-ok");
+    let grant = 0;
+    for (const d of devs) if (WELL.has(d.el.dataset.state)) grant += grantableOf(d.status || {}) || 0;
+    setText("summary-grant", devs.length ? `can grant ${iec(grant)}` : "–");
+    let queued = 0;
+    for (const r of st.resv.values()) if (r.state === "QUEUED") queued++;
+    setText("summary-queue", queued ? `${queued.toLocaleString("en")} waiting` : "nothing waits");
+    const active = [...st.alerts.values()].filter((a) => a.state === "active");
+    const serious = active.filter((a) => a.level === "ERROR" || a.level === "CRITICAL").length;
+    const alerts = $("summary-alerts");
+    alerts.textContent = active.length ? `${active.length} active alert${active.length > 1 ? "s" : ""}` : "no active alert";
+    alerts.className = "sum " + (serious ? "sum-bad" : active.length ? "sum-warn" : "sum-ok");
   }
 
   function onSample(e) {
@@ -401,7 +534,7 @@
       if (reserved !== null && unmanaged !== null) d.status.committed = reserved + unmanaged;
     }
     addPoint(d, e.time_ns / 1e6, e.memory_used ?? null, reserved, unmanaged, e.memory_total ?? null,
-      e.utilization_gpu ?? null, e.temperature ?? null, e.power ?? null);
+      e.utilization_gpu ?? null, e.temperature ?? null, e.power ?? null, e.memory_capacity ?? s.capacity ?? null);
     if (d.el) redrawCharts(d);
     renderDevice(d);
   }
@@ -424,7 +557,7 @@
   // batch runner's oom_retries), the batch size a runner (or a custom source) reports.
   function workloadOf(r) {
     const w = { allocated: 0, cached: 0, peak: 0, frag: null, ooms: 0, retries: 0, batch: null, any: false };
-    const known = ["allocated_bytes", "cached_bytes", "allocated_peak_bytes", "peak_bytes", "fragmentation",
+    const known = ["allocated_bytes", "cached_bytes", "allocated_peak_bytes", "peak_bytes", "fragmentation_ratio",
       "ooms", "alloc_retries", "oom_retries", "batch_size"];
     for (const src of r.workload || []) {
       const f = src.figures || {};
@@ -432,7 +565,7 @@
       w.allocated += f.allocated_bytes || 0;
       w.cached += f.cached_bytes || 0;
       w.peak = Math.max(w.peak, f.allocated_peak_bytes || 0, f.peak_bytes || 0);
-      if (f.fragmentation !== undefined) w.frag = Math.max(w.frag ?? 0, f.fragmentation);
+      if (f.fragmentation_ratio !== undefined) w.frag = Math.max(w.frag ?? 0, f.fragmentation_ratio);
       w.ooms += f.ooms || 0;
       w.retries += (f.alloc_retries || 0) + (f.oom_retries || 0);
       if (f.batch_size !== undefined) w.batch = f.batch_size;
@@ -454,7 +587,69 @@
     if (w.frag !== null) parts.push(`fragmentation ${(100 * w.frag).toFixed(0)}%`);
     parts.push(`OOMs ${w.ooms}`, `OOM retries ${w.retries}`);
     if (w.batch !== null) parts.push(`batch ${w.batch}`);
-    return el("div", {}, bar, el("div", { class: "workload-text", testid: `workload-${r.id}`, text: parts.join(" · ") }));
+    const more = otherFigures(r);
+    return el("div", {}, bar, el("div", { class: "workload-text", testid: `workload-${r.id}`, text: parts.join(" · ") }),
+      more ? el("div", { class: "workload-text", testid: `workload-more-${r.id}`, text: more }) : null);
+  }
+
+  // The figures of the job's reports other than those drawn above (a batcher's queue and latency
+  // percentiles, custom ones), each with the unit gpumd read from its name ("units": libgpum's
+  // gpum_figure_unit, so the page does not repeat the rule; a count without it).
+  const DRAWN = new Set(["allocated_bytes", "cached_bytes", "allocated_peak_bytes", "peak_bytes", "fragmentation_ratio",
+    "ooms", "alloc_retries", "oom_retries", "batch_size", "limit_bytes"]);
+  function otherFigures(r) {
+    const parts = [];
+    for (const src of r.workload || []) {
+      const units = src.units || {};
+      for (const [name, v] of Object.entries(src.figures || {})) {
+        if (DRAWN.has(name)) continue;
+        const u = units[name] || { unit: "count", scale: 1 };
+        parts.push(`${name} ${figure(v * (u.scale ?? 1), u.unit)}`);
+      }
+    }
+    return parts.join(" · ");
+  }
+
+  // A value in its unit's base as people read it (gpum_value_format's rules, gpum/size.h).
+  function figure(v, unit) {
+    if (!Number.isFinite(v)) return "–";
+    const sig = (x) => (Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
+    switch (unit) {
+      case "bytes":
+        return iec(v);
+      case "seconds": {
+        const a = Math.abs(v);
+        if (a === 0) return "0 s";
+        if (a < 1e-6) return sig(v * 1e9) + " ns";
+        if (a < 1e-3) return sig(v * 1e6) + " µs";
+        if (a < 1) return sig(v * 1e3) + " ms";
+        return a < 100 ? sig(v) + " s" : duration(v * 1000);
+      }
+      case "ratio":
+        return (100 * v).toFixed(1) + "%";
+      case "per_second":
+        return count(v) + "/s";
+      default:
+        return count(v);
+    }
+  }
+
+  function count(v) {
+    const a = Math.abs(v);
+    if (a >= 1e6) return (v / 1e6).toFixed(2) + "M";
+    if (a >= 1e4) return (v / 1e3).toFixed(1) + "k";
+    return Number.isInteger(v) ? String(v) : v.toFixed(2);
+  }
+
+  // A "workload" event: one process's report on a reservation; the page keeps the newest of
+  // each (pid, source), as gpumd does.
+  function onWorkload(e) {
+    const r = st.resv.get(e.reservation);
+    if (!r) return;
+    const list = (r.workload || []).filter((w) => !(w.pid === e.pid && w.source === e.source));
+    list.push({ pid: e.pid, source: e.source, age_ms: 0, figures: e.figures || {}, units: e.units || {} });
+    r.workload = list;
+    renderReservations();
   }
 
   // A Slurm step's reservation (gpum_spank.so): its job and step ids under the label.
@@ -463,6 +658,8 @@
     return el("div", { class: "workload-text", testid: `resv-slurm-${r.id}`,
       text: `job ${r.slurm.job_id}.${r.slurm.step_id}` });
   }
+
+  const COLUMNS = ["id", "owner", "label", "GPUs", "limit", "used (shim)", "state", "age", "queue", "inside the job", ""];
 
   function renderReservations() {
     const body = $("resv-body");
@@ -499,6 +696,8 @@
         el("td", {}, ended ? "" : el("button", { type: "button", class: "danger", testid: `release-${r.id}`, "data-id": r.id,
           text: queued ? "Cancel" : "Release" })),
       ];
+      // Each cell names its column: on a phone the rows are cards (style.css), one line a cell.
+      cells.forEach((td, k) => (td.dataset.label = COLUMNS[k]));
       let tr = old.get(r.id);
       old.delete(r.id);
       if (!tr) tr = el("tr", { "data-id": r.id, testid: `resv-${r.id}` });
@@ -524,6 +723,7 @@
         text: `and ${(queued.length - PAGE_ROWS).toLocaleString("en")} more waiting` }));
     q.replaceChildren(...head);
     $("queue-empty").hidden = queued.length > 0;
+    renderSummary();
   }
 
   // A reservation as an event or a list shows it; never taken back to an earlier state.
@@ -582,6 +782,7 @@
     el("span", { class: `level level-${a.level}`, text: a.level }),
     a.message || a.rule_text || "")));
     $("alerts-empty").hidden = list.length > 0;
+    renderSummary();
   }
 
   // ---- snapshots -----------------------------------------------------------------------------------
@@ -618,11 +819,13 @@
       const points = dev.points || [];
       const first = points.length ? v(points[0], 0) / 1000 : Infinity;
       const keep = (i) => addPoint(d, live.t[i] * 1000, live.used[i], live.reserved[i], live.unmanaged[i],
-        live.total[i], live.util[i], live.temp[i], live.power[i] === null ? null : live.power[i] * 1000);
+        live.total[i], live.util[i], live.temp[i], live.power[i] === null ? null : live.power[i] * 1000, live.cap[i]);
+      // The history has no capacity column: the status's (it moves only with the options).
+      const cap = d.status && Number.isFinite(d.status.capacity) ? d.status.capacity : null;
       // The page's points older than the history (a gpumd restarted: its history starts
       // anew), the history, then the page's points newer than it.
       for (let i = 0; i < live.t.length && live.t[i] < first; i++) keep(i);
-      for (const p of points) addPoint(d, v(p, 0), v(p, 1), v(p, 2), v(p, 3), v(p, 4), v(p, 5), v(p, 6), v(p, 7));
+      for (const p of points) addPoint(d, v(p, 0), v(p, 1), v(p, 2), v(p, 3), v(p, 4), v(p, 5), v(p, 6), v(p, 7), cap ?? v(p, 4));
       for (let i = 0; i < live.t.length; i++) keep(i);
       if (d.el) redrawCharts(d);
     }
@@ -691,6 +894,17 @@
   // A reservation's used/fenced memory and its workload reports change without an event of
   // their own: while some reservation is granted, the list is read again at most every 2 s,
   // on the sample events (no timer of its own).
+  // What changes without an event: granted reservations' used memory, the processes on the
+  // GPUs and their owners' names (gpumd resolves them after a first status shows the uid).
+  function needsReread() {
+    if ([...st.resv.values()].some((r) => r.state === "GRANTED")) return true;
+    for (const d of st.devices.values()) {
+      const s = d.status || {};
+      if ((s.processes && s.processes.length) || (s.unmanaged || 0) > 0) return true;
+    }
+    return false;
+  }
+
   let lastResvRead = 0;
   let resvTimer = null;
   async function readReservations() {
@@ -730,8 +944,7 @@
     switch (type) {
       case "sample":
         onSample(e);
-        if (Date.now() - lastResvRead > 2000 && [...st.resv.values()].some((r) => r.state === "GRANTED"))
-          soonReadReservations(0);
+        if (Date.now() - lastResvRead > 2000 && needsReread()) soonReadReservations(0);
         break;
       case "reservation":
         if (e.reservation) mergeReservation(e.reservation, true);
@@ -752,6 +965,9 @@
         renderDevice(d);
         break;
       }
+      case "workload":
+        onWorkload(e);
+        break;
       case "reset":
         refreshAll().catch(() => {});
         break;

@@ -130,14 +130,19 @@ typedef struct {
 /* The reason of a device that has not answered since start (its view is ERROR). */
 #define GPUMD_SILENT_REASON "no answer since gpumd started"
 
-#define GPUMD_MAX_PROCS 128 /* processes counted per device */
+#define GPUMD_MAX_PROCS 128          /* processes counted per device */
+#define GPUMD_PROC_COMMAND_LEN 96    /* a process's command line as shown, cut (NUL included) */
+#define GPUMD_PROC_NO_UID UINT32_MAX /* the pid's owner is not visible here */
 
-/* A device's newest process list (procs.c), and its memory read with it. */
+/* A device's newest process list (procs.c), and its memory read with it; each process's owner
+ * (uid: /proc, read by the reader) and command line, as nvitop shows them. */
 typedef struct {
   bool valid;
   size_t count;
   unsigned pid[GPUMD_MAX_PROCS];
   uint64_t memory[GPUMD_MAX_PROCS];
+  uint32_t uid[GPUMD_MAX_PROCS]; /* GPUMD_PROC_NO_UID when not visible */
+  char command[GPUMD_MAX_PROCS][GPUMD_PROC_COMMAND_LEN];
   gpum_device_sample_t sample; /* the memory metrics only (valid bits say which) */
   char driver_version[32];     /* the driver's, as the reader's session says ("" unknown) */
 } gpumd_procs_t;
@@ -225,6 +230,8 @@ struct gpumd {
   struct event *ledger_ev;     /* the ledger's writer has committed a batch */
   /* Process lists for unmanaged memory, read on a thread per device (procs.c). */
   gpum_device_readers_t *procs;
+  /* User names of the processes' uids, resolved on a thread of their own (util/users.h). */
+  struct gpumd_users *users;
   /* Admission (admission.c): the devices read afresh this turn, whether that read was made,
    * and how long it may take (admission.read_timeout). */
   uint64_t fresh_mask, unanswered_mask; /* unanswered: the last fresh read failed */

@@ -21,6 +21,7 @@
 // Screenshots of each state go to DASH_OUT (NN-state.png), also dark and phone-sized ones.
 import { spawn, execFileSync } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { chromium } from "../../web/node_modules/playwright-core/index.mjs";
 
@@ -41,17 +42,21 @@ const children = [];
 
 // Reports a pool's figures and an adaptive batch size on the reservation argv[1] over gpumd's
 // socket (tests/integration/gpumd_client.py), then stays (a report lives with its process).
+// Each line on its stdin is one more report, {"source": ..., "figures": {...}}, answered "sent".
 const REPORTER = `
-import sys
+import json, sys
 from gpumd_client import Client
 c = Client()
 G = 1024 ** 3
 c.ok("report", reservation=sys.argv[1], source="main", figures={
     "allocated_bytes": 2.5 * G, "cached_bytes": 1 * G, "allocated_peak_bytes": 3 * G,
-    "fragmentation": 0.12, "alloc_retries": 1, "ooms": 0, "limit_bytes": 4 * G})
+    "fragmentation_ratio": 0.12, "alloc_retries": 1, "ooms": 0, "limit_bytes": 4 * G})
 c.ok("report", reservation=sys.argv[1], source="train", figures={"batch_size": 48})
 print("ready", flush=True)
-sys.stdin.read()
+for line in sys.stdin:
+    r = json.loads(line)
+    c.ok("report", reservation=sys.argv[1], source=r["source"], figures=r["figures"])
+    print("sent", flush=True)
 `;
 let phase = "load";
 const problems = []; // console errors and page errors not expected in their phase
@@ -98,6 +103,22 @@ function assertNoProblems(where) {
 }
 
 const tid = (id) => `[data-testid="${id}"]`;
+
+// Sizes as the page writes them (web/app.js iec).
+function iec(bytes) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = Math.abs(bytes);
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  const s = i === 0 ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  return (bytes < 0 ? "-" : "") + s + " " + units[i];
+}
+
+// The text of the summary's part name ("health", "grant", "queue", "alerts").
+const summary = (page, name) => page.locator(tid("summary-" + name));
 
 // Whether process pid has exited: no such process, or a zombie (which holds no file any more).
 function gone(pid) {
@@ -170,20 +191,50 @@ async function main() {
     await page.unroute("**/api/v1/gpu/status");
     const moved = (await y()) - before;
     if (Math.abs(moved) > 16) throw new Error(`the reservations moved by ${moved} px when the GPUs arrived`);
+    // The summary at the top: every GPU well, nothing waiting, no alert; first on the page.
+    await summary(page, "health").filter({ hasText: /^All 3 GPUs well$/ }).waitFor();
+    await summary(page, "queue").filter({ hasText: /^nothing waits$/ }).waitFor();
+    await summary(page, "alerts").filter({ hasText: /^no active alert$/ }).waitFor();
+    // Legends show the newest values with no cursor on the chart, never uPlot's "--".
+    await page.waitForFunction(() => [...document.querySelectorAll(".u-legend")].every((l) => !l.textContent.includes("--")));
     assertNoProblems("load");
     await shot(page, "01-loaded");
     log(`the page loads, reads the history, goes live, shows the three GPUs with their vendors and charts (what follows moved ${moved} px), no console error`);
 
     // 2. Held memory shows in the chart.
     phase = "hold";
-    gpum("sim", "hold", NODE, "--device", "0", "--bytes", "20GiB", "--for", "600s");
+    const holder = Number(gpum("sim", "hold", NODE, "--device", "0", "--bytes", "20GiB", "--for", "600s").trim());
     await page.waitForFunction((want) => {
       const e = document.querySelector('[data-testid="gpu-mem-chart-0"]');
       return Number(e.dataset.lastUsed) >= want;
     }, 20 * GIB);
     await page.waitForSelector(`${tid("gpu-used-0")}:text("20.0 GiB")`);
+    // What gpumd can still grant: its capacity less what is committed (the 20 GiB held,
+    // unmanaged), as its status says; the chart's dashed line is that capacity.
+    const dev0 = async () => (await api("GET", "/api/v1/gpu/status")).body.devices[0];
+    let d0 = await dev0();
+    for (const end = Date.now() + T; d0.unmanaged < 20 * GIB && Date.now() < end; ) d0 = await dev0();
+    if (d0.grantable !== d0.capacity - d0.committed) throw new Error(`grantable: ${JSON.stringify(d0)}`);
+    await page.locator(tid("gpu-grantable-0")).filter({ hasText: `${iec(d0.grantable)} of ${iec(d0.capacity)}` }).waitFor();
+    const capLegend = await page.evaluate(() => document.querySelector('[data-testid="gpu-mem-chart-0"] .u-legend').textContent);
+    if (!capLegend.includes(`capacity${iec(d0.capacity)}`)) throw new Error(`the memory legend: ${capLegend}`);
+    // Its processes, as nvitop lists them: the holder, its user's name, command, memory, unmanaged.
+    const prow = page.locator(tid(`proc-0-${holder}`));
+    await prow.filter({ hasText: "sim hold" }).filter({ hasText: "20.0 GiB" }).filter({ hasText: "unmanaged" }).waitFor();
+    await page.locator(tid(`proc-user-0-${holder}`)).filter({ hasText: new RegExp(`^${os.userInfo().username}$`) }).waitFor();
+    // A uid with no name (or not resolved yet: gpumd gives "user": null) shows as its number.
+    await page.route("**/api/v1/gpu/status", async (route) => {
+      const res = await route.fetch();
+      const body = await res.json();
+      for (const p of body.devices[0].processes || []) if (p.pid === holder) Object.assign(p, { uid: 4000000000, user: null });
+      await route.fulfill({ response: res, json: body });
+    });
+    await page.locator(tid(`proc-user-0-${holder}`)).filter({ hasText: /^4000000000$/ }).waitFor();
+    await page.unroute("**/api/v1/gpu/status");
+    await page.locator(tid(`proc-user-0-${holder}`)).filter({ hasText: new RegExp(`^${os.userInfo().username}$`) }).waitFor();
     await shot(page, "02-held-memory");
-    log("gpum sim hold 20 GiB: the chart's newest point and the figures show it");
+    log(`gpum sim hold 20 GiB: the chart's newest point and the figures show it; can grant ${iec(d0.grantable)} ` +
+      `of ${iec(d0.capacity)}; the holder listed with its user name (${os.userInfo().username}) as unmanaged`);
 
     // 3. A gpum run comes and goes.
     phase = "run";
@@ -252,6 +303,8 @@ async function main() {
     // The reservation it held stays listed, FAILED, with why.
     await page.waitForSelector(`${tid("reservations")} tr:has-text("doomed") :text("FAILED")`);
     await page.waitForSelector(`${tid("reservations")} tr:has-text("doomed") .ended-reason:text-matches("fallen off the bus|failed", "i")`);
+    await summary(page, "health").filter({ hasText: /^1 of 3 GPUs in trouble: GPU 1 ERROR$/ }).waitFor();
+    await summary(page, "alerts").filter({ hasText: /active alert/ }).and(page.locator(".sum-bad")).waitFor();
     await shot(page, "04-xid79");
     log("Xid 79: GPU 1 turns ERROR in red with its reason, its values unknown, the alert is listed");
 
@@ -291,7 +344,20 @@ async function main() {
       return ["alloc", "cached", "peak"].map((c) => b.querySelector("." + c).style[c === "peak" ? "left" : "width"]);
     }, id);
     if (bar.join() !== "62.5%,87.5%,75%") throw new Error(`the workload bar: ${bar}`);
+    // A report from a batcher arrives as a "workload" event: shown with units while the page
+    // reads no reservation list (held back until it shows).
+    let letListGo;
+    const listHeld = new Promise((r) => (letListGo = r));
+    await page.route("**/api/v1/reservations?*", async (route) => {
+      await listHeld;
+      await route.continue();
+    });
+    reporter.stdin.write(JSON.stringify({ source: "batcher", figures: { queue_p99_us: 11400, e2e_p50_us: 850, items_per_s: 1234 } }) + "\n");
+    await page.locator(tid("workload-more-" + id)).filter({ hasText: "queue_p99_us 11.4 ms · e2e_p50_us 850 µs · items_per_s 1234/s" }).waitFor();
+    letListGo();
+    await page.unroute("**/api/v1/reservations?*");
     await shot(page, "05-workload");
+    log("a job's report: its figures against its limit; a batcher's report from a workload event, with units, no list read");
     await page.click(tid("release-" + id));
     await page.waitForSelector(`${tid("token-dialog")}[open]`);
     await page.fill(tid("token-input"), "not-the-token-at-all");
@@ -348,7 +414,22 @@ async function main() {
     await shot(page, "10-phone-dark");
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     if (overflow > 0) throw new Error(`the phone-sized page scrolls sideways by ${overflow} px`);
-    log("dark theme and a phone-sized window (no sideways scrolling)");
+    // On a phone: the summary first; the reservations are cards (no table scrolled sideways),
+    // each cell with its column's name.
+    const phone = await page.evaluate(() => {
+      const top = (t) => document.querySelector(`[data-testid="${t}"]`).getBoundingClientRect().top;
+      const wrap = document.querySelector(".table-wrap");
+      const row = document.querySelector('[data-testid="reservations"] tbody tr');
+      const cell = row.querySelector("td");
+      return { summaryFirst: top("summary") < top("gpus"), sideways: wrap.scrollWidth - wrap.clientWidth,
+        row: getComputedStyle(row).display, head: getComputedStyle(document.querySelector("#reservations thead")).display,
+        label: getComputedStyle(cell, "::before").content };
+    });
+    if (!phone.summaryFirst || phone.sideways > 0 || phone.row !== "block" || phone.head !== "none" || phone.label !== '"id"')
+      throw new Error(`the phone layout: ${JSON.stringify(phone)}`);
+    await page.locator("#resv-title").evaluate((e) => e.scrollIntoView());
+    await page.screenshot({ path: path.join(OUT, "11-phone-reservations.png") });
+    log("dark theme and a phone-sized window: no sideways scrolling, the summary first, the reservations as cards");
 
     assertNoProblems("the end");
     log("no unexpected console error");

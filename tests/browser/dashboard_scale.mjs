@@ -8,7 +8,9 @@
 //  2. the table shows the first 100 rows and says how many there are; stepping through it with
 //     the pager shows every live reservation once, as the REST API lists them; the queue shows
 //     its head and how many more wait;
-//  3. a release through the API leaves the count one smaller (the event reaches the page).
+//  3. a release through the API leaves the count one smaller (the event reaches the page);
+//  4. the 8 GPUs show as compact rows across the window; a click opens a GPU's card, another
+//     closes it.
 // Screenshots go to DASH_OUT.
 import fs from "node:fs";
 import path from "node:path";
@@ -125,6 +127,38 @@ async function main() {
     await page.waitForSelector(`${tid("resv-range")}:text("of ${fmt(N - 1)} reservations")`);
     noProblems("release");
     log(`a release elsewhere: the table counts ${fmt(N - 1)}; range now "${await range.textContent()}"`);
+
+    // 4. A node of 8 GPUs: a compact row each (memory bar, utilisation, temperature, state)
+    // across the wide window, no card's details until its row is clicked; then GPU 3's card,
+    // its charts drawn at the row's width.
+    const rows = await page.evaluate(() => [...Array(8).keys()].map((i) => {
+      const q = (t) => document.querySelector(`[data-testid="${t}"]`);
+      const row = q(`gpu-row-${i}`).getBoundingClientRect();
+      return { w: row.width, h: row.height, details: q(`gpu-details-${i}`).getClientRects().length,
+        state: q(`gpu-row-state-${i}`).textContent, util: q(`gpu-row-util-${i}`).textContent,
+        temp: q(`gpu-row-temp-${i}`).textContent, bar: q(`gpu-row-bar-${i}`).getBoundingClientRect().width };
+    }));
+    const vw = page.viewportSize().width;
+    for (const [i, x] of rows.entries())
+      if (x.w < vw * 0.9 || x.h > 60 || x.details !== 0 || !/^(AVAILABLE|BUSY)$/.test(x.state) ||
+          !/ %$/.test(x.util) || !/ °C$/.test(x.temp) || x.bar < 100)
+        throw new Error(`GPU ${i}'s compact row: ${JSON.stringify(x)}`);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: path.join(OUT, "03-eight-gpus.png") });
+    await page.locator(tid("gpu-row-3")).click();
+    await page.waitForSelector(`${tid("gpu-row-3")}[aria-expanded="true"]`);
+    await page.waitForFunction(() => {
+      const c = document.querySelector('[data-testid="gpu-mem-chart-3"] canvas');
+      return c && c.getBoundingClientRect().width > window.innerWidth * 0.8;
+    });
+    if ((await page.locator(tid("gpu-details-2")).isVisible()) || !(await page.locator(tid("gpu-procs-3")).isVisible()))
+      throw new Error("clicking GPU 3's row opened another card, or not its own");
+    await page.screenshot({ path: path.join(OUT, "04-gpu-3-opened.png") });
+    await page.locator(tid("gpu-row-3")).click();
+    await page.waitForSelector(`${tid("gpu-row-3")}[aria-expanded="false"]`);
+    if (await page.locator(tid("gpu-details-3")).isVisible()) throw new Error("GPU 3's card stayed open");
+    noProblems("compact");
+    log("8 GPUs: a compact row each across the window; a click opens that GPU's card, another closes it");
     await page.unrouteAll({ behavior: "ignoreErrors" }); // the page reads on while it closes
   } finally {
     await browser.close();

@@ -3,7 +3,8 @@
 # GET /api/v1/events (Server-Sent Events) on a simulated node: a reader receives the
 # text/event-stream headers, "sample" events, a "reservation" event within a second of the
 # reserve call (granted, with the reservation object without its token) and one for the
-# release, and an "alert" event (Xid 13, ERROR) within a second of the injection; a fatal Xid
+# release, a "workload" event with each figure's unit for a report (at most one a second per
+# process and source), and an "alert" event (Xid 13, ERROR) within a second of the injection; a fatal Xid
 # (79) gives "xid", "health" (to ERROR) and a CRITICAL "alert". A reader that connects and
 # never reads does not block anyone: while thousands of events are produced, the good reader
 # gets every one in order and requests keep being answered promptly; the stalled stream is
@@ -108,6 +109,34 @@ try:
     rd.wait(lambda e, d: e == "reservation" and d["reservation"]["id"] == r["id"]
             and d["transition"] == "released", t0 + 1.0, "released reservation")
     print("ok: reservation events within a second")
+
+    # A workload report: a "workload" event with the figures and each one's unit, read from
+    # its name by gpum_figure_unit. A burst of reports from one source gives at most one event a
+    # second (counted against the time the burst took), the first at once.
+    w = c.ok("reserve", bytes_per_gpu="1GiB", label="sse-workload")["reservation"]
+    t0 = time.monotonic()
+    figs = {"allocated_bytes": 1024, "queue_p99_us": 11400, "hit_ratio": 0.5, "batch_size": 8}
+    c.ok("report", reservation=w["id"], source="main", figures=figs)
+    t, d = rd.wait(lambda e, d: e == "workload" and d["reservation"] == w["id"], t0 + 5.0, "workload")
+    assert d["source"] == "main" and d["pid"] == os.getpid() and d["figures"] == figs, d
+    assert d["units"] == {"allocated_bytes": {"unit": "bytes", "scale": 1.0},
+                          "queue_p99_us": {"unit": "seconds", "scale": 1e-06},
+                          "hit_ratio": {"unit": "ratio", "scale": 1.0},
+                          "batch_size": {"unit": "count", "scale": 1.0}}, d["units"]
+    doc = c.ok("list")["reservations"]
+    doc = [x for x in doc if x["id"] == w["id"]][0]
+    assert doc["workload"][0]["units"] == d["units"], doc
+    burst0 = time.monotonic()
+    for i in range(50):
+        c.ok("report", reservation=w["id"], source="main", figures={"batch_size": i})
+    c.ok("report", reservation=w["id"], source="marker", figures={"batch_size": 1})
+    burst = time.monotonic() - burst0
+    rd.wait(lambda e, d: e == "workload" and d["source"] == "marker", time.monotonic() + 5.0, "marker")
+    with rd.cv:
+        main = [x for x in rd.events if x[1] == "workload" and x[2]["source"] == "main"]
+    assert 1 <= len(main) <= 2 + int(burst), (len(main), burst)
+    c.ok("release", reservation=w["id"])
+    print("ok: a workload event with units; %d for a burst of 50 reports over %.2f s" % (len(main), burst))
 
     # An alert: Xid 13 on device 0 ("xid any auto": ERROR), within a second of the injection.
     t0 = time.monotonic()

@@ -18,7 +18,31 @@
 #include <gpum/error.h>
 
 #include "devices.h"
+#include "device/device_internal.h"
 #include "gpumd.h"
+#include "os_internal.h"
+#include "users.h"
+#include "utf8_internal.h"
+
+/* The uid owning pid, from /proc (GPUMD_PROC_NO_UID when it is not visible here: another PID
+ * namespace, or gone). A read of procfs, never a name lookup: names come from the users cache,
+ * on the loop's side. */
+static uint32_t uid_of(unsigned pid) {
+  char path[64], text[2048];
+  unsigned uid;
+  snprintf(path, sizeof path, "/proc/%u/status", pid);
+  long n = gpum__os_read_file(path, text, sizeof text - 1);
+  if (n <= 0)
+    return GPUMD_PROC_NO_UID;
+  text[n] = '\0';
+  if (gpum__parse_status_uid(text, &uid) != 0) {
+    gpum_error_clear();
+    return GPUMD_PROC_NO_UID;
+  }
+  return uid;
+}
+
+#define GPUMD_USERS_CACHE 256 /* uids whose names are kept */
 
 /* One device's list, as a reader reads it (flat: copied out by gpumd_procs_get). */
 static int read_list(gpum_device_session_t *s, unsigned index, const void *request, void *result,
@@ -53,6 +77,9 @@ static int read_list(gpum_device_session_t *s, unsigned index, const void *reque
       continue;
     p->pid[p->count] = procs[i].pid;
     p->memory[p->count] = procs[i].memory;
+    p->uid[p->count] = uid_of(procs[i].pid);
+    /* Cut to what is shown, valid UTF-8 (a JSON string holds it). */
+    gpumd_utf8_clean(procs[i].command, p->command[p->count], sizeof p->command[0]);
     p->count++;
   }
   free(procs);
@@ -67,12 +94,15 @@ int gpumd_procs_start(gpumd_t *d, const gpum_device_open_opts_t *dopts, unsigned
                                   .result_size = sizeof(gpumd_procs_t),
                                   .read = read_list,
                                   .interval_ms = interval_ms ? interval_ms : 1000};
-  return gpum_device_readers_start(&o, idx, d->device_count, &d->procs);
+  int rc = d->users ? 0 : gpumd_users_new(GPUMD_USERS_CACHE, &d->users);
+  return rc ? rc : gpum_device_readers_start(&o, idx, d->device_count, &d->procs);
 }
 
 void gpumd_procs_stop(gpumd_t *d) {
   gpum_device_readers_stop(d->procs);
   d->procs = NULL;
+  gpumd_users_free(d->users);
+  d->users = NULL;
 }
 
 int gpumd_procs_get(gpumd_t *d, unsigned index, gpumd_procs_t *out) {

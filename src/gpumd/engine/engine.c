@@ -663,6 +663,10 @@ void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o, size_t max_
   json_object_set_new(o, GPUM_PROTO_F_RESERVED, json_integer((json_int_t)st.reserved));
   json_object_set_new(o, GPUM_PROTO_F_UNMANAGED, json_integer((json_int_t)st.unmanaged));
   json_object_set_new(o, GPUM_PROTO_F_OVERCOMMIT, json_integer((json_int_t)st.overcommit));
+  /* What a reservation may still get here: the capacity less what is committed. */
+  json_object_set_new(
+      o, GPUM_PROTO_F_GRANTABLE,
+      json_integer(st.committed < st.capacity ? (json_int_t)(st.capacity - st.committed) : 0));
   /* Memory taken after the grants put it over its capacity: what is wrong with a device that
    * is otherwise up (ERROR and DISABLED say more). */
   const char *state = json_string_value(json_object_get(o, GPUM_PROTO_F_STATE));

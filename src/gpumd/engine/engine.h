@@ -123,6 +123,12 @@ void gpumd_engine_resv_write_used(gpumd_t *d, gpumd_jw_t *w, const gpumd_resv_t 
  * the ids of at most max_ids of its granted reservations) to a device object of the status
  * reply. */
 void gpumd_engine_device_json(gpumd_t *d, unsigned index, json_t *o, size_t max_ids);
+/* The processes on device index, as nvitop lists them, for the REST status: [{"pid", "uid"
+ * (null when not visible here), "user" (null until the users cache has the name, or when the
+ * uid has none), "command", "memory", "reservation" (the id whose job it belongs to, null:
+ * unmanaged)}], largest first; NULL when the device's list has not been read. Never blocks on a
+ * name lookup (util/users.h). */
+json_t *gpumd_engine_device_procs_json(gpumd_t *d, unsigned index);
 /* A lease ended (pid exit, ttl): end the reservation with state to. */
 void gpumd_engine_lease_ended(gpumd_t *d, uint64_t id, gpumd_resv_state_t to, const char *reason);
 /* Opens the ledger, restores its reservations (recovery) and feeds the devices. */

@@ -12,10 +12,12 @@
 #include <gpum/log.h>
 #include <gpum/options.h>
 
+#include "devices.h"
 #include "engine.h"
 #include "gpumd.h"
 #include "ledger.h"
 #include "os_internal.h"
+#include "users.h"
 
 const char *gpumd_engine_resource_of(gpumd_t *d, const char *name) {
   gpum_gpu_type_t t;
@@ -147,4 +149,40 @@ int gpumd_engine_set_disabled(gpumd_t *d, const gpumd_actor_t *a, const gpumd_de
   gpumd_engine_device_health(d, dev->index, disable ? GPUM_HEALTH_DISABLED : GPUM_HEALTH_AVAILABLE,
                              reason);
   return 0;
+}
+
+/* Whether pl's entry i comes before entry j: larger memory first, then the smaller pid. */
+static bool proc_before(const gpumd_procs_t *pl, size_t i, size_t j) {
+  if (pl->memory[i] != pl->memory[j])
+    return pl->memory[i] > pl->memory[j];
+  return pl->pid[i] < pl->pid[j];
+}
+
+json_t *gpumd_engine_device_procs_json(gpumd_t *d, unsigned index) {
+  static gpumd_procs_t pl; /* loop thread only; too big for the stack */
+  if (gpumd_procs_get(d, index, &pl) != 0)
+    return NULL;
+  size_t order[GPUMD_MAX_PROCS] = {0};
+  for (size_t k = 0; k < pl.count; k++) { /* insertion sort: at most 128 entries */
+    size_t at = k;
+    for (; at > 0 && proc_before(&pl, k, order[at - 1]); at--)
+      order[at] = order[at - 1];
+    order[at] = k;
+  }
+  json_t *arr = json_array();
+  for (size_t k = 0; arr && k < pl.count; k++) {
+    size_t i = order[k];
+    const gpumd_resv_t *r =
+        d->sched ? gpumd_engine_resv_of_pid(d, index, (int32_t)pl.pid[i]) : NULL;
+    char id[GPUMD_RESV_ID_BUFSZ], name[GPUMD_USER_BUFSZ];
+    bool visible = pl.uid[i] != GPUMD_PROC_NO_UID;
+    bool named = visible && gpumd_users_name(d->users, pl.uid[i], name);
+    json_array_append_new(
+        arr, json_pack("{s:I, s:o, s:o, s:s, s:I, s:o}", "pid", (json_int_t)pl.pid[i], "uid",
+                       visible ? json_integer(pl.uid[i]) : json_null(), "user",
+                       named ? json_string(name) : json_null(), "command", pl.command[i], "memory",
+                       (json_int_t)pl.memory[i], "reservation",
+                       r ? json_string(gpumd_resv_id_format(r->id, id, sizeof id)) : json_null()));
+  }
+  return arr;
 }

@@ -6,6 +6,12 @@
  * the process lives, and shows them with the reservation ("workload" in listings and the REST
  * document, the gpum_workload_* families in /metrics, one per unit). Nothing of it goes to the
  * ledger: figures are a view, re-sent by the process every period.
+ *
+ * Each figure goes out with its unit, read from its name by libgpum's gpum_figure_unit (the one
+ * rule, gpum/size.h: "_bytes", "_ms", ...), so that no reader repeats the rule. A report also
+ * becomes a "workload" event on the event stream (the dashboard follows a job's figures without
+ * polling), at most one a second per (reservation, process, source), and built only when
+ * someone could get it (gpumd_sse_heard), as the other events.
  */
 #include <errno.h>
 #include <signal.h>
@@ -14,19 +20,24 @@
 #include <string.h>
 
 #include <gpum/error.h>
+#include <gpum/size.h>
 
 #include "engine.h"
 #include "gpumd.h"
+#include "json_out.h"
 #include "net.h"
+#include "obs.h"
 #include "sched.h"
 #include "os_internal.h"
 
-#define REPORTS_MAX 512 /* over all reservations */
+#define REPORTS_MAX 512                 /* over all reservations */
+#define WORKLOAD_EVENT_NS 1000000000ull /* at most one "workload" event a second per report */
 
 struct gpumd_report {
   uint64_t rid;
   int32_t pid;
   uint64_t at_ns;
+  uint64_t event_ns; /* its last "workload" event (0: none yet) */
   char source[GPUM_PROTO_REPORT_NAME_MAX + 1];
   json_t *figures; /* {"name": number}, checked */
 };
@@ -69,6 +80,79 @@ static int check_figures(json_t *f) {
   return 0;
 }
 
+/* A figure's unit as the documents carry it: "bytes", "seconds", "ratio", "per_second" or
+ * "count", and the factor from the figure's value to that unit ("queue_p99_ms": 0.001). */
+static const char *unit_of(const char *figure, double *scale) {
+  gpum_unit_t u = gpum_figure_unit(figure, scale);
+  const char *name = gpum_unit_name(u);
+  return name[0] ? name : "count";
+}
+
+/* {"NAME": {"unit", "scale"}, ...} for the figures of f, written. */
+static void write_units(gpumd_jw_t *w, json_t *f) {
+  const char *k;
+  json_t *v;
+  bool first = true;
+  GPUMD_JW_LIT(w, "{");
+  json_object_foreach(f, k, v) {
+    double scale = 1;
+    const char *unit = unit_of(k, &scale);
+    if (!first)
+      GPUMD_JW_LIT(w, ",");
+    first = false;
+    gpumd_jw_string(w, k);
+    GPUMD_JW_LIT(w, ":{" GPUMD_JSON_KEY("unit"));
+    gpumd_jw_string(w, unit);
+    GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY("scale"));
+    json_t *sc = json_real(scale);
+    gpumd_jw_value(w, sc);
+    json_decref(sc);
+    GPUMD_JW_LIT(w, "}");
+  }
+  GPUMD_JW_LIT(w, "}");
+}
+
+/* The same as a tree, for the reservation documents. */
+static json_t *units_json(json_t *f) {
+  json_t *o = json_object();
+  const char *k;
+  json_t *v;
+  json_object_foreach(f, k, v) {
+    double scale = 1;
+    const char *unit = unit_of(k, &scale);
+    json_object_set_new(o, k, json_pack("{s:s, s:f}", "unit", unit, "scale", scale));
+  }
+  return o;
+}
+
+/* The "workload" event's data: {"reservation", "pid", "source", "figures", "units"}. */
+static void write_workload(gpumd_jw_t *w, const void *arg) {
+  const struct gpumd_report *e = arg;
+  char id[GPUMD_RESV_ID_BUFSZ];
+  GPUMD_JW_LIT(w, "{" GPUMD_JSON_KEY("reservation"));
+  gpumd_jw_string(w, gpumd_resv_id_format(e->rid, id, sizeof id));
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_PID));
+  gpumd_jw_int(w, e->pid);
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_SOURCE));
+  gpumd_jw_string(w, e->source);
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY(GPUM_PROTO_F_FIGURES));
+  gpumd_jw_value(w, e->figures);
+  GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY("units"));
+  write_units(w, e->figures);
+  GPUMD_JW_LIT(w, "}");
+}
+
+/* Publishes e as a "workload" event unless one went out for it within the last second. */
+static void publish(gpumd_t *d, struct gpumd_report *e) {
+  if (!gpumd_sse_heard(d))
+    return;
+  uint64_t now = gpum__os_mono_ns();
+  if (e->event_ns && now - e->event_ns < WORKLOAD_EVENT_NS)
+    return;
+  e->event_ns = now;
+  gpumd_sse_publish_with(d, "workload", write_workload, e);
+}
+
 int gpumd_reports_put(gpumd_t *d, uint64_t rid, int32_t pid, const char *source, json_t *figures) {
   if (!gpum__report_name_ok(source, true))
     return gpum_error(GPUM_EINVAL,
@@ -107,6 +191,7 @@ int gpumd_reports_put(gpumd_t *d, uint64_t rid, int32_t pid, const char *source,
   json_decref(e->figures);
   e->figures = copy;
   e->at_ns = gpum__os_real_ns();
+  publish(d, e);
   return 0;
 }
 
@@ -120,9 +205,10 @@ json_t *gpumd_reports_json(gpumd_t *d, uint64_t rid) {
     if (!arr && !(arr = json_array()))
       return NULL;
     uint64_t age = now > e->at_ns ? (now - e->at_ns) / 1000000 : 0;
-    json_array_append_new(arr, json_pack("{s:i, s:s, s:I, s:O}", GPUM_PROTO_F_PID, (int)e->pid,
+    json_array_append_new(arr, json_pack("{s:i, s:s, s:I, s:O, s:o}", GPUM_PROTO_F_PID, (int)e->pid,
                                          GPUM_PROTO_F_SOURCE, e->source, GPUM_PROTO_F_AGE_MS,
-                                         (json_int_t)age, GPUM_PROTO_F_FIGURES, e->figures));
+                                         (json_int_t)age, GPUM_PROTO_F_FIGURES, e->figures, "units",
+                                         units_json(e->figures)));
   }
   return arr;
 }

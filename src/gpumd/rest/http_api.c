@@ -458,6 +458,8 @@ static int render_status(gpumd_t *d, struct evbuffer *out) {
     usable += st && (!strcmp(st, "AVAILABLE") || !strcmp(st, "BUSY"));
     gpum_device_sample_t s;
     unsigned idx = (unsigned)json_integer_value(json_object_get(dev, "index"));
+    json_t *procs = gpumd_engine_device_procs_json(d, idx);
+    json_object_set_new(dev, "processes", procs ? procs : json_null());
     if (gpumd_device_measured(d, idx, &s) && gpum_sample_valid(&s, GPUM_METRIC_UTIL_GPU)) {
       json_object_set_new(dev, "utilization_ratio", json_real(s.util_gpu / 100.0));
       util += s.util_gpu / 100.0;

@@ -167,6 +167,7 @@ bool gpum__report_name_ok(const char *s, bool source);
 #define GPUM_PROTO_F_RESERVED "reserved"
 #define GPUM_PROTO_F_UNMANAGED "unmanaged"
 #define GPUM_PROTO_F_OVERCOMMIT "overcommit"
+#define GPUM_PROTO_F_GRANTABLE "grantable"
 #define GPUM_PROTO_F_JOBS "jobs"
 #define GPUM_PROTO_F_PRESSURE "pressure"
 

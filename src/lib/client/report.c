@@ -134,7 +134,7 @@ size_t gpum_pool_figures(gpum_pool_t *pool, gpum_figure_t *out, size_t cap) {
   fig(&f, "reserved_bytes", resv);
   fig(&f, "reserved_peak_bytes", (double)s.reserved_bytes.peak);
   fig(&f, "cached_bytes", resv > alloc ? resv - alloc : 0);
-  fig(&f, "fragmentation", s.fragmentation);
+  fig(&f, "fragmentation_ratio", s.fragmentation);
   fig(&f, "alloc_retries", (double)s.num_alloc_retries);
   fig(&f, "ooms", (double)s.num_ooms);
   fig(&f, "limit_bytes", (double)s.limit);
