@@ -170,7 +170,7 @@ int cli_args_next(cli_args_t *p) {
 
 void cli_help_line(FILE *out, const char *left, const char *text, int col_at) {
   int col = fprintf(out, "  %s", left);
-  if (col > col_at - 2) {
+  if (*left && col > col_at - 2) {
     fputc('\n', out);
     col = 0;
   }
@@ -219,22 +219,97 @@ static void left_of(const cli_arg_t *o, char *buf, size_t len) {
   }
 }
 
-/* Writes text's paragraphs as they are written (the caller wraps them at 79 columns). */
+/* Writes text's paragraphs, each wrapped at HELP_WIDTH: lines that run on are joined (a blank
+ * line ends a paragraph); a line that begins with a space is written as it is (tables). */
 static void paragraph(FILE *out, const char *text) {
-  if (text && *text)
-    fprintf(out, "\n%s%s", text, text[strlen(text) - 1] == '\n' ? "" : "\n");
+  if (!text || !*text)
+    return;
+  fputc('\n', out);
+  int col = 0;
+  for (const char *p = text; *p;) {
+    size_t len = strcspn(p, "\n");
+    if (len == 0 || *p == ' ') { /* a blank line or a verbatim one */
+      if (col > 0)
+        fputc('\n', out);
+      fprintf(out, "%.*s\n", (int)len, p);
+      col = 0;
+    } else {
+      for (const char *w = p; w < p + len;) {
+        while (w < p + len && *w == ' ')
+          w++;
+        size_t wl = strcspn(w, " \n");
+        if (wl == 0)
+          break;
+        if (col > 0 && col + 1 + (int)wl > HELP_WIDTH) {
+          fputc('\n', out);
+          col = 0;
+        } else if (col > 0) {
+          fputc(' ', out);
+          col++;
+        }
+        fprintf(out, "%.*s", (int)wl, w);
+        col += (int)wl;
+        w += wl;
+      }
+    }
+    p += len;
+    p += *p == '\n';
+  }
+  if (col > 0)
+    fputc('\n', out);
+}
+
+/* The length of the usage line at u: up to a '\n' that does not continue it ("\n " does). */
+static size_t usage_line_len(const char *u) {
+  size_t n = 0;
+  while (u[n] && !(u[n] == '\n' && u[n + 1] != ' '))
+    n++;
+  return n;
+}
+
+/* "usage: gpum NAME [--a] [--b X] ...", wrapped at HELP_WIDTH between the words that stand
+ * outside brackets (so "[--watch [SECONDS]]" stays whole), continuation lines under the first
+ * word after the name. */
+static void usage_line(FILE *out, const char *lead, const char *name, const char *u, size_t len) {
+  int indent = fprintf(out, "%s gpum %s", lead, name);
+  int col = indent;
+  const char *end = u + len;
+  while (u < end) {
+    while (u < end && (*u == ' ' || *u == '\n'))
+      u++;
+    const char *w = u;
+    int depth = 0;
+    while (u < end && (depth > 0 || (*u != ' ' && *u != '\n'))) {
+      depth += (*u == '[') - (*u == ']');
+      u++;
+    }
+    int wl = (int)(u - w);
+    if (wl == 0)
+      break;
+    if (col > indent && col + 1 + wl > HELP_WIDTH) {
+      fprintf(out, "\n%*s", indent, "");
+      col = indent;
+    }
+    col += fprintf(out, " %.*s", wl, w);
+  }
+  fputc('\n', out);
+}
+
+static const char *last_word(const char *name) {
+  const char *sp = strrchr(name, ' ');
+  return sp ? sp + 1 : name;
 }
 
 void cli_args_help(const cli_cmd_spec_t *spec, FILE *out) {
   const char *u = spec->usage ? spec->usage : "";
   bool first = true;
-  do {
-    size_t w = strcspn(u, "\n");
-    fprintf(out, "%s gpum %s%s%.*s\n", first ? "usage:" : "      ", spec->name, w ? " " : "",
-            (int)w, u);
+  while (first || *u) {
+    size_t w = usage_line_len(u);
+    usage_line(out, first ? "usage:" : "      ", spec->name, u, w);
     first = false;
     u += w;
-  } while (*u && *++u);
+    u += *u == '\n';
+  }
   fprintf(out, "\n%s\n", spec->summary);
   paragraph(out, spec->text);
   int col = 0;
@@ -254,6 +329,12 @@ void cli_args_help(const cli_cmd_spec_t *spec, FILE *out) {
   }
   left_of(&help_arg, left, sizeof left);
   cli_help_line(out, left, help_arg.help, col);
+  if (spec->subs) {
+    fprintf(out, "\ncommands:\n");
+    for (const cli_cmd_spec_t *const *c = spec->subs; *c; c++)
+      cli_help_line(out, last_word((*c)->name), (*c)->summary, col);
+    fprintf(out, "\nRun 'gpum %s COMMAND --help' for a command's options.\n", spec->name);
+  }
   if (spec->examples && *spec->examples) {
     fprintf(out, "\nexamples:\n");
     for (const char *e = spec->examples; *e;) {
@@ -263,6 +344,47 @@ void cli_args_help(const cli_cmd_spec_t *spec, FILE *out) {
       e += *e == '\n';
     }
   }
-  if (spec->exit_status)
-    fprintf(out, "\nexit status: %s\n", spec->exit_status);
+  if (spec->exit_status) {
+    fprintf(out, "\nexit status:\n");
+    cli_help_line(out, "", spec->exit_status, 2);
+  }
+}
+
+int cli_args_collect(const cli_cmd_spec_t *spec, int argc, char **argv, const char **vals,
+                     size_t nvals, const char **pos, int min, int max, int *npos) {
+  cli_args_t p;
+  cli_args_init(&p, spec, argc, argv);
+  *npos = 0;
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    if (id == CLI_ARGS_HELP || id == CLI_ARGS_ERR)
+      return id;
+    if (id == CLI_ARGS_POS) {
+      if (*npos >= max)
+        return cli_args_error(spec, "unexpected argument '%s'", p.value), CLI_ARGS_ERR;
+      pos[(*npos)++] = p.value;
+    } else if ((size_t)id < nvals) {
+      vals[id] = p.value ? p.value : "";
+    }
+  }
+  if (*npos < min)
+    return cli_args_error(spec, "missing argument (usage: gpum %s %s)", spec->name, spec->usage),
+           CLI_ARGS_ERR;
+  return 0;
+}
+
+const cli_cmd_spec_t *cli_args_find_sub(const cli_cmd_spec_t *spec, const char *name) {
+  const char *names[64];
+  size_t n = 0;
+  for (const cli_cmd_spec_t *const *c = spec->subs; c && *c && n < 64; c++) {
+    if (!strcmp(last_word((*c)->name), name))
+      return *c;
+    names[n++] = last_word((*c)->name);
+  }
+  const char *near = cli_nearest(name, names, n);
+  if (near)
+    fprintf(stderr, "gpum %s: unknown command '%s'; did you mean '%s'?\n", spec->name, name, near);
+  else
+    fprintf(stderr, "gpum %s: unknown command '%s'\n", spec->name, name);
+  fprintf(stderr, "Run 'gpum %s --help' for its commands.\n", spec->name);
+  return NULL;
 }

@@ -37,15 +37,17 @@ typedef struct {
 } cli_arg_t;
 
 /* A command as its --help shows it. */
-typedef struct {
+typedef struct cli_cmd_spec {
   const char *name;    /* "jobs", "sim start": the words after "gpum" */
   const char *usage;   /* what follows "gpum NAME " on the usage line; '\n' starts another
-                          usage line of the same command */
+                          usage line of the same command, "\n " a continuation line */
   const char *summary; /* one line: what the command does */
   const char *text;    /* more paragraphs, or NULL */
   const cli_arg_t *args;
   const char *examples;    /* lines, '\n'-separated, each a command with an optional "  # what" */
   const char *exit_status; /* one sentence, or NULL */
+  const struct cli_cmd_spec *const *subs; /* a command of commands ("sim"): theirs, NULL-ended;
+                                             listed under "commands:" in the help */
 } cli_cmd_spec_t;
 
 /* What cli_args_next returns besides an option's id. */
@@ -75,6 +77,18 @@ void cli_args_init(cli_args_t *p, const cli_cmd_spec_t *spec, int argc, char **a
  * (or what follows "--") is returned as CLI_ARGS_POS and p->i is its index: the rest of argv is
  * the caller's. */
 int cli_args_next(cli_args_t *p);
+
+/* Parses all of argv against spec: the value of each option given into vals[id] (a switch
+ * given: ""; vals has nvals entries, ids below nvals), and min..max positional arguments into
+ * pos (*npos of them). Returns 0; CLI_ARGS_HELP (the help was printed: exit 0); or CLI_ARGS_ERR
+ * after a usage error on stderr (an unknown option, too many or too few arguments: exit
+ * CLI_EXIT_USAGE). For commands whose options need no more than their text. */
+int cli_args_collect(const cli_cmd_spec_t *spec, int argc, char **argv, const char **vals,
+                     size_t nvals, const char **pos, int min, int max, int *npos);
+
+/* The subcommand of spec named name; else NULL after "gpum CMD: unknown command 'x'; did you
+ * mean 'y'?" and the commands on stderr. */
+const cli_cmd_spec_t *cli_args_find_sub(const cli_cmd_spec_t *spec, const char *name);
 
 /* Prints "gpum NAME: MESSAGE" and the hint to run --help on stderr; returns CLI_EXIT_USAGE. */
 int cli_args_error(const cli_cmd_spec_t *spec, const char *fmt, ...)
