@@ -107,7 +107,7 @@ static const cli_arg_t est_args[] = {
     {E_INPUT, "--input", 0, "N", "rnn/lstm/gru: input size", 0},
     {E_BIDIRECTIONAL, "--bidirectional", 0, NULL, "rnn/lstm/gru: both directions", 0},
     {E_CNN, "--cnn", 0, "LAYERS",
-     "a cnn's layers, such as 'conv:32:3,bn,relu,maxpool:2,basic:64:2,bottleneck:32,apool:1,fc:10'",
+     "a cnn's layers, such as 'conv:32:3,bn,relu,maxpool:2,basic:64:2,fc:10' (docs/estimate.md)",
      0},
     {E_CHANNELS, "--channels", 0, "N", "a cnn's input channels (default 3)", 0},
     {E_MLP, "--mlp", 0, "WIDTHS", "an mlp's widths, such as 784,512,10", 0},
@@ -221,15 +221,18 @@ static int apply(est_args_t *a, const char *key, const char *v) {
   return rc ? failed(rc, NULL) : 0;
 }
 
-/* Two passes: the model (positional spec, --preset, --hf-config, --kind, --cnn, --mlp), then
- * every other setting in order, so that flags adjust the model whatever their position. */
+/* Three passes: the words (help, unknown options, the positional spec), the model (--preset,
+ * --hf-config, --kind, --cnn, --mlp), then the spec and every other setting in order, so that
+ * flags adjust the model whatever their position. */
 static int parse(int argc, char **argv, est_args_t *a) {
   const char *spec = NULL;
   gpum_model_init(&a->m, GPUM_MODEL_TRANSFORMER);
   gpum_estimate_opts_init(&a->o);
   est_help_text();
-  for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1 && spec) {
+  /* Pass 0 only checks the words (help, unknown options, arguments): nothing is read before
+   * the whole command line is known good. */
+  for (int pass = 0; pass < 3; pass++) {
+    if (pass == 2 && spec) {
       gpum_model_t m = a->m;
       int rc = gpum_estimate_parse(spec, &a->m, &a->o);
       if (rc != 0)
@@ -241,10 +244,10 @@ static int parse(int argc, char **argv, est_args_t *a) {
     cli_args_t p;
     cli_args_init(&p, &est_spec, argc, argv);
     for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
-      if (id == CLI_ARGS_HELP)
-        return pass == 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE; /* the help is printed once */
-      if (id == CLI_ARGS_ERR)
-        return CLI_EXIT_USAGE;
+      if (id == CLI_ARGS_HELP || id == CLI_ARGS_ERR) /* pass 0's: the help is printed once */
+        return id == CLI_ARGS_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+      if (pass == 0 && id != CLI_ARGS_POS)
+        continue;
       const char *arg = p.value;
       if (id == CLI_ARGS_POS) {
         if (spec && spec != arg)
@@ -261,7 +264,7 @@ static int parse(int argc, char **argv, est_args_t *a) {
       while (s < sizeof switches / sizeof switches[0] && strcmp(flag, switches[s].flag))
         s++;
       if (s < sizeof switches / sizeof switches[0]) {
-        int rc = pass == 1 ? apply(a, switches[s].key, switches[s].value) : 0;
+        int rc = pass == 2 ? apply(a, switches[s].key, switches[s].value) : 0;
         if (rc)
           return rc;
         continue;
@@ -287,7 +290,7 @@ static int parse(int argc, char **argv, est_args_t *a) {
         if (*v < '1' || *v > '9' || *end || x == 0)
           return cli_args_error(&est_spec, "--effective-batch: invalid value '%s'", v);
         a->effective = x;
-      } else if (is_model_flag(key) == (pass == 0)) {
+      } else if (is_model_flag(key) == (pass == 1)) {
         rc = apply(a, key, v);
         a->have_model = true;
       }

@@ -35,8 +35,8 @@ static const cli_cmd_spec_t token_spec = {
     .text = "Send it as 'Authorization: Bearer TOKEN' (docs/rest.md). Only root or a member of\n"
             "admin_group may.",
     .args = token_args,
-    .examples = "curl -H \"Authorization: Bearer $(gpum http-token)\" "
-                "http://127.0.0.1:8642/api/v1/gpu/status\n"
+    .examples = "T=$(gpum http-token)\n"
+                "curl -H \"Authorization: Bearer $T\" http://127.0.0.1:8642/api/v1/gpu/status\n"
                 "gpum http-token --rotate",
     .exit_status = "0 on success, 1 when gpumd refused (not an admin, HTTP off) or is not "
                    "running, 2 for usage errors.",

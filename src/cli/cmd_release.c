@@ -21,8 +21,7 @@ static const cli_cmd_spec_t release_spec = {
     .text = "IDs are shown by 'gpum jobs' and by 'gpum reserve'.",
     .args = release_args,
     .examples = "gpum release r-7\n"
-                "gpum jobs --state QUEUED --json | jq -r '.reservations[].id' | xargs gpum "
-                "release",
+                "gpum jobs --json | jq -r '.reservations[].id' | xargs gpum release",
     .exit_status = "0 when every reservation was released, 1 when one was not (unknown id, not "
                    "yours, gpumd not running), 2 for usage errors.",
 };

@@ -91,7 +91,8 @@ static const cli_cmd_spec_t run_spec = {
             "  CUDA_VISIBLE_DEVICES   the granted NVIDIA GPUs' UUIDs, comma-separated (empty\n"
             "                         for AMD or Intel GPUs and on the host backend)\n"
             "  CUDA_DEVICE_ORDER      PCI_BUS_ID, so CUDA numbers GPUs as nvidia-smi does\n"
-            "  ROCR_VISIBLE_DEVICES   AMD GPUs: their UUIDs (GPU-...); HIP_VISIBLE_DEVICES 0,1,..\n"
+            "  ROCR_VISIBLE_DEVICES   AMD GPUs: their UUIDs (GPU-...)\n"
+            "  HIP_VISIBLE_DEVICES    AMD GPUs: 0,1,...\n"
             "  ZE_AFFINITY_MASK       Intel GPUs: their Level Zero numbers\n"
             "  GPUM_RESERVATION_ID    the reservation's id (see 'gpum jobs')\n"
             "  GPUM_MEM_LIMIT         the reserved bytes per GPU\n"
@@ -115,8 +116,8 @@ static const cli_cmd_spec_t run_spec = {
             "restart), CMD gets SIGTERM (SIGKILL 10 s later) unless --on-end keep.",
     .args = run_args,
     .examples = "gpum run --mem 20GiB -- python train.py\n"
-                "gpum run --gpus 2 --mem 40GiB --enforce -- torchrun --nproc-per-node 2 train.py\n"
-                "gpum run --estimate 'llama-7b,mode=lora,batch=4' --fallback cpu -- python ft.py",
+                "gpum run --gpus 2 --mem 40GiB --enforce -- torchrun --nproc-per-node 2 t.py\n"
+                "gpum run --estimate 'llama-7b,mode=lora' --fallback cpu -- python t.py",
     .exit_status = "CMD's, or 128+N when CMD was killed by signal N; 1 when no reservation was "
                    "granted; 2 for usage errors; 126/127 when CMD cannot be run / is not found.",
 };

@@ -50,8 +50,9 @@ static cli_arg_t conf_args[] = {
 
 static const cli_cmd_spec_t conf_spec = {
     .name = "slurm conf",
-    .usage = "[--shard-unit SIZE] [--node NAME] [--dev-dir DIR]\n"
-             " [--gres | --slurm | --install DIR [--plugin 'PATH [ARGS]']]",
+    .usage = "[--shard-unit SIZE] [--node NAME] [--dev-dir DIR] [--gres | --slurm]\n"
+             "[--shard-unit SIZE] [--node NAME] [--dev-dir DIR] --install DIR\n"
+             " [--plugin 'PATH [ARGS]']",
     .summary = "Print this node's lines for Slurm's gres.conf and slurm.conf.",
     .text = "From the GPUs the device layer sees (docs/slurm.md):\n"
             "  gres.conf   AutoDetect=off; 'Name=gpu Type=TYPE File=DIR/nvidiaN' per GPU and\n"
