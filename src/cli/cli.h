@@ -2,7 +2,8 @@
 /*
  * The gpum command-line tool: main.c dispatches to one cmd_<name>.c per subcommand. Each
  * command gets argv with argv[0] = its own name, parses its own flags (after the options-table
- * flags were consumed by main), prints its --help, and returns the process exit code:
+ * flags were consumed by main) with the shared parser of args.h, whose table also writes its
+ * --help, and returns the process exit code:
  * 0 success, 1 failure (with the reason on stderr), 2 usage error.
  *
  * This header also declares the small helpers the commands share (common.c): opening a device
@@ -67,21 +68,6 @@ int cli_open_session_as(const gpum_config_t *cfg, gpum_backend_kind_t backend,
  * is one, else gpum_strerror(err). Points to static or thread-local storage. */
 const char *cli_reason(int err);
 
-/* A flag of a subcommand for cli_parse_sub: "--name VALUE" / "--name=VALUE" sets *value;
- * a flag without value (value NULL) sets *flag. */
-typedef struct {
-  const char *name;
-  const char **value;
-  bool *flag;
-} cli_opt_t;
-
-/* Parses a subcommand's argv (argv[0] is the subcommand `sub` of command `cmd`) into opts (ended
- * by a {NULL} entry) and min..max positionals in pos (*npos of them). Returns 0, -1 for --help
- * (the caller prints its help), or CLI_EXIT_USAGE after a message: unknown option, a flag that
- * takes no value given one, a missing value, too many or too few arguments. */
-int cli_parse_sub(const char *cmd, const char *sub, int argc, char **argv, const cli_opt_t *opts,
-                  const char **pos, int min, int max, int *npos);
-
 /* Installs handler for SIGINT and SIGTERM (and SIGHUP when hup), without SA_RESTART: a blocking
  * call returns EINTR, so the command notices the signal. */
 void cli_on_stop_signals(void (*handler)(int), bool hup);
@@ -98,8 +84,5 @@ int cli_parse_interval(const char *s, unsigned long *out_ms);
  * pct; no sign, no other trailing text. Returns 0, or -1 (nothing printed). */
 int cli_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, bool pct,
                    unsigned long long *out);
-
-/* Prints "gpum CMD: unknown option 'X'" plus a hint to stderr and returns CLI_EXIT_USAGE. */
-int cli_bad_option(const char *cmd, const char *opt);
 
 #endif /* GPUM_CLI_H */

@@ -21,34 +21,6 @@
 
 volatile sig_atomic_t cli_signal_caught;
 
-const char cli_reserve_flags_help[] =
-    "  --mem SIZE          GPU memory per GPU (required), e.g. 8GiB, 512MiB\n"
-    "  --gpus N            number of GPUs (default 1), all of one vendor\n"
-    "  --type TYPE         only GPUs of that type: A100, a100, A100-80GB, MI300X, a\n"
-    "                      vendor (nvidia, amd, intel), or a shell pattern on the name\n"
-    "                      or family such as 'H100*'\n"
-    "  --priority P        -100..100, higher is served first (default 0)\n"
-    "  --timeout DURATION  give up when not granted within DURATION (e.g. 30s, 10m);\n"
-    "                      default: wait as long as it takes\n"
-    "  --label L           a name shown in 'gpum jobs' (default: the command's name)\n"
-    "  --no-wait           do not queue: fail at once (exit 1, with the reason) when the\n"
-    "                      reservation cannot be granted right now\n"
-    "  --preemptible       the job may be suspended (its GPU memory moved to host memory)\n"
-    "                      for work of higher priority, and resumed later (docs/suspend.md)\n"
-    "  -q, --quiet         do not show the queue position while waiting\n";
-
-bool cli_take_flag(int argc, char **argv, int *i, const char *name, const char **v) {
-  size_t n = strlen(name);
-  const char *a = argv[*i];
-  if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
-    return false;
-  if (a[n] == '=')
-    *v = a + n + 1;
-  else
-    *v = *i + 1 < argc ? argv[++*i] : NULL;
-  return true;
-}
-
 static int usage_error(const char *cmd, const char *flag, const char *v, const char *what) {
   if (v == NULL || *v == '\0')
     fprintf(stderr, "gpum %s: %s needs %s\n", cmd, flag, what);
@@ -69,39 +41,48 @@ static bool parse_long(const char *s, long lo, long hi, long *out) {
   return true;
 }
 
-int cli_take_reserve_flag(const char *cmd, int argc, char **argv, int *i, cli_reserve_opts_t *o) {
-  const char *v = NULL;
+int cli_reserve_option(const char *cmd, int id, const char *v, cli_reserve_opts_t *o) {
   long n = 0;
-  if (!strcmp(argv[*i], "-q") || !strcmp(argv[*i], "--quiet")) {
+  switch (id) {
+  case CLI_OPT_QUIET:
     o->quiet = true;
-  } else if (!strcmp(argv[*i], "--no-wait")) {
+    break;
+  case CLI_OPT_NO_WAIT:
     o->req.no_wait = true;
-  } else if (!strcmp(argv[*i], "--preemptible")) {
+    break;
+  case CLI_OPT_PREEMPTIBLE:
     o->req.preemptible = true;
-  } else if (cli_take_flag(argc, argv, i, "--mem", &v)) {
-    if (!v || gpum_size_parse(v, &o->req.bytes_per_gpu) != 0 || o->req.bytes_per_gpu == 0)
+    break;
+  case CLI_OPT_MEM:
+    if (gpum_size_parse(v, &o->req.bytes_per_gpu) != 0 || o->req.bytes_per_gpu == 0)
       return usage_error(cmd, "--mem", v, "a size such as 8GiB or 512MiB");
-  } else if (cli_take_flag(argc, argv, i, "--gpus", &v)) {
+    break;
+  case CLI_OPT_GPUS:
     if (!parse_long(v, 1, GPUM_CLIENT_MAX_DEVICES, &n))
       return usage_error(cmd, "--gpus", v, "a number of GPUs from 1 to 16");
     o->req.gpus = (unsigned)n;
-  } else if (cli_take_flag(argc, argv, i, "--type", &v)) {
-    if (!v || !*v)
+    break;
+  case CLI_OPT_TYPE:
+    if (!*v)
       return usage_error(cmd, "--type", v, "a GPU type such as A100, A100-80GB or 'H100*'");
     o->req.model = v;
-  } else if (cli_take_flag(argc, argv, i, "--priority", &v)) {
+    break;
+  case CLI_OPT_PRIORITY:
     if (!parse_long(v, -100, 100, &n))
       return usage_error(cmd, "--priority", v, "an integer from -100 to 100");
     o->req.priority = (int)n;
-  } else if (cli_take_flag(argc, argv, i, "--timeout", &v)) {
-    if (!v || gpum_duration_parse(v, &o->timeout_ms) != 0 || o->timeout_ms == 0 ||
+    break;
+  case CLI_OPT_TIMEOUT:
+    if (gpum_duration_parse(v, &o->timeout_ms) != 0 || o->timeout_ms == 0 ||
         o->timeout_ms > INT_MAX)
       return usage_error(cmd, "--timeout", v, "a duration such as 30s or 10m");
-  } else if (cli_take_flag(argc, argv, i, "--label", &v)) {
-    if (!v || !*v)
+    break;
+  case CLI_OPT_LABEL:
+    if (!*v)
       return usage_error(cmd, "--label", v, "a name");
     o->req.label = v;
-  } else {
+    break;
+  default:
     return 0;
   }
   return 1;

@@ -24,16 +24,60 @@ typedef struct {
   bool quiet;          /* no queue progress on stderr */
 } cli_reserve_opts_t;
 
-/* The reservation flags' help lines, for the commands' usage texts. */
-extern const char cli_reserve_flags_help[];
+/* The reservation options of `gpum run` and `gpum reserve`, as entries of their option tables
+ * (args.h): CLI_RESERVE_ARGS in the table, cli_reserve_option() for the ids it returns. */
+enum {
+  CLI_OPT_MEM = 100,
+  CLI_OPT_GPUS,
+  CLI_OPT_TYPE,
+  CLI_OPT_PRIORITY,
+  CLI_OPT_TIMEOUT,
+  CLI_OPT_LABEL,
+  CLI_OPT_NO_WAIT,
+  CLI_OPT_PREEMPTIBLE,
+  CLI_OPT_QUIET,
+};
 
-/* Takes a flag "--name VALUE" / "--name=VALUE" at argv[*i] (advancing *i past the value). */
-bool cli_take_flag(int argc, char **argv, int *i, const char *name, const char **v);
+#define CLI_RESERVE_ARGS                                                                             \
+  {CLI_OPT_MEM, "--mem", 0, "SIZE", "GPU memory per GPU (required), e.g. 8GiB, 512MiB", 0},          \
+      {CLI_OPT_GPUS, "--gpus", 0, "N", "number of GPUs (default 1), all of one vendor", 0},          \
+      {CLI_OPT_TYPE,                                                                                 \
+       "--type",                                                                                     \
+       0,                                                                                            \
+       "TYPE",                                                                                       \
+       "only GPUs of that type: A100, a100, A100-80GB, MI300X, a vendor (nvidia, amd, intel), "      \
+       "or a shell pattern on the name or family such as 'H100*'",                                   \
+       0},                                                                                           \
+      {CLI_OPT_PRIORITY, "--priority", 0, "P", "-100..100, higher is served first (default 0)", 0},  \
+      {CLI_OPT_TIMEOUT,                                                                              \
+       "--timeout",                                                                                  \
+       0,                                                                                            \
+       "DURATION",                                                                                   \
+       "give up when not granted within DURATION (e.g. 30s, 10m); default: wait as long as it "      \
+       "takes",                                                                                      \
+       0},                                                                                           \
+      {CLI_OPT_LABEL, "--label", 0, "L", "a name shown in 'gpum jobs' (default: the command's)", 0}, \
+      {CLI_OPT_NO_WAIT,                                                                              \
+       "--no-wait",                                                                                  \
+       0,                                                                                            \
+       NULL,                                                                                         \
+       "do not queue: fail at once (exit 1, with the reason) when the reservation cannot be "        \
+       "granted right now",                                                                          \
+       0},                                                                                           \
+      {CLI_OPT_PREEMPTIBLE,                                                                          \
+       "--preemptible",                                                                              \
+       0,                                                                                            \
+       NULL,                                                                                         \
+       "the job may be suspended (its GPU memory moved to host memory) for work of higher "          \
+       "priority, and resumed later (docs/suspend.md)",                                              \
+       0},                                                                                           \
+  {                                                                                                  \
+    CLI_OPT_QUIET, "--quiet", 'q', NULL, "do not show the queue position while waiting", 0           \
+  }
 
-/* Parses the reservation flag at argv[*i] (--mem, --gpus, --type, --priority, --timeout,
- * --label, --no-wait). Returns 1 when taken, 0 when argv[*i] is not one of them, -1 after printing
- * a usage error. */
-int cli_take_reserve_flag(const char *cmd, int argc, char **argv, int *i, cli_reserve_opts_t *o);
+/* Takes the reservation option id with its value v (NULL for a switch) into o. Returns 1 when
+ * taken, 0 when id is not one of them, -1 after printing a usage error ("gpum CMD: ..."). */
+int cli_reserve_option(const char *cmd, int id, const char *v, cli_reserve_opts_t *o);
 
 /* Connects to gpumd at the configured socket; prints the reason (with the hint to start gpumd)
  * and returns CLI_EXIT_FAIL on failure. */

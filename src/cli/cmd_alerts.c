@@ -24,6 +24,7 @@
 #include <gpum/size.h>
 #include <gpum/xid.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 #include "monitor_run.h"
@@ -38,110 +39,129 @@ typedef struct {
   cli_mon_setup_t setup;
 } alerts_opts_t;
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum alerts [--json] [--limit N] [--devices LIST]\n"
-          "       gpum alerts --local [--watch] [--json] [--for DURATION]\n"
-          "                   [--interval MS|DURATION] [--rules FILE] [--no-defaults]\n"
-          "                   [--devices LIST]\n"
-          "       gpum alerts --list-rules [--rules FILE] [--no-defaults]\n"
-          "       gpum alerts --xids [--json]\n"
-          "\n"
-          "Shows the node's alerts. When gpumd runs, these are its alert engine's: the alerts\n"
-          "active now and the history since gpumd started (the newest --limit entries, 100 by\n"
-          "default), under the rules of gpumd's configuration.\n"
-          "When gpumd does not run, or with --local (implied by --watch, --for, --interval,\n"
-          "--rules and --no-defaults), gpum alerts evaluates the rules itself: the default\n"
-          "rules (memory > 90%%, temperature near the slowdown and shutdown thresholds, any\n"
-          "Xid, a device in ERROR), those of the configuration (alerts.rules, alerts.file) and\n"
-          "those of --rules FILE, sampling the devices for an evaluation window (3 sampling\n"
-          "rounds, or --for); it prints the alerts active at its end and the history of the\n"
-          "window. With --watch it keeps running and prints each alert as it fires and as it\n"
-          "clears. The first line (or \"source\" in --json) says which it is.\n"
-          "Rule syntax: docs/monitoring.md.\n"
-          "\n"
-          "options:\n"
-          "  --local                 evaluate the rules here even when gpumd runs\n"
-          "  --limit N               gpumd's history entries to show (default 100)\n"
-          "  --watch                 print alerts as they fire and clear until Ctrl-C (or --for)\n"
-          "  --json                  JSON: one document; with --watch one object per line\n"
-          "  --for DURATION          evaluation window (default: 3 sampling rounds)\n"
-          "  --interval MS|DURATION  sampling interval: milliseconds (250) or a duration\n"
-          "                          (500ms, 2s); default: the monitor.interval option, else 1s\n"
-          "  --rules FILE            more rules, one per line ('#' comments)\n"
-          "  --no-defaults           without the default rules\n"
-          "  --list-rules            print the rules in effect and exit\n"
-          "  --xids                  print the table of known Xid errors and exit\n"
-          "  --devices LIST          only these devices, e.g. 0,2 or 0-3 (option 'devices')\n"
-          "  -h, --help              this help\n"
-          "\n"
-          "exit status: 0 (alerts or not), 1 when no device can be read or a selected device\n"
-          "does not exist, 2 for usage errors and bad rules.\n");
-}
+enum {
+  OPT_LOCAL = 1,
+  OPT_LIMIT,
+  OPT_WATCH,
+  OPT_JSON,
+  OPT_FOR,
+  OPT_INTERVAL,
+  OPT_RULES,
+  OPT_NO_DEFAULTS,
+  OPT_LIST_RULES,
+  OPT_XIDS,
+  OPT_DEVICES,
+};
 
-static int need_value(const char *flag, const char *v, const char *what) {
-  if (v && *v)
-    return 0;
-  fprintf(stderr, "gpum alerts: %s needs %s\n", flag, what);
-  return CLI_EXIT_USAGE;
-}
+static const cli_arg_t alerts_args[] = {
+    {OPT_LOCAL, "--local", 0, NULL, "evaluate the rules here even when gpumd runs", 0},
+    {OPT_LIMIT, "--limit", 0, "N", "gpumd's history entries to show (default 100)", 0},
+    {OPT_WATCH, "--watch", 'w', NULL,
+     "follow the alerts as they fire and clear, a line each, until Ctrl-C: gpumd's when it runs "
+     "(told when it goes away, followed again when it is back), else those of the evaluation "
+     "here",
+     0},
+    {OPT_JSON, "--json", 0, NULL,
+     "JSON: one document; with --watch one object per line (docs/monitoring.md, the alert "
+     "object)",
+     0},
+    {OPT_FOR, "--for", 0, "DURATION", "evaluation window here (default: 3 sampling rounds)", 0},
+    {OPT_INTERVAL, "--interval", 0, "MS|DURATION",
+     "sampling interval here: milliseconds (250) or a duration (500ms, 2s); default: the "
+     "monitor.interval option, else 1s",
+     0},
+    {OPT_RULES, "--rules", 0, "FILE", "more rules, one per line ('#' comments)", 0},
+    {OPT_NO_DEFAULTS, "--no-defaults", 0, NULL, "without the default rules", 0},
+    {OPT_LIST_RULES, "--list-rules", 0, NULL, "print the rules in effect and exit", 0},
+    {OPT_XIDS, "--xids", 0, NULL, "print the table of known Xid errors and exit", 0},
+    {OPT_DEVICES, "--devices", 0, "LIST", "only these devices, e.g. 0,2 or 0-3 (option 'devices')",
+     0},
+    {0},
+};
+
+static const cli_cmd_spec_t alerts_spec = {
+    .name = "alerts",
+    .usage = "[--json] [--watch] [--limit N] [--devices LIST]\n"
+             "--local [--watch] [--json] [--for DURATION] [--interval TIME] ...\n"
+             "--list-rules [--rules FILE] [--no-defaults]\n"
+             "--xids [--json]",
+    .summary = "Show the node's alerts: gpumd's, or an evaluation of the rules here.",
+    .text = "When gpumd runs, these are its alert engine's: the alerts active now and the\n"
+            "history since gpumd started, under the rules of gpumd's configuration; with\n"
+            "--watch, each alert as gpumd raises and clears it.\n"
+            "When gpumd does not run, or with --local (implied by --for, --interval, --rules\n"
+            "and --no-defaults), gpum alerts evaluates the rules itself: the default rules\n"
+            "(memory > 90%, temperature near the slowdown and shutdown thresholds, any Xid, a\n"
+            "device in ERROR), those of the configuration (alerts.rules, alerts.file) and\n"
+            "those of --rules FILE, sampling the devices for an evaluation window (3 sampling\n"
+            "rounds, or --for). The first line (or \"source\" in --json) says which it is; an\n"
+            "alert is the same object from either. Rule syntax: docs/monitoring.md.",
+    .args = alerts_args,
+    .examples = "gpum alerts\n"
+                "gpum alerts --watch --json | jq -c 'select(.level == \"CRITICAL\")'\n"
+                "gpum alerts --local --for 10s --rules my.rules",
+    .exit_status = "0 (alerts or not), 1 when no device can be read or a selected device does "
+                   "not exist, 2 for usage errors and bad rules.",
+};
 
 /* Returns -1 to go on, else an exit code. */
 static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, alerts_opts_t *o) {
   o->setup.interval_ms = cli_default_monitor_interval(cfg);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &alerts_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    const char *v = p.value;
+    char *end = NULL;
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--watch") || !strcmp(a, "-w")) {
-      o->watch = o->local = true;
-    } else if (!strcmp(a, "--local")) {
+    case CLI_ARGS_ERR:
+      return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      return cli_args_error(&alerts_spec, "unexpected argument '%s'", v);
+    case OPT_WATCH:
+      o->watch = true;
+      break;
+    case OPT_LOCAL:
       o->local = true;
-    } else if (cli_take_flag(argc, argv, &i, "--limit", &v)) {
-      char *end = NULL;
-      if (need_value("--limit", v, "a number of entries"))
-        return CLI_EXIT_USAGE;
+      break;
+    case OPT_LIMIT:
       o->limit = strtol(v, &end, 10);
-      if (*end || o->limit < 0 || o->limit > 100000) {
-        fprintf(stderr, "gpum alerts: --limit: invalid value '%s' (expected 0 to 100000)\n", v);
-        return CLI_EXIT_USAGE;
-      }
-    } else if (!strcmp(a, "--json")) {
+      if (!*v || *end || o->limit < 0 || o->limit > 100000)
+        return cli_args_error(&alerts_spec, "--limit: invalid value '%s' (expected 0 to 100000)",
+                              v);
+      break;
+    case OPT_JSON:
       o->json = true;
-    } else if (!strcmp(a, "--no-defaults")) {
+      break;
+    case OPT_NO_DEFAULTS:
       o->no_defaults = o->local = true;
-    } else if (!strcmp(a, "--list-rules")) {
+      break;
+    case OPT_LIST_RULES:
       o->list_rules = true;
-    } else if (!strcmp(a, "--xids")) {
+      break;
+    case OPT_XIDS:
       o->xids = true;
-    } else if (cli_take_flag(argc, argv, &i, "--for", &v)) {
-      if (need_value("--for", v, "a duration (500ms, 10s)"))
-        return CLI_EXIT_USAGE;
-      if (gpum_duration_parse(v, &o->for_ms) != 0 || o->for_ms == 0) {
-        fprintf(stderr,
-                "gpum alerts: --for: invalid duration '%s' (expected e.g. 500ms, 10s, 2m)\n", v);
-        return CLI_EXIT_USAGE;
-      }
+      break;
+    case OPT_FOR:
+      if (gpum_duration_parse(v, &o->for_ms) != 0 || o->for_ms == 0)
+        return cli_args_error(&alerts_spec,
+                              "--for: invalid duration '%s' (expected e.g. 500ms, 10s, 2m)", v);
       o->have_for = o->local = true;
-    } else if (cli_take_flag(argc, argv, &i, "--interval", &v)) {
-      if (need_value("--interval", v, "a value (250, 500ms, 2s)"))
-        return CLI_EXIT_USAGE;
-      if (cli_parse_interval_ms(v, &o->setup.interval_ms) != 0) {
-        fprintf(stderr, "gpum alerts: --interval: %s\n", gpum_last_error());
-        return CLI_EXIT_USAGE;
-      }
+      break;
+    case OPT_INTERVAL:
+      if (cli_parse_interval_ms(v, &o->setup.interval_ms) != 0)
+        return cli_args_error(&alerts_spec, "--interval: %s", gpum_last_error());
       o->local = true;
-    } else if (cli_take_flag(argc, argv, &i, "--rules", &v)) {
-      if (need_value("--rules", v, "a file name"))
-        return CLI_EXIT_USAGE;
+      break;
+    case OPT_RULES:
+      if (!*v)
+        return cli_args_error(&alerts_spec, "--rules needs a file name");
       o->rules_file = v;
       o->local = true;
-    } else if (a[0] == '-') {
-      return cli_bad_option("alerts", a);
-    } else {
-      fprintf(stderr, "gpum alerts: unexpected argument '%s'\n", a);
-      return CLI_EXIT_USAGE;
+      break;
+    case OPT_DEVICES: /* an option of the table: main took it into cfg, this is for the help */
+      break;
     }
   }
   return cli_mon_parse_devices(cfg, "alerts", &o->setup);
@@ -172,13 +192,12 @@ static int load_rules(gpum_config_t *cfg, const alerts_opts_t *o, gpum_alert_eng
 /* ---- output ---- */
 
 static json_t *jtime(uint64_t ns) {
-  if (ns == 0)
-    return json_null();
-  char buf[40];
-  cli_fmt_time_ns(ns, true, buf, sizeof buf);
-  return json_string(buf);
+  return ns ? json_integer((json_int_t)ns) : json_null();
 }
 
+/* An alert as gpumd writes it (the socket's "alerts", REST's /api/v1/alerts and the "alert"
+ * events: docs/protocol.md, docs/monitoring.md), so that a script reads gpumd's alerts and
+ * those of the evaluation here alike; event ("fired"/"cleared") leads a --watch line. */
 static json_t *alert_json(const gpum_alert_t *a, const char *event) {
   json_t *o = json_object();
   if (event)
@@ -194,7 +213,7 @@ static json_t *alert_json(const gpum_alert_t *a, const char *event) {
   json_object_set_new(o, "rule_text", json_string(a->rule_text));
   json_object_set_new(o, "metric", json_string(a->metric));
   json_object_set_new(o, "value", json_real(a->value));
-  json_object_set_new(o, "threshold", is_xid ? json_null() : json_real(a->threshold));
+  json_object_set_new(o, "threshold", is_metric ? json_real(a->threshold) : json_null());
   json_object_set_new(o, "clear_threshold",
                       is_metric ? json_real(a->clear_threshold) : json_null());
   json_object_set_new(o, "clear_value",
@@ -204,13 +223,10 @@ static json_t *alert_json(const gpum_alert_t *a, const char *event) {
     gpum_xid_info_t xi = gpum_xid_info((unsigned)a->xid);
     json_object_set_new(o, "xid_name", json_string(xi.name));
     json_object_set_new(o, "repeats", json_integer(a->repeats));
-  } else {
-    json_object_set_new(o, "xid_name", json_null());
-    json_object_set_new(o, "repeats", json_null());
   }
-  json_object_set_new(o, "since", jtime(a->since_ns));
-  json_object_set_new(o, "fired", jtime(a->fired_ns));
-  json_object_set_new(o, "cleared", jtime(a->cleared_ns));
+  json_object_set_new(o, "since_ns", jtime(a->since_ns));
+  json_object_set_new(o, "fired_ns", jtime(a->fired_ns));
+  json_object_set_new(o, "cleared_ns", jtime(a->cleared_ns));
   json_object_set_new(o, "message", json_string(a->message));
   return o;
 }
@@ -394,6 +410,93 @@ static void gpumd_alert_text(const json_t *a) {
          msg ? msg : "");
 }
 
+/* ---- --watch with gpumd: its "alert" events on a watching connection ---- */
+
+#define RECONNECT_MS 1000u /* how often a watcher tries gpumd again after it went away */
+
+/* An "alert" event of gpumd's (data: the alert object with "event"): a line as the local
+ * --watch writes it, "2026-11-22T05:30:12.345Z  FIRED    CRITICAL  GPU 5  message", or the
+ * object. */
+static void on_node_event(const gpum_client_event_t *ev, void *user) {
+  const alerts_opts_t *o = user;
+  if (ev->kind != GPUM_CLIENT_EV_NODE || ev->type != GPUM_WATCH_ALERT)
+    return;
+  json_t *a = json_loads(ev->data, 0, NULL);
+  const char *event = json_string_value(json_object_get(a, "event"));
+  if (!json_is_object(a) || !event) { /* "data": null: over the message limit */
+    json_decref(a);
+    fprintf(stderr, "gpum alerts: an alert event too large to show (gpum alerts lists it)\n");
+    return;
+  }
+  json_int_t device = json_integer_value(json_object_get(a, "device"));
+  if (selected(o, device)) {
+    bool fired = !strcmp(event, "fired");
+    if (o->json) {
+      json_t *line = json_pack("{s:s}", "event", event); /* "event" first, as the local lines */
+      json_object_update(line, a);
+      dump_json(line, stdout, true);
+      json_decref(line);
+    } else {
+      char t[40];
+      const char *level = json_string_value(json_object_get(a, "level"));
+      const char *msg = json_string_value(json_object_get(a, "message"));
+      cli_fmt_time_ns(
+          (uint64_t)json_integer_value(json_object_get(a, fired ? "fired_ns" : "cleared_ns")), true,
+          t, sizeof t);
+      printf("%s  %-7s  %-8s  GPU %lld  %s\n", t, fired ? "FIRED" : "CLEARED", level ? level : "?",
+             (long long)device, msg ? msg : "");
+    }
+    fflush(stdout);
+  }
+  json_decref(a);
+}
+
+/* Follows gpumd's alerts on c (connected to path) until a stop signal: a line an alert fired or
+ * cleared. When gpumd goes away it says so on stderr and connects again every RECONNECT_MS
+ * (alerts raised and cleared meanwhile are not shown). Returns an exit code. */
+static int watch_gpumd(const alerts_opts_t *o, gpum_client_t *c, const char *path) {
+  int code = CLI_EXIT_OK;
+  bool again = false;
+  cli_mon_block_signals();
+  while (!cli_mon_wait_signal(0)) {
+    if (!c) {
+      if (cli_mon_wait_signal(RECONNECT_MS))
+        break;
+      if (gpum_client_connect(path, 2000, &c) != 0) {
+        gpum_error_clear();
+        continue;
+      }
+    }
+    gpum_client_set_event_cb(c, on_node_event, (void *)o);
+    int rc = gpum_client_watch(c, GPUM_WATCH_ALERT, NULL);
+    if (rc == 0) {
+      /* also the readiness signal for scripts and tests */
+      fprintf(stderr,
+              again ? "gpum alerts: gpumd is back at %s; watching its alerts again\n"
+                    : "gpum alerts: watching gpumd's alerts at %s (Ctrl-C to stop)\n",
+              path);
+      while (rc >= 0 && !cli_mon_wait_fd(gpum_client_fd(c), 1000))
+        rc = gpum_client_process(c, 0);
+    }
+    if (rc < 0 && rc != GPUM_ECLOSED && rc != GPUM_EPROTO) { /* refused: EAGAIN, too many */
+      fprintf(stderr, "gpum alerts: gpumd at %s: %s\n", path, cli_reason(rc));
+      code = CLI_EXIT_FAIL;
+      break;
+    }
+    if (rc < 0) {
+      fprintf(stderr,
+              "gpum alerts: gpumd went away (%s); waiting for it to come back (Ctrl-C to stop)\n",
+              path);
+      gpum_client_close(c);
+      c = NULL;
+      again = true;
+    }
+  }
+  cli_mon_unblock_signals();
+  gpum_client_close(c);
+  return code;
+}
+
 /* Prints gpumd's alerts. Returns an exit code, or -1 when gpumd does not answer (nothing is
  * printed then: the caller evaluates locally). */
 static int show_gpumd(const gpum_config_t *cfg, const alerts_opts_t *o) {
@@ -404,6 +507,8 @@ static int show_gpumd(const gpum_config_t *cfg, const alerts_opts_t *o) {
     gpum_error_clear();
     return -1;
   }
+  if (o->watch)
+    return watch_gpumd(o, c, path);
   snprintf(args, sizeof args, "{\"limit\": %ld}", o->limit);
   char *text = NULL;
   int rc = gpum_client_call_json(c, "alerts", args, &text);

@@ -11,63 +11,71 @@
 
 #include <gpum/error.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 
-static void usage(FILE *out, bool disable) {
-  if (disable)
-    fprintf(out,
-            "usage: gpum disable GPU [--reason TEXT]\n"
-            "\n"
-            "Disables GPU (its index, as 'gpum status' shows it, or its UUID) in gpumd: it\n"
-            "becomes DISABLED, no new reservation is granted on it, and those already on it run\n"
-            "on until released. The switch survives gpumd's restarts; 'gpum enable GPU' ends it.\n"
-            "Admins only (root or gpumd's admin_group).\n"
-            "\n"
-            "options:\n"
-            "  --reason TEXT   why (shown as the device's reason; default 'disabled by the\n"
-            "                  operator')\n"
-            "\n"
-            "Exit status: 0 when done, 1 when gpumd refused (not an admin, no such GPU) or does\n"
-            "not run, 2 for usage errors.\n");
-  else
-    fprintf(out, "usage: gpum enable GPU\n"
-                 "\n"
-                 "Ends 'gpum disable GPU': the GPU is given back to the health rules and gpumd\n"
-                 "grants on it again. Admins only (root or gpumd's admin_group).\n"
-                 "\n"
-                 "Exit status: 0 when done, 1 when gpumd refused or does not run, 2 for usage\n"
-                 "errors.\n");
-}
+enum { OPT_REASON = 1 };
+
+static const cli_arg_t disable_args[] = {
+    {OPT_REASON, "--reason", 0, "TEXT",
+     "why (shown as the device's reason; default 'disabled by the operator')", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t disable_spec = {
+    .name = "disable",
+    .usage = "GPU [--reason TEXT]",
+    .summary = "Take a GPU out of service in gpumd; the jobs on it run on.",
+    .text = "GPU is its index, as 'gpum status' shows it, or its UUID. It becomes DISABLED: no\n"
+            "new reservation is granted on it, and those already on it run on until released.\n"
+            "The switch survives gpumd's restarts; 'gpum enable GPU' ends it. Admins only (root\n"
+            "or gpumd's admin_group).",
+    .args = disable_args,
+    .examples = "gpum disable 3 --reason 'fan replacement, ticket 4411'\n"
+                "gpum disable GPU-0af627f5-...",
+    .exit_status = "0 when done, 1 when gpumd refused (not an admin, no such GPU) or does not "
+                   "run, 2 for usage errors.",
+};
+
+static const cli_arg_t enable_args[] = {{0}};
+
+static const cli_cmd_spec_t enable_spec = {
+    .name = "enable",
+    .usage = "GPU",
+    .summary = "Give a GPU disabled with 'gpum disable' back to gpumd.",
+    .text = "The GPU is given back to the health rules and gpumd grants on it again. Admins only\n"
+            "(root or gpumd's admin_group).",
+    .args = enable_args,
+    .examples = "gpum enable 3",
+    .exit_status = "0 when done, 1 when gpumd refused or does not run, 2 for usage errors.",
+};
 
 static int run(gpum_config_t *cfg, int argc, char **argv, bool disable) {
   const char *cmd = disable ? "disable" : "enable", *gpu = NULL, *reason = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout, disable);
+  const cli_cmd_spec_t *spec = disable ? &disable_spec : &enable_spec;
+  cli_args_t p;
+  cli_args_init(&p, spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    }
-    if (disable && cli_take_flag(argc, argv, &i, "--reason", &v)) {
-      if (!v || !*v) {
-        fprintf(stderr, "gpum disable: --reason needs a text\n");
-        return CLI_EXIT_USAGE;
-      }
-      reason = v;
-    } else if (a[0] == '-' && a[1] != '\0') {
-      return cli_bad_option(cmd, a);
-    } else if (gpu) {
-      fprintf(stderr, "gpum %s: one GPU at a time (got '%s' and '%s')\n", cmd, gpu, a);
+    case CLI_ARGS_ERR:
       return CLI_EXIT_USAGE;
-    } else {
-      gpu = a;
+    case CLI_ARGS_POS:
+      if (gpu)
+        return cli_args_error(spec, "one GPU at a time (got '%s' and '%s')", gpu, p.value);
+      gpu = p.value;
+      break;
+    case OPT_REASON:
+      if (!*p.value)
+        return cli_args_error(spec, "--reason needs a text");
+      reason = p.value;
+      break;
     }
   }
-  if (!gpu) {
-    fprintf(stderr, "gpum %s: no GPU given (usage: gpum %s GPU%s)\n", cmd, cmd,
-            disable ? " [--reason TEXT]" : "");
-    return CLI_EXIT_USAGE;
-  }
+  if (!gpu)
+    return cli_args_error(spec, "no GPU given (usage: gpum %s %s)", cmd, spec->usage);
   gpum_client_t *c = NULL;
   int code = cli_client_connect(cfg, cmd, 0, &c);
   if (code != 0)

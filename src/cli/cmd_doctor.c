@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "args.h"
 #include "cli.h"
 #include "doctor.h"
 #include "output.h"
@@ -51,22 +52,29 @@ void doc_suggest(doc_finding_t *f, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void usage(FILE *out) {
-  fprintf(out, "usage: gpum doctor [--json] [--no-color]\n"
-               "\n"
-               "Checks what gpum needs and reports each finding as OK, WARN or FAIL with a\n"
-               "suggestion: the configuration and the other GPU managers' settings it read as\n"
-               "aliases, the NVML library and driver version, the CUDA driver library,\n"
-               "/dev/nvidia* permissions, CUDA_VISIBLE_DEVICES against the devices, device\n"
-               "health and ECC, retired pages and remapped rows, and the simulated node in use.\n"
-               "\n"
-               "options:\n"
-               "  --json       print the findings as JSON\n"
-               "  --no-color   no colours\n"
-               "  -h, --help   this help\n"
-               "\n"
-               "exit status: 0 when no check failed, 1 when one did, 2 for usage errors.\n");
-}
+enum { OPT_JSON = 1, OPT_NO_COLOR };
+
+static const cli_arg_t doctor_args[] = {
+    {OPT_JSON, "--json", 0, NULL, "print the findings as JSON", 0},
+    {OPT_NO_COLOR, "--no-color", 0, NULL, "no colours", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t doctor_spec = {
+    .name = "doctor",
+    .usage = "[--json] [--no-color]",
+    .summary = "Check what gpum needs, each finding OK, WARN or FAIL with what to do.",
+    .text = "The checks: the configuration and the other GPU managers' settings it read as\n"
+            "aliases, the NVML library and driver version, the CUDA driver library,\n"
+            "/dev/nvidia* permissions, CUDA_VISIBLE_DEVICES against the devices, device\n"
+            "health and ECC, retired pages and remapped rows, the simulated node in use, and\n"
+            "gpumd: its socket (there; owner, group and mode against you), its version\n"
+            "against gpum's, and its REST API at http.listen.",
+    .args = doctor_args,
+    .examples = "gpum doctor\n"
+                "gpum doctor --json | jq '.findings[] | select(.status != \"OK\")'",
+    .exit_status = "0 when no check failed, 1 when one did, 2 for usage errors.",
+};
 
 static void print_text(const doc_report_t *r, bool color) {
   static const cli_style_t styles[] = {CLI_GREEN, CLI_YELLOW, CLI_BOLD_RED};
@@ -111,17 +119,21 @@ static int print_json(const doc_report_t *r) {
 
 int cmd_doctor(gpum_config_t *cfg, int argc, char **argv) {
   bool json = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &doctor_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    } else if (!strcmp(argv[i], "--json")) {
-      json = true;
-    } else if (argv[i][0] == '-') {
-      return cli_bad_option("doctor", argv[i]);
-    } else {
-      fprintf(stderr, "gpum doctor: unexpected argument '%s'\n", argv[i]);
+    case CLI_ARGS_ERR:
       return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      return cli_args_error(&doctor_spec, "unexpected argument '%s'", p.value);
+    case OPT_JSON:
+      json = true;
+      break;
+    case OPT_NO_COLOR: /* main turned it into --color=never; this is for the help */
+      break;
     }
   }
   doc_report_t r = {0};
@@ -135,6 +147,7 @@ int cmd_doctor(gpum_config_t *cfg, int argc, char **argv) {
   doc_check_visible_devices(&c, &r);
   doc_check_devices(&c, &r);
   doc_check_memory_repair(&c, &r);
+  doc_check_gpumd(&c, &r);
   if (c.nvml)
     gpum_device_close(c.nvml);
   int code = CLI_EXIT_OK;

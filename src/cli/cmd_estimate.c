@@ -15,68 +15,162 @@
 #include <gpum/size.h>
 #include <jansson.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum estimate [MODEL | SPEC] [--preset NAME] [--hf-config FILE] [FLAGS]\n"
-          "\n"
-          "Estimates the GPU memory a model needs per GPU: weights, gradients, optimizer state,\n"
-          "activations, KV cache, workspace, the CUDA context and the allocator's allowance.\n"
-          "MODEL is a preset, or a spec 'MODEL,KEY=VALUE,...' whose keys are the flags below\n"
-          "without '--' (e.g. 'llama-7b,mode=lora,batch=4,precision=bf16'). Formulas and their\n"
-          "sources: docs/estimate.md.\n"
-          "\n"
-          "model:\n"
-          "  --preset NAME          a preset: ");
-  for (size_t i = 0; gpum_model_preset_name(i); i++)
-    fprintf(out, "%s%s", i ? (i % 6 ? ", " : ",\n                         ") : "",
-            gpum_model_preset_name(i));
-  fprintf(
-      out,
-      "\n"
-      "  --hf-config FILE       a local Hugging Face config.json (nothing is downloaded)\n"
-      "  --kind KIND            transformer, cnn, rnn, lstm, gru or mlp, shaped by flags:\n"
-      "  transformer: --layers N --hidden N --heads N [--kv-heads N] [--head-dim N] [--ffn N]\n"
-      "               --vocab N --seq N [--positions N] [--enc-layers N --enc-seq N]\n"
-      "               [--classes N] [--decoder | --encoder] [--gated] [--rmsnorm]\n"
-      "               [--no-bias] [--untied] [--dropout] [--patch N --image N]\n"
-      "               (--patch: a vision transformer, (image / patch)^2 + 1 tokens; vit-b16\n"
-      "               is patch 16 at --image 224, and --image 384 makes it 577 tokens)\n"
-      "  --impl hf|torch        how a transformer is written: torch (presets, shapes:\n"
-      "                         torch.nn modules, fused norms) or hf (--hf-config's default:\n"
-      "                         Hugging Face's eager code, fp32 upcasts in norms, softmax\n"
-      "                         and logits, which keep more for backward)\n"
-      "  rnn/lstm/gru: --layers N --input N --hidden N --seq N [--bidirectional]\n"
-      "  cnn:         --cnn LAYERS [--channels N] --image N, LAYERS such as\n"
-      "               'conv:32:3,bn,relu,maxpool:2,basic:64:2,bottleneck:32,apool:1,fc:10'\n"
-      "  mlp:         --mlp WIDTHS, such as 784,512,10\n"
-      "\n"
-      "settings:\n"
-      "  --batch N              samples per GPU per step (default 1)\n"
-      "  --precision P          fp32 (default), fp16, bf16, mixed-fp16, mixed-bf16, int8, int4\n"
-      "  --mode M               inference (default), training, lora\n"
-      "  --lora-rank R          LoRA adapters' rank (default 8)\n"
-      "  --optimizer O          sgd, momentum, adam, adamw (default), adam8bit, adafactor\n"
-      "  --checkpointing        activation checkpointing (recompute each layer in backward)\n"
-      "  --flash-attention      fused attention (FlashAttention, PyTorch SDPA): no s x s\n"
-      "                         attention scores kept (default: eager attention)\n"
-      "  --context N            tokens the KV cache holds per sequence (default: --seq)\n"
-      "  --zero STAGE           ZeRO stage 0-3: shard optimizer state / gradients / weights\n"
-      "  --gpus N               over N data-parallel GPUs (default 1)\n"
-      "  --cuda-context SIZE    the CUDA context per GPU (default 768MiB)\n"
-      "  --allocator PCT        the caching allocator's allowance: PCT percent of the rest\n"
-      "  --allocator-base SIZE  ... plus SIZE (defaults 10 and 256MiB)\n"
-      "\n"
-      "output:\n"
-      "  --budget SIZE|TYPE     the largest batch whose total fits SIZE (e.g. 80GiB) or a card\n"
-      "                         of GPU type TYPE (e.g. A100-40GB, V100: libgpum's memory table)\n"
-      "  --effective-batch N    gradient-accumulation steps to reach N samples per step\n"
-      "  --json                 one key per component, in bytes\n"
-      "\n"
-      "Exit status: 0; 1 when the estimate fails (unreadable config.json, nothing fits the\n"
-      "budget); 2 for usage errors (unknown preset or flag, bad value, batch 0).\n");
+enum {
+  E_PRESET = 1,
+  E_HF_CONFIG,
+  E_KIND,
+  E_LAYERS,
+  E_HIDDEN,
+  E_HEADS,
+  E_KV_HEADS,
+  E_HEAD_DIM,
+  E_FFN,
+  E_VOCAB,
+  E_SEQ,
+  E_POSITIONS,
+  E_ENC_LAYERS,
+  E_ENC_SEQ,
+  E_CLASSES,
+  E_DECODER,
+  E_ENCODER,
+  E_GATED,
+  E_RMSNORM,
+  E_NO_BIAS,
+  E_UNTIED,
+  E_DROPOUT,
+  E_PATCH,
+  E_IMAGE,
+  E_IMPL,
+  E_INPUT,
+  E_BIDIRECTIONAL,
+  E_CNN,
+  E_CHANNELS,
+  E_MLP,
+  E_BATCH,
+  E_PRECISION,
+  E_MODE,
+  E_LORA_RANK,
+  E_OPTIMIZER,
+  E_CHECKPOINTING,
+  E_FLASH_ATTENTION,
+  E_CONTEXT,
+  E_ZERO,
+  E_GPUS,
+  E_CUDA_CONTEXT,
+  E_ALLOCATOR,
+  E_ALLOCATOR_BASE,
+  E_BUDGET,
+  E_EFFECTIVE_BATCH,
+  E_JSON,
+};
+
+static const cli_arg_t est_args[] = {
+    {E_PRESET, "--preset", 0, "NAME", "a preset (listed above)", 0},
+    {E_HF_CONFIG, "--hf-config", 0, "FILE",
+     "a local Hugging Face config.json (nothing is downloaded)", 0},
+    {E_KIND, "--kind", 0, "KIND",
+     "transformer, cnn, rnn, lstm, gru or mlp, shaped by the flags below", 0},
+    {E_LAYERS, "--layers", 0, "N", "layers (transformer, rnn/lstm/gru)", 0},
+    {E_HIDDEN, "--hidden", 0, "N", "hidden size", 0},
+    {E_HEADS, "--heads", 0, "N", "attention heads", 0},
+    {E_KV_HEADS, "--kv-heads", 0, "N", "key/value heads (grouped-query attention; default --heads)",
+     0},
+    {E_HEAD_DIM, "--head-dim", 0, "N", "per head (default hidden / heads)", 0},
+    {E_FFN, "--ffn", 0, "N", "the feed-forward width (default 4 x hidden)", 0},
+    {E_VOCAB, "--vocab", 0, "N", "vocabulary size", 0},
+    {E_SEQ, "--seq", 0, "N", "sequence length", 0},
+    {E_POSITIONS, "--positions", 0, "N", "learned position embeddings (0: rotary or relative)", 0},
+    {E_ENC_LAYERS, "--enc-layers", 0, "N", "an encoder-decoder's encoder layers", 0},
+    {E_ENC_SEQ, "--enc-seq", 0, "N", "and its sequence length", 0},
+    {E_CLASSES, "--classes", 0, "N", "a classifier's classes instead of a vocabulary", 0},
+    {E_DECODER, "--decoder", 0, NULL, "a decoder (causal)", 0},
+    {E_ENCODER, "--encoder", 0, NULL, "an encoder", 0},
+    {E_GATED, "--gated", 0, NULL, "a gated feed-forward (SwiGLU)", 0},
+    {E_RMSNORM, "--rmsnorm", 0, NULL, "RMSNorm instead of LayerNorm", 0},
+    {E_NO_BIAS, "--no-bias", 0, NULL, "no biases", 0},
+    {E_UNTIED, "--untied", 0, NULL, "output embedding not tied to the input's", 0},
+    {E_DROPOUT, "--dropout", 0, NULL, "dropout layers (their masks are kept for backward)", 0},
+    {E_PATCH, "--patch", 0, "N",
+     "a vision transformer: (image / patch)^2 + 1 tokens (vit-b16: patch 16 at --image 224; "
+     "--image 384 makes it 577 tokens)",
+     0},
+    {E_IMAGE, "--image", 0, "N", "image side in pixels (vision transformer, cnn)", 0},
+    {E_IMPL, "--impl", 0, "hf|torch",
+     "how a transformer is written: torch (presets, shapes: torch.nn modules, fused norms) or hf "
+     "(--hf-config's default: Hugging Face's eager code, fp32 upcasts in norms, softmax and "
+     "logits, which keep more for backward)",
+     0},
+    {E_INPUT, "--input", 0, "N", "rnn/lstm/gru: input size", 0},
+    {E_BIDIRECTIONAL, "--bidirectional", 0, NULL, "rnn/lstm/gru: both directions", 0},
+    {E_CNN, "--cnn", 0, "LAYERS",
+     "a cnn's layers, such as 'conv:32:3,bn,relu,maxpool:2,basic:64:2,fc:10' (docs/estimate.md)",
+     0},
+    {E_CHANNELS, "--channels", 0, "N", "a cnn's input channels (default 3)", 0},
+    {E_MLP, "--mlp", 0, "WIDTHS", "an mlp's widths, such as 784,512,10", 0},
+    {E_BATCH, "--batch", 0, "N", "samples per GPU per step (default 1)", 0},
+    {E_PRECISION, "--precision", 0, "P",
+     "fp32 (default), fp16, bf16, mixed-fp16, mixed-bf16, int8, int4", 0},
+    {E_MODE, "--mode", 0, "M", "inference (default), training, lora", 0},
+    {E_LORA_RANK, "--lora-rank", 0, "R", "LoRA adapters' rank (default 8)", 0},
+    {E_OPTIMIZER, "--optimizer", 0, "O",
+     "sgd, momentum, adam, adamw (default), adam8bit, adafactor", 0},
+    {E_CHECKPOINTING, "--checkpointing", 0, NULL,
+     "activation checkpointing (recompute each layer in backward)", 0},
+    {E_FLASH_ATTENTION, "--flash-attention", 0, NULL,
+     "fused attention (FlashAttention, PyTorch SDPA): no s x s attention scores kept (default: "
+     "eager attention)",
+     0},
+    {E_CONTEXT, "--context", 0, "N", "tokens the KV cache holds per sequence (default: --seq)", 0},
+    {E_ZERO, "--zero", 0, "STAGE", "ZeRO stage 0-3: shard optimizer state / gradients / weights",
+     0},
+    {E_GPUS, "--gpus", 0, "N", "over N data-parallel GPUs (default 1)", 0},
+    {E_CUDA_CONTEXT, "--cuda-context", 0, "SIZE", "the CUDA context per GPU (default 768MiB)", 0},
+    {E_ALLOCATOR, "--allocator", 0, "PCT",
+     "the caching allocator's allowance: PCT percent of the rest (default 10)", 0},
+    {E_ALLOCATOR_BASE, "--allocator-base", 0, "SIZE", "... plus SIZE (default 256MiB)", 0},
+    {E_BUDGET, "--budget", 0, "SIZE|TYPE",
+     "the largest batch whose total fits SIZE (e.g. 80GiB) or a card of GPU type TYPE (e.g. "
+     "A100-40GB, V100: libgpum's memory table)",
+     0},
+    {E_EFFECTIVE_BATCH, "--effective-batch", 0, "N",
+     "gradient-accumulation steps to reach N samples per step", 0},
+    {E_JSON, "--json", 0, NULL, "one key per component, in bytes", 0},
+    {0},
+};
+
+static char est_text[1536];
+
+static cli_cmd_spec_t est_spec = {
+    .name = "estimate",
+    .usage = "[MODEL | SPEC] [--preset NAME] [--hf-config FILE] [--kind KIND] [SHAPE...]\n"
+             " [--batch N] [--precision P] [--mode M] [SETTING...] [--budget SIZE|TYPE]\n"
+             " [--effective-batch N] [--json]",
+    .summary = "Estimate the GPU memory a model needs per GPU to train or serve.",
+    .text = est_text, /* with the presets, set by est_help_text() */
+    .args = est_args,
+    .examples = "gpum estimate llama-7b --mode lora --batch 4 --precision bf16\n"
+                "gpum estimate 'llama-7b,mode=training,zero=2,gpus=8' --json\n"
+                "gpum estimate --hf-config config.json --budget A100-40GB",
+    .exit_status = "0; 1 when the estimate fails (unreadable config.json, nothing fits the "
+                   "budget); 2 for usage errors (unknown preset or flag, bad value, batch 0).",
+};
+
+static void est_help_text(void) {
+  int n = snprintf(est_text, sizeof est_text, "%s",
+                   "Weights, gradients, optimizer state, activations, KV cache, workspace, the "
+                   "CUDA context and the allocator's allowance. MODEL is a preset, or a spec "
+                   "'MODEL,KEY=VALUE,...' whose keys are the options below without '--' (e.g. "
+                   "'llama-7b,mode=lora,batch=4,precision=bf16'). A transformer's shape: "
+                   "--layers --hidden --heads --vocab --seq and the optional ones; rnn/lstm/gru: "
+                   "--layers --input --hidden --seq; cnn: --cnn --image; mlp: --mlp. Formulas "
+                   "and their sources: docs/estimate.md.\n\nPresets:");
+  for (size_t i = 0; gpum_model_preset_name(i) && n > 0 && (size_t)n < sizeof est_text; i++)
+    n += snprintf(est_text + n, sizeof est_text - (size_t)n, "%s %s", i ? "," : "",
+                  gpum_model_preset_name(i));
 }
 
 /* Flags that take no value, as the setting each one stands for. */
@@ -127,14 +221,18 @@ static int apply(est_args_t *a, const char *key, const char *v) {
   return rc ? failed(rc, NULL) : 0;
 }
 
-/* Two passes: the model (positional spec, --preset, --hf-config, --kind, --cnn, --mlp), then
- * every other setting in order, so that flags adjust the model whatever their position. */
+/* Three passes: the words (help, unknown options, the positional spec), the model (--preset,
+ * --hf-config, --kind, --cnn, --mlp), then the spec and every other setting in order, so that
+ * flags adjust the model whatever their position. */
 static int parse(int argc, char **argv, est_args_t *a) {
   const char *spec = NULL;
   gpum_model_init(&a->m, GPUM_MODEL_TRANSFORMER);
   gpum_estimate_opts_init(&a->o);
-  for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1 && spec) {
+  est_help_text();
+  /* Pass 0 only checks the words (help, unknown options, arguments): nothing is read before
+   * the whole command line is known good. */
+  for (int pass = 0; pass < 3; pass++) {
+    if (pass == 2 && spec) {
       gpum_model_t m = a->m;
       int rc = gpum_estimate_parse(spec, &a->m, &a->o);
       if (rc != 0)
@@ -143,46 +241,37 @@ static int parse(int argc, char **argv, est_args_t *a) {
         a->m = m;
       a->have_model = true;
     }
-    for (int i = 1; i < argc; i++) {
-      const char *arg = argv[i];
-      if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-        usage(stdout);
-        return CLI_EXIT_OK;
-      }
-      if (arg[0] != '-' || arg[1] != '-') {
-        if (arg[0] == '-')
-          return cli_bad_option("estimate", arg);
-        if (spec && spec != arg) {
-          fprintf(stderr, "gpum estimate: unexpected argument '%s'\n", arg);
-          return CLI_EXIT_USAGE;
-        }
+    cli_args_t p;
+    cli_args_init(&p, &est_spec, argc, argv);
+    for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+      if (id == CLI_ARGS_HELP || id == CLI_ARGS_ERR) /* pass 0's: the help is printed once */
+        return id == CLI_ARGS_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+      if (pass == 0 && id != CLI_ARGS_POS)
+        continue;
+      const char *arg = p.value;
+      if (id == CLI_ARGS_POS) {
+        if (spec && spec != arg)
+          return cli_args_error(&est_spec, "unexpected argument '%s'", arg);
         spec = arg;
         continue;
       }
-      if (!strcmp(arg, "--json")) {
+      if (id == E_JSON) {
         a->json = true;
         continue;
       }
+      const char *flag = est_args[id - 1].name, *v = p.value;
       size_t s = 0;
-      while (s < sizeof switches / sizeof switches[0] && strcmp(arg, switches[s].flag))
+      while (s < sizeof switches / sizeof switches[0] && strcmp(flag, switches[s].flag))
         s++;
       if (s < sizeof switches / sizeof switches[0]) {
-        int rc = pass == 1 ? apply(a, switches[s].key, switches[s].value) : 0;
+        int rc = pass == 2 ? apply(a, switches[s].key, switches[s].value) : 0;
         if (rc)
           return rc;
         continue;
       }
-      char key[64];
-      const char *eq = strchr(arg, '=');
-      size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
-      snprintf(key, sizeof key, "%.*s", (int)(n - 2), arg + 2);
-      const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
-      if (v == NULL) {
-        fprintf(stderr, "gpum estimate: %.*s needs a value\n", (int)n, arg);
-        return CLI_EXIT_USAGE;
-      }
+      const char *key = flag + 2;
       int rc = 0;
-      if (!strcmp(key, "budget")) {
+      if (id == E_BUDGET) {
         a->have_budget = true;
         double gb = 0;
         if (gpum_size_parse(v, &a->budget) == 0 && a->budget > 0) {
@@ -190,21 +279,18 @@ static int parse(int argc, char **argv, est_args_t *a) {
         } else if (gpum_gpu_type_memory_gb(v, &gb) == 0 && gb > 0) {
           a->budget = (uint64_t)(gb * 1073741824.0); /* the card's GB as gpum reads memory_gb */
         } else {
-          fprintf(stderr,
-                  "gpum estimate: --budget: '%s' is neither a size (e.g. 80GiB) nor a GPU type "
-                  "of the memory table (e.g. A100-40GB)\n",
-                  v);
-          return CLI_EXIT_USAGE;
+          return cli_args_error(&est_spec,
+                                "--budget: '%s' is neither a size (e.g. 80GiB) nor a GPU type "
+                                "of the memory table (e.g. A100-40GB)",
+                                v);
         }
-      } else if (!strcmp(key, "effective-batch")) {
+      } else if (id == E_EFFECTIVE_BATCH) {
         char *end = NULL;
         unsigned long long x = strtoull(v, &end, 10);
-        if (*v < '1' || *v > '9' || *end || x == 0) {
-          fprintf(stderr, "gpum estimate: --effective-batch: invalid value '%s'\n", v);
-          return CLI_EXIT_USAGE;
-        }
+        if (*v < '1' || *v > '9' || *end || x == 0)
+          return cli_args_error(&est_spec, "--effective-batch: invalid value '%s'", v);
         a->effective = x;
-      } else if (is_model_flag(key) == (pass == 0)) {
+      } else if (is_model_flag(key) == (pass == 1)) {
         rc = apply(a, key, v);
         a->have_model = true;
       }

@@ -13,37 +13,55 @@
 
 #include <gpum/error.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 
-static void usage(FILE *out) {
-  fprintf(out, "usage: gpum http-token [--rotate] [--json]\n"
-               "\n"
-               "Prints the bearer token of gpumd's REST API (docs/rest.md): send it as\n"
-               "'Authorization: Bearer TOKEN'. Only root or a member of admin_group may.\n"
-               "\n"
-               "  --rotate   replace the token with a fresh random one (the old one stops\n"
-               "             working at once) and print the new one\n"
-               "  --json     print {\"token\", \"token_file\", \"rotated\"}\n"
-               "\n"
-               "Exit status: 0 on success, 1 when gpumd refused (not an admin, HTTP off) or is\n"
-               "not running, 2 for usage errors.\n");
-}
+enum { OPT_ROTATE = 1, OPT_JSON };
+
+static const cli_arg_t token_args[] = {
+    {OPT_ROTATE, "--rotate", 0, NULL,
+     "replace the token with a fresh random one (the old one stops working at once) and print "
+     "the new one",
+     0},
+    {OPT_JSON, "--json", 0, NULL, "print {\"token\", \"token_file\", \"rotated\"}", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t token_spec = {
+    .name = "http-token",
+    .usage = "[--rotate] [--json]",
+    .summary = "Show or rotate the bearer token of gpumd's REST API.",
+    .text = "Send it as 'Authorization: Bearer TOKEN' (docs/rest.md). Only root or a member of\n"
+            "admin_group may.",
+    .args = token_args,
+    .examples = "T=$(gpum http-token)\n"
+                "curl -H \"Authorization: Bearer $T\" http://127.0.0.1:8642/api/v1/gpu/status\n"
+                "gpum http-token --rotate",
+    .exit_status = "0 on success, 1 when gpumd refused (not an admin, HTTP off) or is not "
+                   "running, 2 for usage errors.",
+};
 
 int cmd_http_token(gpum_config_t *cfg, int argc, char **argv) {
   bool rotate = false, as_json = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &token_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    const char *v = p.value;
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    }
-    if (!strcmp(a, "--rotate"))
+    case CLI_ARGS_ERR:
+      return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      return cli_args_error(&token_spec, "unexpected argument '%s'", v);
+    case OPT_ROTATE:
       rotate = true;
-    else if (!strcmp(a, "--json"))
+      break;
+    case OPT_JSON:
       as_json = true;
-    else
-      return cli_bad_option("http-token", a);
+      break;
+    }
   }
   gpum_client_t *c = NULL;
   int code = cli_client_connect(cfg, "http-token", 0, &c);

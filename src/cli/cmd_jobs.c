@@ -15,35 +15,46 @@
 #include <gpum/clock.h>
 #include <jansson.h>
 
+#include "args.h"
 #include "cli.h"
 #include "output.h"
 #include "client_cli.h"
 #include "json_indent.h"
 
-static void usage(FILE *out) {
-  fprintf(out, "usage: gpum jobs [--all] [--json] [--state QUEUED|GRANTED|SUSPENDED]\n"
-               "                 [--label LABEL]\n"
-               "\n"
-               "Lists your reservations in gpumd: granted ones with their GPUs, queued ones with\n"
-               "their position and what they wait for; under a granted one, a line per source\n"
-               "of the figures its processes report (a batcher's queue and latencies, a pool's\n"
-               "bytes: docs/report.md).\n"
-               "\n"
-               "options:\n"
-               "  --all    every user's reservations (tokens are only shown to their owners),\n"
-               "           and those that ended in the last 10 minutes with why (FAILED: its\n"
-               "           GPU is gone)\n"
-               "  --json   the daemon's document: {\"reservations\": [...]}, with --all also\n"
-               "           \"ended\": [...] (docs/protocol.md)\n"
-               "  --state S  only the QUEUED, the GRANTED or the SUSPENDED ones (suspended: their\n"
-               "           GPU memory is in host memory, docs/suspend.md)\n"
-               "  --label L  only those labelled L; L ending with '*': those whose label\n"
-               "           begins with the rest\n"
-               "\n"
-               "gpumd answers in pages; gpum jobs reads them all, however many there are.\n"
-               "\n"
-               "Exit status: 0, or 1 when gpumd cannot be reached.\n");
-}
+enum { OPT_ALL = 1, OPT_JSON, OPT_STATE, OPT_LABEL };
+
+static const cli_arg_t jobs_args[] = {
+    {OPT_ALL, "--all", 'a', NULL,
+     "every user's reservations (tokens are only shown to their owners), and those that ended "
+     "in the last 10 minutes with why (FAILED: its GPU is gone)",
+     0},
+    {OPT_JSON, "--json", 0, NULL,
+     "the daemon's document: {\"reservations\": [...]}, with --all also \"ended\": [...] "
+     "(docs/protocol.md)",
+     0},
+    {OPT_STATE, "--state", 0, "STATE",
+     "only the QUEUED, the GRANTED or the SUSPENDED ones (suspended: their GPU memory is in host "
+     "memory, docs/suspend.md)",
+     0},
+    {OPT_LABEL, "--label", 0, "LABEL",
+     "only those labelled LABEL; LABEL ending with '*': those whose label begins with the rest", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t jobs_spec = {
+    .name = "jobs",
+    .usage = "[--all] [--json] [--state QUEUED|GRANTED|SUSPENDED] [--label LABEL]",
+    .summary = "List your reservations in gpumd and the queue.",
+    .text = "Granted ones come with their GPUs, queued ones with their position and what they\n"
+            "wait for; under a granted one, a line per source of the figures its processes\n"
+            "report, with their units (a batcher's queue and latencies, a pool's bytes:\n"
+            "docs/report.md). gpumd answers in pages; gpum jobs reads them all.",
+    .args = jobs_args,
+    .examples = "gpum jobs\n"
+                "gpum jobs --all --state QUEUED\n"
+                "gpum jobs --label 'train-*' --json | jq '.reservations[].id'",
+    .exit_status = "0, or 1 when gpumd cannot be reached; 2 for usage errors.",
+};
 
 /* "2m30s" since ns (a wall-clock time), "-" when unknown. */
 static void age(uint64_t ns, char *buf, size_t len) {
@@ -89,7 +100,9 @@ static void print_workload(json_t *byid, const char *id) {
     json_t *v;
     bool first = true;
     json_object_foreach(json_object_get(w, "figures"), k, v) {
-      printf("%s %s %.6g", first ? "" : ",", k, json_number_value(v));
+      char fig[GPUM_FIGURE_BUFSZ];
+      printf("%s %s %s", first ? "" : ",", k,
+             gpum_figure_format(k, json_number_value(v), fig, sizeof fig));
       first = false;
     }
     putchar('\n');
@@ -301,37 +314,39 @@ int cmd_jobs(gpum_config_t *cfg, int argc, char **argv) {
   bool json = false, all = false;
   const char *v = NULL;
   gpum_list_query_t q = {0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &jobs_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    v = p.value;
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--json")) {
+    case CLI_ARGS_ERR:
+      return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      return cli_args_error(&jobs_spec, "unexpected argument '%s'", v);
+    case OPT_JSON:
       json = true;
-    } else if (!strcmp(a, "--all") || !strcmp(a, "-a")) {
+      break;
+    case OPT_ALL:
       all = true;
-    } else if (cli_take_flag(argc, argv, &i, "--state", &v)) {
+      break;
+    case OPT_STATE: {
       gpum_res_state_t st = GPUM_RES_UNKNOWN;
-      for (int k = GPUM_RES_QUEUED; v && k <= GPUM_RES_SUSPENDED; k++)
+      for (int k = GPUM_RES_QUEUED; k <= GPUM_RES_SUSPENDED; k++)
         if (!strcmp(v, gpum_res_state_name((gpum_res_state_t)k)))
           st = (gpum_res_state_t)k;
-      if (st != GPUM_RES_QUEUED && st != GPUM_RES_GRANTED && st != GPUM_RES_SUSPENDED) {
-        fprintf(stderr, "gpum jobs: --state takes QUEUED, GRANTED or SUSPENDED\n");
-        return CLI_EXIT_USAGE;
-      }
+      if (st != GPUM_RES_QUEUED && st != GPUM_RES_GRANTED && st != GPUM_RES_SUSPENDED)
+        return cli_args_error(&jobs_spec, "--state takes QUEUED, GRANTED or SUSPENDED");
       q.states = 1u << st;
-    } else if (cli_take_flag(argc, argv, &i, "--label", &v)) {
-      if (!v || strlen(v) > 128) {
-        fprintf(stderr, "gpum jobs: --label takes a label (ending with '*': a prefix), at most "
-                        "127 bytes\n");
-        return CLI_EXIT_USAGE;
-      }
+      break;
+    }
+    case OPT_LABEL:
+      if (strlen(v) > 128)
+        return cli_args_error(&jobs_spec, "--label takes a label (ending with '*': a prefix), at "
+                                          "most 127 bytes");
       q.label = v;
-    } else if (a[0] == '-') {
-      return cli_bad_option("jobs", a);
-    } else {
-      fprintf(stderr, "gpum jobs: unexpected argument '%s'\n", a);
-      return CLI_EXIT_USAGE;
+      break;
     }
   }
   q.all = all;

@@ -16,6 +16,7 @@
 
 #include <gpum/error.h>
 
+#include "args.h"
 #include "cli.h"
 #include "monitor_run.h"
 
@@ -26,51 +27,37 @@ typedef struct {
   cli_mon_setup_t setup;
 } monitor_opts_t;
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum monitor [--interval MS|DURATION] [--json] [--count N] [--devices LIST]\n"
-          "                    [--no-header]\n"
-          "\n"
-          "Samples every device at the interval and prints one line per device per round, for\n"
-          "scripts: text columns under a header, or with --json one JSON object per line with\n"
-          "the field names of 'gpum status --json' (a metric the device does not report is\n"
-          "null, n/a in text). Each line carries the device's health state (AVAILABLE, BUSY,\n"
-          "ERROR, DISABLED) and, unless AVAILABLE, its reason. Stops on Ctrl-C or SIGTERM\n"
-          "(exit 0) or after N rounds.\n"
-          "\n"
-          "options:\n"
-          "  --interval MS|DURATION  sampling interval: milliseconds (250) or a duration\n"
-          "                          (500ms, 2s); default: the monitor.interval option, else 1s\n"
-          "  --json                  JSON lines instead of text columns\n"
-          "  --count N               stop after N rounds\n"
-          "  --devices LIST          only these devices, e.g. 0,2 or 0-3 (option 'devices')\n"
-          "  --no-header             no header line in text mode\n"
-          "  -h, --help              this help\n"
-          "\n"
-          "gpum monitor samples the devices itself, whether gpumd runs or not (gpumd's own\n"
-          "samples are in its REST API: /api/v1/gpu/monitoring, /api/v1/events).\n"
-          "exit status: 0 when stopped or done, 1 when no device can be read or a selected\n"
-          "device does not exist, 2 for usage errors.\n");
-}
+enum { OPT_INTERVAL = 1, OPT_JSON, OPT_COUNT, OPT_DEVICES, OPT_NO_HEADER };
 
-/* Returns the value of flag `name` at argv[*i] ("--name V" or "--name=V"), or NULL. */
-static const char *flag_value(int argc, char **argv, int *i, const char *name, bool *matched) {
-  size_t n = strlen(name);
-  const char *a = argv[*i];
-  *matched = false;
-  if (strncmp(a, name, n) != 0)
-    return NULL;
-  if (a[n] == '=') {
-    *matched = true;
-    return a + n + 1;
-  }
-  if (a[n] != '\0')
-    return NULL;
-  *matched = true;
-  if (*i + 1 >= argc)
-    return NULL;
-  return argv[++*i];
-}
+static const cli_arg_t monitor_args[] = {
+    {OPT_INTERVAL, "--interval", 0, "MS|DURATION",
+     "sampling interval: milliseconds (250) or a duration (500ms, 2s); default: the "
+     "monitor.interval option, else 1s",
+     0},
+    {OPT_JSON, "--json", 0, NULL, "JSON lines instead of text columns", 0},
+    {OPT_COUNT, "--count", 0, "N", "stop after N rounds", 0},
+    {OPT_DEVICES, "--devices", 0, "LIST", "only these devices, e.g. 0,2 or 0-3 (option 'devices')",
+     0},
+    {OPT_NO_HEADER, "--no-header", 0, NULL, "no header line in text mode", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t monitor_spec = {
+    .name = "monitor",
+    .usage = "[--interval MS|DURATION] [--json] [--count N] [--devices LIST] [--no-header]",
+    .summary = "Stream samples of every GPU, a line per device per round, for scripts.",
+    .text = "Text columns under a header, or with --json one JSON object per line with the\n"
+            "field names of 'gpum status --json' (a metric the device does not report is null,\n"
+            "n/a in text). Each line carries the device's health state (AVAILABLE, BUSY, ERROR,\n"
+            "DISABLED) and, unless AVAILABLE, its reason. Stops on Ctrl-C or SIGTERM (exit 0)\n"
+            "or after N rounds. gpum monitor samples the devices itself, whether gpumd runs or\n"
+            "not (gpumd's own samples: /api/v1/gpu/monitoring, /api/v1/events).",
+    .args = monitor_args,
+    .examples = "gpum monitor --interval 500ms\n"
+                "gpum monitor --json --count 10 > samples.jsonl",
+    .exit_status = "0 when stopped or done, 1 when no device can be read or a selected device "
+                   "does not exist, 2 for usage errors.",
+};
 
 static int parse_count(const char *v, unsigned long long *out) {
   errno = 0;
@@ -86,37 +73,34 @@ static int parse_count(const char *v, unsigned long long *out) {
 static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, monitor_opts_t *o) {
   o->header = true;
   o->setup.interval_ms = cli_default_monitor_interval(cfg);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    bool m = false;
-    const char *v;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &monitor_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    const char *v = p.value;
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--json")) {
-      o->json = true;
-    } else if (!strcmp(a, "--no-header")) {
-      o->header = false;
-    } else if ((v = flag_value(argc, argv, &i, "--interval", &m)), m) {
-      if (!v) {
-        fprintf(stderr, "gpum monitor: --interval needs a value (250, 500ms, 2s)\n");
-        return CLI_EXIT_USAGE;
-      }
-      if (cli_parse_interval_ms(v, &o->setup.interval_ms) != 0) {
-        fprintf(stderr, "gpum monitor: --interval: %s\n", gpum_last_error());
-        return CLI_EXIT_USAGE;
-      }
-    } else if ((v = flag_value(argc, argv, &i, "--count", &m)), m) {
-      if (parse_count(v, &o->count) != 0) {
-        fprintf(stderr, "gpum monitor: --count: invalid value '%s': expected a positive integer\n",
-                v ? v : "");
-        return CLI_EXIT_USAGE;
-      }
-    } else if (a[0] == '-') {
-      return cli_bad_option("monitor", a);
-    } else {
-      fprintf(stderr, "gpum monitor: unexpected argument '%s'\n", a);
+    case CLI_ARGS_ERR:
       return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      return cli_args_error(&monitor_spec, "unexpected argument '%s'", v);
+    case OPT_JSON:
+      o->json = true;
+      break;
+    case OPT_NO_HEADER:
+      o->header = false;
+      break;
+    case OPT_INTERVAL:
+      if (cli_parse_interval_ms(v, &o->setup.interval_ms) != 0)
+        return cli_args_error(&monitor_spec, "--interval: %s", gpum_last_error());
+      break;
+    case OPT_COUNT:
+      if (parse_count(v, &o->count) != 0)
+        return cli_args_error(&monitor_spec,
+                              "--count: invalid value '%s': expected a positive integer", v);
+      break;
+    case OPT_DEVICES: /* an option of the table: main took it into cfg, this is for the help */
+      break;
     }
   }
   return cli_mon_parse_devices(cfg, "monitor", &o->setup);

@@ -21,6 +21,7 @@
 #include <gpum/pool_replay.h>
 #include <gpum/size.h>
 
+#include "args.h"
 #include "cli.h"
 
 #define NSTRATEGIES 4
@@ -158,42 +159,81 @@ static void print_table(const gpum_replay_log_info_t *in, const char *path, cons
 
 /* ---- replay ---- */
 
-static void replay_usage(FILE *out) {
-  fprintf(
-      out,
-      "usage: gpum pool replay LOG.csv|- [--strategy S|all] [--source NAME] [--capacity SIZE]\n"
-      "                        [--device N] [--cache-limit B] [--stop-on-oom]\n"
-      "                        [--expandable-segments] [--find-min-capacity] [--json]\n"
-      "\n"
-      "Replays an RMM CSV allocation log (Thread,Time,Action,Pointer,Size,Stream) against the\n"
-      "pool ('-' reads stdin) and reports peak allocated and reserved bytes, their ratio,\n"
-      "fragmentation at peak reserved, OOMs, retries and nanoseconds per operation.\n"
-      "\n"
-      "  --strategy S        BALANCED (default), GREEDY, CONSOLIDATED, FRAGMENTATION_AWARE,\n"
-      "                      or 'all' for one row (JSON: one array element) per strategy\n"
-      "  --source NAME       simulated (default: addresses only, no memory), host, pinned,\n"
-      "                      cuda, cuda-vmm\n"
-      "  --capacity SIZE     simulated: the address space's size; other sources: the pool's\n"
-      "                      limit (e.g. 16GiB; default unlimited)\n"
-      "  --device N          GPU for the cuda sources (default 0)\n"
-      "  --cache-limit B     the most the pool keeps cached (reserved, not allocated): a\n"
-      "                      size (2GiB), a fraction such as 0.25 or 1.0 of the limit (else of\n"
-      "                      the device), or 'none' (default: none under a limit, else 1/8\n"
-      "                      of the device; docs/pool.md, 'The cache bound')\n"
-      "  --expandable-segments\n"
-      "                      segments that grow in place (the source's virtual memory:\n"
-      "                      cuda-vmm), as PyTorch's expandable_segments:True\n"
-      "  --stop-on-oom       stop at the first failed allocation (default: count it, go on,\n"
-      "                      and skip the frees of failed allocations)\n"
-      "  --find-min-capacity also bisect the smallest simulated capacity with no OOM, to\n"
-      "                      1 MiB or 0.1%% of peak live bytes (whichever is finer)\n"
-      "  --json              JSON instead of text\n"
-      "\n"
-      "Multi-thread logs replay on one thread: each thread's rows in order, threads merged by\n"
-      "Time, then by row. Frees of pointers that are not live are counted and skipped. See\n"
-      "docs/pool.md, 'Replaying a log'. Exit: 0 done (OOMs are results), 1 unreadable or\n"
-      "malformed log or source failure, 2 usage error.\n");
-}
+enum {
+  O_STRATEGY = 1,
+  O_SOURCE,
+  O_CAPACITY,
+  O_DEVICE,
+  O_CACHE_LIMIT,
+  O_EXPANDABLE,
+  O_STOP_ON_OOM,
+  O_FIND_MIN,
+  O_JSON,
+  O_LAYERS,
+  O_HIDDEN,
+  O_HEADS,
+  O_SEQ,
+  O_BATCH,
+  O_VOCAB,
+  O_STEPS,
+  O_SEED,
+  O_DTYPE,
+  O_FLASH,
+  O_OUTPUT,
+  O_COUNT_ /* the size of the values array */
+};
+
+static const cli_arg_t replay_args[] = {
+    {O_STRATEGY, "--strategy", 0, "S",
+     "BALANCED (default), GREEDY, CONSOLIDATED, FRAGMENTATION_AWARE, or 'all' for one row (JSON: "
+     "one array element) per strategy",
+     0},
+    {O_SOURCE, "--source", 0, "NAME",
+     "simulated (default: addresses only, no memory), host, pinned, cuda, cuda-vmm", 0},
+    {O_CAPACITY, "--capacity", 0, "SIZE",
+     "simulated: the address space's size; other sources: the pool's limit (e.g. 16GiB; default "
+     "unlimited)",
+     0},
+    {O_DEVICE, "--device", 0, "N", "GPU for the cuda sources (default 0)", 0},
+    {O_CACHE_LIMIT, "--cache-limit", 0, "B",
+     "the most the pool keeps cached (reserved, not allocated): a size (2GiB), a fraction such "
+     "as 0.25 or 1.0 of the limit (else of the device), or 'none' (default: none under a limit, "
+     "else 1/8 of the device; docs/pool.md, 'The cache bound')",
+     0},
+    {O_EXPANDABLE, "--expandable-segments", 0, NULL,
+     "segments that grow in place (the source's virtual memory: cuda-vmm), as PyTorch's "
+     "expandable_segments:True",
+     0},
+    {O_STOP_ON_OOM, "--stop-on-oom", 0, NULL,
+     "stop at the first failed allocation (default: count it, go on, and skip the frees of "
+     "failed allocations)",
+     0},
+    {O_FIND_MIN, "--find-min-capacity", 0, NULL,
+     "also bisect the smallest simulated capacity with no OOM, to 1 MiB or 0.1% of peak live "
+     "bytes (whichever is finer)",
+     0},
+    {O_JSON, "--json", 0, NULL, "JSON instead of text", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t replay_spec = {
+    .name = "pool replay",
+    .usage = "LOG.csv|- [--strategy S|all] [--source NAME] [--capacity SIZE]\n"
+             " [--device N] [--cache-limit B] [--stop-on-oom] [--expandable-segments]\n"
+             " [--find-min-capacity] [--json]",
+    .summary = "Replay an RMM CSV allocation log against the pool allocator.",
+    .text = "The log's columns: Thread,Time,Action,Pointer,Size,Stream ('-' reads stdin). It\n"
+            "reports peak allocated and reserved bytes, their ratio, fragmentation at peak\n"
+            "reserved, OOMs, retries and nanoseconds per operation. Multi-thread logs replay\n"
+            "on one thread: each thread's rows in order, threads merged by Time, then by row.\n"
+            "Frees of pointers that are not live are counted and skipped. See docs/pool.md,\n"
+            "'Replaying a log'.",
+    .args = replay_args,
+    .examples = "gpum pool replay train.csv --strategy all\n"
+                "gpum pool gen-trace transformer | gpum pool replay - --find-min-capacity",
+    .exit_status = "0 done (OOMs are results), 1 unreadable or malformed log or source failure, "
+                   "2 usage error.",
+};
 
 static const char *const source_names[] = {"simulated", "host", "pinned", "cuda", "cuda-vmm"};
 
@@ -296,28 +336,21 @@ static int replay_report(const replay_args_t *a, const gpum_replay_opts_t *o,
 
 static int pool_replay(int argc, char **argv) {
   replay_args_t a = {0};
-  const char *pos[1];
-  cli_opt_t opts[] = {{"--strategy", &a.strategy, NULL},
-                      {"--source", &a.source, NULL},
-                      {"--capacity", &a.capacity, NULL},
-                      {"--device", &a.device, NULL},
-                      {"--cache-limit", &a.cache_limit, NULL},
-                      {"--json", NULL, &a.json},
-                      {"--find-min-capacity", NULL, &a.find_min},
-                      {"--stop-on-oom", NULL, &a.stop},
-                      {"--expandable-segments", NULL, &a.expandable},
-                      {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("pool", "replay", argc, argv, opts, pos, 0, 1, &np);
-  if (rc < 0) {
-    replay_usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (rc)
-    return rc;
-  if (np < 1) {
-    fprintf(stderr, "gpum pool replay: missing LOG.csv\nRun 'gpum pool replay --help'.\n");
-    return CLI_EXIT_USAGE;
-  }
+  const char *pos[1], *v[O_COUNT_] = {0};
+  int np, rc = cli_args_collect(&replay_spec, argc, argv, v, O_COUNT_, pos, 0, 1, &np);
+  if (rc != 0)
+    return rc == CLI_ARGS_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  if (np < 1)
+    return cli_args_error(&replay_spec, "missing LOG.csv");
+  a.strategy = v[O_STRATEGY];
+  a.source = v[O_SOURCE];
+  a.capacity = v[O_CAPACITY];
+  a.device = v[O_DEVICE];
+  a.cache_limit = v[O_CACHE_LIMIT];
+  a.json = v[O_JSON] != NULL;
+  a.find_min = v[O_FIND_MIN] != NULL;
+  a.stop = v[O_STOP_ON_OOM] != NULL;
+  a.expandable = v[O_EXPANDABLE] != NULL;
   a.path = pos[0];
   gpum_replay_opts_t o;
   gpum_pool_opts_t po;
@@ -357,42 +390,61 @@ static int pool_replay(int argc, char **argv) {
 
 /* ---- gen-trace ---- */
 
-static void gen_usage(FILE *out) {
+static const cli_arg_t gen_args[] = {
+    {O_LAYERS, "--layers", 0, "N", "transformer blocks", 0},
+    {O_HIDDEN, "--hidden", 0, "H", "hidden size", 0},
+    {O_HEADS, "--heads", 0, "A", "attention heads", 0},
+    {O_SEQ, "--seq", 0, "S", "the longest sequence; each step draws one from [S/2, S]", 0},
+    {O_BATCH, "--batch", 0, "B", "samples per step", 0},
+    {O_VOCAB, "--vocab", 0, "V", "vocabulary size", 0},
+    {O_STEPS, "--steps", 0, "K", "training steps", 0},
+    {O_DTYPE, "--dtype", 0, "fp16|bf16|fp32", "the activations' type (default fp16)", 0},
+    {O_FLASH, "--flash", 0, NULL, "keep no seq x seq attention matrices (flash attention)", 0},
+    {O_SEED, "--seed", 0, "X", "the random seed", 0},
+    {O_OUTPUT, "--output", 0, "FILE", "write the log to FILE (default: stdout)", 0},
+    {0},
+};
+
+static char gen_text[640];
+
+static cli_cmd_spec_t gen_spec = {
+    .name = "pool gen-trace",
+    .usage = "transformer [--layers N] [--hidden H] [--heads A] [--seq S]\n"
+             " [--batch B] [--vocab V] [--steps K] [--dtype fp16|bf16|fp32]\n"
+             " [--flash] [--seed X] [--output FILE]",
+    .summary = "Write a synthetic RMM CSV log of mixed-precision transformer training.",
+    .text = gen_text, /* with the generator's defaults, set by gen_help_text() */
+    .args = gen_args,
+    .examples = "gpum pool gen-trace transformer --layers 24 --hidden 2048 --output t.csv\n"
+                "gpum pool replay t.csv --strategy all",
+    .exit_status = "0, 1 when the log cannot be written, 2 for usage errors.",
+};
+
+static void gen_help_text(void) {
   gpum_tracegen_transformer_t d;
   gpum_tracegen_transformer_init(&d);
-  fprintf(out,
-          "usage: gpum pool gen-trace transformer [--layers N] [--hidden H] [--heads A]\n"
-          "           [--seq S] [--batch B] [--vocab V] [--steps K] [--dtype fp16|bf16|fp32]\n"
-          "           [--flash] [--seed X] [--output FILE]\n"
-          "\n"
-          "Writes an RMM CSV log of mixed-precision transformer training (GPT-style blocks,\n"
-          "Adam): weights and fp32 master copies first; per step a sequence length drawn from\n"
-          "[S/2, S], forward activations kept until backward, temporaries freed at once,\n"
-          "gradients until zero_grad, optimizer moments allocated on the first step.\n"
-          "Defaults: --layers %u --hidden %u --heads %u --seq %u --batch %u --vocab %u\n"
-          "--steps %u --dtype fp16 --seed %llu; --flash keeps no seq x seq attention matrices.\n"
-          "Output: stdout, or FILE. Replay it with 'gpum pool replay FILE'.\n",
-          d.layers, d.hidden, d.heads, d.seq, d.batch, d.vocab, d.steps,
-          (unsigned long long)d.seed);
+  snprintf(gen_text, sizeof gen_text,
+           "GPT-style blocks, Adam: weights and fp32 master copies first; per step a sequence\n"
+           "length drawn from [S/2, S], forward activations kept until backward, temporaries\n"
+           "freed at once, gradients until zero_grad, optimizer moments allocated on the first\n"
+           "step. Defaults: --layers %u --hidden %u --heads %u --seq %u --batch %u --vocab %u\n"
+           "--steps %u --dtype fp16 --seed %llu. Replay it with 'gpum pool replay FILE'.",
+           d.layers, d.hidden, d.heads, d.seq, d.batch, d.vocab, d.steps,
+           (unsigned long long)d.seed);
 }
 
 static int pool_gen_trace(int argc, char **argv) {
   gpum_tracegen_transformer_t p;
   gpum_tracegen_transformer_init(&p);
-  const char *v[9] = {0}, *dtype = NULL, *output = NULL, *pos[1];
-  bool flash = false;
-  cli_opt_t opts[] = {
-      {"--layers", &v[0], NULL},   {"--hidden", &v[1], NULL}, {"--heads", &v[2], NULL},
-      {"--seq", &v[3], NULL},      {"--batch", &v[4], NULL},  {"--vocab", &v[5], NULL},
-      {"--steps", &v[6], NULL},    {"--seed", &v[7], NULL},   {"--dtype", &dtype, NULL},
-      {"--output", &output, NULL}, {"--flash", NULL, &flash}, {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("pool", "gen-trace", argc, argv, opts, pos, 0, 1, &np);
-  if (rc < 0) {
-    gen_usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (rc)
-    return rc;
+  const char *o[O_COUNT_] = {0}, *pos[1];
+  gen_help_text();
+  int np, rc = cli_args_collect(&gen_spec, argc, argv, o, O_COUNT_, pos, 0, 1, &np);
+  if (rc != 0)
+    return rc == CLI_ARGS_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  const char *v[8] = {o[O_LAYERS], o[O_HIDDEN], o[O_HEADS], o[O_SEQ],
+                      o[O_BATCH],  o[O_VOCAB],  o[O_STEPS], o[O_SEED]};
+  const char *dtype = o[O_DTYPE], *output = o[O_OUTPUT];
+  bool flash = o[O_FLASH] != NULL;
   if (np < 1 || strcmp(pos[0], "transformer")) {
     fprintf(stderr, "gpum pool gen-trace: %s%s%s (the one generator is 'transformer')\n",
             np ? "unknown generator '" : "missing generator", np ? pos[0] : "", np ? "'" : "");
@@ -440,32 +492,37 @@ static int pool_gen_trace(int argc, char **argv) {
 
 /* ---- gpum pool ---- */
 
-static void pool_usage(FILE *out) {
-  fprintf(out, "usage: gpum pool COMMAND [ARGS]\n"
-               "\n"
-               "Tools for the caching pool allocator (docs/pool.md):\n"
-               "  replay LOG.csv       replay an RMM CSV allocation log against the pool\n"
-               "  gen-trace transformer  write a synthetic transformer-training log\n"
-               "\n"
-               "Run 'gpum pool COMMAND --help' for a command's options.\n");
-}
+static const cli_arg_t no_args[] = {{0}};
+
+static const cli_cmd_spec_t *const pool_subs[] = {&replay_spec, &gen_spec, NULL};
+
+static const cli_cmd_spec_t pool_spec = {
+    .name = "pool",
+    .usage = "COMMAND [ARGS]",
+    .summary = "Tools for the caching pool allocator: replay allocation logs (docs/pool.md).",
+    .args = no_args,
+    .examples = "gpum pool gen-trace transformer --output t.csv\n"
+                "gpum pool replay t.csv --strategy all",
+    .exit_status = "0 success, 1 failure, 2 usage error.",
+    .subs = pool_subs,
+};
 
 int cmd_pool(gpum_config_t *cfg, int argc, char **argv) {
   (void)cfg;
   if (argc < 2) {
-    pool_usage(stderr);
+    cli_args_help(&pool_spec, stderr);
     return CLI_EXIT_USAGE;
   }
   const char *sub = argv[1];
   if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
-    pool_usage(stdout);
+    gen_help_text();
+    cli_args_help(&pool_spec, stdout);
     return CLI_EXIT_OK;
   }
-  if (!strcmp(sub, "replay"))
+  const cli_cmd_spec_t *spec = cli_args_find_sub(&pool_spec, sub);
+  if (spec == &replay_spec)
     return pool_replay(argc - 1, argv + 1);
-  if (!strcmp(sub, "gen-trace"))
+  if (spec == &gen_spec)
     return pool_gen_trace(argc - 1, argv + 1);
-  fprintf(stderr, "gpum pool: unknown command '%s'\n\n", sub);
-  pool_usage(stderr);
   return CLI_EXIT_USAGE;
 }

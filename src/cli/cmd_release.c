@@ -8,45 +8,42 @@
 
 #include <gpum/error.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 
-static void usage(FILE *out) {
-  fprintf(out, "usage: gpum release ID [ID...]\n"
-               "\n"
-               "Releases each reservation (a queued one is cancelled). IDs are shown by\n"
-               "'gpum jobs' and by 'gpum reserve'.\n"
-               "\n"
-               "Exit status: 0 when every reservation was released, 1 when one was not (unknown\n"
-               "id, not yours, gpumd not running), 2 for usage errors.\n");
-}
+static const cli_arg_t release_args[] = {{0}};
+
+static const cli_cmd_spec_t release_spec = {
+    .name = "release",
+    .usage = "ID [ID...]",
+    .summary = "Release gpumd reservations (a queued one is cancelled).",
+    .text = "IDs are shown by 'gpum jobs' and by 'gpum reserve'.",
+    .args = release_args,
+    .examples = "gpum release r-7\n"
+                "gpum jobs --json | jq -r '.reservations[].id' | xargs gpum release",
+    .exit_status = "0 when every reservation was released, 1 when one was not (unknown id, not "
+                   "yours, gpumd not running), 2 for usage errors.",
+};
 
 int cmd_release(gpum_config_t *cfg, int argc, char **argv) {
-  int first = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  int n = 0; /* the ids, moved to argv[1..n] */
+  cli_args_t p;
+  cli_args_init(&p, &release_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    if (id == CLI_ARGS_HELP)
       return CLI_EXIT_OK;
-    }
-    if (!strcmp(a, "--")) {
-      first = i + 1 < argc ? i + 1 : 0;
-      break;
-    }
-    if (a[0] == '-')
-      return cli_bad_option("release", a);
-    if (!first)
-      first = i;
+    if (id == CLI_ARGS_ERR)
+      return CLI_EXIT_USAGE;
+    argv[1 + n++] = (char *)p.value; /* CLI_ARGS_POS: never ahead of the parser */
   }
-  if (first == 0) {
-    fprintf(stderr, "gpum release: no reservation id given (usage: gpum release ID...)\n");
-    return CLI_EXIT_USAGE;
-  }
+  if (n == 0)
+    return cli_args_error(&release_spec, "no reservation id given (usage: gpum release ID...)");
   gpum_client_t *c = NULL;
   int code = cli_client_connect(cfg, "release", 0, &c);
   if (code != 0)
     return code;
-  for (int i = first; i < argc; i++) {
+  for (int i = 1; i <= n; i++) {
     gpum_reservation_t r;
     int rc = gpum_client_release(c, argv[i], &r);
     if (rc != 0) {

@@ -20,55 +20,56 @@
 #include <gpum/error.h>
 #include <gpum/size.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum reserve --mem SIZE [--gpus N] [--type TYPE] [--priority P]\n"
-          "                    [--timeout DURATION] [--label L] [--ttl DURATION] [--no-wait]\n"
-          "                    [--preemptible]\n"
-          "                    [-q]\n"
-          "\n"
-          "Reserves GPU memory from gpumd and holds it. Prints the reservation id on stdout\n"
-          "and, on stderr, an export line with the environment a job needs to use it\n"
-          "(the same variables 'gpum run' sets: CUDA_VISIBLE_DEVICES, GPUM_MEM_LIMIT, ...).\n"
-          "Without --ttl, holds the reservation until Ctrl-C or SIGTERM. With --ttl, the\n"
-          "reservation outlives this command: it is released by 'gpum release ID' or when\n"
-          "DURATION passes.\n"
-          "\n"
-          "options:\n"
-          "%s"
-          "  --ttl DURATION      lease for DURATION (e.g. 1h) and exit at once\n"
-          "\n"
-          "Exit status: 0 when granted (and, without --ttl, released on Ctrl-C), 1 when not,\n"
-          "2 for usage errors.\n",
-          cli_reserve_flags_help);
-}
+enum { OPT_TTL = 1 };
+
+static const cli_arg_t reserve_args[] = {
+    CLI_RESERVE_ARGS,
+    {OPT_TTL, "--ttl", 0, "DURATION", "lease for DURATION (e.g. 1h) and exit at once", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t reserve_spec = {
+    .name = "reserve",
+    .usage = "--mem SIZE [--gpus N] [--type TYPE] [--priority P] [--timeout DURATION]\n"
+             " [--label L] [--ttl DURATION] [--no-wait] [--preemptible] [-q]",
+    .summary = "Reserve GPU memory from gpumd and hold it.",
+    .text = "Prints the reservation id on stdout and, on stderr, an export line with the\n"
+            "environment a job needs to use it (the same variables 'gpum run' sets:\n"
+            "CUDA_VISIBLE_DEVICES, GPUM_MEM_LIMIT, ...). Without --ttl, holds the reservation\n"
+            "until Ctrl-C or SIGTERM. With --ttl, the reservation outlives this command: it is\n"
+            "released by 'gpum release ID' or when DURATION passes.",
+    .args = reserve_args,
+    .examples = "gpum reserve --mem 20GiB --gpus 2\n"
+                "id=$(gpum reserve --mem 8GiB --ttl 2h --label notebook)",
+    .exit_status = "0 when granted (and, without --ttl, released on Ctrl-C), 1 when not, 2 for "
+                   "usage errors.",
+};
 
 static int parse(int argc, char **argv, cli_reserve_opts_t *o) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &reserve_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    const char *v = p.value;
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    }
-    if (cli_take_flag(argc, argv, &i, "--ttl", &v)) {
-      if (!v || gpum_duration_parse(v, &o->ttl_ms) != 0 || o->ttl_ms == 0) {
-        fprintf(stderr, "gpum reserve: --ttl: invalid duration '%s' (expected e.g. 30m, 1h)\n",
-                v ? v : "");
+    case CLI_ARGS_ERR:
+      return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      return cli_args_error(&reserve_spec, "unexpected argument '%s'", v);
+    case OPT_TTL:
+      if (gpum_duration_parse(v, &o->ttl_ms) != 0 || o->ttl_ms == 0)
+        return cli_args_error(&reserve_spec, "--ttl: invalid duration '%s' (expected e.g. 30m, 1h)",
+                              v);
+      break;
+    default:
+      if (cli_reserve_option("reserve", id, v, o) < 0)
         return CLI_EXIT_USAGE;
-      }
-      continue;
-    }
-    int t = cli_take_reserve_flag("reserve", argc, argv, &i, o);
-    if (t < 0)
-      return CLI_EXIT_USAGE;
-    if (t == 0 && a[0] == '-')
-      return cli_bad_option("reserve", a);
-    if (t == 0) {
-      fprintf(stderr, "gpum reserve: unexpected argument '%s'\n", a);
-      return CLI_EXIT_USAGE;
+      break;
     }
   }
   if (o->req.bytes_per_gpu == 0) {

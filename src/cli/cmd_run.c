@@ -33,71 +33,95 @@
 #include <gpum/session.h>
 #include <gpum/size.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 
-static void usage(FILE *out) {
-  fprintf(
-      out,
-      "usage: gpum run --mem SIZE | --estimate SPEC [--gpus N] [--type TYPE] [--priority P]\n"
-      "                [--timeout DURATION] [--label L] [--no-wait] [--enforce | --no-enforce]\n"
-      "                [--preemptible]\n"
-      "                [--on-end term|keep] [--distributed | --no-distributed]\n"
-      "                [--master-port N] [--fallback cpu] [-q] -- CMD [ARGS...]\n"
-      "\n"
-      "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
-      "position on stderr), then runs CMD with:\n"
-      "  CUDA_VISIBLE_DEVICES   the granted NVIDIA GPUs' UUIDs, comma-separated (empty\n"
-      "                         for AMD or Intel GPUs and on the host backend)\n"
-      "  CUDA_DEVICE_ORDER      PCI_BUS_ID, so CUDA numbers GPUs as nvidia-smi does\n"
-      "  ROCR_VISIBLE_DEVICES   AMD GPUs: their UUIDs (GPU-...); HIP_VISIBLE_DEVICES 0,1,..\n"
-      "  ZE_AFFINITY_MASK       Intel GPUs: their Level Zero numbers\n"
-      "  GPUM_RESERVATION_ID    the reservation's id (see 'gpum jobs')\n"
-      "  GPUM_MEM_LIMIT         the reserved bytes per GPU\n"
-      "  GPUM_RESERVATION_DEVICES  gpumd's names (UUIDs) of the granted devices\n"
-      "and, unless already set, TF_FORCE_GPU_ALLOW_GROWTH=true and\n"
-      "XLA_PYTHON_CLIENT_PREALLOCATE=false (TensorFlow and JAX take memory as needed).\n"
-      "With more than one GPU (or --distributed), also, unless already set, what torchrun\n"
-      "and torch.distributed need for one process per GPU on this node: WORLD_SIZE,\n"
-      "LOCAL_WORLD_SIZE, PET_NPROC_PER_NODE (the GPU count), PET_NNODES=1,\n"
-      "MASTER_ADDR=127.0.0.1, MASTER_PORT (--master-port, 29500) and\n"
-      "TORCH_NCCL_ASYNC_ERROR_HANDLING=1; --no-distributed sets none of them.\n"
-      "With --enforce (or run.enforce: true, GPUM_RUN_ENFORCE=1) CMD and every process it\n"
-      "starts are kept inside the reservation by the enforcement shim (libgpum_enforce.so,\n"
-      "preloaded): an allocation past GPUM_MEM_LIMIT on a GPU fails with CUDA's\n"
-      "out-of-memory error, and CUDA and NVML report the reservation as the GPU's size\n"
-      "(docs/enforce.md).\n"
-      "SIGINT, SIGTERM and SIGHUP sent to gpum run are forwarded to CMD. The reservation\n"
-      "is released when CMD exits (and by gpumd if gpum run itself dies); CMD is killed\n"
-      "(SIGKILL) if gpum run dies, so it never runs on unreserved. If the reservation ends\n"
-      "under CMD (its GPU is gone: FAILED; an admin released it; lost across a gpumd\n"
-      "restart), CMD gets SIGTERM (SIGKILL 10 s later) unless --on-end keep.\n"
-      "\n"
-      "options:\n"
-      "%s"
-      "  --estimate SPEC        reserve what 'gpum estimate SPEC' says per GPU, plus\n"
-      "                         estimate.margin percent, instead of --mem; e.g.\n"
-      "                         'llama-7b,mode=lora,batch=4,precision=bf16'\n"
-      "  --enforce              fence CMD to the reservation with the shim (run.enforce)\n"
-      "  --on-end term|keep     when the reservation ends under CMD: term (default,\n"
-      "                         run.on_end) signals CMD, keep lets it run on unreserved\n"
-      "  --no-enforce           do not, whatever run.enforce says\n"
-      "  --fallback cpu         CMD can run on the CPU: when no GPU can serve it (none\n"
-      "                         could ever hold the request, the wait timed out, gpumd\n"
-      "                         is not there), run it anyway with CUDA_VISIBLE_DEVICES=\"\"\n"
-      "                         (no GPU to see), GPUM_FALLBACK=cpu and GPUM_FALLBACK_REASON\n"
-      "                         set, instead of failing\n"
-      "  --distributed          set the torchrun/NCCL variables even for one GPU\n"
-      "  --no-distributed       do not set them, even for several GPUs\n"
-      "  --master-port N        MASTER_PORT for them (1-65535; default 29500)\n"
-      "\n"
-      "Exit status: CMD's, or 128+N when CMD was killed by signal N; 1 when no reservation\n"
-      "was granted; 2 for usage errors; 126/127 when CMD cannot be run / is not found.\n",
-      cli_reserve_flags_help);
-}
+enum {
+  OPT_ESTIMATE = 1,
+  OPT_ENFORCE,
+  OPT_NO_ENFORCE,
+  OPT_MAX_MEM,
+  OPT_ON_END,
+  OPT_FALLBACK,
+  OPT_DISTRIBUTED,
+  OPT_NO_DISTRIBUTED,
+  OPT_MASTER_PORT,
+};
 
-/* Returns -1 to go on (with *cmd_at the index of CMD), else an exit code. */
-/* --on-end / run.on_end: true to terminate CMD when the reservation ends under it. */
+static const cli_arg_t run_args[] = {
+    CLI_RESERVE_ARGS,
+    {OPT_ESTIMATE, "--estimate", 0, "SPEC",
+     "reserve what 'gpum estimate SPEC' says per GPU, plus estimate.margin percent, instead of "
+     "--mem; e.g. 'llama-7b,mode=lora,batch=4,precision=bf16'",
+     0},
+    {OPT_ENFORCE, "--enforce", 0, NULL, "fence CMD to the reservation with the shim (run.enforce)",
+     0},
+    {OPT_NO_ENFORCE, "--no-enforce", 0, NULL, "do not, whatever run.enforce says", 0},
+    {OPT_MAX_MEM, "--max-mem", 0, "SIZE",
+     "an elastic reservation (implies --enforce): an allocation past --mem asks gpumd to grow "
+     "it, up to SIZE per GPU, waiting at most run.grow_timeout",
+     0},
+    {OPT_ON_END, "--on-end", 0, "term|keep",
+     "when the reservation ends under CMD: term (default, run.on_end) signals CMD, keep lets it "
+     "run on unreserved",
+     0},
+    {OPT_FALLBACK, "--fallback", 0, "cpu",
+     "CMD can run on the CPU: when no GPU can serve it (none could ever hold the request, the "
+     "wait timed out, gpumd is not there), run it anyway with CUDA_VISIBLE_DEVICES=\"\", "
+     "GPUM_FALLBACK=cpu and GPUM_FALLBACK_REASON set, instead of failing",
+     0},
+    {OPT_DISTRIBUTED, "--distributed", 0, NULL, "set the torchrun/NCCL variables even for one GPU",
+     0},
+    {OPT_NO_DISTRIBUTED, "--no-distributed", 0, NULL, "do not set them, even for several GPUs", 0},
+    {OPT_MASTER_PORT, "--master-port", 0, "N", "MASTER_PORT for them (1-65535; default 29500)", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t run_spec = {
+    .name = "run",
+    .usage = "--mem SIZE | --estimate SPEC [--gpus N] [--type TYPE] [--priority P]\n"
+             " [--timeout DURATION] [--label L] [--no-wait] [--preemptible] [-q]\n"
+             " [--enforce | --no-enforce] [--max-mem SIZE] [--on-end term|keep]\n"
+             " [--distributed | --no-distributed] [--master-port N] [--fallback cpu]\n"
+             " [--] CMD [ARGS...]",
+    .summary = "Run a command on GPUs reserved from gpumd (it waits its turn in the queue).",
+    .text = "Reserves GPU memory from gpumd, waits until it is granted (showing the queue\n"
+            "position on stderr), then runs CMD with:\n"
+            "  CUDA_VISIBLE_DEVICES   the granted NVIDIA GPUs' UUIDs, comma-separated (empty\n"
+            "                         for AMD or Intel GPUs and on the host backend)\n"
+            "  CUDA_DEVICE_ORDER      PCI_BUS_ID, so CUDA numbers GPUs as nvidia-smi does\n"
+            "  ROCR_VISIBLE_DEVICES   AMD GPUs: their UUIDs (GPU-...)\n"
+            "  HIP_VISIBLE_DEVICES    AMD GPUs: 0,1,...\n"
+            "  ZE_AFFINITY_MASK       Intel GPUs: their Level Zero numbers\n"
+            "  GPUM_RESERVATION_ID    the reservation's id (see 'gpum jobs')\n"
+            "  GPUM_MEM_LIMIT         the reserved bytes per GPU\n"
+            "  GPUM_RESERVATION_DEVICES  gpumd's names (UUIDs) of the granted devices\n"
+            "and, unless already set, TF_FORCE_GPU_ALLOW_GROWTH=true and\n"
+            "XLA_PYTHON_CLIENT_PREALLOCATE=false (TensorFlow and JAX take memory as needed).\n"
+            "With more than one GPU (or --distributed), also, unless already set, what torchrun\n"
+            "and torch.distributed need for one process per GPU on this node: WORLD_SIZE,\n"
+            "LOCAL_WORLD_SIZE, PET_NPROC_PER_NODE (the GPU count), PET_NNODES=1,\n"
+            "MASTER_ADDR=127.0.0.1, MASTER_PORT (--master-port, 29500) and\n"
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING=1; --no-distributed sets none of them.\n"
+            "With --enforce (or run.enforce: true, GPUM_RUN_ENFORCE=1) CMD and every process it\n"
+            "starts are kept inside the reservation by the enforcement shim (libgpum_enforce.so,\n"
+            "preloaded): an allocation past GPUM_MEM_LIMIT on a GPU fails with CUDA's\n"
+            "out-of-memory error, and CUDA and NVML report the reservation as the GPU's size\n"
+            "(docs/enforce.md).\n"
+            "SIGINT, SIGTERM and SIGHUP sent to gpum run are forwarded to CMD. The reservation\n"
+            "is released when CMD exits (and by gpumd if gpum run itself dies); CMD is killed\n"
+            "(SIGKILL) if gpum run dies, so it never runs on unreserved. If the reservation ends\n"
+            "under CMD (its GPU is gone: FAILED; an admin released it; lost across a gpumd\n"
+            "restart), CMD gets SIGTERM (SIGKILL 10 s later) unless --on-end keep.",
+    .args = run_args,
+    .examples = "gpum run --mem 20GiB -- python train.py\n"
+                "gpum run --gpus 2 --mem 40GiB --enforce -- torchrun --nproc-per-node 2 t.py\n"
+                "gpum run --estimate 'llama-7b,mode=lora' --fallback cpu -- python t.py",
+    .exit_status = "CMD's, or 128+N when CMD was killed by signal N; 1 when no reservation was "
+                   "granted; 2 for usage errors; 126/127 when CMD cannot be run / is not found.",
+};
+
 static bool term_on_end = true;
 /* --distributed (1) / --no-distributed (0); -1: when the grant has more than one GPU. */
 static int distributed = -1;
@@ -108,69 +132,58 @@ static int parse(const gpum_config_t *cfg, int argc, char **argv, cli_reserve_op
                  int *cmd_at, int *enforce, uint64_t *max_mem) {
   const char *estimate = NULL;
   term_on_end = strcmp(gpum_config_get_string(cfg, "run.on_end"), "keep") != 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &run_spec, argc, argv);
+  p.stop_at_pos = true; /* CMD and its arguments are CMD's */
+  for (int id; *cmd_at == 0 && (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    const char *v = p.value;
+    unsigned long long port = 0;
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    }
-    if (!strcmp(a, "--enforce") || !strcmp(a, "--no-enforce")) {
-      *enforce = a[2] == 'e';
-      continue;
-    }
-    if (!strcmp(a, "--distributed") || !strcmp(a, "--no-distributed")) {
-      distributed = a[2] == 'd';
-      continue;
-    }
-    const char *v = NULL;
-    if (cli_take_flag(argc, argv, &i, "--master-port", &v)) {
-      unsigned long long port = 0;
-      if (!v || cli_parse_uint(v, 1, 65535, false, &port) != 0) {
-        fprintf(stderr, "gpum run: --master-port needs a port from 1 to 65535\n");
-        return CLI_EXIT_USAGE;
-      }
+    case CLI_ARGS_ERR:
+      return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      *cmd_at = p.i;
+      break;
+    case OPT_ENFORCE:
+    case OPT_NO_ENFORCE:
+      *enforce = id == OPT_ENFORCE;
+      break;
+    case OPT_DISTRIBUTED:
+    case OPT_NO_DISTRIBUTED:
+      distributed = id == OPT_DISTRIBUTED;
+      break;
+    case OPT_MASTER_PORT:
+      if (cli_parse_uint(v, 1, 65535, false, &port) != 0)
+        return cli_args_error(&run_spec, "--master-port needs a port from 1 to 65535");
       master_port = (unsigned)port;
-      continue;
-    }
-    if (cli_take_flag(argc, argv, &i, "--fallback", &v)) {
-      if (!v || strcmp(v, "cpu") != 0) {
-        fprintf(stderr, "gpum run: --fallback needs cpu (the only place CMD may fall back to)\n");
-        return CLI_EXIT_USAGE;
-      }
+      break;
+    case OPT_FALLBACK:
+      if (strcmp(v, "cpu") != 0)
+        return cli_args_error(&run_spec,
+                              "--fallback needs cpu (the only place CMD may fall back to)");
       fallback_cpu = true;
-      continue;
-    }
-    if (cli_take_flag(argc, argv, &i, "--on-end", &v)) {
-      if (!v || (strcmp(v, "term") && strcmp(v, "keep"))) {
-        fprintf(stderr, "gpum run: --on-end needs term or keep\n");
-        return CLI_EXIT_USAGE;
-      }
+      break;
+    case OPT_ON_END:
+      if (strcmp(v, "term") && strcmp(v, "keep"))
+        return cli_args_error(&run_spec, "--on-end needs term or keep");
       term_on_end = !strcmp(v, "term");
-      continue;
-    }
-    if (cli_take_flag(argc, argv, &i, "--max-mem", &v)) {
-      if (!v || gpum_size_parse(v, max_mem) != 0 || *max_mem == 0) {
-        fprintf(stderr, "gpum run: --max-mem needs a size such as 16GiB\n");
+      break;
+    case OPT_MAX_MEM:
+      if (gpum_size_parse(v, max_mem) != 0 || *max_mem == 0)
+        return cli_args_error(&run_spec, "--max-mem needs a size such as 16GiB");
+      break;
+    case OPT_ESTIMATE: /* instead of --mem */
+      if (!*v)
+        return cli_args_error(&run_spec, "--estimate needs a spec such as 'llama-7b,batch=4'");
+      estimate = v;
+      break;
+    default:
+      if (cli_reserve_option("run", id, v, o) < 0)
         return CLI_EXIT_USAGE;
-      }
-      continue;
-    }
-    if (cli_take_flag(argc, argv, &i, "--estimate", &estimate)) { /* instead of --mem */
-      if (!estimate || !*estimate) {
-        fprintf(stderr, "gpum run: --estimate needs a spec such as 'llama-7b,batch=4'\n");
-        return CLI_EXIT_USAGE;
-      }
-      continue;
-    }
-    if (!strcmp(a, "--") || a[0] != '-') {
-      *cmd_at = strcmp(a, "--") ? i : i + 1;
       break;
     }
-    int t = cli_take_reserve_flag("run", argc, argv, &i, o);
-    if (t < 0)
-      return CLI_EXIT_USAGE;
-    if (t == 0)
-      return cli_bad_option("run", a);
   }
   if (*cmd_at <= 0 || *cmd_at >= argc) {
     fprintf(stderr, "gpum run: no command given (usage: gpum run --mem SIZE -- CMD ARGS...)\n");

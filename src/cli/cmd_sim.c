@@ -23,6 +23,7 @@
 #include <gpum/sim.h>
 #include <gpum/size.h>
 
+#include "args.h"
 #include "cli.h"
 
 #define SIM_SO "libgpum_sim.so"
@@ -142,29 +143,27 @@ static int parse_device(const char *sub, const char *s, unsigned *out) {
 
 typedef struct sim_sub sim_sub_t;
 
-/* A subcommand: its name, how many positional arguments it takes (exactly), what --help prints
- * and the one-line summary `gpum sim --help` lists. api is NULL when it is run for --help. */
+/* A subcommand: its name, how many positional arguments it takes (exactly), and its options,
+ * usage and summary (spec: its --help, and `gpum sim --help`'s list). api is NULL when it is
+ * run for --help. */
 struct sim_sub {
   const char *name;
   int (*run)(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv);
   int npos;
-  const char *summary;
-  const char *usage;
+  const cli_cmd_spec_t *spec;
 };
 
-/* The preamble every subcommand shares: parses argv against opts, and its sub->npos positional
- * arguments into pos. Returns true when the subcommand goes on; else false with *rc its exit
- * code: 0 after printing its usage for --help, 2 after a usage error (reported on stderr). */
-static bool sim_args(const sim_sub_t *sub, int argc, char **argv, const cli_opt_t *opts,
-                     const char **pos, int *rc) {
+#define SIM_MAX_OPTS 24 /* above every option id (O_*, below) */
+
+/* The preamble every subcommand shares: parses argv against its spec, the options' values into
+ * v (by id) and its sub->npos positional arguments into pos. Returns true when the subcommand
+ * goes on; else false with *rc its exit code: 0 after its help, 2 after a usage error. */
+static bool sim_args(const sim_sub_t *sub, int argc, char **argv, const char **v, const char **pos,
+                     int *rc) {
   int np;
-  *rc = cli_parse_sub("sim", sub->name, argc, argv, opts, pos, sub->npos, sub->npos, &np);
-  if (*rc < 0) {
-    fputs(sub->usage, stdout);
-    *rc = 0;
-    return false;
-  }
-  return *rc == 0;
+  int r = cli_args_collect(sub->spec, argc, argv, v, SIM_MAX_OPTS, pos, sub->npos, sub->npos, &np);
+  *rc = r == CLI_ARGS_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  return r == 0;
 }
 
 /* The end of a subcommand whose last step is the control call that returned rc: 0, or 1 with
@@ -173,18 +172,50 @@ static int sim_done(const simapi_t *api, const sim_sub_t *sub, int rc) {
   return rc ? failed(api, sub->name, rc) : 0;
 }
 
-static const char start_usage[] =
-    "usage: gpum sim start SPEC [--name NAME]\n\n"
-    "Starts a simulated GPU node described by the YAML file SPEC (see examples/sim/ and\n"
-    "docs/sim.md). NAME defaults to the spec's 'name'. Programs use the node when\n"
-    "GPUM_SIM_NODE=NAME is in their environment.\n";
+enum {
+  O_NAME = 1,
+  O_JSON,
+  O_DEVICE,
+  O_XID,
+  O_ECC,
+  O_TEMP,
+  O_ERROR_RATE,
+  O_SLOW,
+  O_FAIL_AFTER,
+  O_CKPT_FAIL,
+  O_RESTORE_FAIL,
+  O_COUNT,
+  O_UTIL,
+  O_MEM_UTIL,
+  O_BYTES,
+  O_FOR,
+  O_COUNT_
+};
+
+_Static_assert(O_COUNT_ <= SIM_MAX_OPTS, "SIM_MAX_OPTS holds every option id");
+
+static const cli_arg_t start_args[] = {
+    {O_NAME, "--name", 0, "NAME", "the node's name (default: the spec's 'name')", 0},
+    {0},
+};
+static const cli_cmd_spec_t start_spec = {
+    .name = "sim start",
+    .usage = "SPEC [--name NAME]",
+    .summary = "Start a simulated GPU node from a YAML spec.",
+    .text = "SPEC describes the node (see examples/sim/ and docs/sim.md). Programs use the node\n"
+            "when GPUM_SIM_NODE=NAME is in their environment.",
+    .args = start_args,
+    .examples = "gpum sim start examples/sim/h100x2.yaml\n"
+                "GPUM_SIM_NODE=h100x2 gpum status",
+    .exit_status = "0, 1 when the node cannot be started, 2 for usage errors.",
+};
 
 static int sim_start(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *name = NULL, *pos[1];
-  cli_opt_t opts[] = {{"--name", &name, NULL}, {NULL, NULL, NULL}};
+  const char *v[SIM_MAX_OPTS] = {0}, *pos[1];
   int rc;
-  if (!sim_args(sub, argc, argv, opts, pos, &rc))
+  if (!sim_args(sub, argc, argv, v, pos, &rc))
     return rc;
+  const char *name = v[O_NAME];
   char actual[GPUM_SIM_NAME_MAX + 1];
   if ((rc = api->create(pos[0], name, actual, sizeof actual)))
     return failed(api, sub->name, rc);
@@ -195,28 +226,39 @@ static int sim_start(const simapi_t *api, const sim_sub_t *sub, int argc, char *
   return 0;
 }
 
-static const char stop_usage[] =
-    "usage: gpum sim stop NAME\n\n"
-    "Stops the simulated node NAME: processes holding memory with 'gpum sim hold' end,\n"
-    "and programs still using the node see the driver go away.\n";
+static const cli_arg_t no_args[] = {{0}};
+static const cli_cmd_spec_t stop_spec = {
+    .name = "sim stop",
+    .usage = "NAME",
+    .summary = "Stop a simulated node.",
+    .text = "Processes holding memory with 'gpum sim hold' end, and programs still using the\n"
+            "node see the driver go away.",
+    .args = no_args,
+    .examples = "gpum sim stop h100x2",
+    .exit_status = "0, 1 when there is no such node, 2 for usage errors.",
+};
 
 static int sim_stop(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *pos[1];
-  cli_opt_t opts[] = {{NULL, NULL, NULL}};
+  const char *v[SIM_MAX_OPTS] = {0}, *pos[1];
   int rc;
-  if (!sim_args(sub, argc, argv, opts, pos, &rc))
+  if (!sim_args(sub, argc, argv, v, pos, &rc))
     return rc;
   return sim_done(api, sub, api->destroy(pos[0]));
 }
 
-static const char list_usage[] =
-    "usage: gpum sim list\n\nLists this user's simulated nodes, one name a line.\n";
+static const cli_cmd_spec_t list_spec = {
+    .name = "sim list",
+    .usage = "",
+    .summary = "List this user's simulated nodes, one name a line.",
+    .args = no_args,
+    .examples = "gpum sim list",
+    .exit_status = "0, 1 when they cannot be listed, 2 for usage errors.",
+};
 
 static int sim_list(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *pos[1];
-  cli_opt_t opts[] = {{NULL, NULL, NULL}};
+  const char *v[SIM_MAX_OPTS] = {0}, *pos[1];
   int rc;
-  if (!sim_args(sub, argc, argv, opts, pos, &rc))
+  if (!sim_args(sub, argc, argv, v, pos, &rc))
     return rc;
   char names[64][GPUM_SIM_NAME_MAX + 1];
   size_t n;
@@ -330,18 +372,27 @@ static void status_text(const gpum_sim_status_t *st) {
            gpum_size_format(st->processes[i].bytes, a, sizeof a));
 }
 
-static const char status_usage[] =
-    "usage: gpum sim status NAME [--json]\n\n"
-    "Shows the simulated node NAME: its devices with memory, utilisation, temperature,\n"
-    "power and injected faults, and the processes holding memory.\n";
+static const cli_arg_t status_args[] = {
+    {O_JSON, "--json", 0, NULL, "print a JSON document", 0},
+    {0},
+};
+static const cli_cmd_spec_t status_spec = {
+    .name = "sim status",
+    .usage = "NAME [--json]",
+    .summary = "Show a simulated node's devices, faults and processes.",
+    .text = "Its devices with memory, utilisation, temperature, power and injected faults, and\n"
+            "the processes holding memory.",
+    .args = status_args,
+    .examples = "gpum sim status h100x2 --json | jq '.devices[0].faults'",
+    .exit_status = "0, 1 when there is no such node, 2 for usage errors.",
+};
 
 static int sim_status(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *pos[1];
-  bool json = false;
-  cli_opt_t opts[] = {{"--json", NULL, &json}, {NULL, NULL, NULL}};
+  const char *v[SIM_MAX_OPTS] = {0}, *pos[1];
   int rc;
-  if (!sim_args(sub, argc, argv, opts, pos, &rc))
+  if (!sim_args(sub, argc, argv, v, pos, &rc))
     return rc;
+  bool json = v[O_JSON] != NULL;
   gpum_sim_status_t *st = calloc(1, sizeof *st);
   if (!st)
     return 1;
@@ -429,35 +480,42 @@ static int fault_from_flags(const char *const v[8], const char *count, gpum_sim_
   return 0;
 }
 
-static const char inject_usage[] =
-    "usage: gpum sim inject NAME --device I FAULT\n\n"
-    "FAULT is one of:\n"
-    "  --xid N              an Xid error (79: GPU lost; 48, 74, 94, 95: reset required)\n"
-    "  --ecc single|double  ECC errors (--count N, default 1) and their event\n"
-    "  --temp C             pin the temperature at C degrees\n"
-    "  --error-rate P       fraction P (0..1, or 20%) of NVML calls fail with UNKNOWN\n"
-    "  --slow MS            every NVML call on the device takes MS milliseconds longer\n"
-    "  --fail-after BYTES   CUDA allocations fail once BYTES more were allocated\n"
-    "  --ckpt-fail N        the next N CUDA checkpoints of a process on the device fail\n"
-    "  --restore-fail N     the next N CUDA restores onto the device fail\n"
-    "See docs/sim.md for what each makes NVML and CUDA return. Undo with gpum sim clear.\n";
+static const cli_arg_t inject_args[] = {
+    {O_DEVICE, "--device", 0, "I", "the device (required)", 0},
+    {O_XID, "--xid", 0, "N", "an Xid error (79: GPU lost; 48, 74, 94, 95: reset required)", 0},
+    {O_ECC, "--ecc", 0, "single|double", "ECC errors (--count N, default 1) and their event", 0},
+    {O_COUNT, "--count", 0, "N", "how many ECC errors", 0},
+    {O_TEMP, "--temp", 0, "C", "pin the temperature at C degrees", 0},
+    {O_ERROR_RATE, "--error-rate", 0, "P",
+     "fraction P (0..1, or 20%) of NVML calls fail with UNKNOWN", 0},
+    {O_SLOW, "--slow", 0, "MS", "every NVML call on the device takes MS milliseconds longer", 0},
+    {O_FAIL_AFTER, "--fail-after", 0, "BYTES",
+     "CUDA allocations fail once BYTES more were allocated", 0},
+    {O_CKPT_FAIL, "--ckpt-fail", 0, "N",
+     "the next N CUDA checkpoints of a process on the device fail", 0},
+    {O_RESTORE_FAIL, "--restore-fail", 0, "N", "the next N CUDA restores onto the device fail", 0},
+    {0},
+};
+static const cli_cmd_spec_t inject_spec = {
+    .name = "sim inject",
+    .usage = "NAME --device I FAULT",
+    .summary = "Inject a fault into a device of a simulated node.",
+    .text = "FAULT is exactly one of the options below but --device and --count. See\n"
+            "docs/sim.md for what each makes NVML and CUDA return. Undo with gpum sim clear.",
+    .args = inject_args,
+    .examples = "gpum sim inject h100x2 --device 0 --xid 79\n"
+                "gpum sim inject h100x2 --device 1 --temp 95",
+    .exit_status = "0, 1 when there is no such node or device, 2 for usage errors.",
+};
 
 static int sim_inject(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *pos[1], *dev = NULL, *v[8] = {0}, *count = NULL;
-  cli_opt_t opts[] = {{"--device", &dev, NULL},
-                      {"--xid", &v[0], NULL},
-                      {"--ecc", &v[1], NULL},
-                      {"--temp", &v[2], NULL},
-                      {"--error-rate", &v[3], NULL},
-                      {"--slow", &v[4], NULL},
-                      {"--fail-after", &v[5], NULL},
-                      {"--ckpt-fail", &v[6], NULL},
-                      {"--restore-fail", &v[7], NULL},
-                      {"--count", &count, NULL},
-                      {NULL, NULL, NULL}};
+  const char *o[SIM_MAX_OPTS] = {0}, *pos[1];
   int rc;
-  if (!sim_args(sub, argc, argv, opts, pos, &rc))
+  if (!sim_args(sub, argc, argv, o, pos, &rc))
     return rc;
+  const char *dev = o[O_DEVICE], *count = o[O_COUNT];
+  const char *v[8] = {o[O_XID],  o[O_ECC],        o[O_TEMP],      o[O_ERROR_RATE],
+                      o[O_SLOW], o[O_FAIL_AFTER], o[O_CKPT_FAIL], o[O_RESTORE_FAIL]};
   unsigned d;
   gpum_sim_fault_t f;
   if ((rc = parse_device("inject", dev, &d)) || (rc = fault_from_flags(v, count, &f)))
@@ -467,37 +525,54 @@ static int sim_inject(const simapi_t *api, const sim_sub_t *sub, int argc, char 
   return sim_done(api, sub, api->inject(pos[0], d, &f));
 }
 
-static const char clear_usage[] =
-    "usage: gpum sim clear NAME [--device I]\n\n"
-    "Removes every injected fault of device I (all devices without --device), like a GPU\n"
-    "reset: a lost GPU comes back and volatile ECC counters restart from 0.\n";
+static const cli_arg_t clear_args[] = {
+    {O_DEVICE, "--device", 0, "I", "only device I (default: every device)", 0},
+    {0},
+};
+static const cli_cmd_spec_t clear_spec = {
+    .name = "sim clear",
+    .usage = "NAME [--device I]",
+    .summary = "Clear a device's injected faults, like a GPU reset.",
+    .text = "A lost GPU comes back and volatile ECC counters restart from 0.",
+    .args = clear_args,
+    .examples = "gpum sim clear h100x2 --device 0",
+    .exit_status = "0, 1 when there is no such node or device, 2 for usage errors.",
+};
 
 static int sim_clear(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *pos[1], *dev = NULL;
-  cli_opt_t opts[] = {{"--device", &dev, NULL}, {NULL, NULL, NULL}};
+  const char *v[SIM_MAX_OPTS] = {0}, *pos[1];
   int rc;
-  if (!sim_args(sub, argc, argv, opts, pos, &rc))
+  if (!sim_args(sub, argc, argv, v, pos, &rc))
     return rc;
+  const char *dev = v[O_DEVICE];
   unsigned d = UINT32_MAX;
   if (dev && (rc = parse_device("clear", dev, &d)))
     return rc;
   return sim_done(api, sub, api->clear(pos[0], d));
 }
 
-static const char set_usage[] =
-    "usage: gpum sim set NAME --device I --util PCT [--mem-util PCT]\n\n"
-    "Sets the GPU utilisation device I reports (memory utilisation defaults to half of\n"
-    "it). Temperature and power follow with a lag of a few seconds.\n";
+static const cli_arg_t set_args[] = {
+    {O_DEVICE, "--device", 0, "I", "the device (required)", 0},
+    {O_UTIL, "--util", 0, "PCT", "its GPU utilisation, 0 to 100 (required)", 0},
+    {O_MEM_UTIL, "--mem-util", 0, "PCT", "its memory utilisation (default: half of --util)", 0},
+    {0},
+};
+static const cli_cmd_spec_t set_spec = {
+    .name = "sim set",
+    .usage = "NAME --device I --util PCT [--mem-util PCT]",
+    .summary = "Set the utilisation a device of a simulated node reports.",
+    .text = "Temperature and power follow with a lag of a few seconds.",
+    .args = set_args,
+    .examples = "gpum sim set h100x2 --device 0 --util 80",
+    .exit_status = "0, 1 when there is no such node or device, 2 for usage errors.",
+};
 
 static int sim_set(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *pos[1], *dev = NULL, *util = NULL, *mem = NULL;
-  cli_opt_t opts[] = {{"--device", &dev, NULL},
-                      {"--util", &util, NULL},
-                      {"--mem-util", &mem, NULL},
-                      {NULL, NULL, NULL}};
+  const char *v[SIM_MAX_OPTS] = {0}, *pos[1];
   int rc;
-  if (!sim_args(sub, argc, argv, opts, pos, &rc))
+  if (!sim_args(sub, argc, argv, v, pos, &rc))
     return rc;
+  const char *dev = v[O_DEVICE], *util = v[O_UTIL], *mem = v[O_MEM_UTIL];
   unsigned d;
   unsigned long long u, m = ULLONG_MAX;
   if ((rc = parse_device("set", dev, &d)))
@@ -511,21 +586,31 @@ static int sim_set(const simapi_t *api, const sim_sub_t *sub, int argc, char **a
   return sim_done(api, sub, api->set_util(pos[0], d, (int)u, mem ? (int)m : -1));
 }
 
-static const char hold_usage[] =
-    "usage: gpum sim hold NAME --device I --bytes SIZE [--for DURATION]\n\n"
-    "Starts a detached process that holds SIZE of memory on device I, like a program\n"
-    "that no scheduler manages; it shows in the process list. Prints its pid once the\n"
-    "memory is held. It lets go after DURATION (default: when killed or the node stops).\n";
+static const cli_arg_t hold_args[] = {
+    {O_DEVICE, "--device", 0, "I", "the device (required)", 0},
+    {O_BYTES, "--bytes", 0, "SIZE", "the memory to hold, e.g. 8GiB (required)", 0},
+    {O_FOR, "--for", 0, "DURATION",
+     "let go after DURATION (default: when killed or the node stops)", 0},
+    {0},
+};
+static const cli_cmd_spec_t hold_spec = {
+    .name = "sim hold",
+    .usage = "NAME --device I --bytes SIZE [--for DURATION]",
+    .summary = "Hold memory on a device from an unmanaged process.",
+    .text = "Starts a detached process that holds SIZE of memory on device I, like a program\n"
+            "that no scheduler manages; it shows in the process list. Prints its pid once the\n"
+            "memory is held.",
+    .args = hold_args,
+    .examples = "pid=$(gpum sim hold h100x2 --device 0 --bytes 20GiB --for 5m)",
+    .exit_status = "0, 1 when the memory cannot be held, 2 for usage errors.",
+};
 
 static int sim_hold(const simapi_t *api, const sim_sub_t *sub, int argc, char **argv) {
-  const char *pos[1], *dev = NULL, *bytes = NULL, *dur = NULL;
-  cli_opt_t opts[] = {{"--device", &dev, NULL},
-                      {"--bytes", &bytes, NULL},
-                      {"--for", &dur, NULL},
-                      {NULL, NULL, NULL}};
+  const char *v[SIM_MAX_OPTS] = {0}, *pos[1];
   int rc;
-  if (!sim_args(sub, argc, argv, opts, pos, &rc))
+  if (!sim_args(sub, argc, argv, v, pos, &rc))
     return rc;
+  const char *dev = v[O_DEVICE], *bytes = v[O_BYTES], *dur = v[O_FOR];
   unsigned d;
   uint64_t size, ms = 0;
   if ((rc = parse_device("hold", dev, &d)))
@@ -544,37 +629,41 @@ static int sim_hold(const simapi_t *api, const sim_sub_t *sub, int argc, char **
 }
 
 static const sim_sub_t subs[] = {
-    {"start", sim_start, 1, "start a node from a YAML spec", start_usage},
-    {"stop", sim_stop, 1, "stop a node", stop_usage},
-    {"status", sim_status, 1, "show a node's devices, faults and processes", status_usage},
-    {"list", sim_list, 0, "list the running nodes", list_usage},
-    {"inject", sim_inject, 1, "inject a fault into a device", inject_usage},
-    {"clear", sim_clear, 1, "clear a device's faults (like a GPU reset)", clear_usage},
-    {"set", sim_set, 1, "set a device's utilisation", set_usage},
-    {"hold", sim_hold, 1, "hold memory from an unmanaged process", hold_usage},
+    {"start", sim_start, 1, &start_spec},    {"stop", sim_stop, 1, &stop_spec},
+    {"status", sim_status, 1, &status_spec}, {"list", sim_list, 0, &list_spec},
+    {"inject", sim_inject, 1, &inject_spec}, {"clear", sim_clear, 1, &clear_spec},
+    {"set", sim_set, 1, &set_spec},          {"hold", sim_hold, 1, &hold_spec},
 };
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum sim COMMAND [ARGS]\n\n"
-          "Simulated GPU nodes: develop and test GPU scheduling without GPUs (docs/sim.md).\n\n"
-          "commands:\n");
-  for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-    fprintf(out, "  %-8s %s\n", subs[i].name, subs[i].summary);
-  fprintf(out, "\nRun 'gpum sim COMMAND --help' for its options.\n");
-}
+static const cli_cmd_spec_t *const sub_specs[] = {
+    &start_spec, &stop_spec, &status_spec, &list_spec, &inject_spec,
+    &clear_spec, &set_spec,  &hold_spec,   NULL,
+};
+
+static const cli_cmd_spec_t sim_spec = {
+    .name = "sim",
+    .usage = "COMMAND [ARGS]",
+    .summary = "Start, control and stop simulated GPU nodes.",
+    .text = "Develop and test GPU scheduling without GPUs (docs/sim.md).",
+    .args = no_args,
+    .examples = "gpum sim start examples/sim/h100x2.yaml\n"
+                "gpum sim inject h100x2 --device 0 --xid 79",
+    .exit_status = "0 success, 1 failure (reason on stderr, nothing changed), 2 usage error.",
+    .subs = sub_specs,
+};
 
 int cmd_sim(gpum_config_t *cfg, int argc, char **argv) {
   if (argc < 2) {
-    usage(stderr);
-    return 2;
+    cli_args_help(&sim_spec, stderr);
+    return CLI_EXIT_USAGE;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-    usage(stdout);
-    return 0;
+    cli_args_help(&sim_spec, stdout);
+    return CLI_EXIT_OK;
   }
-  for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
-    if (strcmp(argv[1], subs[i].name) != 0)
+  const cli_cmd_spec_t *spec = cli_args_find_sub(&sim_spec, argv[1]);
+  for (size_t i = 0; spec && i < sizeof subs / sizeof subs[0]; i++) {
+    if (subs[i].spec != spec)
       continue;
     /* --help needs no simulator: every subcommand prints it before touching the API. */
     for (int k = 2; k < argc; k++)
@@ -587,7 +676,5 @@ int cmd_sim(gpum_config_t *cfg, int argc, char **argv) {
     dlclose(api.dl);
     return rc;
   }
-  fprintf(stderr, "gpum sim: unknown command '%s'\n", argv[1]);
-  usage(stderr);
-  return 2;
+  return CLI_EXIT_USAGE;
 }

@@ -15,49 +15,101 @@
 #include <gpum/size.h>
 #include <gpum/slurm.h>
 
+#include "args.h"
 #include "cli.h"
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum slurm conf [--shard-unit SIZE] [--node NAME] [--dev-dir DIR]\n"
-          "                       [--gres | --slurm | --install DIR [--plugin 'PATH [ARGS]']]\n"
-          "       gpum slurm nodes [--json]\n"
-          "\n"
-          "nodes: the cluster's GPU nodes from Slurm's controller (libslurm.so.38, Slurm\n"
-          "22.05; slurm.conf from $SLURM_CONF or /etc/slurm): each node's GPU types with how\n"
-          "many it has and how many jobs hold, and its state. Exit status 1 when Slurm is not\n"
-          "available here or its controller does not answer.\n"
-          "\n"
-          "conf:\n"
-          "Prints this node's lines for Slurm (docs/slurm.md), from the GPUs the device layer\n"
-          "sees:\n"
-          "  gres.conf   AutoDetect=off; 'Name=gpu Type=TYPE File=DIR/nvidiaN' per GPU and\n"
-          "              'Name=shard Count=C File=DIR/nvidiaN' per GPU, one shard per SIZE of\n"
-          "              what gpumd may grant on it (total x memory_fraction - safety_margin)\n"
-          "  slurm.conf  GresTypes=gpu,shard, SelectType=select/cons_tres and the node's\n"
-          "              NodeName line: the one of `slurmd -C` (CPUs=, Boards=, ...,\n"
-          "              RealMemory=) with 'Gres=gpu:TYPE:N,shard:M' appended, when slurmd is\n"
-          "              on PATH and answers within 5 s; else 'NodeName=NAME Gres=...' only,\n"
-          "              under a comment saying to merge the Gres= into the node's own line\n"
-          "The GPUs are listed in gpumd's order: Slurm's GPU k is gpumd's device k.\n"
-          "\n"
-          "options:\n"
-          "  --shard-unit SIZE   memory per shard (default 1GiB)\n"
-          "  --node NAME         the node's Slurm name (default: this host's short name)\n"
-          "  --dev-dir DIR       where the nvidiaN device files are (default /dev)\n"
-          "  --gres              print only the gres.conf lines\n"
-          "  --slurm             print only the slurm.conf lines\n"
-          "  --install DIR       write the gres.conf lines to DIR/gres.conf (an existing one\n"
-          "                      with other lines is kept as DIR/gres.conf.old), add\n"
-          "                      'required PATH [ARGS]' to DIR/plugstack.conf unless it names\n"
-          "                      gpum_spank.so already, say what was written, and print the\n"
-          "                      slurm.conf lines to add: DIR/slurm.conf is never written\n"
-          "  --plugin 'PATH [ARGS]'  the plugin's line for --install (default %s)\n"
-          "\n"
-          "Exit status: 0, 1 when the node has no GPU or the devices cannot be read, 2 for\n"
-          "usage errors.\n",
-          gpum_slurm_plugin_path());
+enum {
+  O_SHARD_UNIT = 1,
+  O_NODE,
+  O_DEV_DIR,
+  O_GRES,
+  O_SLURM,
+  O_INSTALL,
+  O_PLUGIN,
+  O_JSON,
+  O_COUNT_ /* the size of the values array */
+};
+
+static char plugin_help[512]; /* --plugin's, with the default path (slurm_help_text) */
+
+static cli_arg_t conf_args[] = {
+    {O_SHARD_UNIT, "--shard-unit", 0, "SIZE", "memory per shard (default 1GiB)", 0},
+    {O_NODE, "--node", 0, "NAME", "the node's Slurm name (default: this host's short name)", 0},
+    {O_DEV_DIR, "--dev-dir", 0, "DIR", "where the nvidiaN device files are (default /dev)", 0},
+    {O_GRES, "--gres", 0, NULL, "print only the gres.conf lines", 0},
+    {O_SLURM, "--slurm", 0, NULL, "print only the slurm.conf lines", 0},
+    {O_INSTALL, "--install", 0, "DIR",
+     "write the gres.conf lines to DIR/gres.conf (an existing one with other lines is kept as "
+     "DIR/gres.conf.old), add 'required PATH [ARGS]' to DIR/plugstack.conf unless it names "
+     "gpum_spank.so already, say what was written, and print the slurm.conf lines to add: "
+     "DIR/slurm.conf is never written",
+     0},
+    {O_PLUGIN, "--plugin", 0, "'PATH [ARGS]'", plugin_help, 0},
+    {0},
+};
+
+static const cli_cmd_spec_t conf_spec = {
+    .name = "slurm conf",
+    .usage = "[--shard-unit SIZE] [--node NAME] [--dev-dir DIR] [--gres | --slurm]\n"
+             "[--shard-unit SIZE] [--node NAME] [--dev-dir DIR] --install DIR\n"
+             " [--plugin 'PATH [ARGS]']",
+    .summary = "Print this node's lines for Slurm's gres.conf and slurm.conf.",
+    .text = "From the GPUs the device layer sees (docs/slurm.md):\n"
+            "  gres.conf   AutoDetect=off; 'Name=gpu Type=TYPE File=DIR/nvidiaN' per GPU and\n"
+            "              'Name=shard Count=C File=DIR/nvidiaN' per GPU, one shard per SIZE\n"
+            "              of what gpumd may grant on it (total x memory_fraction -\n"
+            "              safety_margin)\n"
+            "  slurm.conf  GresTypes=gpu,shard, SelectType=select/cons_tres and the node's\n"
+            "              NodeName line: the one of `slurmd -C` (CPUs=, Boards=, ...,\n"
+            "              RealMemory=) with 'Gres=gpu:TYPE:N,shard:M' appended, when\n"
+            "              slurmd is on PATH and answers within 5 s; else 'NodeName=NAME\n"
+            "              Gres=...' only, under a comment saying to merge the Gres= into\n"
+            "              the node's own line\n"
+            "The GPUs are listed in gpumd's order: Slurm's GPU k is gpumd's device k.",
+    .args = conf_args,
+    .examples = "gpum slurm conf --gres\n"
+                "sudo gpum slurm conf --install /etc/slurm",
+    .exit_status = "0, 1 when the node has no GPU or the devices cannot be read, 2 for usage "
+                   "errors.",
+};
+
+static void slurm_help_text(void) {
+  snprintf(plugin_help, sizeof plugin_help, "the plugin's line for --install (default %s)",
+           gpum_slurm_plugin_path());
 }
+
+static const cli_arg_t nodes_args[] = {
+    {O_JSON, "--json", 0, NULL, "print a JSON document", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t nodes_spec = {
+    .name = "slurm nodes",
+    .usage = "[--json]",
+    .summary = "List the cluster's GPU nodes from Slurm's controller.",
+    .text = "From libslurm.so.38 (Slurm 22.05; slurm.conf from $SLURM_CONF or /etc/slurm):\n"
+            "each node's GPU types with how many it has and how many jobs hold, and its state.",
+    .args = nodes_args,
+    .examples = "gpum slurm nodes\n"
+                "gpum slurm nodes --json | jq '.nodes[].name'",
+    .exit_status = "0, 1 when Slurm is not available here or its controller does not answer, 2 "
+                   "for usage errors.",
+};
+
+static const cli_arg_t no_args[] = {{0}};
+static const cli_cmd_spec_t *const slurm_subs[] = {&conf_spec, &nodes_spec, NULL};
+
+static const cli_cmd_spec_t slurm_spec = {
+    .name = "slurm",
+    .usage = "COMMAND [ARGS]",
+    .summary = "This node's gres.conf and slurm.conf lines; the cluster's GPU nodes.",
+    .text = "docs/slurm.md.",
+    .args = no_args,
+    .examples = "gpum slurm conf\n"
+                "gpum slurm nodes",
+    .exit_status = "0 success, 1 failure, 2 usage error.",
+    .subs = slurm_subs,
+};
 
 /* The output of `slurmd -C` (this node's hardware as slurm.conf's NodeName line), or NULL when
  * slurmd is not on PATH, fails or takes more than 5 s. malloc'd. */
@@ -95,19 +147,13 @@ static char *slurmd_hardware(void) {
 }
 
 static int slurm_conf(gpum_config_t *cfg, int argc, char **argv) {
-  const char *unit = NULL, *node = NULL, *dev_dir = NULL, *install = NULL, *plugin = NULL, *pos[1];
-  bool gres_only = false, slurm_only = false;
-  cli_opt_t opts[] = {{"--shard-unit", &unit, NULL},  {"--node", &node, NULL},
-                      {"--dev-dir", &dev_dir, NULL},  {"--gres", NULL, &gres_only},
-                      {"--slurm", NULL, &slurm_only}, {"--install", &install, NULL},
-                      {"--plugin", &plugin, NULL},    {NULL, NULL, NULL}};
-  int np, rc = cli_parse_sub("slurm", "conf", argc, argv, opts, pos, 0, 0, &np);
-  if (rc < 0) {
-    usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (rc)
-    return rc;
+  const char *v[O_COUNT_] = {0}, *pos[1];
+  int np, rc = cli_args_collect(&conf_spec, argc, argv, v, O_COUNT_, pos, 0, 0, &np);
+  if (rc != 0)
+    return rc == CLI_ARGS_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  const char *unit = v[O_SHARD_UNIT], *node = v[O_NODE], *dev_dir = v[O_DEV_DIR],
+             *install = v[O_INSTALL], *plugin = v[O_PLUGIN];
+  bool gres_only = v[O_GRES] != NULL, slurm_only = v[O_SLURM] != NULL;
   gpum_slurm_conf_opts_t o = {.node = node,
                               .dev_dir = dev_dir,
                               .memory_fraction = gpum_config_get_double(cfg, "memory_fraction"),
@@ -197,16 +243,11 @@ static json_t *node_json(const gpum_slurm_node_t *nd) {
 }
 
 static int slurm_nodes(int argc, char **argv) {
-  bool as_json = false;
-  cli_opt_t opts[] = {{"--json", NULL, &as_json}, {NULL, NULL, NULL}};
-  const char *pos[1];
-  int np, rc = cli_parse_sub("slurm", "nodes", argc, argv, opts, pos, 0, 0, &np);
-  if (rc < 0) {
-    usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (rc)
-    return rc;
+  const char *v[O_COUNT_] = {0}, *pos[1];
+  int np, rc = cli_args_collect(&nodes_spec, argc, argv, v, O_COUNT_, pos, 0, 0, &np);
+  if (rc != 0)
+    return rc == CLI_ARGS_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  bool as_json = v[O_JSON] != NULL;
   gpum_slurm_node_t *nodes = NULL;
   size_t n = 0;
   if ((rc = gpum_slurm_gpu_nodes(&nodes, &n)) != 0) {
@@ -244,18 +285,19 @@ static int slurm_nodes(int argc, char **argv) {
 }
 
 int cmd_slurm(gpum_config_t *cfg, int argc, char **argv) {
+  slurm_help_text();
   if (argc < 2) {
-    usage(stderr);
+    cli_args_help(&slurm_spec, stderr);
     return CLI_EXIT_USAGE;
   }
   if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-    usage(stdout);
+    cli_args_help(&slurm_spec, stdout);
     return CLI_EXIT_OK;
   }
-  if (!strcmp(argv[1], "conf"))
+  const cli_cmd_spec_t *spec = cli_args_find_sub(&slurm_spec, argv[1]);
+  if (spec == &conf_spec)
     return slurm_conf(cfg, argc - 1, argv + 1);
-  if (!strcmp(argv[1], "nodes"))
+  if (spec == &nodes_spec)
     return slurm_nodes(argc - 1, argv + 1);
-  fprintf(stderr, "gpum slurm: unknown command '%s' (there are: conf, nodes)\n", argv[1]);
   return CLI_EXIT_USAGE;
 }

@@ -20,6 +20,7 @@
 #include <gpum/size.h>
 #include <jansson.h>
 
+#include "args.h"
 #include "cli.h"
 #include "status.h"
 
@@ -40,38 +41,44 @@ typedef struct {
   char socket[256];    /* gpumd's, to add its reservations; "" when it cannot be resolved */
 } status_opts_t;
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum status [--json] [--watch [SECONDS]] [--devices LIST] [--no-color]\n"
-          "                   [--no-processes]\n"
-          "\n"
-          "Shows each GPU: index, name, state, temperature, utilisation, memory used/total,\n"
-          "power and power limit, and below it the processes holding its memory (pid, user,\n"
-          "memory, command). Metrics the driver does not report are shown as n/a (null in\n"
-          "JSON), never as 0.\n"
-          "\n"
-          "The state is AVAILABLE; BUSY when GPU utilisation or memory use is at or over the\n"
-          "busy thresholds (90%% each by default); ERROR when the device is lost, needs a\n"
-          "reset, its row remapping failed, it cannot be read or it does not answer within\n"
-          "status.timeout (5s; the other devices are not held up). The reason follows every\n"
-          "state other than AVAILABLE.\n"
-          "\n"
-          "options:\n"
-          "  --json              print a JSON document (schema in docs/cli.md); with --watch,\n"
-          "                      one compact document per line\n"
-          "  --watch [SECONDS]   redraw every SECONDS (default: the status.interval option, 2s);\n"
-          "                      stop with Ctrl-C\n"
-          "  --devices LIST      only these devices, e.g. 0,2 or 0-3 (option 'devices')\n"
-          "  --no-color          no colours (also NO_COLOR=1 or --color never)\n"
-          "  --no-processes      do not list processes\n"
-          "  -h, --help          this help\n"
-          "\n"
-          "Global options such as --backend, --nvml-library and --sim-node are listed by\n"
-          "'gpum --help'.\n"
-          "\n"
-          "exit status: 0 when at least one device was read, 1 when none could be read or a\n"
-          "selected device does not exist, 2 for usage errors.\n");
-}
+enum { OPT_JSON = 1, OPT_WATCH, OPT_DEVICES, OPT_NO_COLOR, OPT_NO_PROCESSES };
+
+static const cli_arg_t status_args[] = {
+    {OPT_JSON, "--json", 0, NULL,
+     "print a JSON document (schema in docs/cli.md); with --watch, one compact document per "
+     "line",
+     0},
+    {OPT_WATCH, "--watch", 'w', "SECONDS",
+     "redraw every SECONDS (2, 0.5, or a duration: 500ms; default: the status.interval option, "
+     "2s); stop with Ctrl-C",
+     CLI_ARG_OPTIONAL},
+    {OPT_DEVICES, "--devices", 0, "LIST", "only these devices, e.g. 0,2 or 0-3 (option 'devices')",
+     0},
+    {OPT_NO_COLOR, "--no-color", 0, NULL, "no colours (also NO_COLOR=1 or --color never)", 0},
+    {OPT_NO_PROCESSES, "--no-processes", 0, NULL, "do not list processes", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t status_spec = {
+    .name = "status",
+    .usage = "[--json] [--watch [SECONDS]] [--devices LIST] [--no-color] [--no-processes]",
+    .summary = "Show each GPU, its state, memory, utilisation and processes.",
+    .text = "For each GPU: index, name, state, temperature, utilisation, memory used/total, power\n"
+            "and power limit, and below it the processes holding its memory (pid, user, memory,\n"
+            "command). Metrics the driver does not report are n/a (null in JSON), never 0.\n"
+            "\n"
+            "The state is AVAILABLE; BUSY when GPU utilisation or memory use is at or over the\n"
+            "busy thresholds (90% each by default); ERROR when the device is lost, needs a\n"
+            "reset, its row remapping failed, it cannot be read or it does not answer within\n"
+            "status.timeout (5s; the other devices are not held up). The reason follows every\n"
+            "state other than AVAILABLE. Global options (--backend, --sim-node): gpum --help.",
+    .args = status_args,
+    .examples = "gpum status\n"
+                "gpum status --watch 1\n"
+                "gpum status --devices 0,2 --json | jq '.devices[].memory.used'",
+    .exit_status = "0 when at least one device was read, 1 when none could be read or a selected "
+                   "device does not exist, 2 for usage errors.",
+};
 
 /* Parses the command's own flags. Returns -1 to continue, else an exit code. */
 static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, status_opts_t *o) {
@@ -79,29 +86,30 @@ static int parse_flags(const gpum_config_t *cfg, int argc, char **argv, status_o
   o->interval_ms = (unsigned long)gpum_config_get_duration(cfg, "status.interval");
   if (o->interval_ms == 0)
     o->interval_ms = 2000;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &status_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--json")) {
-      o->json = true;
-    } else if (!strcmp(a, "--no-processes")) {
-      o->show_processes = false;
-    } else if (!strcmp(a, "--watch") || !strcmp(a, "-w") || !strncmp(a, "--watch=", 8)) {
-      o->watch = true;
-      const char *val = !strncmp(a, "--watch=", 8) ? a + 8 : NULL;
-      if (!val && i + 1 < argc && argv[i + 1][0] != '-')
-        val = argv[++i];
-      if (val && cli_parse_interval(val, &o->interval_ms) != 0) {
-        fprintf(stderr, "gpum status: --watch: %s\n", gpum_last_error());
-        return CLI_EXIT_USAGE;
-      }
-    } else if (a[0] == '-') {
-      return cli_bad_option("status", a);
-    } else {
-      fprintf(stderr, "gpum status: unexpected argument '%s'\n", a);
+    case CLI_ARGS_ERR:
       return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      return cli_args_error(&status_spec, "unexpected argument '%s'", p.value);
+    case OPT_JSON:
+      o->json = true;
+      break;
+    case OPT_NO_PROCESSES:
+      o->show_processes = false;
+      break;
+    case OPT_WATCH:
+      o->watch = true;
+      if (p.value && cli_parse_interval(p.value, &o->interval_ms) != 0)
+        return cli_args_error(&status_spec, "--watch: %s", gpum_last_error());
+      break;
+    case OPT_DEVICES:  /* options of the table: main took them into cfg; */
+    case OPT_NO_COLOR: /* they are here for the help */
+      break;
     }
   }
   const char *devices = gpum_config_get_string(cfg, "devices");

@@ -13,34 +13,46 @@
 #include <gpum/error.h>
 #include <gpum/size.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 
-static void usage(FILE *out, const char *cmd) {
-  bool s = !strcmp(cmd, "suspend");
-  fprintf(out,
-          "usage: gpum %s [--no-wait] [--timeout DURATION] ID [ID...]\n"
-          "\n",
-          cmd);
-  if (s)
-    fprintf(out, "Suspends each reservation's job: its CUDA processes are locked and their GPU\n"
-                 "memory moved to host memory (the CUDA driver's checkpoint), and the GPU memory\n"
-                 "is free for others. The job must have been started with --preemptible. It\n"
-                 "stays suspended until 'gpum resume'.\n");
-  else
-    fprintf(out, "Resumes each suspended reservation's job: gpumd reserves its GPU memory again\n"
-                 "(on its own GPUs, or others of the same kind), restores the memory and lets\n"
-                 "the processes go on. With no room now, the job waits for room as a request of\n"
-                 "its priority would, and gpumd resumes it then.\n");
-  fprintf(out,
-          "\n"
-          "  --no-wait           return once gpumd has started the work\n"
-          "  --timeout DURATION  wait at most this long for each (default 10m)\n"
-          "\n"
-          "Exit status: 0 when each is %s (or, with --no-wait, under way), 1 when one\n"
-          "is not (the reason is printed), 2 for usage errors. docs/suspend.md.\n",
-          s ? "suspended" : "resumed (or waits for room)");
-}
+enum { OPT_NO_WAIT = 1, OPT_TIMEOUT };
+
+static const cli_arg_t suspend_args[] = {
+    {OPT_NO_WAIT, "--no-wait", 0, NULL, "return once gpumd has started the work", 0},
+    {OPT_TIMEOUT, "--timeout", 0, "DURATION", "wait at most this long for each (default 10m)", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t suspend_spec = {
+    .name = "suspend",
+    .usage = "[--no-wait] [--timeout DURATION] ID [ID...]",
+    .summary = "Move a preemptible job's GPU memory to host memory.",
+    .text = "Its CUDA processes are locked and their GPU memory moved to host memory (the CUDA\n"
+            "driver's checkpoint), and the GPU memory is free for others. The job must have\n"
+            "been started with --preemptible. It stays suspended until 'gpum resume'.\n"
+            "docs/suspend.md.",
+    .args = suspend_args,
+    .examples = "gpum suspend r-12\n"
+                "gpum suspend --no-wait r-12 r-13",
+    .exit_status = "0 when each is suspended (or, with --no-wait, under way), 1 when one is not "
+                   "(the reason is printed), 2 for usage errors.",
+};
+
+static const cli_cmd_spec_t resume_spec = {
+    .name = "resume",
+    .usage = "[--no-wait] [--timeout DURATION] ID [ID...]",
+    .summary = "Bring a suspended job's GPU memory back and let it go on.",
+    .text = "gpumd reserves its GPU memory again (on its own GPUs, or others of the same kind),\n"
+            "restores the memory and lets the processes go on. With no room now, the job waits\n"
+            "for room as a request of its priority would, and gpumd resumes it then.\n"
+            "docs/suspend.md.",
+    .args = suspend_args,
+    .examples = "gpum resume r-12",
+    .exit_status = "0 when each is resumed (or waits for room; with --no-wait, under way), 1 "
+                   "when one is not (the reason is printed), 2 for usage errors.",
+};
 
 /* The live reservation id now. 0, or GPUM_ENOENT when it has ended. */
 static int get_one(gpum_client_t *c, const char *id, gpum_reservation_t *out) {
@@ -76,44 +88,39 @@ static int follow(gpum_client_t *c, const char *id, double timeout_s, gpum_reser
 static int run(gpum_config_t *cfg, const char *cmd, int argc, char **argv) {
   bool wait = true;
   uint64_t timeout_ms = 600000;
-  int first = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout, cmd);
+  const cli_cmd_spec_t *spec = strcmp(cmd, "suspend") ? &resume_spec : &suspend_spec;
+  int n = 0; /* the ids, moved to argv[1..n] */
+  cli_args_t p;
+  cli_args_init(&p, spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    }
-    if (!strcmp(a, "--no-wait")) {
-      wait = false;
-    } else if (cli_take_flag(argc, argv, &i, "--timeout", &v)) {
-      if (!v || gpum_duration_parse(v, &timeout_ms) != 0 || timeout_ms == 0) {
-        fprintf(stderr,
-                "gpum %s: --timeout: invalid value '%s' (expected a duration such as "
-                "30s or 10m)\n",
-                cmd, v ? v : "");
-        return CLI_EXIT_USAGE;
-      }
-    } else if (!strcmp(a, "--")) {
-      first = i + 1 < argc ? i + 1 : 0;
+    case CLI_ARGS_ERR:
+      return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      argv[1 + n++] = (char *)p.value; /* never ahead of the parser */
       break;
-    } else if (a[0] == '-') {
-      return cli_bad_option(cmd, a);
-    } else if (!first) {
-      first = i;
+    case OPT_NO_WAIT:
+      wait = false;
+      break;
+    case OPT_TIMEOUT:
+      if (gpum_duration_parse(p.value, &timeout_ms) != 0 || timeout_ms == 0)
+        return cli_args_error(spec,
+                              "--timeout: invalid value '%s' (expected a duration such as 30s "
+                              "or 10m)",
+                              p.value);
+      break;
     }
   }
-  if (first == 0) {
-    fprintf(stderr, "gpum %s: no reservation id given (usage: gpum %s ID...)\n", cmd, cmd);
-    return CLI_EXIT_USAGE;
-  }
+  if (n == 0)
+    return cli_args_error(spec, "no reservation id given (usage: gpum %s ID...)", cmd);
   gpum_client_t *c = NULL;
   int code = cli_client_connect(cfg, cmd, 0, &c);
   if (code != 0)
     return code;
   bool suspend = !strcmp(cmd, "suspend");
-  for (int i = first; i < argc; i++) {
-    if (argv[i][0] == '-')
-      continue; /* a flag after the ids, taken above */
+  for (int i = 1; i <= n; i++) {
     gpum_reservation_t r;
     int rc = suspend ? gpum_client_suspend(c, argv[i], &r) : gpum_client_resume(c, argv[i], &r);
     if (rc == 0 && wait)

@@ -24,6 +24,7 @@
 
 #include <gpum/error.h>
 
+#include "args.h"
 #include "cli.h"
 #include "client_cli.h"
 #include "top.h"
@@ -40,74 +41,82 @@ typedef struct {
   top_view_t view;
 } top_opts_t;
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: gpum top [--once] [--interval SECONDS] [--no-color] [--user NAME]\n"
-          "                [--sort memory|pid|user]\n"
-          "\n"
-          "Shows the node live, in the manner of nvtop: a line per GPU with its state,\n"
-          "temperature, a memory bar (used, and what gpumd reserved on top of it), a\n"
-          "utilisation bar and sparklines of both over the last 240 refreshes; below, the\n"
-          "processes on the GPUs, gpumd's reservations (with the workload figures their jobs\n"
-          "report), its queue and its last alerts. Without gpumd, the devices and processes\n"
-          "come from the device layer and a line says gpumd is not running. gpumd's\n"
-          "reservations and alerts are redrawn as gpumd reports changes (its events).\n"
-          "\n"
-          "keys: q quit, tab switch panel, s sort processes (memory, pid, user), u filter by\n"
-          "user, up/down select a process or a reservation, K signal the process (TERM,\n"
-          "KILL or INT; asks; your own only), r release the reservation (asks; owner or\n"
-          "admin only), ? help. The screen follows the terminal's size.\n"
-          "\n"
-          "options:\n"
-          "  --once               print one frame to stdout and exit (width: $COLUMNS, else\n"
-          "                       120; height: $LINES, else every line)\n"
-          "  --interval SECONDS   read the devices every SECONDS (default 1; also 500ms, 2s)\n"
-          "  --no-color           no colours (also NO_COLOR=1 or --color never)\n"
-          "  --user NAME          only the processes and reservations of user NAME\n"
-          "  --sort KEY           order of the processes: memory (default), pid or user\n"
-          "  -h, --help           this help\n"
-          "\n"
-          "exit status: 0; 1 when the screen cannot be set up (not a terminal: use --once) or,\n"
-          "with --once, no device could be read; 2 for usage errors.\n");
-}
+enum { OPT_ONCE = 1, OPT_INTERVAL, OPT_NO_COLOR, OPT_USER, OPT_SORT };
+
+static const cli_arg_t top_args[] = {
+    {OPT_ONCE, "--once", 0, NULL,
+     "print one frame to stdout and exit (width: $COLUMNS, else 120; height: $LINES, else "
+     "every line)",
+     0},
+    {OPT_INTERVAL, "--interval", 0, "SECONDS",
+     "read the devices every SECONDS (default 1; also 500ms, 2s)", 0},
+    {OPT_NO_COLOR, "--no-color", 0, NULL, "no colours (also NO_COLOR=1 or --color never)", 0},
+    {OPT_USER, "--user", 0, "NAME", "only the processes and reservations of user NAME", 0},
+    {OPT_SORT, "--sort", 0, "KEY", "order of the processes: memory (default), pid or user", 0},
+    {0},
+};
+
+static const cli_cmd_spec_t top_spec = {
+    .name = "top",
+    .usage = "[--once] [--interval SECONDS] [--no-color] [--user NAME] [--sort memory|pid|user]",
+    .summary = "Show the node live: GPUs, processes, reservations, queue and alerts.",
+    .text = "In the manner of nvtop: a line per GPU with its state, temperature, a memory bar\n"
+            "(used, and what gpumd reserved on top of it), a utilisation bar and sparklines of\n"
+            "both over the last 240 refreshes; below, the processes on the GPUs, gpumd's\n"
+            "reservations (with the workload figures their jobs report), its queue and its last\n"
+            "alerts. Without gpumd, the devices and processes come from the device layer and a\n"
+            "line says gpumd is not running. gpumd's reservations and alerts are redrawn as\n"
+            "gpumd reports changes (its events).\n"
+            "\n"
+            "keys: q quit, tab switch panel, s sort processes (memory, pid, user), u filter by\n"
+            "user, up/down select a process or a reservation, K signal the process (TERM,\n"
+            "KILL or INT; asks; your own only), r release the reservation (asks; owner or\n"
+            "admin only), ? help. The screen follows the terminal's size.",
+    .args = top_args,
+    .examples = "gpum top\n"
+                "gpum top --user alice --sort pid\n"
+                "COLUMNS=120 gpum top --once > frame.txt",
+    .exit_status = "0; 1 when the screen cannot be set up (not a terminal: use --once) or, with "
+                   "--once, no device could be read; 2 for usage errors.",
+};
 
 static int parse_flags(int argc, char **argv, top_opts_t *o) {
   o->interval_ms = 1000;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
+  cli_args_t p;
+  cli_args_init(&p, &top_spec, argc, argv);
+  for (int id; (id = cli_args_next(&p)) != CLI_ARGS_END;) {
+    const char *v = p.value;
+    int k = 0;
+    switch (id) {
+    case CLI_ARGS_HELP:
       return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--once")) {
-      o->once = true;
-    } else if (!strcmp(a, "--no-color")) {
-      o->no_color = true;
-    } else if (cli_take_flag(argc, argv, &i, "--interval", &v)) {
-      if (!v || cli_parse_interval(v, &o->interval_ms) != 0) {
-        fprintf(stderr, "gpum top: --interval: %s\n", v ? gpum_last_error() : "needs a value");
-        return CLI_EXIT_USAGE;
-      }
-    } else if (cli_take_flag(argc, argv, &i, "--user", &v)) {
-      if (!v || !*v || strlen(v) >= sizeof o->view.user) {
-        fprintf(stderr, "gpum top: --user needs a user name (at most %zu characters)\n",
-                sizeof o->view.user - 1);
-        return CLI_EXIT_USAGE;
-      }
-      snprintf(o->view.user, sizeof o->view.user, "%s", v);
-    } else if (cli_take_flag(argc, argv, &i, "--sort", &v)) {
-      int k = 0;
-      while (k < TOP_SORT_COUNT && (!v || strcmp(v, top_sort_name((top_sort_t)k))))
-        k++;
-      if (k == TOP_SORT_COUNT) {
-        fprintf(stderr, "gpum top: --sort: expected memory, pid or user, not '%s'\n", v ? v : "");
-        return CLI_EXIT_USAGE;
-      }
-      o->view.sort = (top_sort_t)k;
-    } else if (a[0] == '-') {
-      return cli_bad_option("top", a);
-    } else {
-      fprintf(stderr, "gpum top: unexpected argument '%s'\n", a);
+    case CLI_ARGS_ERR:
       return CLI_EXIT_USAGE;
+    case CLI_ARGS_POS:
+      return cli_args_error(&top_spec, "unexpected argument '%s'", v);
+    case OPT_ONCE:
+      o->once = true;
+      break;
+    case OPT_NO_COLOR:
+      o->no_color = true;
+      break;
+    case OPT_INTERVAL:
+      if (cli_parse_interval(v, &o->interval_ms) != 0)
+        return cli_args_error(&top_spec, "--interval: %s", gpum_last_error());
+      break;
+    case OPT_USER:
+      if (!*v || strlen(v) >= sizeof o->view.user)
+        return cli_args_error(&top_spec, "--user needs a user name (at most %zu characters)",
+                              sizeof o->view.user - 1);
+      snprintf(o->view.user, sizeof o->view.user, "%s", v);
+      break;
+    case OPT_SORT:
+      while (k < TOP_SORT_COUNT && strcmp(v, top_sort_name((top_sort_t)k)))
+        k++;
+      if (k == TOP_SORT_COUNT)
+        return cli_args_error(&top_spec, "--sort: expected memory, pid or user, not '%s'", v);
+      o->view.sort = (top_sort_t)k;
+      break;
     }
   }
   return -1;

@@ -87,12 +87,6 @@ int cli_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, 
   return 0;
 }
 
-int cli_bad_option(const char *cmd, const char *opt) {
-  fprintf(stderr, "gpum %s: unknown option '%s'\nRun 'gpum %s --help' for its options.\n", cmd, opt,
-          cmd);
-  return CLI_EXIT_USAGE;
-}
-
 void cli_on_stop_signals(void (*handler)(int), bool hup) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -102,51 +96,4 @@ void cli_on_stop_signals(void (*handler)(int), bool hup) {
   sigaction(SIGTERM, &sa, NULL);
   if (hup)
     sigaction(SIGHUP, &sa, NULL);
-}
-
-int cli_parse_sub(const char *cmd, const char *sub, int argc, char **argv, const cli_opt_t *opts,
-                  const char **pos, int min, int max, int *npos) {
-  *npos = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-      return -1;
-    if (a[0] == '-' && a[1]) {
-      size_t nl = strcspn(a, "=");
-      const cli_opt_t *o = opts;
-      while (o->name && (strlen(o->name) != nl || strncmp(o->name, a, nl)))
-        o++;
-      if (!o->name) {
-        fprintf(stderr, "gpum %s %s: unknown option '%s' (see gpum %s %s --help)\n", cmd, sub, a,
-                cmd, sub);
-        return CLI_EXIT_USAGE;
-      }
-      if (!o->value) {
-        if (a[nl]) {
-          fprintf(stderr, "gpum %s %s: %s takes no value\n", cmd, sub, o->name);
-          return CLI_EXIT_USAGE;
-        }
-        *o->flag = true;
-      } else if (a[nl] == '=') {
-        *o->value = a + nl + 1;
-      } else if (i + 1 < argc) {
-        *o->value = argv[++i];
-      } else {
-        fprintf(stderr, "gpum %s %s: %s needs a value\n", cmd, sub, o->name);
-        return CLI_EXIT_USAGE;
-      }
-      continue;
-    }
-    if (*npos >= max) {
-      fprintf(stderr, "gpum %s %s: unexpected argument '%s' (see gpum %s %s --help)\n", cmd, sub, a,
-              cmd, sub);
-      return CLI_EXIT_USAGE;
-    }
-    pos[(*npos)++] = a;
-  }
-  if (*npos < min) {
-    fprintf(stderr, "gpum %s %s: missing argument (see gpum %s %s --help)\n", cmd, sub, cmd, sub);
-    return CLI_EXIT_USAGE;
-  }
-  return 0;
 }

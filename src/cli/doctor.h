@@ -53,5 +53,8 @@ void doc_check_visible_devices(doc_ctx_t *c, doc_report_t *r);
 void doc_check_devices(doc_ctx_t *c, doc_report_t *r); /* health and ECC per device */
 /* Retired pages and remapped rows per device: a failed remap fails, a pending one warns. */
 void doc_check_memory_repair(doc_ctx_t *c, doc_report_t *r);
+/* gpumd itself (doctor_gpumd.c): its socket (there, owner/group/mode against the caller),
+ * whether it answers and with which version, and its REST API where http.listen says. */
+void doc_check_gpumd(doc_ctx_t *c, doc_report_t *r);
 
 #endif /* GPUM_CLI_DOCTOR_H */

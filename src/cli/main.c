@@ -18,6 +18,7 @@
 #include <gpum/options.h>
 #include <gpum/version.h>
 
+#include "args.h"
 #include "cli.h"
 
 static const gpum_cli_command_t commands[] = {
@@ -45,84 +46,96 @@ static const gpum_cli_command_t commands[] = {
 static const char *config_path;
 
 #define HELP_COL 24
-#define HELP_WIDTH 79
 
-/* Prints "  LEFT    text..." with text wrapped at HELP_WIDTH under column HELP_COL. */
-static void help_line(FILE *out, const char *left, const char *text) {
-  int col = fprintf(out, "  %s", left);
-  if (col >= HELP_COL - 1) {
-    fputc('\n', out);
-    col = 0;
-  }
-  fprintf(out, "%*s", HELP_COL - col, "");
-  col = HELP_COL;
-  const char *p = text;
-  while (*p) {
-    while (*p == ' ')
-      p++;
-    size_t w = strcspn(p, " ");
-    if (w == 0)
-      break;
-    if (col > HELP_COL && col + 1 + (int)w > HELP_WIDTH) {
-      fprintf(out, "\n%*s", HELP_COL, "");
-      col = HELP_COL;
-    } else if (col > HELP_COL) {
-      fputc(' ', out);
-      col++;
-    }
-    fprintf(out, "%.*s", (int)w, p);
-    col += (int)w;
-    p += w;
-  }
-  fputc('\n', out);
+/* The options a user of the CLI sets; the rest of the table (gpumd's) is in `gpum help options`
+ * and `gpumd --help`. */
+static const char *const cli_option_keys[] = {"socket",   "backend",   "devices",
+                                              "sim.node", "log.level", "color"};
+
+/* One option of the table as a help line: "--key VALUE   help [GPUM_KEY; choices; default]". */
+static void option_line(FILE *out, const gpum_option_def_t *def) {
+  char flag[96], env[96], left[128], text[1024];
+  gpum_option_flag_name(def, flag, sizeof flag);
+  gpum_option_env_name(def, env, sizeof env);
+  static const char *const metavar[] = {
+      [GPUM_OPT_STRING] = "VALUE", [GPUM_OPT_BOOL] = "",          [GPUM_OPT_INT] = "N",
+      [GPUM_OPT_DOUBLE] = "X",     [GPUM_OPT_SIZE] = "SIZE",      [GPUM_OPT_DURATION] = "TIME",
+      [GPUM_OPT_ENUM] = "MODE",    [GPUM_OPT_MAP] = "NAME=N,...",
+  };
+  snprintf(left, sizeof left, "%s%s%s", flag, def->type == GPUM_OPT_BOOL ? "" : " ",
+           metavar[def->type]);
+  int n = snprintf(text, sizeof text, "%s [%s", def->help ? def->help : "", env);
+  if (n > 0 && (size_t)n < sizeof text && def->type == GPUM_OPT_ENUM)
+    n += snprintf(text + n, sizeof text - (size_t)n, "; %s", def->choices);
+  if (n > 0 && (size_t)n < sizeof text && def->default_value && *def->default_value)
+    n += snprintf(text + n, sizeof text - (size_t)n, "; default %s", def->default_value);
+  if (n > 0 && (size_t)n < sizeof text)
+    snprintf(text + n, sizeof text - (size_t)n, "]");
+  cli_help_line(out, left, text, HELP_COL);
+}
+
+static void config_line(FILE *out) {
+  cli_help_line(out, "--config FILE",
+                "configuration file (YAML); default: $GPUM_CONFIG, else /etc/gpum/gpum.yaml for "
+                "root, else ${XDG_CONFIG_HOME:-~/.config}/gpum/gpum.yaml, when it exists",
+                HELP_COL);
 }
 
 static void usage(FILE *out) {
   fprintf(out, "usage: gpum [OPTIONS] COMMAND [ARGS]\n"
-               "       gpum --help | --version | help COMMAND\n\n"
+               "       gpum --help | --version | help COMMAND | help options\n\n"
                "gpum manages GPUs for machine-learning workloads.\n\ncommands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)
-    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out,
-          "\noptions (before or after COMMAND; each also as a GPUM_* environment variable and\n"
-          "in the configuration file; precedence: flag > environment > file > default):\n");
-  help_line(out, "--config FILE",
-            "configuration file (YAML); default: $GPUM_CONFIG, else /etc/gpum/gpum.yaml for root, "
-            "else ${XDG_CONFIG_HOME:-~/.config}/gpum/gpum.yaml, when it exists");
-  for (size_t i = 0; i < gpum_option_count(); i++) {
-    const gpum_option_def_t *def = gpum_option_at(i);
-    char flag[96], env[96], left[128], text[1024];
-    gpum_option_flag_name(def, flag, sizeof flag);
-    gpum_option_env_name(def, env, sizeof env);
-    static const char *const metavar[] = {
-        [GPUM_OPT_STRING] = "VALUE", [GPUM_OPT_BOOL] = "",          [GPUM_OPT_INT] = "N",
-        [GPUM_OPT_DOUBLE] = "X",     [GPUM_OPT_SIZE] = "SIZE",      [GPUM_OPT_DURATION] = "TIME",
-        [GPUM_OPT_ENUM] = "MODE",    [GPUM_OPT_MAP] = "NAME=N,...",
-    };
-    snprintf(left, sizeof left, "%s%s%s", flag, def->type == GPUM_OPT_BOOL ? "" : " ",
-             metavar[def->type]);
-    int n = snprintf(text, sizeof text, "%s [%s", def->help ? def->help : "", env);
-    if (n > 0 && (size_t)n < sizeof text && def->type == GPUM_OPT_ENUM)
-      n += snprintf(text + n, sizeof text - (size_t)n, "; %s", def->choices);
-    if (n > 0 && (size_t)n < sizeof text && def->default_value && *def->default_value)
-      n += snprintf(text + n, sizeof text - (size_t)n, "; default %s", def->default_value);
-    if (n > 0 && (size_t)n < sizeof text)
-      snprintf(text + n, sizeof text - (size_t)n, "]");
-    help_line(out, left, text);
+    fprintf(out, "  %-10s  %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\noptions (before or after COMMAND):\n");
+  config_line(out);
+  for (size_t i = 0; i < sizeof cli_option_keys / sizeof cli_option_keys[0]; i++) {
+    const gpum_option_def_t *def = gpum_option_find(cli_option_keys[i]);
+    if (def)
+      option_line(out, def);
   }
-  help_line(out, "--no-color", "same as --color never");
-  help_line(out, "-h, --help", "this help");
-  help_line(out, "--version", "print the version");
-  fprintf(out,
-          "\nRun 'gpum COMMAND --help' for a command's options. Documentation: docs/cli.md.\n");
+  cli_help_line(out, "--no-color", "same as --color never", HELP_COL);
+  cli_help_line(out, "-h, --help", "this help", HELP_COL);
+  cli_help_line(out, "-V, --version", "print the version", HELP_COL);
+  fprintf(out, "\nEvery option of the configuration (docs/config.md) is also a flag and a GPUM_*\n"
+               "variable: 'gpum help options' lists them all; gpumd's own: 'gpumd --help'.\n"
+               "Run 'gpum COMMAND --help' for a command's options. Documentation: docs/cli.md.\n");
+}
+
+/* `gpum help options`: every option of the table, with its variable and default; precedence:
+ * flag > environment > file > default. */
+static void usage_options(FILE *out) {
+  fprintf(out, "usage: gpum [OPTIONS] COMMAND [ARGS]\n\n"
+               "Every option of the configuration, as a flag (before or after COMMAND); each is\n"
+               "also a GPUM_* environment variable and a key of the configuration file\n"
+               "(docs/config.md); precedence: flag > environment > file > default.\n\n");
+  config_line(out);
+  for (size_t i = 0; i < gpum_option_count(); i++)
+    option_line(out, gpum_option_at(i));
+  cli_help_line(out, "--no-color", "same as --color never", HELP_COL);
 }
 
 /* The short form for usage errors: the commands and a pointer to --help. */
 static void short_usage(void) {
   fprintf(stderr, "usage: gpum [OPTIONS] COMMAND [ARGS]\n\ncommands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)
-    fprintf(stderr, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(stderr, "  %-10s  %s\n", commands[i].name, commands[i].summary);
   fprintf(stderr, "\nRun 'gpum --help' for the options.\n");
+}
+
+/* "gpum: unknown command 'stauts'; did you mean 'status'?" and the commands. */
+static int unknown_command(const char *name) {
+  const char *names[NCOMMANDS + 1];
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    names[i] = commands[i].name;
+  names[NCOMMANDS] = "help";
+  const char *near = cli_nearest(name, names, NCOMMANDS + 1);
+  if (near)
+    fprintf(stderr, "gpum: unknown command '%s'; did you mean '%s'?\n\n", name, near);
+  else
+    fprintf(stderr, "gpum: unknown command '%s'\n\n", name);
+  short_usage();
+  return CLI_EXIT_USAGE;
 }
 
 static const gpum_cli_command_t *find_command(const char *name) {
@@ -170,6 +183,26 @@ static int setup_logging(const gpum_config_t *cfg) {
   return 0;
 }
 
+/* "gpum: unknown option '--sockt'; did you mean '--socket'?" (the table's flags and gpum's). */
+static int unknown_option(const char *a) {
+  static char flags[256][64];
+  const char *names[256 + 5] = {"--config", "--no-color", "--help", "--version", "--help-all"};
+  size_t n = 5;
+  for (size_t i = 0; i < gpum_option_count() && i < 256; i++) {
+    gpum_option_flag_name(gpum_option_at(i), flags[i], sizeof flags[i]);
+    names[n++] = flags[i];
+  }
+  char word[64];
+  snprintf(word, sizeof word, "%.*s", (int)strcspn(a, "="), a);
+  const char *near = cli_nearest(word, names, n);
+  if (near)
+    fprintf(stderr, "gpum: unknown option '%s'; did you mean '%s'?\n\n", word, near);
+  else
+    fprintf(stderr, "gpum: unknown option '%s'\n\n", word);
+  short_usage();
+  return CLI_EXIT_USAGE;
+}
+
 static int dispatch(gpum_config_t *cfg, int argc, char **argv) {
   if (argc < 2) {
     short_usage();
@@ -178,6 +211,10 @@ static int dispatch(gpum_config_t *cfg, int argc, char **argv) {
   const char *a = argv[1];
   if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
     usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (!strcmp(a, "--help-all")) {
+    usage_options(stdout);
     return CLI_EXIT_OK;
   }
   if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
@@ -189,27 +226,23 @@ static int dispatch(gpum_config_t *cfg, int argc, char **argv) {
       usage(stdout);
       return CLI_EXIT_OK;
     }
-    const gpum_cli_command_t *c = find_command(argv[2]);
-    if (!c) {
-      fprintf(stderr, "gpum: unknown command '%s'\n\n", argv[2]);
-      short_usage();
-      return CLI_EXIT_USAGE;
+    if (!strcmp(argv[2], "options")) {
+      usage_options(stdout);
+      return CLI_EXIT_OK;
     }
+    const gpum_cli_command_t *c = find_command(argv[2]);
+    if (!c)
+      return unknown_command(argv[2]);
     char help[] = "--help";
     char *hargv[] = {argv[2], help, NULL};
     return c->run(cfg, 2, hargv);
   }
   if (a[0] == '-') {
-    fprintf(stderr, "gpum: unknown option '%s'\n\n", a);
-    short_usage();
-    return CLI_EXIT_USAGE;
+    return unknown_option(a);
   }
   const gpum_cli_command_t *c = find_command(a);
-  if (!c) {
-    fprintf(stderr, "gpum: unknown command '%s'\n\n", a);
-    short_usage();
-    return CLI_EXIT_USAGE;
-  }
+  if (!c)
+    return unknown_command(a);
   return c->run(cfg, argc - 1, argv + 1);
 }
 

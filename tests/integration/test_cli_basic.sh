@@ -14,8 +14,12 @@ out=$T_OUT err=$T_ERR
 t_expect 0 "$G" --version
 grep -Eq '^gpum [0-9]+\.[0-9]+\.[0-9]+$' "$out" || t_fail "--version printed: $(cat "$out")"
 t_expect 0 "$G" --help
-for word in status doctor sim --backend --devices --nvml-library --color --config GPUM_BACKEND; do
+for word in status doctor sim --backend --devices --color --config GPUM_BACKEND 'help options'; do
   grep -q -- "$word" "$out" || t_fail "gpum --help does not mention $word"
+done
+t_expect 0 "$G" help options # every option of the table, gpumd's too
+for word in --nvml-library --backend GPUM_BACKEND --socket-group; do
+  grep -q -- "$word" "$out" || t_fail "gpum help options does not mention $word"
 done
 t_expect 0 "$G" -h
 grep -q 'usage: gpum' "$out" || t_fail "-h prints no usage"

@@ -105,13 +105,14 @@ t_ok "gpumd runs with the values the aliases give (config and capacity)"
 gd_stop TERM
 [ "$GD_RC" -eq 0 ] || t_fail "gpumd exit $GD_RC"
 
-# gpum doctor, in the same environment and with the same file, names every alias.
-t_expect 0 "$GPUM_BIN" doctor --config "$seed"
+# gpum doctor, in the same environment and with the same file, names every alias. (Without
+# GPUM_SOCKET: gpumd is stopped, and a socket named but missing fails doctor's gpumd check.)
+t_expect 0 env -u GPUM_SOCKET "$GPUM_BIN" doctor --config "$seed"
 grep -Eq '^\[OK *\] alias +SAFETY_MARGIN_MB=512 \(environment\) read as safety_margin=512MiB \(MiB\)$' "$T_OUT" ||
   t_fail "doctor: SAFETY_MARGIN_MB: $(cat "$T_OUT")"
 grep -Eq '^\[OK *\] alias +monitor_update_interval=30 \(.*gpu_config.yaml:24:1\) read as monitor.interval=30s \(seconds\)$' "$T_OUT" ||
   t_fail "doctor: monitor_update_interval: $(cat "$T_OUT")"
-t_expect 0 "$GPUM_BIN" doctor --json --config "$seed"
+t_expect 0 env -u GPUM_SOCKET "$GPUM_BIN" doctor --json --config "$seed"
 t_pyjson "$T_OUT" '
 f = [x for x in d["findings"] if x["check"] == "alias"]
 names = {x["message"].split("=")[0]: x for x in f}
@@ -128,7 +129,7 @@ t_ok "gpum doctor names the aliases"
 
 # gpum's own name wins, whatever its source: the file's safety_margin over SAFETY_MARGIN_MB.
 printf 'safety_margin: 1GiB\nlog_level: "INFO"\n' >"$T_SCRATCH/own.yaml"
-t_expect 0 "$GPUM_BIN" doctor --config "$T_SCRATCH/own.yaml"
+t_expect 0 env -u GPUM_SOCKET "$GPUM_BIN" doctor --config "$T_SCRATCH/own.yaml"
 grep -Eq '^\[WARN\] alias +SAFETY_MARGIN_MB=512 \(environment\) not used: safety_margin is set by its own name \(file\), which wins$' "$T_OUT" ||
   t_fail "doctor: overridden alias: $(cat "$T_OUT")"
 gd_start --config "$T_SCRATCH/own.yaml"

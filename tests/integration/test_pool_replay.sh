@@ -13,7 +13,7 @@ T=$T_SCRATCH/tf.csv
 
 # --- help ---
 t_expect 0 "$G" pool --help
-grep -q 'replay LOG.csv' "$T_OUT" || t_fail "gpum pool --help lacks replay"
+grep -Eq '^  replay +Replay an RMM CSV allocation log' "$T_OUT" || t_fail "gpum pool --help lacks replay"
 t_expect 0 "$G" pool replay --help
 grep -q -- '--find-min-capacity' "$T_OUT" || t_fail "replay --help lacks --find-min-capacity"
 t_expect 0 "$G" pool gen-trace --help

@@ -72,6 +72,9 @@ static void test_figure_text(void **state) {
       {"util_percent", 45, "45.0%"},
       {"items_per_s", 1234, "1234/s"},
       {"items_per_s", 123456, "123k/s"},
+      {"items_per_s", 1234.5, "1234/s"}, /* never %g's "1.23e+03/s" */
+      {"mean_batch", 999.7, "1000"},
+      {"step_ms", 999.96, "1000 ms"},
       {"queued", 42, "42"},
       {"mean_batch", 2.345, "2.35"},
       {"submitted", 12345, "12.3k"},

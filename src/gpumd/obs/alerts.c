@@ -76,6 +76,9 @@ json_t *gpumd_obs_alert_json(const gpum_alert_t *a) {
   json_object_set_new(o, "threshold", is_metric ? json_real(a->threshold) : json_null());
   json_object_set_new(o, "clear_threshold",
                       is_metric ? json_real(a->clear_threshold) : json_null());
+  json_object_set_new(o, "clear_value",
+                      is_metric && a->state != GPUM_ALERT_FIRED ? json_real(a->clear_value)
+                                                                : json_null());
   json_object_set_new(o, "xid", is_xid ? json_integer((json_int_t)a->xid) : json_null());
   if (is_xid) {
     gpum_xid_info_t xi = gpum_xid_info((unsigned)a->xid);

@@ -73,13 +73,23 @@ const char *gpum_unit_name(gpum_unit_t unit) {
   }
 }
 
+/* v with 3 significant digits, never in %g's exponent form: from 999.5 on (where %.3g would
+ * write "1e+03") as a whole number. */
+static void sig3(double v, const char *unit, char *buf, size_t len) {
+  if (fabs(v) >= 999.5)
+    snprintf(buf, len, "%.0f%s", v, unit);
+  else
+    snprintf(buf, len, "%.3g%s", v, unit);
+}
+
 /* 3 significant digits with an SI prefix past 9999 ("12.3k", "4.56M"); whole numbers below
- * 10,000 as they are ("42", "9999"), fractions with 3 significant digits ("2.35", "0.125"). */
+ * 10,000 as they are ("42", "9999"), fractions with 3 significant digits ("2.35", "0.125"),
+ * or whole from 1000 on ("1235"). */
 static void format_count(double v, const char *unit, char *buf, size_t len) {
   static const char *const prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
   double a = fabs(v);
   if (a < 10000) {
-    if (a == floor(a))
+    if (a == floor(a) || a >= 999.5)
       snprintf(buf, len, "%.0f%s", v, unit);
     else
       snprintf(buf, len, "%.3g%s", v, unit);
@@ -99,13 +109,13 @@ static void format_seconds(double s, char *buf, size_t len) {
   if (a == 0)
     snprintf(buf, len, "0 s");
   else if (a < 1e-6)
-    snprintf(buf, len, "%.3g ns", s * 1e9);
+    sig3(s * 1e9, " ns", buf, len);
   else if (a < 1e-3)
-    snprintf(buf, len, "%.3g us", s * 1e6);
+    sig3(s * 1e6, " us", buf, len);
   else if (a < 1)
-    snprintf(buf, len, "%.3g ms", s * 1e3);
+    sig3(s * 1e3, " ms", buf, len);
   else if (a < 100)
-    snprintf(buf, len, "%.3g s", s);
+    sig3(s, " s", buf, len);
   else {
     char d[GPUM_DURATION_BUFSZ];
     gpum_duration_format((uint64_t)(a * 1000 + 0.5) / 1000 * 1000, d, sizeof d); /* whole s */
