@@ -235,6 +235,14 @@ typedef struct {
  * first cap entries are filled), or a device error as gpum_device_sample. */
 GPUM_API int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process_t *procs,
                                    size_t cap, size_t *count);
+/* gpum_device_processes with flags: GPUM_PROCESSES_NO_USER leaves each user "" and looks no
+ * name up. A user name comes from getpwuid_r, which may ask NSS (LDAP, SSSD) and block for as
+ * long as it likes: a caller with a deadline (gpumd's admission reads) keeps names apart, in a
+ * cache of its own resolved off its path. */
+#define GPUM_PROCESSES_NO_USER 1u
+GPUM_API int gpum_device_processes_flags(gpum_device_session_t *s, unsigned index,
+                                         gpum_process_t *procs, size_t cap, size_t *count,
+                                         unsigned flags);
 
 /* One process's share of a device over the driver's last sample period, as NVML's
  * nvmlDeviceGetProcessUtilization reports it: percentages, 0..100. */

@@ -57,7 +57,13 @@ check_node() { # LABEL
     used=$(d_val "$(grep '^sample 1 ' <<<"$out")" memory_used)
     [ "$used" -ge $((3 * GIB)) ] || t_fail "$1: device 1 memory_used $used"
   done
-  t_ok "$1: processes listed with bytes, user and command on every path"
+  # GPUM_PROCESSES_NO_USER (gpumd's readers): the same list, no user name looked up.
+  out=$("$DUMP" --backend nvml --no-user)
+  line=$(grep -E "^proc 1 pid=$a " <<<"$out") || t_fail "$1 no-user: pid $a not listed"
+  [ "$(d_val "$line" user)" = null ] || t_fail "$1 no-user: a user name in $line"
+  grep -q "command=\"$GPUM_TEST_PROGS/device_cuda_alloc 1 $GIB $ra\"" <<<"$line" ||
+    t_fail "$1 no-user: command in $line"
+  t_ok "$1: processes listed with bytes, user and command on every path; no name with NO_USER"
   kill -9 "$a"
   wait "$a" 2>/dev/null || true
   t_until 10 bash -c "! \"$DUMP\" --backend nvml | grep -q '^proc 1 pid=$a '" ||

@@ -49,13 +49,13 @@ assert r["reservation"]["state"] == "GRANTED" and r["reservation"]["id"] == "r-3
 fetch() { curl -sS -f -o "$M" "$URL"; }
 ready() {
   fetch && grep -q '^gpum_xid_errors_total{.*xid="13"} 1$' "$M" &&
-    grep -q "^gpum_process_memory_used_bytes{.*pid=\"$hold_pid\"" "$M" &&
+    grep -q "^gpum_process_memory_used_bytes{.*pid=\"$hold_pid\",user=\"$(id -un)\"" "$M" &&
     grep -q "^gpum_process_memory_used_bytes{.*pid=\"$held_pid\",.*reservation=\"r-3\"" "$M" &&
     grep -q '^gpum_alerts_total{level="ERROR"} 1$' "$M" &&
     grep -q '^gpum_device_temperature_celsius{gpu="0"' "$M"
 }
 t_until 20 ready || t_fail "metrics never showed the Xid, the hold process and a sample: $(cat "$M")"
-t_ok "Xid, hold process and samples reach /metrics"
+t_ok "Xid, hold process (with its user name, from the users cache) and samples reach /metrics"
 
 curl -sS -D "$T_SCRATCH/headers" -o /dev/null "$URL"
 grep -qi '^content-type: text/plain; version=0.0.4' "$T_SCRATCH/headers" ||

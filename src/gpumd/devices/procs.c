@@ -70,7 +70,9 @@ static int read_list(gpum_device_session_t *s, unsigned index, const void *reque
     p->sample.memory_reserved = smp.memory_reserved;
   }
   snprintf(p->driver_version, sizeof p->driver_version, "%s", gpum_device_driver_version(s));
-  int rc = gpum_device_processes(s, index, procs, GPUMD_MAX_PROCS, &n);
+  /* No names: the users cache gives them, never blocking this read (admission waits for it). */
+  int rc =
+      gpum_device_processes_flags(s, index, procs, GPUMD_MAX_PROCS, &n, GPUM_PROCESSES_NO_USER);
   p->valid = rc == 0 || rc == GPUM_ENOSPC;
   for (size_t i = 0; p->valid && i < n && i < GPUMD_MAX_PROCS; i++) {
     if (!procs[i].memory_valid)

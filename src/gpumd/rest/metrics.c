@@ -8,12 +8,10 @@
  * of struct gpumd_obs. Every family is written once, with HELP and TYPE, its samples together;
  * label values are escaped (backslash, double quote, newline).
  */
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -30,6 +28,7 @@
 #include "obs.h"
 #include "rest.h"
 #include "sched.h"
+#include "users.h"
 #include "utf8_internal.h"
 
 #define LABELS_LEN 1024
@@ -116,33 +115,19 @@ static void sample_d(writer_t *w, const char *name, const char *labels, double v
   put(w, "%s{%s} %.15g\n", name, labels, v);
 }
 
-/* ---- users of processes (uid -> name, cached: /etc/passwd changes rarely) ---------------- */
+/* ---- users of processes ------------------------------------------------------------------ */
 
-#define USER_CACHE 32
-static struct {
-  uid_t uid;
-  char name[64];
-} user_cache[USER_CACHE];
-static unsigned user_cache_n, user_cache_next;
-
-static const char *pid_user(unsigned pid, char *buf, size_t len) {
-  char path[32];
-  struct stat st;
-  snprintf(path, sizeof path, "/proc/%u", pid);
-  if (stat(path, &st) != 0)
-    return ""; /* not visible here (another PID namespace) */
-  for (unsigned i = 0; i < user_cache_n; i++)
-    if (user_cache[i].uid == st.st_uid)
-      return user_cache[i].name;
-  struct passwd pw, *res = NULL;
-  char pwbuf[1024];
-  if (getpwuid_r(st.st_uid, &pw, pwbuf, sizeof pwbuf, &res) == 0 && res)
-    snprintf(buf, len, "%s", res->pw_name);
+/* The user of a process's uid as the REST status shows it: gpumd's users cache (never a name
+ * lookup here: NSS may block), the number until the name is known or when it has none, "" when
+ * the pid is not visible here (another PID namespace). */
+static const char *proc_user(gpumd_t *d, uint32_t uid, char *buf, size_t len) {
+  if (uid == GPUMD_PROC_NO_UID)
+    return "";
+  char name[GPUMD_USER_BUFSZ];
+  if (d->users && gpumd_users_name(d->users, uid, name))
+    snprintf(buf, len, "%s", name);
   else
-    snprintf(buf, len, "%lu", (unsigned long)st.st_uid);
-  unsigned slot = user_cache_n < USER_CACHE ? user_cache_n++ : user_cache_next++ % USER_CACHE;
-  user_cache[slot].uid = st.st_uid;
-  snprintf(user_cache[slot].name, sizeof user_cache[slot].name, "%s", buf);
+    snprintf(buf, len, "%lu", (unsigned long)uid);
   return buf;
 }
 
@@ -370,7 +355,7 @@ static void sched_device_metrics(writer_t *w, devview_t *v, unsigned n) {
   }
 }
 
-static void process_metrics(writer_t *w, devview_t *v, unsigned n) {
+static void process_metrics(gpumd_t *d, writer_t *w, devview_t *v, unsigned n) {
   family(w, "gpum_process_memory_used_bytes", "gauge",
          "Device memory used by a process, bytes; reservation is the granted reservation the "
          "process belongs to (\"\" for none).");
@@ -391,7 +376,7 @@ static void process_metrics(writer_t *w, devview_t *v, unsigned n) {
       char l[LABELS_LEN], user[64], id[GPUMD_RESV_ID_BUFSZ] = "";
       snprintf(l, sizeof l, "%s", v[i].labels);
       label_u(l, sizeof l, "pid", p->pid[k]);
-      label(l, sizeof l, "user", pid_user(p->pid[k], user, sizeof user));
+      label(l, sizeof l, "user", proc_user(d, p->uid[k], user, sizeof user));
       const gpumd_resv_t *r = v[i].owner[k];
       if (r)
         gpumd_resv_id_format(r->id, id, sizeof id);
@@ -736,7 +721,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
     dcgm_metrics(d, &w, v, n);
   if (d->sched) {
     sched_device_metrics(&w, v, n);
-    process_metrics(&w, v, n);
+    process_metrics(d, &w, v, n);
     reservation_metrics(d, &w, v, n);
     workload_metrics(d, &w);
     queue_metrics(d, &w);

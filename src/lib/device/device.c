@@ -558,6 +558,11 @@ int gpum_device_memory_health(gpum_device_session_t *s, unsigned index, gpum_mem
 
 int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process_t *procs,
                           size_t cap, size_t *count) {
+  return gpum_device_processes_flags(s, index, procs, cap, count, 0);
+}
+
+int gpum_device_processes_flags(gpum_device_session_t *s, unsigned index, gpum_process_t *procs,
+                                size_t cap, size_t *count, unsigned flags) {
   if (!count || (cap > 0 && !procs))
     return gpum_error(GPUM_EINVAL, "gpum_device_processes: %s is NULL", count ? "procs" : "count");
   *count = 0;
@@ -578,7 +583,8 @@ int gpum_device_processes(gpum_device_session_t *s, unsigned index, gpum_process
     p->pid = raw[i].pid;
     p->memory = raw[i].memory_valid ? raw[i].memory : 0;
     p->memory_valid = raw[i].memory_valid;
-    gpum__proc_identity(p->pid, p->user, sizeof p->user, p->command, sizeof p->command);
+    gpum__proc_identity(p->pid, p->user, flags & GPUM_PROCESSES_NO_USER ? 0 : sizeof p->user,
+                        p->command, sizeof p->command);
     p->mps_server = gpum__is_mps_server(p->command);
   }
   free(raw);

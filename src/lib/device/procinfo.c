@@ -75,13 +75,15 @@ void gpum__proc_identity(unsigned pid, char *user, size_t ulen, char *cmd, size_
     cmd[0] = '\0';
   if (pid == 0)
     return;
-  snprintf(path, sizeof path, "/proc/%u/status", pid);
-  unsigned uid;
-  if (read_small(path, buf, sizeof buf) <= 0 || gpum__parse_status_uid(buf, &uid) != 0) {
-    gpum_error_clear();
-    return; /* not visible here */
+  if (ulen > 0) { /* ulen 0: no name asked, none looked up (NSS may block: LDAP, SSSD) */
+    snprintf(path, sizeof path, "/proc/%u/status", pid);
+    unsigned uid;
+    if (read_small(path, buf, sizeof buf) <= 0 || gpum__parse_status_uid(buf, &uid) != 0) {
+      gpum_error_clear();
+      return; /* not visible here */
+    }
+    uid_to_name(uid, user, ulen);
   }
-  uid_to_name(uid, user, ulen);
   snprintf(path, sizeof path, "/proc/%u/cmdline", pid);
   ssize_t n = read_small(path, buf, sizeof buf);
   if (n > 0)

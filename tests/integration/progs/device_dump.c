@@ -24,8 +24,10 @@
 #include <gpum/log.h>
 
 static void usage(void) {
-  fprintf(stderr, "usage: device_dump [--backend auto|nvml|host] [--nvml-library PATH] "
-                  "[--retries N] [--retry-base MS] [--samples N] [--no-procs] [--putil] [--log]\n");
+  fprintf(
+      stderr,
+      "usage: device_dump [--backend auto|nvml|host] [--nvml-library PATH] "
+      "[--retries N] [--retry-base MS] [--samples N] [--no-procs] [--no-user] [--putil] [--log]\n");
   exit(2);
 }
 
@@ -103,10 +105,10 @@ static void print_memhealth(gpum_device_session_t *s, unsigned i) {
     printf(" remapped_corr=null remapped_unc=null remap_pending=null remap_failure=null\n");
 }
 
-static void print_procs(gpum_device_session_t *s, unsigned i) {
+static void print_procs(gpum_device_session_t *s, unsigned i, unsigned flags) {
   gpum_process_t procs[64];
   size_t n = 0;
-  int rc = gpum_device_processes(s, i, procs, 64, &n);
+  int rc = gpum_device_processes_flags(s, i, procs, 64, &n, flags);
   if (rc && rc != GPUM_ENOSPC) {
     printf("procs %u rc=%s msg=\"%s\"\n", i, gpum_err_name(rc), gpum_last_error());
     return;
@@ -139,6 +141,7 @@ int main(int argc, char **argv) {
   gpum_device_open_opts_init(&o);
   long samples = 0;
   bool procs = true, putil = false;
+  unsigned proc_flags = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
       if (gpum_backend_parse(argv[++i], &o.backend))
@@ -151,6 +154,8 @@ int main(int argc, char **argv) {
       o.retry_base_ms = (int)num(argv[++i]);
     } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
       samples = num(argv[++i]);
+    } else if (!strcmp(argv[i], "--no-user")) {
+      proc_flags |= GPUM_PROCESSES_NO_USER;
     } else if (!strcmp(argv[i], "--putil")) {
       putil = true;
     } else if (!strcmp(argv[i], "--no-procs")) {
@@ -192,7 +197,7 @@ int main(int argc, char **argv) {
       print_sample(s, i, true);
       print_memhealth(s, i);
       if (procs)
-        print_procs(s, i);
+        print_procs(s, i, proc_flags);
       if (putil)
         print_putil(s, i);
     }
