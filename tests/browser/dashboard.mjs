@@ -104,17 +104,16 @@ function assertNoProblems(where) {
 
 const tid = (id) => `[data-testid="${id}"]`;
 
-// Sizes as the page writes them (web/app.js iec).
-function iec(bytes) {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let v = Math.abs(bytes);
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  const s = i === 0 ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
-  return (bytes < 0 ? "-" : "") + s + " " + units[i];
+// A size as the page writes it ("71.3 GiB") read back to bytes, so that what the page shows is
+// compared with gpumd's figure without repeating how the page rounds (web/app.js iec).
+function bytesOf(text) {
+  const m = /^(-?\d+(?:\.\d+)?) (B|KiB|MiB|GiB|TiB)$/.exec(String(text).trim());
+  return m ? parseFloat(m[1]) * 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].indexOf(m[2]) : NaN;
+}
+
+// Whether a size the page wrote is bytes, to the page's three significant digits.
+function shows(text, bytes) {
+  return Math.abs(bytesOf(text) - bytes) <= Math.max(1, Math.abs(bytes) * 0.006);
 }
 
 // The text of the summary's part name ("health", "grant", "queue", "alerts").
@@ -213,11 +212,17 @@ async function main() {
     // unmanaged), as its status says; the chart's dashed line is that capacity.
     const dev0 = async () => (await api("GET", "/api/v1/gpu/status")).body.devices[0];
     let d0 = await dev0();
-    for (const end = Date.now() + T; d0.unmanaged < 20 * GIB && Date.now() < end; ) d0 = await dev0();
+    await until("gpumd to count the 20 GiB held", async () => (d0 = await dev0()).unmanaged >= 20 * GIB);
     if (d0.grantable !== d0.capacity - d0.committed) throw new Error(`grantable: ${JSON.stringify(d0)}`);
-    await page.locator(tid("gpu-grantable-0")).filter({ hasText: `${iec(d0.grantable)} of ${iec(d0.capacity)}` }).waitFor();
+    let grantText = "";
+    await until(`the card to say it can grant ${d0.grantable} of ${d0.capacity} bytes`, async () => {
+      grantText = (await page.locator(tid("gpu-grantable-0")).textContent()) || "";
+      const m = /^\s*(.+) of (.+?)\s*$/.exec(grantText);
+      return m !== null && shows(m[1], d0.grantable) && shows(m[2], d0.capacity);
+    });
     const capLegend = await page.evaluate(() => document.querySelector('[data-testid="gpu-mem-chart-0"] .u-legend').textContent);
-    if (!capLegend.includes(`capacity${iec(d0.capacity)}`)) throw new Error(`the memory legend: ${capLegend}`);
+    const capShown = /capacity(-?\d+(?:\.\d+)? (?:B|KiB|MiB|GiB|TiB))/.exec(capLegend);
+    if (!capShown || !shows(capShown[1], d0.capacity)) throw new Error(`the memory legend: ${capLegend}`);
     // Its processes, as nvitop lists them: the holder, its user's name, command, memory, unmanaged.
     const prow = page.locator(tid(`proc-0-${holder}`));
     await prow.filter({ hasText: "sim hold" }).filter({ hasText: "20.0 GiB" }).filter({ hasText: "unmanaged" }).waitFor();
@@ -233,8 +238,8 @@ async function main() {
     await page.unroute("**/api/v1/gpu/status");
     await page.locator(tid(`proc-user-0-${holder}`)).filter({ hasText: new RegExp(`^${os.userInfo().username}$`) }).waitFor();
     await shot(page, "02-held-memory");
-    log(`gpum sim hold 20 GiB: the chart's newest point and the figures show it; can grant ${iec(d0.grantable)} ` +
-      `of ${iec(d0.capacity)}; the holder listed with its user name (${os.userInfo().username}) as unmanaged`);
+    log(`gpum sim hold 20 GiB: the chart's newest point and the figures show it; "${grantText.trim()}" ` +
+      `(gpumd: ${d0.grantable} of ${d0.capacity} bytes); the holder listed with its user name (${os.userInfo().username}) as unmanaged`);
 
     // 3. A gpum run comes and goes.
     phase = "run";
