@@ -24,6 +24,7 @@ from ._lib import lib
 from . import _types as t
 from .errors import check
 from . import report as _report
+from .units import Size
 
 __all__ = ["Pool", "PoolStats"]
 
@@ -46,6 +47,8 @@ lib.gpum_pool_reset_peaks.restype = None
 
 @dataclass(frozen=True)
 class PoolStats:
+    """A pool's counters; the sizes are gpum.Size (ints that print as "2.50 GiB")."""
+
     allocated_bytes: int  # in blocks handed out now
     allocated_peak: int
     reserved_bytes: int   # held from the source now
@@ -65,11 +68,11 @@ def stats_of(pool: Any) -> PoolStats:
     """The statistics of a gpum_pool_t (a pointer as c_void_p or int)."""
     s = t.PoolStats()
     check(lib.gpum_pool_stats(pool, c.byref(s)))
-    return PoolStats(s.allocated_bytes.current, s.allocated_bytes.peak,
-                     s.reserved_bytes.current, s.reserved_bytes.peak, s.allocation.current,
-                     s.segment.current, s.num_ooms, s.num_alloc_retries,
-                     s.largest_free_block, s.free_cached, s.fragmentation, s.limit,
-                     s.cache_limit)
+    return PoolStats(Size(s.allocated_bytes.current), Size(s.allocated_bytes.peak),
+                     Size(s.reserved_bytes.current), Size(s.reserved_bytes.peak),
+                     s.allocation.current, s.segment.current, s.num_ooms, s.num_alloc_retries,
+                     Size(s.largest_free_block), Size(s.free_cached), s.fragmentation,
+                     Size(s.limit), Size(s.cache_limit))
 
 
 def _size(v: Union[None, int, str]) -> int:

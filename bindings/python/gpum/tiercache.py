@@ -31,6 +31,7 @@ from ._lib import lib
 from . import _types as t
 from .errors import GPUM_ENOENT, GPUM_ENOSPC, OutOfMemory, check, error_for
 from .pool import _size
+from .units import Size
 from . import report as _report
 
 __all__ = ["TierCache", "TierCacheStats", "TierStats", "Tier", "Placement"]
@@ -464,7 +465,7 @@ class TierCache:
         with self._mu:
             lib.gpum_tiercache_stats(self._live(), c.byref(s))
         tiers = tuple(TierStats(x.hits, x.misses, x.promotions, x.demotions, x.evictions,
-                                x.bytes, x.entries, x.limit) for x in s.tier)
+                                Size(x.bytes), x.entries, Size(x.limit)) for x in s.tier)
         return TierCacheStats(tiers, s.puts, s.gets, s.misses, s.alloc_failures,
                               s.pressure_calls)
 

@@ -16,6 +16,8 @@ def test_simulated_source_limit_cache_trim():
         a = p.alloc(100 * MiB)
         st = p.stats()
         assert st.allocated_bytes == 100 * MiB and st.limit == 256 * MiB and st.allocations == 1
+        assert str(st.allocated_bytes) == "100.00 MiB" and str(st.limit) == "256.00 MiB"
+        assert "allocated_bytes=100.00 MiB" in repr(st), repr(st)
         with pytest.raises(gpum.OutOfMemory) as e:
             p.alloc(200 * MiB)
         assert "tried to allocate 200.00 MiB" in str(e.value) and "limit" in str(e.value)
