@@ -477,7 +477,8 @@
     const total = last("total") ?? mem.total;
     const used = last("used") ?? mem.used;
     setText(`gpu-row-name-${i}`, `GPU ${i}` + (s.name ? " · " + s.name : ""));
-    setText(`gpu-row-mem-${i}`, `${iec(used)} / ${iec(total)}`);
+    // What the bar shows, in words: the room gpumd has left ("Which GPU is full?").
+    setText(`gpu-row-mem-${i}`, grant === null ? "–" : `can grant ${iec(grant)}`);
     setText(`gpu-row-util-${i}`, util === null ? "–" : util + " %");
     setText(`gpu-row-temp-${i}`, temp === null ? "–" : temp + " °C");
     const pct = (v) => (total > 0 && v !== null && v !== undefined ? Math.min(100, (100 * v) / total).toFixed(1) + "%" : "0%");

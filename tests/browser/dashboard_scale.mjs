@@ -136,6 +136,7 @@ async function main() {
       const row = q(`gpu-row-${i}`).getBoundingClientRect();
       return { w: row.width, h: row.height, details: q(`gpu-details-${i}`).getClientRects().length,
         state: q(`gpu-row-state-${i}`).textContent, util: q(`gpu-row-util-${i}`).textContent,
+        mem: q(`gpu-row-mem-${i}`).textContent,
         temp: q(`gpu-row-temp-${i}`).textContent, bar: q(`gpu-row-bar-${i}`).getBoundingClientRect().width };
     }));
     const vw = page.viewportSize().width;
@@ -143,6 +144,16 @@ async function main() {
       if (x.w < vw * 0.9 || x.h > 60 || x.details !== 0 || !/^(AVAILABLE|BUSY)$/.test(x.state) ||
           !/ %$/.test(x.util) || !/ °C$/.test(x.temp) || x.bar < 100)
         throw new Error(`GPU ${i}'s compact row: ${JSON.stringify(x)}`);
+    // Each row says what gpumd can still grant on its GPU, as its status has it (read back to
+    // bytes: the page rounds to three digits).
+    const status = (await api("GET", "/api/v1/gpu/status")).body.devices;
+    for (const [i, x] of rows.entries()) {
+      const m = /^can grant (-?\d+(?:\.\d+)?) (B|KiB|MiB|GiB|TiB)$/.exec(x.mem);
+      const shown = m ? parseFloat(m[1]) * 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].indexOf(m[2]) : NaN;
+      const want = status[i].grantable;
+      if (!(Math.abs(shown - want) <= Math.max(1, want * 0.006)))
+        throw new Error(`GPU ${i}'s row says "${x.mem}", gpumd can grant ${want} bytes`);
+    }
     await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: path.join(OUT, "03-eight-gpus.png") });
     await page.locator(tid("gpu-row-3")).click();
