@@ -56,11 +56,14 @@ text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
 rows = [l for l in text.splitlines() if l.startswith("gpum_reservation_fenced_bytes{") and 'label="fenced"' in l]
 assert len(rows) == 1 and float(rows[0].rsplit(" ", 1)[1]) == 3 << 30, rows
 PY
-FENCES=$(ls /dev/shm | grep -c '^gpum-fence-' || true)
-[ "$FENCES" -ge 1 ] || t_fail "no fence region while the job runs"
+# This gpumd's regions only (their prefix is its socket's): other tests make regions of their
+# own in /dev/shm meanwhile.
+PREFIX=$("$GPUM_TEST_PROGS/fence_used" prefix "$GPUM_SOCKET") || t_fail "fence prefix"
+mine() { ls /dev/shm | grep -c "^$PREFIX" || true; }
+[ "$(mine)" -ge 1 ] || t_fail "no fence region of this gpumd while the job runs"
 kill -TERM "$RUNPID"
 wait "$RUNPID" 2>/dev/null || true
-[ "$(ls /dev/shm | grep -c '^gpum-fence-' || true)" -lt "$FENCES" ] || t_fail "the fence was left behind"
+[ "$(mine)" = 0 ] || t_fail "the fence was left behind: $(ls /dev/shm | grep "^$PREFIX")"
 t_ok "gpum jobs, gpum status and /metrics show the fenced usage; the fence is removed with the job"
 
 # Not enforced by default: the job may pass its reservation (run.enforce is false).

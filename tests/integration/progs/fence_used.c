@@ -8,6 +8,8 @@
  *   fence_used show NAME     opens it read-only, as gpumd does, and prints
  *                            "flags F managed_pid P ipc_pid Q" (gpum_fence_used_flags)
  *   fence_used rm NAME       removes its name
+ *   fence_used prefix SCOPE  prints the prefix of the regions of the gpumd at socket SCOPE
+ *                            (gpum_fence_prefix): a test's own regions among all of /dev/shm
  *
  * Exits 0, or 1 with the library's detail on stderr.
  */
@@ -40,6 +42,11 @@ int main(int argc, char **argv) {
     int mpid = -1, ipid = -1;
     unsigned flags = gpum_fence_used_flags(f, &mpid, &ipid);
     printf("flags %u managed_pid %d ipc_pid %d\n", flags, mpid, ipid);
+  } else if (!strcmp(argv[1], "prefix")) {
+    char prefix[GPUM_FENCE_NAME_MAX];
+    if ((rc = gpum_fence_prefix(prefix, sizeof prefix, name)) != 0)
+      return fail("prefix", rc);
+    printf("%s\n", prefix);
   } else if (!strcmp(argv[1], "rm")) {
     if ((rc = gpum_fence_unlink(name)) != 0)
       return fail("rm", rc);
