@@ -605,7 +605,7 @@
       for (const [name, v] of Object.entries(src.figures || {})) {
         if (DRAWN.has(name)) continue;
         const u = units[name] || { unit: "count", scale: 1 };
-        parts.push(`${name} ${figure(v * (u.scale ?? 1), u.unit)}`);
+        parts.push(`${u.name || name} ${figure(v * (u.scale ?? 1), u.unit)}`);
       }
     }
     return parts.join(" · ");

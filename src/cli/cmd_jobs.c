@@ -101,7 +101,8 @@ static void print_workload(json_t *byid, const char *id) {
     bool first = true;
     json_object_foreach(json_object_get(w, "figures"), k, v) {
       char fig[GPUM_FIGURE_BUFSZ];
-      printf("%s %s %s", first ? "" : ",", k,
+      /* The name without its unit's suffix, the value in that unit: "e2e_p99 11.4 ms". */
+      printf("%s %.*s %s", first ? "" : ",", (int)gpum_figure_stem_len(k), k,
              gpum_figure_format(k, json_number_value(v), fig, sizeof fig));
       first = false;
     }

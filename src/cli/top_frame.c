@@ -586,8 +586,9 @@ static void workload_lines(lines_t *body, const json_t *r) {
     const json_t *val;
     bool first = true;
     json_object_foreach((json_t *)json_object_get(w, "figures"), k, val) {
-      char key[64];
-      top__clean(k, key, sizeof key);
+      char key[64], stem[64];
+      snprintf(stem, sizeof stem, "%.*s", (int)gpum_figure_stem_len(k), k); /* "e2e_p99" */
+      top__clean(stem, key, sizeof key);
       char shown[GPUM_FIGURE_BUFSZ];
       gpum_figure_format(k, json_number_value(val), shown, sizeof shown);
       top__lb_add(&b, CLI_PLAIN, "%s %s %s", first ? "" : ",", key, shown);

@@ -358,7 +358,7 @@ async function main() {
       await route.continue();
     });
     reporter.stdin.write(JSON.stringify({ source: "batcher", figures: { queue_p99_us: 11400, e2e_p50_us: 850, items_per_s: 1234 } }) + "\n");
-    await page.locator(tid("workload-more-" + id)).filter({ hasText: "queue_p99_us 11.4 ms · e2e_p50_us 850 µs · items_per_s 1234/s" }).waitFor();
+    await page.locator(tid("workload-more-" + id)).filter({ hasText: "queue_p99 11.4 ms · e2e_p50 850 µs · items 1234/s" }).waitFor();
     letListGo();
     await page.unroute("**/api/v1/reservations?*");
     await shot(page, "05-workload");

@@ -29,7 +29,7 @@ t_expect 0 "$GPUM_BIN" jobs
 row=$(grep "^$rid " "$T_OUT") || t_fail "no row for $rid: $(cat "$T_OUT")"
 grep -q ' 2.50 GiB ' <<<"$row" || t_fail "MEM/GPU not 2.50 GiB: $row"
 fig=$(grep -E '^    pool \(pid [0-9]+\):' "$T_OUT") || t_fail "no figures line: $(cat "$T_OUT")"
-for want in 'reserved_bytes 2.50 GiB' 'e2e_p99_us 11.4 ms' 'queued 3' 'hit_ratio 25' 'tokens_per_s 12.3k/s' 'mean_batch 1234'; do
+for want in 'reserved 2.50 GiB' 'e2e_p99 11.4 ms' 'queued 3' 'hit 25' 'tokens 12.3k/s' 'mean_batch 1234'; do
   grep -qF "$want" <<<"$fig" || t_fail "figures line lacks '$want': $fig"
 done
 ! grep -Eq '[0-9]e[+-][0-9]' "$T_OUT" || t_fail "a %g figure: $(cat "$T_OUT")"

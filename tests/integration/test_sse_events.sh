@@ -119,10 +119,10 @@ try:
     c.ok("report", reservation=w["id"], source="main", figures=figs)
     t, d = rd.wait(lambda e, d: e == "workload" and d["reservation"] == w["id"], t0 + 5.0, "workload")
     assert d["source"] == "main" and d["pid"] == os.getpid() and d["figures"] == figs, d
-    assert d["units"] == {"allocated_bytes": {"unit": "bytes", "scale": 1.0},
-                          "queue_p99_us": {"unit": "seconds", "scale": 1e-06},
-                          "hit_ratio": {"unit": "ratio", "scale": 1.0},
-                          "batch_size": {"unit": "count", "scale": 1.0}}, d["units"]
+    assert d["units"] == {"allocated_bytes": {"unit": "bytes", "scale": 1.0, "name": "allocated"},
+                          "queue_p99_us": {"unit": "seconds", "scale": 1e-06, "name": "queue_p99"},
+                          "hit_ratio": {"unit": "ratio", "scale": 1.0, "name": "hit"},
+                          "batch_size": {"unit": "count", "scale": 1.0, "name": "batch_size"}}, d["units"]
     doc = c.ok("list")["reservations"]
     doc = [x for x in doc if x["id"] == w["id"]][0]
     assert doc["workload"][0]["units"] == d["units"], doc

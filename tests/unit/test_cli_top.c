@@ -217,8 +217,7 @@ static void test_frame_content(void **state) {
   assert_non_null(strstr(lines[r1].text, "train"));
   /* figures in their units: _us as a time, _bytes as a size; never %g of bytes */
   assert_non_null(strstr(lines[r1 + 1].text,
-                         "infer (pid 812): completed 100, e2e_p99_us 1.25 ms, allocated_bytes "
-                         "2.50 GiB"));
+                         "infer (pid 812): completed 100, e2e_p99 1.25 ms, allocated 2.50 GiB"));
   assert_non_null(strstr(lines[r2].text, "QUEUED    x2"));
   assert_non_null(strstr(lines[r2].text, "#1"));
   assert_true(find(n, "QUEUE (2 waiting)") > r2);

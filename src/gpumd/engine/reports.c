@@ -88,7 +88,9 @@ static const char *unit_of(const char *figure, double *scale) {
   return name[0] ? name : "count";
 }
 
-/* {"NAME": {"unit", "scale"}, ...} for the figures of f, written. */
+/* {"NAME": {"unit", "scale", "name"}, ...} for the figures of f, written; "name" is the figure's
+ * name without its unit's suffix ("queue_p99" for "queue_p99_us"), as a face shows it beside the
+ * value in its unit, and as /metrics labels it. */
 static void write_units(gpumd_jw_t *w, json_t *f) {
   const char *k;
   json_t *v;
@@ -107,7 +109,10 @@ static void write_units(gpumd_jw_t *w, json_t *f) {
     json_t *sc = json_real(scale);
     gpumd_jw_value(w, sc);
     json_decref(sc);
-    GPUMD_JW_LIT(w, "}");
+    /* A figure's name is [a-z0-9_] (gpumd_reports_put checks it): nothing to escape. */
+    GPUMD_JW_LIT(w, "," GPUMD_JSON_KEY("name") "\"");
+    gpumd_jw_raw(w, k, gpum_figure_stem_len(k));
+    GPUMD_JW_LIT(w, "\"}");
   }
   GPUMD_JW_LIT(w, "}");
 }
@@ -120,7 +125,9 @@ static json_t *units_json(json_t *f) {
   json_object_foreach(f, k, v) {
     double scale = 1;
     const char *unit = unit_of(k, &scale);
-    json_object_set_new(o, k, json_pack("{s:s, s:f}", "unit", unit, "scale", scale));
+    json_object_set_new(o, k,
+                        json_pack("{s:s, s:f, s:s%}", "unit", unit, "scale", scale, "name", k,
+                                  gpum_figure_stem_len(k)));
   }
   return o;
 }
