@@ -354,6 +354,12 @@ typedef struct {
                             opened (else each reader opens its own, on its thread) */
   void *user;
   size_t user_size; /* > 0: a copy of user_size bytes at user is kept and passed instead */
+  /* The leading bytes of result that hold its content (at most result_size), for results of
+   * a fixed size that are mostly empty (gpumd's process lists: room for 128 processes, a few
+   * used): the readers copy, and clear before a read, only those bytes. A copy's bytes past
+   * them are left as they were: read nothing there. The read function writes nothing past
+   * what it makes result_len cover. NULL: every result is result_size bytes long. */
+  size_t (*result_len)(const void *result, void *user);
 } gpum_device_readers_opts_t;
 
 typedef struct gpum_device_readers gpum_device_readers_t;

@@ -135,16 +135,18 @@ typedef struct {
 #define GPUMD_PROC_NO_UID UINT32_MAX /* the pid's owner is not visible here */
 
 /* A device's newest process list (procs.c), and its memory read with it; each process's owner
- * (uid: /proc, read by the reader) and command line, as nvitop shows them. */
+ * (uid: /proc, read by the reader) and command line, as nvitop shows them. The command lines
+ * come last: a list is copied up to the last one used (gpumd_procs_len), not whole (14 KiB,
+ * copied at every admission read, mostly empty). */
 typedef struct {
   bool valid;
   size_t count;
+  gpum_device_sample_t sample; /* the memory metrics only (valid bits say which) */
+  char driver_version[32];     /* the driver's, as the reader's session says ("" unknown) */
   unsigned pid[GPUMD_MAX_PROCS];
   uint64_t memory[GPUMD_MAX_PROCS];
   uint32_t uid[GPUMD_MAX_PROCS]; /* GPUMD_PROC_NO_UID when not visible */
   char command[GPUMD_MAX_PROCS][GPUMD_PROC_COMMAND_LEN];
-  gpum_device_sample_t sample; /* the memory metrics only (valid bits say which) */
-  char driver_version[32];     /* the driver's, as the reader's session says ("" unknown) */
 } gpumd_procs_t;
 
 /* The calls a lower module makes upwards, wired once by main.c before anything starts: the

@@ -9,8 +9,10 @@
  * caller asks (a result made after the ask, kept for latest too) and is not waited for once
  * it has been stuck for a whole timeout; a request carries its
  * data, notify says when its result can be taken, a reader in a call refuses the next request
- * (EBUSY), and the callbacks get the readers' own copy of the context. Sessions are opened on
- * the host backend: no driver is needed. Runs under ThreadSanitizer too (the _threads suffix).
+ * (EBUSY), and the callbacks get the readers' own copy of the context; results of a fixed size
+ * mostly empty are copied as far as result_len says, each read beginning on a zeroed one. Sessions
+ * are opened on the host backend: no driver is needed. Runs under ThreadSanitizer too (the _threads
+ * suffix).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -398,6 +400,84 @@ static void test_request_take_notify(void **state) {
   gpum_device_readers_stop(rs);
 }
 
+/* Results of a fixed size mostly empty (result_len): a length, then that many bytes used. */
+typedef struct {
+  unsigned index;
+  unsigned n;              /* bytes of data used */
+  unsigned char data[256]; /* data[0..n) = the read's number; the rest zeros */
+} var_t;
+
+static unsigned var_reads;
+static bool var_dirty; /* a read found a byte of its result not zeroed */
+
+static int var_read(gpum_device_session_t *s, unsigned index, const void *request, void *result,
+                    void *user) {
+  (void)s, (void)request, (void)user;
+  var_t *v = result;
+  pthread_mutex_lock(&mu);
+  unsigned k = ++var_reads;
+  const unsigned char *b = result;
+  for (size_t i = 0; i < sizeof *v; i++)
+    var_dirty |= b[i] != 0;
+  pthread_mutex_unlock(&mu);
+  v->index = index;
+  v->n = k % 2 ? 200 : 3; /* long and short in turn: a short one after a long one */
+  memset(v->data, (int)(k & 0xff) | 1, v->n);
+  return 0;
+}
+
+static size_t var_len(const void *result, void *user) {
+  (void)user;
+  const var_t *v = result;
+  return offsetof(var_t, data) + (v->n < sizeof v->data ? v->n : sizeof v->data);
+}
+
+/* A copy holds the result's used bytes, each the read's number, and leaves the rest of the
+ * caller's buffer as it was (sentinel 0xEE): only the used bytes are copied. */
+static void check_var(const var_t *v, unsigned index) {
+  assert_int_equal(v->index, index);
+  assert_true(v->n == 200 || v->n == 3);
+  for (unsigned i = 1; i < v->n; i++)
+    assert_int_equal(v->data[i], v->data[0]);
+  assert_true(v->data[0] != 0);
+  for (size_t i = v->n; i < sizeof v->data; i++)
+    assert_int_equal(v->data[i], 0xEE);
+}
+
+static void test_result_len(void **state) {
+  (void)state;
+  gpum_device_readers_opts_t o = {.result_size = sizeof(var_t),
+                                  .read = var_read,
+                                  .result_len = var_len,
+                                  .interval_ms = 3600000};
+  gpum_device_open_opts_init(&o.device);
+  o.device.backend = GPUM_BACKEND_HOST;
+  gpum_device_readers_t *rs = NULL;
+  unsigned idx[2] = {0, 1};
+  assert_int_equal(gpum_device_readers_start(&o, idx, 2, &rs), 0);
+  for (int round = 0; round < 6; round++) { /* swept reads: long and short results in turn */
+    var_t res[2];
+    int rcs[2];
+    memset(res, 0xEE, sizeof res);
+    assert_int_equal(gpum_device_readers_read(rs, idx, 2, 60000, res, rcs), 0);
+    for (int i = 0; i < 2; i++) {
+      assert_int_equal(rcs[i], 0);
+      check_var(&res[i], idx[i]);
+      var_t l;
+      memset(&l, 0xEE, sizeof l);
+      assert_int_equal(gpum_device_readers_latest(rs, idx[i], &l), 0);
+      check_var(&l, idx[i]);
+      assert_int_equal(l.n, res[i].n);
+      assert_int_equal(l.data[0], res[i].data[0]);
+    }
+  }
+  gpum_device_readers_stop(rs);
+  pthread_mutex_lock(&mu);
+  assert_false(var_dirty); /* each read began on a zeroed result, however long the last one */
+  assert_true(var_reads >= 12);
+  pthread_mutex_unlock(&mu);
+}
+
 static void test_bad_options(void **state) {
   (void)state;
   gpum_device_readers_opts_t o = opts(0);
@@ -418,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_periodic_read_on_request),
       cmocka_unit_test(test_sweep_past_a_hung_device),
       cmocka_unit_test(test_request_take_notify),
+      cmocka_unit_test(test_result_len),
       cmocka_unit_test(test_bad_options),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

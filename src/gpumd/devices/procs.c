@@ -12,6 +12,7 @@
  * stuck in a call at stop is left behind.
  */
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include <gpum/device.h>
@@ -88,6 +89,14 @@ static int read_list(gpum_device_session_t *s, unsigned index, const void *reque
   return p->valid ? 0 : rc;
 }
 
+/* The bytes of a list that hold it: everything before the command lines, and those used. */
+static size_t list_len(const void *result, void *user) {
+  (void)user;
+  const gpumd_procs_t *p = result;
+  size_t n = p->count < GPUMD_MAX_PROCS ? p->count : GPUMD_MAX_PROCS;
+  return offsetof(gpumd_procs_t, command) + n * sizeof p->command[0];
+}
+
 int gpumd_procs_start(gpumd_t *d, const gpum_device_open_opts_t *dopts, unsigned interval_ms) {
   unsigned idx[GPUMD_MAX_DEVICES];
   for (unsigned i = 0; i < d->device_count; i++)
@@ -95,6 +104,7 @@ int gpumd_procs_start(gpumd_t *d, const gpum_device_open_opts_t *dopts, unsigned
   gpum_device_readers_opts_t o = {.device = *dopts,
                                   .result_size = sizeof(gpumd_procs_t),
                                   .read = read_list,
+                                  .result_len = list_len,
                                   .interval_ms = interval_ms ? interval_ms : 1000};
   int rc = d->users ? 0 : gpumd_users_new(GPUMD_USERS_CACHE, &d->users);
   return rc ? rc : gpum_device_readers_start(&o, idx, d->device_count, &d->procs);

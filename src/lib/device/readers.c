@@ -136,6 +136,14 @@ static struct timespec after_ms(unsigned ms) {
   return ts;
 }
 
+/* The bytes of result that hold its content (opts.result_len), those copied and cleared. */
+static size_t used(const gpum_device_readers_t *rs, const void *result) {
+  if (!rs->o.result_len)
+    return rs->o.result_size;
+  size_t n = rs->o.result_len(result, rs->o.user);
+  return n < rs->o.result_size ? n : rs->o.result_size;
+}
+
 /* One read into a fresh result, then published and announced (lock held on entry and exit). */
 static void read_once(reader_t *r, void *request, void *scratch) {
   gpum_device_readers_t *rs = r->rs;
@@ -146,14 +154,14 @@ static void read_once(reader_t *r, void *request, void *scratch) {
   r->busy = true;
   r->busy_since_ms = gpum__os_mono_ms();
   pthread_mutex_unlock(&rs->lock);
-  memset(scratch, 0, rs->o.result_size);
+  memset(scratch, 0, used(rs, scratch)); /* past it, zeros: nothing was written there */
   int rc = rs->o.read(r->session, r->index, qn ? request : NULL, scratch, rs->o.user);
   pthread_mutex_lock(&rs->lock);
   r->busy = false;
   if (seq > r->result_seq) {
     if (rs->o.result_free)
       rs->o.result_free(r->result, rs->o.user);
-    memcpy(r->result, scratch, rs->o.result_size);
+    memcpy(r->result, scratch, used(rs, scratch));
     r->rc = rc;
     r->result_seq = seq;
   } /* else a sweep's read that began later is there already (flat results: nothing to free) */
@@ -232,17 +240,18 @@ static void *sweep_main(void *arg) {
       sw->busy = true;
       sw->mark_ms = i == 0 ? began_ns / 1000000u : gpum__os_mono_ms();
       pthread_mutex_unlock(&rs->lock);
-      memset(scratch, 0, size);
+      memset(scratch, 0, used(rs, scratch));
       int rc = rs->o.read(session, r->index, qn ? request : NULL, scratch, rs->o.user);
+      size_t len = used(rs, scratch);
       pthread_mutex_lock(&rs->lock);
       sw->busy = false;
       if (sw->open) {
-        memcpy(sw->res + i * size, scratch, size);
+        memcpy(sw->res + i * size, scratch, len);
         sw->rcs[i] = rc;
         sw->done[i] = true;
       }
       if (rs->o.interval_ms > 0 && seq > r->result_seq) {
-        memcpy(r->result, scratch, size);
+        memcpy(r->result, scratch, len);
         r->rc = rc;
         r->result_seq = seq;
         r->have = true;
@@ -514,17 +523,20 @@ int gpum_device_readers_read(gpum_device_readers_t *rs, const unsigned *indexes,
     void *dst = (char *)results + i * rs->o.result_size;
     if (swept[i]) {
       rcs[i] = sw->done[i] ? sw->rcs[i] : GPUM_ETIMEDOUT;
-      if (sw->done[i])
-        memcpy(dst, sw->res + i * rs->o.result_size, rs->o.result_size);
+      if (sw->done[i]) {
+        const void *src = sw->res + i * rs->o.result_size;
+        memcpy(dst, src, used(rs, src));
+      }
       continue;
     }
     if (!want[i] || want[i]->got < gen) {
       rcs[i] = GPUM_ETIMEDOUT;
       continue;
     }
-    memcpy(dst, want[i]->result, rs->o.result_size);
+    size_t len = used(rs, want[i]->result);
+    memcpy(dst, want[i]->result, len);
     if (rs->o.interval_ms == 0) { /* handed over with what it owns */
-      memset(want[i]->result, 0, rs->o.result_size);
+      memset(want[i]->result, 0, len);
       want[i]->untaken = false;
     } /* periodic: a copy; the result stays the newest for gpum_device_readers_latest */
     rcs[i] = want[i]->rc;
@@ -567,8 +579,9 @@ int gpum_device_readers_take(gpum_device_readers_t *rs, unsigned index, void *re
   reader_t *r = find(rs, index);
   int ret = r ? 0 : GPUM_ENODEV;
   if (r && r->untaken && r->got == r->want) {
-    memcpy(result, r->result, rs->o.result_size); /* what it owns goes with it */
-    memset(r->result, 0, rs->o.result_size);
+    size_t len = used(rs, r->result);
+    memcpy(result, r->result, len); /* what it owns goes with it */
+    memset(r->result, 0, len);
     r->untaken = false;
     *rc = r->rc;
     ret = 1;
@@ -582,7 +595,7 @@ int gpum_device_readers_latest(gpum_device_readers_t *rs, unsigned index, void *
   reader_t *r = find(rs, index);
   int rc = r ? GPUM_EAGAIN : GPUM_ENODEV;
   if (r && r->have) {
-    memcpy(out, r->result, rs->o.result_size);
+    memcpy(out, r->result, used(rs, r->result));
     rc = r->rc;
   }
   pthread_mutex_unlock(&rs->lock);
