@@ -63,14 +63,11 @@ typedef struct {
   unsigned pid;
   bool seen;       /* /proc/PID/stat was read (not: another PID namespace, or gone) */
   bool rss_valid;  /* rss was read */
-  bool uid_valid;  /* uid and user were read */
   uint64_t start;  /* start time, clock ticks after boot: tells a reused pid apart */
   uint64_t ticks;  /* user + system CPU time, clock ticks */
   double cpu;      /* % of one CPU since the last refresh; < 0: not known (yet) */
   uint64_t rss;    /* resident host memory, bytes */
   uint64_t run_ms; /* since it started */
-  unsigned uid;
-  char user[64]; /* the uid's name (cached per uid), or the number */
 } top_proc_t;
 
 /* A process's CPU time at the last refresh: the start of the next CPU %. */

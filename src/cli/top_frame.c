@@ -358,16 +358,6 @@ static void build_gpus(lines_t *ls, const top_data_t *d, const top_view_t *v) {
 
 /* ---- processes ---- */
 
-/* The user a row shows: the owner's name from /proc (top's cache), else the device layer's. */
-static const char *row_user(const top_data_t *d, const gpum_process_t *p) {
-  const top_proc_t *h = top_proc_find(d, p->pid);
-  return h && h->uid_valid ? h->user : p->user;
-}
-
-/* The sort functions see the frame through this (qsort has no context argument; the frame is
- * rendered on one thread). */
-static const top_data_t *sort_data;
-
 static int by_memory(const void *a, const void *b) {
   const top_prow_t *x = a, *y = b;
   uint64_t mx = x->p->memory_valid ? x->p->memory : 0, my = y->p->memory_valid ? y->p->memory : 0;
@@ -387,7 +377,7 @@ static int by_pid(const void *a, const void *b) {
 
 static int by_user(const void *a, const void *b) {
   const top_prow_t *x = a, *y = b;
-  int c = strcmp(row_user(sort_data, x->p), row_user(sort_data, y->p));
+  int c = strcmp(x->p->user, y->p->user);
   return c ? c : by_memory(a, b);
 }
 
@@ -399,12 +389,11 @@ size_t top_process_rows(const top_data_t *d, const top_view_t *v, top_prow_t *ro
   for (size_t i = 0; all && i < d->snap.ndevs; i++) {
     const cli_dev_snap_t *dv = &d->snap.devs[i];
     for (size_t k = 0; k < dv->nprocs; k++)
-      if (!v->user[0] || !strcmp(v->user, row_user(d, &dv->procs[k])))
+      if (!v->user[0] || !strcmp(v->user, dv->procs[k].user))
         all[n++] = (top_prow_t){&dv->procs[k], dv->index};
   }
   static int (*const cmp[TOP_SORT_COUNT])(const void *, const void *) = {by_memory, by_pid,
                                                                          by_user};
-  sort_data = d;
   if (n > 1)
     qsort(all, n, sizeof *all, cmp[v->sort < TOP_SORT_COUNT ? v->sort : 0]);
   for (size_t i = 0; i < n && i < cap; i++)
@@ -473,7 +462,7 @@ static void build_processes(lines_t *head, lines_t *body, const top_data_t *d, c
     const top_proc_t *h = top_proc_find(d, p->pid);
     char user[GPUM_USER_LEN], cmd[GPUM_COMMAND_LEN], mem[GPUM_SIZE_BUFSZ], host[GPUM_SIZE_BUFSZ],
         util[8], cpu[16] = "-", run[GPUM_DURATION_BUFSZ] = "-";
-    const char *who = row_user(d, p);
+    const char *who = p->user; /* the device layer read it from /proc with the list */
     top__clean(who[0] ? who : "?", user, sizeof user);
     top__clean(p->command[0] ? p->command : "?", cmd, sizeof cmd);
     gpu_util(d, p->pid, rows[i].gpu, util, sizeof util);

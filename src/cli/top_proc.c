@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What `gpum top` shows of a process besides what the driver says (top.h): its CPU use, host
- * memory, run time and owner, read from /proc at each refresh; and the signal a user sends it
- * from the screen. CPU % is the process's user and system time between two refreshes over the
- * wall time between them, so it is known from the second refresh on. Owners' names are looked
- * up once per uid (getpwuid_r can be slow: NSS, LDAP) and kept for the life of the screen.
+ * What `gpum top` shows of a process besides what the driver and the device layer say (top.h;
+ * its owner comes with the device layer's list): its CPU use, host memory and run time, read
+ * from /proc at each refresh; and the signal a user sends it from the screen. CPU % is the
+ * process's user and system time between two refreshes over the wall time between them, so it
+ * is known from the second refresh on. Reservations' owners' names are looked up once per uid
+ * (getpwuid_r can be slow: NSS, LDAP) and kept for the life of the screen.
  *
  * A pid can be reused; a process is known by its pid and its start time (field 22 of
  * /proc/PID/stat), both for the CPU deltas and before a signal: a signal goes only to the
@@ -105,15 +106,9 @@ const top_proc_t *top_proc_find(const top_data_t *d, unsigned pid) {
   return d->nprocs ? bsearch(&key, d->procs, d->nprocs, sizeof key, by_pid) : NULL;
 }
 
-/* The real uid of a process from the text of /proc/PID/status; false when there is none. */
-static bool status_uid(const char *text, unsigned *uid) {
-  const char *p = strstr(text, "\nUid:");
-  return p && sscanf(p + 5, "%u", uid) == 1;
-}
-
 /* Reads what /proc says of p->pid into p; the CPU % from the last refresh's times in prev. */
-static void read_proc(top_data_t *d, top_proc_t *p, const top_cpu_t *prev, size_t nprev,
-                      uint64_t now_ns, uint64_t boot_ms, long hz, long page) {
+static void read_proc(top_proc_t *p, const top_cpu_t *prev, size_t nprev, uint64_t now_ns,
+                      uint64_t boot_ms, long hz, long page) {
   char path[64], buf[4096];
   uint64_t ticks = 0, start = 0;
   p->cpu = -1;
@@ -139,14 +134,6 @@ static void read_proc(top_data_t *d, top_proc_t *p, const top_cpu_t *prev, size_
     p->rss = (uint64_t)resident * (uint64_t)page;
     p->rss_valid = true;
   }
-  snprintf(path, sizeof path, "/proc/%u/status", p->pid);
-  unsigned uid;
-  if (read_text(path, buf, sizeof buf) && status_uid(buf, &uid)) {
-    const char *name = top_uid_name(d, uid);
-    p->uid = uid;
-    p->uid_valid = true;
-    snprintf(p->user, sizeof p->user, "%s", name ? name : "?");
-  }
 }
 
 void top_procs_read(top_data_t *d) {
@@ -171,8 +158,7 @@ void top_procs_read(top_data_t *d) {
   long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
   uint64_t now_ns = clock_ns(CLOCK_MONOTONIC), boot_ms = clock_ns(CLOCK_BOOTTIME) / 1000000ull;
   for (size_t i = 0; i < u; i++)
-    read_proc(d, &v[i], d->cpu, d->ncpu, now_ns, boot_ms, hz > 0 ? hz : 100,
-              page > 0 ? page : 4096);
+    read_proc(&v[i], d->cpu, d->ncpu, now_ns, boot_ms, hz > 0 ? hz : 100, page > 0 ? page : 4096);
   d->procs = v;
   d->nprocs = u;
   /* This refresh's times are the next one's start. */

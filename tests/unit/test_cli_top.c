@@ -111,9 +111,7 @@ static top_data_t *make_data(bool gpumd) {
                              .rss_valid = true,
                              .cpu = 12.5,
                              .rss = 3 * GIB / 2,
-                             .run_ms = 3725000,
-                             .uid_valid = true};
-  snprintf(d->procs[0].user, sizeof d->procs[0].user, "alice");
+                             .run_ms = 3725000};
   d->nprocs = 1;
   d->snap.nreadable = 2;
   snprintf(d->socket, sizeof d->socket, "/run/gpumd.sock");
