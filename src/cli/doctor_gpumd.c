@@ -14,7 +14,6 @@
 #include <grp.h>
 #include <netdb.h>
 #include <poll.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,6 +27,7 @@
 
 #include "cli.h"
 #include "doctor.h"
+#include "output.h"
 
 #define GPUMD_TIMEOUT_MS 2000
 
@@ -38,16 +38,6 @@ static const char *group_name(gid_t gid, char *buf, size_t len) {
     snprintf(buf, len, "%s", gr.gr_name);
   else
     snprintf(buf, len, "%u", (unsigned)gid);
-  return buf;
-}
-
-static const char *user_name(uid_t uid, char *buf, size_t len) {
-  struct passwd pw, *res = NULL;
-  char tmp[4096];
-  if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
-    snprintf(buf, len, "%s", pw.pw_name);
-  else
-    snprintf(buf, len, "%u", (unsigned)uid);
   return buf;
 }
 
@@ -76,9 +66,9 @@ static bool may_connect(const struct stat *st) {
 /* The socket's owner, group and mode, and whether the caller passes them (finding "gpumd"). */
 static void check_access(doc_report_t *r, const char *path, const struct stat *st) {
   char owner[64], group[64], me[64];
-  user_name(st->st_uid, owner, sizeof owner);
+  cli_user_name(st->st_uid, owner, sizeof owner);
   group_name(st->st_gid, group, sizeof group);
-  user_name(geteuid(), me, sizeof me);
+  cli_user_name(geteuid(), me, sizeof me);
   unsigned mode = (unsigned)(st->st_mode & 0777);
   if (may_connect(st)) {
     doc_add(r, "gpumd", DOC_OK, "%s: owner %s, group %s, mode %04o; %s may connect%s", path, owner,
