@@ -16,7 +16,11 @@
  * ledger's writer thread commits while the loop serves the next turn: at the end of a turn,
  * the staged output becomes held (sealed) when the turn's writes go to the writer, and held
  * output is written when the writer says they are committed; while the writer is busy, the
- * next turns' output stays staged and their writes go with the next batch.
+ * next turns' output stays staged and their writes go with the next batch. The socket
+ * replies of a batch are written by the writer thread itself as soon as its commit returns
+ * (copies made at the seal, gpumd_sendq_t; the loop writes what a socket did not take): the
+ * clients' next requests then come while the loop is free, and their wake-ups are not the
+ * loop's to pay.
  */
 #ifndef GPUMD_H
 #define GPUMD_H
@@ -98,6 +102,8 @@ struct gpumd_conn {
   bool dead;                 /* closed; freed at the end of the turn */
   bool dirty;                /* on the dirty list */
   bool in_held;              /* on the held list */
+  bool sending;              /* the ledger's writer has its held output to write (sendq) */
+  size_t send_slot;          /* its entry in d->sendq while sending */
   gpumd_lease_t *leases;     /* reservations bound to this connection */
   uint64_t reported[8];      /* reservations this connection reported on (report op): it gets */
   unsigned nreported;        /* their devices' pressure events too (reports.c) */
@@ -176,6 +182,20 @@ typedef struct {
   gpumd_jw_mem_t text;
 } gpumd_resv_doc_t;
 
+/* The socket replies the ledger's writer thread writes as soon as the batch that made them
+ * durable is committed (server.c): copies of the connections' held output, put here by
+ * gpumd_conns_seal before the batch is handed over, and how much each socket took, read by
+ * gpumd_conns_release once the batch is collected. The writer touches nothing else. */
+typedef struct {
+  struct gpumd_send {
+    int fd;
+    size_t off, len, sent;
+  } * e;
+  size_t n, cap;
+  char *buf;
+  size_t used, buf_cap;
+} gpumd_sendq_t;
+
 struct gpumd {
   gpumd_hooks_t hooks;
   gpum_config_t *cfg;
@@ -193,6 +213,7 @@ struct gpumd {
   gpumd_conn_t *conns;
   gpumd_conn_t *dirty;
   gpumd_conn_t *held;     /* connections with output held for the ledger's writer */
+  gpumd_sendq_t sendq;    /* what of it the writer writes itself */
   gpumd_conn_t *to_close; /* connections to close at the start of the next turn */
   gpumd_conn_t *watchers; /* connections that follow the node's events (watch.c) */
   size_t watcher_count;

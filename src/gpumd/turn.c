@@ -16,29 +16,6 @@
 #include "net.h"
 #include "obs.h"
 
-/* The staged output of the turns just committed (none is held: this runs only when the
- * writer has nothing of ours). */
-static void flush_staged(gpumd_t *d) {
-  gpumd_sse_flush(d);  /* events, now that their transitions are durable */
-  gpumd_http_flush(d); /* HTTP responses, likewise */
-  gpumd_conns_flush(d);
-}
-
-/* The staged output of the turns handed to the ledger's writer. The held list is empty here
- * (the writer had finished and its output was released). */
-static void seal_staged(gpumd_t *d) {
-  gpumd_sse_seal(d);
-  gpumd_http_seal(d);
-  gpumd_conns_seal(d);
-}
-
-/* The writer has committed: the held output goes. */
-static void release_held(gpumd_t *d) {
-  gpumd_sse_release(d);
-  gpumd_http_release(d);
-  gpumd_conns_release(d);
-}
-
 /* A ledger failure: nothing of this turn (or of turns waiting for the writer) may reach a
  * client. Stop without writing; the restart recovers from the last committed state. */
 static void commit_failed(gpumd_t *d) {
@@ -62,19 +39,31 @@ void gpumd_end_turn(gpumd_t *d) {
   bool released = rc == 1;
   if (d->ledger && gpumd_ledger_writing(d->ledger))
     return; /* this turn waits for the writer: staged, it goes with the next batch */
-  /* The writer gets the next batch first, then the last batch's output goes out while it
-   * works (the writes to the clients overlap the commit). */
+  /* The socket replies of the batch committed: the writer wrote them as it finished (what a
+   * socket did not take goes now). This turn's are sealed before the next batch is handed
+   * over, so that the writer writes them too as soon as it is committed. */
+  if (released)
+    gpumd_conns_release(d);
+  gpumd_conns_seal(d, d->ledger && !d->ledger_failed && gpumd_ledger_will_hand_over(d->ledger));
   rc = gpumd_engine_commit(d);
   if (rc < 0) {
     commit_failed(d);
     return;
   }
-  if (released)
-    release_held(d);
-  if (rc == 1)
-    seal_staged(d);
-  else
-    flush_staged(d);
+  /* The events and HTTP responses of the last batch go out while the writer works on this
+   * one (the writes to the clients overlap the commit). */
+  if (released) {
+    gpumd_sse_release(d);
+    gpumd_http_release(d);
+  }
+  if (rc == 1) {
+    gpumd_sse_seal(d);
+    gpumd_http_seal(d);
+  } else { /* committed already (or nothing to commit): all goes now */
+    gpumd_conns_release(d);
+    gpumd_sse_flush(d);
+    gpumd_http_flush(d);
+  }
   if (d->dirty)
     event_active(d->kick, 0, 0);
 }

@@ -124,6 +124,38 @@ assert c.at_eof()
 t_ok "a request a byte at a time, a line of exactly 64 KiB in pieces and 500 pipelined requests are served; 64 KiB + 1 is refused"
 
 gd_py '
+# Durable replies more than the socket takes at once: 1,500 reserves pipelined in one send and
+# left unread until gpumd has committed them all (another connection sees them live), so the
+# ledger writer, which writes a committed batch replies itself, finds the socket full, and the
+# loop writes what it left. Every reply arrives, whole and in order, then the releases too.
+c = Client(timeout=30)
+n = 1500
+label = "x" * 120
+c.send_raw(b"".join(b"{\"id\": %d, \"op\": \"reserve\", \"bytes_per_gpu\": 1048576, \"label\": \"%s\"}\n"
+                    % (i, label.encode()) for i in range(1, n + 1)))
+w = Client()
+deadline = time.monotonic() + 30
+while w.ok("status")["node"]["reservations"] < n:
+    if time.monotonic() > deadline:
+        raise Fail("gpumd did not take the 1,500 reserves")
+size = 0
+ids = []
+for i in range(1, n + 1):
+    m = c.read_msg()
+    assert m is not None and m.get("id") == i and m.get("ok") is True, (i, m)
+    assert m["reservation"]["label"] == label, m
+    ids.append(m["reservation"]["id"])
+    size += len(json.dumps(m))
+opt = lambda o: c.sock.getsockopt(socket.SOL_SOCKET, o)
+buffered = opt(socket.SO_RCVBUF) + opt(socket.SO_SNDBUF)
+assert size > 2 * buffered, ("the replies fit the socket buffers", size, buffered)
+c.next_id = n + 1
+c.ok_many("release", [{"reservation": r} for r in ids])
+assert w.ok("status")["node"]["reservations"] == 0
+' || t_fail "pipelined durable replies"
+t_ok "1,500 pipelined reserves left unread until committed: every reply arrives whole and in order"
+
+gd_py '
 c = Client(timeout=5)
 # A backslash before a non-ASCII character: jansson quotes the bad escape up to its first
 # byte, which is no UTF-8; the reply must still come, as one valid line. A JSON value that

@@ -973,6 +973,8 @@ static void on_ledger_written(evutil_socket_t fd, short what, void *arg) {
 
 /* Turns' ledger writes go to the writer thread from now on (recovery committed on this one). */
 static int start_writer(gpumd_t *d) {
+  /* The socket replies a batch made durable are written by the writer as it finishes. */
+  gpumd_ledger_set_after_commit(d->ledger, gpumd_conns_send_committed, d);
   int rc = gpumd_ledger_start_writer(d->ledger);
   if (rc != 0)
     return rc;

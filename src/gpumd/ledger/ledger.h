@@ -133,6 +133,12 @@ int gpumd_ledger_commit_turn(gpumd_ledger_t *l);
 /* Starts the writer thread (see above). Returns 0, GPUM_ESTATE (running), GPUM_EIO or
  * GPUM_ENOMEM. gpumd_ledger_close() stops it after the batch it has is committed. */
 int gpumd_ledger_start_writer(gpumd_ledger_t *l);
+/* What the writer thread calls after each batch it has committed, before the batch is told
+ * done (gpumd writes the replies the batch made durable from there: server.c). Not called for
+ * a batch that failed, nor for commits on the caller's thread. Set before the writer starts;
+ * fn must not touch the ledger. */
+typedef void (*gpumd_ledger_after_fn)(void *arg);
+void gpumd_ledger_set_after_commit(gpumd_ledger_t *l, gpumd_ledger_after_fn fn, void *arg);
 /* A descriptor that becomes readable when the writer finishes a batch (an eventfd: the loop
  * reads 8 bytes to clear it, then calls gpumd_ledger_poll()); -1 without a writer. */
 int gpumd_ledger_writer_fd(const gpumd_ledger_t *l);
@@ -142,6 +148,9 @@ int gpumd_ledger_writer_fd(const gpumd_ledger_t *l);
  * go now). GPUM_ESTATE while gpumd_ledger_writing(): keep staging and call again later.
  * GPUM_EIO as commit_turn. */
 int gpumd_ledger_commit_async(gpumd_ledger_t *l);
+/* Whether gpumd_ledger_commit_async() would hand a batch to the writer now (it runs, has
+ * finished its last batch, and writes are staged outside a transaction of the caller's). */
+bool gpumd_ledger_will_hand_over(gpumd_ledger_t *l);
 /* Whether the writer has a batch not yet collected by gpumd_ledger_poll() (or a wait). */
 bool gpumd_ledger_writing(const gpumd_ledger_t *l);
 /* Waits until the writer has finished its batch (its result kept for gpumd_ledger_poll()). */

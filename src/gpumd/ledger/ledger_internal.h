@@ -96,8 +96,10 @@ struct gpumd_ledger {
   batch_t stage;             /* the caller's writes since the last commit */
   /* The writer thread (gpumd_ledger_start_writer; NULL: commits on the caller's thread). */
   gpumd_ledger_writer_t *writer;
-  batch_t flight; /* the batch the writer has (or had: empty once collected) */
-  bool writing;   /* flight handed over and not collected */
+  batch_t flight;              /* the batch the writer has (or had: empty once collected) */
+  bool writing;                /* flight handed over and not collected */
+  gpumd_ledger_after_fn after; /* called by the writer after each batch it commits */
+  void *after_arg;
   int done;       /* for gpumd_ledger_poll: 1 a batch committed, < 0 one failed, 0 nothing */
   char fail[512]; /* the failed batch's error */
   /* This run's devices (gpumd_ledger_set_devices), and put()'s buffers for their UUID lists. */

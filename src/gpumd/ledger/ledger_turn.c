@@ -86,6 +86,8 @@ static int write_job(void *user, void *job) {
     rc = gpumd__ledger_step_done(l, l->commit, "cannot commit");
   if (rc < 0)
     roll_back(l);
+  else if (l->after)
+    l->after(l->after_arg);
   return rc;
 }
 
@@ -113,8 +115,18 @@ int gpumd_ledger_start_writer(gpumd_ledger_t *l) {
   return gpumd__ledger_writer_start(write_job, l, &l->writer);
 }
 
+void gpumd_ledger_set_after_commit(gpumd_ledger_t *l, gpumd_ledger_after_fn fn, void *arg) {
+  l->after = fn;
+  l->after_arg = arg;
+}
+
 int gpumd_ledger_writer_fd(const gpumd_ledger_t *l) {
   return l->writer ? gpumd__ledger_writer_fd(l->writer) : -1;
+}
+
+bool gpumd_ledger_will_hand_over(gpumd_ledger_t *l) {
+  collect(l, false);
+  return l->writer != NULL && !l->in_turn && !l->writing && !batch_empty(&l->stage);
 }
 
 bool gpumd_ledger_writing(const gpumd_ledger_t *l) {

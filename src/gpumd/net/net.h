@@ -34,12 +34,17 @@ void gpumd_conn_drop(gpumd_conn_t *c, const char *why);
 /* Closes the connections that writing their output at the end of the last turn found gone
  * or hopeless (from the kick event, at the start of a turn). */
 void gpumd_close_deferred(gpumd_t *d);
-/* The output staged on the connections: written now (flush), held for the ledger's writer
- * (seal), or the held output written now that the writer has committed (release); closed
- * connections are freed once no list has them. Called at the end of a turn (turn.c). */
-void gpumd_conns_flush(gpumd_t *d);
-void gpumd_conns_seal(gpumd_t *d);
+/* The output staged on the connections: held for the ledger's commit (seal), then written
+ * once it is committed (release); closed connections are freed once no list has them. Called
+ * at the end of a turn (turn.c). */
+/* with_writer: a batch is handed to the ledger's writer right after, which writes what it can
+ * of the sealed output as soon as the batch is committed (gpumd_conns_send_committed); the
+ * release then writes what is left. Either way the held output goes at the release. */
+void gpumd_conns_seal(gpumd_t *d, bool with_writer);
 void gpumd_conns_release(gpumd_t *d);
+/* The ledger writer's after-commit function (arg: the gpumd_t): writes the send queue's
+ * replies to their sockets without blocking, each as far as the socket takes it. */
+void gpumd_conns_send_committed(void *arg);
 /* Replies: every request gets exactly one. id may be NULL (the request had none or could not
  * be parsed): then "id": null. A reply that cannot be staged (out of memory) is replaced by a
  * short ENOMEM error. gpumd_reply_ok steals body; a NULL body (building it failed: out of

@@ -156,7 +156,10 @@ static void conn_close(gpumd_conn_t *c, const char *why) {
     event_free(c->rev);
     c->rev = NULL;
   }
-  if (c->bev) {
+  if (c->bev && c->sending) { /* the writer may be writing to it: it closes at the release */
+    bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+  } else if (c->bev) {
     bufferevent_free(c->bev);
     c->bev = NULL;
   }
@@ -493,6 +496,9 @@ void gpumd_server_stop(gpumd_t *d) {
     conn_free(c);
   }
   d->dirty = d->held = d->to_close = NULL;
+  free(d->sendq.e);
+  free(d->sendq.buf);
+  d->sendq = (gpumd_sendq_t){0};
   free(d->rbuf);
   d->rbuf = NULL;
   if (d->socket_lock_fd >= 0) {
@@ -584,19 +590,47 @@ static void drain_list(gpumd_t *d, gpumd_conn_t **head, size_t next_at, size_t f
 #define DRAIN(d, list, next, flag, fn) \
   drain_list((d), &(d)->list, offsetof(gpumd_conn_t, next), offsetof(gpumd_conn_t, flag), (fn))
 
-/* Written now; a closed connection freed unless the held list still has it. */
-static void flush_one(gpumd_t *d, gpumd_conn_t *c) {
-  (void)d;
-  if (!c->dead)
-    conn_write(c, c->staged);
-  else if (!c->in_held && !c->close_why)
-    conn_free(c);
+/* Puts a copy of c's held output in the writer's send queue (c's socket has nothing queued
+ * before it). Without memory for it the loop writes it at the release, as without a writer. */
+static void send_queue(gpumd_t *d, gpumd_conn_t *c) {
+  gpumd_sendq_t *q = &d->sendq;
+  size_t len = evbuffer_get_length(c->held);
+  if (q->n == q->cap) {
+    size_t cap = q->cap ? 2 * q->cap : 64;
+    struct gpumd_send *e = realloc(q->e, cap * sizeof *e);
+    if (!e)
+      return;
+    q->e = e;
+    q->cap = cap;
+  }
+  if (q->used + len > q->buf_cap) {
+    size_t cap = q->buf_cap ? q->buf_cap : 16384;
+    while (cap < q->used + len)
+      cap *= 2;
+    char *b = realloc(q->buf, cap);
+    if (!b)
+      return;
+    q->buf = b;
+    q->buf_cap = cap;
+  }
+  if (evbuffer_copyout(c->held, q->buf + q->used, len) != (ev_ssize_t)len)
+    return;
+  q->e[q->n] = (struct gpumd_send){.fd = bufferevent_getfd(c->bev), .off = q->used, .len = len};
+  q->used += len;
+  c->send_slot = q->n++;
+  c->sending = true;
 }
 
-/* Held until the writer has committed; closed connections too (release_held frees them). */
-static void seal_one(gpumd_t *d, gpumd_conn_t *c) {
-  if (!c->dead)
+/* Held until the writer has committed; closed connections too (release_held frees them).
+ * What nothing is queued before on the socket goes in the writer's send queue too, when a
+ * batch is about to be handed over (with_writer). */
+static void seal_one(gpumd_t *d, gpumd_conn_t *c, bool with_writer) {
+  if (!c->dead) {
     evbuffer_add_buffer(c->held, c->staged);
+    if (with_writer && evbuffer_get_length(c->held) > 0 &&
+        evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+      send_queue(d, c);
+  }
   if (!c->in_held) {
     c->in_held = true;
     c->held_next = d->held;
@@ -605,23 +639,43 @@ static void seal_one(gpumd_t *d, gpumd_conn_t *c) {
 }
 
 /* Written now that the writer has committed; a closed connection freed unless it has become
- * dirty since (then flush_one or the next release frees it). */
+ * dirty since (the next release frees it then). */
 static void release_one(gpumd_t *d, gpumd_conn_t *c) {
-  (void)d;
+  if (c->sending) { /* what the writer wrote goes from the held output */
+    c->sending = false;
+    evbuffer_drain(c->held, d->sendq.e[c->send_slot].sent);
+    if (c->dead && c->bev) { /* its close waited for the writer */
+      bufferevent_free(c->bev);
+      c->bev = NULL;
+    }
+  }
   if (!c->dead)
     conn_write(c, c->held);
   else if (!c->dirty && !c->close_why)
     conn_free(c);
 }
 
-void gpumd_conns_flush(gpumd_t *d) {
-  DRAIN(d, dirty, dirty_next, dirty, flush_one);
+void gpumd_conns_send_committed(void *arg) {
+  gpumd_sendq_t *q = &((gpumd_t *)arg)->sendq;
+  for (size_t i = 0; i < q->n; i++) {
+    ssize_t n = send(q->e[i].fd, q->buf + q->e[i].off, q->e[i].len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    q->e[i].sent = n > 0 ? (size_t)n : 0;
+  }
 }
 
-void gpumd_conns_seal(gpumd_t *d) {
-  DRAIN(d, dirty, dirty_next, dirty, seal_one);
+static void seal_for_writer(gpumd_t *d, gpumd_conn_t *c) {
+  seal_one(d, c, true);
+}
+
+static void seal_alone(gpumd_t *d, gpumd_conn_t *c) {
+  seal_one(d, c, false);
+}
+
+void gpumd_conns_seal(gpumd_t *d, bool with_writer) {
+  DRAIN(d, dirty, dirty_next, dirty, with_writer ? seal_for_writer : seal_alone);
 }
 
 void gpumd_conns_release(gpumd_t *d) {
   DRAIN(d, held, held_next, in_held, release_one);
+  d->sendq.n = d->sendq.used = 0;
 }
