@@ -443,7 +443,8 @@ static int open_db(gpumd_ledger_t *l, const gpumd_ledger_opts_t *opts) {
                       l->path);
   }
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
-  if (sqlite3_open_v2(l->path, &l->db, flags, NULL) != SQLITE_OK)
+  /* The writer's connection: a commit's log frames written in one call (ledger_vfs.c). */
+  if (sqlite3_open_v2(l->path, &l->db, flags, gpumd__ledger_vfs_register(NULL)) != SQLITE_OK)
     return gpumd__ledger_db_error(l, "cannot open");
   sqlite3_extended_result_codes(l->db, 1);
   sqlite3_busy_timeout(l->db, 2000);

@@ -184,4 +184,11 @@ void gpumd__ledger_writer_submit(gpumd_ledger_writer_t *w, void *job);
  * handed over, or it is still running). */
 int gpumd__ledger_writer_collect(gpumd_ledger_writer_t *w, bool wait, int *job_rc);
 
+/* The ledger's VFS (ledger_vfs.c): the underlying VFS named (NULL: SQLite's default) with the
+ * log frames of a commit written in one call, not two per page. Registers it once (not as the
+ * default; later calls return it whatever they name) and returns its name for
+ * sqlite3_open_v2, or NULL when it cannot be made (the default VFS then serves). */
+#define GPUMD_LEDGER_VFS "gpumd-ledger"
+const char *gpumd__ledger_vfs_register(const char *underlying);
+
 #endif /* GPUMD_LEDGER_INTERNAL_H */
