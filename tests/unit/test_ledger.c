@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ftw.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,6 +34,7 @@
 #include <gpum/error.h>
 
 #include "ledger.h"
+#include "scratch_testlib.h"
 #include "pidstart_internal.h"
 
 #define GiB (UINT64_C(1) << 30)
@@ -42,31 +42,6 @@
 #define T0 (UINT64_C(1700000000) * SEC)
 
 /* ---- Scratch directories ---------------------------------------------------------------- */
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static int setup_dir(void **state) {
-  char *dir = test_malloc(64);
-  snprintf(dir, 64, "/tmp/gpum-test-ledger-XXXXXX");
-  if (mkdtemp(dir) == NULL) {
-    test_free(dir);
-    return -1;
-  }
-  *state = dir;
-  return 0;
-}
-
-static int teardown_dir(void **state) {
-  char *dir = *state;
-  nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-  test_free(dir);
-  return 0;
-}
 
 /* "<dir>/<name>" in buf. */
 static const char *sub(const char *dir, const char *name, char *buf, size_t len) {

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,31 +22,7 @@
 #include <sqlite3.h>
 
 #include "ledger_internal.h"
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static int setup_dir(void **state) {
-  char *dir = test_malloc(64);
-  snprintf(dir, 64, "/tmp/gpum-test-ledger-vfs-XXXXXX");
-  if (mkdtemp(dir) == NULL) {
-    test_free(dir);
-    return -1;
-  }
-  *state = dir;
-  return 0;
-}
-
-static int teardown_dir(void **state) {
-  char *dir = *state;
-  nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
-  test_free(dir);
-  return 0;
-}
+#include "scratch_testlib.h"
 
 /* This thread's write calls so far (/proc/thread-self/io: syscw). */
 static long write_calls(void) {
