@@ -156,6 +156,33 @@ assert w.ok("status")["node"]["reservations"] == 0
 t_ok "1,500 pipelined reserves left unread until committed: every reply arrives whole and in order"
 
 gd_py '
+# Clients that go while their durable replies are on their way (the ledger writer writes them
+# as a batch commits; a write to a closed socket fails and the loop ends the connection): 300
+# connections each send up to four reserves (bound to the connection) and close, some at once,
+# some after reading one reply. Their reservations all end with them; gpumd serves on.
+w = Client()
+socks = []
+for i in range(300):
+    c = Client()
+    c.send_raw(b"".join(b"{\"id\": %d, \"op\": \"reserve\", \"bytes_per_gpu\": 1048576}\n" % k
+                        for k in range(1, 1 + i % 5)))
+    if i % 3 == 0:
+        c.close()
+    else:
+        socks.append(c)
+    if i % 3 == 1 and i % 5 >= 2:
+        assert c.read_msg()["ok"] is True
+for c in socks:
+    c.close()
+deadline = time.monotonic() + 30
+while w.ok("status")["node"]["reservations"] != 0:
+    if time.monotonic() > deadline:
+        raise Fail("reservations of closed connections still live: %r" % w.ok("status")["node"])
+assert w.ok("reserve", bytes_per_gpu=1048576)["reservation"]["state"] == "GRANTED"
+' || t_fail "clients gone while written to"
+t_ok "300 clients that close with durable replies unread or half read: their reservations end, gpumd serves on"
+
+gd_py '
 c = Client(timeout=5)
 # A backslash before a non-ASCII character: jansson quotes the bad escape up to its first
 # byte, which is no UTF-8; the reply must still come, as one valid line. A JSON value that
