@@ -251,6 +251,50 @@ static void test_proc_identity(void **state) {
   assert_string_equal(cmd, "");
 }
 
+/* This thread's read calls so far (/proc/thread-self/io: syscr). */
+static long read_calls(void) {
+  FILE *f = fopen("/proc/thread-self/io", "r");
+  assert_non_null(f);
+  char line[128];
+  long n = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "syscr: %ld", &n) == 1)
+      break;
+  fclose(f);
+  assert_true(n >= 0);
+  return n;
+}
+
+/* What /proc says of a pid is read once and kept for the cache's time (a second by default):
+ * the owner, the parent and the command line come from it without a read; with no time kept
+ * every lookup reads again. */
+static void test_proc_cache(void **state) {
+  (void)state;
+  unsigned pid = (unsigned)getpid(), uid = 0, ppid = 0;
+  char cmd[GPUM_COMMAND_LEN];
+  gpum__proc_cache_ttl(UINT64_C(3600000000000)); /* an hour: nothing expires in this test */
+  assert_int_equal(gpum__proc_uid(pid, &uid), 0);
+  assert_int_equal(uid, (unsigned)getuid());
+  long own = -read_calls(); /* what reading the count itself reads */
+  own += read_calls();
+  long before = read_calls();
+  assert_int_equal(gpum__proc_parent(pid, &ppid), 0);
+  assert_int_equal(ppid, (unsigned)getppid());
+  gpum__proc_identity(pid, NULL, 0, cmd, sizeof cmd);
+  assert_non_null(strstr(cmd, "test_device"));
+  assert_int_equal(gpum__proc_uid(pid, &uid), 0);
+  assert_int_equal(read_calls() - before, own);
+  /* Not visible: ENOENT, nothing raised. */
+  assert_int_equal(gpum__proc_parent(0x7ffffff0u, &ppid), GPUM_ENOENT);
+  assert_int_equal(gpum__proc_uid(0, &uid), GPUM_ENOENT);
+  gpum__proc_cache_ttl(0); /* kept for no time: each lookup reads /proc */
+  before = read_calls();
+  assert_int_equal(gpum__proc_parent(pid, &ppid), 0);
+  assert_int_equal(ppid, (unsigned)getppid());
+  assert_true(read_calls() - before >= own + 2); /* status and cmdline */
+  gpum__proc_cache_ttl(GPUM__PROC_TTL_NS);
+}
+
 /* Writes n entries of the given stride into a buffer pre-filled with 0xAA, as a driver
  * would: pid, usedGpuMemory, gpuInstanceId, computeInstanceId (and the CC field at 32). */
 static void fake_entries(unsigned char *buf, unsigned n, unsigned stride, const unsigned *pids,
@@ -653,6 +697,7 @@ int main(void) {
       cmocka_unit_test(test_metric_table),
       cmocka_unit_test(test_parse_status_uid),
       cmocka_unit_test(test_cmdline_to_string),
+      cmocka_unit_test(test_proc_cache),
       cmocka_unit_test(test_is_mps_server),
       cmocka_unit_test(test_proc_identity),
       cmocka_unit_test(test_stride_detect),

@@ -26,21 +26,11 @@
 #include "utf8_internal.h"
 
 /* The uid owning pid, from /proc (GPUMD_PROC_NO_UID when it is not visible here: another PID
- * namespace, or gone). A read of procfs, never a name lookup: names come from the users cache,
- * on the loop's side. */
+ * namespace, or gone), as libgpum's process list read it (kept a second per pid). Never a name
+ * lookup: names come from the users cache, on the loop's side. */
 static uint32_t uid_of(unsigned pid) {
-  char path[64], text[2048];
   unsigned uid;
-  snprintf(path, sizeof path, "/proc/%u/status", pid);
-  long n = gpum__os_read_file(path, text, sizeof text - 1);
-  if (n <= 0)
-    return GPUMD_PROC_NO_UID;
-  text[n] = '\0';
-  if (gpum__parse_status_uid(text, &uid) != 0) {
-    gpum_error_clear();
-    return GPUMD_PROC_NO_UID;
-  }
-  return uid;
+  return gpum__proc_uid(pid, &uid) == 0 ? uid : GPUMD_PROC_NO_UID;
 }
 
 #define GPUMD_USERS_CACHE 256 /* uids whose names are kept */

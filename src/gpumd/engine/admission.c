@@ -77,19 +77,10 @@ void gpumd_admission_read(gpumd_t *d) {
 
 /* "pid 4242 (uid 1000: python leak.py) 20.00 GiB" for one process outside reservations. */
 static void describe_proc(unsigned pid, uint64_t bytes, char *buf, size_t len) {
-  char path[64], text[2048], cmd[64] = "", sz[GPUM_SIZE_BUFSZ];
+  char cmd[64], sz[GPUM_SIZE_BUFSZ];
   unsigned uid = 0;
-  bool have_uid = false;
-  snprintf(path, sizeof path, "/proc/%u/status", pid);
-  long n = gpum__os_read_file(path, text, sizeof text - 1);
-  if (n > 0) {
-    text[n] = '\0';
-    have_uid = gpum__parse_status_uid(text, &uid) == 0;
-  }
-  snprintf(path, sizeof path, "/proc/%u/cmdline", pid);
-  n = gpum__os_read_file(path, text, sizeof text);
-  if (n > 0)
-    gpum__cmdline_to_string(text, (size_t)n, cmd, sizeof cmd);
+  bool have_uid = gpum__proc_uid(pid, &uid) == 0;
+  gpum__proc_identity(pid, NULL, 0, cmd, sizeof cmd);
   gpum_size_format(bytes, sz, sizeof sz);
   if (have_uid)
     snprintf(buf, len, "pid %u (uid %u%s%s) %s", pid, uid, cmd[0] ? ": " : "", cmd, sz);

@@ -13,6 +13,7 @@
 
 #include <gpum/error.h>
 
+#include "device/device_internal.h"
 #include "os_internal.h"
 
 /* Reads state (field 3) and start time (field 22) of pid through the OS layer. Returns 0,
@@ -63,6 +64,8 @@ char gpumd_pid_state(int32_t pid, uint64_t start) {
 }
 
 int32_t gpumd_pid_parent(int32_t pid) {
-  gpum__os_proc_stat_t st;
-  return gpum__os_proc_stat(pid, &st) == 0 && st.ppid > 0 ? st.ppid : 0;
+  unsigned ppid;
+  return pid > 0 && gpum__proc_parent((unsigned)pid, &ppid) == 0 && ppid <= INT32_MAX
+             ? (int32_t)ppid
+             : 0;
 }

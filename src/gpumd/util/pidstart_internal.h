@@ -26,7 +26,8 @@ bool gpumd_pid_is_alive(int32_t pid, uint64_t start);
  * it is gone, a zombie or another process now. */
 char gpumd_pid_state(int32_t pid, uint64_t start);
 
-/* The parent of pid (field 4 of /proc/PID/stat), or 0 when it cannot be read. */
+/* The parent of pid (its PPid in /proc, as libgpum's process lookups keep it for up to a
+ * second: device/procinfo.c), or 0 when it cannot be read. */
 int32_t gpumd_pid_parent(int32_t pid);
 
 #endif /* GPUMD_PIDSTART_INTERNAL_H */

@@ -135,6 +135,16 @@ void gpum__cmdline_to_string(const char *buf, size_t n, char *out, size_t outlen
 /* Fills user (name, or the numeric uid when there is no passwd entry) and command (cmdline,
  * else the comm name) for pid; both "" when the pid is not visible here. Never fails. */
 void gpum__proc_identity(unsigned pid, char *user, size_t ulen, char *cmd, size_t clen);
+/* The real uid of pid, from /proc/PID/status: 0, or GPUM_ENOENT when it is not visible here
+ * (nothing raised). Never looks up a name. */
+int gpum__proc_uid(unsigned pid, unsigned *uid);
+/* The parent of pid (the PPid of /proc/PID/status): 0, or GPUM_ENOENT when pid is not visible
+ * here or has none (nothing raised). */
+int gpum__proc_parent(unsigned pid, unsigned *ppid);
+/* How long what these read of a pid is kept (procinfo.c): GPUM__PROC_TTL_NS; tests set
+ * another (0: read every time), which also empties the cache. */
+#define GPUM__PROC_TTL_NS UINT64_C(1000000000)
+void gpum__proc_cache_ttl(uint64_t ttl_ns);
 
 /* True when command (a /proc cmdline with spaces) runs nvidia-cuda-mps-server, the server an
  * MPS control daemon starts per GPU: its first word, or that word's last path part. Pure. */
