@@ -12,11 +12,13 @@
 #      reserve+release pairs per SET is printed beside it), p99 under 2 ms at 256 clients.
 #      At 16 clients it also prints gpumd's user and system time per request by thread (/proc):
 #      the kernel's share, which the instruction counts below leave out.
+#      Then the 16-client point again with 64 processes holding GPU memory on the node (what
+#      each grant decision's fresh read of the devices' processes costs), beside it (no aim).
 #   2. gpumd's resident memory with 10,000 live reservations. Aim: under 32 MiB.
 #   3. Instructions per durable request at 16 clients (valgrind --tool=callgrind, when
 #      installed: scripts/deps.sh bench; skipped with a note otherwise), for the loop thread and
 #      the ledger's threads: a figure that holds on a loaded machine, where the rates move.
-# Usage: bench/broker/run.sh BUILD_DIR [SECONDS]. About 4 x SECONDS + 30 s. Not in `make test`.
+# Usage: bench/broker/run.sh BUILD_DIR [SECONDS]. About 5 x SECONDS + 30 s. Not in `make test`.
 set -euo pipefail
 BUILD=$(cd "${1:?usage: run.sh BUILD_DIR [SECONDS]}" && pwd)
 SECS=${2:-5}
@@ -126,6 +128,20 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
 else
   echo "-- baseline skipped: redis-server / redis-benchmark not installed (scripts/deps.sh bench)"
 fi
+
+# A node whose GPUs many processes use (inference workers, notebooks): each grant decision
+# reads every device's processes afresh and looks for the reservation each belongs to (it or
+# an ancestor holds one), so /proc and the driver's process lists count. 64 processes holding
+# memory outside reservations (gpum sim hold), 16 clients, beside the figure with none above.
+echo "-- 16 clients with 64 processes holding GPU memory on the node (gpum sim hold)"
+holders=()
+for ((i = 0; i < 64; i++)); do
+  holders+=("$("$GPUM" sim hold "$NODE" --device $((i % 2)) --bytes 1MiB)")
+done
+line=$("$P" rtt "$GPUM_SOCKET" 16 "$SECS")
+echo "gpumd  $line"
+echo "with 64 processes / with none: $(awk -v a="$(sed -E 's/.* rate=([0-9]+).*/\1/' <<<"$line")" -v b="${RATE[16]}" 'BEGIN { printf "%.2f", a / b }') (no aim)"
+kill "${holders[@]}" 2>/dev/null || true
 
 echo "-- resident memory"
 base=$(awk '/VmRSS/ { print $2 }' "/proc/$GD/status")
