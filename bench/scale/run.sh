@@ -8,7 +8,9 @@
 # reservations held (N=5000 unless SCALE_N says otherwise), in the same run and the same
 # process. gpumd is pinned to CPU 0, the load and the readers to CPU 1 (taskset, when there
 # are two CPUs). Aims: p99 under 5 ms with any one reader running, and a reserve+release
-# under 2x the empty daemon's cost (cost = 1 / rate of the single closed-loop client).
+# under 2x the empty daemon's cost (cost = 1 / rate of the single closed-loop client), also
+# with 64 processes holding memory on the node (the reservation each belongs to is looked up
+# at every grant decision).
 # Then, where valgrind is installed (SCALE_CALLGRIND=0 skips it), the same empty/full pair under
 # callgrind: instructions per reserve+release (gpumd's threads, the simulated driver included),
 # a figure a loaded machine does not move; and the instructions of one `gpum jobs` beside its
@@ -117,9 +119,22 @@ cost() {
   done
 }
 
+# point_procs TAG: point TAG.none with 64 processes holding GPU memory on the node (gpum sim
+# hold, outside reservations): each grant decision reads every device's processes afresh and
+# looks for the reservation each belongs to, which must not cost more with more reservations.
+point_procs() {
+  local holders=() i
+  for ((i = 0; i < 64; i++)); do
+    holders+=("$("$GPUM" sim hold "$NODE" --device $((i % 8)) --bytes 1MiB)")
+  done
+  point "$1" none
+  kill "${holders[@]}" 2>/dev/null || true
+}
+
 READERS=(none list metrics jobs)
 echo "-- empty gpumd"
 for r in "${READERS[@]}"; do point empty "$r"; done
+point_procs empty64
 cost empty
 rss0=$(awk '/VmRSS/ { print $2 }' "/proc/$GD/status")
 
@@ -131,6 +146,7 @@ echo "held: $held"
 rss1=$(awk '/VmRSS/ { print $2 }' "/proc/$GD/status")
 echo "gpumd RSS: ${rss0} KiB empty, ${rss1} KiB full: $(((rss1 - rss0) * 1024 / (N + Q))) bytes per reservation"
 for r in "${READERS[@]}"; do point full "$r"; done
+point_procs full64
 cost full
 exec {FILL[1]}>&-
 wait "$fill_pid" 2>/dev/null || true
@@ -149,6 +165,8 @@ for how in table json; do
 done
 c=$(awk -v a="${RATE[empty.none]}" -v b="${RATE[full.none]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 99) }')
 echo "cost of a reserve+release, full / empty = $c (aim < 2): $(verdict "$(awk -v c="$c" 'BEGIN { print (c < 2) }')")"
+c=$(awk -v a="${RATE[empty64.none]}" -v b="${RATE[full64.none]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 99) }')
+echo "the same with 64 processes using the GPUs, full / empty = $c (aim < 2): $(verdict "$(awk -v c="$c" 'BEGIN { print (c < 2) }')")"
 
 # ---- instructions per reserve+release (callgrind) -----------------------------------------
 if [ "${SCALE_CALLGRIND:-1}" = 0 ] || ! command -v valgrind >/dev/null || ! command -v callgrind_control >/dev/null; then

@@ -58,6 +58,7 @@ void gpumd_admission_read(gpumd_t *d) {
     return; /* no readers (stopping): nothing is fresh, nothing is granted */
   gpumd_sched_device_t views[GPUMD_MAX_DEVICES];
   size_t n = 0;
+  gpumd_engine_pids_begin(d); /* one index of the reservations by pid for all the devices */
   for (unsigned i = 0; i < d->device_count; i++) {
     unsigned index = d->devices[i].index;
     if (rcs[i] == 0) {
@@ -72,6 +73,7 @@ void gpumd_admission_read(gpumd_t *d) {
     if (gpumd_engine_device_view(d, index, NULL, rcs[i] == 0, &views[n]))
       n++;
   }
+  gpumd_engine_pids_end(d);
   gpumd_sched_update_devices(d->sched, NULL, views, n, gpum__os_real_ns()); /* gpumd's own news */
 }
 
@@ -115,6 +117,7 @@ static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
                                   gpumd_admission_overcommit_text(&st, what, sizeof what));
     static gpumd_procs_t pl; /* loop thread only; too big for the stack */
     unsigned shown = 0;
+    gpumd_engine_pids_begin(d);
     if (gpumd_procs_get(d, index, &pl) == 0)
       for (size_t i = 0; i < pl.count && off < sizeof msg; i++) {
         if (gpumd_engine_resv_of_pid(d, index, (int32_t)pl.pid[i]))
@@ -123,6 +126,7 @@ static void check_overcommit(gpumd_t *d, unsigned index, uint64_t now_ns) {
         describe_proc(pl.pid[i], pl.memory[i], p, sizeof p);
         off += (size_t)snprintf(msg + off, sizeof msg - off, "%s %s", shown++ ? "," : "", p);
       }
+    gpumd_engine_pids_end(d);
     if (shown == 0 && off < sizeof msg)
       snprintf(msg + off, sizeof msg - off, " none listed (memory the driver does not attribute)");
   }

@@ -96,6 +96,11 @@ void gpumd_engine_resv_add_fenced(gpumd_t *d, json_t *o, const gpumd_resv_t *r);
 /* The GRANTED reservation on device that process pid, or its nearest ancestor, holds (gpum
  * run's CMD and a Slurm step's tasks count as their holder's), or NULL. Reads /proc. */
 const gpumd_resv_t *gpumd_engine_resv_of_pid(gpumd_t *d, unsigned device, int32_t pid);
+/* A batch of gpumd_engine_resv_of_pid lookups with no change to the reservations in between
+ * (they may nest): the first builds an index of the reservations by pid, in O(reservations),
+ * and each lookup is then O(1) a pid instead of a scan of them all. */
+void gpumd_engine_pids_begin(gpumd_t *d);
+void gpumd_engine_pids_end(gpumd_t *d);
 /* Keeps figures ({"name": number}, checked: names, count) as pid's latest for source on the
  * granted reservation rid. GPUM_EINVAL (bad names or values), GPUM_EBUSY (too many sources). */
 int gpumd_reports_put(gpumd_t *d, uint64_t rid, int32_t pid, const char *source, json_t *figures);

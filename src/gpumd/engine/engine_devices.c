@@ -170,6 +170,7 @@ json_t *gpumd_engine_device_procs_json(gpumd_t *d, unsigned index) {
     order[at] = k;
   }
   json_t *arr = json_array();
+  gpumd_engine_pids_begin(d);
   for (size_t k = 0; arr && k < pl.count; k++) {
     size_t i = order[k];
     const gpumd_resv_t *r =
@@ -184,5 +185,6 @@ json_t *gpumd_engine_device_procs_json(gpumd_t *d, unsigned index) {
                        (json_int_t)pl.memory[i], "reservation",
                        r ? json_string(gpumd_resv_id_format(r->id, id, sizeof id)) : json_null()));
   }
+  gpumd_engine_pids_end(d);
   return arr;
 }

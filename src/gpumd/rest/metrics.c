@@ -695,6 +695,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
   static devview_t v[GPUMD_MAX_DEVICES]; /* loop thread only; too big for the stack */
   writer_t w = {.out = out, .rc = 0};
   unsigned n = d->device_count;
+  gpumd_engine_pids_begin(d); /* each process's reservation, from one index */
   for (unsigned i = 0; i < n; i++) {
     const gpumd_device_t *dev = &d->devices[i];
     devview_t *x = &v[i];
@@ -713,6 +714,7 @@ static int render(gpumd_t *d, struct evbuffer *out) {
       x->owner[k] =
           d->sched ? gpumd_engine_resv_of_pid(d, dev->index, (int32_t)x->procs.pid[k]) : NULL;
   }
+  gpumd_engine_pids_end(d);
   daemon_metrics(d, &w);
   device_static_metrics(d, &w, v, n);
   device_metrics(&w, v, n);
