@@ -27,6 +27,7 @@
 
 #include "nvml_abi.h"
 #include "device/device_internal.h"
+#include "thread_io_testlib.h"
 
 /* Clears every variable that steers library selection, so each test starts from nothing. */
 static int clean_env(void **state) {
@@ -251,20 +252,6 @@ static void test_proc_identity(void **state) {
   assert_string_equal(cmd, "");
 }
 
-/* This thread's read calls so far (/proc/thread-self/io: syscr). */
-static long read_calls(void) {
-  FILE *f = fopen("/proc/thread-self/io", "r");
-  assert_non_null(f);
-  char line[128];
-  long n = -1;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "syscr: %ld", &n) == 1)
-      break;
-  fclose(f);
-  assert_true(n >= 0);
-  return n;
-}
-
 /* What /proc says of a pid is read once and kept for the cache's time (a second by default):
  * the owner, the parent and the command line come from it without a read; with no time kept
  * every lookup reads again. */
@@ -275,23 +262,23 @@ static void test_proc_cache(void **state) {
   gpum__proc_cache_ttl(UINT64_C(3600000000000)); /* an hour: nothing expires in this test */
   assert_int_equal(gpum__proc_uid(pid, &uid), 0);
   assert_int_equal(uid, (unsigned)getuid());
-  long own = -read_calls(); /* what reading the count itself reads */
-  own += read_calls();
-  long before = read_calls();
+  long own = -thread_io("syscr"); /* what reading the count itself reads */
+  own += thread_io("syscr");
+  long before = thread_io("syscr");
   assert_int_equal(gpum__proc_parent(pid, &ppid), 0);
   assert_int_equal(ppid, (unsigned)getppid());
   gpum__proc_identity(pid, NULL, 0, cmd, sizeof cmd);
   assert_non_null(strstr(cmd, "test_device"));
   assert_int_equal(gpum__proc_uid(pid, &uid), 0);
-  assert_int_equal(read_calls() - before, own);
+  assert_int_equal(thread_io("syscr") - before, own);
   /* Not visible: ENOENT, nothing raised. */
   assert_int_equal(gpum__proc_parent(0x7ffffff0u, &ppid), GPUM_ENOENT);
   assert_int_equal(gpum__proc_uid(0, &uid), GPUM_ENOENT);
   gpum__proc_cache_ttl(0); /* kept for no time: each lookup reads /proc */
-  before = read_calls();
+  before = thread_io("syscr");
   assert_int_equal(gpum__proc_parent(pid, &ppid), 0);
   assert_int_equal(ppid, (unsigned)getppid());
-  assert_true(read_calls() - before >= own + 2); /* status and cmdline */
+  assert_true(thread_io("syscr") - before >= own + 2); /* status and cmdline */
   gpum__proc_cache_ttl(GPUM__PROC_TTL_NS);
 }
 

@@ -23,20 +23,7 @@
 
 #include "ledger_internal.h"
 #include "scratch_testlib.h"
-
-/* This thread's write calls so far (/proc/thread-self/io: syscw). */
-static long write_calls(void) {
-  FILE *f = fopen("/proc/thread-self/io", "r");
-  assert_non_null(f);
-  char line[128];
-  long n = -1;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "syscw: %ld", &n) == 1)
-      break;
-  fclose(f);
-  assert_true(n >= 0);
-  return n;
-}
+#include "thread_io_testlib.h"
 
 static void exec_ok(sqlite3 *db, const char *sql) {
   char *err = NULL;
@@ -118,9 +105,9 @@ static void integrity_ok(sqlite3 *db) {
 static long commit_writes(const char *dir, const char *vfs) {
   sqlite3 *db = open_db(dir, vfs);
   insert_rows(db, 1, 12); /* the log's header and first frames: not measured */
-  long before = write_calls();
+  long before = thread_io("syscw");
   insert_rows(db, 13, 12);
-  long n = write_calls() - before;
+  long n = thread_io("syscw") - before;
   assert_rows(db, 24);
   sqlite3_close(db);
   return n;
