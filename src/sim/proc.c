@@ -84,11 +84,12 @@ static bool is_me(const struct gpum__sim_proc *p) {
  * under the node lock only). The reaper asks at every memory query whether each slot's process
  * still runs, since the real driver gives a process's memory back when it exits; reading its
  * /proc/PID/stat for that (state, start time) costs about 10 us a process, and gpumd queries
- * memory several times per grant decision: with 64 processes holding memory, the simulated
- * driver made a reserve+release 40 times slower than with none. A pidfd, opened once per
- * process and checked against the slot's start time then, answers with one poll(): it becomes
- * readable when the process exits (a zombie is exited) and never stands for a later process
- * with the same pid. A process keeps at most an eighth of its descriptor limit in pidfds (its
+ * memory several times per grant decision: with 64 processes holding memory (and gpumd's own
+ * /proc reads already cached), bench/broker's 16 clients got 989 reserve+release pairs/s
+ * against 37,000 with none. A pidfd, opened once per process and checked against the slot's
+ * start time then, becomes readable when the process exits (a zombie is exited) and never
+ * stands for a later process with the same pid; the reaper asks one poll() over them all. A
+ * process keeps at most an eighth of its descriptor limit in pidfds (its
  * own work needs the rest); past that, and without pidfds (an old kernel), /proc answers. */
 static struct {
   pid_t pid; /* 0: none */

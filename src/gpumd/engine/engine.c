@@ -585,6 +585,20 @@ static bool pids_add(int32_t pid, const gpumd_resv_t *r) {
   return true;
 }
 
+/* The pids that hold r, each once: its owner, its pid lease's pid, its connection's peer. The
+ * one rule for both ways of looking a process up (the index and the scan). */
+static size_t holders_of(gpumd_t *d, const gpumd_resv_t *r, int32_t out[3]) {
+  size_t n = 0;
+  out[n++] = r->pid;
+  if (r->lease == GPUMD_LEASE_PID && r->lease_pid > 0 && r->lease_pid != r->pid)
+    out[n++] = r->lease_pid;
+  gpumd_lease_t *l = gpumd_lease_get(d, r->id);
+  int32_t peer = l && l->conn ? (int32_t)l->conn->pid : 0;
+  if (peer > 0 && peer != out[0] && (n == 1 || peer != out[1]))
+    out[n++] = peer;
+  return n;
+}
+
 /* Builds the index; false without memory (the lookups then scan, as without a batch). */
 static bool pids_build(gpumd_t *d) {
   size_t n = gpumd_sched_count(d->sched), nb = 64;
@@ -603,19 +617,17 @@ static bool pids_build(gpumd_t *d) {
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (r->state != GPUMD_RESV_GRANTED)
       continue;
-    int32_t lease = r->lease == GPUMD_LEASE_PID ? r->lease_pid : 0;
-    gpumd_lease_t *l = gpumd_lease_get(d, r->id);
-    int32_t peer = l && l->conn ? (int32_t)l->conn->pid : 0;
-    if (!pids_add(r->pid, r) || (lease > 0 && lease != r->pid && !pids_add(lease, r)) ||
-        (peer > 0 && peer != r->pid && peer != lease && !pids_add(peer, r)))
-      return false;
+    int32_t who[3];
+    for (size_t k = 0, m = holders_of(d, r, who); k < m; k++)
+      if (!pids_add(who[k], r))
+        return false;
   }
   pids.built = true;
   return true;
 }
 
 /* The GRANTED reservation on device that process pid itself holds (owner, lease pid or its
- * connection's peer), or NULL. */
+ * connection's peer), or NULL: from the batch's index, else by a scan of them all. */
 static const gpumd_resv_t *resv_held_by(gpumd_t *d, unsigned device, int32_t pid) {
   if (pids.depth > 0 && (pids.built || pids_build(d))) {
     for (uint32_t j = pids.head[pid_bucket(pid)]; j != PIDS_NIL; j = pids.e[j].next)
@@ -628,11 +640,10 @@ static const gpumd_resv_t *resv_held_by(gpumd_t *d, unsigned device, int32_t pid
     const gpumd_resv_t *r = gpumd_sched_at(d->sched, i);
     if (r->state != GPUMD_RESV_GRANTED || !(r->device_mask >> device & 1u))
       continue;
-    if (r->pid == pid || (r->lease == GPUMD_LEASE_PID && r->lease_pid == pid))
-      return r;
-    gpumd_lease_t *l = gpumd_lease_get(d, r->id);
-    if (l && l->conn && l->conn->pid == pid)
-      return r;
+    int32_t who[3];
+    for (size_t k = 0, m = holders_of(d, r, who); k < m; k++)
+      if (who[k] == pid)
+        return r;
   }
   return NULL;
 }
